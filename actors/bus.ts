@@ -1,0 +1,122 @@
+/**
+ * The narrow I/O seam between actors and the transport. Actors depend on these interfaces only;
+ * `runtime/` implements them over NATS (with JetStream for durability) and in-process.
+ */
+
+/** A message received from the bus. */
+export interface BusMessage {
+  /** The subject it arrived on. */
+  readonly subject: string;
+  /** Raw body. */
+  readonly data: Uint8Array;
+  /** Header values, when the sender set any. */
+  readonly headers?: ReadonlyMap<string, string>;
+  /** Whether the sender waits for an answer. */
+  readonly expectsReply: boolean;
+  /** Answers a request; returns false when the sender did not ask for an answer. */
+  respond(data: Uint8Array): boolean;
+}
+
+/** A live subscription. */
+export interface BusSubscription {
+  /** Stops delivery; messages already being handled finish. */
+  unsubscribe(): Promise<void>;
+}
+
+/** Options of {@link Bus.subscribe}. */
+export interface SubscribeOptions {
+  /** Queue group: each message goes to one member of the group. */
+  queue?: string;
+}
+
+/** Options of {@link Bus.request}. */
+export interface RequestOptions {
+  /** How long to wait for the answer. */
+  timeoutMs: number;
+  /** Aborts the wait (the answer, if it comes, is dropped). */
+  signal?: AbortSignal;
+}
+
+/** Publish/subscribe and request/reply over subjects. */
+export interface Bus {
+  /** Publishes a message; fire and forget. */
+  publish(subject: string, data: Uint8Array, headers?: Record<string, string>): void;
+  /** Subscribes; `handler` errors are caught and logged by the implementation. */
+  subscribe(subject: string, handler: (msg: BusMessage) => void | Promise<void>, options?: SubscribeOptions): BusSubscription;
+  /**
+   * Sends a request and waits for one answer.
+   * @throws {NoRespondersError} when nobody listens on `subject`.
+   * @throws {RequestTimeoutError} when no answer came in time.
+   * @throws {RequestAbortedError} when `signal` aborted the wait.
+   */
+  request(subject: string, data: Uint8Array, options: RequestOptions): Promise<Uint8Array>;
+  /** Resolves once everything published so far has reached the server. */
+  flush(): Promise<void>;
+  /** A one-line description of the transport (`nats://127.0.0.1:4222`, `in-process`). */
+  readonly description: string;
+}
+
+/** Result of {@link TaskStore.create}. */
+export type CreateResult = "created" | "exists";
+
+/** Durable key/value storage of task records (JetStream KV, or memory in embedded mode). */
+export interface TaskStore {
+  /** Stores `value` under `key` only if the key does not exist yet (atomic). */
+  create(key: string, value: Uint8Array): Promise<CreateResult>;
+  /** Reads a value. */
+  get(key: string): Promise<Uint8Array | undefined>;
+  /** Writes a value unconditionally. */
+  put(key: string, value: Uint8Array): Promise<void>;
+  /** Whether data survives a restart of the process. */
+  readonly durable: boolean;
+}
+
+/** A unit of work taken from a {@link WorkQueue}. */
+export interface WorkItem {
+  /** The item's id (the task id). */
+  readonly id: string;
+  /** The body. */
+  readonly data: Uint8Array;
+  /** How many times it has been delivered, from 1. */
+  readonly deliveries: number;
+  /** Removes it from the queue for good. */
+  ack(): Promise<void>;
+  /** Hands it back for redelivery. */
+  nak(): void;
+}
+
+/** Durable queue of accepted work, shared by all processes of a role. */
+export interface WorkQueue {
+  /** Adds an item; a second item with the same id is dropped as a duplicate. */
+  enqueue(id: string, data: Uint8Array): Promise<{ duplicate: boolean }>;
+  /** Delivers items to `handler`, at most `concurrency` at a time in this process. */
+  consume(handler: (item: WorkItem) => Promise<void>, options: { concurrency: number }): BusSubscription;
+}
+
+/** Base class of transport errors; `cause` holds the transport's own error. */
+export class TransportError extends Error {
+  override name = "TransportError";
+  constructor(
+    message: string,
+    /** The subject involved. */
+    readonly subject: string,
+    options?: ErrorOptions,
+  ) {
+    super(message, options);
+  }
+}
+
+/** Nobody is subscribed to the subject of a request. */
+export class NoRespondersError extends TransportError {
+  override name = "NoRespondersError";
+}
+
+/** No answer arrived within the timeout. */
+export class RequestTimeoutError extends TransportError {
+  override name = "RequestTimeoutError";
+}
+
+/** The caller aborted the request. */
+export class RequestAbortedError extends TransportError {
+  override name = "RequestAbortedError";
+}

@@ -1,0 +1,76 @@
+/**
+ * The one place bytes become messages and messages become bytes.
+ * `decode` never throws on bad input: it returns a result, so the hot path stays exception-free.
+ */
+import type { z } from "zod";
+import { DecodeError, type DecodeFailure, type DecodeIssue } from "./errors.js";
+
+/** The largest message body any dirigent subject accepts (1 MiB). */
+export const MAX_BODY_BYTES = 1024 * 1024;
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder("utf-8", { fatal: true });
+
+/** The result of decoding: the parsed value or the error that names every problem. */
+export type Decoded<T> = { ok: true; value: T } | { ok: false; error: DecodeError };
+
+/** Decodes UTF-8 JSON text, returning a {@link DecodeError} instead of throwing. */
+export function decodeJson(bytes: Uint8Array, maxBytes = MAX_BODY_BYTES): Decoded<unknown> {
+  if (bytes.byteLength > maxBytes) {
+    return fail(`message of ${bytes.byteLength} bytes exceeds the limit of ${maxBytes} bytes`, [], "too_large");
+  }
+  let text: string;
+  try {
+    text = decoder.decode(bytes);
+  } catch (cause) {
+    return fail("message is not valid UTF-8", [], "not_utf8", cause);
+  }
+  try {
+    return { ok: true, value: JSON.parse(text) as unknown };
+  } catch (cause) {
+    const reason = cause instanceof Error ? cause.message : String(cause);
+    return fail(`message is not JSON: ${reason}`, [], "not_json", cause);
+  }
+}
+
+/** Decodes bytes as JSON and validates them against `schema`. */
+export function decode<S extends z.ZodType>(schema: S, bytes: Uint8Array, maxBytes?: number): Decoded<z.infer<S>> {
+  const json = decodeJson(bytes, maxBytes);
+  if (!json.ok) return json;
+  return validate(schema, json.value);
+}
+
+/** Validates an already-parsed value against `schema`. */
+export function validate<S extends z.ZodType>(schema: S, value: unknown): Decoded<z.infer<S>> {
+  const parsed = schema.safeParse(value);
+  if (parsed.success) return { ok: true, value: parsed.data };
+  const issues: DecodeIssue[] = parsed.error.issues.map((issue) => ({
+    path: toPointer(issue.path),
+    message: issue.message,
+  }));
+  const summary = issues.map((i) => `${i.path || "/"}: ${i.message}`).join("; ");
+  return fail(`invalid message: ${summary}`, issues, "schema");
+}
+
+/** Encodes a value that the compiler has checked against the schema's type. */
+export function encode<S extends z.ZodType>(_schema: S, value: z.infer<S>): Uint8Array {
+  return encoder.encode(JSON.stringify(value));
+}
+
+/** Encodes any JSON value (used for replies whose schema is a union chosen at the call site). */
+export function encodeJson(value: unknown): Uint8Array {
+  return encoder.encode(JSON.stringify(value));
+}
+
+/** Decodes UTF-8 text. Invalid UTF-8 is replaced, never thrown. */
+export function textOf(bytes: Uint8Array): string {
+  return new TextDecoder().decode(bytes);
+}
+
+function fail(message: string, issues: DecodeIssue[], kind: DecodeFailure, cause?: unknown): { ok: false; error: DecodeError } {
+  return { ok: false, error: new DecodeError(message, issues, kind, cause === undefined ? undefined : { cause }) };
+}
+
+function toPointer(path: ReadonlyArray<PropertyKey>): string {
+  return path.map((p) => "/" + String(p).replace(/~/g, "~0").replace(/\//g, "~1")).join("");
+}

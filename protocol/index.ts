@@ -1,0 +1,14 @@
+/**
+ * The dirigent wire contract: message schemas (with inferred types), subjects, codec and errors.
+ * Depends on zod only, so any service can use it without NATS or XState.
+ */
+export * from "./ids.js";
+export * from "./errors.js";
+export * from "./codec.js";
+export * from "./result.js";
+export * from "./tasks.js";
+export * from "./evaluator.js";
+export * from "./handler.js";
+export * from "./memory.js";
+export * from "./control.js";
+export * from "./subjects.js";

@@ -1,0 +1,103 @@
+/**
+ * What a task produces: a {@link TaskResult}, and when it fails, a typed {@link TaskError}.
+ * Shapes follow the seed design (SEED-NOTES §3.7–3.8) with the decisions of §4 (C6, C16, C18).
+ */
+import { z } from "zod";
+
+/** Status of a task result. WAITING/RUNNING are actor states, never result statuses (C6). */
+export const ReturnStatus = z.enum(["COMPLETE", "CONTINUATION", "FAILED"]);
+export type ReturnStatus = z.infer<typeof ReturnStatus>;
+
+/** Free-form metadata attached to a result (`dataUsage`, `successScore`, `usage`, …). */
+export const Notes = z.record(z.string(), z.unknown());
+export type Notes = z.infer<typeof Notes>;
+
+/** Why a task failed, for `TASK_FAILURE` errors (SEED-NOTES §3.8, plus `not_supported` and `model_error`). */
+export const FailureReason = z.enum([
+  "context_retrieval_failure",
+  "context_matching_failure",
+  "context_parsing_failure",
+  "xml_validation_failure",
+  "output_format_failure",
+  "execution_timeout",
+  "execution_halted",
+  "subtask_failure",
+  "input_validation_failure",
+  "unexpected_error",
+  "not_supported",
+  "model_error",
+]);
+export type FailureReason = z.infer<typeof FailureReason>;
+
+/** Used/limit pair of a bounded resource. */
+export const ResourceMetrics = z.object({
+  /** Amount consumed when the limit was hit. */
+  used: z.number(),
+  /** The configured limit. */
+  limit: z.number(),
+});
+
+/** A resource limit was reached; recovery is decomposition, never an automatic retry. */
+export const ResourceExhaustion = z.object({
+  type: z.literal("RESOURCE_EXHAUSTION"),
+  /** Which limit was reached. */
+  resource: z.enum(["turns", "context", "output"]),
+  /** Human-readable explanation. */
+  message: z.string(),
+  /** Consumption at the time the limit was hit. */
+  metrics: ResourceMetrics.optional(),
+  /** Partial output produced before the limit. */
+  content: z.string().optional(),
+});
+
+/** The task could not be carried out. */
+export const TaskFailure = z.object({
+  type: z.literal("TASK_FAILURE"),
+  /** Failure category. */
+  reason: FailureReason,
+  /** Human-readable explanation. */
+  message: z.string(),
+  /** Partial output, when there is any. */
+  content: z.string().optional(),
+  /** Metadata of the failing step. */
+  notes: Notes.optional(),
+  /** Structured detail: partial results, failing step, the request that failed, … */
+  details: z.record(z.string(), z.unknown()).optional(),
+});
+
+/** A template that is not well-formed or not valid; carries the location of the problem. */
+export const XmlParseError = z.object({
+  type: z.literal("XML_PARSE_ERROR"),
+  /** What is wrong. */
+  message: z.string(),
+  /** 1-based line and column of the problem. */
+  location: z.object({ line: z.number().int(), col: z.number().int() }).optional(),
+});
+
+/** Any typed task error. */
+export const TaskError = z.discriminatedUnion("type", [ResourceExhaustion, TaskFailure, XmlParseError]);
+export type TaskError = z.infer<typeof TaskError>;
+
+/** The result of executing a task node. `content` holds all output, complete or partial (ADR 16). */
+export const TaskResult = z.object({
+  /** The output text. */
+  content: z.string(),
+  /** Whether the task finished, failed, or asks to continue. */
+  status: ReturnStatus,
+  /** Metadata only. */
+  notes: Notes,
+  /** JSON parsed from `content` when the template declares `<output_format type="json">` (C18). */
+  parsedContent: z.unknown().optional(),
+  /** Present when `status` is `FAILED`. */
+  error: TaskError.optional(),
+});
+export type TaskResult = z.infer<typeof TaskResult>;
+
+/** Token usage of model calls. */
+export const Usage = z.object({
+  /** Prompt tokens, summed over calls. */
+  promptTokens: z.number().int().nonnegative(),
+  /** Completion tokens, summed over calls. */
+  completionTokens: z.number().int().nonnegative(),
+});
+export type Usage = z.infer<typeof Usage>;

@@ -1,0 +1,89 @@
+/**
+ * The only module that spells NATS subjects, queue groups, stream and bucket names.
+ * Everything hangs off one root (default `dirigent`), so several deployments can share a server.
+ */
+import { InvalidSubjectError } from "./errors.js";
+import { TASK_ID_PATTERN } from "./ids.js";
+
+/** The default subject root. */
+export const DEFAULT_ROOT = "dirigent";
+
+const ROOT_TOKEN = /^[a-z0-9_-]+$/;
+
+/** Checks a subject root such as `dirigent` or `acme.dirigent`; throws {@link InvalidSubjectError} naming the bad token. */
+export function checkRoot(root: string): string {
+  if (root.length === 0) throw new InvalidSubjectError("subject root is empty", root);
+  for (const token of root.split(".")) {
+    if (!ROOT_TOKEN.test(token)) {
+      throw new InvalidSubjectError(`illegal subject root token '${token}': use lowercase [a-z0-9_-], tokens separated by '.'`, token);
+    }
+  }
+  return root;
+}
+
+function idToken(id: string): string {
+  if (!TASK_ID_PATTERN.test(id)) throw new InvalidSubjectError(`illegal task id token '${id}'`, id);
+  return id;
+}
+
+/** All subjects and names of one deployment. */
+export type Subjects = ReturnType<typeof createSubjects>;
+
+/**
+ * Builds every subject for the given root.
+ * @example createSubjects("dirigent").taskEvents("t1") // "dirigent.tasks.t1.events"
+ */
+export function createSubjects(root: string = DEFAULT_ROOT) {
+  checkRoot(root);
+  const upper = root.toUpperCase().replace(/[.-]/g, "_");
+  const rootDepth = root.split(".").length;
+  return {
+    root,
+    /** Public: submit a task (request/reply or publish). */
+    submit: `${root}.tasks.submit`,
+    /** Public: lifecycle events of a task. */
+    taskEvents: (id: string) => `${root}.tasks.${idToken(id)}.events`,
+    /** Public: the final result of a task. */
+    taskResult: (id: string) => `${root}.tasks.${idToken(id)}.result`,
+    /** Public: request the state and result of a task. */
+    taskGet: (id: string) => `${root}.tasks.${idToken(id)}.get`,
+    /** Public: request cancellation of a task. */
+    taskCancel: (id: string) => `${root}.tasks.${idToken(id)}.cancel`,
+    /** Wildcard over every task's `get` subject (Directors subscribe to it). */
+    anyTaskGet: `${root}.tasks.*.get`,
+    /** Wildcard over every task's `cancel` subject. */
+    anyTaskCancel: `${root}.tasks.*.cancel`,
+    /** Wildcard over every task's events. */
+    anyTaskEvents: `${root}.tasks.*.events`,
+    /** Wildcard over every task's results. */
+    anyTaskResult: `${root}.tasks.*.result`,
+    /** Extracts the task-id token from a `<root>.tasks.<id>.<channel>` subject. */
+    taskIdOf: (subject: string): string | undefined => subject.split(".")[rootDepth + 1],
+    /** Internal: accepted submissions (JetStream work queue). */
+    intake: (id: string) => `${root}.intake.${idToken(id)}`,
+    /** Internal: wildcard of the intake stream. */
+    anyIntake: `${root}.intake.*`,
+    /** Internal: Director → Evaluator. */
+    evaluate: `${root}.evaluator.evaluate`,
+    /** Internal: Evaluator → Handler. */
+    execute: `${root}.handler.execute`,
+    /** Internal: Evaluator → Memory. */
+    memoryMatch: `${root}.memory.match`,
+    /** Internal: progress of a task from Evaluators and Handlers. */
+    progress: (id: string) => `${root}.progress.${idToken(id)}`,
+    /** Internal: wildcard of all progress reports. */
+    anyProgress: `${root}.progress.*`,
+    /** Internal: cancellation broadcast. */
+    cancelBroadcast: `${root}.control.cancel`,
+    /** Queue group shared by all processes of a role. */
+    queue: (role: "director" | "evaluator" | "handler" | "memory") => `${root}.${role}`,
+    /** JetStream stream holding accepted submissions. */
+    intakeStream: `${upper}_INTAKE`,
+    /** JetStream stream holding task events and results, for replay. */
+    eventsStream: `${upper}_EVENTS`,
+    /** KV bucket of task records. */
+    tasksBucket: `${upper}_TASKS`,
+    /** Durable consumer name of Directors on the intake stream. */
+    directorConsumer: "directors",
+  } as const;
+}

@@ -1,0 +1,137 @@
+/**
+ * The public task API: what any NATS client sends to and receives from dirigent.
+ * Subjects are in `subjects.ts`; the human-readable contract is `docs/protocol.md`.
+ */
+import { z } from "zod";
+import { TaskId } from "./ids.js";
+import { Notes, TaskError } from "./result.js";
+
+/** Values bound to `{{var}}` placeholders of the template. */
+export const TaskInputs = z.record(z.string(), z.unknown());
+export type TaskInputs = z.infer<typeof TaskInputs>;
+
+/** Body of `<root>.tasks.submit` (JSON form; a raw XML body is accepted too). */
+export const SubmitRequest = z
+  .strictObject({
+    /** Client-chosen id; submitting the same id again starts no second run. */
+    taskId: TaskId.optional(),
+    /** The task template as XML text. */
+    xml: z.string().min(1).optional(),
+    /** Alias of `xml`. */
+    template: z.string().min(1).optional(),
+    /** Values for the template's `{{var}}` placeholders. */
+    inputs: TaskInputs.optional(),
+  })
+  .refine((r) => (r.xml === undefined) !== (r.template === undefined), {
+    message: "exactly one of 'xml' or 'template' is required",
+  });
+export type SubmitRequest = z.infer<typeof SubmitRequest>;
+
+/** Positive answer to a submission. */
+export const SubmitReply = z.object({
+  /** The task's id. */
+  taskId: TaskId,
+  /** `accepted`: stored and queued; `duplicate`: a task with this id already exists. */
+  status: z.enum(["accepted", "duplicate"]),
+});
+export type SubmitReply = z.infer<typeof SubmitReply>;
+
+/** Lifecycle states of a task, as seen from outside. */
+export const TaskState = z.enum([
+  "queued",
+  "running",
+  "awaiting_evaluation",
+  "awaiting_subtask",
+  "completed",
+  "failed",
+  "cancelled",
+]);
+export type TaskState = z.infer<typeof TaskState>;
+
+/** States from which a task never moves again. */
+export const FINAL_STATES: ReadonlySet<TaskState> = new Set(["completed", "failed", "cancelled"]);
+
+/** An event on `<root>.tasks.<id>.events`. */
+export const TaskEvent = z.object({
+  /** The task. */
+  taskId: TaskId,
+  /** Position in the task's event sequence, from 1. */
+  seq: z.number().int().positive(),
+  /** What happened, dotted (`task.running`, `model.turn`, `step.completed`, …). */
+  type: z.string(),
+  /** The task's lifecycle state after the event. */
+  state: TaskState,
+  /** ISO-8601 time of the event. */
+  at: z.string(),
+  /** One-line human-readable summary. */
+  message: z.string().optional(),
+  /** Event-specific data. */
+  data: z.record(z.string(), z.unknown()).optional(),
+});
+export type TaskEvent = z.infer<typeof TaskEvent>;
+
+/** Final outcome of a task. */
+export const FinalStatus = z.enum(["COMPLETE", "FAILED", "CANCELLED"]);
+export type FinalStatus = z.infer<typeof FinalStatus>;
+
+/** The message on `<root>.tasks.<id>.result`, published once per task. */
+export const TaskOutcome = z.object({
+  /** The task. */
+  taskId: TaskId,
+  /** How it ended. */
+  status: FinalStatus,
+  /** Output text (partial output when failed). */
+  content: z.string(),
+  /** Metadata: usage, model, … */
+  notes: Notes,
+  /** Parsed JSON output, when the template asked for JSON. */
+  parsedContent: z.unknown().optional(),
+  /** Why it failed. */
+  error: TaskError.optional(),
+});
+export type TaskOutcome = z.infer<typeof TaskOutcome>;
+
+/** Answer of `<root>.tasks.<id>.get`. */
+export const TaskStatusReply = z.object({
+  /** The task. */
+  taskId: TaskId,
+  /** Its current lifecycle state. */
+  state: TaskState,
+  /** Its outcome, once final. */
+  result: TaskOutcome.optional(),
+});
+export type TaskStatusReply = z.infer<typeof TaskStatusReply>;
+
+/** Answer of `<root>.tasks.<id>.cancel`. */
+export const CancelReply = z.object({
+  /** The task. */
+  taskId: TaskId,
+  /** State after the request: `cancelled`, or the final state it had already reached. */
+  state: TaskState,
+  /** Whether this request cancelled the task. */
+  cancelled: z.boolean(),
+});
+export type CancelReply = z.infer<typeof CancelReply>;
+
+/** What the runtime stores for each accepted task (KV value). */
+export const TaskRecord = z.object({
+  /** The task. */
+  taskId: TaskId,
+  /** Current lifecycle state. */
+  state: TaskState,
+  /** The template text. */
+  xml: z.string(),
+  /** Submitted inputs. */
+  inputs: TaskInputs,
+  /** ISO-8601 time of acceptance. */
+  submittedAt: z.string(),
+  /** ISO-8601 time of the last change. */
+  updatedAt: z.string(),
+  /** Outcome, once final. */
+  result: TaskOutcome.optional(),
+  /** Set when a cancel was requested before the task finished. */
+  cancelRequested: z.boolean().optional(),
+});
+export type TaskRecord = z.infer<typeof TaskRecord>;
+
+
