@@ -1,0 +1,110 @@
+/**
+ * Intake of submissions on `<root>.tasks.submit`: decode (JSON or raw XML), validate the template, store the
+ * task record durably, queue it, then answer. Nothing is acknowledged before it is stored.
+ */
+import {
+  decode,
+  decodeJson,
+  encode,
+  encodeJson,
+  errorReply,
+  MAX_BODY_BYTES,
+  SubmitRequest,
+  TaskRecord,
+  textOf,
+  validate,
+  type ErrorReply,
+  type SubmitReply,
+  type TaskId,
+  type TaskInputs,
+} from "../protocol/index.js";
+import type { BusMessage, TaskStore, WorkQueue } from "./bus.js";
+import { messageOf, type ActorDeps } from "./deps.js";
+import { parseTemplate } from "./template/parse.js";
+
+/** A decoded, validated submission. */
+export interface Submission {
+  taskId?: TaskId;
+  xml: string;
+  inputs: TaskInputs;
+}
+
+/** Decodes a submit body: JSON `{taskId?, xml|template, inputs?}` or a raw XML document. Validates the template. */
+export function decodeSubmission(data: Uint8Array): { ok: true; submission: Submission } | { ok: false; reply: ErrorReply } {
+  if (data.byteLength > MAX_BODY_BYTES) {
+    return { ok: false, reply: errorReply("PAYLOAD_TOO_LARGE", `submission of ${data.byteLength} bytes exceeds the limit of ${MAX_BODY_BYTES} bytes`) };
+  }
+  let submission: Submission;
+  const first = firstNonSpace(data);
+  if (first === "<") {
+    submission = { xml: textOf(data), inputs: {} };
+  } else {
+    const json = decodeJson(data);
+    if (!json.ok) return { ok: false, reply: errorReply("INVALID_MESSAGE", `${json.error.message} (send JSON {"xml": "..."} or a raw XML document)`) };
+    const parsed = validate(SubmitRequest, json.value);
+    if (!parsed.ok) {
+      const idIssue = parsed.error.issues.find((i) => i.path === "/taskId");
+      const code = idIssue ? "INVALID_ID" : "INVALID_MESSAGE";
+      return { ok: false, reply: errorReply(code, parsed.error.message, { details: parsed.error.issues }) };
+    }
+    const { taskId, xml, template, inputs } = parsed.value;
+    submission = { xml: xml ?? template ?? "", inputs: inputs ?? {}, ...(taskId ? { taskId } : {}) };
+  }
+  const parsed = parseTemplate(submission.xml);
+  if (!parsed.ok) {
+    const { message, line, col } = parsed.error;
+    return { ok: false, reply: errorReply("INVALID_TEMPLATE", message, { ...(line ? { line } : {}), ...(col ? { col } : {}) }) };
+  }
+  if (!parsed.document.entry) {
+    return { ok: false, reply: errorReply("INVALID_TEMPLATE", "the template defines no task to run (no top-level <task>, <call> or <cond>)") };
+  }
+  return { ok: true, submission };
+}
+
+/** Stores and queues a submission. Returns the reply to send. */
+export async function acceptSubmission(
+  deps: ActorDeps,
+  store: TaskStore,
+  queue: WorkQueue,
+  submission: Submission,
+): Promise<SubmitReply> {
+  const taskId = (submission.taskId ?? deps.newId()) as TaskId;
+  const at = deps.now().toISOString();
+  const record: TaskRecord = { taskId, state: "queued", xml: submission.xml, inputs: submission.inputs, submittedAt: at, updatedAt: at };
+  const created = await store.create(taskId, encode(TaskRecord, record));
+  if (created === "exists") {
+    const existing = await store.get(taskId);
+    const decoded = existing ? decode(TaskRecord, existing) : undefined;
+    // A record left queued by a crash between store and enqueue is queued again; the queue drops true duplicates.
+    if (decoded?.ok && decoded.value.state === "queued") await queue.enqueue(taskId, encodeJson({ taskId }));
+    return { taskId, status: "duplicate" };
+  }
+  await queue.enqueue(taskId, encodeJson({ taskId }));
+  return { taskId, status: "accepted" };
+}
+
+/** Handles one message on the submit subject. */
+export async function handleSubmit(deps: ActorDeps, store: TaskStore, queue: WorkQueue, msg: BusMessage): Promise<SubmitReply | undefined> {
+  const decoded = decodeSubmission(msg.data);
+  if (!decoded.ok) {
+    deps.log.warn({ subject: msg.subject, error: decoded.reply.error }, "rejected submission");
+    msg.respond(encodeJson(decoded.reply));
+    return undefined;
+  }
+  try {
+    const reply = await acceptSubmission(deps, store, queue, decoded.submission);
+    msg.respond(encodeJson(reply));
+    return reply;
+  } catch (err) {
+    deps.log.error({ err: messageOf(err) }, "could not store submission");
+    msg.respond(encodeJson(errorReply("UNAVAILABLE", `could not store the task: ${messageOf(err)}`)));
+    return undefined;
+  }
+}
+
+function firstNonSpace(data: Uint8Array): string | undefined {
+  for (const byte of data) {
+    if (byte !== 0x20 && byte !== 0x0a && byte !== 0x0d && byte !== 0x09 && byte !== 0xef && byte !== 0xbb && byte !== 0xbf) return String.fromCharCode(byte);
+  }
+  return undefined;
+}

@@ -1,0 +1,100 @@
+/** Helpers shared by the CLI commands. */
+import { readFile } from "node:fs/promises";
+import { Option, type Command } from "commander";
+import { createSubjects } from "../protocol/index.js";
+import { parseTemplate } from "../actors/template/parse.js";
+import { loadConfig, type Config, type Flags } from "./config.js";
+import { createLogger } from "./logger.js";
+
+/** A usage error: exit code 2. */
+export class UsageError extends Error {
+  override name = "UsageError";
+}
+
+/** Adds the options every command that touches the runtime accepts. */
+export function commonOptions(command: Command): Command {
+  return command
+    .addOption(new Option("--nats <url>", "NATS server URL (env NATS_URL)"))
+    .addOption(new Option("--prefix <root>", "subject root (env DIRIGENT_PREFIX, default 'dirigent')"))
+    .addOption(new Option("--log-level <level>", "trace|debug|info|warn|error|silent (env DIRIGENT_LOG_LEVEL, default 'warn')"));
+}
+
+/** Options parsed by commander that map onto config keys. */
+export interface CommonFlags {
+  nats?: string;
+  prefix?: string;
+  logLevel?: string;
+  concurrency?: string;
+  model?: string;
+}
+
+/** Config, subjects and logger from command-line flags and the environment. */
+export function setup(flags: CommonFlags, name: string) {
+  const configFlags: Flags = {
+    nats: flags.nats,
+    prefix: flags.prefix,
+    logLevel: flags.logLevel,
+    concurrency: flags.concurrency,
+    model: flags.model,
+  };
+  const config: Config = loadConfig(configFlags);
+  const subjects = createSubjects(config.prefix);
+  const log = createLogger(config.logLevel, name);
+  return { config, subjects, log };
+}
+
+/** Parses repeated `--input key=value` flags. Values that are valid JSON (numbers, arrays, …) are parsed. */
+export function parseInputs(pairs: readonly string[]): Record<string, unknown> {
+  const inputs: Record<string, unknown> = {};
+  for (const pair of pairs) {
+    const eq = pair.indexOf("=");
+    if (eq <= 0) throw new UsageError(`--input '${pair}': expected key=value`);
+    const key = pair.slice(0, eq);
+    const raw = pair.slice(eq + 1);
+    let value: unknown = raw;
+    if (/^[[{"\d-]|^(true|false|null)$/.test(raw)) {
+      try {
+        value = JSON.parse(raw);
+      } catch {
+        value = raw;
+      }
+    }
+    inputs[key] = value;
+  }
+  return inputs;
+}
+
+/** Collects a repeated option into an array. */
+export function collect(value: string, previous: string[] = []): string[] {
+  return [...previous, value];
+}
+
+/** Reads and validates a template file; an invalid one is a usage error naming file, line and column. */
+export async function readTemplate(file: string): Promise<string> {
+  let xml: string;
+  try {
+    xml = await readFile(file, "utf8");
+  } catch (err) {
+    throw new UsageError(`cannot read '${file}': ${err instanceof Error ? err.message : String(err)}`);
+  }
+  const parsed = parseTemplate(xml);
+  if (!parsed.ok) {
+    const at = parsed.error.line ? `:${parsed.error.line}:${parsed.error.col ?? 1}` : "";
+    throw new UsageError(`${file}${at}: INVALID_TEMPLATE: ${parsed.error.message}`);
+  }
+  if (!parsed.document.entry) throw new UsageError(`${file}: INVALID_TEMPLATE: the template defines no task to run`);
+  return xml;
+}
+
+/** Resolves on SIGINT or SIGTERM. */
+export function untilSignal(): Promise<NodeJS.Signals> {
+  return new Promise((resolve) => {
+    const on = (signal: NodeJS.Signals) => {
+      process.off("SIGINT", on);
+      process.off("SIGTERM", on);
+      resolve(signal);
+    };
+    process.on("SIGINT", on);
+    process.on("SIGTERM", on);
+  });
+}

@@ -1,0 +1,133 @@
+/** `dirigent run | submit | status | cancel`: the public task API from the command line. */
+import { randomUUID } from "node:crypto";
+import type { Command } from "commander";
+import { parseTaskId } from "../protocol/index.js";
+import { DirigentClient, RemoteError } from "./client.js";
+import { collect, commonOptions, parseInputs, readTemplate, setup, UsageError, type CommonFlags } from "./cli-common.js";
+import { place } from "./connect.js";
+import { embeddedModel } from "./embedded-model.js";
+import { formatEvent, formatOutcome } from "./output.js";
+import { startSystem, type SystemHandle } from "./system.js";
+
+interface RunFlags extends CommonFlags {
+  input?: string[];
+  taskId?: string;
+  json?: boolean;
+  quiet?: boolean;
+}
+
+function taskIdFlag(value: string | undefined): string | undefined {
+  if (value === undefined) return undefined;
+  if (!parseTaskId(value)) throw new UsageError(`--task-id '${value}': must be 1–64 characters of [A-Za-z0-9_-]`);
+  return value;
+}
+
+function checkedId(value: string): string {
+  if (!parseTaskId(value)) throw new UsageError(`task id '${value}': must be 1–64 characters of [A-Za-z0-9_-]`);
+  return value;
+}
+
+/** Turns an error answer into the right exit: invalid input is a usage error. */
+function rethrow(err: unknown): never {
+  if (err instanceof RemoteError && (err.code === "INVALID_TEMPLATE" || err.code === "INVALID_MESSAGE" || err.code === "INVALID_ID")) {
+    throw new UsageError(`${err.code}: ${err.message}`);
+  }
+  if (err instanceof RemoteError && err.code === "NO_RESPONDERS") {
+    throw new Error(`${err.message} (start one with 'dirigent up')`);
+  }
+  throw err;
+}
+
+/** Registers the task commands. */
+export function registerTaskCommands(program: Command): void {
+  commonOptions(
+    program
+      .command("run")
+      .description("submit a task, print its events as they happen, then its result (runs an embedded runtime when none is reachable)")
+      .argument("<file>", "task template (XML)")
+      .option("-i, --input <key=value>", "bind a template input (repeatable)", collect, [])
+      .option("--task-id <id>", "choose the task id (idempotent submission)")
+      .option("--json", "print only the result, as JSON")
+      .option("-q, --quiet", "do not print events"),
+  ).action(async (file: string, flags: RunFlags) => {
+    const xml = await readTemplate(file);
+    const inputs = parseInputs(flags.input ?? []);
+    const taskId = taskIdFlag(flags.taskId) ?? randomUUID();
+    const { config, subjects, log } = setup(flags, "dirigent-run");
+    const placement = await place({ ...(config.nats ? { url: config.nats } : {}), subjects, log, name: "dirigent-run", dataDir: config.dataDir, startServer: false });
+    let system: SystemHandle | undefined;
+    let stopModel: (() => Promise<void>) | undefined;
+    const startEmbedded = async () => {
+      const model = await embeddedModel(config);
+      stopModel = model.stop;
+      if (model.note) process.stderr.write(`dirigent: ${model.note}\n`);
+      process.stderr.write(`dirigent: no runtime reachable; running an embedded one on ${placement.note}\n`);
+      system = await startSystem({ config: model.config, transport: placement.transport, log });
+    };
+    try {
+      if (placement.transport.kind === "memory") await startEmbedded();
+      const client = new DirigentClient(placement.transport.bus, subjects);
+      const onEvent = flags.json || flags.quiet ? undefined : (e: Parameters<typeof formatEvent>[0]) => process.stdout.write(formatEvent(e) + "\n");
+      let outcome;
+      try {
+        outcome = await client.run({ xml, inputs, taskId }, onEvent);
+      } catch (err) {
+        if (!(err instanceof RemoteError && err.code === "NO_RESPONDERS") || system) rethrow(err);
+        await startEmbedded();
+        outcome = await client.run({ xml, inputs, taskId }, onEvent);
+      }
+      process.stdout.write((flags.json ? JSON.stringify(outcome, null, 2) : formatOutcome(outcome)) + "\n");
+      process.exitCode = outcome.status === "COMPLETE" ? 0 : 1;
+    } finally {
+      await system?.stop();
+      await placement.close();
+      await stopModel?.();
+    }
+  });
+
+  commonOptions(
+    program
+      .command("submit")
+      .description("submit a task and print its id")
+      .argument("<file>", "task template (XML)")
+      .option("-i, --input <key=value>", "bind a template input (repeatable)", collect, [])
+      .option("--task-id <id>", "choose the task id (idempotent submission)"),
+  ).action(async (file: string, flags: RunFlags) => {
+    const xml = await readTemplate(file);
+    const inputs = parseInputs(flags.input ?? []);
+    const taskId = taskIdFlag(flags.taskId);
+    await withClient(flags, async (client) => {
+      const reply = await client.submit({ xml, inputs, ...(taskId ? { taskId } : {}) }).catch(rethrow);
+      process.stdout.write(`${reply.taskId}${reply.status === "duplicate" ? " (duplicate: already submitted)" : ""}\n`);
+    });
+  });
+
+  commonOptions(program.command("status").description("print a task's state and result as JSON").argument("<id>", "task id")).action(
+    async (id: string, flags: CommonFlags) => {
+      await withClient(flags, async (client) => {
+        const reply = await client.get(checkedId(id)).catch(rethrow);
+        process.stdout.write(JSON.stringify(reply, null, 2) + "\n");
+      });
+    },
+  );
+
+  commonOptions(program.command("cancel").description("cancel a task").argument("<id>", "task id")).action(async (id: string, flags: CommonFlags) => {
+    await withClient(flags, async (client) => {
+      const reply = await client.cancel(checkedId(id)).catch(rethrow);
+      process.stdout.write(JSON.stringify(reply, null, 2) + "\n");
+      process.exitCode = reply.cancelled ? 0 : 1;
+    });
+  });
+}
+
+/** Connects to a running runtime (never an embedded one: it would end with this command). */
+async function withClient(flags: CommonFlags, fn: (client: DirigentClient) => Promise<void>): Promise<void> {
+  const { config, subjects, log } = setup(flags, "dirigent-client");
+  const placement = await place({ ...(config.nats ? { url: config.nats } : {}), subjects, log, name: "dirigent-client", dataDir: config.dataDir, startServer: false });
+  try {
+    if (placement.transport.kind === "memory") throw new Error("no NATS server reachable: start the runtime with 'dirigent up' or pass --nats URL");
+    await fn(new DirigentClient(placement.transport.bus, subjects));
+  } finally {
+    await placement.close();
+  }
+}

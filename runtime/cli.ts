@@ -1,0 +1,37 @@
+#!/usr/bin/env node
+/**
+ * The `dirigent` command. Exit codes: 0 success (a task COMPLETE), 1 failure (a task FAILED or CANCELLED, a
+ * runtime error), 2 usage errors and invalid templates.
+ */
+import { Command, CommanderError } from "commander";
+import { UsageError } from "./cli-common.js";
+import { ConfigError } from "./config.js";
+import { registerRuntimeCommands } from "./cli-runtime.js";
+import { registerTaskCommands } from "./cli-tasks.js";
+import { registerToolCommands } from "./cli-tools.js";
+
+const program = new Command()
+  .name("dirigent")
+  .description("Actor-model runtime for LLM task orchestration over NATS")
+  .version("0.1.0")
+  .exitOverride()
+  .configureOutput({ writeErr: (s) => process.stderr.write(s) })
+  .showHelpAfterError("(run 'dirigent --help' for usage)");
+
+registerRuntimeCommands(program);
+registerTaskCommands(program);
+registerToolCommands(program);
+
+try {
+  await program.parseAsync(process.argv);
+} catch (err) {
+  if (err instanceof CommanderError) {
+    process.exitCode = err.exitCode === 0 ? 0 : 2;
+  } else if (err instanceof UsageError || err instanceof ConfigError) {
+    process.stderr.write(`dirigent: ${err.message}\n`);
+    process.exitCode = 2;
+  } else {
+    process.stderr.write(`dirigent: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.exitCode = 1;
+  }
+}

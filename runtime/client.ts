@@ -1,0 +1,109 @@
+/**
+ * A client of the public task API, over any {@link Bus}: submit, follow events, await the result, get, cancel.
+ */
+import { randomUUID } from "node:crypto";
+import type { Bus, BusSubscription } from "../actors/bus.js";
+import { RemoteError, ask } from "../actors/serve.js";
+import { silentLogger } from "../actors/deps.js";
+import {
+  CancelReply,
+  decode,
+  SubmitReply,
+  TaskEvent,
+  TaskOutcome,
+  TaskStatusReply,
+  type Subjects,
+  type TaskInputs,
+} from "../protocol/index.js";
+
+/** What to submit. */
+export interface SubmitInput {
+  xml: string;
+  inputs?: TaskInputs;
+  taskId?: string;
+}
+
+/** A task being followed: its events as they arrive and its result. */
+export interface TaskWatch {
+  readonly taskId: string;
+  /** Resolves with the task's outcome. */
+  readonly result: Promise<TaskOutcome>;
+  /** Stops following. */
+  close(): Promise<void>;
+}
+
+/** Client of the public API. */
+export class DirigentClient {
+  constructor(
+    private readonly bus: Bus,
+    private readonly subjects: Subjects,
+    private readonly timeoutMs = 10_000,
+  ) {}
+
+  private deps() {
+    return { bus: this.bus, subjects: this.subjects, log: silentLogger, now: () => new Date(), newId: () => randomUUID() };
+  }
+
+  /**
+   * Submits a task.
+   * @throws {RemoteError} with the error code of the answer (`INVALID_TEMPLATE`, `NO_RESPONDERS`, …).
+   */
+  submit(input: SubmitInput): Promise<SubmitReply> {
+    return ask(this.deps(), this.subjects.submit, { xml: input.xml, inputs: input.inputs ?? {}, ...(input.taskId ? { taskId: input.taskId } : {}) }, SubmitReply, {
+      timeoutMs: this.timeoutMs,
+    });
+  }
+
+  /** Follows a task's events and result. Subscribe before submitting, so nothing is missed. */
+  watch(taskId: string, onEvent: (event: TaskEvent) => void = () => undefined): TaskWatch {
+    const subs: BusSubscription[] = [];
+    let resolve!: (outcome: TaskOutcome) => void;
+    const result = new Promise<TaskOutcome>((r) => (resolve = r));
+    subs.push(
+      this.bus.subscribe(this.subjects.taskEvents(taskId), (msg) => {
+        const decoded = decode(TaskEvent, msg.data);
+        if (decoded.ok) onEvent(decoded.value);
+      }),
+      this.bus.subscribe(this.subjects.taskResult(taskId), (msg) => {
+        const decoded = decode(TaskOutcome, msg.data);
+        if (decoded.ok) resolve(decoded.value);
+      }),
+    );
+    return {
+      taskId,
+      result,
+      close: async () => {
+        await Promise.all(subs.map((s) => s.unsubscribe()));
+      },
+    };
+  }
+
+  /** Submits and waits for the result, reporting events on the way. */
+  async run(input: SubmitInput, onEvent?: (event: TaskEvent) => void): Promise<TaskOutcome> {
+    const taskId = input.taskId ?? randomUUID();
+    const watch = this.watch(taskId, onEvent);
+    try {
+      await this.bus.flush();
+      const reply = await this.submit({ ...input, taskId });
+      if (reply.status === "duplicate") {
+        const status = await this.get(taskId);
+        if (status.result) return status.result;
+      }
+      return await watch.result;
+    } finally {
+      await watch.close();
+    }
+  }
+
+  /** The state and result of a task. */
+  get(taskId: string): Promise<TaskStatusReply> {
+    return ask(this.deps(), this.subjects.taskGet(taskId), {}, TaskStatusReply, { timeoutMs: this.timeoutMs });
+  }
+
+  /** Asks for a task to be cancelled. */
+  cancel(taskId: string): Promise<CancelReply> {
+    return ask(this.deps(), this.subjects.taskCancel(taskId), {}, CancelReply, { timeoutMs: this.timeoutMs });
+  }
+}
+
+export { RemoteError };

@@ -1,0 +1,89 @@
+/**
+ * Deciding where the runtime runs: a given NATS URL, a server already answering on the default address,
+ * a `nats-server` child process started for us, or (with no binary) the in-process bus.
+ */
+import { mkdirSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import type { Logger } from "../actors/deps.js";
+import type { Subjects } from "../protocol/index.js";
+import { findNatsServer, startNatsServer, type NatsServerProcess } from "./nats-server-process.js";
+import { openMemoryTransport, openNatsTransport, type OpenTransport } from "./transport.js";
+
+/** The NATS address tried when none is configured. */
+export const DEFAULT_NATS_URL = "nats://127.0.0.1:4222";
+
+/** The repository's development server config, shipped with the package. */
+export const PACKAGED_NATS_CONF = resolve(dirname(fileURLToPath(import.meta.url)), "../../nats.conf");
+
+/** A transport plus whatever was started to provide it. */
+export interface Placement {
+  transport: OpenTransport;
+  /** The child nats-server, when one was started. */
+  server?: NatsServerProcess;
+  /** One line saying where the runtime runs, for people. */
+  note: string;
+  /** Closes the transport and stops the child server. */
+  close(): Promise<void>;
+}
+
+/** Options of {@link place}. */
+export interface PlaceOptions {
+  /** Configured URL (`--nats` / `NATS_URL`); when set it must work. */
+  url?: string;
+  subjects: Subjects;
+  log: Logger;
+  /** Connection name. */
+  name: string;
+  /** Directory for a child server's data (`.dirigent`). */
+  dataDir: string;
+  /** Start a child nats-server when nothing answers (for `up`); otherwise fall back to in-process directly. */
+  startServer: boolean;
+}
+
+/** Opens a transport following the rules of `dirigent up` (see the README). */
+export async function place(options: PlaceOptions): Promise<Placement> {
+  const { subjects, log, name } = options;
+  if (options.url) {
+    const transport = await openNatsTransport(options.url, subjects, { name, log });
+    return wrap(transport, `NATS at ${transport.description}`);
+  }
+  try {
+    const transport = await openNatsTransport(DEFAULT_NATS_URL, subjects, { name, log });
+    return wrap(transport, `NATS at ${transport.description}`);
+  } catch (err) {
+    log.debug({ err: String(err) }, "no NATS server on the default address");
+  }
+  if (options.startServer) {
+    const binary = findNatsServer();
+    if (binary) {
+      const cwd = resolve(options.dataDir, "..");
+      mkdirSync(join(options.dataDir), { recursive: true });
+      const server = await startNatsServer({ binary, configFile: PACKAGED_NATS_CONF, cwd, port: 4222, monitorPort: 0 });
+      try {
+        const transport = await openNatsTransport(server.url, subjects, { name, log });
+        return wrap(transport, `NATS at ${server.url} (nats-server started as a child, data in ${options.dataDir})`, server);
+      } catch (err) {
+        await server.stop();
+        throw err;
+      }
+    }
+  }
+  return wrap(
+    openMemoryTransport(log),
+    "in-process bus (no NATS server reachable" +
+      (options.startServer ? " and no nats-server binary: install it with 'apt-get install nats-server' for durability and multi-process use)" : ")"),
+  );
+}
+
+function wrap(transport: OpenTransport, note: string, server?: NatsServerProcess): Placement {
+  return {
+    transport,
+    note,
+    ...(server ? { server } : {}),
+    async close() {
+      await transport.close();
+      await server?.stop();
+    },
+  };
+}

@@ -1,0 +1,14 @@
+/**
+ * dirigent's library entry: start roles in your own process, talk to a runtime, run the offline model.
+ * The wire contract alone is `dirigent/protocol`.
+ */
+export { startSystem, ROLES, type Role, type SystemHandle, type SystemOptions, type Transport } from "./system.js";
+export { loadConfig, ConfigError, DEFAULTS, ENV_NAMES, type Config } from "./config.js";
+export { DirigentClient, RemoteError, type SubmitInput, type TaskWatch } from "./client.js";
+export { openNatsTransport, openMemoryTransport, type OpenTransport } from "./transport.js";
+export { place, DEFAULT_NATS_URL, type Placement } from "./connect.js";
+export { startMockLlm, loadMockScript, MockScript, type MockLlmServer } from "./mock-llm.js";
+export { startNatsServer, findNatsServer, NatsServerNotFoundError } from "./nats-server-process.js";
+export { createModelClient, type CallModel } from "../actors/model.js";
+export { parseTemplate } from "../actors/template/parse.js";
+export { createSubjects, DEFAULT_ROOT } from "../protocol/index.js";

@@ -1,0 +1,375 @@
+/**
+ * In-process {@link Bus}, {@link TaskStore} and {@link WorkQueue} for the embedded single-process
+ * mode and fast unit tests. Same semantics as the NATS implementations (wildcards, queue groups,
+ * request errors, de-duplication, redelivery), minus durability.
+ */
+import {
+  NoRespondersError,
+  RequestAbortedError,
+  RequestTimeoutError,
+  TransportError,
+  type BusMessage,
+  type BusSubscription,
+  type CreateResult,
+  type RequestOptions,
+  type SubscribeOptions,
+  type TaskStore,
+  type WorkItem,
+  type WorkQueue,
+} from "../actors/bus.js";
+import { InvalidSubjectError } from "../protocol/errors.js";
+import { TASK_ID_PATTERN } from "../protocol/ids.js";
+import { runHandler, warnOnError, type BusErrorHandler, type ClosableBus } from "./bus-support.js";
+
+/**
+ * Whether `subject` matches `pattern` token by token: `*` matches one token, a final `>` one or more.
+ * @example subjectMatches("a.*.c", "a.b.c") // true
+ */
+export function subjectMatches(pattern: string, subject: string): boolean {
+  const p = pattern.split(".");
+  const s = subject.split(".");
+  for (let i = 0; i < p.length; i++) {
+    const token = p[i];
+    if (token === ">" && i === p.length - 1) return s.length > i;
+    if (i >= s.length) return false;
+    if (token !== "*" && token !== s[i]) return false;
+  }
+  return p.length === s.length;
+}
+
+interface MemorySub {
+  readonly pattern: string;
+  readonly queue: string | undefined;
+  active: boolean;
+  deliver(msg: BusMessage): void;
+}
+
+/** Options of {@link MemoryBus}. */
+export interface MemoryBusOptions {
+  /** Receives every error a subscription handler throws or rejects with. */
+  onError: BusErrorHandler;
+}
+
+/**
+ * In-process {@link Bus}. Delivery is always asynchronous (a microtask), so `publish` never runs a
+ * handler inside the caller; handlers of one subscription start in arrival order and may overlap
+ * when async, as with {@link NatsBus}. Queue groups hand out messages round-robin.
+ */
+export class MemoryBus implements ClosableBus {
+  readonly description = "in-process";
+  readonly #subs = new Set<MemorySub>();
+  readonly #turns = new Map<string, number>();
+  readonly #onError: BusErrorHandler;
+  readonly #subscriptions = new Set<BusSubscription>();
+  #closed = false;
+
+  constructor(options: MemoryBusOptions) {
+    this.#onError = options.onError;
+  }
+
+  publish(subject: string, data: Uint8Array, headers?: Record<string, string>): void {
+    this.#checkOpen(subject);
+    this.#dispatch(subject, data, headers, undefined);
+  }
+
+  subscribe(subject: string, handler: (msg: BusMessage) => void | Promise<void>, options: SubscribeOptions = {}): BusSubscription {
+    this.#checkOpen(subject);
+    const inFlight = new Set<Promise<void>>();
+    const onError = this.#onError;
+    const sub: MemorySub = {
+      pattern: subject,
+      queue: options.queue,
+      active: true,
+      deliver(msg) {
+        if (!sub.active) return;
+        const running = runHandler(handler, msg, (err) => onError(err, msg.subject));
+        if (running === undefined) return;
+        inFlight.add(running);
+        void running.finally(() => inFlight.delete(running));
+      },
+    };
+    this.#subs.add(sub);
+    const subscription: BusSubscription = {
+      unsubscribe: async () => {
+        sub.active = false;
+        this.#subs.delete(sub);
+        this.#subscriptions.delete(subscription);
+        await Promise.all(inFlight);
+      },
+    };
+    this.#subscriptions.add(subscription);
+    return subscription;
+  }
+
+  request(subject: string, data: Uint8Array, options: RequestOptions): Promise<Uint8Array> {
+    const { signal, timeoutMs } = options;
+    return new Promise<Uint8Array>((resolve, reject) => {
+      this.#checkOpen(subject);
+      if (signal?.aborted === true) {
+        reject(new RequestAbortedError(`request on '${subject}' aborted`, subject, { cause: signal.reason }));
+        return;
+      }
+      let settled = false;
+      const finish = (settle: () => void) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        signal?.removeEventListener("abort", onAbort);
+        settle();
+      };
+      const timer = setTimeout(
+        () => finish(() => reject(new RequestTimeoutError(`no answer on '${subject}' within ${timeoutMs} ms`, subject))),
+        timeoutMs,
+      );
+      const onAbort = () =>
+        finish(() => reject(new RequestAbortedError(`request on '${subject}' aborted`, subject, { cause: signal?.reason })));
+      signal?.addEventListener("abort", onAbort, { once: true });
+      const receivers = this.#dispatch(subject, data, undefined, (answer) => finish(() => resolve(answer.slice())));
+      if (receivers === 0) {
+        // NATS reports no responders asynchronously too (a 503 status reply from the server).
+        queueMicrotask(() => finish(() => reject(new NoRespondersError(`no responders on '${subject}'`, subject))));
+      }
+    });
+  }
+
+  /** Resolves after every delivery queued so far has been handed to its handler. */
+  flush(): Promise<void> {
+    return new Promise((resolve) => setImmediate(resolve));
+  }
+
+  /** Stops every subscription and waits for handlers in progress; later calls throw {@link TransportError}. */
+  async close(): Promise<void> {
+    this.#closed = true;
+    await Promise.all([...this.#subscriptions].map((s) => s.unsubscribe()));
+  }
+
+  /** Hands a copy of the message to each plain subscriber and to one member of each queue group; returns how many. */
+  #dispatch(
+    subject: string,
+    data: Uint8Array,
+    headers: Record<string, string> | undefined,
+    reply: ((answer: Uint8Array) => void) | undefined,
+  ): number {
+    const targets: MemorySub[] = [];
+    const groups = new Map<string, MemorySub[]>();
+    for (const sub of this.#subs) {
+      if (!subjectMatches(sub.pattern, subject)) continue;
+      if (sub.queue === undefined) {
+        targets.push(sub);
+      } else {
+        const members = groups.get(sub.queue) ?? [];
+        members.push(sub);
+        groups.set(sub.queue, members);
+      }
+    }
+    for (const [queue, members] of groups) {
+      const turn = this.#turns.get(queue) ?? 0;
+      this.#turns.set(queue, turn + 1);
+      const chosen = members[turn % members.length];
+      if (chosen !== undefined) targets.push(chosen);
+    }
+    const headerMap = headers !== undefined ? new Map(Object.entries(headers)) : undefined;
+    for (const target of targets) {
+      const msg: BusMessage = {
+        subject,
+        data: data.slice(),
+        ...(headerMap !== undefined ? { headers: new Map(headerMap) } : {}),
+        expectsReply: reply !== undefined,
+        respond: (answer) => {
+          if (reply === undefined) return false;
+          reply(answer);
+          return true;
+        },
+      };
+      queueMicrotask(() => target.deliver(msg));
+    }
+    return targets.length;
+  }
+
+  #checkOpen(subject: string): void {
+    if (this.#closed) throw new TransportError("in-process bus is closed", subject);
+    if (subject.length === 0 || /\s/.test(subject)) throw new TransportError(`illegal subject '${subject}'`, subject);
+  }
+}
+
+const KV_KEY = /^[-/_=.a-zA-Z0-9]+$/;
+
+/** In-process {@link TaskStore}: a map of copies. Keys follow the NATS KV rules. */
+export class MemoryTaskStore implements TaskStore {
+  readonly durable = false;
+  readonly #values = new Map<string, Uint8Array>();
+
+  async create(key: string, value: Uint8Array): Promise<CreateResult> {
+    checkKey(key);
+    if (this.#values.has(key)) return "exists";
+    this.#values.set(key, value.slice());
+    return "created";
+  }
+
+  async get(key: string): Promise<Uint8Array | undefined> {
+    checkKey(key);
+    return this.#values.get(key)?.slice();
+  }
+
+  async put(key: string, value: Uint8Array): Promise<void> {
+    checkKey(key);
+    this.#values.set(key, value.slice());
+  }
+}
+
+function checkKey(key: string): void {
+  if (!KV_KEY.test(key) || key.startsWith(".") || key.endsWith(".")) throw new TypeError(`invalid key '${key}'`);
+}
+
+/** Options of {@link MemoryWorkQueue}. */
+export interface MemoryWorkQueueOptions {
+  /** Receives handler errors (the item is naked) with the item id. Default: a process warning. */
+  onError?: BusErrorHandler;
+  /** An item neither acked nor naked this long after delivery is delivered again. Default 30 s. */
+  ackWaitMs?: number;
+  /** A repeated id within this window is a duplicate. Default 2 minutes, as the JetStream stream. */
+  duplicateWindowMs?: number;
+}
+
+interface Entry {
+  readonly id: string;
+  readonly data: Uint8Array;
+  deliveries: number;
+}
+
+interface Consumer {
+  readonly handler: (item: WorkItem) => Promise<void>;
+  readonly concurrency: number;
+  running: number;
+  readonly inFlight: Set<Promise<void>>;
+}
+
+/**
+ * In-process {@link WorkQueue} with the semantics of the JetStream one: de-duplication by id within
+ * a window, at most `concurrency` handlers per consumer, `nak` and unacknowledged items come back,
+ * several consumers share the items. Nothing survives the process (`durable` is false).
+ */
+export class MemoryWorkQueue implements WorkQueue {
+  readonly durable = false;
+  readonly #onError: BusErrorHandler;
+  readonly #ackWaitMs: number;
+  readonly #windowMs: number;
+  readonly #pending: Entry[] = [];
+  readonly #seen = new Map<string, number>();
+  readonly #consumers: Consumer[] = [];
+  #turn = 0;
+  #pumpQueued = false;
+  #unsettled = 0;
+
+  constructor(options: MemoryWorkQueueOptions = {}) {
+    this.#onError = options.onError ?? warnOnError;
+    this.#ackWaitMs = options.ackWaitMs ?? 30_000;
+    this.#windowMs = options.duplicateWindowMs ?? 120_000;
+  }
+
+  async enqueue(id: string, data: Uint8Array): Promise<{ duplicate: boolean }> {
+    // The JetStream queue puts ids into subjects; refuse the same ids here.
+    if (!TASK_ID_PATTERN.test(id)) throw new InvalidSubjectError(`illegal task id token '${id}'`, id);
+    const now = Date.now();
+    for (const [seenId, at] of this.#seen) {
+      if (now - at < this.#windowMs) break;
+      this.#seen.delete(seenId);
+    }
+    if (this.#seen.has(id)) return { duplicate: true };
+    this.#seen.set(id, now);
+    this.#pending.push({ id, data: data.slice(), deliveries: 0 });
+    this.#schedulePump();
+    return { duplicate: false };
+  }
+
+  /** Items not acknowledged yet: waiting, or delivered and neither acked nor naked. */
+  async size(): Promise<number> {
+    return this.#pending.length + this.#unsettled;
+  }
+
+  consume(handler: (item: WorkItem) => Promise<void>, options: { concurrency: number }): BusSubscription {
+    const { concurrency } = options;
+    if (!Number.isInteger(concurrency) || concurrency < 1) throw new RangeError(`concurrency must be a positive integer, got '${concurrency}'`);
+    const consumer: Consumer = { handler, concurrency, running: 0, inFlight: new Set() };
+    this.#consumers.push(consumer);
+    this.#schedulePump();
+    return {
+      unsubscribe: async () => {
+        const index = this.#consumers.indexOf(consumer);
+        if (index >= 0) this.#consumers.splice(index, 1);
+        await Promise.all(consumer.inFlight);
+      },
+    };
+  }
+
+  #schedulePump(): void {
+    if (this.#pumpQueued) return;
+    this.#pumpQueued = true;
+    queueMicrotask(() => {
+      this.#pumpQueued = false;
+      this.#pump();
+    });
+  }
+
+  /** Hands pending items to consumers with free slots, taking turns. */
+  #pump(): void {
+    while (this.#pending.length > 0) {
+      const consumer = this.#nextFreeConsumer();
+      const entry = consumer !== undefined ? this.#pending.shift() : undefined;
+      if (consumer === undefined || entry === undefined) return;
+      this.#deliver(consumer, entry);
+    }
+  }
+
+  #nextFreeConsumer(): Consumer | undefined {
+    const count = this.#consumers.length;
+    for (let i = 0; i < count; i++) {
+      const consumer = this.#consumers[(this.#turn + i) % count];
+      if (consumer !== undefined && consumer.running < consumer.concurrency) {
+        this.#turn = (this.#turn + i + 1) % count;
+        return consumer;
+      }
+    }
+    return undefined;
+  }
+
+  #deliver(consumer: Consumer, entry: Entry): void {
+    entry.deliveries += 1;
+    this.#unsettled += 1;
+    let settled = false;
+    const settle = (requeue: boolean) => {
+      if (settled) return;
+      settled = true;
+      this.#unsettled -= 1;
+      clearTimeout(timer);
+      if (requeue) {
+        // JetStream hands out redeliveries before new messages.
+        this.#pending.unshift(entry);
+        this.#schedulePump();
+      }
+    };
+    const timer = setTimeout(() => settle(true), this.#ackWaitMs);
+    timer.unref();
+    const item: WorkItem = {
+      id: entry.id,
+      data: entry.data.slice(),
+      deliveries: entry.deliveries,
+      ack: async () => settle(false),
+      nak: () => settle(true),
+    };
+    consumer.running += 1;
+    const running = (async () => {
+      try {
+        await consumer.handler(item);
+      } catch (err) {
+        this.#onError(err, entry.id);
+        settle(true);
+      } finally {
+        consumer.running -= 1;
+        this.#schedulePump();
+      }
+    })();
+    consumer.inFlight.add(running);
+    void running.finally(() => consumer.inFlight.delete(running));
+  }
+}

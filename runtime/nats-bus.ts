@@ -1,0 +1,224 @@
+/**
+ * The {@link Bus} over a NATS connection, and the one place the runtime opens NATS connections.
+ * NATS errors are mapped to the transport errors of `actors/bus.ts`, with the NATS error as `cause`.
+ */
+import {
+  ClosedConnectionError,
+  connect,
+  DrainingConnectionError,
+  headers as natsHeaders,
+  NoRespondersError as NatsNoRespondersError,
+  RequestError,
+  TimeoutError,
+  type Msg,
+  type MsgHdrs,
+  type NatsConnection,
+  type Subscription,
+} from "@nats-io/transport-node";
+import {
+  NoRespondersError,
+  RequestAbortedError,
+  RequestTimeoutError,
+  TransportError,
+  type BusMessage,
+  type BusSubscription,
+  type RequestOptions,
+  type SubscribeOptions,
+} from "../actors/bus.js";
+import { runHandler, type BusErrorHandler, type ClosableBus } from "./bus-support.js";
+
+export type { NatsConnection } from "@nats-io/transport-node";
+
+/** Options of {@link connectNats}. */
+export interface ConnectNatsOptions {
+  /** Server URL(s), e.g. `nats://127.0.0.1:4222`. */
+  servers: string | string[];
+  /** Connection name shown by the server's monitoring (`/connz`), e.g. `dirigent-director`. */
+  name: string;
+  /** User name, with {@link pass}. */
+  user?: string;
+  /** Password, with {@link user}. */
+  pass?: string;
+  /** Authentication token. */
+  token?: string;
+  /** Wait between reconnect attempts; a random jitter of up to a quarter of it is added. Default 1000 ms. */
+  reconnectTimeWaitMs?: number;
+  /** Timeout of the first connect. Default 5000 ms. */
+  timeoutMs?: number;
+}
+
+/**
+ * Opens a named connection that reconnects forever once established; the first connect fails
+ * fast when no server is reachable.
+ * @example
+ * const nc = await connectNats({ servers: "nats://127.0.0.1:4222", name: "dirigent" });
+ * const bus = new NatsBus(nc, { onError: (err, subject) => log.error({ err, subject }) });
+ */
+export function connectNats(opts: ConnectNatsOptions): Promise<NatsConnection> {
+  const wait = opts.reconnectTimeWaitMs ?? 1000;
+  return connect({
+    servers: opts.servers,
+    name: opts.name,
+    maxReconnectAttempts: -1,
+    reconnectTimeWait: wait,
+    reconnectJitter: Math.ceil(wait / 4),
+    waitOnFirstConnect: false,
+    timeout: opts.timeoutMs ?? 5000,
+    ...(opts.user !== undefined ? { user: opts.user } : {}),
+    ...(opts.pass !== undefined ? { pass: opts.pass } : {}),
+    ...(opts.token !== undefined ? { token: opts.token } : {}),
+  });
+}
+
+/** Options of {@link NatsBus}. */
+export interface NatsBusOptions {
+  /** Receives every error a subscription handler throws or rejects with. */
+  onError: BusErrorHandler;
+}
+
+/**
+ * {@link Bus} over NATS core. Handlers of one subscription are started in arrival order and may
+ * overlap when they are async; `unsubscribe` waits for those in progress.
+ */
+export class NatsBus implements ClosableBus {
+  readonly #nc: NatsConnection;
+  readonly #onError: BusErrorHandler;
+
+  /** Takes ownership of `nc`: {@link close} drains it. */
+  constructor(nc: NatsConnection, options: NatsBusOptions) {
+    this.#nc = nc;
+    this.#onError = options.onError;
+  }
+
+  /** The underlying connection, for JetStream (`openTaskStore`, `openWorkQueue`). */
+  get connection(): NatsConnection {
+    return this.#nc;
+  }
+
+  /** The server currently connected to, e.g. `nats://127.0.0.1:4222`. */
+  get description(): string {
+    return `nats://${this.#nc.getServer()}`;
+  }
+
+  publish(subject: string, data: Uint8Array, headers?: Record<string, string>): void {
+    try {
+      this.#nc.publish(subject, data, headers !== undefined ? { headers: toMsgHdrs(headers) } : undefined);
+    } catch (err) {
+      throw mapClosed(err, subject);
+    }
+  }
+
+  subscribe(subject: string, handler: (msg: BusMessage) => void | Promise<void>, options: SubscribeOptions = {}): BusSubscription {
+    const inFlight = new Set<Promise<void>>();
+    const onError = this.#onError;
+    let sub: Subscription;
+    try {
+      sub = this.#nc.subscribe(subject, {
+        ...(options.queue !== undefined ? { queue: options.queue } : {}),
+        callback: (err, msg) => {
+          if (err !== null) {
+            onError(err, subject);
+            return;
+          }
+          const running = runHandler(handler, toBusMessage(msg), (e) => onError(e, msg.subject));
+          if (running === undefined) return;
+          inFlight.add(running);
+          void running.finally(() => inFlight.delete(running));
+        },
+      });
+    } catch (err) {
+      throw mapClosed(err, subject);
+    }
+    return {
+      async unsubscribe() {
+        // drain() also hands over messages already received; it rejects once the connection is closed.
+        await sub.drain().catch(() => undefined);
+        await Promise.all(inFlight);
+      },
+    };
+  }
+
+  async request(subject: string, data: Uint8Array, options: RequestOptions): Promise<Uint8Array> {
+    const { signal, timeoutMs } = options;
+    if (signal?.aborted === true) throw aborted(subject, signal);
+    const reply = this.#nc.request(subject, data, { timeout: timeoutMs }).then(
+      (msg) => msg.data,
+      (err: unknown) => Promise.reject(mapRequestError(err, subject, timeoutMs)),
+    );
+    if (signal === undefined) return reply;
+    let onAbort: (() => void) | undefined;
+    const abort = new Promise<never>((_, reject) => {
+      onAbort = () => reject(aborted(subject, signal));
+      signal.addEventListener("abort", onAbort, { once: true });
+    });
+    // The answer may still arrive (or time out) after an abort; it is dropped.
+    reply.catch(() => undefined);
+    try {
+      return await Promise.race([reply, abort]);
+    } finally {
+      if (onAbort !== undefined) signal.removeEventListener("abort", onAbort);
+    }
+  }
+
+  flush(): Promise<void> {
+    return this.#nc.flush();
+  }
+
+  /** Drains the connection: subscriptions finish what they received, pending publishes are flushed, then it closes. */
+  async close(): Promise<void> {
+    if (this.#nc.isClosed()) return;
+    if (this.#nc.isDraining()) {
+      await this.#nc.closed();
+      return;
+    }
+    await this.#nc.drain();
+  }
+}
+
+function toMsgHdrs(values: Record<string, string>): MsgHdrs {
+  const h = natsHeaders();
+  for (const [key, value] of Object.entries(values)) h.set(key, value);
+  return h;
+}
+
+function toBusMessage(msg: Msg): BusMessage {
+  let headers: Map<string, string> | undefined;
+  if (msg.headers !== undefined) {
+    headers = new Map();
+    for (const [key, values] of msg.headers) {
+      const first = values[0];
+      if (first !== undefined) headers.set(key, first);
+    }
+  }
+  return {
+    subject: msg.subject,
+    data: msg.data,
+    ...(headers !== undefined ? { headers } : {}),
+    expectsReply: msg.reply !== undefined && msg.reply.length > 0,
+    respond: (data) => msg.respond(data),
+  };
+}
+
+function mapRequestError(err: unknown, subject: string, timeoutMs: number): unknown {
+  if (isNoResponders(err)) return new NoRespondersError(`no responders on '${subject}'`, subject, { cause: err });
+  if (err instanceof TimeoutError || (err instanceof RequestError && err.cause instanceof TimeoutError)) {
+    return new RequestTimeoutError(`no answer on '${subject}' within ${timeoutMs} ms`, subject, { cause: err });
+  }
+  return mapClosed(err, subject);
+}
+
+function mapClosed(err: unknown, subject: string): unknown {
+  if (err instanceof ClosedConnectionError || err instanceof DrainingConnectionError) {
+    return new TransportError(`connection ${err instanceof ClosedConnectionError ? "closed" : "draining"}`, subject, { cause: err });
+  }
+  return err;
+}
+
+function isNoResponders(err: unknown): boolean {
+  if (err instanceof NatsNoRespondersError) return true;
+  return err instanceof RequestError && (err.isNoResponders() || err.cause instanceof NatsNoRespondersError);
+}
+
+function aborted(subject: string, signal: AbortSignal): RequestAbortedError {
+  return new RequestAbortedError(`request on '${subject}' aborted`, subject, { cause: signal.reason });
+}

@@ -1,0 +1,31 @@
+/** JSON Schemas of every public message, generated from the zod schemas in `protocol/`. */
+import { z } from "zod";
+import {
+  CancelReply,
+  ErrorReply,
+  SubmitReply,
+  SubmitRequest,
+  TaskEvent,
+  TaskOutcome,
+  TaskStatusReply,
+} from "../protocol/index.js";
+
+/** Public messages by file name. */
+export const PUBLIC_SCHEMAS = {
+  "submit-request": SubmitRequest,
+  "submit-reply": SubmitReply,
+  "task-event": TaskEvent,
+  "task-result": TaskOutcome,
+  "task-status-reply": TaskStatusReply,
+  "cancel-reply": CancelReply,
+  "error-reply": ErrorReply,
+} as const;
+
+/** Every public schema as a JSON Schema document (draft 2020-12), keyed by file name. */
+export function jsonSchemas(): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [name, schema] of Object.entries(PUBLIC_SCHEMAS)) {
+    out[name] = { $id: `dirigent/${name}.json`, title: name, ...z.toJSONSchema(schema, { io: "input", unrepresentable: "any" }) };
+  }
+  return out;
+}

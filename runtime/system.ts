@@ -1,0 +1,90 @@
+/**
+ * The composition root: starts the chosen roles on a transport and stops them in reverse order.
+ */
+import { randomUUID } from "node:crypto";
+import type { Bus, TaskStore, WorkQueue } from "../actors/bus.js";
+import { silentLogger, type ActorDeps, type Logger, type RoleHandle } from "../actors/deps.js";
+import { startDirector } from "../actors/director.js";
+import { startEvaluator } from "../actors/evaluator.js";
+import { startHandler } from "../actors/handler.js";
+import { startMemory } from "../actors/memory.js";
+import { createModelClient, type CallModel } from "../actors/model.js";
+import { createSubjects, type Subjects } from "../protocol/index.js";
+import type { Config } from "./config.js";
+
+/** The four roles. */
+export const ROLES = ["director", "evaluator", "handler", "memory"] as const;
+export type Role = (typeof ROLES)[number];
+
+/** What the roles run on: a bus, plus durable storage and a work queue for the Director. */
+export interface Transport {
+  bus: Bus;
+  store: TaskStore;
+  queue: WorkQueue;
+  /** Closes the connection (draining it) or the in-process bus. */
+  close(): Promise<void>;
+}
+
+/** Options of {@link startSystem}. */
+export interface SystemOptions {
+  config: Config;
+  transport: Transport;
+  /** Roles to run in this process; all four by default. */
+  roles?: readonly Role[];
+  log?: Logger;
+  /** The model client; by default the `openai` SDK configured from `config`. */
+  callModel?: CallModel;
+}
+
+/** A running set of roles. */
+export interface SystemHandle extends AsyncDisposable {
+  readonly roles: readonly Role[];
+  readonly subjects: Subjects;
+  readonly transport: Transport;
+  /** Stops the roles (reverse start order). The transport stays open; close it yourself. */
+  stop(): Promise<void>;
+}
+
+/** Starts roles on a transport. */
+export async function startSystem(options: SystemOptions): Promise<SystemHandle> {
+  const { config, transport } = options;
+  const roles = options.roles ?? ROLES;
+  const subjects = createSubjects(config.prefix);
+  const deps: ActorDeps = {
+    bus: transport.bus,
+    subjects,
+    log: options.log ?? silentLogger,
+    now: () => new Date(),
+    newId: () => randomUUID(),
+  };
+  const started: RoleHandle[] = [];
+  // Dependency order: whoever is asked starts before whoever asks.
+  if (roles.includes("memory")) started.push(startMemory(deps, { concurrency: config.concurrency }));
+  if (roles.includes("handler")) {
+    const callModel =
+      options.callModel ??
+      createModelClient({
+        timeoutMs: config.modelTimeoutMs,
+        maxRetries: config.modelMaxRetries,
+        ...(config.openaiBaseUrl ? { baseURL: config.openaiBaseUrl } : {}),
+        ...(config.openaiApiKey ? { apiKey: config.openaiApiKey } : {}),
+      });
+    started.push(
+      startHandler(
+        deps,
+        { defaultModel: config.model, maxTurns: config.maxTurns, baseSystemPrompt: config.baseSystemPrompt, concurrency: config.concurrency },
+        callModel,
+      ),
+    );
+  }
+  if (roles.includes("evaluator")) started.push(startEvaluator(deps, { concurrency: config.concurrency, taskTimeoutMs: config.taskTimeoutMs }));
+  if (roles.includes("director")) {
+    started.push(startDirector(deps, transport.store, transport.queue, { concurrency: config.concurrency, taskTimeoutMs: config.taskTimeoutMs }));
+  }
+  await transport.bus.flush();
+  const stop = async () => {
+    for (const role of started.reverse()) await role.stop();
+    started.length = 0;
+  };
+  return { roles, subjects, transport, stop, [Symbol.asyncDispose]: stop };
+}

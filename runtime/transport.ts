@@ -1,0 +1,53 @@
+/**
+ * Opening the transport roles run on: NATS (JetStream KV for task records, a JetStream work queue for intake)
+ * or the in-process bus (embedded mode, nothing durable).
+ */
+import type { Logger } from "../actors/deps.js";
+import { messageOf } from "../actors/deps.js";
+import type { Subjects } from "../protocol/index.js";
+import { MemoryBus, MemoryTaskStore, MemoryWorkQueue } from "./memory-bus.js";
+import { connectNats, NatsBus } from "./nats-bus.js";
+import { ensureEventsStream, openTaskStore, openWorkQueue } from "./nats-store.js";
+import type { Transport } from "./system.js";
+
+/** A transport, with what it runs on. */
+export interface OpenTransport extends Transport {
+  /** `nats` or `memory`. */
+  readonly kind: "nats" | "memory";
+  /** Human-readable description (the server URL, or `in-process`). */
+  readonly description: string;
+}
+
+/** Connects to NATS and opens the durable stores of `subjects`. */
+export async function openNatsTransport(
+  servers: string,
+  subjects: Subjects,
+  options: { name: string; log: Logger; ackWaitMs?: number },
+): Promise<OpenTransport> {
+  const nc = await connectNats({ servers, name: options.name });
+  const bus = new NatsBus(nc, { onError: (err, subject) => options.log.error({ subject, err: messageOf(err) }, "handler failed") });
+  try {
+    const [store, queue] = await Promise.all([
+      openTaskStore(nc, subjects),
+      openWorkQueue(nc, subjects, { ackWaitMs: options.ackWaitMs ?? 30_000 }),
+      ensureEventsStream(nc, subjects),
+    ]);
+    return { kind: "nats", description: bus.description, bus, store, queue, close: () => bus.close() };
+  } catch (err) {
+    await bus.close();
+    throw err;
+  }
+}
+
+/** Opens an in-process transport. */
+export function openMemoryTransport(log: Logger): OpenTransport {
+  const bus = new MemoryBus({ onError: (err, subject) => log.error({ subject, err: messageOf(err) }, "handler failed") });
+  return {
+    kind: "memory",
+    description: "in-process",
+    bus,
+    store: new MemoryTaskStore(),
+    queue: new MemoryWorkQueue(),
+    close: () => bus.close(),
+  };
+}

@@ -1,0 +1,87 @@
+/**
+ * The four roles as four OS processes plus `dirigent mock-llm`, a task submitted by a plain NATS client.
+ */
+import { connect } from "@nats-io/transport-node";
+import { writeFileSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startTestNatsServer, randomRoot, type TestNatsServer } from "../support/nats-server.js";
+import { startCli, type CliProcess } from "../support/processes.js";
+
+let server: TestNatsServer;
+let dir: string;
+const processes: CliProcess[] = [];
+
+beforeAll(async () => {
+  server = await startTestNatsServer();
+  dir = mkdtempSync(join(tmpdir(), "dirigent-e2e-"));
+});
+
+afterAll(async () => {
+  await Promise.all(processes.map((p) => p.stop()));
+  await server?.stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe("four roles in four processes", () => {
+  it("completes a task submitted from a plain NATS client, and `dirigent run` against the same cluster", async () => {
+    const root = randomRoot();
+    const script = join(dir, "script.json");
+    writeFileSync(script, JSON.stringify({ rules: [{ match: { lastUser: "capital of France" }, reply: "Paris" }] }));
+    const mock = startCli(["mock-llm", "--port", "0", "--script", script, "--quiet"]);
+    processes.push(mock);
+    const [url] = await mock.waitFor(/http:\/\/127\.0\.0\.1:\d+\/v1/);
+    const env = { OPENAI_BASE_URL: url, OPENAI_API_KEY: "test", DIRIGENT_MODEL_MAX_RETRIES: "0" };
+    for (const role of ["memory", "handler", "evaluator", "director"]) {
+      const worker = startCli(["worker", "--role", role, "--nats", server.url, "--prefix", root, "--concurrency", "4"], env);
+      processes.push(worker);
+      await worker.waitFor(/ready/);
+    }
+
+    const nc = await connect({ servers: server.url, name: "e2e-plain-client" });
+    try {
+      const taskId = `e2e-${Date.now()}`;
+      const result = nc.subscribe(`${root}.tasks.${taskId}.result`, { max: 1 });
+      const events = nc.subscribe(`${root}.tasks.${taskId}.events`);
+      const body = JSON.stringify({ taskId, xml: "<task><description>What is the capital of {{country}}?</description></task>", inputs: { country: "France" } });
+      const reply = await nc.request(`${root}.tasks.submit`, body, { timeout: 10_000 });
+      expect(reply.json()).toEqual({ taskId, status: "accepted" });
+      let outcome: unknown;
+      for await (const m of result) outcome = m.json();
+      expect(outcome).toMatchObject({ taskId, status: "COMPLETE", content: "Paris" });
+      const seen: string[] = [];
+      for await (const m of events) {
+        seen.push((m.json() as { type: string }).type);
+        if (seen.includes("task.completed")) break;
+      }
+      expect(seen).toEqual(expect.arrayContaining(["task.running", "model.turn", "task.completed"]));
+      const status = await nc.request(`${root}.tasks.${taskId}.get`, "", { timeout: 5000 });
+      expect(status.json()).toMatchObject({ taskId, state: "completed", result: { content: "Paris" } });
+    } finally {
+      await nc.drain();
+    }
+
+    const file = join(dir, "task.xml");
+    writeFileSync(file, "<task><description>capital of {{country}}</description></task>");
+    const run = startCli(["run", file, "--input", "country=France", "--nats", server.url, "--prefix", root]);
+    expect(await run.exited).toBe(0);
+    expect(run.output()).toMatch(/task\.running/);
+    expect(run.output()).toMatch(/result: COMPLETE/);
+    expect(run.output()).toMatch(/Paris/);
+  });
+
+  it("exits 2 with file, line and column for an invalid template", async () => {
+    const file = join(dir, "bad.xml");
+    writeFileSync(file, "<task>\n  <description>oops</descr>\n</task>\n");
+    const run = startCli(["run", file, "--nats", server.url]);
+    expect(await run.exited).toBe(2);
+    expect(run.output()).toMatch(/bad\.xml:2:\d+: INVALID_TEMPLATE/);
+  });
+
+  it("exits 2 on a usage error", async () => {
+    const run = startCli(["worker", "--role", "conductor"]);
+    expect(await run.exited).toBe(2);
+    expect(run.output()).toMatch(/conductor/);
+  });
+});

@@ -1,0 +1,64 @@
+/** Running `dirigent` as child processes in tests, waiting on their output rather than on time. */
+import { spawn, type ChildProcess } from "node:child_process";
+import { fileURLToPath } from "node:url";
+
+/** The built CLI (`npm test` builds before testing). */
+export const CLI = fileURLToPath(new URL("../../dist/runtime/cli.js", import.meta.url));
+
+/** A `dirigent` child process. */
+export interface CliProcess {
+  child: ChildProcess;
+  /** Everything written to stdout and stderr so far. */
+  output(): string;
+  /** Resolves once the output matches `pattern`; rejects on exit or after `timeoutMs`. */
+  waitFor(pattern: RegExp, timeoutMs?: number): Promise<RegExpMatchArray>;
+  /** Resolves with the exit code. */
+  exited: Promise<number | null>;
+  /** SIGTERM, then waits for exit. */
+  stop(): Promise<void>;
+}
+
+/** Starts `node dist/runtime/cli.js ...args`. */
+export function startCli(args: string[], env: NodeJS.ProcessEnv = {}): CliProcess {
+  const child = spawn(process.execPath, [CLI, ...args], { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+  let text = "";
+  const listeners = new Set<() => void>();
+  const onData = (chunk: Buffer) => {
+    text += chunk.toString();
+    for (const l of listeners) l();
+  };
+  child.stdout?.on("data", onData);
+  child.stderr?.on("data", onData);
+  const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => {
+    for (const l of listeners) l();
+    resolve(code);
+  }));
+  let done = false;
+  void exited.then(() => (done = true));
+  return {
+    child,
+    output: () => text,
+    exited,
+    waitFor(pattern, timeoutMs = 15_000) {
+      return new Promise((resolve, reject) => {
+        const check = () => {
+          const m = text.match(pattern);
+          if (m) return finish(() => resolve(m));
+          if (done || child.exitCode !== null) return finish(() => reject(new Error(`process exited (${child.exitCode}) before ${pattern}:\n${text}`)));
+        };
+        const timer = setTimeout(() => finish(() => reject(new Error(`timed out waiting for ${pattern}:\n${text}`))), timeoutMs);
+        const finish = (f: () => void) => {
+          clearTimeout(timer);
+          listeners.delete(check);
+          f();
+        };
+        listeners.add(check);
+        check();
+      });
+    },
+    async stop() {
+      if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM");
+      await exited;
+    },
+  };
+}

@@ -1,0 +1,67 @@
+/** A whole dirigent stack for integration tests: transport, roles, the mock model and a client. */
+import { randomUUID } from "node:crypto";
+import type { MockScript } from "../../runtime/mock-llm.js";
+import { startMockLlm, type MockLlmServer } from "../../runtime/mock-llm.js";
+import { loadConfig, type Config } from "../../runtime/config.js";
+import { DirigentClient } from "../../runtime/client.js";
+import { openMemoryTransport, openNatsTransport, type OpenTransport } from "../../runtime/transport.js";
+import { startSystem, type Role, type SystemHandle } from "../../runtime/system.js";
+import { createSubjects } from "../../protocol/index.js";
+import { silentLogger } from "../../actors/deps.js";
+import { randomRoot } from "./nats-server.js";
+
+/** Options of {@link startStack}. */
+export interface StackOptions {
+  /** NATS URL; in-process when absent. */
+  url?: string;
+  /** Subject root; random by default. */
+  root?: string;
+  /** Mock model script. */
+  script?: MockScript;
+  /** An already running mock model to share. */
+  mock?: MockLlmServer;
+  roles?: readonly Role[];
+  config?: Partial<Config>;
+}
+
+/** A running stack. */
+export interface Stack extends AsyncDisposable {
+  root: string;
+  config: Config;
+  transport: OpenTransport;
+  system: SystemHandle;
+  client: DirigentClient;
+  mock: MockLlmServer;
+  stop(): Promise<void>;
+}
+
+/** A unique task id for a test. */
+export const newTaskId = (): string => `t-${randomUUID()}`;
+
+/** Starts transport, mock model and roles. */
+export async function startStack(options: StackOptions = {}): Promise<Stack> {
+  const root = options.root ?? randomRoot();
+  const ownMock = !options.mock;
+  const mock = options.mock ?? (await startMockLlm({ port: 0, ...(options.script ? { script: options.script } : {}) }));
+  const config: Config = {
+    ...loadConfig({}, {}),
+    prefix: root,
+    openaiBaseUrl: mock.url,
+    openaiApiKey: "test-key",
+    modelMaxRetries: 0,
+    model: "mock-model",
+    ...options.config,
+  };
+  const subjects = createSubjects(root);
+  const transport = options.url
+    ? await openNatsTransport(options.url, subjects, { name: `test-${root}`, log: silentLogger })
+    : openMemoryTransport(silentLogger);
+  const system = await startSystem({ config, transport, ...(options.roles ? { roles: options.roles } : {}) });
+  const client = new DirigentClient(transport.bus, subjects);
+  const stop = async () => {
+    await system.stop();
+    await transport.close();
+    if (ownMock) await mock.close();
+  };
+  return { root, config, transport, system, client, mock, stop, [Symbol.asyncDispose]: stop };
+}

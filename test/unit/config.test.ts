@@ -1,0 +1,29 @@
+import { describe, expect, it } from "vitest";
+import { ConfigError, DEFAULTS, loadConfig } from "../../runtime/config.js";
+
+describe("config", () => {
+  it("uses defaults when nothing is set", () => {
+    const config = loadConfig({}, {});
+    expect(config).toMatchObject({ prefix: "dirigent", concurrency: DEFAULTS.concurrency, model: DEFAULTS.model });
+    expect(config.nats).toBeUndefined();
+  });
+
+  it("takes flags over environment over defaults", () => {
+    const env = { DIRIGENT_PREFIX: "fromenv", DIRIGENT_CONCURRENCY: "3", NATS_URL: "nats://env:4222" };
+    expect(loadConfig({}, env)).toMatchObject({ prefix: "fromenv", concurrency: 3, nats: "nats://env:4222" });
+    expect(loadConfig({ prefix: "fromflag", concurrency: "7" }, env)).toMatchObject({ prefix: "fromflag", concurrency: 7 });
+  });
+
+  it("names the flag and the bad value", () => {
+    expect(() => loadConfig({ concurrency: "lots" }, {})).toThrow(/flag --concurrency: .*got 'lots'/);
+    expect(() => loadConfig({ prefix: "Bad Root" }, {})).toThrow(ConfigError);
+  });
+
+  it("names the environment variable, and never prints the API key", () => {
+    expect(() => loadConfig({}, { DIRIGENT_MAX_TURNS: "0" })).toThrow(/environment variable DIRIGENT_MAX_TURNS/);
+    expect(() => loadConfig({}, { OPENAI_BASE_URL: "not a url", OPENAI_API_KEY: "sk-secret" })).toThrow(/OPENAI_BASE_URL/);
+    const attempt = () => loadConfig({}, { OPENAI_API_KEY: "sk-secret", DIRIGENT_LOG_LEVEL: "loud" });
+    expect(attempt).toThrow(/DIRIGENT_LOG_LEVEL/);
+    expect(attempt).not.toThrow(/sk-secret/);
+  });
+});
