@@ -17,7 +17,7 @@ import {
   type TaskInputs,
   type TaskResult,
 } from "../protocol/index.js";
-import type { TaskNode } from "../protocol/template.js";
+import type { TaskNode } from "../protocol/index.js";
 import type { ActorDeps, RoleHandle } from "./deps.js";
 import { ask, serve } from "./serve.js";
 import { parseTemplate } from "./template/parse.js";

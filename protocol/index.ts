@@ -12,3 +12,4 @@ export * from "./handler.js";
 export * from "./memory.js";
 export * from "./control.js";
 export * from "./subjects.js";
+export type * from "./template.js";

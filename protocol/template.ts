@@ -445,7 +445,7 @@ export type TemplateWarningKind =
   | "value-alias"
   /** An element the runtime does not model; kept in `extra` or as an {@link ElementNode}. */
   | "unsupported-element"
-  /** A task `type` outside {@link KnownTaskType}; it parses and fails at run time. */
+  /** A task `type` outside {@link KnownTaskType}; it parses, and the runtime decides whether it can run it. */
   | "unsupported-task-type"
   /** A single-valued child written twice; the first one is used. */
   | "duplicate-element"

@@ -2,6 +2,7 @@
 import { Option, type Command } from "commander";
 import { commonOptions, setup, untilSignal, UsageError, type CommonFlags } from "./cli-common.js";
 import { place } from "./connect.js";
+import { embeddedModel } from "./embedded-model.js";
 import { ROLES, startSystem, type Role } from "./system.js";
 
 interface RuntimeFlags extends CommonFlags {
@@ -15,13 +16,16 @@ async function serveUntilSignal(flags: RuntimeFlags, roles: readonly Role[], nam
     await placement.close();
     throw new Error("a worker needs a NATS server: pass --nats URL or set NATS_URL (start one with 'dirigent up')");
   }
-  const system = await startSystem({ config, transport: placement.transport, roles, log });
+  const model = roles.includes("handler") ? await embeddedModel(config) : { config, stop: async () => undefined };
+  if (model.note) process.stderr.write(`dirigent: ${model.note}\n`);
+  const system = await startSystem({ config: model.config, transport: placement.transport, roles, log });
   process.stderr.write(`dirigent: ${roles.join(", ")} on ${placement.note}, subjects under '${subjects.root}', concurrency ${config.concurrency}\n`);
   process.stderr.write(`dirigent: ready (Ctrl-C to stop)\n`);
   const signal = await untilSignal();
   process.stderr.write(`dirigent: ${signal}: draining\n`);
   await system.stop();
   await placement.close();
+  await model.stop();
 }
 
 /** Registers the runtime commands. */

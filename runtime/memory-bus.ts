@@ -53,7 +53,7 @@ export interface MemoryBusOptions {
 /**
  * In-process {@link Bus}. Delivery is always asynchronous (a microtask), so `publish` never runs a
  * handler inside the caller; handlers of one subscription start in arrival order and may overlap
- * when async, as with {@link NatsBus}. Queue groups hand out messages round-robin.
+ * when async, as with `NatsBus`. Queue groups hand out messages round-robin.
  */
 export class MemoryBus implements ClosableBus {
   readonly description = "in-process";

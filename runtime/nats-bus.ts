@@ -83,6 +83,7 @@ export interface NatsBusOptions {
 export class NatsBus implements ClosableBus {
   readonly #nc: NatsConnection;
   readonly #onError: BusErrorHandler;
+  readonly #inFlight = new Set<Promise<void>>();
 
   /** Takes ownership of `nc`: {@link close} drains it. */
   constructor(nc: NatsConnection, options: NatsBusOptions) {
@@ -110,6 +111,7 @@ export class NatsBus implements ClosableBus {
 
   subscribe(subject: string, handler: (msg: BusMessage) => void | Promise<void>, options: SubscribeOptions = {}): BusSubscription {
     const inFlight = new Set<Promise<void>>();
+    const all = this.#inFlight;
     const onError = this.#onError;
     let sub: Subscription;
     try {
@@ -123,7 +125,11 @@ export class NatsBus implements ClosableBus {
           const running = runHandler(handler, toBusMessage(msg), (e) => onError(e, msg.subject));
           if (running === undefined) return;
           inFlight.add(running);
-          void running.finally(() => inFlight.delete(running));
+          all.add(running);
+          void running.finally(() => {
+            inFlight.delete(running);
+            all.delete(running);
+          });
         },
       });
     } catch (err) {
@@ -164,14 +170,14 @@ export class NatsBus implements ClosableBus {
     return this.#nc.flush();
   }
 
-  /** Drains the connection: subscriptions finish what they received, pending publishes are flushed, then it closes. */
+  /**
+   * Drains the connection (subscriptions get what was already sent to them, pending publishes are
+   * flushed, then it closes) and waits for handlers still running.
+   */
   async close(): Promise<void> {
-    if (this.#nc.isClosed()) return;
-    if (this.#nc.isDraining()) {
-      await this.#nc.closed();
-      return;
-    }
-    await this.#nc.drain();
+    if (this.#nc.isDraining()) await this.#nc.closed();
+    else if (!this.#nc.isClosed()) await this.#nc.drain();
+    await Promise.all(this.#inFlight);
   }
 }
 

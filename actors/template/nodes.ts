@@ -58,7 +58,7 @@ import type { XmlElement } from "./xml.js";
 const KNOWN_TYPES: readonly KnownTaskType[] = ["atomic", "sequential", "reduce", "script", "director_evaluator_loop"];
 const TASK_ATTRIBUTES = new Set(["type", "subtype", "name", "ref", "parameters", "params", "returns"]);
 const PROSE = new Set(["description", "instructions", "system", "provider", "expected_output"]);
-const WRAPPERS = new Set<string>(["director", "evaluator", "inner_task", "reduction_task"]);
+const WRAPPERS: readonly ImplicitTaskOrigin[] = ["director", "evaluator", "inner_task", "reduction_task"];
 
 /** Whether `name` is an element that stands for an executable node. */
 export function isExecutable(name: string): boolean {
@@ -77,7 +77,8 @@ export function buildStep(ctx: BuildContext, el: XmlElement): StepNode {
 export function buildTask(ctx: BuildContext, el: XmlElement, origin?: ImplicitTaskOrigin): TaskNode {
   const type = el.attrs.type?.trim() || "atomic";
   if (!KNOWN_TYPES.some((known) => known === type)) {
-    ctx.warn("unsupported-task-type", `task type '${type}' is not supported; it will fail at run time`, el.loc);
+    const expected = `${KNOWN_TYPES.slice(0, -1).join(", ")} or ${KNOWN_TYPES.at(-1) ?? ""}`;
+    ctx.warn("unsupported-task-type", `unknown task type '${type}' (expected ${expected})`, el.loc);
   }
   const task: Mutable<TaskNode> = { kind: "task", loc: el.loc, type, inputs: [], attributes: {}, extra: [] };
   const attributes: Record<string, string> = {};
@@ -115,12 +116,11 @@ export function buildTask(ctx: BuildContext, el: XmlElement, origin?: ImplicitTa
       addScriptSetting(ctx, loose, child, seen);
       continue;
     }
-    const group = name === "script" ? "execution" : name;
-    if (!isTaskChild(name)) {
+    if (!TASK_CHILDREN.has(name)) {
       extra.push(misplacedOr(ctx, child, el.name));
       continue;
     }
-    if (!firstOnly(ctx, seen, { ...child, name: group }, el.name)) continue;
+    if (!firstOnly(ctx, seen, child, el.name, name === "script" ? "execution" : name)) continue;
     if (PROSE.has(name)) setProse(task, name, prose(ctx, child));
     else if (name === "criteria") task.criteria = criteria(ctx, child);
     else if (name === "model") task.model = modelSpec(child);
@@ -155,10 +155,6 @@ const TASK_CHILDREN = new Set([
   "disable_reparsing", "manual_xml", "parameters", "returns",
 ]);
 
-function isTaskChild(name: string): boolean {
-  return TASK_CHILDREN.has(name);
-}
-
 function setProse(task: Mutable<TaskNode>, name: string, text: string): void {
   if (name === "description") task.description = text;
   else if (name === "instructions") task.instructions = text;
@@ -181,8 +177,7 @@ function wrapperBody(ctx: BuildContext, el: XmlElement): StepNode {
   if (children.length === 1 && only !== undefined && isExecutable(only.name) && directText(el) === "") {
     return buildStep(ctx, only);
   }
-  const origin = (["director", "evaluator", "inner_task", "reduction_task"] as const).find((o) => o === el.name);
-  return buildTask(ctx, el, origin);
+  return buildTask(ctx, el, WRAPPERS.find((origin) => origin === el.name));
 }
 
 // Loose <command>/<timeout>/<environment> fill what <execution> leaves open.

@@ -143,12 +143,12 @@ export function unsupported(ctx: BuildContext, el: XmlElement, parent: string): 
 }
 
 /**
- * Track single-valued children: returns false (and warns) when `el`'s name was already seen.
- * The first occurrence wins.
+ * Track single-valued children: returns false (and warns) when `key` (the element name unless
+ * two names mean the same thing) was already seen. The first occurrence wins.
  */
-export function firstOnly(ctx: BuildContext, seen: Set<string>, el: XmlElement, parent: string): boolean {
-  if (!seen.has(el.name)) {
-    seen.add(el.name);
+export function firstOnly(ctx: BuildContext, seen: Set<string>, el: XmlElement, parent: string, key = el.name): boolean {
+  if (!seen.has(key)) {
+    seen.add(key);
     return true;
   }
   ctx.warn("duplicate-element", `<${el.name}> is written twice inside <${parent}>; the first one is used`, el.loc);

@@ -10,6 +10,7 @@ import {
   TransportError,
   type Bus,
   type BusMessage,
+  type BusSubscription,
   type TaskStore,
   type WorkItem,
   type WorkQueue,
@@ -60,11 +61,19 @@ export function busContract(
     let fx: BusFixture;
     let subjects: Subjects;
     let errors: Recorder<ReportedError>;
+    let consumers: BusSubscription[];
     const subject = (suffix: string) => `${subjects.root}.test.${suffix}`;
+    /** Consumes from the fixture's queue; the consumer is stopped after the test, before the transport closes. */
+    const consume = (handler: (item: WorkItem) => Promise<void>, concurrency: number): BusSubscription => {
+      const sub = fx.queue.consume(handler, { concurrency });
+      consumers.push(sub);
+      return sub;
+    };
 
     beforeEach(async () => {
       subjects = createSubjects(randomRoot());
       errors = new Recorder();
+      consumers = [];
       fx = await factory({
         subjects,
         ackWaitMs,
@@ -72,6 +81,7 @@ export function busContract(
       });
     });
     afterEach(async () => {
+      await Promise.all(consumers.map((c) => c.unsubscribe()));
       await fx.close();
       // Tests that provoke errors take them out; anything left was not expected.
       expect(errors.values).toEqual([]);
@@ -235,10 +245,10 @@ export function busContract(
         expect(await fx.queue.enqueue("job-1", text.encode("first"))).toEqual({ duplicate: false });
         expect(await fx.queue.enqueue("job-1", text.encode("second"))).toEqual({ duplicate: true });
         const got = new Recorder<WorkItem>();
-        fx.queue.consume(async (item) => {
-          got.push(item);
+        consume(async (item) => {
           await item.ack();
-        }, { concurrency: 2 });
+          got.push(item);
+        }, 2);
         const [item] = await got.count(1);
         expect(item?.id).toBe("job-1");
         expect(text.decode(item?.data ?? new Uint8Array())).toBe("first");
@@ -255,7 +265,7 @@ export function busContract(
         const peaks = new Recorder<number>();
         const holds = new Map<string, () => void>();
         const done = new Recorder<string>();
-        fx.queue.consume(async (item) => {
+        consume(async (item) => {
           running += 1;
           peaks.push(running);
           const hold = gate();
@@ -264,7 +274,7 @@ export function busContract(
           running -= 1;
           await item.ack();
           done.push(item.id);
-        }, { concurrency: 3 });
+        }, 3);
         // Release one handler each time three are held, so new ones keep arriving while three run.
         while (done.values.length < ids.length) {
           await peaks.until(() => running === 3 || done.values.length + running === ids.length, "handlers to fill the slots");
@@ -283,32 +293,35 @@ export function busContract(
       it("redelivers a naked item with deliveries = 2", async () => {
         await fx.queue.enqueue("nak-1", text.encode("x"));
         const got = new Recorder<number>();
-        fx.queue.consume(async (item) => {
-          got.push(item.deliveries);
+        consume(async (item) => {
           if (item.deliveries === 1) item.nak();
           else await item.ack();
-        }, { concurrency: 1 });
+          got.push(item.deliveries);
+        }, 1);
         expect(await got.count(2)).toEqual([1, 2]);
       });
 
       it("redelivers an item that was neither acked nor naked after the ack wait", async () => {
         await fx.queue.enqueue("lost-1", text.encode("x"));
         const got = new Recorder<number>();
-        fx.queue.consume(async (item) => {
-          got.push(item.deliveries);
+        consume(async (item) => {
           if (item.deliveries > 1) await item.ack();
-        }, { concurrency: 1 });
+          got.push(item.deliveries);
+        }, 1);
         expect(await got.count(2, "a redelivery", ackWaitMs * 5 + 2000)).toEqual([1, 2]);
       });
 
       it("naks and reports an item whose handler throws", async () => {
         await fx.queue.enqueue("bad-1", text.encode("x"));
         const got = new Recorder<number>();
-        fx.queue.consume(async (item) => {
-          got.push(item.deliveries);
-          if (item.deliveries === 1) throw new Error("handler failed");
+        consume(async (item) => {
+          if (item.deliveries === 1) {
+            got.push(item.deliveries);
+            throw new Error("handler failed");
+          }
           await item.ack();
-        }, { concurrency: 1 });
+          got.push(item.deliveries);
+        }, 1);
         expect(await got.count(2)).toEqual([1, 2]);
         expect(errors.values.splice(0).map((e) => e.message)).toEqual(["handler failed"]);
       });
@@ -319,8 +332,8 @@ export function busContract(
           await item.ack();
           got.push(item.id);
         };
-        const a = fx.queue.consume(handler, { concurrency: 2 });
-        const b = fx.queue.consume(handler, { concurrency: 2 });
+        const a = consume(handler, 2);
+        const b = consume(handler, 2);
         const ids = Array.from({ length: 12 }, (_, i) => `s${i}`);
         for (const id of ids) await fx.queue.enqueue(id, text.encode(id));
         await got.count(ids.length);
@@ -333,12 +346,12 @@ export function busContract(
         await fx.queue.enqueue("u-1", text.encode("x"));
         const events = new Recorder<string>();
         const hold = gate();
-        const sub = fx.queue.consume(async (item) => {
+        const sub = consume(async (item) => {
           events.push(`handling ${item.id}`);
           await hold.promise;
           await item.ack();
           events.push(`acked ${item.id}`);
-        }, { concurrency: 1 });
+        }, 1);
         await events.count(1);
         const stopped = sub.unsubscribe().then(() => events.push("unsubscribed"));
         hold.open();
