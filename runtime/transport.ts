@@ -25,11 +25,12 @@ export async function openNatsTransport(
   options: { name: string; log: Logger; ackWaitMs?: number },
 ): Promise<OpenTransport> {
   const nc = await connectNats({ servers, name: options.name });
-  const bus = new NatsBus(nc, { onError: (err, subject) => options.log.error({ subject, err: messageOf(err) }, "handler failed") });
+  const onError = (err: unknown, subject: string) => options.log.error({ subject, err: messageOf(err) }, "handler failed");
+  const bus = new NatsBus(nc, { onError });
   try {
     const [store, queue] = await Promise.all([
       openTaskStore(nc, subjects),
-      openWorkQueue(nc, subjects, { ackWaitMs: options.ackWaitMs ?? 30_000 }),
+      openWorkQueue(nc, subjects, { ackWaitMs: options.ackWaitMs ?? 30_000, onError }),
       ensureEventsStream(nc, subjects),
     ]);
     return { kind: "nats", description: bus.description, bus, store, queue, close: () => bus.close() };
@@ -41,13 +42,14 @@ export async function openNatsTransport(
 
 /** Opens an in-process transport. */
 export function openMemoryTransport(log: Logger): OpenTransport {
-  const bus = new MemoryBus({ onError: (err, subject) => log.error({ subject, err: messageOf(err) }, "handler failed") });
+  const onError = (err: unknown, subject: string) => log.error({ subject, err: messageOf(err) }, "handler failed");
+  const bus = new MemoryBus({ onError });
   return {
     kind: "memory",
     description: "in-process",
     bus,
     store: new MemoryTaskStore(),
-    queue: new MemoryWorkQueue(),
+    queue: new MemoryWorkQueue({ onError }),
     close: () => bus.close(),
   };
 }
