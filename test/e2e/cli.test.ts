@@ -1,0 +1,87 @@
+/** The CLI as a user runs it: `up`, `submit`, `status`, `cancel`, and `run` falling back to an embedded runtime. */
+import { connect } from "@nats-io/transport-node";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startMockLlm, type MockLlmServer } from "../../runtime/mock-llm.js";
+import { randomRoot, startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
+import { startCli } from "../support/processes.js";
+
+let server: TestNatsServer;
+let mock: MockLlmServer;
+let dir: string;
+
+beforeAll(async () => {
+  server = await startTestNatsServer();
+  mock = await startMockLlm({
+    port: 0,
+    script: { rules: [{ match: { lastUser: "slowly" }, reply: "late", delayMs: 60_000 }, { reply: "embedded answer" }] },
+  });
+  dir = mkdtempSync(join(tmpdir(), "dirigent-cli-"));
+});
+
+afterAll(async () => {
+  await mock?.close();
+  await server?.stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const modelEnv = () => ({ OPENAI_BASE_URL: mock.url, OPENAI_API_KEY: "test", DIRIGENT_MODEL_MAX_RETRIES: "0" });
+
+describe("dirigent CLI", () => {
+  it("run starts an embedded runtime when no Director answers", async () => {
+    const file = join(dir, "one.xml");
+    writeFileSync(file, "<task><description>hello</description></task>");
+    const run = startCli(["run", file, "--nats", server.url, "--prefix", randomRoot()], modelEnv());
+    expect(await run.exited).toBe(0);
+    expect(run.output()).toMatch(/no runtime reachable; running an embedded one/);
+    expect(run.output()).toMatch(/result: COMPLETE[\s\S]*embedded answer/);
+  });
+
+  it("up serves submit, status and cancel; cancel aborts the running task", async () => {
+    const root = randomRoot();
+    const up = startCli(["up", "--nats", server.url, "--prefix", root], modelEnv());
+    try {
+      await up.waitFor(/ready/);
+      const file = join(dir, "slow.xml");
+      writeFileSync(file, "<task><description>answer slowly</description></task>");
+      const nc = await connect({ servers: server.url });
+      const taskId = "cli-cancel-1";
+      const running = nc.subscribe(`${root}.tasks.${taskId}.events`);
+      const submit = startCli(["submit", file, "--task-id", taskId, "--nats", server.url, "--prefix", root]);
+      expect(await submit.exited).toBe(0);
+      expect(submit.output().trim()).toBe(taskId);
+      for await (const m of running) if ((m.json() as { type: string }).type === "node.started") break;
+      await nc.drain();
+
+      const status = startCli(["status", taskId, "--nats", server.url, "--prefix", root]);
+      expect(await status.exited).toBe(0);
+      expect(JSON.parse(status.output())).toMatchObject({ taskId, state: "running" });
+
+      const cancel = startCli(["cancel", taskId, "--nats", server.url, "--prefix", root]);
+      expect(await cancel.exited).toBe(0);
+      expect(JSON.parse(cancel.output())).toEqual({ taskId, state: "cancelled", cancelled: true });
+
+      const again = startCli(["submit", file, "--task-id", taskId, "--nats", server.url, "--prefix", root]);
+      expect(await again.exited).toBe(0);
+      expect(again.output()).toMatch(/duplicate/);
+
+      const unknown = startCli(["status", "no-such-task", "--nats", server.url, "--prefix", root]);
+      expect(await unknown.exited).toBe(1);
+      expect(unknown.output()).toMatch(/no task 'no-such-task'/);
+    } finally {
+      await up.stop();
+    }
+    expect(up.output()).toMatch(/SIGTERM: draining/);
+  });
+
+  it("refuses a bad task id and a bad flag value with exit code 2", async () => {
+    const bad = startCli(["status", "a.b", "--nats", server.url]);
+    expect(await bad.exited).toBe(2);
+    expect(bad.output()).toMatch(/task id 'a\.b'/);
+    const conc = startCli(["worker", "--role", "memory", "--concurrency", "lots", "--nats", server.url]);
+    expect(await conc.exited).toBe(2);
+    expect(conc.output()).toMatch(/--concurrency.*'lots'/);
+  });
+});
