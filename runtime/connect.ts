@@ -3,7 +3,7 @@
  * a `nats-server` child process started for us, or (with no binary) the in-process bus.
  */
 import { mkdirSync } from "node:fs";
-import { dirname, join, resolve } from "node:path";
+import { basename, dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Logger } from "../actors/deps.js";
 import type { Subjects } from "../protocol/index.js";
@@ -57,12 +57,15 @@ export async function place(options: PlaceOptions): Promise<Placement> {
   if (options.startServer) {
     const binary = findNatsServer();
     if (binary) {
-      const cwd = resolve(options.dataDir, "..");
-      mkdirSync(join(options.dataDir), { recursive: true });
+      // nats.conf names a relative store_dir (.dirigent/jetstream) and 2.9 refuses -sd beside it: choose the
+      // working directory so that the store lands inside the data directory.
+      const dataDir = resolve(options.dataDir);
+      const cwd = basename(dataDir) === ".dirigent" ? dirname(dataDir) : dataDir;
+      mkdirSync(dataDir, { recursive: true });
       const server = await startNatsServer({ binary, configFile: PACKAGED_NATS_CONF, cwd, port: 4222, monitorPort: 0 });
       try {
         const transport = await openNatsTransport(server.url, subjects, { name, log });
-        return wrap(transport, `NATS at ${server.url} (nats-server started as a child, data in ${options.dataDir})`, server);
+        return wrap(transport, `NATS at ${server.url} (nats-server started as a child, JetStream data in ${join(cwd, ".dirigent", "jetstream")})`, server);
       } catch (err) {
         await server.stop();
         throw err;
