@@ -80,6 +80,17 @@ export async function place(options: PlaceOptions): Promise<Placement> {
 }
 
 function wrap(transport: OpenTransport, note: string, server?: NatsServerProcess): Placement {
+  // A child server must not outlive this process, even when it exits on an uncaught error.
+  const killChild = () => {
+    if (server) {
+      try {
+        process.kill(server.pid, "SIGTERM");
+      } catch {
+        // already gone
+      }
+    }
+  };
+  if (server) process.once("exit", killChild);
   return {
     transport,
     note,
@@ -87,6 +98,7 @@ function wrap(transport: OpenTransport, note: string, server?: NatsServerProcess
     async close() {
       await transport.close();
       await server?.stop();
+      process.off("exit", killChild);
     },
   };
 }
