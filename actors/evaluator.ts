@@ -3,8 +3,9 @@
  * Serves `<root>.evaluator.evaluate` (queue group `evaluator`); asks Handlers on `<root>.handler.execute`;
  * reports steps as progress; aborts its work when the task is cancelled.
  */
-import { createActor, fromPromise, toPromise, type Actor } from "xstate";
-import { evaluationMachine } from "../machines/evaluation.js";
+import { createActor, toPromise, type Actor } from "xstate";
+import { rootEnv } from "../machines/env.js";
+import type { evaluationMachine } from "../machines/evaluation.js";
 import {
   CancelBroadcast,
   decode,
@@ -14,14 +15,16 @@ import {
   Progress,
   type EvaluateReply,
   type ExecuteRequest,
-  type TaskInputs,
   type TaskResult,
 } from "../protocol/index.js";
-import type { TaskNode } from "../protocol/index.js";
 import type { ActorDeps, RoleHandle } from "./deps.js";
+import { entryPath, nodeAt, summarize } from "./evaluator-nodes.js";
+import { provideWalk, type Walk } from "./evaluator-walk.js";
 import { ask, serve } from "./serve.js";
 import { parseTemplate } from "./template/parse.js";
-import { resolvePath, substitute } from "./template/substitute.js";
+
+/** Deepest nesting of evaluations (steps, calls, nested inputs) in one task; guards against recursive templates. */
+export const MAX_DEPTH = 32;
 
 /** Evaluator configuration. */
 export interface EvaluatorConfig {
@@ -29,57 +32,6 @@ export interface EvaluatorConfig {
   concurrency: number;
   /** Longest an atomic task may take in a Handler. */
   taskTimeoutMs: number;
-}
-
-/** The prompt-bearing fields of an atomic task, before substitution. */
-function atomicFields(node: TaskNode): { prompt: string; system?: string; model?: string } {
-  const prompt = [node.description, node.instructions].filter((t): t is string => !!t && t.trim() !== "").join("\n\n");
-  return {
-    prompt,
-    ...(node.system ? { system: node.system } : {}),
-    ...(node.model?.name ? { model: node.model.name.trim() } : {}),
-  };
-}
-
-/** Substitutes `{{var}}` in every field (strict: a missing variable fails the task, C13). */
-export function prepareAtomic(node: TaskNode, inputs: TaskInputs): { ok: true; fields: ReturnType<typeof atomicFields> } | { ok: false; result: TaskResult } {
-  const fields = atomicFields(node);
-  const bindings = bindInputs(node, inputs);
-  const lookup = (path: string) => resolvePath(bindings, path);
-  const out: Record<string, string> = {};
-  const missing = new Set<string>();
-  for (const [key, text] of Object.entries(fields)) {
-    const done = substitute(text, lookup, "strict");
-    if (done.ok) out[key] = done.text;
-    else for (const name of done.missing) missing.add(name);
-  }
-  if (missing.size > 0) {
-    const names = [...missing].map((m) => `'${m}'`).join(", ");
-    return {
-      ok: false,
-      result: {
-        content: "",
-        status: "FAILED",
-        notes: {},
-        error: { type: "TASK_FAILURE", reason: "input_validation_failure", message: `missing required input: ${names}`, details: { missing: [...missing] } },
-      },
-    };
-  }
-  return { ok: true, fields: out as ReturnType<typeof atomicFields> };
-}
-
-/** The root environment of a node: submitted inputs, plus the node's `<inputs>` (literal values or `from` references). */
-function bindInputs(node: TaskNode, inputs: TaskInputs): Record<string, unknown> {
-  const bindings: Record<string, unknown> = { ...inputs };
-  for (const input of node.inputs ?? []) {
-    if (input.from !== undefined) {
-      const found = resolvePath(inputs, input.from);
-      if (found.found) bindings[input.name] = found.value;
-    } else if (input.value !== undefined && input.value.trim() !== "" && !(input.name in inputs)) {
-      bindings[input.name] = input.value.trim();
-    }
-  }
-  return bindings;
 }
 
 /** Starts the Evaluator role. */
@@ -105,23 +57,22 @@ export function startEvaluator(deps: ActorDeps, config: EvaluatorConfig): RoleHa
         error: { type: "XML_PARSE_ERROR", message, ...(line && col ? { location: { line, col } } : {}) },
       });
     }
-    const entry = parsed.document.entry;
-    if (!entry) return reply({ content: "", status: "FAILED", notes: {}, error: { type: "XML_PARSE_ERROR", message: "the template defines no task to run" } });
-    const machine = evaluationMachine.provide({
-      actions: { progress: (_, p) => progress(taskId, p.event, p.message, p.data) },
-      actors: {
-        runAtomic: fromPromise(async ({ input, signal }) => {
-          // The machine routes by path; the shell resolves the path to the typed node (only the entry, for now).
-          if (entry.kind !== "task") throw new Error(`node ${input.nodePath} is not a task`);
-          const prepared = prepareAtomic(entry, input.inputs);
-          if (!prepared.ok) return prepared.result;
-          const execute: ExecuteRequest = { type: "handler.execute", taskId, nodePath: input.nodePath, ...prepared.fields };
-          const answer = await ask(deps, deps.subjects.execute, execute, ExecuteReply, { timeoutMs: config.taskTimeoutMs, signal });
-          return answer.result;
-        }),
+    const document = parsed.document;
+    const path = entryPath(document);
+    const node = path === undefined ? undefined : nodeAt(document, path);
+    if (path === undefined || !node) return reply({ content: "", status: "FAILED", notes: {}, error: { type: "XML_PARSE_ERROR", message: "the template defines no task to run" } });
+    const walk: Walk = {
+      taskId,
+      document,
+      maxDepth: MAX_DEPTH,
+      progress: (event, message, data) => progress(taskId, event, message, data),
+      execute: async (nodePath, fields, signal) => {
+        const execute: ExecuteRequest = { type: "handler.execute", taskId, nodePath, ...fields };
+        const answer = await ask(deps, deps.subjects.execute, execute, ExecuteReply, { timeoutMs: config.taskTimeoutMs, signal });
+        return answer.result;
       },
-    });
-    const actor = createActor(machine, { input: { taskId, node: entry, inputs: request.inputs } });
+    };
+    const actor = createActor(provideWalk(walk, 0), { input: { taskId, path, node: summarize(node), env: rootEnv(request.inputs), entry: true } });
     const set = live.get(taskId) ?? new Set();
     live.set(taskId, set.add(actor));
     try {

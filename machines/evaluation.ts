@@ -1,34 +1,64 @@
 /**
- * The Evaluator's walk of one task template.
+ * The Evaluator's walk of one node of a task template.
  *
- * routing → runningAtomic → done | failed, or → unsupported for constructs a later release executes.
- * Effects: the `runAtomic` actor (substitute the node's fields and run it in a Handler) and `progress`
- * (report a step to the owning Director). `evaluation.cancel` aborts the node in flight.
+ * routing → binding → runningAtomic | runningSequential, or → runningReduce | runningCall | runningCond, each → done | failed;
+ * → unsupported for constructs a later release executes. The machine knows nodes by *path* (`0`, `0.steps.2`,
+ * `templates.1.body`) and a plain summary ({@link EvalNode}); the shell resolves paths to typed AST nodes.
+ * Composites are child machines registered by name: `sequential` and `reduce`.
+ * Effects: `bindInputs` (the node's `<inputs>` bound into its environment), `runAtomic` (substitute and run
+ * in a Handler), `runCall` (a function template call), `runCond` (the first true case of a `<cond>`) and `progress`. `evaluation.cancel` aborts the node in flight.
  */
 import { assign, fromPromise, setup } from "xstate";
-import type { TaskInputs, TaskResult } from "../protocol/index.js";
+import type { AccumulationFormat, TaskResult } from "../protocol/index.js";
+import type { Env } from "./env.js";
 import { notProvided } from "./not-provided.js";
+import { reduceMachine } from "./reduce.js";
+import { sequentialMachine, type ProgressParams } from "./sequential.js";
 
-/** The part of a template node the walk decides on. */
+/** The part of a template node the walk decides on: plain data, summarised by the shell. */
 export interface EvalNode {
   kind: string;
   type?: string;
   loc?: { line: number; col: number };
+  /** `ref` of a task: a task of the template library (not executable yet). */
+  ref?: string;
+  /** `name` of a task, or the called template of a `<call>`. */
+  name?: string;
+  /** sequential: number of `<steps>`. */
+  stepCount?: number;
+  /** sequential: `accumulate_data` in effect. */
+  accumulate?: boolean;
+  /** sequential: `accumulation_format` in effect. */
+  format?: AccumulationFormat;
+  /** reduce: literal `<initial_value>` text. */
+  initialValue?: string;
+  /** reduce: whether `<initial_value>` holds a task. */
+  initialTask?: boolean;
 }
 
 /** Input of an evaluation. */
 export interface EvaluationInput<N extends EvalNode = EvalNode> {
   taskId: string;
-  /** The document's entry node. */
+  /** Path of the node in its document. */
+  path: string;
+  /** Summary of the node at `path`. */
   node: N;
-  /** Submitted inputs (the root environment). */
-  inputs: TaskInputs;
+  /** The environment the node is evaluated in. */
+  env: Env;
+  /** Whether this is the document's entry node (its literal inputs are defaults the submitted inputs override). */
+  entry: boolean;
 }
 
 /** Context of an evaluation. */
 export interface EvaluationContext<N extends EvalNode = EvalNode> extends EvaluationInput<N> {
   result?: TaskResult;
 }
+
+/** What binding a node's inputs gives: its environment, or the failure that stopped it. */
+export type BindOutcome = { env: Env } | { result: TaskResult };
+
+/** Upper bound on the characters of step output a SequentialHistory keeps. */
+export const MAX_HISTORY_CHARS = 64_000;
 
 /** Task types the atomic path executes. */
 const ATOMIC_TYPES = new Set(["atomic", "standard", "subtask", "director", "evaluator"]);
@@ -39,8 +69,15 @@ function failed(reason: "not_supported" | "unexpected_error" | "execution_halted
 
 function describe(node: EvalNode): string {
   const at = node.loc ? ` at line ${node.loc.line}, column ${node.loc.col}` : "";
-  return `<${node.kind}${node.type ? ` type="${node.type}"` : ""}>${at}`;
+  const ref = node.ref === undefined ? "" : ` ref="${node.ref}"`;
+  return `<${node.kind}${node.type ? ` type="${node.type}"` : ""}${ref}>${at}`;
 }
+
+function errorResult({ event }: { event: { error: unknown } }): TaskResult {
+  return failed("unexpected_error", event.error instanceof Error ? event.error.message : String(event.error));
+}
+
+const isTask = (node: EvalNode, type: string) => node.kind === "task" && (node.type ?? "atomic") === type;
 
 /** The evaluation machine. */
 export const evaluationMachine = setup({
@@ -51,13 +88,22 @@ export const evaluationMachine = setup({
     output: {} as TaskResult,
   },
   actions: {
-    progress: (_, _params: { event: string; message: string; data?: Record<string, unknown> }) => undefined,
+    progress: (_, _params: ProgressParams) => undefined,
   },
   actors: {
-    runAtomic: fromPromise<TaskResult, { node: EvalNode; inputs: TaskInputs; nodePath: string }>(async () => notProvided("evaluation.runAtomic")),
+    bindInputs: fromPromise<BindOutcome, { path: string; env: Env; entry: boolean }>(async () => notProvided("evaluation.bindInputs")),
+    runAtomic: fromPromise<TaskResult, { path: string; env: Env }>(async () => notProvided("evaluation.runAtomic")),
+    runCall: fromPromise<TaskResult, { path: string; env: Env }>(async () => notProvided("evaluation.runCall")),
+    runCond: fromPromise<TaskResult, { path: string; env: Env }>(async () => notProvided("evaluation.runCond")),
+    sequential: sequentialMachine,
+    reduce: reduceMachine,
   },
   guards: {
-    isAtomic: ({ context }) => context.node.kind === "task" && ATOMIC_TYPES.has(context.node.type ?? "atomic"),
+    isAtomic: ({ context }) => context.node.kind === "task" && context.node.ref === undefined && ATOMIC_TYPES.has(context.node.type ?? "atomic"),
+    isSequential: ({ context }) => isTask(context.node, "sequential"),
+    isReduce: ({ context }) => isTask(context.node, "reduce"),
+    isCall: ({ context }) => context.node.kind === "call",
+    isCond: ({ context }) => context.node.kind === "cond",
   },
 }).createMachine({
   id: "evaluation",
@@ -71,30 +117,98 @@ export const evaluationMachine = setup({
   },
   states: {
     routing: {
-      description: "Choose how to evaluate the entry node by its kind and type.",
-      always: [{ guard: "isAtomic", target: "runningAtomic" }, { target: "unsupported" }],
+      description: "Choose how to evaluate the node by its kind and type.",
+      always: [
+        { guard: "isAtomic", target: "binding" },
+        { guard: "isSequential", target: "binding" },
+        { guard: "isReduce", target: "runningReduce" },
+        { guard: "isCall", target: "runningCall" },
+        { guard: "isCond", target: "runningCond" },
+        { target: "unsupported" },
+      ],
+    },
+    binding: {
+      description: "Bind the task's <inputs> (env variables, literals, nested tasks) into a child environment.",
+      invoke: {
+        id: "bindInputs",
+        src: "bindInputs",
+        input: ({ context }) => ({ path: context.path, env: context.env, entry: context.entry }),
+        onDone: [
+          { guard: ({ event }) => "result" in event.output, target: "failed", actions: assign({ result: ({ event }) => ("result" in event.output ? event.output.result : undefined) }) },
+          { guard: "isSequential", target: "runningSequential", actions: assign({ env: ({ context, event }) => ("env" in event.output ? event.output.env : context.env) }) },
+          { target: "runningAtomic", actions: assign({ env: ({ context, event }) => ("env" in event.output ? event.output.env : context.env) }) },
+        ],
+        onError: { target: "failed", actions: assign({ result: errorResult }) },
+      },
     },
     runningAtomic: {
       description: "One atomic task: one Handler session.",
-      entry: { type: "progress", params: { event: "node.started", message: "atomic task started", data: { nodePath: "0", kind: "atomic" } } },
+      entry: { type: "progress", params: ({ context }) => ({ event: "node.started", message: "atomic task started", data: { nodePath: context.path, kind: "atomic" } }) },
       invoke: {
         src: "runAtomic",
-        input: ({ context }) => ({ node: context.node, inputs: context.inputs, nodePath: "0" }),
+        input: ({ context }) => ({ path: context.path, env: context.env }),
         onDone: { target: "done", actions: assign({ result: ({ event }) => event.output }) },
-        onError: {
-          target: "failed",
-          actions: assign({ result: ({ event }) => failed("unexpected_error", event.error instanceof Error ? event.error.message : String(event.error)) }),
-        },
+        onError: { target: "failed", actions: assign({ result: errorResult }) },
+      },
+    },
+    runningSequential: {
+      description: "A sequential task: its steps run in the `sequential` child machine.",
+      entry: {
+        type: "progress",
+        params: ({ context }) => ({ event: "node.started", message: `sequential task started: ${context.node.stepCount ?? 0} steps`, data: { nodePath: context.path, kind: "sequential" } }),
+      },
+      invoke: {
+        src: "sequential",
+        input: ({ context }) => ({
+          path: context.path,
+          stepCount: context.node.stepCount ?? 0,
+          env: context.env,
+          accumulate: context.node.accumulate ?? true,
+          format: context.node.format ?? "notes_only",
+          maxHistoryChars: MAX_HISTORY_CHARS,
+        }),
+        onDone: { target: "done", actions: assign({ result: ({ event }) => event.output }) },
+        onError: { target: "failed", actions: assign({ result: errorResult }) },
+      },
+    },
+    runningReduce: {
+      description: "A reduce task: its inputs are folded in the `reduce` child machine.",
+      entry: { type: "progress", params: ({ context }) => ({ event: "node.started", message: "reduce task started", data: { nodePath: context.path, kind: "reduce" } }) },
+      invoke: {
+        src: "reduce",
+        input: ({ context }) => ({ path: context.path, env: context.env, initialValue: context.node.initialValue ?? "", initialTask: context.node.initialTask ?? false }),
+        onDone: { target: "done", actions: assign({ result: ({ event }) => event.output }) },
+        onError: { target: "failed", actions: assign({ result: errorResult }) },
+      },
+    },
+    runningCall: {
+      description: "A call of a function template: arguments bound, the template's body evaluated.",
+      entry: { type: "progress", params: ({ context }) => ({ event: "call.started", message: `call ${context.node.name ?? ""}`, data: { nodePath: context.path, template: context.node.name } }) },
+      invoke: {
+        src: "runCall",
+        input: ({ context }) => ({ path: context.path, env: context.env }),
+        onDone: { target: "done", actions: assign({ result: ({ event }) => event.output }) },
+        onError: { target: "failed", actions: assign({ result: errorResult }) },
+      },
+    },
+    runningCond: {
+      description: "A <cond>: the body of the first case whose test is true runs.",
+      invoke: {
+        src: "runCond",
+        input: ({ context }) => ({ path: context.path, env: context.env }),
+        onDone: { target: "done", actions: assign({ result: ({ event }) => event.output }) },
+        onError: { target: "failed", actions: assign({ result: errorResult }) },
       },
     },
     unsupported: {
       description: "A construct this release parses but does not execute yet.",
       type: "final",
       entry: assign({
-        result: ({ context }) => failed("not_supported", `${describe(context.node)} is not supported yet: this release executes atomic tasks only`),
+        result: ({ context }) =>
+          failed("not_supported", `${describe(context.node)} is not supported yet: this release executes atomic, sequential and reduce tasks, calls of function templates and cond`),
       }),
     },
-    done: { description: "The entry node produced a result.", type: "final" },
+    done: { description: "The node produced a result.", type: "final" },
     failed: { description: "The evaluation could not be carried out, or was cancelled.", type: "final" },
   },
   output: ({ context }) => context.result ?? failed("unexpected_error", "evaluation ended without a result"),

@@ -3,8 +3,9 @@
  * prompt-bearing fields before a Handler sees them. Values are inserted once and never re-scanned.
  */
 
-/** What a lookup finds for a placeholder path. */
-export type LookupResult = { readonly found: true; readonly value: unknown } | { readonly found: false };
+import { isPath, type LookupResult } from "../../machines/env.js";
+
+export { resolvePath, type LookupResult } from "../../machines/env.js";
 
 /** Resolves a placeholder path (`name`, `a.b.c`, `results[1].name`). */
 export type Lookup = (path: string) => LookupResult;
@@ -18,8 +19,6 @@ export type SubstituteResult =
   | { readonly ok: false; /** Every unresolved path, once each, in order of appearance. */ readonly missing: string[] };
 
 const PLACEHOLDER = /\{\{([^{}]*)\}\}/g;
-const PATH = /^[A-Za-z_][\w-]*(?:\.\w[\w-]*|\[\d+\])*$/;
-const SEGMENT = /([A-Za-z_][\w-]*|\w[\w-]*)|\[(\d+)\]/g;
 
 /**
  * Replace every `{{path}}` in `text` with the looked-up value: strings as they are, anything else
@@ -34,7 +33,7 @@ export function substitute(text: string, lookup: Lookup, mode: SubstituteMode): 
   const missing: string[] = [];
   const out = text.replace(PLACEHOLDER, (match, inner: string) => {
     const path = inner.trim();
-    if (!PATH.test(path)) return match;
+    if (!isPath(path)) return match;
     const result = lookup(path);
     if (result.found) return stringify(result.value);
     if (!missing.includes(path)) missing.push(path);
@@ -44,40 +43,8 @@ export function substitute(text: string, lookup: Lookup, mode: SubstituteMode): 
   return { ok: true, text: out };
 }
 
-/**
- * Resolve a dotted/indexed path against bindings: `name`, `a.b.c`, `results[1].name`, `list.0`.
- * Only own properties are visible (never `constructor` or other prototype members); indexing needs
- * an array and an in-range index. A binding whose key is the whole path (e.g. `"a.b"`) wins.
- */
-export function resolvePath(bindings: Readonly<Record<string, unknown>>, path: string): LookupResult {
-  const trimmed = path.trim();
-  if (Object.hasOwn(bindings, trimmed)) return present(bindings[trimmed]);
-  if (!PATH.test(trimmed)) return { found: false };
-  let current: unknown = bindings;
-  for (const [, key, index] of trimmed.matchAll(SEGMENT)) {
-    if (index !== undefined) {
-      if (!Array.isArray(current)) return { found: false };
-      const position = Number(index);
-      if (position >= current.length) return { found: false };
-      current = current[position];
-    } else if (key !== undefined) {
-      if (Array.isArray(current) && /^\d+$/.test(key)) {
-        const position = Number(key);
-        if (position >= current.length) return { found: false };
-        current = current[position];
-      } else if (typeof current === "object" && current !== null && Object.hasOwn(current, key)) {
-        current = Reflect.get(current, key);
-      } else return { found: false };
-    }
-  }
-  return present(current);
-}
-
-function present(value: unknown): LookupResult {
-  return value === undefined ? { found: false } : { found: true, value };
-}
-
-function stringify(value: unknown): string {
+/** A value as placeholder text: strings as they are, anything else as JSON (else `String()`). */
+export function stringify(value: unknown): string {
   if (typeof value === "string") return value;
   try {
     const json = JSON.stringify(value);

@@ -86,11 +86,11 @@ describe("pipeline over a real nats-server", () => {
 
   it("fails constructs of later releases at run time with a clear error, never at parse time", async () => {
     await using stack = await startStack({ url: server.url, mock });
-    const xml = `<task type="sequential">\n  <steps><task><description>a</description></task></steps>\n</task>`;
+    const xml = `<task type="director_evaluator_loop">\n  <director><description>a</description></director>\n</task>`;
     const outcome = await stack.client.run({ xml, taskId: newTaskId() });
     expect(outcome.status).toBe("FAILED");
     expect(outcome.error).toMatchObject({ reason: "not_supported" });
-    expect(outcome.error?.message).toMatch(/type="sequential".*line 1, column 1.*not supported yet/);
+    expect(outcome.error?.message).toMatch(/type="director_evaluator_loop".*line 1, column 1.*not supported yet/);
   });
 
   it("refuses a malformed template with INVALID_TEMPLATE and its line and column", async () => {

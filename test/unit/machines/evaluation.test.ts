@@ -1,26 +1,85 @@
 import { describe, expect, it } from "vitest";
 import { createActor, fromPromise, waitFor } from "xstate";
-import { evaluationMachine, type EvalNode } from "../../../machines/evaluation.js";
+import { rootEnv, type Env } from "../../../machines/env.js";
+import { evaluationMachine, type BindOutcome, type EvalNode } from "../../../machines/evaluation.js";
+import { sequentialMachine } from "../../../machines/sequential.js";
 import type { TaskResult } from "../../../protocol/index.js";
 
-function run(node: EvalNode, runAtomic: () => Promise<TaskResult>) {
+const ok = (content: string): TaskResult => ({ content, status: "COMPLETE", notes: {} });
+
+function run(node: EvalNode, runAtomic: (input: { path: string; env: Env }) => Promise<TaskResult>, bind?: () => Promise<BindOutcome>) {
   const progress: string[] = [];
   const machine = evaluationMachine.provide({
-    actors: { runAtomic: fromPromise(runAtomic) },
-    actions: { progress: (_, p) => progress.push(p.event) },
+    actors: {
+      runAtomic: fromPromise(({ input }) => runAtomic(input)),
+      bindInputs: fromPromise(async ({ input }) => (bind ? bind() : { env: input.env })),
+      runCall: fromPromise(async () => ok("called")),
+      runCond: fromPromise(async () => ok("chosen")),
+    },
+    actions: { progress: (_, p) => progress.push(`${p.event}: ${p.message}`) },
   });
-  return { actor: createActor(machine, { input: { taskId: "t", node, inputs: {} } }).start(), progress };
+  return { actor: createActor(machine, { input: { taskId: "t", path: "0", node, env: rootEnv(), entry: true } }).start(), progress };
 }
 
 describe("evaluation machine", () => {
   it("runs an atomic task (type absent means atomic) and outputs its result", async () => {
-    const { actor, progress } = run({ kind: "task", type: "atomic" }, async () => ({ content: "x", status: "COMPLETE", notes: {} }));
+    const { actor, progress } = run({ kind: "task", type: "atomic" }, async () => ok("x"));
     const snap = await waitFor(actor, (s) => s.status === "done");
-    expect(snap.output).toEqual({ content: "x", status: "COMPLETE", notes: {} });
-    expect(progress).toEqual(["node.started"]);
+    expect(snap.output).toEqual(ok("x"));
+    expect(progress).toEqual(["node.started: atomic task started"]);
   });
 
-  it.each(["sequential", "reduce", "script", "director_evaluator_loop"])("answers %s with a located not_supported failure", async (type) => {
+  it("runs the atomic task in the environment its inputs were bound into", async () => {
+    const seen: unknown[] = [];
+    const bound = { env: rootEnv({ topic: "sea" }) };
+    const { actor } = run({ kind: "task" }, async ({ env }) => (seen.push(env.bindings), ok("y")), async () => bound);
+    await waitFor(actor, (s) => s.status === "done");
+    expect(seen).toEqual([{ topic: "sea" }]);
+  });
+
+  it("fails with the binding's failure and never runs the task", async () => {
+    const failure: TaskResult = { content: "", status: "FAILED", notes: {}, error: { type: "TASK_FAILURE", reason: "input_validation_failure", message: "missing required input: 'x'" } };
+    const { actor } = run({ kind: "task" }, async () => { throw new Error("must not run"); }, async () => ({ result: failure }));
+    const snap = await waitFor(actor, (s) => s.status === "done");
+    expect(snap.output).toEqual(failure);
+  });
+
+  it("runs a sequential task's steps in its child machine", async () => {
+    const paths: string[] = [];
+    const withSteps = evaluationMachine.provide({
+      actors: {
+        bindInputs: fromPromise(async ({ input }) => ({ env: input.env })),
+        sequential: sequentialMachine.provide({
+          actors: { runStep: fromPromise(async ({ input }) => (paths.push(input.path), ok(input.path))) },
+        }),
+      },
+    });
+    const actor = createActor(withSteps, { input: { taskId: "t", path: "0", node: { kind: "task", type: "sequential", stepCount: 2 }, env: rootEnv(), entry: true } }).start();
+    const snap = await waitFor(actor, (s) => s.status === "done");
+    expect(paths).toEqual(["0.steps.0", "0.steps.1"]);
+    expect(snap.output).toMatchObject({ status: "COMPLETE", content: "0.steps.1", notes: { steps: 2 } });
+  });
+
+  it("runs a call through runCall", async () => {
+    const { actor, progress } = run({ kind: "call", name: "greet" }, async () => ok(""));
+    const snap = await waitFor(actor, (s) => s.status === "done");
+    expect(snap.output?.content).toBe("called");
+    expect(progress).toEqual(["call.started: call greet"]);
+  });
+
+  it("answers a library reference <task ref> as not supported yet", async () => {
+    const { actor } = run({ kind: "task", type: "atomic", ref: "load_csv" }, async () => ok("must not run"));
+    const snap = await waitFor(actor, (s) => s.status === "done");
+    expect(snap.output?.error?.message).toContain('ref="load_csv"');
+    expect(snap.output?.error).toMatchObject({ reason: "not_supported" });
+  });
+
+  it("runs a <cond> through runCond", async () => {
+    const { actor } = run({ kind: "cond" }, async () => ok(""));
+    expect((await waitFor(actor, (s) => s.status === "done")).output?.content).toBe("chosen");
+  });
+
+  it.each(["script", "director_evaluator_loop"])("answers %s with a located not_supported failure", async (type) => {
     const { actor } = run({ kind: "task", type, loc: { line: 3, col: 5 } }, async () => {
       throw new Error("must not run");
     });
@@ -31,10 +90,10 @@ describe("evaluation machine", () => {
     expect(snap.output?.error?.message).toContain("line 3, column 5");
   });
 
-  it("answers a top-level <call> as not supported yet", async () => {
-    const { actor } = run({ kind: "call" }, async () => ({ content: "", status: "COMPLETE", notes: {} }));
+  it("answers an element it does not model as not supported yet", async () => {
+    const { actor } = run({ kind: "function", loc: { line: 2, col: 1 } }, async () => ok(""));
     const snap = await waitFor(actor, (s) => s.status === "done");
-    expect(snap.output?.error?.message).toContain("<call>");
+    expect(snap.output?.error?.message).toContain("<function> at line 2, column 1 is not supported yet");
   });
 
   it("turns a thrown error into unexpected_error", async () => {
@@ -43,5 +102,12 @@ describe("evaluation machine", () => {
     });
     const snap = await waitFor(actor, (s) => s.status === "done");
     expect(snap.output?.error).toMatchObject({ reason: "unexpected_error", message: "handler gone" });
+  });
+
+  it("ends failed with execution_halted when cancelled", async () => {
+    const { actor } = run({ kind: "task" }, () => new Promise<TaskResult>(() => undefined));
+    actor.send({ type: "evaluation.cancel" });
+    const snap = await waitFor(actor, (s) => s.status === "done");
+    expect(snap.output?.error).toMatchObject({ reason: "execution_halted" });
   });
 });

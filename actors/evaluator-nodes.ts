@@ -1,0 +1,143 @@
+/**
+ * The Evaluator's view of a parsed template: node paths resolved to typed AST nodes ({@link nodeAt}), nodes
+ * summarised for the evaluation machine ({@link summarize}), and the strict `{{var}}` substitution (with inline
+ * calls) of an atomic task's prompt-bearing fields ({@link prepareAtomic}).
+ */
+import type { EvalNode } from "../machines/evaluation.js";
+import type { Env } from "../machines/env.js";
+import type { StepNode, TaskNode, TaskResult, TemplateDocument } from "../protocol/index.js";
+import { expandText, type InlineCall } from "./evaluator-inline.js";
+
+const STEP_KINDS = new Set(["task", "call", "cond", "element"]);
+
+function isStepNode(value: unknown): value is StepNode {
+  return typeof value === "object" && value !== null && STEP_KINDS.has(String(Reflect.get(value, "kind")));
+}
+
+/**
+ * The node at `path`: the first segment indexes the document's top-level nodes (or is `templates`), the rest
+ * walks fields and list indexes of the AST (`0.steps.2`, `0.innerTask`, `0.steps.1.inputs.0.task`,
+ * `templates.0.body`).
+ */
+export function nodeAt(document: TemplateDocument, path: string): StepNode | undefined {
+  const [first, ...rest] = path.split(".");
+  let current: unknown = first === "templates" ? document.templates : /^\d+$/.test(first ?? "") ? document.nodes[Number(first)] : undefined;
+  for (const segment of rest) {
+    if (Array.isArray(current) && /^\d+$/.test(segment)) current = current[Number(segment)];
+    else if (typeof current === "object" && current !== null && !Array.isArray(current) && Object.hasOwn(current, segment)) current = Reflect.get(current, segment);
+    else return undefined;
+  }
+  return isStepNode(current) ? current : undefined;
+}
+
+/** The path of the document's entry node. */
+export function entryPath(document: TemplateDocument): string | undefined {
+  if (!document.entry) return undefined;
+  const index = document.nodes.indexOf(document.entry);
+  return index < 0 ? undefined : String(index);
+}
+
+/** The plain summary of a node the evaluation machine routes on. */
+export function summarize(node: StepNode): EvalNode {
+  switch (node.kind) {
+    case "task": {
+      const cm = node.contextManagement;
+      return {
+        kind: "task",
+        type: node.type,
+        loc: node.loc,
+        ...(node.name ? { name: node.name } : {}),
+        ...(node.ref ? { ref: node.ref } : {}),
+        ...(node.steps ? { stepCount: node.steps.length } : {}),
+        ...(cm?.accumulateData !== undefined ? { accumulate: cm.accumulateData } : {}),
+        ...(cm?.accumulationFormat ? { format: cm.accumulationFormat } : {}),
+        ...(node.initialValue ? { initialValue: node.initialValue.value ?? "", initialTask: node.initialValue.task !== undefined } : {}),
+      };
+    }
+    case "call":
+      return { kind: "call", loc: node.loc, name: node.templateName };
+    case "cond":
+      return { kind: "cond", loc: node.loc };
+    case "element":
+      return { kind: node.name, loc: node.loc };
+  }
+}
+
+/** A `TASK_FAILURE` with reason `input_validation_failure`. */
+export function inputFailure(message: string, details?: Record<string, unknown>): TaskResult {
+  return { content: "", status: "FAILED", notes: {}, error: { type: "TASK_FAILURE", reason: "input_validation_failure", message, ...(details ? { details } : {}) } };
+}
+
+/** The prompt-bearing fields of an atomic task, before substitution. */
+export interface AtomicFields {
+  prompt: string;
+  system?: string;
+  model?: string;
+}
+
+function atomicFields(node: TaskNode): AtomicFields {
+  const prompt = [node.description, node.instructions].filter((t): t is string => !!t && t.trim() !== "").join("\n\n");
+  return {
+    prompt,
+    ...(node.system ? { system: node.system } : {}),
+    ...(node.model?.name ? { model: node.model.name.trim() } : {}),
+  };
+}
+
+/**
+ * Substitutes `{{var}}` from `env` and runs inline calls `{{f(…)}}` in every field (strict: a missing variable fails
+ * the task, C13, naming every missing variable; a failing inline call fails it with the call's result).
+ */
+export async function prepareAtomic(node: TaskNode, env: Env, call: (c: InlineCall) => Promise<TaskResult>): Promise<{ ok: true; fields: AtomicFields } | { ok: false; result: TaskResult }> {
+  const fields = atomicFields(node);
+  const out: Record<string, string> = {};
+  const missing = new Set<string>();
+  for (const [key, text] of Object.entries(fields)) {
+    const done = await expandText(text, env, call);
+    if (done.ok) out[key] = done.text;
+    else if ("result" in done) return { ok: false, result: done.result };
+    else for (const name of done.missing) missing.add(name);
+  }
+  if (missing.size > 0) {
+    const names = [...missing].map((m) => `'${m}'`).join(", ");
+    return { ok: false, result: inputFailure(`missing required input: ${names}`, { missing: [...missing] }) };
+  }
+  return { ok: true, fields: { prompt: out["prompt"] ?? "", ...(out["system"] !== undefined ? { system: out["system"] } : {}), ...(out["model"] !== undefined ? { model: out["model"] } : {}) } };
+}
+
+/**
+ * Checks (and, for text, converts) an argument against its declared parameter type: `string`, `integer`, `number`,
+ * `boolean`, `array`, `object`. Other type names (`DataSet`, …) and untyped parameters accept anything.
+ */
+export function checkParam(type: string | undefined, value: unknown): { ok: true; value: unknown } | { ok: false } {
+  const text = typeof value === "string" ? value.trim() : undefined;
+  const json = (): unknown => {
+    try {
+      return text === undefined ? value : JSON.parse(text);
+    } catch {
+      return undefined;
+    }
+  };
+  switch (type?.trim().toLowerCase()) {
+    case "string":
+      return typeof value === "string" ? { ok: true, value } : { ok: false };
+    case "integer":
+    case "number": {
+      const n = typeof value === "number" ? value : text !== undefined && text !== "" ? Number(text) : Number.NaN;
+      const fits = Number.isFinite(n) && (type.trim().toLowerCase() === "number" || Number.isInteger(n));
+      return fits ? { ok: true, value: n } : { ok: false };
+    }
+    case "boolean":
+      return typeof value === "boolean" ? { ok: true, value } : text === "true" || text === "false" ? { ok: true, value: text === "true" } : { ok: false };
+    case "array": {
+      const v = json();
+      return Array.isArray(v) ? { ok: true, value: v } : { ok: false };
+    }
+    case "object": {
+      const v = json();
+      return typeof v === "object" && v !== null && !Array.isArray(v) ? { ok: true, value: v } : { ok: false };
+    }
+    default:
+      return { ok: true, value };
+  }
+}

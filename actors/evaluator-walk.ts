@@ -1,0 +1,227 @@
+/**
+ * The effects of the evaluation machines for one document: a node path is resolved to its typed AST node, its
+ * `<inputs>` are bound, an atomic task is substituted and sent to a Handler, a call binds its arguments, and a
+ * step of a composite is evaluated by a nested evaluation actor ({@link evaluateNode}).
+ */
+import { createActor, fromPromise, toPromise } from "xstate";
+import { extend, find, isPath, rootEnv, type Env } from "../machines/env.js";
+import { evaluationMachine, type BindOutcome } from "../machines/evaluation.js";
+import { evaluateTest } from "../machines/expression.js";
+import { reduceMachine, type ReduceItem, type ResolvedItems } from "../machines/reduce.js";
+import { sequentialMachine } from "../machines/sequential.js";
+import type { CondNode, TaskNode, TaskResult, TemplateDocument } from "../protocol/index.js";
+import { MAX_INLINE_DEPTH, type InlineCall } from "./evaluator-inline.js";
+import { checkParam, inputFailure, nodeAt, prepareAtomic, summarize, type AtomicFields } from "./evaluator-nodes.js";
+import { substitute } from "./template/substitute.js";
+
+/** What a walk of one document needs from the Evaluator role. */
+export interface Walk {
+  taskId: string;
+  document: TemplateDocument;
+  /** Publish a progress report of the task. */
+  progress(event: string, message: string, data?: Record<string, unknown>): void;
+  /** Run substituted atomic fields in a Handler. */
+  execute(path: string, fields: AtomicFields, signal: AbortSignal): Promise<TaskResult>;
+  /** Deepest nesting of evaluations (steps, calls, nested inputs) before the walk fails. */
+  maxDepth: number;
+}
+
+function missingNode(path: string): TaskResult {
+  return { content: "", status: "FAILED", notes: {}, error: { type: "TASK_FAILURE", reason: "unexpected_error", message: `no executable node at path ${path}` } };
+}
+
+/** Evaluates the node at `path` in `env` with a nested evaluation actor; aborting `signal` cancels it. */
+export async function evaluateNode(walk: Walk, path: string, env: Env, depth: number, signal: AbortSignal, inline = 0): Promise<TaskResult> {
+  // XState starts an invoked child before the parent's own entry actions run on its first step; yielding once
+  // lets the parent report (e.g. `step 1/3`) before anything the nested evaluation reports.
+  await Promise.resolve();
+  const node = nodeAt(walk.document, path);
+  if (!node) return missingNode(path);
+  if (depth > walk.maxDepth) {
+    return { content: "", status: "FAILED", notes: {}, error: { type: "TASK_FAILURE", reason: "execution_halted", message: `nesting deeper than ${walk.maxDepth} at ${path}` } };
+  }
+  const actor = createActor(provideWalk(walk, depth, inline), { input: { taskId: walk.taskId, path, node: summarize(node), env, entry: false } });
+  const cancel = () => actor.send({ type: "evaluation.cancel" });
+  signal.addEventListener("abort", cancel, { once: true });
+  try {
+    const done = toPromise(actor);
+    actor.start();
+    return await done;
+  } finally {
+    signal.removeEventListener("abort", cancel);
+  }
+}
+
+/** The evaluation machine with every effect provided for `walk`, at nesting `depth` (`inline`: inline calls around it). */
+export function provideWalk(walk: Walk, depth: number, inline = 0) {
+  const progress = (_: unknown, p: { event: string; message: string; data?: Record<string, unknown> }) => walk.progress(p.event, p.message, p.data);
+  const runStep = fromPromise<TaskResult, { path: string; env: Env }>(({ input, signal }) => evaluateNode(walk, input.path, input.env, depth + 1, signal, inline));
+  const taskAt = (path: string): TaskNode => {
+    const node = nodeAt(walk.document, path);
+    if (node?.kind !== "task") throw new Error(`node ${path} is not a task`);
+    return node;
+  };
+  return evaluationMachine.provide({
+    actions: { progress },
+    actors: {
+      bindInputs: fromPromise<BindOutcome, { path: string; env: Env; entry: boolean }>(({ input, signal }) =>
+        bindInputs(walk, taskAt(input.path), input.path, input.env, input.entry, depth, signal),
+      ),
+      runAtomic: fromPromise<TaskResult, { path: string; env: Env }>(async ({ input, signal }) => {
+        const callInline = async (c: InlineCall): Promise<TaskResult> => {
+          if (inline >= MAX_INLINE_DEPTH) return inputFailure(`inline call ${c.template}() nested deeper than ${MAX_INLINE_DEPTH}`);
+          const bound = await bindArgs(walk, c.template, c.args, input.env, depth, signal);
+          if ("result" in bound) return bound.result;
+          return evaluateNode(walk, `templates.${bound.template}.body`, bound.env, depth + 1, signal, inline + 1);
+        };
+        const prepared = await prepareAtomic(taskAt(input.path), input.env, callInline);
+        return prepared.ok ? walk.execute(input.path, prepared.fields, signal) : prepared.result;
+      }),
+      runCall: fromPromise<TaskResult, { path: string; env: Env }>(async ({ input, signal }) => {
+        const node = nodeAt(walk.document, input.path);
+        if (node?.kind !== "call") return missingNode(input.path);
+        const args = node.args.map((arg, i) => ({ ...(arg.name ? { name: arg.name } : {}), ...(typeof arg.value === "string" ? { text: arg.value } : { nodePath: `${input.path}.args.${i}.value` }) }));
+        const bound = await bindArgs(walk, node.templateName, args, input.env, depth, signal);
+        if ("result" in bound) return bound.result;
+        return evaluateNode(walk, `templates.${bound.template}.body`, bound.env, depth + 1, signal, inline);
+      }),
+      runCond: fromPromise<TaskResult, { path: string; env: Env }>(async ({ input, signal }) => {
+        const node = nodeAt(walk.document, input.path);
+        if (node?.kind !== "cond") return missingNode(input.path);
+        return runCond(walk, node, input.path, input.env, depth, signal);
+      }),
+      sequential: sequentialMachine.provide({ actions: { progress }, actors: { runStep } }),
+      reduce: reduceMachine.provide({
+        actions: { progress },
+        actors: {
+          runStep,
+          resolveItems: fromPromise<ResolvedItems, { path: string; env: Env }>(({ input, signal }) => resolveItems(walk, taskAt(input.path), input.path, input.env, depth, signal)),
+        },
+      }),
+    },
+  });
+}
+
+/** The value of an `<input>`: from the environment, from a nested task, or literal. */
+async function inputValue(walk: Walk, node: TaskNode, path: string, i: number, env: Env, depth: number, signal: AbortSignal) {
+  const input = node.inputs[i];
+  if (!input) return { skip: true as const };
+  if (input.from !== undefined) {
+    const found = find(env, input.from);
+    if (!found.found) return { result: inputFailure(`missing required input: '${input.from}' (bound to '${input.name}')`, { missing: [input.from] }) };
+    return { value: found.value };
+  }
+  if (input.task) {
+    const result = await evaluateNode(walk, `${path}.inputs.${i}.task`, env, depth + 1, signal);
+    if (result.status !== "COMPLETE") return { result };
+    return { value: result.content };
+  }
+  if (input.value !== undefined && input.value !== "") return { value: input.value };
+  return { skip: true as const };
+}
+
+async function bindInputs(walk: Walk, node: TaskNode, path: string, env: Env, entry: boolean, depth: number, signal: AbortSignal): Promise<BindOutcome> {
+  const bindings: Record<string, unknown> = {};
+  for (let i = 0; i < node.inputs.length; i++) {
+    const input = node.inputs[i];
+    if (!input) continue;
+    // On the entry node a literal is a default: the submitted inputs win over it.
+    if (entry && input.from === undefined && !input.task && find(env, input.name).found) continue;
+    const got = await inputValue(walk, node, path, i, env, depth, signal);
+    if ("result" in got) return { result: got.result };
+    if ("value" in got) bindings[input.name] = got.value;
+  }
+  return { env: extend(env, bindings) };
+}
+
+async function resolveItems(walk: Walk, node: TaskNode, path: string, env: Env, depth: number, signal: AbortSignal): Promise<ResolvedItems> {
+  const items: ReduceItem[] = [];
+  for (let i = 0; i < node.inputs.length; i++) {
+    const got = await inputValue(walk, node, path, i, env, depth, signal);
+    if ("result" in got) return { result: got.result };
+    if ("value" in got) items.push({ name: node.inputs[i]?.name ?? String(i), value: got.value });
+  }
+  return { items };
+}
+
+const QUOTED = /^"([\s\S]*)"$|^'([\s\S]*)'$/;
+
+/** An argument's value: a variable (path) first, a literal second (SEED-NOTES §3.3). */
+export function argumentValue(text: string, env: Env): { value: unknown } | { missing: string[] } {
+  const t = text.trim();
+  const quoted = QUOTED.exec(t);
+  if (quoted) return { value: quoted[1] ?? quoted[2] ?? "" };
+  if (isPath(t)) {
+    const found = find(env, t);
+    if (found.found) return { value: found.value };
+  }
+  if (/^-?\d+(?:\.\d+)?$/.test(t)) return { value: Number(t) };
+  if (t === "true" || t === "false") return { value: t === "true" };
+  if (t === "null" || t === "none") return { value: null };
+  if (t.includes("{{")) {
+    const done = substitute(t, (p) => find(env, p), "strict");
+    return done.ok ? { value: done.text } : { missing: done.missing };
+  }
+  return { value: t };
+}
+
+/** An argument of a call: text (a variable or a literal), or a node to evaluate. */
+type ArgSource = { name?: string; text: string } | { name?: string; nodePath: string };
+
+/** Binds arguments to the parameters of template `name`: positional in declared order, then named, then defaults. */
+async function bindArgs(walk: Walk, name: string, args: readonly ArgSource[], env: Env, depth: number, signal: AbortSignal): Promise<{ template: number; env: Env } | { result: TaskResult }> {
+  const index = walk.document.templates.findIndex((t) => t.name === name);
+  const template = walk.document.templates[index];
+  if (!template) return { result: inputFailure(`unknown template '${name}'`) };
+  const params: Record<string, unknown> = {};
+  let position = 0;
+  for (const arg of args) {
+    const param = arg.name ?? template.params[position++];
+    if (param === undefined) return { result: inputFailure(`too many arguments for template '${template.name}' (it takes ${template.params.length})`) };
+    if (!template.params.includes(param)) return { result: inputFailure(`template '${template.name}' has no parameter '${param}'`) };
+    if ("text" in arg) {
+      const got = argumentValue(arg.text, env);
+      if ("missing" in got) return { result: inputFailure(`missing required input: ${got.missing.map((m) => `'${m}'`).join(", ")}`, { missing: got.missing }) };
+      params[param] = got.value;
+    } else {
+      const result = await evaluateNode(walk, arg.nodePath, env, depth + 1, signal);
+      if (result.status !== "COMPLETE") return { result };
+      params[param] = result.content;
+    }
+  }
+  for (const spec of template.paramSpecs) {
+    if (!(spec.name in params)) {
+      if (spec.default !== undefined) params[spec.name] = spec.default;
+      else if (spec.required === false) continue;
+      else return { result: inputFailure(`missing argument '${spec.name}' of template '${template.name}'`, { missing: [spec.name] }) };
+    }
+    const checked = checkParam(spec.type, params[spec.name]);
+    if (!checked.ok) return { result: inputFailure(`argument '${spec.name}' of template '${template.name}' is not of type ${spec.type ?? ""}`) };
+    params[spec.name] = checked.value;
+  }
+  // A function template sees only its parameters (SEED-NOTES §3.3).
+  return { template: index, env: rootEnv(params) };
+}
+
+/**
+ * Runs the body of the first case whose test is true, its nodes in order; the result is the last one's.
+ * A test that does not parse counts as false and is reported as a `cond.test_error` progress event (C10).
+ * When no case matches, the result is COMPLETE with empty content and `notes.matchedCase: null`.
+ */
+async function runCond(walk: Walk, node: CondNode, path: string, env: Env, depth: number, signal: AbortSignal): Promise<TaskResult> {
+  for (let i = 0; i < node.cases.length; i++) {
+    const branch = node.cases[i];
+    if (!branch) continue;
+    const test = evaluateTest(branch.test, env);
+    if (!test.ok) walk.progress("cond.test_error", `case ${i + 1}: ${test.error}`, { nodePath: `${path}.cases.${i}`, test: branch.test });
+    if (!test.ok || !test.value) continue;
+    walk.progress("cond.matched", `case ${i + 1}/${node.cases.length}: ${branch.test}`, { nodePath: `${path}.cases.${i}` });
+    let result: TaskResult = { content: "", status: "COMPLETE", notes: {} };
+    for (let j = 0; j < branch.body.length; j++) {
+      result = await evaluateNode(walk, `${path}.cases.${i}.body.${j}`, env, depth + 1, signal);
+      if (result.status !== "COMPLETE") return result;
+    }
+    return { ...result, notes: { ...result.notes, matchedCase: i } };
+  }
+  return { content: "", status: "COMPLETE", notes: { matchedCase: null } };
+}
