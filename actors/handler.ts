@@ -1,14 +1,16 @@
 /**
  * The Handler role: runs each atomic task as one LLM session ({@link handlerSessionMachine}).
- * Serves `<root>.handler.execute` in queue group `handler`; reports each turn as progress; aborts the session
- * (and its HTTP request) when the task is cancelled.
+ * Serves `<root>.handler.execute` in queue group `handler`; reports turns, retries, tool calls and the context
+ * warning as progress; aborts the session (its HTTP request, backoff wait or tool) when the task is cancelled.
  */
 import { createActor, fromPromise, toPromise, type Actor } from "xstate";
-import { handlerSessionMachine, type ChatMessage, type ToolCall } from "../machines/handler-session.js";
-import { CancelBroadcast, ExecuteRequest, decode, encode, Progress, type ExecuteReply, type TaskResult } from "../protocol/index.js";
+import { handlerSessionMachine, type ChatMessage } from "../machines/handler-session.js";
+import { CancelBroadcast, ExecuteRequest, decode, encode, Progress, type ExecuteReply, type TaskResult, Usage } from "../protocol/index.js";
 import type { ActorDeps, RoleHandle } from "./deps.js";
 import type { CallModel } from "./model.js";
 import { serve } from "./serve.js";
+import { contextWindowOf, costOf, countRequestTokens, type ModelPrice } from "./tokens.js";
+import type { Toolset } from "./tools/toolset.js";
 
 /** Handler configuration, immutable for the life of every session it starts. */
 export interface HandlerConfig {
@@ -20,6 +22,21 @@ export interface HandlerConfig {
   baseSystemPrompt: string;
   /** Sessions run at once in this process. */
   concurrency: number;
+  /** Context window of models the tokenizer does not know. Default 128000. */
+  contextWindowTokens?: number;
+  /** Share of the model's context window a session may use. Default 0.8. */
+  maxContextWindowFraction?: number;
+  /** Share of the context limit at which a `context.warning` event is sent. Default 0.8. */
+  warningThreshold?: number;
+  /** Malformed tool calls answered with an error before the session fails. Default 3. */
+  maxMalformedToolCalls?: number;
+  /** Per-1M-token prices by model id; usage of a listed model gets a `cost`. */
+  prices?: Readonly<Record<string, ModelPrice>>;
+  /**
+   * Stream completions and publish each piece of assistant text as a `model.delta` event. A request's own
+   * `stream` field wins. Default false.
+   */
+  streamDeltas?: boolean;
 }
 
 /** Joins the base system prompt and the template's system prompt (SEED-NOTES §3.9). */
@@ -27,37 +44,65 @@ export function buildSystemPrompt(base: string, template: string | undefined): s
   return template ? `${base}\n\n===\n\n${template}` : base;
 }
 
-/** Starts the Handler role. */
-export function startHandler(deps: ActorDeps, config: HandlerConfig, callModel: CallModel): RoleHandle {
+const NO_TOOLS: Toolset = {
+  definitions: [],
+  run: async (call) => ({ malformed: true, content: `error: no tool named '${call.function.name}' is available` }),
+};
+
+/** Starts the Handler role. Without a toolset, the model is offered no tools. */
+export function startHandler(deps: ActorDeps, config: HandlerConfig, callModel: CallModel, toolset: Toolset = NO_TOOLS): RoleHandle {
   const sessions = new Map<string, Set<Actor<typeof handlerSessionMachine>>>();
+  const tools = toolset.definitions;
 
   const execute = async (request: ExecuteRequest): Promise<ExecuteReply> => {
-    const { taskId } = request;
+    const { taskId, nodePath } = request;
+    const progress = (event: string, message: string, data: Record<string, unknown>) =>
+      deps.bus.publish(deps.subjects.progress(taskId), encode(Progress, { type: "task.progress", taskId, event, message, data: { nodePath, ...data } }));
+    const model = request.model ?? config.defaultModel;
+    // Servers answer with a dated id (gpt-4o-mini-2024-07-18), so the requested id is the fallback key.
+    const cost = (answered: string, usage: Usage) => {
+      const prices = config.prices ?? {};
+      const value = costOf(usage, Object.hasOwn(prices, answered) ? prices[answered] : Object.hasOwn(prices, model) ? prices[model] : undefined);
+      return value === undefined ? {} : { cost: value };
+    };
     const machine = handlerSessionMachine.provide({
       actors: {
-        callModel: fromPromise(({ input, signal }) => callModel(input, signal)),
-        runTools: fromPromise(async ({ input }) => input.calls.map(unknownTool)),
+        callModel: fromPromise(({ input, signal }) =>
+          callModel({ ...input, tools }, signal, {
+            onRetry: (retry) =>
+              progress("model.retry", `retry ${retry.attempt}/${retry.maxRetries} in ${retry.delayMs} ms: ${retry.message}`, { ...retry }),
+            ...((request.stream ?? config.streamDeltas) ? { onDelta: (text: string) => progress("model.delta", text, { text }) } : {}),
+          }),
+        ),
+        countTokens: fromPromise(async ({ input }) => countRequestTokens(input.model, input.messages, tools)),
+        runTools: fromPromise(async ({ input, signal }) => {
+          const messages: ChatMessage[] = [];
+          let malformed = 0;
+          for (const call of input.calls) {
+            const answer = await toolset.run(call, signal);
+            if (answer.malformed) malformed++;
+            progress("tool.call", `${call.function.name}${answer.malformed ? " (malformed)" : ""}`, { tool: call.function.name, malformed: answer.malformed });
+            messages.push({ role: "tool", tool_call_id: call.id, content: answer.content });
+          }
+          return { messages, malformed };
+        }),
       },
       actions: {
-        turnCompleted: (_, params) =>
-          deps.bus.publish(
-            deps.subjects.progress(taskId),
-            encode(Progress, {
-              type: "task.progress",
-              taskId,
-              event: "model.turn",
-              message: `turn ${params.turn}/${params.maxTurns}`,
-              data: { nodePath: request.nodePath, ...params },
-            }),
-          ),
+        turnCompleted: ({ context }, params) =>
+          progress("model.turn", `turn ${params.turn}/${params.maxTurns}`, { ...params, ...cost(context.model, params.usage) }),
+        contextWarning: (_, params) =>
+          progress("context.warning", `context at ${params.used}/${params.limit} tokens (warning at ${Math.round(params.threshold * 100)} %)`, { ...params }),
       },
     });
     const actor = createActor(machine, {
       input: {
         system: buildSystemPrompt(config.baseSystemPrompt, request.system),
         prompt: request.prompt,
-        model: request.model ?? config.defaultModel,
+        model,
         maxTurns: config.maxTurns,
+        contextLimit: Math.floor(contextWindowOf(model, config.contextWindowTokens ?? 128_000) * (config.maxContextWindowFraction ?? 0.8)),
+        warningThreshold: config.warningThreshold ?? 0.8,
+        maxMalformedToolCalls: config.maxMalformedToolCalls ?? 3,
       },
     });
     const live = sessions.get(taskId) ?? new Set();
@@ -66,7 +111,9 @@ export function startHandler(deps: ActorDeps, config: HandlerConfig, callModel: 
       const done = toPromise(actor);
       actor.start();
       const result: TaskResult = await done;
-      return { type: "handler.result", taskId, nodePath: request.nodePath, result };
+      const usage = Usage.safeParse(result.notes["usage"]);
+      const priced = usage.success ? { ...result, notes: { ...result.notes, ...cost(String(result.notes["model"]), usage.data) } } : result;
+      return { type: "handler.result", taskId, nodePath, result: priced };
     } finally {
       live.delete(actor);
       if (live.size === 0) sessions.delete(taskId);
@@ -84,7 +131,8 @@ export function startHandler(deps: ActorDeps, config: HandlerConfig, callModel: 
     deps.bus.subscribe(deps.subjects.cancelBroadcast, (msg) => {
       const decoded = decode(CancelBroadcast, msg.data);
       if (!decoded.ok) return;
-      // Leaving awaitingModel stops the invoked model call, whose AbortSignal cancels the HTTP request.
+      // Leaving the current state stops the invoked actor, whose AbortSignal cancels the HTTP request, the
+      // backoff wait or the running script.
       for (const actor of sessions.get(decoded.value.taskId) ?? []) actor.send({ type: "session.cancel" });
     }),
   ];
@@ -96,8 +144,4 @@ export function startHandler(deps: ActorDeps, config: HandlerConfig, callModel: 
       for (const live of sessions.values()) for (const actor of live) actor.send({ type: "session.cancel" });
     },
   };
-}
-
-function unknownTool(call: ToolCall): ChatMessage {
-  return { role: "tool", tool_call_id: call.id, content: `error: no tool named '${call.function.name}' is available` };
 }

@@ -1,71 +1,44 @@
 /**
- * One Handler session: the LLM conversation of one atomic task, with a hard turn limit.
+ * One Handler session: the LLM conversation of one atomic task, with hard limits on turns, context and output.
  *
- * awaitingModel ⇄ runningTool → done | exhausted | failed. Turns count assistant messages only and are checked
- * before each model call (SEED-NOTES §3.9). Effects: the `callModel` actor (one chat completion) and the
- * `runTools` actor (execute the tool calls of one assistant message); `turnCompleted` reports progress.
+ * checkingLimits → measuring → checkingContext → awaitingModel → deciding → runningTool → checkingToolCalls →
+ * checkingLimits …, ending in done | exhausted | failed (docs/handler.md has the diagram). Turns count assistant
+ * messages only and are checked before each model call (SEED-NOTES §3.9). Before each call the `countTokens`
+ * actor measures everything about to be sent; over the limit ends the session (`RESOURCE_EXHAUSTION` context),
+ * and crossing `warningThreshold` of it fires `contextWarning` once. For a model the tokenizer does not know, the
+ * server's reported usage of the previous call is a floor under the count. `finish_reason: length` ends the
+ * session (`RESOURCE_EXHAUSTION` output). Malformed tool calls are answered with errors up to
+ * `maxMalformedToolCalls` times, then the session fails. Effects: `callModel` (one chat completion, retries
+ * included), `countTokens`, `runTools`; `turnCompleted` and `contextWarning` report progress.
  * `session.cancel` ends the session at once, aborting whatever is in flight.
  */
 import { assign, fromPromise, setup } from "xstate";
-import type { TaskError, TaskResult, Usage } from "../protocol/index.js";
+import type { TaskResult, Usage } from "../protocol/index.js";
+import type {
+  CallModelInput,
+  ContextMetrics,
+  HandlerSessionContext,
+  HandlerSessionInput,
+  ModelReply,
+  TokenCount,
+  ToolCall,
+  ToolResults,
+} from "./handler-session-types.js";
 import { notProvided } from "./not-provided.js";
 
-/** A chat message, in the chat-completions shape. */
-export type ChatMessage =
-  | { role: "system" | "user"; content: string }
-  | { role: "assistant"; content: string | null; tool_calls?: ToolCall[] }
-  | { role: "tool"; tool_call_id: string; content: string };
+export type {
+  CallModelInput,
+  ChatMessage,
+  ContextMetrics,
+  HandlerSessionContext,
+  HandlerSessionInput,
+  ModelReply,
+  TokenCount,
+  ToolCall,
+  ToolResults,
+} from "./handler-session-types.js";
 
-/** A tool call requested by the model. */
-export interface ToolCall {
-  id: string;
-  type: "function";
-  function: { name: string; arguments: string };
-}
-
-/** What one model call returns. */
-export interface ModelReply {
-  /** Assistant text, possibly empty when the model only calls tools. */
-  content: string;
-  /** Tool calls, if any. */
-  toolCalls: ToolCall[];
-  /** Tokens used by this call. */
-  usage: Usage;
-  /** The model that answered. */
-  model: string;
-  /** Why the model stopped (`stop`, `tool_calls`, `length`, …). */
-  finishReason: string;
-}
-
-/** Input of a session. */
-export interface HandlerSessionInput {
-  /** Full system prompt (base prompt + template system prompt). */
-  system: string;
-  /** The user prompt. */
-  prompt: string;
-  /** Model id. */
-  model: string;
-  /** Hard limit on assistant messages. */
-  maxTurns: number;
-}
-
-/** Context of a session. */
-export interface HandlerSessionContext extends HandlerSessionInput {
-  messages: ChatMessage[];
-  turns: number;
-  usage: Usage;
-  /** Text of the last assistant message. */
-  content: string;
-  /** Tool calls waiting to run. */
-  pendingToolCalls: ToolCall[];
-  error?: TaskError;
-}
-
-/** Input of `callModel`. */
-export interface CallModelInput {
-  model: string;
-  messages: ChatMessage[];
-}
+const errorText = (error: unknown): string => (error instanceof Error ? error.message : String(error));
 
 /** The Handler session machine. Its output is the session's {@link TaskResult}. */
 export const handlerSessionMachine = setup({
@@ -76,15 +49,21 @@ export const handlerSessionMachine = setup({
     output: {} as TaskResult,
   },
   actions: {
-    turnCompleted: (_, _params: { turn: number; maxTurns: number; usage: Usage; toolCalls: number }) => undefined,
+    turnCompleted: (_, _params: { turn: number; maxTurns: number; usage: Usage; toolCalls: number; context: ContextMetrics }) => undefined,
+    contextWarning: (_, _params: { used: number; limit: number; threshold: number }) => undefined,
   },
   actors: {
     callModel: fromPromise<ModelReply, CallModelInput>(async () => notProvided("handler.callModel")),
-    runTools: fromPromise<ChatMessage[], { calls: ToolCall[] }>(async () => notProvided("handler.runTools")),
+    countTokens: fromPromise<TokenCount, CallModelInput>(async () => notProvided("handler.countTokens")),
+    runTools: fromPromise<ToolResults, { calls: ToolCall[] }>(async () => notProvided("handler.runTools")),
   },
   guards: {
     turnsLeft: ({ context }) => context.turns < context.maxTurns,
     wantsTools: ({ context }) => context.pendingToolCalls.length > 0,
+    outputCut: ({ context }) => context.finishReason === "length",
+    overContext: ({ context }) => context.context.used > context.context.limit,
+    nearContext: ({ context }) => !context.warned && context.context.used >= context.context.limit * context.warningThreshold,
+    tooManyMalformed: ({ context }) => context.malformedToolCalls > context.maxMalformedToolCalls,
   },
 }).createMachine({
   id: "handlerSession",
@@ -98,6 +77,11 @@ export const handlerSessionMachine = setup({
     usage: { promptTokens: 0, completionTokens: 0 },
     content: "",
     pendingToolCalls: [],
+    finishReason: "",
+    context: { used: 0, limit: input.contextLimit, peak: 0 },
+    reportedTokens: 0,
+    warned: false,
+    malformedToolCalls: 0,
   }),
   initial: "checkingLimits",
   on: {
@@ -118,7 +102,7 @@ export const handlerSessionMachine = setup({
     checkingLimits: {
       description: "Before each model call: is there a turn left?",
       always: [
-        { guard: "turnsLeft", target: "awaitingModel" },
+        { guard: "turnsLeft", target: "measuring" },
         {
           target: "exhausted",
           actions: assign({
@@ -133,6 +117,61 @@ export const handlerSessionMachine = setup({
         },
       ],
     },
+    measuring: {
+      description: "Counting the tokens of everything about to be sent.",
+      invoke: {
+        src: "countTokens",
+        input: ({ context }) => ({ model: context.model, messages: context.messages }),
+        onDone: {
+          target: "checkingContext",
+          actions: assign(({ context, event }) => {
+            const used = event.output.exact ? event.output.tokens : Math.max(event.output.tokens, context.reportedTokens);
+            return { context: { used, limit: context.context.limit, peak: Math.max(context.context.peak, used) } };
+          }),
+        },
+        onError: {
+          target: "failed",
+          actions: assign({
+            error: ({ context, event }) => ({
+              type: "TASK_FAILURE" as const,
+              reason: "unexpected_error" as const,
+              message: `cannot count tokens: ${errorText(event.error)}`,
+              content: context.content,
+            }),
+          }),
+        },
+      },
+    },
+    checkingContext: {
+      description: "Is the context within its limit? Warn once past the threshold.",
+      always: [
+        {
+          guard: "overContext",
+          target: "exhausted",
+          actions: assign({
+            error: ({ context }) => ({
+              type: "RESOURCE_EXHAUSTION" as const,
+              resource: "context" as const,
+              message: `context limit of ${context.context.limit} tokens reached (${context.context.used} to send)`,
+              metrics: { used: context.context.used, limit: context.context.limit },
+              content: context.content,
+            }),
+          }),
+        },
+        {
+          guard: "nearContext",
+          target: "awaitingModel",
+          actions: [
+            assign({ warned: true }),
+            {
+              type: "contextWarning",
+              params: ({ context }) => ({ used: context.context.used, limit: context.context.limit, threshold: context.warningThreshold }),
+            },
+          ],
+        },
+        { target: "awaitingModel" },
+      ],
+    },
     awaitingModel: {
       description: "Waiting for the model's next message.",
       invoke: {
@@ -145,7 +184,9 @@ export const handlerSessionMachine = setup({
               turns: context.turns + 1,
               content: event.output.content,
               pendingToolCalls: event.output.toolCalls,
+              finishReason: event.output.finishReason,
               model: event.output.model,
+              reportedTokens: event.output.usage.promptTokens + event.output.usage.completionTokens,
               usage: {
                 promptTokens: context.usage.promptTokens + event.output.usage.promptTokens,
                 completionTokens: context.usage.completionTokens + event.output.usage.completionTokens,
@@ -164,6 +205,7 @@ export const handlerSessionMachine = setup({
                 maxTurns: context.maxTurns,
                 usage: context.usage,
                 toolCalls: event.output.toolCalls.length,
+                context: context.context,
               }),
             },
           ],
@@ -174,7 +216,7 @@ export const handlerSessionMachine = setup({
             error: ({ context, event }) => ({
               type: "TASK_FAILURE" as const,
               reason: "model_error" as const,
-              message: event.error instanceof Error ? event.error.message : String(event.error),
+              message: errorText(event.error),
               content: context.content,
             }),
           }),
@@ -182,8 +224,23 @@ export const handlerSessionMachine = setup({
       },
     },
     deciding: {
-      description: "The model answered: run its tool calls, or finish.",
-      always: [{ guard: "wantsTools", target: "runningTool" }, { target: "done" }],
+      description: "The model answered: stop if its output was cut, else run its tool calls, or finish.",
+      always: [
+        {
+          guard: "outputCut",
+          target: "exhausted",
+          actions: assign({
+            error: ({ context }) => ({
+              type: "RESOURCE_EXHAUSTION" as const,
+              resource: "output" as const,
+              message: "the model's output was cut at its token limit (finish_reason 'length')",
+              content: context.content,
+            }),
+          }),
+        },
+        { guard: "wantsTools", target: "runningTool" },
+        { target: "done" },
+      ],
     },
     runningTool: {
       description: "Running the tool calls of the last assistant message.",
@@ -191,10 +248,11 @@ export const handlerSessionMachine = setup({
         src: "runTools",
         input: ({ context }) => ({ calls: context.pendingToolCalls }),
         onDone: {
-          target: "checkingLimits",
+          target: "checkingToolCalls",
           actions: assign(({ context, event }) => ({
-            messages: [...context.messages, ...event.output],
+            messages: [...context.messages, ...event.output.messages],
             pendingToolCalls: [],
+            malformedToolCalls: context.malformedToolCalls + event.output.malformed,
           })),
         },
         onError: {
@@ -203,16 +261,35 @@ export const handlerSessionMachine = setup({
             error: ({ context, event }) => ({
               type: "TASK_FAILURE" as const,
               reason: "unexpected_error" as const,
-              message: `tool failed: ${event.error instanceof Error ? event.error.message : String(event.error)}`,
+              message: `tool failed: ${errorText(event.error)}`,
               content: context.content,
             }),
           }),
         },
       },
     },
+    checkingToolCalls: {
+      description: "Has the model made too many malformed tool calls?",
+      always: [
+        {
+          guard: "tooManyMalformed",
+          target: "failed",
+          actions: assign({
+            error: ({ context }) => ({
+              type: "TASK_FAILURE" as const,
+              reason: "model_error" as const,
+              message: `the model made ${context.malformedToolCalls} malformed tool calls (at most ${context.maxMalformedToolCalls} are answered)`,
+              content: context.content,
+              details: { malformedToolCalls: context.malformedToolCalls },
+            }),
+          }),
+        },
+        { target: "checkingLimits" },
+      ],
+    },
     done: { description: "The model finished without asking for tools.", type: "final" },
     exhausted: { description: "A hard limit ended the session.", type: "final" },
-    failed: { description: "The model or a tool failed.", type: "final" },
+    failed: { description: "The model or a tool failed, or the session was cancelled.", type: "final" },
   },
   output: ({ context }) => ({
     content: context.content,
@@ -221,6 +298,7 @@ export const handlerSessionMachine = setup({
       usage: context.usage,
       turns: context.turns,
       model: context.model,
+      context: context.context,
     },
     ...(context.error ? { error: context.error } : {}),
   }),

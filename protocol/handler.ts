@@ -19,6 +19,8 @@ export const ExecuteRequest = z.object({
   system: z.string().optional(),
   /** Model to use; the Handler's configured default otherwise. */
   model: z.string().optional(),
+  /** Publish the answer as `model.delta` progress events while it arrives; the Handler's setting otherwise. */
+  stream: z.boolean().optional(),
 });
 export type ExecuteRequest = z.infer<typeof ExecuteRequest>;
 

@@ -7,6 +7,26 @@ import { z } from "zod";
 import { checkRoot, DEFAULT_ROOT } from "../protocol/index.js";
 
 const positiveInt = z.coerce.number().int().positive();
+const fraction = z.coerce.number().gt(0).max(1);
+/** A comma-separated list in the environment, or an array. */
+const list = <T extends z.ZodType>(item: T) =>
+  z.preprocess((v) => (typeof v === "string" ? v.split(",").map((s) => s.trim()).filter((s) => s !== "") : v), z.array(item));
+/** A JSON object in the environment, or an object. */
+const json = <T extends z.ZodType>(schema: T) =>
+  z.preprocess((v, ctx) => {
+    if (typeof v !== "string") return v;
+    try {
+      return JSON.parse(v) as unknown;
+    } catch {
+      ctx.addIssue({ code: "custom", message: "must be JSON" });
+      return z.NEVER;
+    }
+  }, schema);
+
+const BOOLEANS: Record<string, boolean> = { "1": true, true: true, yes: true, on: true, "0": false, false: false, no: false, off: false };
+
+/** Per-1M-token prices of one model. */
+const ModelPrice = z.strictObject({ input: z.number().nonnegative(), output: z.number().nonnegative() });
 
 /** The validated configuration. */
 export const Config = z.object({
@@ -36,6 +56,38 @@ export const Config = z.object({
   dataDir: z.string().min(1),
   /** Base system prompt of every Handler session. */
   baseSystemPrompt: z.string(),
+  /** Backoff before the first model retry (doubled per retry, full jitter). */
+  modelRetryBaseMs: positiveInt,
+  /** Cap of one backoff wait between model retries. */
+  modelRetryMaxMs: positiveInt,
+  /** Context window of models the tokenizer does not know (tokens). */
+  contextWindowTokens: positiveInt,
+  /** Share of a model's context window one Handler session may fill. */
+  maxContextWindowFraction: fraction,
+  /** Share of the context limit at which a `context.warning` event is sent. */
+  warningThreshold: fraction,
+  /** Malformed tool calls answered with an error before the session fails. */
+  maxMalformedToolCalls: z.coerce.number().int().min(0).max(100),
+  /** Per-1M-token prices by model id (JSON), for the `cost` in usage notes. */
+  modelPrices: json(z.record(z.string(), ModelPrice)),
+  /** Directory the Handler's tools are confined to. */
+  workspaceRoot: z.string().min(1),
+  /** Tools offered to the model. */
+  tools: list(z.enum(["read_file", "list_files", "run_script"])),
+  /** Largest `read_file` answer in bytes. */
+  readMaxBytes: positiveInt,
+  /** Largest `list_files` answer in entries. */
+  listMaxEntries: positiveInt,
+  /** Timeout (and largest timeout a call may ask for) of `run_script`. */
+  scriptTimeoutMs: positiveInt,
+  /** Time between SIGTERM and SIGKILL of a script's process group. */
+  scriptKillGraceMs: positiveInt,
+  /** Bytes kept of a script's stdout and of its stderr. */
+  scriptOutputMaxBytes: positiveInt,
+  /** Stream completions and publish assistant text as `model.delta` events. */
+  streamDeltas: z.preprocess((v) => (typeof v === "string" ? (BOOLEANS[v.toLowerCase()] ?? v) : v), z.boolean()),
+  /** Environment variables a script sees (names); `OPENAI_API_KEY` never. */
+  scriptEnv: list(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "must be variable names")),
 });
 export type Config = z.infer<typeof Config>;
 
@@ -51,6 +103,22 @@ export const DEFAULTS = {
   logLevel: "warn",
   dataDir: ".dirigent",
   baseSystemPrompt: "You are a careful assistant working on one task. Answer with the result only.",
+  modelRetryBaseMs: 500,
+  modelRetryMaxMs: 30_000,
+  contextWindowTokens: 128_000,
+  maxContextWindowFraction: 0.8,
+  warningThreshold: 0.8,
+  maxMalformedToolCalls: 3,
+  modelPrices: {},
+  workspaceRoot: ".",
+  tools: ["read_file", "list_files"],
+  readMaxBytes: 262_144,
+  listMaxEntries: 1000,
+  scriptTimeoutMs: 60_000,
+  scriptKillGraceMs: 2000,
+  scriptOutputMaxBytes: 65_536,
+  scriptEnv: ["PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR"],
+  streamDeltas: false,
 } as const;
 
 /** Environment variable of each key. */
@@ -68,6 +136,22 @@ export const ENV_NAMES = {
   logLevel: "DIRIGENT_LOG_LEVEL",
   dataDir: "DIRIGENT_DATA_DIR",
   baseSystemPrompt: "DIRIGENT_SYSTEM_PROMPT",
+  modelRetryBaseMs: "DIRIGENT_MODEL_RETRY_BASE_MS",
+  modelRetryMaxMs: "DIRIGENT_MODEL_RETRY_MAX_MS",
+  contextWindowTokens: "DIRIGENT_CONTEXT_WINDOW_TOKENS",
+  maxContextWindowFraction: "DIRIGENT_MAX_CONTEXT_WINDOW_FRACTION",
+  warningThreshold: "DIRIGENT_CONTEXT_WARNING_THRESHOLD",
+  maxMalformedToolCalls: "DIRIGENT_MAX_MALFORMED_TOOL_CALLS",
+  modelPrices: "DIRIGENT_MODEL_PRICES",
+  workspaceRoot: "DIRIGENT_WORKSPACE_ROOT",
+  tools: "DIRIGENT_TOOLS",
+  readMaxBytes: "DIRIGENT_READ_MAX_BYTES",
+  listMaxEntries: "DIRIGENT_LIST_MAX_ENTRIES",
+  scriptTimeoutMs: "DIRIGENT_SCRIPT_TIMEOUT_MS",
+  scriptKillGraceMs: "DIRIGENT_SCRIPT_KILL_GRACE_MS",
+  scriptOutputMaxBytes: "DIRIGENT_SCRIPT_OUTPUT_MAX_BYTES",
+  scriptEnv: "DIRIGENT_SCRIPT_ENV",
+  streamDeltas: "DIRIGENT_STREAM",
 } as const satisfies Record<keyof Config, string>;
 
 /** Command-line flag of each key (for error messages). */

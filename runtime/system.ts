@@ -9,6 +9,7 @@ import { startEvaluator } from "../actors/evaluator.js";
 import { startHandler } from "../actors/handler.js";
 import { startMemory } from "../actors/memory.js";
 import { createModelClient, type CallModel } from "../actors/model.js";
+import { createToolset } from "../actors/tools/toolset.js";
 import { createSubjects, type Subjects } from "../protocol/index.js";
 import type { Config } from "./config.js";
 
@@ -66,14 +67,38 @@ export async function startSystem(options: SystemOptions): Promise<SystemHandle>
       createModelClient({
         timeoutMs: config.modelTimeoutMs,
         maxRetries: config.modelMaxRetries,
+        retryBaseMs: config.modelRetryBaseMs,
+        retryMaxMs: config.modelRetryMaxMs,
         ...(config.openaiBaseUrl ? { baseURL: config.openaiBaseUrl } : {}),
         ...(config.openaiApiKey ? { apiKey: config.openaiApiKey } : {}),
       });
+    const toolset = await createToolset({
+      workspaceRoot: config.workspaceRoot,
+      enabled: config.tools,
+      readMaxBytes: config.readMaxBytes,
+      listMaxEntries: config.listMaxEntries,
+      scriptTimeoutMs: config.scriptTimeoutMs,
+      scriptKillGraceMs: config.scriptKillGraceMs,
+      scriptOutputMaxBytes: config.scriptOutputMaxBytes,
+      scriptEnv: config.scriptEnv,
+    });
     started.push(
       startHandler(
         deps,
-        { defaultModel: config.model, maxTurns: config.maxTurns, baseSystemPrompt: config.baseSystemPrompt, concurrency: config.concurrency },
+        {
+          defaultModel: config.model,
+          maxTurns: config.maxTurns,
+          baseSystemPrompt: config.baseSystemPrompt,
+          concurrency: config.concurrency,
+          contextWindowTokens: config.contextWindowTokens,
+          maxContextWindowFraction: config.maxContextWindowFraction,
+          warningThreshold: config.warningThreshold,
+          maxMalformedToolCalls: config.maxMalformedToolCalls,
+          prices: config.modelPrices,
+          streamDeltas: config.streamDeltas,
+        },
         callModel,
+        toolset,
       ),
     );
   }

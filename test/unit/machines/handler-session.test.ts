@@ -1,15 +1,33 @@
 import { describe, expect, it } from "vitest";
 import { createActor, fromPromise, waitFor } from "xstate";
-import { handlerSessionMachine, type CallModelInput, type ModelReply, type ToolCall } from "../../../machines/handler-session.js";
+import {
+  handlerSessionMachine,
+  type CallModelInput,
+  type HandlerSessionInput,
+  type ModelReply,
+  type TokenCount,
+  type ToolCall,
+} from "../../../machines/handler-session.js";
 
-const base = { system: "sys", prompt: "do it", model: "m", maxTurns: 3 };
+const base = { system: "sys", prompt: "do it", model: "m", maxTurns: 3, contextLimit: 1000, warningThreshold: 0.8, maxMalformedToolCalls: 3 };
 const usage = { promptTokens: 10, completionTokens: 5 };
 const reply = (content: string, toolCalls: ToolCall[] = []): ModelReply => ({ content, toolCalls, usage, model: "m-actual", finishReason: toolCalls.length ? "tool_calls" : "stop" });
 const call = (id: string): ToolCall => ({ id, type: "function", function: { name: "read_file", arguments: "{}" } });
 
-function session(replies: Array<ModelReply | Error>, maxTurns = 3) {
+interface Options {
+  maxTurns?: number;
+  /** Token counts returned by countTokens, one per call; 10 (exact) when exhausted. */
+  counts?: TokenCount[];
+  /** Malformed counts returned by runTools, one per call; 0 when exhausted. */
+  malformed?: number[];
+  input?: Partial<HandlerSessionInput>;
+}
+
+function session(replies: Array<ModelReply | Error>, options: Options | number = {}) {
+  const opts: Options = typeof options === "number" ? { maxTurns: options } : options;
   const seen: CallModelInput[] = [];
   const turns: number[] = [];
+  const warnings: Array<{ used: number; limit: number }> = [];
   const machine = handlerSessionMachine.provide({
     actors: {
       callModel: fromPromise(async ({ input }) => {
@@ -19,12 +37,16 @@ function session(replies: Array<ModelReply | Error>, maxTurns = 3) {
         if (next instanceof Error) throw next;
         return next;
       }),
-      runTools: fromPromise(async ({ input }) => input.calls.map((c) => ({ role: "tool" as const, tool_call_id: c.id, content: "file body" }))),
+      countTokens: fromPromise(async () => opts.counts?.shift() ?? { tokens: 10, exact: true }),
+      runTools: fromPromise(async ({ input }) => ({
+        messages: input.calls.map((c) => ({ role: "tool" as const, tool_call_id: c.id, content: "file body" })),
+        malformed: opts.malformed?.shift() ?? 0,
+      })),
     },
-    actions: { turnCompleted: (_, p) => turns.push(p.turn) },
+    actions: { turnCompleted: (_, p) => turns.push(p.turn), contextWarning: (_, p) => warnings.push({ used: p.used, limit: p.limit }) },
   });
-  const actor = createActor(machine, { input: { ...base, maxTurns } }).start();
-  return { actor, seen, turns };
+  const actor = createActor(machine, { input: { ...base, maxTurns: opts.maxTurns ?? base.maxTurns, ...opts.input } }).start();
+  return { actor, seen, turns, warnings };
 }
 
 describe("handler session machine", () => {
@@ -77,13 +99,65 @@ describe("handler session machine", () => {
           signal = s;
           return new Promise<ModelReply>(() => undefined);
         }),
+        countTokens: fromPromise(async (): Promise<TokenCount> => ({ tokens: 1, exact: true })),
       },
     });
     const actor = createActor(machine, { input: base }).start();
+    await waitFor(actor, (s) => s.matches("awaitingModel"));
     actor.send({ type: "session.cancel" });
     const snap = await waitFor(actor, (s) => s.status === "done");
     expect(snap.value).toBe("failed");
     expect(snap.output?.error).toMatchObject({ reason: "execution_halted", message: "cancelled" });
     expect(signal?.aborted).toBe(true);
+  });
+
+  it("ends in exhausted with RESOURCE_EXHAUSTION context before a call over the limit, with the partial content", async () => {
+    const { actor, seen, warnings } = session([reply("partial", [call("1")]), reply("never")], {
+      counts: [{ tokens: 500, exact: true }, { tokens: 1200, exact: true }],
+    });
+    const snap = await waitFor(actor, (s) => s.status === "done");
+    expect(snap.value).toBe("exhausted");
+    expect(seen).toHaveLength(1);
+    expect(warnings).toEqual([]);
+    expect(snap.output).toMatchObject({
+      status: "FAILED",
+      content: "partial",
+      error: { type: "RESOURCE_EXHAUSTION", resource: "context", metrics: { used: 1200, limit: 1000 }, content: "partial" },
+      notes: { context: { used: 1200, limit: 1000, peak: 1200 } },
+    });
+  });
+
+  it("warns once when the context passes the warning threshold", async () => {
+    const { actor, warnings } = session([reply("a", [call("1")]), reply("b", [call("2")]), reply("done")], {
+      counts: [{ tokens: 100, exact: true }, { tokens: 850, exact: true }, { tokens: 900, exact: true }],
+    });
+    const snap = await waitFor(actor, (s) => s.status === "done");
+    expect(snap.output?.status).toBe("COMPLETE");
+    expect(warnings).toEqual([{ used: 850, limit: 1000 }]);
+  });
+
+  it("for a model the tokenizer does not know, takes the server's reported usage as a floor", async () => {
+    const big = { ...reply("a", [call("1")]), usage: { promptTokens: 990, completionTokens: 20 } };
+    const { actor, seen } = session([big, reply("never")], { counts: [{ tokens: 50, exact: false }, { tokens: 60, exact: false }] });
+    const snap = await waitFor(actor, (s) => s.status === "done");
+    expect(seen).toHaveLength(1);
+    expect(snap.output?.error).toMatchObject({ type: "RESOURCE_EXHAUSTION", resource: "context", metrics: { used: 1010, limit: 1000 } });
+  });
+
+  it("ends with RESOURCE_EXHAUSTION output when the model stops at its length limit", async () => {
+    const { actor } = session([{ ...reply("cut off mid-sen"), finishReason: "length" }]);
+    const snap = await waitFor(actor, (s) => s.status === "done");
+    expect(snap.value).toBe("exhausted");
+    expect(snap.output?.error).toMatchObject({ type: "RESOURCE_EXHAUSTION", resource: "output", content: "cut off mid-sen" });
+  });
+
+  it("answers malformed tool calls up to the limit, then fails with model_error", async () => {
+    const replies = [reply("", [call("1")]), reply("", [call("2")]), reply("", [call("3")]), reply("ok")];
+    const tolerated = session([...replies], { malformed: [1, 1, 1], maxTurns: 5 });
+    expect((await waitFor(tolerated.actor, (s) => s.status === "done")).output?.status).toBe("COMPLETE");
+    const failing = session([reply("", [call("1")]), reply("", [call("2")]), reply("never")], { malformed: [2, 2], input: { maxMalformedToolCalls: 3 } });
+    const snap = await waitFor(failing.actor, (s) => s.status === "done");
+    expect(failing.seen).toHaveLength(2);
+    expect(snap.output?.error).toMatchObject({ type: "TASK_FAILURE", reason: "model_error", details: { malformedToolCalls: 4 } });
   });
 });

@@ -1,0 +1,57 @@
+/**
+ * Token accounting of Handler sessions with `gpt-tokenizer`: counts everything sent to the model (messages,
+ * tool calls, tool definitions), knows the context window of OpenAI models, and prices usage from a table.
+ */
+import { countTokens as countText } from "gpt-tokenizer";
+import * as models from "gpt-tokenizer/models";
+import type { ChatMessage, TokenCount } from "../machines/handler-session.js";
+import type { Usage } from "../protocol/index.js";
+
+/** Tokens the chat format adds per message (role markers), as OpenAI documents for its chat models. */
+const PER_MESSAGE = 4;
+/** Tokens that prime the assistant's reply. */
+const REPLY_PRIMER = 3;
+
+/** Per-1M-token prices of one model, in any currency unit. */
+export interface ModelPrice {
+  /** Price of 1M prompt tokens. */
+  input: number;
+  /** Price of 1M completion tokens. */
+  output: number;
+}
+
+interface ModelSpec {
+  context_window?: number;
+}
+
+function specOf(model: string): ModelSpec | undefined {
+  if (!Object.hasOwn(models, model)) return undefined;
+  const spec: unknown = Reflect.get(models, model);
+  return typeof spec === "object" && spec !== null ? (spec as ModelSpec) : undefined;
+}
+
+/** The context window of a model the tokenizer knows, else `fallback`. */
+export function contextWindowOf(model: string, fallback: number): number {
+  return specOf(model)?.context_window ?? fallback;
+}
+
+/** Counts the tokens of a request: every message, tool call and tool definition. */
+export function countRequestTokens(model: string, messages: readonly ChatMessage[], tools: readonly object[]): TokenCount {
+  let tokens = REPLY_PRIMER;
+  for (const message of messages) {
+    tokens += PER_MESSAGE + countText(message.role);
+    if (message.content) tokens += countText(message.content);
+    if (message.role === "assistant") {
+      for (const call of message.tool_calls ?? []) tokens += countText(call.function.name) + countText(call.function.arguments);
+    }
+  }
+  if (tools.length > 0) tokens += countText(JSON.stringify(tools));
+  return { tokens, exact: specOf(model) !== undefined };
+}
+
+/** The cost of `usage` with `price`, rounded to 1e-6. */
+export function costOf(usage: Usage, price: ModelPrice | undefined): number | undefined {
+  if (!price) return undefined;
+  const cost = (usage.promptTokens * price.input + usage.completionTokens * price.output) / 1_000_000;
+  return Math.round(cost * 1e6) / 1e6;
+}

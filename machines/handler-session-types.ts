@@ -1,0 +1,100 @@
+/** Types of the Handler session machine (`machines/handler-session.ts`): its input, context and effect signatures. */
+import type { TaskError, Usage } from "../protocol/index.js";
+
+/** A chat message, in the chat-completions shape. */
+export type ChatMessage =
+  | { role: "system" | "user"; content: string }
+  | { role: "assistant"; content: string | null; tool_calls?: ToolCall[] }
+  | { role: "tool"; tool_call_id: string; content: string };
+
+/** A tool call requested by the model. */
+export interface ToolCall {
+  id: string;
+  type: "function";
+  function: { name: string; arguments: string };
+}
+
+/** What one model call returns. */
+export interface ModelReply {
+  /** Assistant text, possibly empty when the model only calls tools. */
+  content: string;
+  /** Tool calls, if any. */
+  toolCalls: ToolCall[];
+  /** Tokens used by this call. */
+  usage: Usage;
+  /** The model that answered. */
+  model: string;
+  /** Why the model stopped (`stop`, `tool_calls`, `length`, …). */
+  finishReason: string;
+}
+
+/** Input of a session. */
+export interface HandlerSessionInput {
+  /** Full system prompt (base prompt + template system prompt). */
+  system: string;
+  /** The user prompt. */
+  prompt: string;
+  /** Model id. */
+  model: string;
+  /** Hard limit on assistant messages. */
+  maxTurns: number;
+  /** Hard limit on the tokens sent in one model call: floor(model context window × maxContextWindowFraction). */
+  contextLimit: number;
+  /** Fraction of `contextLimit` at which `contextWarning` fires (0.8). */
+  warningThreshold: number;
+  /** Malformed tool calls answered with an error before the session fails. */
+  maxMalformedToolCalls: number;
+}
+
+/** What `countTokens` measures. */
+export interface TokenCount {
+  /** Tokens of everything about to be sent. */
+  tokens: number;
+  /** The tokenizer knows this model; otherwise the count is an estimate and server usage is authoritative. */
+  exact: boolean;
+}
+
+/** What `runTools` returns for the tool calls of one assistant message. */
+export interface ToolResults {
+  /** One `tool` message per call, in call order. */
+  messages: ChatMessage[];
+  /** How many of the calls were malformed (unknown tool, arguments not JSON or not matching). */
+  malformed: number;
+}
+
+/** Context-window accounting of a session. */
+export interface ContextMetrics {
+  /** Tokens of the last (or refused) call. */
+  used: number;
+  /** The hard limit. */
+  limit: number;
+  /** The most tokens any call used. */
+  peak: number;
+}
+
+/** Context of a session. */
+export interface HandlerSessionContext extends HandlerSessionInput {
+  messages: ChatMessage[];
+  turns: number;
+  usage: Usage;
+  /** Text of the last assistant message. */
+  content: string;
+  /** Tool calls waiting to run. */
+  pendingToolCalls: ToolCall[];
+  /** Why the model stopped last. */
+  finishReason: string;
+  context: ContextMetrics;
+  /** Prompt plus completion tokens the server reported for the last call (a floor under the next call). */
+  reportedTokens: number;
+  /** `contextWarning` has fired. */
+  warned: boolean;
+  /** Malformed tool calls so far. */
+  malformedToolCalls: number;
+  error?: TaskError;
+}
+
+/** Input of `callModel`. */
+export interface CallModelInput {
+  model: string;
+  messages: ChatMessage[];
+}

@@ -1,0 +1,116 @@
+import { existsSync, readFileSync } from "node:fs";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { runScript, scriptEnvironment, type ScriptLimits } from "../../../actors/tools/run-script.js";
+import { openWorkspace, type Workspace } from "../../../actors/tools/workspace.js";
+
+let dir: string;
+let ws: Workspace;
+const limits: ScriptLimits = { scriptTimeoutMs: 10_000, scriptKillGraceMs: 200, scriptOutputMaxBytes: 1000, scriptEnv: ["PATH"] };
+const never = new AbortController().signal;
+
+/** Alive and not a zombie: a killed orphan stays a zombie until its new parent reaps it. */
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+  } catch {
+    return false;
+  }
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) !== "Z";
+  } catch {
+    return true;
+  }
+}
+
+/** Polls with a deadline: the kernel reaps an orphan asynchronously, there is no event to await. */
+async function gone(pid: number, timeoutMs = 5000): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  while (alive(pid)) {
+    if (Date.now() > deadline) return false;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  return true;
+}
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), "dirigent-script-"));
+  ws = await openWorkspace(dir);
+});
+
+afterAll(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+describe("run_script", () => {
+  it("runs an argv array without a shell, in the workspace", async () => {
+    const out = await runScript(ws, limits, { argv: ["sh", "-c", "pwd; echo $0", "a b; echo injected"] }, never);
+    expect(out.exitCode).toBe(0);
+    expect(out.stdout.split("\n")).toEqual([ws.root, "a b; echo injected", ""]);
+    const literal = await runScript(ws, limits, { argv: ["echo", "$(id)", ";", "ls"] }, never);
+    expect(literal.stdout).toBe("$(id) ; ls\n");
+  });
+
+  it("refuses a cwd outside the workspace", async () => {
+    await expect(runScript(ws, limits, { argv: ["true"], cwd: ".." }, never)).rejects.toThrow(/outside the workspace/);
+  });
+
+  it("kills a script that ignores SIGTERM, with its whole process group, at the timeout", async () => {
+    const script = 'trap "" TERM; sleep 1000 & echo $!; wait; wait';
+    const out = await runScript(ws, { ...limits, scriptTimeoutMs: 300 }, { argv: ["sh", "-c", script] }, never);
+    expect(out.timedOut).toBe(true);
+    expect(out.signal).toBe("SIGKILL");
+    const child = Number(out.stdout.trim());
+    expect(child).toBeGreaterThan(0);
+    expect(await gone(child)).toBe(true);
+    expect(out.pid !== undefined && (await gone(out.pid))).toBe(true);
+  });
+
+  it("kills the process group when cancelled", async () => {
+    const controller = new AbortController();
+    const running = runScript(ws, limits, { argv: ["sh", "-c", "sleep 1000 & echo $! > child.pid; wait"] }, controller.signal);
+    const pidFile = join(dir, "child.pid");
+    const deadline = Date.now() + 5000;
+    while (!existsSync(pidFile) || readFileSync(pidFile, "utf8").trim() === "") {
+      if (Date.now() > deadline) throw new Error("the script did not start");
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    controller.abort();
+    const out = await running;
+    expect(out.signal).toBe("SIGTERM");
+    expect(await gone(Number(readFileSync(pidFile, "utf8").trim()))).toBe(true);
+  });
+
+  it("caps stdout and stderr with a note", async () => {
+    const out = await runScript(ws, { ...limits, scriptOutputMaxBytes: 10 }, { argv: ["sh", "-c", "head -c 5000 /dev/zero | tr '\\0' x; echo err-err-err-err >&2"] }, never);
+    expect(out.stdout).toBe(`${"x".repeat(10)}\n[truncated: 4990 more bytes dropped]`);
+    expect(out.stderr).toBe("err-err-er\n[truncated: 6 more bytes dropped]");
+  });
+
+  it("passes only allowlisted variables, never the API key", async () => {
+    const previous = process.env["OPENAI_API_KEY"];
+    process.env["OPENAI_API_KEY"] = "sk-must-not-leak";
+    process.env["DIRIGENT_TEST_VISIBLE"] = "visible-value";
+    process.env["DIRIGENT_TEST_HIDDEN"] = "hidden-value";
+    try {
+      const allow = ["PATH", "DIRIGENT_TEST_VISIBLE", "OPENAI_API_KEY"];
+      const out = await runScript(ws, { ...limits, scriptEnv: allow }, { argv: ["env"] }, never);
+      expect(out.stdout).toContain("DIRIGENT_TEST_VISIBLE=visible-value");
+      expect(out.stdout).not.toContain("hidden-value");
+      expect(out.stdout).not.toContain("sk-must-not-leak");
+      expect(Object.keys(scriptEnvironment(allow, process.env)).sort()).toEqual(["DIRIGENT_TEST_VISIBLE", "PATH"]);
+    } finally {
+      if (previous === undefined) delete process.env["OPENAI_API_KEY"];
+      else process.env["OPENAI_API_KEY"] = previous;
+      delete process.env["DIRIGENT_TEST_VISIBLE"];
+      delete process.env["DIRIGENT_TEST_HIDDEN"];
+    }
+  });
+
+  it("reports a program that does not exist", async () => {
+    await expect(runScript(ws, limits, { argv: ["/nonexistent/program"] }, never)).rejects.toThrow(/cannot run '\/nonexistent\/program'/);
+  });
+});
