@@ -27,3 +27,27 @@ describe("config", () => {
     expect(attempt).not.toThrow(/sk-secret/);
   });
 });
+
+describe("config of the Handler's tools and limits", () => {
+  it("parses lists, JSON price tables, booleans and fractions from the environment", () => {
+    const config = loadConfig({}, {
+      DIRIGENT_TOOLS: "read_file, run_script",
+      DIRIGENT_MODEL_PRICES: '{"gpt-4o-mini":{"input":0.15,"output":0.6}}',
+      DIRIGENT_STREAM: "true",
+      DIRIGENT_MAX_CONTEXT_WINDOW_FRACTION: "0.5",
+    });
+    expect(config.tools).toEqual(["read_file", "run_script"]);
+    expect(config.modelPrices).toEqual({ "gpt-4o-mini": { input: 0.15, output: 0.6 } });
+    expect(config.streamDeltas).toBe(true);
+    expect(config.maxContextWindowFraction).toBe(0.5);
+  });
+
+  it.each([
+    ["DIRIGENT_TOOLS", "read_file,rm_rf"],
+    ["DIRIGENT_MODEL_PRICES", "{not json"],
+    ["DIRIGENT_STREAM", "perhaps"],
+    ["DIRIGENT_MAX_CONTEXT_WINDOW_FRACTION", "1.5"],
+  ])("names %s when its value %j is invalid", (name, value) => {
+    expect(() => loadConfig({}, { [name]: value })).toThrow(new RegExp(`environment variable ${name}`));
+  });
+});
