@@ -1,41 +1,92 @@
 /**
- * The Memory role: serves `<root>.memory.match` (queue group `memory`) from one {@link memoryMachine} actor.
+ * The Memory role: serves `<root>.memory.match` (queue group `memory`) from one {@link memoryMachine} actor,
+ * over the global index of an {@link IndexStore}. It watches the store and loads each new generation, whichever
+ * process wrote it.
  */
-import { createActor } from "xstate";
-import { memoryMachine, type IndexEntry } from "../machines/memory.js";
+import { createActor, fromPromise, waitFor } from "xstate";
+import { memoryMachine, type LoadedIndex } from "../machines/memory.js";
 import { MatchRequest, type MatchReply } from "../protocol/index.js";
-import type { ActorDeps, RoleHandle } from "./deps.js";
-import { serve } from "./serve.js";
+import { messageOf, type ActorDeps, type RoleHandle } from "./deps.js";
+import { emptyIndexStore, type IndexStore } from "./memory-index.js";
+import { DEFAULT_MATCH_LIMIT, IndexRanker, queryText } from "./memory-rank.js";
+import { RemoteError, serve } from "./serve.js";
+
+/** Options of {@link startMemory}. */
+export interface MemoryOptions {
+  /** Match requests handled at once. */
+  concurrency: number;
+  /** Where the index lives; without one the role serves an empty index. */
+  store?: IndexStore;
+  /** Matches per reply. Default {@link DEFAULT_MATCH_LIMIT}. */
+  limit?: number;
+}
+
+/** A started Memory role. */
+export interface MemoryHandle extends RoleHandle {
+  /** Resolves once the role serves `generation` (or a later one it was told about). */
+  serving(generation: string, timeoutMs?: number): Promise<void>;
+}
 
 /** Starts the Memory role. */
-export function startMemory(deps: ActorDeps, options: { concurrency: number; index?: IndexEntry[] }): RoleHandle {
-  const pending = new Map<string, (reply: MatchReply) => void>();
+export function startMemory(deps: ActorDeps, options: MemoryOptions): MemoryHandle {
+  const store = options.store ?? emptyIndexStore;
+  const limit = options.limit ?? DEFAULT_MATCH_LIMIT;
+  const pending = new Map<string, { resolve: (reply: MatchReply) => void; reject: (err: Error) => void }>();
+  let stopping = false;
+  let ranker = new IndexRanker([]);
   const actor = createActor(
     memoryMachine.provide({
+      actors: {
+        loadIndex: fromPromise<LoadedIndex, { generation: string | null }>(async () => {
+          const snapshot = await store.getGlobalIndex();
+          ranker = await IndexRanker.build(snapshot.entries);
+          deps.log.info({ generation: snapshot.generation, entries: snapshot.entries.length }, "index loaded");
+          return { generation: snapshot.generation, entries: snapshot.entries.length };
+        }),
+      },
       actions: {
-        answer: (_, { requestId, reply }) => {
-          pending.get(requestId)?.(reply);
-          pending.delete(requestId);
+        answer: (_, { request }) => {
+          const matches = ranker.match(queryText(request), limit);
+          pending.get(request.requestId)?.resolve({
+            type: "memory.matched",
+            context: matches.length === 0 ? "no relevant files found" : `${matches.length} relevant file${matches.length === 1 ? "" : "s"} of ${ranker.size} indexed`,
+            matches,
+          });
+          pending.delete(request.requestId);
         },
+        loadFailed: (_, { error }) => deps.log.error({ err: messageOf(error) }, "loading the index failed"),
       },
     }),
-    { input: options.index ? { index: options.index } : {} },
+    { input: {} },
   ).start();
+  const watch = store.watch((generation) => actor.send({ type: "index.changed", generation })).catch((err: unknown) => {
+    deps.log.error({ err: messageOf(err) }, "watching the index failed; serving the index loaded at start");
+    return undefined;
+  });
   const subscription = serve(deps, {
     subject: deps.subjects.memoryMatch,
     queue: deps.subjects.queue("memory"),
     schema: MatchRequest,
     concurrency: options.concurrency,
     handle: (request) =>
-      new Promise<MatchReply>((resolve) => {
+      new Promise<MatchReply>((resolve, reject) => {
+        if (stopping) throw new RemoteError("UNAVAILABLE", "the Memory role is stopping");
         const requestId = deps.newId();
-        pending.set(requestId, resolve);
+        pending.set(requestId, { resolve, reject });
         actor.send({ ...request, requestId });
       }),
   });
   return {
     role: "memory",
+    async serving(generation, timeoutMs = 10_000) {
+      await waitFor(actor, (s) => s.context.generation === generation, { timeout: timeoutMs });
+    },
     async stop() {
+      stopping = true;
+      await (await watch)?.stop();
+      // Requests held while an index loads would otherwise keep the subscription from closing.
+      for (const { reject } of pending.values()) reject(new RemoteError("UNAVAILABLE", "the Memory role stopped before the index was loaded"));
+      pending.clear();
       await subscription.unsubscribe();
       actor.stop();
     },

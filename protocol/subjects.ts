@@ -83,6 +83,8 @@ export function createSubjects(root: string = DEFAULT_ROOT) {
     eventsStream: `${upper}_EVENTS`,
     /** KV bucket of task records. */
     tasksBucket: `${upper}_TASKS`,
+    /** KV bucket of the global file-metadata index (Memory). */
+    indexBucket: `${upper}_INDEX`,
     /** Durable consumer name of Directors on the intake stream. */
     directorConsumer: "directors",
   } as const;

@@ -9,6 +9,7 @@ import { ConfigError } from "./config.js";
 import { registerRuntimeCommands } from "./cli-runtime.js";
 import { registerTaskCommands } from "./cli-tasks.js";
 import { registerToolCommands } from "./cli-tools.js";
+import { registerMemoryCommands } from "./cli-memory.js";
 
 const program = new Command()
   .name("dirigent")
@@ -21,6 +22,7 @@ const program = new Command()
 registerRuntimeCommands(program);
 registerTaskCommands(program);
 registerToolCommands(program);
+registerMemoryCommands(program);
 
 try {
   await program.parseAsync(process.argv);

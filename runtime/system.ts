@@ -8,6 +8,7 @@ import { startDirector } from "../actors/director.js";
 import { startEvaluator } from "../actors/evaluator.js";
 import { startHandler } from "../actors/handler.js";
 import { startMemory } from "../actors/memory.js";
+import type { IndexStore } from "../actors/memory-index.js";
 import { createModelClient, type CallModel } from "../actors/model.js";
 import { createToolset } from "../actors/tools/toolset.js";
 import { createSubjects, type Subjects } from "../protocol/index.js";
@@ -24,6 +25,8 @@ export interface Transport {
   queue: WorkQueue;
   /** Closes the connection (draining it) or the in-process bus. */
   close(): Promise<void>;
+  /** The global file-metadata index the Memory role serves; an empty one when absent. */
+  index?: IndexStore;
 }
 
 /** Options of {@link startSystem}. */
@@ -60,7 +63,7 @@ export async function startSystem(options: SystemOptions): Promise<SystemHandle>
   };
   const started: RoleHandle[] = [];
   // Dependency order: whoever is asked starts before whoever asks.
-  if (roles.includes("memory")) started.push(startMemory(deps, { concurrency: config.concurrency }));
+  if (roles.includes("memory")) started.push(startMemory(deps, { concurrency: config.concurrency, ...(transport.index ? { store: transport.index } : {}) }));
   if (roles.includes("handler")) {
     const callModel =
       options.callModel ??

@@ -5,7 +5,10 @@
 import type { Logger } from "../actors/deps.js";
 import { messageOf } from "../actors/deps.js";
 import type { Subjects } from "../protocol/index.js";
+import type { IndexStore } from "../actors/memory-index.js";
 import { MemoryBus, MemoryTaskStore, MemoryWorkQueue } from "./memory-bus.js";
+import { openIndexStore } from "./memory-index-nats.js";
+import { InMemoryIndexStore } from "./memory-index-store.js";
 import { connectNats, NatsBus } from "./nats-bus.js";
 import { ensureEventsStream, openTaskStore, openWorkQueue } from "./nats-store.js";
 import type { Transport } from "./system.js";
@@ -16,6 +19,8 @@ export interface OpenTransport extends Transport {
   readonly kind: "nats" | "memory";
   /** Human-readable description (the server URL, or `in-process`). */
   readonly description: string;
+  /** The global file-metadata index the Memory role serves (a KV bucket, or in memory). */
+  readonly index: IndexStore;
 }
 
 /** Connects to NATS and opens the durable stores of `subjects`. */
@@ -28,12 +33,13 @@ export async function openNatsTransport(
   const onError = (err: unknown, subject: string) => options.log.error({ subject, err: messageOf(err) }, "handler failed");
   const bus = new NatsBus(nc, { onError });
   try {
-    const [store, queue] = await Promise.all([
+    const [store, queue, index] = await Promise.all([
       openTaskStore(nc, subjects),
       openWorkQueue(nc, subjects, { ackWaitMs: options.ackWaitMs ?? 30_000, onError }),
+      openIndexStore(nc, subjects),
       ensureEventsStream(nc, subjects),
     ]);
-    return { kind: "nats", description: bus.description, bus, store, queue, close: () => bus.close() };
+    return { kind: "nats", description: bus.description, bus, store, queue, index, close: () => bus.close() };
   } catch (err) {
     await bus.close();
     throw err;
@@ -50,6 +56,7 @@ export function openMemoryTransport(log: Logger): OpenTransport {
     bus,
     store: new MemoryTaskStore(),
     queue: new MemoryWorkQueue({ onError }),
+    index: new InMemoryIndexStore(),
     close: () => bus.close(),
   };
 }

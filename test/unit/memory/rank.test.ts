@@ -1,0 +1,63 @@
+import { describe, expect, it } from "vitest";
+import { IndexRanker, queryText, words } from "../../../actors/memory-rank.js";
+
+const entries = [
+  { path: "/repo/actors/template/parse.ts", metadata: "language: TypeScript; size: 9 KB; Parses XML task templates into nodes. exports: parseTemplate, ParseResult" },
+  { path: "/repo/actors/template/substitute.ts", metadata: "language: TypeScript; size: 3 KB; Substitutes {{var}} placeholders. exports: substitute" },
+  { path: "/repo/runtime/nats-bus.ts", metadata: "language: TypeScript; size: 8 KB; Bus over NATS core. exports: NatsBus, connectNats" },
+  { path: "/repo/docs/memory.md", metadata: "language: Markdown; size: 4 KB; Memory: the global file-metadata index" },
+  { path: "/repo/scripts/train_model.py", metadata: "language: Python; size: 2 KB; Trains the classifier. defines: train, Classifier" },
+];
+
+describe("ranking with MiniSearch", () => {
+  const ranker = new IndexRanker(entries);
+
+  it("splits words at camelCase and punctuation and drops stop words", () => {
+    expect(words("parseTemplate for the XMLParser, nats-bus")).toEqual(["parsetemplate", "parse", "template", "xmlparser", "xml", "parser", "nats", "bus"]);
+  });
+
+  it("puts the obviously right file first, with scores in [0, 1] best first", () => {
+    const matches = ranker.match("parse the xml template");
+    expect(matches[0]?.path).toBe("/repo/actors/template/parse.ts");
+    expect(matches[0]?.relevance).toContain("matched");
+    for (const m of matches) expect(m.score).toBeGreaterThanOrEqual(0);
+    for (const m of matches) expect(m.score).toBeLessThanOrEqual(1);
+    const scores = matches.map((m) => m.score ?? 0);
+    expect([...scores].sort((a, b) => b - a)).toEqual(scores);
+  });
+
+  it("matches prefixes and misspellings", () => {
+    expect(ranker.match("classif")[0]?.path).toBe("/repo/scripts/train_model.py");
+    expect(ranker.match("substitue placeholders")[0]?.path).toBe("/repo/actors/template/substitute.ts");
+  });
+
+  it("returns nothing for a query of stop words or an empty index, and honours the limit", () => {
+    expect(ranker.match("the of and")).toEqual([]);
+    expect(new IndexRanker([]).match("xml")).toEqual([]);
+    expect(ranker.match("typescript", 2)).toHaveLength(2);
+  });
+
+  it("queries with the description, the seed-era text and short string inputs", () => {
+    const text = queryText({ type: "memory.match", templateDescription: "fix", templateType: "atomic", taskText: "bus", inputs: { a: "nats", b: 3, c: "x".repeat(300) } });
+    expect(text).toBe("fix bus nats");
+  });
+
+  it("lets words common in a large index re-order the candidates without selecting them", () => {
+    const many = Array.from({ length: 1200 }, (_, n) => ({ path: `/big/src/module-${n}.ts`, metadata: `language: TypeScript; helper number ${n}` }));
+    const big = new IndexRanker([
+      ...many,
+      { path: "/big/src/widget.py", metadata: "language: Python; draws the widget" },
+      { path: "/big/src/widget.ts", metadata: "language: TypeScript; draws the widget" },
+      { path: "/big/src/ranker.ts", metadata: "language: TypeScript; ranks files with MiniSearch" },
+    ]);
+    expect(big.match("typescript widget").map((m) => m.path)).toEqual(["/big/src/widget.ts", "/big/src/widget.py"]);
+    expect(big.match("typescript ranker minisearch")[0]?.path).toBe("/big/src/ranker.ts");
+    expect(big.match("typescript helper", 3)).toHaveLength(3);
+  });
+
+  it("builds the same ranker in slices without blocking", async () => {
+    const sliced = await IndexRanker.build(entries);
+    expect(sliced.match("parse the xml template")).toEqual(ranker.match("parse the xml template"));
+    expect(sliced.size).toBe(entries.length);
+  });
+});
