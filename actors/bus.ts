@@ -67,8 +67,23 @@ export interface TaskStore {
   get(key: string): Promise<Uint8Array | undefined>;
   /** Writes a value unconditionally. */
   put(key: string, value: Uint8Array): Promise<void>;
+  /** Reads a value with its revision, the token {@link TaskStore.update} compares. */
+  getWithRevision(key: string): Promise<Revisioned | undefined>;
+  /**
+   * Compare-and-set: writes `value` only if the key's current revision is `expectedRevision`.
+   * @returns the new revision, or `undefined` when the key changed since (nothing was written).
+   */
+  update(key: string, value: Uint8Array, expectedRevision: number): Promise<number | undefined>;
   /** Whether data survives a restart of the process. */
   readonly durable: boolean;
+}
+
+/** A stored value and its revision. */
+export interface Revisioned {
+  /** The value. */
+  readonly value: Uint8Array;
+  /** Increases with every write of the key. */
+  readonly revision: number;
 }
 
 /** A unit of work taken from a {@link WorkQueue}. */
@@ -83,12 +98,16 @@ export interface WorkItem {
   ack(): Promise<void>;
   /** Hands it back for redelivery. */
   nak(): void;
+  /** Tells the queue the item is still being worked on: restarts its ack wait. */
+  working(): void;
 }
 
 /** Durable queue of accepted work, shared by all processes of a role. */
 export interface WorkQueue {
   /** Adds an item; a second item with the same id is dropped as a duplicate. */
   enqueue(id: string, data: Uint8Array): Promise<{ duplicate: boolean }>;
+  /** An item neither acked, naked nor marked {@link WorkItem.working} for this long is redelivered. */
+  readonly ackWaitMs: number;
   /** Delivers items to `handler`, at most `concurrency` at a time in this process. */
   consume(handler: (item: WorkItem) => Promise<void>, options: { concurrency: number }): BusSubscription;
 }

@@ -20,7 +20,6 @@ import {
   Progress,
   TaskEvent,
   TaskOutcome,
-  TaskRecord,
   TaskState as TaskStateSchema,
   type CancelReply,
   type EvaluateRequest,
@@ -30,6 +29,7 @@ import {
 } from "../protocol/index.js";
 import type { BusMessage, TaskStore, WorkItem, WorkQueue } from "./bus.js";
 import { messageOf, type ActorDeps, type RoleHandle } from "./deps.js";
+import { claimTask, readRecord, requestCancel, writeClaimed, type Claim } from "./director-records.js";
 import { handleSubmit } from "./intake.js";
 import { ask } from "./serve.js";
 
@@ -43,10 +43,41 @@ export interface DirectorConfig {
 
 type TaskActor = Actor<typeof taskMachine>;
 
+/** A task this process runs under a claim. */
+interface RunningTask {
+  readonly claim: Claim;
+  /** The intake delivery to signal progress on and to ack; a redelivery to this process replaces it. */
+  item: WorkItem;
+  /** The last event seq published. */
+  seq: number;
+  /** The last seq stored in the record. */
+  checkpointed: number;
+  /** Set when another Director took the claim over. */
+  lost: boolean;
+  actor: TaskActor | undefined;
+}
+
+/** Progress signals go out three times per ack wait, so one late signal does not cost the task its claim. */
+export const heartbeatMs = (ackWaitMs: number): number => Math.max(100, Math.floor(ackWaitMs / 3));
+
+/** The outcome published and stored for a task that ended in `state`. */
+export function outcomeOf(taskId: TaskId, context: TaskContext, state: TaskState): TaskOutcome {
+  const result = context.result;
+  return {
+    taskId,
+    status: state === "completed" ? "COMPLETE" : state === "cancelled" ? "CANCELLED" : "FAILED",
+    content: result?.content ?? "",
+    notes: result?.notes ?? {},
+    ...(result?.parsedContent === undefined ? {} : { parsedContent: result.parsedContent }),
+    ...(result?.error ? { error: result.error } : {}),
+  };
+}
+
 /** Starts the Director role. */
 export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueue, config: DirectorConfig): RoleHandle {
   const { bus, subjects, log } = deps;
-  const owned = new Map<string, TaskActor>();
+  const owned = new Map<string, RunningTask>();
+  const owner = `director-${deps.newId()}`;
 
   const publishEvent = (taskId: string, seq: number, type: string, state: TaskState, message?: string, data?: Record<string, unknown>) => {
     const event: TaskEvent = {
@@ -61,14 +92,6 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
     bus.publish(subjects.taskEvents(taskId), encode(TaskEvent, event));
   };
 
-  const readRecord = async (taskId: string): Promise<TaskRecord | undefined> => {
-    const bytes = await store.get(taskId);
-    if (!bytes) return undefined;
-    const decoded = decode(TaskRecord, bytes);
-    if (!decoded.ok) throw new Error(`stored record of task '${taskId}' is unreadable: ${decoded.error.message}`);
-    return decoded.value;
-  };
-
   const stateOf = (actor: TaskActor): TaskState => {
     for (const tag of actor.getSnapshot().tags) {
       const state = TaskStateSchema.safeParse(tag);
@@ -77,34 +100,46 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
     return "running";
   };
 
-  /** Records the final state, then publishes the last event and the result: stored before announced. */
-  const finish = async (record: TaskRecord, context: TaskContext, state: TaskState, seq: number) => {
-    const result = context.result;
-    const outcome: TaskOutcome = {
-      taskId: record.taskId,
-      status: state === "completed" ? "COMPLETE" : state === "cancelled" ? "CANCELLED" : "FAILED",
-      content: result?.content ?? "",
-      notes: result?.notes ?? {},
-      ...(result?.parsedContent === undefined ? {} : { parsedContent: result.parsedContent }),
-      ...(result?.error ? { error: result.error } : {}),
-    };
-    await store.put(record.taskId, encode(TaskRecord, { ...record, state, result: outcome, updatedAt: deps.now().toISOString() }));
-    publishEvent(record.taskId, seq, `task.${state}`, state, state === "failed" ? result?.error?.message : undefined);
-    bus.publish(subjects.taskResult(record.taskId), encode(TaskOutcome, outcome));
+  /** Stores the final state under the claim, then publishes the last event and the result: stored before announced. */
+  const finish = async (task: RunningTask, context: TaskContext, state: TaskState): Promise<boolean> => {
+    const outcome = outcomeOf(task.claim.record.taskId, context, state);
+    const seq = task.seq + 1;
+    const written = await writeClaimed(store, task.claim, (current) => ({
+      ...current,
+      state,
+      result: outcome,
+      seq,
+      updatedAt: deps.now().toISOString(),
+    }));
+    if (written === "lost") return false;
+    publishEvent(task.claim.taskId, seq, `task.${state}`, state, state === "failed" ? context.result?.error?.message : undefined);
+    bus.publish(subjects.taskResult(task.claim.taskId), encode(TaskOutcome, outcome));
+    return true;
   };
 
+  // The outcome is stored before this: a lost ack only costs a redelivery that is acked and ignored, so the
+  // task's handler does not wait for the server's confirmation.
+  const settle = (item: WorkItem, taskId: string) =>
+    void item.ack().catch((err: unknown) => log.warn({ taskId, err: messageOf(err) }, "ack failed; the redelivery will be ignored"));
+
   const run = async (item: WorkItem) => {
-    const record = await readRecord(item.id);
-    if (!record) {
-      log.warn({ taskId: item.id }, "queued task has no record; dropped");
-      await item.ack();
+    const local = owned.get(item.id);
+    if (local) {
+      // Redelivered to the process that runs it (a late heartbeat): the new delivery is the one to settle.
+      local.item = item;
       return;
     }
-    if (FINAL_STATES.has(record.state)) {
-      await item.ack();
+    const claimed = await claimTask(store, item.id, owner, deps.now);
+    if (claimed.kind === "missing") log.warn({ taskId: item.id }, "queued task has no record; dropped");
+    if (claimed.kind !== "claimed") {
+      if (claimed.kind === "contended") item.nak();
+      else await item.ack();
       return;
     }
-    let seq = 1;
+    const { claim } = claimed;
+    const record = claim.record;
+    log.info({ taskId: item.id, owner, deliveries: item.deliveries, previousOwner: claim.previousOwner }, "task claimed");
+    const task: RunningTask = { claim, item, seq: record.seq ?? 1, checkpointed: record.seq ?? 1, lost: false, actor: undefined };
     const actor = createActor(
       taskMachine.provide({
         actors: {
@@ -115,41 +150,80 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
           }),
         },
         actions: {
-          announce: (_, a) => publishEvent(record.taskId, ++seq, a.event, a.state, a.message, a.data),
+          announce: (_, a) => publishEvent(record.taskId, ++task.seq, a.event, a.state, a.message, a.data),
         },
       }),
       { input: { taskId: record.taskId, xml: record.xml, inputs: record.inputs } },
     );
-    owned.set(record.taskId, actor);
+    task.actor = actor;
+    owned.set(record.taskId, task);
     const done = new Promise<void>((resolve) => actor.subscribe({ complete: resolve, error: () => resolve() }));
+    const heartbeat = startHeartbeat(task, () => {
+      task.lost = true;
+      log.warn({ taskId: record.taskId }, "another Director took the task over; stopping here");
+      actor.stop();
+    });
     try {
       actor.start();
-      if (record.cancelRequested) {
-        actor.send({ type: "task.cancel" });
-      } else {
-        await store.put(record.taskId, encode(TaskRecord, { ...record, state: "running", updatedAt: deps.now().toISOString() }));
-        await item.ack();
-        actor.send({ type: "task.start" });
+      if (claim.previousOwner !== undefined) {
+        publishEvent(record.taskId, ++task.seq, "task.resumed", "running", `resumed from ${claim.previousOwner}`, { previousOwner: claim.previousOwner });
       }
-      await done;
-      const snapshot = actor.getSnapshot();
-      await finish(record, snapshot.context, stateOf(actor), ++seq);
-      if (record.cancelRequested) await item.ack();
+      actor.send(record.cancelRequested ? { type: "task.cancel" } : { type: "task.start" });
+      await Promise.race([done, heartbeat.lost]);
+      heartbeat.stop();
+      if (task.lost || !(await finish(task, actor.getSnapshot().context, stateOf(actor)))) {
+        log.info({ taskId: record.taskId }, "claim taken over; nothing published");
+        // Once the new owner has finished, this delivery's ack is as safe as its own.
+        const now = await readRecord(store, record.taskId);
+        if (now && FINAL_STATES.has(now.record.state)) settle(task.item, record.taskId);
+        return;
+      }
+      settle(task.item, record.taskId);
     } catch (err) {
       log.error({ taskId: record.taskId, err: messageOf(err) }, "task handling failed");
       actor.stop();
-      item.nak();
+      task.item.nak();
     } finally {
+      heartbeat.stop();
       owned.delete(record.taskId);
     }
+  };
+
+  /**
+   * Signals progress on the intake item below its ack wait and checkpoints the event seq under the claim; a
+   * checkpoint that finds the claim gone means another Director owns the task now.
+   */
+  const startHeartbeat = (task: RunningTask, onLost: () => void) => {
+    let resolveLost: () => void = () => undefined;
+    const lost = new Promise<void>((resolve) => (resolveLost = resolve));
+    let busy = false;
+    const beat = async () => {
+      task.item.working();
+      if (busy || task.seq === task.checkpointed) return;
+      busy = true;
+      const seq = task.seq;
+      try {
+        const written = await writeClaimed(store, task.claim, (current) => ({ ...current, seq, updatedAt: deps.now().toISOString() }));
+        if (written === "lost") {
+          onLost();
+          resolveLost();
+        } else task.checkpointed = seq;
+      } catch (err) {
+        log.warn({ taskId: task.claim.taskId, err: messageOf(err) }, "checkpoint failed; retried at the next heartbeat");
+      } finally {
+        busy = false;
+      }
+    };
+    const timer = setInterval(() => void beat(), heartbeatMs(queue.ackWaitMs));
+    return { lost, stop: () => clearInterval(timer) };
   };
 
   const get = async (msg: BusMessage) => {
     const taskId = parseTaskId(subjects.taskIdOf(msg.subject));
     if (!taskId) return void msg.respond(encodeJson(errorReply("INVALID_ID", `illegal task id in subject '${msg.subject}'`)));
-    const record = await readRecord(taskId);
+    const record = (await readRecord(store, taskId))?.record;
     if (!record) return void msg.respond(encodeJson(errorReply("NOT_FOUND", `no task '${taskId}'`)));
-    const live = owned.get(taskId);
+    const live = owned.get(taskId)?.actor;
     const reply: TaskStatusReply = {
       taskId,
       state: live ? stateOf(live) : record.state,
@@ -161,13 +235,12 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
   const cancel = async (msg: BusMessage) => {
     const taskId = parseTaskId(subjects.taskIdOf(msg.subject));
     if (!taskId) return void msg.respond(encodeJson(errorReply("INVALID_ID", `illegal task id in subject '${msg.subject}'`)));
-    const record = await readRecord(taskId);
+    const record = await requestCancel(store, taskId, deps.now);
     if (!record) return void msg.respond(encodeJson(errorReply("NOT_FOUND", `no task '${taskId}'`)));
     if (FINAL_STATES.has(record.state)) {
       const reply: CancelReply = { taskId, state: record.state, cancelled: false };
       return void msg.respond(encodeJson(reply));
     }
-    await store.put(taskId, encode(TaskRecord, { ...record, cancelRequested: true, updatedAt: deps.now().toISOString() }));
     bus.publish(subjects.cancelBroadcast, encode(CancelBroadcast, { type: "task.cancel", taskId }));
     const reply: CancelReply = { taskId, state: "cancelled", cancelled: true };
     msg.respond(encodeJson(reply));
@@ -196,11 +269,11 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
     bus.subscribe(subjects.anyTaskCancel, guarded("cancel", cancel), queueGroup),
     bus.subscribe(subjects.anyProgress, (msg) => {
       const decoded = decode(Progress, msg.data);
-      if (decoded.ok) owned.get(decoded.value.taskId)?.send(decoded.value);
+      if (decoded.ok) owned.get(decoded.value.taskId)?.actor?.send(decoded.value);
     }),
     bus.subscribe(subjects.cancelBroadcast, (msg) => {
       const decoded = decode(CancelBroadcast, msg.data);
-      if (decoded.ok) owned.get(decoded.value.taskId)?.send({ type: "task.cancel" });
+      if (decoded.ok) owned.get(decoded.value.taskId)?.actor?.send({ type: "task.cancel" });
     }),
     queue.consume(run, { concurrency: config.concurrency }),
   ];
@@ -209,7 +282,7 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
     role: "director",
     async stop() {
       await Promise.all(subscriptions.map((s) => s.unsubscribe()));
-      for (const actor of owned.values()) actor.stop();
+      for (const task of owned.values()) task.actor?.stop();
     },
   };
 }

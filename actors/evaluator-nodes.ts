@@ -52,6 +52,7 @@ export function summarize(node: StepNode): EvalNode {
         ...(cm?.accumulateData !== undefined ? { accumulate: cm.accumulateData } : {}),
         ...(cm?.accumulationFormat ? { format: cm.accumulationFormat } : {}),
         ...(node.initialValue ? { initialValue: node.initialValue.value ?? "", initialTask: node.initialValue.task !== undefined } : {}),
+        ...(node.type === "director_evaluator_loop" ? { loop: loopSummary(node) } : {}),
       };
     }
     case "call":
@@ -61,6 +62,19 @@ export function summarize(node: StepNode): EvalNode {
     case "element":
       return { kind: node.name, loc: node.loc };
   }
+}
+
+function loopSummary(node: TaskNode): NonNullable<EvalNode["loop"]> {
+  // Several <condition> children: the loop stops when any holds.
+  const parts = (node.terminationCondition?.conditions ?? []).map((c) => c.trim()).filter((c) => c !== "");
+  const condition = parts.length === 1 ? parts[0] : parts.map((c) => `(${c})`).join(" || ");
+  return {
+    director: node.director !== undefined,
+    evaluator: node.evaluator !== undefined,
+    script: node.scriptExecution !== undefined,
+    ...(node.maxIterations === undefined ? {} : { maxIterations: node.maxIterations }),
+    ...(condition ? { condition } : {}),
+  };
 }
 
 /** A `TASK_FAILURE` with reason `input_validation_failure`. */

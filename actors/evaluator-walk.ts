@@ -5,6 +5,7 @@
  */
 import { createActor, fromPromise, toPromise } from "xstate";
 import { extend, find, isPath, rootEnv, type Env } from "../machines/env.js";
+import { directorEvaluatorMachine } from "../machines/director-evaluator.js";
 import { evaluationMachine, type BindOutcome } from "../machines/evaluation.js";
 import { evaluateTest } from "../machines/expression.js";
 import { reduceMachine, type ReduceItem, type ResolvedItems } from "../machines/reduce.js";
@@ -12,6 +13,7 @@ import { sequentialMachine } from "../machines/sequential.js";
 import type { CondNode, TaskNode, TaskResult, TemplateDocument } from "../protocol/index.js";
 import { MAX_INLINE_DEPTH, type InlineCall } from "./evaluator-inline.js";
 import { checkParam, inputFailure, nodeAt, prepareAtomic, summarize, type AtomicFields } from "./evaluator-nodes.js";
+import { runScriptExecution, runScriptTask, type RunCommand } from "./evaluator-script.js";
 import { substitute } from "./template/substitute.js";
 
 /** What a walk of one document needs from the Evaluator role. */
@@ -22,6 +24,8 @@ export interface Walk {
   progress(event: string, message: string, data?: Record<string, unknown>): void;
   /** Run substituted atomic fields in a Handler. */
   execute(path: string, fields: AtomicFields, signal: AbortSignal): Promise<TaskResult>;
+  /** Run the argv of a script in a Handler. */
+  script: RunCommand;
   /** Deepest nesting of evaluations (steps, calls, nested inputs) before the walk fails. */
   maxDepth: number;
 }
@@ -90,7 +94,21 @@ export function provideWalk(walk: Walk, depth: number, inline = 0) {
         if (node?.kind !== "cond") return missingNode(input.path);
         return runCond(walk, node, input.path, input.env, depth, signal);
       }),
+      runScript: fromPromise<TaskResult, { path: string; env: Env }>(({ input, signal }) => runScriptTask(walk.script, taskAt(input.path), input.path, input.env, signal)),
       sequential: sequentialMachine.provide({ actions: { progress }, actors: { runStep } }),
+      directorEvaluator: directorEvaluatorMachine.provide({
+        actions: { progress },
+        actors: {
+          runStep,
+          runScript: fromPromise<TaskResult, { path: string; env: Env }>(async ({ input, signal }) => {
+            const loopPath = input.path.replace(/\.scriptExecution$/, "");
+            const se = taskAt(loopPath).scriptExecution;
+            if (!se) return inputFailure("the loop has no <script_execution>");
+            const evaluate = (path: string, env: Env) => evaluateNode(walk, path, env, depth + 1, signal, inline);
+            return runScriptExecution(walk.script, evaluate, se, input.path, input.env, signal);
+          }),
+        },
+      }),
       reduce: reduceMachine.provide({
         actions: { progress },
         actors: {

@@ -15,6 +15,8 @@ import {
   Progress,
   type EvaluateReply,
   type ExecuteRequest,
+  ScriptReply,
+  type ScriptRequest,
   type TaskResult,
 } from "../protocol/index.js";
 import type { ActorDeps, RoleHandle } from "./deps.js";
@@ -25,6 +27,9 @@ import { parseTemplate } from "./template/parse.js";
 
 /** Deepest nesting of evaluations (steps, calls, nested inputs) in one task; guards against recursive templates. */
 export const MAX_DEPTH = 32;
+
+/** Time beyond a script's timeout the Evaluator waits for the Handler's answer. */
+const SCRIPT_REPLY_MARGIN_MS = 15_000;
 
 /** Evaluator configuration. */
 export interface EvaluatorConfig {
@@ -70,6 +75,12 @@ export function startEvaluator(deps: ActorDeps, config: EvaluatorConfig): RoleHa
         const execute: ExecuteRequest = { type: "handler.execute", taskId, nodePath, ...fields };
         const answer = await ask(deps, deps.subjects.execute, execute, ExecuteReply, { timeoutMs: config.taskTimeoutMs, signal });
         return answer.result;
+      },
+      script: async (nodePath, command, signal) => {
+        const request: ScriptRequest = { type: "handler.script", taskId, nodePath, ...command };
+        // The Handler enforces the script's own timeout; the margin covers its kill grace and the round trip.
+        const answer = await ask(deps, deps.subjects.execute, request, ScriptReply, { timeoutMs: command.timeoutMs + SCRIPT_REPLY_MARGIN_MS, signal });
+        return answer;
       },
     };
     const actor = createActor(provideWalk(walk, 0), { input: { taskId, path, node: summarize(node), env: rootEnv(request.inputs), entry: true } });

@@ -2,10 +2,11 @@
  * The Handler role: runs each atomic task as one LLM session ({@link handlerSessionMachine}).
  * Serves `<root>.handler.execute` in queue group `handler`; reports turns, retries, tool calls and the context
  * warning as progress; aborts the session (its HTTP request, backoff wait or tool) when the task is cancelled.
+ * The same subject serves the commands of `script` tasks (`handler.script`), run with the `run_script` tool.
  */
 import { createActor, fromPromise, toPromise, type Actor } from "xstate";
 import { handlerSessionMachine, type ChatMessage } from "../machines/handler-session.js";
-import { CancelBroadcast, ExecuteRequest, decode, encode, Progress, type ExecuteReply, type TaskResult, Usage } from "../protocol/index.js";
+import { CancelBroadcast, HandlerRequest, decode, encode, Progress, type ExecuteReply, type ExecuteRequest, type ScriptReply, type ScriptRequest, type TaskResult, Usage } from "../protocol/index.js";
 import type { ActorDeps, RoleHandle } from "./deps.js";
 import type { CallModel } from "./model.js";
 import { serve } from "./serve.js";
@@ -48,6 +49,18 @@ const NO_TOOLS: Toolset = {
   definitions: [],
   run: async (call) => ({ malformed: true, content: `error: no tool named '${call.function.name}' is available` }),
 };
+
+const OUTCOME = /^(?:exit code (-?\d+)|(timed out)[^\n]*|ended by signal[^\n]*)\n--- stdout ---\n([\s\S]*)\n--- stderr ---\n([\s\S]*)$/;
+
+/** Runs one command of a `script` task with the `run_script` tool and reads the tool's answer back. */
+export async function runScriptRequest(toolset: Toolset, request: ScriptRequest, signal: AbortSignal): Promise<ScriptReply> {
+  const base = { type: "handler.script_result" as const, taskId: request.taskId, nodePath: request.nodePath };
+  const args = { argv: request.argv, timeoutMs: request.timeoutMs, ...(request.cwd === undefined ? {} : { cwd: request.cwd }) };
+  const answer = await toolset.run({ id: `script-${request.nodePath}`, type: "function", function: { name: "run_script", arguments: JSON.stringify(args) } }, signal);
+  const match = answer.malformed ? null : OUTCOME.exec(answer.content);
+  if (!match) return { ...base, exitCode: null, timedOut: false, stdout: "", stderr: "", error: answer.content.replace(/^error: /, "") };
+  return { ...base, exitCode: match[1] === undefined ? null : Number(match[1]), timedOut: match[2] !== undefined, stdout: match[3] ?? "", stderr: match[4] ?? "" };
+}
 
 /** Starts the Handler role. Without a toolset, the model is offered no tools. */
 export function startHandler(deps: ActorDeps, config: HandlerConfig, callModel: CallModel, toolset: Toolset = NO_TOOLS): RoleHandle {
@@ -120,13 +133,26 @@ export function startHandler(deps: ActorDeps, config: HandlerConfig, callModel: 
     }
   };
 
+  const scripts = new Map<string, Set<AbortController>>();
+  const script = async (request: ScriptRequest): Promise<ScriptReply> => {
+    const controller = new AbortController();
+    const live = scripts.get(request.taskId) ?? new Set();
+    scripts.set(request.taskId, live.add(controller));
+    try {
+      return await runScriptRequest(toolset, request, controller.signal);
+    } finally {
+      live.delete(controller);
+      if (live.size === 0) scripts.delete(request.taskId);
+    }
+  };
+
   const subscriptions = [
     serve(deps, {
       subject: deps.subjects.execute,
       queue: deps.subjects.queue("handler"),
-      schema: ExecuteRequest,
+      schema: HandlerRequest,
       concurrency: config.concurrency,
-      handle: execute,
+      handle: (request) => (request.type === "handler.script" ? script(request) : execute(request)),
     }),
     deps.bus.subscribe(deps.subjects.cancelBroadcast, (msg) => {
       const decoded = decode(CancelBroadcast, msg.data);
@@ -134,6 +160,7 @@ export function startHandler(deps: ActorDeps, config: HandlerConfig, callModel: 
       // Leaving the current state stops the invoked actor, whose AbortSignal cancels the HTTP request, the
       // backoff wait or the running script.
       for (const actor of sessions.get(decoded.value.taskId) ?? []) actor.send({ type: "session.cancel" });
+      for (const controller of scripts.get(decoded.value.taskId) ?? []) controller.abort();
     }),
   ];
 
@@ -142,6 +169,7 @@ export function startHandler(deps: ActorDeps, config: HandlerConfig, callModel: 
     async stop() {
       await Promise.all(subscriptions.map((s) => s.unsubscribe()));
       for (const live of sessions.values()) for (const actor of live) actor.send({ type: "session.cancel" });
+      for (const live of scripts.values()) for (const controller of live) controller.abort();
     },
   };
 }

@@ -1,16 +1,18 @@
 /**
  * The Evaluator's walk of one node of a task template.
  *
- * routing → binding → runningAtomic | runningSequential, or → runningReduce | runningCall | runningCond, each → done | failed;
+ * routing → binding → runningAtomic | runningSequential | runningScript | runningLoop, or → runningReduce | runningCall |
+ * runningCond, each → done | failed;
  * → unsupported for constructs a later release executes. The machine knows nodes by *path* (`0`, `0.steps.2`,
  * `templates.1.body`) and a plain summary ({@link EvalNode}); the shell resolves paths to typed AST nodes.
- * Composites are child machines registered by name: `sequential` and `reduce`.
+ * Composites are child machines registered by name: `sequential`, `reduce` and `directorEvaluator`.
  * Effects: `bindInputs` (the node's `<inputs>` bound into its environment), `runAtomic` (substitute and run
- * in a Handler), `runCall` (a function template call), `runCond` (the first true case of a `<cond>`) and `progress`. `evaluation.cancel` aborts the node in flight.
+ * in a Handler), `runScript` (a `script` task's command, run by a Handler), `runCall` (a function template call), `runCond` (the first true case of a `<cond>`) and `progress`. `evaluation.cancel` aborts the node in flight.
  */
 import { assign, fromPromise, setup } from "xstate";
 import type { AccumulationFormat, TaskResult } from "../protocol/index.js";
 import type { Env } from "./env.js";
+import { directorEvaluatorMachine } from "./director-evaluator.js";
 import { notProvided } from "./not-provided.js";
 import { reduceMachine } from "./reduce.js";
 import { sequentialMachine, type ProgressParams } from "./sequential.js";
@@ -34,6 +36,8 @@ export interface EvalNode {
   initialValue?: string;
   /** reduce: whether `<initial_value>` holds a task. */
   initialTask?: boolean;
+  /** director–evaluator loop: which of `<director>`, `<evaluator>`, `<script_execution>` it has. */
+  loop?: { director: boolean; evaluator: boolean; script: boolean; maxIterations?: number; condition?: string };
 }
 
 /** Input of an evaluation. */
@@ -95,13 +99,19 @@ export const evaluationMachine = setup({
     runAtomic: fromPromise<TaskResult, { path: string; env: Env }>(async () => notProvided("evaluation.runAtomic")),
     runCall: fromPromise<TaskResult, { path: string; env: Env }>(async () => notProvided("evaluation.runCall")),
     runCond: fromPromise<TaskResult, { path: string; env: Env }>(async () => notProvided("evaluation.runCond")),
+    runScript: fromPromise<TaskResult, { path: string; env: Env }>(async () => notProvided("evaluation.runScript")),
     sequential: sequentialMachine,
+    directorEvaluator: directorEvaluatorMachine,
     reduce: reduceMachine,
   },
   guards: {
     isAtomic: ({ context }) => context.node.kind === "task" && context.node.ref === undefined && ATOMIC_TYPES.has(context.node.type ?? "atomic"),
     isSequential: ({ context }) => isTask(context.node, "sequential"),
     isReduce: ({ context }) => isTask(context.node, "reduce"),
+    isScript: ({ context }) => context.node.ref === undefined && isTask(context.node, "script"),
+    // A loop without its director or evaluator stays unsupported until the pipeline test that pins that answer
+    // moves on; the child machine itself answers input_validation_failure for it.
+    isLoop: ({ context }) => context.node.ref === undefined && isTask(context.node, "director_evaluator_loop") && !!context.node.loop?.director && !!context.node.loop.evaluator,
     isCall: ({ context }) => context.node.kind === "call",
     isCond: ({ context }) => context.node.kind === "cond",
   },
@@ -121,6 +131,8 @@ export const evaluationMachine = setup({
       always: [
         { guard: "isAtomic", target: "binding" },
         { guard: "isSequential", target: "binding" },
+        { guard: "isScript", target: "binding" },
+        { guard: "isLoop", target: "binding" },
         { guard: "isReduce", target: "runningReduce" },
         { guard: "isCall", target: "runningCall" },
         { guard: "isCond", target: "runningCond" },
@@ -136,6 +148,8 @@ export const evaluationMachine = setup({
         onDone: [
           { guard: ({ event }) => "result" in event.output, target: "failed", actions: assign({ result: ({ event }) => ("result" in event.output ? event.output.result : undefined) }) },
           { guard: "isSequential", target: "runningSequential", actions: assign({ env: ({ context, event }) => ("env" in event.output ? event.output.env : context.env) }) },
+          { guard: "isScript", target: "runningScript", actions: assign({ env: ({ context, event }) => ("env" in event.output ? event.output.env : context.env) }) },
+          { guard: "isLoop", target: "runningLoop", actions: assign({ env: ({ context, event }) => ("env" in event.output ? event.output.env : context.env) }) },
           { target: "runningAtomic", actions: assign({ env: ({ context, event }) => ("env" in event.output ? event.output.env : context.env) }) },
         ],
         onError: { target: "failed", actions: assign({ result: errorResult }) },
@@ -167,6 +181,37 @@ export const evaluationMachine = setup({
           format: context.node.format ?? "notes_only",
           maxHistoryChars: MAX_HISTORY_CHARS,
         }),
+        onDone: { target: "done", actions: assign({ result: ({ event }) => event.output }) },
+        onError: { target: "failed", actions: assign({ result: errorResult }) },
+      },
+    },
+    runningScript: {
+      description: "A script task: its command runs in a Handler, as argv, never through a shell (C17).",
+      entry: { type: "progress", params: ({ context }) => ({ event: "node.started", message: "script task started", data: { nodePath: context.path, kind: "script" } }) },
+      invoke: {
+        src: "runScript",
+        input: ({ context }) => ({ path: context.path, env: context.env }),
+        onDone: { target: "done", actions: assign({ result: ({ event }) => event.output }) },
+        onError: { target: "failed", actions: assign({ result: errorResult }) },
+      },
+    },
+    runningLoop: {
+      description: "A director–evaluator loop: its iterations run in the `directorEvaluator` child machine.",
+      entry: { type: "progress", params: ({ context }) => ({ event: "node.started", message: "director-evaluator loop started", data: { nodePath: context.path, kind: "director_evaluator_loop" } }) },
+      invoke: {
+        src: "directorEvaluator",
+        input: ({ context }) => {
+          const loop = context.node.loop ?? { director: false, evaluator: false, script: false };
+          return {
+            path: context.path,
+            env: context.env,
+            hasDirector: loop.director,
+            hasEvaluator: loop.evaluator,
+            hasScript: loop.script,
+            ...(loop.maxIterations === undefined ? {} : { maxIterations: loop.maxIterations }),
+            ...(loop.condition === undefined ? {} : { condition: loop.condition }),
+          };
+        },
         onDone: { target: "done", actions: assign({ result: ({ event }) => event.output }) },
         onError: { target: "failed", actions: assign({ result: errorResult }) },
       },
@@ -205,7 +250,7 @@ export const evaluationMachine = setup({
       type: "final",
       entry: assign({
         result: ({ context }) =>
-          failed("not_supported", `${describe(context.node)} is not supported yet: this release executes atomic, sequential and reduce tasks, calls of function templates and cond`),
+          failed("not_supported", `${describe(context.node)} is not supported yet: this release executes atomic, sequential, reduce, script and director_evaluator_loop tasks, calls of function templates and cond`),
       }),
     },
     done: { description: "The node produced a result.", type: "final" },

@@ -1,6 +1,7 @@
 /**
- * Messages the Evaluator sends to a Handler to run one atomic task as one LLM session, and the reply.
- * Request/reply on `<root>.handler.execute` (queue group `handler`).
+ * Messages the Evaluator sends to a Handler to run one atomic task as one LLM session, or one command of a
+ * `script` task, and the replies. Request/reply on `<root>.handler.execute` (queue group `handler`); the
+ * request's `type` tells them apart ({@link HandlerRequest}).
  */
 import { z } from "zod";
 import { TaskId } from "./ids.js";
@@ -35,3 +36,44 @@ export const ExecuteReply = z.object({
   result: TaskResult,
 });
 export type ExecuteReply = z.infer<typeof ExecuteReply>;
+
+/**
+ * Run one command of a `script` task (C17). `argv` is already split and substituted element by element; no
+ * shell ever sees it. The Handler runs it with its `run_script` tool (workspace, output caps, env allowlist).
+ */
+export const ScriptRequest = z.object({
+  type: z.literal("handler.script"),
+  /** The task this node belongs to. */
+  taskId: TaskId,
+  /** Path of the node in the template tree. */
+  nodePath: z.string(),
+  /** Program and arguments. */
+  argv: z.array(z.string()).min(1),
+  /** Working directory relative to the workspace root; the root by default. */
+  cwd: z.string().optional(),
+  /** Timeout in milliseconds, capped by the Handler's limit. */
+  timeoutMs: z.int().positive(),
+});
+export type ScriptRequest = z.infer<typeof ScriptRequest>;
+
+/** What a command produced, or why it could not run. */
+export const ScriptReply = z.object({
+  type: z.literal("handler.script_result"),
+  /** The task. */
+  taskId: TaskId,
+  /** The node that ran. */
+  nodePath: z.string(),
+  /** Exit code; null when a signal or the timeout ended the program, or when it could not start. */
+  exitCode: z.int().nullable(),
+  /** Whether the timeout ended the run. */
+  timedOut: z.boolean(),
+  stdout: z.string(),
+  stderr: z.string(),
+  /** Why the command could not run at all (unknown program, run_script not enabled, …). */
+  error: z.string().optional(),
+});
+export type ScriptReply = z.infer<typeof ScriptReply>;
+
+/** Any request a Handler serves on `<root>.handler.execute`. */
+export const HandlerRequest = z.discriminatedUnion("type", [ExecuteRequest, ScriptRequest]);
+export type HandlerRequest = z.infer<typeof HandlerRequest>;

@@ -131,6 +131,12 @@ export const TaskRecord = z.object({
   result: TaskOutcome.optional(),
   /** Set when a cancel was requested before the task finished. */
   cancelRequested: z.boolean().optional(),
+  /** The Director process that claimed the task last (absent while queued). */
+  owner: z.string().optional(),
+  /** ISO-8601 time of that claim; with `owner` it identifies one claim. */
+  claimedAt: z.string().optional(),
+  /** The last event `seq` the owner checkpointed; a resuming Director continues after it. */
+  seq: z.number().int().nonnegative().optional(),
 });
 export type TaskRecord = z.infer<typeof TaskRecord>;
 

@@ -10,6 +10,7 @@ import { registerRuntimeCommands } from "./cli-runtime.js";
 import { registerTaskCommands } from "./cli-tasks.js";
 import { registerToolCommands } from "./cli-tools.js";
 import { registerMemoryCommands } from "./cli-memory.js";
+import { registerMachineCommands } from "./cli-machines.js";
 
 const program = new Command()
   .name("dirigent")
@@ -23,6 +24,7 @@ registerRuntimeCommands(program);
 registerTaskCommands(program);
 registerToolCommands(program);
 registerMemoryCommands(program);
+registerMachineCommands(program);
 
 try {
   await program.parseAsync(process.argv);

@@ -44,6 +44,8 @@ export const Config = z.object({
   concurrency: positiveInt,
   /** Longest time a task may run. */
   taskTimeoutMs: positiveInt,
+  /** Intake redelivery: a task whose Director stops signalling progress this long is resumed by another Director. */
+  ackWaitMs: positiveInt,
   /** Hard limit on assistant turns per Handler session. */
   maxTurns: positiveInt,
   /** Timeout of one model HTTP request. */
@@ -97,6 +99,7 @@ export const DEFAULTS = {
   model: "gpt-4o-mini",
   concurrency: 64,
   taskTimeoutMs: 600_000,
+  ackWaitMs: 30_000,
   maxTurns: 10,
   modelTimeoutMs: 120_000,
   modelMaxRetries: 2,
@@ -130,6 +133,7 @@ export const ENV_NAMES = {
   openaiApiKey: "OPENAI_API_KEY",
   concurrency: "DIRIGENT_CONCURRENCY",
   taskTimeoutMs: "DIRIGENT_TASK_TIMEOUT_MS",
+  ackWaitMs: "DIRIGENT_ACK_WAIT_MS",
   maxTurns: "DIRIGENT_MAX_TURNS",
   modelTimeoutMs: "DIRIGENT_MODEL_TIMEOUT_MS",
   modelMaxRetries: "DIRIGENT_MODEL_MAX_RETRIES",
@@ -198,4 +202,13 @@ export function loadConfig(flags: Flags = {}, env: NodeJS.ProcessEnv = process.e
     return `${source[key] ?? key}: ${issue.message} (got ${shown})`;
   });
   throw new ConfigError(`invalid configuration: ${problems.join("; ")}`);
+}
+
+/**
+ * The intake ack wait from `DIRIGENT_ACK_WAIT_MS` (default 30 s), for code that opens a transport without a full
+ * configuration.
+ * @throws {ConfigError} when the value is not a positive integer.
+ */
+export function ackWaitMsFromEnv(env: NodeJS.ProcessEnv = process.env): number {
+  return loadConfig({}, { [ENV_NAMES.ackWaitMs]: env[ENV_NAMES.ackWaitMs] }).ackWaitMs;
 }

@@ -13,6 +13,7 @@ import {
   type CreateResult,
   type RequestOptions,
   type SubscribeOptions,
+  type Revisioned,
   type TaskStore,
   type WorkItem,
   type WorkQueue,
@@ -197,23 +198,43 @@ const KV_KEY = /^[-/_=.a-zA-Z0-9]+$/;
 /** In-process {@link TaskStore}: a map of copies. Keys follow the NATS KV rules. */
 export class MemoryTaskStore implements TaskStore {
   readonly durable = false;
-  readonly #values = new Map<string, Uint8Array>();
+  readonly #values = new Map<string, Revisioned>();
+  // One counter for the whole store, as a KV bucket's revisions are its stream's sequence.
+  #revision = 0;
 
   async create(key: string, value: Uint8Array): Promise<CreateResult> {
     checkKey(key);
     if (this.#values.has(key)) return "exists";
-    this.#values.set(key, value.slice());
+    this.#write(key, value);
     return "created";
   }
 
   async get(key: string): Promise<Uint8Array | undefined> {
     checkKey(key);
-    return this.#values.get(key)?.slice();
+    return this.#values.get(key)?.value.slice();
   }
 
   async put(key: string, value: Uint8Array): Promise<void> {
     checkKey(key);
-    this.#values.set(key, value.slice());
+    this.#write(key, value);
+  }
+
+  async getWithRevision(key: string): Promise<Revisioned | undefined> {
+    checkKey(key);
+    const entry = this.#values.get(key);
+    return entry && { value: entry.value.slice(), revision: entry.revision };
+  }
+
+  async update(key: string, value: Uint8Array, expectedRevision: number): Promise<number | undefined> {
+    checkKey(key);
+    if (this.#values.get(key)?.revision !== expectedRevision) return undefined;
+    return this.#write(key, value);
+  }
+
+  #write(key: string, value: Uint8Array): number {
+    this.#revision += 1;
+    this.#values.set(key, { value: value.slice(), revision: this.#revision });
+    return this.#revision;
   }
 }
 
@@ -252,7 +273,7 @@ interface Consumer {
 export class MemoryWorkQueue implements WorkQueue {
   readonly durable = false;
   readonly #onError: BusErrorHandler;
-  readonly #ackWaitMs: number;
+  readonly ackWaitMs: number;
   readonly #windowMs: number;
   readonly #pending: Entry[] = [];
   readonly #seen = new Map<string, number>();
@@ -263,7 +284,7 @@ export class MemoryWorkQueue implements WorkQueue {
 
   constructor(options: MemoryWorkQueueOptions = {}) {
     this.#onError = options.onError ?? warnOnError;
-    this.#ackWaitMs = options.ackWaitMs ?? 30_000;
+    this.ackWaitMs = options.ackWaitMs ?? 30_000;
     this.#windowMs = options.duplicateWindowMs ?? 120_000;
   }
 
@@ -348,7 +369,7 @@ export class MemoryWorkQueue implements WorkQueue {
         this.#schedulePump();
       }
     };
-    const timer = setTimeout(() => settle(true), this.#ackWaitMs);
+    let timer = setTimeout(() => settle(true), this.ackWaitMs);
     timer.unref();
     const item: WorkItem = {
       id: entry.id,
@@ -356,6 +377,12 @@ export class MemoryWorkQueue implements WorkQueue {
       deliveries: entry.deliveries,
       ack: async () => settle(false),
       nak: () => settle(true),
+      working: () => {
+        if (settled) return;
+        clearTimeout(timer);
+        timer = setTimeout(() => settle(true), this.ackWaitMs);
+        timer.unref();
+      },
     };
     consumer.running += 1;
     const running = (async () => {

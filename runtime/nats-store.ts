@@ -23,7 +23,7 @@ import {
 import { Kvm, type KV } from "@nats-io/kv";
 import { nanos, type NatsConnection } from "@nats-io/transport-node";
 import { setTimeout as delay } from "node:timers/promises";
-import type { BusSubscription, CreateResult, TaskStore, WorkItem, WorkQueue } from "../actors/bus.js";
+import type { BusSubscription, CreateResult, Revisioned, TaskStore, WorkItem, WorkQueue } from "../actors/bus.js";
 import type { Subjects } from "../protocol/subjects.js";
 import { warnOnError, type BusErrorHandler } from "./bus-support.js";
 
@@ -56,6 +56,20 @@ export class NatsTaskStore implements TaskStore {
 
   async put(key: string, value: Uint8Array): Promise<void> {
     await this.#kv.put(key, value);
+  }
+
+  async getWithRevision(key: string): Promise<Revisioned | undefined> {
+    const entry = await this.#kv.get(key);
+    return entry !== null && entry.operation === "PUT" ? { value: entry.value, revision: entry.revision } : undefined;
+  }
+
+  async update(key: string, value: Uint8Array, expectedRevision: number): Promise<number | undefined> {
+    try {
+      return await this.#kv.update(key, value, expectedRevision);
+    } catch (err) {
+      if (err instanceof JetStreamApiError && err.code === JetStreamApiCodes.StreamWrongLastSequence) return undefined;
+      throw err;
+    }
   }
 }
 
@@ -108,6 +122,7 @@ export interface WorkQueueOptions {
 }
 
 const RETRY_PAUSE_MS = 500;
+const DEFAULT_ACK_WAIT_MS = 30_000;
 
 /**
  * Ensures the intake stream and the durable consumer, then returns the queue. An existing
@@ -124,7 +139,7 @@ export async function openWorkQueue(nc: NatsConnection, subjects: Subjects, opti
   });
   const maxAckPending = options.maxAckPending ?? 1000;
   await ensureConsumer(jsm, subjects.intakeStream, subjects.directorConsumer, {
-    ack_wait: nanos(options.ackWaitMs ?? 30_000),
+    ack_wait: nanos(options.ackWaitMs ?? DEFAULT_ACK_WAIT_MS),
     max_ack_pending: maxAckPending,
   });
   const js = jetstream(nc);
@@ -166,6 +181,7 @@ async function ensureConsumer(
 /** {@link WorkQueue} over a JetStream work-queue stream; items survive restarts of processes and server. */
 export class JetStreamWorkQueue implements WorkQueue {
   readonly durable = true;
+  readonly ackWaitMs: number;
   readonly #nc: NatsConnection;
   readonly #js: JetStreamClient;
   readonly #consumer: Consumer;
@@ -183,6 +199,7 @@ export class JetStreamWorkQueue implements WorkQueue {
     this.#onError = options.onError ?? warnOnError;
     this.#maxAckPending = options.maxAckPending;
     this.#pullExpiresMs = Math.max(1000, options.pullExpiresMs ?? 5000);
+    this.ackWaitMs = options.ackWaitMs ?? DEFAULT_ACK_WAIT_MS;
   }
 
   /** Publishes on `<root>.intake.<id>` with the id as JetStream message id, which the stream de-duplicates. */
@@ -257,6 +274,9 @@ export class JetStreamWorkQueue implements WorkQueue {
         if (settled) return;
         settled = true;
         msg.nak();
+      },
+      working() {
+        if (!settled) msg.working();
       },
     };
     try {

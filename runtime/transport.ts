@@ -6,6 +6,7 @@ import type { Logger } from "../actors/deps.js";
 import { messageOf } from "../actors/deps.js";
 import type { Subjects } from "../protocol/index.js";
 import type { IndexStore } from "../actors/memory-index.js";
+import { ackWaitMsFromEnv } from "./config.js";
 import { MemoryBus, MemoryTaskStore, MemoryWorkQueue } from "./memory-bus.js";
 import { openIndexStore } from "./memory-index-nats.js";
 import { InMemoryIndexStore } from "./memory-index-store.js";
@@ -35,7 +36,7 @@ export async function openNatsTransport(
   try {
     const [store, queue, index] = await Promise.all([
       openTaskStore(nc, subjects),
-      openWorkQueue(nc, subjects, { ackWaitMs: options.ackWaitMs ?? 30_000, onError }),
+      openWorkQueue(nc, subjects, { ackWaitMs: options.ackWaitMs ?? ackWaitMsFromEnv(), onError }),
       openIndexStore(nc, subjects),
       ensureEventsStream(nc, subjects),
     ]);
@@ -55,7 +56,7 @@ export function openMemoryTransport(log: Logger): OpenTransport {
     description: "in-process",
     bus,
     store: new MemoryTaskStore(),
-    queue: new MemoryWorkQueue({ onError }),
+    queue: new MemoryWorkQueue({ onError, ackWaitMs: ackWaitMsFromEnv() }),
     index: new InMemoryIndexStore(),
     close: () => bus.close(),
   };

@@ -238,6 +238,20 @@ export function busContract(
         await fx.store.put("task-2", text.encode("w"));
         expect(await fx.store.create("task-2", text.encode("x"))).toBe("exists");
       });
+      it("compare-and-set: update writes only at the expected revision", async () => {
+        expect(await fx.store.getWithRevision("cas-1")).toBeUndefined();
+        await fx.store.create("cas-1", text.encode("v1"));
+        const first = await fx.store.getWithRevision("cas-1");
+        expect(first && text.decode(first.value)).toBe("v1");
+        const revision = first?.revision ?? -1;
+        const next = await fx.store.update("cas-1", text.encode("v2"), revision);
+        expect(next).toBeGreaterThan(revision);
+        expect(await fx.store.update("cas-1", text.encode("stale"), revision)).toBeUndefined();
+        const now = await fx.store.getWithRevision("cas-1");
+        expect(now && { value: text.decode(now.value), revision: now.revision }).toEqual({ value: "v2", revision: next });
+        const racers = await Promise.all(["a", "b", "c"].map((v) => fx.store.update("cas-1", text.encode(v), next ?? -1)));
+        expect(racers.filter((r) => r !== undefined)).toHaveLength(1);
+      });
     });
 
     describe("work queue", () => {
@@ -309,6 +323,26 @@ export function busContract(
           got.push(item.deliveries);
         }, 1);
         expect(await got.count(2, "a redelivery", ackWaitMs * 5 + 2000)).toEqual([1, 2]);
+      });
+
+      it("does not redeliver an item whose handler keeps signalling working()", async () => {
+        await fx.queue.enqueue("busy-1", text.encode("x"));
+        const got = new Recorder<number>();
+        const beats = new Recorder<number>();
+        consume(async (item) => {
+          got.push(item.deliveries);
+          const timer = setInterval(() => {
+            item.working();
+            beats.push(Date.now());
+          }, Math.floor(ackWaitMs / 4));
+          // Held for about three ack waits, measured in heartbeats rather than slept.
+          await beats.count(12, "heartbeats", ackWaitMs * 10);
+          clearInterval(timer);
+          await item.ack();
+          got.push(0);
+        }, 2);
+        await got.until((v) => v.includes(0), "the ack", ackWaitMs * 10);
+        expect(got.values).toEqual([1, 0]);
       });
 
       it("naks and reports an item whose handler throws", async () => {

@@ -1,7 +1,9 @@
 import { describe, expect, it } from "vitest";
 import { createActor, fromPromise, waitFor } from "xstate";
 import { rootEnv, type Env } from "../../../machines/env.js";
+import { directorEvaluatorMachine } from "../../../machines/director-evaluator.js";
 import { evaluationMachine, type BindOutcome, type EvalNode } from "../../../machines/evaluation.js";
+import { splitCommand } from "../../../machines/script-argv.js";
 import { sequentialMachine } from "../../../machines/sequential.js";
 import type { TaskResult } from "../../../protocol/index.js";
 
@@ -48,7 +50,7 @@ describe("evaluation machine", () => {
     const paths: string[] = [];
     const withSteps = evaluationMachine.provide({
       actors: {
-        bindInputs: fromPromise(async ({ input }) => ({ env: input.env })),
+        bindInputs: fromPromise<BindOutcome, { path: string; env: Env; entry: boolean }>(async ({ input }) => ({ env: input.env })),
         sequential: sequentialMachine.provide({
           actors: { runStep: fromPromise(async ({ input }) => (paths.push(input.path), ok(input.path))) },
         }),
@@ -79,15 +81,52 @@ describe("evaluation machine", () => {
     expect((await waitFor(actor, (s) => s.status === "done")).output?.content).toBe("chosen");
   });
 
-  it.each(["script", "director_evaluator_loop"])("answers %s with a located not_supported failure", async (type) => {
-    const { actor } = run({ kind: "task", type, loc: { line: 3, col: 5 } }, async () => {
+  it("answers a director_evaluator_loop without its director or evaluator with a located not_supported failure", async () => {
+    const node = { kind: "task", type: "director_evaluator_loop", loc: { line: 3, col: 5 }, loop: { director: true, evaluator: false, script: false } };
+    const { actor } = run(node, async () => {
       throw new Error("must not run");
     });
     const snap = await waitFor(actor, (s) => s.status === "done");
     expect(snap.value).toBe("unsupported");
     expect(snap.output?.error).toMatchObject({ reason: "not_supported" });
-    expect(snap.output?.error?.message).toContain(`type="${type}"`);
     expect(snap.output?.error?.message).toContain("line 3, column 5");
+  });
+
+  it("runs a script task through runScript after binding its inputs", async () => {
+    const seen: unknown[] = [];
+    const machine = evaluationMachine.provide({
+      actors: {
+        bindInputs: fromPromise<BindOutcome, { path: string; env: Env; entry: boolean }>(async () => ({ env: rootEnv({ name: "x" }) })),
+        runScript: fromPromise(async ({ input }) => (seen.push(input.env.bindings), ok("stdout"))),
+      },
+    });
+    const actor = createActor(machine, { input: { taskId: "t", path: "0", node: { kind: "task", type: "script" }, env: rootEnv(), entry: true } }).start();
+    const snap = await waitFor(actor, (s) => s.status === "done");
+    expect(snap.value).toBe("done");
+    expect(snap.output?.content).toBe("stdout");
+    expect(seen).toEqual([{ name: "x" }]);
+  });
+
+  it("runs a director_evaluator_loop in the directorEvaluator child machine", async () => {
+    const paths: string[] = [];
+    const progress: string[] = [];
+    const machine = evaluationMachine.provide({
+      actors: {
+        bindInputs: fromPromise<BindOutcome, { path: string; env: Env; entry: boolean }>(async ({ input }) => ({ env: input.env })),
+        directorEvaluator: directorEvaluatorMachine.provide({
+          actors: {
+            runStep: fromPromise(async ({ input }) => (paths.push(input.path), input.path.endsWith("director") ? ok("draft") : { ...ok(""), notes: { success: true } })),
+          },
+        }),
+      },
+      actions: { progress: (_, p) => progress.push(`${p.event}: ${p.message}`) },
+    });
+    const node = { kind: "task", type: "director_evaluator_loop", loop: { director: true, evaluator: true, script: false, maxIterations: 2 } };
+    const actor = createActor(machine, { input: { taskId: "t", path: "0", node, env: rootEnv(), entry: true } }).start();
+    const snap = await waitFor(actor, (s) => s.status === "done");
+    expect(snap.output).toMatchObject({ status: "COMPLETE", content: "draft" });
+    expect(paths).toEqual(["0.director", "0.evaluator"]);
+    expect(progress).toContain("node.started: director-evaluator loop started");
   });
 
   it("answers an element it does not model as not supported yet", async () => {
@@ -109,5 +148,20 @@ describe("evaluation machine", () => {
     actor.send({ type: "evaluation.cancel" });
     const snap = await waitFor(actor, (s) => s.status === "done");
     expect(snap.output?.error).toMatchObject({ reason: "execution_halted" });
+  });
+});
+
+describe("script command splitting", () => {
+  it("splits on whitespace with quotes and escapes, shell syntax staying literal", () => {
+    expect(splitCommand(`python3 -c "print('a b')" 'x y' a\\ b ; rm -rf $(x) "q\\"q"`)).toEqual({
+      ok: true,
+      argv: ["python3", "-c", "print('a b')", "x y", "a b", ";", "rm", "-rf", "$(x)", 'q"q'],
+    });
+    expect(splitCommand(`run "{{script_input}}"`)).toEqual({ ok: true, argv: ["run", "{{script_input}}"] });
+  });
+
+  it("refuses an unterminated quote and an empty command", () => {
+    expect(splitCommand(`echo "open`)).toMatchObject({ ok: false, error: expect.stringContaining("unterminated") });
+    expect(splitCommand("   ")).toMatchObject({ ok: false });
   });
 });

@@ -1,0 +1,93 @@
+/**
+ * A Director dies mid-task (`kill -9`): the intake message, no longer marked as in progress, is redelivered after
+ * the ack wait to another Director process, which resumes the task and publishes exactly one result.
+ */
+import { setTimeout as delay } from "node:timers/promises";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { readRecord } from "../../actors/director-records.js";
+import { createSubjects, decode, TaskEvent, TaskOutcome } from "../../protocol/index.js";
+import { startMockLlm, type MockLlmServer } from "../../runtime/mock-llm.js";
+import { JetStreamWorkQueue } from "../../runtime/nats-store.js";
+import { startTestNatsServer, randomRoot, type TestNatsServer } from "../support/nats-server.js";
+import { startCli, type CliProcess } from "../support/processes.js";
+import { Recorder } from "../support/recorder.js";
+import { newTaskId, startStack } from "../support/stack.js";
+
+const ACK_WAIT_MS = 1500;
+const MODEL_DELAY_MS = 1500;
+
+let server: TestNatsServer;
+let mock: MockLlmServer;
+const processes: CliProcess[] = [];
+
+beforeAll(async () => {
+  server = await startTestNatsServer();
+  mock = await startMockLlm({ port: 0, script: { rules: [{ reply: "slow answer", delayMs: MODEL_DELAY_MS }] } });
+});
+
+afterAll(async () => {
+  await Promise.all(processes.map((p) => p.stop()));
+  await mock?.close();
+  await server?.stop();
+});
+
+describe("a Director killed mid-task", () => {
+  it("is replaced by another Director process: the task resumes and ends with exactly one result", async () => {
+    const root = randomRoot();
+    const subjects = createSubjects(root);
+    // Evaluator, Handler and Memory in this process; opened first, because the last process to open the intake
+    // consumer sets its ack wait.
+    await using stack = await startStack({ url: server.url, mock, root, roles: ["evaluator", "handler", "memory"] });
+    const env = { DIRIGENT_ACK_WAIT_MS: String(ACK_WAIT_MS), DIRIGENT_LOG_LEVEL: "info" };
+    const directors = ["a", "b"].map(() => startCli(["worker", "--role", "director", "--nats", server.url, "--prefix", root, "--concurrency", "2"], env));
+    processes.push(...directors);
+    await Promise.all(directors.map((d) => d.waitFor(/ready/)));
+
+    const taskId = newTaskId();
+    const events = new Recorder<{ event: TaskEvent; at: number }>();
+    const results = new Recorder<TaskOutcome>();
+    stack.transport.bus.subscribe(subjects.taskEvents(taskId), (m) => {
+      const d = decode(TaskEvent, m.data);
+      if (d.ok) events.push({ event: d.value, at: Date.now() });
+    });
+    stack.transport.bus.subscribe(subjects.taskResult(taskId), (m) => {
+      const d = decode(TaskOutcome, m.data);
+      if (d.ok) results.push(d.value);
+    });
+    await stack.transport.bus.flush();
+    await stack.client.submit({ xml: "<task><description>answer slowly</description></task>", taskId });
+
+    const claimed = new RegExp(`"taskId":"${taskId}"[^\\n]*"task claimed"`);
+    const owner = await Promise.race(directors.map((d) => d.waitFor(claimed).then(() => d)));
+    const survivor = directors.find((d) => d !== owner);
+    if (!survivor) throw new Error("unreachable");
+    await events.until((v) => v.some((e) => e.event.type === "node.started"), "the evaluation to start");
+    owner.child.kill("SIGKILL");
+    const killedAt = Date.now();
+    await owner.exited;
+
+    await events.until((v) => v.some((e) => e.event.type === "task.resumed"), "the resume", ACK_WAIT_MS * 4 + 5000);
+    const resumedAt = events.values.find((e) => e.event.type === "task.resumed")?.at ?? Number.NaN;
+    expect(survivor.output()).toMatch(new RegExp(`"taskId":"${taskId}"[^\\n]*"previousOwner":"director-`));
+    await results.count(1, "the result", MODEL_DELAY_MS * 2 + 10_000);
+    expect(results.values[0]).toMatchObject({ taskId, status: "COMPLETE", content: "slow answer" });
+
+    // Nothing signals "no second result"; wait until the survivor acked the intake message, then look.
+    const queue = stack.transport.queue;
+    if (!(queue instanceof JetStreamWorkQueue)) throw new Error("expected the JetStream work queue");
+    const deadline = Date.now() + 10_000;
+    while ((await queue.size()) !== 0) {
+      if (Date.now() > deadline) throw new Error("the intake message was never acked");
+      await delay(50);
+    }
+    await stack.transport.bus.flush();
+    expect(results.values).toHaveLength(1);
+    expect(events.values.filter((e) => e.event.type.startsWith("task.completed"))).toHaveLength(1);
+    const record = (await readRecord(stack.transport.store, taskId))?.record;
+    expect(record).toMatchObject({ state: "completed", result: { content: "slow answer" } });
+    // The dead Director's evaluation ran on in this process's Evaluator; the resumed one called the model again.
+    expect(mock.requests).toHaveLength(2);
+    console.log(`kill -9 → task.resumed: ${resumedAt - killedAt} ms (ack wait ${ACK_WAIT_MS} ms)`);
+    expect(resumedAt - killedAt).toBeLessThan(ACK_WAIT_MS * 4);
+  }, 60_000);
+});

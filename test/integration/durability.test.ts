@@ -1,0 +1,199 @@
+/**
+ * Durable ownership of tasks over a real nats-server: compare-and-set claims on the task record, duplicate
+ * deliveries and resubmissions, and a Director resuming a task whose owner is gone.
+ */
+import { setTimeout as delay } from "node:timers/promises";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { claimTask, readRecord, requestCancel, writeClaimed } from "../../actors/director-records.js";
+import { createSubjects, decode, encode, encodeJson, TaskEvent, TaskOutcome, TaskRecord } from "../../protocol/index.js";
+import { startMockLlm, type MockLlmServer } from "../../runtime/mock-llm.js";
+import { connectNats } from "../../runtime/nats-bus.js";
+import { openTaskStore, openWorkQueue } from "../../runtime/nats-store.js";
+import { randomRoot, startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
+import { Recorder } from "../support/recorder.js";
+import { newTaskId, startStack, type Stack } from "../support/stack.js";
+
+const XML = `<task><description>Name the capital of {{country}}.</description><model>scripted-model</model></task>`;
+
+let server: TestNatsServer;
+let mock: MockLlmServer;
+
+beforeAll(async () => {
+  server = await startTestNatsServer();
+  mock = await startMockLlm({ port: 0, script: { rules: [{ match: { lastUser: "capital of France" }, reply: "Paris" }] } });
+});
+
+afterAll(async () => {
+  await mock?.close();
+  await server?.stop();
+});
+
+const fixedNow = () => new Date("2026-11-22T10:00:00.000Z");
+
+const queuedRecord = (taskId: string, extra: Partial<TaskRecord> = {}): TaskRecord => ({
+  taskId: taskId as TaskRecord["taskId"],
+  state: "queued",
+  xml: XML,
+  inputs: { country: "France" },
+  submittedAt: fixedNow().toISOString(),
+  updatedAt: fixedNow().toISOString(),
+  ...extra,
+});
+
+/** Records every event and result message of a task on the stack's bus. */
+function watch(stack: Stack, taskId: string) {
+  const events = new Recorder<TaskEvent>();
+  const results = new Recorder<TaskOutcome>();
+  const subjects = createSubjects(stack.root);
+  stack.transport.bus.subscribe(subjects.taskEvents(taskId), (m) => {
+    const d = decode(TaskEvent, m.data);
+    if (d.ok) events.push(d.value);
+  });
+  stack.transport.bus.subscribe(subjects.taskResult(taskId), (m) => {
+    const d = decode(TaskOutcome, m.data);
+    if (d.ok) results.push(d.value);
+  });
+  return { events, results, subjects };
+}
+
+describe("claims on the task record (compare-and-set, KV)", () => {
+  it("claims a queued task, lets a redelivery take a stale claim over, and the first owner then loses every write", async () => {
+    const nc = await connectNats({ servers: server.url, name: "durability-cas" });
+    try {
+      const store = await openTaskStore(nc, createSubjects(randomRoot()));
+      const taskId = newTaskId();
+      await store.create(taskId, encode(TaskRecord, queuedRecord(taskId)));
+
+      const first = await claimTask(store, taskId, "director-a", fixedNow);
+      expect(first).toMatchObject({ kind: "claimed", claim: { owner: "director-a", record: { state: "running", seq: 1 } } });
+      if (first.kind !== "claimed") throw new Error("unreachable");
+      expect(first.claim.previousOwner).toBeUndefined();
+
+      // A cancel request from elsewhere is kept by the owner's next write.
+      await requestCancel(store, taskId, fixedNow);
+      expect(await writeClaimed(store, first.claim, (r) => ({ ...r, seq: 4 }))).toBe("written");
+      expect((await readRecord(store, taskId))?.record).toMatchObject({ cancelRequested: true, seq: 4, owner: "director-a" });
+
+      const second = await claimTask(store, taskId, "director-b", () => new Date("2026-11-22T10:00:30.000Z"));
+      expect(second).toMatchObject({ kind: "claimed", claim: { owner: "director-b", previousOwner: "director-a", record: { seq: 4 } } });
+      if (second.kind !== "claimed") throw new Error("unreachable");
+      expect(await writeClaimed(store, first.claim, (r) => ({ ...r, state: "completed" }))).toBe("lost");
+
+      expect(await writeClaimed(store, second.claim, (r) => ({ ...r, state: "completed" }))).toBe("written");
+      expect(await claimTask(store, taskId, "director-c", fixedNow)).toMatchObject({ kind: "final", record: { state: "completed", owner: "director-b" } });
+      expect(await writeClaimed(store, second.claim, (r) => ({ ...r, state: "failed" }))).toBe("lost");
+      expect(await claimTask(store, newTaskId(), "director-c", fixedNow)).toEqual({ kind: "missing" });
+    } finally {
+      await nc.close();
+    }
+  });
+
+  it("gives a task to exactly one of several Directors claiming it at once", async () => {
+    const nc = await connectNats({ servers: server.url, name: "durability-race" });
+    try {
+      const store = await openTaskStore(nc, createSubjects(randomRoot()));
+      const taskId = newTaskId();
+      await store.create(taskId, encode(TaskRecord, queuedRecord(taskId)));
+      const claims = await Promise.all(["a", "b", "c", "d"].map((o) => claimTask(store, taskId, `director-${o}`, fixedNow)));
+      const claimed = claims.flatMap((c) => (c.kind === "claimed" ? [c.claim] : []));
+      // Every claimer that saw the record before a rival's write retries and takes it over; the last one holds it.
+      const written = await Promise.all(claimed.map((c) => writeClaimed(store, c, (r) => ({ ...r, state: "completed" }))));
+      expect(written.filter((w) => w === "written")).toHaveLength(1);
+      expect((await readRecord(store, taskId))?.record.state).toBe("completed");
+    } finally {
+      await nc.close();
+    }
+  });
+});
+
+describe("exactly one result per task", () => {
+  it("ignores a duplicate intake delivery of a finished task and a resubmission with the same id", async () => {
+    await using stack = await startStack({ url: server.url, mock });
+    const taskId = newTaskId();
+    const { events, results, subjects } = watch(stack, taskId);
+    await stack.transport.bus.flush();
+    const outcome = await stack.client.run({ xml: XML, inputs: { country: "France" }, taskId });
+    expect(outcome).toMatchObject({ status: "COMPLETE", content: "Paris" });
+
+    // A second intake message for the same task, outside the stream's de-duplication (no message id).
+    stack.transport.bus.publish(subjects.intake(taskId), encodeJson({ taskId }));
+    await stack.transport.bus.flush();
+    expect(await stack.client.submit({ xml: XML, inputs: { country: "France" }, taskId })).toEqual({ taskId, status: "duplicate" });
+    const nc = await connectNats({ servers: server.url, name: "durability-size" });
+    try {
+      const queue = await openWorkQueue(nc, subjects);
+      // The Director acks the duplicate once it sees the final record; nothing signals that, so poll the queue.
+      const deadline = Date.now() + 10_000;
+      while ((await queue.size()) > 0) {
+        if (Date.now() > deadline) throw new Error("duplicate intake message was never acked");
+        await delay(50);
+      }
+    } finally {
+      await nc.close();
+    }
+    await stack.transport.bus.flush();
+    expect(results.values).toHaveLength(1);
+    expect(events.values.filter((e) => e.type === "task.completed")).toHaveLength(1);
+    expect((await stack.client.get(taskId)).state).toBe("completed");
+  });
+
+  it("resumes a task whose owner is gone: continues the seq, finishes once, records the new owner", async () => {
+    await using stack = await startStack({ url: server.url, mock });
+    const taskId = newTaskId();
+    const { events, results } = watch(stack, taskId);
+    await stack.transport.bus.flush();
+    const stale = queuedRecord(taskId, { state: "running", owner: "director-gone", claimedAt: fixedNow().toISOString(), seq: 5 });
+    await stack.transport.store.create(taskId, encode(TaskRecord, stale));
+    await stack.transport.queue.enqueue(taskId, encodeJson({ taskId }));
+
+    await results.count(1, "the result", 10_000);
+    await events.until((v) => v.some((e) => e.type === "task.completed"), "the completed event");
+    expect(results.values[0]).toMatchObject({ status: "COMPLETE", content: "Paris" });
+    expect(events.values[0]).toMatchObject({ type: "task.resumed", seq: 6, data: { previousOwner: "director-gone" } });
+    const seqs = events.values.map((e) => e.seq);
+    expect(seqs).toEqual(seqs.map((_, i) => 6 + i));
+    const record = (await readRecord(stack.transport.store, taskId))?.record;
+    expect(record).toMatchObject({ state: "completed", seq: seqs.at(-1), result: { content: "Paris" } });
+    expect(record?.owner).toMatch(/^director-/);
+    expect(record?.owner).not.toBe("director-gone");
+  });
+});
+
+describe("a Director whose claim was taken over", () => {
+  it("publishes nothing when another finisher stored the final record first, and acks its delivery", async () => {
+    const slow = await startMockLlm({ port: 0, script: { rules: [{ reply: "late answer", delayMs: 500 }] } });
+    try {
+      await using stack = await startStack({ url: server.url, mock: slow });
+      const taskId = newTaskId();
+      const { events, results, subjects } = watch(stack, taskId);
+      await stack.transport.bus.flush();
+      await stack.client.submit({ xml: XML, inputs: { country: "France" }, taskId });
+      await events.until((v) => v.some((e) => e.type === "node.started"), "the evaluation to start");
+
+      const thief = await claimTask(stack.transport.store, taskId, "director-thief", fixedNow);
+      if (thief.kind !== "claimed") throw new Error(`expected a claim, got ${thief.kind}`);
+      const theirs: TaskOutcome = { taskId: thief.claim.record.taskId, status: "COMPLETE", content: "theirs", notes: {} };
+      expect(await writeClaimed(stack.transport.store, thief.claim, (r) => ({ ...r, state: "completed", result: theirs }))).toBe("written");
+
+      const nc = await connectNats({ servers: server.url, name: "durability-stolen" });
+      try {
+        const queue = await openWorkQueue(nc, subjects);
+        // The Director acks once its model call returned and its final write lost; nothing signals that, so poll.
+        const deadline = Date.now() + 10_000;
+        while ((await queue.size()) > 0) {
+          if (Date.now() > deadline) throw new Error("the Director never acked its delivery");
+          await delay(50);
+        }
+      } finally {
+        await nc.close();
+      }
+      await stack.transport.bus.flush();
+      expect(slow.requests).toHaveLength(1);
+      expect(results.values).toHaveLength(0);
+      expect(events.values.some((e) => e.type.startsWith("task.completed"))).toBe(false);
+      expect((await readRecord(stack.transport.store, taskId))?.record).toMatchObject({ owner: "director-thief", result: { content: "theirs" } });
+    } finally {
+      await slow.close();
+    }
+  });
+});
