@@ -29,6 +29,7 @@ import {
 } from "../protocol/index.js";
 import type { BusMessage, TaskStore, WorkItem, WorkQueue } from "./bus.js";
 import { messageOf, type ActorDeps, type RoleHandle } from "./deps.js";
+import { compilePrompt } from "./director-compile.js";
 import { claimTask, readRecord, requestCancel, writeClaimed, type Claim } from "./director-records.js";
 import { handleSubmit } from "./intake.js";
 import { ask } from "./serve.js";
@@ -144,7 +145,17 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
       taskMachine.provide({
         actors: {
           evaluate: fromPromise(async ({ input, signal }) => {
-            const request: EvaluateRequest = { type: "evaluator.evaluate", taskId: record.taskId, xml: input.xml, inputs: input.inputs };
+            let xml = input.xml;
+            if (xml === "" && record.prompt !== undefined) {
+              const compiled = await compilePrompt(deps, store, claim, record.prompt, {
+                timeoutMs: config.taskTimeoutMs,
+                signal,
+                announce: (type, message, data) => publishEvent(record.taskId, ++task.seq, type, "running", message, data),
+              });
+              if (!compiled.ok) return compiled.result;
+              xml = compiled.xml;
+            }
+            const request: EvaluateRequest = { type: "evaluator.evaluate", taskId: record.taskId, xml, inputs: input.inputs };
             const reply = await ask(deps, subjects.evaluate, request, EvaluateReply, { timeoutMs: config.taskTimeoutMs, signal });
             return reply.result;
           }),

@@ -5,7 +5,7 @@
  */
 import { find, isPath, type Env } from "../machines/env.js";
 import type { TaskResult } from "../protocol/index.js";
-import { stringify } from "./template/substitute.js";
+import { stringify, type SubstituteMode } from "./template/substitute.js";
 
 /** How deep inline calls may nest (a template whose prompt calls a template, …). */
 export const MAX_INLINE_DEPTH = 5;
@@ -60,9 +60,10 @@ export type ExpandResult = { ok: true; text: string } | { ok: false; missing: st
 
 /**
  * Replaces `{{path}}` with the variable's value and `{{f(…)}}` with the output of calling `f` (strict: every
- * unresolved variable is collected; a failing call fails the whole text with its result). Other brace text stays.
+ * unresolved variable is collected; lenient: it becomes the marker `{{undefined:name}}`, C13; a failing call fails
+ * the whole text with its result). Other brace text stays.
  */
-export async function expandText(text: string, env: Env, call: (c: InlineCall) => Promise<TaskResult>): Promise<ExpandResult> {
+export async function expandText(text: string, env: Env, call: (c: InlineCall) => Promise<TaskResult>, mode: SubstituteMode = "strict"): Promise<ExpandResult> {
   const pieces: string[] = [];
   const missing: string[] = [];
   let last = 0;
@@ -73,6 +74,7 @@ export async function expandText(text: string, env: Env, call: (c: InlineCall) =
     if (isPath(inner)) {
       const found = find(env, inner);
       if (found.found) pieces.push(stringify(found.value));
+      else if (mode === "lenient") pieces.push(`{{undefined:${inner}}}`);
       else if (!missing.includes(inner)) missing.push(inner);
       continue;
     }

@@ -7,6 +7,7 @@ import type { EvalNode } from "../machines/evaluation.js";
 import type { Env } from "../machines/env.js";
 import type { StepNode, TaskNode, TaskResult, TemplateDocument } from "../protocol/index.js";
 import { expandText, type InlineCall } from "./evaluator-inline.js";
+import type { SubstituteMode } from "./template/substitute.js";
 
 const STEP_KINDS = new Set(["task", "call", "cond", "element"]);
 
@@ -87,6 +88,10 @@ export interface AtomicFields {
   prompt: string;
   system?: string;
   model?: string;
+  /** Context files the Handler reads and attaches (set by the task's context, not substituted). */
+  files?: string[];
+  /** Context text the Handler attaches (inherited text, accumulated step outputs). */
+  context?: string;
 }
 
 function atomicFields(node: TaskNode): AtomicFields {
@@ -100,14 +105,15 @@ function atomicFields(node: TaskNode): AtomicFields {
 
 /**
  * Substitutes `{{var}}` from `env` and runs inline calls `{{f(…)}}` in every field (strict: a missing variable fails
- * the task, C13, naming every missing variable; a failing inline call fails it with the call's result).
+ * the task, C13, naming every missing variable; `lenient` inserts `{{undefined:name}}` instead; a failing inline
+ * call fails it with the call's result).
  */
-export async function prepareAtomic(node: TaskNode, env: Env, call: (c: InlineCall) => Promise<TaskResult>): Promise<{ ok: true; fields: AtomicFields } | { ok: false; result: TaskResult }> {
+export async function prepareAtomic(node: TaskNode, env: Env, call: (c: InlineCall) => Promise<TaskResult>, mode: SubstituteMode = "strict"): Promise<{ ok: true; fields: AtomicFields } | { ok: false; result: TaskResult }> {
   const fields = atomicFields(node);
   const out: Record<string, string> = {};
   const missing = new Set<string>();
   for (const [key, text] of Object.entries(fields)) {
-    const done = await expandText(text, env, call);
+    const done = await expandText(text, env, call, mode);
     if (done.ok) out[key] = done.text;
     else if ("result" in done) return { ok: false, result: done.result };
     else for (const name of done.missing) missing.add(name);

@@ -4,17 +4,26 @@
  * step of a composite is evaluated by a nested evaluation actor ({@link evaluateNode}).
  */
 import { createActor, fromPromise, toPromise } from "xstate";
-import { extend, find, isPath, rootEnv, type Env } from "../machines/env.js";
+import type { SuspendedResult } from "../machines/continuation.js";
+import { extend, find, flatten, isPath, rootEnv, type Env } from "../machines/env.js";
 import { directorEvaluatorMachine } from "../machines/director-evaluator.js";
 import { evaluationMachine, type BindOutcome } from "../machines/evaluation.js";
 import { evaluateTest } from "../machines/expression.js";
 import { reduceMachine, type ReduceItem, type ResolvedItems } from "../machines/reduce.js";
 import { sequentialMachine } from "../machines/sequential.js";
-import type { CondNode, TaskNode, TaskResult, TemplateDocument } from "../protocol/index.js";
+import type { CondNode, ContinuationKind, SessionState, TaskNode, TaskResult, TemplateDocument } from "../protocol/index.js";
+import { provideContinuation } from "./evaluator-continuation.js";
+import { applyOutputFormat, atomicContext, compositeContextBindings, contextFields, returnsOf, walkContextDeps, withContextNotes, type ContextDeps } from "./evaluator-context.js";
 import { MAX_INLINE_DEPTH, type InlineCall } from "./evaluator-inline.js";
-import { checkParam, inputFailure, nodeAt, prepareAtomic, summarize, type AtomicFields } from "./evaluator-nodes.js";
+import { checkParam, entryPath, inputFailure, nodeAt, prepareAtomic, summarize, type AtomicFields } from "./evaluator-nodes.js";
 import { runScriptExecution, runScriptTask, type RunCommand } from "./evaluator-script.js";
-import { substitute } from "./template/substitute.js";
+import type { TemplateLibrary } from "./template/library.js";
+import { substitute, type SubstituteMode } from "./template/substitute.js";
+
+/** The Evaluator's reserved (`$`) bindings of `env`; they cross into function templates and subtasks. */
+function reservedOf(env: Env): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(flatten(env)).filter(([name]) => name.startsWith("$")));
+}
 
 /** What a walk of one document needs from the Evaluator role. */
 export interface Walk {
@@ -22,12 +31,22 @@ export interface Walk {
   document: TemplateDocument;
   /** Publish a progress report of the task. */
   progress(event: string, message: string, data?: Record<string, unknown>): void;
-  /** Run substituted atomic fields in a Handler. */
-  execute(path: string, fields: AtomicFields, signal: AbortSignal): Promise<TaskResult>;
+  /** Run substituted atomic fields in a Handler; a CONTINUATION result carries the suspended session. */
+  execute(path: string, fields: AtomicFields & { continuations?: ContinuationKind[] }, signal: AbortSignal): Promise<SuspendedResult>;
+  /** Resume a suspended Handler session with `answer` as the response to its pending tool call. */
+  resume(path: string, session: SessionState, answer: string, signal: AbortSignal): Promise<SuspendedResult>;
+  /** Templates subtasks and evaluations are chosen from. */
+  library: TemplateLibrary;
+  /** Offer `run_subtask` to atomic sessions. */
+  subtaskTools: boolean;
   /** Run the argv of a script in a Handler. */
   script: RunCommand;
   /** Deepest nesting of evaluations (steps, calls, nested inputs) before the walk fails. */
   maxDepth: number;
+  /** `{{var}}` substitution of prompts and call arguments: `strict` (default) or `lenient` (C13). */
+  substitution?: SubstituteMode;
+  /** Associative matching by the Memory role, for a task's context (`fresh_context`, `subset`, file_paths queries). */
+  memoryMatch?: ContextDeps["memoryMatch"];
 }
 
 function missingNode(path: string): TaskResult {
@@ -35,7 +54,7 @@ function missingNode(path: string): TaskResult {
 }
 
 /** Evaluates the node at `path` in `env` with a nested evaluation actor; aborting `signal` cancels it. */
-export async function evaluateNode(walk: Walk, path: string, env: Env, depth: number, signal: AbortSignal, inline = 0): Promise<TaskResult> {
+export async function evaluateNode(walk: Walk, path: string, env: Env, depth: number, signal: AbortSignal, inline = 0, entry = false): Promise<TaskResult> {
   // XState starts an invoked child before the parent's own entry actions run on its first step; yielding once
   // lets the parent report (e.g. `step 1/3`) before anything the nested evaluation reports.
   await Promise.resolve();
@@ -44,7 +63,7 @@ export async function evaluateNode(walk: Walk, path: string, env: Env, depth: nu
   if (depth > walk.maxDepth) {
     return { content: "", status: "FAILED", notes: {}, error: { type: "TASK_FAILURE", reason: "execution_halted", message: `nesting deeper than ${walk.maxDepth} at ${path}` } };
   }
-  const actor = createActor(provideWalk(walk, depth, inline), { input: { taskId: walk.taskId, path, node: summarize(node), env, entry: false } });
+  const actor = createActor(provideWalk(walk, depth, inline), { input: { taskId: walk.taskId, path, node: summarize(node), env, entry } });
   const cancel = () => actor.send({ type: "evaluation.cancel" });
   signal.addEventListener("abort", cancel, { once: true });
   try {
@@ -54,6 +73,22 @@ export async function evaluateNode(walk: Walk, path: string, env: Env, depth: nu
   } finally {
     signal.removeEventListener("abort", cancel);
   }
+}
+
+/** Evaluates the entry node of another document (a library template) as the document's entry, in `env`. */
+export function evaluateDocument(walk: Walk, document: TemplateDocument, env: Env, depth: number, signal: AbortSignal): Promise<TaskResult> {
+  const path = entryPath(document);
+  if (path === undefined) return Promise.resolve(missingNode("(entry)"));
+  return evaluateNode({ ...walk, document }, path, env, depth, signal, 0, true);
+}
+
+/**
+ * Continuation tools offered to an atomic task: `run_subtask` unless switched off (past the depth limit a call
+ * fails the task with subtask_failure, so the limit is visible, C5), `request_evaluation` to subtype `director`.
+ */
+function continuationsFor(walk: Walk, node: TaskNode): ContinuationKind[] {
+  const kinds: ContinuationKind[] = walk.subtaskTools ? ["subtask"] : [];
+  return node.subtype === "director" ? [...kinds, "evaluation"] : kinds;
 }
 
 /** The evaluation machine with every effect provided for `walk`, at nesting `depth` (`inline`: inline calls around it). */
@@ -71,15 +106,27 @@ export function provideWalk(walk: Walk, depth: number, inline = 0) {
       bindInputs: fromPromise<BindOutcome, { path: string; env: Env; entry: boolean }>(({ input, signal }) =>
         bindInputs(walk, taskAt(input.path), input.path, input.env, input.entry, depth, signal),
       ),
-      runAtomic: fromPromise<TaskResult, { path: string; env: Env }>(async ({ input, signal }) => {
+      runAtomic: fromPromise<SuspendedResult, { path: string; env: Env }>(async ({ input, signal }) => {
         const callInline = async (c: InlineCall): Promise<TaskResult> => {
           if (inline >= MAX_INLINE_DEPTH) return inputFailure(`inline call ${c.template}() nested deeper than ${MAX_INLINE_DEPTH}`);
           const bound = await bindArgs(walk, c.template, c.args, input.env, depth, signal);
           if ("result" in bound) return bound.result;
           return evaluateNode(walk, `templates.${bound.template}.body`, bound.env, depth + 1, signal, inline + 1);
         };
-        const prepared = await prepareAtomic(taskAt(input.path), input.env, callInline);
-        return prepared.ok ? walk.execute(input.path, prepared.fields, signal) : prepared.result;
+        const node = taskAt(input.path);
+        const prepared = await prepareAtomic(node, input.env, callInline, walk.substitution);
+        if (!prepared.ok) return prepared.result;
+        const context = await atomicContext(walkContextDeps(walk, input.path), node, input.env, prepared.fields.prompt, signal);
+        if (!context.ok) return context.result;
+        const result = await walk.execute(input.path, { ...prepared.fields, ...contextFields(context.value), continuations: continuationsFor(walk, node) }, signal);
+        return applyOutputFormat(node, withContextNotes(result, context.value), returnsOf(walk.document, input.path));
+      }),
+      runRef: fromPromise<TaskResult, { path: string; env: Env }>(async ({ input, signal }) => {
+        const ref = taskAt(input.path).ref ?? "";
+        const template = walk.library.get(ref);
+        if (!template) return inputFailure(`no template named '${ref}' in the template library (--templates)`, { ref });
+        const result = await evaluateDocument(walk, template.document, input.env, depth + 1, signal);
+        return { ...result, notes: { ...result.notes, template_used: template.name } };
       }),
       runCall: fromPromise<TaskResult, { path: string; env: Env }>(async ({ input, signal }) => {
         const node = nodeAt(walk.document, input.path);
@@ -95,6 +142,10 @@ export function provideWalk(walk: Walk, depth: number, inline = 0) {
         return runCond(walk, node, input.path, input.env, depth, signal);
       }),
       runScript: fromPromise<TaskResult, { path: string; env: Env }>(({ input, signal }) => runScriptTask(walk.script, taskAt(input.path), input.path, input.env, signal)),
+      continuation: provideContinuation(
+        { library: walk.library, script: walk.script, resume: walk.resume, progress: walk.progress, evaluateDocument: (document, env, signal) => evaluateDocument(walk, document, env, depth + 1, signal) },
+        (path, result) => (result.status === "COMPLETE" ? applyOutputFormat(taskAt(path), result, returnsOf(walk.document, path)) : result),
+      ),
       sequential: sequentialMachine.provide({ actions: { progress }, actors: { runStep } }),
       directorEvaluator: directorEvaluatorMachine.provide({
         actions: { progress },
@@ -149,7 +200,7 @@ async function bindInputs(walk: Walk, node: TaskNode, path: string, env: Env, en
     if ("result" in got) return { result: got.result };
     if ("value" in got) bindings[input.name] = got.value;
   }
-  return { env: extend(env, bindings) };
+  return { env: extend(env, { ...compositeContextBindings(node, env), ...bindings }) };
 }
 
 async function resolveItems(walk: Walk, node: TaskNode, path: string, env: Env, depth: number, signal: AbortSignal): Promise<ResolvedItems> {
@@ -165,7 +216,7 @@ async function resolveItems(walk: Walk, node: TaskNode, path: string, env: Env, 
 const QUOTED = /^"([\s\S]*)"$|^'([\s\S]*)'$/;
 
 /** An argument's value: a variable (path) first, a literal second (SEED-NOTES §3.3). */
-export function argumentValue(text: string, env: Env): { value: unknown } | { missing: string[] } {
+export function argumentValue(text: string, env: Env, mode: SubstituteMode = "strict"): { value: unknown } | { missing: string[] } {
   const t = text.trim();
   const quoted = QUOTED.exec(t);
   if (quoted) return { value: quoted[1] ?? quoted[2] ?? "" };
@@ -177,7 +228,7 @@ export function argumentValue(text: string, env: Env): { value: unknown } | { mi
   if (t === "true" || t === "false") return { value: t === "true" };
   if (t === "null" || t === "none") return { value: null };
   if (t.includes("{{")) {
-    const done = substitute(t, (p) => find(env, p), "strict");
+    const done = substitute(t, (p) => find(env, p), mode);
     return done.ok ? { value: done.text } : { missing: done.missing };
   }
   return { value: t };
@@ -198,7 +249,7 @@ async function bindArgs(walk: Walk, name: string, args: readonly ArgSource[], en
     if (param === undefined) return { result: inputFailure(`too many arguments for template '${template.name}' (it takes ${template.params.length})`) };
     if (!template.params.includes(param)) return { result: inputFailure(`template '${template.name}' has no parameter '${param}'`) };
     if ("text" in arg) {
-      const got = argumentValue(arg.text, env);
+      const got = argumentValue(arg.text, env, walk.substitution);
       if ("missing" in got) return { result: inputFailure(`missing required input: ${got.missing.map((m) => `'${m}'`).join(", ")}`, { missing: got.missing }) };
       params[param] = got.value;
     } else {
@@ -217,8 +268,8 @@ async function bindArgs(walk: Walk, name: string, args: readonly ArgSource[], en
     if (!checked.ok) return { result: inputFailure(`argument '${spec.name}' of template '${template.name}' is not of type ${spec.type ?? ""}`) };
     params[spec.name] = checked.value;
   }
-  // A function template sees only its parameters (SEED-NOTES §3.3).
-  return { template: index, env: rootEnv(params) };
+  // A function template sees only its parameters (SEED-NOTES §3.3), and the Evaluator's reserved `$` bindings.
+  return { template: index, env: rootEnv({ ...reservedOf(env), ...params }) };
 }
 
 /**

@@ -4,7 +4,8 @@
  * reports steps as progress; aborts its work when the task is cancelled.
  */
 import { createActor, toPromise, type Actor } from "xstate";
-import { rootEnv } from "../machines/env.js";
+import { DEFAULT_MAX_EVALUATIONS, DEFAULT_MAX_SUBTASK_DEPTH, RESERVED } from "../machines/continuation.js";
+import { extend, rootEnv } from "../machines/env.js";
 import type { evaluationMachine } from "../machines/evaluation.js";
 import {
   CancelBroadcast,
@@ -12,6 +13,8 @@ import {
   encode,
   EvaluateRequest,
   ExecuteReply,
+  MatchReply,
+  type MatchRequest,
   Progress,
   type EvaluateReply,
   type ExecuteRequest,
@@ -23,10 +26,14 @@ import type { ActorDeps, RoleHandle } from "./deps.js";
 import { entryPath, nodeAt, summarize } from "./evaluator-nodes.js";
 import { provideWalk, type Walk } from "./evaluator-walk.js";
 import { ask, serve } from "./serve.js";
+import { createLibrary, type TemplateLibrary } from "./template/library.js";
 import { parseTemplate } from "./template/parse.js";
 
 /** Deepest nesting of evaluations (steps, calls, nested inputs) in one task; guards against recursive templates. */
 export const MAX_DEPTH = 32;
+
+/** Longest the Evaluator waits for a `memory.match` answer. */
+const MEMORY_TIMEOUT_MS = 30_000;
 
 /** Time beyond a script's timeout the Evaluator waits for the Handler's answer. */
 const SCRIPT_REPLY_MARGIN_MS = 15_000;
@@ -37,11 +44,26 @@ export interface EvaluatorConfig {
   concurrency: number;
   /** Longest an atomic task may take in a Handler. */
   taskTimeoutMs: number;
+  /** `{{var}}` substitution: `strict` (default) fails on an unbound variable, `lenient` inserts `{{undefined:name}}` (C13). */
+  substitution?: "strict" | "lenient";
+  /** Templates subtasks and evaluations are chosen from; an empty library by default. */
+  library?: TemplateLibrary;
+  /** Deepest subtask nesting (C5). Default 5. */
+  maxSubtaskDepth?: number;
+  /** Evaluations one director session may ask for. Default 5. */
+  maxEvaluations?: number;
+  /** Offer `run_subtask` to atomic sessions. Default true. */
+  subtaskTools?: boolean;
 }
 
 /** Starts the Evaluator role. */
 export function startEvaluator(deps: ActorDeps, config: EvaluatorConfig): RoleHandle {
   const live = new Map<string, Set<Actor<typeof evaluationMachine>>>();
+  const library = config.library ?? createLibrary([]);
+  const limits = {
+    [RESERVED.maxDepth]: config.maxSubtaskDepth ?? DEFAULT_MAX_SUBTASK_DEPTH,
+    [RESERVED.maxEvaluations]: config.maxEvaluations ?? DEFAULT_MAX_EVALUATIONS,
+  };
 
   const progress = (taskId: string, event: string, message: string, data?: Record<string, unknown>) =>
     deps.bus.publish(
@@ -70,20 +92,39 @@ export function startEvaluator(deps: ActorDeps, config: EvaluatorConfig): RoleHa
       taskId,
       document,
       maxDepth: MAX_DEPTH,
+      substitution: config.substitution ?? "strict",
+      memoryMatch: async (query, signal) => {
+        const match: MatchRequest = {
+          type: "memory.match",
+          templateDescription: query.text,
+          templateType: "atomic",
+          inputs: {},
+          ...(query.previousOutputs && query.previousOutputs.length > 0 ? { previousOutputs: query.previousOutputs } : {}),
+        };
+        const answer = await ask(deps, deps.subjects.memoryMatch, match, MatchReply, { timeoutMs: MEMORY_TIMEOUT_MS, signal });
+        return answer.matches.slice(0, query.limit ?? answer.matches.length).map((m) => ({ path: m.path, ...(m.score === undefined ? {} : { score: m.score }) }));
+      },
       progress: (event, message, data) => progress(taskId, event, message, data),
+      library,
+      subtaskTools: config.subtaskTools ?? true,
       execute: async (nodePath, fields, signal) => {
         const execute: ExecuteRequest = { type: "handler.execute", taskId, nodePath, ...fields };
         const answer = await ask(deps, deps.subjects.execute, execute, ExecuteReply, { timeoutMs: config.taskTimeoutMs, signal });
-        return answer.result;
+        return answer.session ? { ...answer.result, session: answer.session } : answer.result;
+      },
+      resume: async (nodePath, session, answer, signal) => {
+        const execute: ExecuteRequest = { type: "handler.execute", taskId, nodePath, prompt: "", resume: { session, answer } };
+        const reply = await ask(deps, deps.subjects.execute, execute, ExecuteReply, { timeoutMs: config.taskTimeoutMs, signal });
+        return reply.session ? { ...reply.result, session: reply.session } : reply.result;
       },
       script: async (nodePath, command, signal) => {
         const request: ScriptRequest = { type: "handler.script", taskId, nodePath, ...command };
         // The Handler enforces the script's own timeout; the margin covers its kill grace and the round trip.
-        const answer = await ask(deps, deps.subjects.execute, request, ScriptReply, { timeoutMs: command.timeoutMs + SCRIPT_REPLY_MARGIN_MS, signal });
+        const answer = await ask(deps, deps.subjects.script, request, ScriptReply, { timeoutMs: command.timeoutMs + SCRIPT_REPLY_MARGIN_MS, signal });
         return answer;
       },
     };
-    const actor = createActor(provideWalk(walk, 0), { input: { taskId, path, node: summarize(node), env: rootEnv(request.inputs), entry: true } });
+    const actor = createActor(provideWalk(walk, 0), { input: { taskId, path, node: summarize(node), env: extend(rootEnv(limits), request.inputs ?? {}), entry: true } });
     const set = live.get(taskId) ?? new Set();
     live.set(taskId, set.add(actor));
     try {

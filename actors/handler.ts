@@ -2,12 +2,14 @@
  * The Handler role: runs each atomic task as one LLM session ({@link handlerSessionMachine}).
  * Serves `<root>.handler.execute` in queue group `handler`; reports turns, retries, tool calls and the context
  * warning as progress; aborts the session (its HTTP request, backoff wait or tool) when the task is cancelled.
- * The same subject serves the commands of `script` tasks (`handler.script`), run with the `run_script` tool.
+ * `<root>.handler.script` (same queue group) runs the commands of `script` tasks with the `run_script` tool's limits.
  */
 import { createActor, fromPromise, toPromise, type Actor } from "xstate";
-import { handlerSessionMachine, type ChatMessage } from "../machines/handler-session.js";
-import { CancelBroadcast, HandlerRequest, decode, encode, Progress, type ExecuteReply, type ExecuteRequest, type ScriptReply, type ScriptRequest, type TaskResult, Usage } from "../protocol/index.js";
+import { handlerSessionMachine, type ChatMessage, type PendingContinuation, type SessionOutput } from "../machines/handler-session.js";
+import { CancelBroadcast, decode, encode, ExecuteRequest, Progress, ScriptRequest, type ExecuteReply, type ScriptReply, type TaskResult, Usage } from "../protocol/index.js";
 import type { ActorDeps, RoleHandle } from "./deps.js";
+import { continuationTools, readContinuation } from "./handler-continuation.js";
+import { attachContext } from "./handler-files.js";
 import type { CallModel } from "./model.js";
 import { serve } from "./serve.js";
 import { contextWindowOf, costOf, countRequestTokens, type ModelPrice } from "./tokens.js";
@@ -48,27 +50,25 @@ export function buildSystemPrompt(base: string, template: string | undefined): s
 const NO_TOOLS: Toolset = {
   definitions: [],
   run: async (call) => ({ malformed: true, content: `error: no tool named '${call.function.name}' is available` }),
+  script: async () => ({ error: "this Handler has no tools" }),
 };
 
-const OUTCOME = /^(?:exit code (-?\d+)|(timed out)[^\n]*|ended by signal[^\n]*)\n--- stdout ---\n([\s\S]*)\n--- stderr ---\n([\s\S]*)$/;
-
-/** Runs one command of a `script` task with the `run_script` tool and reads the tool's answer back. */
+/** Runs one command of a `script` task with the `run_script` tool's confinement and limits. */
 export async function runScriptRequest(toolset: Toolset, request: ScriptRequest, signal: AbortSignal): Promise<ScriptReply> {
   const base = { type: "handler.script_result" as const, taskId: request.taskId, nodePath: request.nodePath };
-  const args = { argv: request.argv, timeoutMs: request.timeoutMs, ...(request.cwd === undefined ? {} : { cwd: request.cwd }) };
-  const answer = await toolset.run({ id: `script-${request.nodePath}`, type: "function", function: { name: "run_script", arguments: JSON.stringify(args) } }, signal);
-  const match = answer.malformed ? null : OUTCOME.exec(answer.content);
-  if (!match) return { ...base, exitCode: null, timedOut: false, stdout: "", stderr: "", error: answer.content.replace(/^error: /, "") };
-  return { ...base, exitCode: match[1] === undefined ? null : Number(match[1]), timedOut: match[2] !== undefined, stdout: match[3] ?? "", stderr: match[4] ?? "" };
+  const ran = await toolset.script({ argv: request.argv, timeoutMs: request.timeoutMs, ...(request.cwd === undefined ? {} : { cwd: request.cwd }) }, signal);
+  if ("error" in ran) return { ...base, exitCode: null, timedOut: false, stdout: "", stderr: "", error: ran.error };
+  const { exitCode, timedOut, stdout, stderr } = ran.outcome;
+  return { ...base, exitCode, timedOut, stdout, stderr };
 }
 
 /** Starts the Handler role. Without a toolset, the model is offered no tools. */
 export function startHandler(deps: ActorDeps, config: HandlerConfig, callModel: CallModel, toolset: Toolset = NO_TOOLS): RoleHandle {
   const sessions = new Map<string, Set<Actor<typeof handlerSessionMachine>>>();
-  const tools = toolset.definitions;
-
   const execute = async (request: ExecuteRequest): Promise<ExecuteReply> => {
     const { taskId, nodePath } = request;
+    const kinds = request.continuations ?? [];
+    const tools = kinds.length === 0 ? toolset.definitions : [...toolset.definitions, ...continuationTools(kinds)];
     const progress = (event: string, message: string, data: Record<string, unknown>) =>
       deps.bus.publish(deps.subjects.progress(taskId), encode(Progress, { type: "task.progress", taskId, event, message, data: { nodePath, ...data } }));
     const model = request.model ?? config.defaultModel;
@@ -91,13 +91,24 @@ export function startHandler(deps: ActorDeps, config: HandlerConfig, callModel: 
         runTools: fromPromise(async ({ input, signal }) => {
           const messages: ChatMessage[] = [];
           let malformed = 0;
+          let continuation: PendingContinuation | undefined;
           for (const call of input.calls) {
-            const answer = await toolset.run(call, signal);
+            const asked = readContinuation(call, kinds);
+            if (asked && "continuation" in asked && !continuation) {
+              continuation = asked.continuation;
+              progress("tool.call", call.function.name, { tool: call.function.name, malformed: false });
+              continue;
+            }
+            const answer = asked
+              ? "problem" in asked
+                ? { malformed: true, content: asked.problem }
+                : { malformed: false, content: "error: one continuation per message; call it again after the first one has answered" }
+              : await toolset.run(call, signal);
             if (answer.malformed) malformed++;
             progress("tool.call", `${call.function.name}${answer.malformed ? " (malformed)" : ""}`, { tool: call.function.name, malformed: answer.malformed });
             messages.push({ role: "tool", tool_call_id: call.id, content: answer.content });
           }
-          return { messages, malformed };
+          return { messages, malformed, ...(continuation ? { continuation } : {}) };
         }),
       },
       actions: {
@@ -107,15 +118,17 @@ export function startHandler(deps: ActorDeps, config: HandlerConfig, callModel: 
           progress("context.warning", `context at ${params.used}/${params.limit} tokens (warning at ${Math.round(params.threshold * 100)} %)`, { ...params }),
       },
     });
+    const attached = request.resume ? { text: "", notes: {} } : await attachContext(toolset, request.files, request.context, AbortSignal.timeout(30_000));
     const actor = createActor(machine, {
       input: {
-        system: buildSystemPrompt(config.baseSystemPrompt, request.system),
+        system: buildSystemPrompt(config.baseSystemPrompt, request.system) + attached.text,
         prompt: request.prompt,
         model,
         maxTurns: config.maxTurns,
         contextLimit: Math.floor(contextWindowOf(model, config.contextWindowTokens ?? 128_000) * (config.maxContextWindowFraction ?? 0.8)),
         warningThreshold: config.warningThreshold ?? 0.8,
         maxMalformedToolCalls: config.maxMalformedToolCalls ?? 3,
+        ...(request.resume ? { restore: { ...request.resume.session, answer: request.resume.answer } } : {}),
       },
     });
     const live = sessions.get(taskId) ?? new Set();
@@ -123,10 +136,10 @@ export function startHandler(deps: ActorDeps, config: HandlerConfig, callModel: 
     try {
       const done = toPromise(actor);
       actor.start();
-      const result: TaskResult = await done;
+      const { session, ...result }: SessionOutput = await done;
       const usage = Usage.safeParse(result.notes["usage"]);
       const priced = usage.success ? { ...result, notes: { ...result.notes, ...cost(String(result.notes["model"]), usage.data) } } : result;
-      return { type: "handler.result", taskId, nodePath, result: priced };
+      return { type: "handler.result", taskId, nodePath, result: { ...priced, notes: { ...attached.notes, ...priced.notes } }, ...(session ? { session } : {}) };
     } finally {
       live.delete(actor);
       if (live.size === 0) sessions.delete(taskId);
@@ -147,13 +160,8 @@ export function startHandler(deps: ActorDeps, config: HandlerConfig, callModel: 
   };
 
   const subscriptions = [
-    serve(deps, {
-      subject: deps.subjects.execute,
-      queue: deps.subjects.queue("handler"),
-      schema: HandlerRequest,
-      concurrency: config.concurrency,
-      handle: (request) => (request.type === "handler.script" ? script(request) : execute(request)),
-    }),
+    serve(deps, { subject: deps.subjects.execute, queue: deps.subjects.queue("handler"), schema: ExecuteRequest, concurrency: config.concurrency, handle: execute }),
+    serve(deps, { subject: deps.subjects.script, queue: deps.subjects.queue("handler"), schema: ScriptRequest, concurrency: config.concurrency, handle: script }),
     deps.bus.subscribe(deps.subjects.cancelBroadcast, (msg) => {
       const decoded = decode(CancelBroadcast, msg.data);
       if (!decoded.ok) return;

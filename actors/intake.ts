@@ -27,6 +27,8 @@ export interface Submission {
   taskId?: TaskId;
   xml: string;
   inputs: TaskInputs;
+  /** The request in words (then `xml` is empty until the Director has it compiled). */
+  prompt?: string;
 }
 
 /** Decodes a submit body: JSON `{taskId?, xml|template, inputs?}` or a raw XML document. Validates the template. */
@@ -47,8 +49,10 @@ export function decodeSubmission(data: Uint8Array): { ok: true; submission: Subm
       const code = idIssue ? "INVALID_ID" : "INVALID_MESSAGE";
       return { ok: false, reply: errorReply(code, parsed.error.message, { details: parsed.error.issues }) };
     }
-    const { taskId, xml, template, inputs } = parsed.value;
-    submission = { xml: xml ?? template ?? "", inputs: inputs ?? {}, ...(taskId ? { taskId } : {}) };
+    const { taskId, xml, template, prompt, inputs } = parsed.value;
+    submission = { xml: xml ?? template ?? "", inputs: inputs ?? {}, ...(taskId ? { taskId } : {}), ...(prompt === undefined ? {} : { prompt }) };
+    // A prompt is stored as is; the Director has it compiled and validated before the task runs.
+    if (prompt !== undefined) return { ok: true, submission };
   }
   const parsed = parseTemplate(submission.xml);
   if (!parsed.ok) {
@@ -70,7 +74,15 @@ export async function acceptSubmission(
 ): Promise<SubmitReply> {
   const taskId = (submission.taskId ?? deps.newId()) as TaskId;
   const at = deps.now().toISOString();
-  const record: TaskRecord = { taskId, state: "queued", xml: submission.xml, inputs: submission.inputs, submittedAt: at, updatedAt: at };
+  const record: TaskRecord = {
+    taskId,
+    state: "queued",
+    xml: submission.xml,
+    ...(submission.prompt === undefined ? {} : { prompt: submission.prompt }),
+    inputs: submission.inputs,
+    submittedAt: at,
+    updatedAt: at,
+  };
   const created = await store.create(taskId, encode(TaskRecord, record));
   if (created === "exists") {
     const existing = await store.get(taskId);

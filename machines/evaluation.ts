@@ -3,15 +3,17 @@
  *
  * routing → binding → runningAtomic | runningSequential | runningScript | runningLoop, or → runningReduce | runningCall |
  * runningCond, each → done | failed;
- * → unsupported for constructs a later release executes. The machine knows nodes by *path* (`0`, `0.steps.2`,
+ * → unsupported for task types it does not know. The machine knows nodes by *path* (`0`, `0.steps.2`,
  * `templates.1.body`) and a plain summary ({@link EvalNode}); the shell resolves paths to typed AST nodes.
- * Composites are child machines registered by name: `sequential`, `reduce` and `directorEvaluator`.
+ * Composites are child machines registered by name: `sequential`, `reduce`, `directorEvaluator`, and
+ * `continuation` for an atomic task whose session returned CONTINUATION (a subtask or an evaluation).
  * Effects: `bindInputs` (the node's `<inputs>` bound into its environment), `runAtomic` (substitute and run
  * in a Handler), `runScript` (a `script` task's command, run by a Handler), `runCall` (a function template call), `runCond` (the first true case of a `<cond>`) and `progress`. `evaluation.cancel` aborts the node in flight.
  */
 import { assign, fromPromise, setup } from "xstate";
 import type { AccumulationFormat, TaskResult } from "../protocol/index.js";
 import type { Env } from "./env.js";
+import { continuationMachine, DEFAULT_MAX_EVALUATIONS, DEFAULT_MAX_SUBTASK_DEPTH, type SuspendedResult } from "./continuation.js";
 import { directorEvaluatorMachine } from "./director-evaluator.js";
 import { notProvided } from "./not-provided.js";
 import { reduceMachine } from "./reduce.js";
@@ -22,7 +24,7 @@ export interface EvalNode {
   kind: string;
   type?: string;
   loc?: { line: number; col: number };
-  /** `ref` of a task: a task of the template library (not executable yet). */
+  /** `ref` of a task: the name of a template of the library, run in the task's place. */
   ref?: string;
   /** `name` of a task, or the called template of a `<call>`. */
   name?: string;
@@ -96,22 +98,24 @@ export const evaluationMachine = setup({
   },
   actors: {
     bindInputs: fromPromise<BindOutcome, { path: string; env: Env; entry: boolean }>(async () => notProvided("evaluation.bindInputs")),
-    runAtomic: fromPromise<TaskResult, { path: string; env: Env }>(async () => notProvided("evaluation.runAtomic")),
+    runAtomic: fromPromise<SuspendedResult, { path: string; env: Env }>(async () => notProvided("evaluation.runAtomic")),
+    continuation: continuationMachine,
     runCall: fromPromise<TaskResult, { path: string; env: Env }>(async () => notProvided("evaluation.runCall")),
     runCond: fromPromise<TaskResult, { path: string; env: Env }>(async () => notProvided("evaluation.runCond")),
     runScript: fromPromise<TaskResult, { path: string; env: Env }>(async () => notProvided("evaluation.runScript")),
+    runRef: fromPromise<TaskResult, { path: string; env: Env }>(async () => notProvided("evaluation.runRef")),
     sequential: sequentialMachine,
     directorEvaluator: directorEvaluatorMachine,
     reduce: reduceMachine,
   },
   guards: {
     isAtomic: ({ context }) => context.node.kind === "task" && context.node.ref === undefined && ATOMIC_TYPES.has(context.node.type ?? "atomic"),
+    isRef: ({ context }) => context.node.kind === "task" && context.node.ref !== undefined,
     isSequential: ({ context }) => isTask(context.node, "sequential"),
     isReduce: ({ context }) => isTask(context.node, "reduce"),
     isScript: ({ context }) => context.node.ref === undefined && isTask(context.node, "script"),
-    // A loop without its director or evaluator stays unsupported until the pipeline test that pins that answer
-    // moves on; the child machine itself answers input_validation_failure for it.
-    isLoop: ({ context }) => context.node.ref === undefined && isTask(context.node, "director_evaluator_loop") && !!context.node.loop?.director && !!context.node.loop.evaluator,
+    // A loop without its director or evaluator reaches the child machine, which answers input_validation_failure.
+    isLoop: ({ context }) => context.node.ref === undefined && isTask(context.node, "director_evaluator_loop"),
     isCall: ({ context }) => context.node.kind === "call",
     isCond: ({ context }) => context.node.kind === "cond",
   },
@@ -129,6 +133,7 @@ export const evaluationMachine = setup({
     routing: {
       description: "Choose how to evaluate the node by its kind and type.",
       always: [
+        { guard: "isRef", target: "binding" },
         { guard: "isAtomic", target: "binding" },
         { guard: "isSequential", target: "binding" },
         { guard: "isScript", target: "binding" },
@@ -147,6 +152,7 @@ export const evaluationMachine = setup({
         input: ({ context }) => ({ path: context.path, env: context.env, entry: context.entry }),
         onDone: [
           { guard: ({ event }) => "result" in event.output, target: "failed", actions: assign({ result: ({ event }) => ("result" in event.output ? event.output.result : undefined) }) },
+          { guard: "isRef", target: "runningRef", actions: assign({ env: ({ context, event }) => ("env" in event.output ? event.output.env : context.env) }) },
           { guard: "isSequential", target: "runningSequential", actions: assign({ env: ({ context, event }) => ("env" in event.output ? event.output.env : context.env) }) },
           { guard: "isScript", target: "runningScript", actions: assign({ env: ({ context, event }) => ("env" in event.output ? event.output.env : context.env) }) },
           { guard: "isLoop", target: "runningLoop", actions: assign({ env: ({ context, event }) => ("env" in event.output ? event.output.env : context.env) }) },
@@ -161,6 +167,24 @@ export const evaluationMachine = setup({
       invoke: {
         src: "runAtomic",
         input: ({ context }) => ({ path: context.path, env: context.env }),
+        onDone: [
+          { guard: ({ event }) => event.output.status === "CONTINUATION", target: "continuing", actions: assign({ result: ({ event }) => event.output }) },
+          { target: "done", actions: assign({ result: ({ event }) => event.output }) },
+        ],
+        onError: { target: "failed", actions: assign({ result: errorResult }) },
+      },
+    },
+    continuing: {
+      description: "CONTINUATION: the session asked for a subtask or an evaluation; the `continuation` child machine answers it and resumes the session.",
+      invoke: {
+        src: "continuation",
+        input: ({ context }) => ({
+          path: context.path,
+          env: context.env,
+          result: context.result ?? failed("unexpected_error", "no continuation result"),
+          maxDepth: DEFAULT_MAX_SUBTASK_DEPTH,
+          maxEvaluations: DEFAULT_MAX_EVALUATIONS,
+        }),
         onDone: { target: "done", actions: assign({ result: ({ event }) => event.output }) },
         onError: { target: "failed", actions: assign({ result: errorResult }) },
       },
@@ -226,6 +250,16 @@ export const evaluationMachine = setup({
         onError: { target: "failed", actions: assign({ result: errorResult }) },
       },
     },
+    runningRef: {
+      description: "A task with `ref`: the library template of that name runs with the task's inputs.",
+      entry: { type: "progress", params: ({ context }) => ({ event: "call.started", message: `template ${context.node.ref ?? ""}`, data: { nodePath: context.path, template: context.node.ref } }) },
+      invoke: {
+        src: "runRef",
+        input: ({ context }) => ({ path: context.path, env: context.env }),
+        onDone: { target: "done", actions: assign({ result: ({ event }) => event.output }) },
+        onError: { target: "failed", actions: assign({ result: errorResult }) },
+      },
+    },
     runningCall: {
       description: "A call of a function template: arguments bound, the template's body evaluated.",
       entry: { type: "progress", params: ({ context }) => ({ event: "call.started", message: `call ${context.node.name ?? ""}`, data: { nodePath: context.path, template: context.node.name } }) },
@@ -250,7 +284,7 @@ export const evaluationMachine = setup({
       type: "final",
       entry: assign({
         result: ({ context }) =>
-          failed("not_supported", `${describe(context.node)} is not supported yet: this release executes atomic, sequential, reduce, script and director_evaluator_loop tasks, calls of function templates and cond`),
+          failed("not_supported", `${describe(context.node)} is not supported: dirigent executes atomic, sequential, reduce, script and director_evaluator_loop tasks, library templates (ref), calls of function templates and cond`),
       }),
     },
     done: { description: "The node produced a result.", type: "final" },

@@ -1,5 +1,5 @@
 /** Types of the Handler session machine (`machines/handler-session.ts`): its input, context and effect signatures. */
-import type { TaskError, Usage } from "../protocol/index.js";
+import type { ContinuationKind, SessionState, TaskError, TaskResult, Usage } from "../protocol/index.js";
 
 /** A chat message, in the chat-completions shape. */
 export type ChatMessage =
@@ -44,7 +44,21 @@ export interface HandlerSessionInput {
   warningThreshold: number;
   /** Malformed tool calls answered with an error before the session fails. */
   maxMalformedToolCalls: number;
+  /** Resume a suspended session: its state, and the answer to its pending tool call. */
+  restore?: SessionState & { answer: string };
 }
+
+/** A continuation tool call: the session suspends until the Evaluator answers it. */
+export interface PendingContinuation {
+  /** The tool call to answer on resume. */
+  toolCallId: string;
+  kind: ContinuationKind;
+  /** The validated `subtask_request` or `evaluation_request`. */
+  request: Record<string, unknown>;
+}
+
+/** What a session ends with: its result and, when it suspended at a continuation, its state. */
+export type SessionOutput = TaskResult & { session?: SessionState };
 
 /** What `countTokens` measures. */
 export interface TokenCount {
@@ -60,6 +74,8 @@ export interface ToolResults {
   messages: ChatMessage[];
   /** How many of the calls were malformed (unknown tool, arguments not JSON or not matching). */
   malformed: number;
+  /** A valid continuation tool call among them: no `tool` message for it; the session suspends. */
+  continuation?: PendingContinuation;
 }
 
 /** Context-window accounting of a session. */
@@ -90,6 +106,8 @@ export interface HandlerSessionContext extends HandlerSessionInput {
   warned: boolean;
   /** Malformed tool calls so far. */
   malformedToolCalls: number;
+  /** The continuation the session suspended at. */
+  continuation?: PendingContinuation;
   error?: TaskError;
 }
 

@@ -13,13 +13,15 @@
  * `session.cancel` ends the session at once, aborting whatever is in flight.
  */
 import { assign, fromPromise, setup } from "xstate";
-import type { TaskResult, Usage } from "../protocol/index.js";
+import type { Usage } from "../protocol/index.js";
 import type {
   CallModelInput,
   ContextMetrics,
   HandlerSessionContext,
   HandlerSessionInput,
   ModelReply,
+  PendingContinuation,
+  SessionOutput,
   TokenCount,
   ToolCall,
   ToolResults,
@@ -33,6 +35,8 @@ export type {
   HandlerSessionContext,
   HandlerSessionInput,
   ModelReply,
+  PendingContinuation,
+  SessionOutput,
   TokenCount,
   ToolCall,
   ToolResults,
@@ -46,7 +50,7 @@ export const handlerSessionMachine = setup({
     input: {} as HandlerSessionInput,
     context: {} as HandlerSessionContext,
     events: {} as { type: "session.cancel" },
-    output: {} as TaskResult,
+    output: {} as SessionOutput,
   },
   actions: {
     turnCompleted: (_, _params: { turn: number; maxTurns: number; usage: Usage; toolCalls: number; context: ContextMetrics }) => undefined,
@@ -67,22 +71,38 @@ export const handlerSessionMachine = setup({
   },
 }).createMachine({
   id: "handlerSession",
-  context: ({ input }) => ({
-    ...input,
-    messages: [
-      { role: "system", content: input.system },
-      { role: "user", content: input.prompt },
-    ],
-    turns: 0,
-    usage: { promptTokens: 0, completionTokens: 0 },
-    content: "",
-    pendingToolCalls: [],
-    finishReason: "",
-    context: { used: 0, limit: input.contextLimit, peak: 0 },
-    reportedTokens: 0,
-    warned: false,
-    malformedToolCalls: 0,
-  }),
+  context: ({ input }) => {
+    const { restore, ...rest } = input;
+    const fresh = {
+      ...rest,
+      messages: [
+        { role: "system" as const, content: input.system },
+        { role: "user" as const, content: input.prompt },
+      ],
+      turns: 0,
+      usage: { promptTokens: 0, completionTokens: 0 },
+      content: "",
+      pendingToolCalls: [],
+      finishReason: "",
+      context: { used: 0, limit: input.contextLimit, peak: 0 },
+      reportedTokens: 0,
+      warned: false,
+      malformedToolCalls: 0,
+    };
+    if (!restore) return fresh;
+    // A resumed session goes on where it suspended: the answer is the response to its pending tool call.
+    return {
+      ...fresh,
+      messages: [...restore.messages, { role: "tool" as const, tool_call_id: restore.toolCallId, content: restore.answer }],
+      turns: restore.turns,
+      usage: restore.usage,
+      context: { used: restore.context.used, limit: input.contextLimit, peak: restore.context.peak },
+      reportedTokens: restore.reportedTokens,
+      warned: restore.warned,
+      malformedToolCalls: restore.malformedToolCalls,
+      model: restore.model,
+    };
+  },
   initial: "checkingLimits",
   on: {
     "session.cancel": {
@@ -247,14 +267,26 @@ export const handlerSessionMachine = setup({
       invoke: {
         src: "runTools",
         input: ({ context }) => ({ calls: context.pendingToolCalls }),
-        onDone: {
-          target: "checkingToolCalls",
-          actions: assign(({ context, event }) => ({
-            messages: [...context.messages, ...event.output.messages],
-            pendingToolCalls: [],
-            malformedToolCalls: context.malformedToolCalls + event.output.malformed,
-          })),
-        },
+        onDone: [
+          {
+            guard: ({ event }) => event.output.continuation !== undefined,
+            target: "suspended",
+            actions: assign(({ context, event }) => ({
+              messages: [...context.messages, ...event.output.messages],
+              pendingToolCalls: [],
+              malformedToolCalls: context.malformedToolCalls + event.output.malformed,
+              ...(event.output.continuation ? { continuation: event.output.continuation } : {}),
+            })),
+          },
+          {
+            target: "checkingToolCalls",
+            actions: assign(({ context, event }) => ({
+              messages: [...context.messages, ...event.output.messages],
+              pendingToolCalls: [],
+              malformedToolCalls: context.malformedToolCalls + event.output.malformed,
+            })),
+          },
+        ],
         onError: {
           target: "failed",
           actions: assign({
@@ -287,19 +319,38 @@ export const handlerSessionMachine = setup({
         { target: "checkingLimits" },
       ],
     },
+    suspended: {
+      description: "CONTINUATION: the model asked for a subtask or an evaluation; the session waits, as data, for its answer.",
+      type: "final",
+    },
     done: { description: "The model finished without asking for tools.", type: "final" },
     exhausted: { description: "A hard limit ended the session.", type: "final" },
     failed: { description: "The model or a tool failed, or the session was cancelled.", type: "final" },
   },
-  output: ({ context }) => ({
-    content: context.content,
-    status: context.error ? "FAILED" : "COMPLETE",
-    notes: {
-      usage: context.usage,
-      turns: context.turns,
-      model: context.model,
-      context: context.context,
-    },
-    ...(context.error ? { error: context.error } : {}),
-  }),
+  output: ({ context }): SessionOutput => {
+    const notes = { usage: context.usage, turns: context.turns, model: context.model, context: context.context };
+    if (context.error) return { content: context.content, status: "FAILED", notes, error: context.error };
+    if (context.continuation) return suspendedOutput(context, notes, context.continuation);
+    return { content: context.content, status: "COMPLETE", notes };
+  },
 });
+
+function suspendedOutput(context: HandlerSessionContext, notes: Record<string, unknown>, pending: PendingContinuation): SessionOutput {
+  const key = pending.kind === "subtask" ? "subtask_request" : "evaluation_request";
+  return {
+    content: context.content,
+    status: "CONTINUATION",
+    notes: { ...notes, [key]: pending.request },
+    session: {
+      messages: context.messages,
+      toolCallId: pending.toolCallId,
+      turns: context.turns,
+      usage: context.usage,
+      context: context.context,
+      reportedTokens: context.reportedTokens,
+      warned: context.warned,
+      malformedToolCalls: context.malformedToolCalls,
+      model: context.model,
+    },
+  };
+}

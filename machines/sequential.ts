@@ -10,6 +10,7 @@
  */
 import { assign, fromPromise, setup } from "xstate";
 import type { AccumulationFormat, TaskError, TaskResult } from "../protocol/index.js";
+import { ACCUMULATED_BINDING, accumulatedOutputs } from "./context-defaults.js";
 import { extend, type Env } from "./env.js";
 import { notProvided } from "./not-provided.js";
 
@@ -84,7 +85,10 @@ function thrown(error: unknown): TaskError {
 
 function stepEnv(context: SequentialContext): Env {
   const bindings: Record<string, unknown> = { step_results: context.outputs, previous_result: context.outputs.at(-1) ?? "" };
-  if (context.accumulate) bindings["history"] = context.history;
+  if (context.accumulate) {
+    bindings["history"] = context.history;
+    bindings[ACCUMULATED_BINDING] = accumulatedOutputs(context.history);
+  }
   return extend(context.env, bindings);
 }
 

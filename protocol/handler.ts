@@ -1,10 +1,11 @@
 /**
- * Messages the Evaluator sends to a Handler to run one atomic task as one LLM session, or one command of a
- * `script` task, and the replies. Request/reply on `<root>.handler.execute` (queue group `handler`); the
- * request's `type` tells them apart ({@link HandlerRequest}).
+ * Messages the Evaluator sends to a Handler to run one atomic task as one LLM session (`<root>.handler.execute`),
+ * or one command of a `script` task (`<root>.handler.script`), and the replies. Both are request/reply in queue
+ * group `handler`.
  */
 import { z } from "zod";
 import { TaskId } from "./ids.js";
+import { ContinuationKind, SessionState } from "./continuation.js";
 import { TaskResult } from "./result.js";
 
 /** Run one atomic task. All text is fully substituted; the Handler never sees `{{var}}`. */
@@ -22,6 +23,17 @@ export const ExecuteRequest = z.object({
   model: z.string().optional(),
   /** Publish the answer as `model.delta` progress events while it arrives; the Handler's setting otherwise. */
   stream: z.boolean().optional(),
+  /**
+   * Context files (workspace-relative, or absolute inside the workspace): the Handler reads each with its
+   * `read_file` tool and appends it to the system prompt as `<file path="…">…</file>`.
+   */
+  files: z.array(z.string()).optional(),
+  /** Context text (inherited context, accumulated step outputs), appended to the system prompt after the files. */
+  context: z.string().optional(),
+  /** Continuation tools offered to the model: `run_subtask`, `request_evaluation`. None by default. */
+  continuations: z.array(ContinuationKind).max(2).optional(),
+  /** Resume a suspended session: `answer` becomes the response to its pending tool call; `prompt` is then ignored. */
+  resume: z.object({ session: SessionState, answer: z.string() }).optional(),
 });
 export type ExecuteRequest = z.infer<typeof ExecuteRequest>;
 
@@ -34,6 +46,8 @@ export const ExecuteReply = z.object({
   nodePath: z.string(),
   /** The session's result; `notes.usage` holds token counts. */
   result: TaskResult,
+  /** With a `CONTINUATION` result: the suspended session, to send back in `resume`. */
+  session: SessionState.optional(),
 });
 export type ExecuteReply = z.infer<typeof ExecuteReply>;
 
@@ -73,7 +87,3 @@ export const ScriptReply = z.object({
   error: z.string().optional(),
 });
 export type ScriptReply = z.infer<typeof ScriptReply>;
-
-/** Any request a Handler serves on `<root>.handler.execute`. */
-export const HandlerRequest = z.discriminatedUnion("type", [ExecuteRequest, ScriptRequest]);
-export type HandlerRequest = z.infer<typeof HandlerRequest>;

@@ -65,10 +65,14 @@ export function createSubjects(root: string = DEFAULT_ROOT) {
     anyIntake: `${root}.intake.*`,
     /** Internal: Director → Evaluator. */
     evaluate: `${root}.evaluator.evaluate`,
-    /** Internal: Evaluator → Handler. */
+    /** Internal: Evaluator → Handler (atomic tasks). */
     execute: `${root}.handler.execute`,
+    /** Internal: Evaluator → Handler (commands of `script` tasks and loops). */
+    script: `${root}.handler.script`,
     /** Internal: Evaluator → Memory. */
     memoryMatch: `${root}.memory.match`,
+    /** Public: turn a request in words into a validated template, or decompose a failed node. */
+    compile: `${root}.compiler.compile`,
     /** Internal: progress of a task from Evaluators and Handlers. */
     progress: (id: string) => `${root}.progress.${idToken(id)}`,
     /** Internal: wildcard of all progress reports. */
@@ -76,7 +80,7 @@ export function createSubjects(root: string = DEFAULT_ROOT) {
     /** Internal: cancellation broadcast. */
     cancelBroadcast: `${root}.control.cancel`,
     /** Queue group shared by all processes of a role. */
-    queue: (role: "director" | "evaluator" | "handler" | "memory") => `${root}.${role}`,
+    queue: (role: "director" | "evaluator" | "handler" | "memory" | "compiler") => `${root}.${role}`,
     /** JetStream stream holding accepted submissions. */
     intakeStream: `${upper}_INTAKE`,
     /** JetStream stream holding task events and results, for replay. */

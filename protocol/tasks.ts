@@ -3,11 +3,12 @@
  * Subjects are in `subjects.ts`; the human-readable contract is `docs/protocol.md`.
  */
 import { z } from "zod";
+import { MAX_COMPILE_PROMPT_CHARS } from "./compiler.js";
 import { TaskId } from "./ids.js";
 import { Notes, TaskError } from "./result.js";
 
 /** Values bound to `{{var}}` placeholders of the template. */
-export const TaskInputs = z.record(z.string(), z.unknown());
+export const TaskInputs = z.record(z.string().regex(/^[A-Za-z_][\w.-]*$/, "input names start with a letter or _ and hold letters, digits, _ . -"), z.unknown());
 export type TaskInputs = z.infer<typeof TaskInputs>;
 
 /** Body of `<root>.tasks.submit` (JSON form; a raw XML body is accepted too). */
@@ -19,11 +20,13 @@ export const SubmitRequest = z
     xml: z.string().min(1).optional(),
     /** Alias of `xml`. */
     template: z.string().min(1).optional(),
+    /** The task in words instead of XML: the Compiler turns it into a template before the task runs. */
+    prompt: z.string().min(1).max(MAX_COMPILE_PROMPT_CHARS).optional(),
     /** Values for the template's `{{var}}` placeholders. */
     inputs: TaskInputs.optional(),
   })
-  .refine((r) => (r.xml === undefined) !== (r.template === undefined), {
-    message: "exactly one of 'xml' or 'template' is required",
+  .refine((r) => [r.xml, r.template, r.prompt].filter((v) => v !== undefined).length === 1, {
+    message: "exactly one of 'xml', 'template' or 'prompt' is required",
   });
 export type SubmitRequest = z.infer<typeof SubmitRequest>;
 
@@ -119,8 +122,10 @@ export const TaskRecord = z.object({
   taskId: TaskId,
   /** Current lifecycle state. */
   state: TaskState,
-  /** The template text. */
+  /** The template text; empty for a task submitted with a `prompt` until the Compiler's template is stored. */
   xml: z.string(),
+  /** The request in words, for a task submitted with a `prompt` (compiled before it runs). */
+  prompt: z.string().optional(),
   /** Submitted inputs. */
   inputs: TaskInputs,
   /** ISO-8601 time of acceptance. */

@@ -16,7 +16,9 @@ export function commonOptions(command: Command): Command {
   return command
     .addOption(new Option("--nats <url>", "NATS server URL (env NATS_URL)"))
     .addOption(new Option("--prefix <root>", "subject root (env DIRIGENT_PREFIX, default 'dirigent')"))
-    .addOption(new Option("--log-level <level>", "trace|debug|info|warn|error|silent (env DIRIGENT_LOG_LEVEL, default 'warn')"));
+    .addOption(new Option("--log-level <level>", "trace|debug|info|warn|error|silent (env DIRIGENT_LOG_LEVEL, default 'warn')"))
+    .addOption(new Option("--substitution <mode>", "strict|lenient {{var}} substitution of an Evaluator run here (env DIRIGENT_SUBSTITUTION, default 'strict')"))
+    .addOption(new Option("--templates <dir>", "template library directory of an Evaluator run here (env DIRIGENT_TEMPLATES, default 'templates')"));
 }
 
 /** Options parsed by commander that map onto config keys. */
@@ -26,6 +28,8 @@ export interface CommonFlags {
   logLevel?: string;
   concurrency?: string;
   model?: string;
+  substitution?: string;
+  templates?: string;
 }
 
 /** Config, subjects and logger from command-line flags and the environment. */
@@ -36,6 +40,8 @@ export function setup(flags: CommonFlags, name: string) {
     logLevel: flags.logLevel,
     concurrency: flags.concurrency,
     model: flags.model,
+    substitution: flags.substitution,
+    templates: flags.templates,
   };
   const config: Config = loadConfig(configFlags);
   const subjects = createSubjects(config.prefix);

@@ -3,13 +3,15 @@ import { randomUUID } from "node:crypto";
 import type { Command } from "commander";
 import { parseTaskId } from "../protocol/index.js";
 import { DirigentClient, RemoteError } from "./client.js";
-import { collect, commonOptions, parseInputs, readTemplate, setup, UsageError, type CommonFlags } from "./cli-common.js";
+import { collect, commonOptions, parseInputs, setup, UsageError, type CommonFlags } from "./cli-common.js";
+import { taskSource } from "./cli-compile.js";
 import { place } from "./connect.js";
 import { embeddedModel } from "./embedded-model.js";
 import { formatEvent, formatOutcome } from "./output.js";
 import { startSystem, type SystemHandle } from "./system.js";
 
 interface RunFlags extends CommonFlags {
+  prompt?: string;
   input?: string[];
   taskId?: string;
   json?: boolean;
@@ -44,13 +46,14 @@ export function registerTaskCommands(program: Command): void {
     program
       .command("run")
       .description("submit a task, print its events as they happen, then its result (runs an embedded runtime when none is reachable)")
-      .argument("<file>", "task template (XML)")
+      .argument("[file]", "task template (XML); or give --prompt")
+      .option("--prompt <text>", "the task in words instead of a file: the runtime compiles it into a template first")
       .option("-i, --input <key=value>", "bind a template input (repeatable)", collect, [])
       .option("--task-id <id>", "choose the task id (idempotent submission)")
       .option("--json", "print only the result, as JSON")
       .option("-q, --quiet", "do not print events"),
-  ).action(async (file: string, flags: RunFlags) => {
-    const xml = await readTemplate(file);
+  ).action(async (file: string | undefined, flags: RunFlags) => {
+    const source = await taskSource(file, flags.prompt);
     const inputs = parseInputs(flags.input ?? []);
     const taskId = taskIdFlag(flags.taskId) ?? randomUUID();
     const { config, subjects, log } = setup(flags, "dirigent-run");
@@ -70,11 +73,11 @@ export function registerTaskCommands(program: Command): void {
       const onEvent = flags.json || flags.quiet ? undefined : (e: Parameters<typeof formatEvent>[0]) => process.stdout.write(formatEvent(e) + "\n");
       let outcome;
       try {
-        outcome = await client.run({ xml, inputs, taskId }, onEvent);
+        outcome = await client.run({ ...source, inputs, taskId }, onEvent);
       } catch (err) {
         if (!(err instanceof RemoteError && err.code === "NO_RESPONDERS") || system) rethrow(err);
         await startEmbedded();
-        outcome = await client.run({ xml, inputs, taskId }, onEvent);
+        outcome = await client.run({ ...source, inputs, taskId }, onEvent);
       }
       process.stdout.write((flags.json ? JSON.stringify(outcome, null, 2) : formatOutcome(outcome)) + "\n");
       process.exitCode = outcome.status === "COMPLETE" ? 0 : 1;
@@ -89,15 +92,16 @@ export function registerTaskCommands(program: Command): void {
     program
       .command("submit")
       .description("submit a task and print its id")
-      .argument("<file>", "task template (XML)")
+      .argument("[file]", "task template (XML); or give --prompt")
+      .option("--prompt <text>", "the task in words instead of a file: the runtime compiles it into a template first")
       .option("-i, --input <key=value>", "bind a template input (repeatable)", collect, [])
       .option("--task-id <id>", "choose the task id (idempotent submission)"),
-  ).action(async (file: string, flags: RunFlags) => {
-    const xml = await readTemplate(file);
+  ).action(async (file: string | undefined, flags: RunFlags) => {
+    const source = await taskSource(file, flags.prompt);
     const inputs = parseInputs(flags.input ?? []);
     const taskId = taskIdFlag(flags.taskId);
     await withClient(flags, async (client) => {
-      const reply = await client.submit({ xml, inputs, ...(taskId ? { taskId } : {}) }).catch(rethrow);
+      const reply = await client.submit({ ...source, inputs, ...(taskId ? { taskId } : {}) }).catch(rethrow);
       process.stdout.write(`${reply.taskId}${reply.status === "duplicate" ? " (duplicate: already submitted)" : ""}\n`);
     });
   });

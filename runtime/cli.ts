@@ -8,9 +8,11 @@ import { UsageError } from "./cli-common.js";
 import { ConfigError } from "./config.js";
 import { registerRuntimeCommands } from "./cli-runtime.js";
 import { registerTaskCommands } from "./cli-tasks.js";
+import { registerCompileCommand } from "./cli-compile.js";
 import { registerToolCommands } from "./cli-tools.js";
 import { registerMemoryCommands } from "./cli-memory.js";
 import { registerMachineCommands } from "./cli-machines.js";
+import { registerTemplateCommands } from "./cli-templates.js";
 
 const program = new Command()
   .name("dirigent")
@@ -22,9 +24,11 @@ const program = new Command()
 
 registerRuntimeCommands(program);
 registerTaskCommands(program);
+registerCompileCommand(program);
 registerToolCommands(program);
 registerMemoryCommands(program);
 registerMachineCommands(program);
+registerTemplateCommands(program);
 
 try {
   await program.parseAsync(process.argv);

@@ -7,18 +7,23 @@ import { RemoteError, ask } from "../actors/serve.js";
 import { silentLogger } from "../actors/deps.js";
 import {
   CancelReply,
+  CompileReply,
   decode,
   SubmitReply,
   TaskEvent,
   TaskOutcome,
   TaskStatusReply,
+  type CompileRequest,
   type Subjects,
   type TaskInputs,
 } from "../protocol/index.js";
 
 /** What to submit. */
 export interface SubmitInput {
-  xml: string;
+  /** The template; or give `prompt`. */
+  xml?: string;
+  /** The task in words, compiled into a template by the runtime before it runs. */
+  prompt?: string;
   inputs?: TaskInputs;
   taskId?: string;
 }
@@ -49,9 +54,18 @@ export class DirigentClient {
    * @throws {RemoteError} with the error code of the answer (`INVALID_TEMPLATE`, `NO_RESPONDERS`, …).
    */
   submit(input: SubmitInput): Promise<SubmitReply> {
-    return ask(this.deps(), this.subjects.submit, { xml: input.xml, inputs: input.inputs ?? {}, ...(input.taskId ? { taskId: input.taskId } : {}) }, SubmitReply, {
+    const body = input.prompt === undefined ? { xml: input.xml } : { prompt: input.prompt };
+    return ask(this.deps(), this.subjects.submit, { ...body, inputs: input.inputs ?? {}, ...(input.taskId ? { taskId: input.taskId } : {}) }, SubmitReply, {
       timeoutMs: this.timeoutMs,
     });
+  }
+
+  /**
+   * Asks the Compiler for a validated template (or, in `decompose` mode, a sub-tree).
+   * @throws {RemoteError} `INVALID_TEMPLATE` when no model answer was valid, `NO_RESPONDERS` without a Compiler.
+   */
+  compile(request: Omit<CompileRequest, "type">, options: { timeoutMs?: number } = {}): Promise<CompileReply> {
+    return ask(this.deps(), this.subjects.compile, { type: "compiler.compile", ...request }, CompileReply, { timeoutMs: options.timeoutMs ?? 300_000 });
   }
 
   /** Follows a task's events and result. Subscribe before submitting, so nothing is missed. */

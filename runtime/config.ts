@@ -88,8 +88,18 @@ export const Config = z.object({
   scriptOutputMaxBytes: positiveInt,
   /** Stream completions and publish assistant text as `model.delta` events. */
   streamDeltas: z.preprocess((v) => (typeof v === "string" ? (BOOLEANS[v.toLowerCase()] ?? v) : v), z.boolean()),
+  /** `{{var}}` substitution by the Evaluator: `strict` fails on an unbound variable, `lenient` inserts `{{undefined:name}}` (C13). */
+  substitution: z.enum(["strict", "lenient"]),
   /** Environment variables a script sees (names); `OPENAI_API_KEY` never. */
   scriptEnv: list(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "must be variable names")),
+  /** Directory of the template library (`*.xml`, read recursively); a missing default directory is an empty library. */
+  templates: z.string().trim().min(1, "must name a directory"),
+  /** Deepest nesting of subtasks (C5); a request's `max_depth` sets the limit below it. */
+  maxSubtaskDepth: z.coerce.number().int().min(1).max(20),
+  /** Evaluations (`request_evaluation`) one director session may ask for. */
+  maxEvaluations: z.coerce.number().int().min(1).max(50),
+  /** Offer the `run_subtask` tool to atomic sessions (its definition costs about 250 prompt tokens per call). */
+  subtaskTools: z.preprocess((v) => (typeof v === "string" ? (BOOLEANS[v.toLowerCase()] ?? v) : v), z.boolean()),
 });
 export type Config = z.infer<typeof Config>;
 
@@ -121,7 +131,12 @@ export const DEFAULTS = {
   scriptKillGraceMs: 2000,
   scriptOutputMaxBytes: 65_536,
   scriptEnv: ["PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR"],
+  templates: "templates",
+  maxSubtaskDepth: 5,
+  maxEvaluations: 5,
+  subtaskTools: true,
   streamDeltas: false,
+  substitution: "strict",
 } as const;
 
 /** Environment variable of each key. */
@@ -155,7 +170,12 @@ export const ENV_NAMES = {
   scriptKillGraceMs: "DIRIGENT_SCRIPT_KILL_GRACE_MS",
   scriptOutputMaxBytes: "DIRIGENT_SCRIPT_OUTPUT_MAX_BYTES",
   scriptEnv: "DIRIGENT_SCRIPT_ENV",
+  templates: "DIRIGENT_TEMPLATES",
+  maxSubtaskDepth: "DIRIGENT_MAX_SUBTASK_DEPTH",
+  maxEvaluations: "DIRIGENT_MAX_EVALUATIONS",
+  subtaskTools: "DIRIGENT_SUBTASK_TOOLS",
   streamDeltas: "DIRIGENT_STREAM",
+  substitution: "DIRIGENT_SUBSTITUTION",
 } as const satisfies Record<keyof Config, string>;
 
 /** Command-line flag of each key (for error messages). */
@@ -165,6 +185,8 @@ const FLAG_NAMES: Partial<Record<keyof Config, string>> = {
   model: "--model",
   concurrency: "--concurrency",
   logLevel: "--log-level",
+  templates: "--templates",
+  substitution: "--substitution",
 };
 
 /** A configuration value is invalid. */

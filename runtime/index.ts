@@ -11,4 +11,8 @@ export { startMockLlm, loadMockScript, MockScript, type MockLlmServer } from "./
 export { startNatsServer, findNatsServer, NatsServerNotFoundError } from "./nats-server-process.js";
 export { createModelClient, type CallModel } from "../actors/model.js";
 export { parseTemplate } from "../actors/template/parse.js";
+export {
+  createLibrary, libraryFromXml, loadLibrary,
+  type LibraryError, type LibraryTemplate, type LoadedLibrary, type MatchOptions, type TemplateLibrary, type TemplateMatch,
+} from "../actors/template/library.js";
 export { createSubjects, DEFAULT_ROOT } from "../protocol/index.js";

@@ -1,5 +1,6 @@
 /** Every XState machine of machines/, by name: the one list the diagram export, its docs and tests iterate. */
 import type { AnyStateMachine } from "xstate";
+import { continuationMachine } from "../machines/continuation.js";
 import { directorEvaluatorMachine } from "../machines/director-evaluator.js";
 import { evaluationMachine } from "../machines/evaluation.js";
 import { handlerSessionMachine } from "../machines/handler-session.js";
@@ -23,6 +24,7 @@ export const machines: readonly NamedMachine[] = [
   { name: "sequential", machine: sequentialMachine },
   { name: "reduce", machine: reduceMachine },
   { name: "director-evaluator", machine: directorEvaluatorMachine },
+  { name: "continuation", machine: continuationMachine },
   { name: "handler-session", machine: handlerSessionMachine },
   { name: "memory", machine: memoryMachine },
 ];

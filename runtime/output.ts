@@ -4,7 +4,9 @@ import type { TaskEvent, TaskOutcome } from "../protocol/index.js";
 /** One line per event: `[seq] state  type  message`. */
 export function formatEvent(event: TaskEvent): string {
   const message = event.message ? `  ${event.message}` : "";
-  return `[${String(event.seq).padStart(3)}] ${event.state.padEnd(19)} ${event.type}${message}`;
+  // A prompt's compiled template is shown once, so the user sees what runs.
+  const xml = event.type === "task.compiled" && typeof event.data?.["xml"] === "string" ? `\n${event.data["xml"]}` : "";
+  return `[${String(event.seq).padStart(3)}] ${event.state.padEnd(19)} ${event.type}${message}${xml}`;
 }
 
 /** The result block printed after the events. */

@@ -2,6 +2,8 @@
 import { z } from "zod";
 import {
   CancelReply,
+  CompileReply,
+  CompileRequest,
   ErrorReply,
   SubmitReply,
   SubmitRequest,
@@ -19,6 +21,8 @@ export const PUBLIC_SCHEMAS = {
   "task-status-reply": TaskStatusReply,
   "cancel-reply": CancelReply,
   "error-reply": ErrorReply,
+  "compile-request": CompileRequest,
+  "compile-reply": CompileReply,
 } as const;
 
 /** Every public schema as a JSON Schema document (draft 2020-12), keyed by file name. */

@@ -7,12 +7,14 @@ import { silentLogger, type ActorDeps, type Logger, type RoleHandle } from "../a
 import { startDirector } from "../actors/director.js";
 import { startEvaluator } from "../actors/evaluator.js";
 import { startHandler } from "../actors/handler.js";
+import { startCompiler } from "../actors/compiler.js";
 import { startMemory } from "../actors/memory.js";
 import type { IndexStore } from "../actors/memory-index.js";
 import { createModelClient, type CallModel } from "../actors/model.js";
 import { createToolset } from "../actors/tools/toolset.js";
 import { createSubjects, type Subjects } from "../protocol/index.js";
-import type { Config } from "./config.js";
+import { loadLibrary, type TemplateLibrary } from "../actors/template/library.js";
+import { DEFAULTS, type Config } from "./config.js";
 
 /** The four roles. */
 export const ROLES = ["director", "evaluator", "handler", "memory"] as const;
@@ -38,6 +40,22 @@ export interface SystemOptions {
   log?: Logger;
   /** The model client; by default the `openai` SDK configured from `config`. */
   callModel?: CallModel;
+  /** The template library of the Evaluator; by default loaded from `config.templates`. */
+  library?: TemplateLibrary;
+}
+
+/**
+ * Loads the template library: the default directory may be missing (an empty library), a directory named in
+ * the configuration may not. Templates that do not validate are logged with file, line and column, and skipped.
+ */
+async function loadTemplates(dir: string, log: Logger): Promise<TemplateLibrary> {
+  const required = dir !== DEFAULTS.templates;
+  const { library, errors } = await loadLibrary(dir, { required });
+  // The directory itself is missing or unreadable: a named one is a configuration error.
+  const unusable = errors.find((e) => e.file === dir && e.line === undefined);
+  if (required && unusable) throw new Error(`template library: ${unusable.message} (DIRIGENT_TEMPLATES / --templates)`);
+  for (const e of errors) log.warn({ file: e.file, line: e.line, col: e.col }, `template skipped: ${e.message}`);
+  return library;
 }
 
 /** A running set of roles. */
@@ -104,8 +122,23 @@ export async function startSystem(options: SystemOptions): Promise<SystemHandle>
         toolset,
       ),
     );
+    // The Compiler runs wherever the Handler does, on the same model client.
+    started.push(startCompiler(deps, { defaultModel: config.model, concurrency: config.concurrency }, callModel));
   }
-  if (roles.includes("evaluator")) started.push(startEvaluator(deps, { concurrency: config.concurrency, taskTimeoutMs: config.taskTimeoutMs }));
+  if (roles.includes("evaluator")) {
+    const library = options.library ?? (await loadTemplates(config.templates, deps.log));
+    started.push(
+      startEvaluator(deps, {
+        concurrency: config.concurrency,
+        taskTimeoutMs: config.taskTimeoutMs,
+        substitution: config.substitution,
+        library,
+        maxSubtaskDepth: config.maxSubtaskDepth,
+        maxEvaluations: config.maxEvaluations,
+        subtaskTools: config.subtaskTools,
+      }),
+    );
+  }
   if (roles.includes("director")) {
     started.push(startDirector(deps, transport.store, transport.queue, { concurrency: config.concurrency, taskTimeoutMs: config.taskTimeoutMs }));
   }

@@ -8,7 +8,7 @@
 import { z } from "zod";
 import type { ToolCall } from "../../machines/handler-session.js";
 import { listWorkspaceFiles, readWorkspaceFile, type FileToolLimits } from "./files.js";
-import { formatOutcome, runScript, type ScriptLimits } from "./run-script.js";
+import { formatOutcome, runScript, type ScriptLimits, type ScriptOutcome } from "./run-script.js";
 import { openWorkspace, ToolError, type Workspace } from "./workspace.js";
 
 /** Names of the direct tools. */
@@ -43,6 +43,11 @@ export interface Toolset {
   readonly definitions: ToolDefinition[];
   /** Runs one call; never throws for a tool failure (the error text is the answer). */
   run(call: ToolCall, signal: AbortSignal): Promise<ToolAnswer>;
+  /**
+   * Runs the argv of a `script` task with `run_script`'s confinement and limits, answering structured output
+   * (never text to parse back); `error` says why it could not run (not enabled, unknown program, bad cwd).
+   */
+  script(args: { argv: string[]; cwd?: string; timeoutMs?: number }, signal: AbortSignal): Promise<{ outcome: ScriptOutcome } | { error: string }>;
 }
 
 const ReadFileArgs = z.strictObject({
@@ -133,6 +138,15 @@ export async function createToolset(config: ToolsConfig): Promise<Toolset> {
         if (signal.aborted) throw err;
         const message = err instanceof ToolError ? err.message : `${name} failed: ${err instanceof Error ? err.message : String(err)}`;
         return { malformed: false, content: `error: ${message}` };
+      }
+    },
+    async script(args, signal) {
+      if (!enabled.has("run_script")) return { error: "the run_script tool is not enabled in this Handler (DIRIGENT_TOOLS)" };
+      try {
+        return { outcome: await runScript(ws, config, args, signal) };
+      } catch (err) {
+        if (signal.aborted) throw err;
+        return { error: err instanceof ToolError ? err.message : `run_script failed: ${err instanceof Error ? err.message : String(err)}` };
       }
     },
   };

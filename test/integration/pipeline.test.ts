@@ -84,13 +84,20 @@ describe("pipeline over a real nats-server", () => {
     expect(outcome.error?.message).toContain("'topic'");
   });
 
-  it("fails constructs of later releases at run time with a clear error, never at parse time", async () => {
+  it("fails a loop without its evaluator at run time with a clear error, never at parse time", async () => {
     await using stack = await startStack({ url: server.url, mock });
     const xml = `<task type="director_evaluator_loop">\n  <director><description>a</description></director>\n</task>`;
     const outcome = await stack.client.run({ xml, taskId: newTaskId() });
     expect(outcome.status).toBe("FAILED");
+    expect(outcome.error).toMatchObject({ reason: "input_validation_failure", message: "director_evaluator_loop requires an <evaluator>" });
+  });
+
+  it("fails a task type it does not know at run time, naming it with its line and column", async () => {
+    await using stack = await startStack({ url: server.url, mock });
+    const outcome = await stack.client.run({ xml: `<task type="parallel">\n  <description>a</description>\n</task>`, taskId: newTaskId() });
+    expect(outcome.status).toBe("FAILED");
     expect(outcome.error).toMatchObject({ reason: "not_supported" });
-    expect(outcome.error?.message).toMatch(/type="director_evaluator_loop".*line 1, column 1.*not supported yet/);
+    expect(outcome.error?.message).toMatch(/type="parallel".*line 1, column 1.*not supported/);
   });
 
   it("refuses a malformed template with INVALID_TEMPLATE and its line and column", async () => {

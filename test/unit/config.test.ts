@@ -51,3 +51,12 @@ describe("config of the Handler's tools and limits", () => {
     expect(() => loadConfig({}, { [name]: value })).toThrow(new RegExp(`environment variable ${name}`));
   });
 });
+
+describe("config of the template library", () => {
+  it("defaults to 'templates', reads DIRIGENT_TEMPLATES and --templates, and refuses an empty name", () => {
+    expect(loadConfig({}, {}).templates).toBe("templates");
+    expect(loadConfig({}, { DIRIGENT_TEMPLATES: "lib/tpl" }).templates).toBe("lib/tpl");
+    expect(loadConfig({ templates: "flag/dir" }, { DIRIGENT_TEMPLATES: "lib/tpl" }).templates).toBe("flag/dir");
+    expect(() => loadConfig({ templates: "  " }, {})).toThrow(/flag --templates: must name a directory/);
+  });
+});

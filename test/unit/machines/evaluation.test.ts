@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import { createActor, fromPromise, waitFor } from "xstate";
 import { rootEnv, type Env } from "../../../machines/env.js";
 import { directorEvaluatorMachine } from "../../../machines/director-evaluator.js";
+import { continuationMachine, type SuspendedResult } from "../../../machines/continuation.js";
 import { evaluationMachine, type BindOutcome, type EvalNode } from "../../../machines/evaluation.js";
 import { splitCommand } from "../../../machines/script-argv.js";
 import { sequentialMachine } from "../../../machines/sequential.js";
@@ -69,11 +70,25 @@ describe("evaluation machine", () => {
     expect(progress).toEqual(["call.started: call greet"]);
   });
 
-  it("answers a library reference <task ref> as not supported yet", async () => {
-    const { actor } = run({ kind: "task", type: "atomic", ref: "load_csv" }, async () => ok("must not run"));
+  it("runs a library reference <task ref> through runRef after binding its inputs", async () => {
+    const machine = evaluationMachine.provide({
+      actors: {
+        bindInputs: fromPromise<BindOutcome, { path: string; env: Env; entry: boolean }>(async () => ({ env: rootEnv({ file: "a.csv" }) })),
+        runRef: fromPromise(async ({ input }) => ok(`ref with ${String(input.env.bindings["file"])}`)),
+      },
+    });
+    const actor = createActor(machine, { input: { taskId: "t", path: "0", node: { kind: "task", type: "atomic", ref: "load_csv" }, env: rootEnv(), entry: true } }).start();
     const snap = await waitFor(actor, (s) => s.status === "done");
-    expect(snap.output?.error?.message).toContain('ref="load_csv"');
+    expect(snap.output).toMatchObject({ status: "COMPLETE", content: "ref with a.csv" });
+  });
+
+  it("answers an unknown task type with a located not_supported failure", async () => {
+    const { actor } = run({ kind: "task", type: "parallel", loc: { line: 3, col: 5 } }, async () => ok("must not run"));
+    const snap = await waitFor(actor, (s) => s.status === "done");
+    expect(snap.value).toBe("unsupported");
     expect(snap.output?.error).toMatchObject({ reason: "not_supported" });
+    expect(snap.output?.error?.message).toContain('type="parallel"');
+    expect(snap.output?.error?.message).toContain("line 3, column 5");
   });
 
   it("runs a <cond> through runCond", async () => {
@@ -81,15 +96,36 @@ describe("evaluation machine", () => {
     expect((await waitFor(actor, (s) => s.status === "done")).output?.content).toBe("chosen");
   });
 
-  it("answers a director_evaluator_loop without its director or evaluator with a located not_supported failure", async () => {
+  it("hands a director_evaluator_loop without its evaluator to the loop machine, which refuses it", async () => {
     const node = { kind: "task", type: "director_evaluator_loop", loc: { line: 3, col: 5 }, loop: { director: true, evaluator: false, script: false } };
     const { actor } = run(node, async () => {
       throw new Error("must not run");
     });
     const snap = await waitFor(actor, (s) => s.status === "done");
-    expect(snap.value).toBe("unsupported");
-    expect(snap.output?.error).toMatchObject({ reason: "not_supported" });
-    expect(snap.output?.error?.message).toContain("line 3, column 5");
+    expect(snap.output?.error).toMatchObject({ reason: "input_validation_failure", message: "director_evaluator_loop requires an <evaluator>" });
+  });
+
+  it("runs a CONTINUATION through the continuation machine and ends with the resumed result", async () => {
+    const machine = evaluationMachine.provide({
+      actors: {
+        bindInputs: fromPromise<BindOutcome, { path: string; env: Env; entry: boolean }>(async ({ input }) => ({ env: input.env })),
+        runAtomic: fromPromise<SuspendedResult, { path: string; env: Env }>(async () => ({
+          content: "asking",
+          status: "CONTINUATION" as const,
+          notes: { subtask_request: { type: "atomic", description: "child" } },
+          session: { messages: [{ role: "system" as const, content: "s" }, { role: "user" as const, content: "u" }], toolCallId: "c1", turns: 1, usage: { promptTokens: 1, completionTokens: 1 }, context: { used: 1, limit: 10, peak: 1 }, reportedTokens: 0, warned: false, malformedToolCalls: 0, model: "m" },
+        })),
+        continuation: continuationMachine.provide({
+          actors: {
+            runSubtask: fromPromise(async () => ok("child answer")),
+            resumeAtomic: fromPromise(async ({ input }) => ok(`resumed with ${input.answer}`)),
+          },
+        }),
+      },
+    });
+    const actor = createActor(machine, { input: { taskId: "t", path: "0", node: { kind: "task", type: "atomic" }, env: rootEnv(), entry: true } }).start();
+    const snap = await waitFor(actor, (s) => s.status === "done");
+    expect(snap.output).toMatchObject({ status: "COMPLETE", content: "resumed with child answer", notes: { subtasks: 1 } });
   });
 
   it("runs a script task through runScript after binding its inputs", async () => {
@@ -129,10 +165,10 @@ describe("evaluation machine", () => {
     expect(progress).toContain("node.started: director-evaluator loop started");
   });
 
-  it("answers an element it does not model as not supported yet", async () => {
+  it("answers an element it does not model as not supported", async () => {
     const { actor } = run({ kind: "function", loc: { line: 2, col: 1 } }, async () => ok(""));
     const snap = await waitFor(actor, (s) => s.status === "done");
-    expect(snap.output?.error?.message).toContain("<function> at line 2, column 1 is not supported yet");
+    expect(snap.output?.error?.message).toContain("<function> at line 2, column 1 is not supported");
   });
 
   it("turns a thrown error into unexpected_error", async () => {

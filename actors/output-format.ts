@@ -1,0 +1,112 @@
+/**
+ * `<output_format type="json" schema="…">` and `returns="…"` (SEED-NOTES §3.6, C18): JSON in a task's content is
+ * parsed into the result's top-level `parsedContent`; content that looks like JSON but does not parse is noted in
+ * `notes.parseError` (not a failure); a value whose type does not fit the declared schema fails the task with
+ * `TASK_FAILURE / output_format_failure` and `details {expectedType, actualType}`.
+ */
+import type { ReturnSpec, TaskNode, TaskResult } from "../protocol/index.js";
+
+/** Type names a schema may check; any other name (`DataSet`, `any`, …) accepts every value. */
+const CHECKED = new Set(["string", "number", "integer", "boolean", "object", "array", "null"]);
+
+const FENCE = /^```[ \t]*(?:json)?[ \t]*\r?\n([\s\S]*?)\r?\n?```$/i;
+const JSON_START = /^(?:[{[\d]|true\b|false\b|null\b)/;
+
+/** The content with a surrounding ```json fence removed, trimmed. */
+export function unfenced(content: string): string {
+  const trimmed = content.trim();
+  const fenced = FENCE.exec(trimmed);
+  return (fenced?.[1] ?? trimmed).trim();
+}
+
+/** The JSON type name of a value: `string`, `number`, `boolean`, `null`, `object`, `array`, or `T[]` for a uniform array. */
+export function jsonType(value: unknown): string {
+  if (value === null) return "null";
+  if (Array.isArray(value)) {
+    const kinds = new Set(value.map(jsonType));
+    return kinds.size === 1 ? `${[...kinds][0] ?? ""}[]` : "array";
+  }
+  return typeof value === "object" ? "object" : typeof value;
+}
+
+function fitsName(name: string, value: unknown): boolean {
+  switch (name) {
+    case "integer":
+      return typeof value === "number" && Number.isInteger(value);
+    case "array":
+      return Array.isArray(value);
+    case "object":
+      return typeof value === "object" && value !== null && !Array.isArray(value);
+    case "null":
+      return value === null;
+    default:
+      return typeof value === name;
+  }
+}
+
+/** Whether `value` fits the schema type `schema` (`string`, `object`, `string[]`, `number[][]`, …; unknown names fit anything). */
+export function fitsSchema(schema: string, value: unknown): boolean {
+  const name = schema.trim().toLowerCase();
+  if (name.endsWith("[]")) return Array.isArray(value) && value.every((item) => fitsSchema(name.slice(0, -2), item));
+  if (!CHECKED.has(name)) return true;
+  return fitsName(name, value);
+}
+
+/** The declared expectation: parse as JSON, with an optional schema type to check. */
+interface Expectation {
+  json: boolean;
+  schema?: string;
+}
+
+function expectation(node: TaskNode, returns: ReturnSpec | undefined): Expectation | undefined {
+  const format = node.outputFormat;
+  if (format?.type === "json") return { json: true, ...(format.schema ? { schema: format.schema } : {}) };
+  const declared = node.returns ?? returns;
+  if (!declared) return undefined;
+  const type = declared.type.trim().toLowerCase();
+  const schema = type === "array" && declared.items ? `${declared.items.trim()}[]` : type;
+  if (schema === "string") return { json: false, schema };
+  const base = schema.replace(/(\[\])+$/, "");
+  if (!schema.endsWith("[]") && !CHECKED.has(base)) return undefined;
+  return { json: true, schema };
+}
+
+function failed(result: TaskResult, expectedType: string, actualType: string): TaskResult {
+  return {
+    ...result,
+    status: "FAILED",
+    error: {
+      type: "TASK_FAILURE",
+      reason: "output_format_failure",
+      message: `output is ${actualType}, expected ${expectedType}`,
+      content: result.content,
+      details: { expectedType, actualType },
+    },
+  };
+}
+
+/**
+ * Applies the task's `<output_format>` (or a declared `returns` type: the node's own, else `returns` of the
+ * function template whose body it is) to a COMPLETE result; any other result is returned as it is.
+ */
+export function applyOutputFormat(node: TaskNode, result: TaskResult, returns?: ReturnSpec): TaskResult {
+  if (result.status !== "COMPLETE") return result;
+  const expected = expectation(node, returns);
+  if (!expected) return result;
+  const text = unfenced(result.content);
+  if (!expected.json || !JSON_START.test(text)) {
+    // Not JSON: the value is the text itself.
+    if (expected.schema && !fitsSchema(expected.schema, result.content)) return failed(result, expected.schema, "string");
+    return result;
+  }
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (err) {
+    return { ...result, notes: { ...result.notes, parseError: err instanceof Error ? err.message : String(err) } };
+  }
+  // Text that merely looks like JSON (`42`, `true`) is still a fine string.
+  if (expected.schema?.trim().toLowerCase() === "string" && typeof value !== "string") return { ...result, parsedContent: result.content };
+  if (expected.schema && !fitsSchema(expected.schema, value)) return failed(result, expected.schema, jsonType(value));
+  return { ...result, parsedContent: value };
+}

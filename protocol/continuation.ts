@@ -1,0 +1,90 @@
+/**
+ * CONTINUATION: a result that asks for a subtask or an evaluation before its task goes on (SEED-NOTES §3.13–3.14).
+ * A Handler session asks through its `run_subtask` or `request_evaluation` tool; the Handler answers the
+ * Evaluator with a `CONTINUATION` result carrying the request in its notes and the suspended session
+ * ({@link SessionState}); the Evaluator runs the child and resumes the session with the child's answer as the
+ * tool's response (`ExecuteRequest.resume`). Any Handler can resume any session: the state travels in the messages.
+ */
+import { z } from "zod";
+import { Usage } from "./result.js";
+
+/** Context settings a subtask request imposes on its child (SEED-NOTES §3.4; names as in the XML). */
+export const ContextOverride = z.strictObject({
+  inherit_context: z.enum(["full", "none", "subset"]).optional(),
+  accumulate_data: z.boolean().optional(),
+  accumulation_format: z.enum(["notes_only", "full_output"]).optional(),
+  fresh_context: z.enum(["enabled", "disabled"]).optional(),
+});
+export type ContextOverride = z.infer<typeof ContextOverride>;
+
+/** `notes.subtask_request`: spawn a child task and continue with its result. */
+export const SubtaskRequest = z.strictObject({
+  /** Task type of the child (`atomic`, `sequential`, …), used to choose its template. */
+  type: z.string().min(1).max(64),
+  /** Subtype of the child (`subtask`, `analysis`, …). */
+  subtype: z.string().min(1).max(64).optional(),
+  /** What the child must do; also the text its template is matched on. */
+  description: z.string().min(1).max(64_000),
+  /** Values bound in the child's environment. */
+  inputs: z.record(z.string().regex(/^[A-Za-z_][\w-]*$/, "input names are identifiers"), z.unknown()).optional(),
+  /** Template names or words that steer the choice of template. */
+  template_hints: z.array(z.string().min(1).max(200)).max(10).optional(),
+  /** Context settings for the child, over the subtask defaults. */
+  context_management: ContextOverride.optional(),
+  /** Deepest subtask nesting allowed below this point (default: the Evaluator's limit, 5). */
+  max_depth: z.int().min(1).max(20).optional(),
+  /** Workspace files the child gets as context; they take precedence over associative matching. */
+  file_paths: z.array(z.string().min(1).max(1024)).max(100).optional(),
+});
+export type SubtaskRequest = z.infer<typeof SubtaskRequest>;
+
+/** `notes.evaluation_request` (dynamic director–evaluator, seed 000): evaluate the Director's output. */
+export const EvaluationRequest = z.strictObject({
+  /** Kind of evaluation; `script`, `bash_script`, `test` and `run_script` run `target` first. */
+  type: z.string().min(1).max(64),
+  /** What the output must satisfy (C23: a string or a list). */
+  criteria: z.union([z.string().min(1).max(16_000), z.array(z.string().min(1).max(4_000)).min(1).max(50)]),
+  /** What to evaluate: a script to run (argv text, split without a shell) or a file or artefact name. */
+  target: z.string().min(1).max(4_000).optional(),
+});
+export type EvaluationRequest = z.infer<typeof EvaluationRequest>;
+
+/** Evaluation types that run their `target` as a command before judging. */
+export const SCRIPT_EVALUATION_TYPES: ReadonlySet<string> = new Set(["script", "bash_script", "test", "tests", "run_script"]);
+
+const ToolCallMessage = z.object({ id: z.string(), type: z.literal("function"), function: z.object({ name: z.string(), arguments: z.string() }) });
+
+/** A chat message of a suspended session (chat-completions shape). */
+export const SessionMessage = z.union([
+  z.object({ role: z.enum(["system", "user"]), content: z.string() }),
+  z.object({ role: z.literal("assistant"), content: z.string().nullable(), tool_calls: z.array(ToolCallMessage).exactOptional() }),
+  z.object({ role: z.literal("tool"), tool_call_id: z.string(), content: z.string() }),
+]);
+export type SessionMessage = z.infer<typeof SessionMessage>;
+
+/** A Handler session suspended at a continuation tool call. */
+export const SessionState = z.object({
+  /** The conversation so far, up to and including the assistant message with the pending tool call. */
+  messages: z.array(SessionMessage).min(2),
+  /** The tool call the child's answer responds to. */
+  toolCallId: z.string().min(1),
+  /** Assistant turns used. */
+  turns: z.int().nonnegative(),
+  /** Tokens used so far. */
+  usage: Usage,
+  /** Context accounting so far. */
+  context: z.object({ used: z.number().nonnegative(), limit: z.number().positive(), peak: z.number().nonnegative() }),
+  /** Tokens the server reported for the last call (a floor for models the tokenizer does not know). */
+  reportedTokens: z.number().nonnegative(),
+  /** Whether the context warning was sent. */
+  warned: z.boolean(),
+  /** Malformed tool calls so far. */
+  malformedToolCalls: z.int().nonnegative(),
+  /** The model that answered. */
+  model: z.string(),
+});
+export type SessionState = z.infer<typeof SessionState>;
+
+/** Which continuation tools a session is offered. */
+export const ContinuationKind = z.enum(["subtask", "evaluation"]);
+export type ContinuationKind = z.infer<typeof ContinuationKind>;

@@ -1,0 +1,183 @@
+/**
+ * CONTINUATION over a real nats-server with the mock model: a session's `run_subtask` call spawns a child task
+ * whose result comes back as the tool response; depth limit and cycle detection; a child failure reaches the
+ * parent as subtask_failure; a director's `request_evaluation` runs a script and an evaluator, then the director
+ * continues (dynamic director–evaluator, seed 000).
+ */
+import { mkdtemp, mkdir, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { TaskEvent } from "../../protocol/index.js";
+import { startMockLlm, type MockLlmServer } from "../../runtime/mock-llm.js";
+import { startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
+import { newTaskId, startStack } from "../support/stack.js";
+
+let server: TestNatsServer;
+let mock: MockLlmServer;
+let workspace: string;
+let templates: string;
+
+const NODE = process.execPath;
+const subtask = (description: string, extra: Record<string, unknown> = {}) => ({ name: "run_subtask", arguments: { type: "atomic", description, ...extra } });
+
+beforeAll(async () => {
+  server = await startTestNatsServer();
+  workspace = await mkdtemp(join(tmpdir(), "dirigent-continuation-"));
+  await writeFile(join(workspace, "check.js"), "console.log('2 of 3 tests pass'); process.exit(1);\n");
+  templates = join(workspace, "templates");
+  await mkdir(templates);
+  await writeFile(
+    join(templates, "cities.xml"),
+    `<task name="list_cities" type="atomic" subtype="subtask"><description>CITIES list european capital cities for {{description}}</description></task>`,
+  );
+  mock = await startMockLlm({
+    port: 0,
+    script: {
+      rules: [
+        // Parent → child → parent resumes with the child's answer as the tool response.
+        { match: { lastUser: { regex: "^PARENT" }, turn: 1 }, toolCalls: [subtask("CHILD name three cities", { inputs: { country: "anywhere" } })] },
+        { match: { lastUser: { regex: "^CHILD" } }, reply: "Paris, Rome, Oslo" },
+        { match: { lastUser: { regex: "^PARENT" }, hasToolResult: { regex: "Paris, Rome, Oslo" } }, reply: "Plan: Paris, Rome, Oslo" },
+        // A library template chosen by hint.
+        { match: { lastUser: { regex: "^HINTED" }, turn: 1 }, toolCalls: [subtask("trip to europe", { template_hints: ["list_cities"] })] },
+        { match: { lastUser: { regex: "^CITIES" } }, reply: "Lisbon, Vienna" },
+        { match: { lastUser: { regex: "^HINTED" }, hasToolResult: true }, reply: "hinted done" },
+        // Depth: each level asks for the next.
+        { match: { lastUser: { regex: "^LEVEL0" }, turn: 1 }, toolCalls: [subtask("LEVEL1")] },
+        { match: { lastUser: { regex: "^LEVEL1" }, turn: 1 }, toolCalls: [subtask("LEVEL2")] },
+        { match: { lastUser: { regex: "^LEVEL2" }, turn: 1 }, toolCalls: [subtask("LEVEL3")] },
+        { match: { lastUser: { regex: "^LEVEL3" } }, reply: "bottom" },
+        { match: { lastUser: { regex: "^LEVEL" }, hasToolResult: true }, reply: "level done" },
+        // Cycle: the child asks for exactly what its parent asked for.
+        { match: { lastUser: { regex: "^CYCLE" } }, toolCalls: [subtask("CYCLE again")] },
+        // A failing child.
+        { match: { lastUser: { regex: "^FRAGILE" }, turn: 1 }, toolCalls: [subtask("BREAK now")] },
+        { match: { lastUser: { regex: "^BREAK" } }, status: 400, error: "bad request for the child" },
+        // Dynamic director–evaluator: the director asks for an evaluation with a script, then finishes.
+        {
+          match: { lastUser: { regex: "^DIRECTOR" }, turn: 1 },
+          toolCalls: [{ name: "request_evaluation", arguments: { type: "script", criteria: ["all tests pass"], target: `${NODE} check.js` } }],
+        },
+        { match: { lastUser: { regex: "^Evaluate the output below" } }, reply: '{"success": false, "feedback": "one test fails"}' },
+        { match: { lastUser: { regex: "^DIRECTOR" }, hasToolResult: { regex: "one test fails" } }, reply: "fixed the failing test" },
+        // A malformed request is answered as an error, and the session goes on.
+        { match: { lastUser: { regex: "^SLOPPY" }, turn: 1 }, toolCalls: [{ name: "run_subtask", arguments: { description: "" } }] },
+        { match: { lastUser: { regex: "^SLOPPY" }, hasToolResult: { regex: "invalid arguments" } }, reply: "did it myself" },
+      ],
+      default: { reply: "echo:{{lastUser}}" },
+    },
+  });
+});
+
+afterAll(async () => {
+  await mock?.close();
+  await server?.stop();
+  if (workspace) await rm(workspace, { recursive: true, force: true });
+});
+
+function stack(config: Record<string, unknown> = {}) {
+  return startStack({ url: server.url, mock, config: { tools: ["read_file", "list_files", "run_script"], workspaceRoot: workspace, templates, ...config } });
+}
+
+const atomic = (description: string, subtype = "") => `<task type="atomic"${subtype ? ` subtype="${subtype}"` : ""}><description>${description}</description></task>`;
+
+describe("subtasks", () => {
+  it("runs a child for run_subtask and resumes the parent's session with its result", async () => {
+    await using s = await stack();
+    const events: TaskEvent[] = [];
+    const outcome = await s.client.run({ xml: atomic("PARENT plan a trip"), taskId: newTaskId() }, (e) => events.push(e));
+    expect(outcome).toMatchObject({ status: "COMPLETE", content: "Plan: Paris, Rome, Oslo", notes: { subtasks: 1 } });
+    // The parent's task passed through the visible awaiting_subtask state and back.
+    const states = events.map((e) => e.state);
+    expect(states).toContain("awaiting_subtask");
+    const resumed = events.findIndex((e) => e.type === "continuation.resumed");
+    expect(resumed).toBeGreaterThan(states.indexOf("awaiting_subtask"));
+    expect(events[resumed]?.state).toBe("running");
+    expect(events.find((e) => e.type === "subtask.template")?.data).toMatchObject({ template: "generated:atomic:subtask", source: "generated" });
+    // The resumed call carried the whole conversation: the tool response answers the pending call.
+    const last = mock.requests.findLast((r) => JSON.stringify(r.body).includes("PARENT plan a trip"));
+    const messages = (last?.body as { messages: { role: string; content: string | null }[] }).messages;
+    expect(messages.map((m) => m.role)).toEqual(["system", "user", "assistant", "tool"]);
+    expect(messages[3]?.content).toBe("Paris, Rome, Oslo");
+  });
+
+  it("chooses a library template named in template_hints", async () => {
+    await using s = await stack();
+    const events: TaskEvent[] = [];
+    const outcome = await s.client.run({ xml: atomic("HINTED plan"), taskId: newTaskId() }, (e) => events.push(e));
+    expect(outcome).toMatchObject({ status: "COMPLETE", content: "hinted done" });
+    expect(events.find((e) => e.type === "subtask.template")?.data).toMatchObject({ template: "list_cities", source: "library" });
+    expect(mock.requests.some((r) => JSON.stringify(r.body).includes("CITIES list european capital cities for trip to europe"))).toBe(true);
+  });
+
+  it("fails with subtask_failure at the depth limit", async () => {
+    await using s = await stack({ maxSubtaskDepth: 2 });
+    const outcome = await s.client.run({ xml: atomic("LEVEL0 start"), taskId: newTaskId() });
+    expect(outcome.status).toBe("FAILED");
+    expect(outcome.error).toMatchObject({ type: "TASK_FAILURE", reason: "subtask_failure" });
+    // The innermost refusal names the limit; each parent wraps its child's failure with its own request.
+    const details = JSON.stringify(outcome.error);
+    expect(details).toContain("subtask depth limit of 2 reached");
+    expect(details).toContain('"kind":"depth_limit"');
+    expect(details).toContain('"description":"LEVEL1"');
+  });
+
+  it("runs to the bottom when the depth limit allows it", async () => {
+    await using s = await stack({ maxSubtaskDepth: 3 });
+    const outcome = await s.client.run({ xml: atomic("LEVEL0 start"), taskId: newTaskId() });
+    expect(outcome).toMatchObject({ status: "COMPLETE", content: "level done" });
+  });
+
+  it("detects a cycle by task signature", async () => {
+    await using s = await stack();
+    const outcome = await s.client.run({ xml: atomic("CYCLE begin"), taskId: newTaskId() });
+    expect(outcome.status).toBe("FAILED");
+    expect(JSON.stringify(outcome.error)).toContain("subtask cycle");
+    expect(JSON.stringify(outcome.error)).toContain('"kind":"cycle"');
+  });
+
+  it("fails the parent with subtask_failure carrying the request when the child fails", async () => {
+    await using s = await stack();
+    const outcome = await s.client.run({ xml: atomic("FRAGILE work"), taskId: newTaskId() });
+    expect(outcome.status).toBe("FAILED");
+    expect(outcome.error).toMatchObject({
+      type: "TASK_FAILURE",
+      reason: "subtask_failure",
+      details: { request: { type: "atomic", description: "BREAK now" }, subtaskError: { type: "TASK_FAILURE", reason: "model_error" } },
+    });
+  });
+
+  it("answers a malformed run_subtask call with an error the model can act on", async () => {
+    await using s = await stack();
+    const outcome = await s.client.run({ xml: atomic("SLOPPY work"), taskId: newTaskId() });
+    expect(outcome).toMatchObject({ status: "COMPLETE", content: "did it myself" });
+  });
+});
+
+describe("dynamic director–evaluator (evaluation_request)", () => {
+  it("runs the target script and an evaluator, then the director continues with the evaluation", async () => {
+    await using s = await stack();
+    const events: TaskEvent[] = [];
+    const outcome = await s.client.run({ xml: atomic("DIRECTOR write the code", "director"), taskId: newTaskId() }, (e) => events.push(e));
+    expect(outcome).toMatchObject({ status: "COMPLETE", content: "fixed the failing test", notes: { evaluations: 1 } });
+    expect(events.map((e) => e.state)).toContain("awaiting_evaluation");
+    // The evaluator saw the script's output; the director got the evaluation back as the tool response.
+    const evaluation = mock.requests.find((r) => JSON.stringify(r.body).includes("Evaluate the output below"));
+    expect(JSON.stringify(evaluation?.body)).toContain("2 of 3 tests pass");
+    expect(JSON.stringify(evaluation?.body)).toContain("exited with code 1");
+    const resumed = mock.requests.findLast((r) => JSON.stringify(r.body).includes("DIRECTOR write the code"));
+    const tool = (resumed?.body as { messages: { role: string; content: string | null }[] }).messages.at(-1);
+    expect(tool?.role).toBe("tool");
+    expect(JSON.parse(tool?.content ?? "{}")).toMatchObject({ success: false, last_evaluator_output: '{"success": false, "feedback": "one test fails"}', script: { exitCode: 1 } });
+  });
+
+  it("offers request_evaluation only to director tasks", async () => {
+    await using s = await stack();
+    await s.client.run({ xml: atomic("PLAIN hello"), taskId: newTaskId() });
+    const plain = mock.requests.findLast((r) => JSON.stringify(r.body).includes("PLAIN hello"));
+    const tools = ((plain?.body as { tools?: { function: { name: string } }[] }).tools ?? []).map((t) => t.function.name);
+    expect(tools).toContain("run_subtask");
+    expect(tools).not.toContain("request_evaluation");
+  });
+});

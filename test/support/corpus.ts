@@ -1,0 +1,277 @@
+/**
+ * The seeds-xml corpus (../shared/seeds-xml, or `DIRIGENT_SEEDS_XML`) as test input: which examples execute end to
+ * end through the real pipeline, with which inputs, and why the others do not. `test/integration/corpus-run.test.ts`
+ * runs the runnable ones; `test/unit/template/corpus-doc.test.ts` checks that docs/corpus.md is this table.
+ * The corpus files are read at test time and never copied into the repository.
+ */
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { parseTemplate } from "../../actors/template/parse.js";
+
+/** Where the corpus is. */
+export const CORPUS_DIR = process.env.DIRIGENT_SEEDS_XML ?? join(import.meta.dirname, "../../../shared/seeds-xml");
+
+/** One entry of the corpus's `index.json`. */
+export interface CorpusEntry {
+  id: string;
+  file: string;
+  category: string;
+  era: string;
+  wellformed: boolean;
+  root: string;
+}
+
+/** The corpus index; throws when the corpus is missing. */
+export function corpusIndex(): CorpusEntry[] {
+  if (!existsSync(join(CORPUS_DIR, "index.json"))) {
+    throw new Error(`the seeds-xml corpus is missing at '${CORPUS_DIR}': clone shared/ beside the repository or set DIRIGENT_SEEDS_XML`);
+  }
+  return JSON.parse(readFileSync(join(CORPUS_DIR, "index.json"), "utf8")) as CorpusEntry[];
+}
+
+/** The text of a corpus file (`templates/<id>.xml`, or a path relative to the corpus). */
+export function corpusText(idOrFile: string): string {
+  return readFileSync(join(CORPUS_DIR, idOrFile.includes("/") ? idOrFile : `templates/${idOrFile}.xml`), "utf8");
+}
+
+/** A corpus example that executes end to end. */
+export interface CorpusRun {
+  /** The template file whose entry runs. */
+  id: string;
+  /** Files whose definitions it calls, read before it (a `<template>` defined in another snippet). */
+  with?: readonly string[];
+  /** Submitted inputs; `$SCRIPT` is replaced with the path of a harmless script in the test's temporary workspace. */
+  inputs: Readonly<Record<string, unknown>>;
+  /** What the run shows, for the docs table. */
+  shows: string;
+}
+
+/** The examples that execute end to end against `dirigent mock-llm`. */
+export const RUNS: readonly CorpusRun[] = [
+  // Atomic tasks.
+  { id: "dfbeff3b6abb", inputs: {}, shows: "`<instructions>`, `<system>` and `<model>` reach the model" },
+  { id: "84a43f2433a5", inputs: {}, shows: "`<instructions>`, `<system>` and `<model>` reach the model (`<criteria>` is read)" },
+  { id: "47d1cdc5340b", inputs: {}, shows: "`<instructions>`, `<system>` and `<model>` reach the model; `<output_format type=\"json\">` accepts the JSON answer" },
+  { id: "e6adcaf3dfdd", inputs: { code: "def add(a, b): return a + b", requirements: "cover negatives", code_type: "Python functions" }, shows: "`from` inputs; `{{code_type}}` substituted" },
+  { id: "d620f30e87a1", inputs: { user_query: "sort descending" }, shows: "a `from` input" },
+  { id: "f147551b2d12", inputs: {}, shows: "an `<input>` described in prose is skipped" },
+  { id: "e5909e64f566", inputs: {}, shows: "`<output_format type=\"json\" schema=\"string[]\">`" },
+  { id: "51107ab52440", inputs: {}, shows: "`<output_format type=\"json\" schema=\"string[]\">`" },
+  { id: "c2ff270f9ffe", inputs: {}, shows: "the entry task; the `<template>` beside it is registered" },
+  { id: "ed08d1b67050", inputs: {}, shows: "a plain atomic task with `<context_management>`" },
+  { id: "b55abb22bca1", inputs: {}, shows: "the first of two equivalent tasks" },
+  { id: "fd1b3d7ed19b", inputs: {}, shows: "a plain atomic task; `fresh_context` finds nothing to add (no indexed repository)" },
+  { id: "25ab2e572ead", inputs: {}, shows: "a plain atomic task; `fresh_context` finds nothing to add (no indexed repository)" },
+  { id: "64e63be98e84", inputs: {}, shows: "its first task; `fresh_context` finds nothing to add (the third task is the invalid combination)" },
+  // Sequential tasks.
+  { id: "4138332fd1bc", inputs: {}, shows: "steps whose inputs are nested tasks; `step n/2` events" },
+  { id: "4ad3cd6e5632", inputs: {}, shows: "steps whose inputs are nested tasks; `step n/2` events" },
+  { id: "5dcf8d3076bc", inputs: {}, shows: "one step with a nested input task" },
+  { id: "d01c431b1738", inputs: {}, shows: "two steps (`<rebuild_memory>` is ignored)" },
+  { id: "f37c261cb97c", inputs: {}, shows: "two steps, `notes_only` history" },
+  { id: "8c7742bdee80", inputs: {}, shows: "its first task (two steps); the second snippet is not the entry" },
+  { id: "d49342009b07", inputs: {}, shows: "two steps with nested input tasks" },
+  { id: "816b8013fdff", inputs: {}, shows: "two steps with nested input tasks" },
+  { id: "452d0bdb82d6", inputs: {}, shows: "two steps with literal inputs, `full_output` history" },
+  { id: "8cc320cbc775", inputs: { dataset_name: "tide gauges", config_profile: "coastal-profile", raw_data: "1,2,3", default_config: "{}" }, shows: "`from` inputs; `{{config_profile}}` substituted in a step" },
+  { id: "3e2866618b4a", inputs: {}, shows: "three steps" },
+  { id: "48224212868d", inputs: {}, shows: "its first task (two steps)" },
+  { id: "0af127b9fd2d", inputs: {}, shows: "two steps" },
+  { id: "cc8acdccb6f3", inputs: {}, shows: "two steps, `full_output` history" },
+  { id: "d910281fec6b", inputs: { csv_file_path: "data/tides.csv" }, shows: "its first task, a `from` input" },
+  { id: "87f57386490e", inputs: { csv_file_path: "data/tides.csv" }, shows: "a `from` input, default context settings" },
+  { id: "ab5749aceef7", inputs: { csv_file_path: "data/tides.csv" }, shows: "a `from` input, `full_output` history" },
+  { id: "49548d5ca76a", inputs: { csv_file_path: "data/tides.csv" }, shows: "its first task (the loop after it is not the entry)" },
+  { id: "4b65420b008d", inputs: {}, shows: "three steps, one with a nested input task" },
+  // Reduce.
+  { id: "cef58ebebd47", inputs: {}, shows: "three items, each with a nested metadata task; `input n/3` events" },
+  // Cond.
+  { id: "53130303210e", inputs: { output: { valid: true } }, shows: "the first case (`output.valid == true`); the test also runs the second" },
+  { id: "94d24a77d0cc", inputs: { output: { valid: false, errors: 2 } }, shows: "the second case (`output.errors > 0`)" },
+  // Function templates and calls.
+  { id: "6ef53bedc098", inputs: { weather_data: "rain 12 mm", standard_config: "daily means" }, shows: "a `<template>` and its `<call>`; arguments resolved as variables" },
+  { id: "b13e0e468128", with: ["93122e8ca4d7"], inputs: {}, shows: "a `<call>` of the template in 93122e8ca4d7; unbound arguments stay literal" },
+  { id: "50e5244492ee", with: ["92d2026bdd13"], inputs: { user_input: "ada@example.com" }, shows: "a `<call template>` of 92d2026bdd13; one variable, one literal argument" },
+  { id: "261e10e19a86", with: ["a75962761949"], inputs: { user_input: "ada@example.com", validation_schema: "email" }, shows: "a `<call task>` of the function-style task in a75962761949" },
+  { id: "00f0c4d55772", inputs: { user_name: "Alice" }, shows: "the documented failure: a template without parameters does not see the caller's `user_name`" },
+  // Script.
+  { id: "d8dbc8ca2332", inputs: { director_output: "print(1)", script_path: "$SCRIPT" }, shows: "`{{script_path}}` runs a harmless script in a temporary workspace" },
+  // Director–evaluator loops.
+  { id: "3df504a17226", inputs: { user_query: "LOOP-A sort a list", task_description: "sorting", script_path: "$SCRIPT" }, shows: "two iterations with a script; the evaluator says success in the second" },
+  { id: "62e9b8040c3e", inputs: { user_query: "LOOP-B parse a date", task_description: "dates", script_path: "$SCRIPT" }, shows: "one iteration; the evaluator says success" },
+];
+
+const NO_PROMPT = "no prompt: the task has neither `<description>` nor `<instructions>` (it would send an empty message)";
+const SCRIPT_NO_COMMAND = "its `script` step has no `<command>` (fails `input_validation_failure`)";
+const FILE_PATHS = "needs a real repository: its point is `<file_paths>` (./src/main.py, …), whose files do not exist here";
+const AIDER = "needs Aider (`aider_*` subtype) and a repository";
+const TEMPLATE_ONLY = "defines a template only, and no example calls it";
+
+/** Why each other example does not execute end to end. */
+export const NOT_RUN: Readonly<Record<string, string>> = {
+  // Malformed on purpose (or truncated) in the source documents.
+  "7bbac7b2b8d8": "malformed: `</description>` closes `<task_instructions>`",
+  "4c9ea69cd436": "malformed: a bare `&&` in `<condition>`",
+  f00380213f0a: "malformed: the snippet stops after the start tag",
+  // Task types and elements this release does not execute.
+  "3420604979f1": "`reparse` task type: `not_supported`",
+  "584adbd0e116": "`associative_memory` task type: `not_supported`",
+  d321a2f05774: "`map` task type: `not_supported`",
+  "7ff9a6a21b40": "`<library>` and `<task ref>` in a `composite` task: `not_supported`",
+  "04aa368d28b4": "`function` task type (`<body>`, `<step>`): `not_supported`",
+  "996bc568ce48": "`director-evaluator` (hyphenated) task type: `not_supported`",
+  a260d6351e86: "skeleton loop: no `<director>`/`<evaluator>` (`<!-- other elements -->`), refused at run time",
+  fc1d15cc2446: "elided bodies (`...`): the entry `director` task has no prompt",
+  "7201be24ed20": "a `<function>` element with an elided body; nothing to run",
+  // Skeletons: the body is a comment.
+  "7633fff735bb": "skeleton: `<steps>` holds only a comment (completes with no work)",
+  d9f1f3e40fca: "skeleton: `<steps>` holds only a comment (completes with no work)",
+  "6bbf3c82f4f3": "skeleton: `<steps>` holds only a comment (completes with no work)",
+  fd963a5f1643: "skeleton: inner and reduction tasks are comments, no inputs (completes with no work)",
+  // Needs CONTINUATION, output slots or subtasks.
+  "4bb39876dd93": "needs subtasks: the parent returns `CONTINUATION` with a subtask request",
+  f3123cdf42f7: `dynamic director–evaluator via \`<output_slot>\`/\`<input_source>\`; ${NO_PROMPT}`,
+  "3fb9c09a413d": `dynamic director–evaluator via \`<output_slot>\`/\`<input_source>\`; ${NO_PROMPT}`,
+  "90443609d032": `the entry is the \`director\` task of a dynamic loop (\`<output_slot>\`); ${NO_PROMPT}`,
+  "5e468bd92cfd": "a director of a dynamic loop: its inputs come from `<output_slot>`s and the loop state (CONTINUATION)",
+  "560c5290b149": "passes data between steps through `<output_slot>` (`last_director_output`, `script_result`), not modelled",
+  a4c2c3ffc8e4: "a fragment (`<input>` with `<source_var>`); nothing to run",
+  // Script steps without a command, or data passed in ways not modelled.
+  "3bc075029304": SCRIPT_NO_COMMAND,
+  "79e1bf7ff43e": SCRIPT_NO_COMMAND,
+  "79716b0f1827": SCRIPT_NO_COMMAND,
+  "715028df6d14": SCRIPT_NO_COMMAND,
+  b633f13fc82b: `\`from="previous_step"\` is no binding of a sequential; ${SCRIPT_NO_COMMAND}`,
+  "246e0891885e": `\`from="last_director_output"\` needs an output slot; ${SCRIPT_NO_COMMAND}`,
+  eada2887e0b8: "`from=\"env:data_source\"` reads an environment variable, not modelled",
+  af4c5de7c07f: "`<arg>result[0]</arg>` names no binding (a sequential binds `step_results`), so the call gets the literal text",
+  "38806f96974b": "a `<code>` step binding `directory_listing`, not modelled; `parsedContent` of a step is not bound",
+  be2ceb76f1c5: "a `<code>` step, and calls `process_data`, defined nowhere in the corpus",
+  "9fce86f3a7b0": "calls `process_data`, defined nowhere in the corpus",
+  "91f1ebe0f2ca": "calls `process_validated_data`, defined nowhere in the corpus",
+  a5d762e91af7: "calls `process_validated_data`, defined nowhere in the corpus",
+  // Conditions the test language does not read.
+  "01ec01468f7e": "`$.valid` (JSONPath) is not in the test language: both tests are `cond.test_error`, no case runs; the bodies have no prompt",
+  // Context and files.
+  "63d692d8f6f7": FILE_PATHS,
+  "62abdbfa3f37": FILE_PATHS,
+  "84671f2bc428": FILE_PATHS,
+  "0d37710bc581": FILE_PATHS,
+  ffc4c9ca5655: FILE_PATHS,
+  "26b7a8980cc0": "needs a real repository: `<file_paths source=\"command\">` runs `find ./src …`",
+  "16473f3de444": "needs a real repository: `<file_paths source=\"description\">`",
+  "56e3ba324d1f": "its point is `<context_relevance>`/`<context_assembly>`, not modelled",
+  bb3be6c47bfa: "`associative_matching` subtype: needs Memory over an indexed repository",
+  b9b569a831d1: `\`assoc_match\` subtype with \`<param>\`/\`<return>\`; ${NO_PROMPT}`,
+  "8a0ed3fa5900": NO_PROMPT,
+  "258a2770a28c": AIDER,
+  a7adbbf9a259: AIDER,
+  a78ecb3b48bc: AIDER,
+  "6c5c1ec0cee5": AIDER,
+  "68b17d387177": AIDER,
+  // Definitions and fragments.
+  "8fafe594bcb5": "defines `get_file_info`; its callers (af4c5de7c07f, 38806f96974b) do not run",
+  b6bbd53a0e36: TEMPLATE_ONLY,
+  d1a1e18dc03a: TEMPLATE_ONLY,
+  "96dd90fd19d7": TEMPLATE_ONLY,
+  "392fc09abefb": TEMPLATE_ONLY,
+  e50bdfe02b85: "a `<context_management>` fragment",
+  "0494325631cf": "a `<context_management>` fragment",
+  ee1ebcd13ee2: "a `<context_management>` fragment",
+  f5b22f9d381b: "a `<context_management>` fragment",
+  "16888fb9681b": "a `<file_paths>` fragment",
+  "9a7a17549fff": "a `<file_paths>` fragment",
+  ae4a018afa08: "`<file_paths>` fragments",
+  ca3b32406928: "a `<file_paths>` fragment",
+  "8c02b7d4b704": "a `<file_paths>` fragment",
+  "983019a89bb6": "a `<file_paths>` fragment",
+  e09fb8d863d8: "an `<output_format>` fragment",
+  "32f947c95871": "a `<script_execution>` fragment",
+  "6282f5fe0d3f": "a `<description>` fragment with an inline call",
+};
+
+/**
+ * Examples that do not execute end to end but are refused at run time in a stable way; the integration test checks
+ * the reason (the table's claim) for each.
+ */
+export const REFUSED: Readonly<Record<string, "not_supported" | "input_validation_failure">> = {
+  "3420604979f1": "not_supported",
+  "584adbd0e116": "not_supported",
+  d321a2f05774: "not_supported",
+  "7ff9a6a21b40": "not_supported",
+  "04aa368d28b4": "not_supported",
+  "996bc568ce48": "not_supported",
+  "3bc075029304": "input_validation_failure",
+  "79e1bf7ff43e": "input_validation_failure",
+  "79716b0f1827": "input_validation_failure",
+  "715028df6d14": "input_validation_failure",
+};
+
+/** Files executed as the definitions another run calls. */
+function calledBy(id: string): string | undefined {
+  return RUNS.find((r) => r.with?.includes(id))?.id;
+}
+
+/** The kind of a corpus file, from its parse (or its root element when it does not parse). */
+function kindOf(entry: CorpusEntry, text: string): string {
+  if (entry.category === "xsd") return "XSD fragment";
+  const parsed = parseTemplate(text);
+  if (!parsed.ok) return `\`<${entry.root}>\``;
+  const d = parsed.document;
+  const e = d.entry;
+  const entryKind = !e ? undefined : e.kind === "task" ? `${e.type}${e.subtype ? `/${e.subtype}` : ""} task` : e.kind === "call" ? `call ${e.templateName}` : e.kind;
+  const parts = [
+    ...(entryKind ? [entryKind] : []),
+    ...(d.templates.length > 0 ? [`template ${d.templates.map((t) => t.name).join(", ")}`] : []),
+  ];
+  if (parts.length === 0) parts.push(`\`<${entry.root}>\` fragment`);
+  const top = d.nodes.length;
+  return parts.join(" + ") + (top > 1 ? ` (${top} top-level)` : "");
+}
+
+function parsesOf(text: string, entry: CorpusEntry): string {
+  const parsed = parseTemplate(text);
+  if (parsed.ok && entry.category === "xsd") {
+    const unknown = parsed.document.nodes.every((n) => n.kind === "element" || n.kind === "fragment") && parsed.document.templates.length === 0;
+    return unknown ? "yes, as unknown elements" : "yes";
+  }
+  if (parsed.ok) return "yes";
+  const message = parsed.error.message.replace(/\|/g, "\\|").replace(/\s+/g, " ");
+  return `no: \`${message.length > 70 ? `${message.slice(0, 67)}…` : message}\``;
+}
+
+function executesOf(entry: CorpusEntry): string {
+  if (entry.category === "xsd") return "no: a schema fragment, not a task";
+  if (entry.category === "grammar") return "no: a grammar example (`full|none|subset` placeholders)".replace(/\|/g, "\\|");
+  if (entry.era !== "xml-era" && !RUNS.some((r) => r.id === entry.id) && NOT_RUN[entry.id] === undefined) return "no: S-expression era";
+  const run = RUNS.find((r) => r.id === entry.id);
+  if (run) return `**yes**: ${run.shows}`;
+  const caller = calledBy(entry.id);
+  if (caller) return `**yes**, called by ${caller}`;
+  const reason = NOT_RUN[entry.id];
+  return reason === undefined ? "**unclassified**" : `no: ${reason}`;
+}
+
+/** Template-corpus ids neither in {@link RUNS}, nor called by one, nor in {@link NOT_RUN}. */
+export function unclassified(): string[] {
+  return corpusIndex()
+    .filter((e) => e.category === "template")
+    .map((e) => e.id)
+    .filter((id) => !RUNS.some((r) => r.id === id) && calledBy(id) === undefined && NOT_RUN[id] === undefined);
+}
+
+/** The markdown table of every corpus file, as in docs/corpus.md. */
+export function corpusTable(): string {
+  const order = ["templates", "grammar", "xsd"];
+  const entries = corpusIndex().sort((a, b) => order.indexOf(a.file.split("/")[0] ?? "") - order.indexOf(b.file.split("/")[0] ?? "") || a.file.localeCompare(b.file));
+  const rows = entries.map((entry) => {
+    const text = corpusText(entry.file);
+    const era = entry.era === "xml-era" ? "" : " (S-exp era)";
+    return `| \`${entry.file}\`${era} | ${kindOf(entry, text)} | ${parsesOf(text, entry)} | ${executesOf(entry)} |`;
+  });
+  return ["| File | Kind | Parses | Executes end to end |", "| --- | --- | --- | --- |", ...rows].join("\n") + "\n";
+}
+
+/** Marker lines around the generated table in docs/corpus.md. */
+export const TABLE_BEGIN = "<!-- corpus-table:begin (generated from test/support/corpus.ts; see test/unit/template/corpus-doc.test.ts) -->";
+export const TABLE_END = "<!-- corpus-table:end -->";
