@@ -35,7 +35,19 @@ export interface RequestOptions {
   timeoutMs: number;
   /** Aborts the wait (the answer, if it comes, is dropped). */
   signal?: AbortSignal;
+  /**
+   * Asks the responder for keepalives (see {@link KEEPALIVE_HEADER}) and fails with a {@link TransportError} when
+   * neither an answer nor a keepalive came for this long: the responder's process died or lost its connection.
+   * Transports whose responders cannot die on their own (in-process) ignore it.
+   */
+  idleTimeoutMs?: number;
 }
+
+/**
+ * Header of a request whose sender wants keepalives: its value is the interval in milliseconds. While it works on
+ * the request, the responder answers with an empty body that often; the real answer is never empty.
+ */
+export const KEEPALIVE_HEADER = "Dirigent-Keepalive";
 
 /** Publish/subscribe and request/reply over subjects. */
 export interface Bus {
@@ -138,4 +150,9 @@ export class RequestTimeoutError extends TransportError {
 /** The caller aborted the request. */
 export class RequestAbortedError extends TransportError {
   override name = "RequestAbortedError";
+}
+
+/** A request sent with `idleTimeoutMs` got neither an answer nor a keepalive for that long. */
+export class ResponderSilentError extends TransportError {
+  override name = "ResponderSilentError";
 }

@@ -2,6 +2,7 @@
  * What every actor shell is built from. The runtime passes these in; nothing here is a module-level singleton.
  */
 import type { Subjects } from "../protocol/index.js";
+import type { InspectHook } from "./inspect-option.js";
 import type { Bus } from "./bus.js";
 
 /** The logging calls actors make (a subset of pino's API). */
@@ -24,6 +25,8 @@ export interface ActorDeps {
   now(): Date;
   /** Makes a new unique id (task ids, message ids). */
   newId(): string;
+  /** XState inspection of every actor the shells create (`DIRIGENT_INSPECT=on`); absent: no inspection, no cost. */
+  inspect?: InspectHook | undefined;
 }
 
 /** A started actor shell. */

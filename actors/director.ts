@@ -6,7 +6,7 @@
  * the intake work queue, `<root>.progress.*` and `<root>.control.cancel` (every Director; each acts only on the
  * tasks it owns).
  */
-import { createActor, fromPromise, type Actor } from "xstate";
+import { createActor, fromPromise, type Actor, type Snapshot } from "xstate";
 import { taskMachine, type TaskContext } from "../machines/task.js";
 import {
   CancelBroadcast,
@@ -24,15 +24,18 @@ import {
   type CancelReply,
   type EvaluateRequest,
   type TaskId,
+  type TaskRecord,
   type TaskState,
   type TaskStatusReply,
 } from "../protocol/index.js";
 import type { BusMessage, TaskStore, WorkItem, WorkQueue } from "./bus.js";
 import { messageOf, type ActorDeps, type RoleHandle } from "./deps.js";
+import { inspectOption } from "./inspect-option.js";
 import { compilePrompt } from "./director-compile.js";
-import { claimTask, readRecord, requestCancel, writeClaimed, type Claim } from "./director-records.js";
+import { claimTask, holds, readRecord, requestCancel, writeClaimed, type Claim } from "./director-records.js";
+import { persisted, restorable } from "./director-snapshot.js";
 import { handleSubmit } from "./intake.js";
-import { ask } from "./serve.js";
+import { askRetrying } from "./serve.js";
 
 /** Director configuration. */
 export interface DirectorConfig {
@@ -40,6 +43,8 @@ export interface DirectorConfig {
   concurrency: number;
   /** Longest a task may run before it fails with a timeout. */
   taskTimeoutMs: number;
+  /** Whether a message on `subject` is stored (the events stream); lets a redelivery publish a lost result. */
+  published?: (subject: string) => Promise<boolean>;
 }
 
 type TaskActor = Actor<typeof taskMachine>;
@@ -56,6 +61,8 @@ interface RunningTask {
   /** Set when another Director took the claim over. */
   lost: boolean;
   actor: TaskActor | undefined;
+  /** Hands the task back (the process is draining): its intake message is naked for another Director. */
+  release?: () => void;
 }
 
 /** Progress signals go out three times per ack wait, so one late signal does not cost the task its claim. */
@@ -79,6 +86,10 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
   const { bus, subjects, log } = deps;
   const owned = new Map<string, RunningTask>();
   const owner = `director-${deps.newId()}`;
+  /** Tasks whose claim is being written, with their latest delivery. */
+  const pendingClaims = new Map<string, { item: WorkItem }>();
+  /** Set by `stop`: take no new task, hand back the ones running. */
+  let draining = false;
 
   const publishEvent = (taskId: string, seq: number, type: string, state: TaskState, message?: string, data?: Record<string, unknown>) => {
     const event: TaskEvent = {
@@ -118,6 +129,18 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
     return true;
   };
 
+  /**
+   * A redelivered task is final: its owner stored the outcome, and usually published it and lost only the ack. When
+   * it died between storing and publishing, the result is not in the events stream: publish it now, once.
+   */
+  const publishLostResult = async (record: TaskRecord) => {
+    if (config.published === undefined || record.result === undefined) return;
+    if (await config.published(subjects.taskResult(record.taskId))) return;
+    log.warn({ taskId: record.taskId }, "final task's result was never published; publishing it");
+    publishEvent(record.taskId, record.seq ?? 1, `task.${record.state}`, record.state, record.state === "failed" ? record.result.error?.message : undefined);
+    bus.publish(subjects.taskResult(record.taskId), encode(TaskOutcome, record.result));
+  };
+
   // The outcome is stored before this: a lost ack only costs a redelivery that is acked and ignored, so the
   // task's handler does not wait for the server's confirmation.
   const settle = (item: WorkItem, taskId: string) =>
@@ -130,17 +153,44 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
       local.item = item;
       return;
     }
-    const claimed = await claimTask(store, item.id, owner, deps.now);
+    if (draining) return item.nak();
+    // A second delivery while this process is still claiming the task (the server redelivered after a restart):
+    // the newer delivery is the one to settle, and the task is claimed once.
+    const claiming = pendingClaims.get(item.id);
+    if (claiming) {
+      claiming.item = item;
+      return;
+    }
+    const slot = { item };
+    pendingClaims.set(item.id, slot);
+    let claimed: Awaited<ReturnType<typeof claimTask>>;
+    try {
+      claimed = await claimTask(store, item.id, owner, deps.now);
+    } finally {
+      pendingClaims.delete(item.id);
+    }
+    item = slot.item;
     if (claimed.kind === "missing") log.warn({ taskId: item.id }, "queued task has no record; dropped");
     if (claimed.kind !== "claimed") {
       if (claimed.kind === "contended") item.nak();
-      else await item.ack();
+      else {
+        if (claimed.kind === "final") await publishLostResult(claimed.record);
+        await item.ack();
+      }
       return;
     }
     const { claim } = claimed;
     const record = claim.record;
     log.info({ taskId: item.id, owner, deliveries: item.deliveries, previousOwner: claim.previousOwner }, "task claimed");
     const task: RunningTask = { claim, item, seq: record.seq ?? 1, checkpointed: record.seq ?? 1, lost: false, actor: undefined };
+    const restore = claim.previousOwner === undefined ? ({ kind: "none" } as const) : restorable(record);
+    if (restore.kind === "refused") {
+      log.error({ taskId: record.taskId, problem: restore.message }, "task snapshot cannot be restored; the task fails");
+      const failure = { content: "", status: "FAILED" as const, notes: {}, error: { type: "TASK_FAILURE" as const, reason: "unexpected_error" as const, message: `cannot resume the task: ${restore.message}` } };
+      if (await finish(task, { taskId: record.taskId, xml: record.xml, inputs: record.inputs, result: failure, cancelled: false }, "failed")) settle(item, record.taskId);
+      return;
+    }
+    if (restore.kind === "snapshot" && restore.migratedFrom !== undefined) log.info({ taskId: record.taskId, from: restore.migratedFrom }, "task snapshot migrated");
     const actor = createActor(
       taskMachine.provide({
         actors: {
@@ -155,8 +205,26 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
               if (!compiled.ok) return compiled.result;
               xml = compiled.xml;
             }
-            const request: EvaluateRequest = { type: "evaluator.evaluate", taskId: record.taskId, xml, inputs: input.inputs };
-            const reply = await ask(deps, subjects.evaluate, request, EvaluateReply, { timeoutMs: config.taskTimeoutMs, signal });
+            const request = (attempt: number): EvaluateRequest => ({
+              type: "evaluator.evaluate",
+              taskId: record.taskId,
+              // A new attempt (the Evaluator went silent) supersedes the old one, should it still run somewhere.
+              owner: attempt === 1 ? owner : `${owner}~${attempt}`,
+              xml,
+              inputs: input.inputs,
+              ...(record.budget ? { budget: record.budget } : {}),
+              ...(record.stream === undefined ? {} : { stream: record.stream }),
+            });
+            const reply = await askRetrying(deps, subjects.evaluate, request, EvaluateReply, {
+              timeoutMs: config.taskTimeoutMs,
+              signal,
+              // Ask again only while this Director still holds the task: a stale retry would supersede the new owner.
+              // A record that cannot be read now (NATS restarting) does not stop it: the heartbeat notices a lost claim.
+              beforeRetry: async () => {
+                const now = await readRecord(store, record.taskId).catch(() => "unknown" as const);
+                if (now !== "unknown" && (!now || !holds(now.record, claim))) throw new Error(`task '${record.taskId}': claim lost; not asking again`);
+              },
+            });
             return reply.result;
           }),
         },
@@ -164,15 +232,27 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
           announce: (_, a) => publishEvent(record.taskId, ++task.seq, a.event, a.state, a.message, a.data),
         },
       }),
-      { input: { taskId: record.taskId, xml: record.xml, inputs: record.inputs } },
+      // A task taken over resumes from its machine's stored snapshot (actors/director-snapshot.ts).
+      { ...inspectOption(deps, "director", record.taskId), input: { taskId: record.taskId, xml: record.xml, inputs: record.inputs }, ...(restore.kind === "snapshot" ? { snapshot: restore.snapshot as Snapshot<unknown> } : {}) },
     );
     task.actor = actor;
     owned.set(record.taskId, task);
     const done = new Promise<void>((resolve) => actor.subscribe({ complete: resolve, error: () => resolve() }));
+    let handedBack = false;
+    const released = new Promise<void>((resolve) => (task.release = () => ((handedBack = true), resolve())));
+    if (draining) task.release?.();
     const heartbeat = startHeartbeat(task, () => {
       task.lost = true;
       log.warn({ taskId: record.taskId }, "another Director took the task over; stopping here");
       actor.stop();
+    });
+    // Each change of the task's state is checkpointed at once (its snapshot and seq), not only at the heartbeat.
+    let lastState = "";
+    actor.subscribe((snapshot) => {
+      const state = JSON.stringify(snapshot.value);
+      if (state === lastState) return;
+      lastState = state;
+      heartbeat.checkpoint();
     });
     try {
       actor.start();
@@ -180,8 +260,15 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
         publishEvent(record.taskId, ++task.seq, "task.resumed", "running", `resumed from ${claim.previousOwner}`, { previousOwner: claim.previousOwner });
       }
       actor.send(record.cancelRequested ? { type: "task.cancel" } : { type: "task.start" });
-      await Promise.race([done, heartbeat.lost]);
+      await Promise.race([done, heartbeat.lost, released]);
       heartbeat.stop();
+      if (handedBack) {
+        // Draining: the next Director resumes the task from its record at once instead of after the ack wait.
+        actor.stop();
+        task.item.nak();
+        log.info({ taskId: record.taskId }, "task handed back: draining");
+        return;
+      }
       if (task.lost || !(await finish(task, actor.getSnapshot().context, stateOf(actor)))) {
         log.info({ taskId: record.taskId }, "claim taken over; nothing published");
         // Once the new owner has finished, this delivery's ack is as safe as its own.
@@ -214,7 +301,8 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
       busy = true;
       const seq = task.seq;
       try {
-        const written = await writeClaimed(store, task.claim, (current) => ({ ...current, seq, updatedAt: deps.now().toISOString() }));
+        const machine = task.actor ? { machine: persisted(task.actor) } : {};
+        const written = await writeClaimed(store, task.claim, (current) => ({ ...current, ...machine, seq, updatedAt: deps.now().toISOString() }));
         if (written === "lost") {
           onLost();
           resolveLost();
@@ -226,7 +314,7 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
       }
     };
     const timer = setInterval(() => void beat(), heartbeatMs(queue.ackWaitMs));
-    return { lost, stop: () => clearInterval(timer) };
+    return { lost, stop: () => clearInterval(timer), checkpoint: () => void beat() };
   };
 
   const get = async (msg: BusMessage) => {
@@ -286,13 +374,17 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
       const decoded = decode(CancelBroadcast, msg.data);
       if (decoded.ok) owned.get(decoded.value.taskId)?.actor?.send({ type: "task.cancel" });
     }),
-    queue.consume(run, { concurrency: config.concurrency }),
   ];
+  const intake = queue.consume(run, { concurrency: config.concurrency });
 
   return {
     role: "director",
+    /** Drains: stops pulling intake, hands the running tasks back (nak, so another Director resumes them at once). */
     async stop() {
-      await Promise.all(subscriptions.map((s) => s.unsubscribe()));
+      draining = true;
+      const consuming = intake.unsubscribe();
+      for (const task of owned.values()) task.release?.();
+      await Promise.all([consuming, ...subscriptions.map((s) => s.unsubscribe())]);
       for (const task of owned.values()) task.actor?.stop();
     },
   };

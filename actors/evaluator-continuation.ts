@@ -9,13 +9,14 @@ import {
   continuationMachine,
   type EvaluationOutcome,
   type EvaluationStepInput,
+  type InputWaitInput,
   type SubtaskInput,
   type SuspendedResult,
 } from "../machines/continuation.js";
 import { CONTEXT_BINDING, CONTEXT_OVERRIDE_BINDING, type PartialContextSettings } from "../machines/context-defaults.js";
 import { flatten, rootEnv, type Env } from "../machines/env.js";
 import { splitCommand } from "../machines/script-argv.js";
-import { SCRIPT_EVALUATION_TYPES, type SessionState, type SubtaskRequest, type TaskResult, type TemplateDocument } from "../protocol/index.js";
+import { SCRIPT_EVALUATION_TYPES, type InputRequest, type SessionState, type SubtaskRequest, type TaskResult, type TemplateDocument } from "../protocol/index.js";
 import { DEFAULT_SCRIPT_TIMEOUT_S, type CommandOutcome } from "./evaluator-script.js";
 import type { TemplateLibrary } from "./template/library.js";
 import { parseTemplate } from "./template/parse.js";
@@ -26,10 +27,12 @@ export const MIN_SUBTASK_SCORE = 0.2;
 /** What the continuation effects need from a walk. */
 export interface ContinuationWalk {
   library: TemplateLibrary;
-  /** Evaluates the entry node of `document` in `env`. */
-  evaluateDocument(document: TemplateDocument, env: Env, signal: AbortSignal): Promise<TaskResult>;
+  /** Evaluates the entry node of `document` in `env`, its node paths under `scope`. */
+  evaluateDocument(document: TemplateDocument, env: Env, signal: AbortSignal, scope: string): Promise<TaskResult>;
   /** Runs argv in a Handler. */
   script(nodePath: string, command: { argv: string[]; timeoutMs: number }, signal: AbortSignal): Promise<CommandOutcome>;
+  /** Waits for the user's answer to a question of the task. */
+  waitForInput(nodePath: string, request: InputRequest, signal: AbortSignal): Promise<string>;
   /** Resumes a suspended session. */
   resume(nodePath: string, session: SessionState, answer: string, signal: AbortSignal): Promise<SuspendedResult>;
   progress(event: string, message: string, data?: Record<string, unknown>): void;
@@ -98,6 +101,8 @@ function contextOverride(request: SubtaskRequest): PartialContextSettings {
 }
 
 async function runSubtask(walk: ContinuationWalk, input: SubtaskInput, signal: AbortSignal): Promise<TaskResult> {
+  // The invoked actor starts before its state's entry actions run: let `continuation.subtask` go out first.
+  await Promise.resolve();
   const { request } = input;
   const chosen = chooseSubtaskTemplate(walk.library, request);
   const env = rootEnv({
@@ -108,7 +113,7 @@ async function runSubtask(walk: ContinuationWalk, input: SubtaskInput, signal: A
     ...(request.file_paths ? { [CONTEXT_BINDING]: { files: request.file_paths } } : {}),
   });
   walk.progress("subtask.template", `subtask ${input.number}: template ${chosen.name}`, { nodePath: input.path, subtask: input.number, template: chosen.name, source: chosen.source });
-  const result = await walk.evaluateDocument(chosen.document, env, signal);
+  const result = await walk.evaluateDocument(chosen.document, env, signal, `${input.path}/subtask${input.number}:`);
   return { ...result, notes: { ...result.notes, template_used: chosen.name } };
 }
 
@@ -156,7 +161,7 @@ async function runEvaluation(walk: ContinuationWalk, input: EvaluationStepInput,
     // Seed 000: the evaluation sees a subset of the context and accumulates data.
     [CONTEXT_OVERRIDE_BINDING]: { inheritContext: "subset", accumulateData: true } satisfies PartialContextSettings,
   });
-  const result = await walk.evaluateDocument(chosen.document, env, signal);
+  const result = await walk.evaluateDocument(chosen.document, env, signal, `${input.path}/evaluation${input.iteration}:`);
   const success = successOf(result);
   const answer = JSON.stringify({
     status: result.status,
@@ -175,6 +180,7 @@ export function provideContinuation(walk: ContinuationWalk, applyFormat: (path: 
     actors: {
       runSubtask: fromPromise<TaskResult, SubtaskInput>(({ input, signal }) => runSubtask(walk, input, signal)),
       runEvaluation: fromPromise<EvaluationOutcome, EvaluationStepInput>(({ input, signal }) => runEvaluation(walk, input, signal)),
+      waitForInput: fromPromise<string, InputWaitInput>(({ input, signal }) => walk.waitForInput(input.path, input.request, signal)),
       resumeAtomic: fromPromise<SuspendedResult, { path: string; session: SessionState; answer: string }>(async ({ input, signal }) =>
         applyFormat(input.path, await walk.resume(input.path, input.session, input.answer, signal)),
       ),

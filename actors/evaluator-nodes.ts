@@ -10,6 +10,7 @@ import { expandText, type InlineCall } from "./evaluator-inline.js";
 import type { SubstituteMode } from "./template/substitute.js";
 
 const STEP_KINDS = new Set(["task", "call", "cond", "element"]);
+const ATOMIC: ReadonlySet<string> = new Set(["atomic", "standard", "subtask", "director", "evaluator"]);
 
 function isStepNode(value: unknown): value is StepNode {
   return typeof value === "object" && value !== null && STEP_KINDS.has(String(Reflect.get(value, "kind")));
@@ -49,11 +50,13 @@ export function summarize(node: StepNode): EvalNode {
         loc: node.loc,
         ...(node.name ? { name: node.name } : {}),
         ...(node.ref ? { ref: node.ref } : {}),
+        ...(ATOMIC.has(node.type) && !node.ref && reparseAllowed(node) ? { reparse: true } : {}),
         ...(node.steps ? { stepCount: node.steps.length } : {}),
         ...(cm?.accumulateData !== undefined ? { accumulate: cm.accumulateData } : {}),
         ...(cm?.accumulationFormat ? { format: cm.accumulationFormat } : {}),
         ...(node.initialValue ? { initialValue: node.initialValue.value ?? "", initialTask: node.initialValue.task !== undefined } : {}),
         ...(node.type === "director_evaluator_loop" ? { loop: loopSummary(node) } : {}),
+        ...(node.type === "judge_loop" ? { checkmate: checkmateSummary(node) } : {}),
       };
     }
     case "call":
@@ -63,6 +66,16 @@ export function summarize(node: StepNode): EvalNode {
     case "element":
       return { kind: node.name, loc: node.loc };
   }
+}
+
+/** judge_loop settings: `<max_iterations>`, attributes `criteria_judge="true"` and `max_intake_rounds="N"`. */
+function checkmateSummary(node: TaskNode): NonNullable<EvalNode["checkmate"]> {
+  const rounds = Number(node.attributes["max_intake_rounds"]);
+  return {
+    ...(node.maxIterations === undefined ? {} : { maxIterations: node.maxIterations }),
+    ...(node.attributes["criteria_judge"]?.trim() === "true" ? { criteriaJudge: true } : {}),
+    ...(Number.isInteger(rounds) && rounds > 0 ? { maxIntakeRounds: rounds } : {}),
+  };
 }
 
 function loopSummary(node: TaskNode): NonNullable<EvalNode["loop"]> {
@@ -76,6 +89,13 @@ function loopSummary(node: TaskNode): NonNullable<EvalNode["loop"]> {
     ...(node.maxIterations === undefined ? {} : { maxIterations: node.maxIterations }),
     ...(condition ? { condition } : {}),
   };
+}
+
+/** Whether a task may be reparsed: not opted out by `<disable_reparsing>` or the attribute. */
+export function reparseAllowed(node: TaskNode): boolean {
+  if (node.disableReparsing === true) return false;
+  const attr = node.attributes?.["disable_reparsing"];
+  return !(typeof attr === "string" && attr.trim().toLowerCase() === "true");
 }
 
 /** A `TASK_FAILURE` with reason `input_validation_failure`. */
@@ -110,6 +130,10 @@ function atomicFields(node: TaskNode): AtomicFields {
  */
 export async function prepareAtomic(node: TaskNode, env: Env, call: (c: InlineCall) => Promise<TaskResult>, mode: SubstituteMode = "strict"): Promise<{ ok: true; fields: AtomicFields } | { ok: false; result: TaskResult }> {
   const fields = atomicFields(node);
+  if (fields.prompt.trim() === "") {
+    const at = node.loc ? ` at line ${node.loc.line}, column ${node.loc.col}` : "";
+    return { ok: false, result: inputFailure(`the atomic task${at} has no <description> or <instructions>: there is nothing to ask the model`) };
+  }
   const out: Record<string, string> = {};
   const missing = new Set<string>();
   for (const [key, text] of Object.entries(fields)) {

@@ -6,7 +6,8 @@
  */
 import { extend, find, isPath, type Env } from "../machines/env.js";
 import { splitCommand } from "../machines/script-argv.js";
-import type { ScriptExecution, TaskNode, TaskResult } from "../protocol/index.js";
+import type { ScriptEnvironment, ScriptExecution, TaskNode, TaskResult } from "../protocol/index.js";
+import { REFUSED_ENV } from "./tools/run-script.js";
 import { inputFailure } from "./evaluator-nodes.js";
 import { substitute } from "./template/substitute.js";
 
@@ -24,7 +25,31 @@ export interface CommandOutcome {
 }
 
 /** Runs one argv in a Handler. */
-export type RunCommand = (nodePath: string, command: { argv: string[]; timeoutMs: number }, signal: AbortSignal) => Promise<CommandOutcome>;
+export type RunCommand = (
+  nodePath: string,
+  command: { argv: string[]; timeoutMs: number; env?: Record<string, string>; inheritEnv?: boolean },
+  signal: AbortSignal,
+) => Promise<CommandOutcome>;
+
+/** A script's `<environment>`: its variables substituted (strict), and whether the Handler's allowlist is inherited. */
+export function scriptEnv(spec: ScriptEnvironment | undefined, env: Env): { ok: true; value: { env?: Record<string, string>; inheritEnv?: boolean } } | { ok: false; result: TaskResult } {
+  if (!spec) return { ok: true, value: {} };
+  const inherit = spec.inherit?.trim().toLowerCase();
+  if (inherit !== undefined && inherit !== "none" && inherit !== "allowlist" && inherit !== "true" && inherit !== "false") {
+    return { ok: false, result: inputFailure(`<environment inherit="${spec.inherit ?? ""}">: use "none" (only the listed variables) or "allowlist" (the Handler's allowlisted variables too; the default)`) };
+  }
+  const vars: Record<string, string> = {};
+  const missing = new Set<string>();
+  for (const v of spec.variables) {
+    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(v.name)) return { ok: false, result: inputFailure(`<environment>: '${v.name}' is not a variable name`) };
+    if (REFUSED_ENV.test(v.name)) return { ok: false, result: inputFailure(`<environment>: '${v.name}' may not be set by a template`) };
+    const done = substitute(v.value, (p) => find(env, p), "strict");
+    if (done.ok) vars[v.name] = done.text;
+    else for (const m of done.missing) missing.add(m);
+  }
+  if (missing.size > 0) return { ok: false, result: inputFailure(`missing required input: ${[...missing].map((m) => `'${m}'`).join(", ")}`, { missing: [...missing] }) };
+  return { ok: true, value: { env: vars, ...(inherit === "none" || inherit === "false" ? { inheritEnv: false } : {}) } };
+}
 
 /** Evaluates a node (the `<call>` of a `<script_execution>`) in an environment. */
 export type EvaluateAt = (path: string, env: Env) => Promise<TaskResult>;
@@ -52,11 +77,20 @@ export function commandArgv(text: string, env: Env): { ok: true; argv: string[] 
 }
 
 /** Runs `text` as a command; with `failOnNonzero`, a non-zero exit fails the task (the output in the details). */
-export async function runCommand(run: RunCommand, path: string, text: string, timeoutS: number, env: Env, failOnNonzero: boolean, signal: AbortSignal): Promise<TaskResult> {
+export async function runCommand(
+  run: RunCommand,
+  path: string,
+  text: string,
+  timeoutS: number,
+  env: Env,
+  failOnNonzero: boolean,
+  signal: AbortSignal,
+  environment: { env?: Record<string, string>; inheritEnv?: boolean } = {},
+): Promise<TaskResult> {
   const prepared = commandArgv(text, env);
   if (!prepared.ok) return prepared.result;
   const timeoutMs = Math.round(timeoutS * 1000);
-  const outcome = await run(path, { argv: prepared.argv, timeoutMs }, signal);
+  const outcome = await run(path, { argv: prepared.argv, timeoutMs, ...environment }, signal);
   const scriptOutput = { stdout: outcome.stdout, stderr: outcome.stderr, exitCode: outcome.exitCode };
   const details = { argv: prepared.argv, ...scriptOutput };
   if (outcome.error !== undefined) return halted("unexpected_error", `script could not run: ${outcome.error}`, details);
@@ -70,11 +104,10 @@ export async function runCommand(run: RunCommand, path: string, text: string, ti
 export async function runScriptTask(run: RunCommand, node: TaskNode, path: string, env: Env, signal: AbortSignal): Promise<TaskResult> {
   const spec = node.execution;
   if (!spec?.command?.trim()) return inputFailure("a script task needs a <command>");
-  if ((spec.environment?.variables.length ?? 0) > 0) {
-    return halted("not_supported", "<environment> variables are not supported yet: scripts get the Handler's allowlisted environment only");
-  }
+  const environment = scriptEnv(spec.environment, env);
+  if (!environment.ok) return environment.result;
   const failOnNonzero = node.attributes["fail_on_nonzero"]?.trim().toLowerCase() !== "false";
-  return runCommand(run, path, spec.command, spec.timeout ?? DEFAULT_SCRIPT_TIMEOUT_S, env, failOnNonzero, signal);
+  return runCommand(run, path, spec.command, spec.timeout ?? DEFAULT_SCRIPT_TIMEOUT_S, env, failOnNonzero, signal, environment.value);
 }
 
 /**

@@ -11,13 +11,17 @@ import { evaluationMachine, type BindOutcome } from "../machines/evaluation.js";
 import { evaluateTest } from "../machines/expression.js";
 import { reduceMachine, type ReduceItem, type ResolvedItems } from "../machines/reduce.js";
 import { sequentialMachine } from "../machines/sequential.js";
-import type { CondNode, ContinuationKind, SessionState, TaskNode, TaskResult, TemplateDocument } from "../protocol/index.js";
+import type { CompileReply, CompileRequest, CondNode, ContinuationKind, InputRequest, SessionState, TaskNode, TaskResult, TemplateDocument } from "../protocol/index.js";
+import { budgetScopes, nodeBudgetBinding, type BudgetScope } from "./evaluator-budget.js";
+import { reparseNode } from "./evaluator-reparse.js";
 import { provideContinuation } from "./evaluator-continuation.js";
+import { provideCheckmate } from "./evaluator-checkmate.js";
 import { applyOutputFormat, atomicContext, compositeContextBindings, contextFields, returnsOf, walkContextDeps, withContextNotes, type ContextDeps } from "./evaluator-context.js";
 import { MAX_INLINE_DEPTH, type InlineCall } from "./evaluator-inline.js";
 import { checkParam, entryPath, inputFailure, nodeAt, prepareAtomic, summarize, type AtomicFields } from "./evaluator-nodes.js";
 import { runScriptExecution, runScriptTask, type RunCommand } from "./evaluator-script.js";
 import type { TemplateLibrary } from "./template/library.js";
+import { inspectOption, type InspectHook } from "./inspect-option.js";
 import { substitute, type SubstituteMode } from "./template/substitute.js";
 
 /** The Evaluator's reserved (`$`) bindings of `env`; they cross into function templates and subtasks. */
@@ -27,18 +31,24 @@ function reservedOf(env: Env): Record<string, unknown> {
 
 /** What a walk of one document needs from the Evaluator role. */
 export interface Walk {
+  /** XState inspection of the nested evaluation actors (the Evaluator's `deps.inspect`). */
+  inspect?: InspectHook | undefined;
   taskId: string;
   document: TemplateDocument;
   /** Publish a progress report of the task. */
   progress(event: string, message: string, data?: Record<string, unknown>): void;
   /** Run substituted atomic fields in a Handler; a CONTINUATION result carries the suspended session. */
-  execute(path: string, fields: AtomicFields & { continuations?: ContinuationKind[] }, signal: AbortSignal): Promise<SuspendedResult>;
+  execute(path: string, fields: AtomicFields & { continuations?: ContinuationKind[] }, signal: AbortSignal, budgets?: readonly BudgetScope[]): Promise<SuspendedResult>;
+  /** Wait for the user's answer to a `request_user_input` question of the task. */
+  waitForInput(path: string, request: InputRequest, signal: AbortSignal): Promise<string>;
   /** Resume a suspended Handler session with `answer` as the response to its pending tool call. */
   resume(path: string, session: SessionState, answer: string, signal: AbortSignal): Promise<SuspendedResult>;
   /** Templates subtasks and evaluations are chosen from. */
   library: TemplateLibrary;
-  /** Offer `run_subtask` to atomic sessions. */
-  subtaskTools: boolean;
+  /** Continuation tools offered to every atomic session (`subtask`, `input`); directors also get `evaluation`. */
+  continuationTools: readonly ContinuationKind[];
+  /** Ask the Compiler to decompose a node; absent: no reparsing. */
+  compile?: (request: CompileRequest, signal: AbortSignal) => Promise<CompileReply>;
   /** Run the argv of a script in a Handler. */
   script: RunCommand;
   /** Deepest nesting of evaluations (steps, calls, nested inputs) before the walk fails. */
@@ -63,7 +73,7 @@ export async function evaluateNode(walk: Walk, path: string, env: Env, depth: nu
   if (depth > walk.maxDepth) {
     return { content: "", status: "FAILED", notes: {}, error: { type: "TASK_FAILURE", reason: "execution_halted", message: `nesting deeper than ${walk.maxDepth} at ${path}` } };
   }
-  const actor = createActor(provideWalk(walk, depth, inline), { input: { taskId: walk.taskId, path, node: summarize(node), env, entry } });
+  const actor = createActor(provideWalk(walk, depth, inline), { ...inspectOption(walk, "evaluator", walk.taskId), input: { taskId: walk.taskId, path, node: summarize(node), env, entry } });
   const cancel = () => actor.send({ type: "evaluation.cancel" });
   signal.addEventListener("abort", cancel, { once: true });
   try {
@@ -76,18 +86,36 @@ export async function evaluateNode(walk: Walk, path: string, env: Env, depth: nu
 }
 
 /** Evaluates the entry node of another document (a library template) as the document's entry, in `env`. */
-export function evaluateDocument(walk: Walk, document: TemplateDocument, env: Env, depth: number, signal: AbortSignal): Promise<TaskResult> {
+export function evaluateDocument(walk: Walk, document: TemplateDocument, env: Env, depth: number, signal: AbortSignal, scope: string): Promise<TaskResult> {
   const path = entryPath(document);
   if (path === undefined) return Promise.resolve(missingNode("(entry)"));
-  return evaluateNode({ ...walk, document }, path, env, depth, signal, 0, true);
+  return evaluateNode(scoped(walk, document, scope), path, env, depth, signal, 0, true);
 }
 
 /**
- * Continuation tools offered to an atomic task: `run_subtask` unless switched off (past the depth limit a call
- * fails the task with subtask_failure, so the limit is visible, C5), `request_evaluation` to subtype `director`.
+ * A walk of another document (a subtask's template, an evaluator, a decomposition) whose node paths are reported
+ * and sent to Handlers under `scope` (`0/subtask1:0`), so they never collide with the task's own paths.
+ */
+function scoped(walk: Walk, document: TemplateDocument, scope: string): Walk {
+  const at = (path: string) => `${scope}${path}`;
+  return {
+    ...walk,
+    document,
+    progress: (event, message, data) => walk.progress(event, message, typeof data?.["nodePath"] === "string" ? { ...data, nodePath: at(data["nodePath"]) } : data),
+    execute: (path, ...rest) => walk.execute(at(path), ...rest),
+    resume: (path, ...rest) => walk.resume(at(path), ...rest),
+    script: (path, ...rest) => walk.script(at(path), ...rest),
+    waitForInput: (path, ...rest) => walk.waitForInput(at(path), ...rest),
+  };
+}
+
+/**
+ * Continuation tools offered to an atomic task: the configured ones (`run_subtask`: past the depth limit a call
+ * fails the task with subtask_failure, so the limit is visible, C5; `request_user_input`), plus
+ * `request_evaluation` for subtype `director`.
  */
 function continuationsFor(walk: Walk, node: TaskNode): ContinuationKind[] {
-  const kinds: ContinuationKind[] = walk.subtaskTools ? ["subtask"] : [];
+  const kinds = walk.continuationTools.filter((k) => k !== "evaluation");
   return node.subtype === "director" ? [...kinds, "evaluation"] : kinds;
 }
 
@@ -118,14 +146,20 @@ export function provideWalk(walk: Walk, depth: number, inline = 0) {
         if (!prepared.ok) return prepared.result;
         const context = await atomicContext(walkContextDeps(walk, input.path), node, input.env, prepared.fields.prompt, signal);
         if (!context.ok) return context.result;
-        const result = await walk.execute(input.path, { ...prepared.fields, ...contextFields(context.value), continuations: continuationsFor(walk, node) }, signal);
+        const result = await walk.execute(input.path, { ...prepared.fields, ...contextFields(context.value), continuations: continuationsFor(walk, node) }, signal, budgetScopes(input.env));
         return applyOutputFormat(node, withContextNotes(result, context.value), returnsOf(walk.document, input.path));
+      }),
+      reparse: fromPromise<TaskResult, { path: string; env: Env; result: TaskResult }>(async ({ input, signal }) => {
+        const compile = walk.compile;
+        if (!compile) return input.result;
+        const reparseWalk = { ...walk, compile, evaluateDocument: (document: TemplateDocument, env: Env, s: AbortSignal, scope: string) => evaluateDocument(walk, document, env, depth + 1, s, scope) };
+        return reparseNode(reparseWalk, taskAt(input.path), input.path, input.env, input.result, signal);
       }),
       runRef: fromPromise<TaskResult, { path: string; env: Env }>(async ({ input, signal }) => {
         const ref = taskAt(input.path).ref ?? "";
         const template = walk.library.get(ref);
         if (!template) return inputFailure(`no template named '${ref}' in the template library (--templates)`, { ref });
-        const result = await evaluateDocument(walk, template.document, input.env, depth + 1, signal);
+        const result = await evaluateDocument(walk, template.document, input.env, depth + 1, signal, `${input.path}/ref:`);
         return { ...result, notes: { ...result.notes, template_used: template.name } };
       }),
       runCall: fromPromise<TaskResult, { path: string; env: Env }>(async ({ input, signal }) => {
@@ -143,7 +177,7 @@ export function provideWalk(walk: Walk, depth: number, inline = 0) {
       }),
       runScript: fromPromise<TaskResult, { path: string; env: Env }>(({ input, signal }) => runScriptTask(walk.script, taskAt(input.path), input.path, input.env, signal)),
       continuation: provideContinuation(
-        { library: walk.library, script: walk.script, resume: walk.resume, progress: walk.progress, evaluateDocument: (document, env, signal) => evaluateDocument(walk, document, env, depth + 1, signal) },
+        { library: walk.library, script: walk.script, resume: walk.resume, waitForInput: walk.waitForInput, progress: walk.progress, evaluateDocument: (document, env, signal, scope) => evaluateDocument(walk, document, env, depth + 1, signal, scope) },
         (path, result) => (result.status === "COMPLETE" ? applyOutputFormat(taskAt(path), result, returnsOf(walk.document, path)) : result),
       ),
       sequential: sequentialMachine.provide({ actions: { progress }, actors: { runStep } }),
@@ -160,6 +194,7 @@ export function provideWalk(walk: Walk, depth: number, inline = 0) {
           }),
         },
       }),
+      checkmate: provideCheckmate(walk, taskAt),
       reduce: reduceMachine.provide({
         actions: { progress },
         actors: {
@@ -190,7 +225,9 @@ async function inputValue(walk: Walk, node: TaskNode, path: string, i: number, e
 }
 
 async function bindInputs(walk: Walk, node: TaskNode, path: string, env: Env, entry: boolean, depth: number, signal: AbortSignal): Promise<BindOutcome> {
-  const bindings: Record<string, unknown> = {};
+  const budget = nodeBudgetBinding(node, env);
+  if ("error" in budget) return { result: inputFailure(budget.error) };
+  const bindings: Record<string, unknown> = { ...budget.bindings };
   for (let i = 0; i < node.inputs.length; i++) {
     const input = node.inputs[i];
     if (!input) continue;

@@ -9,9 +9,13 @@ import { extend, rootEnv } from "../machines/env.js";
 import type { evaluationMachine } from "../machines/evaluation.js";
 import {
   CancelBroadcast,
+  Superseded,
   decode,
   encode,
   EvaluateRequest,
+  CompileReply,
+  type ContinuationKind,
+  type CompileRequest,
   ExecuteReply,
   MatchReply,
   type MatchRequest,
@@ -23,9 +27,12 @@ import {
   type TaskResult,
 } from "../protocol/index.js";
 import type { ActorDeps, RoleHandle } from "./deps.js";
+import { inspectOption } from "./inspect-option.js";
+import { createTaskSpend, usageLine } from "./evaluator-budget.js";
+import { DEFAULT_INPUT_TIMEOUT_MS, waitForInput } from "./evaluator-input.js";
 import { entryPath, nodeAt, summarize } from "./evaluator-nodes.js";
 import { provideWalk, type Walk } from "./evaluator-walk.js";
-import { ask, serve } from "./serve.js";
+import { ask, askRetrying, RemoteError, serve } from "./serve.js";
 import { createLibrary, type TemplateLibrary } from "./template/library.js";
 import { parseTemplate } from "./template/parse.js";
 
@@ -52,13 +59,21 @@ export interface EvaluatorConfig {
   maxSubtaskDepth?: number;
   /** Evaluations one director session may ask for. Default 5. */
   maxEvaluations?: number;
-  /** Offer `run_subtask` to atomic sessions. Default true. */
-  subtaskTools?: boolean;
+  /** Continuation tools offered to atomic sessions. Default `subtask` and `input`. */
+  continuationTools?: readonly ContinuationKind[];
+  /** Longest wait for the answer to `request_user_input`. Default 10 minutes. */
+  inputTimeoutMs?: number;
+  /** Decompose a task that ran out of a resource through the Compiler. Default true. */
+  reparse?: boolean;
 }
 
 /** Starts the Evaluator role. */
 export function startEvaluator(deps: ActorDeps, config: EvaluatorConfig): RoleHandle {
   const live = new Map<string, Set<Actor<typeof evaluationMachine>>>();
+  /** The Director claim each live evaluation runs for. */
+  const owners = new WeakMap<Actor<typeof evaluationMachine>, string>();
+  /** Evaluations stopped because another owner took their task over. */
+  const superseded = new WeakSet<Actor<typeof evaluationMachine>>();
   const library = config.library ?? createLibrary([]);
   const limits = {
     [RESERVED.maxDepth]: config.maxSubtaskDepth ?? DEFAULT_MAX_SUBTASK_DEPTH,
@@ -88,7 +103,19 @@ export function startEvaluator(deps: ActorDeps, config: EvaluatorConfig): RoleHa
     const path = entryPath(document);
     const node = path === undefined ? undefined : nodeAt(document, path);
     if (path === undefined || !node) return reply({ content: "", status: "FAILED", notes: {}, error: { type: "XML_PARSE_ERROR", message: "the template defines no task to run" } });
+    // Every Handler call of the task is charged to it and sent what is left of its budgets.
+    const spend = createTaskSpend(request.budget, (spent) => progress(taskId, "task.usage", usageLine(spent), { ...spent }));
+    const stream = request.stream === undefined ? {} : { stream: request.stream };
+    // The walk is deterministic given the answers it gets, so the nth call of a node is the same call on a re-run:
+    // the Handler keys its records by it and replays them instead of calling the model again.
+    const occurrences = new Map<string, number>();
+    const occurrence = (key: string) => {
+      const n = (occurrences.get(key) ?? 0) + 1;
+      occurrences.set(key, n);
+      return n;
+    };
     const walk: Walk = {
+      inspect: deps.inspect,
       taskId,
       document,
       maxDepth: MAX_DEPTH,
@@ -106,31 +133,46 @@ export function startEvaluator(deps: ActorDeps, config: EvaluatorConfig): RoleHa
       },
       progress: (event, message, data) => progress(taskId, event, message, data),
       library,
-      subtaskTools: config.subtaskTools ?? true,
-      execute: async (nodePath, fields, signal) => {
-        const execute: ExecuteRequest = { type: "handler.execute", taskId, nodePath, ...fields };
-        const answer = await ask(deps, deps.subjects.execute, execute, ExecuteReply, { timeoutMs: config.taskTimeoutMs, signal });
-        return answer.session ? { ...answer.result, session: answer.session } : answer.result;
+      continuationTools: config.continuationTools ?? ["subtask", "input"],
+      ...(config.reparse === false
+        ? {}
+        : { compile: async (compile: CompileRequest, signal: AbortSignal) => ask(deps, deps.subjects.compile, compile, CompileReply, { timeoutMs: config.taskTimeoutMs, signal }) }),
+      execute: async (nodePath, fields, signal, budgets = []) => {
+        const execute: ExecuteRequest = { type: "handler.execute", taskId, nodePath, ...fields, ...stream, ...spend.remaining(budgets), occurrence: occurrence(`x:${nodePath}`) };
+        // Asked again when the Handler goes silent (died, NATS restarted): the same occurrence continues from its record.
+        const answer = await askRetrying(deps, deps.subjects.execute, execute, ExecuteReply, { timeoutMs: config.taskTimeoutMs, signal });
+        return spend.charge(nodePath, answer.session ? { ...answer.result, session: answer.session } : answer.result, budgets);
       },
+      waitForInput: (_nodePath, input, signal) => waitForInput(deps, taskId, input, config.inputTimeoutMs ?? DEFAULT_INPUT_TIMEOUT_MS, signal),
       resume: async (nodePath, session, answer, signal) => {
-        const execute: ExecuteRequest = { type: "handler.execute", taskId, nodePath, prompt: "", resume: { session, answer } };
-        const reply = await ask(deps, deps.subjects.execute, execute, ExecuteReply, { timeoutMs: config.taskTimeoutMs, signal });
-        return reply.session ? { ...reply.result, session: reply.session } : reply.result;
+        const budgets = spend.scopesOfSession(nodePath, session);
+        const execute: ExecuteRequest = { type: "handler.execute", taskId, nodePath, prompt: "", resume: { session, answer }, ...stream, ...spend.remaining(budgets), occurrence: occurrence(`r:${nodePath}`) };
+        const reply = await askRetrying(deps, deps.subjects.execute, execute, ExecuteReply, { timeoutMs: config.taskTimeoutMs, signal });
+        return spend.charge(nodePath, reply.session ? { ...reply.result, session: reply.session } : reply.result, budgets, session);
       },
       script: async (nodePath, command, signal) => {
-        const request: ScriptRequest = { type: "handler.script", taskId, nodePath, ...command };
+        const request: ScriptRequest = { type: "handler.script", taskId, nodePath, ...command, occurrence: occurrence(`s:${nodePath}`) };
         // The Handler enforces the script's own timeout; the margin covers its kill grace and the round trip.
-        const answer = await ask(deps, deps.subjects.script, request, ScriptReply, { timeoutMs: command.timeoutMs + SCRIPT_REPLY_MARGIN_MS, signal });
+        const answer = await askRetrying(deps, deps.subjects.script, request, ScriptReply, { timeoutMs: command.timeoutMs + SCRIPT_REPLY_MARGIN_MS, signal });
         return answer;
       },
     };
-    const actor = createActor(provideWalk(walk, 0), { input: { taskId, path, node: summarize(node), env: extend(rootEnv(limits), request.inputs ?? {}), entry: true } });
+    const actor = createActor(provideWalk(walk, 0), { ...inspectOption(deps, "evaluator", taskId), input: { taskId, path, node: summarize(node), env: extend(rootEnv(limits), request.inputs ?? {}), entry: true } });
     const set = live.get(taskId) ?? new Set();
     live.set(taskId, set.add(actor));
+    if (request.owner !== undefined) {
+      owners.set(actor, request.owner);
+      // Another Director took the task over: an evaluation still running for the old owner (here or in another
+      // Evaluator) stops, so two walks never advance one task.
+      deps.bus.publish(deps.subjects.superseded, encode(Superseded, { type: "task.superseded", taskId, owner: request.owner }));
+    }
     try {
       const done = toPromise(actor);
       actor.start();
-      return reply(await done);
+      const result = await done;
+      // Stopped for a newer owner: not an outcome of the task. Should the sender still hold the task, it asks again.
+      if (superseded.has(actor)) throw new RemoteError("UNAVAILABLE", `the evaluation of task '${taskId}' was superseded by a newer owner`);
+      return reply(spend.withTotals(result));
     } finally {
       set.delete(actor);
       if (set.size === 0) live.delete(taskId);
@@ -142,6 +184,18 @@ export function startEvaluator(deps: ActorDeps, config: EvaluatorConfig): RoleHa
     deps.bus.subscribe(deps.subjects.cancelBroadcast, (msg) => {
       const decoded = decode(CancelBroadcast, msg.data);
       if (decoded.ok) for (const actor of live.get(decoded.value.taskId) ?? []) actor.send({ type: "evaluation.cancel" });
+    }),
+    deps.bus.subscribe(deps.subjects.superseded, (msg) => {
+      const decoded = decode(Superseded, msg.data);
+      if (!decoded.ok) return;
+      for (const actor of live.get(decoded.value.taskId) ?? []) {
+        const owner = owners.get(actor);
+        if (owner !== undefined && owner !== decoded.value.owner) {
+          deps.log.info({ taskId: decoded.value.taskId, owner, newOwner: decoded.value.owner }, "evaluation superseded: stopping it");
+          superseded.add(actor);
+          actor.send({ type: "evaluation.cancel" });
+        }
+      }
     }),
   ];
 

@@ -5,7 +5,7 @@
  */
 import { z } from "zod";
 import type { PendingContinuation, ToolCall } from "../machines/handler-session.js";
-import { EvaluationRequest, SubtaskRequest, type ContinuationKind } from "../protocol/index.js";
+import { EvaluationRequest, InputRequest, SubtaskRequest, type ContinuationKind } from "../protocol/index.js";
 import type { ToolDefinition } from "./tools/toolset.js";
 
 const TOOLS: Record<ContinuationKind, { name: string; description: string; schema: z.ZodType }> = {
@@ -21,12 +21,27 @@ const TOOLS: Record<ContinuationKind, { name: string; description: string; schem
       "Ask for your current output to be evaluated against criteria (for a script or test `type`, `target` is run first). The evaluation comes back as this tool's response; then improve your output or finish.",
     schema: EvaluationRequest,
   },
+  input: {
+    name: "request_user_input",
+    description:
+      "Ask the user a question when you cannot go on without their answer. The task waits for the answer (or a timeout); it comes back as this tool's response.",
+    schema: InputRequest,
+  },
 };
+
+/** The JSON Schema of each tool's arguments, converted once (the conversion cost more than the rest of a session). */
+const PARAMETERS = new Map<ContinuationKind, Record<string, unknown>>();
 
 /** Tool definitions of the continuation tools `kinds`. */
 export function continuationTools(kinds: readonly ContinuationKind[]): ToolDefinition[] {
   return [...new Set(kinds)].map((kind) => {
-    const { $schema: _ignored, ...parameters } = z.toJSONSchema(TOOLS[kind].schema);
+    let cached = PARAMETERS.get(kind);
+    if (cached === undefined) {
+      const { $schema: _ignored, ...converted } = z.toJSONSchema(TOOLS[kind].schema);
+      PARAMETERS.set(kind, (cached = converted));
+    }
+    // A copy per call: callers own what they get.
+    const parameters = structuredClone(cached);
     return { type: "function", function: { name: TOOLS[kind].name, description: TOOLS[kind].description, parameters } };
   });
 }

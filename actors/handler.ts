@@ -6,9 +6,27 @@
  */
 import { createActor, fromPromise, toPromise, type Actor } from "xstate";
 import { handlerSessionMachine, type ChatMessage, type PendingContinuation, type SessionOutput } from "../machines/handler-session.js";
-import { CancelBroadcast, decode, encode, ExecuteRequest, Progress, ScriptRequest, type ExecuteReply, type ScriptReply, type TaskResult, Usage } from "../protocol/index.js";
+import {
+  CancelBroadcast,
+  decode,
+  encode,
+  ExecuteRequest,
+  Progress,
+  RECORD_VERSION,
+  ScriptRecord,
+  ScriptRequest,
+  TurnRecord,
+  Usage,
+  type ExecuteReply,
+  type ScriptReply,
+  type SessionCheckpoint,
+} from "../protocol/index.js";
+import type { TaskStore } from "./bus.js";
 import type { ActorDeps, RoleHandle } from "./deps.js";
+import { inspectOption } from "./inspect-option.js";
+import { readRecord, scriptKey, turnKey, writeRecord } from "./handler-record.js";
 import { continuationTools, readContinuation } from "./handler-continuation.js";
+import { priceOf, sessionBudget } from "./handler-budget.js";
 import { attachContext } from "./handler-files.js";
 import type { CallModel } from "./model.js";
 import { serve } from "./serve.js";
@@ -56,14 +74,26 @@ const NO_TOOLS: Toolset = {
 /** Runs one command of a `script` task with the `run_script` tool's confinement and limits. */
 export async function runScriptRequest(toolset: Toolset, request: ScriptRequest, signal: AbortSignal): Promise<ScriptReply> {
   const base = { type: "handler.script_result" as const, taskId: request.taskId, nodePath: request.nodePath };
-  const ran = await toolset.script({ argv: request.argv, timeoutMs: request.timeoutMs, ...(request.cwd === undefined ? {} : { cwd: request.cwd }) }, signal);
+  const ran = await toolset.script(
+    {
+      argv: request.argv,
+      timeoutMs: request.timeoutMs,
+      ...(request.cwd === undefined ? {} : { cwd: request.cwd }),
+      ...(request.env ? { env: request.env } : {}),
+      ...(request.inheritEnv === undefined ? {} : { inheritEnv: request.inheritEnv }),
+    },
+    signal,
+  );
   if ("error" in ran) return { ...base, exitCode: null, timedOut: false, stdout: "", stderr: "", error: ran.error };
   const { exitCode, timedOut, stdout, stderr } = ran.outcome;
   return { ...base, exitCode, timedOut, stdout, stderr };
 }
 
-/** Starts the Handler role. Without a toolset, the model is offered no tools. */
-export function startHandler(deps: ActorDeps, config: HandlerConfig, callModel: CallModel, toolset: Toolset = NO_TOOLS): RoleHandle {
+/**
+ * Starts the Handler role. Without a toolset, the model is offered no tools. With `records` (the turns bucket),
+ * calls that carry an `occurrence` are recorded turn by turn and replayed on a re-run (actors/handler-record.ts).
+ */
+export function startHandler(deps: ActorDeps, config: HandlerConfig, callModel: CallModel, toolset: Toolset = NO_TOOLS, records?: TaskStore): RoleHandle {
   const sessions = new Map<string, Set<Actor<typeof handlerSessionMachine>>>();
   const execute = async (request: ExecuteRequest): Promise<ExecuteReply> => {
     const { taskId, nodePath } = request;
@@ -71,6 +101,13 @@ export function startHandler(deps: ActorDeps, config: HandlerConfig, callModel: 
     const tools = kinds.length === 0 ? toolset.definitions : [...toolset.definitions, ...continuationTools(kinds)];
     const progress = (event: string, message: string, data: Record<string, unknown>) =>
       deps.bus.publish(deps.subjects.progress(taskId), encode(Progress, { type: "task.progress", taskId, event, message, data: { nodePath, ...data } }));
+    const key = records ? turnKey(request) : undefined;
+    const recorded = key && records ? await readRecord(records, key, TurnRecord, deps.log) : undefined;
+    if (recorded?.status === "done") {
+      progress("model.replayed", "replayed the recorded session: no model call", { turns: recorded.result.notes["turns"] });
+      return { type: "handler.result", taskId, nodePath, result: recorded.result, ...(recorded.session ? { session: recorded.session } : {}) };
+    }
+    if (recorded) progress("model.replayed", `continuing the recorded session after turn ${recorded.session.turns}`, { turns: recorded.session.turns });
     const model = request.model ?? config.defaultModel;
     // Servers answer with a dated id (gpt-4o-mini-2024-07-18), so the requested id is the fallback key.
     const cost = (answered: string, usage: Usage) => {
@@ -88,6 +125,9 @@ export function startHandler(deps: ActorDeps, config: HandlerConfig, callModel: 
           }),
         ),
         countTokens: fromPromise(async ({ input }) => countRequestTokens(input.model, input.messages, tools)),
+        ...(key && records
+          ? { recordTurn: fromPromise<void, SessionCheckpoint>(({ input }) => writeRecord(records, key, TurnRecord, { v: RECORD_VERSION, status: "running", session: input }, deps.log)) }
+          : {}),
         runTools: fromPromise(async ({ input, signal }) => {
           const messages: ChatMessage[] = [];
           let malformed = 0;
@@ -118,8 +158,9 @@ export function startHandler(deps: ActorDeps, config: HandlerConfig, callModel: 
           progress("context.warning", `context at ${params.used}/${params.limit} tokens (warning at ${Math.round(params.threshold * 100)} %)`, { ...params }),
       },
     });
-    const attached = request.resume ? { text: "", notes: {} } : await attachContext(toolset, request.files, request.context, AbortSignal.timeout(30_000));
+    const attached = request.resume || recorded ? { text: "", notes: {} } : await attachContext(toolset, request.files, request.context, AbortSignal.timeout(30_000));
     const actor = createActor(machine, {
+      ...inspectOption(deps, "handler", taskId),
       input: {
         system: buildSystemPrompt(config.baseSystemPrompt, request.system) + attached.text,
         prompt: request.prompt,
@@ -128,7 +169,8 @@ export function startHandler(deps: ActorDeps, config: HandlerConfig, callModel: 
         contextLimit: Math.floor(contextWindowOf(model, config.contextWindowTokens ?? 128_000) * (config.maxContextWindowFraction ?? 0.8)),
         warningThreshold: config.warningThreshold ?? 0.8,
         maxMalformedToolCalls: config.maxMalformedToolCalls ?? 3,
-        ...(request.resume ? { restore: { ...request.resume.session, answer: request.resume.answer } } : {}),
+        ...(recorded ? { restore: recorded.session } : request.resume ? { restore: { ...request.resume.session, answer: request.resume.answer } } : {}),
+        ...sessionBudget(request, priceOf(config.prices, request.resume?.session.model ?? model, model)),
       },
     });
     const live = sessions.get(taskId) ?? new Set();
@@ -139,7 +181,11 @@ export function startHandler(deps: ActorDeps, config: HandlerConfig, callModel: 
       const { session, ...result }: SessionOutput = await done;
       const usage = Usage.safeParse(result.notes["usage"]);
       const priced = usage.success ? { ...result, notes: { ...result.notes, ...cost(String(result.notes["model"]), usage.data) } } : result;
-      return { type: "handler.result", taskId, nodePath, result: { ...priced, notes: { ...attached.notes, ...priced.notes } }, ...(session ? { session } : {}) };
+      const reply: ExecuteReply = { type: "handler.result", taskId, nodePath, result: { ...priced, notes: { ...attached.notes, ...priced.notes } }, ...(session ? { session } : {}) };
+      // A session stopped by a cancel or a shutdown is not an answer to replay.
+      const halted = result.error?.type === "TASK_FAILURE" && result.error.reason === "execution_halted";
+      if (key && records && !halted) await writeRecord(records, key, TurnRecord, { v: RECORD_VERSION, status: "done", result: reply.result, ...(session ? { session } : {}) }, deps.log);
+      return reply;
     } finally {
       live.delete(actor);
       if (live.size === 0) sessions.delete(taskId);
@@ -151,8 +197,19 @@ export function startHandler(deps: ActorDeps, config: HandlerConfig, callModel: 
     const controller = new AbortController();
     const live = scripts.get(request.taskId) ?? new Set();
     scripts.set(request.taskId, live.add(controller));
+    const key = records ? scriptKey(request) : undefined;
     try {
-      return await runScriptRequest(toolset, request, controller.signal);
+      const recorded = key && records ? await readRecord(records, key, ScriptRecord, deps.log) : undefined;
+      if (recorded) {
+        const { v: _v, ...outcome } = recorded;
+        return { type: "handler.script_result", taskId: request.taskId, nodePath: request.nodePath, ...outcome };
+      }
+      const reply = await runScriptRequest(toolset, request, controller.signal);
+      if (key && records && !controller.signal.aborted) {
+        const { type: _t, taskId: _id, nodePath: _p, ...outcome } = reply;
+        await writeRecord(records, key, ScriptRecord, { v: RECORD_VERSION, ...outcome }, deps.log);
+      }
+      return reply;
     } finally {
       live.delete(controller);
       if (live.size === 0) scripts.delete(request.taskId);

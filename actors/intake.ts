@@ -15,6 +15,7 @@ import {
   validate,
   type ErrorReply,
   type SubmitReply,
+  type TaskBudget,
   type TaskId,
   type TaskInputs,
 } from "../protocol/index.js";
@@ -29,6 +30,10 @@ export interface Submission {
   inputs: TaskInputs;
   /** The request in words (then `xml` is empty until the Director has it compiled). */
   prompt?: string;
+  /** Token and cost limits of the task. */
+  budget?: TaskBudget;
+  /** Stream the answers as `model.delta` events. */
+  stream?: boolean;
 }
 
 /** Decodes a submit body: JSON `{taskId?, xml|template, inputs?}` or a raw XML document. Validates the template. */
@@ -49,8 +54,10 @@ export function decodeSubmission(data: Uint8Array): { ok: true; submission: Subm
       const code = idIssue ? "INVALID_ID" : "INVALID_MESSAGE";
       return { ok: false, reply: errorReply(code, parsed.error.message, { details: parsed.error.issues }) };
     }
-    const { taskId, xml, template, prompt, inputs } = parsed.value;
+    const { taskId, xml, template, prompt, inputs, budget, stream } = parsed.value;
     submission = { xml: xml ?? template ?? "", inputs: inputs ?? {}, ...(taskId ? { taskId } : {}), ...(prompt === undefined ? {} : { prompt }) };
+    if (budget) submission.budget = budget;
+    if (stream !== undefined) submission.stream = stream;
     // A prompt is stored as is; the Director has it compiled and validated before the task runs.
     if (prompt !== undefined) return { ok: true, submission };
   }
@@ -80,6 +87,8 @@ export async function acceptSubmission(
     xml: submission.xml,
     ...(submission.prompt === undefined ? {} : { prompt: submission.prompt }),
     inputs: submission.inputs,
+    ...(submission.budget ? { budget: submission.budget } : {}),
+    ...(submission.stream === undefined ? {} : { stream: submission.stream }),
     submittedAt: at,
     updatedAt: at,
   };

@@ -7,8 +7,10 @@ import { createActor, fromPromise, waitFor } from "xstate";
 import { memoryMachine, type LoadedIndex } from "../machines/memory.js";
 import { MatchRequest, type MatchReply } from "../protocol/index.js";
 import { messageOf, type ActorDeps, type RoleHandle } from "./deps.js";
+import { inspectOption } from "./inspect-option.js";
 import { emptyIndexStore, type IndexStore } from "./memory-index.js";
-import { DEFAULT_MATCH_LIMIT, IndexRanker, queryText } from "./memory-rank.js";
+import { chooseWithModel, describeCount, LLM_CANDIDATES, type LlmMatchOptions } from "./memory-llm.js";
+import { DEFAULT_MATCH_LIMIT, IndexRanker, queryText, toFileMatch } from "./memory-rank.js";
 import { RemoteError, serve } from "./serve.js";
 
 /** Options of {@link startMemory}. */
@@ -19,6 +21,8 @@ export interface MemoryOptions {
   store?: IndexStore;
   /** Matches per reply. Default {@link DEFAULT_MATCH_LIMIT}. */
   limit?: number;
+  /** When given, the model chooses among MiniSearch's best candidates (`--llm-match`). */
+  llm?: LlmMatchOptions;
 }
 
 /** A started Memory role. */
@@ -33,6 +37,7 @@ export function startMemory(deps: ActorDeps, options: MemoryOptions): MemoryHand
   const limit = options.limit ?? DEFAULT_MATCH_LIMIT;
   const pending = new Map<string, { resolve: (reply: MatchReply) => void; reject: (err: Error) => void }>();
   let stopping = false;
+  const stopped = new AbortController();
   let ranker = new IndexRanker([]);
   const actor = createActor(
     memoryMachine.provide({
@@ -46,18 +51,27 @@ export function startMemory(deps: ActorDeps, options: MemoryOptions): MemoryHand
       },
       actions: {
         answer: (_, { request }) => {
-          const matches = ranker.match(queryText(request), limit);
-          pending.get(request.requestId)?.resolve({
-            type: "memory.matched",
-            context: matches.length === 0 ? "no relevant files found" : `${matches.length} relevant file${matches.length === 1 ? "" : "s"} of ${ranker.size} indexed`,
-            matches,
-          });
+          const reply = pending.get(request.requestId);
           pending.delete(request.requestId);
+          if (reply === undefined) return;
+          const query = queryText(request);
+          if (options.llm === undefined) {
+            const matches = ranker.match(query, limit);
+            reply.resolve({ type: "memory.matched", context: describeCount(matches.length, ranker.size), matches });
+            return;
+          }
+          // The ranking of the generation in service now; the model's answer comes later.
+          const candidates = ranker.rank(query, Math.max(limit, options.llm.candidates ?? LLM_CANDIDATES));
+          const fallback = candidates.slice(0, limit).map(toFileMatch);
+          chooseWithModel(request, candidates, fallback, { ...options.llm, limit, total: ranker.size, signal: stopped.signal }).then(
+            ({ context, matches }) => reply.resolve({ type: "memory.matched", context, matches }),
+            reply.reject,
+          );
         },
         loadFailed: (_, { error }) => deps.log.error({ err: messageOf(error) }, "loading the index failed"),
       },
     }),
-    { input: {} },
+    { ...inspectOption(deps, "memory"), input: {} },
   ).start();
   const watch = store.watch((generation) => actor.send({ type: "index.changed", generation })).catch((err: unknown) => {
     deps.log.error({ err: messageOf(err) }, "watching the index failed; serving the index loaded at start");
@@ -83,6 +97,7 @@ export function startMemory(deps: ActorDeps, options: MemoryOptions): MemoryHand
     },
     async stop() {
       stopping = true;
+      stopped.abort(new Error("the Memory role stopped"));
       await (await watch)?.stop();
       // Requests held while an index loads would otherwise keep the subscription from closing.
       for (const { reject } of pending.values()) reject(new RemoteError("UNAVAILABLE", "the Memory role stopped before the index was loaded"));

@@ -13,7 +13,7 @@ import {
   type ErrorCode,
 } from "../protocol/index.js";
 import type { BusMessage, BusSubscription } from "./bus.js";
-import { NoRespondersError, RequestAbortedError, RequestTimeoutError } from "./bus.js";
+import { KEEPALIVE_HEADER, NoRespondersError, RequestAbortedError, RequestTimeoutError, ResponderSilentError } from "./bus.js";
 import { messageOf, type ActorDeps } from "./deps.js";
 import { Semaphore } from "./limit.js";
 
@@ -54,16 +54,25 @@ export function serve<S extends z.ZodType>(deps: ActorDeps, options: ServeOption
         msg.respond(encodeJson(errorReply(decoded.error.kind === "too_large" ? "PAYLOAD_TOO_LARGE" : "INVALID_MESSAGE", decoded.error.message, { details: decoded.error.issues })));
         return;
       }
-      await slots.run(async () => {
-        try {
-          const reply = await options.handle(decoded.value, msg);
-          msg.respond(encodeJson(reply));
-        } catch (err) {
-          const code: ErrorCode = err instanceof RemoteError ? err.code : "INTERNAL";
-          deps.log.error({ subject: msg.subject, err: messageOf(err) }, "request failed");
-          msg.respond(encodeJson(errorReply(code, messageOf(err))));
-        }
-      });
+      // The sender asked for signs of life while the request waits for a slot and runs (see KEEPALIVE_HEADER).
+      const every = Number(msg.headers?.get(KEEPALIVE_HEADER));
+      const keepalive = Number.isFinite(every) && every > 0 ? setInterval(() => msg.respond(new Uint8Array(0)), Math.max(50, every)) : undefined;
+      try {
+        await slots.run(async () => {
+          try {
+            const reply = await options.handle(decoded.value, msg);
+            clearInterval(keepalive);
+            msg.respond(encodeJson(reply));
+          } catch (err) {
+            clearInterval(keepalive);
+            const code: ErrorCode = err instanceof RemoteError ? err.code : "INTERNAL";
+            deps.log.error({ subject: msg.subject, err: messageOf(err) }, "request failed");
+            msg.respond(encodeJson(errorReply(code, messageOf(err))));
+          }
+        });
+      } finally {
+        clearInterval(keepalive);
+      }
     },
     subscribeOptions,
   );
@@ -78,7 +87,7 @@ export async function ask<R extends z.ZodType>(
   subject: string,
   body: unknown,
   replySchema: R,
-  options: { timeoutMs: number; signal?: AbortSignal },
+  options: { timeoutMs: number; signal?: AbortSignal; idleTimeoutMs?: number },
 ): Promise<z.infer<R>> {
   let bytes: Uint8Array;
   try {
@@ -87,6 +96,8 @@ export async function ask<R extends z.ZodType>(
     if (err instanceof NoRespondersError) throw new RemoteError("NO_RESPONDERS", `no responders on '${subject}': is the role running?`, { cause: err });
     if (err instanceof RequestTimeoutError) throw new RemoteError("TIMEOUT", `no answer on '${subject}' within ${options.timeoutMs} ms`, { cause: err });
     if (err instanceof RequestAbortedError) throw new RemoteError("UNAVAILABLE", `request on '${subject}' was aborted`, { cause: err });
+    // The responder stopped sending keepalives: gone, or its answer was lost in a NATS restart.
+    if (err instanceof ResponderSilentError) throw new RemoteError("UNAVAILABLE", err.message, { cause: err });
     throw err;
   }
   const json = decodeJson(bytes);
@@ -96,4 +107,68 @@ export async function ask<R extends z.ZodType>(
   const reply = validate(replySchema, json.value);
   if (!reply.ok) throw new RemoteError("INVALID_MESSAGE", `answer on '${subject}': ${reply.error.message}`);
   return reply.value;
+}
+
+/**
+ * How long a long-running request may go without an answer or a keepalive before the responder counts as gone.
+ * Longer than a NATS server restart with the clients' reconnect wait, so an outage alone rarely triggers a retry.
+ */
+export const RESPONDER_IDLE_TIMEOUT_MS = 6000;
+
+/** How long {@link askRetrying} keeps asking while nobody subscribes to the subject (a restart of the role, of NATS). */
+export const NO_RESPONDERS_RETRY_MS = 30_000;
+
+/** Codes after which asking again may succeed: nobody answered, or the one who took the request is gone. */
+const RETRIABLE = new Set<ErrorCode>(["NO_RESPONDERS", "UNAVAILABLE"]);
+
+/**
+ * {@link ask} with keepalives, asking again (with a growing pause) while nobody is there to answer or the
+ * responder went silent (its process died, NATS restarted), until `timeoutMs` has passed in all or `signal`
+ * aborts. Only for requests that are safe to repeat: the responder replays what it recorded.
+ */
+export async function askRetrying<R extends z.ZodType>(
+  deps: ActorDeps,
+  subject: string,
+  body: unknown | ((attempt: number) => unknown),
+  replySchema: R,
+  options: {
+    timeoutMs: number;
+    signal?: AbortSignal;
+    /** Runs before each new attempt; throws to stop asking (e.g. the caller no longer owns the work). */
+    beforeRetry?: (attempt: number, err: RemoteError) => Promise<void>;
+  },
+): Promise<z.infer<R>> {
+  const deadline = Date.now() + options.timeoutMs;
+  let unanswered: number | undefined;
+  for (let attempt = 1; ; attempt++) {
+    const left = deadline - Date.now();
+    if (left <= 0) throw new RemoteError("TIMEOUT", `no answer on '${subject}' within ${options.timeoutMs} ms`);
+    try {
+      const payload = typeof body === "function" ? (body as (attempt: number) => unknown)(attempt) : body;
+      return await ask(deps, subject, payload, replySchema, {
+        timeoutMs: left,
+        idleTimeoutMs: RESPONDER_IDLE_TIMEOUT_MS,
+        ...(options.signal ? { signal: options.signal } : {}),
+      });
+    } catch (err) {
+      if (!(err instanceof RemoteError) || !RETRIABLE.has(err.code) || options.signal?.aborted === true) throw err;
+      // Nobody there for this long: the role is not running, not restarting.
+      if (err.code !== "NO_RESPONDERS") unanswered = undefined;
+      else if (Date.now() - (unanswered ??= Date.now()) > NO_RESPONDERS_RETRY_MS) throw err;
+      deps.log.warn({ subject, attempt, err: err.message }, "request not answered; asking again");
+      const pause = Math.min(2000, 250 * 2 ** Math.min(attempt - 1, 3));
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(done, Math.min(pause, Math.max(0, deadline - Date.now())));
+        function done() {
+          clearTimeout(timer);
+          options.signal?.removeEventListener("abort", done);
+          resolve();
+        }
+        options.signal?.addEventListener("abort", done, { once: true });
+      });
+      const signal: AbortSignal | undefined = options.signal;
+      if (signal?.aborted === true) throw new RemoteError("UNAVAILABLE", `request on '${subject}' was aborted`);
+      await options.beforeRetry?.(attempt + 1, err);
+    }
+  }
 }

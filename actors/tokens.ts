@@ -45,8 +45,22 @@ export function countRequestTokens(model: string, messages: readonly ChatMessage
       for (const call of message.tool_calls ?? []) tokens += countText(call.function.name) + countText(call.function.arguments);
     }
   }
-  if (tools.length > 0) tokens += countText(JSON.stringify(tools));
+  if (tools.length > 0) tokens += countTools(JSON.stringify(tools));
   return { tokens, exact: specOf(model) !== undefined };
+}
+
+/** Token counts of tool definitions: the same few sets are sent with every turn of every session. */
+const TOOL_TOKENS = new Map<string, number>();
+const TOOL_TOKENS_MAX = 64;
+
+function countTools(json: string): number {
+  let count = TOOL_TOKENS.get(json);
+  if (count === undefined) {
+    count = countText(json);
+    if (TOOL_TOKENS.size >= TOOL_TOKENS_MAX) TOOL_TOKENS.clear();
+    TOOL_TOKENS.set(json, count);
+  }
+  return count;
 }
 
 /** The cost of `usage` with `price`, rounded to 1e-6. */

@@ -8,11 +8,13 @@
  * `max_depth` sets the limit below it, C5) and refused when the same request already runs on the path to this
  * node (cycle detection by task signature). A failing child fails the parent with `subtask_failure` carrying the
  * request (SEED-NOTES §3.13 step 6). Evaluations of one node are bounded (`maxEvaluations`).
- * Effects: `runSubtask`, `runEvaluation`, `resumeAtomic` and `progress` (`continuation.subtask`,
- * `continuation.evaluation`, `continuation.resumed`: the task machine's visible awaiting states).
+ * A `request_user_input` call waits in `awaitingInput` for the answer on the task's input subject (or fails with
+ * `execution_timeout`). Effects: `runSubtask`, `runEvaluation`, `waitForInput`, `resumeAtomic` and `progress`
+ * (`continuation.subtask`, `continuation.evaluation`, `continuation.input`, `continuation.resumed`: the task
+ * machine's visible awaiting states).
  */
 import { assign, fromPromise, setup } from "xstate";
-import { EvaluationRequest, SubtaskRequest, type SessionState, type TaskResult } from "../protocol/index.js";
+import { EvaluationRequest, InputRequest, SubtaskRequest, type SessionState, type TaskResult } from "../protocol/index.js";
 import { extend, find, type Env } from "./env.js";
 import { notProvided } from "./not-provided.js";
 import type { ProgressParams } from "./sequential.js";
@@ -55,7 +57,16 @@ export interface ContinuationInput {
   maxEvaluations: number;
 }
 
-export type Pending = { kind: "subtask"; request: SubtaskRequest; signature: string } | { kind: "evaluation"; request: EvaluationRequest };
+export type Pending =
+  | { kind: "subtask"; request: SubtaskRequest; signature: string }
+  | { kind: "evaluation"; request: EvaluationRequest }
+  | { kind: "input"; request: InputRequest };
+
+/** What `waitForInput` is given. */
+export interface InputWaitInput {
+  path: string;
+  request: InputRequest;
+}
 
 export interface ContinuationContext extends ContinuationInput {
   chain: string[];
@@ -116,7 +127,7 @@ function depthLimit(context: ContinuationContext): number {
   return reservedLimit(context.env, RESERVED.maxDepth, context.maxDepth);
 }
 
-function failure(context: ContinuationContext, reason: "subtask_failure" | "execution_halted" | "unexpected_error", message: string, details?: Record<string, unknown>): TaskResult {
+function failure(context: ContinuationContext, reason: "subtask_failure" | "execution_halted" | "execution_timeout" | "unexpected_error", message: string, details?: Record<string, unknown>): TaskResult {
   return {
     content: context.result.content,
     status: "FAILED",
@@ -141,10 +152,12 @@ export const continuationMachine = setup({
     runSubtask: fromPromise<TaskResult, SubtaskInput>(async () => notProvided("continuation.runSubtask")),
     runEvaluation: fromPromise<EvaluationOutcome, EvaluationStepInput>(async () => notProvided("continuation.runEvaluation")),
     resumeAtomic: fromPromise<SuspendedResult, { path: string; session: SessionState; answer: string }>(async () => notProvided("continuation.resumeAtomic")),
+    waitForInput: fromPromise<string, InputWaitInput>(async () => notProvided("continuation.waitForInput")),
   },
   guards: {
     asksSubtask: ({ context }) => context.result.session !== undefined && SubtaskRequest.safeParse(context.result.notes["subtask_request"]).success,
     asksEvaluation: ({ context }) => context.result.session !== undefined && EvaluationRequest.safeParse(context.result.notes["evaluation_request"]).success,
+    asksInput: ({ context }) => context.result.session !== undefined && InputRequest.safeParse(context.result.notes["input_request"]).success,
     isContinuation: ({ context }) => context.result.status === "CONTINUATION",
     tooDeep: ({ context }) => context.chain.length + 1 > depthLimit(context),
     isCycle: ({ context }) => context.pending?.kind === "subtask" && context.chain.includes(context.pending.signature),
@@ -169,7 +182,12 @@ export const continuationMachine = setup({
           }),
         },
         { guard: "asksEvaluation", target: "checkingEvaluation", actions: assign({ pending: ({ context }) => ({ kind: "evaluation" as const, request: EvaluationRequest.parse(context.result.notes["evaluation_request"]) }) }) },
-        { guard: "isContinuation", target: "failed", actions: assign({ failure: ({ context }) => failure(context, "unexpected_error", "CONTINUATION without a suspended session and a valid subtask_request or evaluation_request") }) },
+        { guard: "asksInput", target: "awaitingInput", actions: assign({ pending: ({ context }) => ({ kind: "input" as const, request: InputRequest.parse(context.result.notes["input_request"]) }) }) },
+        {
+          guard: "isContinuation",
+          target: "failed",
+          actions: assign({ failure: ({ context }) => failure(context, "unexpected_error", "CONTINUATION without a suspended session and a valid subtask_request, evaluation_request or input_request") }),
+        },
         { target: "done" },
       ],
     },
@@ -261,6 +279,31 @@ export const continuationMachine = setup({
         }),
         onDone: { target: "resuming", actions: assign({ answer: ({ event }) => event.output.answer }) },
         onError: { target: "failed", actions: assign({ failure: ({ context, event }) => failure(context, "unexpected_error", `evaluation failed: ${String(event.error)}`) }) },
+      },
+    },
+    awaitingInput: {
+      description: "The session asked the user a question; the task waits for the answer on its input subject, or the timeout.",
+      entry: {
+        type: "progress",
+        params: ({ context }) => ({
+          event: "continuation.input",
+          message: context.pending?.kind === "input" ? context.pending.request.question : "",
+          data: { nodePath: context.path, request: context.pending?.request },
+        }),
+      },
+      invoke: {
+        src: "waitForInput",
+        input: ({ context }) => ({ path: context.path, request: context.pending?.kind === "input" ? context.pending.request : { question: "" } }),
+        onDone: { target: "resuming", actions: assign({ answer: ({ event }) => event.output }) },
+        onError: {
+          target: "failed",
+          actions: assign({
+            failure: ({ context, event }) => {
+              const message = event.error instanceof Error ? event.error.message : String(event.error);
+              return failure(context, "execution_timeout", message, { request: context.pending?.request });
+            },
+          }),
+        },
       },
     },
     resuming: {

@@ -1,11 +1,12 @@
 /**
  * The Evaluator's walk of one node of a task template.
  *
- * routing → binding → runningAtomic | runningSequential | runningScript | runningLoop, or → runningReduce | runningCall |
+ * routing → binding → runningAtomic | runningSequential | runningScript | runningLoop | runningCheckmate, or → runningReduce | runningCall |
  * runningCond, each → done | failed;
  * → unsupported for task types it does not know. The machine knows nodes by *path* (`0`, `0.steps.2`,
  * `templates.1.body`) and a plain summary ({@link EvalNode}); the shell resolves paths to typed AST nodes.
- * Composites are child machines registered by name: `sequential`, `reduce`, `directorEvaluator`, and
+ * Composites are child machines registered by name: `sequential`, `reduce`, `directorEvaluator`, `checkmate` (a
+ * `judge_loop`), and
  * `continuation` for an atomic task whose session returned CONTINUATION (a subtask or an evaluation).
  * Effects: `bindInputs` (the node's `<inputs>` bound into its environment), `runAtomic` (substitute and run
  * in a Handler), `runScript` (a `script` task's command, run by a Handler), `runCall` (a function template call), `runCond` (the first true case of a `<cond>`) and `progress`. `evaluation.cancel` aborts the node in flight.
@@ -14,6 +15,7 @@ import { assign, fromPromise, setup } from "xstate";
 import type { AccumulationFormat, TaskResult } from "../protocol/index.js";
 import type { Env } from "./env.js";
 import { continuationMachine, DEFAULT_MAX_EVALUATIONS, DEFAULT_MAX_SUBTASK_DEPTH, type SuspendedResult } from "./continuation.js";
+import { checkmateMachine } from "./checkmate.js";
 import { directorEvaluatorMachine } from "./director-evaluator.js";
 import { notProvided } from "./not-provided.js";
 import { reduceMachine } from "./reduce.js";
@@ -26,6 +28,8 @@ export interface EvalNode {
   loc?: { line: number; col: number };
   /** `ref` of a task: the name of a template of the library, run in the task's place. */
   ref?: string;
+  /** atomic: the task may be decomposed by the Compiler when it runs out of a resource (not `disable_reparsing`). */
+  reparse?: boolean;
   /** `name` of a task, or the called template of a `<call>`. */
   name?: string;
   /** sequential: number of `<steps>`. */
@@ -40,6 +44,8 @@ export interface EvalNode {
   initialTask?: boolean;
   /** director–evaluator loop: which of `<director>`, `<evaluator>`, `<script_execution>` it has. */
   loop?: { director: boolean; evaluator: boolean; script: boolean; maxIterations?: number; condition?: string };
+  /** judge_loop (checkmate): its settings. */
+  checkmate?: { maxIterations?: number; criteriaJudge?: boolean; maxIntakeRounds?: number };
 }
 
 /** Input of an evaluation. */
@@ -83,6 +89,12 @@ function errorResult({ event }: { event: { error: unknown } }): TaskResult {
   return failed("unexpected_error", event.error instanceof Error ? event.error.message : String(event.error));
 }
 
+/** A failure decomposition may recover from: a resource ran out (not the task's budget), or the failure says it is recoverable. */
+function recoverable(result: TaskResult): boolean {
+  if (result.status !== "FAILED" || !result.error) return false;
+  return (result.error.type === "RESOURCE_EXHAUSTION" && result.error.resource !== "budget") || (result.error.type === "TASK_FAILURE" && result.error.details?.["recoverable"] === true);
+}
+
 const isTask = (node: EvalNode, type: string) => node.kind === "task" && (node.type ?? "atomic") === type;
 
 /** The evaluation machine. */
@@ -104,8 +116,10 @@ export const evaluationMachine = setup({
     runCond: fromPromise<TaskResult, { path: string; env: Env }>(async () => notProvided("evaluation.runCond")),
     runScript: fromPromise<TaskResult, { path: string; env: Env }>(async () => notProvided("evaluation.runScript")),
     runRef: fromPromise<TaskResult, { path: string; env: Env }>(async () => notProvided("evaluation.runRef")),
+    reparse: fromPromise<TaskResult, { path: string; env: Env; result: TaskResult }>(async () => notProvided("evaluation.reparse")),
     sequential: sequentialMachine,
     directorEvaluator: directorEvaluatorMachine,
+    checkmate: checkmateMachine,
     reduce: reduceMachine,
   },
   guards: {
@@ -116,6 +130,7 @@ export const evaluationMachine = setup({
     isScript: ({ context }) => context.node.ref === undefined && isTask(context.node, "script"),
     // A loop without its director or evaluator reaches the child machine, which answers input_validation_failure.
     isLoop: ({ context }) => context.node.ref === undefined && isTask(context.node, "director_evaluator_loop"),
+    isCheckmate: ({ context }) => context.node.ref === undefined && isTask(context.node, "judge_loop"),
     isCall: ({ context }) => context.node.kind === "call",
     isCond: ({ context }) => context.node.kind === "cond",
   },
@@ -138,6 +153,7 @@ export const evaluationMachine = setup({
         { guard: "isSequential", target: "binding" },
         { guard: "isScript", target: "binding" },
         { guard: "isLoop", target: "binding" },
+        { guard: "isCheckmate", target: "binding" },
         { guard: "isReduce", target: "runningReduce" },
         { guard: "isCall", target: "runningCall" },
         { guard: "isCond", target: "runningCond" },
@@ -156,6 +172,7 @@ export const evaluationMachine = setup({
           { guard: "isSequential", target: "runningSequential", actions: assign({ env: ({ context, event }) => ("env" in event.output ? event.output.env : context.env) }) },
           { guard: "isScript", target: "runningScript", actions: assign({ env: ({ context, event }) => ("env" in event.output ? event.output.env : context.env) }) },
           { guard: "isLoop", target: "runningLoop", actions: assign({ env: ({ context, event }) => ("env" in event.output ? event.output.env : context.env) }) },
+          { guard: "isCheckmate", target: "runningCheckmate", actions: assign({ env: ({ context, event }) => ("env" in event.output ? event.output.env : context.env) }) },
           { target: "runningAtomic", actions: assign({ env: ({ context, event }) => ("env" in event.output ? event.output.env : context.env) }) },
         ],
         onError: { target: "failed", actions: assign({ result: errorResult }) },
@@ -169,6 +186,7 @@ export const evaluationMachine = setup({
         input: ({ context }) => ({ path: context.path, env: context.env }),
         onDone: [
           { guard: ({ event }) => event.output.status === "CONTINUATION", target: "continuing", actions: assign({ result: ({ event }) => event.output }) },
+          { guard: ({ context, event }) => context.node.reparse === true && recoverable(event.output), target: "reparsing", actions: assign({ result: ({ event }) => event.output }) },
           { target: "done", actions: assign({ result: ({ event }) => event.output }) },
         ],
         onError: { target: "failed", actions: assign({ result: errorResult }) },
@@ -185,6 +203,15 @@ export const evaluationMachine = setup({
           maxDepth: DEFAULT_MAX_SUBTASK_DEPTH,
           maxEvaluations: DEFAULT_MAX_EVALUATIONS,
         }),
+        onDone: { target: "done", actions: assign({ result: ({ event }) => event.output }) },
+        onError: { target: "failed", actions: assign({ result: errorResult }) },
+      },
+    },
+    reparsing: {
+      description: "The task ran out of a resource: the Compiler decomposes it into a sub-tree that runs in its place (at most 3 times).",
+      invoke: {
+        src: "reparse",
+        input: ({ context }) => ({ path: context.path, env: context.env, result: context.result ?? failed("unexpected_error", "no result to reparse") }),
         onDone: { target: "done", actions: assign({ result: ({ event }) => event.output }) },
         onError: { target: "failed", actions: assign({ result: errorResult }) },
       },
@@ -240,6 +267,16 @@ export const evaluationMachine = setup({
         onError: { target: "failed", actions: assign({ result: errorResult }) },
       },
     },
+    runningCheckmate: {
+      description: "A judge_loop (checkmate): intake, then worker and judge iterations in the `checkmate` child machine.",
+      entry: { type: "progress", params: ({ context }) => ({ event: "node.started", message: "checkmate loop started", data: { nodePath: context.path, kind: "judge_loop" } }) },
+      invoke: {
+        src: "checkmate",
+        input: ({ context }) => ({ path: context.path, env: context.env, ...(context.node.checkmate ?? {}) }),
+        onDone: { target: "done", actions: assign({ result: ({ event }) => event.output }) },
+        onError: { target: "failed", actions: assign({ result: errorResult }) },
+      },
+    },
     runningReduce: {
       description: "A reduce task: its inputs are folded in the `reduce` child machine.",
       entry: { type: "progress", params: ({ context }) => ({ event: "node.started", message: "reduce task started", data: { nodePath: context.path, kind: "reduce" } }) },
@@ -284,7 +321,7 @@ export const evaluationMachine = setup({
       type: "final",
       entry: assign({
         result: ({ context }) =>
-          failed("not_supported", `${describe(context.node)} is not supported: dirigent executes atomic, sequential, reduce, script and director_evaluator_loop tasks, library templates (ref), calls of function templates and cond`),
+          failed("not_supported", `${describe(context.node)} is not supported: dirigent executes atomic, sequential, reduce, script, director_evaluator_loop and judge_loop tasks, library templates (ref), calls of function templates and cond`),
       }),
     },
     done: { description: "The node produced a result.", type: "final" },

@@ -1,5 +1,6 @@
 /** Types of the Handler session machine (`machines/handler-session.ts`): its input, context and effect signatures. */
-import type { ContinuationKind, SessionState, TaskError, TaskResult, Usage } from "../protocol/index.js";
+import type { ContinuationKind, SessionCheckpoint, SessionState, TaskError, TaskResult, Usage } from "../protocol/index.js";
+import type { SessionBudget } from "./handler-budget.js";
 
 /** A chat message, in the chat-completions shape. */
 export type ChatMessage =
@@ -44,8 +45,13 @@ export interface HandlerSessionInput {
   warningThreshold: number;
   /** Malformed tool calls answered with an error before the session fails. */
   maxMalformedToolCalls: number;
-  /** Resume a suspended session: its state, and the answer to its pending tool call. */
-  restore?: SessionState & { answer: string };
+  /**
+   * Go on from an earlier state of the session: a suspended one (with `toolCallId` and the `answer` to its pending
+   * tool call), or one recorded after a completed turn (without either).
+   */
+  restore?: SessionCheckpoint & { toolCallId?: string; answer?: string };
+  /** What the session may spend of the task's budget, over its cumulative usage; checked before each model call. */
+  budget?: SessionBudget;
 }
 
 /** A continuation tool call: the session suspends until the Evaluator answers it. */

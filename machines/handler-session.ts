@@ -5,7 +5,9 @@
  * checkingLimits …, ending in done | exhausted | failed (docs/handler.md has the diagram). Turns count assistant
  * messages only and are checked before each model call (SEED-NOTES §3.9). Before each call the `countTokens`
  * actor measures everything about to be sent; over the limit ends the session (`RESOURCE_EXHAUSTION` context),
- * and crossing `warningThreshold` of it fires `contextWarning` once. For a model the tokenizer does not know, the
+ * and crossing `warningThreshold` of it fires `contextWarning` once. A task budget in the input (`handler-budget.ts`)
+ * is checked at the same point: usage so far plus the tokens about to be sent over it ends the session
+ * (`RESOURCE_EXHAUSTION` budget). For a model the tokenizer does not know, the
  * server's reported usage of the previous call is a floor under the count. `finish_reason: length` ends the
  * session (`RESOURCE_EXHAUSTION` output). Malformed tool calls are answered with errors up to
  * `maxMalformedToolCalls` times, then the session fails. Effects: `callModel` (one chat completion, retries
@@ -13,7 +15,7 @@
  * `session.cancel` ends the session at once, aborting whatever is in flight.
  */
 import { assign, fromPromise, setup } from "xstate";
-import type { Usage } from "../protocol/index.js";
+import type { SessionCheckpoint, Usage } from "../protocol/index.js";
 import type {
   CallModelInput,
   ContextMetrics,
@@ -26,6 +28,7 @@ import type {
   ToolCall,
   ToolResults,
 } from "./handler-session-types.js";
+import { budgetExceeded } from "./handler-budget.js";
 import { notProvided } from "./not-provided.js";
 
 export type {
@@ -60,12 +63,15 @@ export const handlerSessionMachine = setup({
     callModel: fromPromise<ModelReply, CallModelInput>(async () => notProvided("handler.callModel")),
     countTokens: fromPromise<TokenCount, CallModelInput>(async () => notProvided("handler.countTokens")),
     runTools: fromPromise<ToolResults, { calls: ToolCall[] }>(async () => notProvided("handler.runTools")),
+    // Without a record store there is nothing to write: recording is optional.
+    recordTurn: fromPromise<void, SessionCheckpoint>(async () => undefined),
   },
   guards: {
     turnsLeft: ({ context }) => context.turns < context.maxTurns,
     wantsTools: ({ context }) => context.pendingToolCalls.length > 0,
     outputCut: ({ context }) => context.finishReason === "length",
     overContext: ({ context }) => context.context.used > context.context.limit,
+    overBudget: ({ context }) => budgetExceeded(context.budget, context.usage, context.context.used) !== undefined,
     nearContext: ({ context }) => !context.warned && context.context.used >= context.context.limit * context.warningThreshold,
     tooManyMalformed: ({ context }) => context.malformedToolCalls > context.maxMalformedToolCalls,
   },
@@ -90,10 +96,11 @@ export const handlerSessionMachine = setup({
       malformedToolCalls: 0,
     };
     if (!restore) return fresh;
-    // A resumed session goes on where it suspended: the answer is the response to its pending tool call.
+    // A resumed session goes on where it stopped; after a continuation, the answer responds to its pending call.
+    const answer = restore.toolCallId !== undefined ? [{ role: "tool" as const, tool_call_id: restore.toolCallId, content: restore.answer ?? "" }] : [];
     return {
       ...fresh,
-      messages: [...restore.messages, { role: "tool" as const, tool_call_id: restore.toolCallId, content: restore.answer }],
+      messages: [...restore.messages, ...answer],
       turns: restore.turns,
       usage: restore.usage,
       context: { used: restore.context.used, limit: input.contextLimit, peak: restore.context.peak },
@@ -163,8 +170,13 @@ export const handlerSessionMachine = setup({
       },
     },
     checkingContext: {
-      description: "Is the context within its limit? Warn once past the threshold.",
+      description: "Is the context within its limit, and the call within the task's budget? Warn once past the threshold.",
       always: [
+        {
+          guard: "overBudget",
+          target: "exhausted",
+          actions: assign({ error: ({ context }) => budgetExceeded(context.budget, context.usage, context.context.used, context.content) }),
+        },
         {
           guard: "overContext",
           target: "exhausted",
@@ -316,8 +328,27 @@ export const handlerSessionMachine = setup({
             }),
           }),
         },
-        { target: "checkingLimits" },
+        { target: "recording" },
       ],
+    },
+    recording: {
+      description: "A turn is complete (the model answered, its tools ran): record the session before going on, so a re-run continues from here.",
+      invoke: {
+        src: "recordTurn",
+        input: ({ context }) => checkpointOf(context),
+        onDone: { target: "checkingLimits" },
+        onError: {
+          target: "failed",
+          actions: assign({
+            error: ({ context, event }) => ({
+              type: "TASK_FAILURE" as const,
+              reason: "unexpected_error" as const,
+              message: `cannot record the turn: ${errorText(event.error)}`,
+              content: context.content,
+            }),
+          }),
+        },
+      },
     },
     suspended: {
       description: "CONTINUATION: the model asked for a subtask or an evaluation; the session waits, as data, for its answer.",
@@ -335,22 +366,26 @@ export const handlerSessionMachine = setup({
   },
 });
 
+/** The session's state between turns. */
+export function checkpointOf(context: HandlerSessionContext): SessionCheckpoint {
+  return {
+    messages: context.messages,
+    turns: context.turns,
+    usage: context.usage,
+    context: context.context,
+    reportedTokens: context.reportedTokens,
+    warned: context.warned,
+    malformedToolCalls: context.malformedToolCalls,
+    model: context.model,
+  };
+}
+
 function suspendedOutput(context: HandlerSessionContext, notes: Record<string, unknown>, pending: PendingContinuation): SessionOutput {
-  const key = pending.kind === "subtask" ? "subtask_request" : "evaluation_request";
+  const key = { subtask: "subtask_request", evaluation: "evaluation_request", input: "input_request" }[pending.kind];
   return {
     content: context.content,
     status: "CONTINUATION",
     notes: { ...notes, [key]: pending.request },
-    session: {
-      messages: context.messages,
-      toolCallId: pending.toolCallId,
-      turns: context.turns,
-      usage: context.usage,
-      context: context.context,
-      reportedTokens: context.reportedTokens,
-      warned: context.warned,
-      malformedToolCalls: context.malformedToolCalls,
-      model: context.model,
-    },
+    session: { ...checkpointOf(context), toolCallId: pending.toolCallId },
   };
 }

@@ -2,8 +2,8 @@
  * The lifecycle of one task, owned by the Director that accepted it.
  *
  * queued → running → completed | failed | cancelled. While running, a `CONTINUATION` (a result that asks for an
- * evaluation or a subtask before the parent goes on) is a visible sub-state: `awaitingEvaluation` or
- * `awaitingSubtask`, entered and left on progress reports from the Evaluator.
+ * evaluation, a subtask or the user's answer before the parent goes on) is a visible sub-state:
+ * `awaitingEvaluation`, `awaitingSubtask` or `awaitingInput`, entered and left on progress reports from the Evaluator.
  *
  * Inbound: `task.start`, `task.cancel`, `task.progress`. Effects: the `evaluate` actor (run the template),
  * and `announce` (publish a task event: a lifecycle change, or a progress report republished).
@@ -38,6 +38,7 @@ export type TaskEvent =
 export const CONTINUATION_EVENTS = {
   evaluation: "continuation.evaluation",
   subtask: "continuation.subtask",
+  input: "continuation.input",
   resumed: "continuation.resumed",
 } as const;
 
@@ -67,6 +68,12 @@ function failure(message: string): TaskResult {
 }
 
 /** The task lifecycle machine. */
+/**
+ * Version of the task machine's persisted snapshots. Raise it when a change to states, context or children makes
+ * older snapshots unfit, and add a migration from the old version in actors/director-snapshot.ts.
+ */
+export const TASK_MACHINE_VERSION = 1;
+
 export const taskMachine = setup({
   types: {
     input: {} as TaskInput,
@@ -146,6 +153,11 @@ export const taskMachine = setup({
                 target: "awaitingSubtask",
                 actions: { type: "announce", params: relayIn("awaiting_subtask") },
               },
+              {
+                guard: { type: "isProgress", params: ({ event }) => ({ event: event.event, expected: CONTINUATION_EVENTS.input }) },
+                target: "awaitingInput",
+                actions: { type: "announce", params: relayIn("awaiting_input") },
+              },
               { actions: { type: "announce", params: relayIn("running") } },
             ],
           },
@@ -161,6 +173,20 @@ export const taskMachine = setup({
                 actions: { type: "announce", params: relayIn("running") },
               },
               { actions: { type: "announce", params: relayIn("awaiting_evaluation") } },
+            ],
+          },
+        },
+        awaitingInput: {
+          description: "A session asked the user a question (request_user_input); waiting for the answer on the task's input subject.",
+          tags: ["awaiting_input"],
+          on: {
+            "task.progress": [
+              {
+                guard: { type: "isProgress", params: ({ event }) => ({ event: event.event, expected: CONTINUATION_EVENTS.resumed }) },
+                target: "executing",
+                actions: { type: "announce", params: relayIn("running") },
+              },
+              { actions: { type: "announce", params: relayIn("awaiting_input") } },
             ],
           },
         },

@@ -65,7 +65,7 @@ export type SessionMessage = z.infer<typeof SessionMessage>;
 /** A Handler session suspended at a continuation tool call. */
 export const SessionState = z.object({
   /** The conversation so far, up to and including the assistant message with the pending tool call. */
-  messages: z.array(SessionMessage).min(2),
+  messages: z.array(SessionMessage).min(2).max(10_000),
   /** The tool call the child's answer responds to. */
   toolCallId: z.string().min(1),
   /** Assistant turns used. */
@@ -85,6 +85,19 @@ export const SessionState = z.object({
 });
 export type SessionState = z.infer<typeof SessionState>;
 
+/** A session between turns, with no call pending: what the Handler records after each completed turn. */
+export const SessionCheckpoint = SessionState.omit({ toolCallId: true });
+export type SessionCheckpoint = z.infer<typeof SessionCheckpoint>;
+
+/** `notes.input_request`: ask the user a question; the task waits for the answer on `<root>.tasks.<id>.input`. */
+export const InputRequest = z.strictObject({
+  /** The question, shown to the user in the task's events. */
+  question: z.string().min(1).max(8_000),
+  /** Longest wait for the answer, in seconds (capped by the Evaluator's limit). */
+  timeout_s: z.number().positive().max(86_400).optional(),
+});
+export type InputRequest = z.infer<typeof InputRequest>;
+
 /** Which continuation tools a session is offered. */
-export const ContinuationKind = z.enum(["subtask", "evaluation"]);
+export const ContinuationKind = z.enum(["subtask", "evaluation", "input"]);
 export type ContinuationKind = z.infer<typeof ContinuationKind>;

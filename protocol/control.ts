@@ -12,6 +12,28 @@ export const CancelBroadcast = z.object({
 });
 export type CancelBroadcast = z.infer<typeof CancelBroadcast>;
 
+/** Broadcast on `<root>.control.superseded`: the task's evaluation now runs for `owner`; others stop theirs. */
+export const Superseded = z.object({
+  type: z.literal("task.superseded"),
+  taskId: TaskId,
+  owner: z.string().min(1),
+});
+export type Superseded = z.infer<typeof Superseded>;
+
+/** Published on `<root>.tasks.<id>.input` (public): the answer to a task's pending `request_user_input`. */
+export const UserInput = z.strictObject({
+  /** The answer. */
+  text: z.string().max(64_000),
+});
+export type UserInput = z.infer<typeof UserInput>;
+
+/** Reply to a {@link UserInput} sent as a request: whether a task was waiting for it. */
+export const UserInputReply = z.object({
+  taskId: TaskId,
+  status: z.enum(["accepted"]),
+});
+export type UserInputReply = z.infer<typeof UserInputReply>;
+
 /** Sent by Evaluators and Handlers on `<root>.progress.<taskId>`; the owning Director republishes it as a task event. */
 export const Progress = z.object({
   type: z.literal("task.progress"),

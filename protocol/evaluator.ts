@@ -5,7 +5,7 @@
 import { z } from "zod";
 import { TaskId } from "./ids.js";
 import { TaskResult } from "./result.js";
-import { TaskInputs } from "./tasks.js";
+import { TaskBudget, TaskInputs } from "./tasks.js";
 
 /** Evaluate a whole task template. */
 export const EvaluateRequest = z.object({
@@ -16,6 +16,12 @@ export const EvaluateRequest = z.object({
   xml: z.string(),
   /** Submitted inputs, bound in the root environment. */
   inputs: TaskInputs,
+  /** The task's token and cost limits, shared by every Handler call of the task (subtasks included). */
+  budget: TaskBudget.optional(),
+  /** Ask every Handler call of the task to stream its answer as `model.delta` events. */
+  stream: z.boolean().optional(),
+  /** The Director claim this evaluation runs for; an evaluation for another owner of the task is stopped. */
+  owner: z.string().min(1).max(200).optional(),
 });
 export type EvaluateRequest = z.infer<typeof EvaluateRequest>;
 

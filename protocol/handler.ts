@@ -31,9 +31,27 @@ export const ExecuteRequest = z.object({
   /** Context text (inherited context, accumulated step outputs), appended to the system prompt after the files. */
   context: z.string().optional(),
   /** Continuation tools offered to the model: `run_subtask`, `request_evaluation`. None by default. */
-  continuations: z.array(ContinuationKind).max(2).optional(),
+  continuations: z.array(ContinuationKind).max(3).optional(),
+  /**
+   * Which call of this node within the task's walk this is (1, 2, …): with the node path it keys the Handler's
+   * record of the session's turns, so a re-run of the task after a crash replays recorded turns instead of
+   * calling the model again. Absent: nothing is recorded.
+   */
+  occurrence: z.int().positive().optional(),
   /** Resume a suspended session: `answer` becomes the response to its pending tool call; `prompt` is then ignored. */
   resume: z.object({ session: SessionState, answer: z.string() }).optional(),
+  /**
+   * What is left of the task's budget (and of any node's budget around this one) for this call: tokens, and cost
+   * in the unit of the price table. Checked before each model call; over it, `RESOURCE_EXHAUSTION` `budget`.
+   */
+  budget: z
+    .object({
+      /** Prompt plus completion tokens left. */
+      tokens: z.number().optional(),
+      /** Cost left, in the unit of the price table. */
+      cost: z.number().optional(),
+    })
+    .optional(),
 });
 export type ExecuteRequest = z.infer<typeof ExecuteRequest>;
 
@@ -67,6 +85,12 @@ export const ScriptRequest = z.object({
   cwd: z.string().optional(),
   /** Timeout in milliseconds, capped by the Handler's limit. */
   timeoutMs: z.int().positive(),
+  /** Variables set for the program (a script's `<environment>`), over the Handler's allowlisted ones. */
+  env: z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "variable names are [A-Za-z_][A-Za-z0-9_]*"), z.string().max(65_536)).optional(),
+  /** `false`: the program gets only `env`, none of the Handler's allowlisted variables. */
+  inheritEnv: z.boolean().optional(),
+  /** As in `handler.execute`: keys the record of the outcome, so a re-run does not run the command again. */
+  occurrence: z.int().positive().optional(),
 });
 export type ScriptRequest = z.infer<typeof ScriptRequest>;
 

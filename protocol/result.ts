@@ -40,8 +40,10 @@ export const ResourceMetrics = z.object({
 /** A resource limit was reached; recovery is decomposition, never an automatic retry. */
 export const ResourceExhaustion = z.object({
   type: z.literal("RESOURCE_EXHAUSTION"),
-  /** Which limit was reached. */
-  resource: z.enum(["turns", "context", "output"]),
+  /** Which limit was reached; `budget`: the task's `max_tokens` or `max_cost`. */
+  resource: z.enum(["turns", "context", "output", "budget"]),
+  /** With `budget`: which one ran out (metrics are then tokens or cost). */
+  budget: z.enum(["tokens", "cost"]).optional(),
   /** Human-readable explanation. */
   message: z.string(),
   /** Consumption at the time the limit was hit. */

@@ -47,6 +47,8 @@ export function createSubjects(root: string = DEFAULT_ROOT) {
     taskResult: (id: string) => `${root}.tasks.${idToken(id)}.result`,
     /** Public: request the state and result of a task. */
     taskGet: (id: string) => `${root}.tasks.${idToken(id)}.get`,
+    /** Public: the answer to a task's pending `request_user_input` ({@link UserInput}). */
+    taskInput: (id: string) => `${root}.tasks.${idToken(id)}.input`,
     /** Public: request cancellation of a task. */
     taskCancel: (id: string) => `${root}.tasks.${idToken(id)}.cancel`,
     /** Wildcard over every task's `get` subject (Directors subscribe to it). */
@@ -87,6 +89,14 @@ export function createSubjects(root: string = DEFAULT_ROOT) {
     eventsStream: `${upper}_EVENTS`,
     /** KV bucket of task records. */
     tasksBucket: `${upper}_TASKS`,
+    /** KV bucket of recorded Handler turns and script outcomes (resume without repeating model calls). */
+    turnsBucket: `${upper}_TURNS`,
+    /** Inspection: messages about XState actors of one role (`kind`: actor, event, snapshot, microstep); see protocol/inspect.ts. */
+    inspect: (role: string, kind: string) => `${root}.inspect.${role}.${kind}`,
+    /** Inspection: wildcard of all inspection messages (`dirigent inspect` subscribes to it). */
+    anyInspect: `${root}.inspect.>`,
+    /** Internal: an Evaluator took over a task's evaluation; others running it for an older owner stop. */
+    superseded: `${root}.control.superseded`,
     /** KV bucket of the global file-metadata index (Memory). */
     indexBucket: `${upper}_INDEX`,
     /** Durable consumer name of Directors on the intake stream. */

@@ -11,6 +11,15 @@ import { Notes, TaskError } from "./result.js";
 export const TaskInputs = z.record(z.string().regex(/^[A-Za-z_][\w.-]*$/, "input names start with a letter or _ and hold letters, digits, _ . -"), z.unknown());
 export type TaskInputs = z.infer<typeof TaskInputs>;
 
+/** Spending limits of a whole task, its subtasks included (checked by the Handler before each model call). */
+export const TaskBudget = z.strictObject({
+  /** Prompt plus completion tokens the task may use. */
+  max_tokens: z.int().positive().optional(),
+  /** Cost the task may incur, in the unit of the price table (`DIRIGENT_MODEL_PRICES`). */
+  max_cost: z.number().positive().optional(),
+});
+export type TaskBudget = z.infer<typeof TaskBudget>;
+
 /** Body of `<root>.tasks.submit` (JSON form; a raw XML body is accepted too). */
 export const SubmitRequest = z
   .strictObject({
@@ -24,6 +33,10 @@ export const SubmitRequest = z
     prompt: z.string().min(1).max(MAX_COMPILE_PROMPT_CHARS).optional(),
     /** Values for the template's `{{var}}` placeholders. */
     inputs: TaskInputs.optional(),
+    /** Token and cost limits of the task; its subtasks share them. */
+    budget: TaskBudget.optional(),
+    /** Publish the answers as `model.delta` events while they arrive; the Handler's setting otherwise. */
+    stream: z.boolean().optional(),
   })
   .refine((r) => [r.xml, r.template, r.prompt].filter((v) => v !== undefined).length === 1, {
     message: "exactly one of 'xml', 'template' or 'prompt' is required",
@@ -45,6 +58,7 @@ export const TaskState = z.enum([
   "running",
   "awaiting_evaluation",
   "awaiting_subtask",
+  "awaiting_input",
   "completed",
   "failed",
   "cancelled",
@@ -128,6 +142,10 @@ export const TaskRecord = z.object({
   prompt: z.string().optional(),
   /** Submitted inputs. */
   inputs: TaskInputs,
+  /** Submitted token and cost limits. */
+  budget: TaskBudget.optional(),
+  /** Submitted with `stream: true`. */
+  stream: z.boolean().optional(),
   /** ISO-8601 time of acceptance. */
   submittedAt: z.string(),
   /** ISO-8601 time of the last change. */
@@ -142,6 +160,8 @@ export const TaskRecord = z.object({
   claimedAt: z.string().optional(),
   /** The last event `seq` the owner checkpointed; a resuming Director continues after it. */
   seq: z.number().int().nonnegative().optional(),
+  /** The persisted snapshot of the task's machine, with the machine's id and version; a resuming Director restores it. */
+  machine: z.object({ id: z.string(), version: z.int().nonnegative(), snapshot: z.unknown() }).optional(),
 });
 export type TaskRecord = z.infer<typeof TaskRecord>;
 

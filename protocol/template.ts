@@ -17,7 +17,7 @@ export interface SourceLocation {
 }
 
 /** Task types the runtime knows (XSD enum). */
-export type KnownTaskType = "atomic" | "sequential" | "reduce" | "script" | "director_evaluator_loop";
+export type KnownTaskType = "atomic" | "sequential" | "reduce" | "script" | "director_evaluator_loop" | "judge_loop";
 
 /** A task `type`: a known type, or any other value seen in the wild (`map`, `reparse`, …). */
 export type TaskType = KnownTaskType | (string & {});

@@ -15,33 +15,45 @@ export class UsageError extends Error {
 export function commonOptions(command: Command): Command {
   return command
     .addOption(new Option("--nats <url>", "NATS server URL (env NATS_URL)"))
+    .addOption(new Option("--nats-user <name>", "NATS user, with a password from NATS_PASSWORD or --nats-password-file (env NATS_USER)"))
+    .addOption(new Option("--nats-password-file <file>", "file holding the NATS password (env NATS_PASSWORD_FILE)"))
+    .addOption(new Option("--nats-creds <file>", "NATS .creds file, for servers in operator mode (env NATS_CREDS)"))
     .addOption(new Option("--prefix <root>", "subject root (env DIRIGENT_PREFIX, default 'dirigent')"))
     .addOption(new Option("--log-level <level>", "trace|debug|info|warn|error|silent (env DIRIGENT_LOG_LEVEL, default 'warn')"))
     .addOption(new Option("--substitution <mode>", "strict|lenient {{var}} substitution of an Evaluator run here (env DIRIGENT_SUBSTITUTION, default 'strict')"))
-    .addOption(new Option("--templates <dir>", "template library directory of an Evaluator run here (env DIRIGENT_TEMPLATES, default 'templates')"));
+    .addOption(new Option("--templates <dir>", "template library directory of an Evaluator run here (env DIRIGENT_TEMPLATES, default 'templates')"))
+    .addOption(new Option("--llm-match", "a Memory role run here lets the model choose among the best matches (env DIRIGENT_LLM_MATCH)"));
 }
 
 /** Options parsed by commander that map onto config keys. */
 export interface CommonFlags {
   nats?: string;
+  natsUser?: string;
+  natsPasswordFile?: string;
+  natsCreds?: string;
   prefix?: string;
   logLevel?: string;
   concurrency?: string;
   model?: string;
   substitution?: string;
   templates?: string;
+  llmMatch?: boolean;
 }
 
 /** Config, subjects and logger from command-line flags and the environment. */
 export function setup(flags: CommonFlags, name: string) {
   const configFlags: Flags = {
     nats: flags.nats,
+    natsUser: flags.natsUser,
+    natsPasswordFile: flags.natsPasswordFile,
+    natsCreds: flags.natsCreds,
     prefix: flags.prefix,
     logLevel: flags.logLevel,
     concurrency: flags.concurrency,
     model: flags.model,
     substitution: flags.substitution,
     templates: flags.templates,
+    llmMatch: flags.llmMatch === true ? "true" : undefined,
   };
   const config: Config = loadConfig(configFlags);
   const subjects = createSubjects(config.prefix);

@@ -6,6 +6,7 @@ import { MAX_COMPILE_ATTEMPTS, parseTaskId, type CompileReply, type TaskEvent } 
 import { DirigentClient, RemoteError } from "./client.js";
 import { collect, commonOptions, parseInputs, readTemplate, setup, UsageError, type CommonFlags } from "./cli-common.js";
 import { place } from "./connect.js";
+import { natsAuth } from "./nats-auth.js";
 import { embeddedModel } from "./embedded-model.js";
 import { formatEvent, formatOutcome } from "./output.js";
 import { ROLES, startSystem, type Role, type SystemHandle } from "./system.js";
@@ -45,7 +46,7 @@ async function withRuntime<T>(
   fn: (client: DirigentClient, timeoutMs: number) => Promise<T>,
 ): Promise<T> {
   const { config, subjects, log } = setup(flags, name);
-  const placement = await place({ ...(config.nats ? { url: config.nats } : {}), subjects, log, name, dataDir: config.dataDir, startServer: false });
+  const placement = await place({ ...(config.nats ? { url: config.nats } : {}), auth: natsAuth(config), roles: [], subjects, log, name, dataDir: config.dataDir, startServer: false });
   let system: SystemHandle | undefined;
   let stopModel: (() => Promise<void>) | undefined;
   const startEmbedded = async () => {

@@ -1,10 +1,17 @@
 /** `dirigent memory index DIR` and `dirigent memory match QUERY`: building and tuning the global file index. */
 import { Option, type Command } from "commander";
-import { IndexRanker } from "../actors/memory-rank.js";
+import { chooseWithModel, LLM_CANDIDATES } from "../actors/memory-llm.js";
+import { IndexRanker, toFileMatch } from "../actors/memory-rank.js";
+import type { MatchRequest } from "../protocol/index.js";
 import { collect, commonOptions, setup, UsageError, type CommonFlags } from "./cli-common.js";
 import { place, type Placement } from "./connect.js";
+import { natsAuth } from "./nats-auth.js";
 import { GlobError } from "./memory-gitignore.js";
 import { updateIndex } from "./memory-indexer.js";
+import { embeddedModel } from "./embedded-model.js";
+import { memoryModelClient } from "./memory-model.js";
+import { modelSummarizer, SUMMARY_CONCURRENCY, type Summarize } from "./memory-summarize.js";
+import type { Config } from "./config.js";
 
 /** Where the commands write their output (stdout by default; tests capture it). */
 export type Write = (text: string) => void;
@@ -13,6 +20,8 @@ interface IndexFlags extends CommonFlags {
   include: string[];
   exclude: string[];
   maxFileSize?: string;
+  summarize?: boolean;
+  summarizeConcurrency?: string;
 }
 
 interface MatchFlags extends CommonFlags {
@@ -30,8 +39,8 @@ export function parseSize(text: string): number {
   return bytes;
 }
 
-/** Registers `dirigent memory …`. */
-export function registerMemoryCommands(program: Command, write: Write = (text) => process.stdout.write(text)): void {
+/** Registers `dirigent memory …`; `write` prints results, `note` progress and warnings (stderr by default). */
+export function registerMemoryCommands(program: Command, write: Write = (text) => process.stdout.write(text), note: Write = (text) => process.stderr.write(text)): void {
   const memory = program.command("memory").description("the global file-metadata index the Memory role matches against");
 
   commonOptions(
@@ -41,20 +50,51 @@ export function registerMemoryCommands(program: Command, write: Write = (text) =
       .argument("<dir>", "directory to index; entries below it are replaced, entries elsewhere kept")
       .addOption(new Option("--include <glob>", "index only files matching this glob (repeatable)").argParser(collect).default([]))
       .addOption(new Option("--exclude <glob>", "skip files and directories matching this glob (repeatable)").argParser(collect).default([]))
-      .option("--max-file-size <bytes>", "skip larger files (512k, 2M; default 1M)"),
+      .option("--max-file-size <bytes>", "skip larger files (512k, 2M; default 1M)")
+      .option("--summarize", "let the model write each new or changed file's description from the file's head")
+      .option("--summarize-concurrency <n>", `model calls at once with --summarize (default ${SUMMARY_CONCURRENCY})`)
+      .option("--model <id>", "model of --summarize (env DIRIGENT_MODEL)"),
   ).action(async (dir: string, flags: IndexFlags) => {
     const maxFileSize = flags.maxFileSize === undefined ? undefined : parseSize(flags.maxFileSize);
-    await withIndex(flags, "dirigent-memory-index", async (placement) => {
+    const concurrency = Number(flags.summarizeConcurrency ?? SUMMARY_CONCURRENCY);
+    if (!Number.isInteger(concurrency) || concurrency < 1) throw new UsageError(`--summarize-concurrency '${flags.summarizeConcurrency}': expected a positive integer`);
+    await withIndex(flags, "dirigent-memory-index", async (placement, config) => {
       let result;
+      const offline = !config.openaiApiKey && !config.openaiBaseUrl;
+      // The offline mock model cannot describe a file: its answers would be stored as descriptions.
+      if (flags.summarize && offline) note("dirigent: no OPENAI_API_KEY or OPENAI_BASE_URL set: the offline mock model writes no descriptions, so the extracted ones are kept\n");
+      const model = flags.summarize && !offline ? await embeddedModel(config) : undefined;
       try {
+        let warnings = 0;
+        const summarize: Summarize | undefined = model && modelSummarizer({
+          callModel: memoryModelClient(model.config),
+          model: model.config.model,
+          concurrency,
+          onWarning: (path, message) => {
+            warnings++;
+            note(`warning: ${path}: the model wrote no description (${message.split("\n")[0]}); the extracted one is kept\n`);
+          },
+        });
+        const every = Math.max(1, concurrency * 5);
         result = await updateIndex(placement.transport.index, dir, {
           include: flags.include,
           exclude: flags.exclude,
           ...(maxFileSize === undefined ? {} : { maxFileSize }),
+          ...(summarize
+            ? {
+                summarize,
+                onProgress: ({ done, total, path }) => {
+                  if (done % every === 0 || done === total) note(`summarized ${done}/${total} files (last: ${path})\n`);
+                },
+              }
+            : {}),
         });
+        if (summarize) note(`the model described ${result.stats.summarized ?? 0} files; ${warnings} kept the extracted description\n`);
       } catch (err) {
         if (err instanceof GlobError || (err instanceof Error && err.message.startsWith("cannot index"))) throw new UsageError(err.message);
         throw err;
+      } finally {
+        await model?.stop();
       }
       const { stats, generation, written } = result;
       const counts = `${stats.files} files (read ${stats.read}, unchanged ${stats.reused}, skipped ${stats.skipped})`;
@@ -68,18 +108,35 @@ export function registerMemoryCommands(program: Command, write: Write = (text) =
       .description("print the files the Memory role would match for a query, best first (path, score, relevance)")
       .argument("<query>", "a task description")
       .option("--limit <n>", "at most this many matches", "20")
-      .option("--json", "print the matches as JSON"),
+      .option("--json", "print the matches as JSON")
+      .option("--model <id>", "model of --llm-match (env DIRIGENT_MODEL)"),
   ).action(async (query: string, flags: MatchFlags) => {
     const limit = Number(flags.limit);
     if (!Number.isInteger(limit) || limit < 1) throw new UsageError(`--limit '${flags.limit}': expected a positive integer`);
-    await withIndex(flags, "dirigent-memory-match", async (placement) => {
+    await withIndex(flags, "dirigent-memory-match", async (placement, config) => {
       const { entries, generation } = await placement.transport.index.getGlobalIndex();
-      const matches = new IndexRanker(entries).match(query, limit);
+      const ranker = new IndexRanker(entries);
+      let matches = ranker.match(query, limit);
+      let context: string | undefined;
+      if (config.llmMatch && entries.length > 0) {
+        const model = await embeddedModel(config);
+        if (model.note) note(`dirigent: ${model.note}\n`);
+        try {
+          const llm = { callModel: memoryModelClient(model.config), model: model.config.model };
+          const request: MatchRequest = { type: "memory.match", templateDescription: query, templateType: "atomic", inputs: {} };
+          const candidates = ranker.rank(query, Math.max(limit, LLM_CANDIDATES));
+          const signal = AbortSignal.timeout(config.modelTimeoutMs * (config.modelMaxRetries + 1));
+          ({ context, matches } = await chooseWithModel(request, candidates, candidates.slice(0, limit).map(toFileMatch), { ...llm, limit, total: entries.length, signal, timeoutMs: config.modelTimeoutMs }));
+        } finally {
+          await model.stop();
+        }
+      }
       if (flags.json) {
-        write(JSON.stringify({ generation, entries: entries.length, matches }, null, 2) + "\n");
+        write(JSON.stringify({ generation, entries: entries.length, ...(context === undefined ? {} : { context }), matches }, null, 2) + "\n");
         return;
       }
       if (entries.length === 0) write("the index is empty: build it with 'dirigent memory index DIR'\n");
+      else if (context !== undefined) write(`${context}\n`);
       else if (matches.length === 0) write(`no matches among ${entries.length} files\n`);
       for (const m of matches) write(`${(m.score ?? 0).toFixed(3)}  ${m.path}\n       ${m.relevance}\n`);
     });
@@ -87,12 +144,12 @@ export function registerMemoryCommands(program: Command, write: Write = (text) =
 }
 
 /** Connects to NATS (the index is shared there; an in-process index would vanish with this command). */
-async function withIndex(flags: CommonFlags, name: string, run: (placement: Placement) => Promise<void>): Promise<void> {
+async function withIndex(flags: CommonFlags, name: string, run: (placement: Placement, config: Config) => Promise<void>): Promise<void> {
   const { config, subjects, log } = setup(flags, name);
-  const placement = await place({ ...(config.nats ? { url: config.nats } : {}), subjects, log, name, dataDir: config.dataDir, startServer: false });
+  const placement = await place({ ...(config.nats ? { url: config.nats } : {}), auth: natsAuth(config), roles: ["memory"], subjects, log, name, dataDir: config.dataDir, startServer: false });
   try {
     if (placement.transport.kind === "memory") throw new Error("no NATS server reachable: the index lives in NATS; start one with 'dirigent up' or pass --nats URL");
-    await run(placement);
+    await run(placement, config);
   } finally {
     await placement.close();
   }

@@ -1,16 +1,19 @@
 /** `dirigent run | submit | status | cancel`: the public task API from the command line. */
 import { randomUUID } from "node:crypto";
 import type { Command } from "commander";
-import { parseTaskId } from "../protocol/index.js";
+import { createInterface } from "node:readline/promises";
+import { parseTaskId, type TaskEvent } from "../protocol/index.js";
 import { DirigentClient, RemoteError } from "./client.js";
 import { collect, commonOptions, parseInputs, setup, UsageError, type CommonFlags } from "./cli-common.js";
+import { budgetFields, type BudgetFlags } from "./cli-budget.js";
 import { taskSource } from "./cli-compile.js";
 import { place } from "./connect.js";
+import { natsAuth } from "./nats-auth.js";
 import { embeddedModel } from "./embedded-model.js";
-import { formatEvent, formatOutcome } from "./output.js";
+import { createEventPrinter, formatOutcome } from "./output.js";
 import { startSystem, type SystemHandle } from "./system.js";
 
-interface RunFlags extends CommonFlags {
+interface RunFlags extends CommonFlags, BudgetFlags {
   prompt?: string;
   input?: string[];
   taskId?: string;
@@ -51,13 +54,16 @@ export function registerTaskCommands(program: Command): void {
       .option("-i, --input <key=value>", "bind a template input (repeatable)", collect, [])
       .option("--task-id <id>", "choose the task id (idempotent submission)")
       .option("--json", "print only the result, as JSON")
-      .option("-q, --quiet", "do not print events"),
+      .option("-q, --quiet", "do not print events")
+      .option("--max-tokens <n>", "token budget of the task, its subtasks included")
+      .option("--max-cost <usd>", "cost budget of the task (needs a price table, DIRIGENT_MODEL_PRICES)")
+      .option("--stream", "stream the answer: print it as it arrives"),
   ).action(async (file: string | undefined, flags: RunFlags) => {
-    const source = await taskSource(file, flags.prompt);
+    const source = { ...(await taskSource(file, flags.prompt)), ...budgetFields(flags) };
     const inputs = parseInputs(flags.input ?? []);
     const taskId = taskIdFlag(flags.taskId) ?? randomUUID();
     const { config, subjects, log } = setup(flags, "dirigent-run");
-    const placement = await place({ ...(config.nats ? { url: config.nats } : {}), subjects, log, name: "dirigent-run", dataDir: config.dataDir, startServer: false });
+    const placement = await place({ ...(config.nats ? { url: config.nats } : {}), auth: natsAuth(config), roles: [], subjects, log, name: "dirigent-run", dataDir: config.dataDir, startServer: false });
     let system: SystemHandle | undefined;
     let stopModel: (() => Promise<void>) | undefined;
     const startEmbedded = async () => {
@@ -70,7 +76,13 @@ export function registerTaskCommands(program: Command): void {
     try {
       if (placement.transport.kind === "memory") await startEmbedded();
       const client = new DirigentClient(placement.transport.bus, subjects);
-      const onEvent = flags.json || flags.quiet ? undefined : (e: Parameters<typeof formatEvent>[0]) => process.stdout.write(formatEvent(e) + "\n");
+      const printer = createEventPrinter((text) => process.stdout.write(text));
+      const print = flags.json || flags.quiet ? undefined : (e: TaskEvent) => printer.event(e);
+      // On a terminal, a question of the task (request_user_input) is asked here and the answer sent back.
+      const onEvent = (e: TaskEvent) => {
+        print?.(e);
+        if (e.type === "continuation.input" && process.stdin.isTTY) void askUser(client, taskId, e.message ?? "");
+      };
       let outcome;
       try {
         outcome = await client.run({ ...source, inputs, taskId }, onEvent);
@@ -79,6 +91,7 @@ export function registerTaskCommands(program: Command): void {
         await startEmbedded();
         outcome = await client.run({ ...source, inputs, taskId }, onEvent);
       }
+      printer.end();
       process.stdout.write((flags.json ? JSON.stringify(outcome, null, 2) : formatOutcome(outcome)) + "\n");
       process.exitCode = outcome.status === "COMPLETE" ? 0 : 1;
     } finally {
@@ -95,9 +108,12 @@ export function registerTaskCommands(program: Command): void {
       .argument("[file]", "task template (XML); or give --prompt")
       .option("--prompt <text>", "the task in words instead of a file: the runtime compiles it into a template first")
       .option("-i, --input <key=value>", "bind a template input (repeatable)", collect, [])
-      .option("--task-id <id>", "choose the task id (idempotent submission)"),
+      .option("--task-id <id>", "choose the task id (idempotent submission)")
+      .option("--max-tokens <n>", "token budget of the task, its subtasks included")
+      .option("--max-cost <usd>", "cost budget of the task (needs a price table, DIRIGENT_MODEL_PRICES)")
+      .option("--stream", "ask for the answer as model.delta events"),
   ).action(async (file: string | undefined, flags: RunFlags) => {
-    const source = await taskSource(file, flags.prompt);
+    const source = { ...(await taskSource(file, flags.prompt)), ...budgetFields(flags) };
     const inputs = parseInputs(flags.input ?? []);
     const taskId = taskIdFlag(flags.taskId);
     await withClient(flags, async (client) => {
@@ -115,6 +131,18 @@ export function registerTaskCommands(program: Command): void {
     },
   );
 
+  commonOptions(
+    program.command("input").description("answer a task that waits for user input (request_user_input)").argument("<id>", "task id").argument("<text>", "the answer"),
+  ).action(async (id: string, text: string, flags: CommonFlags) => {
+    await withClient(flags, async (client) => {
+      const reply = await client.input(checkedId(id), text).catch((err: unknown) => {
+        if (err instanceof RemoteError && err.code === "NO_RESPONDERS") throw new Error(`task ${id} is not waiting for input`);
+        return rethrow(err);
+      });
+      process.stdout.write(JSON.stringify(reply) + "\n");
+    });
+  });
+
   commonOptions(program.command("cancel").description("cancel a task").argument("<id>", "task id")).action(async (id: string, flags: CommonFlags) => {
     await withClient(flags, async (client) => {
       const reply = await client.cancel(checkedId(id)).catch(rethrow);
@@ -124,10 +152,23 @@ export function registerTaskCommands(program: Command): void {
   });
 }
 
+/** Asks the user a task's question on the terminal and sends the answer. */
+async function askUser(client: DirigentClient, taskId: string, question: string): Promise<void> {
+  const rl = createInterface({ input: process.stdin, output: process.stderr });
+  try {
+    const answer = await rl.question(`? ${question}\n> `);
+    await client.input(taskId, answer);
+  } catch (err) {
+    process.stderr.write(`dirigent: could not send the answer: ${err instanceof Error ? err.message : String(err)}\n`);
+  } finally {
+    rl.close();
+  }
+}
+
 /** Connects to a running runtime (never an embedded one: it would end with this command). */
 async function withClient(flags: CommonFlags, fn: (client: DirigentClient) => Promise<void>): Promise<void> {
   const { config, subjects, log } = setup(flags, "dirigent-client");
-  const placement = await place({ ...(config.nats ? { url: config.nats } : {}), subjects, log, name: "dirigent-client", dataDir: config.dataDir, startServer: false });
+  const placement = await place({ ...(config.nats ? { url: config.nats } : {}), auth: natsAuth(config), roles: [], subjects, log, name: "dirigent-client", dataDir: config.dataDir, startServer: false });
   try {
     if (placement.transport.kind === "memory") throw new Error("no NATS server reachable: start the runtime with 'dirigent up' or pass --nats URL");
     await fn(new DirigentClient(placement.transport.bus, subjects));

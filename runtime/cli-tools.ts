@@ -7,6 +7,7 @@ import type { Command } from "commander";
 import { collect, parseInputs, readTemplate, setup, UsageError, untilSignal, type CommonFlags } from "./cli-common.js";
 import { DirigentClient } from "./client.js";
 import { place } from "./connect.js";
+import { natsAuth } from "./nats-auth.js";
 import { embeddedModel } from "./embedded-model.js";
 import { loadMockScript, startMockLlm } from "./mock-llm.js";
 import { formatEvent, formatOutcome } from "./output.js";
@@ -62,7 +63,7 @@ export function registerToolCommands(program: Command): void {
       const inputs = { topic: "the sea at dawn", ...parseInputs(flags.input ?? []) };
       const { config, subjects, log } = setup(flags, "dirigent-demo");
       const model = await embeddedModel(config);
-      const placement = await place({ ...(config.nats ? { url: config.nats } : {}), subjects, log, name: "dirigent-demo", dataDir: config.dataDir, startServer: true });
+      const placement = await place({ ...(config.nats ? { url: config.nats } : {}), auth: natsAuth(config), subjects, log, name: "dirigent-demo", dataDir: config.dataDir, startServer: true });
       const system = await startSystem({ config: model.config, transport: placement.transport, log });
       process.stderr.write(`dirigent: runtime on ${placement.note}\n`);
       if (model.note) process.stderr.write(`dirigent: ${model.note}\n`);

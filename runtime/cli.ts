@@ -13,6 +13,9 @@ import { registerToolCommands } from "./cli-tools.js";
 import { registerMemoryCommands } from "./cli-memory.js";
 import { registerMachineCommands } from "./cli-machines.js";
 import { registerTemplateCommands } from "./cli-templates.js";
+import { registerNatsCommands } from "./cli-nats.js";
+import { registerInspectCommand } from "./cli-inspect.js";
+import { registerCheckmateCommand } from "./cli-checkmate.js";
 
 const program = new Command()
   .name("dirigent")
@@ -29,6 +32,9 @@ registerToolCommands(program);
 registerMemoryCommands(program);
 registerMachineCommands(program);
 registerTemplateCommands(program);
+registerNatsCommands(program);
+registerInspectCommand(program);
+registerCheckmateCommand(program);
 
 try {
   await program.parseAsync(process.argv);

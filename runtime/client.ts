@@ -13,8 +13,11 @@ import {
   TaskEvent,
   TaskOutcome,
   TaskStatusReply,
+  UserInputReply,
   type CompileRequest,
+  type UserInput,
   type Subjects,
+  type TaskBudget,
   type TaskInputs,
 } from "../protocol/index.js";
 
@@ -26,6 +29,10 @@ export interface SubmitInput {
   prompt?: string;
   inputs?: TaskInputs;
   taskId?: string;
+  /** Token and cost limits of the task, its subtasks included. */
+  budget?: TaskBudget;
+  /** Stream the answers as `model.delta` events. */
+  stream?: boolean;
 }
 
 /** A task being followed: its events as they arrive and its result. */
@@ -55,7 +62,13 @@ export class DirigentClient {
    */
   submit(input: SubmitInput): Promise<SubmitReply> {
     const body = input.prompt === undefined ? { xml: input.xml } : { prompt: input.prompt };
-    return ask(this.deps(), this.subjects.submit, { ...body, inputs: input.inputs ?? {}, ...(input.taskId ? { taskId: input.taskId } : {}) }, SubmitReply, {
+    return ask(this.deps(), this.subjects.submit, {
+        ...body,
+        inputs: input.inputs ?? {},
+        ...(input.taskId ? { taskId: input.taskId } : {}),
+        ...(input.budget ? { budget: input.budget } : {}),
+        ...(input.stream === undefined ? {} : { stream: input.stream }),
+      }, SubmitReply, {
       timeoutMs: this.timeoutMs,
     });
   }
@@ -117,6 +130,12 @@ export class DirigentClient {
   /** Asks for a task to be cancelled. */
   cancel(taskId: string): Promise<CancelReply> {
     return ask(this.deps(), this.subjects.taskCancel(taskId), {}, CancelReply, { timeoutMs: this.timeoutMs });
+  }
+
+  /** Answers a task's pending `request_user_input`; NO_RESPONDERS when the task waits for no answer. */
+  input(taskId: string, text: string): Promise<UserInputReply> {
+    const body: UserInput = { text };
+    return ask(this.deps(), this.subjects.taskInput(taskId), body, UserInputReply, { timeoutMs: this.timeoutMs });
   }
 }
 

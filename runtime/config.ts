@@ -1,7 +1,7 @@
 /**
  * Runtime configuration: command-line flags override environment variables, which override defaults.
  * Every value is validated here; a bad one is a {@link ConfigError} naming the flag or variable.
- * Secrets (the API key) are kept in the config object only and are never logged or sent.
+ * Secrets (the API key, the NATS password and token) are kept in the config object only and are never logged or sent.
  */
 import { z } from "zod";
 import { checkRoot, DEFAULT_ROOT } from "../protocol/index.js";
@@ -32,6 +32,16 @@ const ModelPrice = z.strictObject({ input: z.number().nonnegative(), output: z.n
 export const Config = z.object({
   /** NATS server URL(s); absent = decide at start (see `dirigent up`). */
   nats: z.string().optional(),
+  /** NATS user name, with a password (`natsPassword` or `natsPasswordFile`). */
+  natsUser: z.string().min(1).optional(),
+  /** NATS password; never logged. */
+  natsPassword: z.string().min(1).optional(),
+  /** File holding the NATS password (first line); preferred over `natsPassword` in production. */
+  natsPasswordFile: z.string().min(1).optional(),
+  /** NATS authentication token; never logged. */
+  natsToken: z.string().min(1).optional(),
+  /** A NATS `.creds` file (JWT and NKey seed; needs a server in operator mode). */
+  natsCreds: z.string().min(1).optional(),
   /** Subject root. */
   prefix: z.string().refine((v) => { try { checkRoot(v); return true; } catch { return false; } }, "must be lowercase [a-z0-9_-] tokens separated by '.'"),
   /** Default model id. */
@@ -98,8 +108,23 @@ export const Config = z.object({
   maxSubtaskDepth: z.coerce.number().int().min(1).max(20),
   /** Evaluations (`request_evaluation`) one director session may ask for. */
   maxEvaluations: z.coerce.number().int().min(1).max(50),
-  /** Offer the `run_subtask` tool to atomic sessions (its definition costs about 250 prompt tokens per call). */
-  subtaskTools: z.preprocess((v) => (typeof v === "string" ? (BOOLEANS[v.toLowerCase()] ?? v) : v), z.boolean()),
+  /** Decompose an atomic task that ran out of a resource through the Compiler (reparse), at most 3 times per node. */
+  reparse: z.preprocess((v) => (typeof v === "string" ? (BOOLEANS[v.toLowerCase()] ?? v) : v), z.boolean()),
+  /**
+   * Continuation tools offered to atomic sessions: `subtask` (run_subtask) and `input` (request_user_input).
+   * Their definitions cost about 300 prompt tokens per model call; an empty list offers none.
+   */
+  continuationTools: list(z.enum(["subtask", "input"])),
+  /** Longest a task waits for the answer to `request_user_input` (a question may ask for less). */
+  inputTimeoutMs: positiveInt,
+  /** Memory lets the model choose among MiniSearch's best candidates (`--llm-match`); falls back to MiniSearch. */
+  llmMatch: z.preprocess((v) => (typeof v === "string" ? (BOOLEANS[v.toLowerCase()] ?? v) : v), z.boolean()),
+  /** Publish XState inspection messages of every actor on `<root>.inspect.>` (`dirigent inspect` shows them). */
+  inspect: z.preprocess((v) => (typeof v === "string" ? (BOOLEANS[v.toLowerCase()] ?? v) : v), z.boolean()),
+  /** Most inspection messages per second per process; beyond it events are dropped and snapshots coalesced. */
+  inspectMaxPerSec: positiveInt,
+  /** Share of tasks inspected (chosen by task id, the same in every process); 1 = all. */
+  inspectSample: fraction,
 });
 export type Config = z.infer<typeof Config>;
 
@@ -134,14 +159,25 @@ export const DEFAULTS = {
   templates: "templates",
   maxSubtaskDepth: 5,
   maxEvaluations: 5,
-  subtaskTools: true,
+  continuationTools: ["subtask", "input"],
+  inputTimeoutMs: 600_000,
+  reparse: true,
   streamDeltas: false,
   substitution: "strict",
+  llmMatch: false,
+  inspect: false,
+  inspectMaxPerSec: 2000,
+  inspectSample: 1,
 } as const;
 
 /** Environment variable of each key. */
 export const ENV_NAMES = {
   nats: "NATS_URL",
+  natsUser: "NATS_USER",
+  natsPassword: "NATS_PASSWORD",
+  natsPasswordFile: "NATS_PASSWORD_FILE",
+  natsToken: "NATS_TOKEN",
+  natsCreds: "NATS_CREDS",
   prefix: "DIRIGENT_PREFIX",
   model: "DIRIGENT_MODEL",
   openaiBaseUrl: "OPENAI_BASE_URL",
@@ -173,21 +209,34 @@ export const ENV_NAMES = {
   templates: "DIRIGENT_TEMPLATES",
   maxSubtaskDepth: "DIRIGENT_MAX_SUBTASK_DEPTH",
   maxEvaluations: "DIRIGENT_MAX_EVALUATIONS",
-  subtaskTools: "DIRIGENT_SUBTASK_TOOLS",
+  continuationTools: "DIRIGENT_CONTINUATION_TOOLS",
+  inputTimeoutMs: "DIRIGENT_INPUT_TIMEOUT_MS",
+  reparse: "DIRIGENT_REPARSE",
   streamDeltas: "DIRIGENT_STREAM",
   substitution: "DIRIGENT_SUBSTITUTION",
+  llmMatch: "DIRIGENT_LLM_MATCH",
+  inspect: "DIRIGENT_INSPECT",
+  inspectMaxPerSec: "DIRIGENT_INSPECT_MAX_PER_SEC",
+  inspectSample: "DIRIGENT_INSPECT_SAMPLE",
 } as const satisfies Record<keyof Config, string>;
 
 /** Command-line flag of each key (for error messages). */
 const FLAG_NAMES: Partial<Record<keyof Config, string>> = {
   nats: "--nats",
+  natsUser: "--nats-user",
+  natsPasswordFile: "--nats-password-file",
+  natsCreds: "--nats-creds",
   prefix: "--prefix",
   model: "--model",
   concurrency: "--concurrency",
   logLevel: "--log-level",
   templates: "--templates",
   substitution: "--substitution",
+  llmMatch: "--llm-match",
 };
+
+/** Keys whose values are secrets: never shown in errors or logs. */
+const SECRET_KEYS: ReadonlySet<string> = new Set(["openaiApiKey", "natsPassword", "natsToken"]);
 
 /** A configuration value is invalid. */
 export class ConfigError extends Error {
@@ -220,7 +269,7 @@ export function loadConfig(flags: Flags = {}, env: NodeJS.ProcessEnv = process.e
   if (parsed.success) return parsed.data;
   const problems = parsed.error.issues.map((issue) => {
     const key = String(issue.path[0] ?? "");
-    const shown = key === "openaiApiKey" ? "(hidden)" : `'${String(raw[key])}'`;
+    const shown = SECRET_KEYS.has(key) ? "(hidden)" : `'${String(raw[key])}'`;
     return `${source[key] ?? key}: ${issue.message} (got ${shown})`;
   });
   throw new ConfigError(`invalid configuration: ${problems.join("; ")}`);

@@ -9,6 +9,7 @@ import type { Logger } from "../actors/deps.js";
 import type { Subjects } from "../protocol/index.js";
 import { findNatsServer, startNatsServer, type NatsServerProcess } from "./nats-server-process.js";
 import { openMemoryTransport, openNatsTransport, type OpenTransport } from "./transport.js";
+import { authorizationFailure, isAuthorizationError, isPermissionViolation, permissionFailure, type NatsAuth } from "./nats-auth.js";
 
 /** The NATS address tried when none is configured. */
 export const DEFAULT_NATS_URL = "nats://127.0.0.1:4222";
@@ -39,19 +40,36 @@ export interface PlaceOptions {
   dataDir: string;
   /** Start a child nats-server when nothing answers (for `up`); otherwise fall back to in-process directly. */
   startServer: boolean;
+  /** Credentials (see `natsAuth`); none by default. */
+  auth?: NatsAuth;
+  /** Roles this process runs: their stores are opened at once, others on first use; `[]` for a client. Default: all. */
+  roles?: readonly string[];
 }
 
 /** Opens a transport following the rules of `dirigent up` (see the README). */
 export async function place(options: PlaceOptions): Promise<Placement> {
   const { subjects, log, name } = options;
+  // A server that refuses the credentials is an error, never a reason to fall back.
+  const open = (url: string) =>
+    openNatsTransport(url, subjects, { name, log, ...(options.auth ? { auth: options.auth } : {}), ...(options.roles ? { roles: options.roles } : {}) }).catch(
+      (err: unknown) =>
+        Promise.reject(
+          isAuthorizationError(err)
+            ? authorizationFailure(url, options.auth, err)
+            : isPermissionViolation(err)
+              ? permissionFailure(url, options.auth, options.roles, err)
+              : err,
+        ),
+    );
   if (options.url) {
-    const transport = await openNatsTransport(options.url, subjects, { name, log });
+    const transport = await open(options.url);
     return wrap(transport, `NATS at ${transport.description}`);
   }
   try {
-    const transport = await openNatsTransport(DEFAULT_NATS_URL, subjects, { name, log });
+    const transport = await open(DEFAULT_NATS_URL);
     return wrap(transport, `NATS at ${transport.description}`);
   } catch (err) {
+    if (isAuthorizationError(err) || isPermissionViolation(err)) throw err;
     log.debug({ err: String(err) }, "no NATS server on the default address");
   }
   if (options.startServer) {
@@ -64,7 +82,7 @@ export async function place(options: PlaceOptions): Promise<Placement> {
       mkdirSync(dataDir, { recursive: true });
       const server = await startNatsServer({ binary, configFile: PACKAGED_NATS_CONF, cwd, port: 4222, monitorPort: 0 });
       try {
-        const transport = await openNatsTransport(server.url, subjects, { name, log });
+        const transport = await open(server.url);
         return wrap(transport, `NATS at ${server.url} (nats-server started as a child, JetStream data in ${join(cwd, ".dirigent", "jetstream")})`, server);
       } catch (err) {
         await server.stop();

@@ -1,5 +1,6 @@
 /** Every XState machine of machines/, by name: the one list the diagram export, its docs and tests iterate. */
 import type { AnyStateMachine } from "xstate";
+import { checkmateMachine } from "../machines/checkmate.js";
 import { continuationMachine } from "../machines/continuation.js";
 import { directorEvaluatorMachine } from "../machines/director-evaluator.js";
 import { evaluationMachine } from "../machines/evaluation.js";
@@ -25,6 +26,7 @@ export const machines: readonly NamedMachine[] = [
   { name: "reduce", machine: reduceMachine },
   { name: "director-evaluator", machine: directorEvaluatorMachine },
   { name: "continuation", machine: continuationMachine },
+  { name: "checkmate", machine: checkmateMachine },
   { name: "handler-session", machine: handlerSessionMachine },
   { name: "memory", machine: memoryMachine },
 ];

@@ -4,10 +4,11 @@
  * metadata. Re-indexing is incremental: a file whose size and modification time are unchanged is not read again.
  */
 import { open, readFile, readdir, stat } from "node:fs/promises";
-import { join, resolve } from "node:path";
+import { join, relative as relativePath, resolve } from "node:path";
 import type { IndexEntry, IndexStore } from "../actors/memory-index.js";
 import { BINARY_EXTENSIONS, describe, looksBinary, metadataOf } from "./memory-describe.js";
 import { compileGlob, IgnoreFile, IgnoreStack } from "./memory-gitignore.js";
+import type { Summarize } from "./memory-summarize.js";
 
 /** Options of {@link indexDirectory} (the seed's `GitIndexingOptions`). */
 export interface IndexOptions {
@@ -21,6 +22,14 @@ export interface IndexOptions {
   previous?: readonly IndexEntry[];
   /** Reads up to `bytes` from the start of a file; replaceable so tests can count reads. */
   readHead?: (path: string, bytes: number) => Promise<Uint8Array>;
+  /**
+   * Writes the description of each file read (`--summarize`). Files it describes are stamped as summarized; an
+   * earlier run's entry counts as unchanged only if it was summarized too, so a summarizing run re-describes files
+   * an extracting run described. Without it, summarized entries of unchanged files are kept.
+   */
+  summarize?: Summarize;
+  /** Hears about each file read: how many of those to read are done. */
+  onProgress?: (progress: { done: number; total: number; path: string }) => void;
 }
 
 /** What a run did. */
@@ -33,6 +42,8 @@ export interface IndexStats {
   reused: number;
   /** Files skipped: binary, too large, excluded or ignored (directories count once). */
   skipped: number;
+  /** Files read whose description the model wrote (`--summarize`). */
+  summarized?: number;
 }
 
 /** The result of {@link indexDirectory}. */
@@ -43,6 +54,8 @@ export interface IndexResult {
 
 /** The default size cap. */
 export const DEFAULT_MAX_FILE_SIZE = 1024 * 1024;
+/** Suffix of the stamp of an entry whose description the model wrote. */
+export const SUMMARIZED = ":s";
 /** Bytes read from each file to describe it. */
 export const HEAD_BYTES = 64 * 1024;
 
@@ -101,20 +114,34 @@ export async function indexDirectory(dir: string, options: IndexOptions = {}): P
   };
   await walk(root, "", new IgnoreStack());
 
+  const summarize = options.summarize;
+  if (summarize) stats.summarized = 0;
+  const unchanged = (known: IndexEntry | undefined, stamp: string) =>
+    known !== undefined && (known.stamp === `${stamp}${SUMMARIZED}` || (summarize === undefined && known.stamp === stamp));
+  const total = found.filter((file) => !unchanged(previous.get(file.path), file.stamp)).length;
+  let done = 0;
   const entries = await mapLimit(found, 16, async (file): Promise<IndexEntry | undefined> => {
     const known = previous.get(file.path);
-    if (known !== undefined && known.stamp === file.stamp) {
+    if (unchanged(known, file.stamp)) {
       stats.reused++;
       return known;
     }
     stats.read++;
-    const head = await read(file.path, Math.min(HEAD_BYTES, Math.max(1, file.size)));
-    if (looksBinary(head.subarray(0, 8000))) {
-      stats.skipped++;
-      return undefined;
+    try {
+      const head = await read(file.path, Math.min(HEAD_BYTES, Math.max(1, file.size)));
+      if (looksBinary(head.subarray(0, 8000))) {
+        stats.skipped++;
+        return undefined;
+      }
+      const text = new TextDecoder().decode(head);
+      const extracted = describe(file.path, text);
+      const summary = summarize ? await summarize({ path: file.path, relative: relativePath(root, file.path), text, extracted }) : undefined;
+      if (summary === undefined) return { path: file.path, metadata: metadataOf(file.path, file.size, extracted), stamp: file.stamp };
+      stats.summarized = (stats.summarized ?? 0) + 1;
+      return { path: file.path, metadata: metadataOf(file.path, file.size, summary), stamp: `${file.stamp}${SUMMARIZED}` };
+    } finally {
+      options.onProgress?.({ done: ++done, total, path: file.path });
     }
-    const text = new TextDecoder().decode(head);
-    return { path: file.path, metadata: metadataOf(file.path, file.size, describe(file.path, text)), stamp: file.stamp };
   });
   const kept = entries.filter((e): e is IndexEntry => e !== undefined);
   stats.files = kept.length;

@@ -5,6 +5,7 @@
 import {
   ClosedConnectionError,
   connect,
+  credsAuthenticator,
   DrainingConnectionError,
   headers as natsHeaders,
   NoRespondersError as NatsNoRespondersError,
@@ -16,9 +17,11 @@ import {
   type Subscription,
 } from "@nats-io/transport-node";
 import {
+  KEEPALIVE_HEADER,
   NoRespondersError,
   RequestAbortedError,
   RequestTimeoutError,
+  ResponderSilentError,
   TransportError,
   type BusMessage,
   type BusSubscription,
@@ -41,6 +44,10 @@ export interface ConnectNatsOptions {
   pass?: string;
   /** Authentication token. */
   token?: string;
+  /** Contents of a `.creds` file (JWT and NKey seed; needs a server in operator mode). */
+  creds?: Uint8Array;
+  /** Prefix of this connection's reply subjects (default `_INBOX`); see `inboxPrefixFor`. */
+  inboxPrefix?: string;
   /** Wait between reconnect attempts; a random jitter of up to a quarter of it is added. Default 1000 ms. */
   reconnectTimeWaitMs?: number;
   /** Timeout of the first connect. Default 5000 ms. */
@@ -64,9 +71,14 @@ export function connectNats(opts: ConnectNatsOptions): Promise<NatsConnection> {
     reconnectJitter: Math.ceil(wait / 4),
     waitOnFirstConnect: false,
     timeout: opts.timeoutMs ?? 5000,
+    // No Error (with its stack capture) allocated up front for every request and KV call just in case it fails:
+    // the same errors are thrown, with a shorter stack. It cost more CPU than anything else in the client.
+    noAsyncTraces: true,
     ...(opts.user !== undefined ? { user: opts.user } : {}),
     ...(opts.pass !== undefined ? { pass: opts.pass } : {}),
     ...(opts.token !== undefined ? { token: opts.token } : {}),
+    ...(opts.creds !== undefined ? { authenticator: credsAuthenticator(opts.creds) } : {}),
+    ...(opts.inboxPrefix !== undefined ? { inboxPrefix: opts.inboxPrefix } : {}),
   });
 }
 
@@ -147,6 +159,7 @@ export class NatsBus implements ClosableBus {
   async request(subject: string, data: Uint8Array, options: RequestOptions): Promise<Uint8Array> {
     const { signal, timeoutMs } = options;
     if (signal?.aborted === true) throw aborted(subject, signal);
+    if (options.idleTimeoutMs !== undefined) return this.#requestWithKeepalives(subject, data, { ...options, idleTimeoutMs: options.idleTimeoutMs });
     const reply = this.#nc.request(subject, data, { timeout: timeoutMs }).then(
       (msg) => msg.data,
       (err: unknown) => Promise.reject(mapRequestError(err, subject, timeoutMs)),
@@ -163,6 +176,59 @@ export class NatsBus implements ClosableBus {
       return await Promise.race([reply, abort]);
     } finally {
       if (onAbort !== undefined) signal.removeEventListener("abort", onAbort);
+    }
+  }
+
+  /**
+   * A request whose responder sends keepalives (empty bodies) while it works: the first non-empty message is the
+   * answer; silence for `idleTimeoutMs` means the responder is gone (its process died, or the connection broke and
+   * the answer was lost), and the caller may ask again.
+   */
+  async #requestWithKeepalives(subject: string, data: Uint8Array, options: RequestOptions & { idleTimeoutMs: number }): Promise<Uint8Array> {
+    const { timeoutMs, idleTimeoutMs, signal } = options;
+    const h = natsHeaders();
+    h.set(KEEPALIVE_HEADER, String(Math.max(100, Math.floor(idleTimeoutMs / 5))));
+    let replies: AsyncIterable<Msg>;
+    try {
+      replies = await this.#nc.requestMany(subject, data, { strategy: "timer", maxWait: timeoutMs, headers: h });
+    } catch (err) {
+      throw mapRequestError(err, subject, timeoutMs);
+    }
+    const iterator = replies[Symbol.asyncIterator]();
+    const started = Date.now();
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    let onAbort: (() => void) | undefined;
+    const interrupted = new Promise<"idle" | "aborted">((resolve) => {
+      onAbort = () => resolve("aborted");
+      signal?.addEventListener("abort", onAbort, { once: true });
+    });
+    let idle: () => void = () => undefined;
+    const idleOrAbort = () =>
+      Promise.race([
+        interrupted,
+        new Promise<"idle">((resolve) => {
+          idle = () => resolve("idle");
+          timer = setTimeout(idle, idleTimeoutMs);
+        }),
+      ]);
+    try {
+      for (;;) {
+        const next = await Promise.race([iterator.next().then((r) => ({ r })), idleOrAbort()]);
+        clearTimeout(timer);
+        if (next === "aborted") throw aborted(subject, signal as AbortSignal);
+        if (next === "idle") throw new ResponderSilentError(`no answer and no keepalive on '${subject}' for ${idleTimeoutMs} ms: the responder stopped or the connection broke`, subject);
+        if (next.r.done === true) {
+          if (Date.now() - started >= timeoutMs - 5) throw new RequestTimeoutError(`no answer on '${subject}' within ${timeoutMs} ms`, subject);
+          throw new ResponderSilentError(`the request on '${subject}' ended without an answer`, subject);
+        }
+        if (next.r.value.data.length > 0) return next.r.value.data;
+      }
+    } catch (err) {
+      throw err instanceof TransportError ? err : mapRequestError(err, subject, timeoutMs);
+    } finally {
+      clearTimeout(timer);
+      if (onAbort !== undefined) signal?.removeEventListener("abort", onAbort);
+      void iterator.return?.()?.catch?.(() => undefined);
     }
   }
 

@@ -79,6 +79,15 @@ export async function openTaskStore(nc: NatsConnection, subjects: Subjects): Pro
   return new NatsTaskStore(kv);
 }
 
+/** How long the turns bucket keeps a record: a task re-run later than this starts its sessions over. */
+export const TURNS_MAX_AGE_MS = 7 * 24 * 60 * 60 * 1000;
+
+/** Opens the turns bucket (`subjects.turnsBucket`): the Handler's records of sessions and scripts. */
+export async function openTurnStore(nc: NatsConnection, subjects: Subjects): Promise<NatsTaskStore> {
+  const kv = await new Kvm(nc).create(subjects.turnsBucket, { history: 1, storage: StorageType.File, ttl: TURNS_MAX_AGE_MS });
+  return new NatsTaskStore(kv);
+}
+
 /**
  * Creates a stream unless one of that name exists. An existing stream is used as it is, so a
  * deployment can tune limits with the `nats` CLI without the runtime undoing them.
@@ -297,6 +306,20 @@ export async function ensureEventsStream(nc: NatsConnection, subjects: Subjects)
     storage: StorageType.File,
     max_age: nanos(EVENTS_MAX_AGE_MS),
   });
+}
+
+/**
+ * Whether `stream` holds a message on `subject` (looked up by subject, `last_by_subj`): a Director that finds a
+ * task final on a redelivery checks that the result reached the events stream before the old owner died.
+ */
+export async function storedOnSubject(nc: NatsConnection, stream: string, subject: string): Promise<boolean> {
+  const jsm = await jetstreamManager(nc, { checkAPI: false });
+  try {
+    return (await jsm.streams.getMessage(stream, { last_by_subj: subject })) !== null;
+  } catch (err) {
+    if (err instanceof JetStreamApiError && err.code === JetStreamApiCodes.NoMessageFound) return false;
+    throw err;
+  }
 }
 
 /** One stored message of a task: an event or its result. */

@@ -19,6 +19,34 @@ export function formatOutcome(outcome: TaskOutcome): string {
   }
   const usage = outcome.notes["usage"];
   if (usage && typeof usage === "object") lines.push(`usage: ${JSON.stringify(usage)}`);
+  const task = outcome.notes["task_usage"];
+  const cost = outcome.notes["task_cost"];
+  if (task && typeof task === "object") lines.push(`task usage: ${JSON.stringify(task)}${typeof cost === "number" ? `, cost ${cost}` : ""}`);
   if (outcome.content) lines.push("", outcome.content);
   return lines.join("\n");
+}
+
+/**
+ * Prints events as they arrive: `model.delta` text inline, as the answer streams in, and a newline before the
+ * next other event. `end()` closes an open line of deltas.
+ */
+export function createEventPrinter(write: (text: string) => void): { event(event: TaskEvent): void; end(): void } {
+  let inline = false;
+  const end = () => {
+    if (inline) write("\n");
+    inline = false;
+  };
+  return {
+    event(event) {
+      const text = event.data?.["text"];
+      if (event.type === "model.delta" && typeof text === "string") {
+        write(text);
+        inline = true;
+        return;
+      }
+      end();
+      write(formatEvent(event) + "\n");
+    },
+    end,
+  };
 }

@@ -10,6 +10,8 @@ import {
   TaskEvent,
   TaskOutcome,
   TaskStatusReply,
+  UserInput,
+  UserInputReply,
 } from "../protocol/index.js";
 
 /** Public messages by file name. */
@@ -23,6 +25,8 @@ export const PUBLIC_SCHEMAS = {
   "error-reply": ErrorReply,
   "compile-request": CompileRequest,
   "compile-reply": CompileReply,
+  "user-input": UserInput,
+  "user-input-reply": UserInputReply,
 } as const;
 
 /** Every public schema as a JSON Schema document (draft 2020-12), keyed by file name. */

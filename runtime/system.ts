@@ -15,6 +15,8 @@ import { createToolset } from "../actors/tools/toolset.js";
 import { createSubjects, type Subjects } from "../protocol/index.js";
 import { loadLibrary, type TemplateLibrary } from "../actors/template/library.js";
 import { DEFAULTS, type Config } from "./config.js";
+import { llmMatchOptions } from "./memory-model.js";
+import { inspectHookFor } from "./inspect-publisher.js";
 
 /** The four roles. */
 export const ROLES = ["director", "evaluator", "handler", "memory"] as const;
@@ -29,6 +31,10 @@ export interface Transport {
   close(): Promise<void>;
   /** The global file-metadata index the Memory role serves; an empty one when absent. */
   index?: IndexStore;
+  /** The Handler's records of sessions and scripts (resume without repeating model calls); none when absent. */
+  turns?: TaskStore;
+  /** Whether a message on `subject` is stored (the events stream); none when nothing is stored. */
+  published?: (subject: string) => Promise<boolean>;
 }
 
 /** Options of {@link startSystem}. */
@@ -78,10 +84,14 @@ export async function startSystem(options: SystemOptions): Promise<SystemHandle>
     log: options.log ?? silentLogger,
     now: () => new Date(),
     newId: () => randomUUID(),
+    inspect: inspectHookFor(config, transport.bus, subjects),
   };
   const started: RoleHandle[] = [];
   // Dependency order: whoever is asked starts before whoever asks.
-  if (roles.includes("memory")) started.push(startMemory(deps, { concurrency: config.concurrency, ...(transport.index ? { store: transport.index } : {}) }));
+  if (roles.includes("memory")) {
+    const llm = llmMatchOptions(config, options.callModel);
+    started.push(startMemory(deps, { concurrency: config.concurrency, ...(transport.index ? { store: transport.index } : {}), ...llm }));
+  }
   if (roles.includes("handler")) {
     const callModel =
       options.callModel ??
@@ -120,6 +130,7 @@ export async function startSystem(options: SystemOptions): Promise<SystemHandle>
         },
         callModel,
         toolset,
+        transport.turns,
       ),
     );
     // The Compiler runs wherever the Handler does, on the same model client.
@@ -135,12 +146,20 @@ export async function startSystem(options: SystemOptions): Promise<SystemHandle>
         library,
         maxSubtaskDepth: config.maxSubtaskDepth,
         maxEvaluations: config.maxEvaluations,
-        subtaskTools: config.subtaskTools,
+        continuationTools: config.continuationTools,
+        inputTimeoutMs: config.inputTimeoutMs,
+        reparse: config.reparse,
       }),
     );
   }
   if (roles.includes("director")) {
-    started.push(startDirector(deps, transport.store, transport.queue, { concurrency: config.concurrency, taskTimeoutMs: config.taskTimeoutMs }));
+    started.push(
+      startDirector(deps, transport.store, transport.queue, {
+        concurrency: config.concurrency,
+        taskTimeoutMs: config.taskTimeoutMs,
+        ...(transport.published ? { published: transport.published } : {}),
+      }),
+    );
   }
   await transport.bus.flush();
   const stop = async () => {

@@ -11,8 +11,11 @@ import { MemoryBus, MemoryTaskStore, MemoryWorkQueue } from "./memory-bus.js";
 import { openIndexStore } from "./memory-index-nats.js";
 import { InMemoryIndexStore } from "./memory-index-store.js";
 import { connectNats, NatsBus } from "./nats-bus.js";
-import { ensureEventsStream, openTaskStore, openWorkQueue } from "./nats-store.js";
+import { ensureEventsStream, openTaskStore, openTurnStore, openWorkQueue, storedOnSubject } from "./nats-store.js";
 import type { Transport } from "./system.js";
+import { eagerStores, lazyIndexStore, lazyTaskStore, lazyWorkQueue } from "./lazy-stores.js";
+import type { NatsAuth } from "./nats-auth.js";
+import { inboxPrefixFor } from "./nats-permissions.js";
 
 /** A transport, with what it runs on. */
 export interface OpenTransport extends Transport {
@@ -24,23 +27,31 @@ export interface OpenTransport extends Transport {
   readonly index: IndexStore;
 }
 
-/** Connects to NATS and opens the durable stores of `subjects`. */
+/**
+ * Connects to NATS and opens the durable stores of `subjects`: those of `roles` at once (all when `roles` is absent),
+ * the others on first use (a client, `roles: []`, opens none). `auth` holds the credentials (see `natsAuth`).
+ */
 export async function openNatsTransport(
   servers: string,
   subjects: Subjects,
-  options: { name: string; log: Logger; ackWaitMs?: number },
+  options: { name: string; log: Logger; ackWaitMs?: number; auth?: NatsAuth; roles?: readonly string[] },
 ): Promise<OpenTransport> {
-  const nc = await connectNats({ servers, name: options.name });
+  const nc = await connectNats({ servers, name: options.name, ...options.auth, inboxPrefix: inboxPrefixFor(options.roles) });
   const onError = (err: unknown, subject: string) => options.log.error({ subject, err: messageOf(err) }, "handler failed");
   const bus = new NatsBus(nc, { onError });
   try {
-    const [store, queue, index] = await Promise.all([
-      openTaskStore(nc, subjects),
-      openWorkQueue(nc, subjects, { ackWaitMs: options.ackWaitMs ?? ackWaitMsFromEnv(), onError }),
-      openIndexStore(nc, subjects),
-      ensureEventsStream(nc, subjects),
+    const eager = eagerStores(options.roles);
+    const ackWaitMs = options.ackWaitMs ?? ackWaitMsFromEnv();
+    const openQueue = () => openWorkQueue(nc, subjects, { ackWaitMs, onError });
+    const [store, queue, index, turns] = await Promise.all([
+      eager.tasks ? openTaskStore(nc, subjects) : lazyTaskStore(() => openTaskStore(nc, subjects)),
+      eager.intake ? openQueue() : lazyWorkQueue(openQueue, ackWaitMs, onError),
+      eager.index ? openIndexStore(nc, subjects) : lazyIndexStore(() => openIndexStore(nc, subjects)),
+      eager.turns ? openTurnStore(nc, subjects) : lazyTaskStore(() => openTurnStore(nc, subjects)),
+      eager.events ? ensureEventsStream(nc, subjects) : undefined,
     ]);
-    return { kind: "nats", description: bus.description, bus, store, queue, index, close: () => bus.close() };
+    const published = (subject: string) => storedOnSubject(nc, subjects.eventsStream, subject);
+    return { kind: "nats", description: bus.description, bus, store, queue, index, turns, published, close: () => bus.close() };
   } catch (err) {
     await bus.close();
     throw err;
@@ -58,6 +69,7 @@ export function openMemoryTransport(log: Logger): OpenTransport {
     store: new MemoryTaskStore(),
     queue: new MemoryWorkQueue({ onError, ackWaitMs: ackWaitMsFromEnv() }),
     index: new InMemoryIndexStore(),
+    turns: new MemoryTaskStore(),
     close: () => bus.close(),
   };
 }

@@ -48,6 +48,7 @@ import {
   firstOnly,
   prose,
   readBoolean,
+  rawElement,
   readPositiveInt,
   splitList,
   strayText,
@@ -55,7 +56,9 @@ import {
 } from "./values.js";
 import type { XmlElement } from "./xml.js";
 
-const KNOWN_TYPES: readonly KnownTaskType[] = ["atomic", "sequential", "reduce", "script", "director_evaluator_loop"];
+const KNOWN_TYPES: readonly KnownTaskType[] = ["atomic", "sequential", "reduce", "script", "director_evaluator_loop", "judge_loop"];
+/** judge_loop: its `<worker>`/`<judge>`/`<intake>` system prompts, kept as elements in `extra`. */
+const JUDGE_LOOP_PROMPTS = new Set(["worker", "judge", "intake", "criteria_judge"]);
 const TASK_ATTRIBUTES = new Set(["type", "subtype", "name", "ref", "parameters", "params", "returns"]);
 const PROSE = new Set(["description", "instructions", "system", "provider", "expected_output"]);
 const WRAPPERS: readonly ImplicitTaskOrigin[] = ["director", "evaluator", "inner_task", "reduction_task"];
@@ -114,6 +117,10 @@ export function buildTask(ctx: BuildContext, el: XmlElement, origin?: ImplicitTa
     if (name === "command" || name === "timeout" || name === "environment") {
       loose ??= { kind: "execution", loc: child.loc, extra: [] };
       addScriptSetting(ctx, loose, child, seen);
+      continue;
+    }
+    if (type === "judge_loop" && JUDGE_LOOP_PROMPTS.has(name)) {
+      extra.push(rawElement(child));
       continue;
     }
     if (!TASK_CHILDREN.has(name)) {

@@ -46,11 +46,18 @@ export function scriptEnvironment(allow: readonly string[], source: NodeJS.Proce
   return env;
 }
 
+/** Variables a script's own environment may never set: secrets, and loader or runtime hooks that inject code. */
+export const REFUSED_ENV = /^(?:OPENAI_API_KEY|LD_\w+|DYLD_\w+|NODE_OPTIONS|BASH_ENV|ENV|PYTHONSTARTUP|PERL5OPT)$/;
+
+function withoutRefused(env: Readonly<Record<string, string>>): Record<string, string> {
+  return Object.fromEntries(Object.entries(env).filter(([name]) => !REFUSED_ENV.test(name)));
+}
+
 /** Runs `argv` in the workspace. Resolves when the program and its output pipes are closed. */
 export async function runScript(
   ws: Workspace,
   limits: ScriptLimits,
-  args: { argv: string[]; cwd?: string | undefined; timeoutMs?: number | undefined },
+  args: { argv: string[]; cwd?: string | undefined; timeoutMs?: number | undefined; env?: Readonly<Record<string, string>> | undefined; inheritEnv?: boolean | undefined },
   signal: AbortSignal,
 ): Promise<ScriptOutcome> {
   const [command, ...rest] = args.argv;
@@ -60,7 +67,7 @@ export async function runScript(
   signal.throwIfAborted();
   const child = spawn(command, rest, {
     cwd,
-    env: scriptEnvironment(limits.scriptEnv, process.env),
+    env: { ...(args.inheritEnv === false ? {} : scriptEnvironment(limits.scriptEnv, process.env)), ...withoutRefused(args.env ?? {}) },
     detached: true,
     shell: false,
     stdio: ["ignore", "pipe", "pipe"],

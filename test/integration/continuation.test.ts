@@ -4,12 +4,12 @@
  * parent as subtask_failure; a director's `request_evaluation` runs a script and an evaluator, then the director
  * continues (dynamic director–evaluator, seed 000).
  */
-import { mkdtemp, mkdir, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, mkdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { TaskEvent } from "../../protocol/index.js";
-import { startMockLlm, type MockLlmServer } from "../../runtime/mock-llm.js";
+import { loadMockScript, startMockLlm, type MockLlmServer } from "../../runtime/mock-llm.js";
 import { startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 import { newTaskId, startStack } from "../support/stack.js";
 
@@ -61,6 +61,10 @@ beforeAll(async () => {
         },
         { match: { lastUser: { regex: "^Evaluate the output below" } }, reply: '{"success": false, "feedback": "one test fails"}' },
         { match: { lastUser: { regex: "^DIRECTOR" }, hasToolResult: { regex: "one test fails" } }, reply: "fixed the failing test" },
+        // request_user_input: the task waits for the answer on its input subject.
+        { match: { lastUser: { regex: "^ASK" }, turn: 1 }, toolCalls: [{ name: "request_user_input", arguments: { question: "Which city?" } }] },
+        { match: { lastUser: { regex: "^ASK" }, hasToolResult: true }, reply: "Going to {{lastUser}}" },
+        { match: { lastUser: { regex: "^IMPATIENT" } }, toolCalls: [{ name: "request_user_input", arguments: { question: "Anyone?", timeout_s: 0.3 } }] },
         // A malformed request is answered as an error, and the session goes on.
         { match: { lastUser: { regex: "^SLOPPY" }, turn: 1 }, toolCalls: [{ name: "run_subtask", arguments: { description: "" } }] },
         { match: { lastUser: { regex: "^SLOPPY" }, hasToolResult: { regex: "invalid arguments" } }, reply: "did it myself" },
@@ -95,6 +99,8 @@ describe("subtasks", () => {
     expect(resumed).toBeGreaterThan(states.indexOf("awaiting_subtask"));
     expect(events[resumed]?.state).toBe("running");
     expect(events.find((e) => e.type === "subtask.template")?.data).toMatchObject({ template: "generated:atomic:subtask", source: "generated" });
+    // The child's nodes are reported under the node that asked for it.
+    expect(events.filter((e) => e.type === "node.started").map((e) => e.data?.["nodePath"])).toEqual(["0", "0/subtask1:0"]);
     // The resumed call carried the whole conversation: the tool response answers the pending call.
     const last = mock.requests.findLast((r) => JSON.stringify(r.body).includes("PARENT plan a trip"));
     const messages = (last?.body as { messages: { role: string; content: string | null }[] }).messages;
@@ -155,6 +161,46 @@ describe("subtasks", () => {
   });
 });
 
+describe("request_user_input", () => {
+  it("waits in awaiting_input for the answer on the task's input subject, then resumes with it", async () => {
+    await using s = await stack();
+    const taskId = newTaskId();
+    const events: TaskEvent[] = [];
+    const replies: unknown[] = [];
+    const outcome = await s.client.run({ xml: atomic("ASK where to go"), taskId }, (e) => {
+      events.push(e);
+      if (e.type !== "continuation.input") return;
+      // A malformed answer is refused with a coded error and the task keeps waiting; then the real one.
+      void s.client
+        .input(taskId, 42 as unknown as string)
+        .catch((err: unknown) => replies.push(err))
+        .then(() => s.client.input(taskId, "Oslo"))
+        .then((r) => replies.push(r));
+    });
+    expect(outcome.status).toBe("COMPLETE");
+    const question = events.find((e) => e.type === "continuation.input");
+    expect(question).toMatchObject({ state: "awaiting_input", message: "Which city?" });
+    expect(replies[0]).toMatchObject({ code: "INVALID_MESSAGE" });
+    expect(replies[1]).toEqual({ taskId, status: "accepted" });
+    const resumed = mock.requests.findLast((r) => JSON.stringify(r.body).includes("ASK where to go"));
+    expect((resumed?.body as { messages: { role: string; content: string | null }[] }).messages.at(-1)).toMatchObject({ role: "tool", content: "Oslo" });
+  });
+
+  it("fails with execution_timeout when no answer comes in time", async () => {
+    await using s = await stack();
+    const outcome = await s.client.run({ xml: atomic("IMPATIENT ask"), taskId: newTaskId() });
+    expect(outcome.status).toBe("FAILED");
+    expect(outcome.error).toMatchObject({ type: "TASK_FAILURE", reason: "execution_timeout" });
+    expect(outcome.error?.message).toMatch(/no answer on .*\.input within 0 s/);
+  });
+
+  it("answers NO_RESPONDERS to input for a task that waits for none", async () => {
+    await using s = await stack();
+    const err = await s.client.input(newTaskId(), "hello").catch((e: unknown) => e);
+    expect(err).toMatchObject({ code: "NO_RESPONDERS" });
+  });
+});
+
 describe("dynamic director–evaluator (evaluation_request)", () => {
   it("runs the target script and an evaluator, then the director continues with the evaluation", async () => {
     await using s = await stack();
@@ -179,5 +225,43 @@ describe("dynamic director–evaluator (evaluation_request)", () => {
     const tools = ((plain?.body as { tools?: { function: { name: string } }[] }).tools ?? []).map((t) => t.function.name);
     expect(tools).toContain("run_subtask");
     expect(tools).not.toContain("request_evaluation");
+  });
+});
+
+describe("examples", () => {
+  it("runs examples/ask-user.xml, answering its question, and examples/ref.xml through the starter library", async () => {
+    const example = await startMockLlm({ port: 0, script: await loadMockScript(join(import.meta.dirname, "../../examples/mock-script.json")) });
+    try {
+      await using s = await startStack({ url: server.url, mock: example });
+      const taskId = newTaskId();
+      const ask = await readFile(join(import.meta.dirname, "../../examples/ask-user.xml"), "utf8");
+      const outcome = await s.client.run({ xml: ask, taskId }, (e) => {
+        if (e.type === "continuation.input") void s.client.input(taskId, "6");
+      });
+      expect(outcome).toMatchObject({ status: "COMPLETE", content: "A dinner plan for the number of guests you gave: soup, risotto, lemon tart." });
+      const ref = await readFile(join(import.meta.dirname, "../../examples/ref.xml"), "utf8");
+      const summary = await s.client.run({ xml: ref, inputs: { notes: "NATS carries the messages." }, taskId: newTaskId() });
+      expect(summary).toMatchObject({ status: "COMPLETE", notes: { template_used: "summarize" } });
+      expect(summary.content).toContain("Summarize the key points of this text: NATS carries the messages.");
+    } finally {
+      await example.close();
+    }
+  });
+
+  it.each([
+    ["subtask.xml", "Day 1: Belém Tower. Day 2: Alfama. Day 3: LX Factory.", "awaiting_subtask"],
+    ["dynamic-de.xml", "dirigent: actors, orchestrated.", "awaiting_evaluation"],
+  ])("runs examples/%s against the example mock script", async (file, content, state) => {
+    const example = await startMockLlm({ port: 0, script: await loadMockScript(join(import.meta.dirname, "../../examples/mock-script.json")) });
+    try {
+      await using s = await startStack({ url: server.url, mock: example });
+      const events: TaskEvent[] = [];
+      const xml = await readFile(join(import.meta.dirname, "../../examples", file), "utf8");
+      const outcome = await s.client.run({ xml, taskId: newTaskId() }, (e) => events.push(e));
+      expect(outcome).toMatchObject({ status: "COMPLETE", content });
+      expect(events.map((e) => e.state)).toContain(state);
+    } finally {
+      await example.close();
+    }
   });
 });

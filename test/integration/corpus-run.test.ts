@@ -2,14 +2,19 @@
  * Corpus examples executing end to end: every example test/support/corpus.ts lists as runnable is read from the
  * seeds-xml corpus at test time and run through the real pipeline (one nats-server, one stack, `dirigent mock-llm`),
  * with the inputs it needs; each run asserts the example's documented outcome. docs/corpus.md is the table.
+ * The temporary workspace holds the scripts examples run, source files that `<file_paths>` read and Memory indexes,
+ * and an empty template library; the mock model scripts the tool calls (`run_subtask`, `request_evaluation`) of the
+ * CONTINUATION examples. The examples the table says are refused are run too, and must fail as it says.
  */
-import { chmod, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { chmod, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { TaskEvent, TaskOutcome } from "../../protocol/index.js";
+import { silentLogger } from "../../actors/deps.js";
+import { ask } from "../../actors/serve.js";
+import { createSubjects, MatchReply, type TaskEvent, type TaskOutcome } from "../../protocol/index.js";
 import { startMockLlm, type MockLlmServer, type RecordedRequest } from "../../runtime/mock-llm.js";
-import { corpusText, NOT_RUN, REFUSED, RUNS, type CorpusRun } from "../support/corpus.js";
+import { corpusText, EMPTY, NOT_RUN, REFUSED, RUNS, type CorpusRun } from "../support/corpus.js";
 import { startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 import { newTaskId, startStack, type Stack } from "../support/stack.js";
 
@@ -18,11 +23,22 @@ let mock: MockLlmServer;
 let stack: Stack;
 let workspace: string;
 let scriptPath: string;
+let envScriptPath: string;
 
 const READABILITY = '{"issues": ["long lines"], "score": 7}';
 const FILES = '["README.md", "src/main.py"]';
 const STATS = '{"files": 12, "commits": 340}';
 const SCRIPT_OUT = "checked by the corpus script\n";
+const MODULES = "main.py imports utils";
+const STRUCTURE = "structure: main.py -> utils.py";
+const SORTED = "sorted: [1, 2, 3]";
+
+/** The workspace's files, read by `<file_paths>` examples and indexed for Memory. */
+const SOURCES: Readonly<Record<string, { text: string; metadata: string }>> = {
+  "src/auth.py": { text: "def login(user, password):\n    return check_password(user, password)\n", metadata: "language: Python; authentication: user login and password checks; defines: login" },
+  "src/main.py": { text: "import utils\nprint(utils.add(1, 2))\n", metadata: "language: Python; the program's entry point; imports utils" },
+  "src/utils.py": { text: "def add(a, b):\n    return a + b\n", metadata: "language: Python; small arithmetic helpers; defines: add" },
+};
 
 beforeAll(async () => {
   server = await startTestNatsServer();
@@ -31,6 +47,14 @@ beforeAll(async () => {
   // The only command any example runs: prints one line, touches nothing.
   await writeFile(scriptPath, `#!/bin/sh\nprintf '${SCRIPT_OUT.trimEnd()}\\n'\n`);
   await chmod(scriptPath, 0o755);
+  // Prints whether two variables of the Handler's default allowlist reach it.
+  envScriptPath = join(workspace, "env.sh");
+  await writeFile(envScriptPath, `#!/bin/sh\nprintf 'HOME=%s LANG=%s\\n' "\${HOME-unset}" "\${LANG-unset}"\n`);
+  await chmod(envScriptPath, 0o755);
+  await mkdir(join(workspace, "src"));
+  for (const [path, { text }] of Object.entries(SOURCES)) await writeFile(join(workspace, path), text);
+  // An empty template library: subtasks get a generated template, evaluations the built-in evaluator.
+  await mkdir(join(workspace, "templates"));
   mock = await startMockLlm({
     port: 0,
     script: {
@@ -41,12 +65,49 @@ beforeAll(async () => {
         { match: { lastUser: "Combine current result with accumulator" }, reply: "ACC" },
         { match: { lastUser: "Evaluate solution against LOOP-A" }, reply: '{"success": false, "feedback": "handle empty lists", "score": 3}', times: 1 },
         { match: { lastUser: "Evaluate solution against LOOP-" }, reply: '{"success": true, "feedback": "good", "score": 9}' },
+        // 4bb39876dd93: the parent asks for the subtask its second snippet sketches, then answers with the child's result.
+        { match: { lastUser: { regex: "^Analyze code repository structure" }, turn: 1 }, toolCalls: [{ name: "run_subtask", arguments: SUBTASK_REQUEST }] },
+        { match: { lastUser: { regex: "^Analyze specific module dependencies" } }, reply: MODULES },
+        { match: { lastUser: { regex: "^Analyze code repository structure" }, hasToolResult: MODULES }, reply: STRUCTURE },
+        // 5e468bd92cfd: the director asks for an evaluation of a script run, then finishes.
+        {
+          match: { lastUser: { regex: "^Generate solution for DYNAMIC" }, turn: 1 },
+          toolCalls: [{ name: "request_evaluation", arguments: { type: "script", criteria: ["the list is sorted"], target: scriptPath } }],
+        },
+        { match: { lastUser: { regex: "^Evaluate the output below" } }, reply: '{"success": true, "feedback": "sorted"}' },
+        { match: { lastUser: { regex: "^Generate solution for DYNAMIC" }, hasToolResult: true }, reply: SORTED },
       ],
       default: { reply: "echo:{{lastUser}}" },
     },
   });
-  stack = await startStack({ url: server.url, mock, config: { tools: ["read_file", "list_files", "run_script"], workspaceRoot: workspace } });
+  stack = await startStack({
+    url: server.url,
+    mock,
+    config: { tools: ["read_file", "list_files", "run_script"], workspaceRoot: workspace, templates: join(workspace, "templates") },
+  });
+  await indexWorkspace();
 });
+
+/** The request 4bb39876dd93's second snippet describes: its description, context settings and inputs. */
+const SUBTASK_REQUEST = {
+  type: "atomic",
+  description: "Analyze specific module dependencies",
+  inputs: { module_path: "src/main.py", depth: 2 },
+  context_management: { inherit_context: "subset", fresh_context: "enabled" },
+};
+
+/** Indexes the workspace's sources for Memory and waits until Memory serves them. */
+async function indexWorkspace() {
+  await stack.transport.index.updateGlobalIndex(Object.entries(SOURCES).map(([path, { metadata }]) => ({ path: join(workspace, path), metadata })));
+  const deps = { bus: stack.transport.bus, subjects: createSubjects(stack.root), log: silentLogger, now: () => new Date(), newId: () => "corpus-index-probe" };
+  const probe = { type: "memory.match", templateDescription: "authentication login password", templateType: "atomic", inputs: {} } as const;
+  for (let i = 0; i < 50; i++) {
+    const reply = await ask(deps, deps.subjects.memoryMatch, probe, MatchReply, { timeoutMs: 5000 });
+    if (reply.matches.length > 0) return;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new Error("Memory did not serve the workspace index");
+}
 
 afterAll(async () => {
   await stack?.stop();
@@ -70,7 +131,7 @@ const messages = (ran: Ran, type: string) => ran.events.filter((e) => e.type ===
 
 async function runExample(run: CorpusRun, inputs: Record<string, unknown> = { ...run.inputs }): Promise<Ran> {
   const xml = [...(run.with ?? []), run.id].map((id) => corpusText(id)).join("\n");
-  const bound = Object.fromEntries(Object.entries(inputs).map(([k, v]) => [k, v === "$SCRIPT" ? scriptPath : v]));
+  const bound = Object.fromEntries(Object.entries(inputs).map(([k, v]) => [k, v === "$SCRIPT" ? scriptPath : v === "$ENV_SCRIPT" ? envScriptPath : v]));
   const events: TaskEvent[] = [];
   const before = mock.requests.length;
   const outcome = await stack.client.run({ xml, inputs: bound, taskId: newTaskId() }, (e) => events.push(e));
@@ -112,6 +173,26 @@ const plain = (prompt: string) => (ran: Ran) => {
   expect(ran.outcome.content).toBe(`echo:${ran.users[0]}`);
 };
 
+/** The files attached to a request's system prompt, in order. */
+const filesOf = (r: RecordedRequest) => [...systemOf(r).matchAll(/<file path="([^"]*)">/g)].map((m) => m[1]);
+
+/** A plain atomic task whose `fresh_context` asked Memory and found nothing to add. */
+const fresh = (prompt: string) => (ran: Ran) => {
+  plain(prompt)(ran);
+  expect(ran.outcome.notes).toMatchObject({ context_source: "fresh_context", context_files_count: 0 });
+};
+
+/** An atomic task whose literal `<file_paths>` are read from the workspace; paths outside it are reported. */
+const literalFiles = (prompt: string, attached: readonly string[], outside: readonly string[], source = "file_paths:literal") => (ran: Ran) => {
+  plain(prompt)(ran);
+  expect(filesOf(ran.requests[0]!)).toEqual(attached);
+  for (const path of attached) expect(systemOf(ran.requests[0]!)).toContain(SOURCES[path.replace(/^\.\//, "")]!.text);
+  expect(ran.outcome.notes).toMatchObject({ context_source: source, context_files: attached.length });
+  const errors = (ran.outcome.notes["context_file_errors"] ?? []) as Array<{ path: string; error: string }>;
+  expect(errors.map((e) => e.path)).toEqual(outside);
+  for (const e of errors) expect(e.error).toContain("outside the workspace");
+};
+
 const NESTED_TWO_STEPS = ["Load data file", "Process raw data", "Transform data format", "Load config settings", "Combine processed results"];
 const LOAD_FILTER = ["Load dataset", "Filter invalid rows"];
 
@@ -143,9 +224,45 @@ const CHECKS: Record<string, (ran: Ran) => void | Promise<void>> = {
   },
   ed08d1b67050: plain("Simple transformation"),
   b55abb22bca1: plain("Subtask description"),
-  fd1b3d7ed19b: plain("Start with completely fresh context"),
-  "25ab2e572ead": plain("Start with completely fresh context"),
-  "64e63be98e84": plain("Process data with fresh context only"),
+  fd1b3d7ed19b: fresh("Start with completely fresh context"),
+  "25ab2e572ead": fresh("Start with completely fresh context"),
+  "64e63be98e84": fresh("Process data with fresh context only"),
+  "63d692d8f6f7": literalFiles("Analyze the main source files", ["./src/main.py", "./src/utils.py"], []),
+  "62abdbfa3f37": literalFiles("Analyze code with base context and specific files", ["./src/main.py", "./src/utils.py"], [], "file_paths:literal+fresh_context"),
+  "84671f2bc428": literalFiles("Task with specific file context", ["./src/main.py"], ["/absolute/path/file.txt"]),
+  "0d37710bc581": literalFiles("Task with specific file context", ["./src/main.py"], ["/absolute/path/file.txt"]),
+  ffc4c9ca5655: literalFiles("Task with specific file context", ["./src/main.py"], ["/absolute/path/file.txt"]),
+  "16473f3de444": (ran) => {
+    plain("Analyze authentication related code")(ran);
+    expect(ran.outcome.notes["context_source"]).toBe("file_paths:description");
+    expect(filesOf(ran.requests[0]!)[0]).toBe(join(workspace, "src/auth.py"));
+    expect(systemOf(ran.requests[0]!)).toContain(SOURCES["src/auth.py"]!.text);
+  },
+  "4bb39876dd93": (ran) => {
+    expectComplete(ran);
+    expect(ran.outcome).toMatchObject({ content: STRUCTURE, notes: { subtasks: 1 } });
+    expectPrompts(ran, ["Analyze code repository structure", "Analyze specific module dependencies", "Analyze code repository structure"]);
+    // The parent waited in awaiting_subtask for a generated child, then resumed with the child's answer as the tool response.
+    expect(ran.events.map((e) => e.state)).toContain("awaiting_subtask");
+    expect(ran.events.find((e) => e.type === "continuation.subtask")?.data).toMatchObject({ depth: 1, request: SUBTASK_REQUEST });
+    expect(ran.events.find((e) => e.type === "subtask.template")?.data).toMatchObject({ template: "generated:atomic:subtask", source: "generated" });
+    expect(messages(ran, "continuation.resumed")).toHaveLength(1);
+    expect(ran.requests[2]?.body.messages.at(-1)).toMatchObject({ role: "tool", content: MODULES });
+  },
+  "5e468bd92cfd": (ran) => {
+    expectComplete(ran);
+    expect(ran.outcome).toMatchObject({ content: SORTED, notes: { evaluations: 1 } });
+    expect(ran.users[0]).toBe("Generate solution for DYNAMIC sort a list");
+    expect(ran.users[1]).toContain("Evaluate the output below against the criteria");
+    expect(ran.users).toHaveLength(3);
+    expect(ran.events.map((e) => e.state)).toContain("awaiting_evaluation");
+    // The evaluator saw the criteria and the script's output; the director got the verdict as the tool response.
+    expect(ran.users[1]).toContain("the list is sorted");
+    expect(ran.users[1]).toContain(SCRIPT_OUT.trimEnd());
+    const tool = ran.requests[2]?.body.messages.at(-1);
+    expect(tool?.["role"]).toBe("tool");
+    expect(JSON.parse(String(tool?.["content"]))).toMatchObject({ success: true, script: { exitCode: 0 } });
+  },
   "4138332fd1bc": (ran) => expectSequential(ran, NESTED_TWO_STEPS, 2),
   "4ad3cd6e5632": (ran) => expectSequential(ran, NESTED_TWO_STEPS, 2),
   "5dcf8d3076bc": (ran) => expectSequential(ran, ["Input task", "Step description"], 1),
@@ -216,7 +333,9 @@ const CHECKS: Record<string, (ran: Ran) => void | Promise<void>> = {
   },
   d8dbc8ca2332: (ran) => {
     expectComplete(ran);
-    expect(ran.outcome).toMatchObject({ content: SCRIPT_OUT, notes: { scriptOutput: { stdout: SCRIPT_OUT, exitCode: 0 } } });
+    // `inherit="none"`: not even the Handler's allowlist (HOME, LANG, …) reaches the program.
+    const out = "HOME=unset LANG=unset\n";
+    expect(ran.outcome).toMatchObject({ content: out, notes: { scriptOutput: { stdout: out, exitCode: 0 } } });
     expect(ran.requests).toHaveLength(0);
   },
   "3df504a17226": (ran) => {
@@ -253,12 +372,29 @@ describe("corpus examples executing end to end", () => {
 });
 
 describe("corpus examples the table says are refused", () => {
-  it.each(Object.entries(REFUSED))("%s fails with %s", async (id, reason) => {
+  it.each(Object.entries(REFUSED).map(([id, refusal]) => [id, refusal.reason, refusal] as const))("%s fails with %s", async (id, _reason, refusal) => {
     expect(NOT_RUN[id]).toBeDefined();
-    const ran = await runExample({ id, inputs: {}, shows: "" });
+    const ran = await runExample({ id, inputs: refusal.inputs ?? {}, shows: "" });
     expect(ran.outcome.status).toBe("FAILED");
-    expect(ran.outcome.error).toMatchObject({ type: "TASK_FAILURE", reason });
-    if (reason === "input_validation_failure") expect(ran.outcome.error?.message).toContain("a script task needs a <command>");
+    expect(ran.outcome.error).toMatchObject({ type: "TASK_FAILURE", reason: refusal.reason });
+    expect(ran.outcome.error?.message).toContain(refusal.message);
+    expect(ran.events.at(-1)?.type).toBe("task.failed");
+  });
+
+  it.each(EMPTY)("%s: a skeleton completes without asking the model", async (id) => {
+    expect(NOT_RUN[id]).toContain("completes with no work");
+    const ran = await runExample({ id, inputs: {}, shows: "" });
+    expectComplete(ran);
+    expect(ran.outcome.content).toBe("");
+    expect(ran.requests).toHaveLength(0);
+  });
+
+  it("26b7a8980cc0: the piped `find … | grep …` file_paths command is refused, and no file is attached", async () => {
+    const ran = await runExample({ id: "26b7a8980cc0", inputs: {}, shows: "" });
+    plain("Analyze Python files in the project")(ran);
+    expect(ran.outcome.notes).toMatchObject({ context_source: "file_paths:command", context_files_count: 0 });
+    expect(JSON.stringify(ran.outcome.notes["file_paths_error"])).toContain("argument '|' of a file_paths command contains shell syntax");
+    expect(filesOf(ran.requests[0]!)).toEqual([]);
   });
 
   it("01ec01468f7e: `$.valid` tests do not parse, are reported, and no case runs", async () => {

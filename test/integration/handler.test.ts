@@ -37,7 +37,7 @@ afterAll(async () => {
 
 /** Runs TASK on a fresh stack with `script` and `config`; returns the outcome, the events and the model's requests. */
 async function run(script: MockScript, config: Partial<Config> = {}) {
-  await using stack = await startStack({ url: server.url, script, config: { workspaceRoot: workspace, modelRetryBaseMs: 1, ...config } });
+  await using stack = await startStack({ url: server.url, script, config: { workspaceRoot: workspace, modelRetryBaseMs: 1, reparse: false, ...config } });
   const events = new Recorder<TaskEvent>();
   const outcome = await stack.client.run({ xml: TASK, taskId: newTaskId() }, (e) => events.push(e));
   await events.until((v) => v.some((e) => e.type.startsWith("task.") && e.state !== "running" && e.state !== "queued"), "the final event");
@@ -63,7 +63,7 @@ describe("handler tools", () => {
     });
     expect(outcome).toMatchObject({ status: "COMPLETE", content: "Tuesday." });
     const offered = (requests[0]?.["tools"] ?? []) as Array<{ function: { name: string } }>;
-    expect(offered.map((t) => t.function.name)).toEqual(["read_file", "list_files", "run_subtask"]);
+    expect(offered.map((t) => t.function.name)).toEqual(["read_file", "list_files", "run_subtask", "request_user_input"]);
     const answers = toolMessages(requests[1]);
     expect(answers[0]).toBe("# Notes\nThe meeting is on Tuesday.\n");
     expect(answers[1]).toBe("error: path 'secret-link.txt' resolves outside the workspace (symlink)");
@@ -131,8 +131,8 @@ describe("handler limits", () => {
   it("ends with RESOURCE_EXHAUSTION context before sending more than the limit, after a warning", async () => {
     const { outcome, requests, events } = await run(
       { rules: [{ match: { turn: 1 }, reply: "reading", toolCalls: [{ name: "read_file", arguments: { path: "big.txt" } }] }, { reply: "never" }] },
-      // Without run_subtask, whose definition alone would fill this tiny window.
-      { contextWindowTokens: 1000, maxContextWindowFraction: 0.5, warningThreshold: 0.2, subtaskTools: false },
+      // Without the continuation tools, whose definitions alone would fill this tiny window.
+      { contextWindowTokens: 1000, maxContextWindowFraction: 0.5, warningThreshold: 0.2, continuationTools: [] },
     );
     expect(outcome.status).toBe("FAILED");
     expect(outcome.error).toMatchObject({ type: "RESOURCE_EXHAUSTION", resource: "context", metrics: { limit: 500 }, content: "reading" });

@@ -72,6 +72,22 @@ describe("script tasks", () => {
     expect(outcome).toMatchObject({ status: "COMPLETE", content: "partial\n", notes: { scriptOutput: { exitCode: 3 } } });
   });
 
+  it("passes <environment> variables, substituted, over the allowlist or alone with inherit=\"none\"", async () => {
+    await using s = await stack();
+    const show = `${NODE} -e "console.log([process.env.GREETING, process.env.PATH === undefined ? 'no-path' : 'path'].join(' '))"`;
+    const withAllowlist = `<task type="script"><command>${show}</command><environment><var name="GREETING">hi {{word}}</var></environment></task>`;
+    const alone = `<task type="script"><command>${show}</command><environment inherit="none"><var name="GREETING">hi {{word}}</var></environment></task>`;
+    expect(await s.client.run({ xml: withAllowlist, inputs: { word: "sea" }, taskId: newTaskId() })).toMatchObject({ status: "COMPLETE", content: "hi sea path\n" });
+    expect(await s.client.run({ xml: alone, inputs: { word: "sea" }, taskId: newTaskId() })).toMatchObject({ status: "COMPLETE", content: "hi sea no-path\n" });
+  });
+
+  it("refuses <environment> variables that inject code or leak secrets", async () => {
+    await using s = await stack();
+    const xml = `<task type="script"><command>${NODE} -e "1"</command><environment><var name="NODE_OPTIONS">--require /tmp/x.js</var></environment></task>`;
+    const outcome = await s.client.run({ xml, taskId: newTaskId() });
+    expect(outcome.error).toMatchObject({ reason: "input_validation_failure", message: "<environment>: 'NODE_OPTIONS' may not be set by a template" });
+  });
+
   it("fails with execution_timeout when the command outlives its <timeout>", async () => {
     await using s = await stack();
     const xml = `<task type="script"><command>${NODE} -e "console.log('started'); setTimeout(() => {}, 60000)"</command><timeout>0.5</timeout></task>`;

@@ -40,7 +40,10 @@ export interface CorpusRun {
   id: string;
   /** Files whose definitions it calls, read before it (a `<template>` defined in another snippet). */
   with?: readonly string[];
-  /** Submitted inputs; `$SCRIPT` is replaced with the path of a harmless script in the test's temporary workspace. */
+  /**
+   * Submitted inputs; `$SCRIPT` is replaced with the path of a harmless script in the test's temporary workspace,
+   * `$ENV_SCRIPT` with one that prints which of its environment variables are set.
+   */
   inputs: Readonly<Record<string, unknown>>;
   /** What the run shows, for the docs table. */
   shows: string;
@@ -60,9 +63,23 @@ export const RUNS: readonly CorpusRun[] = [
   { id: "c2ff270f9ffe", inputs: {}, shows: "the entry task; the `<template>` beside it is registered" },
   { id: "ed08d1b67050", inputs: {}, shows: "a plain atomic task with `<context_management>`" },
   { id: "b55abb22bca1", inputs: {}, shows: "the first of two equivalent tasks" },
-  { id: "fd1b3d7ed19b", inputs: {}, shows: "a plain atomic task; `fresh_context` finds nothing to add (no indexed repository)" },
-  { id: "25ab2e572ead", inputs: {}, shows: "a plain atomic task; `fresh_context` finds nothing to add (no indexed repository)" },
-  { id: "64e63be98e84", inputs: {}, shows: "its first task; `fresh_context` finds nothing to add (the third task is the invalid combination)" },
+  { id: "fd1b3d7ed19b", inputs: {}, shows: "a plain atomic task; `fresh_context` asks Memory, which matches none of the indexed files" },
+  { id: "25ab2e572ead", inputs: {}, shows: "a plain atomic task; `fresh_context` asks Memory, which matches none of the indexed files" },
+  { id: "64e63be98e84", inputs: {}, shows: "its first task; `fresh_context` asks Memory, which matches none of the indexed files (the third task is the invalid combination)" },
+  // Context: files of the test's workspace and its Memory index.
+  { id: "63d692d8f6f7", inputs: {}, shows: "`<file_paths>`: ./src/main.py and ./src/utils.py of the workspace reach the model" },
+  { id: "62abdbfa3f37", inputs: {}, shows: "`<file_paths>` together with `fresh_context`: both files reach the model" },
+  { id: "84671f2bc428", inputs: {}, shows: "`<file_paths>`: ./src/main.py reaches the model; /absolute/path/file.txt (outside the workspace) is listed in `context_file_errors`" },
+  { id: "0d37710bc581", inputs: {}, shows: "its first task, `<file_paths source=\"literal\">`: ./src/main.py reaches the model, /absolute/path/file.txt is listed in `context_file_errors`" },
+  { id: "ffc4c9ca5655", inputs: {}, shows: "its first task, `<file_paths source=\"literal\">`: ./src/main.py reaches the model, /absolute/path/file.txt is listed in `context_file_errors`" },
+  { id: "16473f3de444", inputs: {}, shows: "`<file_paths source=\"description\">`: Memory matches the block's description; the authentication file comes first" },
+  // Subtasks and the dynamic director–evaluator (CONTINUATION).
+  { id: "4bb39876dd93", inputs: {}, shows: "the parent's session asks `run_subtask` with the request the second snippet sketches; the child runs and the parent continues with its answer" },
+  {
+    id: "5e468bd92cfd",
+    inputs: { user_query: "DYNAMIC sort a list", current_iteration: 1, max_attempts: 3, last_evaluator_output: "", last_director_output: "" },
+    shows: "a director of a dynamic loop: it asks `request_evaluation`, a script and the built-in evaluator run, the director finishes (the loop state is submitted as inputs; `<output_slot>` is ignored with a parse warning)",
+  },
   // Sequential tasks.
   { id: "4138332fd1bc", inputs: {}, shows: "steps whose inputs are nested tasks; `step n/2` events" },
   { id: "4ad3cd6e5632", inputs: {}, shows: "steps whose inputs are nested tasks; `step n/2` events" },
@@ -95,16 +112,15 @@ export const RUNS: readonly CorpusRun[] = [
   { id: "261e10e19a86", with: ["a75962761949"], inputs: { user_input: "ada@example.com", validation_schema: "email" }, shows: "a `<call task>` of the function-style task in a75962761949" },
   { id: "00f0c4d55772", inputs: { user_name: "Alice" }, shows: "the documented failure: a template without parameters does not see the caller's `user_name`" },
   // Script.
-  { id: "d8dbc8ca2332", inputs: { director_output: "print(1)", script_path: "$SCRIPT" }, shows: "`{{script_path}}` runs a harmless script in a temporary workspace" },
+  { id: "d8dbc8ca2332", inputs: { director_output: "print(1)", script_path: "$ENV_SCRIPT" }, shows: "`{{script_path}}` runs a harmless script in a temporary workspace; `<environment inherit=\"none\"/>` gives it no variables" },
   // Director–evaluator loops.
   { id: "3df504a17226", inputs: { user_query: "LOOP-A sort a list", task_description: "sorting", script_path: "$SCRIPT" }, shows: "two iterations with a script; the evaluator says success in the second" },
   { id: "62e9b8040c3e", inputs: { user_query: "LOOP-B parse a date", task_description: "dates", script_path: "$SCRIPT" }, shows: "one iteration; the evaluator says success" },
 ];
 
-const NO_PROMPT = "no prompt: the task has neither `<description>` nor `<instructions>` (it would send an empty message)";
+const NO_PROMPT = "has neither `<description>` nor `<instructions>`: fails `input_validation_failure` (nothing to ask the model)";
 const SCRIPT_NO_COMMAND = "its `script` step has no `<command>` (fails `input_validation_failure`)";
-const FILE_PATHS = "needs a real repository: its point is `<file_paths>` (./src/main.py, …), whose files do not exist here";
-const AIDER = "needs Aider (`aider_*` subtype) and a repository";
+const AIDER = "needs Aider: the `aider_*` subtypes are not modelled (given `user_query` and `task_description` it runs as a plain model session, and its `<file_paths>` are placeholders)";
 const TEMPLATE_ONLY = "defines a template only, and no example calls it";
 
 /** Why each other example does not execute end to end. */
@@ -114,63 +130,59 @@ export const NOT_RUN: Readonly<Record<string, string>> = {
   "4c9ea69cd436": "malformed: a bare `&&` in `<condition>`",
   f00380213f0a: "malformed: the snippet stops after the start tag",
   // Task types and elements this release does not execute.
-  "3420604979f1": "`reparse` task type: `not_supported`",
+  "3420604979f1": "`reparse` task type: `not_supported` (reparsing is not a task to write: an atomic task that runs out of a resource is decomposed by the Compiler on its own)",
   "584adbd0e116": "`associative_memory` task type: `not_supported`",
   d321a2f05774: "`map` task type: `not_supported`",
-  "7ff9a6a21b40": "`<library>` and `<task ref>` in a `composite` task: `not_supported`",
+  "7ff9a6a21b40": "`composite` task type: `not_supported` (the `<task ref>` inside it names `load_csv` of the `<library>` element beside it, which is not a template library)",
   "04aa368d28b4": "`function` task type (`<body>`, `<step>`): `not_supported`",
   "996bc568ce48": "`director-evaluator` (hyphenated) task type: `not_supported`",
-  a260d6351e86: "skeleton loop: no `<director>`/`<evaluator>` (`<!-- other elements -->`), refused at run time",
-  fc1d15cc2446: "elided bodies (`...`): the entry `director` task has no prompt",
+  a260d6351e86: "skeleton loop: no `<director>`/`<evaluator>` (`<!-- other elements -->`): fails `input_validation_failure` (requires a `<director>`)",
+  fc1d15cc2446: `elided bodies (\`...\`): the entry \`director\` task ${NO_PROMPT}`,
   "7201be24ed20": "a `<function>` element with an elided body; nothing to run",
   // Skeletons: the body is a comment.
   "7633fff735bb": "skeleton: `<steps>` holds only a comment (completes with no work)",
   d9f1f3e40fca: "skeleton: `<steps>` holds only a comment (completes with no work)",
   "6bbf3c82f4f3": "skeleton: `<steps>` holds only a comment (completes with no work)",
   fd963a5f1643: "skeleton: inner and reduction tasks are comments, no inputs (completes with no work)",
-  // Needs CONTINUATION, output slots or subtasks.
-  "4bb39876dd93": "needs subtasks: the parent returns `CONTINUATION` with a subtask request",
-  f3123cdf42f7: `dynamic director–evaluator via \`<output_slot>\`/\`<input_source>\`; ${NO_PROMPT}`,
-  "3fb9c09a413d": `dynamic director–evaluator via \`<output_slot>\`/\`<input_source>\`; ${NO_PROMPT}`,
-  "90443609d032": `the entry is the \`director\` task of a dynamic loop (\`<output_slot>\`); ${NO_PROMPT}`,
-  "5e468bd92cfd": "a director of a dynamic loop: its inputs come from `<output_slot>`s and the loop state (CONTINUATION)",
-  "560c5290b149": "passes data between steps through `<output_slot>` (`last_director_output`, `script_result`), not modelled",
+  // Output slots: not modelled (the dynamic director–evaluator is `request_evaluation`, see 5e468bd92cfd).
+  f3123cdf42f7: `a director and an evaluator joined by \`<output_slot>\`/\`<input_source>\`, which are not modelled; the entry director ${NO_PROMPT}`,
+  "3fb9c09a413d": `a director and an evaluator joined by \`<output_slot>\`/\`<input_source>\`, which are not modelled; the entry director ${NO_PROMPT}`,
+  "90443609d032": `the entry is the director of a pair joined by \`<output_slot>\`/\`<input_source>\`, which are not modelled; it ${NO_PROMPT}`,
+  "560c5290b149":
+    "a static pipeline passing data through `<output_slot>`s (`last_director_output`, `script_result`), which are not modelled: with its other inputs submitted, step 2 fails `input_validation_failure` (missing 'last_director_output')",
   a4c2c3ffc8e4: "a fragment (`<input>` with `<source_var>`); nothing to run",
   // Script steps without a command, or data passed in ways not modelled.
   "3bc075029304": SCRIPT_NO_COMMAND,
   "79e1bf7ff43e": SCRIPT_NO_COMMAND,
   "79716b0f1827": SCRIPT_NO_COMMAND,
   "715028df6d14": SCRIPT_NO_COMMAND,
-  b633f13fc82b: `\`from="previous_step"\` is no binding of a sequential; ${SCRIPT_NO_COMMAND}`,
-  "246e0891885e": `\`from="last_director_output"\` needs an output slot; ${SCRIPT_NO_COMMAND}`,
-  eada2887e0b8: "`from=\"env:data_source\"` reads an environment variable, not modelled",
-  af4c5de7c07f: "`<arg>result[0]</arg>` names no binding (a sequential binds `step_results`), so the call gets the literal text",
-  "38806f96974b": "a `<code>` step binding `directory_listing`, not modelled; `parsedContent` of a step is not bound",
-  be2ceb76f1c5: "a `<code>` step, and calls `process_data`, defined nowhere in the corpus",
-  "9fce86f3a7b0": "calls `process_data`, defined nowhere in the corpus",
-  "91f1ebe0f2ca": "calls `process_validated_data`, defined nowhere in the corpus",
-  a5d762e91af7: "calls `process_validated_data`, defined nowhere in the corpus",
+  b633f13fc82b: "`from=\"previous_step\"` is no binding of a sequential (it binds `previous_result`): step 2 fails `input_validation_failure` (missing 'previous_step'); that `script` step has no `<command>` either",
+  "246e0891885e": "`from=\"last_director_output\"` needs an output slot, not modelled: step 2 fails `input_validation_failure` (missing 'last_director_output'); that `script` step has no `<command>` either",
+  eada2887e0b8: "`from=\"env:data_source\"` reads an environment variable, not modelled: fails `input_validation_failure` (missing 'env:data_source')",
+  af4c5de7c07f:
+    "calls `get_file_info` (8fafe594bcb5); with it, the call gets the literal text `result[0]`, a name no sequential binds (it binds `step_results`), not the listing's first entry; alone it fails `input_validation_failure` (unknown template)",
+  "38806f96974b":
+    "`<code>` steps are not modelled (ignored with a parse warning, so `directory_listing` is never bound) and a step's `parsedContent` is not in `step_results`; calls `get_file_info` (8fafe594bcb5), alone it fails `input_validation_failure` (unknown template)",
+  be2ceb76f1c5: "a `<code>` step (not modelled: ignored with a parse warning), and calls `process_data`, defined nowhere in the corpus: fails `input_validation_failure` (unknown template)",
+  "9fce86f3a7b0": "calls `process_data`, defined nowhere in the corpus: fails `input_validation_failure` (unknown template)",
+  "91f1ebe0f2ca": "calls `validate_input` (a75962761949) and `process_validated_data`, defined nowhere in the corpus: fails `input_validation_failure` (unknown template)",
+  a5d762e91af7: "calls `validate_input` (92d2026bdd13) and `process_validated_data`, defined nowhere in the corpus: fails `input_validation_failure` (unknown template)",
   // Conditions the test language does not read.
-  "01ec01468f7e": "`$.valid` (JSONPath) is not in the test language: both tests are `cond.test_error`, no case runs; the bodies have no prompt",
+  "01ec01468f7e": `\`$.valid\` (JSONPath) is not in the test language: both tests are \`cond.test_error\`, no case runs (each body has neither \`<description>\` nor \`<instructions>\` and would fail \`input_validation_failure\`)`,
   // Context and files.
-  "63d692d8f6f7": FILE_PATHS,
-  "62abdbfa3f37": FILE_PATHS,
-  "84671f2bc428": FILE_PATHS,
-  "0d37710bc581": FILE_PATHS,
-  ffc4c9ca5655: FILE_PATHS,
-  "26b7a8980cc0": "needs a real repository: `<file_paths source=\"command\">` runs `find ./src …`",
-  "16473f3de444": "needs a real repository: `<file_paths source=\"description\">`",
-  "56e3ba324d1f": "its point is `<context_relevance>`/`<context_assembly>`, not modelled",
-  bb3be6c47bfa: "`associative_matching` subtype: needs Memory over an indexed repository",
-  b9b569a831d1: `\`assoc_match\` subtype with \`<param>\`/\`<return>\`; ${NO_PROMPT}`,
-  "8a0ed3fa5900": NO_PROMPT,
+  "26b7a8980cc0":
+    "`<file_paths source=\"command\">` pipes `find` into `grep`: commands run without a shell, the `|` argument is refused (`notes.file_paths_error`) and no file is attached",
+  "56e3ba324d1f": "its point is `<context_relevance>`/`<context_assembly>`, which the runtime ignores with a parse warning (it runs as a plain atomic task)",
+  bb3be6c47bfa: "`associative_matching` subtype: not modelled, it runs as a plain model session (no Memory match), so the model, not Memory, would list the files",
+  b9b569a831d1: `\`assoc_match\` subtype with \`<param>\`/\`<return>\` inputs; the task ${NO_PROMPT}`,
+  "8a0ed3fa5900": `only \`<context_management>\`, so the task ${NO_PROMPT}`,
   "258a2770a28c": AIDER,
   a7adbbf9a259: AIDER,
   a78ecb3b48bc: AIDER,
   "6c5c1ec0cee5": AIDER,
   "68b17d387177": AIDER,
   // Definitions and fragments.
-  "8fafe594bcb5": "defines `get_file_info`; its callers (af4c5de7c07f, 38806f96974b) do not run",
+  "8fafe594bcb5": "defines `get_file_info`; its callers (af4c5de7c07f, 38806f96974b) do not run as documented",
   b6bbd53a0e36: TEMPLATE_ONLY,
   d1a1e18dc03a: TEMPLATE_ONLY,
   "96dd90fd19d7": TEMPLATE_ONLY,
@@ -190,22 +202,57 @@ export const NOT_RUN: Readonly<Record<string, string>> = {
   "6282f5fe0d3f": "a `<description>` fragment with an inline call",
 };
 
+/** How a non-executing example is refused at run time: the reason, a part of the message, and inputs to submit. */
+export interface Refusal {
+  reason: "not_supported" | "input_validation_failure";
+  message: string;
+  inputs?: Readonly<Record<string, unknown>>;
+}
+
+const NO_DESCRIPTION: Refusal = { reason: "input_validation_failure", message: "has no <description> or <instructions>" };
+const NO_COMMAND: Refusal = { reason: "input_validation_failure", message: "a script task needs a <command>" };
+const unknownTemplate = (name: string): Refusal => ({ reason: "input_validation_failure", message: `unknown template '${name}'` });
+
 /**
  * Examples that do not execute end to end but are refused at run time in a stable way; the integration test checks
  * the reason (the table's claim) for each.
  */
-export const REFUSED: Readonly<Record<string, "not_supported" | "input_validation_failure">> = {
-  "3420604979f1": "not_supported",
-  "584adbd0e116": "not_supported",
-  d321a2f05774: "not_supported",
-  "7ff9a6a21b40": "not_supported",
-  "04aa368d28b4": "not_supported",
-  "996bc568ce48": "not_supported",
-  "3bc075029304": "input_validation_failure",
-  "79e1bf7ff43e": "input_validation_failure",
-  "79716b0f1827": "input_validation_failure",
-  "715028df6d14": "input_validation_failure",
+export const REFUSED: Readonly<Record<string, Refusal>> = {
+  "3420604979f1": { reason: "not_supported", message: '<task type="reparse">' },
+  "584adbd0e116": { reason: "not_supported", message: '<task type="associative_memory">' },
+  d321a2f05774: { reason: "not_supported", message: '<task type="map">' },
+  "7ff9a6a21b40": { reason: "not_supported", message: '<task type="composite">' },
+  "04aa368d28b4": { reason: "not_supported", message: '<task type="function">' },
+  "996bc568ce48": { reason: "not_supported", message: '<task type="director-evaluator">' },
+  a260d6351e86: { reason: "input_validation_failure", message: "director_evaluator_loop requires a <director>" },
+  fc1d15cc2446: NO_DESCRIPTION,
+  f3123cdf42f7: NO_DESCRIPTION,
+  "3fb9c09a413d": NO_DESCRIPTION,
+  "90443609d032": NO_DESCRIPTION,
+  b9b569a831d1: NO_DESCRIPTION,
+  "8a0ed3fa5900": NO_DESCRIPTION,
+  "560c5290b149": {
+    reason: "input_validation_failure",
+    message: "step 2/3 failed: missing required input: 'last_director_output'",
+    inputs: { task_description: "sorting", user_query: "sort a list", current_iteration: 1, last_evaluator_output: "", script_path: "$SCRIPT" },
+  },
+  "3bc075029304": NO_COMMAND,
+  "79e1bf7ff43e": NO_COMMAND,
+  "79716b0f1827": NO_COMMAND,
+  "715028df6d14": NO_COMMAND,
+  b633f13fc82b: { reason: "input_validation_failure", message: "step 2/3 failed: missing required input: 'previous_step'" },
+  "246e0891885e": { reason: "input_validation_failure", message: "step 2/3 failed: missing required input: 'last_director_output'" },
+  eada2887e0b8: { reason: "input_validation_failure", message: "missing required input: 'env:data_source'" },
+  af4c5de7c07f: unknownTemplate("get_file_info"),
+  "38806f96974b": unknownTemplate("get_file_info"),
+  be2ceb76f1c5: unknownTemplate("process_data"),
+  "9fce86f3a7b0": unknownTemplate("process_data"),
+  "91f1ebe0f2ca": unknownTemplate("validate_input"),
+  a5d762e91af7: unknownTemplate("validate_input"),
 };
+
+/** Skeletons whose body is a comment: they complete without asking the model. */
+export const EMPTY: readonly string[] = ["7633fff735bb", "d9f1f3e40fca", "6bbf3c82f4f3", "fd963a5f1643"];
 
 /** Files executed as the definitions another run calls. */
 function calledBy(id: string): string | undefined {

@@ -3,7 +3,7 @@
  * with loopback-only, random-port and temporary-storage overrides (STYLE.md 4.8).
  */
 import { randomBytes } from "node:crypto";
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -16,6 +16,13 @@ export const NATS_CONF = fileURLToPath(new URL("../../nats.conf", import.meta.ur
 export interface TestNatsServerOptions {
   /** Enable JetStream. Default `true`. */
   jetstream?: boolean;
+  /**
+   * A whole config file's text to use instead of the repository's `nats.conf` (written into the temporary directory;
+   * a relative `store_dir` lands there). The loopback, random-port and storage overrides still apply.
+   */
+  config?: string;
+  /** Arguments appended to the command line, e.g. `["-DV"]` for a protocol trace in {@link TestNatsServer.stderr}. */
+  args?: string[];
 }
 
 /** A test server; its JetStream data lives in a temporary directory removed by `stop`. */
@@ -43,11 +50,13 @@ export interface TestNatsServer extends AsyncDisposable {
  * beforeAll(async () => { server = await startTestNatsServer(); });
  * afterAll(() => server.stop());
  */
-export async function startTestNatsServer({ jetstream = true }: TestNatsServerOptions = {}): Promise<TestNatsServer> {
+export async function startTestNatsServer({ jetstream = true, config, args }: TestNatsServerOptions = {}): Promise<TestNatsServer> {
   const dir = await mkdtemp(join(tmpdir(), "dirigent-test-nats-"));
+  const configFile = config === undefined ? NATS_CONF : join(dir, "nats.conf");
+  if (config !== undefined) await writeFile(configFile, config, { mode: 0o600 });
   const launch = (port: number) =>
     // The config's relative store_dir lands in `dir`: 2.9 rejects `-sd` next to a store_dir in the file.
-    startNatsServer({ configFile: NATS_CONF, cwd: dir, host: "127.0.0.1", port, monitorPort: 0, jetstream });
+    startNatsServer({ configFile, cwd: dir, host: "127.0.0.1", port, monitorPort: 0, jetstream, ...(args ? { args } : {}) });
   let current: NatsServerProcess;
   try {
     current = await launch(-1);

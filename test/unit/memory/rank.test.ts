@@ -55,6 +55,34 @@ describe("ranking with MiniSearch", () => {
     expect(big.match("typescript helper", 3)).toHaveLength(3);
   });
 
+  it("lets an unknown word stand for the common words it starts, and ranks a query of common words alone", () => {
+    const many = Array.from({ length: 1200 }, (_, n) => ({ path: `/big/src/module-${n}.ts`, metadata: `language: TypeScript; helper number ${n}${n % 2 === 0 ? " with extras" : ""}` }));
+    const big = new IndexRanker([
+      ...many,
+      { path: "/big/src/widget.py", metadata: "language: Python; draws the widget" },
+      { path: "/big/src/widget.ts", metadata: "language: TypeScript; draws the widget" },
+    ]);
+    expect(big.match("typescr widget").map((m) => m.path)).toEqual(["/big/src/widget.ts", "/big/src/widget.py"]);
+    const common = big.match("helper extras", 5);
+    expect(common).toHaveLength(5);
+    for (const m of common) expect(m.relevance).toMatch(/^matched (helper, extras|extras, helper):/);
+  });
+
+  it("searches the rarest words in MiniSearch and scores candidates with the others from their id lists", () => {
+    // alpha and beta are each in 450 of 1200 entries: not common, but over the budget together.
+    const many = Array.from({ length: 1200 }, (_, n) => ({
+      path: `/big/lib/unit-${n}.ts`,
+      metadata: `language: TypeScript; ${n % 8 < 3 ? "alpha " : ""}${n % 8 >= 2 && n % 8 < 5 ? "beta " : ""}${n === 10 || n === 11 ? "gamma " : ""}code`,
+    }));
+    const ranker = new IndexRanker(many);
+    // unit-10 (n % 8 = 2) holds alpha, beta and gamma; unit-11 (n % 8 = 3) only beta and gamma.
+    expect(ranker.match("alpha beta gamma").map((m) => m.path)).toEqual(["/big/lib/unit-10.ts", "/big/lib/unit-11.ts"]);
+    // alpha is searched, beta then only scores: entries with both come first.
+    const both = ranker.match("alpha beta", 10);
+    expect(both).toHaveLength(10);
+    for (const m of both) expect(Number(/unit-(\d+)/.exec(m.path)?.[1]) % 8).toBe(2);
+  });
+
   it("builds the same ranker in slices without blocking", async () => {
     const sliced = await IndexRanker.build(entries);
     expect(sliced.match("parse the xml template")).toEqual(ranker.match("parse the xml template"));

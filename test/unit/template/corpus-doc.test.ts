@@ -7,7 +7,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { parseTemplate } from "../../../actors/template/parse.js";
-import { corpusIndex, corpusTable, corpusText, NOT_RUN, RUNS, TABLE_BEGIN, TABLE_END, unclassified } from "../../support/corpus.js";
+import { corpusIndex, corpusTable, corpusText, EMPTY, NOT_RUN, REFUSED, RUNS, TABLE_BEGIN, TABLE_END, unclassified } from "../../support/corpus.js";
 
 const DOC = join(import.meta.dirname, "../../../docs/corpus.md");
 
@@ -17,6 +17,14 @@ describe("docs/corpus.md", () => {
     const ids = new Set(corpusIndex().map((e) => e.id));
     for (const id of [...RUNS.flatMap((r) => [r.id, ...(r.with ?? [])]), ...Object.keys(NOT_RUN)]) expect(ids.has(id), id).toBe(true);
     for (const run of RUNS) expect(NOT_RUN[run.id], run.id).toBeUndefined();
+  });
+
+  it("checks refusals and skeletons only of examples the table says do not run, with the reason it states", () => {
+    for (const [id, refusal] of Object.entries(REFUSED)) {
+      expect(NOT_RUN[id], id).toBeDefined();
+      expect(NOT_RUN[id], id).toContain(`\`${refusal.reason}\``);
+    }
+    for (const id of EMPTY) expect(NOT_RUN[id], id).toContain("completes with no work");
   });
 
   it("lists as runnable only examples that parse and have an entry", () => {

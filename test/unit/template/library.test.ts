@@ -199,13 +199,12 @@ describe("matching (Jaccard word overlap, §3.11)", () => {
     expect(library.match("something", { hints: ["OTHER"] })[0]?.template.name).toBe("other");
   });
 
-  it("is fast: 2,000 templates matched in well under 50 ms", () => {
+  it("keeps the five best of 2,000 templates, best first", () => {
     const [model] = libraryFromXml([atomic("model", "x")]).library.templates;
     const library = createLibrary(Array.from({ length: 2000 }, (_, i) => ({ ...model!, name: `t${i}`, description: `task number ${i} about topic ${i % 37} and data ${i % 11}` })));
-    const start = performance.now();
     const found = library.match("a task about topic 5 and data 3");
-    expect(performance.now() - start).toBeLessThan(50);
     expect(found).toHaveLength(5);
+    expect(found.map((m) => m.score)).toEqual([...found.map((m) => m.score)].sort((a, b) => b - a));
   });
 });
 

@@ -1,0 +1,55 @@
+/**
+ * The Handler's records (at most one repeated model call per crash). Each session of a
+ * node is keyed by task, node path, occurrence and what it was asked; after every completed turn its state is
+ * written, and its reply when it ends. A re-run of the same call (the task resumed by another Director) replays a
+ * finished session or continues one from its last recorded turn. Script commands are recorded the same way.
+ */
+import { createHash } from "node:crypto";
+import { decode, encode, RECORD_VERSION, ScriptRecord, TurnRecord, type ExecuteRequest, type ScriptRequest } from "../protocol/index.js";
+import type { z } from "zod";
+import type { TaskStore } from "./bus.js";
+import { messageOf, type Logger } from "./deps.js";
+
+const digest = (parts: unknown[]) => createHash("sha256").update(JSON.stringify(parts)).digest("hex").slice(0, 40);
+
+/** The record key of a session call, or undefined when the call asks for no record (no `occurrence`). */
+export function turnKey(request: ExecuteRequest): string | undefined {
+  if (request.occurrence === undefined) return undefined;
+  const resume = request.resume ? [request.resume.session.toolCallId, request.resume.session.turns, digest([request.resume.answer])] : null;
+  return `${request.taskId}.t${digest([request.nodePath, request.occurrence, request.prompt, request.system ?? "", request.model ?? "", request.files ?? [], request.context ?? "", resume])}`;
+}
+
+/** The record key of a script command. */
+export function scriptKey(request: ScriptRequest): string | undefined {
+  if (request.occurrence === undefined) return undefined;
+  return `${request.taskId}.s${digest([request.nodePath, request.occurrence, request.argv, request.cwd ?? "", request.env ?? {}, request.inheritEnv ?? true])}`;
+}
+
+/** Largest record read back (a long session's messages). */
+const MAX_RECORD_BYTES = 16 * 1024 * 1024;
+
+/**
+ * Reads a record; an unreadable one, or one of another version, reads as absent (the work runs again) with a
+ * warning. A store that fails reads as absent too: recording makes a re-run cheaper, it is never required.
+ */
+export async function readRecord<S extends typeof TurnRecord | typeof ScriptRecord>(store: TaskStore, key: string, schema: S, log: Logger): Promise<z.infer<S> | undefined> {
+  try {
+    const bytes = await store.get(key);
+    if (!bytes) return undefined;
+    const decoded = decode(schema, bytes, MAX_RECORD_BYTES);
+    if (decoded.ok) return decoded.value as z.infer<S>;
+    log.warn({ key, version: RECORD_VERSION, problem: decoded.error.message }, "record ignored: not a record of this version; the work runs again");
+  } catch (err) {
+    log.warn({ key, err: messageOf(err) }, "record unreadable; the work runs again");
+  }
+  return undefined;
+}
+
+/** Writes a record; a failure (a session too large for the store, an outage) is logged, never fatal. */
+export async function writeRecord<S extends typeof TurnRecord | typeof ScriptRecord>(store: TaskStore, key: string, schema: S, value: z.infer<S>, log: Logger): Promise<void> {
+  try {
+    await store.put(key, encode(schema, value));
+  } catch (err) {
+    log.warn({ key, err: messageOf(err) }, "record not written; a re-run would repeat this work");
+  }
+}

@@ -1,0 +1,326 @@
+// The dirigent inspector page. Loads every machine's chart and the cluster's state from the server it came from,
+// then applies the changes the server pushes over Server-Sent Events. No library, no request beyond this origin.
+
+const $ = (id) => document.getElementById(id);
+const actors = new Map(); // actorId → actor view
+const actorRows = new Map(); // actorId → <li>
+const tasks = new Map(); // taskId → task view
+const taskRows = new Map();
+const timelines = new Map(); // taskId → timeline entries (only of the selected task, plus live appends)
+const charts = new Map(); // machine id → { svg text }
+const filter = { task: "", role: "", process: "", finished: true };
+let selectedActor;
+let selectedTask;
+const stats = { deltas: 0, lags: [] }; // read by the benchmark
+window.__inspector = stats;
+
+/** Active state node ids of a machine's snapshot value: `{ running: "executing" }` → task.running, task.running.executing. */
+function activeStates(machineId, value) {
+  const out = [];
+  const walk = (prefix, v) => {
+    if (typeof v === "string") out.push(`${prefix}.${v}`);
+    else if (v && typeof v === "object") {
+      for (const [key, child] of Object.entries(v)) {
+        out.push(`${prefix}.${key}`);
+        walk(`${prefix}.${key}`, child);
+      }
+    }
+  };
+  walk(machineId, value);
+  return out;
+}
+
+function valueText(value) {
+  if (value === undefined || value === null) return "";
+  if (typeof value === "string") return value;
+  return Object.entries(value).map(([k, v]) => (v && typeof v === "object" && Object.keys(v).length === 0 ? k : `${k}.${valueText(v)}`)).join(", ");
+}
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === "class") node.className = v;
+    else if (k.startsWith("data-")) node.setAttribute(k, v);
+    else node[k] = v;
+  }
+  for (const c of children) node.append(c);
+  return node;
+}
+
+function shortProcess(p) {
+  return p;
+}
+
+function groupOf(actor) {
+  const proc = actor.process;
+  let procEl = document.querySelector(`.process[data-process="${CSS.escape(proc)}"]`);
+  if (!procEl) {
+    procEl = el("div", { class: "process", "data-process": proc }, el("div", { class: "name" }, shortProcess(proc)));
+    $("actors").append(procEl);
+    const option = el("option", { value: proc }, proc);
+    $("filter-process").append(option);
+  }
+  const key = actor.taskId ?? `(${actor.role})`;
+  let group = procEl.querySelector(`.group[data-group="${CSS.escape(key)}"]`);
+  if (!group) {
+    const name = el("div", { class: "name" }, actor.taskId ? `task ${actor.taskId}` : `${actor.role} (no task)`);
+    if (actor.taskId) name.onclick = () => selectTask(actor.taskId);
+    group = el("ul", { class: "group", "data-group": key, "data-task": actor.taskId ?? "" }, name);
+    procEl.append(group);
+  }
+  return group;
+}
+
+function visible(actor) {
+  if (filter.task && !(actor.taskId ?? "").includes(filter.task)) return false;
+  if (filter.role && actor.role !== filter.role) return false;
+  if (filter.process && actor.process !== filter.process) return false;
+  if (!filter.finished && actor.snapshot.status !== "active") return false;
+  return true;
+}
+
+function renderActor(actor) {
+  let row = actorRows.get(actor.actorId);
+  if (!row) {
+    row = el("li", { class: "actor", "data-actor-id": actor.actorId, "data-machine": actor.machine, "data-role": actor.role, title: actor.actorId });
+    row.append(el("span", { class: "machine" }, actor.machine), " ", el("span", { class: "value" }));
+    row.onclick = () => selectActor(actor.actorId);
+    actorRows.set(actor.actorId, row);
+    groupOf(actor).append(row);
+    $("no-actors").classList.add("hidden");
+  }
+  const text = actor.isMachine ? valueText(actor.snapshot.value) : actor.snapshot.status;
+  row.querySelector(".value").textContent = text;
+  row.dataset.state = text;
+  row.dataset.status = actor.snapshot.status;
+  row.classList.toggle("finished", actor.snapshot.status !== "active");
+  row.classList.toggle("hidden", !visible(actor));
+}
+
+function renderTask(task) {
+  let row = taskRows.get(task.taskId);
+  if (!row) {
+    row = el("li", { class: "task", "data-task-id": task.taskId }, el("span", { class: "id" }, task.taskId), el("span", { class: "state" }));
+    row.onclick = () => selectTask(task.taskId);
+    taskRows.set(task.taskId, row);
+    $("tasks").prepend(row);
+  }
+  const state = task.state ?? (task.status ? task.status.toLowerCase() : "");
+  row.querySelector(".state").textContent = `${state}${task.replayed ? " (replayed)" : ""}`;
+  row.dataset.state = state;
+  const hidden = (filter.task && !task.taskId.includes(filter.task)) || (filter.role && !task.roles.includes(filter.role)) || (filter.process && !task.processes.includes(filter.process));
+  row.classList.toggle("hidden", Boolean(hidden));
+  if (task.taskId === selectedTask) renderTaskDetail();
+}
+
+function applyFilters() {
+  filter.task = $("filter-task").value.trim();
+  filter.role = $("filter-role").value;
+  filter.process = $("filter-process").value;
+  filter.finished = $("filter-finished").checked;
+  for (const actor of actors.values()) renderActor(actor);
+  for (const task of tasks.values()) renderTask(task);
+  if (filter.task && tasks.has(filter.task) && selectedTask !== filter.task) selectTask(filter.task);
+  else if (filter.task && !tasks.has(filter.task) && /^[A-Za-z0-9_-]+$/.test(filter.task)) loadTask(filter.task);
+}
+
+function highlight(container, actor) {
+  const svg = container.querySelector("svg");
+  if (!svg) return;
+  const active = new Set(actor && actor.isMachine ? activeStates(actor.machine, actor.snapshot.value) : []);
+  for (const g of svg.querySelectorAll("g.state")) g.classList.toggle("active", active.has(g.dataset.state));
+  for (const t of svg.querySelectorAll("g.transition")) t.classList.toggle("taken", Boolean(actor && t.dataset.event === actor.lastEvent && active.has(t.dataset.target)));
+}
+
+function showChart(machine) {
+  const chart = charts.get(machine);
+  const box = $("focus-chart");
+  if (box.dataset.machine === machine) return;
+  box.dataset.machine = machine ?? "";
+  box.innerHTML = chart ? chart.svg : `<p class="hint">${machine ? `${machine} is not a state machine (an invoked promise)` : ""}</p>`;
+}
+
+function renderFocus() {
+  const actor = actors.get(selectedActor);
+  if (!actor) return;
+  $("focus-title").textContent = `${actor.machine} · ${actor.role} · ${actor.taskId ? `task ${actor.taskId} · ` : ""}${actor.isMachine ? valueText(actor.snapshot.value) : actor.snapshot.status}`;
+  showChart(actor.isMachine ? actor.machine : undefined);
+  highlight($("focus-chart"), actor);
+  $("focus").dataset.actorId = actor.actorId;
+  $("focus").dataset.state = valueText(actor.snapshot.value);
+}
+
+function selectActor(actorId) {
+  for (const r of document.querySelectorAll(".actor.selected")) r.classList.remove("selected");
+  selectedActor = actorId;
+  actorRows.get(actorId)?.classList.add("selected");
+  renderFocus();
+  const actor = actors.get(actorId);
+  if (actor?.taskId && actor.taskId !== selectedTask) selectTask(actor.taskId, false);
+}
+
+/** The task machine actor of a task (the newest, after a resume). */
+function taskActorOf(taskId) {
+  let found;
+  for (const a of actors.values()) if (a.taskId === taskId && a.machine === "task" && (!found || a.updatedAt >= found.updatedAt)) found = a;
+  return found;
+}
+
+async function loadTask(taskId) {
+  const res = await fetch(`/api/tasks/${encodeURIComponent(taskId)}`);
+  if (!res.ok) {
+    // Not seen yet: its events are collected from now on.
+    if (!timelines.has(taskId)) timelines.set(taskId, []);
+    return false;
+  }
+  const task = await res.json();
+  timelines.set(taskId, task.timeline);
+  for (const a of task.actors) upsertActor(a);
+  tasks.set(taskId, task);
+  renderTask(task);
+  return true;
+}
+
+async function selectTask(taskId, focusActor = true) {
+  selectedTask = taskId;
+  for (const r of document.querySelectorAll(".task.selected")) r.classList.remove("selected");
+  taskRows.get(taskId)?.classList.add("selected");
+  $("detail").dataset.taskId = taskId;
+  if (!timelines.has(taskId) || tasks.get(taskId)?.replayed) await loadTask(taskId);
+  if (selectedTask !== taskId) return;
+  renderTaskDetail();
+  const main = taskActorOf(taskId);
+  if (focusActor && main) selectActor(main.actorId);
+  else if (focusActor && !main) {
+    // A replayed task: draw the task machine in its last known state.
+    const state = tasks.get(taskId)?.state;
+    showChart("task");
+    highlight($("focus-chart"), state ? { isMachine: true, machine: "task", snapshot: { value: replayValue(state) } } : undefined);
+    $("focus-title").textContent = `task · ${taskId} · ${state ?? ""} (replayed)`;
+  }
+}
+
+function replayValue(state) {
+  const running = { running: "executing", awaiting_evaluation: "awaitingEvaluation", awaiting_subtask: "awaitingSubtask", awaiting_input: "awaitingInput" };
+  return running[state] ? { running: running[state] } : state;
+}
+
+/** Parent of a node path: the longest other known path it extends (`0/subtask1:0` under `0`). */
+function parentPath(path, paths) {
+  let best;
+  for (const p of paths) if (p !== path && (path.startsWith(`${p}/`) || path.startsWith(`${p}.`)) && (!best || p.length > best.length)) best = p;
+  return best;
+}
+
+function renderTaskDetail() {
+  const taskId = selectedTask;
+  const task = tasks.get(taskId);
+  $("detail-task").textContent = taskId ?? "–";
+  $("detail-state").textContent = task ? `${task.state ?? ""}${task.status ? ` · ${task.status}` : ""} · ${task.processes.length} processes · roles ${task.roles.join(", ")}` : "";
+  const tree = $("tree");
+  tree.textContent = "";
+  if (task) {
+    const paths = task.nodes;
+    const items = new Map();
+    const root = el("li", { "data-node": "" }, `task ${taskId}`, el("ul"));
+    tree.append(root);
+    for (const p of paths) items.set(p, el("li", { "data-node": p }, p.includes("subtask") ? `subtask ${p}` : p.includes("evaluation") ? `evaluation ${p}` : `node ${p}`, el("ul")));
+    for (const p of paths) (items.get(parentPath(p, paths)) ?? root).querySelector("ul").append(items.get(p));
+  }
+  const list = $("timeline");
+  list.textContent = "";
+  for (const entry of timelines.get(taskId) ?? []) list.append(timelineItem(entry));
+}
+
+function timelineItem(entry) {
+  const time = new Date(entry.at).toISOString().slice(11, 23);
+  return el(
+    "li",
+    { class: `kind-${entry.kind}`, "data-type": entry.type },
+    el("span", { class: "time" }, time),
+    el("span", { class: "type" }, entry.type),
+    entry.nodePath ? ` @${entry.nodePath}` : "",
+    entry.message ? ` — ${entry.message}` : "",
+  );
+}
+
+function upsertActor(actor) {
+  actors.set(actor.actorId, actor);
+  renderActor(actor);
+  if (actor.actorId === selectedActor) renderFocus();
+  if (selectedTask && actor.taskId === selectedTask && actor.machine === "task" && taskActorOf(selectedTask) === actor && selectedActor !== actor.actorId && !actors.get(selectedActor)) selectActor(actor.actorId);
+}
+
+function applyDelta(delta) {
+  for (const actor of delta.actors) upsertActor(actor);
+  for (const id of delta.removed) {
+    actors.delete(id);
+    actorRows.get(id)?.remove();
+    actorRows.delete(id);
+  }
+  for (const task of delta.tasks) {
+    tasks.set(task.taskId, task);
+    renderTask(task);
+  }
+  for (const { taskId, entry } of delta.timeline) {
+    let list = timelines.get(taskId);
+    if (!list && taskId === selectedTask) timelines.set(taskId, (list = []));
+    list?.push(entry);
+    if (taskId === selectedTask) $("timeline").append(timelineItem(entry));
+  }
+  $("actor-count").textContent = `(${[...actors.values()].filter((a) => a.snapshot.status === "active").length} active)`;
+  stats.deltas++;
+  const now = Date.now();
+  for (const actor of delta.actors) stats.lags.push(now - actor.updatedAt);
+  if (stats.lags.length > 100000) stats.lags.splice(0, stats.lags.length - 100000);
+}
+
+async function start() {
+  const machines = await (await fetch("/api/machines")).json();
+  for (const m of machines) {
+    charts.set(m.id, m);
+    const figure = el("figure", { "data-machine-name": m.name });
+    figure.append(el("figcaption", {}, `${m.name} (machine id ${m.id})`));
+    const holder = el("div");
+    holder.innerHTML = m.svg;
+    figure.append(holder);
+    $("machines").append(figure);
+  }
+  const stream = new EventSource("/api/stream");
+  const queued = [];
+  let loaded = false;
+  stream.onmessage = (e) => {
+    const delta = JSON.parse(e.data);
+    if (loaded) applyDelta(delta);
+    else queued.push(delta);
+  };
+  stream.onopen = () => {
+    $("status").textContent = "live";
+    $("status").classList.add("live");
+  };
+  stream.onerror = () => {
+    $("status").textContent = "reconnecting…";
+    $("status").classList.remove("live");
+  };
+  const state = await (await fetch("/api/state")).json();
+  for (const task of state.tasks) {
+    tasks.set(task.taskId, task);
+    renderTask(task);
+  }
+  for (const actor of state.actors) upsertActor(actor);
+  loaded = true;
+  for (const delta of queued.splice(0)) applyDelta(delta);
+  for (const id of ["filter-task", "filter-role", "filter-process", "filter-finished"]) $(id).addEventListener("input", applyFilters);
+  $("filters").addEventListener("submit", (e) => e.preventDefault());
+  const wanted = new URLSearchParams(location.search).get("task");
+  if (wanted) {
+    $("filter-task").value = wanted;
+    applyFilters();
+    await selectTask(wanted);
+  }
+  document.body.dataset.ready = "true";
+}
+
+start().catch((err) => {
+  $("status").textContent = `error: ${err.message}`;
+});

@@ -1,0 +1,62 @@
+/**
+ * The checkmate judge loop's verdict (seed 001, SEED-NOTES §6.5): the judge answers JSON
+ * `{result: PASS|FAIL, score, criteria: [{item, pass, evidence}], gapSummary}`, possibly inside a ```json fence.
+ * {@link parseVerdict} reads it from a model's text and validates it; best-attempt selection uses the typed `score`,
+ * never a free-text field (§6.9).
+ */
+import { z } from "zod";
+
+/** One criterion as the judge saw it. */
+export const VerdictCriterion = z.object({
+  item: z.string(),
+  pass: z.boolean(),
+  evidence: z.string().default(""),
+});
+export type VerdictCriterion = z.infer<typeof VerdictCriterion>;
+
+/** A judge's verdict on one attempt. `score`: 0–100, higher is better. */
+export const CheckmateVerdict = z.object({
+  result: z.preprocess((v) => (typeof v === "string" ? v.trim().toUpperCase() : v), z.enum(["PASS", "FAIL"])),
+  score: z.preprocess((v) => (typeof v === "string" && v.trim() !== "" && Number.isFinite(Number(v)) ? Number(v) : v), z.number().finite().min(0).max(100)),
+  criteria: z.array(VerdictCriterion).default([]),
+  gapSummary: z.string().default(""),
+});
+export type CheckmateVerdict = z.infer<typeof CheckmateVerdict>;
+
+/** A verdict as the loop keeps it: `parsed: false` when the judge's answer was not a valid verdict (then FAIL). */
+export type StoredVerdict = CheckmateVerdict & { parsed: boolean; note?: string };
+
+/** The JSON text of a model answer: a fenced block if there is one, else the outermost `{…}`. */
+function jsonText(text: string): string {
+  const fenced = /```(?:json|JSON)?\s*\n?([\s\S]*?)```/.exec(text);
+  if (fenced?.[1] !== undefined && fenced[1].includes("{")) return fenced[1].trim();
+  const start = text.indexOf("{");
+  const end = text.lastIndexOf("}");
+  return start >= 0 && end > start ? text.slice(start, end + 1) : text.trim();
+}
+
+/** Reads a verdict from a judge's answer; `gap_summary` is accepted for `gapSummary`. */
+export function parseVerdict(text: string): { ok: true; verdict: CheckmateVerdict } | { ok: false; error: string } {
+  let value: unknown;
+  try {
+    value = JSON.parse(jsonText(text));
+  } catch (err) {
+    return { ok: false, error: `not JSON: ${err instanceof Error ? err.message : String(err)}` };
+  }
+  if (typeof value === "object" && value !== null && !Array.isArray(value) && !("gapSummary" in value) && "gap_summary" in value) {
+    value = { ...value, gapSummary: Reflect.get(value, "gap_summary") };
+  }
+  const parsed = CheckmateVerdict.safeParse(value);
+  if (!parsed.success) return { ok: false, error: parsed.error.issues.map((i) => `${i.path.join(".") || "(verdict)"}: ${i.message}`).join("; ") };
+  return { ok: true, verdict: parsed.data };
+}
+
+/** The verdict a judge's answer counts as: the parsed one, or FAIL with score 0 and a note saying why. */
+export function verdictOf(text: string): StoredVerdict {
+  const got = parseVerdict(text);
+  if (got.ok) return { ...got.verdict, parsed: true };
+  return { result: "FAIL", score: 0, criteria: [], gapSummary: "", parsed: false, note: `the judge's verdict could not be parsed (${got.error}); counted as FAIL` };
+}
+
+/** Marker an intake answer uses to ask the user questions instead of writing criteria (§6.2). */
+export const NEEDS_CLARIFICATION = "[NEEDS_CLARIFICATION]";

@@ -1,0 +1,182 @@
+/**
+ * The one place the NATS users and per-role permissions of a deployment are defined. `renderAuthorization` writes
+ * the nats-server `authorization { users = [...] }` block for a subject root (`dirigent nats-conf`); the repository's
+ * `nats.conf` holds its output for the default root, and a test fails when it is stale.
+ *
+ * Each role may publish and subscribe only where it must, JetStream API subjects included. Runtime roles use an inbox
+ * prefix of their own (`_INBOX_<role>`), so that no other user can read their replies (JetStream API answers carry
+ * task records). A role may publish into the inboxes of those who send it requests: not through `allow_responses`,
+ * which allows one reply per request by default, while a responder also sends keepalives (`KEEPALIVE_HEADER`).
+ * nats-server 2.9: no `accounts {}` block next to `authorization { users }` (CVE-2023-47090).
+ */
+import { createSubjects } from "../protocol/index.js";
+
+/** The NATS users of a deployment: the four runtime roles, clients that submit work, and read-only inspectors. */
+export const NATS_ROLES = ["submitter", "director", "evaluator", "handler", "memory", "inspector"] as const;
+export type NatsRole = (typeof NATS_ROLES)[number];
+
+/** What one user may do. */
+export interface RolePermissions {
+  publish: string[];
+  subscribe: string[];
+}
+
+const RUNTIME_ROLES: readonly string[] = ["director", "evaluator", "handler", "memory"];
+
+/** The inbox prefix of a connection: `_INBOX_<role>` for a process running exactly one runtime role, else `_INBOX`. */
+export function inboxPrefixFor(roles: readonly string[] | undefined): string {
+  const only = roles?.length === 1 ? roles[0] : undefined;
+  return only !== undefined && RUNTIME_ROLES.includes(only) ? `_INBOX_${only}` : "_INBOX";
+}
+
+/** The server-side variable (or environment variable) holding a role's password, e.g. `DIRIGENT_NATS_HANDLER_PASSWORD`. */
+export function passwordVariable(role: NatsRole | "dev" | "admin"): string {
+  return `DIRIGENT_NATS_${role.toUpperCase()}_PASSWORD`;
+}
+
+const API = "$JS.API";
+/** Look up and create a stream (`ensureStream`, `Kvm.create`). */
+const streamSetup = (stream: string) => [`${API}.STREAM.INFO.${stream}`, `${API}.STREAM.CREATE.${stream}`];
+/**
+ * Open, read and write a KV bucket. Reads use direct get by subject (`DIRECT.GET.<stream>.<subject>`, 2.9) on buckets
+ * created with `allow_direct`, as the runtime creates them; `STREAM.MSG.GET` on a bucket made without it.
+ */
+const kvReadWrite = (bucket: string) => [
+  ...streamSetup(`KV_${bucket}`),
+  `$KV.${bucket}.>`,
+  `${API}.DIRECT.GET.KV_${bucket}.>`,
+  `${API}.STREAM.MSG.GET.KV_${bucket}`,
+];
+/** Watch a KV bucket: an ordered push consumer (`CONSUMER.CREATE.<stream>.<name>.<filter>`), recreated after a gap. */
+const kvWatch = (bucket: string) => [
+  `${API}.CONSUMER.CREATE.KV_${bucket}.>`,
+  `${API}.CONSUMER.DELETE.KV_${bucket}.>`,
+  `${API}.CONSUMER.INFO.KV_${bucket}.>`,
+];
+
+/** The permissions of every role for subject root `root`. */
+export function rolePermissions(root: string): Record<NatsRole, RolePermissions> {
+  const s = createSubjects(root);
+  const inbox = (role: string) => `${inboxPrefixFor([role])}.>`;
+  /** Clients' inboxes (`_INBOX`): the answers to submit, get, cancel, input and compile. */
+  const clients = "_INBOX.>";
+  const control = `${root}.control.>`;
+  return {
+    submitter: {
+      publish: [s.submit, s.anyTaskGet, s.anyTaskCancel, `${root}.tasks.*.input`, s.compile],
+      subscribe: [s.anyTaskEvents, s.anyTaskResult, "_INBOX.>"],
+    },
+    director: {
+      publish: [
+        clients,
+        s.anyTaskEvents,
+        s.anyTaskResult,
+        s.cancelBroadcast,
+        s.evaluate,
+        s.compile,
+        s.anyIntake,
+        `${API}.INFO`,
+        ...kvReadWrite(s.tasksBucket),
+        ...streamSetup(s.intakeStream),
+        ...streamSetup(s.eventsStream),
+        // Whether a final task's result was published, on a redelivery (`storedOnSubject`: last message by subject).
+        `${API}.STREAM.MSG.GET.${s.eventsStream}`,
+        // A redelivered final task: is its result stored, or did its old owner die before publishing it?
+        `${API}.STREAM.MSG.GET.${s.eventsStream}`,
+        `${API}.CONSUMER.INFO.${s.intakeStream}.${s.directorConsumer}`,
+        // Created and updated (ack wait) through the 2.9 API: CONSUMER.CREATE.<stream>.<name>.
+        `${API}.CONSUMER.CREATE.${s.intakeStream}.${s.directorConsumer}`,
+        `${API}.CONSUMER.MSG.NEXT.${s.intakeStream}.${s.directorConsumer}`,
+        `$JS.ACK.${s.intakeStream}.>`,
+      ],
+      subscribe: [s.submit, s.anyTaskGet, s.anyTaskCancel, s.anyProgress, control, inbox("director")],
+    },
+    evaluator: {
+      publish: [inbox("director"), clients, s.anyProgress, s.execute, s.script, s.memoryMatch, s.compile, s.superseded],
+      subscribe: [s.evaluate, `${root}.tasks.*.input`, control, inbox("evaluator")],
+    },
+    handler: {
+      publish: [inbox("evaluator"), inbox("director"), clients, s.anyProgress, `${API}.INFO`, ...kvReadWrite(s.turnsBucket)],
+      subscribe: [s.execute, s.script, s.compile, control, inbox("handler")],
+    },
+    memory: {
+      // The index is written by `dirigent memory index` (as this user), which purges replaced generations.
+      publish: [inbox("evaluator"), `${API}.INFO`, ...kvReadWrite(s.indexBucket), ...kvWatch(s.indexBucket), `${API}.STREAM.PURGE.KV_${s.indexBucket}`],
+      subscribe: [s.memoryMatch, control, inbox("memory")],
+    },
+    inspector: {
+      publish: [`${root}.inspect.>`, s.anyTaskGet],
+      subscribe: [`${root}.inspect.>`, s.anyTaskEvents, s.anyTaskResult, "_INBOX.>"],
+    },
+  };
+}
+
+/** Options of {@link renderAuthorization}. */
+export interface RenderOptions {
+  /**
+   * Values of the password variables, written into the file. Without them each password is read from the server's
+   * environment (`$DIRIGENT_NATS_<ROLE>_PASSWORD`), which is how production should run.
+   */
+  variables?: Partial<Record<string, string>>;
+  /**
+   * Add a user `dev` that may do anything, and let clients without credentials in as `dev` (`no_auth_user`).
+   * For the development server only.
+   */
+  devUser?: boolean;
+  /**
+   * Add a user `admin` for operators: the JetStream API only (`nats stream edit --replicas 3`, `nats stream ls`), no
+   * application subjects. Its password comes from `$DIRIGENT_NATS_ADMIN_PASSWORD`.
+   */
+  admin?: boolean;
+}
+
+const quote = (value: string) => JSON.stringify(value);
+
+/**
+ * Renders the `authorization` block (and, with `devUser`, `no_auth_user`) of nats-server's configuration.
+ * @example renderAuthorization("dirigent") // passwords from $DIRIGENT_NATS_<ROLE>_PASSWORD
+ */
+export function renderAuthorization(root: string, options: RenderOptions = {}): string {
+  const permissions = rolePermissions(root);
+  const lines: string[] = [];
+  const variables = Object.entries(options.variables ?? {}).filter((e): e is [string, string] => e[1] !== undefined);
+  for (const [name, value] of variables) lines.push(`${name}: ${quote(value)}`);
+  if (variables.length > 0) lines.push("");
+  const list = (items: readonly string[]) => `[${items.map(quote).join(", ")}]`;
+  lines.push("authorization {", "  users = [");
+  for (const role of NATS_ROLES) {
+    const p = permissions[role];
+    lines.push(
+      `    { user: ${role}, password: $${passwordVariable(role)}, permissions: {`,
+      `        publish: { allow: ${list(p.publish)} }`,
+      `        subscribe: { allow: ${list(p.subscribe)} }`,
+      "    } }",
+    );
+  }
+  if (options.admin) {
+    lines.push(
+      `    { user: admin, password: $${passwordVariable("admin")}, permissions: {`,
+      `        publish: { allow: ${list([`${API}.>`])} }`,
+      `        subscribe: { allow: ${list(["_INBOX.>"])} }`,
+      "    } }",
+    );
+  }
+  if (options.devUser) lines.push(`    { user: dev, password: $${passwordVariable("dev")} }`);
+  lines.push("  ]", "}");
+  if (options.devUser) lines.push("no_auth_user: dev");
+  return lines.join("\n") + "\n";
+}
+
+/** The development passwords of the repository's `nats.conf`: public, for development only. */
+export const DEV_PASSWORDS: Record<string, string> = Object.fromEntries(
+  [...NATS_ROLES, "dev" as const].map((role) => [passwordVariable(role), `dev-${role}`]),
+);
+
+/** Markers around the generated part of `nats.conf`. */
+export const GENERATED_BEGIN = "# BEGIN generated by `dirigent nats-conf --dev` (runtime/nats-permissions.ts): do not edit";
+export const GENERATED_END = "# END generated";
+
+/** The generated part of the development `nats.conf`, markers included. */
+export function renderDevAuthorization(root = createSubjects().root): string {
+  return `${GENERATED_BEGIN}\n${renderAuthorization(root, { variables: DEV_PASSWORDS, devUser: true })}${GENERATED_END}\n`;
+}

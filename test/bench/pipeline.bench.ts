@@ -1,0 +1,156 @@
+/**
+ * Workloads 1–3 of `npm run bench` (issue 8): trivial-task throughput and latency through the full durable
+ * pipeline against BullMQ on a private Redis and against a raw NATS round trip, and 10,000 tasks in flight whose
+ * model answers after 1 s. Each comparison alternates its variants after a warm-up and repeats; the rows go to the
+ * table of BENCHMARKS.md (test/bench/global-setup.ts). Sizes can be lowered for a quick look with
+ * `BENCH_TASKS`, `BENCH_LATENCY_TASKS` and `BENCH_SCALE_TASKS`.
+ */
+import { afterAll, beforeAll, bench, describe } from "vitest";
+import { startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
+import { bullLatencies, bullThroughput, hasRedis, startTestRedis, type TestRedis } from "./bullmq.js";
+import { startPipeline, stubModel, type Pipeline } from "./pipeline.js";
+import { alternate, figureOf, fmt, median, once, percentile, record, WHOLE } from "./results.js";
+
+const REPEATS = 5;
+const TASKS = Number(process.env.BENCH_TASKS ?? 1000);
+const LATENCY_TASKS = Number(process.env.BENCH_LATENCY_TASKS ?? 300);
+const SCALE_TASKS = Number(process.env.BENCH_SCALE_TASKS ?? 10_000);
+/** Roles' concurrency in the scale run: the Director's pull loops stay under JetStream's 512 waiting pulls. */
+const SCALE_CONCURRENCY = 500;
+
+let server: TestNatsServer;
+let redis: TestRedis | undefined;
+let pipeline: Pipeline;
+
+beforeAll(async () => {
+  server = await startTestNatsServer();
+  if (hasRedis()) redis = await startTestRedis();
+  else console.log("[bench] redis-server is not on PATH: the BullMQ columns are skipped");
+  pipeline = await startPipeline(server.url, { concurrency: 64, callModel: stubModel() });
+});
+
+afterAll(async () => {
+  await pipeline?.stop();
+  await redis?.stop();
+  await server?.stop();
+});
+
+const skipped = "skipped: redis-server not on PATH";
+
+describe("dirigent vs BullMQ vs raw NATS", () => {
+  bench(
+    "1 trivial-task throughput",
+    once(async () => {
+      const variants: Record<string, () => Promise<number>> = { dirigent: () => pipeline.throughput(TASKS) };
+      if (redis) {
+        const connection = redis.connection;
+        variants["bullmq"] = () => bullThroughput(connection, TASKS, 50);
+      }
+      const runs = await alternate(variants, REPEATS);
+      const ours = runs["dirigent"] ?? [];
+      const theirs = runs["bullmq"];
+      const ratio = theirs ? median(ours) / median(theirs) : undefined;
+      const workload = `1 trivial-task throughput (${TASKS} at once)`;
+      record({
+        order: 1.1,
+        workload,
+        variant: "dirigent: NATS submit → JetStream intake → Director → Evaluator → Handler (stub model) → result",
+        unit: "tasks/s",
+        figure: figureOf(ours),
+        target: "≥ 1.0× BullMQ",
+        ...(ratio === undefined ? { note: "(no BullMQ to compare)" } : { met: ratio >= 1, note: `(${fmt(ratio)}× BullMQ)` }),
+      });
+      if (theirs) record({ order: 1.2, workload, variant: "BullMQ add + process, worker concurrency 50", unit: "jobs/s", figure: figureOf(theirs) });
+      else record({ order: 1.2, workload, variant: "BullMQ add + process", unit: "jobs/s", note: skipped });
+    }),
+    WHOLE,
+  );
+
+  bench(
+    "2 trivial-task latency",
+    once(async () => {
+      const p50: Record<string, number[]> = { dirigent: [], nats: [], bullmq: [] };
+      const p99: Record<string, number[]> = { dirigent: [], nats: [], bullmq: [] };
+      const note = (name: string, samples: number[]) => {
+        p50[name]?.push(percentile(samples, 50));
+        p99[name]?.push(percentile(samples, 99));
+        return percentile(samples, 50);
+      };
+      const echo = pipeline.transport.bus.subscribe(`${pipeline.subjects.submit}.echo`, (msg) => void msg.respond(msg.data));
+      await pipeline.transport.bus.flush();
+      const natsRound = async () => {
+        const samples: number[] = [];
+        const body = new TextEncoder().encode('{"ping":true}');
+        for (let i = 0; i < LATENCY_TASKS; i++) {
+          const start = performance.now();
+          await pipeline.client.request(`${pipeline.subjects.submit}.echo`, body, { timeoutMs: 5000 });
+          samples.push(performance.now() - start);
+        }
+        return samples;
+      };
+      const variants: Record<string, () => Promise<number>> = {
+        dirigent: async () => {
+          const samples: number[] = [];
+          for (let i = 0; i < LATENCY_TASKS; i++) samples.push(await pipeline.latency());
+          return note("dirigent", samples);
+        },
+        nats: async () => note("nats", await natsRound()),
+      };
+      if (redis) {
+        const connection = redis.connection;
+        variants["bullmq"] = async () => note("bullmq", await bullLatencies(connection, LATENCY_TASKS, 50));
+      }
+      await alternate(variants, REPEATS);
+      await echo.unsubscribe();
+      // The warm-up round is the first entry of each list.
+      for (const list of [...Object.values(p50), ...Object.values(p99)]) list.shift();
+      const workload = `2 trivial-task latency (${LATENCY_TASKS} one at a time)`;
+      const ours = median(p50["dirigent"] ?? []);
+      const theirs = redis ? median(p50["bullmq"] ?? []) : undefined;
+      const within = theirs === undefined ? ours <= 1 : ours <= 1 && ours <= 2 * theirs;
+      record({
+        order: 2.1,
+        workload,
+        variant: "dirigent submit → result, p50",
+        unit: "ms",
+        figure: figureOf(p50["dirigent"] ?? []),
+        target: "≤ 1 ms and ≤ 2× BullMQ p50",
+        met: within,
+        ...(theirs === undefined ? {} : { note: `(${fmt(ours / theirs)}× BullMQ)` }),
+      });
+      record({ order: 2.2, workload, variant: "dirigent submit → result, p99", unit: "ms", figure: figureOf(p99["dirigent"] ?? []) });
+      record({ order: 2.3, workload, variant: "raw NATS request/reply round trip, p50", unit: "ms", figure: figureOf(p50["nats"] ?? []) });
+      record({ order: 2.4, workload, variant: "raw NATS request/reply round trip, p99", unit: "ms", figure: figureOf(p99["nats"] ?? []) });
+      if (redis) {
+        record({ order: 2.5, workload, variant: "BullMQ add → completed (QueueEvents), p50", unit: "ms", figure: figureOf(p50["bullmq"] ?? []) });
+        record({ order: 2.6, workload, variant: "BullMQ add → completed (QueueEvents), p99", unit: "ms", figure: figureOf(p99["bullmq"] ?? []) });
+      } else record({ order: 2.5, workload, variant: "BullMQ add → completed", unit: "ms", note: skipped });
+    }),
+    WHOLE,
+  );
+
+  bench(
+    "3 scale: tasks in flight, model answers after 1 s",
+    once(async () => {
+      const scale = await startPipeline(server.url, { concurrency: SCALE_CONCURRENCY, callModel: stubModel(1000) });
+      try {
+        await scale.throughput(SCALE_CONCURRENCY); // warm-up
+        globalThis.gc?.();
+        const base = process.memoryUsage().heapUsed;
+        let peak = base;
+        const sampler = setInterval(() => (peak = Math.max(peak, process.memoryUsage().heapUsed)), 50);
+        const start = performance.now();
+        await scale.throughput(SCALE_TASKS);
+        const wall = (performance.now() - start) / 1000;
+        clearInterval(sampler);
+        const perTask = (peak - base) / SCALE_TASKS / 1024;
+        const workload = `3 scale (${SCALE_TASKS} tasks submitted at once, model answers after 1 s, roles' concurrency ${SCALE_CONCURRENCY})`;
+        record({ order: 3.1, workload, variant: "wall time until every result", unit: "s", figure: figureOf([wall]), target: "≤ 3 s", met: wall <= 3, note: `(floor with ${SCALE_CONCURRENCY} running at once: ${fmt(SCALE_TASKS / SCALE_CONCURRENCY)} s)` });
+        record({ order: 3.2, workload, variant: "peak heap growth per task in flight", unit: "KB", figure: figureOf([perTask]), target: "≤ 50 KB", met: perTask <= 50 });
+      } finally {
+        await scale.stop();
+      }
+    }),
+    WHOLE,
+  );
+});

@@ -1,0 +1,88 @@
+/**
+ * The dirigent side of the comparison: all four roles on a nats-server (JetStream intake, KV task and turn
+ * records, the events stream), answered by an in-process model stub behind the `CallModel` interface, and a
+ * submitter on its own NATS connection that submits on `<root>.tasks.submit` and waits for `<root>.tasks.<id>.result`.
+ */
+import { randomUUID } from "node:crypto";
+import { setTimeout as sleep } from "node:timers/promises";
+import { silentLogger } from "../../actors/deps.js";
+import type { CallModel } from "../../actors/model.js";
+import { createSubjects, decode, encodeJson, SubmitReply, TaskOutcome, type Subjects } from "../../protocol/index.js";
+import { loadConfig } from "../../runtime/config.js";
+import { connectNats, NatsBus } from "../../runtime/nats-bus.js";
+import { startSystem, type SystemHandle } from "../../runtime/system.js";
+import { openNatsTransport, type OpenTransport } from "../../runtime/transport.js";
+import { randomRoot } from "../support/nats-server.js";
+
+/** The task every run submits: one atomic task, one model turn. */
+export const TRIVIAL_TASK = '<task type="atomic"><description>Answer with the word ok.</description></task>';
+
+/** A model stub that answers at once, or after `delayMs` (aborted with the call). */
+export function stubModel(delayMs = 0): CallModel {
+  return async (request, signal) => {
+    if (delayMs > 0) await sleep(delayMs, undefined, { signal });
+    return { content: "ok", toolCalls: [], usage: { promptTokens: 12, completionTokens: 1 }, model: request.model, finishReason: "stop" };
+  };
+}
+
+/** A running pipeline with its submitter. */
+export interface Pipeline {
+  readonly subjects: Subjects;
+  readonly transport: OpenTransport;
+  /** The submitter's bus (its own connection). */
+  readonly client: NatsBus;
+  /** Submits `count` tasks at once; resolves when every result has arrived. Tasks per second. */
+  throughput(count: number): Promise<number>;
+  /** Submits one task and waits for its result; ms. */
+  latency(): Promise<number>;
+  stop(): Promise<void>;
+}
+
+/** Starts the roles (concurrency `concurrency` each) and a submitter on the server at `url`. */
+export async function startPipeline(url: string, options: { concurrency: number; callModel: CallModel }): Promise<Pipeline> {
+  const root = randomRoot();
+  const subjects = createSubjects(root);
+  const config = { ...loadConfig({}, {}), prefix: root, model: "stub", concurrency: options.concurrency };
+  const transport = await openNatsTransport(url, subjects, { name: `bench-${root}`, log: silentLogger });
+  const system: SystemHandle = await startSystem({ config, transport, callModel: options.callModel });
+  const client = new NatsBus(await connectNats({ servers: url, name: `bench-client-${root}` }), { onError: (err) => console.error(err) });
+  const waiting = new Map<string, (outcome: TaskOutcome) => void>();
+  const results = client.subscribe(subjects.anyTaskResult, (msg) => {
+    const decoded = decode(TaskOutcome, msg.data);
+    if (!decoded.ok) return;
+    if (decoded.value.status !== "COMPLETE") console.error(`task ${decoded.value.taskId} ${decoded.value.status}: ${decoded.value.error?.message ?? ""}`);
+    waiting.get(decoded.value.taskId)?.(decoded.value);
+  });
+  await client.flush();
+
+  const submit = async (): Promise<void> => {
+    const taskId = `b-${randomUUID()}`;
+    const result = new Promise<TaskOutcome>((resolve) => waiting.set(taskId, resolve));
+    const reply = decode(SubmitReply, await client.request(subjects.submit, encodeJson({ taskId, xml: TRIVIAL_TASK, inputs: {} }), { timeoutMs: 120_000 }));
+    if (!reply.ok || reply.value.status !== "accepted") throw new Error(`submission not accepted: ${reply.ok ? reply.value.status : reply.error.message}`);
+    await result;
+    waiting.delete(taskId);
+  };
+
+  return {
+    subjects,
+    transport,
+    client,
+    async throughput(count) {
+      const start = performance.now();
+      await Promise.all(Array.from({ length: count }, submit));
+      return count / ((performance.now() - start) / 1000);
+    },
+    async latency() {
+      const start = performance.now();
+      await submit();
+      return performance.now() - start;
+    },
+    async stop() {
+      await results.unsubscribe();
+      await client.close();
+      await system.stop();
+      await transport.close();
+    },
+  };
+}

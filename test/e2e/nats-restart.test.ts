@@ -1,0 +1,81 @@
+/**
+ * nats-server restarts while tasks run: every role process reconnects, the tasks in flight complete, and the
+ * Directors' intake pull consumer resumes, so tasks submitted after the restart complete too.
+ */
+import { jetstream, type ConsumerMessages } from "@nats-io/jetstream";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createSubjects } from "../../protocol/index.js";
+import { startMockLlm, type MockLlmServer } from "../../runtime/mock-llm.js";
+import { randomRoot, startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
+import { startCli, type CliProcess } from "../support/processes.js";
+import { Recorder } from "../support/recorder.js";
+
+/** Long enough that the restart falls inside the model calls. */
+const MODEL_DELAY_MS = 1500;
+
+let server: TestNatsServer;
+let mock: MockLlmServer;
+const processes: CliProcess[] = [];
+
+beforeAll(async () => {
+  server = await startTestNatsServer();
+  mock = await startMockLlm({ port: 0, script: { rules: [{ reply: "survived", delayMs: MODEL_DELAY_MS }] } });
+});
+
+afterAll(async () => {
+  await Promise.all(processes.map((p) => p.stop()));
+  await mock?.close();
+  await server?.stop();
+});
+
+describe("a nats-server restart mid-task", () => {
+  it("is survived by every role process: the running tasks complete, and later ones too", async () => {
+    const root = randomRoot();
+    const subjects = createSubjects(root);
+    const env = { OPENAI_BASE_URL: mock.url, OPENAI_API_KEY: "test", DIRIGENT_MODEL_MAX_RETRIES: "0", DIRIGENT_ACK_WAIT_MS: "3000", DIRIGENT_LOG_LEVEL: "info" };
+    for (const role of ["memory", "handler", "evaluator", "director"]) {
+      const p = startCli(["worker", "--role", role, "--nats", server.url, "--prefix", root, "--concurrency", "4"], env);
+      processes.push(p);
+      await p.waitFor(/ready/);
+    }
+    const nc: NatsConnection = await connect({ servers: server.url, maxReconnectAttempts: -1, reconnectTimeWait: 250 });
+    const results = new Recorder<{ taskId: string; status: string; content: string }>();
+    const consumer = await jetstream(nc).consumers.get(subjects.eventsStream, { filter_subjects: subjects.anyTaskResult });
+    const messages: ConsumerMessages = await consumer.consume();
+    const reading = (async () => {
+      for await (const m of messages) results.push(m.json());
+    })();
+    const submit = async (taskId: string) => {
+      const body = JSON.stringify({ taskId, xml: `<task><description>Outlive a restart: ${taskId}</description></task>` });
+      expect((await nc.request(`${root}.tasks.submit`, body, { timeout: 5000 })).json()).toEqual({ taskId, status: "accepted" });
+    };
+    try {
+      const before = ["r-1", "r-2", "r-3"];
+      await Promise.all(before.map(submit));
+      // Every task is inside its model call: restart the server under it.
+      const deadline = Date.now() + 10_000;
+      while (mock.requests.length < before.length) {
+        if (Date.now() > deadline) throw new Error("the model calls never started");
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      await server.restart();
+      const restartedAt = Date.now();
+      await results.count(before.length, "the tasks running during the restart", 20_000);
+      const after = ["r-4", "r-5"];
+      await Promise.all(after.map(submit));
+      await results.count(before.length + after.length, "the tasks submitted after the restart", 20_000);
+      expect(results.values.map((r) => r.taskId).sort()).toEqual([...before, ...after].sort());
+      expect(results.values.every((r) => r.status === "COMPLETE" && r.content === "survived")).toBe(true);
+      console.log(`nats restart → last running task completed: ${Date.now() - restartedAt} ms`);
+      for (const p of processes) expect(p.child.exitCode).toBeNull();
+    } catch (err) {
+      for (const p of processes) console.log(p.output().slice(-6000));
+      throw err;
+    } finally {
+      messages.stop();
+      await reading.catch(() => undefined);
+      await nc.close();
+    }
+  }, 60_000);
+});

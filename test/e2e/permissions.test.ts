@@ -1,0 +1,201 @@
+/**
+ * Per-role users and permissions (runtime/nats-permissions.ts) against a real nats-server started with the production
+ * form of the authorization block: every role connects as its own user and a task completes end to end without a
+ * single permission violation; a submitter cannot reach internal subjects, the task records or the intake stream;
+ * clients without credentials or with a wrong password are refused with a clear error. Also: `nats.conf` is not stale.
+ */
+import { randomBytes } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { Kvm } from "@nats-io/kv";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { silentLogger } from "../../actors/deps.js";
+import { createSubjects } from "../../protocol/index.js";
+import { DirigentClient } from "../../runtime/client.js";
+import { loadConfig, type Config } from "../../runtime/config.js";
+import { place } from "../../runtime/connect.js";
+import { startMockLlm, type MockLlmServer } from "../../runtime/mock-llm.js";
+import { connectNats, type NatsConnection } from "../../runtime/nats-bus.js";
+import { GENERATED_BEGIN, GENERATED_END, NATS_ROLES, passwordVariable, renderAuthorization, renderDevAuthorization, type NatsRole } from "../../runtime/nats-permissions.js";
+import { startSystem, type SystemHandle } from "../../runtime/system.js";
+import { openNatsTransport, type OpenTransport } from "../../runtime/transport.js";
+import { randomRoot, startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
+import { startCli } from "../support/processes.js";
+import { newTaskId } from "../support/stack.js";
+
+const root = randomRoot();
+const subjects = createSubjects(root);
+const passwords = Object.fromEntries(NATS_ROLES.map((role) => [role, randomBytes(12).toString("hex")])) as Record<NatsRole, string>;
+const RUNTIME = ["memory", "handler", "evaluator", "director"] as const;
+
+let server: TestNatsServer;
+let mock: MockLlmServer;
+let config: Config;
+const transports: OpenTransport[] = [];
+const systems: SystemHandle[] = [];
+const connections: NatsConnection[] = [];
+
+const as = (role: NatsRole) => ({ user: role, pass: passwords[role] });
+const violations = () => server.stderr().split("\n").filter((line) => /violation/i.test(line));
+
+beforeAll(async () => {
+  // The production form: passwords from variables (here set in the file), no `dev` user, no anonymous clients.
+  const variables = Object.fromEntries(NATS_ROLES.map((role) => [passwordVariable(role), passwords[role]]));
+  server = await startTestNatsServer({
+    config: `max_payload: 2MB\njetstream { store_dir: ".dirigent/jetstream" }\n${renderAuthorization(root, { variables })}`,
+    // PERM_TRACE=/tmp/trace.log: a protocol trace of every user's subjects, to revise the permission sets (the
+    // log then goes to the file, so the tests that read violations from stderr fail).
+    ...(process.env["PERM_TRACE"] ? { args: ["-DV", "-l", process.env["PERM_TRACE"]] } : {}),
+  });
+  mock = await startMockLlm({ port: 0, script: { rules: [{ match: { lastUser: "slowly" }, reply: "slow answer", delayMs: 3000 }], default: { reply: "permitted answer" } } });
+  config = { ...loadConfig({}, {}), prefix: root, openaiBaseUrl: mock.url, openaiApiKey: "test-key", modelMaxRetries: 0, model: "mock-model" };
+  // Each role in its own connection, as its own user, opening only its own stores.
+  for (const role of RUNTIME) {
+    const transport = await openNatsTransport(server.url, subjects, { name: `perm-${role}`, log: silentLogger, auth: as(role), roles: [role] });
+    transports.push(transport);
+    systems.push(await startSystem({ config, transport, roles: [role] }));
+  }
+});
+
+afterAll(async () => {
+  for (const system of systems.reverse()) await system.stop();
+  for (const transport of transports) await transport.close();
+  for (const nc of connections) await nc.close();
+  await mock?.close();
+  await server?.stop();
+});
+
+async function connectAs(role: NatsRole): Promise<NatsConnection> {
+  const nc = await connectNats({ servers: server.url, name: `perm-test-${role}`, ...as(role) });
+  connections.push(nc);
+  return nc;
+}
+
+describe("each role as its own user", () => {
+  it("runs a task end to end, with get and cancel from a submitter, and no permission violation", async () => {
+    const client = await openNatsTransport(server.url, subjects, { name: "perm-submitter", log: silentLogger, auth: as("submitter"), roles: [] });
+    transports.push(client);
+    const api = new DirigentClient(client.bus, subjects);
+    const taskId = newTaskId();
+    const outcome = await api.run({ taskId, xml: "<task><description>Say something permitted</description></task>" });
+    expect(outcome).toMatchObject({ taskId, status: "COMPLETE", content: "permitted answer" });
+    expect(await api.get(taskId)).toMatchObject({ taskId, state: "completed" });
+    expect(await api.cancel(taskId)).toMatchObject({ taskId, cancelled: false });
+    // What a Director checks on a redelivered final task: its result is in the events stream.
+    const director = transports[3];
+    if (director?.published) {
+      expect(await director.published(subjects.taskResult(taskId))).toBe(true);
+      expect(await director.published(subjects.taskResult(newTaskId()))).toBe(false);
+    }
+    expect(violations()).toEqual([]);
+  });
+
+  it("runs a task longer than the keepalive interval: keepalives and answers reach the requesting roles", async () => {
+    const client = await openNatsTransport(server.url, subjects, { name: "perm-submitter-slow", log: silentLogger, auth: as("submitter"), roles: [] });
+    transports.push(client);
+    const outcome = await new DirigentClient(client.bus, subjects).run({ xml: "<task><description>Answer slowly</description></task>" });
+    expect(outcome).toMatchObject({ status: "COMPLETE", content: "slow answer" });
+    expect(violations()).toEqual([]);
+  });
+
+  it("lets the memory user write, replace and read the file index", async () => {
+    const memory = transports[0];
+    if (!memory) throw new Error("no memory transport");
+    const entry = (path: string) => ({ path, metadata: `file ${path}`, stamp: "1" });
+    await memory.index.updateGlobalIndex([entry("/a.txt")]);
+    await memory.index.updateGlobalIndex([entry("/b.txt")]);
+    expect((await memory.index.getGlobalIndex()).entries.map((e) => e.path)).toEqual(["/b.txt"]);
+    expect(violations()).toEqual([]);
+  });
+});
+
+describe("dirigent worker", () => {
+  it("runs a role as its user from NATS_USER and NATS_PASSWORD, and a task completes through it", async () => {
+    const env = { NATS_USER: "evaluator", NATS_PASSWORD: passwords.evaluator, OPENAI_BASE_URL: mock.url, DIRIGENT_LOG_LEVEL: "warn" };
+    const worker = startCli(["worker", "--role", "evaluator", "--nats", server.url, "--prefix", root], env);
+    try {
+      await worker.waitFor(/ready/);
+      // Stop the in-process Evaluator, so the task has to go through the worker process.
+      const inProcess = systems[2];
+      if (!inProcess) throw new Error("no evaluator system");
+      await inProcess.stop();
+      const client = await openNatsTransport(server.url, subjects, { name: "perm-submitter-2", log: silentLogger, auth: as("submitter"), roles: [] });
+      transports.push(client);
+      const outcome = await new DirigentClient(client.bus, subjects).run({ xml: "<task><description>Through the worker</description></task>" });
+      expect(outcome).toMatchObject({ status: "COMPLETE", content: "permitted answer" });
+      expect(violations()).toEqual([]);
+    } finally {
+      await worker.stop();
+    }
+  });
+});
+
+describe("a submitter", () => {
+  it("cannot publish to internal subjects", async () => {
+    const nc = await connectAs("submitter");
+    for (const subject of [subjects.execute, subjects.intake("x"), subjects.evaluate, subjects.cancelBroadcast]) {
+      await expect(nc.request(subject, new Uint8Array(), { timeout: 2000 })).rejects.toThrow(/permissions violation/i);
+    }
+    expect(violations().join("\n")).toMatch(new RegExp(`Publish Violation.*"${subjects.execute.replace(/\./g, "\\.")}"`, "i"));
+  });
+
+  it("cannot read the task records nor the intake stream", async () => {
+    const nc = await connectAs("submitter");
+    await expect(new Kvm(nc).open(subjects.tasksBucket).then((kv) => kv.get("anything"))).rejects.toThrow(/permissions violation/i);
+    for (const subject of [`$KV.${subjects.tasksBucket}.>`, subjects.anyIntake, "_INBOX_director.>"]) {
+      const sub = nc.subscribe(subject);
+      const closed = (async () => {
+        try {
+          for await (const _ of sub) return "message";
+          return "closed";
+        } catch (err) {
+          return String(err);
+        }
+      })();
+      expect(await closed).toMatch(/permissions violation/i);
+    }
+  });
+});
+
+describe("authentication", () => {
+  it("refuses a client without credentials", async () => {
+    await expect(connectNats({ servers: server.url, name: "anonymous" })).rejects.toThrow(/authorization violation/i);
+  });
+
+  it("refuses a wrong password with a clear error", async () => {
+    await expect(place({ url: server.url, auth: { user: "submitter", pass: "wrong" }, roles: [], subjects, log: silentLogger, name: "wrong", dataDir: server.dir, startServer: false })).rejects.toThrow(
+      /NATS at .*: authorization violation: the server refused the connection as user 'submitter'/,
+    );
+  });
+
+  it("refuses a user running a role it has no permissions for with a clear error", async () => {
+    await expect(place({ url: server.url, auth: as("submitter"), roles: ["director"], subjects, log: silentLogger, name: "wrong-role", dataDir: server.dir, startServer: false })).rejects.toThrow(
+      /Permissions Violation.*user 'submitter' lacks the permissions of the director role/,
+    );
+  });
+
+  it("the CLI exits 1 with 'authorization violation' on a wrong password, and works with the right one from a file", async () => {
+    const bad = startCli(["status", "nope", "--nats", server.url, "--prefix", root, "--nats-user", "submitter"], { NATS_PASSWORD: "wrong" });
+    expect(await bad.exited).toBe(1);
+    expect(bad.output()).toMatch(/authorization violation/i);
+    expect(bad.output()).not.toContain("wrong");
+    const file = join(server.dir, "submitter.password");
+    await writeFile(file, `${passwords.submitter}\n`, { mode: 0o600 });
+    const good = startCli(["status", "nope", "--nats", server.url, "--prefix", root, "--nats-user", "submitter", "--nats-password-file", file]);
+    expect(await good.exited).toBe(1);
+    expect(good.output()).toMatch(/no task 'nope'/);
+    expect(violations()).not.toEqual(expect.arrayContaining([expect.stringContaining(".get")]));
+  });
+});
+
+describe("nats.conf", () => {
+  it("holds the current development authorization block (regenerate with `dirigent nats-conf --dev`)", () => {
+    const text = readFileSync(fileURLToPath(new URL("../../nats.conf", import.meta.url)), "utf8");
+    const start = text.indexOf(GENERATED_BEGIN);
+    const end = text.indexOf(GENERATED_END);
+    expect(start).toBeGreaterThanOrEqual(0);
+    expect(text.slice(start, end + GENERATED_END.length + 1)).toBe(renderDevAuthorization());
+  });
+});

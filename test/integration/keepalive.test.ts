@@ -1,0 +1,74 @@
+/**
+ * Keepalives on long requests over NATS: a responder that works longer than the idle timeout keeps the request
+ * alive; one that goes silent (its process died) fails the request after the idle timeout, not the full timeout;
+ * `askRetrying` then asks again and another responder answers.
+ */
+import { z } from "zod";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ResponderSilentError } from "../../actors/bus.js";
+import { silentLogger, type ActorDeps } from "../../actors/deps.js";
+import { askRetrying, serve } from "../../actors/serve.js";
+import { createSubjects } from "../../protocol/index.js";
+import { connectNats, NatsBus } from "../../runtime/nats-bus.js";
+import { randomRoot, startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
+import { text } from "../support/recorder.js";
+
+let server: TestNatsServer;
+let bus: NatsBus;
+
+beforeAll(async () => {
+  server = await startTestNatsServer({ jetstream: false });
+  bus = new NatsBus(await connectNats({ servers: server.url, name: "keepalive-test" }), { onError: () => undefined });
+});
+
+afterAll(async () => {
+  await bus?.close();
+  await server?.stop();
+});
+
+const deps = (): ActorDeps => ({ bus, subjects: createSubjects(randomRoot()), log: silentLogger, now: () => new Date(), newId: () => "id" });
+const Echo = z.object({ value: z.string() });
+
+describe("keepalives", () => {
+  it("keep a request alive past the idle timeout while the responder works", async () => {
+    const d = deps();
+    const subject = `${d.subjects.root}.slow`;
+    const sub = serve(d, {
+      subject,
+      schema: Echo,
+      concurrency: 1,
+      handle: async (req) => {
+        await new Promise((r) => setTimeout(r, 1500));
+        return { value: `${req.value}!` };
+      },
+    });
+    await bus.flush();
+    const answer = await bus.request(subject, text.encode(JSON.stringify({ value: "hi" })), { timeoutMs: 10_000, idleTimeoutMs: 500 });
+    expect(JSON.parse(text.decode(answer))).toEqual({ value: "hi!" });
+    await sub.unsubscribe();
+  });
+
+  it("fail a request whose responder went silent after the idle timeout, and askRetrying asks again", { timeout: 20_000 }, async () => {
+    const d = deps();
+    const subject = `${d.subjects.root}.dies`;
+    // A responder that takes the request and never answers nor keeps it alive: a process killed mid-request.
+    const dead = bus.subscribe(subject, () => undefined, { queue: "q" });
+    await bus.flush();
+    const started = Date.now();
+    await expect(bus.request(subject, text.encode("{}"), { timeoutMs: 30_000, idleTimeoutMs: 500 })).rejects.toBeInstanceOf(ResponderSilentError);
+    expect(Date.now() - started).toBeLessThan(3000);
+
+    // askRetrying: the first attempt lands on the dead one; then it leaves, a live one starts and takes the retry.
+    let taken!: () => void;
+    const reachedDead = new Promise<void>((resolve) => (taken = resolve));
+    const dead2 = bus.subscribe(`${subject}2`, () => taken(), { queue: "q" });
+    await bus.flush();
+    const asking = askRetrying(d, `${subject}2`, { value: "again" }, Echo, { timeoutMs: 20_000 });
+    await reachedDead;
+    await dead2.unsubscribe();
+    const live = serve(d, { subject: `${subject}2`, queue: "q", schema: Echo, concurrency: 1, handle: async (req) => ({ value: req.value }) });
+    await bus.flush();
+    expect(await asking).toEqual({ value: "again" });
+    await Promise.all([live.unsubscribe(), dead.unsubscribe()]);
+  });
+});

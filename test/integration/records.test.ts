@@ -1,0 +1,145 @@
+/**
+ * The Handler's records over a real nats-server (the turns KV bucket) with the mock model: a finished session is
+ * replayed without a model call, an interrupted one continues after its last recorded turn, script outcomes are
+ * replayed, and a record of another version is ignored.
+ */
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { turnKey } from "../../actors/handler-record.js";
+import { ask } from "../../actors/serve.js";
+import { silentLogger } from "../../actors/deps.js";
+import { encodeJson, EvaluateReply, ExecuteReply, ScriptReply, type EvaluateRequest, type ExecuteRequest, type ScriptRequest } from "../../protocol/index.js";
+import { startMockLlm, type MockLlmServer } from "../../runtime/mock-llm.js";
+import { startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
+import { newTaskId, startStack, type Stack } from "../support/stack.js";
+
+let server: TestNatsServer;
+let mock: MockLlmServer;
+let workspace: string;
+
+beforeAll(async () => {
+  server = await startTestNatsServer();
+  workspace = await mkdtemp(join(tmpdir(), "dirigent-records-"));
+  mock = await startMockLlm({
+    port: 0,
+    script: {
+      rules: [
+        { match: { lastUser: { regex: "^RECORDED" }, hasToolResult: false }, toolCalls: [{ name: "list_files", arguments: {} }] },
+        { match: { lastUser: { regex: "^RECORDED" }, hasToolResult: true }, reply: "final answer" },
+        { match: { lastUser: { regex: "^SLOW" } }, reply: "slow done", delayMs: 400 },
+      ],
+    },
+  });
+});
+
+afterAll(async () => {
+  await mock?.close();
+  await server?.stop();
+  if (workspace) await rm(workspace, { recursive: true, force: true });
+});
+
+const deps = (s: Stack) => ({ bus: s.transport.bus, subjects: s.system.subjects, log: silentLogger, now: () => new Date(), newId: () => "x" });
+const execute = (s: Stack, request: ExecuteRequest) => ask(deps(s), s.system.subjects.execute, request, ExecuteReply, { timeoutMs: 10_000 });
+const requestsFor = (prompt: string) => mock.requests.filter((r) => JSON.stringify(r.body).includes(prompt)).length;
+
+describe("Handler records", () => {
+  it("replays a finished session without calling the model again", async () => {
+    await using s = await startStack({ url: server.url, mock, config: { workspaceRoot: workspace, continuationTools: [] } });
+    const request: ExecuteRequest = { type: "handler.execute", taskId: newTaskId() as ExecuteRequest["taskId"], nodePath: "0", prompt: "RECORDED one", occurrence: 1 };
+    const first = await execute(s, request);
+    expect(first.result).toMatchObject({ status: "COMPLETE", content: "final answer", notes: { turns: 2 } });
+    expect(requestsFor("RECORDED one")).toBe(2);
+    const again = await execute(s, request);
+    expect(again.result).toEqual(first.result);
+    expect(requestsFor("RECORDED one")).toBe(2);
+    // Another occurrence of the same node is another call.
+    await execute(s, { ...request, occurrence: 2 });
+    expect(requestsFor("RECORDED one")).toBe(4);
+  });
+
+  it("continues an interrupted session after its last recorded turn", async () => {
+    await using s = await startStack({ url: server.url, mock, config: { workspaceRoot: workspace, continuationTools: [] } });
+    const request: ExecuteRequest = { type: "handler.execute", taskId: newTaskId() as ExecuteRequest["taskId"], nodePath: "0.steps.1", prompt: "RECORDED two", occurrence: 1 };
+    const key = turnKey(request);
+    if (!key || !s.transport.turns) throw new Error("expected a record key and a turns store");
+    // What the Handler writes after turn 1 (the model asked for list_files, the tool answered).
+    await s.transport.turns.put(
+      key,
+      encodeJson({
+        v: 1,
+        status: "running",
+        session: {
+          messages: [
+            { role: "system", content: "base" },
+            { role: "user", content: "RECORDED two" },
+            { role: "assistant", content: null, tool_calls: [{ id: "c1", type: "function", function: { name: "list_files", arguments: "{}" } }] },
+            { role: "tool", tool_call_id: "c1", content: "recorded listing" },
+          ],
+          turns: 1,
+          usage: { promptTokens: 10, completionTokens: 5 },
+          context: { used: 10, limit: 100_000, peak: 10 },
+          reportedTokens: 15,
+          warned: false,
+          malformedToolCalls: 0,
+          model: "mock-model",
+        },
+      }),
+    );
+    const reply = await execute(s, request);
+    expect(reply.result).toMatchObject({ status: "COMPLETE", content: "final answer", notes: { turns: 2 } });
+    // One model call, for turn 2, carrying the recorded conversation.
+    expect(requestsFor("RECORDED two")).toBe(1);
+    const sent = mock.requests.find((r) => JSON.stringify(r.body).includes("RECORDED two"));
+    expect(JSON.stringify(sent?.body)).toContain("recorded listing");
+  });
+
+  it("ignores a record of another version, and runs the session again", async () => {
+    await using s = await startStack({ url: server.url, mock, config: { workspaceRoot: workspace, continuationTools: [] } });
+    const request: ExecuteRequest = { type: "handler.execute", taskId: newTaskId() as ExecuteRequest["taskId"], nodePath: "0", prompt: "RECORDED three", occurrence: 1 };
+    const key = turnKey(request);
+    if (!key || !s.transport.turns) throw new Error("expected a record key and a turns store");
+    await s.transport.turns.put(key, encodeJson({ v: 99, status: "done", result: { content: "stale", status: "COMPLETE", notes: {} } }));
+    const reply = await execute(s, request);
+    expect(reply.result.content).toBe("final answer");
+    expect(requestsFor("RECORDED three")).toBe(2);
+  });
+
+  it("replays a script's recorded outcome instead of running it again", async () => {
+    await using s = await startStack({ url: server.url, mock, config: { workspaceRoot: workspace, tools: ["read_file", "list_files", "run_script"] } });
+    const request: ScriptRequest = {
+      type: "handler.script",
+      taskId: newTaskId() as ScriptRequest["taskId"],
+      nodePath: "0",
+      argv: [process.execPath, "-e", "console.log(process.hrtime.bigint().toString())"],
+      timeoutMs: 10_000,
+      occurrence: 1,
+    };
+    const run = () => ask(deps(s), s.system.subjects.script, request, ScriptReply, { timeoutMs: 20_000 });
+    const first = await run();
+    expect(first.exitCode).toBe(0);
+    expect(await run()).toEqual(first);
+    // Without an occurrence nothing is recorded: the command runs each time.
+    const { occurrence: _o, ...unrecorded } = request;
+    const a = await ask(deps(s), s.system.subjects.script, unrecorded, ScriptReply, { timeoutMs: 20_000 });
+    const b = await ask(deps(s), s.system.subjects.script, unrecorded, ScriptReply, { timeoutMs: 20_000 });
+    expect(a.stdout).not.toBe(b.stdout);
+  });
+});
+
+describe("a superseded evaluation", () => {
+  it("stops when the task's evaluation starts for another owner, and the new one runs", async () => {
+    await using s = await startStack({ url: server.url, mock, config: { continuationTools: [] } });
+    const taskId = newTaskId() as EvaluateRequest["taskId"];
+    const request = (owner: string): EvaluateRequest => ({ type: "evaluator.evaluate", taskId, owner, xml: "<task><description>SLOW work</description></task>", inputs: {} });
+    const evaluate = (owner: string) => ask(deps(s), s.system.subjects.evaluate, request(owner), EvaluateReply, { timeoutMs: 10_000 });
+    const old = evaluate("director-old");
+    await s.transport.bus.flush();
+    const fresh = evaluate("director-new");
+    // The stopped one is no outcome of the task: an error its sender retries should it still own the task.
+    await expect(old).rejects.toMatchObject({ code: "UNAVAILABLE", message: expect.stringContaining("superseded") });
+    const done = await fresh;
+    expect(done.result).toMatchObject({ status: "COMPLETE", content: "slow done" });
+  });
+});

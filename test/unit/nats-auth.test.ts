@@ -1,0 +1,53 @@
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ConfigError, loadConfig } from "../../runtime/config.js";
+import { authorizationFailure, natsAuth } from "../../runtime/nats-auth.js";
+import { inboxPrefixFor, renderAuthorization, rolePermissions } from "../../runtime/nats-permissions.js";
+
+let dir: string;
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), "dirigent-auth-"));
+});
+afterAll(() => rm(dir, { recursive: true, force: true }));
+
+describe("NATS credentials", () => {
+  it("come from NATS_USER with NATS_PASSWORD, or with the first line of --nats-password-file, or NATS_TOKEN", async () => {
+    expect(natsAuth(loadConfig({}, { NATS_USER: "handler", NATS_PASSWORD: "s3cret" }))).toEqual({ user: "handler", pass: "s3cret" });
+    const file = join(dir, "pw");
+    await writeFile(file, "from-file\nignored\n");
+    expect(natsAuth(loadConfig({ natsUser: "director", natsPasswordFile: file }, {}))).toEqual({ user: "director", pass: "from-file" });
+    expect(natsAuth(loadConfig({}, { NATS_TOKEN: "tok" }))).toEqual({ token: "tok" });
+    expect(natsAuth(loadConfig({}, {}))).toEqual({});
+  });
+
+  it("refuse a user without a password, a password without a user and an unreadable file, without showing secrets", () => {
+    expect(() => natsAuth(loadConfig({}, { NATS_USER: "handler" }))).toThrow(ConfigError);
+    expect(() => natsAuth(loadConfig({}, { NATS_PASSWORD: "s3cret" }))).toThrow(/without a user/);
+    expect(() => natsAuth(loadConfig({ natsUser: "x", natsPasswordFile: join(dir, "missing") }, {}))).toThrow(/cannot be read/);
+    const err = authorizationFailure("nats://h:4222", { user: "handler", pass: "s3cret" }, new Error("Authorization Violation"));
+    expect(err.message).toMatch(/authorization violation/);
+    expect(err.message).not.toContain("s3cret");
+  });
+});
+
+describe("per-role permissions", () => {
+  it("keep internal subjects and stores away from submitters and inspectors", () => {
+    const p = rolePermissions("acme.dirigent");
+    for (const role of ["submitter", "inspector"] as const) {
+      const all = [...p[role].publish, ...p[role].subscribe].join(" ");
+      expect(all).not.toMatch(/\$JS|\$KV|intake|handler|evaluator\.|memory\.match|progress|control/);
+    }
+    expect(p.director.publish).toContain("$JS.ACK.ACME_DIRIGENT_INTAKE.>");
+    expect(inboxPrefixFor(["handler"])).toBe("_INBOX_handler");
+    expect(inboxPrefixFor(["director", "handler"])).toBe("_INBOX");
+    expect(inboxPrefixFor([])).toBe("_INBOX");
+  });
+
+  it("render passwords as server variables, with no accounts block", () => {
+    const text = renderAuthorization("dirigent");
+    expect(text).toContain("password: $DIRIGENT_NATS_SUBMITTER_PASSWORD");
+    expect(text).not.toMatch(/accounts|no_auth_user|user: dev/);
+  });
+});
