@@ -64,6 +64,11 @@ export interface Bus {
   request(subject: string, data: Uint8Array, options: RequestOptions): Promise<Uint8Array>;
   /** Resolves once everything published so far has reached the server. */
   flush(): Promise<void>;
+  /**
+   * Calls `listener` each time the connection is back after a loss (messages published meanwhile were missed by
+   * subscriptions); returns a function that removes it. Absent on transports that cannot lose their connection.
+   */
+  onReconnect?(listener: () => void): () => void;
   /** A one-line description of the transport (`nats://127.0.0.1:4222`, `in-process`). */
   readonly description: string;
 }
@@ -108,11 +113,14 @@ export interface WorkItem {
   readonly deliveries: number;
   /** Removes it from the queue for good. */
   ack(): Promise<void>;
-  /** Hands it back for redelivery. */
-  nak(): void;
+  /** Hands it back for redelivery, after `delayMs` when given (a queue may redeliver sooner). */
+  nak(delayMs?: number): void;
   /** Tells the queue the item is still being worked on: restarts its ack wait. */
   working(): void;
 }
+
+/** Pause before a work item that failed is delivered again: 250 ms doubling per delivery, at most 10 s. */
+export const retryDelayMs = (deliveries: number): number => Math.min(10_000, 250 * 2 ** Math.min(Math.max(deliveries, 1) - 1, 6));
 
 /** Durable queue of accepted work, shared by all processes of a role. */
 export interface WorkQueue {

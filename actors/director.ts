@@ -6,7 +6,7 @@
  * the intake work queue, `<root>.progress.*` and `<root>.control.cancel` (every Director; each acts only on the
  * tasks it owns).
  */
-import { createActor, fromPromise, type Actor, type Snapshot } from "xstate";
+import { createActor, fromPromise, type Snapshot } from "xstate";
 import { taskMachine, type TaskContext } from "../machines/task.js";
 import {
   CancelBroadcast,
@@ -20,7 +20,6 @@ import {
   Progress,
   TaskEvent,
   TaskOutcome,
-  TaskState as TaskStateSchema,
   type CancelReply,
   type EvaluateRequest,
   type TaskId,
@@ -28,12 +27,13 @@ import {
   type TaskState,
   type TaskStatusReply,
 } from "../protocol/index.js";
-import type { BusMessage, TaskStore, WorkItem, WorkQueue } from "./bus.js";
+import { retryDelayMs, type BusMessage, type TaskStore, type WorkItem, type WorkQueue } from "./bus.js";
 import { messageOf, type ActorDeps, type RoleHandle } from "./deps.js";
 import { inspectOption } from "./inspect-option.js";
 import { compilePrompt } from "./director-compile.js";
-import { claimTask, holds, readRecord, requestCancel, writeClaimed, type Claim } from "./director-records.js";
-import { persisted, restorable } from "./director-snapshot.js";
+import { claimTask, holds, readRecord, requestCancel, writeClaimed } from "./director-records.js";
+import { restorable } from "./director-snapshot.js";
+import { failedContext, outcomeOf, startHeartbeat, stateOf, type RunningTask } from "./director-task.js";
 import { handleSubmit } from "./intake.js";
 import { askRetrying } from "./serve.js";
 
@@ -45,40 +45,6 @@ export interface DirectorConfig {
   taskTimeoutMs: number;
   /** Whether a message on `subject` is stored (the events stream); lets a redelivery publish a lost result. */
   published?: (subject: string) => Promise<boolean>;
-}
-
-type TaskActor = Actor<typeof taskMachine>;
-
-/** A task this process runs under a claim. */
-interface RunningTask {
-  readonly claim: Claim;
-  /** The intake delivery to signal progress on and to ack; a redelivery to this process replaces it. */
-  item: WorkItem;
-  /** The last event seq published. */
-  seq: number;
-  /** The last seq stored in the record. */
-  checkpointed: number;
-  /** Set when another Director took the claim over. */
-  lost: boolean;
-  actor: TaskActor | undefined;
-  /** Hands the task back (the process is draining): its intake message is naked for another Director. */
-  release?: () => void;
-}
-
-/** Progress signals go out three times per ack wait, so one late signal does not cost the task its claim. */
-export const heartbeatMs = (ackWaitMs: number): number => Math.max(100, Math.floor(ackWaitMs / 3));
-
-/** The outcome published and stored for a task that ended in `state`. */
-export function outcomeOf(taskId: TaskId, context: TaskContext, state: TaskState): TaskOutcome {
-  const result = context.result;
-  return {
-    taskId,
-    status: state === "completed" ? "COMPLETE" : state === "cancelled" ? "CANCELLED" : "FAILED",
-    content: result?.content ?? "",
-    notes: result?.notes ?? {},
-    ...(result?.parsedContent === undefined ? {} : { parsedContent: result.parsedContent }),
-    ...(result?.error ? { error: result.error } : {}),
-  };
 }
 
 /** Starts the Director role. */
@@ -102,14 +68,6 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
       ...(data === undefined ? {} : { data }),
     };
     bus.publish(subjects.taskEvents(taskId), encode(TaskEvent, event));
-  };
-
-  const stateOf = (actor: TaskActor): TaskState => {
-    for (const tag of actor.getSnapshot().tags) {
-      const state = TaskStateSchema.safeParse(tag);
-      if (state.success) return state.data;
-    }
-    return "running";
   };
 
   /** Stores the final state under the claim, then publishes the last event and the result: stored before announced. */
@@ -139,6 +97,13 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
     log.warn({ taskId: record.taskId }, "final task's result was never published; publishing it");
     publishEvent(record.taskId, record.seq ?? 1, `task.${record.state}`, record.state, record.state === "failed" ? record.result.error?.message : undefined);
     bus.publish(subjects.taskResult(record.taskId), encode(TaskOutcome, record.result));
+  };
+
+  /** Fails a task taken over whose stored snapshot cannot run on: once, through the normal finish. */
+  const refuse = async (task: RunningTask, problem: string) => {
+    const { record } = task.claim;
+    log.error({ taskId: record.taskId, problem }, "task snapshot cannot be restored; the task fails");
+    if (await finish(task, failedContext(record, `cannot resume the task: ${problem}`), "failed")) settle(task.item, record.taskId);
   };
 
   // The outcome is stored before this: a lost ack only costs a redelivery that is acked and ignored, so the
@@ -172,7 +137,7 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
     item = slot.item;
     if (claimed.kind === "missing") log.warn({ taskId: item.id }, "queued task has no record; dropped");
     if (claimed.kind !== "claimed") {
-      if (claimed.kind === "contended") item.nak();
+      if (claimed.kind === "contended") item.nak(retryDelayMs(item.deliveries));
       else {
         if (claimed.kind === "final") await publishLostResult(claimed.record);
         await item.ack();
@@ -184,18 +149,15 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
     log.info({ taskId: item.id, owner, deliveries: item.deliveries, previousOwner: claim.previousOwner }, "task claimed");
     const task: RunningTask = { claim, item, seq: record.seq ?? 1, checkpointed: record.seq ?? 1, lost: false, actor: undefined };
     const restore = claim.previousOwner === undefined ? ({ kind: "none" } as const) : restorable(record);
-    if (restore.kind === "refused") {
-      log.error({ taskId: record.taskId, problem: restore.message }, "task snapshot cannot be restored; the task fails");
-      const failure = { content: "", status: "FAILED" as const, notes: {}, error: { type: "TASK_FAILURE" as const, reason: "unexpected_error" as const, message: `cannot resume the task: ${restore.message}` } };
-      if (await finish(task, { taskId: record.taskId, xml: record.xml, inputs: record.inputs, result: failure, cancelled: false }, "failed")) settle(item, record.taskId);
-      return;
-    }
+    if (restore.kind === "refused") return refuse(task, restore.message);
     if (restore.kind === "snapshot" && restore.migratedFrom !== undefined) log.info({ taskId: record.taskId, from: restore.migratedFrom }, "task snapshot migrated");
     const actor = createActor(
       taskMachine.provide({
         actors: {
           evaluate: fromPromise(async ({ input, signal }) => {
-            let xml = input.xml;
+            // The compiled template is in the record (stored before the evaluation is asked for); the machine's
+            // input, restored from a snapshot taken before the compile, still holds the empty one.
+            let xml = record.xml;
             if (xml === "" && record.prompt !== undefined) {
               const compiled = await compilePrompt(deps, store, claim, record.prompt, {
                 timeoutMs: config.taskTimeoutMs,
@@ -235,24 +197,31 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
       // A task taken over resumes from its machine's stored snapshot (actors/director-snapshot.ts).
       { ...inspectOption(deps, "director", record.taskId), input: { taskId: record.taskId, xml: record.xml, inputs: record.inputs }, ...(restore.kind === "snapshot" ? { snapshot: restore.snapshot as Snapshot<unknown> } : {}) },
     );
+    // A snapshot xstate cannot restore leaves the actor in error before it starts: fail the task once, clearly.
+    const restored = actor.getSnapshot();
+    if (restored.status === "error") return refuse(task, `stored snapshot cannot be restored: ${messageOf(restored.error)}`);
     task.actor = actor;
     owned.set(record.taskId, task);
     const done = new Promise<void>((resolve) => actor.subscribe({ complete: resolve, error: () => resolve() }));
     let handedBack = false;
     const released = new Promise<void>((resolve) => (task.release = () => ((handedBack = true), resolve())));
     if (draining) task.release?.();
-    const heartbeat = startHeartbeat(task, () => {
+    const heartbeat = startHeartbeat(deps, store, queue.ackWaitMs, task, () => {
       task.lost = true;
       log.warn({ taskId: record.taskId }, "another Director took the task over; stopping here");
       actor.stop();
     });
     // Each change of the task's state is checkpointed at once (its snapshot and seq), not only at the heartbeat.
     let lastState = "";
-    actor.subscribe((snapshot) => {
-      const state = JSON.stringify(snapshot.value);
-      if (state === lastState) return;
-      lastState = state;
-      heartbeat.checkpoint();
+    actor.subscribe({
+      next: (snapshot) => {
+        const state = JSON.stringify(snapshot.value);
+        if (state === lastState) return;
+        lastState = state;
+        heartbeat.checkpoint();
+      },
+      // A machine error ends the task (failed, below); without a listener here xstate would rethrow it globally.
+      error: () => undefined,
     });
     try {
       actor.start();
@@ -269,7 +238,9 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
         log.info({ taskId: record.taskId }, "task handed back: draining");
         return;
       }
-      if (task.lost || !(await finish(task, actor.getSnapshot().context, stateOf(actor)))) {
+      const ended = actor.getSnapshot();
+      const context = ended.status === "error" ? failedContext(record, `the task machine failed: ${messageOf(ended.error)}`) : ended.context;
+      if (task.lost || !(await finish(task, context, ended.status === "error" ? "failed" : stateOf(ended)))) {
         log.info({ taskId: record.taskId }, "claim taken over; nothing published");
         // Once the new owner has finished, this delivery's ack is as safe as its own.
         const now = await readRecord(store, record.taskId);
@@ -280,41 +251,11 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
     } catch (err) {
       log.error({ taskId: record.taskId, err: messageOf(err) }, "task handling failed");
       actor.stop();
-      task.item.nak();
+      task.item.nak(retryDelayMs(task.item.deliveries));
     } finally {
       heartbeat.stop();
       owned.delete(record.taskId);
     }
-  };
-
-  /**
-   * Signals progress on the intake item below its ack wait and checkpoints the event seq under the claim; a
-   * checkpoint that finds the claim gone means another Director owns the task now.
-   */
-  const startHeartbeat = (task: RunningTask, onLost: () => void) => {
-    let resolveLost: () => void = () => undefined;
-    const lost = new Promise<void>((resolve) => (resolveLost = resolve));
-    let busy = false;
-    const beat = async () => {
-      task.item.working();
-      if (busy || task.seq === task.checkpointed) return;
-      busy = true;
-      const seq = task.seq;
-      try {
-        const machine = task.actor ? { machine: persisted(task.actor) } : {};
-        const written = await writeClaimed(store, task.claim, (current) => ({ ...current, ...machine, seq, updatedAt: deps.now().toISOString() }));
-        if (written === "lost") {
-          onLost();
-          resolveLost();
-        } else task.checkpointed = seq;
-      } catch (err) {
-        log.warn({ taskId: task.claim.taskId, err: messageOf(err) }, "checkpoint failed; retried at the next heartbeat");
-      } finally {
-        busy = false;
-      }
-    };
-    const timer = setInterval(() => void beat(), heartbeatMs(queue.ackWaitMs));
-    return { lost, stop: () => clearInterval(timer), checkpoint: () => void beat() };
   };
 
   const get = async (msg: BusMessage) => {
@@ -325,7 +266,7 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
     const live = owned.get(taskId)?.actor;
     const reply: TaskStatusReply = {
       taskId,
-      state: live ? stateOf(live) : record.state,
+      state: live ? stateOf(live.getSnapshot()) : record.state,
       ...(record.result ? { result: record.result } : {}),
     };
     msg.respond(encodeJson(reply));

@@ -29,10 +29,28 @@ import { substitute } from "./template/substitute.js";
 
 export { applyOutputFormat } from "./output-format.js";
 
+/** What a Memory match is asked with: the query text and what Memory may know about the task asking. */
+export interface MatchQuery {
+  /** The query: the substituted prompt, or a `<file_paths>` description or context query. */
+  text: string;
+  /** Task type of the node asking (`atomic`). */
+  templateType: string;
+  /** Its subtype, when it has one. */
+  templateSubtype?: string;
+  /** Its declared inputs with the values bound in its environment (a string cut to 1000 characters, a larger value left out). */
+  inputs: Record<string, unknown>;
+  /** The parent's context: its text and the files it hands down (at most 4000 characters). */
+  inheritedContext?: string;
+  /** Outputs of earlier steps of the enclosing sequential task. */
+  previousOutputs?: string[];
+  /** Most matches wanted. */
+  limit?: number;
+}
+
 /** What working out a task's context needs from the Evaluator. */
 export interface ContextDeps {
   /** Associative matching by the Memory role (`memory.match`). */
-  memoryMatch(query: { text: string; previousOutputs?: string[]; limit?: number }, signal: AbortSignal): Promise<{ path: string; score?: number }[]>;
+  memoryMatch(query: MatchQuery, signal: AbortSignal): Promise<{ path: string; score?: number }[]>;
   /** Runs an argv in a Handler (its `run_script` tool), for `<file_paths source="command">`. */
   runCommand?(argv: string[], signal: AbortSignal): Promise<{ stdout: string; exitCode: number | null }>;
 }
@@ -105,8 +123,12 @@ function accumulated(env: Env): string[] {
 
 /** The context settings in effect for `node` in `env` (a subtask's override, the template, the defaults). */
 export function contextSettings(node: TaskNode, env: Env): ContextSettings {
-  const subtype = node.subtype ?? (node.origin === "director" || node.origin === "evaluator" ? node.origin : undefined);
-  return effectiveContext(node.type, subtype, node.contextManagement, override(env));
+  return effectiveContext(node.type, subtypeOf(node), node.contextManagement, override(env));
+}
+
+/** The node's subtype; a director or evaluator step of a loop is one by its place. */
+function subtypeOf(node: TaskNode): string | undefined {
+  return node.subtype ?? (node.origin === "director" || node.origin === "evaluator" ? node.origin : undefined);
 }
 
 type Substituted = { ok: true; text: string } | { ok: false; result: TaskResult };
@@ -121,7 +143,36 @@ class ContextFailure extends Error {
   override name = "ContextFailure";
 }
 
-async function match(deps: ContextDeps, query: { text: string; previousOutputs?: string[] }, signal: AbortSignal): Promise<string[]> {
+/** Characters of one input value a Memory match is sent at most. */
+const MATCH_INPUT_CHARS = 1000;
+/** Characters of inherited context a Memory match is sent at most. */
+const MATCH_CONTEXT_CHARS = 4000;
+/** Input names the `memory.match` schema accepts. */
+const INPUT_NAME = /^[A-Za-z_][\w.-]*$/;
+
+/** What Memory is told about the node asking, besides the query text. */
+type Asker = Omit<MatchQuery, "text" | "previousOutputs" | "limit">;
+
+function askerOf(node: TaskNode, env: Env, parent: InheritedContext | undefined): Asker {
+  const inputs: Record<string, unknown> = {};
+  for (const input of node.inputs) {
+    const bound = find(env, input.name);
+    if (!bound.found || bound.value === undefined || !INPUT_NAME.test(input.name)) continue;
+    // Inputs are hints to Memory: a long text is cut, a large structure left out, so the request stays small.
+    if (typeof bound.value === "string") inputs[input.name] = bound.value.slice(0, MATCH_INPUT_CHARS);
+    else if ((JSON.stringify(bound.value)?.length ?? Infinity) <= MATCH_INPUT_CHARS) inputs[input.name] = bound.value;
+  }
+  const subtype = subtypeOf(node);
+  const inheritedText = [parent?.text, parent && parent.files.length > 0 ? `Inherited files: ${parent.files.join(", ")}` : undefined].filter((t) => t !== undefined);
+  return {
+    templateType: node.type,
+    ...(subtype === undefined ? {} : { templateSubtype: subtype }),
+    inputs,
+    ...(inheritedText.length > 0 ? { inheritedContext: inheritedText.join("\n\n").slice(0, MATCH_CONTEXT_CHARS) } : {}),
+  };
+}
+
+async function match(deps: ContextDeps, query: Omit<MatchQuery, "limit">, signal: AbortSignal): Promise<string[]> {
   try {
     const matches = await deps.memoryMatch({ ...query, limit: MATCH_LIMIT }, signal);
     return matches.slice(0, MATCH_LIMIT).map((m) => m.path);
@@ -132,7 +183,7 @@ async function match(deps: ContextDeps, query: { text: string; previousOutputs?:
 }
 
 /** The files of a `<file_paths>` block; problems are collected in `errors` (they never fail the task). */
-async function explicitFiles(deps: ContextDeps, fp: FilePaths, env: Env, prompt: string, errors: string[], signal: AbortSignal): Promise<{ ok: true; files: string[] } | { ok: false; result: TaskResult }> {
+async function explicitFiles(deps: ContextDeps, fp: FilePaths, env: Env, prompt: string, asker: Asker, errors: string[], signal: AbortSignal): Promise<{ ok: true; files: string[] } | { ok: false; result: TaskResult }> {
   const noFiles = (why: string) => {
     errors.push(why);
     return { ok: true as const, files: [] };
@@ -172,7 +223,7 @@ async function explicitFiles(deps: ContextDeps, fp: FilePaths, env: Env, prompt:
       const query = fp.source === "description" ? (fp.description?.trim() ? substituted(fp.description, env) : { ok: true as const, text: prompt }) : substituted(fp.contextQuery ?? "", env);
       if (!query.ok) return query;
       if (query.text.trim() === "") return noFiles(`file_paths source '${fp.source}' has no query text`);
-      return { ok: true, files: await match(deps, { text: query.text }, signal) };
+      return { ok: true, files: await match(deps, { ...asker, text: query.text }, signal) };
     }
   }
 }
@@ -197,6 +248,7 @@ export async function atomicContext(
 ): Promise<{ ok: true; value: AtomicContext } | { ok: false; result: TaskResult }> {
   const settings = contextSettings(node, env);
   const parent = inherited(env);
+  const asker = askerOf(node, env, parent);
   const sources: string[] = [];
   const errors: string[] = [];
   const files: string[] = [];
@@ -204,7 +256,7 @@ export async function atomicContext(
   try {
     let explicit: string[] | undefined;
     if (node.filePaths) {
-      const got = await explicitFiles(deps, node.filePaths, env, prompt, errors, signal);
+      const got = await explicitFiles(deps, node.filePaths, env, prompt, asker, errors, signal);
       if (!got.ok) return got;
       explicit = got.files;
       sources.push(`file_paths:${node.filePaths.source}`);
@@ -214,7 +266,7 @@ export async function atomicContext(
       if (parent.text) text.push(parent.text);
       sources.push("inherited");
     } else if (settings.inheritContext === "subset" && parent && explicit === undefined && parent.files.length > 0) {
-      files.push(...filterSubset(parent.files, await match(deps, { text: prompt }, signal)));
+      files.push(...filterSubset(parent.files, await match(deps, { ...asker, text: prompt }, signal)));
       sources.push("inherited_subset");
     }
     files.push(...(explicit ?? []));
@@ -227,7 +279,7 @@ export async function atomicContext(
       sources.push("accumulated");
     }
     if (settings.freshContext === "enabled") {
-      files.push(...(await match(deps, { text: prompt, ...(carried.length > 0 ? { previousOutputs: carried } : {}) }, signal)));
+      files.push(...(await match(deps, { ...asker, text: prompt, ...(carried.length > 0 ? { previousOutputs: carried } : {}) }, signal)));
       sources.push("fresh_context");
     }
   } catch (err) {

@@ -10,11 +10,12 @@ import {
   type EvaluationOutcome,
   type EvaluationStepInput,
   type InputWaitInput,
+  LAST_EVALUATOR_OUTPUT,
   type SubtaskInput,
   type SuspendedResult,
 } from "../machines/continuation.js";
 import { CONTEXT_BINDING, CONTEXT_OVERRIDE_BINDING, type PartialContextSettings } from "../machines/context-defaults.js";
-import { flatten, rootEnv, type Env } from "../machines/env.js";
+import { find, flatten, rootEnv, type Env } from "../machines/env.js";
 import { splitCommand } from "../machines/script-argv.js";
 import { SCRIPT_EVALUATION_TYPES, type InputRequest, type SessionState, type SubtaskRequest, type TaskResult, type TemplateDocument } from "../protocol/index.js";
 import { DEFAULT_SCRIPT_TIMEOUT_S, type CommandOutcome } from "./evaluator-script.js";
@@ -36,6 +37,8 @@ export interface ContinuationWalk {
   /** Resumes a suspended session. */
   resume(nodePath: string, session: SessionState, answer: string, signal: AbortSignal): Promise<SuspendedResult>;
   progress(event: string, message: string, data?: Record<string, unknown>): void;
+  /** The substituted `<criteria>` of the task at `nodePath`, if it has any: more text to match evaluation templates on (C14). */
+  criteria?(nodePath: string, env: Env): string | undefined;
 }
 
 const escapeAttr = (text: string) => text.replace(/[^A-Za-z0-9_:-]/g, "");
@@ -75,16 +78,23 @@ Output to evaluate:
 {{script_section}}</description>
 </task>`;
 
-/** The evaluator template of an evaluation: the best `atomic:evaluator` match on criteria and target, else a built-in one. */
+/**
+ * The evaluator template of an evaluation: the best `atomic:evaluator` match on `text` (the request's criteria and
+ * target, and the director task's own `<criteria>`), else a built-in one.
+ */
 export function chooseEvaluationTemplate(library: TemplateLibrary, text: string): { document: TemplateDocument; name: string; source: "library" | "generated" } {
   const best = library.match(text, { type: "atomic", subtype: "evaluator", limit: 1 })[0];
   if (best) return { document: best.template.document, name: best.template.name, source: "library" };
   return { document: generated(EVALUATOR_XML), name: "builtin:evaluator", source: "generated" };
 }
 
-/** Reserved (`$`) bindings of `env`: they follow a child into its own environment. */
+/** Reserved (`$`) bindings of `env`, and `last_evaluator_output` (C21): they follow a child into its own environment. */
 function reservedBindings(env: Env): Record<string, unknown> {
-  return Object.fromEntries(Object.entries(flatten(env)).filter(([name]) => name.startsWith("$")));
+  const last = find(env, LAST_EVALUATOR_OUTPUT);
+  return {
+    ...Object.fromEntries(Object.entries(flatten(env)).filter(([name]) => name.startsWith("$"))),
+    ...(last.found ? { [LAST_EVALUATOR_OUTPUT]: last.value } : {}),
+  };
 }
 
 function contextOverride(request: SubtaskRequest): PartialContextSettings {
@@ -143,8 +153,10 @@ async function runEvaluation(walk: ContinuationWalk, input: EvaluationStepInput,
   const scriptSection = script
     ? `\nScript \`${request.target ?? ""}\` ${script.error ? `could not run: ${script.error}` : script.timedOut ? "timed out" : `exited with code ${script.exitCode ?? "none"}`}.\nstdout:\n${script.stdout}\nstderr:\n${script.stderr}`
     : "";
-  const chosen = chooseEvaluationTemplate(walk.library, `${criteria} ${request.target ?? ""}`);
+  const own = walk.criteria?.(input.path, input.env);
+  const chosen = chooseEvaluationTemplate(walk.library, [criteria, request.target ?? "", own ?? ""].join(" "));
   const env = rootEnv({
+    [LAST_EVALUATOR_OUTPUT]: "",
     ...reservedBindings(input.env),
     criteria,
     target: request.target ?? "",
@@ -163,14 +175,15 @@ async function runEvaluation(walk: ContinuationWalk, input: EvaluationStepInput,
   });
   const result = await walk.evaluateDocument(chosen.document, env, signal, `${input.path}/evaluation${input.iteration}:`);
   const success = successOf(result);
+  const lastEvaluatorOutput = result.status === "COMPLETE" ? result.content : (result.error?.message ?? result.content);
   const answer = JSON.stringify({
     status: result.status,
     ...(success === undefined ? {} : { success }),
-    last_evaluator_output: result.status === "COMPLETE" ? result.content : (result.error?.message ?? result.content),
+    [LAST_EVALUATOR_OUTPUT]: lastEvaluatorOutput,
     template_used: chosen.name,
     ...(script ? { script: { exitCode: script.exitCode, timedOut: script.timedOut, stdout: script.stdout, stderr: script.stderr, ...(script.error ? { error: script.error } : {}) } } : {}),
   });
-  return { result, answer };
+  return { result, answer, lastEvaluatorOutput };
 }
 
 /** The continuation machine with its effects provided for `walk`. */

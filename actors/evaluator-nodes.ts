@@ -3,14 +3,13 @@
  * summarised for the evaluation machine ({@link summarize}), and the strict `{{var}}` substitution (with inline
  * calls) of an atomic task's prompt-bearing fields ({@link prepareAtomic}).
  */
-import type { EvalNode } from "../machines/evaluation.js";
+import { ATOMIC_TYPES, type EvalNode } from "../machines/evaluation.js";
 import type { Env } from "../machines/env.js";
 import type { StepNode, TaskNode, TaskResult, TemplateDocument } from "../protocol/index.js";
 import { expandText, type InlineCall } from "./evaluator-inline.js";
 import type { SubstituteMode } from "./template/substitute.js";
 
 const STEP_KINDS = new Set(["task", "call", "cond", "element"]);
-const ATOMIC: ReadonlySet<string> = new Set(["atomic", "standard", "subtask", "director", "evaluator"]);
 
 function isStepNode(value: unknown): value is StepNode {
   return typeof value === "object" && value !== null && STEP_KINDS.has(String(Reflect.get(value, "kind")));
@@ -39,6 +38,15 @@ export function entryPath(document: TemplateDocument): string | undefined {
   return index < 0 ? undefined : String(index);
 }
 
+/** The `<output_slot>`s of sequential steps, by step index (absent when no step has one). */
+function outputSlotsOf(steps: readonly StepNode[]): { outputSlots?: Record<number, string> } {
+  const slots: Record<number, string> = {};
+  steps.forEach((step, i) => {
+    if (step.kind === "task" && step.outputSlot !== undefined) slots[i] = step.outputSlot;
+  });
+  return Object.keys(slots).length > 0 ? { outputSlots: slots } : {};
+}
+
 /** The plain summary of a node the evaluation machine routes on. */
 export function summarize(node: StepNode): EvalNode {
   switch (node.kind) {
@@ -50,8 +58,9 @@ export function summarize(node: StepNode): EvalNode {
         loc: node.loc,
         ...(node.name ? { name: node.name } : {}),
         ...(node.ref ? { ref: node.ref } : {}),
-        ...(ATOMIC.has(node.type) && !node.ref && reparseAllowed(node) ? { reparse: true } : {}),
+        ...(ATOMIC_TYPES.has(node.type) && !node.ref && reparseAllowed(node) ? { reparse: true } : {}),
         ...(node.steps ? { stepCount: node.steps.length } : {}),
+        ...(node.steps ? outputSlotsOf(node.steps) : {}),
         ...(cm?.accumulateData !== undefined ? { accumulate: cm.accumulateData } : {}),
         ...(cm?.accumulationFormat ? { format: cm.accumulationFormat } : {}),
         ...(node.initialValue ? { initialValue: node.initialValue.value ?? "", initialTask: node.initialValue.task !== undefined } : {}),
@@ -123,20 +132,37 @@ function atomicFields(node: TaskNode): AtomicFields {
   };
 }
 
+/** A task's `<criteria>` as text (a list as `- item` lines); undefined when it has none (C23). */
+export function criteriaText(node: TaskNode): string | undefined {
+  const c = node.criteria;
+  if (c === undefined) return undefined;
+  const text = typeof c === "string" ? c.trim() : c.map((item) => `- ${item.trim()}`).join("\n");
+  return text === "" ? undefined : text;
+}
+
 /**
- * Substitutes `{{var}}` from `env` and runs inline calls `{{f(…)}}` in every field (strict: a missing variable fails
+ * Substitutes `{{var}}` from `env` and runs inline calls `{{f(…)}}` in every field, and in `<criteria>` (strict: a missing variable fails
  * the task, C13, naming every missing variable; `lenient` inserts `{{undefined:name}}` instead; a failing inline
  * call fails it with the call's result).
  */
-export async function prepareAtomic(node: TaskNode, env: Env, call: (c: InlineCall) => Promise<TaskResult>, mode: SubstituteMode = "strict"): Promise<{ ok: true; fields: AtomicFields } | { ok: false; result: TaskResult }> {
+export async function prepareAtomic(
+  node: TaskNode,
+  env: Env,
+  call: (c: InlineCall) => Promise<TaskResult>,
+  mode: SubstituteMode = "strict",
+): Promise<{ ok: true; fields: AtomicFields; criteria?: string } | { ok: false; result: TaskResult }> {
   const fields = atomicFields(node);
+  const criteria = criteriaText(node);
   if (fields.prompt.trim() === "") {
     const at = node.loc ? ` at line ${node.loc.line}, column ${node.loc.col}` : "";
     return { ok: false, result: inputFailure(`the atomic task${at} has no <description> or <instructions>: there is nothing to ask the model`) };
   }
   const out: Record<string, string> = {};
   const missing = new Set<string>();
-  for (const [key, text] of Object.entries(fields)) {
+  // `<criteria>` is substituted like the prompt (C14) but is not sent to the model: it selects evaluation templates.
+  const texts: Record<string, string | undefined> = { prompt: fields.prompt, system: fields.system, model: fields.model, criteria };
+  for (const [key, text] of Object.entries(texts)) {
+    if (text === undefined) continue;
     const done = await expandText(text, env, call, mode);
     if (done.ok) out[key] = done.text;
     else if ("result" in done) return { ok: false, result: done.result };
@@ -146,7 +172,11 @@ export async function prepareAtomic(node: TaskNode, env: Env, call: (c: InlineCa
     const names = [...missing].map((m) => `'${m}'`).join(", ");
     return { ok: false, result: inputFailure(`missing required input: ${names}`, { missing: [...missing] }) };
   }
-  return { ok: true, fields: { prompt: out["prompt"] ?? "", ...(out["system"] !== undefined ? { system: out["system"] } : {}), ...(out["model"] !== undefined ? { model: out["model"] } : {}) } };
+  return {
+    ok: true,
+    fields: { prompt: out["prompt"] ?? "", ...(out["system"] !== undefined ? { system: out["system"] } : {}), ...(out["model"] !== undefined ? { model: out["model"] } : {}) },
+    ...(out["criteria"] !== undefined ? { criteria: out["criteria"] } : {}),
+  };
 }
 
 /**

@@ -6,6 +6,7 @@
  * {@link MAX_REPARSE} levels. `<disable_reparsing>true</disable_reparsing>` (or the attribute) opts a task out.
  */
 import { extend, find, flatten, type Env } from "../machines/env.js";
+import { recoverableError } from "../machines/evaluation.js";
 import { TaskError, type CompileReply, type CompileRequest, type TaskId, type TaskNode, type TaskResult, type TemplateDocument } from "../protocol/index.js";
 import { decomposeRequest } from "./compiler-prompt.js";
 import { prepareAtomic } from "./evaluator-nodes.js";
@@ -18,18 +19,6 @@ export const MAX_REPARSE = 3;
 
 /** Env name of the reparse nesting level. */
 export const REPARSE_LEVEL = "$reparse_level";
-
-/** Whether a failed result may be recovered by decomposition. */
-export function recoverable(result: TaskResult): boolean {
-  return result.status === "FAILED" && recoverableError(result.error);
-}
-
-function recoverableError(error: TaskError | undefined): boolean {
-  if (!error) return false;
-  // A spent budget is not recovered by decomposing: that would spend more.
-  if (error.type === "RESOURCE_EXHAUSTION") return error.resource !== "budget";
-  return error.type === "TASK_FAILURE" && error.details?.["recoverable"] === true;
-}
 
 /** The innermost error of a composite failure (`details.cause` chain): why a decomposition's step failed. */
 export function rootCause(error: TaskError | undefined): TaskError | undefined {

@@ -18,7 +18,7 @@ import { provideContinuation } from "./evaluator-continuation.js";
 import { provideCheckmate } from "./evaluator-checkmate.js";
 import { applyOutputFormat, atomicContext, compositeContextBindings, contextFields, returnsOf, walkContextDeps, withContextNotes, type ContextDeps } from "./evaluator-context.js";
 import { MAX_INLINE_DEPTH, type InlineCall } from "./evaluator-inline.js";
-import { checkParam, entryPath, inputFailure, nodeAt, prepareAtomic, summarize, type AtomicFields } from "./evaluator-nodes.js";
+import { checkParam, criteriaText, entryPath, inputFailure, nodeAt, prepareAtomic, summarize, type AtomicFields } from "./evaluator-nodes.js";
 import { runScriptExecution, runScriptTask, type RunCommand } from "./evaluator-script.js";
 import type { TemplateLibrary } from "./template/library.js";
 import { inspectOption, type InspectHook } from "./inspect-option.js";
@@ -177,7 +177,20 @@ export function provideWalk(walk: Walk, depth: number, inline = 0) {
       }),
       runScript: fromPromise<TaskResult, { path: string; env: Env }>(({ input, signal }) => runScriptTask(walk.script, taskAt(input.path), input.path, input.env, signal)),
       continuation: provideContinuation(
-        { library: walk.library, script: walk.script, resume: walk.resume, waitForInput: walk.waitForInput, progress: walk.progress, evaluateDocument: (document, env, signal, scope) => evaluateDocument(walk, document, env, depth + 1, signal, scope) },
+        {
+          library: walk.library,
+          script: walk.script,
+          resume: walk.resume,
+          waitForInput: walk.waitForInput,
+          progress: walk.progress,
+          evaluateDocument: (document, env, signal, scope) => evaluateDocument(walk, document, env, depth + 1, signal, scope),
+          // Already substituted strictly before the session ran (prepareAtomic), so lenient here cannot differ.
+          criteria: (path, env) => {
+            const text = criteriaText(taskAt(path));
+            const done = text === undefined ? undefined : substitute(text, (p) => find(env, p), "lenient");
+            return done?.ok ? done.text : text;
+          },
+        },
         (path, result) => (result.status === "COMPLETE" ? applyOutputFormat(taskAt(path), result, returnsOf(walk.document, path)) : result),
       ),
       sequential: sequentialMachine.provide({ actions: { progress }, actors: { runStep } }),
@@ -228,6 +241,12 @@ async function bindInputs(walk: Walk, node: TaskNode, path: string, env: Env, en
   const budget = nodeBudgetBinding(node, env);
   if ("error" in budget) return { result: inputFailure(budget.error) };
   const bindings: Record<string, unknown> = { ...budget.bindings };
+  if (node.inputSource !== undefined) {
+    // Seed-era wiring (C21): `<input_source>x</input_source>` makes the value of `x` this task's `input`.
+    const found = find(env, node.inputSource);
+    if (!found.found) return { result: inputFailure(`missing required input: '${node.inputSource}' (the task's <input_source>)`, { missing: [node.inputSource] }) };
+    bindings["input"] = found.value;
+  }
   for (let i = 0; i < node.inputs.length; i++) {
     const input = node.inputs[i];
     if (!input) continue;

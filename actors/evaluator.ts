@@ -124,11 +124,14 @@ export function startEvaluator(deps: ActorDeps, config: EvaluatorConfig): RoleHa
         const match: MatchRequest = {
           type: "memory.match",
           templateDescription: query.text,
-          templateType: "atomic",
-          inputs: {},
+          templateType: query.templateType,
+          ...(query.templateSubtype === undefined ? {} : { templateSubtype: query.templateSubtype }),
+          inputs: query.inputs,
+          ...(query.inheritedContext === undefined ? {} : { inheritedContext: query.inheritedContext }),
           ...(query.previousOutputs && query.previousOutputs.length > 0 ? { previousOutputs: query.previousOutputs } : {}),
         };
-        const answer = await ask(deps, deps.subjects.memoryMatch, match, MatchReply, { timeoutMs: MEMORY_TIMEOUT_MS, signal });
+        // Read-only, so safe to ask again: a Memory process that dies mid-request costs the idle timeout, not all of it.
+        const answer = await askRetrying(deps, deps.subjects.memoryMatch, match, MatchReply, { timeoutMs: MEMORY_TIMEOUT_MS, signal });
         return answer.matches.slice(0, query.limit ?? answer.matches.length).map((m) => ({ path: m.path, ...(m.score === undefined ? {} : { score: m.score }) }));
       },
       progress: (event, message, data) => progress(taskId, event, message, data),

@@ -51,6 +51,8 @@ export interface HandlerConfig {
   warningThreshold?: number;
   /** Malformed tool calls answered with an error before the session fails. Default 3. */
   maxMalformedToolCalls?: number;
+  /** Largest completion of one model call, sent to the model as `max_tokens`. Default: none sent. */
+  maxOutputTokens?: number;
   /** Per-1M-token prices by model id; usage of a listed model gets a `cost`. */
   prices?: Readonly<Record<string, ModelPrice>>;
   /**
@@ -118,7 +120,7 @@ export function startHandler(deps: ActorDeps, config: HandlerConfig, callModel: 
     const machine = handlerSessionMachine.provide({
       actors: {
         callModel: fromPromise(({ input, signal }) =>
-          callModel({ ...input, tools }, signal, {
+          callModel({ ...input, tools, ...(config.maxOutputTokens ? { maxTokens: config.maxOutputTokens } : {}) }, signal, {
             onRetry: (retry) =>
               progress("model.retry", `retry ${retry.attempt}/${retry.maxRetries} in ${retry.delayMs} ms: ${retry.message}`, { ...retry }),
             ...((request.stream ?? config.streamDeltas) ? { onDelta: (text: string) => progress("model.delta", text, { text }) } : {}),
@@ -169,6 +171,7 @@ export function startHandler(deps: ActorDeps, config: HandlerConfig, callModel: 
         contextLimit: Math.floor(contextWindowOf(model, config.contextWindowTokens ?? 128_000) * (config.maxContextWindowFraction ?? 0.8)),
         warningThreshold: config.warningThreshold ?? 0.8,
         maxMalformedToolCalls: config.maxMalformedToolCalls ?? 3,
+        ...(config.maxOutputTokens ? { maxOutputTokens: config.maxOutputTokens } : {}),
         ...(recorded ? { restore: recorded.session } : request.resume ? { restore: { ...request.resume.session, answer: request.resume.answer } } : {}),
         ...sessionBudget(request, priceOf(config.prices, request.resume?.session.model ?? model, model)),
       },

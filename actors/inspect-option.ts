@@ -7,7 +7,7 @@ import type { InspectionEvent } from "xstate";
 /** Who created an inspected actor system: the role of the shell and the task it works on. */
 export interface InspectScope {
   /** The role whose shell created the root actor. */
-  role: "director" | "evaluator" | "handler" | "memory" | "compiler";
+  role: "director" | "evaluator" | "handler" | "memory" | "compiler" | "supervisor";
   /** The task the actor system works on, when it works on one. */
   taskId?: string | undefined;
 }

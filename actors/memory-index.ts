@@ -28,10 +28,13 @@ export interface IndexStore {
   getGlobalIndex(): Promise<IndexSnapshot>;
   /**
    * Replaces the whole index atomically: the new generation becomes visible at once, the old one is removed.
+   * With `ifGeneration`, only if that generation is still the current one (`""`: no index yet): a writer that
+   * merged its entries into a generation it read learns that another writer replaced it.
    * @returns the new generation id.
    * @throws {TypeError} naming the first path that is not absolute.
+   * @throws {IndexConflictError} when `ifGeneration` is given and is no longer current; nothing was replaced.
    */
-  updateGlobalIndex(entries: readonly IndexEntry[]): Promise<string>;
+  updateGlobalIndex(entries: readonly IndexEntry[], options?: UpdateIndexOptions): Promise<string>;
   /**
    * Calls `onGeneration` with the current generation id, then with each new one, whoever wrote it.
    * The callback may see the same id twice; callers compare.
@@ -39,6 +42,25 @@ export interface IndexStore {
   watch(onGeneration: (generation: string) => void): Promise<IndexWatch>;
   /** Whether the index survives the process. */
   readonly durable: boolean;
+}
+
+/** Options of {@link IndexStore.updateGlobalIndex}. */
+export interface UpdateIndexOptions {
+  /** Replace the index only while this generation is current (`""`: while there is none). */
+  ifGeneration?: string;
+}
+
+/** A conditional index write found another generation current than the one it was based on. */
+export class IndexConflictError extends Error {
+  override name = "IndexConflictError";
+  constructor(
+    /** The generation the write was based on. */
+    readonly expected: string,
+    /** The generation current instead. */
+    readonly actual: string,
+  ) {
+    super(`index generation '${expected || "(none)"}' was replaced by '${actual || "(none)"}' before this write`);
+  }
 }
 
 /** An index store that is always empty and refuses writes: the Memory role when no store is given. */

@@ -47,6 +47,8 @@ export interface ModelRequest {
   messages: ChatMessage[];
   /** Tools offered to the model. */
   tools?: readonly ToolDefinition[];
+  /** Largest completion, sent as `max_tokens`; the server's own limit otherwise. */
+  maxTokens?: number;
 }
 
 /** Observers of one model call. */
@@ -101,8 +103,8 @@ export function createModelClient(config: ModelConfig): CallModel {
   });
   const base = config.retryBaseMs ?? 500;
   const max = config.retryMaxMs ?? 30_000;
-  const once = async ({ model, messages, tools }: ModelRequest, signal: AbortSignal, onDelta?: (text: string) => void): Promise<ModelReply> => {
-    const body = { model, messages, ...(tools && tools.length > 0 ? { tools: [...tools] } : {}) };
+  const once = async ({ model, messages, tools, maxTokens }: ModelRequest, signal: AbortSignal, onDelta?: (text: string) => void): Promise<ModelReply> => {
+    const body = { model, messages, ...(tools && tools.length > 0 ? { tools: [...tools] } : {}), ...(maxTokens === undefined ? {} : { max_tokens: maxTokens }) };
     let completion: OpenAI.ChatCompletion;
     if (onDelta) {
       const stream = client.chat.completions.stream({ ...body, stream_options: { include_usage: true } }, { signal });

@@ -11,6 +11,7 @@ const charts = new Map(); // machine id → { svg text }
 const filter = { task: "", role: "", process: "", finished: true };
 let selectedActor;
 let selectedTask;
+let galleryDirty = false; // an actor of the selected task changed: its states in the gallery need redrawing
 const stats = { deltas: 0, lags: [] }; // read by the benchmark
 window.__inspector = stats;
 
@@ -132,6 +133,25 @@ function highlight(container, actor) {
   for (const t of svg.querySelectorAll("g.transition")) t.classList.toggle("taken", Boolean(actor && t.dataset.event === actor.lastEvent && active.has(t.dataset.target)));
 }
 
+/**
+ * Highlights, on every machine's chart in the gallery, the current states of all the selected task's actors of that
+ * machine (class `in-task`), so the whole task is visible at once, not only the focused actor.
+ */
+function renderGallery() {
+  galleryDirty = false;
+  const active = new Map(); // machine id → Set of state ids
+  for (const a of actors.values()) {
+    if (!selectedTask || a.taskId !== selectedTask || !a.isMachine) continue;
+    let set = active.get(a.machine);
+    if (!set) active.set(a.machine, (set = new Set()));
+    for (const id of activeStates(a.machine, a.snapshot.value)) set.add(id);
+  }
+  for (const svg of $("machines").querySelectorAll("svg[data-machine]")) {
+    const set = active.get(svg.dataset.machine);
+    for (const g of svg.querySelectorAll("g.state")) g.classList.toggle("in-task", Boolean(set?.has(g.dataset.state)));
+  }
+}
+
 function showChart(machine) {
   const chart = charts.get(machine);
   const box = $("focus-chart");
@@ -189,6 +209,7 @@ async function selectTask(taskId, focusActor = true) {
   if (!timelines.has(taskId) || tasks.get(taskId)?.replayed) await loadTask(taskId);
   if (selectedTask !== taskId) return;
   renderTaskDetail();
+  renderGallery();
   const main = taskActorOf(taskId);
   if (focusActor && main) selectActor(main.actorId);
   else if (focusActor && !main) {
@@ -247,6 +268,7 @@ function timelineItem(entry) {
 function upsertActor(actor) {
   actors.set(actor.actorId, actor);
   renderActor(actor);
+  if (selectedTask && actor.taskId === selectedTask) galleryDirty = true;
   if (actor.actorId === selectedActor) renderFocus();
   if (selectedTask && actor.taskId === selectedTask && actor.machine === "task" && taskActorOf(selectedTask) === actor && selectedActor !== actor.actorId && !actors.get(selectedActor)) selectActor(actor.actorId);
 }
@@ -268,6 +290,7 @@ function applyDelta(delta) {
     list?.push(entry);
     if (taskId === selectedTask) $("timeline").append(timelineItem(entry));
   }
+  if (galleryDirty) renderGallery();
   $("actor-count").textContent = `(${[...actors.values()].filter((a) => a.snapshot.status === "active").length} active)`;
   stats.deltas++;
   const now = Date.now();
@@ -308,6 +331,10 @@ async function start() {
     renderTask(task);
   }
   for (const actor of state.actors) upsertActor(actor);
+  if (state.replayError) {
+    $("notice").textContent = state.replayError;
+    $("notice").hidden = false;
+  }
   loaded = true;
   for (const delta of queued.splice(0)) applyDelta(delta);
   for (const id of ["filter-task", "filter-role", "filter-process", "filter-finished"]) $(id).addEventListener("input", applyFilters);

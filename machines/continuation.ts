@@ -77,6 +77,8 @@ export interface ContinuationContext extends ContinuationInput {
   evaluations: number;
   /** The answer to resume the session with. */
   answer?: string;
+  /** The latest evaluation's output (C21). */
+  lastEvaluatorOutput?: string;
   failure?: TaskResult;
 }
 
@@ -105,7 +107,12 @@ export interface EvaluationStepInput {
 export interface EvaluationOutcome {
   result: TaskResult;
   answer: string;
+  /** The evaluation's output (or its error): bound as `last_evaluator_output` (C21). */
+  lastEvaluatorOutput: string;
 }
+
+/** The one variable that survives between continuations of a dynamic director–evaluator (seed 000, C21). */
+export const LAST_EVALUATOR_OUTPUT = "last_evaluator_output";
 
 /** FNV-1a over a request's identity: type, subtype, description and inputs (not hints or settings). */
 export function signatureOf(request: SubtaskRequest): string {
@@ -277,7 +284,15 @@ export const continuationMachine = setup({
           iteration: context.evaluations,
           env: context.env,
         }),
-        onDone: { target: "resuming", actions: assign({ answer: ({ event }) => event.output.answer }) },
+        onDone: {
+          target: "resuming",
+          actions: assign({
+            answer: ({ event }) => event.output.answer,
+            lastEvaluatorOutput: ({ event }) => event.output.lastEvaluatorOutput,
+            // C21: later evaluations and subtasks of this session see the latest evaluation's output.
+            env: ({ context, event }) => extend(context.env, { [LAST_EVALUATOR_OUTPUT]: event.output.lastEvaluatorOutput }),
+          }),
+        },
         onError: { target: "failed", actions: assign({ failure: ({ context, event }) => failure(context, "unexpected_error", `evaluation failed: ${String(event.error)}`) }) },
       },
     },
@@ -325,7 +340,11 @@ export const continuationMachine = setup({
   output: ({ context }) => {
     if (context.failure) return context.failure;
     const { session: _session, ...result } = context.result;
-    const counts = { ...(context.subtasks > 0 ? { subtasks: context.subtasks } : {}), ...(context.evaluations > 0 ? { evaluations: context.evaluations } : {}) };
+    const counts = {
+      ...(context.subtasks > 0 ? { subtasks: context.subtasks } : {}),
+      ...(context.evaluations > 0 ? { evaluations: context.evaluations } : {}),
+      ...(context.lastEvaluatorOutput === undefined ? {} : { [LAST_EVALUATOR_OUTPUT]: context.lastEvaluatorOutput }),
+    };
     return { ...result, notes: { ...result.notes, ...counts } };
   },
 });

@@ -7,12 +7,13 @@
  * `templates.1.body`) and a plain summary ({@link EvalNode}); the shell resolves paths to typed AST nodes.
  * Composites are child machines registered by name: `sequential`, `reduce`, `directorEvaluator`, `checkmate` (a
  * `judge_loop`), and
- * `continuation` for an atomic task whose session returned CONTINUATION (a subtask or an evaluation).
+ * `continuation` for an atomic task whose session returned CONTINUATION (a subtask or an evaluation). An atomic
+ * task that fails recoverably ({@link recoverable}), before or after a continuation, goes to `reparsing`.
  * Effects: `bindInputs` (the node's `<inputs>` bound into its environment), `runAtomic` (substitute and run
  * in a Handler), `runScript` (a `script` task's command, run by a Handler), `runCall` (a function template call), `runCond` (the first true case of a `<cond>`) and `progress`. `evaluation.cancel` aborts the node in flight.
  */
 import { assign, fromPromise, setup } from "xstate";
-import type { AccumulationFormat, TaskResult } from "../protocol/index.js";
+import type { AccumulationFormat, TaskError, TaskResult } from "../protocol/index.js";
 import type { Env } from "./env.js";
 import { continuationMachine, DEFAULT_MAX_EVALUATIONS, DEFAULT_MAX_SUBTASK_DEPTH, type SuspendedResult } from "./continuation.js";
 import { checkmateMachine } from "./checkmate.js";
@@ -34,6 +35,8 @@ export interface EvalNode {
   name?: string;
   /** sequential: number of `<steps>`. */
   stepCount?: number;
+  /** sequential: the `<output_slot>` of each step that has one (step index → variable name). */
+  outputSlots?: Record<number, string>;
   /** sequential: `accumulate_data` in effect. */
   accumulate?: boolean;
   /** sequential: `accumulation_format` in effect. */
@@ -69,11 +72,11 @@ export interface EvaluationContext<N extends EvalNode = EvalNode> extends Evalua
 /** What binding a node's inputs gives: its environment, or the failure that stopped it. */
 export type BindOutcome = { env: Env } | { result: TaskResult };
 
-/** Upper bound on the characters of step output a SequentialHistory keeps. */
+/** Upper bound on the characters (step output and serialized notes) a SequentialHistory keeps. */
 export const MAX_HISTORY_CHARS = 64_000;
 
 /** Task types the atomic path executes. */
-const ATOMIC_TYPES = new Set(["atomic", "standard", "subtask", "director", "evaluator"]);
+export const ATOMIC_TYPES: ReadonlySet<string> = new Set(["atomic", "standard", "subtask", "director", "evaluator"]);
 
 function failed(reason: "not_supported" | "unexpected_error" | "execution_halted", message: string): TaskResult {
   return { content: "", status: "FAILED", notes: {}, error: { type: "TASK_FAILURE", reason, message } };
@@ -89,10 +92,17 @@ function errorResult({ event }: { event: { error: unknown } }): TaskResult {
   return failed("unexpected_error", event.error instanceof Error ? event.error.message : String(event.error));
 }
 
-/** A failure decomposition may recover from: a resource ran out (not the task's budget), or the failure says it is recoverable. */
-function recoverable(result: TaskResult): boolean {
-  if (result.status !== "FAILED" || !result.error) return false;
-  return (result.error.type === "RESOURCE_EXHAUSTION" && result.error.resource !== "budget") || (result.error.type === "TASK_FAILURE" && result.error.details?.["recoverable"] === true);
+/** An error decomposition may recover from: a resource ran out (not the task's budget), or the error says it is recoverable. */
+export function recoverableError(error: TaskError | undefined): boolean {
+  if (!error) return false;
+  // A spent budget is not recovered by decomposing: that would spend more.
+  if (error.type === "RESOURCE_EXHAUSTION") return error.resource !== "budget";
+  return error.type === "TASK_FAILURE" && error.details?.["recoverable"] === true;
+}
+
+/** A failed result decomposition may recover from ({@link recoverableError}). */
+export function recoverable(result: TaskResult): boolean {
+  return result.status === "FAILED" && recoverableError(result.error);
 }
 
 const isTask = (node: EvalNode, type: string) => node.kind === "task" && (node.type ?? "atomic") === type;
@@ -203,7 +213,11 @@ export const evaluationMachine = setup({
           maxDepth: DEFAULT_MAX_SUBTASK_DEPTH,
           maxEvaluations: DEFAULT_MAX_EVALUATIONS,
         }),
-        onDone: { target: "done", actions: assign({ result: ({ event }) => event.output }) },
+        onDone: [
+          // A session that runs out of a resource after resuming is decomposed like one that never suspended.
+          { guard: ({ context, event }) => context.node.reparse === true && recoverable(event.output), target: "reparsing", actions: assign({ result: ({ event }) => event.output }) },
+          { target: "done", actions: assign({ result: ({ event }) => event.output }) },
+        ],
         onError: { target: "failed", actions: assign({ result: errorResult }) },
       },
     },
@@ -231,6 +245,7 @@ export const evaluationMachine = setup({
           accumulate: context.node.accumulate ?? true,
           format: context.node.format ?? "notes_only",
           maxHistoryChars: MAX_HISTORY_CHARS,
+          ...(context.node.outputSlots ? { outputSlots: context.node.outputSlots } : {}),
         }),
         onDone: { target: "done", actions: assign({ result: ({ event }) => event.output }) },
         onError: { target: "failed", actions: assign({ result: errorResult }) },

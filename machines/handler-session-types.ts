@@ -45,6 +45,8 @@ export interface HandlerSessionInput {
   warningThreshold: number;
   /** Malformed tool calls answered with an error before the session fails. */
   maxMalformedToolCalls: number;
+  /** The output limit the Handler sends with each model call, if it sends one. */
+  maxOutputTokens?: number;
   /**
    * Go on from an earlier state of the session: a suspended one (with `toolCallId` and the `answer` to its pending
    * tool call), or one recorded after a completed turn (without either).
@@ -108,6 +110,8 @@ export interface HandlerSessionContext extends HandlerSessionInput {
   context: ContextMetrics;
   /** Prompt plus completion tokens the server reported for the last call (a floor under the next call). */
   reportedTokens: number;
+  /** Completion tokens the server reported for the last call. */
+  outputTokens: number;
   /** `contextWarning` has fired. */
   warned: boolean;
   /** Malformed tool calls so far. */

@@ -92,6 +92,7 @@ export const handlerSessionMachine = setup({
       finishReason: "",
       context: { used: 0, limit: input.contextLimit, peak: 0 },
       reportedTokens: 0,
+      outputTokens: 0,
       warned: false,
       malformedToolCalls: 0,
     };
@@ -219,6 +220,7 @@ export const handlerSessionMachine = setup({
               finishReason: event.output.finishReason,
               model: event.output.model,
               reportedTokens: event.output.usage.promptTokens + event.output.usage.completionTokens,
+              outputTokens: event.output.usage.completionTokens,
               usage: {
                 promptTokens: context.usage.promptTokens + event.output.usage.promptTokens,
                 completionTokens: context.usage.completionTokens + event.output.usage.completionTokens,
@@ -266,6 +268,8 @@ export const handlerSessionMachine = setup({
               type: "RESOURCE_EXHAUSTION" as const,
               resource: "output" as const,
               message: "the model's output was cut at its token limit (finish_reason 'length')",
+              // Without an output limit of the Handler's own, the server's is where the answer was cut.
+              metrics: { used: context.outputTokens, limit: context.maxOutputTokens ?? context.outputTokens },
               content: context.content,
             }),
           }),

@@ -4,7 +4,8 @@
  *
  * running ⇄ advancing → done | failed. Each step is evaluated by the `runStep` actor (the shell evaluates the
  * node at the step's path). After each step, the next step sees `step_results` (every earlier output, in order),
- * `previous_result`, and, when the task accumulates data, `history`: the SequentialHistory in the task's
+ * `previous_result`, the `<output_slot>` variables of earlier steps and the latest `last_evaluator_output` (C21),
+ * and, when the task accumulates data, `history`: the SequentialHistory in the task's
  * `accumulation_format` (notes only, or output and notes). The history is bounded ({@link SequentialInput.maxHistoryChars})
  * and lives only in this actor's context, so it is discarded when the sequence ends.
  */
@@ -22,7 +23,7 @@ export interface HistoryEntry {
   output?: string;
   /** The step's notes. */
   notes: Record<string, unknown>;
-  /** Set when `output` was cut to fit the history bound. */
+  /** Set when `output` was cut, or `notes` dropped, to fit the history bound. */
   truncated?: boolean;
 }
 
@@ -38,8 +39,10 @@ export interface SequentialInput {
   accumulate: boolean;
   /** `accumulation_format` in effect. */
   format: AccumulationFormat;
-  /** Upper bound on the characters of output kept in the history. */
+  /** Upper bound on the characters of the history: output (with `full_output`) and serialized notes. */
   maxHistoryChars: number;
+  /** `<output_slot>` of each step (index → variable name): the step's output is bound to it for the later steps. */
+  outputSlots?: Readonly<Record<number, string>>;
 }
 
 /** Context of a sequential actor. */
@@ -50,8 +53,10 @@ export interface SequentialContext extends SequentialInput {
   outputs: string[];
   /** The SequentialHistory. */
   history: HistoryEntry[];
-  /** Characters of output stored in the history so far. */
+  /** Characters of output and serialized notes stored in the history so far. */
   historyChars: number;
+  /** Variables the finished steps bound: their `<output_slot>`s, and `last_evaluator_output` (C21). */
+  slots: Record<string, unknown>;
   result?: TaskResult;
 }
 
@@ -84,7 +89,7 @@ function thrown(error: unknown): TaskError {
 }
 
 function stepEnv(context: SequentialContext): Env {
-  const bindings: Record<string, unknown> = { step_results: context.outputs, previous_result: context.outputs.at(-1) ?? "" };
+  const bindings: Record<string, unknown> = { ...context.slots, step_results: context.outputs, previous_result: context.outputs.at(-1) ?? "" };
   if (context.accumulate) {
     bindings["history"] = context.history;
     bindings[ACCUMULATED_BINDING] = accumulatedOutputs(context.history);
@@ -101,7 +106,19 @@ function recorded(context: SequentialContext, result: TaskResult): Partial<Seque
     if (entry.output.length < result.content.length) entry.truncated = true;
     chars += entry.output.length;
   }
-  return { outputs: [...context.outputs, result.content], history: [...context.history, entry], historyChars: chars, index: context.index + 1 };
+  // Notes count against the bound too: notes that do not fit are dropped from the entry.
+  const notesChars = Object.keys(result.notes).length === 0 ? 0 : JSON.stringify(result.notes).length;
+  if (chars + notesChars > context.maxHistoryChars) {
+    entry.notes = {};
+    entry.truncated = true;
+  } else chars += notesChars;
+  const slots = { ...context.slots };
+  // C21: an evaluation's output survives as `last_evaluator_output` for the later steps.
+  const evaluated = result.notes["last_evaluator_output"];
+  if (typeof evaluated === "string") slots["last_evaluator_output"] = evaluated;
+  const slot = context.outputSlots?.[context.index];
+  if (slot !== undefined) slots[slot] = result.content;
+  return { outputs: [...context.outputs, result.content], history: [...context.history, entry], historyChars: chars, slots, index: context.index + 1 };
 }
 
 function failure(context: SequentialContext, error: TaskError | undefined): TaskResult {
@@ -132,7 +149,7 @@ export const sequentialMachine = setup({
   },
 }).createMachine({
   id: "sequential",
-  context: ({ input }) => ({ ...input, index: 0, outputs: [], history: [], historyChars: 0 }),
+  context: ({ input }) => ({ ...input, index: 0, outputs: [], history: [], historyChars: 0, slots: {} }),
   initial: "advancing",
   states: {
     advancing: {

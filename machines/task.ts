@@ -72,7 +72,10 @@ function failure(message: string): TaskResult {
  * Version of the task machine's persisted snapshots. Raise it when a change to states, context or children makes
  * older snapshots unfit, and add a migration from the old version in actors/director-snapshot.ts.
  */
-export const TASK_MACHINE_VERSION = 1;
+export const TASK_MACHINE_VERSION = 2;
+
+/** The id of the invoked evaluation: a restored snapshot finds its child under it (v1 used xstate's generated id). */
+export const EVALUATE_ID = "evaluate";
 
 export const taskMachine = setup({
   types: {
@@ -110,6 +113,7 @@ export const taskMachine = setup({
       description: "The Evaluator is walking the template.",
       entry: { type: "announce", params: { event: "task.running", state: "running", message: "running" } },
       invoke: {
+        id: EVALUATE_ID,
         src: "evaluate",
         input: ({ context }) => ({ taskId: context.taskId, xml: context.xml, inputs: context.inputs }),
         onDone: [

@@ -15,5 +15,6 @@ export * from "./memory.js";
 export * from "./control.js";
 export * from "./compiler.js";
 export * from "./checkmate.js";
+export * from "./goals.js";
 export * from "./subjects.js";
 export type * from "./template.js";

@@ -6,7 +6,7 @@
 import { z } from "zod";
 
 /** The roles an inspected actor can belong to. */
-export const InspectRole = z.enum(["director", "evaluator", "handler", "memory", "compiler", "client"]);
+export const InspectRole = z.enum(["director", "evaluator", "handler", "memory", "compiler", "supervisor", "client"]);
 export type InspectRole = z.infer<typeof InspectRole>;
 
 /** The kinds of inspection message, also the last token of their subject. */

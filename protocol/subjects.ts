@@ -82,7 +82,7 @@ export function createSubjects(root: string = DEFAULT_ROOT) {
     /** Internal: cancellation broadcast. */
     cancelBroadcast: `${root}.control.cancel`,
     /** Queue group shared by all processes of a role. */
-    queue: (role: "director" | "evaluator" | "handler" | "memory" | "compiler") => `${root}.${role}`,
+    queue: (role: "director" | "evaluator" | "handler" | "memory" | "compiler" | "supervisor") => `${root}.${role}`,
     /** JetStream stream holding accepted submissions. */
     intakeStream: `${upper}_INTAKE`,
     /** JetStream stream holding task events and results, for replay. */
@@ -99,6 +99,28 @@ export function createSubjects(root: string = DEFAULT_ROOT) {
     superseded: `${root}.control.superseded`,
     /** KV bucket of the global file-metadata index (Memory). */
     indexBucket: `${upper}_INDEX`,
+    /** Public: submit an autonomous goal ({@link GoalSubmitRequest}); Supervisors answer. */
+    goalsSubmit: `${root}.goals.submit`,
+    /** Public: list the goals. */
+    goalsList: `${root}.goals.list`,
+    /** Public: a goal with its sub-goals and evaluations. */
+    goalGet: (id: string) => `${root}.goals.${idToken(id)}.get`,
+    /** Public: resume a paused goal (resets its replan count). */
+    goalResume: (id: string) => `${root}.goals.${idToken(id)}.resume`,
+    /** Public: cancel a goal and every task of its tree. */
+    goalCancel: (id: string) => `${root}.goals.${idToken(id)}.cancel`,
+    /** Public: events of a goal. */
+    goalEvents: (id: string) => `${root}.goals.${idToken(id)}.events`,
+    /** Wildcard over every goal's request subjects (Supervisors serve them). */
+    anyGoalRequest: (verb: "get" | "resume" | "cancel") => `${root}.goals.*.${verb}`,
+    /** Extracts the goal-id token from a `<root>.goals.<id>.<verb>` subject. */
+    goalIdOf: (subject: string): string | undefined => subject.split(".")[rootDepth + 1],
+    /** Public: alerts for operators (escalated goals, major replans). */
+    operatorAlerts: `${root}.operator.alerts`,
+    /** Internal: a Supervisor asks the others to stop a goal's loop (cancel, pause). */
+    goalControl: `${root}.control.goals`,
+    /** KV bucket of goals and Supervisor leases. */
+    goalsBucket: `${upper}_GOALS`,
     /** Durable consumer name of Directors on the intake stream. */
     directorConsumer: "directors",
   } as const;

@@ -48,6 +48,7 @@ export function registerInspectCommand(program: Command): void {
       subjects,
       port: pagePort,
       replay: natsTaskReplay(nc, subjects),
+      onReplayError: (err) => log.warn({ err: messageOf(err) }, "cannot replay finished tasks from the events stream (does this NATS user have read access to it?)"),
       ...(bridge ? { onMessage: (m) => bridge?.forward(m) } : {}),
     });
     process.stderr.write(`dirigent: inspector on ${server.url} (NATS at ${bus.description}, subjects under '${subjects.root}')\n`);

@@ -1,8 +1,11 @@
 /** `dirigent memory index DIR` and `dirigent memory match QUERY`: building and tuning the global file index. */
+import { realpath } from "node:fs/promises";
+import { resolve } from "node:path";
 import { Option, type Command } from "commander";
 import { chooseWithModel, LLM_CANDIDATES } from "../actors/memory-llm.js";
 import { IndexRanker, toFileMatch } from "../actors/memory-rank.js";
-import type { MatchRequest } from "../protocol/index.js";
+import { isInside } from "../actors/tools/workspace.js";
+import type { FileMatch, MatchRequest } from "../protocol/index.js";
 import { collect, commonOptions, setup, UsageError, type CommonFlags } from "./cli-common.js";
 import { place, type Placement } from "./connect.js";
 import { natsAuth } from "./nats-auth.js";
@@ -131,6 +134,10 @@ export function registerMemoryCommands(program: Command, write: Write = (text) =
           await model.stop();
         }
       }
+      const outside = await outsideWorkspace(matches, config.workspaceRoot);
+      if (outside.length > 0) {
+        note(`warning: ${outside.length} of ${matches.length} matches lie outside the workspace root '${config.workspaceRoot}' (DIRIGENT_WORKSPACE_ROOT), such as ${outside[0]}: a task cannot attach them (they land in context_file_errors)\n`);
+      }
       if (flags.json) {
         write(JSON.stringify({ generation, entries: entries.length, ...(context === undefined ? {} : { context }), matches }, null, 2) + "\n");
         return;
@@ -141,6 +148,13 @@ export function registerMemoryCommands(program: Command, write: Write = (text) =
       for (const m of matches) write(`${(m.score ?? 0).toFixed(3)}  ${m.path}\n       ${m.relevance}\n`);
     });
   });
+}
+
+/** The matched paths a Handler with workspace root `root` could not read. */
+async function outsideWorkspace(matches: readonly FileMatch[], root: string): Promise<string[]> {
+  const lexical = resolve(root);
+  const real = await realpath(lexical).catch(() => lexical);
+  return matches.map((m) => resolve(m.path)).filter((path) => !isInside(real, path) && !isInside(lexical, path));
 }
 
 /** Connects to NATS (the index is shared there; an in-process index would vanish with this command). */

@@ -16,6 +16,7 @@ import { registerTemplateCommands } from "./cli-templates.js";
 import { registerNatsCommands } from "./cli-nats.js";
 import { registerInspectCommand } from "./cli-inspect.js";
 import { registerCheckmateCommand } from "./cli-checkmate.js";
+import { registerGoalCommands } from "./cli-goals.js";
 
 const program = new Command()
   .name("dirigent")
@@ -35,6 +36,7 @@ registerTemplateCommands(program);
 registerNatsCommands(program);
 registerInspectCommand(program);
 registerCheckmateCommand(program);
+registerGoalCommands(program);
 
 try {
   await program.parseAsync(process.argv);

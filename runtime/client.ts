@@ -9,6 +9,7 @@ import {
   CancelReply,
   CompileReply,
   decode,
+  FINAL_STATES,
   SubmitReply,
   TaskEvent,
   TaskOutcome,
@@ -20,6 +21,11 @@ import {
   type TaskBudget,
   type TaskInputs,
 } from "../protocol/index.js";
+
+/** First pause before {@link DirigentClient.run} reads a task's record in case its result was missed. */
+const RESULT_POLL_FIRST_MS = 3000;
+/** Longest pause between those reads. */
+const RESULT_POLL_MAX_MS = 30_000;
 
 /** What to submit. */
 export interface SubmitInput {
@@ -105,10 +111,15 @@ export class DirigentClient {
     };
   }
 
-  /** Submits and waits for the result, reporting events on the way. */
+  /**
+   * Submits and waits for the result, reporting events on the way. The result subscription is core NATS, which
+   * misses a result published while the connection is down: so the task's record is also read after each reconnect,
+   * and every few seconds (growing to {@link RESULT_POLL_MAX_MS}) in case a loss went unnoticed.
+   */
   async run(input: SubmitInput, onEvent?: (event: TaskEvent) => void): Promise<TaskOutcome> {
     const taskId = input.taskId ?? randomUUID();
     const watch = this.watch(taskId, onEvent);
+    const stop = new AbortController();
     try {
       await this.bus.flush();
       const reply = await this.submit({ ...input, taskId });
@@ -116,10 +127,50 @@ export class DirigentClient {
         const status = await this.get(taskId);
         if (status.result) return status.result;
       }
-      return await watch.result;
+      return await Promise.race([watch.result, this.storedResult(taskId, stop.signal)]);
     } finally {
+      stop.abort();
       await watch.close();
     }
+  }
+
+  /** Resolves with the task's stored result once it has one, looking after each reconnect and with a growing pause. */
+  private async storedResult(taskId: string, signal: AbortSignal): Promise<TaskOutcome> {
+    // Settles at the next reconnect (or the end of `run`); renewed after each.
+    let reconnect!: () => void;
+    let reconnected = new Promise<"reconnected">((resolve) => (reconnect = () => resolve("reconnected")));
+    const ended = new Promise<"ended">((resolve) => signal.addEventListener("abort", () => resolve("ended"), { once: true }));
+    const removeListener = this.bus.onReconnect?.(() => reconnect());
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    try {
+      let pause = RESULT_POLL_FIRST_MS;
+      let next: "read" | "wait" = "wait";
+      while (!signal.aborted) {
+        if (next === "wait") {
+          const slept = new Promise<"slept">((resolve) => (timer = setTimeout(() => resolve("slept"), pause)));
+          const woke = await Promise.race([slept, reconnected, ended]);
+          clearTimeout(timer);
+          if (woke === "ended") break;
+          if (woke === "slept") pause = Math.min(pause * 2, RESULT_POLL_MAX_MS);
+        }
+        if (signal.aborted) break;
+        reconnected = new Promise((resolve) => (reconnect = () => resolve("reconnected")));
+        // A read in flight when the connection comes back may have been lost with it: read again at once.
+        const read = await Promise.race([this.get(taskId).catch(() => undefined), reconnected, ended]);
+        if (read === "ended") break;
+        if (read === "reconnected") {
+          next = "read";
+          continue;
+        }
+        if (read?.result && FINAL_STATES.has(read.state)) return read.result;
+        next = "wait";
+      }
+    } finally {
+      clearTimeout(timer);
+      removeListener?.();
+    }
+    // Aborted: the watch delivered the result; this promise is no longer raced.
+    return new Promise<TaskOutcome>(() => undefined);
   }
 
   /** The state and result of a task. */

@@ -80,6 +80,8 @@ export const Config = z.object({
   warningThreshold: fraction,
   /** Malformed tool calls answered with an error before the session fails. */
   maxMalformedToolCalls: z.coerce.number().int().min(0).max(100),
+  /** Largest completion of one model call, sent as `max_tokens`; 0 sends none (the server's own limit applies). */
+  maxOutputTokens: z.coerce.number().int().min(0),
   /** Per-1M-token prices by model id (JSON), for the `cost` in usage notes. */
   modelPrices: json(z.record(z.string(), ModelPrice)),
   /** Directory the Handler's tools are confined to. */
@@ -90,7 +92,7 @@ export const Config = z.object({
   readMaxBytes: positiveInt,
   /** Largest `list_files` answer in entries. */
   listMaxEntries: positiveInt,
-  /** Timeout (and largest timeout a call may ask for) of `run_script`. */
+  /** Timeout (and largest timeout a call or a `script` task may ask for) of `run_script`; 300 s by default, the default `<timeout>` of a `script` task. */
   scriptTimeoutMs: positiveInt,
   /** Time between SIGTERM and SIGKILL of a script's process group. */
   scriptKillGraceMs: positiveInt,
@@ -125,6 +127,26 @@ export const Config = z.object({
   inspectMaxPerSec: positiveInt,
   /** Share of tasks inspected (chosen by task id, the same in every process); 1 = all. */
   inspectSample: fraction,
+  /** Goal cycles one Supervisor process runs at once. */
+  supervisorMaxGoals: positiveInt,
+  /** Pause between two goal-cycle starts of one Supervisor. */
+  supervisorStaggerMs: z.coerce.number().int().nonnegative(),
+  /** Supervisor reconciliation tick: start cycles for active goals, stop those no longer active. */
+  supervisorTickMs: positiveInt,
+  /** How long a Supervisor's hold on a goal lasts unless renewed (its goals move after it dies). */
+  goalLeaseMs: positiveInt,
+  /** Sub-goals of one goal that run at once. */
+  goalMaxParallel: positiveInt,
+  /** A goal's cost over 24 h (in the price table's unit, USD) that counts as a major divergence. */
+  goalCostThreshold: z.coerce.number().nonnegative(),
+  /** Replans before a goal is paused and an operator alerted. */
+  goalMaxReplans: z.coerce.number().int().min(0).max(100),
+  /** Longest a sub-goal's task may run before it counts as failed. */
+  goalSubtaskTimeoutMs: positiveInt,
+  /** Cheap-tier model of divergence judgements and replan reviews; the default model when absent. */
+  cheapModel: z.string().trim().min(1).optional(),
+  /** URL that operator alerts are also POSTed to (JSON). */
+  alertWebhook: z.url({ protocol: /^https?$/ }).optional(),
 });
 export type Config = z.infer<typeof Config>;
 
@@ -147,12 +169,13 @@ export const DEFAULTS = {
   maxContextWindowFraction: 0.8,
   warningThreshold: 0.8,
   maxMalformedToolCalls: 3,
+  maxOutputTokens: 0,
   modelPrices: {},
   workspaceRoot: ".",
   tools: ["read_file", "list_files"],
   readMaxBytes: 262_144,
   listMaxEntries: 1000,
-  scriptTimeoutMs: 60_000,
+  scriptTimeoutMs: 300_000,
   scriptKillGraceMs: 2000,
   scriptOutputMaxBytes: 65_536,
   scriptEnv: ["PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR"],
@@ -168,6 +191,14 @@ export const DEFAULTS = {
   inspect: false,
   inspectMaxPerSec: 2000,
   inspectSample: 1,
+  supervisorMaxGoals: 5,
+  supervisorStaggerMs: 2_000,
+  supervisorTickMs: 10_000,
+  goalLeaseMs: 30_000,
+  goalMaxParallel: 3,
+  goalCostThreshold: 5,
+  goalMaxReplans: 5,
+  goalSubtaskTimeoutMs: 1_800_000,
 } as const;
 
 /** Environment variable of each key. */
@@ -197,6 +228,7 @@ export const ENV_NAMES = {
   maxContextWindowFraction: "DIRIGENT_MAX_CONTEXT_WINDOW_FRACTION",
   warningThreshold: "DIRIGENT_CONTEXT_WARNING_THRESHOLD",
   maxMalformedToolCalls: "DIRIGENT_MAX_MALFORMED_TOOL_CALLS",
+  maxOutputTokens: "DIRIGENT_MAX_OUTPUT_TOKENS",
   modelPrices: "DIRIGENT_MODEL_PRICES",
   workspaceRoot: "DIRIGENT_WORKSPACE_ROOT",
   tools: "DIRIGENT_TOOLS",
@@ -218,6 +250,16 @@ export const ENV_NAMES = {
   inspect: "DIRIGENT_INSPECT",
   inspectMaxPerSec: "DIRIGENT_INSPECT_MAX_PER_SEC",
   inspectSample: "DIRIGENT_INSPECT_SAMPLE",
+  supervisorMaxGoals: "DIRIGENT_SUPERVISOR_MAX_GOALS",
+  supervisorStaggerMs: "DIRIGENT_SUPERVISOR_STAGGER_MS",
+  supervisorTickMs: "DIRIGENT_SUPERVISOR_TICK_MS",
+  goalLeaseMs: "DIRIGENT_GOAL_LEASE_MS",
+  goalMaxParallel: "DIRIGENT_GOAL_MAX_PARALLEL",
+  goalCostThreshold: "DIRIGENT_GOAL_COST_THRESHOLD",
+  goalMaxReplans: "DIRIGENT_GOAL_MAX_REPLANS",
+  goalSubtaskTimeoutMs: "DIRIGENT_GOAL_SUBTASK_TIMEOUT_MS",
+  cheapModel: "DIRIGENT_CHEAP_MODEL",
+  alertWebhook: "DIRIGENT_ALERT_WEBHOOK",
 } as const satisfies Record<keyof Config, string>;
 
 /** Command-line flag of each key (for error messages). */
@@ -236,7 +278,9 @@ const FLAG_NAMES: Partial<Record<keyof Config, string>> = {
 };
 
 /** Keys whose values are secrets: never shown in errors or logs. */
-const SECRET_KEYS: ReadonlySet<string> = new Set(["openaiApiKey", "natsPassword", "natsToken"]);
+/** The configuration keys whose values are secrets: hidden in errors, masked in inspection messages. */
+export const SECRET_CONFIG_KEYS = ["openaiApiKey", "natsPassword", "natsToken"] as const satisfies ReadonlyArray<keyof Config>;
+const SECRET_KEYS: ReadonlySet<string> = new Set(SECRET_CONFIG_KEYS);
 
 /** A configuration value is invalid. */
 export class ConfigError extends Error {

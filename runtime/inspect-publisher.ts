@@ -11,7 +11,9 @@ import type { InspectHook, InspectScope } from "../actors/inspect-option.js";
 import type { InspectedSnapshot, InspectMessage } from "../protocol/inspect.js";
 import { inspectKindOf } from "../protocol/inspect.js";
 import type { Subjects } from "../protocol/index.js";
-import { sanitize, type SanitizeLimits } from "./inspect-sanitize.js";
+import { readFileSync } from "node:fs";
+import { SECRET_CONFIG_KEYS, type Config } from "./config.js";
+import { sanitize, type SanitizeLimits, type SanitizeOptions } from "./inspect-sanitize.js";
 
 /** Options of {@link createInspectPublisher}. */
 export interface InspectPublisherOptions {
@@ -27,6 +29,8 @@ export interface InspectPublisherOptions {
   now?: () => number;
   /** Sanitising limits of contexts and events; default small (strings 300, arrays 10, depth 5). */
   limits?: Partial<SanitizeLimits>;
+  /** Secret values (the configured API key, NATS password) masked wherever they appear in a message. */
+  secrets?: readonly string[];
 }
 
 /** A running publisher. */
@@ -70,7 +74,7 @@ export function createInspectPublisher(options: InspectPublisherOptions): Inspec
   const proc = options.process ?? `${hostname()}:${process.pid}`;
   const now = options.now ?? Date.now;
   const sample = options.sample ?? 1;
-  const limits = { ...INSPECT_LIMITS, ...options.limits };
+  const limits: SanitizeOptions = { ...INSPECT_LIMITS, ...options.limits, secrets: options.secrets ?? [] };
   const systems = new WeakMap<object, { no: number; sampled: boolean }>();
   let systemCount = 0;
   let tokens = maxPerSec;
@@ -221,15 +225,31 @@ export function createInspectPublisher(options: InspectPublisherOptions): Inspec
   };
 }
 
-/** Options of {@link inspectHookFor}: the configuration keys that switch inspection on and bound it. */
-export interface InspectSettings {
+/** The configuration's secrets, masked in inspection messages. */
+type SecretSettings = Partial<Pick<Config, (typeof SECRET_CONFIG_KEYS)[number] | "natsPasswordFile">>;
+
+/** Options of {@link inspectHookFor}: the configuration keys that switch inspection on and bound it, and the secrets. */
+export interface InspectSettings extends SecretSettings {
   inspect: boolean;
   inspectMaxPerSec: number;
   inspectSample: number;
 }
 
+/** The secret values of a configuration: API key, NATS password (also from its file) and token. */
+export function configSecrets(config: SecretSettings): string[] {
+  const values: Array<string | undefined> = SECRET_CONFIG_KEYS.map((key) => config[key]);
+  if (config.natsPasswordFile !== undefined) {
+    try {
+      values.push(readFileSync(config.natsPasswordFile, "utf8").split(/\r?\n/)[0]);
+    } catch {
+      // Unreadable: the connection fails with a clear error before any actor starts.
+    }
+  }
+  return values.filter((v): v is string => typeof v === "string" && v !== "");
+}
+
 /** The process's inspection hook when `DIRIGENT_INSPECT` is on; `undefined` (no inspection, no cost) otherwise. */
 export function inspectHookFor(config: InspectSettings, bus: Bus, subjects: Subjects): InspectHook | undefined {
   if (!config.inspect) return undefined;
-  return createInspectPublisher({ bus, subjects, maxPerSec: config.inspectMaxPerSec, sample: config.inspectSample }).hook;
+  return createInspectPublisher({ bus, subjects, maxPerSec: config.inspectMaxPerSec, sample: config.inspectSample, secrets: configSecrets(config) }).hook;
 }

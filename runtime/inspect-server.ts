@@ -49,6 +49,8 @@ export interface InspectServerOptions {
   onMessage?: (message: InspectMessage) => void;
   /** Directory of the page's files; the package's `inspector/` by default. */
   assetsDir?: string;
+  /** Told when reading the events stream fails (e.g. the NATS user lacks the JetStream API rights); also shown on the page. */
+  onReplayError?: (err: unknown) => void;
 }
 
 /** A running inspector server. */
@@ -123,7 +125,21 @@ export async function startInspectServer(options: InspectServerOptions): Promise
       if (outcome.ok) state.applyOutcome(outcome.value, true);
     }
   };
-  if (options.replay) for (const m of await options.replay.recent(options.replayRecent ?? 2000).catch(() => [])) applyStored(m);
+  /** The last replay failure, shown on the page (`replayError` of `/api/state`) until a replay succeeds. */
+  let replayError: string | undefined;
+  const replayed = async (read: () => Promise<ReplayedMessage[]>): Promise<ReplayedMessage[]> => {
+    try {
+      const messages = await read();
+      replayError = undefined;
+      return messages;
+    } catch (err) {
+      replayError = `cannot replay finished tasks from the events stream: ${err instanceof Error ? err.message : String(err)}`;
+      options.onReplayError?.(err);
+      return [];
+    }
+  };
+  const replay = options.replay;
+  if (replay) for (const m of await replayed(() => replay.recent(options.replayRecent ?? 2000))) applyStored(m);
 
   const subscriptions: BusSubscription[] = [
     bus.subscribe(subjects.anyInspect, (msg) => {
@@ -171,17 +187,16 @@ export async function startInspectServer(options: InspectServerOptions): Promise
     if (url.pathname === "/api/machines") return json(res, 200, charts);
     if (url.pathname === "/api/state") {
       const q = url.searchParams;
-      return json(res, 200, filterView(state.view(), { task: q.get("task") ?? undefined, role: q.get("role") ?? undefined, process: q.get("process") ?? undefined }));
+      const view = filterView(state.view(), { task: q.get("task") ?? undefined, role: q.get("role") ?? undefined, process: q.get("process") ?? undefined });
+      return json(res, 200, replayError === undefined ? view : { ...view, replayError });
     }
     const taskMatch = /^\/api\/tasks\/([^/]+)$/.exec(url.pathname);
     if (taskMatch) {
       const taskId = decodeURIComponent(taskMatch[1] ?? "");
-      if (!state.hasTask(taskId) && options.replay) {
-        const stored = await options.replay.task(taskId).catch(() => []);
-        for (const m of stored) applyStored(m);
-      }
+      if (!state.hasTask(taskId) && replay) for (const m of await replayed(() => replay.task(taskId))) applyStored(m);
       const task = state.task(taskId);
-      return task ? json(res, 200, task) : json(res, 404, { error: `no task '${taskId}' live or in the events stream` });
+      if (task) return json(res, 200, task);
+      return replayError !== undefined ? json(res, 502, { error: replayError }) : json(res, 404, { error: `no task '${taskId}' live or in the events stream` });
     }
     if (url.pathname === "/api/stream") {
       res.writeHead(200, { "content-type": "text/event-stream", connection: "keep-alive", ...SECURITY_HEADERS });

@@ -4,12 +4,13 @@
  */
 import type { BusSubscription, TaskStore, WorkItem, WorkQueue } from "../actors/bus.js";
 import type { IndexStore } from "../actors/memory-index.js";
+import type { KeyedStore } from "../actors/goal-store.js";
 import type { BusErrorHandler } from "./bus-support.js";
 
 /** What a process running `roles` opens at start; `undefined` roles: everything (the default). */
-export function eagerStores(roles: readonly string[] | undefined): { tasks: boolean; intake: boolean; events: boolean; index: boolean; turns: boolean } {
+export function eagerStores(roles: readonly string[] | undefined): { tasks: boolean; intake: boolean; events: boolean; index: boolean; turns: boolean; goals: boolean } {
   const has = (role: string) => roles === undefined || roles.includes(role);
-  return { tasks: has("director"), intake: has("director"), events: has("director"), index: has("memory"), turns: has("handler") };
+  return { tasks: has("director"), intake: has("director"), events: has("director"), index: has("memory"), turns: has("handler"), goals: has("supervisor") };
 }
 
 function once<T>(open: () => Promise<T>): () => Promise<T> {
@@ -36,13 +37,19 @@ export function lazyTaskStore(open: () => Promise<TaskStore>): TaskStore {
   };
 }
 
+/** A {@link KeyedStore} opened on its first call. */
+export function lazyKeyedStore(open: () => Promise<KeyedStore>): KeyedStore {
+  const store = once(open);
+  return { ...lazyTaskStore(store), keys: async () => (await store()).keys() };
+}
+
 /** An {@link IndexStore} opened on its first call. */
 export function lazyIndexStore(open: () => Promise<IndexStore>): IndexStore {
   const store = once(open);
   return {
     durable: true,
     getGlobalIndex: async () => (await store()).getGlobalIndex(),
-    updateGlobalIndex: async (entries) => (await store()).updateGlobalIndex(entries),
+    updateGlobalIndex: async (entries, options) => (await store()).updateGlobalIndex(entries, options),
     watch: async (onGeneration) => (await store()).watch(onGeneration),
   };
 }

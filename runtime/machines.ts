@@ -9,6 +9,8 @@ import { memoryMachine } from "../machines/memory.js";
 import { reduceMachine } from "../machines/reduce.js";
 import { sequentialMachine } from "../machines/sequential.js";
 import { taskMachine } from "../machines/task.js";
+import { goalMachine } from "../machines/goal.js";
+import { supervisorMachine } from "../machines/supervisor.js";
 
 /** A machine and the name it is exported under (kebab-case, the base name of its file in machines/). */
 export interface NamedMachine {
@@ -29,4 +31,6 @@ export const machines: readonly NamedMachine[] = [
   { name: "checkmate", machine: checkmateMachine },
   { name: "handler-session", machine: handlerSessionMachine },
   { name: "memory", machine: memoryMachine },
+  { name: "goal", machine: goalMachine },
+  { name: "supervisor", machine: supervisorMachine },
 ];

@@ -11,7 +11,7 @@ import { StorageType, jetstreamManager, type JetStreamManager } from "@nats-io/j
 import { Kvm, type KV } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { z } from "zod";
-import { checkEntries, type IndexEntry, type IndexSnapshot, type IndexStore, type IndexWatch } from "../actors/memory-index.js";
+import { checkEntries, IndexConflictError, type IndexEntry, type IndexSnapshot, type IndexStore, type IndexWatch, type UpdateIndexOptions } from "../actors/memory-index.js";
 import type { Subjects } from "../protocol/subjects.js";
 import { newGeneration } from "./memory-index-store.js";
 
@@ -58,7 +58,7 @@ export class NatsIndexStore implements IndexStore {
     throw new Error(`index bucket '${this.#bucket}': the generation kept changing while it was read`);
   }
 
-  async updateGlobalIndex(entries: readonly IndexEntry[]): Promise<string> {
+  async updateGlobalIndex(entries: readonly IndexEntry[], options: UpdateIndexOptions = {}): Promise<string> {
     checkEntries(entries);
     const generation = newGeneration();
     const chunks = toChunks(entries);
@@ -66,11 +66,17 @@ export class NatsIndexStore implements IndexStore {
     const value = encoder.encode(JSON.stringify({ generation, chunks: chunks.length, entries: entries.length } satisfies Pointer));
     for (let attempt = 0; ; attempt++) {
       const previous = await this.#pointer();
+      const current = previous?.value.generation ?? "";
+      if (options.ifGeneration !== undefined && options.ifGeneration !== current) {
+        await this.#purge(generation, chunks.length);
+        throw new IndexConflictError(options.ifGeneration, current);
+      }
       try {
         if (previous === undefined) await this.#kv.create(CURRENT_KEY, value);
         else await this.#kv.update(CURRENT_KEY, value, previous.revision);
       } catch (err) {
-        // Another writer flipped the pointer between our read and our write: replace theirs instead.
+        // Another writer flipped the pointer between our read and our write: replace theirs instead, unless this
+        // write was conditional (the next round finds the other generation and says so).
         if (attempt < 10) continue;
         await this.#purge(generation, chunks.length);
         throw err;

@@ -3,7 +3,7 @@
  * semantics as the JetStream one, nothing durable.
  */
 import { randomBytes } from "node:crypto";
-import { checkEntries, type IndexEntry, type IndexSnapshot, type IndexStore, type IndexWatch } from "../actors/memory-index.js";
+import { checkEntries, IndexConflictError, type IndexEntry, type IndexSnapshot, type IndexStore, type IndexWatch, type UpdateIndexOptions } from "../actors/memory-index.js";
 
 /** A new generation id: sortable by time, unique across processes, a valid KV key token. */
 export function newGeneration(): string {
@@ -20,8 +20,10 @@ export class InMemoryIndexStore implements IndexStore {
     return this.#snapshot;
   }
 
-  async updateGlobalIndex(entries: readonly IndexEntry[]): Promise<string> {
+  async updateGlobalIndex(entries: readonly IndexEntry[], options: UpdateIndexOptions = {}): Promise<string> {
     checkEntries(entries);
+    const current = this.#snapshot.generation;
+    if (options.ifGeneration !== undefined && options.ifGeneration !== current) throw new IndexConflictError(options.ifGeneration, current);
     const generation = newGeneration();
     this.#snapshot = { generation, entries: entries.map((e) => ({ ...e })) };
     for (const watcher of this.#watchers) queueMicrotask(() => watcher(generation));

@@ -5,7 +5,7 @@
  */
 import { open, readFile, readdir, stat } from "node:fs/promises";
 import { join, relative as relativePath, resolve } from "node:path";
-import type { IndexEntry, IndexStore } from "../actors/memory-index.js";
+import { IndexConflictError, type IndexEntry, type IndexStore } from "../actors/memory-index.js";
 import { BINARY_EXTENSIONS, describe, looksBinary, metadataOf } from "./memory-describe.js";
 import { compileGlob, IgnoreFile, IgnoreStack } from "./memory-gitignore.js";
 import type { Summarize } from "./memory-summarize.js";
@@ -148,10 +148,15 @@ export async function indexDirectory(dir: string, options: IndexOptions = {}): P
   return { entries: kept, stats };
 }
 
+/** Merges attempted before {@link updateIndex} gives up on writers that keep replacing the index under it. */
+export const MERGE_ATTEMPTS = 10;
+
 /**
  * Indexes `dir` into the global index: entries below `dir` are replaced by this run's, entries elsewhere are
  * kept, and the whole index is written as one new generation. When no file below `dir` was added, changed or
- * removed, nothing is written and the current generation stays (`written` is false).
+ * removed, nothing is written and the current generation stays (`written` is false). The write is conditional on
+ * the generation merged into: when another run replaced it meanwhile (say, indexing another directory), the merge
+ * is redone from the new generation, so neither run's entries are lost.
  */
 export async function updateIndex(
   store: IndexStore,
@@ -166,8 +171,15 @@ export async function updateIndex(
   if (current.generation !== "" && result.stats.read === 0 && result.entries.length === previous.length) {
     return { ...result, generation: current.generation, written: false };
   }
-  const generation = await store.updateGlobalIndex([...current.entries.filter((e) => !inside(e.path)), ...result.entries]);
-  return { ...result, generation, written: true };
+  for (let attempt = 1, base = current; ; attempt++) {
+    try {
+      const generation = await store.updateGlobalIndex([...base.entries.filter((e) => !inside(e.path)), ...result.entries], { ifGeneration: base.generation });
+      return { ...result, generation, written: true };
+    } catch (err) {
+      if (!(err instanceof IndexConflictError) || attempt >= MERGE_ATTEMPTS) throw err;
+      base = await store.getGlobalIndex();
+    }
+  }
 }
 
 function extension(name: string): string {

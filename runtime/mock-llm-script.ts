@@ -104,6 +104,10 @@ export const ChatRequestBody = z.looseObject({
   messages: z.array(ChatMessage).min(1),
   stream: z.boolean().nullish(),
   stream_options: z.looseObject({ include_usage: z.boolean().nullish() }).nullish(),
+  /** Largest completion: a longer planned answer is cut to it, with `finish_reason: "length"`. */
+  max_tokens: z.number().nullish(),
+  /** The same, by its newer name; wins over `max_tokens`. */
+  max_completion_tokens: z.number().nullish(),
 });
 export type ChatRequestBody = z.infer<typeof ChatRequestBody>;
 
@@ -207,6 +211,7 @@ interface Facts {
   lastToolResult: string | undefined;
   turn: number;
   promptChars: number;
+  maxTokens: number | undefined;
 }
 
 function factsOf(request: ChatRequestBody): Facts {
@@ -222,6 +227,7 @@ function factsOf(request: ChatRequestBody): Facts {
     lastToolResult: last?.role === "tool" ? textOf(last.content) : undefined,
     turn: messages.filter((m) => m.role === "assistant").length + 1,
     promptChars: texts.reduce((n, t) => n + t.length, 0),
+    maxTokens: request.max_completion_tokens ?? request.max_tokens ?? undefined,
   };
 }
 
@@ -262,6 +268,20 @@ function plan(reply: MockReply, answeredBy: AnsweredBy, facts: Facts): MockAnswe
   const completionChars = (content?.length ?? 0) + toolCalls.reduce((n, c) => n + c.name.length + c.arguments.length, 0);
   const prompt = reply.usage?.prompt_tokens ?? estimateTokens(facts.promptChars);
   const completion = reply.usage?.completion_tokens ?? estimateTokens(completionChars);
+  const cap = facts.maxTokens;
+  if (cap !== undefined && completion > cap) {
+    // Cut where a real server stops: the text at about 4 characters a token, no (half-written) tool calls.
+    const cut = Math.max(0, Math.floor(cap));
+    return {
+      kind: "completion",
+      answeredBy,
+      delayMs,
+      content: (content ?? "").slice(0, cut * 4),
+      toolCalls: [],
+      finishReason: "length",
+      usage: { prompt_tokens: prompt, completion_tokens: cut, total_tokens: prompt + cut },
+    };
+  }
   return {
     kind: "completion",
     answeredBy,

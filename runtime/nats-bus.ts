@@ -96,6 +96,8 @@ export class NatsBus implements ClosableBus {
   readonly #nc: NatsConnection;
   readonly #onError: BusErrorHandler;
   readonly #inFlight = new Set<Promise<void>>();
+  readonly #reconnectListeners = new Set<() => void>();
+  #watchingStatus = false;
 
   /** Takes ownership of `nc`: {@link close} drains it. */
   constructor(nc: NatsConnection, options: NatsBusOptions) {
@@ -111,6 +113,20 @@ export class NatsBus implements ClosableBus {
   /** The server currently connected to, e.g. `nats://127.0.0.1:4222`. */
   get description(): string {
     return `nats://${this.#nc.getServer()}`;
+  }
+
+  onReconnect(listener: () => void): () => void {
+    this.#reconnectListeners.add(listener);
+    if (!this.#watchingStatus) {
+      this.#watchingStatus = true;
+      // The status iterator ends when the connection closes.
+      void (async () => {
+        for await (const status of this.#nc.status()) {
+          if (status.type === "reconnect") for (const notify of [...this.#reconnectListeners]) notify();
+        }
+      })().catch(() => undefined);
+    }
+    return () => void this.#reconnectListeners.delete(listener);
   }
 
   publish(subject: string, data: Uint8Array, headers?: Record<string, string>): void {

@@ -12,7 +12,7 @@
 import { createSubjects } from "../protocol/index.js";
 
 /** The NATS users of a deployment: the four runtime roles, clients that submit work, and read-only inspectors. */
-export const NATS_ROLES = ["submitter", "director", "evaluator", "handler", "memory", "inspector"] as const;
+export const NATS_ROLES = ["submitter", "director", "evaluator", "handler", "memory", "supervisor", "inspector"] as const;
 export type NatsRole = (typeof NATS_ROLES)[number];
 
 /** What one user may do. */
@@ -21,7 +21,11 @@ export interface RolePermissions {
   subscribe: string[];
 }
 
-const RUNTIME_ROLES: readonly string[] = ["director", "evaluator", "handler", "memory"];
+/**
+ * The roles that run actors. A new one goes here and in {@link NATS_ROLES}, with its own entry in `ownPermissions`;
+ * it then also gets what every runtime role shares (`runtimeCommon`: its inspection subjects) and an inbox of its own.
+ */
+const RUNTIME_ROLES: readonly string[] = ["director", "evaluator", "handler", "memory", "supervisor"];
 
 /** The inbox prefix of a connection: `_INBOX_<role>` for a process running exactly one runtime role, else `_INBOX`. */
 export function inboxPrefixFor(roles: readonly string[] | undefined): string {
@@ -54,21 +58,49 @@ const kvWatch = (bucket: string) => [
   `${API}.CONSUMER.INFO.KV_${bucket}.>`,
 ];
 
+/** Read the events stream without side effects: its state and its messages by sequence or by subject (`STREAM.MSG.GET`). */
+const streamRead = (stream: string) => [`${API}.STREAM.INFO.${stream}`, `${API}.STREAM.MSG.GET.${stream}`];
+
+/**
+ * What every runtime role may do besides its own subjects: publish its actors' inspection messages
+ * (`<root>.inspect.<role>.<kind>`, when `DIRIGENT_INSPECT` is on), under its own role name only.
+ */
+const runtimeCommon = (root: string, role: string): RolePermissions => ({ publish: [`${root}.inspect.${role}.>`], subscribe: [] });
+
+/** `base` with `extra` appended (a role's own permissions plus those every runtime role shares). */
+const withCommon = (base: RolePermissions, extra: RolePermissions): RolePermissions => ({
+  publish: [...base.publish, ...extra.publish],
+  subscribe: [...base.subscribe, ...extra.subscribe],
+});
+
 /** The permissions of every role for subject root `root`. */
 export function rolePermissions(root: string): Record<NatsRole, RolePermissions> {
+  const own = ownPermissions(root);
+  return Object.fromEntries(
+    NATS_ROLES.map((role) => [role, RUNTIME_ROLES.includes(role) ? withCommon(own[role], runtimeCommon(root, role)) : own[role]]),
+  ) as Record<NatsRole, RolePermissions>;
+}
+
+/** Each role's own permissions, without those every runtime role shares ({@link runtimeCommon}). */
+function ownPermissions(root: string): Record<NatsRole, RolePermissions> {
   const s = createSubjects(root);
   const inbox = (role: string) => `${inboxPrefixFor([role])}.>`;
   /** Clients' inboxes (`_INBOX`): the answers to submit, get, cancel, input and compile. */
   const clients = "_INBOX.>";
   const control = `${root}.control.>`;
+  /** The goal API (served by Supervisors) and what it publishes. */
+  const goalRequests = [s.goalsSubmit, s.goalsList, s.anyGoalRequest("get"), s.anyGoalRequest("resume"), s.anyGoalRequest("cancel")];
+  const goalEvents = `${root}.goals.*.events`;
   return {
     submitter: {
-      publish: [s.submit, s.anyTaskGet, s.anyTaskCancel, `${root}.tasks.*.input`, s.compile],
-      subscribe: [s.anyTaskEvents, s.anyTaskResult, "_INBOX.>"],
+      publish: [s.submit, s.anyTaskGet, s.anyTaskCancel, `${root}.tasks.*.input`, s.compile, ...goalRequests],
+      subscribe: [s.anyTaskEvents, s.anyTaskResult, goalEvents, s.operatorAlerts, "_INBOX.>"],
     },
     director: {
       publish: [
         clients,
+        // Supervisors submit, look up and cancel the tasks of their goals.
+        inbox("supervisor"),
         s.anyTaskEvents,
         s.anyTaskResult,
         s.cancelBroadcast,
@@ -104,9 +136,28 @@ export function rolePermissions(root: string): Record<NatsRole, RolePermissions>
       publish: [inbox("evaluator"), `${API}.INFO`, ...kvReadWrite(s.indexBucket), ...kvWatch(s.indexBucket), `${API}.STREAM.PURGE.KV_${s.indexBucket}`],
       subscribe: [s.memoryMatch, control, inbox("memory")],
     },
+    // Runs goals: submits their tasks like a client, keeps goals and leases in the goals bucket (listing its keys
+    // is an ordered consumer, as a KV watch), and answers the goal API.
+    supervisor: {
+      publish: [
+        clients,
+        s.submit,
+        s.anyTaskGet,
+        s.anyTaskCancel,
+        goalEvents,
+        s.operatorAlerts,
+        s.goalControl,
+        `${API}.INFO`,
+        ...kvReadWrite(s.goalsBucket),
+        ...kvWatch(s.goalsBucket),
+      ],
+      subscribe: [...goalRequests, s.goalControl, s.anyTaskResult, inbox("supervisor")],
+    },
+    // Read-only: it watches the inspection messages and the tasks' events, asks for a task's record, and replays
+    // finished tasks from the events stream (runtime/inspect-replay.ts); it creates no consumer.
     inspector: {
-      publish: [`${root}.inspect.>`, s.anyTaskGet],
-      subscribe: [`${root}.inspect.>`, s.anyTaskEvents, s.anyTaskResult, "_INBOX.>"],
+      publish: [s.anyTaskGet, ...streamRead(s.eventsStream)],
+      subscribe: [s.anyInspect, s.anyTaskEvents, s.anyTaskResult, "_INBOX.>"],
     },
   };
 }

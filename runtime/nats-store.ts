@@ -23,7 +23,7 @@ import {
 import { Kvm, type KV } from "@nats-io/kv";
 import { nanos, type NatsConnection } from "@nats-io/transport-node";
 import { setTimeout as delay } from "node:timers/promises";
-import type { BusSubscription, CreateResult, Revisioned, TaskStore, WorkItem, WorkQueue } from "../actors/bus.js";
+import { retryDelayMs, type BusSubscription, type CreateResult, type Revisioned, type TaskStore, type WorkItem, type WorkQueue } from "../actors/bus.js";
 import type { Subjects } from "../protocol/subjects.js";
 import { warnOnError, type BusErrorHandler } from "./bus-support.js";
 
@@ -279,10 +279,11 @@ export class JetStreamWorkQueue implements WorkQueue {
         settled = true;
         await msg.ackAck();
       },
-      nak() {
+      nak(delayMs?: number) {
         if (settled) return;
         settled = true;
-        msg.nak();
+        // NAK with a delay is honoured by nats-server since 2.7.1 (2.9.10 included).
+        msg.nak(delayMs);
       },
       working() {
         if (!settled) msg.working();
@@ -292,7 +293,8 @@ export class JetStreamWorkQueue implements WorkQueue {
       await handler(item);
     } catch (err) {
       this.#onError(err, msg.subject);
-      item.nak();
+      // Handed back after a pause growing with its deliveries, so an item that keeps failing never loops hot.
+      item.nak(retryDelayMs(item.deliveries));
     }
   }
 }

@@ -12,6 +12,12 @@ import {
   TaskStatusReply,
   UserInput,
   UserInputReply,
+  Goal,
+  GoalEvent,
+  GoalListReply,
+  GoalReply,
+  GoalSubmitRequest,
+  OperatorAlert,
 } from "../protocol/index.js";
 
 /** Public messages by file name. */
@@ -27,6 +33,12 @@ export const PUBLIC_SCHEMAS = {
   "compile-reply": CompileReply,
   "user-input": UserInput,
   "user-input-reply": UserInputReply,
+  "goal-submit-request": GoalSubmitRequest,
+  "goal-reply": GoalReply,
+  "goal": Goal,
+  "goal-list-reply": GoalListReply,
+  "goal-event": GoalEvent,
+  "operator-alert": OperatorAlert,
 } as const;
 
 /** Every public schema as a JSON Schema document (draft 2020-12), keyed by file name. */

@@ -17,9 +17,12 @@ import { loadLibrary, type TemplateLibrary } from "../actors/template/library.js
 import { DEFAULTS, type Config } from "./config.js";
 import { llmMatchOptions } from "./memory-model.js";
 import { inspectHookFor } from "./inspect-publisher.js";
+import { startSupervisor } from "../actors/supervisor.js";
+import type { KeyedStore } from "../actors/goal-store.js";
+import { hostname } from "node:os";
 
-/** The four roles. */
-export const ROLES = ["director", "evaluator", "handler", "memory"] as const;
+/** The roles: the four of the task pipeline, and the Supervisor of autonomous goals. */
+export const ROLES = ["director", "evaluator", "handler", "memory", "supervisor"] as const;
 export type Role = (typeof ROLES)[number];
 
 /** What the roles run on: a bus, plus durable storage and a work queue for the Director. */
@@ -33,6 +36,8 @@ export interface Transport {
   index?: IndexStore;
   /** The Handler's records of sessions and scripts (resume without repeating model calls); none when absent. */
   turns?: TaskStore;
+  /** Goals and Supervisor leases (the Supervisor role); none: that role cannot run. */
+  goals?: KeyedStore;
   /** Whether a message on `subject` is stored (the events stream); none when nothing is stored. */
   published?: (subject: string) => Promise<boolean>;
 }
@@ -125,6 +130,7 @@ export async function startSystem(options: SystemOptions): Promise<SystemHandle>
           maxContextWindowFraction: config.maxContextWindowFraction,
           warningThreshold: config.warningThreshold,
           maxMalformedToolCalls: config.maxMalformedToolCalls,
+          ...(config.maxOutputTokens > 0 ? { maxOutputTokens: config.maxOutputTokens } : {}),
           prices: config.modelPrices,
           streamDeltas: config.streamDeltas,
         },
@@ -158,6 +164,24 @@ export async function startSystem(options: SystemOptions): Promise<SystemHandle>
         concurrency: config.concurrency,
         taskTimeoutMs: config.taskTimeoutMs,
         ...(transport.published ? { published: transport.published } : {}),
+      }),
+    );
+  }
+  if (roles.includes("supervisor")) {
+    if (!transport.goals) throw new Error("the supervisor role needs a goals store");
+    started.push(
+      startSupervisor(deps, transport.goals, {
+        owner: `${hostname()}:${process.pid}:${deps.newId().slice(0, 8)}`,
+        maxConcurrent: config.supervisorMaxGoals,
+        staggerMs: config.supervisorStaggerMs,
+        tickMs: config.supervisorTickMs,
+        leaseMs: config.goalLeaseMs,
+        maxParallel: config.goalMaxParallel,
+        costThresholdUsd: config.goalCostThreshold,
+        maxReplans: config.goalMaxReplans,
+        alertWebhook: config.alertWebhook,
+        concurrency: config.concurrency,
+        effects: { cheapModel: config.cheapModel, subGoalTimeoutMs: config.goalSubtaskTimeoutMs, stepTimeoutMs: config.taskTimeoutMs },
       }),
     );
   }

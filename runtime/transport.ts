@@ -13,7 +13,8 @@ import { InMemoryIndexStore } from "./memory-index-store.js";
 import { connectNats, NatsBus } from "./nats-bus.js";
 import { ensureEventsStream, openTaskStore, openTurnStore, openWorkQueue, storedOnSubject } from "./nats-store.js";
 import type { Transport } from "./system.js";
-import { eagerStores, lazyIndexStore, lazyTaskStore, lazyWorkQueue } from "./lazy-stores.js";
+import { eagerStores, lazyIndexStore, lazyKeyedStore, lazyTaskStore, lazyWorkQueue } from "./lazy-stores.js";
+import { memoryGoalStore, openGoalStore } from "./goal-kv.js";
 import type { NatsAuth } from "./nats-auth.js";
 import { inboxPrefixFor } from "./nats-permissions.js";
 
@@ -43,15 +44,16 @@ export async function openNatsTransport(
     const eager = eagerStores(options.roles);
     const ackWaitMs = options.ackWaitMs ?? ackWaitMsFromEnv();
     const openQueue = () => openWorkQueue(nc, subjects, { ackWaitMs, onError });
-    const [store, queue, index, turns] = await Promise.all([
+    const [store, queue, index, turns, goals] = await Promise.all([
       eager.tasks ? openTaskStore(nc, subjects) : lazyTaskStore(() => openTaskStore(nc, subjects)),
       eager.intake ? openQueue() : lazyWorkQueue(openQueue, ackWaitMs, onError),
       eager.index ? openIndexStore(nc, subjects) : lazyIndexStore(() => openIndexStore(nc, subjects)),
       eager.turns ? openTurnStore(nc, subjects) : lazyTaskStore(() => openTurnStore(nc, subjects)),
+      eager.goals ? openGoalStore(nc, subjects) : lazyKeyedStore(() => openGoalStore(nc, subjects)),
       eager.events ? ensureEventsStream(nc, subjects) : undefined,
     ]);
     const published = (subject: string) => storedOnSubject(nc, subjects.eventsStream, subject);
-    return { kind: "nats", description: bus.description, bus, store, queue, index, turns, published, close: () => bus.close() };
+    return { kind: "nats", description: bus.description, bus, store, queue, index, turns, goals, published, close: () => bus.close() };
   } catch (err) {
     await bus.close();
     throw err;
@@ -70,6 +72,7 @@ export function openMemoryTransport(log: Logger): OpenTransport {
     queue: new MemoryWorkQueue({ onError, ackWaitMs: ackWaitMsFromEnv() }),
     index: new InMemoryIndexStore(),
     turns: new MemoryTaskStore(),
+    goals: memoryGoalStore(),
     close: () => bus.close(),
   };
 }

@@ -82,7 +82,9 @@ function entryOf(file: string, name: string, node: ExecutableNode, xml: string, 
   const base = { name, file, xml, document };
   if (node.kind !== "task") return { ...base, type: node.kind, description: "" };
   const description = (node.description ?? "").trim();
-  return node.subtype ? { ...base, type: node.type, subtype: node.subtype, description } : { ...base, type: node.type, description };
+  const criteria = node.criteria === undefined ? "" : typeof node.criteria === "string" ? node.criteria.trim() : node.criteria.join(" ");
+  const withCriteria = criteria === "" ? { ...base, description } : { ...base, description, criteria };
+  return node.subtype ? { ...withCriteria, type: node.type, subtype: node.subtype } : { ...withCriteria, type: node.type };
 }
 
 function isExecutableNode(node: TopLevelNode): node is ExecutableNode {

@@ -1,7 +1,7 @@
 /**
  * The template library: task templates loaded from a directory (`--templates DIR`, default `templates/`),
  * validated at load (C25: every error carries its file, line and column), registered by name and by
- * `type:subtype`, and matched against task descriptions (§3.11: up to five scored candidates, atomic tasks only).
+ * `type:subtype`, and matched against task descriptions and `<criteria>` (§3.11: up to five scored candidates, atomic tasks only).
  *
  * @example
  * const { library, errors } = await loadLibrary("templates");
@@ -24,6 +24,8 @@ export interface LibraryTemplate {
   subtype?: string;
   /** The task's `<description>`, trimmed (`{{…}}` not substituted); empty when it has none. */
   description: string;
+  /** The task's `<criteria>` (a list joined by spaces), when written: it joins the description in matching (§3.2, C14). */
+  criteria?: string;
   /** The file it was read from (as named to the loader). */
   file: string;
   /**
@@ -113,7 +115,7 @@ export function createLibrary(templates: readonly LibraryTemplate[]): TemplateLi
     byName.set(t.name, t);
   });
   const list: readonly LibraryTemplate[] = Object.freeze([...templates]);
-  const profiles: readonly MatchProfile[] = list.map((t) => matchProfile(t.name, t.description));
+  const profiles: readonly MatchProfile[] = list.map((t) => matchProfile(t.name, t.criteria === undefined ? t.description : `${t.description} ${t.criteria}`));
   return {
     templates: list,
     get: (name) => (typeof name === "string" ? byName.get(name) : undefined),
@@ -236,6 +238,7 @@ function checkTemplate(t: unknown, i: number): asserts t is LibraryTemplate {
   if (typeof t.name !== "string" || t.name.trim() === "") throw bad("name must be a non-empty string");
   if (typeof t.type !== "string" || t.type === "") throw bad(`'${t.name}': type must be a non-empty string`);
   if (t.subtype !== undefined && typeof t.subtype !== "string") throw bad(`'${t.name}': subtype must be a string`);
+  if (t.criteria !== undefined && typeof t.criteria !== "string") throw bad(`'${t.name}': criteria must be a string`);
   for (const key of ["description", "file", "xml"] as const) if (typeof t[key] !== "string") throw bad(`'${t.name}': ${key} must be a string`);
   if (!isRecord(t.document) || !Array.isArray(t.document.nodes)) throw bad(`'${t.name}': document must be a TemplateDocument`);
 }

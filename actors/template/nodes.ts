@@ -140,6 +140,7 @@ export function buildTask(ctx: BuildContext, el: XmlElement, origin?: ImplicitTa
     else if (name === "max_iterations") task.maxIterations = readPositiveInt(child);
     else if (name === "termination_condition") task.terminationCondition = terminationCondition(ctx, child);
     else if (name === "execution" || name === "script") execution = scriptSpec(ctx, child);
+    else if (name === "output_slot" || name === "input_source") setSlot(task, name, directText(child).trim());
     else if (name === "disable_reparsing") task.disableReparsing = readBoolean(child, directText(child));
     else if (name === "manual_xml") task.manualXml = readBoolean(child, directText(child));
     else if (name === "parameters") task.parameters = parameterList(ctx, child);
@@ -159,8 +160,14 @@ const TASK_CHILDREN = new Set([
   ...WRAPPERS,
   "criteria", "model", "context_management", "file_paths", "output_format", "steps", "initial_value",
   "script_execution", "max_iterations", "termination_condition", "execution", "script",
-  "disable_reparsing", "manual_xml", "parameters", "returns",
+  "disable_reparsing", "manual_xml", "parameters", "returns", "output_slot", "input_source",
 ]);
+
+function setSlot(task: Mutable<TaskNode>, name: "output_slot" | "input_source", variable: string): void {
+  if (variable === "") return;
+  if (name === "output_slot") task.outputSlot = variable;
+  else task.inputSource = variable;
+}
 
 function setProse(task: Mutable<TaskNode>, name: string, text: string): void {
   if (name === "description") task.description = text;

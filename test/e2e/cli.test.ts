@@ -1,4 +1,7 @@
-/** The CLI as a user runs it: `up`, `submit`, `status`, `cancel`, and `run` falling back to an embedded runtime. */
+/**
+ * The CLI as a user runs it: `up`, `submit`, `status`, `cancel`, and `run` falling back to an embedded runtime and
+ * printing step and iteration events.
+ */
 import { connect } from "@nats-io/transport-node";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -37,6 +40,23 @@ describe("dirigent CLI", () => {
     expect(await run.exited).toBe(0);
     expect(run.output()).toMatch(/no runtime reachable; running an embedded one/);
     expect(run.output()).toMatch(/result: COMPLETE[\s\S]*embedded answer/);
+  });
+
+  it("run prints each step (step n/N) and each iteration (iteration n/max) as it happens", async () => {
+    const steps = join(dir, "steps.xml");
+    writeFileSync(steps, "<task type=\"sequential\"><steps><task><description>first</description></task><task><description>second</description></task></steps></task>");
+    const seq = startCli(["run", steps, "--nats", server.url, "--prefix", randomRoot()], modelEnv());
+    expect(await seq.exited).toBe(0);
+    expect(seq.output()).toMatch(/step\.started\s+step 1\/2[\s\S]*step\.started\s+step 2\/2[\s\S]*result: COMPLETE/);
+    const loop = join(dir, "loop.xml");
+    writeFileSync(
+      loop,
+      "<task type=\"director_evaluator_loop\"><max_iterations>2</max_iterations><director><description>draft</description></director><evaluator><description>judge</description></evaluator></task>",
+    );
+    // The mock's evaluator never answers success: the loop is exhausted after both iterations (exit code 1).
+    const de = startCli(["run", loop, "--nats", server.url, "--prefix", randomRoot()], modelEnv());
+    expect(await de.exited).toBe(1);
+    expect(de.output()).toMatch(/iteration\.started\s+iteration 1\/2[\s\S]*iteration\.started\s+iteration 2\/2[\s\S]*result: FAILED/);
   });
 
   it("up serves submit, status and cancel; cancel aborts the running task", async () => {

@@ -2,7 +2,9 @@
  * The inspector page in headless Debian Chromium (playwright-core, no browser download): four role processes with
  * DIRIGENT_INSPECT=on, `dirigent inspect` as a fifth, a task submitted by a plain NATS client. The page must load
  * with no request beyond 127.0.0.1, draw the task machine, show the task's actors from several processes, and
- * highlight the task machine's state as it moves from running to completed. Saves a screenshot in test-artifacts/.
+ * highlight the task machine's state as it moves from running to completed (and, in the gallery, the states of all
+ * the task's actors); then a task with a subtask appears in the task tree, and the role and process filters hide the
+ * other actors. Saves a screenshot in test-artifacts/.
  */
 import { connect } from "@nats-io/transport-node";
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -11,6 +13,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { chromium, type Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { machines } from "../../runtime/machines.js";
 import { randomRoot, startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 import { startCli, type CliProcess } from "../support/processes.js";
 
@@ -42,7 +45,14 @@ describe("dirigent inspect in a browser", () => {
     const root = randomRoot();
     const script = join(dir, "script.json");
     // The answer takes a moment, so the page can show the task running before it completes.
-    writeFileSync(script, JSON.stringify({ rules: [{ match: { lastUser: "slowly" }, reply: "Paris", delayMs: 1200 }] }));
+    const rules = [
+      { match: { lastUser: "slowly" }, reply: "Paris", delayMs: 1200 },
+      // A session that asks for a subtask (CONTINUATION), then answers with its result.
+      { match: { lastUser: { regex: "^PARENT" }, turn: 1 }, toolCalls: [{ name: "run_subtask", arguments: { type: "atomic", description: "CHILD name a city" } }] },
+      { match: { lastUser: { regex: "^CHILD" } }, reply: "Oslo" },
+      { match: { lastUser: { regex: "^PARENT" }, hasToolResult: { regex: "Oslo" } }, reply: "Visit Oslo" },
+    ];
+    writeFileSync(script, JSON.stringify({ rules }));
     const mock = startCli(["mock-llm", "--port", "0", "--script", script, "--quiet"]);
     processes.push(mock);
     const [modelUrl] = await mock.waitFor(/http:\/\/127\.0\.0\.1:\d+\/v1/);
@@ -63,7 +73,7 @@ describe("dirigent inspect in a browser", () => {
     await page.goto(`${pageUrl}?task=${taskId}`);
     await page.waitForSelector("body[data-ready=true]");
     // Every machine is drawn; the task machine with all its states, CONTINUATION states included.
-    expect(await page.locator("#machines figure").count()).toBeGreaterThanOrEqual(8);
+    expect(await page.locator("#machines figure").count()).toBe(machines.length);
     const taskChart = page.locator('#machines svg[data-machine="task"]');
     for (const state of ["task.queued", "task.running.awaitingSubtask", "task.running.awaitingEvaluation", "task.completed"]) {
       expect(await taskChart.locator(`g.state[data-state="${state}"]`).count()).toBe(1);
@@ -86,8 +96,39 @@ describe("dirigent inspect in a browser", () => {
       expect(await page.locator('#focus-chart g.state.active[data-state="task.running"]').count()).toBe(0);
       await page.waitForSelector('#timeline li[data-type="task.completed"]');
       await page.waitForSelector(`#tasks .task[data-task-id="${taskId}"][data-state="completed"]`);
+      // The gallery highlights the states of every actor of the selected task, each on its own machine's chart.
+      await page.waitForSelector('#machines svg[data-machine="task"] g.state.in-task[data-state="task.completed"]');
+      for (const machine of ["evaluation", "handlerSession"]) await page.waitForSelector(`#machines svg[data-machine="${machine}"] g.state.in-task`);
+      expect(await page.locator('#machines svg[data-machine="checkmate"] g.state.in-task').count()).toBe(0);
       mkdirSync(ARTIFACTS, { recursive: true });
       await page.screenshot({ path: join(ARTIFACTS, "inspector.png"), fullPage: false });
+
+      // A task with a subtask: its tree shows the subtask's node under the task's.
+      const parentId = `browser-parent-${Date.now()}`;
+      const parentBody = JSON.stringify({ taskId: parentId, xml: "<task><description>PARENT plan a trip</description></task>" });
+      expect((await nc.request(`${root}.tasks.submit`, parentBody, { timeout: 10_000 })).json()).toEqual({ taskId: parentId, status: "accepted" });
+      await page.fill("#filter-task", "");
+      await page.click(`#tasks .task[data-task-id="${parentId}"][data-state="completed"]`, { timeout: 15_000 });
+      await page.waitForSelector('#tree li[data-node="0"] li[data-node="0/subtask1:0"]');
+      expect(await page.locator("#detail-task").textContent()).toBe(parentId);
+
+      // The role filter leaves only that role's actors (and tasks it took part in) visible.
+      const shown = () => page.locator(".actor:not(.hidden)");
+      await page.selectOption("#filter-role", "handler");
+      expect(await shown().count()).toBeGreaterThan(0);
+      expect(new Set(await shown().evaluateAll((rows) => rows.map((r) => r.getAttribute("data-role"))))).toEqual(new Set(["handler"]));
+      expect(await page.locator(`.actor.hidden[data-role="director"]`).count()).toBeGreaterThan(0);
+      // The process filter leaves only one process's actors visible.
+      await page.selectOption("#filter-role", "");
+      const handlerProcess = await page.locator('.actor[data-machine="handlerSession"]').first().evaluate((r) => r.closest(".process")?.getAttribute("data-process") ?? "");
+      expect(await page.locator("#filter-process option").count()).toBeGreaterThanOrEqual(4);
+      await page.selectOption("#filter-process", handlerProcess);
+      const processes = await shown().evaluateAll((rows) => rows.map((r) => r.closest(".process")?.getAttribute("data-process")));
+      expect(processes.length).toBeGreaterThan(0);
+      expect(new Set(processes)).toEqual(new Set([handlerProcess]));
+      expect(await page.locator(`.process:not([data-process="${handlerProcess}"]) .actor:not(.hidden)`).count()).toBe(0);
+      await page.selectOption("#filter-process", "");
+      expect(await page.locator(`.process:not([data-process="${handlerProcess}"]) .actor:not(.hidden)`).count()).toBeGreaterThan(0);
     } finally {
       await nc.drain();
     }

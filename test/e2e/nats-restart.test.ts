@@ -1,12 +1,16 @@
 /**
  * nats-server restarts while tasks run: every role process reconnects, the tasks in flight complete, and the
- * Directors' intake pull consumer resumes, so tasks submitted after the restart complete too.
+ * Directors' intake pull consumer resumes, so tasks submitted after the restart complete too. A client waiting in
+ * `run` whose result was published while it was still disconnected gets it all the same.
  */
 import { jetstream, type ConsumerMessages } from "@nats-io/jetstream";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createSubjects } from "../../protocol/index.js";
+import { createSubjects, type TaskOutcome } from "../../protocol/index.js";
+import { DirigentClient } from "../../runtime/client.js";
 import { startMockLlm, type MockLlmServer } from "../../runtime/mock-llm.js";
+import { connectNats, NatsBus } from "../../runtime/nats-bus.js";
+import { newTaskId, startStack } from "../support/stack.js";
 import { randomRoot, startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 import { startCli, type CliProcess } from "../support/processes.js";
 import { Recorder } from "../support/recorder.js";
@@ -76,6 +80,39 @@ describe("a nats-server restart mid-task", () => {
       messages.stop();
       await reading.catch(() => undefined);
       await nc.close();
+    }
+  }, 60_000);
+
+  it("a client waiting in run gets a result that was published while it was disconnected", async () => {
+    await using stack = await startStack({ url: server.url, mock });
+    // This client reconnects long after the roles (1 s), so the result is published while it is away.
+    const nc = await connectNats({ servers: server.url, name: "late-client", reconnectTimeWaitMs: 4000 });
+    const bus = new NatsBus(nc, { onError: () => undefined });
+    const reconnects: number[] = [];
+    bus.onReconnect(() => reconnects.push(Date.now()));
+    try {
+      const client = new DirigentClient(bus, createSubjects(stack.root));
+      const taskId = newTaskId();
+      const seen = stack.client.watch(taskId);
+      await stack.transport.bus.flush();
+      const calls = mock.requests.length;
+      const running = client.run({ xml: "<task><description>Wait through a restart</description></task>", taskId });
+      const deadline = Date.now() + 10_000;
+      while (mock.requests.length === calls) {
+        if (Date.now() > deadline) throw new Error("the model call never started");
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      await server.restart();
+      const published: TaskOutcome = await seen.result;
+      const publishedAt = Date.now();
+      await seen.close();
+      const outcome = await running;
+      expect(outcome).toEqual(published);
+      // The scenario held: the result went out before this client was back.
+      expect(reconnects[0]).toBeGreaterThan(publishedAt);
+      expect(published).toMatchObject({ taskId, status: "COMPLETE", content: "survived" });
+    } finally {
+      await bus.close();
     }
   }, 60_000);
 });

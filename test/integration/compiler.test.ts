@@ -43,6 +43,8 @@ beforeAll(async () => {
         // A task submitted in words: compiled at once, then run by the Handler.
         { match: { system: COMPILER, anyMessage: "REQ-HAIKU" }, reply: GOOD },
         { match: { system: COMPILER, anyMessage: "REQ-SLOW" }, reply: GOOD, delayMs: 60_000 },
+        { match: { system: COMPILER, anyMessage: "REQ-HANDOVER" }, reply: GOOD },
+        { match: { lastUser: "haiku about winter" }, reply: "snow settles", delayMs: 1500 },
         { match: { lastUser: "haiku about autumn" }, reply: "leaves let go softly" },
       ],
     },
@@ -133,6 +135,30 @@ describe("compiler over a real nats-server", () => {
     expect(requestsWith("REQ-RESUMED")).toHaveLength(0);
     expect(events.values.map((e) => e.type)).toContain("task.resumed");
     expect(events.values.map((e) => e.type)).not.toContain("task.compiled");
+  });
+
+  it("a prompt task handed to another Director mid-run resumes from its snapshot without compiling again", async () => {
+    // Two Directors on one root; the first hands the task back (drain) while the model works on it.
+    await using workers = await startStack({ url: server.url, mock, roles: ["evaluator", "handler"] });
+    await using first = await startStack({ url: server.url, mock, root: workers.root, roles: ["director"] });
+    const taskId = newTaskId();
+    const events = new Recorder<TaskEvent>();
+    const watch = workers.client.watch(taskId, (e) => events.push(e));
+    await workers.transport.bus.flush();
+    await workers.client.submit({ prompt: "REQ-HANDOVER: a haiku about a topic", inputs: { topic: "winter" }, taskId });
+    await events.until((v) => v.some((e) => e.type === "node.started"), "the compiled template to run");
+    const stored = await first.transport.store.get(taskId);
+    const record = stored ? decode(TaskRecord, stored) : undefined;
+    // The checkpointed snapshot was taken before the compile: its input still holds the empty template.
+    expect(record?.ok && record.value.machine).toMatchObject({ snapshot: { context: { xml: "" } } });
+    await using second = await startStack({ url: server.url, mock, root: workers.root, roles: ["director"] });
+    await first.stop();
+    expect(await watch.result).toMatchObject({ status: "COMPLETE", content: "snow settles" });
+    await watch.close();
+    expect(events.values.filter((e) => e.type === "task.resumed")).toHaveLength(1);
+    expect(events.values.filter((e) => e.type === "task.compiled")).toHaveLength(1);
+    expect(requestsWith("REQ-HANDOVER")).toHaveLength(1);
+    void second;
   });
 
   it("fails a prompt task with XML_PARSE_ERROR when no answer compiles, after reporting each retry", async () => {

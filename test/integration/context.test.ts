@@ -1,14 +1,14 @@
 /**
  * Context over a real nats-server: `<file_paths>` contents reach the model through the Handler's read_file,
  * `fresh_context` asks Memory, `inherit_context` none vs full, `accumulate_data` carries prior outputs, and
- * `<output_format>` parses JSON or fails with output_format_failure.
+ * `<output_format>` parses JSON or fails with output_format_failure. `memory.match` requests are recorded off the bus.
  */
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { silentLogger } from "../../actors/deps.js";
-import { createSubjects } from "../../protocol/index.js";
+import { createSubjects, type MatchRequest } from "../../protocol/index.js";
 import { updateIndex } from "../../runtime/memory-indexer.js";
 import { startMockLlm, type MockLlmServer } from "../../runtime/mock-llm.js";
 import { openNatsTransport } from "../../runtime/transport.js";
@@ -19,6 +19,8 @@ let server: TestNatsServer;
 let mock: MockLlmServer;
 let dir: string;
 let stack: Stack;
+/** Every `memory.match` request sent, as it crossed the bus. */
+const matchRequests: MatchRequest[] = [];
 
 beforeAll(async () => {
   server = await startTestNatsServer();
@@ -49,6 +51,11 @@ beforeAll(async () => {
     await writer.close();
   }
   stack = await startStack({ url: server.url, mock, root, config: { workspaceRoot: dir } });
+  // Memory answers in its queue group; a plain subscription sees every request as well.
+  stack.transport.bus.subscribe(createSubjects(root).memoryMatch, (msg) => {
+    matchRequests.push(JSON.parse(new TextDecoder().decode(msg.data)) as MatchRequest);
+  });
+  await stack.transport.bus.flush();
 });
 
 afterAll(async () => {
@@ -86,10 +93,15 @@ describe("context over a real nats-server", () => {
   });
 
   it("asks Memory for fresh_context with the substituted description, and attaches what it finds", async () => {
-    const outcome = await run(`<task>
+    const asked = matchRequests.length;
+    const outcome = await run(`<task subtype="survey">
   <description>Summarise the {{topic}} survey.</description>
+  <inputs><input name="topic">moraine</input></inputs>
   <context_management><inherit_context>none</inherit_context><fresh_context>enabled</fresh_context></context_management>
 </task>`, { topic: "glacier" });
+    expect(matchRequests.slice(asked)).toEqual([
+      { type: "memory.match", templateDescription: "Summarise the glacier survey.", templateType: "atomic", templateSubtype: "survey", inputs: { topic: "glacier" } },
+    ]);
     expect(outcome).toMatchObject({
       status: "COMPLETE",
       content: "saw the glacier survey",
@@ -115,6 +127,59 @@ describe("context over a real nats-server", () => {
     expect(first).toContain("LITERAL_MARK_7");
     expect(second).not.toContain("LITERAL_MARK_7");
     expect(outcome).toMatchObject({ status: "COMPLETE", content: "no context", notes: { context_source: "none", context_files_count: 0 } });
+  });
+
+  it("tells Memory the context a step inherits", async () => {
+    const asked = matchRequests.length;
+    const outcome = await run(`<task type="sequential">
+  <file_paths><path>docs/style.md</path></file_paths>
+  <steps><task>
+    <description>Summarise the glacier survey.</description>
+    <context_management><fresh_context>enabled</fresh_context></context_management>
+  </task></steps>
+</task>`);
+    expect(outcome).toMatchObject({ status: "COMPLETE", notes: { context_source: "inherited+fresh_context" } });
+    expect(matchRequests.slice(asked)).toEqual([
+      { type: "memory.match", templateDescription: "Summarise the glacier survey.", templateType: "atomic", inputs: {}, inheritedContext: "Inherited files: docs/style.md" },
+    ]);
+  });
+
+  it("matches file_paths source=description on the block's description, or on the prompt without one", async () => {
+    const asked = matchRequests.length;
+    const described = await run(`<task>
+  <description>Summarise what you are given.</description>
+  <file_paths source="description"><description>the {{place}} survey</description></file_paths>
+</task>`, { place: "glacier" });
+    expect(described).toMatchObject({
+      status: "COMPLETE",
+      content: "saw the glacier survey",
+      notes: { context_source: "file_paths:description", context_files_count: 1, context_files: 1 },
+    });
+    const fromPrompt = await run(`<task>
+  <description>Write to the style guide.</description>
+  <file_paths source="description"/>
+</task>`);
+    expect(fromPrompt).toMatchObject({ status: "COMPLETE", content: "saw the style guide", notes: { context_source: "file_paths:description", context_files_count: 1 } });
+    expect(matchRequests.slice(asked).map((r) => r.templateDescription)).toEqual(["the glacier survey", "Write to the style guide."]);
+  });
+
+  it("matches file_paths source=context_description on the substituted context_query", async () => {
+    const asked = matchRequests.length;
+    const outcome = await run(`<task>
+  <description>Summarise what you are given.</description>
+  <file_paths source="context_description"><context_query>{{kind}} guide</context_query></file_paths>
+</task>`, { kind: "style" });
+    expect(outcome).toMatchObject({
+      status: "COMPLETE",
+      content: "saw the style guide",
+      notes: { context_source: "file_paths:context_description", context_files_count: 1, context_files: 1 },
+    });
+    expect(matchRequests.slice(asked).map((r) => r.templateDescription)).toEqual(["style guide"]);
+    const empty = await run(`<task>
+  <description>Summarise what you are given.</description>
+  <file_paths source="context_description"><context_query>{{kind}}</context_query></file_paths>
+</task>`, { kind: " " });
+    expect(empty).toMatchObject({ status: "COMPLETE", content: "no context", notes: { file_paths_error: ["file_paths source 'context_description' has no query text"], context_files_count: 0 } });
   });
 
   it("carries prior outputs into the next step with accumulate_data (full_output), or their notes only", async () => {

@@ -61,6 +61,10 @@ beforeAll(async () => {
         },
         { match: { lastUser: { regex: "^Evaluate the output below" } }, reply: '{"success": false, "feedback": "one test fails"}' },
         { match: { lastUser: { regex: "^DIRECTOR" }, hasToolResult: { regex: "one test fails" } }, reply: "fixed the failing test" },
+        // A director with <criteria> whose evaluation the starter library's run-tests-evaluation template answers.
+        { match: { lastUser: { regex: "^LIBDIRECTOR" }, turn: 1 }, toolCalls: [{ name: "request_evaluation", arguments: { type: "llm", criteria: ["tests pass", "no failing tests"] } }] },
+        { match: { lastUser: { regex: "^Evaluate the test run results against the criteria" } }, reply: '{"success": true, "feedback": "all green"}' },
+        { match: { lastUser: { regex: "^LIBDIRECTOR" }, hasToolResult: { regex: "all green" } }, reply: "shipped" },
         // request_user_input: the task waits for the answer on its input subject.
         { match: { lastUser: { regex: "^ASK" }, turn: 1 }, toolCalls: [{ name: "request_user_input", arguments: { question: "Which city?" } }] },
         { match: { lastUser: { regex: "^ASK" }, hasToolResult: true }, reply: "Going to {{lastUser}}" },
@@ -216,6 +220,40 @@ describe("dynamic director–evaluator (evaluation_request)", () => {
     const tool = (resumed?.body as { messages: { role: string; content: string | null }[] }).messages.at(-1);
     expect(tool?.role).toBe("tool");
     expect(JSON.parse(tool?.content ?? "{}")).toMatchObject({ success: false, last_evaluator_output: '{"success": false, "feedback": "one test fails"}', script: { exitCode: 1 } });
+  });
+
+  it("binds last_evaluator_output, <output_slot> and <input_source> for the later steps of a sequence (C21)", async () => {
+    await using s = await stack();
+    const xml = `<task type="sequential"><steps>
+      <task subtype="director"><description>DIRECTOR write the code</description><output_slot>last_director_output</output_slot></task>
+      <task><description>REVIEW evaluation={{last_evaluator_output}} draft={{last_director_output}}</description></task>
+      <task subtype="evaluator"><input_source>last_director_output</input_source><description>JUDGE {{input}}</description></task>
+    </steps></task>`;
+    const outcome = await s.client.run({ xml, taskId: newTaskId() });
+    expect(outcome.status).toBe("COMPLETE");
+    const review = mock.requests.find((r) => JSON.stringify(r.body).includes("REVIEW evaluation="));
+    expect(JSON.stringify(review?.body)).toContain(JSON.stringify('REVIEW evaluation={"success": false, "feedback": "one test fails"} draft=fixed the failing test').slice(1, -1));
+    expect(outcome.content).toContain("JUDGE fixed the failing test");
+  });
+
+  it("evaluates with the library template that matches the criteria (the starter templates/, C14)", async () => {
+    await using s = await stack({ templates: join(import.meta.dirname, "../../templates") });
+    const xml = `<task subtype="director"><description>LIBDIRECTOR make the {{suite}} pass</description><criteria>the {{suite}} suite</criteria></task>`;
+    const outcome = await s.client.run({ xml, inputs: { suite: "unit test" }, taskId: newTaskId() });
+    expect(outcome).toMatchObject({ status: "COMPLETE", content: "shipped", notes: { evaluations: 1 } });
+    const resumed = mock.requests.findLast((r) => JSON.stringify(r.body).includes("LIBDIRECTOR make the unit test pass"));
+    const tool = (resumed?.body as { messages: { role: string; content: string | null }[] }).messages.at(-1);
+    expect(JSON.parse(tool?.content ?? "{}")).toMatchObject({ success: true, template_used: "run-tests-evaluation" });
+    const evaluation = mock.requests.find((r) => JSON.stringify(r.body).includes("Evaluate the test run results against the criteria"));
+    expect(JSON.stringify(evaluation?.body)).toContain("- tests pass\\n- no failing tests");
+  });
+
+  it("fails a director whose <criteria> names a missing variable, before any model call (C13, C14)", async () => {
+    await using s = await stack();
+    const before = mock.requests.length;
+    const outcome = await s.client.run({ xml: `<task subtype="director"><description>LIBDIRECTOR x</description><criteria>{{nowhere}}</criteria></task>`, taskId: newTaskId() });
+    expect(outcome.error).toMatchObject({ reason: "input_validation_failure", details: { missing: ["nowhere"] } });
+    expect(mock.requests.length).toBe(before);
   });
 
   it("offers request_evaluation only to director tasks", async () => {

@@ -1,197 +1,45 @@
 /**
  * Corpus examples executing end to end: every example test/support/corpus.ts lists as runnable is read from the
- * seeds-xml corpus at test time and run through the real pipeline (one nats-server, one stack, `dirigent mock-llm`),
- * with the inputs it needs; each run asserts the example's documented outcome. docs/corpus.md is the table.
- * The temporary workspace holds the scripts examples run, source files that `<file_paths>` read and Memory indexes,
- * and an empty template library; the mock model scripts the tool calls (`run_subtask`, `request_evaluation`) of the
- * CONTINUATION examples. The examples the table says are refused are run too, and must fail as it says.
+ * seeds-xml corpus at test time and run through the real pipeline (test/support/corpus-harness.ts: one nats-server,
+ * one stack, `dirigent mock-llm`), with the inputs it needs; each run asserts the example's documented outcome.
+ * docs/corpus.md is the table. The examples the table says are refused are run too, and must fail as it says.
  */
-import { chmod, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { silentLogger } from "../../actors/deps.js";
-import { ask } from "../../actors/serve.js";
-import { createSubjects, MatchReply, type TaskEvent, type TaskOutcome } from "../../protocol/index.js";
-import { startMockLlm, type MockLlmServer, type RecordedRequest } from "../../runtime/mock-llm.js";
-import { corpusText, EMPTY, NOT_RUN, REFUSED, RUNS, type CorpusRun } from "../support/corpus.js";
-import { startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
-import { newTaskId, startStack, type Stack } from "../support/stack.js";
+import { EMPTY, NOT_RUN, REFUSED, RUNS } from "../support/corpus.js";
+import {
+  expectComplete,
+  expectPrompts,
+  expectSequential,
+  filesOf,
+  fresh,
+  literalFiles,
+  messages,
+  MODULES,
+  plain,
+  readability,
+  SCRIPT_OUT,
+  SORTED,
+  SOURCES,
+  startCorpusHarness,
+  STATS,
+  STRUCTURE,
+  SUBTASK_REQUEST,
+  systemOf,
+  FILES,
+  type CorpusHarness,
+  type Ran,
+} from "../support/corpus-harness.js";
 
-let server: TestNatsServer;
-let mock: MockLlmServer;
-let stack: Stack;
-let workspace: string;
-let scriptPath: string;
-let envScriptPath: string;
-
-const READABILITY = '{"issues": ["long lines"], "score": 7}';
-const FILES = '["README.md", "src/main.py"]';
-const STATS = '{"files": 12, "commits": 340}';
-const SCRIPT_OUT = "checked by the corpus script\n";
-const MODULES = "main.py imports utils";
-const STRUCTURE = "structure: main.py -> utils.py";
-const SORTED = "sorted: [1, 2, 3]";
-
-/** The workspace's files, read by `<file_paths>` examples and indexed for Memory. */
-const SOURCES: Readonly<Record<string, { text: string; metadata: string }>> = {
-  "src/auth.py": { text: "def login(user, password):\n    return check_password(user, password)\n", metadata: "language: Python; authentication: user login and password checks; defines: login" },
-  "src/main.py": { text: "import utils\nprint(utils.add(1, 2))\n", metadata: "language: Python; the program's entry point; imports utils" },
-  "src/utils.py": { text: "def add(a, b):\n    return a + b\n", metadata: "language: Python; small arithmetic helpers; defines: add" },
-};
+let h: CorpusHarness;
 
 beforeAll(async () => {
-  server = await startTestNatsServer();
-  workspace = await mkdtemp(join(tmpdir(), "dirigent-corpus-"));
-  scriptPath = join(workspace, "check.sh");
-  // The only command any example runs: prints one line, touches nothing.
-  await writeFile(scriptPath, `#!/bin/sh\nprintf '${SCRIPT_OUT.trimEnd()}\\n'\n`);
-  await chmod(scriptPath, 0o755);
-  // Prints whether two variables of the Handler's default allowlist reach it.
-  envScriptPath = join(workspace, "env.sh");
-  await writeFile(envScriptPath, `#!/bin/sh\nprintf 'HOME=%s LANG=%s\\n' "\${HOME-unset}" "\${LANG-unset}"\n`);
-  await chmod(envScriptPath, 0o755);
-  await mkdir(join(workspace, "src"));
-  for (const [path, { text }] of Object.entries(SOURCES)) await writeFile(join(workspace, path), text);
-  // An empty template library: subtasks get a generated template, evaluations the built-in evaluator.
-  await mkdir(join(workspace, "templates"));
-  mock = await startMockLlm({
-    port: 0,
-    script: {
-      rules: [
-        { match: { lastUser: "Analyze the given code for readability issues." }, reply: READABILITY },
-        { match: { lastUser: "List files in directory" }, reply: FILES },
-        { match: { lastUser: "Get repository statistics" }, reply: STATS },
-        { match: { lastUser: "Combine current result with accumulator" }, reply: "ACC" },
-        { match: { lastUser: "Evaluate solution against LOOP-A" }, reply: '{"success": false, "feedback": "handle empty lists", "score": 3}', times: 1 },
-        { match: { lastUser: "Evaluate solution against LOOP-" }, reply: '{"success": true, "feedback": "good", "score": 9}' },
-        // 4bb39876dd93: the parent asks for the subtask its second snippet sketches, then answers with the child's result.
-        { match: { lastUser: { regex: "^Analyze code repository structure" }, turn: 1 }, toolCalls: [{ name: "run_subtask", arguments: SUBTASK_REQUEST }] },
-        { match: { lastUser: { regex: "^Analyze specific module dependencies" } }, reply: MODULES },
-        { match: { lastUser: { regex: "^Analyze code repository structure" }, hasToolResult: MODULES }, reply: STRUCTURE },
-        // 5e468bd92cfd: the director asks for an evaluation of a script run, then finishes.
-        {
-          match: { lastUser: { regex: "^Generate solution for DYNAMIC" }, turn: 1 },
-          toolCalls: [{ name: "request_evaluation", arguments: { type: "script", criteria: ["the list is sorted"], target: scriptPath } }],
-        },
-        { match: { lastUser: { regex: "^Evaluate the output below" } }, reply: '{"success": true, "feedback": "sorted"}' },
-        { match: { lastUser: { regex: "^Generate solution for DYNAMIC" }, hasToolResult: true }, reply: SORTED },
-      ],
-      default: { reply: "echo:{{lastUser}}" },
-    },
-  });
-  stack = await startStack({
-    url: server.url,
-    mock,
-    config: { tools: ["read_file", "list_files", "run_script"], workspaceRoot: workspace, templates: join(workspace, "templates") },
-  });
-  await indexWorkspace();
+  h = await startCorpusHarness();
 });
-
-/** The request 4bb39876dd93's second snippet describes: its description, context settings and inputs. */
-const SUBTASK_REQUEST = {
-  type: "atomic",
-  description: "Analyze specific module dependencies",
-  inputs: { module_path: "src/main.py", depth: 2 },
-  context_management: { inherit_context: "subset", fresh_context: "enabled" },
-};
-
-/** Indexes the workspace's sources for Memory and waits until Memory serves them. */
-async function indexWorkspace() {
-  await stack.transport.index.updateGlobalIndex(Object.entries(SOURCES).map(([path, { metadata }]) => ({ path: join(workspace, path), metadata })));
-  const deps = { bus: stack.transport.bus, subjects: createSubjects(stack.root), log: silentLogger, now: () => new Date(), newId: () => "corpus-index-probe" };
-  const probe = { type: "memory.match", templateDescription: "authentication login password", templateType: "atomic", inputs: {} } as const;
-  for (let i = 0; i < 50; i++) {
-    const reply = await ask(deps, deps.subjects.memoryMatch, probe, MatchReply, { timeoutMs: 5000 });
-    if (reply.matches.length > 0) return;
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  throw new Error("Memory did not serve the workspace index");
-}
 
 afterAll(async () => {
-  await stack?.stop();
-  await mock?.close();
-  await server?.stop();
-  if (workspace) await rm(workspace, { recursive: true, force: true });
+  await h?.stop();
 });
-
-/** What one run gave. */
-interface Ran {
-  outcome: TaskOutcome;
-  events: TaskEvent[];
-  requests: RecordedRequest[];
-  /** The last user message of each model request, in order. */
-  users: string[];
-}
-
-const lastUser = (r: RecordedRequest) => String(r.body.messages.filter((m) => m["role"] === "user").at(-1)?.["content"] ?? "");
-const systemOf = (r: RecordedRequest) => String(r.body.messages.find((m) => m["role"] === "system")?.["content"] ?? "");
-const messages = (ran: Ran, type: string) => ran.events.filter((e) => e.type === type).map((e) => e.message);
-
-async function runExample(run: CorpusRun, inputs: Record<string, unknown> = { ...run.inputs }): Promise<Ran> {
-  const xml = [...(run.with ?? []), run.id].map((id) => corpusText(id)).join("\n");
-  const bound = Object.fromEntries(Object.entries(inputs).map(([k, v]) => [k, v === "$SCRIPT" ? scriptPath : v === "$ENV_SCRIPT" ? envScriptPath : v]));
-  const events: TaskEvent[] = [];
-  const before = mock.requests.length;
-  const outcome = await stack.client.run({ xml, inputs: bound, taskId: newTaskId() }, (e) => events.push(e));
-  const requests = mock.requests.slice(before);
-  return { outcome, events, requests, users: requests.map(lastUser) };
-}
-
-/** Each prompt reached the model, in this order (the user message contains it). */
-function expectPrompts(ran: Ran, prompts: readonly string[]) {
-  expect(ran.users, JSON.stringify(ran.users)).toHaveLength(prompts.length);
-  prompts.forEach((p, i) => expect(ran.users[i]).toContain(p));
-}
-
-function expectComplete(ran: Ran) {
-  expect(ran.outcome.error, JSON.stringify(ran.outcome.error)).toBeUndefined();
-  expect(ran.outcome.status).toBe("COMPLETE");
-}
-
-/** A sequential that completed with these prompts and `step n/N` events. */
-function expectSequential(ran: Ran, prompts: readonly string[], steps: number) {
-  expectComplete(ran);
-  expectPrompts(ran, prompts);
-  expect(ran.outcome.notes["steps"]).toBe(steps);
-  expect(messages(ran, "step.started")).toEqual(Array.from({ length: steps }, (_, i) => `step ${i + 1}/${steps}`));
-}
-
-const readability = (ran: Ran) => {
-  expectComplete(ran);
-  expectPrompts(ran, ["Analyze the given code for readability issues."]);
-  const [request] = ran.requests;
-  expect(request?.body.model).toBe("claude-3-sonnet");
-  expect(systemOf(request!)).toContain("You are a code quality expert focused on readability.");
-  expect(ran.outcome.content).toBe(READABILITY);
-};
-
-const plain = (prompt: string) => (ran: Ran) => {
-  expectComplete(ran);
-  expectPrompts(ran, [prompt]);
-  expect(ran.outcome.content).toBe(`echo:${ran.users[0]}`);
-};
-
-/** The files attached to a request's system prompt, in order. */
-const filesOf = (r: RecordedRequest) => [...systemOf(r).matchAll(/<file path="([^"]*)">/g)].map((m) => m[1]);
-
-/** A plain atomic task whose `fresh_context` asked Memory and found nothing to add. */
-const fresh = (prompt: string) => (ran: Ran) => {
-  plain(prompt)(ran);
-  expect(ran.outcome.notes).toMatchObject({ context_source: "fresh_context", context_files_count: 0 });
-};
-
-/** An atomic task whose literal `<file_paths>` are read from the workspace; paths outside it are reported. */
-const literalFiles = (prompt: string, attached: readonly string[], outside: readonly string[], source = "file_paths:literal") => (ran: Ran) => {
-  plain(prompt)(ran);
-  expect(filesOf(ran.requests[0]!)).toEqual(attached);
-  for (const path of attached) expect(systemOf(ran.requests[0]!)).toContain(SOURCES[path.replace(/^\.\//, "")]!.text);
-  expect(ran.outcome.notes).toMatchObject({ context_source: source, context_files: attached.length });
-  const errors = (ran.outcome.notes["context_file_errors"] ?? []) as Array<{ path: string; error: string }>;
-  expect(errors.map((e) => e.path)).toEqual(outside);
-  for (const e of errors) expect(e.error).toContain("outside the workspace");
-};
 
 const NESTED_TWO_STEPS = ["Load data file", "Process raw data", "Transform data format", "Load config settings", "Combine processed results"];
 const LOAD_FILTER = ["Load dataset", "Filter invalid rows"];
@@ -235,7 +83,7 @@ const CHECKS: Record<string, (ran: Ran) => void | Promise<void>> = {
   "16473f3de444": (ran) => {
     plain("Analyze authentication related code")(ran);
     expect(ran.outcome.notes["context_source"]).toBe("file_paths:description");
-    expect(filesOf(ran.requests[0]!)[0]).toBe(join(workspace, "src/auth.py"));
+    expect(filesOf(ran.requests[0]!)[0]).toBe(join(h.workspace, "src/auth.py"));
     expect(systemOf(ran.requests[0]!)).toContain(SOURCES["src/auth.py"]!.text);
   },
   "4bb39876dd93": (ran) => {
@@ -262,6 +110,12 @@ const CHECKS: Record<string, (ran: Ran) => void | Promise<void>> = {
     const tool = ran.requests[2]?.body.messages.at(-1);
     expect(tool?.["role"]).toBe("tool");
     expect(JSON.parse(String(tool?.["content"]))).toMatchObject({ success: true, script: { exitCode: 0 } });
+  },
+  "560c5290b149": (ran) => {
+    // Step 2's `from="last_director_output"` and step 3's `from="script_result"` are the earlier steps' output slots:
+    // unbound, either step would fail input_validation_failure.
+    expectSequential(ran, ["Generate solution for STATIC sort a list", "Evaluate output"], 3);
+    expect(ran.outcome.content).toBe(`echo:${ran.users[1]}`);
   },
   "4138332fd1bc": (ran) => expectSequential(ran, NESTED_TWO_STEPS, 2),
   "4ad3cd6e5632": (ran) => expectSequential(ran, NESTED_TWO_STEPS, 2),
@@ -296,7 +150,7 @@ const CHECKS: Record<string, (ran: Ran) => void | Promise<void>> = {
     expect(ran.outcome.notes["matchedCase"]).toBe(0);
     expect(messages(ran, "cond.matched")).toEqual(["case 1/2: output.valid == true"]);
     const run = RUNS.find((r) => r.id === "53130303210e")!;
-    const second = await runExample(run, { output: { valid: false, errors: 3 } });
+    const second = await h.runExample(run, { output: { valid: false, errors: 3 } });
     expectComplete(second);
     expectPrompts(second, ["Handle error"]);
     expect(second.outcome.notes["matchedCase"]).toBe(1);
@@ -363,7 +217,7 @@ describe("corpus examples executing end to end", () => {
   });
 
   it.each(RUNS.map((r) => [r.id, r] as const))("runs %s", async (_id, run) => {
-    const ran = await runExample(run);
+    const ran = await h.runExample(run);
     const check = CHECKS[run.id];
     if (!check) expect.fail(`no check for ${run.id}`);
     await check(ran);
@@ -374,7 +228,7 @@ describe("corpus examples executing end to end", () => {
 describe("corpus examples the table says are refused", () => {
   it.each(Object.entries(REFUSED).map(([id, refusal]) => [id, refusal.reason, refusal] as const))("%s fails with %s", async (id, _reason, refusal) => {
     expect(NOT_RUN[id]).toBeDefined();
-    const ran = await runExample({ id, inputs: refusal.inputs ?? {}, shows: "" });
+    const ran = await h.runExample({ id, inputs: refusal.inputs ?? {}, shows: "" });
     expect(ran.outcome.status).toBe("FAILED");
     expect(ran.outcome.error).toMatchObject({ type: "TASK_FAILURE", reason: refusal.reason });
     expect(ran.outcome.error?.message).toContain(refusal.message);
@@ -383,14 +237,14 @@ describe("corpus examples the table says are refused", () => {
 
   it.each(EMPTY)("%s: a skeleton completes without asking the model", async (id) => {
     expect(NOT_RUN[id]).toContain("completes with no work");
-    const ran = await runExample({ id, inputs: {}, shows: "" });
+    const ran = await h.runExample({ id, inputs: {}, shows: "" });
     expectComplete(ran);
     expect(ran.outcome.content).toBe("");
     expect(ran.requests).toHaveLength(0);
   });
 
   it("26b7a8980cc0: the piped `find … | grep …` file_paths command is refused, and no file is attached", async () => {
-    const ran = await runExample({ id: "26b7a8980cc0", inputs: {}, shows: "" });
+    const ran = await h.runExample({ id: "26b7a8980cc0", inputs: {}, shows: "" });
     plain("Analyze Python files in the project")(ran);
     expect(ran.outcome.notes).toMatchObject({ context_source: "file_paths:command", context_files_count: 0 });
     expect(JSON.stringify(ran.outcome.notes["file_paths_error"])).toContain("argument '|' of a file_paths command contains shell syntax");
@@ -398,7 +252,7 @@ describe("corpus examples the table says are refused", () => {
   });
 
   it("01ec01468f7e: `$.valid` tests do not parse, are reported, and no case runs", async () => {
-    const ran = await runExample({ id: "01ec01468f7e", inputs: { valid: true }, shows: "" });
+    const ran = await h.runExample({ id: "01ec01468f7e", inputs: { valid: true }, shows: "" });
     expectComplete(ran);
     expect(ran.outcome.notes["matchedCase"]).toBeNull();
     expect(ran.events.filter((e) => e.type === "cond.test_error")).toHaveLength(2);

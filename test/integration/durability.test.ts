@@ -1,9 +1,12 @@
 /**
- * Durable ownership of tasks over a real nats-server: compare-and-set claims on the task record, duplicate
- * deliveries and resubmissions, and a Director resuming a task whose owner is gone.
+ * Durable ownership of tasks over a real nats-server: the intake stream's configuration, compare-and-set claims on
+ * the task record, duplicate deliveries and resubmissions, items that keep failing handed back with a pause, and a
+ * Director resuming a task whose owner is gone.
  */
+import { AckPolicy, jetstreamManager, RetentionPolicy, StorageType } from "@nats-io/jetstream";
 import { setTimeout as delay } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { retryDelayMs } from "../../actors/bus.js";
 import { claimTask, readRecord, requestCancel, writeClaimed } from "../../actors/director-records.js";
 import { createSubjects, decode, encode, encodeJson, TaskEvent, TaskOutcome, TaskRecord } from "../../protocol/index.js";
 import { startMockLlm, type MockLlmServer } from "../../runtime/mock-llm.js";
@@ -55,6 +58,52 @@ function watch(stack: Stack, taskId: string) {
   });
   return { events, results, subjects };
 }
+
+describe("the intake stream", () => {
+  it("is a file-stored work queue that drops a repeated task id within two minutes, read by one durable consumer", async () => {
+    const subjects = createSubjects(randomRoot());
+    const nc = await connectNats({ servers: server.url, name: "durability-intake" });
+    try {
+      const queue = await openWorkQueue(nc, subjects, { ackWaitMs: 4000 });
+      const jsm = await jetstreamManager(nc);
+      const { config } = await jsm.streams.info(subjects.intakeStream);
+      expect(config).toMatchObject({ subjects: [subjects.anyIntake], retention: RetentionPolicy.Workqueue, storage: StorageType.File, duplicate_window: 120_000 * 1_000_000 });
+      const consumer = await jsm.consumers.info(subjects.intakeStream, subjects.directorConsumer);
+      expect(consumer.config).toMatchObject({ durable_name: subjects.directorConsumer, ack_policy: AckPolicy.Explicit, ack_wait: 4000 * 1_000_000, max_ack_pending: 1000 });
+      expect(await queue.enqueue("t-1", encodeJson({ taskId: "t-1" }))).toEqual({ duplicate: false });
+      expect(await queue.enqueue("t-1", encodeJson({ taskId: "t-1" }))).toEqual({ duplicate: true });
+      expect((await jsm.streams.info(subjects.intakeStream)).state.messages).toBe(1);
+    } finally {
+      await nc.close();
+    }
+  });
+
+  it("hands an item whose handler keeps failing back after a growing pause, never in a hot loop", async () => {
+    const subjects = createSubjects(randomRoot());
+    const nc = await connectNats({ servers: server.url, name: "durability-failing" });
+    try {
+      const queue = await openWorkQueue(nc, subjects, { onError: () => undefined });
+      await queue.enqueue("t-fails", encodeJson({ taskId: "t-fails" }));
+      const deliveries = new Recorder<{ n: number; at: number }>();
+      const consuming = queue.consume(async (item) => {
+        deliveries.push({ n: item.deliveries, at: Date.now() });
+        throw new Error("cannot handle this item");
+      }, { concurrency: 1 });
+      await deliveries.count(4, "four deliveries", 10_000);
+      await consuming.unsubscribe();
+      const [first, ...later] = deliveries.values.slice(0, 4);
+      let previous = first;
+      for (const d of later) {
+        // Redelivered no sooner than the pause after the previous delivery (the server's clock may round a little).
+        expect(d.at - (previous?.at ?? 0)).toBeGreaterThanOrEqual(retryDelayMs(previous?.n ?? 1) - 20);
+        previous = d;
+      }
+      expect(deliveries.values.slice(0, 4).map((d) => d.n)).toEqual([1, 2, 3, 4]);
+    } finally {
+      await nc.close();
+    }
+  });
+});
 
 describe("claims on the task record (compare-and-set, KV)", () => {
   it("claims a queued task, lets a redelivery take a stale claim over, and the first owner then loses every write", async () => {

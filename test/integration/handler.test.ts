@@ -2,7 +2,8 @@
  * Handler sessions end to end: NATS → Director → Evaluator → Handler → the real `openai` SDK → `dirigent mock-llm`,
  * for each tool, limit and model fault.
  */
-import { mkdtemp, rm, symlink, writeFile } from "node:fs/promises";
+import { randomUUID } from "node:crypto";
+import { mkdtemp, readFile, rm, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -10,6 +11,7 @@ import type { TaskEvent } from "../../protocol/index.js";
 import { startMockLlm, type MockScript } from "../../runtime/mock-llm.js";
 import type { Config } from "../../runtime/config.js";
 import { startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
+import { groupAlive, pollUntil } from "../support/process-group.js";
 import { Recorder } from "../support/recorder.js";
 import { newTaskId, startStack } from "../support/stack.js";
 
@@ -49,6 +51,12 @@ function mockUsageOfLastTurn(events: readonly TaskEvent[]): number {
   const sums = events.filter((e) => e.type === "model.turn").map((e) => Number((e.data?.["usage"] as { completionTokens?: number } | undefined)?.completionTokens ?? 0));
   return (sums.at(-1) ?? 0) - (sums.at(-2) ?? 0);
 }
+
+/** A script that ignores SIGTERM, as does the child it leaves running; it prints (or writes) its pgid and the child's pid. */
+const stubborn = (to = "") => ["sh", "-c", `trap '' TERM; sleep 1000 & echo $$ $!${to}; wait`];
+
+/** Resolves once no live process is left in group `pgid`. */
+const groupGone = (pgid: number) => pollUntil(() => (groupAlive(pgid) ? undefined : true), `process group ${pgid} to be gone`);
 
 const toolMessages = (body: { messages: Array<Record<string, unknown>> } | undefined) =>
   (body?.messages ?? []).filter((m) => m["role"] === "tool").map((m) => String(m["content"]));
@@ -108,6 +116,74 @@ describe("handler tools", () => {
     }
   });
 
+  it("kills a script that ignores SIGTERM at its timeout, with its whole process group", async () => {
+    const { outcome, requests } = await run(
+      {
+        rules: [
+          { match: { turn: 1 }, toolCalls: [{ name: "run_script", arguments: { argv: stubborn() } }] },
+          { match: { hasToolResult: "timed out after 300 ms; the process group was killed" }, reply: "it hung" },
+        ],
+      },
+      { tools: ["run_script"], scriptTimeoutMs: 300, scriptKillGraceMs: 100 },
+    );
+    expect(outcome).toMatchObject({ status: "COMPLETE", content: "it hung" });
+    const [pgid, child] = /--- stdout ---\n(\d+) (\d+)\n/.exec(toolMessages(requests[1])[0] ?? "")?.slice(1).map(Number) ?? [];
+    expect(child).toBeGreaterThan(0);
+    await groupGone(pgid ?? 0);
+  });
+
+  it("kills a running script's process group when the task is cancelled", async () => {
+    const pidFile = `pids-${randomUUID()}.txt`;
+    await using stack = await startStack({
+      url: server.url,
+      script: { rules: [{ match: { turn: 1 }, toolCalls: [{ name: "run_script", arguments: { argv: stubborn(` > ${pidFile}`) } }] }, { reply: "never" }] },
+      config: { workspaceRoot: workspace, tools: ["run_script"], scriptKillGraceMs: 100, reparse: false },
+    });
+    const taskId = newTaskId();
+    const watch = stack.client.watch(taskId, () => undefined);
+    await stack.transport.bus.flush();
+    await stack.client.submit({ xml: TASK, taskId });
+    const [pgid] = await pollUntil(async () => {
+      const ids = (await readFile(join(workspace, pidFile), "utf8").catch(() => "")).trim().split(" ").map(Number);
+      return ids.length === 2 && ids.every((id) => id > 0) ? ids : undefined;
+    }, "the script's pids");
+    expect(groupAlive(pgid ?? 0)).toBe(true);
+    expect((await stack.client.cancel(taskId)).cancelled).toBe(true);
+    expect((await watch.result).status).toBe("CANCELLED");
+    await watch.close();
+    await groupGone(pgid ?? 0);
+    expect(stack.mock.requests).toHaveLength(1);
+  });
+
+  it("keeps at most scriptOutputMaxBytes of a script's stdout and notes what it dropped", async () => {
+    const { outcome, requests } = await run(
+      {
+        rules: [
+          { match: { turn: 1 }, toolCalls: [{ name: "run_script", arguments: { argv: ["sh", "-c", "head -c 5000 /dev/zero | tr '\\000' x; echo err >&2"] } }] },
+          { match: { hasToolResult: "exit code 0" }, reply: "capped" },
+        ],
+      },
+      { tools: ["run_script"], scriptOutputMaxBytes: 100 },
+    );
+    expect(outcome).toMatchObject({ status: "COMPLETE", content: "capped" });
+    expect(toolMessages(requests[1])[0]).toBe(`exit code 0\n--- stdout ---\n${"x".repeat(100)}\n[truncated: 4900 more bytes dropped]\n--- stderr ---\nerr\n`);
+  });
+
+  it("cuts a read_file of a file larger than readMaxBytes, naming the offset to read on from", async () => {
+    const { outcome, requests } = await run(
+      {
+        rules: [
+          { match: { turn: 1 }, toolCalls: [{ name: "read_file", arguments: { path: "big.txt" } }] },
+          { match: { hasToolResult: "truncated" }, reply: "read part" },
+        ],
+      },
+      { readMaxBytes: 100 },
+    );
+    expect(outcome).toMatchObject({ status: "COMPLETE", content: "read part" });
+    const body = "lorem ipsum dolor sit amet ".repeat(200);
+    expect(toolMessages(requests[1])[0]).toBe(`${body.slice(0, 100)}\n[truncated: bytes 0–100 of ${body.length}; call read_file with offset 100 for more]`);
+  });
+
   it("fails with model_error once the model exceeds the malformed tool call budget", async () => {
     const { outcome, requests } = await run(
       { rules: [{ toolCalls: [{ name: "no_such_tool", arguments: {} }] }] },
@@ -143,9 +219,15 @@ describe("handler limits", () => {
   });
 
   it("ends with RESOURCE_EXHAUSTION output when the model stops at its length limit", async () => {
-    const { outcome } = await run({ rules: [{ reply: "a long answer that was cu", finishReason: "length" }] });
+    const { outcome } = await run({ rules: [{ reply: "a long answer that was cu", finishReason: "length", usage: { completion_tokens: 32 } }] });
     expect(outcome.status).toBe("FAILED");
-    expect(outcome.error).toMatchObject({ type: "RESOURCE_EXHAUSTION", resource: "output", content: "a long answer that was cu" });
+    expect(outcome.error).toMatchObject({ type: "RESOURCE_EXHAUSTION", resource: "output", metrics: { used: 32, limit: 32 }, content: "a long answer that was cu" });
+  });
+
+  it("sends DIRIGENT_MAX_OUTPUT_TOKENS as max_tokens and reports it as the output limit when the model is cut there", async () => {
+    const { outcome, requests } = await run({ rules: [{ reply: "a long answer that goes on and on" }] }, { maxOutputTokens: 5 });
+    expect(requests[0]?.["max_tokens"]).toBe(5);
+    expect(outcome.error).toMatchObject({ type: "RESOURCE_EXHAUSTION", resource: "output", metrics: { used: 5, limit: 5 }, content: "a long answer that g" });
   });
 });
 
@@ -169,6 +251,22 @@ describe("handler model faults", () => {
     expect(outcome.error?.message).toMatch(/after 3 attempts: 500 boom/);
     expect(requests).toHaveLength(3);
     expect(events.filter((e) => e.type === "model.retry")).toHaveLength(2);
+  });
+
+  it("keeps the partial content of an earlier turn when a later model call fails for good", async () => {
+    const { outcome, requests } = await run(
+      {
+        rules: [
+          { match: { turn: 1 }, reply: "partial findings so far", toolCalls: [{ name: "list_files", arguments: {} }] },
+          { status: 500, error: "boom" },
+        ],
+      },
+      { modelMaxRetries: 1 },
+    );
+    expect(outcome).toMatchObject({ status: "FAILED", content: "partial findings so far" });
+    expect(outcome.error).toMatchObject({ type: "TASK_FAILURE", reason: "model_error", content: "partial findings so far" });
+    expect(outcome.error?.message).toMatch(/after 2 attempts: 500 boom/);
+    expect(requests).toHaveLength(3);
   });
 
   it("retries a request that timed out", async () => {

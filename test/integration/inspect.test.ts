@@ -29,6 +29,7 @@ describe("inspector over the in-process bus", () => {
       // A session that asks for a subtask (CONTINUATION), then answers with its result.
       { match: { lastUser: { regex: "^PARENT" }, turn: 1 }, toolCalls: [{ name: "run_subtask", arguments: { type: "atomic", description: "CHILD name a city" } }] },
       { match: { lastUser: { regex: "^CHILD" } }, reply: "Oslo" },
+      { match: { lastUser: "LEAK" }, status: 400, error: `invalid request: the key ${SECRET} is not allowed here` },
       { match: { lastUser: { regex: "^PARENT" }, hasToolResult: { regex: "Oslo" } }, reply: "Visit Oslo" },
     ];
     stack = await startStack({ config: { inspect: true, openaiApiKey: SECRET }, script: { rules } });
@@ -122,6 +123,19 @@ describe("inspector over the in-process bus", () => {
     await reader.cancel();
     expect(text).toMatch(/^data: \{"actors":/m);
     expect((await run).status).toBe("COMPLETE");
+  });
+
+  it("never shows the API key placed inside a task's input or inside a model's error message", async () => {
+    const inInput = newTaskId();
+    const inError = newTaskId();
+    expect((await stack.client.run({ taskId: inInput, xml, inputs: { name: `Ada (key ${SECRET})` } })).status).toBe("COMPLETE");
+    expect((await stack.client.run({ taskId: inError, xml: "<task><description>LEAK the key</description></task>" })).status).not.toBe("COMPLETE");
+    await stack.transport.bus.flush();
+    const of = (taskId: string) => raw.filter((m) => m.includes(`"taskId":"${taskId}"`));
+    // The secret did reach the machines (the input in the contexts, the error in events and contexts) and was masked.
+    expect(of(inInput).some((m) => m.includes("Ada (key [redacted])"))).toBe(true);
+    expect(of(inError).some((m) => m.includes("the key [redacted] is not allowed"))).toBe(true);
+    for (const message of raw) expect(message).not.toContain(SECRET);
   });
 
   it("serves the page from the package with no reference to another origin", async () => {

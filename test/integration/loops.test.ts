@@ -3,7 +3,9 @@ import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { TaskEvent } from "../../protocol/index.js";
+import { DEFAULT_SCRIPT_TIMEOUT_S } from "../../actors/evaluator-script.js";
+import { createSubjects, type TaskEvent } from "../../protocol/index.js";
+import { DEFAULTS } from "../../runtime/config.js";
 import { startMockLlm, type MockLlmServer } from "../../runtime/mock-llm.js";
 import { startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 import { Recorder } from "../support/recorder.js";
@@ -95,6 +97,24 @@ describe("script tasks", () => {
     expect(outcome.error).toMatchObject({ type: "TASK_FAILURE", reason: "execution_timeout", details: { stdout: "started\n" } });
   });
 
+  it("gives a script task without <timeout> 300 s, which the default Handler limit does not cut", async () => {
+    await using s = await startStack({ url: server.url, mock, config: { tools: ["run_script"], workspaceRoot: workspace, scriptTimeoutMs: DEFAULTS.scriptTimeoutMs } });
+    const requested: number[] = [];
+    const sub = s.transport.bus.subscribe(createSubjects(s.root).script, (msg) => {
+      requested.push((JSON.parse(new TextDecoder().decode(msg.data)) as { timeoutMs: number }).timeoutMs);
+    });
+    try {
+      const outcome = await s.client.run({ xml: `<task type="script"><command>${NODE} -e "console.log(1)"</command></task>`, taskId: newTaskId() });
+      expect(outcome.status).toBe("COMPLETE");
+    } finally {
+      await sub.unsubscribe();
+    }
+    expect(DEFAULT_SCRIPT_TIMEOUT_S).toBe(300);
+    expect(requested).toEqual([300_000]);
+    // The Handler runs a command for min(requested, scriptTimeoutMs): the default limit keeps all 300 s.
+    expect(Math.min(requested[0] ?? 0, s.config.scriptTimeoutMs)).toBe(300_000);
+  });
+
   it("keeps an input that tries shell injection a single literal argument", async () => {
     await using s = await stack();
     const xml = script(`${NODE} -e "console.log(JSON.stringify(process.argv.slice(1)))" {{word}}`);
@@ -134,6 +154,22 @@ describe("director–evaluator loops", () => {
     expect(outcome.error).toMatchObject({ type: "TASK_FAILURE", reason: "execution_halted", message: expect.stringContaining("max iterations (3)") });
     expect(outcome.content).toBe("echo:DRAFT 2");
     expect(outcome.notes).toMatchObject({ termination_reason: "max_iterations_reached", iterations_completed: 3, best_iteration: 2, final_evaluation: { feedback: "no", score: 1 } });
+  });
+
+  it("stops early when the termination condition holds, before max iterations", async () => {
+    await using s = await stack();
+    const events = new Recorder<TaskEvent>();
+    const xml = `<task type="director_evaluator_loop">
+  <max_iterations>5</max_iterations>
+  <director><description>DRAFT {{current_iteration}}</description></director>
+  <evaluator><description>SCORE {{director_result}}</description></evaluator>
+  <termination_condition><condition>evaluation.notes.score &gt;= 9 || iteration &gt;= 4</condition></termination_condition>
+</task>`;
+    const outcome = await s.client.run({ xml, taskId: newTaskId() }, (e) => events.push(e));
+    // SCORE answers score 9 for the second draft (never success): the condition, not max_iterations, ends the loop.
+    expect(outcome).toMatchObject({ status: "COMPLETE", content: "echo:DRAFT 2", notes: { termination_reason: "termination_condition", iterations_completed: 2 } });
+    await events.until((v) => v.some((e) => e.type === "task.completed"), "the completed event");
+    expect(events.values.filter((e) => e.type === "iteration.started").map((e) => e.message)).toEqual(["iteration 1/5", "iteration 2/5"]);
   });
 
   it("runs the script step on the director's result, a non-zero exit reaching the evaluator as data", async () => {

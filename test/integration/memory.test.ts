@@ -9,12 +9,18 @@ import { connect } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { silentLogger, type ActorDeps } from "../../actors/deps.js";
 import { startMemory } from "../../actors/memory.js";
-import { ask } from "../../actors/serve.js";
+import type { IndexStore } from "../../actors/memory-index.js";
+import { KEEPALIVE_HEADER } from "../../actors/bus.js";
+import { ask, RESPONDER_IDLE_TIMEOUT_MS } from "../../actors/serve.js";
 import { createSubjects, MatchReply, type MatchRequest } from "../../protocol/index.js";
 import { registerMemoryCommands } from "../../runtime/cli-memory.js";
 import { CURRENT_KEY } from "../../runtime/memory-index-nats.js";
+import { updateIndex } from "../../runtime/memory-indexer.js";
+import { startMockLlm } from "../../runtime/mock-llm.js";
+import { connectNats, NatsBus } from "../../runtime/nats-bus.js";
 import { openNatsTransport, type OpenTransport } from "../../runtime/transport.js";
 import { randomRoot, startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
+import { newTaskId, startStack } from "../support/stack.js";
 
 let server: TestNatsServer;
 
@@ -92,6 +98,56 @@ describe("index store over JetStream KV", () => {
     }
   });
 
+  it("keeps both runs' entries when two processes index different directories at once", async () => {
+    const root = randomRoot();
+    await using pair = await twoProcesses(root);
+    const [a, b] = pair;
+    const dir = await mkdtemp(join(tmpdir(), "dirigent-index-race-"));
+    try {
+      await mkdir(join(dir, "one"));
+      await mkdir(join(dir, "two"));
+      await writeFile(join(dir, "one/alpha.ts"), "export const alpha = 1;\n");
+      await writeFile(join(dir, "two/beta.ts"), "export const beta = 2;\n");
+      // Each run reads the index, then waits until the other has read it too: both merge into the same generation,
+      // and the one that writes second must notice and merge again.
+      let read = 0;
+      let release = () => undefined as void;
+      const bothRead = new Promise<void>((resolve) => (release = resolve));
+      const afterBothRead = (store: IndexStore): IndexStore => {
+        let first = true;
+        return {
+          durable: store.durable,
+          getGlobalIndex: async () => {
+            const snapshot = await store.getGlobalIndex();
+            if (first) {
+              first = false;
+              if (++read === 2) release();
+              await bothRead;
+            }
+            return snapshot;
+          },
+          updateGlobalIndex: (entries, options) => store.updateGlobalIndex(entries, options),
+          watch: (onGeneration) => store.watch(onGeneration),
+        };
+      };
+      await Promise.all([updateIndex(afterBothRead(a.index), join(dir, "one")), updateIndex(afterBothRead(b.index), join(dir, "two"))]);
+      const current = await b.index.getGlobalIndex();
+      expect(current.entries.map((e) => e.path).sort()).toEqual([join(dir, "one/alpha.ts"), join(dir, "two/beta.ts")]);
+      // The write that lost its base left no chunks behind.
+      const nc = await connect({ servers: server.url });
+      try {
+        const kv = await new Kvm(nc).open(createSubjects(root).indexBucket);
+        const keys: string[] = [];
+        for await (const key of await kv.keys()) keys.push(key);
+        expect(keys.filter((k) => k !== CURRENT_KEY && !k.startsWith(`gen.${current.generation}.`))).toEqual([]);
+      } finally {
+        await nc.close();
+      }
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
   it("never lets a reader see a generation half-written or mixed with another", async () => {
     await using pair = await twoProcesses();
     const [writer, reader] = pair;
@@ -145,6 +201,45 @@ describe("Memory role over NATS", () => {
   });
 });
 
+describe("a Memory process dying mid-request", () => {
+  it("is replaced: the Evaluator asks again after the idle timeout and another Memory process answers", async () => {
+    const root = randomRoot();
+    const subjects = createSubjects(root);
+    await using mock = Object.assign(await startMockLlm({ port: 0, script: { rules: [], default: { reply: "done without memory" } } }), { [Symbol.asyncDispose]: () => mock.close() });
+    await using workers = await startStack({ url: server.url, mock, root, roles: ["director", "evaluator", "handler"] });
+    // The first Memory process takes the request, signals that it works on it, and dies without answering.
+    const dying = new NatsBus(await connectNats({ servers: server.url, name: "memory-dying" }), { onError: () => undefined });
+    let keepalive: ReturnType<typeof setInterval> | undefined;
+    const taken = new Promise<void>((resolve) =>
+      dying.subscribe(
+        subjects.memoryMatch,
+        (msg) => {
+          const every = Number(msg.headers?.get(KEEPALIVE_HEADER));
+          keepalive = setInterval(() => msg.respond(new Uint8Array(0)), every);
+          resolve();
+        },
+        { queue: subjects.queue("memory") },
+      ),
+    );
+    await dying.flush();
+    const started = Date.now();
+    const running = workers.client.run({
+      taskId: newTaskId(),
+      xml: `<task><description>Summarise the survey.</description>
+  <context_management><inherit_context>none</inherit_context><fresh_context>enabled</fresh_context></context_management></task>`,
+    });
+    await taken;
+    await using survivor = await startStack({ url: server.url, mock, root, roles: ["memory"] });
+    clearInterval(keepalive);
+    await dying.close();
+    const outcome = await running;
+    expect(outcome).toMatchObject({ status: "COMPLETE", content: "done without memory", notes: { context_source: "fresh_context" } });
+    // Well before the 30 s a plain request would have waited.
+    expect(Date.now() - started).toBeLessThan(RESPONDER_IDLE_TIMEOUT_MS + 8000);
+    void survivor;
+  }, 25_000);
+});
+
 describe("dirigent memory index / match", () => {
   it("indexes a directory into NATS and prints the matches, best first", async () => {
     const root = randomRoot();
@@ -156,17 +251,33 @@ describe("dirigent memory index / match", () => {
       await writeFile(join(dir, ".gitignore"), "ignored.ts\n");
       await writeFile(join(dir, "ignored.ts"), "export const parseTemplateCopy = 1;\n");
       const out: string[] = [];
+      const notes: string[] = [];
       const run = async (...args: string[]) => {
         const program = new Command().exitOverride();
-        registerMemoryCommands(program, (text) => out.push(text));
+        registerMemoryCommands(program, (text) => out.push(text), (text) => notes.push(text));
         await program.parseAsync(["node", "dirigent", "memory", ...args, "--nats", server.url, "--prefix", root]);
       };
       await run("index", dir);
       expect(out.at(-1)).toMatch(/^indexed 3 files \(read 3, unchanged 0, skipped 1\) as generation \S+ on /);
       await run("index", dir);
       expect(out.at(-1)).toMatch(/^nothing changed in 3 files \(read 0, unchanged 3, skipped 1\): generation \S+ stays/);
-      await run("match", "xml template parser", "--limit", "1");
-      expect(out.at(-1)).toContain(join(dir, "src/parse.ts"));
+      const previous = process.env["DIRIGENT_WORKSPACE_ROOT"];
+      try {
+        process.env["DIRIGENT_WORKSPACE_ROOT"] = dir;
+        await run("match", "xml template parser", "--limit", "1");
+        expect(out.at(-1)).toContain(join(dir, "src/parse.ts"));
+        expect(notes).toEqual([]);
+        // Matches a task run with another workspace root could not attach are flagged on stderr.
+        process.env["DIRIGENT_WORKSPACE_ROOT"] = join(dir, "src", "nested");
+        await run("match", "xml template parser", "--limit", "1");
+        expect(out.at(-1)).toContain(join(dir, "src/parse.ts"));
+        expect(notes).toEqual([
+          `warning: 1 of 1 matches lie outside the workspace root '${join(dir, "src", "nested")}' (DIRIGENT_WORKSPACE_ROOT), such as ${join(dir, "src/parse.ts")}: a task cannot attach them (they land in context_file_errors)\n`,
+        ]);
+      } finally {
+        if (previous === undefined) delete process.env["DIRIGENT_WORKSPACE_ROOT"];
+        else process.env["DIRIGENT_WORKSPACE_ROOT"] = previous;
+      }
       await expect(run("index", join(dir, "missing"))).rejects.toThrow(`cannot index '${join(dir, "missing")}': no such directory`);
       await expect(run("index", dir, "--include", "{a,b")).rejects.toThrow("glob '{a,b'");
       await expect(run("index", dir, "--max-file-size", "lots")).rejects.toThrow("--max-file-size 'lots'");

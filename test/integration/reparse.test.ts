@@ -1,9 +1,15 @@
 /**
- * Reparse over a real nats-server with the mock model: an atomic task that runs out of turns is decomposed by the
- * Compiler into a sequential sub-tree that runs in its place; bounded to 3 attempts; `disable_reparsing` opts out.
+ * Reparse over a real nats-server with the mock model: an atomic task that runs out of turns (also after resuming
+ * from a CONTINUATION) or whose Handler reports a recoverable failure is decomposed by the Compiler into a
+ * sequential sub-tree that runs in its place; bounded to 3 attempts; `disable_reparsing` opts out.
  */
+import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { TaskEvent } from "../../protocol/index.js";
+import { startCompiler } from "../../actors/compiler.js";
+import { silentLogger } from "../../actors/deps.js";
+import { createModelClient } from "../../actors/model.js";
+import { serve } from "../../actors/serve.js";
+import { createSubjects, ExecuteRequest, type ExecuteReply, type TaskEvent } from "../../protocol/index.js";
 import { startMockLlm, type MockLlmServer } from "../../runtime/mock-llm.js";
 import { startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 import { newTaskId, startStack } from "../support/stack.js";
@@ -25,6 +31,9 @@ beforeAll(async () => {
         // The Compiler's decompose requests.
         { match: { system: "dirigent task compiler", lastUser: { regex: "STUBBORN" } }, reply: `<task type="sequential"><steps><task><description>STUBBORN again</description></task><task><description>STUBBORN more</description></task></steps></task>` },
         { match: { system: "dirigent task compiler", lastUser: { regex: "ran out of resources" } }, reply: DECOMPOSED },
+        // A session that asks for a subtask, then runs out of turns after resuming.
+        { match: { lastUser: { regex: "^RESUMED" }, turn: 1 }, toolCalls: [{ name: "run_subtask", arguments: { type: "atomic", description: "PART child" } }] },
+        { match: { lastUser: { regex: "^RESUMED" }, hasToolResult: true }, toolCalls: [{ name: "list_files", arguments: {} }] },
         // Tasks that never finish within one turn: they keep calling a tool.
         { match: { lastUser: { regex: "^(BIG|STUBBORN)" } }, toolCalls: [{ name: "list_files", arguments: {} }] },
         { match: { lastUser: { regex: "^PART (\\w+)" } }, reply: "part done" },
@@ -81,5 +90,47 @@ describe("reparse", () => {
     const outcome = await s.client.run({ xml: big(), inputs: { topic: "x" }, taskId: newTaskId() });
     expect(outcome.error).toMatchObject({ type: "RESOURCE_EXHAUSTION", resource: "turns" });
     expect(mock.requests.length - before).toBe(1);
+  });
+
+  it("decomposes a session that runs out of turns after resuming from a CONTINUATION", async () => {
+    await using s = await startStack({ url: server.url, mock, config: { maxTurns: 2 } });
+    const events: TaskEvent[] = [];
+    const outcome = await s.client.run({ xml: `<task><description>RESUMED essay on {{topic}}</description></task>`, inputs: { topic: "tides" }, taskId: newTaskId() }, (e) => events.push(e));
+    expect(outcome).toMatchObject({ status: "COMPLETE", content: "part done", notes: { reparsed: { attempts: 1 } } });
+    const types = events.map((e) => e.type);
+    expect(types.indexOf("continuation.resumed")).toBeGreaterThan(-1);
+    expect(types.indexOf("node.reparse")).toBeGreaterThan(types.indexOf("continuation.resumed"));
+  });
+
+  it("decomposes a task whose Handler reports a failure with details.recoverable", async () => {
+    // The Evaluator, Director and Memory are real; the Handler is scripted: its answer for FRAGILE is a
+    // TASK_FAILURE marked recoverable, everything else completes. The Compiler is the real one, on the mock model.
+    await using s = await startStack({ url: server.url, mock, roles: ["director", "evaluator", "memory"] });
+    const deps = { bus: s.transport.bus, subjects: createSubjects(s.root), log: silentLogger, now: () => new Date(), newId: randomUUID };
+    const prompts: string[] = [];
+    const handler = serve(deps, {
+      subject: deps.subjects.execute,
+      schema: ExecuteRequest,
+      concurrency: 4,
+      handle: async (request): Promise<ExecuteReply> => {
+        prompts.push(request.prompt);
+        const base = { type: "handler.result" as const, taskId: request.taskId, nodePath: request.nodePath };
+        if (request.prompt.startsWith("FRAGILE")) {
+          return { ...base, result: { content: "", status: "FAILED", notes: {}, error: { type: "TASK_FAILURE", reason: "unexpected_error", message: "too much at once", details: { recoverable: true } } } };
+        }
+        return { ...base, result: { content: `scripted: ${request.prompt}`, status: "COMPLETE", notes: {} } };
+      },
+    });
+    const compiler = startCompiler(deps, { defaultModel: "mock-model", concurrency: 2 }, createModelClient({ baseURL: mock.url, apiKey: "test-key", timeoutMs: 10_000, maxRetries: 0 }));
+    try {
+      const events: TaskEvent[] = [];
+      const outcome = await s.client.run({ xml: `<task><description>FRAGILE essay on {{topic}}</description></task>`, inputs: { topic: "tides" }, taskId: newTaskId() }, (e) => events.push(e));
+      expect(outcome).toMatchObject({ status: "COMPLETE", content: "scripted: PART two of tides", notes: { reparsed: { attempts: 1 } } });
+      expect(events.find((e) => e.type === "node.reparse")?.message).toContain("a recoverable failure");
+      expect(prompts).toEqual(["FRAGILE essay on tides", "PART one of tides", "PART two of tides"]);
+    } finally {
+      await handler.unsubscribe();
+      await compiler.stop();
+    }
   });
 });

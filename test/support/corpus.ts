@@ -78,7 +78,12 @@ export const RUNS: readonly CorpusRun[] = [
   {
     id: "5e468bd92cfd",
     inputs: { user_query: "DYNAMIC sort a list", current_iteration: 1, max_attempts: 3, last_evaluator_output: "", last_director_output: "" },
-    shows: "a director of a dynamic loop: it asks `request_evaluation`, a script and the built-in evaluator run, the director finishes (the loop state is submitted as inputs; `<output_slot>` is ignored with a parse warning)",
+    shows: "a director of a dynamic loop: it asks `request_evaluation`, a script and the built-in evaluator run, the director finishes (the loop state is submitted as inputs; its `<output_slot>` binds nothing outside a sequential)",
+  },
+  {
+    id: "560c5290b149",
+    inputs: { task_description: "sorting", user_query: "STATIC sort a list", current_iteration: 1, last_evaluator_output: "", script_path: "$SCRIPT" },
+    shows: "the static director–script–evaluator pipeline: each step's `<output_slot>` (`last_director_output`, `script_result`) is bound for the later steps (C21)",
   },
   // Sequential tasks.
   { id: "4138332fd1bc", inputs: {}, shows: "steps whose inputs are nested tasks; `step n/2` events" },
@@ -144,12 +149,10 @@ export const NOT_RUN: Readonly<Record<string, string>> = {
   d9f1f3e40fca: "skeleton: `<steps>` holds only a comment (completes with no work)",
   "6bbf3c82f4f3": "skeleton: `<steps>` holds only a comment (completes with no work)",
   fd963a5f1643: "skeleton: inner and reduction tasks are comments, no inputs (completes with no work)",
-  // Output slots: not modelled (the dynamic director–evaluator is `request_evaluation`, see 5e468bd92cfd).
-  f3123cdf42f7: `a director and an evaluator joined by \`<output_slot>\`/\`<input_source>\`, which are not modelled; the entry director ${NO_PROMPT}`,
-  "3fb9c09a413d": `a director and an evaluator joined by \`<output_slot>\`/\`<input_source>\`, which are not modelled; the entry director ${NO_PROMPT}`,
-  "90443609d032": `the entry is the director of a pair joined by \`<output_slot>\`/\`<input_source>\`, which are not modelled; it ${NO_PROMPT}`,
-  "560c5290b149":
-    "a static pipeline passing data through `<output_slot>`s (`last_director_output`, `script_result`), which are not modelled: with its other inputs submitted, step 2 fails `input_validation_failure` (missing 'last_director_output')",
+  // Output slots between top-level tasks: a slot binds only for the later steps of a sequential (C21).
+  f3123cdf42f7: `a director and an evaluator joined by \`<output_slot>\`/\`<input_source>\` as two top-level tasks (slots bind only between steps of a sequential); the entry director ${NO_PROMPT}`,
+  "3fb9c09a413d": `a director and an evaluator joined by \`<output_slot>\`/\`<input_source>\` as two top-level tasks (slots bind only between steps of a sequential); the entry director ${NO_PROMPT}`,
+  "90443609d032": `the entry is the director of a pair joined by \`<output_slot>\`/\`<input_source>\` as top-level tasks (slots bind only between steps of a sequential); it ${NO_PROMPT}`,
   a4c2c3ffc8e4: "a fragment (`<input>` with `<source_var>`); nothing to run",
   // Script steps without a command, or data passed in ways not modelled.
   "3bc075029304": SCRIPT_NO_COMMAND,
@@ -157,7 +160,7 @@ export const NOT_RUN: Readonly<Record<string, string>> = {
   "79716b0f1827": SCRIPT_NO_COMMAND,
   "715028df6d14": SCRIPT_NO_COMMAND,
   b633f13fc82b: "`from=\"previous_step\"` is no binding of a sequential (it binds `previous_result`): step 2 fails `input_validation_failure` (missing 'previous_step'); that `script` step has no `<command>` either",
-  "246e0891885e": "`from=\"last_director_output\"` needs an output slot, not modelled: step 2 fails `input_validation_failure` (missing 'last_director_output'); that `script` step has no `<command>` either",
+  "246e0891885e": "`from=\"last_director_output\"` names a variable no step binds (its first step has no `<output_slot>`): step 2 fails `input_validation_failure` (missing 'last_director_output'); that `script` step has no `<command>` either",
   eada2887e0b8: "`from=\"env:data_source\"` reads an environment variable, not modelled: fails `input_validation_failure` (missing 'env:data_source')",
   af4c5de7c07f:
     "calls `get_file_info` (8fafe594bcb5); with it, the call gets the literal text `result[0]`, a name no sequential binds (it binds `step_results`), not the listing's first entry; alone it fails `input_validation_failure` (unknown template)",
@@ -231,11 +234,6 @@ export const REFUSED: Readonly<Record<string, Refusal>> = {
   "90443609d032": NO_DESCRIPTION,
   b9b569a831d1: NO_DESCRIPTION,
   "8a0ed3fa5900": NO_DESCRIPTION,
-  "560c5290b149": {
-    reason: "input_validation_failure",
-    message: "step 2/3 failed: missing required input: 'last_director_output'",
-    inputs: { task_description: "sorting", user_query: "sort a list", current_iteration: 1, last_evaluator_output: "", script_path: "$SCRIPT" },
-  },
   "3bc075029304": NO_COMMAND,
   "79e1bf7ff43e": NO_COMMAND,
   "79716b0f1827": NO_COMMAND,

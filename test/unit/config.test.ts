@@ -35,11 +35,14 @@ describe("config of the Handler's tools and limits", () => {
       DIRIGENT_MODEL_PRICES: '{"gpt-4o-mini":{"input":0.15,"output":0.6}}',
       DIRIGENT_STREAM: "true",
       DIRIGENT_MAX_CONTEXT_WINDOW_FRACTION: "0.5",
+      DIRIGENT_MAX_OUTPUT_TOKENS: "4096",
     });
     expect(config.tools).toEqual(["read_file", "run_script"]);
     expect(config.modelPrices).toEqual({ "gpt-4o-mini": { input: 0.15, output: 0.6 } });
     expect(config.streamDeltas).toBe(true);
     expect(config.maxContextWindowFraction).toBe(0.5);
+    expect(config.maxOutputTokens).toBe(4096);
+    expect(loadConfig({}, {}).maxOutputTokens).toBe(0);
   });
 
   it.each([
@@ -47,6 +50,7 @@ describe("config of the Handler's tools and limits", () => {
     ["DIRIGENT_MODEL_PRICES", "{not json"],
     ["DIRIGENT_STREAM", "perhaps"],
     ["DIRIGENT_MAX_CONTEXT_WINDOW_FRACTION", "1.5"],
+    ["DIRIGENT_MAX_OUTPUT_TOKENS", "-1"],
   ])("names %s when its value %j is invalid", (name, value) => {
     expect(() => loadConfig({}, { [name]: value })).toThrow(new RegExp(`environment variable ${name}`));
   });

@@ -2,7 +2,7 @@ import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { applyOutputFormat, atomicContext, badPath, compositeContextBindings, pathLines, refusedCommand, type ContextDeps } from "../../actors/evaluator-context.js";
+import { applyOutputFormat, atomicContext, badPath, compositeContextBindings, pathLines, refusedCommand, type ContextDeps, type MatchQuery } from "../../actors/evaluator-context.js";
 import { attachContext } from "../../actors/handler-files.js";
 import { IndexRanker } from "../../actors/memory-rank.js";
 import { fitsSchema, jsonType, unfenced } from "../../actors/output-format.js";
@@ -94,7 +94,7 @@ describe("file_paths command safety (§3.5)", () => {
 describe("atomicContext", () => {
   let dir: string;
   let tools: Toolset;
-  const matches: { text: string; previousOutputs?: string[] }[] = [];
+  const matches: MatchQuery[] = [];
   let ranker: IndexRanker;
   const signal = new AbortController().signal;
 
@@ -155,7 +155,7 @@ describe("atomicContext", () => {
     const env = extend(rootEnv({ [CONTEXT_OVERRIDE_BINDING]: { freshContext: "enabled" } }), { [ACCUMULATED_BINDING]: ["step 1 notes: {}"] });
     matches.length = 0;
     const got = await atomicContext(deps, task("<task><description>d</description></task>"), env, "fix the xml parser", signal);
-    expect(matches).toEqual([{ text: "fix the xml parser", previousOutputs: ["step 1 notes: {}"], limit: 10 }]);
+    expect(matches).toEqual([{ text: "fix the xml parser", templateType: "atomic", inputs: {}, previousOutputs: ["step 1 notes: {}"], limit: 10 }]);
     expect(got).toMatchObject({ ok: true, value: { files: [join(dir, "src", "parser.ts")], context: "Outputs of the earlier steps:\n\nstep 1 notes: {}", notes: { context_source: "accumulated+fresh_context" } } });
   });
 
@@ -185,9 +185,10 @@ describe("atomicContext", () => {
 
   it("matches a description or a substituted context_query, and fails when Memory cannot be asked", async () => {
     matches.length = 0;
-    const query = task('<task><description>d</description><file_paths source="context_description"><context_query>{{what}} notes</context_query></file_paths></task>');
-    expect(await atomicContext(deps, query, rootEnv({ what: "release" }), "d", signal)).toMatchObject({ ok: true, value: { files: [join(dir, "notes.md")] } });
-    expect(matches).toEqual([{ text: "release notes", limit: 10 }]);
+    const query = task('<task subtype="lookup"><description>d</description><inputs><input name="what"/><input name="long"/><input name="big"/></inputs><file_paths source="context_description"><context_query>{{what}} notes</context_query></file_paths></task>');
+    const env = rootEnv({ what: "release", long: "y".repeat(1500), big: Array(500).fill("word"), other: "not an input", [CONTEXT_BINDING]: { files: ["a.md"], text: "parent text" } });
+    expect(await atomicContext(deps, query, env, "d", signal)).toMatchObject({ ok: true, value: { files: ["a.md", join(dir, "notes.md")] } });
+    expect(matches).toEqual([{ text: "release notes", templateType: "atomic", templateSubtype: "lookup", inputs: { what: "release", long: "y".repeat(1000) }, inheritedContext: "parent text\n\nInherited files: a.md", limit: 10 }]);
     const broken: ContextDeps = { memoryMatch: async () => Promise.reject(new Error("no responders")) };
     const fresh = task('<task subtype="subtask"><description>d</description></task>');
     expect(await atomicContext(broken, fresh, rootEnv(), "d", signal)).toMatchObject({ ok: false, result: { status: "FAILED", error: { reason: "context_retrieval_failure", message: "memory match failed: no responders" } } });

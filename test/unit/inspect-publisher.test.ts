@@ -1,9 +1,12 @@
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { assign, createActor, fromPromise, setup } from "xstate";
+import { assign, createActor, createMachine, fromPromise, setup } from "xstate";
 import { inspectOption, type InspectHook } from "../../actors/inspect-option.js";
 import { createSubjects } from "../../protocol/index.js";
 import { InspectMessage } from "../../protocol/inspect.js";
-import { createInspectPublisher, inspectHookFor, samplePoint } from "../../runtime/inspect-publisher.js";
+import { configSecrets, createInspectPublisher, inspectHookFor, samplePoint } from "../../runtime/inspect-publisher.js";
 import { REDACTED } from "../../runtime/inspect-sanitize.js";
 import { MemoryBus } from "../../runtime/memory-bus.js";
 
@@ -128,5 +131,23 @@ describe("inspection publisher", () => {
     expect(seen.messages).toEqual([]);
     expect(inspectHookFor({ inspect: false, inspectMaxPerSec: 10, inspectSample: 1 }, bus, subjects)).toBeUndefined();
     expect(inspectOption({ inspect: undefined }, "director", out)).toEqual({});
+  });
+
+  it("masks the configuration's secrets (API key, NATS password from a file, token) wherever they appear", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "insp-"));
+    const file = join(dir, "password");
+    writeFileSync(file, "file-password-77\nignored\n");
+    const secrets = configSecrets({ openaiApiKey: "sk-config-key-1", natsPasswordFile: file, natsToken: "nats-token-42" });
+    rmSync(dir, { recursive: true });
+    expect(secrets).toEqual(["sk-config-key-1", "nats-token-42", "file-password-77"]);
+    bus = new MemoryBus({ onError: () => undefined });
+    const seen: string[] = [];
+    bus.subscribe(subjects.anyInspect, (msg) => void seen.push(new TextDecoder().decode(msg.data)));
+    const hook = inspectHookFor({ inspect: true, inspectMaxPerSec: 1000, inspectSample: 1, openaiApiKey: "sk-config-key-1", natsToken: "nats-token-42" }, bus, subjects);
+    const machine = createMachine({ id: "m", context: { note: "" }, initial: "a", states: { a: { on: { go: { actions: assign({ note: ({ event }) => String(event["text"]) }) } } } } });
+    createActor(machine, inspectOption({ inspect: hook }, "director", "t1")).start().send({ type: "go", text: "with sk-config-key-1 and nats-token-42" });
+    await bus.flush();
+    expect(seen.join("\n")).toContain(`with ${REDACTED} and ${REDACTED}`);
+    expect(seen.join("\n")).not.toMatch(/sk-config-key-1|nats-token-42/);
   });
 });

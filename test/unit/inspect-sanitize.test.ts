@@ -23,6 +23,43 @@ describe("sanitize", () => {
     expect(input.apiKey).toBe("sk-live-123");
   });
 
+  it("keeps token counts and ordinary words visible", () => {
+    const usage = { tokens: 120, promptTokens: 100, completionTokens: 20, reportedTokens: 118, maxTokens: 4096, tokenBudget: 9000, keyword: "oslo" };
+    expect(sanitize(usage)).toEqual(usage);
+    expect(sanitize({ natsToken: "t", NATS_TOKEN: "t", apiKeys: ["k"], privateKey: "p", cookie: "c", credentials: {} })).toEqual({
+      natsToken: REDACTED,
+      NATS_TOKEN: REDACTED,
+      apiKeys: REDACTED,
+      privateKey: REDACTED,
+      cookie: REDACTED,
+      credentials: REDACTED,
+    });
+  });
+
+  it("masks configured secret values wherever they appear in strings, error messages and keys, before cutting", () => {
+    const secret = "sk-live-0123456789";
+    const input = {
+      inputs: { name: `Ada, key ${secret}` },
+      messages: [{ role: "user", content: `use ${secret} twice: ${secret}` }],
+      error: new Error(`401: incorrect API key provided: ${secret}`),
+      [`by-${secret}`]: 1,
+      long: `${"x".repeat(8)}${secret}`,
+    };
+    const out = sanitize(input, { secrets: [secret, "", "ab"], maxString: 12 });
+    expect(JSON.stringify(out)).not.toContain(secret);
+    expect(JSON.stringify(out)).not.toContain("sk-live");
+    expect(sanitize(input, { secrets: [secret] })).toMatchObject({
+      inputs: { name: `Ada, key ${REDACTED}` },
+      messages: [{ content: `use ${REDACTED} twice: ${REDACTED}` }],
+      error: { message: `401: incorrect API key provided: ${REDACTED}` },
+      [`by-${REDACTED}`]: 1,
+    });
+    // Too short to search for: masking it would garble ordinary text.
+    expect(sanitize({ note: "about" }, { secrets: ["ab"] })).toEqual({ note: "about" });
+    // Regular-expression characters in a secret are taken literally.
+    expect(sanitize({ p: "pa$$.w(rd)+x" }, { secrets: ["pa$$.w(rd)+"] })).toEqual({ p: `${REDACTED}x` });
+  });
+
   it("truncates long strings and arrays and says how much was cut", () => {
     const out = sanitize({ text: "x".repeat(30), items: [1, 2, 3, 4, 5] }, { maxString: 10, maxArray: 2 });
     expect(out).toEqual({ text: "xxxxxxxxxx…(+20 chars)", items: [1, 2, "…(+3 items)"] });

@@ -8,6 +8,7 @@ import { toMermaid } from "../../runtime/machine-graph-mermaid.js";
 import { machines } from "../../runtime/machines.js";
 
 const doc = join(import.meta.dirname, "../../docs/machines.md");
+const readme = join(import.meta.dirname, "../../README.md");
 
 describe("docs/machines.md", () => {
   it("matches the machines (run 'dirigent machines export --format markdown > docs/machines.md' after changing one)", () => {
@@ -21,6 +22,18 @@ describe("docs/machines.md", () => {
       expect(stored).toContain(`## ${name}\n`);
       expect(stored).toContain("```mermaid\n" + toMermaid(machineGraph(machine)));
     }
+  });
+});
+
+describe("README.md", () => {
+  it("shows the current chart of the task machine in '## Machines as diagrams' (copy it from 'dirigent machines export --out DIR', DIR/task.mmd)", () => {
+    const text = readFileSync(readme, "utf8");
+    const start = text.indexOf("\n## Machines as diagrams\n");
+    expect(start).toBeGreaterThanOrEqual(0);
+    const section = text.slice(start + 1, text.indexOf("\n## ", start + 1));
+    const charts = [...section.matchAll(/```mermaid\n([\s\S]*?)```/g)].map((m) => m[1]);
+    expect(charts).toHaveLength(1);
+    expect(charts[0], "README.md's task chart is stale").toBe(exportFiles("mermaid")["task.mmd"]);
   });
 });
 

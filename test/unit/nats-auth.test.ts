@@ -36,13 +36,25 @@ describe("per-role permissions", () => {
   it("keep internal subjects and stores away from submitters and inspectors", () => {
     const p = rolePermissions("acme.dirigent");
     for (const role of ["submitter", "inspector"] as const) {
-      const all = [...p[role].publish, ...p[role].subscribe].join(" ");
+      // The inspector reads the events stream, nothing else of JetStream, and never writes to it.
+      const readEvents = (subject: string) => role === "inspector" && /^\$JS\.API\.STREAM\.(INFO|MSG\.GET)\.ACME_DIRIGENT_EVENTS$/.test(subject);
+      const all = [...p[role].publish.filter((s) => !readEvents(s)), ...p[role].subscribe].join(" ");
       expect(all).not.toMatch(/\$JS|\$KV|intake|handler|evaluator\.|memory\.match|progress|control/);
+      expect(p[role].publish.join(" ")).not.toContain(".inspect.");
     }
+    expect(p.inspector.publish.filter((s) => s.startsWith("$JS"))).toEqual(["$JS.API.STREAM.INFO.ACME_DIRIGENT_EVENTS", "$JS.API.STREAM.MSG.GET.ACME_DIRIGENT_EVENTS"]);
+    expect(p.inspector.subscribe).toContain("acme.dirigent.inspect.>");
     expect(p.director.publish).toContain("$JS.ACK.ACME_DIRIGENT_INTAKE.>");
     expect(inboxPrefixFor(["handler"])).toBe("_INBOX_handler");
     expect(inboxPrefixFor(["director", "handler"])).toBe("_INBOX");
     expect(inboxPrefixFor([])).toBe("_INBOX");
+  });
+
+  it("let each runtime role publish inspection messages under its own role name only", () => {
+    const p = rolePermissions("acme.dirigent");
+    for (const role of ["director", "evaluator", "handler", "memory"] as const) {
+      expect(p[role].publish.filter((s) => s.includes(".inspect."))).toEqual([`acme.dirigent.inspect.${role}.>`]);
+    }
   });
 
   it("render passwords as server variables, with no accounts block", () => {

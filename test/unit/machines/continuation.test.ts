@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { createActor, fromPromise, waitFor } from "xstate";
-import { continuationMachine, RESERVED, signatureOf, type SuspendedResult } from "../../../machines/continuation.js";
-import { rootEnv, type Env } from "../../../machines/env.js";
+import { continuationMachine, LAST_EVALUATOR_OUTPUT, RESERVED, signatureOf, type SuspendedResult } from "../../../machines/continuation.js";
+import { find, rootEnv, type Env } from "../../../machines/env.js";
 import type { SessionState, SubtaskRequest, TaskResult } from "../../../protocol/index.js";
 
 const session: SessionState = {
@@ -24,12 +24,12 @@ const child: SubtaskRequest = { type: "atomic", description: "child work" };
 
 function run(result: SuspendedResult, options: { env?: Env; resume?: (answer: string, n: number) => SuspendedResult; subtask?: (env: Env) => TaskResult; maxEvaluations?: number } = {}) {
   const progress: string[] = [];
-  const seen: { subtaskEnv?: Env; answers: string[] } = { answers: [] };
+  const seen: { subtaskEnv?: Env; evaluationEnvs?: Env[]; answers: string[] } = { answers: [] };
   const machine = continuationMachine.provide({
     actions: { progress: (_, p) => progress.push(p.event) },
     actors: {
       runSubtask: fromPromise(async ({ input }) => ((seen.subtaskEnv = input.env), options.subtask ? options.subtask(input.env) : ok("child answer"))),
-      runEvaluation: fromPromise(async () => ({ result: ok("{}"), answer: "evaluated" })),
+      runEvaluation: fromPromise(async ({ input }) => ((seen.evaluationEnvs ??= []).push(input.env), { result: ok("{}"), answer: "evaluated", lastEvaluatorOutput: `verdict ${input.iteration}` })),
       waitForInput: fromPromise(async () => "user answer"),
       resumeAtomic: fromPromise(async ({ input }) => (seen.answers.push(input.answer), options.resume ? options.resume(input.answer, seen.answers.length) : ok(`final after ${input.answer}`))),
     },
@@ -86,6 +86,15 @@ describe("continuation machine", () => {
     const { actor } = run(asking({ subtask_request: child }), { subtask: () => failing });
     const snap = await waitFor(actor, (s) => s.status === "done");
     expect(snap.output?.error).toMatchObject({ reason: "subtask_failure", message: "subtask failed: boom", details: { request: child, subtaskError: { message: "boom" } } });
+  });
+
+  it("binds last_evaluator_output for the later continuations and returns it in the notes (C21)", async () => {
+    const evaluation = { evaluation_request: { type: "llm", criteria: "good" } };
+    const { actor, seen } = run(asking(evaluation), { resume: (_, n) => (n === 1 ? asking({ subtask_request: child }) : ok("done")) });
+    const snap = await waitFor(actor, (s) => s.status === "done");
+    expect(seen.evaluationEnvs?.[0] && find(seen.evaluationEnvs[0], LAST_EVALUATOR_OUTPUT)).toEqual({ found: false });
+    expect(seen.subtaskEnv && find(seen.subtaskEnv, LAST_EVALUATOR_OUTPUT)).toEqual({ found: true, value: "verdict 1" });
+    expect(snap.output?.notes).toMatchObject({ evaluations: 1, subtasks: 1, last_evaluator_output: "verdict 1" });
   });
 
   it("bounds the evaluations of one session", async () => {

@@ -145,10 +145,16 @@ describe("handler session machine", () => {
   });
 
   it("ends with RESOURCE_EXHAUSTION output when the model stops at its length limit", async () => {
-    const { actor } = session([{ ...reply("cut off mid-sen"), finishReason: "length" }]);
+    const cut = { ...reply("cut off mid-sen"), finishReason: "length", usage: { promptTokens: 30, completionTokens: 64 } };
+    const { actor } = session([reply("", [call("1")]), cut]);
     const snap = await waitFor(actor, (s) => s.status === "done");
     expect(snap.value).toBe("exhausted");
-    expect(snap.output?.error).toMatchObject({ type: "RESOURCE_EXHAUSTION", resource: "output", content: "cut off mid-sen" });
+    // The last call's completion tokens, not the session's (5 + 64).
+    expect(snap.output?.error).toMatchObject({ type: "RESOURCE_EXHAUSTION", resource: "output", metrics: { used: 64, limit: 64 }, content: "cut off mid-sen" });
+    // With an output limit of the Handler's own, that is the limit reported.
+    const limited = session([cut], { input: { maxOutputTokens: 80 } });
+    const limitedSnap = await waitFor(limited.actor, (s) => s.status === "done");
+    expect(limitedSnap.output?.error).toMatchObject({ resource: "output", metrics: { used: 64, limit: 80 } });
   });
 
   it("answers malformed tool calls up to the limit, then fails with model_error", async () => {

@@ -74,6 +74,32 @@ describe("sequential machine", () => {
     });
   });
 
+  it("bounds serialized notes by maxHistoryChars too, in notes_only mode", async () => {
+    const notes = { summary: "x".repeat(30) };
+    const size = JSON.stringify(notes).length;
+    const { actor } = run({ maxHistoryChars: size + 5 }, (path) => (path.endsWith("2") ? { content: "", status: "FAILED", notes: {} } : ok("out", notes)));
+    const snap = await waitFor(actor, (s) => s.status === "done");
+    const error = snap.output?.error;
+    expect(error?.type === "TASK_FAILURE" ? error.details?.["partialResults"] : undefined).toEqual([
+      { step: 0, notes },
+      { step: 1, notes: {}, truncated: true },
+    ]);
+  });
+
+  it("binds a step's <output_slot> and the latest last_evaluator_output for the later steps (C21)", async () => {
+    const seen: unknown[] = [];
+    const { actor } = run({ outputSlots: { 0: "last_director_output" } }, (path, env) => {
+      seen.push([find(env, "last_director_output"), find(env, "last_evaluator_output")]);
+      return path.endsWith("0") ? ok("draft", { last_evaluator_output: '{"success": false}' }) : ok("next");
+    });
+    await waitFor(actor, (s) => s.status === "done");
+    expect(seen[0]).toEqual([{ found: false }, { found: false }]);
+    expect(seen[2]).toEqual([
+      { found: true, value: "draft" },
+      { found: true, value: '{"success": false}' },
+    ]);
+  });
+
   it("turns a thrown step into unexpected_error and completes an empty sequence", async () => {
     const thrown = run({}, () => {
       throw new Error("gone");

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { emptyIndexStore } from "../../../actors/memory-index.js";
+import { emptyIndexStore, IndexConflictError } from "../../../actors/memory-index.js";
 import { InMemoryIndexStore } from "../../../runtime/memory-index-store.js";
 import { Recorder } from "../../support/recorder.js";
 
@@ -23,6 +23,15 @@ describe("in-memory index store", () => {
     await expect(store.updateGlobalIndex([{ path: "src/a.ts", metadata: "" }])).rejects.toThrow("index path 'src/a.ts' is not absolute");
     await expect(store.updateGlobalIndex([{ path: "/a", metadata: "" }, { path: "/a", metadata: "" }])).rejects.toThrow("'/a' appears twice");
     expect((await store.getGlobalIndex()).generation).toBe("");
+  });
+
+  it("replaces the index with ifGeneration only while that generation is current", async () => {
+    const store = new InMemoryIndexStore();
+    const g1 = await store.updateGlobalIndex([{ path: "/a.ts", metadata: "a" }], { ifGeneration: "" });
+    await expect(store.updateGlobalIndex([{ path: "/b.ts", metadata: "b" }], { ifGeneration: "" })).rejects.toThrow(IndexConflictError);
+    const g2 = await store.updateGlobalIndex([{ path: "/c.ts", metadata: "c" }], { ifGeneration: g1 });
+    await expect(store.updateGlobalIndex([], { ifGeneration: g1 })).rejects.toMatchObject({ name: "IndexConflictError", expected: g1, actual: g2 });
+    expect(await store.getGlobalIndex()).toEqual({ generation: g2, entries: [{ path: "/c.ts", metadata: "c" }] });
   });
 
   it("the empty store serves nothing and refuses writes", async () => {

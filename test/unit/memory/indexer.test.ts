@@ -97,6 +97,15 @@ describe("indexer", () => {
     expect((await store.getGlobalIndex()).entries.map((e) => e.path)).toContain("/elsewhere/a.ts");
   });
 
+  it("keeps both runs' entries when two index different directories at once, redoing the merge that lost", async () => {
+    const store = new InMemoryIndexStore();
+    // Both runs read the empty index before either writes: the second write finds the first's generation.
+    const [src, scripts] = await Promise.all([updateIndex(store, join(dir, "src")), updateIndex(store, join(dir, "scripts"))]);
+    const { generation, entries } = await store.getGlobalIndex();
+    expect([src.generation, scripts.generation]).toContain(generation);
+    expect(relativePaths(entries)).toEqual(["scripts/train.py", "src/.gitignore", "src/bus.ts", "src/parse.ts"]);
+  });
+
   it("does not follow symbolic links", async () => {
     await symlink(join(dir, "src"), join(dir, "linked"));
     const { entries } = await indexDirectory(dir);

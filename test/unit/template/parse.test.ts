@@ -166,12 +166,20 @@ describe("parseTemplate: tasks", () => {
 
   it("keeps unsupported children, duplicate and stray text with warnings", () => {
     const { document, warnings } = parsed(
-      "<task type=\"map\"><description>a</description><description>b</description><output_slot>s</output_slot>...</task>",
+      "<task type=\"map\"><description>a</description><description>b</description><continuation_policy>s</continuation_policy>...</task>",
     );
     const task = document.entry as TaskNode;
     expect(task).toMatchObject({ type: "map", description: "a", text: "..." });
-    expect(task.extra).toMatchObject([{ kind: "element", name: "output_slot", text: "s" }]);
+    expect(task.extra).toMatchObject([{ kind: "element", name: "continuation_policy", text: "s" }]);
     expect(kinds(warnings).sort()).toEqual(["duplicate-element", "stray-text", "unsupported-element", "unsupported-task-type"]);
+  });
+});
+
+describe("parseTemplate: seed-era slots (C21)", () => {
+  it("reads <output_slot> and <input_source> as variable names", () => {
+    const { document, warnings } = parsed("<task><description>d</description><output_slot> last_director_output </output_slot><input_source>x</input_source></task>");
+    expect(document.entry).toMatchObject({ outputSlot: "last_director_output", inputSource: "x", extra: [] });
+    expect(warnings).toEqual([]);
   });
 });
 

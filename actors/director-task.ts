@@ -1,0 +1,91 @@
+/**
+ * One task as its Director runs it under a claim: the public state of its machine, its outcome, and the heartbeat
+ * that keeps its intake message and checkpoints its seq and snapshot.
+ */
+import type { Actor } from "xstate";
+import type { TaskContext, taskMachine } from "../machines/task.js";
+import { TaskState as TaskStateSchema, type TaskId, type TaskOutcome, type TaskRecord, type TaskResult, type TaskState } from "../protocol/index.js";
+import type { TaskStore, WorkItem } from "./bus.js";
+import { messageOf, type ActorDeps } from "./deps.js";
+import { writeClaimed, type Claim } from "./director-records.js";
+import { persisted } from "./director-snapshot.js";
+
+/** The task machine as the Director runs it. */
+export type TaskActor = Actor<typeof taskMachine>;
+
+/** A task this process runs under a claim. */
+export interface RunningTask {
+  readonly claim: Claim;
+  /** The intake delivery to signal progress on and to ack; a redelivery to this process replaces it. */
+  item: WorkItem;
+  /** The last event seq published. */
+  seq: number;
+  /** The last seq stored in the record. */
+  checkpointed: number;
+  /** Set when another Director took the claim over. */
+  lost: boolean;
+  actor: TaskActor | undefined;
+  /** Hands the task back (the process is draining): its intake message is naked for another Director. */
+  release?: () => void;
+}
+
+/** Progress signals go out three times per ack wait, so one late signal does not cost the task its claim. */
+export const heartbeatMs = (ackWaitMs: number): number => Math.max(100, Math.floor(ackWaitMs / 3));
+
+/** The outcome published and stored for a task that ended in `state`. */
+export function outcomeOf(taskId: TaskId, context: TaskContext, state: TaskState): TaskOutcome {
+  const result = context.result;
+  return {
+    taskId,
+    status: state === "completed" ? "COMPLETE" : state === "cancelled" ? "CANCELLED" : "FAILED",
+    content: result?.content ?? "",
+    notes: result?.notes ?? {},
+    ...(result?.parsedContent === undefined ? {} : { parsedContent: result.parsedContent }),
+    ...(result?.error ? { error: result.error } : {}),
+  };
+}
+
+/** The public state a task machine snapshot is in (its tag); a snapshot without tags (one in error) counts as running. */
+export function stateOf(snapshot: { readonly tags?: Iterable<string> | undefined }): TaskState {
+  for (const tag of snapshot.tags ?? []) {
+    const state = TaskStateSchema.safeParse(tag);
+    if (state.success) return state.data;
+  }
+  return "running";
+}
+
+/** The context of a task that fails with `message` without its machine (it could not be restored, or it broke). */
+export function failedContext(record: TaskRecord, message: string): TaskContext {
+  const result: TaskResult = { content: "", status: "FAILED", notes: {}, error: { type: "TASK_FAILURE", reason: "unexpected_error", message } };
+  return { taskId: record.taskId, xml: record.xml, inputs: record.inputs, result, cancelled: false };
+}
+
+/**
+ * Signals progress on the intake item below its ack wait and checkpoints the event seq under the claim; a
+ * checkpoint that finds the claim gone means another Director owns the task now.
+ */
+export function startHeartbeat(deps: ActorDeps, store: TaskStore, ackWaitMs: number, task: RunningTask, onLost: () => void) {
+  let resolveLost: () => void = () => undefined;
+  const lost = new Promise<void>((resolve) => (resolveLost = resolve));
+  let busy = false;
+  const beat = async () => {
+    task.item.working();
+    if (busy || task.seq === task.checkpointed) return;
+    busy = true;
+    const seq = task.seq;
+    try {
+      const machine = task.actor ? { machine: persisted(task.actor) } : {};
+      const written = await writeClaimed(store, task.claim, (current) => ({ ...current, ...machine, seq, updatedAt: deps.now().toISOString() }));
+      if (written === "lost") {
+        onLost();
+        resolveLost();
+      } else task.checkpointed = seq;
+    } catch (err) {
+      deps.log.warn({ taskId: task.claim.taskId, err: messageOf(err) }, "checkpoint failed; retried at the next heartbeat");
+    } finally {
+      busy = false;
+    }
+  };
+  const timer = setInterval(() => void beat(), heartbeatMs(ackWaitMs));
+  return { lost, stop: () => clearInterval(timer), checkpoint: () => void beat() };
+}

@@ -1,0 +1,169 @@
+/**
+ * Resume per role, with real processes: an Evaluator killed (`kill -9`) mid-walk of a sequential task, and a Handler
+ * killed between the turns of a session (a tool-call turn, then the final turn). Another process of the role takes
+ * the work over; the task ends with exactly one result, the model is not asked again for what was finished, and at
+ * most the turn in flight is repeated.
+ */
+import { setTimeout as delay } from "node:timers/promises";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createSubjects, decode, TaskEvent, TaskOutcome } from "../../protocol/index.js";
+import { startMockLlm, type MockLlmServer, type RecordedRequest } from "../../runtime/mock-llm.js";
+import { JetStreamWorkQueue } from "../../runtime/nats-store.js";
+import { randomRoot, startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
+import { startCli, type CliProcess } from "../support/processes.js";
+import { Recorder } from "../support/recorder.js";
+import { newTaskId, startStack, type Stack } from "../support/stack.js";
+
+/** Long enough for a second worker process to start and the kill to land inside the model call. */
+const SLOW_MS = 5000;
+
+let server: TestNatsServer;
+let mock: MockLlmServer;
+const processes: CliProcess[] = [];
+
+beforeAll(async () => {
+  server = await startTestNatsServer();
+  mock = await startMockLlm({
+    port: 0,
+    script: {
+      rules: [
+        { match: { lastUser: { regex: "STEP-ONE" } }, reply: "one done" },
+        { match: { lastUser: { regex: "STEP-TWO" } }, reply: "two done", delayMs: SLOW_MS },
+        { match: { lastUser: { regex: "STEP-THREE" } }, reply: "three done" },
+        { match: { lastUser: { regex: "^TOOLY" }, turn: 1 }, toolCalls: [{ name: "list_files", arguments: { path: "." } }] },
+        { match: { lastUser: { regex: "^TOOLY" }, hasToolResult: true }, reply: "listed", delayMs: SLOW_MS },
+      ],
+      default: { reply: "unexpected" },
+    },
+  });
+});
+
+afterAll(async () => {
+  await Promise.all(processes.map((p) => p.stop()));
+  await mock?.close();
+  await server?.stop();
+});
+
+const lastUser = (r: RecordedRequest) => String([...r.body.messages].reverse().find((m) => m["role"] === "user")?.["content"] ?? "");
+const hasToolResult = (r: RecordedRequest) => r.body.messages.some((m) => m["role"] === "tool");
+const requestsFor = (token: string) => mock.requests.filter((r) => lastUser(r).includes(token));
+
+const env = {
+  OPENAI_BASE_URL: "",
+  OPENAI_API_KEY: "test",
+  DIRIGENT_MODEL_MAX_RETRIES: "0",
+  DIRIGENT_LOG_LEVEL: "info",
+};
+
+function worker(role: string, root: string): CliProcess {
+  const p = startCli(["worker", "--role", role, "--nats", server.url, "--prefix", root, "--concurrency", "4"], { ...env, OPENAI_BASE_URL: mock.url });
+  processes.push(p);
+  return p;
+}
+
+/** The mock model announces no request: poll its record with a deadline. */
+async function untilRequest(condition: () => boolean, what: string, timeoutMs = 15_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await delay(20);
+  }
+}
+
+/** Follows one task's events and results on the stack's connection. */
+async function follow(stack: Stack, taskId: string) {
+  const subjects = createSubjects(stack.root);
+  const events = new Recorder<TaskEvent>();
+  const results = new Recorder<TaskOutcome>();
+  stack.transport.bus.subscribe(subjects.taskEvents(taskId), (m) => {
+    const d = decode(TaskEvent, m.data);
+    if (d.ok) events.push(d.value);
+  });
+  stack.transport.bus.subscribe(subjects.taskResult(taskId), (m) => {
+    const d = decode(TaskOutcome, m.data);
+    if (d.ok) results.push(d.value);
+  });
+  await stack.transport.bus.flush();
+  return { events, results };
+}
+
+/** Waits for the one result, then until the intake message is acked (nothing more can come), and returns all results. */
+async function settled(stack: Stack, results: Recorder<TaskOutcome>): Promise<readonly TaskOutcome[]> {
+  await results.count(1, "the result", 30_000);
+  const queue = stack.transport.queue;
+  if (!(queue instanceof JetStreamWorkQueue)) throw new Error("expected the JetStream work queue");
+  const deadline = Date.now() + 10_000;
+  while ((await queue.size()) !== 0) {
+    if (Date.now() > deadline) throw new Error("the intake message was never acked");
+    await delay(50);
+  }
+  await stack.transport.bus.flush();
+  return results.values;
+}
+
+describe("an Evaluator killed mid-walk", () => {
+  it("is replaced by another Evaluator process, which replays the finished steps", async () => {
+    const root = randomRoot();
+    await using stack = await startStack({ url: server.url, mock, root, roles: ["director", "handler", "memory"] });
+    const first = worker("evaluator", root);
+    await first.waitFor(/ready/);
+    const taskId = newTaskId();
+    const { events, results } = await follow(stack, taskId);
+    await stack.client.submit({
+      taskId,
+      xml: `<task type="sequential"><steps>
+  <task><description>STEP-ONE first</description></task>
+  <task><description>STEP-TWO second</description></task>
+  <task><description>STEP-THREE third</description></task>
+</steps></task>`,
+    });
+    await untilRequest(() => requestsFor("STEP-TWO").length === 1, "the second step's model call");
+    // The walk is inside step two, on the only Evaluator: start a second one, then kill the first.
+    const second = worker("evaluator", root);
+    await second.waitFor(/ready/);
+    first.child.kill("SIGKILL");
+    await first.exited;
+    // The kill landed inside step two.
+    expect(requestsFor("STEP-THREE")).toHaveLength(0);
+
+    const all = await settled(stack, results);
+    expect(all).toHaveLength(1);
+    expect(all[0]).toMatchObject({ taskId, status: "COMPLETE", content: "three done" });
+    // Step one was finished before the kill: never asked again. Step two was in flight: at most once more.
+    expect(requestsFor("STEP-ONE")).toHaveLength(1);
+    expect(requestsFor("STEP-TWO").length).toBeLessThanOrEqual(2);
+    expect(requestsFor("STEP-THREE")).toHaveLength(1);
+    expect(events.values.some((e) => e.type === "model.replayed")).toBe(true);
+    expect(events.values.filter((e) => e.type === "task.completed")).toHaveLength(1);
+  }, 60_000);
+});
+
+describe("a Handler killed between the turns of a session", () => {
+  it("is replaced by another Handler process, which continues after the recorded turn", async () => {
+    const root = randomRoot();
+    await using stack = await startStack({ url: server.url, mock, root, roles: ["director", "evaluator", "memory"] });
+    const first = worker("handler", root);
+    await first.waitFor(/ready/);
+    const taskId = newTaskId();
+    const { events, results } = await follow(stack, taskId);
+    await stack.client.submit({ taskId, xml: "<task><description>TOOLY list the workspace, then say so</description></task>" });
+    // Turn one (the tool call, and the tool run) is recorded; turn two's model call is under way.
+    await untilRequest(() => requestsFor("TOOLY").some(hasToolResult), "the session's second turn");
+    const second = worker("handler", root);
+    await second.waitFor(/ready/);
+    first.child.kill("SIGKILL");
+    await first.exited;
+    // The kill landed inside the second turn's model call.
+    expect(results.values).toHaveLength(0);
+
+    const all = await settled(stack, results);
+    expect(all).toHaveLength(1);
+    expect(all[0]).toMatchObject({ taskId, status: "COMPLETE", content: "listed" });
+    const calls = requestsFor("TOOLY");
+    // The first turn is not made again; the turn in flight at the kill is made at most once more.
+    expect(calls.filter((r) => !hasToolResult(r))).toHaveLength(1);
+    expect(calls.filter(hasToolResult).length).toBeGreaterThanOrEqual(1);
+    expect(calls.length).toBeLessThanOrEqual(3);
+    expect(events.values.filter((e) => e.type === "task.completed")).toHaveLength(1);
+  }, 60_000);
+});
