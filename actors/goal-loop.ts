@@ -49,11 +49,14 @@ export function runGoalLoop(deps: ActorDeps, store: GoalStore, goalId: string, o
                 else revision = next;
               });
             },
+            // Events and alerts go out after the writes before them: what they announce is stored.
             publish: ({ context }, p) => {
               const message: GoalEvent = { goalId, type: p.type, status: context.goal.status, message: p.message, supervisor: options.owner, at: now(), ...(p.data ? { data: p.data } : {}) };
-              deps.bus.publish(deps.subjects.goalEvents(goalId), encodeJson(message));
+              writes = writes.then(() => deps.bus.publish(deps.subjects.goalEvents(goalId), encodeJson(message)));
             },
-            alert: (_, p) => void sendAlert(deps, options, p.kind, p.goal, p.reason),
+            alert: (_, p) => {
+              writes = writes.then(() => void sendAlert(deps, options, p.kind, p.goal, p.reason));
+            },
             cancelTasks: (_, { taskIds }) => void cancelTasks(deps, taskIds),
           },
           actors: goalActors(deps, options.effects),

@@ -61,6 +61,7 @@ beforeAll(async () => {
         { match: planFor("GOAL-MINOR"), reply: plan({ id: "1", description: "MINOR-STEP-A" }, { id: "2", description: "MINOR-STEP-B" }, { id: "3", description: "MINOR-STEP-C" }) },
         // Escalation: the step's model call fails twice (the task fails: a metric major), then succeeds.
         { match: planFor("GOAL-ESC"), reply: plan({ id: "1", description: "ESC-STEP" }) },
+        { match: planFor("GOAL-COST"), reply: plan({ id: "1", description: "COST-STEP" }) },
         { match: { lastUser: "ESC-STEP" }, status: 500, times: 2 },
         // Cancellation: slow steps.
         { match: planFor("GOAL-CANCEL"), reply: plan({ id: "1", description: "CANCEL-STEP-1" }, { id: "2", description: "CANCEL-STEP-2" }) },
@@ -212,6 +213,31 @@ describe("the Supervisor's cap and stagger", () => {
     // The third started only after one of the first two had completed.
     const firstDone = Math.min(first("cap-1", "goal.completed"), first("cap-2", "goal.completed"), first("cap-3", "goal.completed"));
     expect(starts[2]!).toBeGreaterThanOrEqual(firstDone);
+  });
+});
+
+describe("the cost trigger", () => {
+  it("pauses a goal whose tasks cost more than the threshold over 24 hours, by metric, without a model judgement", async () => {
+    await using priced = await startStack({
+      url: server.url,
+      mock,
+      // 1 USD per 1,000 tokens: one small task costs a few cents, over a 0.01 threshold.
+      config: { supervisorTickMs: 200, supervisorStaggerMs: 0, goalCostThreshold: 0.01, modelPrices: { "mock-model": { input: 1_000, output: 1_000 } } },
+    });
+    const client = new GoalClient(priced.transport.bus, priced.system.subjects);
+    const judged = () => mock.requests.filter((r) => JSON.stringify(r.body).includes("SUB-GOAL: COST-STEP")).length;
+    const before = judged();
+    const seen = new Recorder<GoalEvent>();
+    client.events("g-cost", (e) => seen.push(e));
+    await priced.transport.bus.flush();
+    await client.submit({ goalId: "g-cost", description: "GOAL-COST: spend", maxReplans: 0 });
+    await seen.until((v) => v.some((e) => e.type === "goal.paused"), "the goal paused", 15_000);
+    const { goal } = await client.get("g-cost");
+    expect(goal.status).toBe("paused");
+    expect(goal.pauseReason).toMatch(/major divergence at s1: Goal cost over the last 24 h is [\d.]+ USD, over the 0.01 USD threshold/);
+    expect(goal.subGoals[0]?.outcome?.costUsd).toBeGreaterThan(0.01);
+    expect(goal.evaluations.map((e) => e.source)).toEqual(["metric"]);
+    expect(judged()).toBe(before);
   });
 });
 
