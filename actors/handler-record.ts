@@ -1,11 +1,12 @@
 /**
- * The Handler's records (at most one repeated model call per crash). Each session of a
- * node is keyed by task, node path, occurrence and what it was asked; after every completed turn its state is
- * written, and its reply when it ends. A re-run of the same call (the task resumed by another Director) replays a
- * finished session or continues one from its last recorded turn. Script commands are recorded the same way.
+ * The Handler's records (at most one repeated model call per crash). Each session of a node is keyed by task,
+ * node path, occurrence and what it was asked. Its state is written as soon as the model answers with tool calls
+ * (before any runs) and again once they ran; each `run_script` call's answer once it finished; its reply when it
+ * ends. A re-run of the same call (the task resumed by another Director) replays a finished session or continues
+ * one from its last recorded answer, using the recorded answers of its scripts. Script commands are recorded too.
  */
 import { createHash } from "node:crypto";
-import { decode, encode, RECORD_VERSION, ScriptRecord, TurnRecord, type ExecuteRequest, type ScriptRequest } from "../protocol/index.js";
+import { decode, encode, RECORD_VERSION, ScriptRecord, ToolRecord, TurnRecord, type ExecuteRequest, type ScriptRequest } from "../protocol/index.js";
 import type { z } from "zod";
 import type { TaskStore } from "./bus.js";
 import { messageOf, type Logger } from "./deps.js";
@@ -25,6 +26,17 @@ export function scriptKey(request: ScriptRequest): string | undefined {
   return `${request.taskId}.s${digest([request.nodePath, request.occurrence, request.argv, request.cwd ?? "", request.env ?? {}, request.inheritEnv ?? true])}`;
 }
 
+/**
+ * The record key of the `index`th tool call (id `toolCallId`) asked for by turn `turn` of the session recorded at
+ * `sessionKey`. The turn is part of the key because a server may reuse tool-call ids from one answer to the next.
+ */
+export function toolKey(sessionKey: string, turn: number, index: number, toolCallId: string): string {
+  return `${sessionKey}.c${digest([turn, index, toolCallId])}`;
+}
+
+/** Tools with side effects, whose answers a session records and replays rather than running them again. */
+export const RECORDED_TOOLS: ReadonlySet<string> = new Set(["run_script"]);
+
 /** Largest record read back (a long session's messages). */
 const MAX_RECORD_BYTES = 16 * 1024 * 1024;
 
@@ -32,7 +44,7 @@ const MAX_RECORD_BYTES = 16 * 1024 * 1024;
  * Reads a record; an unreadable one, or one of another version, reads as absent (the work runs again) with a
  * warning. A store that fails reads as absent too: recording makes a re-run cheaper, it is never required.
  */
-export async function readRecord<S extends typeof TurnRecord | typeof ScriptRecord>(store: TaskStore, key: string, schema: S, log: Logger): Promise<z.infer<S> | undefined> {
+export async function readRecord<S extends typeof TurnRecord | typeof ScriptRecord | typeof ToolRecord>(store: TaskStore, key: string, schema: S, log: Logger): Promise<z.infer<S> | undefined> {
   try {
     const bytes = await store.get(key);
     if (!bytes) return undefined;
@@ -46,7 +58,7 @@ export async function readRecord<S extends typeof TurnRecord | typeof ScriptReco
 }
 
 /** Writes a record; a failure (a session too large for the store, an outage) is logged, never fatal. */
-export async function writeRecord<S extends typeof TurnRecord | typeof ScriptRecord>(store: TaskStore, key: string, schema: S, value: z.infer<S>, log: Logger): Promise<void> {
+export async function writeRecord<S extends typeof TurnRecord | typeof ScriptRecord | typeof ToolRecord>(store: TaskStore, key: string, schema: S, value: z.infer<S>, log: Logger): Promise<void> {
   try {
     await store.put(key, encode(schema, value));
   } catch (err) {

@@ -5,7 +5,7 @@
  * `<root>.handler.script` (same queue group) runs the commands of `script` tasks with the `run_script` tool's limits.
  */
 import { createActor, fromPromise, toPromise, type Actor } from "xstate";
-import { handlerSessionMachine, type ChatMessage, type PendingContinuation, type SessionOutput } from "../machines/handler-session.js";
+import { handlerSessionMachine, type SessionOutput } from "../machines/handler-session.js";
 import {
   CancelBroadcast,
   decode,
@@ -25,7 +25,8 @@ import type { TaskStore } from "./bus.js";
 import type { ActorDeps, RoleHandle } from "./deps.js";
 import { inspectOption } from "./inspect-option.js";
 import { readRecord, scriptKey, turnKey, writeRecord } from "./handler-record.js";
-import { continuationTools, readContinuation } from "./handler-continuation.js";
+import { continuationTools } from "./handler-continuation.js";
+import { runToolCalls } from "./handler-tools.js";
 import { priceOf, sessionBudget } from "./handler-budget.js";
 import { attachContext } from "./handler-files.js";
 import type { CallModel } from "./model.js";
@@ -93,7 +94,8 @@ export async function runScriptRequest(toolset: Toolset, request: ScriptRequest,
 
 /**
  * Starts the Handler role. Without a toolset, the model is offered no tools. With `records` (the turns bucket),
- * calls that carry an `occurrence` are recorded turn by turn and replayed on a re-run (actors/handler-record.ts).
+ * calls that carry an `occurrence` are recorded answer by answer (and their `run_script` calls one by one) and
+ * replayed on a re-run (actors/handler-record.ts, actors/handler-tools.ts).
  */
 export function startHandler(deps: ActorDeps, config: HandlerConfig, callModel: CallModel, toolset: Toolset = NO_TOOLS, records?: TaskStore): RoleHandle {
   const sessions = new Map<string, Set<Actor<typeof handlerSessionMachine>>>();
@@ -109,7 +111,11 @@ export function startHandler(deps: ActorDeps, config: HandlerConfig, callModel: 
       progress("model.replayed", "replayed the recorded session: no model call", { turns: recorded.result.notes["turns"] });
       return { type: "handler.result", taskId, nodePath, result: recorded.result, ...(recorded.session ? { session: recorded.session } : {}) };
     }
-    if (recorded) progress("model.replayed", `continuing the recorded session after turn ${recorded.session.turns}`, { turns: recorded.session.turns });
+    if (recorded) {
+      const last = recorded.session.messages.at(-1);
+      const where = last?.role === "assistant" && last.tool_calls?.length ? `with the tool calls of turn` : `after turn`;
+      progress("model.replayed", `continuing the recorded session ${where} ${recorded.session.turns}`, { turns: recorded.session.turns });
+    }
     const model = request.model ?? config.defaultModel;
     // Servers answer with a dated id (gpt-4o-mini-2024-07-18), so the requested id is the fallback key.
     const cost = (answered: string, usage: Usage) => {
@@ -130,28 +136,15 @@ export function startHandler(deps: ActorDeps, config: HandlerConfig, callModel: 
         ...(key && records
           ? { recordTurn: fromPromise<void, SessionCheckpoint>(({ input }) => writeRecord(records, key, TurnRecord, { v: RECORD_VERSION, status: "running", session: input }, deps.log)) }
           : {}),
-        runTools: fromPromise(async ({ input, signal }) => {
-          const messages: ChatMessage[] = [];
-          let malformed = 0;
-          let continuation: PendingContinuation | undefined;
-          for (const call of input.calls) {
-            const asked = readContinuation(call, kinds);
-            if (asked && "continuation" in asked && !continuation) {
-              continuation = asked.continuation;
-              progress("tool.call", call.function.name, { tool: call.function.name, malformed: false });
-              continue;
-            }
-            const answer = asked
-              ? "problem" in asked
-                ? { malformed: true, content: asked.problem }
-                : { malformed: false, content: "error: one continuation per message; call it again after the first one has answered" }
-              : await toolset.run(call, signal);
-            if (answer.malformed) malformed++;
-            progress("tool.call", `${call.function.name}${answer.malformed ? " (malformed)" : ""}`, { tool: call.function.name, malformed: answer.malformed });
-            messages.push({ role: "tool", tool_call_id: call.id, content: answer.content });
-          }
-          return { messages, malformed, ...(continuation ? { continuation } : {}) };
-        }),
+        runTools: fromPromise(({ input, signal }) =>
+          runToolCalls(input, signal, {
+            toolset,
+            kinds,
+            log: deps.log,
+            progress,
+            ...(key && records ? { records: { store: records, key, ...(recorded ? { restoredTurn: recorded.session.turns } : {}) } } : {}),
+          }),
+        ),
       },
       actions: {
         turnCompleted: ({ context }, params) =>

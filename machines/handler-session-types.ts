@@ -49,7 +49,7 @@ export interface HandlerSessionInput {
   maxOutputTokens?: number;
   /**
    * Go on from an earlier state of the session: a suspended one (with `toolCallId` and the `answer` to its pending
-   * tool call), or one recorded after a completed turn (without either).
+   * tool call), or one recorded after the model's answer or after its tools ran (without either).
    */
   restore?: SessionCheckpoint & { toolCallId?: string; answer?: string };
   /** What the session may spend of the task's budget, over its cumulative usage; checked before each model call. */
@@ -74,6 +74,13 @@ export interface TokenCount {
   tokens: number;
   /** The tokenizer knows this model; otherwise the count is an estimate and server usage is authoritative. */
   exact: boolean;
+}
+
+/** Input of `runTools`: the tool calls of one assistant message. */
+export interface RunToolsInput {
+  calls: ToolCall[];
+  /** The turn whose answer asked for them (1 for the first model call). */
+  turn: number;
 }
 
 /** What `runTools` returns for the tool calls of one assistant message. */

@@ -1,8 +1,11 @@
 /**
  * One Handler session: the LLM conversation of one atomic task, with hard limits on turns, context and output.
  *
- * checkingLimits → measuring → checkingContext → awaitingModel → deciding → runningTool → checkingToolCalls →
- * checkingLimits …, ending in done | exhausted | failed (docs/handler.md has the diagram). Turns count assistant
+ * starting → checkingLimits → measuring → checkingContext → awaitingModel → deciding → recordingAnswer →
+ * runningTool → checkingToolCalls → recording → checkingLimits …, ending in done | exhausted | failed | suspended
+ * (docs/handler.md has the diagram). `recordTurn` records the session right after the model answers with tool calls (before any of
+ * them runs) and again once they ran; a session restored from a record taken after the answer starts with its tool
+ * calls (`starting`), so the model is not asked that turn again. Turns count assistant
  * messages only and are checked before each model call (SEED-NOTES §3.9). Before each call the `countTokens`
  * actor measures everything about to be sent; over the limit ends the session (`RESOURCE_EXHAUSTION` context),
  * and crossing `warningThreshold` of it fires `contextWarning` once. A task budget in the input (`handler-budget.ts`)
@@ -25,10 +28,11 @@ import type {
   PendingContinuation,
   SessionOutput,
   TokenCount,
-  ToolCall,
+  RunToolsInput,
   ToolResults,
 } from "./handler-session-types.js";
 import { budgetExceeded } from "./handler-budget.js";
+import { checkpointOf, errorText, initialContext, sessionGuards, suspendedOutput, withAnswer } from "./handler-session-steps.js";
 import { notProvided } from "./not-provided.js";
 
 export type {
@@ -39,13 +43,12 @@ export type {
   HandlerSessionInput,
   ModelReply,
   PendingContinuation,
+  RunToolsInput,
   SessionOutput,
   TokenCount,
   ToolCall,
   ToolResults,
 } from "./handler-session-types.js";
-
-const errorText = (error: unknown): string => (error instanceof Error ? error.message : String(error));
 
 /** The Handler session machine. Its output is the session's {@link TaskResult}. */
 export const handlerSessionMachine = setup({
@@ -62,56 +65,15 @@ export const handlerSessionMachine = setup({
   actors: {
     callModel: fromPromise<ModelReply, CallModelInput>(async () => notProvided("handler.callModel")),
     countTokens: fromPromise<TokenCount, CallModelInput>(async () => notProvided("handler.countTokens")),
-    runTools: fromPromise<ToolResults, { calls: ToolCall[] }>(async () => notProvided("handler.runTools")),
+    runTools: fromPromise<ToolResults, RunToolsInput>(async () => notProvided("handler.runTools")),
     // Without a record store there is nothing to write: recording is optional.
     recordTurn: fromPromise<void, SessionCheckpoint>(async () => undefined),
   },
-  guards: {
-    turnsLeft: ({ context }) => context.turns < context.maxTurns,
-    wantsTools: ({ context }) => context.pendingToolCalls.length > 0,
-    outputCut: ({ context }) => context.finishReason === "length",
-    overContext: ({ context }) => context.context.used > context.context.limit,
-    overBudget: ({ context }) => budgetExceeded(context.budget, context.usage, context.context.used) !== undefined,
-    nearContext: ({ context }) => !context.warned && context.context.used >= context.context.limit * context.warningThreshold,
-    tooManyMalformed: ({ context }) => context.malformedToolCalls > context.maxMalformedToolCalls,
-  },
+  guards: sessionGuards,
 }).createMachine({
   id: "handlerSession",
-  context: ({ input }) => {
-    const { restore, ...rest } = input;
-    const fresh = {
-      ...rest,
-      messages: [
-        { role: "system" as const, content: input.system },
-        { role: "user" as const, content: input.prompt },
-      ],
-      turns: 0,
-      usage: { promptTokens: 0, completionTokens: 0 },
-      content: "",
-      pendingToolCalls: [],
-      finishReason: "",
-      context: { used: 0, limit: input.contextLimit, peak: 0 },
-      reportedTokens: 0,
-      outputTokens: 0,
-      warned: false,
-      malformedToolCalls: 0,
-    };
-    if (!restore) return fresh;
-    // A resumed session goes on where it stopped; after a continuation, the answer responds to its pending call.
-    const answer = restore.toolCallId !== undefined ? [{ role: "tool" as const, tool_call_id: restore.toolCallId, content: restore.answer ?? "" }] : [];
-    return {
-      ...fresh,
-      messages: [...restore.messages, ...answer],
-      turns: restore.turns,
-      usage: restore.usage,
-      context: { used: restore.context.used, limit: input.contextLimit, peak: restore.context.peak },
-      reportedTokens: restore.reportedTokens,
-      warned: restore.warned,
-      malformedToolCalls: restore.malformedToolCalls,
-      model: restore.model,
-    };
-  },
-  initial: "checkingLimits",
+  context: ({ input }) => initialContext(input),
+  initial: "starting",
   on: {
     "session.cancel": {
       description: "The task was cancelled: leaving the current state aborts the model call or tool in flight.",
@@ -127,6 +89,10 @@ export const handlerSessionMachine = setup({
     },
   },
   states: {
+    starting: {
+      description: "A session restored from a record taken right after the model answered runs that answer's tool calls; any other asks the model.",
+      always: [{ guard: "wantsTools", target: "runningTool" }, { target: "checkingLimits" }],
+    },
     checkingLimits: {
       description: "Before each model call: is there a turn left?",
       always: [
@@ -213,25 +179,7 @@ export const handlerSessionMachine = setup({
         onDone: {
           target: "deciding",
           actions: [
-            assign(({ context, event }) => ({
-              turns: context.turns + 1,
-              content: event.output.content,
-              pendingToolCalls: event.output.toolCalls,
-              finishReason: event.output.finishReason,
-              model: event.output.model,
-              reportedTokens: event.output.usage.promptTokens + event.output.usage.completionTokens,
-              outputTokens: event.output.usage.completionTokens,
-              usage: {
-                promptTokens: context.usage.promptTokens + event.output.usage.promptTokens,
-                completionTokens: context.usage.completionTokens + event.output.usage.completionTokens,
-              },
-              messages: [
-                ...context.messages,
-                event.output.toolCalls.length > 0
-                  ? { role: "assistant" as const, content: event.output.content || null, tool_calls: event.output.toolCalls }
-                  : { role: "assistant" as const, content: event.output.content },
-              ],
-            })),
+            assign(({ context, event }) => withAnswer(context, event.output)),
             {
               type: "turnCompleted",
               params: ({ context, event }) => ({
@@ -274,15 +222,34 @@ export const handlerSessionMachine = setup({
             }),
           }),
         },
-        { guard: "wantsTools", target: "runningTool" },
+        { guard: "wantsTools", target: "recordingAnswer" },
         { target: "done" },
       ],
+    },
+    recordingAnswer: {
+      description: "The model asked for tools: record its answer before any of them runs, so a re-run runs them without asking the model again.",
+      invoke: {
+        src: "recordTurn",
+        input: ({ context }) => checkpointOf(context),
+        onDone: { target: "runningTool" },
+        onError: {
+          target: "failed",
+          actions: assign({
+            error: ({ context, event }) => ({
+              type: "TASK_FAILURE" as const,
+              reason: "unexpected_error" as const,
+              message: `cannot record the answer: ${errorText(event.error)}`,
+              content: context.content,
+            }),
+          }),
+        },
+      },
     },
     runningTool: {
       description: "Running the tool calls of the last assistant message.",
       invoke: {
         src: "runTools",
-        input: ({ context }) => ({ calls: context.pendingToolCalls }),
+        input: ({ context }) => ({ calls: context.pendingToolCalls, turn: context.turns }),
         onDone: [
           {
             guard: ({ event }) => event.output.continuation !== undefined,
@@ -336,7 +303,7 @@ export const handlerSessionMachine = setup({
       ],
     },
     recording: {
-      description: "A turn is complete (the model answered, its tools ran): record the session before going on, so a re-run continues from here.",
+      description: "The turn's tools ran: record the session with their results before the next model call, so a re-run continues from here.",
       invoke: {
         src: "recordTurn",
         input: ({ context }) => checkpointOf(context),
@@ -369,27 +336,3 @@ export const handlerSessionMachine = setup({
     return { content: context.content, status: "COMPLETE", notes };
   },
 });
-
-/** The session's state between turns. */
-export function checkpointOf(context: HandlerSessionContext): SessionCheckpoint {
-  return {
-    messages: context.messages,
-    turns: context.turns,
-    usage: context.usage,
-    context: context.context,
-    reportedTokens: context.reportedTokens,
-    warned: context.warned,
-    malformedToolCalls: context.malformedToolCalls,
-    model: context.model,
-  };
-}
-
-function suspendedOutput(context: HandlerSessionContext, notes: Record<string, unknown>, pending: PendingContinuation): SessionOutput {
-  const key = { subtask: "subtask_request", evaluation: "evaluation_request", input: "input_request" }[pending.kind];
-  return {
-    content: context.content,
-    status: "CONTINUATION",
-    notes: { ...notes, [key]: pending.request },
-    session: { ...checkpointOf(context), toolCallId: pending.toolCallId },
-  };
-}

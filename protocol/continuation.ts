@@ -85,7 +85,10 @@ export const SessionState = z.object({
 });
 export type SessionState = z.infer<typeof SessionState>;
 
-/** A session between turns, with no call pending: what the Handler records after each completed turn. */
+/**
+ * A session between model calls, with no continuation pending: what the Handler records right after the model
+ * answers with tool calls (its messages then end with that answer) and again once those tools ran.
+ */
 export const SessionCheckpoint = SessionState.omit({ toolCallId: true });
 export type SessionCheckpoint = z.infer<typeof SessionCheckpoint>;
 

@@ -1,25 +1,36 @@
 /**
  * Records the Handler keeps in the turns bucket (`<ROOT>_TURNS`), so a task re-run after a crash continues a
- * session from its last completed turn, and does not run a finished session or script again. Versioned: a record
- * of another version is not used (the work runs again) and is reported.
+ * session from its last recorded answer or turn, does not run a recorded `run_script` call again, and does not run
+ * a finished session or script again. Versioned: a record of another version is not used (the work runs again)
+ * and is reported.
  */
 import { z } from "zod";
 import { SessionCheckpoint, SessionState } from "./continuation.js";
 import { TaskResult } from "./result.js";
 
-/** Version of the records below. */
-export const RECORD_VERSION = 1;
+/**
+ * Version of the records written. Version 2 records a session right after the model's answer too, so a running
+ * record may end with tool calls still to run; a release that reads only version 1 ignores such a record rather
+ * than sending the model a call left unanswered. Version 1 records read the same in version 2.
+ */
+export const RECORD_VERSION = 2;
 
-/** A Handler session's record: in progress (its state after the last completed turn), or finished (its reply). */
+/** Versions of the records read: version 1's are a subset of version 2's. */
+const ReadVersion = z.literal([1, RECORD_VERSION]);
+
+/**
+ * A Handler session's record: in progress (its state after the model's last answer, which may end with tool calls
+ * still to run, or after that answer's tools ran), or finished (its reply).
+ */
 export const TurnRecord = z.discriminatedUnion("status", [
-  z.object({ v: z.literal(RECORD_VERSION), status: z.literal("running"), session: SessionCheckpoint }),
-  z.object({ v: z.literal(RECORD_VERSION), status: z.literal("done"), result: TaskResult, session: SessionState.optional() }),
+  z.object({ v: ReadVersion, status: z.literal("running"), session: SessionCheckpoint }),
+  z.object({ v: ReadVersion, status: z.literal("done"), result: TaskResult, session: SessionState.optional() }),
 ]);
 export type TurnRecord = z.infer<typeof TurnRecord>;
 
 /** A script command's record: what it produced. */
 export const ScriptRecord = z.object({
-  v: z.literal(RECORD_VERSION),
+  v: ReadVersion,
   exitCode: z.int().nullable(),
   timedOut: z.boolean(),
   stdout: z.string(),
@@ -27,3 +38,18 @@ export const ScriptRecord = z.object({
   error: z.string().optional(),
 });
 export type ScriptRecord = z.infer<typeof ScriptRecord>;
+
+/**
+ * A side-effecting tool call's record (`run_script` in a session), keyed by session, turn and tool-call id: the
+ * answer the model was given, written once the tool finished and before the next model call.
+ */
+export const ToolRecord = z.object({
+  v: z.literal(RECORD_VERSION),
+  /** The tool's name, as the model called it. */
+  tool: z.string(),
+  /** The text of the `tool` message. */
+  content: z.string(),
+  /** The call was malformed (it counts against the session's malformed-call limit). */
+  malformed: z.boolean(),
+});
+export type ToolRecord = z.infer<typeof ToolRecord>;

@@ -1,9 +1,12 @@
 /**
- * Resume per role, with real processes: an Evaluator killed (`kill -9`) mid-walk of a sequential task, and a Handler
- * killed between the turns of a session (a tool-call turn, then the final turn). Another process of the role takes
- * the work over; the task ends with exactly one result, the model is not asked again for what was finished, and at
- * most the turn in flight is repeated.
+ * Resume per role, with real processes: an Evaluator killed (`kill -9`) mid-walk of a sequential task, a Handler
+ * killed between the turns of a session (a tool-call turn, then the final turn), and a Handler killed while the
+ * scripts of a turn run. Another process of the role takes the work over; the task ends with exactly one result,
+ * the model is not asked again for what was finished, and at most the turn or the script in flight is repeated.
  */
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createSubjects, decode, TaskEvent, TaskOutcome } from "../../protocol/index.js";
@@ -20,6 +23,19 @@ const SLOW_MS = 5000;
 let server: TestNatsServer;
 let mock: MockLlmServer;
 const processes: CliProcess[] = [];
+/** The workspace of the scripts: A appends "A" to log.txt; B appends "B <pid>" and, the first time, hangs. */
+const workspace = mkdtempSync(join(tmpdir(), "dirigent-resume-"));
+const SCRIPT_A = "require('node:fs').appendFileSync('log.txt', 'A\\n')";
+const SCRIPT_B =
+  "const fs = require('node:fs'); fs.appendFileSync('log.txt', 'B ' + process.pid + '\\n'); " +
+  "if (fs.readFileSync('log.txt', 'utf8').split('\\n').filter((l) => l.startsWith('B ')).length === 1) setInterval(() => {}, 1000)";
+const logLines = (): string[] => {
+  try {
+    return readFileSync(join(workspace, "log.txt"), "utf8").split("\n").filter((l) => l !== "");
+  } catch {
+    return [];
+  }
+};
 
 beforeAll(async () => {
   server = await startTestNatsServer();
@@ -32,6 +48,14 @@ beforeAll(async () => {
         { match: { lastUser: { regex: "STEP-THREE" } }, reply: "three done" },
         { match: { lastUser: { regex: "^TOOLY" }, turn: 1 }, toolCalls: [{ name: "list_files", arguments: { path: "." } }] },
         { match: { lastUser: { regex: "^TOOLY" }, hasToolResult: true }, reply: "listed", delayMs: SLOW_MS },
+        {
+          match: { lastUser: { regex: "^SCRIPTY" }, turn: 1 },
+          toolCalls: [
+            { name: "run_script", arguments: { argv: [process.execPath, "-e", SCRIPT_A] } },
+            { name: "run_script", arguments: { argv: [process.execPath, "-e", SCRIPT_B] } },
+          ],
+        },
+        { match: { lastUser: { regex: "^SCRIPTY" }, hasToolResult: true }, reply: "scripted" },
       ],
       default: { reply: "unexpected" },
     },
@@ -42,6 +66,7 @@ afterAll(async () => {
   await Promise.all(processes.map((p) => p.stop()));
   await mock?.close();
   await server?.stop();
+  rmSync(workspace, { recursive: true, force: true });
 });
 
 const lastUser = (r: RecordedRequest) => String([...r.body.messages].reverse().find((m) => m["role"] === "user")?.["content"] ?? "");
@@ -55,8 +80,8 @@ const env = {
   DIRIGENT_LOG_LEVEL: "info",
 };
 
-function worker(role: string, root: string): CliProcess {
-  const p = startCli(["worker", "--role", role, "--nats", server.url, "--prefix", root, "--concurrency", "4"], { ...env, OPENAI_BASE_URL: mock.url });
+function worker(role: string, root: string, extraEnv: NodeJS.ProcessEnv = {}): CliProcess {
+  const p = startCli(["worker", "--role", role, "--nats", server.url, "--prefix", root, "--concurrency", "4"], { ...env, OPENAI_BASE_URL: mock.url, ...extraEnv });
   processes.push(p);
   return p;
 }
@@ -164,6 +189,46 @@ describe("a Handler killed between the turns of a session", () => {
     expect(calls.filter((r) => !hasToolResult(r))).toHaveLength(1);
     expect(calls.filter(hasToolResult).length).toBeGreaterThanOrEqual(1);
     expect(calls.length).toBeLessThanOrEqual(3);
+    expect(events.values.filter((e) => e.type === "task.completed")).toHaveLength(1);
+  }, 60_000);
+});
+
+describe("a Handler killed while the scripts of a turn run", () => {
+  it("is replaced by another Handler process, which asks the model nothing again and reruns only the script in flight", async () => {
+    const root = randomRoot();
+    await using stack = await startStack({ url: server.url, mock, root, roles: ["director", "evaluator", "memory"] });
+    const scripts = { DIRIGENT_TOOLS: "run_script", DIRIGENT_WORKSPACE_ROOT: workspace };
+    const first = worker("handler", root, scripts);
+    await first.waitFor(/ready/);
+    const taskId = newTaskId();
+    const { events, results } = await follow(stack, taskId);
+    await stack.client.submit({ taskId, xml: "<task><description>SCRIPTY run both scripts</description></task>" });
+    // B runs (and hangs): the model's answer was recorded before A ran, and A's answer once A finished.
+    await untilRequest(() => logLines().length === 2, "the second script to start");
+    const second = worker("handler", root, scripts);
+    await second.waitFor(/ready/);
+    first.child.kill("SIGKILL");
+    await first.exited;
+    // The first run of B, in its own process group, outlives its Handler: end it by its id.
+    const orphan = Number(logLines()[1]?.split(" ")[1]);
+    try {
+      process.kill(-orphan, "SIGKILL");
+    } catch {
+      // Already gone.
+    }
+
+    const all = await settled(stack, results);
+    expect(all).toHaveLength(1);
+    expect(all[0]).toMatchObject({ taskId, status: "COMPLETE", content: "scripted" });
+    const calls = requestsFor("SCRIPTY");
+    // The answer of turn one was recorded: not asked again. A's answer was recorded: A did not run again. B was in
+    // flight at the kill: it ran once more.
+    expect(calls.filter((r) => !hasToolResult(r))).toHaveLength(1);
+    expect(calls.filter(hasToolResult)).toHaveLength(1);
+    const log = logLines();
+    expect(log).toHaveLength(3);
+    expect(log[0]).toBe("A");
+    expect(log.slice(1).every((l) => l.startsWith("B "))).toBe(true);
     expect(events.values.filter((e) => e.type === "task.completed")).toHaveLength(1);
   }, 60_000);
 });

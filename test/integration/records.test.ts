@@ -1,19 +1,23 @@
 /**
  * The Handler's records over a real nats-server (the turns KV bucket) with the mock model: a finished session is
- * replayed without a model call, an interrupted one continues after its last recorded turn, script outcomes are
- * replayed, and a record of another version is ignored.
+ * replayed without a model call, an interrupted one continues after its last recorded turn or answer (a recorded
+ * `run_script` call is not run again), script outcomes are replayed, and a record of another version is ignored.
  */
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdir, mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { turnKey } from "../../actors/handler-record.js";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { toolKey, turnKey } from "../../actors/handler-record.js";
 import { ask } from "../../actors/serve.js";
 import { silentLogger } from "../../actors/deps.js";
-import { encodeJson, EvaluateReply, ExecuteReply, ScriptReply, type EvaluateRequest, type ExecuteRequest, type ScriptRequest } from "../../protocol/index.js";
+import { CancelBroadcast, encode, encodeJson, EvaluateReply, ExecuteReply, RECORD_VERSION, ScriptReply, type EvaluateRequest, type ExecuteRequest, type ScriptRequest } from "../../protocol/index.js";
 import { startMockLlm, type MockLlmServer } from "../../runtime/mock-llm.js";
 import { startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 import { newTaskId, startStack, type Stack } from "../support/stack.js";
+
+const APPEND_A = "require('node:fs').appendFileSync('log.txt', 'A\\n')";
+const APPEND_B = "require('node:fs').appendFileSync('log.txt', 'B\\n')";
+const APPEND_B_HANG_ONCE = `${APPEND_B}; if (require('node:fs').readFileSync('log.txt', 'utf8').split('\\n').filter((l) => l === 'B').length === 1) setInterval(() => {}, 1000)`;
 
 let server: TestNatsServer;
 let mock: MockLlmServer;
@@ -29,6 +33,15 @@ beforeAll(async () => {
         { match: { lastUser: { regex: "^RECORDED" }, hasToolResult: false }, toolCalls: [{ name: "list_files", arguments: {} }] },
         { match: { lastUser: { regex: "^RECORDED" }, hasToolResult: true }, reply: "final answer" },
         { match: { lastUser: { regex: "^SLOW" } }, reply: "slow done", delayMs: 400 },
+        // Two scripts in the directory `crash`: A appends "A" to log.txt; B appends "B" and, the first time, hangs.
+        {
+          match: { lastUser: { regex: "^SCRIPTED crash" }, hasToolResult: false },
+          toolCalls: [
+            { name: "run_script", arguments: { argv: [process.execPath, "-e", APPEND_A], cwd: "crash" } },
+            { name: "run_script", arguments: { argv: [process.execPath, "-e", APPEND_B_HANG_ONCE], cwd: "crash" } },
+          ],
+        },
+        { match: { lastUser: { regex: "^SCRIPTED" }, hasToolResult: true }, reply: "scripts done" },
       ],
     },
   });
@@ -43,6 +56,8 @@ afterAll(async () => {
 const deps = (s: Stack) => ({ bus: s.transport.bus, subjects: s.system.subjects, log: silentLogger, now: () => new Date(), newId: () => "x" });
 const execute = (s: Stack, request: ExecuteRequest) => ask(deps(s), s.system.subjects.execute, request, ExecuteReply, { timeoutMs: 10_000 });
 const requestsFor = (prompt: string) => mock.requests.filter((r) => JSON.stringify(r.body).includes(prompt)).length;
+/** The lines the scripts appended to `<dir>/log.txt`. */
+const logOf = async (dir: string) => (await readFile(join(dir, "log.txt"), "utf8").catch(() => "")).split("\n").filter((l) => l !== "");
 
 describe("Handler records", () => {
   it("replays a finished session without calling the model again", async () => {
@@ -93,6 +108,67 @@ describe("Handler records", () => {
     expect(requestsFor("RECORDED two")).toBe(1);
     const sent = mock.requests.find((r) => JSON.stringify(r.body).includes("RECORDED two"));
     expect(JSON.stringify(sent?.body)).toContain("recorded listing");
+  });
+
+  it("interrupted while a session's scripts run, asks the model nothing again and runs only the unfinished script again", async () => {
+    const dir = join(workspace, "crash");
+    await mkdir(dir);
+    await using s = await startStack({ url: server.url, mock, config: { workspaceRoot: workspace, tools: ["run_script"], continuationTools: [] } });
+    const request: ExecuteRequest = { type: "handler.execute", taskId: newTaskId() as ExecuteRequest["taskId"], nodePath: "0", prompt: "SCRIPTED crash", occurrence: 1 };
+    const interrupted = execute(s, request);
+    // B runs once the log holds it: by then the model's answer was recorded, and A's answer once A finished.
+    await vi.waitFor(async () => expect(await logOf(dir)).toEqual(["A", "B"]), { timeout: 10_000, interval: 20 });
+    // The interruption, at that precise point: the session stops with B in flight, so B's answer is never recorded
+    // and the session records no reply; the records are what a crash there leaves.
+    s.transport.bus.publish(s.system.subjects.cancelBroadcast, encode(CancelBroadcast, { type: "task.cancel", taskId: request.taskId }));
+    expect((await interrupted).result.error).toMatchObject({ reason: "execution_halted" });
+    expect(requestsFor("SCRIPTED crash")).toBe(1);
+
+    const reply = await execute(s, request);
+    expect(reply.result).toMatchObject({ status: "COMPLETE", content: "scripts done", notes: { turns: 2 } });
+    // Turn 1 was not asked again; A was not run again; B, started but unrecorded, ran once more.
+    expect(requestsFor("SCRIPTED crash")).toBe(2);
+    expect(await logOf(dir)).toEqual(["A", "B", "B"]);
+  });
+
+  it("resumes from a recorded answer: uses a script's recorded result, runs an unrecorded one, and asks the model only the next turn", async () => {
+    const dir = join(workspace, "replay");
+    await mkdir(dir);
+    await using s = await startStack({ url: server.url, mock, config: { workspaceRoot: workspace, tools: ["run_script"], continuationTools: [] } });
+    const request: ExecuteRequest = { type: "handler.execute", taskId: newTaskId() as ExecuteRequest["taskId"], nodePath: "0", prompt: "SCRIPTED replay", occurrence: 1 };
+    const key = turnKey(request);
+    if (!key || !s.transport.turns) throw new Error("expected a record key and a turns store");
+    const runScript = (id: string, code: string) => ({ id, type: "function", function: { name: "run_script", arguments: JSON.stringify({ argv: [process.execPath, "-e", code], cwd: "replay" }) } });
+    // What the Handler writes when the model answers turn 1 with two scripts, before either runs...
+    await s.transport.turns.put(
+      key,
+      encodeJson({
+        v: RECORD_VERSION,
+        status: "running",
+        session: {
+          messages: [
+            { role: "system", content: "base" },
+            { role: "user", content: "SCRIPTED replay" },
+            { role: "assistant", content: null, tool_calls: [runScript("c1", APPEND_A), runScript("c2", APPEND_B)] },
+          ],
+          turns: 1,
+          usage: { promptTokens: 10, completionTokens: 5 },
+          context: { used: 10, limit: 100_000, peak: 10 },
+          reportedTokens: 15,
+          warned: false,
+          malformedToolCalls: 0,
+          model: "mock-model",
+        },
+      }),
+    );
+    // ... and once the first script finished.
+    await s.transport.turns.put(toolKey(key, 1, 0, "c1"), encodeJson({ v: RECORD_VERSION, tool: "run_script", content: "exit code 0 (recorded)", malformed: false }));
+    const reply = await execute(s, request);
+    expect(reply.result).toMatchObject({ status: "COMPLETE", content: "scripts done", notes: { turns: 2 } });
+    expect(await logOf(dir)).toEqual(["B"]);
+    expect(requestsFor("SCRIPTED replay")).toBe(1);
+    const sent = JSON.stringify(mock.requests.find((r) => JSON.stringify(r.body).includes("SCRIPTED replay"))?.body);
+    expect(sent).toContain("exit code 0 (recorded)");
   });
 
   it("ignores a record of another version, and runs the session again", async () => {

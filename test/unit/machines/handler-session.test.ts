@@ -28,9 +28,12 @@ function session(replies: Array<ModelReply | Error>, options: Options | number =
   const seen: CallModelInput[] = [];
   const turns: number[] = [];
   const warnings: Array<{ used: number; limit: number }> = [];
+  /** The effects in the order they ran: `model`, `record <turns> <role of the last message>`, `tools <turn>`. */
+  const steps: string[] = [];
   const machine = handlerSessionMachine.provide({
     actors: {
       callModel: fromPromise(async ({ input }) => {
+        steps.push("model");
         seen.push(structuredClone(input));
         const next = replies.shift();
         if (!next) throw new Error("script exhausted");
@@ -38,15 +41,18 @@ function session(replies: Array<ModelReply | Error>, options: Options | number =
         return next;
       }),
       countTokens: fromPromise(async () => opts.counts?.shift() ?? { tokens: 10, exact: true }),
-      runTools: fromPromise(async ({ input }) => ({
-        messages: input.calls.map((c) => ({ role: "tool" as const, tool_call_id: c.id, content: "file body" })),
-        malformed: opts.malformed?.shift() ?? 0,
-      })),
+      runTools: fromPromise(async ({ input }) => {
+        steps.push(`tools ${input.turn}`);
+        return { messages: input.calls.map((c) => ({ role: "tool" as const, tool_call_id: c.id, content: "file body" })), malformed: opts.malformed?.shift() ?? 0 };
+      }),
+      recordTurn: fromPromise(async ({ input }) => {
+        steps.push(`record ${input.turns} ${input.messages.at(-1)?.role ?? "none"}`);
+      }),
     },
     actions: { turnCompleted: (_, p) => turns.push(p.turn), contextWarning: (_, p) => warnings.push({ used: p.used, limit: p.limit }) },
   });
   const actor = createActor(machine, { input: { ...base, maxTurns: opts.maxTurns ?? base.maxTurns, ...opts.input } }).start();
-  return { actor, seen, turns, warnings };
+  return { actor, seen, turns, warnings, steps };
 }
 
 describe("handler session machine", () => {
@@ -70,6 +76,42 @@ describe("handler session machine", () => {
     const second = seen[1]?.messages ?? [];
     expect(second.at(-2)).toMatchObject({ role: "assistant", tool_calls: [{ id: "c1" }] });
     expect(second.at(-1)).toEqual({ role: "tool", tool_call_id: "c1", content: "file body" });
+  });
+
+  it("records the model's answer before its tools run, and the turn again once they ran", async () => {
+    const { actor, steps } = session([reply("", [call("c1")]), reply("final")]);
+    await waitFor(actor, (s) => s.status === "done");
+    // A final answer is not recorded here: the shell records the session's reply.
+    expect(steps).toEqual(["model", "record 1 assistant", "tools 1", "record 1 tool", "model"]);
+  });
+
+  it("restored from a record taken after the answer, runs its tool calls without asking the model for that turn", async () => {
+    const restore = {
+      messages: [
+        { role: "system" as const, content: "sys" },
+        { role: "user" as const, content: "do it" },
+        { role: "assistant" as const, content: "looking", tool_calls: [call("c1"), call("c2")] },
+      ],
+      turns: 1,
+      usage,
+      context: { used: 10, limit: 1000, peak: 10 },
+      reportedTokens: 15,
+      warned: false,
+      malformedToolCalls: 0,
+      model: "m-actual",
+    };
+    const { actor, seen, steps } = session([reply("final")], { input: { restore } });
+    const snap = await waitFor(actor, (s) => s.status === "done");
+    expect(steps).toEqual(["tools 1", "record 1 tool", "model"]);
+    expect(seen[0]?.messages.slice(-2)).toEqual([
+      { role: "tool", tool_call_id: "c1", content: "file body" },
+      { role: "tool", tool_call_id: "c2", content: "file body" },
+    ]);
+    expect(snap.output).toMatchObject({ status: "COMPLETE", content: "final", notes: { turns: 2, usage: { promptTokens: 20, completionTokens: 10 } } });
+    // Restored after its tools ran, a session asks the model first.
+    const after = session([reply("final")], { input: { restore: { ...restore, messages: [...restore.messages, ...seen[0]!.messages.slice(-2)] } } });
+    await waitFor(after.actor, (s) => s.status === "done");
+    expect(after.steps).toEqual(["model"]);
   });
 
   it("ends in exhausted with RESOURCE_EXHAUSTION when the turn limit is reached", async () => {
