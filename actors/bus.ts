@@ -80,6 +80,8 @@ export type CreateResult = "created" | "exists";
 export interface TaskStore {
   /** Stores `value` under `key` only if the key does not exist yet (atomic). */
   create(key: string, value: Uint8Array): Promise<CreateResult>;
+  /** {@link TaskStore.create} that tells the new revision (`undefined`: the key exists, nothing was written). */
+  createWithRevision(key: string, value: Uint8Array): Promise<number | undefined>;
   /** Reads a value. */
   get(key: string): Promise<Uint8Array | undefined>;
   /** Writes a value unconditionally. */

@@ -22,6 +22,17 @@ export interface Claim {
   readonly record: TaskRecord;
   /** The owner the task had before, when this claim took it over (a resume). */
   readonly previousOwner?: string;
+  /**
+   * The record as this claim last wrote it, with its revision: the next write compares against it at once instead
+   * of reading the record first, and reads it only when someone else wrote in between.
+   */
+  written?: Known;
+}
+
+/** A record and the revision it was stored at. */
+export interface Known {
+  readonly record: TaskRecord;
+  readonly revision: number;
 }
 
 /** Outcome of {@link claimTask}. */
@@ -45,20 +56,24 @@ export async function readRecord(store: TaskStore, taskId: string): Promise<{ re
 
 /**
  * Claims a task for `owner`. The caller holds the task's intake message, so any earlier claim is stale: its
- * Director stopped signalling progress (or handed the message back), and the claim is taken over.
+ * Director stopped signalling progress (or handed the message back), and the claim is taken over. `created`, the
+ * record as this process stored it at submission, saves reading it: the claim compares against its revision, and
+ * reads the record only when it changed since.
  */
-export async function claimTask(store: TaskStore, taskId: string, owner: string, now: () => Date): Promise<ClaimOutcome> {
-  for (let attempt = 0; attempt < CAS_ATTEMPTS; attempt++) {
-    const current = await readRecord(store, taskId);
+export async function claimTask(store: TaskStore, taskId: string, owner: string, now: () => Date, created?: Known): Promise<ClaimOutcome> {
+  // The record stored at submission is tried first, on top of the attempts that read it.
+  for (let attempt = created === undefined ? 0 : -1; attempt < CAS_ATTEMPTS; attempt++) {
+    const current = attempt < 0 ? created : await readRecord(store, taskId);
     if (!current) return { kind: "missing" };
     const { record, revision } = current;
     if (FINAL_STATES.has(record.state)) return { kind: "final", record };
     const claimedAt = now().toISOString();
     const claimed: TaskRecord = { ...record, state: "running", owner, claimedAt, seq: record.seq ?? 1, updatedAt: claimedAt };
-    if ((await store.update(taskId, encode(TaskRecord, claimed), revision)) !== undefined) {
+    const written = await store.update(taskId, encode(TaskRecord, claimed), revision);
+    if (written !== undefined) {
       return {
         kind: "claimed",
-        claim: { taskId, owner, claimedAt, record: claimed, ...(record.owner === undefined ? {} : { previousOwner: record.owner }) },
+        claim: { taskId, owner, claimedAt, record: claimed, written: { record: claimed, revision: written }, ...(record.owner === undefined ? {} : { previousOwner: record.owner }) },
       };
     }
   }
@@ -72,13 +87,21 @@ export function holds(record: TaskRecord, claim: Claim): boolean {
 
 /**
  * Writes `change(current record)` while the claim is the record's. Concurrent changes by others (a cancel
- * request) are kept: the change is applied to the record as it is now.
+ * request) are kept: the change is applied to the record as it is now. The record this claim wrote last is taken
+ * as the current one without reading it; should the store hold a newer revision, it is read and the change applied again.
  */
 export async function writeClaimed(store: TaskStore, claim: Claim, change: (record: TaskRecord) => TaskRecord): Promise<WriteOutcome> {
-  for (let attempt = 0; attempt < CAS_ATTEMPTS; attempt++) {
-    const current = await readRecord(store, claim.taskId);
+  const known = claim.written;
+  // The record this claim wrote last is tried first, on top of the attempts that read it.
+  for (let attempt = known !== undefined && holds(known.record, claim) ? -1 : 0; attempt < CAS_ATTEMPTS; attempt++) {
+    const current = attempt < 0 ? known : await readRecord(store, claim.taskId);
     if (!current || !holds(current.record, claim)) return "lost";
-    if ((await store.update(claim.taskId, encode(TaskRecord, change(current.record)), current.revision)) !== undefined) return "written";
+    const next = change(current.record);
+    const revision = await store.update(claim.taskId, encode(TaskRecord, next), current.revision);
+    if (revision !== undefined) {
+      claim.written = { record: next, revision };
+      return "written";
+    }
   }
   throw new Error(`task '${claim.taskId}': record kept changing; gave up after ${CAS_ATTEMPTS} attempts`);
 }

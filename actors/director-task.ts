@@ -2,16 +2,49 @@
  * One task as its Director runs it under a claim: the public state of its machine, its outcome, and the heartbeat
  * that keeps its intake message and checkpoints its seq and snapshot.
  */
-import type { Actor } from "xstate";
-import type { TaskContext, taskMachine } from "../machines/task.js";
+import { createActor, fromPromise, type Actor, type InspectionEvent, type Snapshot } from "xstate";
+import { taskMachine, type Announcement, type TaskContext, type TaskInput } from "../machines/task.js";
 import { TaskState as TaskStateSchema, type TaskId, type TaskOutcome, type TaskRecord, type TaskResult, type TaskState } from "../protocol/index.js";
 import type { TaskStore, WorkItem } from "./bus.js";
 import { messageOf, type ActorDeps } from "./deps.js";
 import { writeClaimed, type Claim } from "./director-records.js";
 import { persisted } from "./director-snapshot.js";
 
+/** The effects of one task's machine, as its Director provides them. */
+export interface TaskEffects {
+  evaluate(input: TaskInput, signal: AbortSignal): Promise<TaskResult>;
+  announce(announcement: Announcement): void;
+}
+
+/** The effects of each task actor, by its actor system (a task actor and its evaluation share one). */
+const effectsBySystem = new WeakMap<object, TaskEffects>();
+
+function effectsOf(system: unknown): TaskEffects {
+  const effects = effectsBySystem.get(system as object);
+  if (!effects) throw new Error("a task actor runs without its effects");
+  return effects;
+}
+
+/** The task machine with its effects provided once per process: they act for the task whose actor system runs them. */
+let provided: ReturnType<typeof provideTaskMachine> | undefined;
+const provideTaskMachine = () =>
+  taskMachine.provide({
+    actors: { evaluate: fromPromise<TaskResult, TaskInput>(({ input, signal, system }) => effectsOf(system).evaluate(input, signal)) },
+    actions: { announce: ({ system }, a) => effectsOf(system).announce(a) },
+  });
+
 /** The task machine as the Director runs it. */
-export type TaskActor = Actor<typeof taskMachine>;
+export type TaskActor = Actor<ReturnType<typeof provideTaskMachine>>;
+
+/** Creates the actor of one task with `effects` (a restored snapshot, when given, is not started yet). */
+export function createTaskActor(
+  effects: TaskEffects,
+  options: { input: TaskInput; snapshot?: Snapshot<unknown>; inspect?: (event: InspectionEvent) => void },
+): TaskActor {
+  const actor = createActor((provided ??= provideTaskMachine()), options);
+  effectsBySystem.set(actor.system, effects);
+  return actor;
+}
 
 /** A task this process runs under a claim. */
 export interface RunningTask {
@@ -67,11 +100,25 @@ export function failedContext(record: TaskRecord, message: string): TaskContext 
 export function startHeartbeat(deps: ActorDeps, store: TaskStore, ackWaitMs: number, task: RunningTask, onLost: () => void) {
   let resolveLost: () => void = () => undefined;
   const lost = new Promise<void>((resolve) => (resolveLost = resolve));
-  let busy = false;
-  const beat = async () => {
-    task.item.working();
+  let busy: Promise<void> | undefined;
+  const checkpoint = () => {
     if (busy || task.seq === task.checkpointed) return;
-    busy = true;
+    // Written once what the change set off went out (the evaluation request first). A task that ended meanwhile is
+    // not: its final record follows at once.
+    busy = new Promise<void>((resolve) => setImmediate(resolve))
+      .then(() => (ended() ? undefined : write()))
+      .finally(() => (busy = undefined));
+  };
+  const ended = () => {
+    const status = task.actor?.getSnapshot().status;
+    return status === "done" || status === "error";
+  };
+  // The timer signals progress; a checkpoint on a change of state does not need to (the timer's next one comes in time).
+  const beat = () => {
+    task.item.working();
+    checkpoint();
+  };
+  const write = async () => {
     const seq = task.seq;
     try {
       const machine = task.actor ? { machine: persisted(task.actor) } : {};
@@ -82,10 +129,14 @@ export function startHeartbeat(deps: ActorDeps, store: TaskStore, ackWaitMs: num
       } else task.checkpointed = seq;
     } catch (err) {
       deps.log.warn({ taskId: task.claim.taskId, err: messageOf(err) }, "checkpoint failed; retried at the next heartbeat");
-    } finally {
-      busy = false;
     }
   };
-  const timer = setInterval(() => void beat(), heartbeatMs(ackWaitMs));
-  return { lost, stop: () => clearInterval(timer), checkpoint: () => void beat() };
+  const timer = setInterval(beat, heartbeatMs(ackWaitMs));
+  return {
+    lost,
+    stop: () => clearInterval(timer),
+    checkpoint,
+    /** Resolves once no checkpoint is being written (the final write then follows it instead of racing it). */
+    idle: (): Promise<void> => busy ?? Promise.resolve(),
+  };
 }

@@ -6,8 +6,8 @@
  * the intake work queue, `<root>.progress.*` and `<root>.control.cancel` (every Director; each acts only on the
  * tasks it owns).
  */
-import { createActor, fromPromise, type Snapshot } from "xstate";
-import { taskMachine, type TaskContext } from "../machines/task.js";
+import type { Snapshot } from "xstate";
+import type { TaskContext } from "../machines/task.js";
 import {
   CancelBroadcast,
   decode,
@@ -31,9 +31,9 @@ import { retryDelayMs, type BusMessage, type TaskStore, type WorkItem, type Work
 import { messageOf, type ActorDeps, type RoleHandle } from "./deps.js";
 import { inspectOption } from "./inspect-option.js";
 import { compilePrompt } from "./director-compile.js";
-import { claimTask, holds, readRecord, requestCancel, writeClaimed } from "./director-records.js";
+import { claimTask, holds, readRecord, requestCancel, writeClaimed, type Known } from "./director-records.js";
 import { restorable } from "./director-snapshot.js";
-import { failedContext, outcomeOf, startHeartbeat, stateOf, type RunningTask } from "./director-task.js";
+import { createTaskActor, failedContext, outcomeOf, startHeartbeat, stateOf, type RunningTask, type TaskEffects } from "./director-task.js";
 import { handleSubmit } from "./intake.js";
 import { askRetrying } from "./serve.js";
 
@@ -47,11 +47,23 @@ export interface DirectorConfig {
   published?: (subject: string) => Promise<boolean>;
 }
 
+/** Most records kept from submission until their claim (see `stored` below). */
+const STORED_MAX = 1000;
+
 /** Starts the Director role. */
 export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueue, config: DirectorConfig): RoleHandle {
   const { bus, subjects, log } = deps;
   const owned = new Map<string, RunningTask>();
   const owner = `director-${deps.newId()}`;
+  /**
+   * Records this process stored at submission, with their revision, until it claims them (then without reading them
+   * back; a record changed since is read). Bounded: tasks another Director claims are forgotten, oldest first.
+   */
+  const stored = new Map<string, Known>();
+  const remember = (record: TaskRecord, revision: number) => {
+    if (stored.size >= STORED_MAX) stored.delete(stored.keys().next().value as string);
+    stored.set(record.taskId, { record, revision });
+  };
   /** Tasks whose claim is being written, with their latest delivery. */
   const pendingClaims = new Map<string, { item: WorkItem }>();
   /** Set by `stop`: take no new task, hand back the ones running. */
@@ -130,7 +142,9 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
     pendingClaims.set(item.id, slot);
     let claimed: Awaited<ReturnType<typeof claimTask>>;
     try {
-      claimed = await claimTask(store, item.id, owner, deps.now);
+      const created = stored.get(item.id);
+      stored.delete(item.id);
+      claimed = await claimTask(store, item.id, owner, deps.now, created);
     } finally {
       pendingClaims.delete(item.id);
     }
@@ -151,52 +165,52 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
     const restore = claim.previousOwner === undefined ? ({ kind: "none" } as const) : restorable(record);
     if (restore.kind === "refused") return refuse(task, restore.message);
     if (restore.kind === "snapshot" && restore.migratedFrom !== undefined) log.info({ taskId: record.taskId, from: restore.migratedFrom }, "task snapshot migrated");
-    const actor = createActor(
-      taskMachine.provide({
-        actors: {
-          evaluate: fromPromise(async ({ input, signal }) => {
-            // The compiled template is in the record (stored before the evaluation is asked for); the machine's
-            // input, restored from a snapshot taken before the compile, still holds the empty one.
-            let xml = record.xml;
-            if (xml === "" && record.prompt !== undefined) {
-              const compiled = await compilePrompt(deps, store, claim, record.prompt, {
-                timeoutMs: config.taskTimeoutMs,
-                signal,
-                announce: (type, message, data) => publishEvent(record.taskId, ++task.seq, type, "running", message, data),
-              });
-              if (!compiled.ok) return compiled.result;
-              xml = compiled.xml;
-            }
-            const request = (attempt: number): EvaluateRequest => ({
-              type: "evaluator.evaluate",
-              taskId: record.taskId,
-              // A new attempt (the Evaluator went silent) supersedes the old one, should it still run somewhere.
-              owner: attempt === 1 ? owner : `${owner}~${attempt}`,
-              xml,
-              inputs: input.inputs,
-              ...(record.budget ? { budget: record.budget } : {}),
-              ...(record.stream === undefined ? {} : { stream: record.stream }),
-            });
-            const reply = await askRetrying(deps, subjects.evaluate, request, EvaluateReply, {
-              timeoutMs: config.taskTimeoutMs,
-              signal,
-              // Ask again only while this Director still holds the task: a stale retry would supersede the new owner.
-              // A record that cannot be read now (NATS restarting) does not stop it: the heartbeat notices a lost claim.
-              beforeRetry: async () => {
-                const now = await readRecord(store, record.taskId).catch(() => "unknown" as const);
-                if (now !== "unknown" && (!now || !holds(now.record, claim))) throw new Error(`task '${record.taskId}': claim lost; not asking again`);
-              },
-            });
-            return reply.result;
-          }),
-        },
-        actions: {
-          announce: (_, a) => publishEvent(record.taskId, ++task.seq, a.event, a.state, a.message, a.data),
-        },
-      }),
-      // A task taken over resumes from its machine's stored snapshot (actors/director-snapshot.ts).
-      { ...inspectOption(deps, "director", record.taskId), input: { taskId: record.taskId, xml: record.xml, inputs: record.inputs }, ...(restore.kind === "snapshot" ? { snapshot: restore.snapshot as Snapshot<unknown> } : {}) },
-    );
+    const effects: TaskEffects = {
+      evaluate: async (input, signal) => {
+        // The compiled template is in the record (stored before the evaluation is asked for); the machine's
+        // input, restored from a snapshot taken before the compile, still holds the empty one.
+        let xml = record.xml;
+        if (xml === "" && record.prompt !== undefined) {
+          const compiled = await compilePrompt(deps, store, claim, record.prompt, {
+            timeoutMs: config.taskTimeoutMs,
+            signal,
+            announce: (type, message, data) => publishEvent(record.taskId, ++task.seq, type, "running", message, data),
+          });
+          if (!compiled.ok) return compiled.result;
+          xml = compiled.xml;
+        }
+        const request = (attempt: number): EvaluateRequest => ({
+          type: "evaluator.evaluate",
+          taskId: record.taskId,
+          // A new attempt (the Evaluator went silent) supersedes the old one, should it still run somewhere.
+          owner: attempt === 1 ? owner : `${owner}~${attempt}`,
+          // The first claim's first request: nothing of this task ran before, so nothing is looked for or stopped.
+          ...(attempt === 1 && claim.previousOwner === undefined ? { fresh: true } : {}),
+          xml,
+          inputs: input.inputs,
+          ...(record.budget ? { budget: record.budget } : {}),
+          ...(record.stream === undefined ? {} : { stream: record.stream }),
+        });
+        const reply = await askRetrying(deps, subjects.evaluate, request, EvaluateReply, {
+          timeoutMs: config.taskTimeoutMs,
+          signal,
+          // Ask again only while this Director still holds the task: a stale retry would supersede the new owner.
+          // A record that cannot be read now (NATS restarting) does not stop it: the heartbeat notices a lost claim.
+          beforeRetry: async () => {
+            const now = await readRecord(store, record.taskId).catch(() => "unknown" as const);
+            if (now !== "unknown" && (!now || !holds(now.record, claim))) throw new Error(`task '${record.taskId}': claim lost; not asking again`);
+          },
+        });
+        return reply.result;
+      },
+      announce: (a) => publishEvent(record.taskId, ++task.seq, a.event, a.state, a.message, a.data),
+    };
+    // A task taken over resumes from its machine's stored snapshot (actors/director-snapshot.ts).
+    const actor = createTaskActor(effects, {
+      ...inspectOption(deps, "director", record.taskId),
+      input: { taskId: record.taskId, xml: record.xml, inputs: record.inputs },
+      ...(restore.kind === "snapshot" ? { snapshot: restore.snapshot as Snapshot<unknown> } : {}),
+    });
     // A snapshot xstate cannot restore leaves the actor in error before it starts: fail the task once, clearly.
     const restored = actor.getSnapshot();
     if (restored.status === "error") return refuse(task, `stored snapshot cannot be restored: ${messageOf(restored.error)}`);
@@ -211,10 +225,12 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
       log.warn({ taskId: record.taskId }, "another Director took the task over; stopping here");
       actor.stop();
     });
-    // Each change of the task's state is checkpointed at once (its snapshot and seq), not only at the heartbeat.
+    // Each change of the task's state is checkpointed at once (its snapshot and seq), not only at the heartbeat; the
+    // final state is not: the final record (finish, below) follows it at once.
     let lastState = "";
     actor.subscribe({
       next: (snapshot) => {
+        if (snapshot.status !== "active") return;
         const state = JSON.stringify(snapshot.value);
         if (state === lastState) return;
         lastState = state;
@@ -238,6 +254,7 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
         log.info({ taskId: record.taskId }, "task handed back: draining");
         return;
       }
+      await heartbeat.idle();
       const ended = actor.getSnapshot();
       const context = ended.status === "error" ? failedContext(record, `the task machine failed: ${messageOf(ended.error)}`) : ended.context;
       if (task.lost || !(await finish(task, context, ended.status === "error" ? "failed" : stateOf(ended)))) {
@@ -300,7 +317,7 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
     bus.subscribe(
       subjects.submit,
       async (msg) => {
-        const reply = await handleSubmit(deps, store, queue, msg);
+        const reply = await handleSubmit(deps, store, queue, msg, remember);
         if (reply?.status === "accepted") publishEvent(reply.taskId, 1, "task.queued", "queued", "queued");
       },
       queueGroup,

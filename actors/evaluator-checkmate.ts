@@ -136,23 +136,32 @@ async function call(walk: Walk, node: TaskNode, path: string, role: Role, name: 
   }
 }
 
-/** The checkmate machine with its effects provided for `walk`. */
-export function provideCheckmate(walk: Walk, taskAt: (path: string) => TaskNode) {
+/** The checkmate machine with effects that act for the walk of the actor system they run in (`walkOf(system)`): built once per process. */
+export function provideCheckmate(walkOf: (system: unknown) => Walk, taskAt: (walk: Walk, path: string) => TaskNode) {
   return checkmateMachine.provide({
-    actions: { progress: (_, p) => walk.progress(p.event, p.message, p.data) },
+    actions: { progress: ({ system }, p) => walkOf(system).progress(p.event, p.message, p.data) },
     actors: {
-      prepare: fromPromise<Prepared, { path: string; env: Env }>(async ({ input }) => prepareCheckmate(walk, taskAt(input.path), input.env)),
-      runIntake: fromPromise<TaskResult, IntakeInput>(({ input, signal }) => call(walk, taskAt(input.path), input.path, "intake", `intake${input.round}`, intakePrompt(input), input.env, signal)),
-      runCriteriaJudge: fromPromise<TaskResult, CriteriaJudgeInput>(({ input, signal }) =>
-        call(walk, taskAt(input.path), input.path, "criteria_judge", `criteria${input.round}`, criteriaJudgePrompt(input), input.env, signal),
-      ),
-      waitForInput: fromPromise<string, InputWaitInput>(({ input, signal }) => walk.waitForInput(input.path, input.request, signal)),
-      runWorker: fromPromise<TaskResult, WorkerInput>(({ input, signal }) => {
-        const node = taskAt(input.path);
+      prepare: fromPromise<Prepared, { path: string; env: Env }>(async ({ input, system }) => {
+        const walk = walkOf(system);
+        return prepareCheckmate(walk, taskAt(walk, input.path), input.env);
+      }),
+      runIntake: fromPromise<TaskResult, IntakeInput>(({ input, signal, system }) => {
+        const walk = walkOf(system);
+        return call(walk, taskAt(walk, input.path), input.path, "intake", `intake${input.round}`, intakePrompt(input), input.env, signal);
+      }),
+      runCriteriaJudge: fromPromise<TaskResult, CriteriaJudgeInput>(({ input, signal, system }) => {
+        const walk = walkOf(system);
+        return call(walk, taskAt(walk, input.path), input.path, "criteria_judge", `criteria${input.round}`, criteriaJudgePrompt(input), input.env, signal);
+      }),
+      waitForInput: fromPromise<string, InputWaitInput>(({ input, signal, system }) => walkOf(system).waitForInput(input.path, input.request, signal)),
+      runWorker: fromPromise<TaskResult, WorkerInput>(({ input, signal, system }) => {
+        const walk = walkOf(system);
+        const node = taskAt(walk, input.path);
         return call(walk, node, input.path, "worker", `worker${input.iteration}`, workerPrompt(input), input.env, signal, seconds(node, "worker_timeout"));
       }),
-      runJudge: fromPromise<TaskResult, JudgeInput>(({ input, signal }) => {
-        const node = taskAt(input.path);
+      runJudge: fromPromise<TaskResult, JudgeInput>(({ input, signal, system }) => {
+        const walk = walkOf(system);
+        const node = taskAt(walk, input.path);
         return call(walk, node, input.path, "judge", `judge${input.iteration}`, judgePrompt(input), input.env, signal, seconds(node, "judge_timeout"));
       }),
     },

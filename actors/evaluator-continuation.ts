@@ -186,17 +186,36 @@ async function runEvaluation(walk: ContinuationWalk, input: EvaluationStepInput,
   return { result, answer, lastEvaluatorOutput };
 }
 
+/** Formats the result of a resumed session of the task at `path` as its node asks. */
+export type ApplyFormat = (path: string, result: SuspendedResult) => SuspendedResult;
+
+/** What the continuation effects of one actor system act for. */
+export interface ContinuationScope {
+  readonly walk: ContinuationWalk;
+  readonly applyFormat: ApplyFormat;
+}
+
 /** The continuation machine with its effects provided for `walk`. */
-export function provideContinuation(walk: ContinuationWalk, applyFormat: (path: string, result: SuspendedResult) => SuspendedResult) {
+export function provideContinuation(walk: ContinuationWalk, applyFormat: ApplyFormat) {
+  const scope: ContinuationScope = { walk, applyFormat };
+  return provideContinuationFor(() => scope);
+}
+
+/**
+ * The continuation machine with effects that act for the scope of the actor system they run in (`scopeOf(system)`),
+ * so one machine serves every task of the process.
+ */
+export function provideContinuationFor(scopeOf: (system: unknown) => ContinuationScope) {
   return continuationMachine.provide({
-    actions: { progress: (_, p) => walk.progress(p.event, p.message, p.data) },
+    actions: { progress: ({ system }, p) => scopeOf(system).walk.progress(p.event, p.message, p.data) },
     actors: {
-      runSubtask: fromPromise<TaskResult, SubtaskInput>(({ input, signal }) => runSubtask(walk, input, signal)),
-      runEvaluation: fromPromise<EvaluationOutcome, EvaluationStepInput>(({ input, signal }) => runEvaluation(walk, input, signal)),
-      waitForInput: fromPromise<string, InputWaitInput>(({ input, signal }) => walk.waitForInput(input.path, input.request, signal)),
-      resumeAtomic: fromPromise<SuspendedResult, { path: string; session: SessionState; answer: string }>(async ({ input, signal }) =>
-        applyFormat(input.path, await walk.resume(input.path, input.session, input.answer, signal)),
-      ),
+      runSubtask: fromPromise<TaskResult, SubtaskInput>(({ input, signal, system }) => runSubtask(scopeOf(system).walk, input, signal)),
+      runEvaluation: fromPromise<EvaluationOutcome, EvaluationStepInput>(({ input, signal, system }) => runEvaluation(scopeOf(system).walk, input, signal)),
+      waitForInput: fromPromise<string, InputWaitInput>(({ input, signal, system }) => scopeOf(system).walk.waitForInput(input.path, input.request, signal)),
+      resumeAtomic: fromPromise<SuspendedResult, { path: string; session: SessionState; answer: string }>(async ({ input, signal, system }) => {
+        const { walk, applyFormat } = scopeOf(system);
+        return applyFormat(input.path, await walk.resume(input.path, input.session, input.answer, signal));
+      }),
     },
   });
 }

@@ -3,18 +3,18 @@
  * `<inputs>` are bound, an atomic task is substituted and sent to a Handler, a call binds its arguments, and a
  * step of a composite is evaluated by a nested evaluation actor ({@link evaluateNode}).
  */
-import { createActor, fromPromise, toPromise } from "xstate";
+import { createActor, fromPromise, toPromise, type InspectionEvent } from "xstate";
 import type { SuspendedResult } from "../machines/continuation.js";
 import { extend, find, flatten, isPath, rootEnv, type Env } from "../machines/env.js";
 import { directorEvaluatorMachine } from "../machines/director-evaluator.js";
-import { evaluationMachine, type BindOutcome } from "../machines/evaluation.js";
+import { evaluationMachine, type BindOutcome, type EvaluationInput } from "../machines/evaluation.js";
 import { evaluateTest } from "../machines/expression.js";
 import { reduceMachine, type ReduceItem, type ResolvedItems } from "../machines/reduce.js";
 import { sequentialMachine } from "../machines/sequential.js";
 import type { CompileReply, CompileRequest, CondNode, ContinuationKind, InputRequest, SessionState, TaskNode, TaskResult, TemplateDocument } from "../protocol/index.js";
 import { budgetScopes, nodeBudgetBinding, type BudgetScope } from "./evaluator-budget.js";
 import { reparseNode } from "./evaluator-reparse.js";
-import { provideContinuation } from "./evaluator-continuation.js";
+import { provideContinuationFor, type ContinuationScope } from "./evaluator-continuation.js";
 import { provideCheckmate } from "./evaluator-checkmate.js";
 import { applyOutputFormat, atomicContext, compositeContextBindings, contextFields, returnsOf, walkContextDeps, withContextNotes, type ContextDeps } from "./evaluator-context.js";
 import { MAX_INLINE_DEPTH, type InlineCall } from "./evaluator-inline.js";
@@ -73,7 +73,7 @@ export async function evaluateNode(walk: Walk, path: string, env: Env, depth: nu
   if (depth > walk.maxDepth) {
     return { content: "", status: "FAILED", notes: {}, error: { type: "TASK_FAILURE", reason: "execution_halted", message: `nesting deeper than ${walk.maxDepth} at ${path}` } };
   }
-  const actor = createActor(provideWalk(walk, depth, inline), { ...inspectOption(walk, "evaluator", walk.taskId), input: { taskId: walk.taskId, path, node: summarize(node), env, entry } });
+  const actor = createWalkActor(walk, depth, inline, { ...inspectOption(walk, "evaluator", walk.taskId), input: { taskId: walk.taskId, path, node: summarize(node), env, entry } });
   const cancel = () => actor.send({ type: "evaluation.cancel" });
   signal.addEventListener("abort", cancel, { once: true });
   try {
@@ -119,29 +119,81 @@ function continuationsFor(walk: Walk, node: TaskNode): ContinuationKind[] {
   return node.subtype === "director" ? [...kinds, "evaluation"] : kinds;
 }
 
-/** The evaluation machine with every effect provided for `walk`, at nesting `depth` (`inline`: inline calls around it). */
-export function provideWalk(walk: Walk, depth: number, inline = 0) {
-  const progress = (_: unknown, p: { event: string; message: string; data?: Record<string, unknown> }) => walk.progress(p.event, p.message, p.data);
-  const runStep = fromPromise<TaskResult, { path: string; env: Env }>(({ input, signal }) => evaluateNode(walk, input.path, input.env, depth + 1, signal, inline));
-  const taskAt = (path: string): TaskNode => {
-    const node = nodeAt(walk.document, path);
-    if (node?.kind !== "task") throw new Error(`node ${path} is not a task`);
-    return node;
-  };
+/** What the effects of one evaluation actor system act for: the walk, its nesting depth, the inline calls around it. */
+type WalkScope = { readonly walk: Walk; readonly depth: number; readonly inline: number; continuation?: ContinuationScope };
+
+/** The scope of each evaluation actor system (a root evaluation actor and the children it invokes share one). */
+const scopes = new WeakMap<object, WalkScope>();
+
+function scopeOf(system: unknown): WalkScope {
+  const scope = scopes.get(system as object);
+  if (!scope) throw new Error("an evaluation actor runs outside a walk");
+  return scope;
+}
+
+function taskAt(walk: Walk, path: string): TaskNode {
+  const node = nodeAt(walk.document, path);
+  if (node?.kind !== "task") throw new Error(`node ${path} is not a task`);
+  return node;
+}
+
+/**
+ * Creates the evaluation actor of a node of `walk` at nesting `depth` (`inline`: inline calls around it). The machine
+ * is built once per process ({@link walkMachine}); its effects find the walk by the actor's system, registered here.
+ */
+export function createWalkActor(walk: Walk, depth: number, inline: number, options: { input: EvaluationInput; inspect?: (event: InspectionEvent) => void }) {
+  const actor = createActor(walkMachine(), options);
+  scopes.set(actor.system, { walk, depth, inline });
+  return actor;
+}
+
+/** The evaluation machine with every effect provided, acting for the walk of the actor system it runs in. */
+let provided: ReturnType<typeof buildWalkMachine> | undefined;
+export const walkMachine = () => (provided ??= buildWalkMachine());
+
+function continuationScope(scope: WalkScope): ContinuationScope {
+  const { walk, depth } = scope;
+  return (scope.continuation ??= {
+    walk: {
+      library: walk.library,
+      script: walk.script,
+      resume: walk.resume,
+      waitForInput: walk.waitForInput,
+      progress: walk.progress,
+      evaluateDocument: (document, env, signal, docScope) => evaluateDocument(walk, document, env, depth + 1, signal, docScope),
+      // Already substituted strictly before the session ran (prepareAtomic), so lenient here cannot differ.
+      criteria: (path, env) => {
+        const text = criteriaText(taskAt(walk, path));
+        const done = text === undefined ? undefined : substitute(text, (p) => find(env, p), "lenient");
+        return done?.ok ? done.text : text;
+      },
+    },
+    applyFormat: (path, result) => (result.status === "COMPLETE" ? applyOutputFormat(taskAt(walk, path), result, returnsOf(walk.document, path)) : result),
+  });
+}
+
+function buildWalkMachine() {
+  const progress = ({ system }: { system: unknown }, p: { event: string; message: string; data?: Record<string, unknown> }) => scopeOf(system).walk.progress(p.event, p.message, p.data);
+  const runStep = fromPromise<TaskResult, { path: string; env: Env }>(({ input, signal, system }) => {
+    const { walk, depth, inline } = scopeOf(system);
+    return evaluateNode(walk, input.path, input.env, depth + 1, signal, inline);
+  });
   return evaluationMachine.provide({
     actions: { progress },
     actors: {
-      bindInputs: fromPromise<BindOutcome, { path: string; env: Env; entry: boolean }>(({ input, signal }) =>
-        bindInputs(walk, taskAt(input.path), input.path, input.env, input.entry, depth, signal),
-      ),
-      runAtomic: fromPromise<SuspendedResult, { path: string; env: Env }>(async ({ input, signal }) => {
+      bindInputs: fromPromise<BindOutcome, { path: string; env: Env; entry: boolean }>(({ input, signal, system }) => {
+        const { walk, depth } = scopeOf(system);
+        return bindInputs(walk, taskAt(walk, input.path), input.path, input.env, input.entry, depth, signal);
+      }),
+      runAtomic: fromPromise<SuspendedResult, { path: string; env: Env }>(async ({ input, signal, system }) => {
+        const { walk, depth, inline } = scopeOf(system);
         const callInline = async (c: InlineCall): Promise<TaskResult> => {
           if (inline >= MAX_INLINE_DEPTH) return inputFailure(`inline call ${c.template}() nested deeper than ${MAX_INLINE_DEPTH}`);
           const bound = await bindArgs(walk, c.template, c.args, input.env, depth, signal);
           if ("result" in bound) return bound.result;
           return evaluateNode(walk, `templates.${bound.template}.body`, bound.env, depth + 1, signal, inline + 1);
         };
-        const node = taskAt(input.path);
+        const node = taskAt(walk, input.path);
         const prepared = await prepareAtomic(node, input.env, callInline, walk.substitution);
         if (!prepared.ok) return prepared.result;
         const context = await atomicContext(walkContextDeps(walk, input.path), node, input.env, prepared.fields.prompt, signal);
@@ -149,20 +201,23 @@ export function provideWalk(walk: Walk, depth: number, inline = 0) {
         const result = await walk.execute(input.path, { ...prepared.fields, ...contextFields(context.value), continuations: continuationsFor(walk, node) }, signal, budgetScopes(input.env));
         return applyOutputFormat(node, withContextNotes(result, context.value), returnsOf(walk.document, input.path));
       }),
-      reparse: fromPromise<TaskResult, { path: string; env: Env; result: TaskResult }>(async ({ input, signal }) => {
+      reparse: fromPromise<TaskResult, { path: string; env: Env; result: TaskResult }>(async ({ input, signal, system }) => {
+        const { walk, depth } = scopeOf(system);
         const compile = walk.compile;
         if (!compile) return input.result;
         const reparseWalk = { ...walk, compile, evaluateDocument: (document: TemplateDocument, env: Env, s: AbortSignal, scope: string) => evaluateDocument(walk, document, env, depth + 1, s, scope) };
-        return reparseNode(reparseWalk, taskAt(input.path), input.path, input.env, input.result, signal);
+        return reparseNode(reparseWalk, taskAt(walk, input.path), input.path, input.env, input.result, signal);
       }),
-      runRef: fromPromise<TaskResult, { path: string; env: Env }>(async ({ input, signal }) => {
-        const ref = taskAt(input.path).ref ?? "";
+      runRef: fromPromise<TaskResult, { path: string; env: Env }>(async ({ input, signal, system }) => {
+        const { walk, depth } = scopeOf(system);
+        const ref = taskAt(walk, input.path).ref ?? "";
         const template = walk.library.get(ref);
         if (!template) return inputFailure(`no template named '${ref}' in the template library (--templates)`, { ref });
         const result = await evaluateDocument(walk, template.document, input.env, depth + 1, signal, `${input.path}/ref:`);
         return { ...result, notes: { ...result.notes, template_used: template.name } };
       }),
-      runCall: fromPromise<TaskResult, { path: string; env: Env }>(async ({ input, signal }) => {
+      runCall: fromPromise<TaskResult, { path: string; env: Env }>(async ({ input, signal, system }) => {
+        const { walk, depth, inline } = scopeOf(system);
         const node = nodeAt(walk.document, input.path);
         if (node?.kind !== "call") return missingNode(input.path);
         const args = node.args.map((arg, i) => ({ ...(arg.name ? { name: arg.name } : {}), ...(typeof arg.value === "string" ? { text: arg.value } : { nodePath: `${input.path}.args.${i}.value` }) }));
@@ -170,49 +225,41 @@ export function provideWalk(walk: Walk, depth: number, inline = 0) {
         if ("result" in bound) return bound.result;
         return evaluateNode(walk, `templates.${bound.template}.body`, bound.env, depth + 1, signal, inline);
       }),
-      runCond: fromPromise<TaskResult, { path: string; env: Env }>(async ({ input, signal }) => {
+      runCond: fromPromise<TaskResult, { path: string; env: Env }>(async ({ input, signal, system }) => {
+        const { walk, depth } = scopeOf(system);
         const node = nodeAt(walk.document, input.path);
         if (node?.kind !== "cond") return missingNode(input.path);
         return runCond(walk, node, input.path, input.env, depth, signal);
       }),
-      runScript: fromPromise<TaskResult, { path: string; env: Env }>(({ input, signal }) => runScriptTask(walk.script, taskAt(input.path), input.path, input.env, signal)),
-      continuation: provideContinuation(
-        {
-          library: walk.library,
-          script: walk.script,
-          resume: walk.resume,
-          waitForInput: walk.waitForInput,
-          progress: walk.progress,
-          evaluateDocument: (document, env, signal, scope) => evaluateDocument(walk, document, env, depth + 1, signal, scope),
-          // Already substituted strictly before the session ran (prepareAtomic), so lenient here cannot differ.
-          criteria: (path, env) => {
-            const text = criteriaText(taskAt(path));
-            const done = text === undefined ? undefined : substitute(text, (p) => find(env, p), "lenient");
-            return done?.ok ? done.text : text;
-          },
-        },
-        (path, result) => (result.status === "COMPLETE" ? applyOutputFormat(taskAt(path), result, returnsOf(walk.document, path)) : result),
-      ),
+      runScript: fromPromise<TaskResult, { path: string; env: Env }>(({ input, signal, system }) => {
+        const { walk } = scopeOf(system);
+        return runScriptTask(walk.script, taskAt(walk, input.path), input.path, input.env, signal);
+      }),
+      continuation: provideContinuationFor((system) => continuationScope(scopeOf(system))),
       sequential: sequentialMachine.provide({ actions: { progress }, actors: { runStep } }),
       directorEvaluator: directorEvaluatorMachine.provide({
         actions: { progress },
         actors: {
           runStep,
-          runScript: fromPromise<TaskResult, { path: string; env: Env }>(async ({ input, signal }) => {
+          runScript: fromPromise<TaskResult, { path: string; env: Env }>(async ({ input, signal, system }) => {
+            const { walk, depth, inline } = scopeOf(system);
             const loopPath = input.path.replace(/\.scriptExecution$/, "");
-            const se = taskAt(loopPath).scriptExecution;
+            const se = taskAt(walk, loopPath).scriptExecution;
             if (!se) return inputFailure("the loop has no <script_execution>");
             const evaluate = (path: string, env: Env) => evaluateNode(walk, path, env, depth + 1, signal, inline);
             return runScriptExecution(walk.script, evaluate, se, input.path, input.env, signal);
           }),
         },
       }),
-      checkmate: provideCheckmate(walk, taskAt),
+      checkmate: provideCheckmate((system) => scopeOf(system).walk, taskAt),
       reduce: reduceMachine.provide({
         actions: { progress },
         actors: {
           runStep,
-          resolveItems: fromPromise<ResolvedItems, { path: string; env: Env }>(({ input, signal }) => resolveItems(walk, taskAt(input.path), input.path, input.env, depth, signal)),
+          resolveItems: fromPromise<ResolvedItems, { path: string; env: Env }>(({ input, signal, system }) => {
+            const { walk, depth } = scopeOf(system);
+            return resolveItems(walk, taskAt(walk, input.path), input.path, input.env, depth, signal);
+          }),
         },
       }),
     },

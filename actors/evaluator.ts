@@ -3,7 +3,7 @@
  * Serves `<root>.evaluator.evaluate` (queue group `evaluator`); asks Handlers on `<root>.handler.execute`;
  * reports steps as progress; aborts its work when the task is cancelled.
  */
-import { createActor, toPromise, type Actor } from "xstate";
+import { toPromise, type Actor } from "xstate";
 import { DEFAULT_MAX_EVALUATIONS, DEFAULT_MAX_SUBTASK_DEPTH, RESERVED } from "../machines/continuation.js";
 import { extend, rootEnv } from "../machines/env.js";
 import type { evaluationMachine } from "../machines/evaluation.js";
@@ -31,10 +31,10 @@ import { inspectOption } from "./inspect-option.js";
 import { createTaskSpend, usageLine } from "./evaluator-budget.js";
 import { DEFAULT_INPUT_TIMEOUT_MS, waitForInput } from "./evaluator-input.js";
 import { entryPath, nodeAt, summarize } from "./evaluator-nodes.js";
-import { provideWalk, type Walk } from "./evaluator-walk.js";
+import { createWalkActor, type Walk } from "./evaluator-walk.js";
 import { ask, askRetrying, RemoteError, serve } from "./serve.js";
 import { createLibrary, type TemplateLibrary } from "./template/library.js";
-import { parseTemplate } from "./template/parse.js";
+import { parseTemplateCached } from "./template/parse-cache.js";
 
 /** Deepest nesting of evaluations (steps, calls, nested inputs) in one task; guards against recursive templates. */
 export const MAX_DEPTH = 32;
@@ -89,7 +89,7 @@ export function startEvaluator(deps: ActorDeps, config: EvaluatorConfig): RoleHa
   const evaluate = async (request: EvaluateRequest): Promise<EvaluateReply> => {
     const { taskId } = request;
     const reply = (result: TaskResult): EvaluateReply => ({ type: "evaluator.result", taskId, result });
-    const parsed = parseTemplate(request.xml);
+    const parsed = parseTemplateCached(request.xml);
     if (!parsed.ok) {
       const { message, line, col } = parsed.error;
       return reply({
@@ -143,7 +143,8 @@ export function startEvaluator(deps: ActorDeps, config: EvaluatorConfig): RoleHa
       execute: async (nodePath, fields, signal, budgets = []) => {
         const execute: ExecuteRequest = { type: "handler.execute", taskId, nodePath, ...fields, ...stream, ...spend.remaining(budgets), occurrence: occurrence(`x:${nodePath}`) };
         // Asked again when the Handler goes silent (died, NATS restarted): the same occurrence continues from its record.
-        const answer = await askRetrying(deps, deps.subjects.execute, execute, ExecuteReply, { timeoutMs: config.taskTimeoutMs, signal });
+        const body = (attempt: number): ExecuteRequest => (request.fresh === true && attempt === 1 ? { ...execute, fresh: true } : execute);
+        const answer = await askRetrying(deps, deps.subjects.execute, body, ExecuteReply, { timeoutMs: config.taskTimeoutMs, signal });
         return spend.charge(nodePath, answer.session ? { ...answer.result, session: answer.session } : answer.result, budgets);
       },
       waitForInput: (_nodePath, input, signal) => waitForInput(deps, taskId, input, config.inputTimeoutMs ?? DEFAULT_INPUT_TIMEOUT_MS, signal),
@@ -160,14 +161,14 @@ export function startEvaluator(deps: ActorDeps, config: EvaluatorConfig): RoleHa
         return answer;
       },
     };
-    const actor = createActor(provideWalk(walk, 0), { ...inspectOption(deps, "evaluator", taskId), input: { taskId, path, node: summarize(node), env: extend(rootEnv(limits), request.inputs ?? {}), entry: true } });
+    const actor = createWalkActor(walk, 0, 0, { ...inspectOption(deps, "evaluator", taskId), input: { taskId, path, node: summarize(node), env: extend(rootEnv(limits), request.inputs ?? {}), entry: true } });
     const set = live.get(taskId) ?? new Set();
     live.set(taskId, set.add(actor));
     if (request.owner !== undefined) {
       owners.set(actor, request.owner);
       // Another Director took the task over: an evaluation still running for the old owner (here or in another
-      // Evaluator) stops, so two walks never advance one task.
-      deps.bus.publish(deps.subjects.superseded, encode(Superseded, { type: "task.superseded", taskId, owner: request.owner }));
+      // Evaluator) stops, so two walks never advance one task. A fresh task has no older evaluation.
+      if (request.fresh !== true) deps.bus.publish(deps.subjects.superseded, encode(Superseded, { type: "task.superseded", taskId, owner: request.owner }));
     }
     try {
       const done = toPromise(actor);

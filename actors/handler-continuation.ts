@@ -29,20 +29,30 @@ const TOOLS: Record<ContinuationKind, { name: string; description: string; schem
   },
 };
 
-/** The JSON Schema of each tool's arguments, converted once (the conversion cost more than the rest of a session). */
-const PARAMETERS = new Map<ContinuationKind, Record<string, unknown>>();
+/**
+ * The definition of each continuation tool, its JSON Schema converted once (the conversion cost more than the rest
+ * of a session) and frozen: every session shares it, and nothing may change it.
+ */
+const DEFINITIONS = new Map<ContinuationKind, ToolDefinition>();
 
-/** Tool definitions of the continuation tools `kinds`. */
+function deepFreeze<T>(value: T): T {
+  if (typeof value === "object" && value !== null && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const child of Object.values(value)) deepFreeze(child);
+  }
+  return value;
+}
+
+/** Tool definitions of the continuation tools `kinds` (shared and frozen). */
 export function continuationTools(kinds: readonly ContinuationKind[]): ToolDefinition[] {
   return [...new Set(kinds)].map((kind) => {
-    let cached = PARAMETERS.get(kind);
+    let cached = DEFINITIONS.get(kind);
     if (cached === undefined) {
-      const { $schema: _ignored, ...converted } = z.toJSONSchema(TOOLS[kind].schema);
-      PARAMETERS.set(kind, (cached = converted));
+      const { $schema: _ignored, ...parameters } = z.toJSONSchema(TOOLS[kind].schema);
+      cached = deepFreeze<ToolDefinition>({ type: "function", function: { name: TOOLS[kind].name, description: TOOLS[kind].description, parameters } });
+      DEFINITIONS.set(kind, cached);
     }
-    // A copy per call: callers own what they get.
-    const parameters = structuredClone(cached);
-    return { type: "function", function: { name: TOOLS[kind].name, description: TOOLS[kind].description, parameters } };
+    return cached;
   });
 }
 

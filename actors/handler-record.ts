@@ -46,6 +46,7 @@ const MAX_RECORD_BYTES = 16 * 1024 * 1024;
  */
 export async function readRecord<S extends typeof TurnRecord | typeof ScriptRecord | typeof ToolRecord>(store: TaskStore, key: string, schema: S, log: Logger): Promise<z.infer<S> | undefined> {
   try {
+    await writing.get(store)?.get(key);
     const bytes = await store.get(key);
     if (!bytes) return undefined;
     const decoded = decode(schema, bytes, MAX_RECORD_BYTES);
@@ -55,6 +56,23 @@ export async function readRecord<S extends typeof TurnRecord | typeof ScriptReco
     log.warn({ key, err: messageOf(err) }, "record unreadable; the work runs again");
   }
   return undefined;
+}
+
+/** Records this process is writing, by store and key: a read of one of them waits for its write. */
+const writing = new WeakMap<TaskStore, Map<string, Promise<void>>>();
+
+/**
+ * Writes a record without waiting for the store (a session's reply: the answer goes out at once, on the same
+ * connection after the write). A read of the key in this process waits for the write; a re-run elsewhere comes only
+ * after the task's claim expired. As with {@link writeRecord}, a write that fails is logged and costs a repeated call.
+ */
+export function writeRecordBehind<S extends typeof TurnRecord | typeof ScriptRecord | typeof ToolRecord>(store: TaskStore, key: string, schema: S, value: z.infer<S>, log: Logger): void {
+  let pending = writing.get(store);
+  if (pending === undefined) writing.set(store, (pending = new Map()));
+  const written: Promise<void> = writeRecord(store, key, schema, value, log).finally(() => {
+    if (pending.get(key) === written) pending.delete(key);
+  });
+  pending.set(key, written);
 }
 
 /** Writes a record; a failure (a session too large for the store, an outage) is logged, never fatal. */

@@ -4,8 +4,8 @@
  * warning as progress; aborts the session (its HTTP request, backoff wait or tool) when the task is cancelled.
  * `<root>.handler.script` (same queue group) runs the commands of `script` tasks with the `run_script` tool's limits.
  */
-import { createActor, fromPromise, toPromise, type Actor } from "xstate";
-import { handlerSessionMachine, type SessionOutput } from "../machines/handler-session.js";
+import { toPromise } from "xstate";
+import type { SessionOutput } from "../machines/handler-session.js";
 import {
   CancelBroadcast,
   decode,
@@ -17,6 +17,7 @@ import {
   ScriptRequest,
   TurnRecord,
   Usage,
+  type ContinuationKind,
   type ExecuteReply,
   type ScriptReply,
   type SessionCheckpoint,
@@ -24,7 +25,8 @@ import {
 import type { TaskStore } from "./bus.js";
 import type { ActorDeps, RoleHandle } from "./deps.js";
 import { inspectOption } from "./inspect-option.js";
-import { readRecord, scriptKey, turnKey, writeRecord } from "./handler-record.js";
+import { createSessionActor, type SessionEffects } from "./handler-session-actor.js";
+import { readRecord, scriptKey, turnKey, writeRecord, writeRecordBehind } from "./handler-record.js";
 import { continuationTools } from "./handler-continuation.js";
 import { runToolCalls } from "./handler-tools.js";
 import { priceOf, sessionBudget } from "./handler-budget.js";
@@ -32,7 +34,7 @@ import { attachContext } from "./handler-files.js";
 import type { CallModel } from "./model.js";
 import { serve } from "./serve.js";
 import { contextWindowOf, costOf, countRequestTokens, type ModelPrice } from "./tokens.js";
-import type { Toolset } from "./tools/toolset.js";
+import type { ToolDefinition, Toolset } from "./tools/toolset.js";
 
 /** Handler configuration, immutable for the life of every session it starts. */
 export interface HandlerConfig {
@@ -68,6 +70,9 @@ export function buildSystemPrompt(base: string, template: string | undefined): s
   return template ? `${base}\n\n===\n\n${template}` : base;
 }
 
+/** The signal of context without files to read: nothing to time out. */
+const NO_SIGNAL = new AbortController().signal;
+
 const NO_TOOLS: Toolset = {
   definitions: [],
   run: async (call) => ({ malformed: true, content: `error: no tool named '${call.function.name}' is available` }),
@@ -98,15 +103,25 @@ export async function runScriptRequest(toolset: Toolset, request: ScriptRequest,
  * replayed on a re-run (actors/handler-record.ts, actors/handler-tools.ts).
  */
 export function startHandler(deps: ActorDeps, config: HandlerConfig, callModel: CallModel, toolset: Toolset = NO_TOOLS, records?: TaskStore): RoleHandle {
-  const sessions = new Map<string, Set<Actor<typeof handlerSessionMachine>>>();
+  const sessions = new Map<string, Set<ReturnType<typeof createSessionActor>>>();
+  /** The tools offered with each set of continuation kinds: one array per set, so its token count is kept too. */
+  const toolSets = new Map<string, readonly ToolDefinition[]>();
+  const toolsFor = (kinds: readonly ContinuationKind[]): readonly ToolDefinition[] => {
+    if (kinds.length === 0) return toolset.definitions;
+    const key = kinds.join(",");
+    let tools = toolSets.get(key);
+    if (tools === undefined) toolSets.set(key, (tools = [...toolset.definitions, ...continuationTools(kinds)]));
+    return tools;
+  };
   const execute = async (request: ExecuteRequest): Promise<ExecuteReply> => {
     const { taskId, nodePath } = request;
     const kinds = request.continuations ?? [];
-    const tools = kinds.length === 0 ? toolset.definitions : [...toolset.definitions, ...continuationTools(kinds)];
+    const tools = toolsFor(kinds);
     const progress = (event: string, message: string, data: Record<string, unknown>) =>
       deps.bus.publish(deps.subjects.progress(taskId), encode(Progress, { type: "task.progress", taskId, event, message, data: { nodePath, ...data } }));
     const key = records ? turnKey(request) : undefined;
-    const recorded = key && records ? await readRecord(records, key, TurnRecord, deps.log) : undefined;
+    // A fresh call (its task's first evaluation, first request) has no record to replay.
+    const recorded = key && records && request.fresh !== true ? await readRecord(records, key, TurnRecord, deps.log) : undefined;
     if (recorded?.status === "done") {
       progress("model.replayed", "replayed the recorded session: no model call", { turns: recorded.result.notes["turns"] });
       return { type: "handler.result", taskId, nodePath, result: recorded.result, ...(recorded.session ? { session: recorded.session } : {}) };
@@ -123,38 +138,28 @@ export function startHandler(deps: ActorDeps, config: HandlerConfig, callModel: 
       const value = costOf(usage, Object.hasOwn(prices, answered) ? prices[answered] : Object.hasOwn(prices, model) ? prices[model] : undefined);
       return value === undefined ? {} : { cost: value };
     };
-    const machine = handlerSessionMachine.provide({
-      actors: {
-        callModel: fromPromise(({ input, signal }) =>
-          callModel({ ...input, tools, ...(config.maxOutputTokens ? { maxTokens: config.maxOutputTokens } : {}) }, signal, {
-            onRetry: (retry) =>
-              progress("model.retry", `retry ${retry.attempt}/${retry.maxRetries} in ${retry.delayMs} ms: ${retry.message}`, { ...retry }),
-            ...((request.stream ?? config.streamDeltas) ? { onDelta: (text: string) => progress("model.delta", text, { text }) } : {}),
-          }),
-        ),
-        countTokens: fromPromise(async ({ input }) => countRequestTokens(input.model, input.messages, tools)),
-        ...(key && records
-          ? { recordTurn: fromPromise<void, SessionCheckpoint>(({ input }) => writeRecord(records, key, TurnRecord, { v: RECORD_VERSION, status: "running", session: input }, deps.log)) }
-          : {}),
-        runTools: fromPromise(({ input, signal }) =>
-          runToolCalls(input, signal, {
-            toolset,
-            kinds,
-            log: deps.log,
-            progress,
-            ...(key && records ? { records: { store: records, key, ...(recorded ? { restoredTurn: recorded.session.turns } : {}) } } : {}),
-          }),
-        ),
-      },
-      actions: {
-        turnCompleted: ({ context }, params) =>
-          progress("model.turn", `turn ${params.turn}/${params.maxTurns}`, { ...params, ...cost(context.model, params.usage) }),
-        contextWarning: (_, params) =>
-          progress("context.warning", `context at ${params.used}/${params.limit} tokens (warning at ${Math.round(params.threshold * 100)} %)`, { ...params }),
-      },
-    });
-    const attached = request.resume || recorded ? { text: "", notes: {} } : await attachContext(toolset, request.files, request.context, AbortSignal.timeout(30_000));
-    const actor = createActor(machine, {
+    const effects: SessionEffects = {
+      callModel: (input, signal) =>
+        callModel({ ...input, tools, ...(config.maxOutputTokens ? { maxTokens: config.maxOutputTokens } : {}) }, signal, {
+          onRetry: (retry) => progress("model.retry", `retry ${retry.attempt}/${retry.maxRetries} in ${retry.delayMs} ms: ${retry.message}`, { ...retry }),
+          ...((request.stream ?? config.streamDeltas) ? { onDelta: (text: string) => progress("model.delta", text, { text }) } : {}),
+        }),
+      countTokens: async (input) => countRequestTokens(input.model, input.messages, tools),
+      ...(key && records ? { recordTurn: (input: SessionCheckpoint) => writeRecord(records, key, TurnRecord, { v: RECORD_VERSION, status: "running", session: input }, deps.log) } : {}),
+      runTools: (input, signal) =>
+        runToolCalls(input, signal, {
+          toolset,
+          kinds,
+          log: deps.log,
+          progress,
+          ...(key && records ? { records: { store: records, key, ...(recorded ? { restoredTurn: recorded.session.turns } : {}) } } : {}),
+        }),
+      turnCompleted: (context, params) => progress("model.turn", `turn ${params.turn}/${params.maxTurns}`, { ...params, ...cost(context.model, params.usage) }),
+      contextWarning: (params) =>
+        progress("context.warning", `context at ${params.used}/${params.limit} tokens (warning at ${Math.round(params.threshold * 100)} %)`, { ...params }),
+    };
+    const attached = request.resume || recorded ? { text: "", notes: {} } : await attachContext(toolset, request.files, request.context, request.files?.length ? AbortSignal.timeout(30_000) : NO_SIGNAL);
+    const actor = createSessionActor(effects, {
       ...inspectOption(deps, "handler", taskId),
       input: {
         system: buildSystemPrompt(config.baseSystemPrompt, request.system) + attached.text,
@@ -180,7 +185,7 @@ export function startHandler(deps: ActorDeps, config: HandlerConfig, callModel: 
       const reply: ExecuteReply = { type: "handler.result", taskId, nodePath, result: { ...priced, notes: { ...attached.notes, ...priced.notes } }, ...(session ? { session } : {}) };
       // A session stopped by a cancel or a shutdown is not an answer to replay.
       const halted = result.error?.type === "TASK_FAILURE" && result.error.reason === "execution_halted";
-      if (key && records && !halted) await writeRecord(records, key, TurnRecord, { v: RECORD_VERSION, status: "done", result: reply.result, ...(session ? { session } : {}) }, deps.log);
+      if (key && records && !halted) writeRecordBehind(records, key, TurnRecord, { v: RECORD_VERSION, status: "done", result: reply.result, ...(session ? { session } : {}) }, deps.log);
       return reply;
     } finally {
       live.delete(actor);

@@ -21,7 +21,7 @@ import {
 } from "../protocol/index.js";
 import type { BusMessage, TaskStore, WorkQueue } from "./bus.js";
 import { messageOf, type ActorDeps } from "./deps.js";
-import { parseTemplate } from "./template/parse.js";
+import { parseTemplateCached } from "./template/parse-cache.js";
 
 /** A decoded, validated submission. */
 export interface Submission {
@@ -61,7 +61,7 @@ export function decodeSubmission(data: Uint8Array): { ok: true; submission: Subm
     // A prompt is stored as is; the Director has it compiled and validated before the task runs.
     if (prompt !== undefined) return { ok: true, submission };
   }
-  const parsed = parseTemplate(submission.xml);
+  const parsed = parseTemplateCached(submission.xml);
   if (!parsed.ok) {
     const { message, line, col } = parsed.error;
     return { ok: false, reply: errorReply("INVALID_TEMPLATE", message, { ...(line ? { line } : {}), ...(col ? { col } : {}) }) };
@@ -72,12 +72,16 @@ export function decodeSubmission(data: Uint8Array): { ok: true; submission: Subm
   return { ok: true, submission };
 }
 
-/** Stores and queues a submission. Returns the reply to send. */
+/**
+ * Stores and queues a submission. Returns the reply to send. `stored` hears of the record and its revision once it
+ * is stored and before it is queued (the Director then claims it without reading it back).
+ */
 export async function acceptSubmission(
   deps: ActorDeps,
   store: TaskStore,
   queue: WorkQueue,
   submission: Submission,
+  stored?: (record: TaskRecord, revision: number) => void,
 ): Promise<SubmitReply> {
   const taskId = (submission.taskId ?? deps.newId()) as TaskId;
   const at = deps.now().toISOString();
@@ -92,20 +96,27 @@ export async function acceptSubmission(
     submittedAt: at,
     updatedAt: at,
   };
-  const created = await store.create(taskId, encode(TaskRecord, record));
-  if (created === "exists") {
+  const revision = await store.createWithRevision(taskId, encode(TaskRecord, record));
+  if (revision === undefined) {
     const existing = await store.get(taskId);
     const decoded = existing ? decode(TaskRecord, existing) : undefined;
     // A record left queued by a crash between store and enqueue is queued again; the queue drops true duplicates.
     if (decoded?.ok && decoded.value.state === "queued") await queue.enqueue(taskId, encodeJson({ taskId }));
     return { taskId, status: "duplicate" };
   }
+  stored?.(record, revision);
   await queue.enqueue(taskId, encodeJson({ taskId }));
   return { taskId, status: "accepted" };
 }
 
 /** Handles one message on the submit subject. */
-export async function handleSubmit(deps: ActorDeps, store: TaskStore, queue: WorkQueue, msg: BusMessage): Promise<SubmitReply | undefined> {
+export async function handleSubmit(
+  deps: ActorDeps,
+  store: TaskStore,
+  queue: WorkQueue,
+  msg: BusMessage,
+  stored?: (record: TaskRecord, revision: number) => void,
+): Promise<SubmitReply | undefined> {
   const decoded = decodeSubmission(msg.data);
   if (!decoded.ok) {
     deps.log.warn({ subject: msg.subject, error: decoded.reply.error }, "rejected submission");
@@ -113,7 +124,7 @@ export async function handleSubmit(deps: ActorDeps, store: TaskStore, queue: Wor
     return undefined;
   }
   try {
-    const reply = await acceptSubmission(deps, store, queue, decoded.submission);
+    const reply = await acceptSubmission(deps, store, queue, decoded.submission, stored);
     msg.respond(encodeJson(reply));
     return reply;
   } catch (err) {

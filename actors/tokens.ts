@@ -45,8 +45,17 @@ export function countRequestTokens(model: string, messages: readonly ChatMessage
       for (const call of message.tool_calls ?? []) tokens += countText(call.function.name) + countText(call.function.arguments);
     }
   }
-  if (tools.length > 0) tokens += countTools(JSON.stringify(tools));
+  if (tools.length > 0) tokens += countToolSet(tools);
   return { tokens, exact: specOf(model) !== undefined };
+}
+
+/** Token counts by tool-set array: a Handler passes the same array with every turn of its sessions. */
+const TOOL_SET_TOKENS = new WeakMap<readonly object[], number>();
+
+function countToolSet(tools: readonly object[]): number {
+  let count = TOOL_SET_TOKENS.get(tools);
+  if (count === undefined) TOOL_SET_TOKENS.set(tools, (count = countTools(JSON.stringify(tools))));
+  return count;
 }
 
 /** Token counts of tool definitions: the same few sets are sent with every turn of every session. */

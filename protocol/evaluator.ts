@@ -22,6 +22,11 @@ export const EvaluateRequest = z.object({
   stream: z.boolean().optional(),
   /** The Director claim this evaluation runs for; an evaluation for another owner of the task is stopped. */
   owner: z.string().min(1).max(200).optional(),
+  /**
+   * No evaluation of this task ran before (the task's first claim, first request): there is no older evaluation to
+   * stop, and the Handler has no records of its calls to look for. Absent: there may be.
+   */
+  fresh: z.boolean().optional(),
 });
 export type EvaluateRequest = z.infer<typeof EvaluateRequest>;
 

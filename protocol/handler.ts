@@ -38,6 +38,8 @@ export const ExecuteRequest = z.object({
    * calling the model again. Absent: nothing is recorded.
    */
   occurrence: z.int().positive().optional(),
+  /** No earlier run of this call can have left a record (its task's first evaluation, first request): none is looked for. */
+  fresh: z.boolean().optional(),
   /** Resume a suspended session: `answer` becomes the response to its pending tool call; `prompt` is then ignored. */
   resume: z.object({ session: SessionState, answer: z.string() }).optional(),
   /**

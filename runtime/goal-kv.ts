@@ -27,8 +27,8 @@ export function memoryGoalStore(): KeyedStore {
   const store = new MemoryTaskStore();
   const keys = new Set<string>();
   return Object.assign(store, {
-    async create(key: string, value: Uint8Array) {
-      const result = await MemoryTaskStore.prototype.create.call(store, key, value);
+    async createWithRevision(key: string, value: Uint8Array) {
+      const result = await MemoryTaskStore.prototype.createWithRevision.call(store, key, value);
       keys.add(key);
       return result;
     },

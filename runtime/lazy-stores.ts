@@ -30,6 +30,7 @@ export function lazyTaskStore(open: () => Promise<TaskStore>): TaskStore {
   return {
     durable: true,
     create: async (key, value) => (await store()).create(key, value),
+    createWithRevision: async (key, value) => (await store()).createWithRevision(key, value),
     get: async (key) => (await store()).get(key),
     put: async (key, value) => (await store()).put(key, value),
     getWithRevision: async (key) => (await store()).getWithRevision(key),

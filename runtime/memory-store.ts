@@ -25,10 +25,13 @@ export class MemoryTaskStore implements TaskStore {
   #revision = 0;
 
   async create(key: string, value: Uint8Array): Promise<CreateResult> {
+    return (await this.createWithRevision(key, value)) === undefined ? "exists" : "created";
+  }
+
+  async createWithRevision(key: string, value: Uint8Array): Promise<number | undefined> {
     checkKey(key);
-    if (this.#values.has(key)) return "exists";
-    this.#write(key, value);
-    return "created";
+    if (this.#values.has(key)) return undefined;
+    return this.#write(key, value);
   }
 
   async get(key: string): Promise<Uint8Array | undefined> {

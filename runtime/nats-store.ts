@@ -40,11 +40,14 @@ export class NatsTaskStore implements TaskStore {
   }
 
   async create(key: string, value: Uint8Array): Promise<CreateResult> {
+    return (await this.createWithRevision(key, value)) === undefined ? "exists" : "created";
+  }
+
+  async createWithRevision(key: string, value: Uint8Array): Promise<number | undefined> {
     try {
-      await this.#kv.create(key, value);
-      return "created";
+      return await this.#kv.create(key, value);
     } catch (err) {
-      if (err instanceof JetStreamApiError && err.code === JetStreamApiCodes.StreamWrongLastSequence) return "exists";
+      if (err instanceof JetStreamApiError && err.code === JetStreamApiCodes.StreamWrongLastSequence) return undefined;
       throw err;
     }
   }
