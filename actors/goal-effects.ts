@@ -27,9 +27,7 @@ import { ask } from "./serve.js";
 
 /** Settings of the goal effects. */
 export interface GoalEffectOptions {
-  /** Model of sub-goal tasks and decompositions; the Handler's default when absent. */
-  model?: string | undefined;
-  /** Cheap-tier model of divergence judgements and replan reviews; `model` when absent. */
+  /** Cheap-tier model of divergence judgements and replan reviews; the Handler's default model when absent. */
   cheapModel?: string | undefined;
   /** Longest a sub-goal's task may take before it counts as failed (timeout). */
   subGoalTimeoutMs: number;
@@ -95,11 +93,11 @@ export function reviewRequest(goal: Goal, subGoalId: string, reason: string): st
 
 /** The goal machine's actors, bound to the bus. `now` stamps settled outcomes (the 24 h cost window). */
 export function goalActors(deps: ActorDeps, options: GoalEffectOptions) {
-  const cheap = options.cheapModel ?? options.model;
+  const cheap = options.cheapModel;
   return {
     decompose: fromPromise<GoalPlan, { goal: Goal }>(async ({ input: { goal }, signal }) => {
       const taskId = `${goal.id}-plan${goal.rounds + 1}-r${goal.replanCount}`;
-      const outcome = await runTask(deps, taskId, planRequest(goal), "You plan work. Answer with JSON only.", options.model, options.stepTimeoutMs, signal);
+      const outcome = await runTask(deps, taskId, planRequest(goal), "You plan work. Answer with JSON only.", undefined, options.stepTimeoutMs, signal);
       if (outcome.status !== "COMPLETE") throw new Error(`the decomposition task failed: ${outcome.error?.message ?? outcome.status}`);
       const plan = parseAnswer(GoalPlan, outcome.content);
       if (!plan.ok) throw new Error(`the decomposition is not a plan: ${plan.error}`);
@@ -113,11 +111,11 @@ export function goalActors(deps: ActorDeps, options: GoalEffectOptions) {
         const submitted: string[] = [];
         for (const item of items) {
           try {
-            await submitTask(deps, item.taskId, item.description, system(item), options.model);
+            await submitTask(deps, item.taskId, item.description, system(item), undefined);
             submitted.push(item.taskId);
           } catch (err) {
             if (abort.signal.aborted) return;
-            sendBack({ type: "SUBGOAL.SETTLED", subGoalId: item.subGoalId, outcome: { success: false, content: "", error: `could not submit: ${messageOf(err)}` }, at: deps.now().getTime() } as never);
+            sendBack({ type: "SUBGOAL.SETTLED", subGoalId: item.subGoalId, outcome: { success: false, content: "", error: `could not submit: ${messageOf(err)}` }, at: deps.now().getTime() });
           }
         }
         await collectResults(deps, submitted, {
@@ -126,7 +124,7 @@ export function goalActors(deps: ActorDeps, options: GoalEffectOptions) {
           onSettled: (result) => {
             if (abort.signal.aborted) return;
             const item = items.find((i) => i.taskId === result.taskId);
-            if (item) sendBack({ type: "SUBGOAL.SETTLED", subGoalId: item.subGoalId, outcome: outcomeOf(result), at: deps.now().getTime() } as never);
+            if (item) sendBack({ type: "SUBGOAL.SETTLED", subGoalId: item.subGoalId, outcome: outcomeOf(result), at: deps.now().getTime() });
           },
         });
       })().catch((err: unknown) => deps.log.error({ goalId: goal.id, err: messageOf(err) }, "goal wave failed"));

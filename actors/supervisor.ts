@@ -80,7 +80,7 @@ export function startSupervisor(deps: ActorDeps, kv: KeyedStore, options: Superv
       stopLoop: (_, { goalId, reason }) => loops.get(goalId)?.stop(reason),
     },
     actors: {
-      listActive: fromList(async () => {
+      listActive: fromPromise<string[], Record<string, never>>(async () => {
         const now = deps.now().getTime();
         const goals = await store.list((key, err) => log.warn({ key, err: messageOf(err) }, "goals bucket: entry skipped"));
         const active = goals.filter((g) => g.status === "active");
@@ -203,8 +203,4 @@ function summaryOf(goal: Goal): GoalSummary {
     updatedAt: goal.updatedAt,
     counts: statusCounts(goal),
   };
-}
-
-function fromList(list: () => Promise<string[]>) {
-  return fromPromise<string[], Record<string, never>>(list);
 }

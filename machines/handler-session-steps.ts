@@ -9,6 +9,11 @@ import type { HandlerSessionContext, HandlerSessionInput, ModelReply, PendingCon
 /** The message of a failure, whatever was thrown. */
 export const errorText = (error: unknown): string => (error instanceof Error ? error.message : String(error));
 
+/** The session's failure when its record (of the model's `answer`, or of a `turn` after its tools) cannot be written. */
+export function recordFailure(what: "answer" | "turn", context: HandlerSessionContext, error: unknown) {
+  return { type: "TASK_FAILURE" as const, reason: "unexpected_error" as const, message: `cannot record the ${what}: ${errorText(error)}`, content: context.content };
+}
+
 /**
  * The context a session starts with: fresh, or restored from a suspended or recorded state. A state recorded right
  * after the model answered ends with that answer's tool calls, not yet run: they become the pending calls.

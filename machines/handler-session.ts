@@ -32,7 +32,7 @@ import type {
   ToolResults,
 } from "./handler-session-types.js";
 import { budgetExceeded } from "./handler-budget.js";
-import { checkpointOf, errorText, initialContext, sessionGuards, suspendedOutput, withAnswer } from "./handler-session-steps.js";
+import { checkpointOf, errorText, initialContext, recordFailure, sessionGuards, suspendedOutput, withAnswer } from "./handler-session-steps.js";
 import { notProvided } from "./not-provided.js";
 
 export type {
@@ -234,14 +234,7 @@ export const handlerSessionMachine = setup({
         onDone: { target: "runningTool" },
         onError: {
           target: "failed",
-          actions: assign({
-            error: ({ context, event }) => ({
-              type: "TASK_FAILURE" as const,
-              reason: "unexpected_error" as const,
-              message: `cannot record the answer: ${errorText(event.error)}`,
-              content: context.content,
-            }),
-          }),
+          actions: assign({ error: ({ context, event }) => recordFailure("answer", context, event.error) }),
         },
       },
     },
@@ -310,14 +303,7 @@ export const handlerSessionMachine = setup({
         onDone: { target: "checkingLimits" },
         onError: {
           target: "failed",
-          actions: assign({
-            error: ({ context, event }) => ({
-              type: "TASK_FAILURE" as const,
-              reason: "unexpected_error" as const,
-              message: `cannot record the turn: ${errorText(event.error)}`,
-              content: context.content,
-            }),
-          }),
+          actions: assign({ error: ({ context, event }) => recordFailure("turn", context, event.error) }),
         },
       },
     },

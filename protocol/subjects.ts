@@ -111,6 +111,8 @@ export function createSubjects(root: string = DEFAULT_ROOT) {
     goalCancel: (id: string) => `${root}.goals.${idToken(id)}.cancel`,
     /** Public: events of a goal. */
     goalEvents: (id: string) => `${root}.goals.${idToken(id)}.events`,
+    /** Wildcard over every goal's events. */
+    anyGoalEvents: `${root}.goals.*.events`,
     /** Wildcard over every goal's request subjects (Supervisors serve them). */
     anyGoalRequest: (verb: "get" | "resume" | "cancel") => `${root}.goals.*.${verb}`,
     /** Extracts the goal-id token from a `<root>.goals.<id>.<verb>` subject. */

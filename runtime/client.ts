@@ -50,6 +50,11 @@ export interface TaskWatch {
   close(): Promise<void>;
 }
 
+/** What a client needs to ask the runtime: the bus, the subjects, no logging. */
+export function clientDeps(bus: Bus, subjects: Subjects) {
+  return { bus, subjects, log: silentLogger, now: () => new Date(), newId: () => randomUUID() };
+}
+
 /** Client of the public API. */
 export class DirigentClient {
   constructor(
@@ -59,7 +64,7 @@ export class DirigentClient {
   ) {}
 
   private deps() {
-    return { bus: this.bus, subjects: this.subjects, log: silentLogger, now: () => new Date(), newId: () => randomUUID() };
+    return clientDeps(this.bus, this.subjects);
   }
 
   /**

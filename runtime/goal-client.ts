@@ -2,10 +2,9 @@
  * A client of the goal API (`<root>.goals.*`, served by Supervisors), over any {@link Bus}: submit, list, get,
  * resume, cancel, and follow a goal's events and the operator alerts.
  */
-import { randomUUID } from "node:crypto";
 import type { Bus, BusSubscription } from "../actors/bus.js";
-import { silentLogger } from "../actors/deps.js";
 import { ask } from "../actors/serve.js";
+import { clientDeps } from "./client.js";
 import { decode, GoalEvent, GoalGetReply, GoalListReply, GoalReply, OperatorAlert, type GoalSubmitRequest, type Subjects } from "../protocol/index.js";
 
 /** Client of the goal API. */
@@ -17,7 +16,7 @@ export class GoalClient {
   ) {}
 
   private deps() {
-    return { bus: this.bus, subjects: this.subjects, log: silentLogger, now: () => new Date(), newId: () => randomUUID() };
+    return clientDeps(this.bus, this.subjects);
   }
 
   /** Submits a goal; `duplicate` when its id exists. @throws {RemoteError} `INVALID_MESSAGE`, `NO_RESPONDERS` (no Supervisor). */
@@ -46,7 +45,7 @@ export class GoalClient {
 
   /** Follows a goal's events (`*`: every goal's). */
   events(goalId: string, onEvent: (event: GoalEvent) => void): BusSubscription {
-    return this.bus.subscribe(goalId === "*" ? this.subjects.goalEvents("x").replace(".x.", ".*.") : this.subjects.goalEvents(goalId), (msg) => {
+    return this.bus.subscribe(goalId === "*" ? this.subjects.anyGoalEvents : this.subjects.goalEvents(goalId), (msg) => {
       const decoded = decode(GoalEvent, msg.data);
       if (decoded.ok) onEvent(decoded.value);
     });

@@ -24,6 +24,11 @@ export class MemoryTaskStore implements TaskStore {
   // One counter for the whole store, as a KV bucket's revisions are its stream's sequence.
   #revision = 0;
 
+  /** Every key. */
+  async keys(): Promise<string[]> {
+    return [...this.#values.keys()];
+  }
+
   async create(key: string, value: Uint8Array): Promise<CreateResult> {
     return (await this.createWithRevision(key, value)) === undefined ? "exists" : "created";
   }

@@ -90,7 +90,7 @@ function ownPermissions(root: string): Record<NatsRole, RolePermissions> {
   const control = `${root}.control.>`;
   /** The goal API (served by Supervisors) and what it publishes. */
   const goalRequests = [s.goalsSubmit, s.goalsList, s.anyGoalRequest("get"), s.anyGoalRequest("resume"), s.anyGoalRequest("cancel")];
-  const goalEvents = `${root}.goals.*.events`;
+  const goalEvents = s.anyGoalEvents;
   return {
     submitter: {
       publish: [s.submit, s.anyTaskGet, s.anyTaskCancel, `${root}.tasks.*.input`, s.compile, ...goalRequests],

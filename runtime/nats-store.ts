@@ -39,6 +39,13 @@ export class NatsTaskStore implements TaskStore {
     this.#kv = kv;
   }
 
+  /** Every key of the bucket (an ordered consumer over its subjects). */
+  async keys(): Promise<string[]> {
+    const keys: string[] = [];
+    for await (const key of await this.#kv.keys()) keys.push(key);
+    return keys;
+  }
+
   async create(key: string, value: Uint8Array): Promise<CreateResult> {
     return (await this.createWithRevision(key, value)) === undefined ? "exists" : "created";
   }

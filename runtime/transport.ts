@@ -14,7 +14,7 @@ import { connectNats, NatsBus } from "./nats-bus.js";
 import { ensureEventsStream, openTaskStore, openTurnStore, openWorkQueue, storedOnSubject } from "./nats-store.js";
 import type { Transport } from "./system.js";
 import { eagerStores, lazyIndexStore, lazyKeyedStore, lazyTaskStore, lazyWorkQueue } from "./lazy-stores.js";
-import { memoryGoalStore, openGoalStore } from "./goal-kv.js";
+import { openGoalStore } from "./goal-kv.js";
 import type { NatsAuth } from "./nats-auth.js";
 import { inboxPrefixFor } from "./nats-permissions.js";
 
@@ -72,7 +72,7 @@ export function openMemoryTransport(log: Logger): OpenTransport {
     queue: new MemoryWorkQueue({ onError, ackWaitMs: ackWaitMsFromEnv() }),
     index: new InMemoryIndexStore(),
     turns: new MemoryTaskStore(),
-    goals: memoryGoalStore(),
+    goals: new MemoryTaskStore(),
     close: () => bus.close(),
   };
 }

@@ -68,7 +68,7 @@ describe("a Supervisor killed mid-goal", () => {
     const starts = done.filter((e) => e.event.type === "goal.started");
     expect(starts).toHaveLength(2);
     expect(starts[1]?.event.supervisor).not.toBe(owner);
-    // Taken over once the dead Supervisor's lease had expired, not before.
+    // Taken over within the lease plus a tick or two of the survivor.
     expect(starts[1]!.at - killedAt).toBeLessThan(LEASE_MS + 3_000);
     const goal = (await goals.get("g-takeover")).goal;
     expect(goal.status).toBe("completed");

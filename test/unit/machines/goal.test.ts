@@ -60,7 +60,7 @@ async function run(script: Script, input: Partial<GoalInput> = {}) {
         for (const item of items) {
           const outcome = script.outcome?.(item.description) ?? { success: true, content: `done: ${item.description}` };
           if (outcome === "hang") continue;
-          queueMicrotask(() => sendBack({ type: "SUBGOAL.SETTLED", subGoalId: item.subGoalId, outcome, at: NOW } as never));
+          queueMicrotask(() => sendBack({ type: "SUBGOAL.SETTLED", subGoalId: item.subGoalId, outcome, at: NOW }));
         }
       }),
       judge: fromPromise(async ({ input }: { input: { goal: Goal; subGoalIds: string[] } }) => {
