@@ -113,6 +113,12 @@ export interface WorkItem {
   readonly data: Uint8Array;
   /** How many times it has been delivered, from 1. */
   readonly deliveries: number;
+  /**
+   * Its position in the queue, the same on every delivery and different for every item ever queued (the stream
+   * sequence): a second item queued under the same id (a duplicate submission after the queue's duplicate window)
+   * is told apart from a redelivery of the first.
+   */
+  readonly seq: number;
   /** Removes it from the queue for good. */
   ack(): Promise<void>;
   /** Hands it back for redelivery, after `delayMs` when given (a queue may redeliver sooner). */
@@ -128,6 +134,11 @@ export const retryDelayMs = (deliveries: number): number => Math.min(10_000, 250
 export interface WorkQueue {
   /** Adds an item; a second item with the same id is dropped as a duplicate. */
   enqueue(id: string, data: Uint8Array): Promise<{ duplicate: boolean }>;
+  /**
+   * The item queued under `id`, delivered or not, until it is acknowledged: its body and {@link WorkItem.seq}.
+   * `undefined` when there is none.
+   */
+  peek(id: string): Promise<{ data: Uint8Array; seq: number } | undefined>;
   /** An item neither acked, naked nor marked {@link WorkItem.working} for this long is redelivered. */
   readonly ackWaitMs: number;
   /** Delivers items to `handler`, at most `concurrency` at a time in this process. */

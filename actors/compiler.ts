@@ -18,6 +18,7 @@ import {
 } from "../protocol/index.js";
 import { checkTemplate, extractXml, initialMessages, retryMessage } from "./compiler-prompt.js";
 import { messageOf, type ActorDeps, type RoleHandle } from "./deps.js";
+import { publishProgress } from "./local.js";
 import type { CallModel } from "./model.js";
 import { RemoteError, serve } from "./serve.js";
 
@@ -103,16 +104,13 @@ export function startCompiler(deps: ActorDeps, config: CompilerConfig, callModel
       taskId === undefined
         ? undefined
         : ({ attempt, maxAttempts, errors }) =>
-            deps.bus.publish(
-              deps.subjects.progress(taskId),
-              encode(Progress, {
-                type: "task.progress",
-                taskId,
-                event: "compile.retry",
-                message: `compile attempt ${attempt}/${maxAttempts} was not a valid template; retrying: ${errors[0] ?? ""}`,
-                data: { attempt, maxAttempts, errors },
-              }),
-            );
+            publishProgress(deps, {
+              type: "task.progress",
+              taskId,
+              event: "compile.retry",
+              message: `compile attempt ${attempt}/${maxAttempts} was not a valid template; retrying: ${errors[0] ?? ""}`,
+              data: { attempt, maxAttempts, errors },
+            });
     try {
       return await compileWithModel(request, callModel, options, controller.signal, onRetry ? { onRetry } : {});
     } finally {
@@ -127,6 +125,7 @@ export function startCompiler(deps: ActorDeps, config: CompilerConfig, callModel
       queue: deps.subjects.queue("compiler"),
       schema: CompileRequest,
       concurrency: config.concurrency,
+      local: true,
       handle: (request) => compile(request),
     }),
     deps.bus.subscribe(deps.subjects.cancelBroadcast, (msg) => {

@@ -4,6 +4,7 @@
 import type { Subjects } from "../protocol/index.js";
 import type { InspectHook } from "./inspect-option.js";
 import type { Bus } from "./bus.js";
+import type { LocalResponders } from "./local.js";
 
 /** The logging calls actors make (a subset of pino's API). */
 export interface Logger {
@@ -27,6 +28,8 @@ export interface ActorDeps {
   newId(): string;
   /** XState inspection of every actor the shells create (`DIRIGENT_INSPECT=on`); absent: no inspection, no cost. */
   inspect?: InspectHook | undefined;
+  /** The responders of the roles in this process, for local dispatch (actors/local.ts); absent: every request goes over the bus. */
+  local?: LocalResponders | undefined;
 }
 
 /** A started actor shell. */

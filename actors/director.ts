@@ -312,6 +312,12 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
     }
   };
 
+  const stopLocalProgress = deps.local?.onProgress((progress) => {
+    const actor = owned.get(progress.taskId)?.actor;
+    if (actor === undefined) return false;
+    actor.send(progress);
+    return true;
+  });
   const queueGroup = { queue: subjects.queue("director") };
   const subscriptions = [
     bus.subscribe(
@@ -328,6 +334,8 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
       const decoded = decode(Progress, msg.data);
       if (decoded.ok) owned.get(decoded.value.taskId)?.actor?.send(decoded.value);
     }),
+    // Reports of roles in this process come as calls (actors/local.ts).
+    { unsubscribe: async () => stopLocalProgress?.() },
     bus.subscribe(subjects.cancelBroadcast, (msg) => {
       const decoded = decode(CancelBroadcast, msg.data);
       if (decoded.ok) owned.get(decoded.value.taskId)?.actor?.send({ type: "task.cancel" });

@@ -28,6 +28,7 @@ import {
 } from "../protocol/index.js";
 import type { ActorDeps, RoleHandle } from "./deps.js";
 import { inspectOption } from "./inspect-option.js";
+import { publishProgress } from "./local.js";
 import { createTaskSpend, usageLine } from "./evaluator-budget.js";
 import { DEFAULT_INPUT_TIMEOUT_MS, waitForInput } from "./evaluator-input.js";
 import { entryPath, nodeAt, summarize } from "./evaluator-nodes.js";
@@ -81,10 +82,7 @@ export function startEvaluator(deps: ActorDeps, config: EvaluatorConfig): RoleHa
   };
 
   const progress = (taskId: string, event: string, message: string, data?: Record<string, unknown>) =>
-    deps.bus.publish(
-      deps.subjects.progress(taskId),
-      encode(Progress, { type: "task.progress", taskId: taskId as Progress["taskId"], event, message, ...(data ? { data } : {}) }),
-    );
+    publishProgress(deps, { type: "task.progress", taskId: taskId as Progress["taskId"], event, message, ...(data ? { data } : {}) });
 
   const evaluate = async (request: EvaluateRequest): Promise<EvaluateReply> => {
     const { taskId } = request;
@@ -209,6 +207,7 @@ export function startEvaluator(deps: ActorDeps, config: EvaluatorConfig): RoleHa
       queue: deps.subjects.queue("evaluator"),
       schema: EvaluateRequest,
       concurrency: config.concurrency,
+      local: true,
       handle: evaluate,
     });
   }

@@ -25,6 +25,7 @@ import {
 import type { TaskStore } from "./bus.js";
 import type { ActorDeps, RoleHandle } from "./deps.js";
 import { inspectOption } from "./inspect-option.js";
+import { publishProgress } from "./local.js";
 import { createSessionActor, type SessionEffects } from "./handler-session-actor.js";
 import { readRecord, scriptKey, turnKey, writeRecord, writeRecordBehind } from "./handler-record.js";
 import { continuationTools } from "./handler-continuation.js";
@@ -118,7 +119,7 @@ export function startHandler(deps: ActorDeps, config: HandlerConfig, callModel: 
     const kinds = request.continuations ?? [];
     const tools = toolsFor(kinds);
     const progress = (event: string, message: string, data: Record<string, unknown>) =>
-      deps.bus.publish(deps.subjects.progress(taskId), encode(Progress, { type: "task.progress", taskId, event, message, data: { nodePath, ...data } }));
+      publishProgress(deps, { type: "task.progress", taskId, event, message, data: { nodePath, ...data } });
     const key = records ? turnKey(request) : undefined;
     // A fresh call (its task's first evaluation, first request) has no record to replay.
     const recorded = key && records && request.fresh !== true ? await readRecord(records, key, TurnRecord, deps.log) : undefined;
@@ -218,8 +219,8 @@ export function startHandler(deps: ActorDeps, config: HandlerConfig, callModel: 
   };
 
   const subscriptions = [
-    serve(deps, { subject: deps.subjects.execute, queue: deps.subjects.queue("handler"), schema: ExecuteRequest, concurrency: config.concurrency, handle: execute }),
-    serve(deps, { subject: deps.subjects.script, queue: deps.subjects.queue("handler"), schema: ScriptRequest, concurrency: config.concurrency, handle: script }),
+    serve(deps, { subject: deps.subjects.execute, queue: deps.subjects.queue("handler"), schema: ExecuteRequest, concurrency: config.concurrency, local: true, handle: execute }),
+    serve(deps, { subject: deps.subjects.script, queue: deps.subjects.queue("handler"), schema: ScriptRequest, concurrency: config.concurrency, local: true, handle: script }),
     deps.bus.subscribe(deps.subjects.cancelBroadcast, (msg) => {
       const decoded = decode(CancelBroadcast, msg.data);
       if (!decoded.ok) return;

@@ -9,14 +9,34 @@ export class Semaphore {
 
   /** Runs `fn` once a slot is free. */
   async run<T>(fn: () => Promise<T>): Promise<T> {
-    if (this.active >= this.size) await new Promise<void>((resolve) => this.waiting.push(resolve));
-    this.active++;
+    // A slot freed while others wait is handed to the first of them, never taken by a newcomer.
+    if (this.active < this.size && this.waiting.length === 0) this.active++;
+    else await new Promise<void>((resolve) => this.waiting.push(resolve));
     try {
       return await fn();
     } finally {
-      this.active--;
-      this.waiting.shift()?.();
+      this.release();
     }
+  }
+
+  /** Runs `fn` at once when a slot is free (and nobody waits for one); `undefined`, without running it, otherwise. */
+  tryRun<T>(fn: () => Promise<T>): Promise<T> | undefined {
+    if (this.active >= this.size || this.waiting.length > 0) return undefined;
+    this.active++;
+    let running: Promise<T>;
+    try {
+      running = fn();
+    } catch (err) {
+      this.release();
+      return Promise.reject(err);
+    }
+    return running.finally(() => this.release());
+  }
+
+  private release(): void {
+    const next = this.waiting.shift();
+    if (next) next();
+    else this.active--;
   }
 
   /** Holders right now. */

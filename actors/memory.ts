@@ -82,6 +82,7 @@ export function startMemory(deps: ActorDeps, options: MemoryOptions): MemoryHand
     queue: deps.subjects.queue("memory"),
     schema: MatchRequest,
     concurrency: options.concurrency,
+    local: true,
     handle: (request) =>
       new Promise<MatchReply>((resolve, reject) => {
         if (stopping) throw new RemoteError("UNAVAILABLE", "the Memory role is stopping");

@@ -37,6 +37,11 @@ export interface ServeOptions<S extends z.ZodType> {
   schema: S;
   /** At most this many requests are handled at once by this subscription. */
   concurrency: number;
+  /**
+   * Also take requests from roles of this process directly, as calls (`ActorDeps.local`, actors/local.ts): for
+   * requests whose schema has no defaults or transforms, since a call skips the decoding that applies them.
+   */
+  local?: boolean;
   /** Produces the reply body. A thrown {@link RemoteError} keeps its code; anything else is `INTERNAL`. */
   handle(request: z.infer<S>, msg: BusMessage): Promise<unknown>;
 }
@@ -45,7 +50,17 @@ export interface ServeOptions<S extends z.ZodType> {
 export function serve<S extends z.ZodType>(deps: ActorDeps, options: ServeOptions<S>): BusSubscription {
   const slots = new Semaphore(options.concurrency);
   const subscribeOptions = options.queue === undefined ? {} : { queue: options.queue };
-  return deps.bus.subscribe(
+  const failure = (subject: string, err: unknown) => {
+    deps.log.error({ subject, err: messageOf(err) }, "request failed");
+    return err instanceof RemoteError ? err : new RemoteError("INTERNAL", messageOf(err), { cause: err });
+  };
+  const unregister =
+    options.local === true && deps.local !== undefined
+      ? deps.local.register(options.subject, slots, (request) =>
+          options.handle(request as z.infer<S>, localMessage(options.subject)).catch((err: unknown) => Promise.reject(failure(options.subject, err))),
+        )
+      : undefined;
+  const subscription = deps.bus.subscribe(
     options.subject,
     async (msg) => {
       const decoded = decode(options.schema, msg.data);
@@ -65,9 +80,8 @@ export function serve<S extends z.ZodType>(deps: ActorDeps, options: ServeOption
             msg.respond(encodeJson(reply));
           } catch (err) {
             clearInterval(keepalive);
-            const code: ErrorCode = err instanceof RemoteError ? err.code : "INTERNAL";
-            deps.log.error({ subject: msg.subject, err: messageOf(err) }, "request failed");
-            msg.respond(encodeJson(errorReply(code, messageOf(err))));
+            const remote = failure(msg.subject, err);
+            msg.respond(encodeJson(errorReply(remote.code, remote.message)));
           }
         });
       } finally {
@@ -76,6 +90,43 @@ export function serve<S extends z.ZodType>(deps: ActorDeps, options: ServeOption
     },
     subscribeOptions,
   );
+  return {
+    unsubscribe() {
+      unregister?.();
+      return subscription.unsubscribe();
+    },
+  };
+}
+
+/** What a handler sees as the message of a request from its own process (it has no bytes and wants no answer). */
+function localMessage(subject: string): BusMessage {
+  return { subject, data: new Uint8Array(0), expectsReply: false, respond: () => false };
+}
+
+/**
+ * A local call's answer, or its timeout, or the caller's abort, as over NATS: the answer, should it still come, is
+ * dropped (the work goes on until the task's cancellation reaches it, as it would in another process).
+ */
+function localAnswer<T>(subject: string, running: Promise<T>, options: { timeoutMs: number; signal?: AbortSignal | undefined }): Promise<T> {
+  const { signal, timeoutMs } = options;
+  return new Promise<T>((resolve, reject) => {
+    const done = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", onAbort);
+    };
+    const give = (err: RemoteError) => {
+      done();
+      running.catch(() => undefined);
+      reject(err);
+    };
+    const onAbort = () => give(new RemoteError("UNAVAILABLE", `request on '${subject}' was aborted`));
+    const timer = setTimeout(() => give(new RemoteError("TIMEOUT", `no answer on '${subject}' within ${timeoutMs} ms`)), timeoutMs);
+    signal?.addEventListener("abort", onAbort, { once: true });
+    running.then(
+      (value) => (done(), resolve(value)),
+      (err: unknown) => (done(), reject(err)),
+    );
+  });
 }
 
 /**
@@ -89,6 +140,19 @@ export async function ask<R extends z.ZodType>(
   replySchema: R,
   options: { timeoutMs: number; signal?: AbortSignal; idleTimeoutMs?: number },
 ): Promise<z.infer<R>> {
+  if (options.signal?.aborted !== true) {
+    const local = deps.local?.dispatch(subject, body);
+    if (local !== undefined) {
+      return localAnswer(subject, local, options).then((answer) => {
+        // A handler may answer with an error reply instead of throwing; over NATS that is an error too.
+        if (typeof answer === "object" && answer !== null && "error" in answer) {
+          const remote = ErrorReply.safeParse(answer);
+          if (remote.success) throw new RemoteError(remote.data.error.code, remote.data.error.message);
+        }
+        return answer as z.infer<R>;
+      });
+    }
+  }
   let bytes: Uint8Array;
   try {
     bytes = await deps.bus.request(subject, encodeJson(body), options);

@@ -52,6 +52,11 @@ export const Config = z.object({
   openaiApiKey: z.string().optional(),
   /** Tasks (Director), evaluations (Evaluator), sessions (Handler) or matches (Memory) in flight per process. */
   concurrency: positiveInt,
+  /**
+   * Requests between roles of one process are calls, not NATS messages, while the asked role has a slot free
+   * (actors/local.ts). Off: every request crosses NATS, as between processes.
+   */
+  localDispatch: z.preprocess((v) => (typeof v === "string" ? (BOOLEANS[v.toLowerCase()] ?? v) : v), z.boolean()),
   /** Longest time a task may run. */
   taskTimeoutMs: positiveInt,
   /** Intake redelivery: a task whose Director stops signalling progress this long is resumed by another Director. */
@@ -155,6 +160,7 @@ export const DEFAULTS = {
   prefix: DEFAULT_ROOT,
   model: "gpt-4o-mini",
   concurrency: 64,
+  localDispatch: true,
   taskTimeoutMs: 600_000,
   ackWaitMs: 30_000,
   maxTurns: 10,
@@ -214,6 +220,7 @@ export const ENV_NAMES = {
   openaiBaseUrl: "OPENAI_BASE_URL",
   openaiApiKey: "OPENAI_API_KEY",
   concurrency: "DIRIGENT_CONCURRENCY",
+  localDispatch: "DIRIGENT_LOCAL_DISPATCH",
   taskTimeoutMs: "DIRIGENT_TASK_TIMEOUT_MS",
   ackWaitMs: "DIRIGENT_ACK_WAIT_MS",
   maxTurns: "DIRIGENT_MAX_TURNS",

@@ -61,6 +61,7 @@ export function lazyWorkQueue(open: () => Promise<WorkQueue>, ackWaitMs: number,
   return {
     ackWaitMs,
     enqueue: async (id, data) => (await queue()).enqueue(id, data),
+    peek: async (id) => (await queue()).peek(id),
     consume(handler: (item: WorkItem) => Promise<void>, options: { concurrency: number }): BusSubscription {
       let stopped = false;
       const subscription = queue().then(

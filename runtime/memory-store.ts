@@ -85,6 +85,7 @@ export interface MemoryWorkQueueOptions {
 interface Entry {
   readonly id: string;
   readonly data: Uint8Array;
+  readonly seq: number;
   deliveries: number;
 }
 
@@ -108,6 +109,9 @@ export class MemoryWorkQueue implements WorkQueue {
   readonly #pending: Entry[] = [];
   readonly #seen = new Map<string, number>();
   readonly #consumers: Consumer[] = [];
+  /** Items queued and not acknowledged yet, by id. */
+  readonly #live = new Map<string, Entry>();
+  #seq = 0;
   #turn = 0;
   #pumpQueued = false;
   #unsettled = 0;
@@ -128,9 +132,16 @@ export class MemoryWorkQueue implements WorkQueue {
     }
     if (this.#seen.has(id)) return { duplicate: true };
     this.#seen.set(id, now);
-    this.#pending.push({ id, data: data.slice(), deliveries: 0 });
+    const entry: Entry = { id, data: data.slice(), seq: ++this.#seq, deliveries: 0 };
+    this.#pending.push(entry);
+    this.#live.set(id, entry);
     this.#schedulePump();
     return { duplicate: false };
+  }
+
+  async peek(id: string): Promise<{ data: Uint8Array; seq: number } | undefined> {
+    const entry = this.#live.get(id);
+    return entry === undefined ? undefined : { data: entry.data.slice(), seq: entry.seq };
   }
 
   /** Items not acknowledged yet: waiting, or delivered and neither acked nor naked. */
@@ -193,6 +204,7 @@ export class MemoryWorkQueue implements WorkQueue {
       settled = true;
       this.#unsettled -= 1;
       clearTimeout(timer);
+      if (!requeue && this.#live.get(entry.id) === entry) this.#live.delete(entry.id);
       if (requeue) {
         // JetStream hands out redeliveries before new messages.
         this.#pending.unshift(entry);
@@ -205,6 +217,7 @@ export class MemoryWorkQueue implements WorkQueue {
       id: entry.id,
       data: entry.data.slice(),
       deliveries: entry.deliveries,
+      seq: entry.seq,
       ack: async () => settle(false),
       nak: () => settle(true),
       working: () => {

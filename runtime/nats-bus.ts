@@ -8,9 +8,6 @@ import {
   credsAuthenticator,
   DrainingConnectionError,
   headers as natsHeaders,
-  NoRespondersError as NatsNoRespondersError,
-  RequestError,
-  TimeoutError,
   type Msg,
   type MsgHdrs,
   type NatsConnection,
@@ -29,6 +26,7 @@ import {
   type SubscribeOptions,
 } from "../actors/bus.js";
 import { runHandler, type BusErrorHandler, type ClosableBus } from "./bus-support.js";
+import { rememberInboxPrefix, wireOf, type NatsWire } from "./nats-wire.js";
 
 export type { NatsConnection } from "@nats-io/transport-node";
 
@@ -61,9 +59,9 @@ export interface ConnectNatsOptions {
  * const nc = await connectNats({ servers: "nats://127.0.0.1:4222", name: "dirigent" });
  * const bus = new NatsBus(nc, { onError: (err, subject) => log.error({ err, subject }) });
  */
-export function connectNats(opts: ConnectNatsOptions): Promise<NatsConnection> {
+export async function connectNats(opts: ConnectNatsOptions): Promise<NatsConnection> {
   const wait = opts.reconnectTimeWaitMs ?? 1000;
-  return connect({
+  const nc = await connect({
     servers: opts.servers,
     name: opts.name,
     maxReconnectAttempts: -1,
@@ -80,6 +78,8 @@ export function connectNats(opts: ConnectNatsOptions): Promise<NatsConnection> {
     ...(opts.creds !== undefined ? { authenticator: credsAuthenticator(opts.creds) } : {}),
     ...(opts.inboxPrefix !== undefined ? { inboxPrefix: opts.inboxPrefix } : {}),
   });
+  if (opts.inboxPrefix !== undefined) rememberInboxPrefix(nc, opts.inboxPrefix);
+  return nc;
 }
 
 /** Options of {@link NatsBus}. */
@@ -94,6 +94,7 @@ export interface NatsBusOptions {
  */
 export class NatsBus implements ClosableBus {
   readonly #nc: NatsConnection;
+  readonly #wire: NatsWire;
   readonly #onError: BusErrorHandler;
   readonly #inFlight = new Set<Promise<void>>();
   readonly #reconnectListeners = new Set<() => void>();
@@ -102,6 +103,7 @@ export class NatsBus implements ClosableBus {
   /** Takes ownership of `nc`: {@link close} drains it. */
   constructor(nc: NatsConnection, options: NatsBusOptions) {
     this.#nc = nc;
+    this.#wire = wireOf(nc);
     this.#onError = options.onError;
   }
 
@@ -176,9 +178,9 @@ export class NatsBus implements ClosableBus {
     const { signal, timeoutMs } = options;
     if (signal?.aborted === true) throw aborted(subject, signal);
     if (options.idleTimeoutMs !== undefined) return this.#requestWithKeepalives(subject, data, { ...options, idleTimeoutMs: options.idleTimeoutMs });
-    const reply = this.#nc.request(subject, data, { timeout: timeoutMs }).then(
+    const reply = this.#wire.request(subject, data, { timeoutMs }).then(
       (msg) => msg.data,
-      (err: unknown) => Promise.reject(mapRequestError(err, subject, timeoutMs)),
+      (err: unknown) => Promise.reject(mapClosed(err, subject)),
     );
     if (signal === undefined) return reply;
     let onAbort: (() => void) | undefined;
@@ -200,52 +202,51 @@ export class NatsBus implements ClosableBus {
    * answer; silence for `idleTimeoutMs` means the responder is gone (its process died, or the connection broke and
    * the answer was lost), and the caller may ask again.
    */
-  async #requestWithKeepalives(subject: string, data: Uint8Array, options: RequestOptions & { idleTimeoutMs: number }): Promise<Uint8Array> {
+  #requestWithKeepalives(subject: string, data: Uint8Array, options: RequestOptions & { idleTimeoutMs: number }): Promise<Uint8Array> {
     const { timeoutMs, idleTimeoutMs, signal } = options;
     const h = natsHeaders();
     h.set(KEEPALIVE_HEADER, String(Math.max(100, Math.floor(idleTimeoutMs / 5))));
-    let replies: AsyncIterable<Msg>;
-    try {
-      replies = await this.#nc.requestMany(subject, data, { strategy: "timer", maxWait: timeoutMs, headers: h });
-    } catch (err) {
-      throw mapRequestError(err, subject, timeoutMs);
-    }
-    const iterator = replies[Symbol.asyncIterator]();
-    const started = Date.now();
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    let onAbort: (() => void) | undefined;
-    const interrupted = new Promise<"idle" | "aborted">((resolve) => {
-      onAbort = () => resolve("aborted");
+    return new Promise<Uint8Array>((resolve, reject) => {
+      let cancel: () => void = () => undefined;
+      let idleTimer: ReturnType<typeof setTimeout> | undefined;
+      let settled = false;
+      const finish = (err: unknown, answer?: Uint8Array) => {
+        if (settled) return;
+        settled = true;
+        cancel();
+        clearTimeout(idleTimer);
+        clearTimeout(totalTimer);
+        signal?.removeEventListener("abort", onAbort);
+        if (err === undefined) resolve(answer as Uint8Array);
+        else reject(err);
+      };
+      const armIdle = () => {
+        clearTimeout(idleTimer);
+        idleTimer = setTimeout(
+          () => finish(new ResponderSilentError(`no answer and no keepalive on '${subject}' for ${idleTimeoutMs} ms: the responder stopped or the connection broke`, subject)),
+          idleTimeoutMs,
+        );
+      };
+      const onAbort = () => finish(aborted(subject, signal as AbortSignal));
       signal?.addEventListener("abort", onAbort, { once: true });
-    });
-    let idle: () => void = () => undefined;
-    const idleOrAbort = () =>
-      Promise.race([
-        interrupted,
-        new Promise<"idle">((resolve) => {
-          idle = () => resolve("idle");
-          timer = setTimeout(idle, idleTimeoutMs);
-        }),
-      ]);
-    try {
-      for (;;) {
-        const next = await Promise.race([iterator.next().then((r) => ({ r })), idleOrAbort()]);
-        clearTimeout(timer);
-        if (next === "aborted") throw aborted(subject, signal as AbortSignal);
-        if (next === "idle") throw new ResponderSilentError(`no answer and no keepalive on '${subject}' for ${idleTimeoutMs} ms: the responder stopped or the connection broke`, subject);
-        if (next.r.done === true) {
-          if (Date.now() - started >= timeoutMs - 5) throw new RequestTimeoutError(`no answer on '${subject}' within ${timeoutMs} ms`, subject);
-          throw new ResponderSilentError(`the request on '${subject}' ended without an answer`, subject);
-        }
-        if (next.r.value.data.length > 0) return next.r.value.data;
+      const totalTimer = setTimeout(() => finish(new RequestTimeoutError(`no answer on '${subject}' within ${timeoutMs} ms`, subject)), timeoutMs);
+      try {
+        cancel = this.#wire.requestMany(
+          subject,
+          data,
+          (msg) => {
+            if (msg.data.length > 0) return finish(undefined, msg.data);
+            if (msg.headers?.code === 503) return finish(new NoRespondersError(`no responders on '${subject}'`, subject));
+            armIdle(); // a keepalive
+          },
+          h,
+        );
+      } catch (err) {
+        finish(mapClosed(err, subject));
+        return;
       }
-    } catch (err) {
-      throw err instanceof TransportError ? err : mapRequestError(err, subject, timeoutMs);
-    } finally {
-      clearTimeout(timer);
-      if (onAbort !== undefined) signal?.removeEventListener("abort", onAbort);
-      void iterator.return?.()?.catch?.(() => undefined);
-    }
+      armIdle();
+    });
   }
 
   flush(): Promise<void> {
@@ -287,24 +288,11 @@ function toBusMessage(msg: Msg): BusMessage {
   };
 }
 
-function mapRequestError(err: unknown, subject: string, timeoutMs: number): unknown {
-  if (isNoResponders(err)) return new NoRespondersError(`no responders on '${subject}'`, subject, { cause: err });
-  if (err instanceof TimeoutError || (err instanceof RequestError && err.cause instanceof TimeoutError)) {
-    return new RequestTimeoutError(`no answer on '${subject}' within ${timeoutMs} ms`, subject, { cause: err });
-  }
-  return mapClosed(err, subject);
-}
-
 function mapClosed(err: unknown, subject: string): unknown {
   if (err instanceof ClosedConnectionError || err instanceof DrainingConnectionError) {
     return new TransportError(`connection ${err instanceof ClosedConnectionError ? "closed" : "draining"}`, subject, { cause: err });
   }
   return err;
-}
-
-function isNoResponders(err: unknown): boolean {
-  if (err instanceof NatsNoRespondersError) return true;
-  return err instanceof RequestError && (err.isNoResponders() || err.cause instanceof NatsNoRespondersError);
 }
 
 function aborted(subject: string, signal: AbortSignal): RequestAbortedError {

@@ -5,6 +5,7 @@ import { randomUUID } from "node:crypto";
 import type { Bus, TaskStore, WorkQueue } from "../actors/bus.js";
 import { silentLogger, type ActorDeps, type Logger, type RoleHandle } from "../actors/deps.js";
 import { startDirector } from "../actors/director.js";
+import { LocalResponders } from "../actors/local.js";
 import { startEvaluator } from "../actors/evaluator.js";
 import { startHandler } from "../actors/handler.js";
 import { startCompiler } from "../actors/compiler.js";
@@ -90,6 +91,7 @@ export async function startSystem(options: SystemOptions): Promise<SystemHandle>
     now: () => new Date(),
     newId: () => randomUUID(),
     inspect: inspectHookFor(config, transport.bus, subjects),
+    local: config.localDispatch ? new LocalResponders() : undefined,
   };
   const started: RoleHandle[] = [];
   // Dependency order: whoever is asked starts before whoever asks.

@@ -63,7 +63,8 @@ function rootCause(outcome: TaskOutcome): unknown {
   return error;
 }
 
-const stack = (config: Record<string, unknown> = {}) => startStack({ url: server.url, mock, config });
+// Requests go over NATS (no local dispatch), where the tests read what the Evaluator asks the Handler.
+const stack = (config: Record<string, unknown> = {}) => startStack({ url: server.url, mock, config: { localDispatch: false, ...config } });
 
 describe("task budgets", () => {
   it("ends a sequential's second step with RESOURCE_EXHAUSTION budget once the first used the tokens", async () => {

@@ -50,7 +50,8 @@ beforeAll(async () => {
   } finally {
     await writer.close();
   }
-  stack = await startStack({ url: server.url, mock, root, config: { workspaceRoot: dir } });
+  // Requests go over NATS (no local dispatch), where the tests read what is asked of Memory and the Handler.
+  stack = await startStack({ url: server.url, mock, root, config: { workspaceRoot: dir, localDispatch: false } });
   // Memory answers in its queue group; a plain subscription sees every request as well.
   stack.transport.bus.subscribe(createSubjects(root).memoryMatch, (msg) => {
     matchRequests.push(JSON.parse(new TextDecoder().decode(msg.data)) as MatchRequest);

@@ -11,7 +11,8 @@ import { claimTask, readRecord, requestCancel, writeClaimed } from "../../actors
 import { createSubjects, decode, encode, encodeJson, TaskEvent, TaskOutcome, TaskRecord } from "../../protocol/index.js";
 import { startMockLlm, type MockLlmServer } from "../../runtime/mock-llm.js";
 import { connectNats } from "../../runtime/nats-bus.js";
-import { openTaskStore, openWorkQueue } from "../../runtime/nats-store.js";
+import { openTaskStore } from "../../runtime/nats-store.js";
+import { DEFAULT_MAX_ACK_PENDING, openWorkQueue } from "../../runtime/nats-queue.js";
 import { randomRoot, startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 import { Recorder } from "../support/recorder.js";
 import { newTaskId, startStack, type Stack } from "../support/stack.js";
@@ -67,9 +68,9 @@ describe("the intake stream", () => {
       const queue = await openWorkQueue(nc, subjects, { ackWaitMs: 4000 });
       const jsm = await jetstreamManager(nc);
       const { config } = await jsm.streams.info(subjects.intakeStream);
-      expect(config).toMatchObject({ subjects: [subjects.anyIntake], retention: RetentionPolicy.Workqueue, storage: StorageType.File, duplicate_window: 120_000 * 1_000_000 });
+      expect(config).toMatchObject({ subjects: [subjects.anyIntake], retention: RetentionPolicy.Workqueue, storage: StorageType.File, duplicate_window: 120_000 * 1_000_000, allow_direct: true });
       const consumer = await jsm.consumers.info(subjects.intakeStream, subjects.directorConsumer);
-      expect(consumer.config).toMatchObject({ durable_name: subjects.directorConsumer, ack_policy: AckPolicy.Explicit, ack_wait: 4000 * 1_000_000, max_ack_pending: 1000 });
+      expect(consumer.config).toMatchObject({ durable_name: subjects.directorConsumer, ack_policy: AckPolicy.Explicit, ack_wait: 4000 * 1_000_000, max_ack_pending: DEFAULT_MAX_ACK_PENDING });
       expect(await queue.enqueue("t-1", encodeJson({ taskId: "t-1" }))).toEqual({ duplicate: false });
       expect(await queue.enqueue("t-1", encodeJson({ taskId: "t-1" }))).toEqual({ duplicate: true });
       expect((await jsm.streams.info(subjects.intakeStream)).state.messages).toBe(1);

@@ -98,7 +98,7 @@ describe("script tasks", () => {
   });
 
   it("gives a script task without <timeout> 300 s, which the default Handler limit does not cut", async () => {
-    await using s = await startStack({ url: server.url, mock, config: { tools: ["run_script"], workspaceRoot: workspace, scriptTimeoutMs: DEFAULTS.scriptTimeoutMs } });
+    await using s = await startStack({ url: server.url, mock, config: { tools: ["run_script"], workspaceRoot: workspace, scriptTimeoutMs: DEFAULTS.scriptTimeoutMs, localDispatch: false } });
     const requested: number[] = [];
     const sub = s.transport.bus.subscribe(createSubjects(s.root).script, (msg) => {
       requested.push((JSON.parse(new TextDecoder().decode(msg.data)) as { timeoutMs: number }).timeoutMs);
