@@ -133,12 +133,14 @@ export const retryDelayMs = (deliveries: number): number => Math.min(10_000, 250
 /** Durable queue of accepted work, shared by all processes of a role. */
 export interface WorkQueue {
   /** Adds an item; a second item with the same id is dropped as a duplicate. */
-  enqueue(id: string, data: Uint8Array): Promise<{ duplicate: boolean }>;
+  enqueue(id: string, data: Uint8Array): Promise<{ duplicate: boolean; seq: number }>;
   /**
    * The item queued under `id`, delivered or not, until it is acknowledged: its body and {@link WorkItem.seq}.
    * `undefined` when there is none.
    */
   peek(id: string): Promise<{ data: Uint8Array; seq: number } | undefined>;
+  /** Removes the item queued under `id` at `seq` ({@link WorkItem.seq}), delivered or not; nothing when it is gone. */
+  discard(id: string, seq: number): Promise<void>;
   /** An item neither acked, naked nor marked {@link WorkItem.working} for this long is redelivered. */
   readonly ackWaitMs: number;
   /** Delivers items to `handler`, at most `concurrency` at a time in this process. */

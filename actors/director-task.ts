@@ -7,7 +7,7 @@ import { taskMachine, type Announcement, type TaskContext, type TaskInput } from
 import { TaskState as TaskStateSchema, type TaskId, type TaskOutcome, type TaskRecord, type TaskResult, type TaskState } from "../protocol/index.js";
 import type { TaskStore, WorkItem } from "./bus.js";
 import { messageOf, type ActorDeps } from "./deps.js";
-import { writeClaimed, type Claim } from "./director-records.js";
+import { PENDING_CLAIM_MS, writeClaimed, type Claim } from "./director-records.js";
 import { persisted } from "./director-snapshot.js";
 
 /** The effects of one task's machine, as its Director provides them. */
@@ -101,8 +101,11 @@ export function startHeartbeat(deps: ActorDeps, store: TaskStore, ackWaitMs: num
   let resolveLost: () => void = () => undefined;
   const lost = new Promise<void>((resolve) => (resolveLost = resolve));
   let busy: Promise<void> | undefined;
+  // A pending claim is stored by the first checkpoint once it is due (or by the final record of a task that ends sooner).
+  let claimDue = task.claim.pending !== true;
+  const dueTimer = claimDue ? undefined : setTimeout(() => ((claimDue = true), checkpoint()), PENDING_CLAIM_MS);
   const checkpoint = () => {
-    if (busy || task.seq === task.checkpointed) return;
+    if (busy || (task.claim.pending === true ? !claimDue : task.seq === task.checkpointed)) return;
     // Written once what the change set off went out (the evaluation request first). A task that ended meanwhile is
     // not: its final record follows at once.
     busy = new Promise<void>((resolve) => setImmediate(resolve))
@@ -116,6 +119,7 @@ export function startHeartbeat(deps: ActorDeps, store: TaskStore, ackWaitMs: num
   // The timer signals progress; a checkpoint on a change of state does not need to (the timer's next one comes in time).
   const beat = () => {
     task.item.working();
+    claimDue = true;
     checkpoint();
   };
   const write = async () => {
@@ -134,8 +138,16 @@ export function startHeartbeat(deps: ActorDeps, store: TaskStore, ackWaitMs: num
   const timer = setInterval(beat, heartbeatMs(ackWaitMs));
   return {
     lost,
-    stop: () => clearInterval(timer),
+    stop: () => {
+      clearInterval(timer);
+      clearTimeout(dueTimer);
+    },
     checkpoint,
+    /** Writes a checkpoint now, after the one in flight (a task handed back is resumed from it). */
+    flush: async (): Promise<void> => {
+      await busy;
+      await write();
+    },
     /** Resolves once no checkpoint is being written (the final write then follows it instead of racing it). */
     idle: (): Promise<void> => busy ?? Promise.resolve(),
   };

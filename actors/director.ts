@@ -31,10 +31,10 @@ import { retryDelayMs, type BusMessage, type TaskStore, type WorkItem, type Work
 import { messageOf, type ActorDeps, type RoleHandle } from "./deps.js";
 import { inspectOption } from "./inspect-option.js";
 import { compilePrompt } from "./director-compile.js";
-import { claimTask, holds, readRecord, requestCancel, writeClaimed, type Known } from "./director-records.js";
+import { claimTask, holds, pendingClaim, readRecord, requestCancel, writeClaimed, type Claim } from "./director-records.js";
 import { restorable } from "./director-snapshot.js";
 import { createTaskActor, failedContext, outcomeOf, startHeartbeat, stateOf, type RunningTask, type TaskEffects } from "./director-task.js";
-import { handleSubmit } from "./intake.js";
+import { handleSubmit, queuedRecord } from "./intake.js";
 import { askRetrying } from "./serve.js";
 
 /** Director configuration. */
@@ -47,23 +47,17 @@ export interface DirectorConfig {
   published?: (subject: string) => Promise<boolean>;
 }
 
-/** Most records kept from submission until their claim (see `stored` below). */
-const STORED_MAX = 1000;
-
 /** Starts the Director role. */
 export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueue, config: DirectorConfig): RoleHandle {
   const { bus, subjects, log } = deps;
   const owned = new Map<string, RunningTask>();
   const owner = `director-${deps.newId()}`;
   /**
-   * Records this process stored at submission, with their revision, until it claims them (then without reading them
-   * back; a record changed since is read). Bounded: tasks another Director claims are forgotten, oldest first.
+   * Submissions of this process not answered yet: a task delivered here before its `task.queued` event went out
+   * (the queue can deliver it before its submitter has the queue's acknowledgement) waits for it, so its events
+   * arrive in their order; and is dropped when the submission was a duplicate (the queue item removed, by sequence).
    */
-  const stored = new Map<string, Known>();
-  const remember = (record: TaskRecord, revision: number) => {
-    if (stored.size >= STORED_MAX) stored.delete(stored.keys().next().value as string);
-    stored.set(record.taskId, { record, revision });
-  };
+  const announcing = new Map<string, Promise<number | undefined>>();
   /** Tasks whose claim is being written, with their latest delivery. */
   const pendingClaims = new Map<string, { item: WorkItem }>();
   /** Set by `stop`: take no new task, hand back the ones running. */
@@ -123,42 +117,64 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
   const settle = (item: WorkItem, taskId: string) =>
     void item.ack().catch((err: unknown) => log.warn({ taskId, err: messageOf(err) }, "ack failed; the redelivery will be ignored"));
 
-  const run = async (item: WorkItem) => {
-    const local = owned.get(item.id);
-    if (local) {
-      // Redelivered to the process that runs it (a late heartbeat): the new delivery is the one to settle.
-      local.item = item;
-      return;
-    }
-    if (draining) return item.nak();
+  /** Claims a task on a redelivery (or for an item of an older release): reads its record first. */
+  const claimStored = async (item: WorkItem, queued: TaskRecord | undefined): Promise<{ claim: Claim; item: WorkItem } | undefined> => {
     // A second delivery while this process is still claiming the task (the server redelivered after a restart):
     // the newer delivery is the one to settle, and the task is claimed once.
     const claiming = pendingClaims.get(item.id);
     if (claiming) {
       claiming.item = item;
-      return;
+      return undefined;
     }
     const slot = { item };
     pendingClaims.set(item.id, slot);
     let claimed: Awaited<ReturnType<typeof claimTask>>;
     try {
-      const created = stored.get(item.id);
-      stored.delete(item.id);
-      claimed = await claimTask(store, item.id, owner, deps.now, created);
+      claimed = await claimTask(store, item.id, owner, deps.now, { queued, intakeSeq: item.seq });
     } finally {
       pendingClaims.delete(item.id);
     }
     item = slot.item;
+    if (claimed.kind === "claimed") return { claim: claimed.claim, item };
     if (claimed.kind === "missing") log.warn({ taskId: item.id }, "queued task has no record; dropped");
-    if (claimed.kind !== "claimed") {
-      if (claimed.kind === "contended") item.nak(retryDelayMs(item.deliveries));
-      else {
-        if (claimed.kind === "final") await publishLostResult(claimed.record);
-        await item.ack();
-      }
+    if (claimed.kind === "duplicate") log.info({ taskId: item.id }, "the task was queued again after the duplicate window; dropped");
+    if (claimed.kind === "contended") item.nak(retryDelayMs(item.deliveries));
+    else {
+      if (claimed.kind === "final") await publishLostResult(claimed.record);
+      await item.ack();
+    }
+    return undefined;
+  };
+
+  const run = async (item: WorkItem) => {
+    const local = owned.get(item.id);
+    if (local) {
+      // Redelivered to the process that runs it (a late heartbeat): the new delivery is the one to settle. Another
+      // item of the same id (the task queued again after the duplicate window) is dropped.
+      if (local.item.seq !== item.seq) await item.ack();
+      else local.item = item;
       return;
     }
-    const { claim } = claimed;
+    if (draining) return item.nak();
+    const gate = announcing.get(item.id);
+    // The submission turned out a duplicate, and this item, queued for it, was removed: not to be run.
+    if (gate !== undefined && (await gate) === item.seq) return void (await item.ack().catch(() => undefined));
+    const queued = queuedRecord(item.data);
+    if (!queued.ok) {
+      log.warn({ taskId: item.id, err: queued.message }, "unreadable intake item; dropped");
+      await item.ack();
+      return;
+    }
+    // On its first delivery nothing of the task ran before: it starts at once under a pending claim, stored by its
+    // first write (actors/director-records.ts). A redelivery reads the record first.
+    let claim: Claim;
+    if (queued.record !== undefined && item.deliveries === 1) claim = pendingClaim(queued.record, owner, deps.now, item.seq);
+    else {
+      const claimed = await claimStored(item, queued.record);
+      if (claimed === undefined) return;
+      ({ claim, item } = claimed);
+    }
+    const fresh = item.deliveries === 1 && claim.previousOwner === undefined;
     const record = claim.record;
     log.info({ taskId: item.id, owner, deliveries: item.deliveries, previousOwner: claim.previousOwner }, "task claimed");
     const task: RunningTask = { claim, item, seq: record.seq ?? 1, checkpointed: record.seq ?? 1, lost: false, actor: undefined };
@@ -184,8 +200,8 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
           taskId: record.taskId,
           // A new attempt (the Evaluator went silent) supersedes the old one, should it still run somewhere.
           owner: attempt === 1 ? owner : `${owner}~${attempt}`,
-          // The first claim's first request: nothing of this task ran before, so nothing is looked for or stopped.
-          ...(attempt === 1 && claim.previousOwner === undefined ? { fresh: true } : {}),
+          // The first delivery's first request: nothing of this task ran before, so nothing is looked for or stopped.
+          ...(attempt === 1 && fresh ? { fresh: true } : {}),
           xml,
           inputs: input.inputs,
           ...(record.budget ? { budget: record.budget } : {}),
@@ -198,7 +214,9 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
           // A record that cannot be read now (NATS restarting) does not stop it: the heartbeat notices a lost claim.
           beforeRetry: async () => {
             const now = await readRecord(store, record.taskId).catch(() => "unknown" as const);
-            if (now !== "unknown" && (!now || !holds(now.record, claim))) throw new Error(`task '${record.taskId}': claim lost; not asking again`);
+            // A pending claim has no record yet; any record found is someone else's.
+            const lost = now === undefined ? claim.pending !== true : now !== "unknown" && !holds(now.record, claim);
+            if (lost) throw new Error(`task '${record.taskId}': claim lost; not asking again`);
           },
         });
         return reply.result;
@@ -243,12 +261,18 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
       actor.start();
       if (claim.previousOwner !== undefined) {
         publishEvent(record.taskId, ++task.seq, "task.resumed", "running", `resumed from ${claim.previousOwner}`, { previousOwner: claim.previousOwner });
+      } else if (!fresh) {
+        // Delivered before, to a Director that stopped before it stored its claim: the task starts over (the Handler's
+        // records replay what that run finished).
+        publishEvent(record.taskId, ++task.seq, "task.resumed", "running", "resumed: delivered again, from its start", { deliveries: item.deliveries });
       }
       actor.send(record.cancelRequested ? { type: "task.cancel" } : { type: "task.start" });
       await Promise.race([done, heartbeat.lost, released]);
       heartbeat.stop();
       if (handedBack) {
-        // Draining: the next Director resumes the task from its record at once instead of after the ack wait.
+        // Draining: the next Director resumes the task from its record (stored now, should its claim be pending) at
+        // once instead of after the ack wait.
+        await heartbeat.flush();
         actor.stop();
         task.item.nak();
         log.info({ taskId: record.taskId }, "task handed back: draining");
@@ -275,16 +299,24 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
     }
   };
 
+  /** The record queued under `taskId` in the intake queue (not claimed yet, or running under a pending claim). */
+  const queuedUnder = async (taskId: string): Promise<{ record: TaskRecord; seq: number } | undefined> => {
+    const item = await queue.peek(taskId);
+    if (item === undefined) return undefined;
+    const queued = queuedRecord(item.data);
+    return queued.ok && queued.record !== undefined ? { record: queued.record, seq: item.seq } : undefined;
+  };
+
   const get = async (msg: BusMessage) => {
     const taskId = parseTaskId(subjects.taskIdOf(msg.subject));
     if (!taskId) return void msg.respond(encodeJson(errorReply("INVALID_ID", `illegal task id in subject '${msg.subject}'`)));
-    const record = (await readRecord(store, taskId))?.record;
-    if (!record) return void msg.respond(encodeJson(errorReply("NOT_FOUND", `no task '${taskId}'`)));
     const live = owned.get(taskId)?.actor;
+    const record = (await readRecord(store, taskId))?.record ?? (await queuedUnder(taskId))?.record;
+    if (!record && !live) return void msg.respond(encodeJson(errorReply("NOT_FOUND", `no task '${taskId}'`)));
     const reply: TaskStatusReply = {
       taskId,
-      state: live ? stateOf(live.getSnapshot()) : record.state,
-      ...(record.result ? { result: record.result } : {}),
+      state: live ? stateOf(live.getSnapshot()) : (record as TaskRecord).state,
+      ...(record?.result ? { result: record.result } : {}),
     };
     msg.respond(encodeJson(reply));
   };
@@ -292,11 +324,19 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
   const cancel = async (msg: BusMessage) => {
     const taskId = parseTaskId(subjects.taskIdOf(msg.subject));
     if (!taskId) return void msg.respond(encodeJson(errorReply("INVALID_ID", `illegal task id in subject '${msg.subject}'`)));
-    const record = await requestCancel(store, taskId, deps.now);
-    if (!record) return void msg.respond(encodeJson(errorReply("NOT_FOUND", `no task '${taskId}'`)));
-    if (FINAL_STATES.has(record.state)) {
-      const reply: CancelReply = { taskId, state: record.state, cancelled: false };
+    const outcome = await requestCancel(store, taskId, deps.now, () => queuedUnder(taskId));
+    if (outcome.kind === "missing") return void msg.respond(encodeJson(errorReply("NOT_FOUND", `no task '${taskId}'`)));
+    if (outcome.kind === "final") {
+      const reply: CancelReply = { taskId, state: outcome.record.state, cancelled: false };
       return void msg.respond(encodeJson(reply));
+    }
+    if (outcome.kind === "cancelled") {
+      // Cancelled while queued: stored final above, announced here; its queue item goes (a Director that started it
+      // meanwhile is told below, and finds the record final).
+      const { record } = outcome;
+      publishEvent(taskId, record.seq ?? 2, "task.cancelled", "cancelled", "cancelled");
+      if (record.result) bus.publish(subjects.taskResult(taskId), encode(TaskOutcome, record.result));
+      await queue.discard(taskId, outcome.seq).catch((err: unknown) => log.warn({ taskId, err: messageOf(err) }, "could not remove the cancelled task's queue item"));
     }
     bus.publish(subjects.cancelBroadcast, encode(CancelBroadcast, { type: "task.cancel", taskId }));
     const reply: CancelReply = { taskId, state: "cancelled", cancelled: true };
@@ -323,8 +363,18 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
     bus.subscribe(
       subjects.submit,
       async (msg) => {
-        const reply = await handleSubmit(deps, store, queue, msg, remember);
-        if (reply?.status === "accepted") publishEvent(reply.taskId, 1, "task.queued", "queued", "queued");
+        let announced: ((discarded: number | undefined) => void) | undefined;
+        const queuing = (taskId: string) => {
+          const gate = new Promise<number | undefined>((resolve) => (announced = (discarded) => (announcing.delete(taskId), resolve(discarded))));
+          announcing.set(taskId, gate);
+        };
+        let accepted: Awaited<ReturnType<typeof handleSubmit>>;
+        try {
+          accepted = await handleSubmit(deps, store, queue, msg, queuing);
+          if (accepted?.reply.status === "accepted") publishEvent(accepted.reply.taskId, 1, "task.queued", "queued", "queued");
+        } finally {
+          announced?.(accepted?.discarded);
+        }
       },
       queueGroup,
     ),

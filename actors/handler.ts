@@ -9,9 +9,7 @@ import type { SessionOutput } from "../machines/handler-session.js";
 import {
   CancelBroadcast,
   decode,
-  encode,
   ExecuteRequest,
-  Progress,
   RECORD_VERSION,
   ScriptRecord,
   ScriptRequest,

@@ -1,9 +1,8 @@
 /**
- * Intake of submissions on `<root>.tasks.submit`: decode (JSON or raw XML), validate the template, store the
- * task record durably, queue it, then answer. Nothing is acknowledged before it is stored.
+ * Intake of submissions on `<root>.tasks.submit`: decode (JSON or raw XML), validate the template, store the queued
+ * task record durably as the intake queue's item, then answer. Nothing is acknowledged before it is stored.
  */
 import {
-  decode,
   decodeJson,
   encode,
   encodeJson,
@@ -73,16 +72,18 @@ export function decodeSubmission(data: Uint8Array): { ok: true; submission: Subm
 }
 
 /**
- * Stores and queues a submission. Returns the reply to send. `stored` hears of the record and its revision once it
- * is stored and before it is queued (the Director then claims it without reading it back).
+ * Stores a submission: its queued record is the intake queue's item, stored (and de-duplicated by task id within the
+ * queue's window) before the reply. A task id given by the submitter is also looked up among the stored records,
+ * at the same time, so a task submitted again after the window is still answered `duplicate` (its second queue item
+ * is dropped when delivered: see `claimTask`).
  */
 export async function acceptSubmission(
   deps: ActorDeps,
   store: TaskStore,
   queue: WorkQueue,
   submission: Submission,
-  stored?: (record: TaskRecord, revision: number) => void,
-): Promise<SubmitReply> {
+  queuing?: (taskId: TaskId) => void,
+): Promise<Accepted> {
   const taskId = (submission.taskId ?? deps.newId()) as TaskId;
   const at = deps.now().toISOString();
   const record: TaskRecord = {
@@ -96,17 +97,35 @@ export async function acceptSubmission(
     submittedAt: at,
     updatedAt: at,
   };
-  const revision = await store.createWithRevision(taskId, encode(TaskRecord, record));
-  if (revision === undefined) {
-    const existing = await store.get(taskId);
-    const decoded = existing ? decode(TaskRecord, existing) : undefined;
-    // A record left queued by a crash between store and enqueue is queued again; the queue drops true duplicates.
-    if (decoded?.ok && decoded.value.state === "queued") await queue.enqueue(taskId, encodeJson({ taskId }));
-    return { taskId, status: "duplicate" };
+  // An unreadable store does not stop the submission: the queue has it, and a duplicate is dropped when delivered.
+  const stored = submission.taskId === undefined ? undefined : store.get(taskId).catch(() => undefined);
+  queuing?.(taskId);
+  const { duplicate, seq } = await queue.enqueue(taskId, encode(TaskRecord, record));
+  if (duplicate) return { reply: { taskId, status: "duplicate" } };
+  if ((await stored) !== undefined) {
+    // Queued again after the window: the item just queued is removed. A Director of this process that has it
+    // delivered meanwhile waits for this answer and drops it (see `queuing`); one elsewhere runs it, finds the record
+    // stored and publishes nothing.
+    await queue.discard(taskId, seq).catch(() => undefined);
+    return { reply: { taskId, status: "duplicate" }, discarded: seq };
   }
-  stored?.(record, revision);
-  await queue.enqueue(taskId, encodeJson({ taskId }));
-  return { taskId, status: "accepted" };
+  return { reply: { taskId, status: "accepted" } };
+}
+
+/** What {@link acceptSubmission} did: the reply, and the queue item it removed again (a duplicate after the window). */
+export interface Accepted {
+  reply: SubmitReply;
+  discarded?: number;
+}
+
+/** The queued record an intake item carries; `undefined` for an item of an older release (`{taskId}` only). */
+export function queuedRecord(data: Uint8Array): { ok: true; record: TaskRecord | undefined } | { ok: false; message: string } {
+  const json = decodeJson(data);
+  if (!json.ok) return { ok: false, message: json.error.message };
+  const value = json.value;
+  if (typeof value === "object" && value !== null && Object.keys(value).length === 1 && "taskId" in value) return { ok: true, record: undefined };
+  const decoded = validate(TaskRecord, value);
+  return decoded.ok ? { ok: true, record: decoded.value } : { ok: false, message: decoded.error.message };
 }
 
 /** Handles one message on the submit subject. */
@@ -115,8 +134,8 @@ export async function handleSubmit(
   store: TaskStore,
   queue: WorkQueue,
   msg: BusMessage,
-  stored?: (record: TaskRecord, revision: number) => void,
-): Promise<SubmitReply | undefined> {
+  queuing?: (taskId: TaskId) => void,
+): Promise<Accepted | undefined> {
   const decoded = decodeSubmission(msg.data);
   if (!decoded.ok) {
     deps.log.warn({ subject: msg.subject, error: decoded.reply.error }, "rejected submission");
@@ -124,9 +143,9 @@ export async function handleSubmit(
     return undefined;
   }
   try {
-    const reply = await acceptSubmission(deps, store, queue, decoded.submission, stored);
-    msg.respond(encodeJson(reply));
-    return reply;
+    const accepted = await acceptSubmission(deps, store, queue, decoded.submission, queuing);
+    msg.respond(encodeJson(accepted.reply));
+    return accepted;
   } catch (err) {
     deps.log.error({ err: messageOf(err) }, "could not store submission");
     msg.respond(encodeJson(errorReply("UNAVAILABLE", `could not store the task: ${messageOf(err)}`)));

@@ -160,6 +160,11 @@ export const TaskRecord = z.object({
   claimedAt: z.string().optional(),
   /** The last event `seq` the owner checkpointed; a resuming Director continues after it. */
   seq: z.number().int().nonnegative().optional(),
+  /**
+   * The intake queue item the record was made from (its stream sequence): a second item of the same id, queued
+   * again after the queue's duplicate window, is told apart from a redelivery and dropped.
+   */
+  intakeSeq: z.number().int().nonnegative().optional(),
   /** The persisted snapshot of the task's machine, with the machine's id and version; a resuming Director restores it. */
   machine: z.object({ id: z.string(), version: z.int().nonnegative(), snapshot: z.unknown() }).optional(),
 });

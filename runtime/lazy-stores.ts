@@ -62,6 +62,7 @@ export function lazyWorkQueue(open: () => Promise<WorkQueue>, ackWaitMs: number,
     ackWaitMs,
     enqueue: async (id, data) => (await queue()).enqueue(id, data),
     peek: async (id) => (await queue()).peek(id),
+    discard: async (id, seq) => (await queue()).discard(id, seq),
     consume(handler: (item: WorkItem) => Promise<void>, options: { concurrency: number }): BusSubscription {
       let stopped = false;
       const subscription = queue().then(

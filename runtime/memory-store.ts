@@ -111,6 +111,8 @@ export class MemoryWorkQueue implements WorkQueue {
   readonly #consumers: Consumer[] = [];
   /** Items queued and not acknowledged yet, by id. */
   readonly #live = new Map<string, Entry>();
+  /** Items removed while delivered: not handed out again. */
+  readonly #discarded = new WeakSet<Entry>();
   #seq = 0;
   #turn = 0;
   #pumpQueued = false;
@@ -122,7 +124,7 @@ export class MemoryWorkQueue implements WorkQueue {
     this.#windowMs = options.duplicateWindowMs ?? 120_000;
   }
 
-  async enqueue(id: string, data: Uint8Array): Promise<{ duplicate: boolean }> {
+  async enqueue(id: string, data: Uint8Array): Promise<{ duplicate: boolean; seq: number }> {
     // The JetStream queue puts ids into subjects; refuse the same ids here.
     if (!TASK_ID_PATTERN.test(id)) throw new InvalidSubjectError(`illegal task id token '${id}'`, id);
     const now = Date.now();
@@ -130,13 +132,22 @@ export class MemoryWorkQueue implements WorkQueue {
       if (now - at < this.#windowMs) break;
       this.#seen.delete(seenId);
     }
-    if (this.#seen.has(id)) return { duplicate: true };
+    if (this.#seen.has(id)) return { duplicate: true, seq: this.#live.get(id)?.seq ?? 0 };
     this.#seen.set(id, now);
     const entry: Entry = { id, data: data.slice(), seq: ++this.#seq, deliveries: 0 };
     this.#pending.push(entry);
     this.#live.set(id, entry);
     this.#schedulePump();
-    return { duplicate: false };
+    return { duplicate: false, seq: entry.seq };
+  }
+
+  async discard(id: string, seq: number): Promise<void> {
+    const entry = this.#live.get(id);
+    if (entry === undefined || entry.seq !== seq) return;
+    this.#live.delete(id);
+    const at = this.#pending.indexOf(entry);
+    if (at >= 0) this.#pending.splice(at, 1);
+    this.#discarded.add(entry);
   }
 
   async peek(id: string): Promise<{ data: Uint8Array; seq: number } | undefined> {
@@ -205,7 +216,7 @@ export class MemoryWorkQueue implements WorkQueue {
       this.#unsettled -= 1;
       clearTimeout(timer);
       if (!requeue && this.#live.get(entry.id) === entry) this.#live.delete(entry.id);
-      if (requeue) {
+      if (requeue && !this.#discarded.has(entry)) {
         // JetStream hands out redeliveries before new messages.
         this.#pending.unshift(entry);
         this.#schedulePump();

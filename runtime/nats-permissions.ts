@@ -119,6 +119,10 @@ function ownPermissions(root: string): Record<NatsRole, RolePermissions> {
         // Created and updated (ack wait) through the 2.9 API: CONSUMER.CREATE.<stream>.<name>.
         `${API}.CONSUMER.CREATE.${s.intakeStream}.${s.directorConsumer}`,
         `${API}.CONSUMER.MSG.NEXT.${s.intakeStream}.${s.directorConsumer}`,
+        // A queued task's record is its intake item: looked up by subject (status, cancel), removed when cancelled.
+        `${API}.DIRECT.GET.${s.intakeStream}.>`,
+        `${API}.STREAM.MSG.GET.${s.intakeStream}`,
+        `${API}.STREAM.MSG.DELETE.${s.intakeStream}`,
         `$JS.ACK.${s.intakeStream}.>`,
       ],
       subscribe: [s.submit, s.anyTaskGet, s.anyTaskCancel, s.anyProgress, control, inbox("director")],

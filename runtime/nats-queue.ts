@@ -12,7 +12,7 @@ import { retryDelayMs, type BusSubscription, type WorkItem, type WorkQueue } fro
 import type { Subjects } from "../protocol/subjects.js";
 import { warnOnError, type BusErrorHandler } from "./bus-support.js";
 import { ensureStream } from "./nats-store.js";
-import { lastBySubject, StoreError, wireOf, type NatsWire } from "./nats-wire.js";
+import { lastBySubject, parseApiAnswer, StoreError, wireOf, type NatsWire } from "./nats-wire.js";
 
 /** Options of {@link openWorkQueue}. */
 export interface WorkQueueOptions {
@@ -136,14 +136,26 @@ export class JetStreamWorkQueue implements WorkQueue {
   }
 
   /** Publishes on `<root>.intake.<id>` with the id as JetStream message id, which the stream de-duplicates. */
-  async enqueue(id: string, data: Uint8Array): Promise<{ duplicate: boolean }> {
+  async enqueue(id: string, data: Uint8Array): Promise<{ duplicate: boolean; seq: number }> {
     const ack = await this.#wire.store(this.#subjects.intake(id), data, { msgId: id });
-    return { duplicate: ack.duplicate };
+    return { duplicate: ack.duplicate, seq: ack.seq };
   }
 
   /** The item queued under `id` (waiting or delivered, not acknowledged yet), looked up by its subject. */
   async peek(id: string): Promise<{ data: Uint8Array; seq: number } | undefined> {
     return lastBySubject(this.#wire, this.#subjects.intakeStream, this.#subjects.intake(id));
+  }
+
+  /** Deletes the item at `seq` from the stream (`STREAM.MSG.DELETE`); one already gone is fine. */
+  async discard(_id: string, seq: number): Promise<void> {
+    const api = `$JS.API.STREAM.MSG.DELETE.${this.#subjects.intakeStream}`;
+    const answer = await this.#wire.request(api, encoder.encode(JSON.stringify({ seq, no_erase: true })), { timeoutMs: 5000 });
+    try {
+      parseApiAnswer(answer, api);
+    } catch (err) {
+      // No message at that sequence: acknowledged, or discarded, already.
+      if (!(err instanceof StoreError && /not found|no message found/i.test(err.message))) throw err;
+    }
   }
 
   /** Items not acknowledged yet: waiting, or delivered and awaiting an ack (from the consumer's info). */

@@ -1,31 +1,22 @@
 /**
- * JetStream storage of the runtime: task records in a KV bucket, the intake work queue (a
- * work-queue stream on `<root>.intake.*`, de-duplicated by task id, read through one durable pull
- * consumer shared by every Director), and the events stream that keeps each task's events and
- * result for replay.
+ * JetStream storage of the runtime: task records (and the Handler's turn records, the goals) in KV buckets, and the
+ * events stream that keeps each task's events and result for replay. The intake work queue is in `nats-queue.ts`.
  */
 import {
-  AckPolicy,
-  DeliverPolicy,
   JetStreamApiCodes,
   JetStreamApiError,
   RetentionPolicy,
   StorageType,
   jetstream,
   jetstreamManager,
-  type Consumer,
-  type ConsumerMessages,
   type JetStreamClient,
   type JetStreamManager,
-  type JsMsg,
   type StreamConfig,
 } from "@nats-io/jetstream";
 import { Kvm, type KV } from "@nats-io/kv";
 import { Empty, nanos, type Msg, type NatsConnection } from "@nats-io/transport-node";
-import { setTimeout as delay } from "node:timers/promises";
-import { NoRespondersError, retryDelayMs, type BusSubscription, type CreateResult, type Revisioned, type TaskStore, type WorkItem, type WorkQueue } from "../actors/bus.js";
+import { NoRespondersError, type CreateResult, type Revisioned, type TaskStore } from "../actors/bus.js";
 import type { Subjects } from "../protocol/subjects.js";
-import { warnOnError, type BusErrorHandler } from "./bus-support.js";
 import { STORE_TIMEOUT_MS, StoreError, wireOf, WRONG_LAST_SEQUENCE, type NatsWire } from "./nats-wire.js";
 
 /** How long the events stream keeps a task's events and result. */

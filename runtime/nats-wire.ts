@@ -56,6 +56,8 @@ interface Pending {
   each?: (msg: Msg) => void;
   timer?: ReturnType<typeof setTimeout> | undefined;
   subject: string;
+  /** Sends the request again (after a reconnect) instead of failing it. */
+  resend?: (reply: string) => void;
 }
 
 const decoder = new TextDecoder();
@@ -74,6 +76,35 @@ export class NatsWire {
     this.inboxPrefix = inboxPrefix;
     this.#prefix = `${createInbox(inboxPrefix)}.`;
     nc.subscribe(`${this.#prefix}*`, { callback: (err, msg) => (err === null ? this.#deliver(msg) : undefined) });
+    // An answer to what was sent before a disconnect is lost with the connection's subscriptions (and what was sent may
+    // be lost too). Requests fail now rather than at their timeout, so their callers retry (or give up) as soon as
+    // the connection is back; JetStream writes are sent again once it is back (see `store`).
+    void (async () => {
+      for await (const status of nc.status()) {
+        if (status.type === "disconnect") this.#failPending();
+        else if (status.type === "reconnect") this.#resendPending();
+      }
+    })().catch(() => undefined);
+  }
+
+  #failPending(): void {
+    for (const [token, pending] of this.#pending) {
+      if (pending.settle === undefined || pending.resend !== undefined) continue;
+      this.#pending.delete(token);
+      clearTimeout(pending.timer);
+      pending.settle(new TransportError(`connection to NATS lost before the answer on '${pending.subject}'`, pending.subject), undefined);
+    }
+  }
+
+  #resendPending(): void {
+    for (const [token, pending] of this.#pending) {
+      if (pending.resend === undefined) continue;
+      try {
+        pending.resend(this.#prefix + token);
+      } catch {
+        // Sent again at the next reconnect, or failed by its timeout.
+      }
+    }
   }
 
   #deliver(msg: Msg): void {
@@ -97,12 +128,13 @@ export class NatsWire {
    * @throws {NoRespondersError} when nobody listens on `subject`.
    * @throws {RequestTimeoutError} when no answer came within `timeoutMs`.
    */
-  request(subject: string, data: Uint8Array, options: { timeoutMs: number; headers?: MsgHdrs }): Promise<Msg> {
+  request(subject: string, data: Uint8Array, options: { timeoutMs: number; headers?: MsgHdrs; resend?: boolean }): Promise<Msg> {
     const token = this.#token();
     return new Promise<Msg>((resolve, reject) => {
       const pending: Pending = {
         subject,
         settle: (err, msg) => (err === undefined ? resolve(msg as Msg) : reject(err)),
+        ...(options.resend === true ? { resend: (reply: string) => this.#nc.publish(subject, data, { reply, ...(options.headers ? { headers: options.headers } : {}) }) } : {}),
       };
       pending.timer = setTimeout(() => {
         this.#pending.delete(token);
@@ -148,7 +180,9 @@ export class NatsWire {
     }
     let answer: Msg;
     try {
-      answer = await this.request(subject, data, { timeoutMs: options.timeoutMs ?? STORE_TIMEOUT_MS, ...(h ? { headers: h } : {}) });
+      // Sent again after a reconnect: safe, since a write that did land is refused the second time (a message id seen, or
+      // an expected sequence passed), and its writer reads the record to tell (see actors/director-records.ts).
+      answer = await this.request(subject, data, { timeoutMs: options.timeoutMs ?? STORE_TIMEOUT_MS, resend: true, ...(h ? { headers: h } : {}) });
     } catch (err) {
       if (err instanceof NoRespondersError) throw new StoreError(`no stream stores '${subject}' (is JetStream enabled?)`, subject, 0, 503);
       throw err;

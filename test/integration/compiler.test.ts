@@ -3,7 +3,9 @@
  * `dirigent mock-llm`: validation errors are fed back and the model answers again (bounded), decompose mode, and
  * tasks submitted in words (`prompt`) that are compiled, stored and then run.
  */
+import { setTimeout as delay } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { readRecord } from "../../actors/director-records.js";
 import { decode, encodeJson, ErrorReply, TaskId, TaskRecord, type TaskEvent } from "../../protocol/index.js";
 import { RemoteError } from "../../runtime/client.js";
 import { startMockLlm, type MockLlmServer } from "../../runtime/mock-llm.js";
@@ -147,10 +149,16 @@ describe("compiler over a real nats-server", () => {
     await workers.transport.bus.flush();
     await workers.client.submit({ prompt: "REQ-HANDOVER: a haiku about a topic", inputs: { topic: "winter" }, taskId });
     await events.until((v) => v.some((e) => e.type === "node.started"), "the compiled template to run");
-    const stored = await first.transport.store.get(taskId);
-    const record = stored ? decode(TaskRecord, stored) : undefined;
+    // The compiled template is stored with the claim; the snapshot follows with a checkpoint (at the latest when the
+    // pending claim falls due): poll for it.
+    const deadline = Date.now() + 5000;
+    let record = (await readRecord(first.transport.store, taskId))?.record;
+    while (!record?.machine && Date.now() < deadline) {
+      await delay(20);
+      record = (await readRecord(first.transport.store, taskId))?.record;
+    }
     // The checkpointed snapshot was taken before the compile: its input still holds the empty template.
-    expect(record?.ok && record.value.machine).toMatchObject({ snapshot: { context: { xml: "" } } });
+    expect(record?.machine).toMatchObject({ snapshot: { context: { xml: "" } } });
     await using second = await startStack({ url: server.url, mock, root: workers.root, roles: ["director"] });
     await first.stop();
     expect(await watch.result).toMatchObject({ status: "COMPLETE", content: "snow settles" });

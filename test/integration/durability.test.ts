@@ -7,7 +7,7 @@ import { AckPolicy, jetstreamManager, RetentionPolicy, StorageType } from "@nats
 import { setTimeout as delay } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { retryDelayMs } from "../../actors/bus.js";
-import { claimTask, readRecord, requestCancel, writeClaimed } from "../../actors/director-records.js";
+import { claimTask, PENDING_CLAIM_MS, pendingClaim, readRecord, requestCancel, writeClaimed } from "../../actors/director-records.js";
 import { createSubjects, decode, encode, encodeJson, TaskEvent, TaskOutcome, TaskRecord } from "../../protocol/index.js";
 import { startMockLlm, type MockLlmServer } from "../../runtime/mock-llm.js";
 import { connectNats } from "../../runtime/nats-bus.js";
@@ -71,8 +71,8 @@ describe("the intake stream", () => {
       expect(config).toMatchObject({ subjects: [subjects.anyIntake], retention: RetentionPolicy.Workqueue, storage: StorageType.File, duplicate_window: 120_000 * 1_000_000, allow_direct: true });
       const consumer = await jsm.consumers.info(subjects.intakeStream, subjects.directorConsumer);
       expect(consumer.config).toMatchObject({ durable_name: subjects.directorConsumer, ack_policy: AckPolicy.Explicit, ack_wait: 4000 * 1_000_000, max_ack_pending: DEFAULT_MAX_ACK_PENDING });
-      expect(await queue.enqueue("t-1", encodeJson({ taskId: "t-1" }))).toEqual({ duplicate: false });
-      expect(await queue.enqueue("t-1", encodeJson({ taskId: "t-1" }))).toEqual({ duplicate: true });
+      expect(await queue.enqueue("t-1", encodeJson({ taskId: "t-1" }))).toEqual({ duplicate: false, seq: 1 });
+      expect(await queue.enqueue("t-1", encodeJson({ taskId: "t-1" }))).toEqual({ duplicate: true, seq: 1 });
       expect((await jsm.streams.info(subjects.intakeStream)).state.messages).toBe(1);
     } finally {
       await nc.close();
@@ -120,7 +120,7 @@ describe("claims on the task record (compare-and-set, KV)", () => {
       expect(first.claim.previousOwner).toBeUndefined();
 
       // A cancel request from elsewhere is kept by the owner's next write.
-      await requestCancel(store, taskId, fixedNow);
+      expect(await requestCancel(store, taskId, fixedNow, async () => undefined)).toMatchObject({ kind: "requested" });
       expect(await writeClaimed(store, first.claim, (r) => ({ ...r, seq: 4 }))).toBe("written");
       expect((await readRecord(store, taskId))?.record).toMatchObject({ cancelRequested: true, seq: 4, owner: "director-a" });
 
@@ -220,7 +220,8 @@ describe("a Director whose claim was taken over", () => {
       await stack.client.submit({ xml: XML, inputs: { country: "France" }, taskId });
       await events.until((v) => v.some((e) => e.type === "node.started"), "the evaluation to start");
 
-      const thief = await claimTask(stack.transport.store, taskId, "director-thief", fixedNow);
+      // The task runs under a pending claim (no record yet); another Director stores its claim first.
+      const thief = await claimTask(stack.transport.store, taskId, "director-thief", fixedNow, { queued: queuedRecord(taskId) });
       if (thief.kind !== "claimed") throw new Error(`expected a claim, got ${thief.kind}`);
       const theirs: TaskOutcome = { taskId: thief.claim.record.taskId, status: "COMPLETE", content: "theirs", notes: {} };
       expect(await writeClaimed(stack.transport.store, thief.claim, (r) => ({ ...r, state: "completed", result: theirs }))).toBe("written");
@@ -244,6 +245,113 @@ describe("a Director whose claim was taken over", () => {
       expect((await readRecord(stack.transport.store, taskId))?.record).toMatchObject({ owner: "director-thief", result: { content: "theirs" } });
     } finally {
       await slow.close();
+    }
+  });
+});
+
+describe("a task's record, from the intake queue to its final state", () => {
+  /** Counts every write of a task's record: a KV write is a message on `$KV.<bucket>.<id>`. */
+  function recordWrites(stack: Stack, taskId: string) {
+    const writes = new Recorder<TaskRecord>();
+    stack.transport.bus.subscribe(`$KV.${createSubjects(stack.root).tasksBucket}.${taskId}`, (m) => {
+      const d = decode(TaskRecord, m.data);
+      if (d.ok) writes.push(d.value);
+    });
+    return writes;
+  }
+
+  it("writes a short task's record once, final, and a longer one's claim while it runs", async () => {
+    const slow = await startMockLlm({ port: 0, script: { rules: [{ match: { lastUser: "slowly" }, reply: "late", delayMs: PENDING_CLAIM_MS + 400 }, { reply: "soon" }] } });
+    try {
+      await using stack = await startStack({ url: server.url, mock: slow });
+      const quick = newTaskId();
+      const long = newTaskId();
+      const quickWrites = recordWrites(stack, quick);
+      const longWrites = recordWrites(stack, long);
+      await stack.transport.bus.flush();
+      expect(await stack.client.run({ xml: "<task><description>answer</description></task>", taskId: quick })).toMatchObject({ status: "COMPLETE", content: "soon" });
+      expect(await stack.client.run({ xml: "<task><description>answer slowly</description></task>", taskId: long })).toMatchObject({ status: "COMPLETE", content: "late" });
+      await stack.transport.bus.flush();
+      expect(quickWrites.values.map((r) => r.state)).toEqual(["completed"]);
+      expect(quickWrites.values[0]).toMatchObject({ owner: expect.stringMatching(/^director-/), intakeSeq: expect.any(Number), result: { content: "soon" } });
+      // Claimed while it waited for the model (the pending claim fell due), then final.
+      expect(longWrites.values[0]).toMatchObject({ state: "running", owner: expect.stringMatching(/^director-/) });
+      expect(longWrites.values.at(-1)).toMatchObject({ state: "completed", result: { content: "late" } });
+    } finally {
+      await slow.close();
+    }
+  });
+
+  it("answers status and cancel for a task still in the queue: queued, then cancelled without ever running", async () => {
+    const slow = await startMockLlm({ port: 0, script: { rules: [{ match: { lastUser: "blocker" }, reply: "done", delayMs: 1500 }, { reply: "ran" }] } });
+    try {
+      // One task at a time: the second waits in the queue behind the first.
+      await using stack = await startStack({ url: server.url, mock: slow, config: { concurrency: 1 } });
+      const blocker = newTaskId();
+      const waiting = newTaskId();
+      const { events, results } = watch(stack, waiting);
+      const writes = recordWrites(stack, waiting);
+      await stack.transport.bus.flush();
+      await stack.client.submit({ xml: "<task><description>blocker</description></task>", taskId: blocker });
+      await stack.client.submit({ xml: "<task><description>second</description></task>", taskId: waiting });
+      expect(await stack.client.get(waiting)).toMatchObject({ taskId: waiting, state: "queued" });
+      expect(await stack.client.cancel(waiting)).toEqual({ taskId: waiting, state: "cancelled", cancelled: true });
+      await results.count(1, "the cancelled result");
+      expect(results.values[0]).toMatchObject({ status: "CANCELLED" });
+      expect(events.values.map((e) => e.type)).toEqual(["task.queued", "task.cancelled"]);
+      expect(await stack.client.get(waiting)).toMatchObject({ state: "cancelled" });
+      // The blocker ends; the cancelled task's queue item is gone, so it never runs.
+      expect(await stack.client.run({ xml: "<task><description>third</description></task>", taskId: newTaskId() })).toMatchObject({ content: "ran" });
+      expect(slow.requests.map((r) => JSON.stringify(r.body)).filter((b) => b.includes("second"))).toHaveLength(0);
+      expect(writes.values.map((r) => r.state)).toEqual(["cancelled"]);
+      expect(await stack.client.cancel(waiting)).toEqual({ taskId: waiting, state: "cancelled", cancelled: false });
+    } finally {
+      await slow.close();
+    }
+  });
+
+  it("answers a task submitted again after the duplicate window as a duplicate, and does not run it again", async () => {
+    const root = randomRoot();
+    const subjects = createSubjects(root);
+    // The intake stream made beforehand with a one-second window (the runtime uses a stream as it finds it).
+    const nc = await connectNats({ servers: server.url, name: "durability-window" });
+    try {
+      const jsm = await jetstreamManager(nc);
+      await jsm.streams.add({ name: subjects.intakeStream, subjects: [subjects.anyIntake], retention: RetentionPolicy.Workqueue, storage: StorageType.File, duplicate_window: 1_000_000_000, allow_direct: true });
+      await using stack = await startStack({ url: server.url, mock, root });
+      const taskId = newTaskId();
+      const { events, results } = watch(stack, taskId);
+      await stack.transport.bus.flush();
+      expect(await stack.client.run({ xml: XML, inputs: { country: "France" }, taskId })).toMatchObject({ status: "COMPLETE" });
+      const calls = mock.requests.length;
+      await delay(1200);
+      expect(await stack.client.submit({ xml: XML, inputs: { country: "France" }, taskId })).toEqual({ taskId, status: "duplicate" });
+      // The second queue item was removed at once.
+      expect((await jsm.streams.info(subjects.intakeStream)).state.messages).toBe(0);
+      await stack.transport.bus.flush();
+      expect(mock.requests.length).toBe(calls);
+      expect(results.values).toHaveLength(1);
+      expect(events.values.filter((e) => e.type === "task.completed")).toHaveLength(1);
+    } finally {
+      await nc.close();
+    }
+  });
+
+  it("loses a pending claim to a Director that stored the record first", async () => {
+    const nc = await connectNats({ servers: server.url, name: "durability-pending" });
+    try {
+      const store = await openTaskStore(nc, createSubjects(randomRoot()));
+      const taskId = newTaskId();
+      const pending = pendingClaim(queuedRecord(taskId), "director-a", fixedNow, 7);
+      expect(await readRecord(store, taskId)).toBeUndefined();
+      const other = await claimTask(store, taskId, "director-b", fixedNow, { queued: queuedRecord(taskId), intakeSeq: 7 });
+      expect(other).toMatchObject({ kind: "claimed", claim: { owner: "director-b", record: { state: "running", intakeSeq: 7 } } });
+      expect(await writeClaimed(store, pending, (r) => ({ ...r, state: "completed" }))).toBe("lost");
+      // Another queue item of the same id is not this record's.
+      expect(await claimTask(store, taskId, "director-c", fixedNow, { queued: queuedRecord(taskId), intakeSeq: 8 })).toEqual({ kind: "duplicate" });
+      expect((await readRecord(store, taskId))?.record).toMatchObject({ owner: "director-b", state: "running" });
+    } finally {
+      await nc.close();
     }
   });
 });

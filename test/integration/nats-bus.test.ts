@@ -52,7 +52,7 @@ describe("NatsBus over a real server", () => {
     await reconnected;
 
     expect(text.decode((await store.get("t1")) ?? new Uint8Array())).toBe("record");
-    expect(await queue.enqueue("t2", text.encode("again"))).toEqual({ duplicate: true });
+    expect(await queue.enqueue("t2", text.encode("again"))).toMatchObject({ duplicate: true });
     const got = new Recorder<string>();
     const sub = queue.consume(async (item) => {
       await item.ack();

@@ -8,7 +8,7 @@ import { jetstreamManager } from "@nats-io/jetstream";
 import { setTimeout as delay } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createActor, fromPromise, waitFor } from "xstate";
-import { readRecord } from "../../actors/director-records.js";
+import { PENDING_CLAIM_MS, readRecord } from "../../actors/director-records.js";
 import { restorable } from "../../actors/director-snapshot.js";
 import { TASK_MACHINE_VERSION, taskMachine, type TaskInput } from "../../machines/task.js";
 import { createSubjects, encode, encodeJson, TaskRecord, type TaskEvent, type TaskResult } from "../../protocol/index.js";
@@ -24,7 +24,7 @@ let mock: MockLlmServer;
 
 beforeAll(async () => {
   server = await startTestNatsServer();
-  mock = await startMockLlm({ port: 0, script: { rules: [{ match: { lastUser: "SLOW" }, reply: "slow", delayMs: 600 }], default: { reply: "resumed answer" } } });
+  mock = await startMockLlm({ port: 0, script: { rules: [{ match: { lastUser: "SLOWER" }, reply: "slower", delayMs: PENDING_CLAIM_MS + 600 }, { match: { lastUser: "SLOW" }, reply: "slow", delayMs: 600 }], default: { reply: "resumed answer" } } });
 });
 
 afterAll(async () => {
@@ -170,7 +170,8 @@ describe("task machine snapshots", () => {
     const events = new Recorder<TaskEvent>();
     const watch = s.client.watch(taskId, (e) => events.push(e));
     await s.transport.bus.flush();
-    await s.client.submit({ xml: "<task><description>SLOW one</description></task>", taskId });
+    // Longer than a pending claim: the claim, with the snapshot, is stored while the task runs.
+    await s.client.submit({ xml: "<task><description>SLOWER one</description></task>", taskId });
     await events.until((v) => v.some((e) => e.type === "model.turn" || e.type === "node.started"), "the task to run");
     const deadline = Date.now() + 5000;
     let record = (await readRecord(s.transport.store, taskId))?.record;

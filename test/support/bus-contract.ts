@@ -256,8 +256,10 @@ export function busContract(
 
     describe("work queue", () => {
       it("drops a second item with the same id", async () => {
-        expect(await fx.queue.enqueue("job-1", text.encode("first"))).toEqual({ duplicate: false });
-        expect(await fx.queue.enqueue("job-1", text.encode("second"))).toEqual({ duplicate: true });
+        const first = await fx.queue.enqueue("job-1", text.encode("first"));
+        expect(first).toEqual({ duplicate: false, seq: expect.any(Number) });
+        // The duplicate names the item that was queued.
+        expect(await fx.queue.enqueue("job-1", text.encode("second"))).toEqual({ duplicate: true, seq: first.seq });
         const got = new Recorder<WorkItem>();
         consume(async (item) => {
           await item.ack();
@@ -270,6 +272,31 @@ export function busContract(
         await fx.queue.enqueue("job-2", text.encode("after"));
         await got.count(2);
         expect(got.values.map((i) => i.id)).toEqual(["job-1", "job-2"]);
+      });
+
+      it("looks an item up by id until it is acked, tells its sequence on delivery, and discards it by sequence", async () => {
+        const a = await fx.queue.enqueue("peek-1", text.encode("one"));
+        const b = await fx.queue.enqueue("peek-2", text.encode("two"));
+        expect(b.seq).toBeGreaterThan(a.seq);
+        const found = await fx.queue.peek("peek-1");
+        expect(found && { data: text.decode(found.data), seq: found.seq }).toEqual({ data: "one", seq: a.seq });
+        expect(await fx.queue.peek("peek-none")).toBeUndefined();
+        await fx.queue.discard("peek-2", b.seq);
+        expect(await fx.queue.peek("peek-2")).toBeUndefined();
+        // Discarding what is gone already is fine.
+        await fx.queue.discard("peek-2", b.seq);
+        const got = new Recorder<WorkItem>();
+        consume(async (item) => {
+          await item.ack();
+          got.push(item);
+        }, 2);
+        const [item] = await got.count(1);
+        expect(item).toMatchObject({ id: "peek-1", seq: a.seq, deliveries: 1 });
+        expect(await fx.queue.peek("peek-1")).toBeUndefined();
+        await fx.queue.enqueue("peek-3", text.encode("three"));
+        await got.count(2);
+        // The discarded item never came.
+        expect(got.values.map((i) => i.id)).toEqual(["peek-1", "peek-3"]);
       });
 
       it("runs at most `concurrency` handlers at once", async () => {
