@@ -19,6 +19,12 @@ describe("config", () => {
     expect(() => loadConfig({ prefix: "Bad Root" }, {})).toThrow(ConfigError);
   });
 
+  it("switches local dispatch off with DIRIGENT_LOCAL_DISPATCH, and refuses a value that is no switch", () => {
+    expect(loadConfig({}, {}).localDispatch).toBe(true);
+    expect(loadConfig({}, { DIRIGENT_LOCAL_DISPATCH: "off" }).localDispatch).toBe(false);
+    expect(() => loadConfig({}, { DIRIGENT_LOCAL_DISPATCH: "sometimes" })).toThrow(/environment variable DIRIGENT_LOCAL_DISPATCH: .*got 'sometimes'/);
+  });
+
   it("names the environment variable, and never prints the API key", () => {
     expect(() => loadConfig({}, { DIRIGENT_MAX_TURNS: "0" })).toThrow(/environment variable DIRIGENT_MAX_TURNS/);
     expect(() => loadConfig({}, { OPENAI_BASE_URL: "not a url", OPENAI_API_KEY: "sk-secret" })).toThrow(/OPENAI_BASE_URL/);
