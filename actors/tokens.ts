@@ -24,10 +24,31 @@ interface ModelSpec {
   context_window?: number;
 }
 
+const SPECS = new Map<string, ModelSpec | undefined>();
+
 function specOf(model: string): ModelSpec | undefined {
-  if (!Object.hasOwn(models, model)) return undefined;
-  const spec: unknown = Reflect.get(models, model);
-  return typeof spec === "object" && spec !== null ? (spec as ModelSpec) : undefined;
+  if (SPECS.has(model)) return SPECS.get(model);
+  const found: unknown = Object.hasOwn(models, model) ? Reflect.get(models, model) : undefined;
+  const spec = typeof found === "object" && found !== null ? (found as ModelSpec) : undefined;
+  if (SPECS.size < 256) SPECS.set(model, spec);
+  return spec;
+}
+
+/**
+ * Token counts of texts seen lately: every session of a task sends the same system prompt, and a session counts its
+ * earlier messages again every turn. Bounded; emptied when full.
+ */
+const TEXT_TOKENS = new Map<string, number>();
+const TEXT_TOKENS_MAX = 4096;
+
+function countCached(text: string): number {
+  let count = TEXT_TOKENS.get(text);
+  if (count === undefined) {
+    count = countText(text);
+    if (TEXT_TOKENS.size >= TEXT_TOKENS_MAX) TEXT_TOKENS.clear();
+    TEXT_TOKENS.set(text, count);
+  }
+  return count;
 }
 
 /** The context window of a model the tokenizer knows, else `fallback`. */
@@ -39,10 +60,10 @@ export function contextWindowOf(model: string, fallback: number): number {
 export function countRequestTokens(model: string, messages: readonly ChatMessage[], tools: readonly object[]): TokenCount {
   let tokens = REPLY_PRIMER;
   for (const message of messages) {
-    tokens += PER_MESSAGE + countText(message.role);
-    if (message.content) tokens += countText(message.content);
+    tokens += PER_MESSAGE + countCached(message.role);
+    if (message.content) tokens += countCached(message.content);
     if (message.role === "assistant") {
-      for (const call of message.tool_calls ?? []) tokens += countText(call.function.name) + countText(call.function.arguments);
+      for (const call of message.tool_calls ?? []) tokens += countCached(call.function.name) + countCached(call.function.arguments);
     }
   }
   if (tools.length > 0) tokens += countToolSet(tools);

@@ -19,9 +19,18 @@ export function recordFailure(what: "answer" | "turn", context: HandlerSessionCo
  * after the model answered ends with that answer's tool calls, not yet run: they become the pending calls.
  */
 export function initialContext(input: HandlerSessionInput): HandlerSessionContext {
-  const { restore, ...rest } = input;
+  const restore = input.restore;
+  // Every field of the input but `restore`, named (an object rest here cost more than the rest of the function).
   const fresh: HandlerSessionContext = {
-    ...rest,
+    system: input.system,
+    prompt: input.prompt,
+    model: input.model,
+    maxTurns: input.maxTurns,
+    contextLimit: input.contextLimit,
+    warningThreshold: input.warningThreshold,
+    maxMalformedToolCalls: input.maxMalformedToolCalls,
+    ...(input.maxOutputTokens === undefined ? {} : { maxOutputTokens: input.maxOutputTokens }),
+    ...(input.budget === undefined ? {} : { budget: input.budget }),
     messages: [
       { role: "system", content: input.system },
       { role: "user", content: input.prompt },

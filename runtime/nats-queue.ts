@@ -279,7 +279,6 @@ export class JetStreamWorkQueue implements WorkQueue {
     const reply = msg.reply ?? "";
     const delivery = deliveryOf(reply) ?? { deliveries: 1, seq: 0 };
     const nc = this.#nc;
-    const wire = this.#wire;
     let settled = false;
     const item: WorkItem = {
       id: msg.subject.slice(msg.subject.lastIndexOf(".") + 1),
@@ -289,8 +288,9 @@ export class JetStreamWorkQueue implements WorkQueue {
       async ack() {
         if (settled) return;
         settled = true;
-        // Acknowledged by the server (a double ack), so a caller that awaits it knows the item is gone.
-        await wire.request(reply, ACK, { timeoutMs: 5000 });
+        // A plain ack, not a double one: every ack follows the stored outcome, so a lost one costs only a redelivery
+        // that is acked and ignored, and no caller waits for the server's confirmation.
+        nc.publish(reply, ACK);
       },
       nak(delayMs?: number) {
         if (settled) return;
