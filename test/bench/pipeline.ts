@@ -25,6 +25,34 @@ export function stubModel(delayMs = 0): CallModel {
   };
 }
 
+/** A model stub whose calls wait until {@link GatedModel.open}; `waiting` counts the calls held. */
+export interface GatedModel {
+  readonly callModel: CallModel;
+  readonly waiting: () => number;
+  /** Resolves once `count` calls are held. */
+  held(count: number): Promise<void>;
+  open(): void;
+}
+
+export function gatedModel(): GatedModel {
+  let waiting = 0;
+  let release: () => void = () => undefined;
+  const gate = new Promise<void>((resolve) => (release = resolve));
+  const watchers: Array<{ count: number; resolve: () => void }> = [];
+  return {
+    callModel: async (request) => {
+      waiting++;
+      for (const w of watchers.filter((x) => waiting >= x.count)) w.resolve();
+      await gate;
+      waiting--;
+      return { content: "ok", toolCalls: [], usage: { promptTokens: 12, completionTokens: 1 }, model: request.model, finishReason: "stop" };
+    },
+    waiting: () => waiting,
+    held: (count) => (waiting >= count ? Promise.resolve() : new Promise<void>((resolve) => watchers.push({ count, resolve }))),
+    open: () => release(),
+  };
+}
+
 /** A running pipeline with its submitter. */
 export interface Pipeline {
   readonly subjects: Subjects;
@@ -33,6 +61,8 @@ export interface Pipeline {
   readonly client: NatsBus;
   /** Submits `count` tasks at once; resolves when every result has arrived. Tasks per second. */
   throughput(count: number): Promise<number>;
+  /** Submits `count` tasks at once; resolves when every submission is answered (not when the tasks end). */
+  submitAll(count: number): Promise<Promise<void>[]>;
   /** Submits one task and waits for its result; ms. */
   latency(): Promise<number>;
   stop(): Promise<void>;
@@ -55,13 +85,16 @@ export async function startPipeline(url: string, options: { concurrency: number;
   });
   await client.flush();
 
-  const submit = async (): Promise<void> => {
+  /** Submits one task; resolves once it is accepted, with the wait for its result (wrapped: a promise would be adopted). */
+  const accepted = async (): Promise<{ done: Promise<void> }> => {
     const taskId = `b-${randomUUID()}`;
     const result = new Promise<TaskOutcome>((resolve) => waiting.set(taskId, resolve));
     const reply = decode(SubmitReply, await client.request(subjects.submit, encodeJson({ taskId, xml: TRIVIAL_TASK, inputs: {} }), { timeoutMs: 120_000 }));
     if (!reply.ok || reply.value.status !== "accepted") throw new Error(`submission not accepted: ${reply.ok ? reply.value.status : reply.error.message}`);
-    await result;
-    waiting.delete(taskId);
+    return { done: result.then(() => void waiting.delete(taskId)) };
+  };
+  const submit = async (): Promise<void> => {
+    await (await accepted()).done;
   };
 
   return {
@@ -72,6 +105,10 @@ export async function startPipeline(url: string, options: { concurrency: number;
       const start = performance.now();
       await Promise.all(Array.from({ length: count }, submit));
       return count / ((performance.now() - start) / 1000);
+    },
+    async submitAll(count) {
+      const waits = await Promise.all(Array.from({ length: count }, accepted));
+      return waits.map((w) => w.done);
     },
     async latency() {
       const start = performance.now();

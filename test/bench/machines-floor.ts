@@ -1,0 +1,66 @@
+/**
+ * The floor under workloads 1–2: the three machines one trivial task runs (the Director's task machine, the
+ * Evaluator's evaluation of an atomic node, the Handler's session), created, started and run to their end with effects
+ * that answer at once: no NATS, no JSON, no model. What a task costs in XState alone, per task.
+ */
+import { createActor, fromPromise, toPromise } from "xstate";
+import type { SuspendedResult } from "../../machines/continuation.js";
+import { rootEnv, type Env } from "../../machines/env.js";
+import { evaluationMachine, type BindOutcome } from "../../machines/evaluation.js";
+import { handlerSessionMachine, type CallModelInput, type ModelReply, type RunToolsInput, type TokenCount, type ToolResults } from "../../machines/handler-session.js";
+import { taskMachine } from "../../machines/task.js";
+import type { SessionCheckpoint, TaskResult } from "../../protocol/index.js";
+
+const RESULT: TaskResult = { content: "ok", status: "COMPLETE", notes: {} };
+const REPLY: ModelReply = { content: "ok", toolCalls: [], usage: { promptTokens: 12, completionTokens: 1 }, model: "stub", finishReason: "stop" };
+
+const task = taskMachine.provide({ actors: { evaluate: fromPromise(async () => RESULT) }, actions: { announce: () => undefined } });
+const evaluation = evaluationMachine.provide({
+  actions: { progress: () => undefined },
+  actors: {
+    bindInputs: fromPromise<BindOutcome, { path: string; env: Env; entry: boolean }>(async ({ input }) => ({ env: input.env })),
+    runAtomic: fromPromise<SuspendedResult, { path: string; env: Env }>(async () => RESULT),
+  },
+});
+const session = handlerSessionMachine.provide({
+  actors: {
+    callModel: fromPromise<ModelReply, CallModelInput>(async () => REPLY),
+    countTokens: fromPromise<TokenCount, CallModelInput>(async () => ({ tokens: 40, exact: true })),
+    recordTurn: fromPromise<void, SessionCheckpoint>(async () => undefined),
+    runTools: fromPromise<ToolResults, RunToolsInput>(async () => ({ messages: [], malformed: 0 })),
+  },
+  actions: { turnCompleted: () => undefined, contextWarning: () => undefined },
+});
+
+const SESSION_INPUT = {
+  system: "You are a careful assistant working on one task. Answer with the result only.",
+  prompt: "Answer with the word ok.",
+  model: "stub",
+  maxTurns: 10,
+  contextLimit: 102_400,
+  warningThreshold: 0.8,
+  maxMalformedToolCalls: 3,
+};
+
+/** Runs the three machines of one trivial task, one after the other. */
+async function oneTask(i: number): Promise<void> {
+  const t = createActor(task, { input: { taskId: `t-${i}`, xml: "<task/>", inputs: {} } });
+  const tDone = toPromise(t);
+  t.start();
+  t.send({ type: "task.start" });
+  const e = createActor(evaluation, { input: { taskId: `t-${i}`, path: "0", node: { kind: "task", type: "atomic" }, env: rootEnv({}), entry: true } });
+  const eDone = toPromise(e);
+  e.start();
+  const s = createActor(session, { input: SESSION_INPUT });
+  const sDone = toPromise(s);
+  s.start();
+  await Promise.all([tDone, eDone, sDone]);
+}
+
+/** Microseconds of XState per trivial task: `count` tasks one after the other, after a warm-up. */
+export async function machinesPerTask(count = 5000): Promise<number> {
+  for (let i = 0; i < 1000; i++) await oneTask(i);
+  const start = performance.now();
+  for (let i = 0; i < count; i++) await oneTask(i);
+  return ((performance.now() - start) * 1000) / count;
+}
