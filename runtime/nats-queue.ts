@@ -29,6 +29,8 @@ export interface WorkQueueOptions {
 }
 
 const RETRY_PAUSE_MS = 500;
+/** Items started per turn of the event loop. */
+const START_BATCH = 64;
 const DEFAULT_ACK_WAIT_MS = 30_000;
 /** Default of {@link WorkQueueOptions.maxAckPending}: room for 10,000 tasks in flight in one process and more in others. */
 export const DEFAULT_MAX_ACK_PENDING = 20_000;
@@ -91,6 +93,30 @@ const ACK = new TextEncoder().encode("+ACK");
 const NAK = new TextEncoder().encode("-NAK");
 const WORKING = new TextEncoder().encode("+WPI");
 const encoder = new TextEncoder();
+
+/** A first-in first-out queue whose `shift` does not move the items behind (a pull may bring thousands). */
+class Fifo<T> {
+  #items: T[] = [];
+  #head = 0;
+
+  get length(): number {
+    return this.#items.length - this.#head;
+  }
+
+  push(item: T): void {
+    this.#items.push(item);
+  }
+
+  shift(): T | undefined {
+    if (this.#head >= this.#items.length) return undefined;
+    const item = this.#items[this.#head++];
+    if (this.#head >= 1024 && this.#head * 2 >= this.#items.length) {
+      this.#items = this.#items.slice(this.#head);
+      this.#head = 0;
+    }
+    return item;
+  }
+}
 
 /** One pull request on the server: how many items it may still deliver, and until when. */
 interface Pull {
@@ -177,7 +203,7 @@ export class JetStreamWorkQueue implements WorkQueue {
     const nc = this.#nc;
     const next = `$JS.API.CONSUMER.MSG.NEXT.${this.#subjects.intakeStream}.${this.#subjects.directorConsumer}`;
     const inbox = `${createInbox(this.#wire.inboxPrefix)}.`;
-    const waiting: Msg[] = [];
+    const waiting = new Fifo<Msg>();
     const inFlight = new Set<Promise<void>>();
     /** The one pull waiting on the server; JetStream delivers messages under their own subject, so a pull's messages
      * cannot be told apart from another's: with one at a time, every message is the current pull's. */
@@ -213,11 +239,24 @@ export class JetStreamWorkQueue implements WorkQueue {
       const done = this.#handle(handler, msg).finally(() => {
         running--;
         inFlight.delete(done);
-        const queued = waiting.shift();
-        if (queued !== undefined && !stopped) start(queued);
+        if (waiting.length > 0) schedule();
         else pull();
       });
       inFlight.add(done);
+    };
+    // Items are started a batch per turn of the event loop, after its I/O: a pull of thousands of items does not
+    // hold the loop while their handlers start, so the answers other work waits for (a submission's stored ack)
+    // are read in between.
+    let scheduled = false;
+    const schedule = () => {
+      if (scheduled || stopped) return;
+      scheduled = true;
+      setImmediate(() => {
+        scheduled = false;
+        for (let n = 0; n < START_BATCH && running < concurrency && waiting.length > 0; n++) start(waiting.shift() as Msg);
+        if (waiting.length > 0 && running < concurrency) schedule();
+        pull();
+      });
     };
 
     const sub = nc.subscribe(`${inbox}*`, {
@@ -238,9 +277,8 @@ export class JetStreamWorkQueue implements WorkQueue {
           if (msg.reply) nc.publish(msg.reply, NAK);
           return;
         }
-        if (running < concurrency) start(msg);
-        else waiting.push(msg);
-        pull();
+        waiting.push(msg);
+        schedule();
       },
     });
 
@@ -268,7 +306,7 @@ export class JetStreamWorkQueue implements WorkQueue {
         clearInterval(sweep);
         clearTimeout(retry);
         // Items received but not started go back at once; those running finish.
-        for (const msg of waiting.splice(0)) if (msg.reply) nc.publish(msg.reply, NAK);
+        for (let msg = waiting.shift(); msg !== undefined; msg = waiting.shift()) if (msg.reply) nc.publish(msg.reply, NAK);
         if (!nc.isClosed()) await sub.drain().catch(() => undefined);
         await Promise.all(inFlight);
       },

@@ -136,10 +136,17 @@ export class NatsWire {
         settle: (err, msg) => (err === undefined ? resolve(msg as Msg) : reject(err)),
         ...(options.resend === true ? { resend: (reply: string) => this.#nc.publish(subject, data, { reply, ...(options.headers ? { headers: options.headers } : {}) }) } : {}),
       };
-      pending.timer = setTimeout(() => {
-        this.#pending.delete(token);
-        reject(new RequestTimeoutError(`no answer on '${subject}' within ${options.timeoutMs} ms`, subject));
-      }, options.timeoutMs);
+      // Checked once more after the event loop's next I/O phase: under load the answer may be waiting, unread, in the
+      // socket when the timer runs (timers run before I/O in each turn of the loop).
+      pending.timer = setTimeout(
+        () =>
+          setImmediate(() => {
+            if (this.#pending.get(token) !== pending) return;
+            this.#pending.delete(token);
+            reject(new RequestTimeoutError(`no answer on '${subject}' within ${options.timeoutMs} ms`, subject));
+          }),
+        options.timeoutMs,
+      );
       this.#pending.set(token, pending);
       try {
         this.#nc.publish(subject, data, { reply: this.#prefix + token, ...(options.headers ? { headers: options.headers } : {}) });

@@ -89,8 +89,9 @@ export async function startPipeline(url: string, options: { concurrency: number;
   const accepted = async (): Promise<{ done: Promise<void> }> => {
     const taskId = `b-${randomUUID()}`;
     const result = new Promise<TaskOutcome>((resolve) => waiting.set(taskId, resolve));
-    const reply = decode(SubmitReply, await client.request(subjects.submit, encodeJson({ taskId, xml: TRIVIAL_TASK, inputs: {} }), { timeoutMs: 120_000 }));
-    if (!reply.ok || reply.value.status !== "accepted") throw new Error(`submission not accepted: ${reply.ok ? reply.value.status : reply.error.message}`);
+    const raw = await client.request(subjects.submit, encodeJson({ taskId, xml: TRIVIAL_TASK, inputs: {} }), { timeoutMs: 120_000 });
+    const reply = decode(SubmitReply, raw);
+    if (!reply.ok || reply.value.status !== "accepted") throw new Error(`submission not accepted: ${reply.ok ? reply.value.status : new TextDecoder().decode(raw)}`);
     return { done: result.then(() => void waiting.delete(taskId)) };
   };
   const submit = async (): Promise<void> => {
