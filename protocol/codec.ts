@@ -9,6 +9,12 @@ import { DecodeError, type DecodeFailure, type DecodeIssue } from "./errors.js";
 export const MAX_BODY_BYTES = 1024 * 1024;
 
 const encoder = new TextEncoder();
+/**
+ * UTF-8 bytes of a string: Node's `Buffer.from` (a `Uint8Array`, small ones cut from a shared pool) takes a third of
+ * the time of `TextEncoder.encode` for the small messages of the hot path; elsewhere the TextEncoder.
+ */
+const utf8: (text: string) => Uint8Array =
+  typeof globalThis.Buffer === "function" ? (text) => globalThis.Buffer.from(text, "utf8") : (text) => encoder.encode(text);
 const decoder = new TextDecoder("utf-8", { fatal: true });
 
 /** The result of decoding: the parsed value or the error that names every problem. */
@@ -54,12 +60,12 @@ export function validate<S extends z.ZodType>(schema: S, value: unknown): Decode
 
 /** Encodes a value that the compiler has checked against the schema's type. */
 export function encode<S extends z.ZodType>(_schema: S, value: z.infer<S>): Uint8Array {
-  return encoder.encode(JSON.stringify(value));
+  return utf8(JSON.stringify(value));
 }
 
 /** Encodes any JSON value (used for replies whose schema is a union chosen at the call site). */
 export function encodeJson(value: unknown): Uint8Array {
-  return encoder.encode(JSON.stringify(value));
+  return utf8(JSON.stringify(value));
 }
 
 /** Decodes UTF-8 text. Invalid UTF-8 is replaced, never thrown. */
