@@ -34,22 +34,22 @@ function specOf(model: string): ModelSpec | undefined {
   return spec;
 }
 
-/**
- * Token counts of texts seen lately: every session of a task sends the same system prompt, and a session counts its
- * earlier messages again every turn. Bounded; emptied when full.
- */
-const TEXT_TOKENS = new Map<string, number>();
-const TEXT_TOKENS_MAX = 4096;
-
-function countCached(text: string): number {
-  let count = TEXT_TOKENS.get(text);
-  if (count === undefined) {
-    count = countText(text);
-    if (TEXT_TOKENS.size >= TEXT_TOKENS_MAX) TEXT_TOKENS.clear();
-    TEXT_TOKENS.set(text, count);
-  }
-  return count;
+/** A token counter that keeps the counts of the last texts it counted, at most `max` (emptied when full). */
+function keptCounts(max: number): (text: string) => number {
+  const kept = new Map<string, number>();
+  return (text) => {
+    let count = kept.get(text);
+    if (count === undefined) {
+      count = countText(text);
+      if (kept.size >= max) kept.clear();
+      kept.set(text, count);
+    }
+    return count;
+  };
 }
+
+/** Texts seen lately: every session of a task sends the same system prompt, and a session counts its earlier messages again every turn. */
+const countCached = keptCounts(4096);
 
 /** The context window of a model the tokenizer knows, else `fallback`. */
 export function contextWindowOf(model: string, fallback: number): number {
@@ -79,19 +79,8 @@ function countToolSet(tools: readonly object[]): number {
   return count;
 }
 
-/** Token counts of tool definitions: the same few sets are sent with every turn of every session. */
-const TOOL_TOKENS = new Map<string, number>();
-const TOOL_TOKENS_MAX = 64;
-
-function countTools(json: string): number {
-  let count = TOOL_TOKENS.get(json);
-  if (count === undefined) {
-    count = countText(json);
-    if (TOOL_TOKENS.size >= TOOL_TOKENS_MAX) TOOL_TOKENS.clear();
-    TOOL_TOKENS.set(json, count);
-  }
-  return count;
-}
+/** Tool definitions: the same few sets are sent with every turn of every session. */
+const countTools = keptCounts(64);
 
 /** The cost of `usage` with `price`, rounded to 1e-6. */
 export function costOf(usage: Usage, price: ModelPrice | undefined): number | undefined {
