@@ -16,25 +16,23 @@ import {
   errorReply,
   EvaluateReply,
   FINAL_STATES,
-  parseTaskId,
   Progress,
   TaskEvent,
   TaskOutcome,
-  type CancelReply,
   type EvaluateRequest,
   type TaskId,
   type TaskRecord,
   type TaskState,
-  type TaskStatusReply,
 } from "../protocol/index.js";
 import { retryDelayMs, type BusMessage, type TaskStore, type WorkItem, type WorkQueue } from "./bus.js";
 import { messageOf, type ActorDeps, type RoleHandle } from "./deps.js";
 import { inspectOption } from "./inspect-option.js";
 import { compilePrompt } from "./director-compile.js";
-import { claimTask, holds, pendingClaim, readRecord, requestCancel, writeClaimed, type Claim } from "./director-records.js";
+import { claimTask, holds, pendingClaim, readRecord, writeClaimed, type Claim } from "./director-records.js";
 import { restorable } from "./director-snapshot.js";
 import { createTaskActor, failedContext, outcomeOf, startHeartbeat, stateOf, type RunningTask, type TaskEffects } from "./director-task.js";
 import { handleSubmit, queuedRecord } from "./intake.js";
+import { taskRequests } from "./director-requests.js";
 import { askRetrying } from "./serve.js";
 
 /** Director configuration. */
@@ -299,49 +297,13 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
     }
   };
 
-  /** The record queued under `taskId` in the intake queue (not claimed yet, or running under a pending claim). */
-  const queuedUnder = async (taskId: string): Promise<{ record: TaskRecord; seq: number } | undefined> => {
-    const item = await queue.peek(taskId);
-    if (item === undefined) return undefined;
-    const queued = queuedRecord(item.data);
-    return queued.ok && queued.record !== undefined ? { record: queued.record, seq: item.seq } : undefined;
-  };
-
-  const get = async (msg: BusMessage) => {
-    const taskId = parseTaskId(subjects.taskIdOf(msg.subject));
-    if (!taskId) return void msg.respond(encodeJson(errorReply("INVALID_ID", `illegal task id in subject '${msg.subject}'`)));
-    const live = owned.get(taskId)?.actor;
-    const record = (await readRecord(store, taskId))?.record ?? (await queuedUnder(taskId))?.record;
-    if (!record && !live) return void msg.respond(encodeJson(errorReply("NOT_FOUND", `no task '${taskId}'`)));
-    const reply: TaskStatusReply = {
-      taskId,
-      state: live ? stateOf(live.getSnapshot()) : (record as TaskRecord).state,
-      ...(record?.result ? { result: record.result } : {}),
-    };
-    msg.respond(encodeJson(reply));
-  };
-
-  const cancel = async (msg: BusMessage) => {
-    const taskId = parseTaskId(subjects.taskIdOf(msg.subject));
-    if (!taskId) return void msg.respond(encodeJson(errorReply("INVALID_ID", `illegal task id in subject '${msg.subject}'`)));
-    const outcome = await requestCancel(store, taskId, deps.now, () => queuedUnder(taskId));
-    if (outcome.kind === "missing") return void msg.respond(encodeJson(errorReply("NOT_FOUND", `no task '${taskId}'`)));
-    if (outcome.kind === "final") {
-      const reply: CancelReply = { taskId, state: outcome.record.state, cancelled: false };
-      return void msg.respond(encodeJson(reply));
-    }
-    if (outcome.kind === "cancelled") {
-      // Cancelled while queued: stored final above, announced here; its queue item goes (a Director that started it
-      // meanwhile is told below, and finds the record final).
-      const { record } = outcome;
-      publishEvent(taskId, record.seq ?? 2, "task.cancelled", "cancelled", "cancelled");
-      if (record.result) bus.publish(subjects.taskResult(taskId), encode(TaskOutcome, record.result));
-      await queue.discard(taskId, outcome.seq).catch((err: unknown) => log.warn({ taskId, err: messageOf(err) }, "could not remove the cancelled task's queue item"));
-    }
-    bus.publish(subjects.cancelBroadcast, encode(CancelBroadcast, { type: "task.cancel", taskId }));
-    const reply: CancelReply = { taskId, state: "cancelled", cancelled: true };
-    msg.respond(encodeJson(reply));
-  };
+  const { get, cancel } = taskRequests(deps, store, queue, {
+    liveState: (taskId) => {
+      const actor = owned.get(taskId)?.actor;
+      return actor === undefined ? undefined : stateOf(actor.getSnapshot());
+    },
+    publishEvent,
+  });
 
   const guarded = (name: string, fn: (msg: BusMessage) => Promise<void>) => async (msg: BusMessage) => {
     try {
