@@ -95,6 +95,11 @@ export interface TaskStore {
   update(key: string, value: Uint8Array, expectedRevision: number): Promise<number | undefined>;
   /** Whether data survives a restart of the process. */
   readonly durable: boolean;
+  /**
+   * Opens a store that opens on first use, now; resolves once it can be written (the Handler's records are written
+   * behind its replies: a store still opening would hold them back past a crash).
+   */
+  open?(): Promise<void>;
 }
 
 /** A stored value and its revision. */

@@ -29,6 +29,7 @@ export function lazyTaskStore(open: () => Promise<TaskStore>): TaskStore {
   const store = once(open);
   return {
     durable: true,
+    open: async () => void (await store()),
     create: async (key, value) => (await store()).create(key, value),
     createWithRevision: async (key, value) => (await store()).createWithRevision(key, value),
     get: async (key) => (await store()).get(key),

@@ -100,6 +100,9 @@ export async function startSystem(options: SystemOptions): Promise<SystemHandle>
     started.push(startMemory(deps, { concurrency: config.concurrency, ...(transport.index ? { store: transport.index } : {}), ...llm }));
   }
   if (roles.includes("handler")) {
+    // Open now what a transport opened for a client left to first use (an embedded runtime of `dirigent run`): the
+    // Handler writes its records behind its replies, and a store still opening would hold them back past a crash.
+    await transport.turns?.open?.();
     const callModel =
       options.callModel ??
       createModelClient({
@@ -161,6 +164,7 @@ export async function startSystem(options: SystemOptions): Promise<SystemHandle>
     );
   }
   if (roles.includes("director")) {
+    await transport.store.open?.();
     started.push(
       startDirector(deps, transport.store, transport.queue, {
         concurrency: config.concurrency,

@@ -11,7 +11,13 @@ import { toolKey, turnKey } from "../../actors/handler-record.js";
 import { ask } from "../../actors/serve.js";
 import { silentLogger } from "../../actors/deps.js";
 import { CancelBroadcast, encode, encodeJson, EvaluateReply, ExecuteReply, RECORD_VERSION, ScriptReply, type EvaluateRequest, type ExecuteRequest, type ScriptRequest } from "../../protocol/index.js";
+import { jetstreamManager } from "@nats-io/jetstream";
+import { createSubjects } from "../../protocol/index.js";
+import { loadConfig } from "../../runtime/config.js";
 import { startMockLlm, type MockLlmServer } from "../../runtime/mock-llm.js";
+import { NatsBus } from "../../runtime/nats-bus.js";
+import { startSystem } from "../../runtime/system.js";
+import { openNatsTransport } from "../../runtime/transport.js";
 import { startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 import { newTaskId, startStack, type Stack } from "../support/stack.js";
 
@@ -217,5 +223,29 @@ describe("a superseded evaluation", () => {
     await expect(old).rejects.toMatchObject({ code: "UNAVAILABLE", message: expect.stringContaining("superseded") });
     const done = await fresh;
     expect(done.result).toMatchObject({ status: "COMPLETE", content: "slow done" });
+  });
+});
+
+describe("an embedded runtime on a client's transport", () => {
+  it("opens the Handler's records and the task records at start, not at the first write behind a reply", async () => {
+    const root = `emb${Math.random().toString(36).slice(2, 10)}`;
+    const subjects = createSubjects(root);
+    // A client opens no store (`roles: []`); `dirigent run` then starts its embedded roles on that transport.
+    const transport = await openNatsTransport(server.url, subjects, { name: "records-embedded", log: silentLogger, roles: [] });
+    if (!(transport.bus instanceof NatsBus)) throw new Error("expected a NATS transport");
+    const jsm = await jetstreamManager(transport.bus.connection);
+    const exists = (stream: string) => jsm.streams.info(stream).then(() => true, () => false);
+    try {
+      expect(await exists(`KV_${subjects.turnsBucket}`)).toBe(false);
+      const system = await startSystem({ config: { ...loadConfig({}, {}), prefix: root, openaiBaseUrl: mock.url, openaiApiKey: "test-key" }, transport, roles: ["director", "evaluator", "handler"] });
+      try {
+        expect(await exists(`KV_${subjects.turnsBucket}`)).toBe(true);
+        expect(await exists(`KV_${subjects.tasksBucket}`)).toBe(true);
+      } finally {
+        await system.stop();
+      }
+    } finally {
+      await transport.close();
+    }
   });
 });
