@@ -4,6 +4,12 @@
  */
 import type { Bus } from "../actors/bus.js";
 
+/**
+ * A copy of `bytes` in memory of its own (`slice` does not copy a Node `Buffer`, which the codec produces: it returns
+ * a view of the same memory).
+ */
+export const copyOf = (bytes: Uint8Array): Uint8Array => new Uint8Array(bytes);
+
 /** Receives errors thrown by subscription or work-queue handlers, with the subject involved. */
 export type BusErrorHandler = (err: unknown, subject: string) => void;
 

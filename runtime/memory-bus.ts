@@ -13,7 +13,7 @@ import {
   type RequestOptions,
   type SubscribeOptions,
 } from "../actors/bus.js";
-import { runHandler, type BusErrorHandler, type ClosableBus } from "./bus-support.js";
+import { copyOf, runHandler, type BusErrorHandler, type ClosableBus } from "./bus-support.js";
 
 /**
  * Whether `subject` matches `pattern` token by token: `*` matches one token, a final `>` one or more.
@@ -118,7 +118,7 @@ export class MemoryBus implements ClosableBus {
       const onAbort = () =>
         finish(() => reject(new RequestAbortedError(`request on '${subject}' aborted`, subject, { cause: signal?.reason })));
       signal?.addEventListener("abort", onAbort, { once: true });
-      const receivers = this.#dispatch(subject, data, undefined, (answer) => finish(() => resolve(answer.slice())));
+      const receivers = this.#dispatch(subject, data, undefined, (answer) => finish(() => resolve(copyOf(answer))));
       if (receivers === 0) {
         // NATS reports no responders asynchronously too (a 503 status reply from the server).
         queueMicrotask(() => finish(() => reject(new NoRespondersError(`no responders on '${subject}'`, subject))));
@@ -166,7 +166,7 @@ export class MemoryBus implements ClosableBus {
     for (const target of targets) {
       const msg: BusMessage = {
         subject,
-        data: data.slice(),
+        data: copyOf(data),
         ...(headerMap !== undefined ? { headers: new Map(headerMap) } : {}),
         expectsReply: reply !== undefined,
         respond: (answer) => {

@@ -13,7 +13,7 @@ import {
 } from "../actors/bus.js";
 import { InvalidSubjectError } from "../protocol/errors.js";
 import { TASK_ID_PATTERN } from "../protocol/ids.js";
-import { warnOnError, type BusErrorHandler } from "./bus-support.js";
+import { copyOf, warnOnError, type BusErrorHandler } from "./bus-support.js";
 
 const KV_KEY = /^[-/_=.a-zA-Z0-9]+$/;
 
@@ -41,7 +41,8 @@ export class MemoryTaskStore implements TaskStore {
 
   async get(key: string): Promise<Uint8Array | undefined> {
     checkKey(key);
-    return this.#values.get(key)?.value.slice();
+    const entry = this.#values.get(key);
+    return entry && copyOf(entry.value);
   }
 
   async put(key: string, value: Uint8Array): Promise<void> {
@@ -52,7 +53,7 @@ export class MemoryTaskStore implements TaskStore {
   async getWithRevision(key: string): Promise<Revisioned | undefined> {
     checkKey(key);
     const entry = this.#values.get(key);
-    return entry && { value: entry.value.slice(), revision: entry.revision };
+    return entry && { value: copyOf(entry.value), revision: entry.revision };
   }
 
   async update(key: string, value: Uint8Array, expectedRevision: number): Promise<number | undefined> {
@@ -63,7 +64,7 @@ export class MemoryTaskStore implements TaskStore {
 
   #write(key: string, value: Uint8Array): number {
     this.#revision += 1;
-    this.#values.set(key, { value: value.slice(), revision: this.#revision });
+    this.#values.set(key, { value: copyOf(value), revision: this.#revision });
     return this.#revision;
   }
 }
@@ -134,7 +135,7 @@ export class MemoryWorkQueue implements WorkQueue {
     }
     if (this.#seen.has(id)) return { duplicate: true, seq: this.#live.get(id)?.seq ?? 0 };
     this.#seen.set(id, now);
-    const entry: Entry = { id, data: data.slice(), seq: ++this.#seq, deliveries: 0 };
+    const entry: Entry = { id, data: copyOf(data), seq: ++this.#seq, deliveries: 0 };
     this.#pending.push(entry);
     this.#live.set(id, entry);
     this.#schedulePump();
@@ -152,7 +153,7 @@ export class MemoryWorkQueue implements WorkQueue {
 
   async peek(id: string): Promise<{ data: Uint8Array; seq: number } | undefined> {
     const entry = this.#live.get(id);
-    return entry === undefined ? undefined : { data: entry.data.slice(), seq: entry.seq };
+    return entry === undefined ? undefined : { data: copyOf(entry.data), seq: entry.seq };
   }
 
   /** Items not acknowledged yet: waiting, or delivered and neither acked nor naked. */
@@ -226,7 +227,7 @@ export class MemoryWorkQueue implements WorkQueue {
     timer.unref();
     const item: WorkItem = {
       id: entry.id,
-      data: entry.data.slice(),
+      data: copyOf(entry.data),
       deliveries: entry.deliveries,
       seq: entry.seq,
       ack: async () => settle(false),
