@@ -43,14 +43,10 @@ export function taskRequests(deps: ActorDeps, store: TaskStore, queue: WorkQueue
   const get = async (msg: BusMessage) => {
     const taskId = parseTaskId(subjects.taskIdOf(msg.subject));
     if (!taskId) return void msg.respond(encodeJson(errorReply("INVALID_ID", `illegal task id in subject '${msg.subject}'`)));
-    const live = hooks.liveState(taskId);
     const record = (await readRecord(store, taskId))?.record ?? (await queuedUnder(taskId))?.record;
-    if (!record && !live) return void msg.respond(encodeJson(errorReply("NOT_FOUND", `no task '${taskId}'`)));
-    const reply: TaskStatusReply = {
-      taskId,
-      state: live ?? (record as TaskRecord).state,
-      ...(record?.result ? { result: record.result } : {}),
-    };
+    const state = hooks.liveState(taskId) ?? record?.state;
+    if (state === undefined) return void msg.respond(encodeJson(errorReply("NOT_FOUND", `no task '${taskId}'`)));
+    const reply: TaskStatusReply = { taskId, state, ...(record?.result ? { result: record.result } : {}) };
     msg.respond(encodeJson(reply));
   };
 

@@ -75,7 +75,7 @@ export function decodeSubmission(data: Uint8Array): { ok: true; submission: Subm
  * Stores a submission: its queued record is the intake queue's item, stored (and de-duplicated by task id within the
  * queue's window) before the reply. A task id given by the submitter is also looked up among the stored records,
  * at the same time, so a task submitted again after the window is still answered `duplicate` (its second queue item
- * is dropped when delivered: see `claimTask`).
+ * is removed again: `discarded`).
  */
 export async function acceptSubmission(
   deps: ActorDeps,

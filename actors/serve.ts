@@ -98,6 +98,13 @@ export function serve<S extends z.ZodType>(deps: ActorDeps, options: ServeOption
   };
 }
 
+/** Throws the {@link RemoteError} of an answer that is an error reply. */
+function throwIfErrorReply(answer: unknown): void {
+  if (typeof answer !== "object" || answer === null || !("error" in answer)) return;
+  const remote = ErrorReply.safeParse(answer);
+  if (remote.success) throw new RemoteError(remote.data.error.code, remote.data.error.message);
+}
+
 /** What a handler sees as the message of a request from its own process (it has no bytes and wants no answer). */
 function localMessage(subject: string): BusMessage {
   return { subject, data: new Uint8Array(0), expectsReply: false, respond: () => false };
@@ -143,14 +150,8 @@ export async function ask<R extends z.ZodType>(
   if (options.signal?.aborted !== true) {
     const local = deps.local?.dispatch(subject, body);
     if (local !== undefined) {
-      return localAnswer(subject, local, options).then((answer) => {
-        // A handler may answer with an error reply instead of throwing; over NATS that is an error too.
-        if (typeof answer === "object" && answer !== null && "error" in answer) {
-          const remote = ErrorReply.safeParse(answer);
-          if (remote.success) throw new RemoteError(remote.data.error.code, remote.data.error.message);
-        }
-        return answer as z.infer<R>;
-      });
+      // A handler may answer with an error reply instead of throwing; over NATS that is an error too.
+      return localAnswer(subject, local, options).then((answer) => (throwIfErrorReply(answer), answer as z.infer<R>));
     }
   }
   let bytes: Uint8Array;
@@ -166,8 +167,7 @@ export async function ask<R extends z.ZodType>(
   }
   const json = decodeJson(bytes);
   if (!json.ok) throw new RemoteError("INVALID_MESSAGE", `answer on '${subject}': ${json.error.message}`);
-  const remote = ErrorReply.safeParse(json.value);
-  if (remote.success) throw new RemoteError(remote.data.error.code, remote.data.error.message);
+  throwIfErrorReply(json.value);
   const reply = validate(replySchema, json.value);
   if (!reply.ok) throw new RemoteError("INVALID_MESSAGE", `answer on '${subject}': ${reply.error.message}`);
   return reply.value;

@@ -12,7 +12,7 @@ import { retryDelayMs, type BusSubscription, type WorkItem, type WorkQueue } fro
 import type { Subjects } from "../protocol/subjects.js";
 import { warnOnError, type BusErrorHandler } from "./bus-support.js";
 import { ensureStream } from "./nats-store.js";
-import { lastBySubject, parseApiAnswer, StoreError, wireOf, type NatsWire } from "./nats-wire.js";
+import { parseApiAnswer, StoreError, wireOf, type NatsWire } from "./nats-wire.js";
 
 /** Options of {@link openWorkQueue}. */
 export interface WorkQueueOptions {
@@ -169,7 +169,7 @@ export class JetStreamWorkQueue implements WorkQueue {
 
   /** The item queued under `id` (waiting or delivered, not acknowledged yet), looked up by its subject. */
   async peek(id: string): Promise<{ data: Uint8Array; seq: number } | undefined> {
-    return lastBySubject(this.#wire, this.#subjects.intakeStream, this.#subjects.intake(id));
+    return this.#wire.lastBySubject(this.#subjects.intakeStream, this.#subjects.intake(id));
   }
 
   /** Deletes the item at `seq` from the stream (`STREAM.MSG.DELETE`); one already gone is fine. */
@@ -192,8 +192,8 @@ export class JetStreamWorkQueue implements WorkQueue {
   }
 
   /**
-   * Delivers items to `handler`, at most `concurrency` at once: pulls ask for the slots free and not yet asked for;
-   * an item that arrives beyond them (a pull thought lost that was not) waits here for a slot.
+   * Delivers items to `handler`, at most `concurrency` at once: one pull at a time asks for the free slots; an item
+   * that arrives beyond them (from a pull thought lost that was not) waits here for a slot.
    */
   consume(handler: (item: WorkItem) => Promise<void>, options: { concurrency: number }): BusSubscription {
     const { concurrency } = options;
@@ -273,10 +273,7 @@ export class JetStreamWorkQueue implements WorkQueue {
           return failed(new StoreError(`intake pull: ${status === 503 ? "no responders (JetStream not ready, or the stream is gone)" : `${status} ${msg.headers?.description ?? ""}`.trim()}`, next, 0, status));
         }
         if (current !== undefined && --current.remaining <= 0) current = undefined;
-        if (stopped) {
-          if (msg.reply) nc.publish(msg.reply, NAK);
-          return;
-        }
+        if (stopped) return void nc.publish(msg.reply, NAK);
         waiting.push(msg);
         schedule();
       },

@@ -14,10 +14,10 @@ import {
   type StreamConfig,
 } from "@nats-io/jetstream";
 import { Kvm, type KV } from "@nats-io/kv";
-import { Empty, nanos, type Msg, type NatsConnection } from "@nats-io/transport-node";
-import { NoRespondersError, type CreateResult, type Revisioned, type TaskStore } from "../actors/bus.js";
+import { nanos, type NatsConnection } from "@nats-io/transport-node";
+import type { CreateResult, Revisioned, TaskStore } from "../actors/bus.js";
 import type { Subjects } from "../protocol/subjects.js";
-import { STORE_TIMEOUT_MS, StoreError, wireOf, WRONG_LAST_SEQUENCE, type NatsWire } from "./nats-wire.js";
+import { StoreError, wireOf, WRONG_LAST_SEQUENCE, type NatsWire } from "./nats-wire.js";
 
 /** How long the events stream keeps a task's events and result. */
 export const EVENTS_MAX_AGE_MS = 24 * 60 * 60 * 1000;
@@ -28,22 +28,20 @@ const KEY = /^[-/=\w]+(\.[-/=\w]+)*$/;
 /**
  * {@link TaskStore} over a JetStream KV bucket; data survives restarts of processes and server. Reads and writes go
  * over the connection's {@link NatsWire} (a write is a publish to `$KV.<bucket>.<key>` answered by the stream, a read
- * a direct get); listing keys uses the KV client.
+ * the subject's last message); listing keys uses the KV client.
  */
 export class NatsTaskStore implements TaskStore {
   readonly durable = true;
   readonly #kv: KV;
   readonly #wire: NatsWire;
+  readonly #stream: string;
   readonly #subjectPrefix: string;
-  readonly #directPrefix: string;
-  /** Set when the bucket was made without direct get: reads go through the KV client. */
-  #noDirect = false;
 
   constructor(kv: KV, nc: NatsConnection, bucket: string) {
     this.#kv = kv;
     this.#wire = wireOf(nc);
+    this.#stream = `KV_${bucket}`;
     this.#subjectPrefix = `$KV.${bucket}.`;
-    this.#directPrefix = `$JS.API.DIRECT.GET.KV_${bucket}.$KV.${bucket}.`;
   }
 
   #subject(key: string): string {
@@ -66,9 +64,8 @@ export class NatsTaskStore implements TaskStore {
     const revision = await this.#write(key, value, 0);
     // A key whose last entry is a delete marker (a purged record) may be created again.
     if (revision !== undefined) return revision;
-    const entry = await this.#kv.get(key);
-    if (entry !== null && entry.operation !== "PUT") return this.#write(key, value, entry.revision);
-    return undefined;
+    const last = await this.#last(key);
+    return last?.deleted === true ? this.#write(key, value, last.revision) : undefined;
   }
 
   async get(key: string): Promise<Uint8Array | undefined> {
@@ -80,26 +77,16 @@ export class NatsTaskStore implements TaskStore {
   }
 
   async getWithRevision(key: string): Promise<Revisioned | undefined> {
-    const subject = this.#subject(key);
-    if (!this.#noDirect) {
-      let answer: Msg;
-      try {
-        answer = await this.#wire.request(this.#directPrefix + key, Empty, { timeoutMs: STORE_TIMEOUT_MS });
-      } catch (err) {
-        if (!(err instanceof NoRespondersError)) throw err;
-        // Nobody answers direct gets of this bucket: it was made without them.
-        this.#noDirect = true;
-        return this.getWithRevision(key);
-      }
-      const h = answer.headers;
-      if (h?.code === 404) return undefined;
-      if (h === undefined || h.hasError) throw new StoreError(`cannot read '${subject}': ${h?.code ?? ""} ${h?.description ?? "no headers in the answer"}`, subject, 0, h?.code ?? 0);
-      const operation = h.get("KV-Operation");
-      if (operation === "DEL" || operation === "PURGE") return undefined;
-      return { value: answer.data, revision: Number(h.get("Nats-Sequence")) };
-    }
-    const entry = await this.#kv.get(key);
-    return entry !== null && entry.operation === "PUT" ? { value: entry.value, revision: entry.revision } : undefined;
+    const last = await this.#last(key);
+    return last === undefined || last.deleted ? undefined : { value: last.value, revision: last.revision };
+  }
+
+  /** The key's last entry: its value, or a delete marker (`DEL`, `PURGE`). */
+  async #last(key: string): Promise<{ value: Uint8Array; revision: number; deleted: boolean } | undefined> {
+    const last = await this.#wire.lastBySubject(this.#stream, this.#subject(key));
+    if (last === undefined) return undefined;
+    const operation = last.header("KV-Operation");
+    return { value: last.data, revision: last.seq, deleted: operation === "DEL" || operation === "PURGE" };
   }
 
   async update(key: string, value: Uint8Array, expectedRevision: number): Promise<number | undefined> {

@@ -69,6 +69,8 @@ export class NatsWire {
   /** The connection's inbox prefix (`_INBOX`, or a role's own). */
   readonly inboxPrefix: string;
   readonly #pending = new Map<string, Pending>();
+  /** Whether each stream read so far answers direct gets (from its configuration, asked once). */
+  readonly #direct = new Map<string, Promise<boolean>>();
   #next = 0;
 
   constructor(nc: NatsConnection, inboxPrefix: string) {
@@ -178,6 +180,56 @@ export class NatsWire {
    * Stores a message in the stream that captures `subject` and resolves with the stream's acknowledgement.
    * @throws {StoreError} when the stream refused it (e.g. {@link WRONG_LAST_SEQUENCE}) or no stream captures `subject`.
    */
+  /**
+   * The last message stored on `subject` in `stream`: a direct get, or `STREAM.MSG.GET` on a stream made without
+   * `allow_direct` (a stream made by an older release, or by hand). `undefined` when the stream holds none.
+   */
+  async lastBySubject(stream: string, subject: string): Promise<StoredMessage | undefined> {
+    if (!(await this.#allowsDirect(stream))) return this.#lastBySubjectApi(stream, subject);
+    const direct = `$JS.API.DIRECT.GET.${stream}.${subject}`;
+    const answer = await this.request(direct, new Uint8Array(0), { timeoutMs: STORE_TIMEOUT_MS });
+    const h = answer.headers;
+    if (h?.code === 404) return undefined;
+    if (h === undefined || h.hasError) throw new StoreError(`cannot read '${subject}' of ${stream}: ${h?.code ?? ""} ${h?.description ?? "no headers in the answer"}`, direct, 0, h?.code ?? 0);
+    return { data: answer.data, seq: Number(h.get("Nats-Sequence")), header: (name) => h.get(name) || undefined };
+  }
+
+  /** Whether `stream` answers direct gets: its configuration, asked once (a direct get to one that does not is never answered). */
+  #allowsDirect(stream: string): Promise<boolean> {
+    let known = this.#direct.get(stream);
+    if (known === undefined) {
+      const api = `$JS.API.STREAM.INFO.${stream}`;
+      known = this.request(api, new Uint8Array(0), { timeoutMs: STORE_TIMEOUT_MS }).then((answer) => {
+        const config = parseApiAnswer(answer, api)["config"] as { allow_direct?: boolean } | undefined;
+        return config?.allow_direct === true;
+      });
+      known.catch(() => this.#direct.delete(stream));
+      this.#direct.set(stream, known);
+    }
+    return known;
+  }
+
+  /** {@link lastBySubject} through the stream API (its answer carries the message and its headers in base64). */
+  async #lastBySubjectApi(stream: string, subject: string): Promise<StoredMessage | undefined> {
+    const api = `$JS.API.STREAM.MSG.GET.${stream}`;
+    const answer = await this.request(api, new TextEncoder().encode(JSON.stringify({ last_by_subj: subject })), { timeoutMs: STORE_TIMEOUT_MS });
+    let body: Record<string, unknown>;
+    try {
+      body = parseApiAnswer(answer, api);
+    } catch (err) {
+      // 10037: no message found.
+      if (err instanceof StoreError && err.errCode === 10037) return undefined;
+      throw err;
+    }
+    const message = body["message"] as { data?: string; seq?: number; hdrs?: string } | undefined;
+    if (message === undefined || typeof message.seq !== "number") throw new StoreError(`unexpected answer from ${api}`, api, 0, 0);
+    return {
+      data: message.data ? new Uint8Array(Buffer.from(message.data, "base64")) : new Uint8Array(0),
+      seq: message.seq,
+      header: headerBlock(message.hdrs ? Buffer.from(message.hdrs, "base64").toString("utf8") : ""),
+    };
+  }
+
   async store(subject: string, data: Uint8Array, options: StoreOptions = {}): Promise<StoredAck> {
     let h: MsgHdrs | undefined;
     if (options.msgId !== undefined || options.expectedLastSubjectSequence !== undefined) {
@@ -214,40 +266,21 @@ export function parseApiAnswer(answer: Msg, subject: string): Record<string, unk
   return body as Record<string, unknown>;
 }
 
-/**
- * The last message stored on `subject` in `stream`, with its sequence: a direct get (streams made with
- * `allow_direct`), or `STREAM.MSG.GET` on a stream made without it. `undefined` when the stream holds none.
- */
-export async function lastBySubject(wire: NatsWire, stream: string, subject: string): Promise<{ data: Uint8Array; seq: number; headers?: MsgHdrs } | undefined> {
-  const direct = `$JS.API.DIRECT.GET.${stream}.${subject}`;
-  let answer: Msg;
-  try {
-    answer = await wire.request(direct, new Uint8Array(0), { timeoutMs: STORE_TIMEOUT_MS });
-  } catch (err) {
-    if (!(err instanceof NoRespondersError)) throw err;
-    return lastBySubjectApi(wire, stream, subject);
-  }
-  const h = answer.headers;
-  if (h?.code === 404) return undefined;
-  if (h === undefined || h.hasError) throw new StoreError(`cannot read '${subject}' of ${stream}: ${h?.code ?? ""} ${h?.description ?? "no headers in the answer"}`, direct, 0, h?.code ?? 0);
-  return { data: answer.data, seq: Number(h.get("Nats-Sequence")), headers: h };
+/** A message read back from a stream: its body, its stream sequence, and its headers by name. */
+export interface StoredMessage {
+  readonly data: Uint8Array;
+  readonly seq: number;
+  header(name: string): string | undefined;
 }
 
-/** {@link lastBySubject} through the stream API (its answer carries the message in base64). */
-async function lastBySubjectApi(wire: NatsWire, stream: string, subject: string): Promise<{ data: Uint8Array; seq: number } | undefined> {
-  const api = `$JS.API.STREAM.MSG.GET.${stream}`;
-  const answer = await wire.request(api, new TextEncoder().encode(JSON.stringify({ last_by_subj: subject })), { timeoutMs: STORE_TIMEOUT_MS });
-  let body: Record<string, unknown>;
-  try {
-    body = parseApiAnswer(answer, api);
-  } catch (err) {
-    // 10037: no message found.
-    if (err instanceof StoreError && err.errCode === 10037) return undefined;
-    throw err;
+/** The header values of a header block as the stream API returns it (`NATS/1.0\r\nName: value\r\n…`). */
+function headerBlock(text: string): (name: string) => string | undefined {
+  const values = new Map<string, string>();
+  for (const line of text.split("\r\n").slice(1)) {
+    const colon = line.indexOf(":");
+    if (colon > 0) values.set(line.slice(0, colon).trim().toLowerCase(), line.slice(colon + 1).trim());
   }
-  const message = body["message"] as { data?: string; seq?: number } | undefined;
-  if (message === undefined || typeof message.seq !== "number") throw new StoreError(`unexpected answer from ${api}`, api, 0, 0);
-  return { data: message.data ? new Uint8Array(Buffer.from(message.data, "base64")) : new Uint8Array(0), seq: message.seq };
+  return (name) => values.get(name.toLowerCase());
 }
 
 /** Inbox prefixes of the connections {@link connectNats} opened (others use `_INBOX`). */

@@ -25,15 +25,15 @@ export function stubModel(delayMs = 0): CallModel {
   };
 }
 
-/** A model stub whose calls wait until {@link GatedModel.open}; `waiting` counts the calls held. */
+/** A model stub whose calls wait until {@link GatedModel.open}. */
 export interface GatedModel {
   readonly callModel: CallModel;
-  readonly waiting: () => number;
   /** Resolves once `count` calls are held. */
   held(count: number): Promise<void>;
   open(): void;
 }
 
+/** Makes a {@link GatedModel}. */
 export function gatedModel(): GatedModel {
   let waiting = 0;
   let release: () => void = () => undefined;
@@ -47,7 +47,6 @@ export function gatedModel(): GatedModel {
       waiting--;
       return { content: "ok", toolCalls: [], usage: { promptTokens: 12, completionTokens: 1 }, model: request.model, finishReason: "stop" };
     },
-    waiting: () => waiting,
     held: (count) => (waiting >= count ? Promise.resolve() : new Promise<void>((resolve) => watchers.push({ count, resolve }))),
     open: () => release(),
   };

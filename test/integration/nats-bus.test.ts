@@ -2,7 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createSubjects } from "../../protocol/subjects.js";
 import { connectNats, NatsBus, type NatsConnection } from "../../runtime/nats-bus.js";
 import { NatsServerNotFoundError, NatsServerStartError, startNatsServer } from "../../runtime/nats-server-process.js";
-import { ensureEventsStream, openTaskStore, readTaskEvents } from "../../runtime/nats-store.js";
+import { Kvm } from "@nats-io/kv";
+import { ensureEventsStream, NatsTaskStore, openTaskStore, readTaskEvents } from "../../runtime/nats-store.js";
 import { openWorkQueue } from "../../runtime/nats-queue.js";
 import { busContract } from "../support/bus-contract.js";
 import { NATS_CONF, randomRoot, startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
@@ -127,6 +128,35 @@ describe("NatsBus over a real server", () => {
     expect(await readTaskEvents(nc, subjects, "nothing-here")).toEqual([]);
     await bus.close();
   });
+});
+
+describe("the KV task store", () => {
+  // Buckets the runtime makes answer direct gets; one made by hand without them is read through the stream API.
+  for (const direct of [true, false]) {
+    it(`reads, writes, and creates a deleted key again, ${direct ? "with" : "without"} direct get`, async () => {
+      const nc = await connect(`kv-${direct}`);
+      try {
+        const bucket = `KV${randomRoot().toUpperCase()}`;
+        const kv = await new Kvm(nc).create(bucket, { history: 1, allow_direct: direct });
+        const store = new NatsTaskStore(kv, nc, bucket);
+        const first = await store.createWithRevision("k1", text.encode("one"));
+        expect(first).toBeGreaterThan(0);
+        expect(await store.createWithRevision("k1", text.encode("again"))).toBeUndefined();
+        const read = await store.getWithRevision("k1");
+        expect(read && { value: text.decode(read.value), revision: read.revision }).toEqual({ value: "one", revision: first });
+        expect(await store.update("k1", text.encode("two"), first ?? 0)).toBeGreaterThan(first ?? 0);
+        expect(await store.update("k1", text.encode("stale"), first ?? 0)).toBeUndefined();
+        expect(await store.get("missing")).toBeUndefined();
+        // A deleted key reads as absent, and may be created again.
+        await kv.delete("k1");
+        expect(await store.get("k1")).toBeUndefined();
+        expect(await store.create("k1", text.encode("three"))).toBe("created");
+        expect(text.decode((await store.get("k1")) ?? new Uint8Array())).toBe("three");
+      } finally {
+        await nc.close();
+      }
+    });
+  }
 });
 
 describe("nats-server processes", () => {
