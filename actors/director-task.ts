@@ -9,6 +9,7 @@ import type { TaskStore, WorkItem } from "./bus.js";
 import { messageOf, type ActorDeps } from "./deps.js";
 import { PENDING_CLAIM_MS, writeClaimed, type Claim } from "./director-records.js";
 import { persisted } from "./director-snapshot.js";
+import { systemScope } from "./system-scope.js";
 
 /** The effects of one task's machine, as its Director provides them. */
 export interface TaskEffects {
@@ -17,13 +18,8 @@ export interface TaskEffects {
 }
 
 /** The effects of each task actor, by its actor system (a task actor and its evaluation share one). */
-const effectsBySystem = new WeakMap<object, TaskEffects>();
-
-function effectsOf(system: unknown): TaskEffects {
-  const effects = effectsBySystem.get(system as object);
-  if (!effects) throw new Error("a task actor runs without its effects");
-  return effects;
-}
+const tasks = systemScope<TaskEffects>("a task actor runs without its effects");
+const effectsOf = (system: unknown) => tasks.of(system);
 
 /** The task machine with its effects provided once per process: they act for the task whose actor system runs them. */
 let provided: ReturnType<typeof provideTaskMachine> | undefined;
@@ -41,9 +37,7 @@ export function createTaskActor(
   effects: TaskEffects,
   options: { input: TaskInput; snapshot?: Snapshot<unknown>; inspect?: (event: InspectionEvent) => void },
 ): TaskActor {
-  const actor = createActor((provided ??= provideTaskMachine()), options);
-  effectsBySystem.set(actor.system, effects);
-  return actor;
+  return tasks.create(effects, () => createActor((provided ??= provideTaskMachine()), options));
 }
 
 /** A task this process runs under a claim. */

@@ -5,7 +5,7 @@
  */
 import { ATOMIC_TYPES, type EvalNode } from "../machines/evaluation.js";
 import type { Env } from "../machines/env.js";
-import type { StepNode, TaskNode, TaskResult, TemplateDocument } from "../protocol/index.js";
+import type { InputBinding, StepNode, TaskNode, TaskResult, TemplateDocument } from "../protocol/index.js";
 import { expandText, type InlineCall } from "./evaluator-inline.js";
 import type { SubstituteMode } from "./template/substitute.js";
 
@@ -47,6 +47,9 @@ function outputSlotsOf(steps: readonly StepNode[]): { outputSlots?: Record<numbe
   return Object.keys(slots).length > 0 ? { outputSlots: slots } : {};
 }
 
+/** Whether the value of `input` is a nested task's result (a `from` wins over a nested task). */
+export const isTaskInput = (input: InputBinding | undefined): boolean => input?.task !== undefined && input.from === undefined;
+
 /** The plain summary of a node the evaluation machine routes on. */
 export function summarize(node: StepNode): EvalNode {
   switch (node.kind) {
@@ -58,6 +61,7 @@ export function summarize(node: StepNode): EvalNode {
         loc: node.loc,
         ...(node.name ? { name: node.name } : {}),
         ...(node.ref ? { ref: node.ref } : {}),
+        ...(node.inputs.some(isTaskInput) ? { inputTasks: true } : {}),
         ...(ATOMIC_TYPES.has(node.type) && !node.ref && reparseAllowed(node) ? { reparse: true } : {}),
         ...(node.steps ? { stepCount: node.steps.length } : {}),
         ...(node.steps ? outputSlotsOf(node.steps) : {}),

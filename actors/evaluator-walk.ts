@@ -3,23 +3,25 @@
  * `<inputs>` are bound, an atomic task is substituted and sent to a Handler, a call binds its arguments, and a
  * step of a composite is evaluated by a nested evaluation actor ({@link evaluateNode}).
  */
-import { createActor, fromPromise, toPromise, type InspectionEvent } from "xstate";
+import { assign, createActor, fromPromise, toPromise, type InspectionEvent } from "xstate";
 import type { SuspendedResult } from "../machines/continuation.js";
-import { extend, find, flatten, isPath, rootEnv, type Env } from "../machines/env.js";
+import { find, flatten, isPath, rootEnv, type Env } from "../machines/env.js";
 import { directorEvaluatorMachine } from "../machines/director-evaluator.js";
-import { evaluationMachine, type BindOutcome, type EvaluationInput } from "../machines/evaluation.js";
+import { boundNow, evaluationMachine, type BindOutcome, type EvaluationInput } from "../machines/evaluation.js";
 import { evaluateTest } from "../machines/expression.js";
-import { reduceMachine, type ReduceItem, type ResolvedItems } from "../machines/reduce.js";
+import { reduceMachine, type ResolvedItems } from "../machines/reduce.js";
 import { sequentialMachine } from "../machines/sequential.js";
 import type { CompileReply, CompileRequest, CondNode, ContinuationKind, InputRequest, SessionState, TaskNode, TaskResult, TemplateDocument } from "../protocol/index.js";
-import { budgetScopes, nodeBudgetBinding, type BudgetScope } from "./evaluator-budget.js";
+import { bindInputs, bindInputsNow, resolveItems } from "./evaluator-bind.js";
+import { budgetScopes, type BudgetScope } from "./evaluator-budget.js";
 import { reparseNode } from "./evaluator-reparse.js";
 import { provideContinuationFor, type ContinuationScope } from "./evaluator-continuation.js";
 import { provideCheckmate } from "./evaluator-checkmate.js";
-import { applyOutputFormat, atomicContext, compositeContextBindings, contextFields, returnsOf, walkContextDeps, withContextNotes, type ContextDeps } from "./evaluator-context.js";
+import { applyOutputFormat, atomicContext, contextFields, returnsOf, walkContextDeps, withContextNotes, type ContextDeps } from "./evaluator-context.js";
 import { MAX_INLINE_DEPTH, type InlineCall } from "./evaluator-inline.js";
 import { checkParam, criteriaText, entryPath, inputFailure, nodeAt, prepareAtomic, summarize, type AtomicFields } from "./evaluator-nodes.js";
 import { runScriptExecution, runScriptTask, type RunCommand } from "./evaluator-script.js";
+import { systemScope } from "./system-scope.js";
 import type { TemplateLibrary } from "./template/library.js";
 import { inspectOption, type InspectHook } from "./inspect-option.js";
 import { substitute, type SubstituteMode } from "./template/substitute.js";
@@ -123,13 +125,8 @@ function continuationsFor(walk: Walk, node: TaskNode): ContinuationKind[] {
 type WalkScope = { readonly walk: Walk; readonly depth: number; readonly inline: number; continuation?: ContinuationScope };
 
 /** The scope of each evaluation actor system (a root evaluation actor and the children it invokes share one). */
-const scopes = new WeakMap<object, WalkScope>();
-
-function scopeOf(system: unknown): WalkScope {
-  const scope = scopes.get(system as object);
-  if (!scope) throw new Error("an evaluation actor runs outside a walk");
-  return scope;
-}
+const scopes = systemScope<WalkScope>("an evaluation actor runs outside a walk");
+const scopeOf = (system: unknown) => scopes.of(system);
 
 function taskAt(walk: Walk, path: string): TaskNode {
   const node = nodeAt(walk.document, path);
@@ -142,9 +139,7 @@ function taskAt(walk: Walk, path: string): TaskNode {
  * is built once per process ({@link walkMachine}); its effects find the walk by the actor's system, registered here.
  */
 export function createWalkActor(walk: Walk, depth: number, inline: number, options: { input: EvaluationInput; inspect?: (event: InspectionEvent) => void }) {
-  const actor = createActor(walkMachine(), options);
-  scopes.set(actor.system, { walk, depth, inline });
-  return actor;
+  return scopes.create({ walk, depth, inline }, () => createActor(walkMachine(), options));
 }
 
 /** The evaluation machine with every effect provided, acting for the walk of the actor system it runs in. */
@@ -179,11 +174,18 @@ function buildWalkMachine() {
     return evaluateNode(walk, input.path, input.env, depth + 1, signal, inline);
   });
   return evaluationMachine.provide({
-    actions: { progress },
+    actions: {
+      progress,
+      bindNow: assign(({ context, system }) => {
+        const { walk } = scopeOf(system);
+        return boundNow(() => bindInputsNow(taskAt(walk, context.path), context.env, context.entry));
+      }),
+    },
     actors: {
       bindInputs: fromPromise<BindOutcome, { path: string; env: Env; entry: boolean }>(({ input, signal, system }) => {
         const { walk, depth } = scopeOf(system);
-        return bindInputs(walk, taskAt(walk, input.path), input.path, input.env, input.entry, depth, signal);
+        const evaluate = (path: string, env: Env) => evaluateNode(walk, path, env, depth + 1, signal);
+        return bindInputs(evaluate, taskAt(walk, input.path), input.path, input.env, input.entry);
       }),
       runAtomic: fromPromise<SuspendedResult, { path: string; env: Env }>(async ({ input, signal, system }) => {
         const { walk, depth, inline } = scopeOf(system);
@@ -258,62 +260,13 @@ function buildWalkMachine() {
           runStep,
           resolveItems: fromPromise<ResolvedItems, { path: string; env: Env }>(({ input, signal, system }) => {
             const { walk, depth } = scopeOf(system);
-            return resolveItems(walk, taskAt(walk, input.path), input.path, input.env, depth, signal);
+            const evaluate = (path: string, env: Env) => evaluateNode(walk, path, env, depth + 1, signal);
+            return resolveItems(evaluate, taskAt(walk, input.path), input.path, input.env);
           }),
         },
       }),
     },
   });
-}
-
-/** The value of an `<input>`: from the environment, from a nested task, or literal. */
-async function inputValue(walk: Walk, node: TaskNode, path: string, i: number, env: Env, depth: number, signal: AbortSignal) {
-  const input = node.inputs[i];
-  if (!input) return { skip: true as const };
-  if (input.from !== undefined) {
-    const found = find(env, input.from);
-    if (!found.found) return { result: inputFailure(`missing required input: '${input.from}' (bound to '${input.name}')`, { missing: [input.from] }) };
-    return { value: found.value };
-  }
-  if (input.task) {
-    const result = await evaluateNode(walk, `${path}.inputs.${i}.task`, env, depth + 1, signal);
-    if (result.status !== "COMPLETE") return { result };
-    return { value: result.content };
-  }
-  if (input.value !== undefined && input.value !== "") return { value: input.value };
-  return { skip: true as const };
-}
-
-async function bindInputs(walk: Walk, node: TaskNode, path: string, env: Env, entry: boolean, depth: number, signal: AbortSignal): Promise<BindOutcome> {
-  const budget = nodeBudgetBinding(node, env);
-  if ("error" in budget) return { result: inputFailure(budget.error) };
-  const bindings: Record<string, unknown> = { ...budget.bindings };
-  if (node.inputSource !== undefined) {
-    // Seed-era wiring (C21): `<input_source>x</input_source>` makes the value of `x` this task's `input`.
-    const found = find(env, node.inputSource);
-    if (!found.found) return { result: inputFailure(`missing required input: '${node.inputSource}' (the task's <input_source>)`, { missing: [node.inputSource] }) };
-    bindings["input"] = found.value;
-  }
-  for (let i = 0; i < node.inputs.length; i++) {
-    const input = node.inputs[i];
-    if (!input) continue;
-    // On the entry node a literal is a default: the submitted inputs win over it.
-    if (entry && input.from === undefined && !input.task && find(env, input.name).found) continue;
-    const got = await inputValue(walk, node, path, i, env, depth, signal);
-    if ("result" in got) return { result: got.result };
-    if ("value" in got) bindings[input.name] = got.value;
-  }
-  return { env: extend(env, { ...compositeContextBindings(node, env), ...bindings }) };
-}
-
-async function resolveItems(walk: Walk, node: TaskNode, path: string, env: Env, depth: number, signal: AbortSignal): Promise<ResolvedItems> {
-  const items: ReduceItem[] = [];
-  for (let i = 0; i < node.inputs.length; i++) {
-    const got = await inputValue(walk, node, path, i, env, depth, signal);
-    if ("result" in got) return { result: got.result };
-    if ("value" in got) items.push({ name: node.inputs[i]?.name ?? String(i), value: got.value });
-  }
-  return { items };
 }
 
 const QUOTED = /^"([\s\S]*)"$|^'([\s\S]*)'$/;

@@ -143,7 +143,7 @@ export function startHandler(deps: ActorDeps, config: HandlerConfig, callModel: 
           onRetry: (retry) => progress("model.retry", `retry ${retry.attempt}/${retry.maxRetries} in ${retry.delayMs} ms: ${retry.message}`, { ...retry }),
           ...((request.stream ?? config.streamDeltas) ? { onDelta: (text: string) => progress("model.delta", text, { text }) } : {}),
         }),
-      countTokens: async (input) => countRequestTokens(input.model, input.messages, tools),
+      countTokens: (input) => countRequestTokens(input.model, input.messages, tools),
       ...(key && records ? { recordTurn: (input: SessionCheckpoint) => writeRecord(records, key, TurnRecord, { v: RECORD_VERSION, status: "running", session: input }, deps.log) } : {}),
       runTools: (input, signal) =>
         runToolCalls(input, signal, {

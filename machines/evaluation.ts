@@ -1,15 +1,16 @@
 /**
  * The Evaluator's walk of one node of a task template.
  *
- * routing → binding → runningAtomic | runningSequential | runningScript | runningLoop | runningCheckmate, or → runningReduce | runningCall |
- * runningCond, each → done | failed;
+ * routing → (binding →) bound → runningAtomic | runningSequential | runningScript | runningLoop | runningCheckmate, or →
+ * runningReduce | runningCall | runningCond, each → done | failed;
  * → unsupported for task types it does not know. The machine knows nodes by *path* (`0`, `0.steps.2`,
  * `templates.1.body`) and a plain summary ({@link EvalNode}); the shell resolves paths to typed AST nodes.
  * Composites are child machines registered by name: `sequential`, `reduce`, `directorEvaluator`, `checkmate` (a
  * `judge_loop`), and
  * `continuation` for an atomic task whose session returned CONTINUATION (a subtask or an evaluation). An atomic
  * task that fails recoverably ({@link recoverable}), before or after a continuation, goes to `reparsing`.
- * Effects: `bindInputs` (the node's `<inputs>` bound into its environment), `runAtomic` (substitute and run
+ * Effects: `bindNow` (an action: the node's `<inputs>` bound into its environment at once) or `bindInputs` (an actor, when
+ * an input is a nested task to evaluate first), `runAtomic` (substitute and run
  * in a Handler), `runScript` (a `script` task's command, run by a Handler), `runCall` (a function template call), `runCond` (the first true case of a `<cond>`) and `progress`. `evaluation.cancel` aborts the node in flight.
  */
 import { assign, fromPromise, setup } from "xstate";
@@ -41,6 +42,11 @@ export interface EvalNode {
   accumulate?: boolean;
   /** sequential: `accumulation_format` in effect. */
   format?: AccumulationFormat;
+  /**
+   * A task with an `<input>` that is a nested task: binding evaluates it (the `bindInputs` actor). Without one, the
+   * inputs are bound at once (the `bindNow` action).
+   */
+  inputTasks?: boolean;
   /** reduce: literal `<initial_value>` text. */
   initialValue?: string;
   /** reduce: whether `<initial_value>` holds a task. */
@@ -92,6 +98,31 @@ function errorResult({ event }: { event: { error: unknown } }): TaskResult {
   return failed("unexpected_error", event.error instanceof Error ? event.error.message : String(event.error));
 }
 
+/** The context with the node's inputs bound: its environment, or the failure that stopped the binding. */
+function withBinding(outcome: BindOutcome): { env: Env } | { result: TaskResult } {
+  return "result" in outcome ? { result: outcome.result } : { env: outcome.env };
+}
+
+/**
+ * The context once `bind` has bound the node's inputs at once: the `bindNow` action, provided by the shell as
+ * `assign(() => boundNow(() => ...))`. A throw is the evaluation's failure.
+ */
+export function boundNow(bind: () => BindOutcome): { env: Env } | { result: TaskResult } {
+  try {
+    return withBinding(bind());
+  } catch (error) {
+    return { result: failed("unexpected_error", error instanceof Error ? error.message : String(error)) };
+  }
+}
+
+/** Nodes whose inputs are bound before they run: tasks, but reduce (it folds its inputs itself) unless a library reference. */
+function bindable(node: EvalNode): boolean {
+  if (node.kind !== "task") return false;
+  if (node.ref !== undefined) return true;
+  const type = node.type ?? "atomic";
+  return ATOMIC_TYPES.has(type) || ["sequential", "script", "director_evaluator_loop", "judge_loop"].includes(type);
+}
+
 /** An error decomposition may recover from: a resource ran out (not the task's budget), or the error says it is recoverable. */
 export function recoverableError(error: TaskError | undefined): boolean {
   if (!error) return false;
@@ -117,6 +148,7 @@ export const evaluationMachine = setup({
   },
   actions: {
     progress: (_, _params: ProgressParams) => undefined,
+    bindNow: assign(() => boundNow(() => notProvided("evaluation.bindNow"))),
   },
   actors: {
     bindInputs: fromPromise<BindOutcome, { path: string; env: Env; entry: boolean }>(async () => notProvided("evaluation.bindInputs")),
@@ -143,6 +175,10 @@ export const evaluationMachine = setup({
     isCheckmate: ({ context }) => context.node.ref === undefined && isTask(context.node, "judge_loop"),
     isCall: ({ context }) => context.node.kind === "call",
     isCond: ({ context }) => context.node.kind === "cond",
+    isBindable: ({ context }) => bindable(context.node),
+    bindsTasks: ({ context }) => bindable(context.node) && context.node.inputTasks === true,
+    // Nothing but binding sets a result before the node runs.
+    bindFailed: ({ context }) => context.result !== undefined,
   },
 }).createMachine({
   id: "evaluation",
@@ -156,14 +192,10 @@ export const evaluationMachine = setup({
   },
   states: {
     routing: {
-      description: "Choose how to evaluate the node by its kind and type.",
+      description: "Choose how to evaluate the node by its kind and type. A task's <inputs> are bound first: at once (`bindNow`), or by the `bindInputs` actor when one of them is a nested task to evaluate.",
       always: [
-        { guard: "isRef", target: "binding" },
-        { guard: "isAtomic", target: "binding" },
-        { guard: "isSequential", target: "binding" },
-        { guard: "isScript", target: "binding" },
-        { guard: "isLoop", target: "binding" },
-        { guard: "isCheckmate", target: "binding" },
+        { guard: "bindsTasks", target: "binding" },
+        { guard: "isBindable", target: "bound", actions: "bindNow" },
         { guard: "isReduce", target: "runningReduce" },
         { guard: "isCall", target: "runningCall" },
         { guard: "isCond", target: "runningCond" },
@@ -171,22 +203,26 @@ export const evaluationMachine = setup({
       ],
     },
     binding: {
-      description: "Bind the task's <inputs> (env variables, literals, nested tasks) into a child environment.",
+      description: "Evaluate the nested tasks among the task's <inputs>, and bind all of them into a child environment.",
       invoke: {
         id: "bindInputs",
         src: "bindInputs",
         input: ({ context }) => ({ path: context.path, env: context.env, entry: context.entry }),
-        onDone: [
-          { guard: ({ event }) => "result" in event.output, target: "failed", actions: assign({ result: ({ event }) => ("result" in event.output ? event.output.result : undefined) }) },
-          { guard: "isRef", target: "runningRef", actions: assign({ env: ({ context, event }) => ("env" in event.output ? event.output.env : context.env) }) },
-          { guard: "isSequential", target: "runningSequential", actions: assign({ env: ({ context, event }) => ("env" in event.output ? event.output.env : context.env) }) },
-          { guard: "isScript", target: "runningScript", actions: assign({ env: ({ context, event }) => ("env" in event.output ? event.output.env : context.env) }) },
-          { guard: "isLoop", target: "runningLoop", actions: assign({ env: ({ context, event }) => ("env" in event.output ? event.output.env : context.env) }) },
-          { guard: "isCheckmate", target: "runningCheckmate", actions: assign({ env: ({ context, event }) => ("env" in event.output ? event.output.env : context.env) }) },
-          { target: "runningAtomic", actions: assign({ env: ({ context, event }) => ("env" in event.output ? event.output.env : context.env) }) },
-        ],
+        onDone: { target: "bound", actions: assign(({ event }) => withBinding(event.output)) },
         onError: { target: "failed", actions: assign({ result: errorResult }) },
       },
+    },
+    bound: {
+      description: "The task's inputs are bound (env variables, literals, nested tasks' results) into a child environment: run it by its type.",
+      always: [
+        { guard: "bindFailed", target: "failed" },
+        { guard: "isRef", target: "runningRef" },
+        { guard: "isSequential", target: "runningSequential" },
+        { guard: "isScript", target: "runningScript" },
+        { guard: "isLoop", target: "runningLoop" },
+        { guard: "isCheckmate", target: "runningCheckmate" },
+        { target: "runningAtomic" },
+      ],
     },
     runningAtomic: {
       description: "One atomic task: one Handler session.",

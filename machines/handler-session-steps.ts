@@ -4,7 +4,7 @@
  */
 import type { SessionCheckpoint } from "../protocol/index.js";
 import { budgetExceeded } from "./handler-budget.js";
-import type { HandlerSessionContext, HandlerSessionInput, ModelReply, PendingContinuation, SessionOutput } from "./handler-session-types.js";
+import type { CallModelInput, HandlerSessionContext, HandlerSessionInput, ModelReply, PendingContinuation, SessionOutput, TokenCount } from "./handler-session-types.js";
 
 /** The message of a failure, whatever was thrown. */
 export const errorText = (error: unknown): string => (error instanceof Error ? error.message : String(error));
@@ -87,6 +87,22 @@ export function withAnswer(context: HandlerSessionContext, reply: ModelReply): P
   };
 }
 
+/**
+ * The context once `count` has counted what is about to be sent: the context metrics (for a model the tokenizer does
+ * not know, the server's reported usage of the last call is a floor under the count), or the session's failure when
+ * it cannot count.
+ */
+export function measured(context: HandlerSessionContext, count: (input: CallModelInput) => TokenCount): Partial<HandlerSessionContext> {
+  let counted: TokenCount;
+  try {
+    counted = count({ model: context.model, messages: context.messages });
+  } catch (error) {
+    return { error: { type: "TASK_FAILURE", reason: "unexpected_error", message: `cannot count tokens: ${errorText(error)}`, content: context.content } };
+  }
+  const used = counted.exact ? counted.tokens : Math.max(counted.tokens, context.reportedTokens);
+  return { context: { used, limit: context.context.limit, peak: Math.max(context.context.peak, used) } };
+}
+
 type Guard = (args: { context: HandlerSessionContext }) => boolean;
 
 /** The session's guards: pure predicates over its context. */
@@ -98,6 +114,8 @@ export const sessionGuards = {
   overBudget: ({ context }) => budgetExceeded(context.budget, context.usage, context.context.used) !== undefined,
   nearContext: ({ context }) => !context.warned && context.context.used >= context.context.limit * context.warningThreshold,
   tooManyMalformed: ({ context }) => context.malformedToolCalls > context.maxMalformedToolCalls,
+  // Only `measure` sets an error on the way to a model call: any error then is its failure to count.
+  countFailed: ({ context }) => context.error !== undefined,
 } satisfies Record<string, Guard>;
 
 /**

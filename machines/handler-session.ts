@@ -6,15 +6,17 @@
  * (docs/handler.md has the diagram). `recordTurn` records the session right after the model answers with tool calls (before any of
  * them runs) and again once they ran; a session restored from a record taken after the answer starts with its tool
  * calls (`starting`), so the model is not asked that turn again. Turns count assistant
- * messages only and are checked before each model call (SEED-NOTES §3.9). Before each call the `countTokens`
- * actor measures everything about to be sent; over the limit ends the session (`RESOURCE_EXHAUSTION` context),
+ * messages only and are checked before each model call (SEED-NOTES §3.9). Before each call the `measure` action
+ * counts everything about to be sent (synchronously: tokenizing is computation, not I/O, and an actor per turn
+ * cost more than the count); over the limit ends the session (`RESOURCE_EXHAUSTION` context),
  * and crossing `warningThreshold` of it fires `contextWarning` once. A task budget in the input (`handler-budget.ts`)
  * is checked at the same point: usage so far plus the tokens about to be sent over it ends the session
  * (`RESOURCE_EXHAUSTION` budget). For a model the tokenizer does not know, the
  * server's reported usage of the previous call is a floor under the count. `finish_reason: length` ends the
  * session (`RESOURCE_EXHAUSTION` output). Malformed tool calls are answered with errors up to
  * `maxMalformedToolCalls` times, then the session fails. Effects: `callModel` (one chat completion, retries
- * included), `countTokens`, `runTools`; `turnCompleted` and `contextWarning` report progress.
+ * included), `runTools`, `recordTurn`; `measure` (provided with the token counter); `turnCompleted` and
+ * `contextWarning` report progress.
  * `session.cancel` ends the session at once, aborting whatever is in flight.
  */
 import { assign, fromPromise, setup } from "xstate";
@@ -32,7 +34,7 @@ import type {
   ToolResults,
 } from "./handler-session-types.js";
 import { budgetExceeded } from "./handler-budget.js";
-import { checkpointOf, errorText, initialContext, recordFailure, sessionGuards, suspendedOutput, withAnswer } from "./handler-session-steps.js";
+import { checkpointOf, errorText, initialContext, measured, recordFailure, sessionGuards, suspendedOutput, withAnswer } from "./handler-session-steps.js";
 import { notProvided } from "./not-provided.js";
 
 export type {
@@ -49,6 +51,7 @@ export type {
   ToolCall,
   ToolResults,
 } from "./handler-session-types.js";
+export { measured } from "./handler-session-steps.js";
 
 /** The Handler session machine. Its output is the session's {@link TaskResult}. */
 export const handlerSessionMachine = setup({
@@ -61,10 +64,11 @@ export const handlerSessionMachine = setup({
   actions: {
     turnCompleted: (_, _params: { turn: number; maxTurns: number; usage: Usage; toolCalls: number; context: ContextMetrics }) => undefined,
     contextWarning: (_, _params: { used: number; limit: number; threshold: number }) => undefined,
+    // Provided by the shell with its token counter: `assign(({ context }) => measured(context, count))`.
+    measure: assign(({ context }) => measured(context, () => notProvided("handler.measure"))),
   },
   actors: {
     callModel: fromPromise<ModelReply, CallModelInput>(async () => notProvided("handler.callModel")),
-    countTokens: fromPromise<TokenCount, CallModelInput>(async () => notProvided("handler.countTokens")),
     runTools: fromPromise<ToolResults, RunToolsInput>(async () => notProvided("handler.runTools")),
     // Without a record store there is nothing to write: recording is optional.
     recordTurn: fromPromise<void, SessionCheckpoint>(async () => undefined),
@@ -112,29 +116,9 @@ export const handlerSessionMachine = setup({
       ],
     },
     measuring: {
-      description: "Counting the tokens of everything about to be sent.",
-      invoke: {
-        src: "countTokens",
-        input: ({ context }) => ({ model: context.model, messages: context.messages }),
-        onDone: {
-          target: "checkingContext",
-          actions: assign(({ context, event }) => {
-            const used = event.output.exact ? event.output.tokens : Math.max(event.output.tokens, context.reportedTokens);
-            return { context: { used, limit: context.context.limit, peak: Math.max(context.context.peak, used) } };
-          }),
-        },
-        onError: {
-          target: "failed",
-          actions: assign({
-            error: ({ context, event }) => ({
-              type: "TASK_FAILURE" as const,
-              reason: "unexpected_error" as const,
-              message: `cannot count tokens: ${errorText(event.error)}`,
-              content: context.content,
-            }),
-          }),
-        },
-      },
+      description: "Counting the tokens of everything about to be sent (the `measure` action).",
+      entry: "measure",
+      always: [{ guard: "countFailed", target: "failed" }, { target: "checkingContext" }],
     },
     checkingContext: {
       description: "Is the context within its limit, and the call within the task's budget? Warn once past the threshold.",

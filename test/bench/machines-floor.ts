@@ -3,11 +3,11 @@
  * Evaluator's evaluation of an atomic node, the Handler's session), created, started and run to their end with effects
  * that answer at once: no NATS, no JSON, no model. What a task costs in XState alone, per task.
  */
-import { createActor, fromPromise, toPromise } from "xstate";
+import { assign, createActor, fromPromise, toPromise } from "xstate";
 import type { SuspendedResult } from "../../machines/continuation.js";
 import { rootEnv, type Env } from "../../machines/env.js";
-import { evaluationMachine, type BindOutcome } from "../../machines/evaluation.js";
-import { handlerSessionMachine, type CallModelInput, type ModelReply, type RunToolsInput, type TokenCount, type ToolResults } from "../../machines/handler-session.js";
+import { evaluationMachine } from "../../machines/evaluation.js";
+import { handlerSessionMachine, measured, type CallModelInput, type ModelReply, type RunToolsInput, type ToolResults } from "../../machines/handler-session.js";
 import { taskMachine } from "../../machines/task.js";
 import type { SessionCheckpoint, TaskResult } from "../../protocol/index.js";
 
@@ -16,20 +16,19 @@ const REPLY: ModelReply = { content: "ok", toolCalls: [], usage: { promptTokens:
 
 const task = taskMachine.provide({ actors: { evaluate: fromPromise(async () => RESULT) }, actions: { announce: () => undefined } });
 const evaluation = evaluationMachine.provide({
-  actions: { progress: () => undefined },
+  // Its inputs bound at once, as for every task without a nested task among its inputs.
+  actions: { progress: () => undefined, bindNow: () => undefined },
   actors: {
-    bindInputs: fromPromise<BindOutcome, { path: string; env: Env; entry: boolean }>(async ({ input }) => ({ env: input.env })),
     runAtomic: fromPromise<SuspendedResult, { path: string; env: Env }>(async () => RESULT),
   },
 });
 const session = handlerSessionMachine.provide({
   actors: {
     callModel: fromPromise<ModelReply, CallModelInput>(async () => REPLY),
-    countTokens: fromPromise<TokenCount, CallModelInput>(async () => ({ tokens: 40, exact: true })),
     recordTurn: fromPromise<void, SessionCheckpoint>(async () => undefined),
     runTools: fromPromise<ToolResults, RunToolsInput>(async () => ({ messages: [], malformed: 0 })),
   },
-  actions: { turnCompleted: () => undefined, contextWarning: () => undefined },
+  actions: { turnCompleted: () => undefined, contextWarning: () => undefined, measure: assign(({ context }) => measured(context, () => ({ tokens: 40, exact: true }))) },
 });
 
 const SESSION_INPUT = {

@@ -36,7 +36,17 @@ describe("node paths", () => {
 
   it("summarises a node as plain data", () => {
     const node = nodeAt(doc, "0");
-    expect(node && summarize(node)).toEqual({ kind: "task", type: "reduce", loc: { line: 2, col: 1 }, initialValue: "", initialTask: true });
+    expect(node && summarize(node)).toEqual({ kind: "task", type: "reduce", loc: { line: 2, col: 1 }, inputTasks: true, initialValue: "", initialTask: true });
+  });
+
+  it("marks a task with a nested task among its inputs (bound by an actor), not one whose inputs are variables or literals", () => {
+    const plain = parse(`<task><inputs><input name="a" from="x"/><input name="b">literal</input></inputs><description>d</description></task>`);
+    const fromWins = parse(`<task><inputs><input name="a" from="x"><task><description>n</description></task></input></inputs><description>d</description></task>`);
+    const nested = parse(`<task><inputs><input name="a">lit</input><input name="b"><task><description>n</description></task></input></inputs><description>d</description></task>`);
+    const summary = (doc: ReturnType<typeof parse>) => summarize(nodeAt(doc, "0") ?? expect.fail("no entry"));
+    expect(summary(plain).inputTasks).toBeUndefined();
+    expect(summary(fromWins).inputTasks).toBeUndefined();
+    expect(summary(nested).inputTasks).toBe(true);
   });
 });
 

@@ -1,48 +1,79 @@
 import { describe, expect, it } from "vitest";
-import { createActor, fromPromise, waitFor } from "xstate";
+import { assign, createActor, fromPromise, waitFor } from "xstate";
 import { rootEnv, type Env } from "../../../machines/env.js";
 import { directorEvaluatorMachine } from "../../../machines/director-evaluator.js";
 import { continuationMachine, type SuspendedResult } from "../../../machines/continuation.js";
-import { evaluationMachine, type BindOutcome, type EvalNode } from "../../../machines/evaluation.js";
+import { boundNow, evaluationMachine, type BindOutcome, type EvalNode } from "../../../machines/evaluation.js";
 import { splitCommand } from "../../../machines/script-argv.js";
 import { sequentialMachine } from "../../../machines/sequential.js";
 import type { TaskResult } from "../../../protocol/index.js";
 
 const ok = (content: string): TaskResult => ({ content, status: "COMPLETE", notes: {} });
 
-function run(node: EvalNode, runAtomic: (input: { path: string; env: Env }) => Promise<TaskResult>, bind?: () => Promise<BindOutcome>) {
+/** Runs `node`; `bind` binds its inputs, at once (`bindNow`) or, for a node with `inputTasks`, by the `bindInputs` actor. */
+function run(node: EvalNode, runAtomic: (input: { path: string; env: Env }) => Promise<TaskResult>, bind?: () => BindOutcome) {
   const progress: string[] = [];
+  /** How the inputs were bound: `now` or `actor`, once per binding. */
+  const bindings: string[] = [];
   const machine = evaluationMachine.provide({
     actors: {
       runAtomic: fromPromise(({ input }) => runAtomic(input)),
-      bindInputs: fromPromise(async ({ input }) => (bind ? bind() : { env: input.env })),
+      bindInputs: fromPromise(async ({ input }) => (bindings.push("actor"), bind ? bind() : { env: input.env })),
       runCall: fromPromise(async () => ok("called")),
       runCond: fromPromise(async () => ok("chosen")),
     },
-    actions: { progress: (_, p) => progress.push(`${p.event}: ${p.message}`) },
+    actions: {
+      progress: (_, p) => progress.push(`${p.event}: ${p.message}`),
+      bindNow: assign(({ context }) => (bindings.push("now"), boundNow(() => (bind ? bind() : { env: context.env })))),
+    },
   });
-  return { actor: createActor(machine, { input: { taskId: "t", path: "0", node, env: rootEnv(), entry: true } }).start(), progress };
+  return { actor: createActor(machine, { input: { taskId: "t", path: "0", node, env: rootEnv(), entry: true } }).start(), progress, bindings };
 }
 
 describe("evaluation machine", () => {
   it("runs an atomic task (type absent means atomic) and outputs its result", async () => {
-    const { actor, progress } = run({ kind: "task", type: "atomic" }, async () => ok("x"));
+    const { actor, progress, bindings } = run({ kind: "task", type: "atomic" }, async () => ok("x"));
     const snap = await waitFor(actor, (s) => s.status === "done");
     expect(snap.output).toEqual(ok("x"));
     expect(progress).toEqual(["node.started: atomic task started"]);
+    // No input is a nested task: bound at once, without an actor.
+    expect(bindings).toEqual(["now"]);
+  });
+
+  it("binds the inputs of a task with a nested task among them through the bindInputs actor", async () => {
+    const seen: unknown[] = [];
+    const { actor, bindings } = run({ kind: "task", inputTasks: true }, async ({ env }) => (seen.push(env.bindings), ok("z")), () => ({ env: rootEnv({ summary: "nested" }) }));
+    const snap = await waitFor(actor, (s) => s.status === "done");
+    expect(snap.output).toEqual(ok("z"));
+    expect(bindings).toEqual(["actor"]);
+    expect(seen).toEqual([{ summary: "nested" }]);
+  });
+
+  it("fails with the error of a binding that throws, and never runs the task", async () => {
+    const { actor } = run({ kind: "task" }, async () => { throw new Error("must not run"); }, () => { throw new Error("no such variable table"); });
+    const snap = await waitFor(actor, (s) => s.status === "done");
+    expect(snap.value).toBe("failed");
+    expect(snap.output?.error).toMatchObject({ reason: "unexpected_error", message: "no such variable table" });
+  });
+
+  it("fails clearly when the shell provides no bindNow", async () => {
+    const machine = evaluationMachine.provide({ actors: { runAtomic: fromPromise(async () => ok("never")) } });
+    const actor = createActor(machine, { input: { taskId: "t", path: "0", node: { kind: "task" }, env: rootEnv(), entry: true } }).start();
+    const snap = await waitFor(actor, (s) => s.status === "done");
+    expect(snap.output?.error?.message).toBe("not provided: evaluation.bindNow");
   });
 
   it("runs the atomic task in the environment its inputs were bound into", async () => {
     const seen: unknown[] = [];
     const bound = { env: rootEnv({ topic: "sea" }) };
-    const { actor } = run({ kind: "task" }, async ({ env }) => (seen.push(env.bindings), ok("y")), async () => bound);
+    const { actor } = run({ kind: "task" }, async ({ env }) => (seen.push(env.bindings), ok("y")), () => bound);
     await waitFor(actor, (s) => s.status === "done");
     expect(seen).toEqual([{ topic: "sea" }]);
   });
 
   it("fails with the binding's failure and never runs the task", async () => {
     const failure: TaskResult = { content: "", status: "FAILED", notes: {}, error: { type: "TASK_FAILURE", reason: "input_validation_failure", message: "missing required input: 'x'" } };
-    const { actor } = run({ kind: "task" }, async () => { throw new Error("must not run"); }, async () => ({ result: failure }));
+    const { actor } = run({ kind: "task" }, async () => { throw new Error("must not run"); }, () => ({ result: failure }));
     const snap = await waitFor(actor, (s) => s.status === "done");
     expect(snap.output).toEqual(failure);
   });
@@ -51,11 +82,11 @@ describe("evaluation machine", () => {
     const paths: string[] = [];
     const withSteps = evaluationMachine.provide({
       actors: {
-        bindInputs: fromPromise<BindOutcome, { path: string; env: Env; entry: boolean }>(async ({ input }) => ({ env: input.env })),
         sequential: sequentialMachine.provide({
           actors: { runStep: fromPromise(async ({ input }) => (paths.push(input.path), ok(input.path))) },
         }),
       },
+      actions: { bindNow: () => undefined },
     });
     const actor = createActor(withSteps, { input: { taskId: "t", path: "0", node: { kind: "task", type: "sequential", stepCount: 2 }, env: rootEnv(), entry: true } }).start();
     const snap = await waitFor(actor, (s) => s.status === "done");
@@ -73,9 +104,9 @@ describe("evaluation machine", () => {
   it("runs a library reference <task ref> through runRef after binding its inputs", async () => {
     const machine = evaluationMachine.provide({
       actors: {
-        bindInputs: fromPromise<BindOutcome, { path: string; env: Env; entry: boolean }>(async () => ({ env: rootEnv({ file: "a.csv" }) })),
         runRef: fromPromise(async ({ input }) => ok(`ref with ${String(input.env.bindings["file"])}`)),
       },
+      actions: { bindNow: assign({ env: () => rootEnv({ file: "a.csv" }) }) },
     });
     const actor = createActor(machine, { input: { taskId: "t", path: "0", node: { kind: "task", type: "atomic", ref: "load_csv" }, env: rootEnv(), entry: true } }).start();
     const snap = await waitFor(actor, (s) => s.status === "done");
@@ -108,7 +139,6 @@ describe("evaluation machine", () => {
   it("runs a CONTINUATION through the continuation machine and ends with the resumed result", async () => {
     const machine = evaluationMachine.provide({
       actors: {
-        bindInputs: fromPromise<BindOutcome, { path: string; env: Env; entry: boolean }>(async ({ input }) => ({ env: input.env })),
         runAtomic: fromPromise<SuspendedResult, { path: string; env: Env }>(async () => ({
           content: "asking",
           status: "CONTINUATION" as const,
@@ -122,6 +152,7 @@ describe("evaluation machine", () => {
           },
         }),
       },
+      actions: { bindNow: () => undefined },
     });
     const actor = createActor(machine, { input: { taskId: "t", path: "0", node: { kind: "task", type: "atomic" }, env: rootEnv(), entry: true } }).start();
     const snap = await waitFor(actor, (s) => s.status === "done");
@@ -132,9 +163,9 @@ describe("evaluation machine", () => {
     const seen: unknown[] = [];
     const machine = evaluationMachine.provide({
       actors: {
-        bindInputs: fromPromise<BindOutcome, { path: string; env: Env; entry: boolean }>(async () => ({ env: rootEnv({ name: "x" }) })),
         runScript: fromPromise(async ({ input }) => (seen.push(input.env.bindings), ok("stdout"))),
       },
+      actions: { bindNow: assign({ env: () => rootEnv({ name: "x" }) }) },
     });
     const actor = createActor(machine, { input: { taskId: "t", path: "0", node: { kind: "task", type: "script" }, env: rootEnv(), entry: true } }).start();
     const snap = await waitFor(actor, (s) => s.status === "done");
@@ -148,14 +179,13 @@ describe("evaluation machine", () => {
     const progress: string[] = [];
     const machine = evaluationMachine.provide({
       actors: {
-        bindInputs: fromPromise<BindOutcome, { path: string; env: Env; entry: boolean }>(async ({ input }) => ({ env: input.env })),
         directorEvaluator: directorEvaluatorMachine.provide({
           actors: {
             runStep: fromPromise(async ({ input }) => (paths.push(input.path), input.path.endsWith("director") ? ok("draft") : { ...ok(""), notes: { success: true } })),
           },
         }),
       },
-      actions: { progress: (_, p) => progress.push(`${p.event}: ${p.message}`) },
+      actions: { progress: (_, p) => progress.push(`${p.event}: ${p.message}`), bindNow: () => undefined },
     });
     const node = { kind: "task", type: "director_evaluator_loop", loop: { director: true, evaluator: true, script: false, maxIterations: 2 } };
     const actor = createActor(machine, { input: { taskId: "t", path: "0", node, env: rootEnv(), entry: true } }).start();

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { createActor, fromPromise, waitFor } from "xstate";
+import { assign, createActor, fromPromise, waitFor } from "xstate";
 import { budgetExceeded } from "../../../machines/handler-budget.js";
-import { handlerSessionMachine, type HandlerSessionInput, type ModelReply, type TokenCount, type ToolCall } from "../../../machines/handler-session.js";
+import { handlerSessionMachine, measured, type HandlerSessionInput, type ModelReply, type ToolCall } from "../../../machines/handler-session.js";
 
 const base = { system: "sys", prompt: "do it", model: "m", maxTurns: 5, contextLimit: 10_000, warningThreshold: 0.8, maxMalformedToolCalls: 3 };
 const call = (id: string): ToolCall => ({ id, type: "function", function: { name: "read_file", arguments: "{}" } });
@@ -24,9 +24,9 @@ function run(replies: ModelReply[], input: Partial<HandlerSessionInput>) {
         if (!next) throw new Error("script exhausted");
         return next;
       }),
-      countTokens: fromPromise(async (): Promise<TokenCount> => ({ tokens: 20, exact: true })),
       runTools: fromPromise(async ({ input: i }) => ({ messages: i.calls.map((c) => ({ role: "tool" as const, tool_call_id: c.id, content: "ok" })), malformed: 0 })),
     },
+    actions: { measure: assign(({ context }) => measured(context, () => ({ tokens: 20, exact: true }))) },
   });
   const actor = createActor(machine, { input: { ...base, ...input } }).start();
   return { actor, calls: () => calls };

@@ -1,7 +1,8 @@
 import { describe, expect, it } from "vitest";
-import { createActor, fromPromise, waitFor } from "xstate";
+import { assign, createActor, fromPromise, waitFor } from "xstate";
 import {
   handlerSessionMachine,
+  measured,
   type CallModelInput,
   type HandlerSessionInput,
   type ModelReply,
@@ -40,7 +41,6 @@ function session(replies: Array<ModelReply | Error>, options: Options | number =
         if (next instanceof Error) throw next;
         return next;
       }),
-      countTokens: fromPromise(async () => opts.counts?.shift() ?? { tokens: 10, exact: true }),
       runTools: fromPromise(async ({ input }) => {
         steps.push(`tools ${input.turn}`);
         return { messages: input.calls.map((c) => ({ role: "tool" as const, tool_call_id: c.id, content: "file body" })), malformed: opts.malformed?.shift() ?? 0 };
@@ -49,7 +49,11 @@ function session(replies: Array<ModelReply | Error>, options: Options | number =
         steps.push(`record ${input.turns} ${input.messages.at(-1)?.role ?? "none"}`);
       }),
     },
-    actions: { turnCompleted: (_, p) => turns.push(p.turn), contextWarning: (_, p) => warnings.push({ used: p.used, limit: p.limit }) },
+    actions: {
+      turnCompleted: (_, p) => turns.push(p.turn),
+      contextWarning: (_, p) => warnings.push({ used: p.used, limit: p.limit }),
+      measure: assign(({ context }) => measured(context, () => opts.counts?.shift() ?? { tokens: 10, exact: true })),
+    },
   });
   const actor = createActor(machine, { input: { ...base, maxTurns: opts.maxTurns ?? base.maxTurns, ...opts.input } }).start();
   return { actor, seen, turns, warnings, steps };
@@ -141,8 +145,8 @@ describe("handler session machine", () => {
           signal = s;
           return new Promise<ModelReply>(() => undefined);
         }),
-        countTokens: fromPromise(async (): Promise<TokenCount> => ({ tokens: 1, exact: true })),
       },
+      actions: { measure: assign(({ context }) => measured(context, () => ({ tokens: 1, exact: true }))) },
     });
     const actor = createActor(machine, { input: base }).start();
     await waitFor(actor, (s) => s.matches("awaitingModel"));
@@ -151,6 +155,32 @@ describe("handler session machine", () => {
     expect(snap.value).toBe("failed");
     expect(snap.output?.error).toMatchObject({ reason: "execution_halted", message: "cancelled" });
     expect(signal?.aborted).toBe(true);
+  });
+
+  it("fails without calling the model when the tokens cannot be counted, and counts each request once", async () => {
+    let counted = 0;
+    let called = 0;
+    const machine = handlerSessionMachine.provide({
+      actors: { callModel: fromPromise(async () => (called++, reply("never"))) },
+      actions: {
+        measure: assign(({ context }) =>
+          measured(context, () => {
+            counted++;
+            throw new Error("tokenizer broke");
+          }),
+        ),
+      },
+    });
+    const snap = await waitFor(createActor(machine, { input: base }).start(), (s) => s.status === "done");
+    expect(snap.value).toBe("failed");
+    expect(snap.output?.error).toMatchObject({ type: "TASK_FAILURE", reason: "unexpected_error", message: "cannot count tokens: tokenizer broke" });
+    expect({ counted, called }).toEqual({ counted: 1, called: 0 });
+  });
+
+  it("fails clearly when no token counter is provided", async () => {
+    const machine = handlerSessionMachine.provide({ actors: { callModel: fromPromise(async () => reply("never")) } });
+    const snap = await waitFor(createActor(machine, { input: base }).start(), (s) => s.status === "done");
+    expect(snap.output?.error?.message).toBe("cannot count tokens: not provided: handler.measure");
   });
 
   it("ends in exhausted with RESOURCE_EXHAUSTION context before a call over the limit, with the partial content", async () => {
