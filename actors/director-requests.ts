@@ -1,14 +1,16 @@
 /**
  * The Director's answers to `<root>.tasks.<id>.get` and `.cancel`, for any task: from its record, from the task's
  * live machine when this Director runs it, or from the intake queue when it is only queued there (not claimed yet, or
- * running under a pending claim).
+ * running under a pending claim in another Director: then its last event says how far it got).
  */
 import {
   CancelBroadcast,
+  decode,
   encode,
   encodeJson,
   errorReply,
   parseTaskId,
+  TaskEvent,
   TaskOutcome,
   type CancelReply,
   type TaskRecord,
@@ -26,6 +28,8 @@ export interface TaskRequestHooks {
   liveState(taskId: string): TaskState | undefined;
   /** Publishes a task event. */
   publishEvent(taskId: string, seq: number, type: string, state: TaskState, message?: string): void;
+  /** The last message stored on `subject` (the events stream), when events are stored. */
+  lastPublished?: (subject: string) => Promise<Uint8Array | undefined>;
 }
 
 /** The `get` and `cancel` handlers of a Director. */
@@ -40,11 +44,23 @@ export function taskRequests(deps: ActorDeps, store: TaskStore, queue: WorkQueue
     return queued.ok && queued.record !== undefined ? { record: queued.record, seq: item.seq } : undefined;
   };
 
+  /**
+   * The state of a task that has no record but its queue item: `queued`, or, when a Director started it under a pending
+   * claim (its first second), the state its last event announced. An unreadable event counts as none.
+   */
+  const stateOfQueued = async (taskId: string): Promise<TaskState> => {
+    const last = await hooks.lastPublished?.(subjects.taskEvents(taskId)).catch(() => undefined);
+    const event = last === undefined ? undefined : decode(TaskEvent, last);
+    return event?.ok ? event.value.state : "queued";
+  };
+
   const get = async (msg: BusMessage) => {
     const taskId = parseTaskId(subjects.taskIdOf(msg.subject));
     if (!taskId) return void msg.respond(encodeJson(errorReply("INVALID_ID", `illegal task id in subject '${msg.subject}'`)));
-    const record = (await readRecord(store, taskId))?.record ?? (await queuedUnder(taskId))?.record;
-    const state = hooks.liveState(taskId) ?? record?.state;
+    const live = hooks.liveState(taskId);
+    const stored = (await readRecord(store, taskId))?.record;
+    const record = stored ?? (await queuedUnder(taskId))?.record;
+    const state = live ?? (stored === undefined && record !== undefined ? await stateOfQueued(taskId) : record?.state);
     if (state === undefined) return void msg.respond(encodeJson(errorReply("NOT_FOUND", `no task '${taskId}'`)));
     const reply: TaskStatusReply = { taskId, state, ...(record?.result ? { result: record.result } : {}) };
     msg.respond(encodeJson(reply));

@@ -41,8 +41,11 @@ export interface DirectorConfig {
   concurrency: number;
   /** Longest a task may run before it fails with a timeout. */
   taskTimeoutMs: number;
-  /** Whether a message on `subject` is stored (the events stream); lets a redelivery publish a lost result. */
-  published?: (subject: string) => Promise<boolean>;
+  /**
+   * The last message stored on `subject` (the events stream): lets a redelivery publish a lost result, and `get` tell
+   * the state of a task running under a pending claim in another Director.
+   */
+  lastPublished?: (subject: string) => Promise<Uint8Array | undefined>;
 }
 
 /** Starts the Director role. */
@@ -96,8 +99,8 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
    * it died between storing and publishing, the result is not in the events stream: publish it now, once.
    */
   const publishLostResult = async (record: TaskRecord) => {
-    if (config.published === undefined || record.result === undefined) return;
-    if (await config.published(subjects.taskResult(record.taskId))) return;
+    if (config.lastPublished === undefined || record.result === undefined) return;
+    if ((await config.lastPublished(subjects.taskResult(record.taskId))) !== undefined) return;
     log.warn({ taskId: record.taskId }, "final task's result was never published; publishing it");
     publishEvent(record.taskId, record.seq ?? 1, `task.${record.state}`, record.state, record.state === "failed" ? record.result.error?.message : undefined);
     bus.publish(subjects.taskResult(record.taskId), encode(TaskOutcome, record.result));
@@ -303,6 +306,7 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
       return actor === undefined ? undefined : stateOf(actor.getSnapshot());
     },
     publishEvent,
+    ...(config.lastPublished ? { lastPublished: config.lastPublished } : {}),
   });
 
   const guarded = (name: string, fn: (msg: BusMessage) => Promise<void>) => async (msg: BusMessage) => {

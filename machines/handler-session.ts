@@ -27,9 +27,7 @@ import type {
   HandlerSessionContext,
   HandlerSessionInput,
   ModelReply,
-  PendingContinuation,
   SessionOutput,
-  TokenCount,
   RunToolsInput,
   ToolResults,
 } from "./handler-session-types.js";

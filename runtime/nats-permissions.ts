@@ -111,9 +111,8 @@ function ownPermissions(root: string): Record<NatsRole, RolePermissions> {
         ...kvReadWrite(s.tasksBucket),
         ...streamSetup(s.intakeStream),
         ...streamSetup(s.eventsStream),
-        // Whether a final task's result was published, on a redelivery (`storedOnSubject`: last message by subject).
-        `${API}.STREAM.MSG.GET.${s.eventsStream}`,
-        // A redelivered final task: is its result stored, or did its old owner die before publishing it?
+        // The last message of a subject (`lastPublished`): is a redelivered final task's result stored, or did its old
+        // owner die before publishing it? How far did a task running under a pending claim get (its last event)?
         `${API}.STREAM.MSG.GET.${s.eventsStream}`,
         `${API}.CONSUMER.INFO.${s.intakeStream}.${s.directorConsumer}`,
         // Created and updated (ack wait) through the 2.9 API: CONSUMER.CREATE.<stream>.<name>.

@@ -162,20 +162,6 @@ export async function ensureEventsStream(nc: NatsConnection, subjects: Subjects)
   });
 }
 
-/**
- * Whether `stream` holds a message on `subject` (looked up by subject, `last_by_subj`): a Director that finds a
- * task final on a redelivery checks that the result reached the events stream before the old owner died.
- */
-export async function storedOnSubject(nc: NatsConnection, stream: string, subject: string): Promise<boolean> {
-  const jsm = await jetstreamManager(nc, { checkAPI: false });
-  try {
-    return (await jsm.streams.getMessage(stream, { last_by_subj: subject })) !== null;
-  } catch (err) {
-    if (err instanceof JetStreamApiError && err.code === JetStreamApiCodes.NoMessageFound) return false;
-    throw err;
-  }
-}
-
 /** One stored message of a task: an event or its result. */
 export interface StoredTaskMessage {
   /** `<root>.tasks.<id>.events` or `<root>.tasks.<id>.result`. */

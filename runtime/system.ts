@@ -39,8 +39,8 @@ export interface Transport {
   turns?: TaskStore;
   /** Goals and Supervisor leases (the Supervisor role); none: that role cannot run. */
   goals?: KeyedStore;
-  /** Whether a message on `subject` is stored (the events stream); none when nothing is stored. */
-  published?: (subject: string) => Promise<boolean>;
+  /** The last message stored on `subject` in the events stream (`undefined`: none); absent when nothing is stored. */
+  lastPublished?: (subject: string) => Promise<Uint8Array | undefined>;
 }
 
 /** Options of {@link startSystem}. */
@@ -169,7 +169,7 @@ export async function startSystem(options: SystemOptions): Promise<SystemHandle>
       startDirector(deps, transport.store, transport.queue, {
         concurrency: config.concurrency,
         taskTimeoutMs: config.taskTimeoutMs,
-        ...(transport.published ? { published: transport.published } : {}),
+        ...(transport.lastPublished ? { lastPublished: transport.lastPublished } : {}),
       }),
     );
   }

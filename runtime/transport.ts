@@ -11,7 +11,8 @@ import { MemoryBus, MemoryTaskStore, MemoryWorkQueue } from "./memory-bus.js";
 import { openIndexStore } from "./memory-index-nats.js";
 import { InMemoryIndexStore } from "./memory-index-store.js";
 import { connectNats, NatsBus } from "./nats-bus.js";
-import { ensureEventsStream, openTaskStore, openTurnStore, storedOnSubject } from "./nats-store.js";
+import { ensureEventsStream, openTaskStore, openTurnStore } from "./nats-store.js";
+import { wireOf } from "./nats-wire.js";
 import { openWorkQueue } from "./nats-queue.js";
 import type { Transport } from "./system.js";
 import { eagerStores, lazyIndexStore, lazyKeyedStore, lazyTaskStore, lazyWorkQueue } from "./lazy-stores.js";
@@ -53,8 +54,8 @@ export async function openNatsTransport(
       eager.goals ? openGoalStore(nc, subjects) : lazyKeyedStore(() => openGoalStore(nc, subjects)),
       eager.events ? ensureEventsStream(nc, subjects) : undefined,
     ]);
-    const published = (subject: string) => storedOnSubject(nc, subjects.eventsStream, subject);
-    return { kind: "nats", description: bus.description, bus, store, queue, index, turns, goals, published, close: () => bus.close() };
+    const lastPublished = async (subject: string) => (await wireOf(nc).lastBySubject(subjects.eventsStream, subject))?.data;
+    return { kind: "nats", description: bus.description, bus, store, queue, index, turns, goals, lastPublished, close: () => bus.close() };
   } catch (err) {
     await bus.close();
     throw err;

@@ -14,7 +14,7 @@ import { fileURLToPath } from "node:url";
 import { Kvm } from "@nats-io/kv";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { silentLogger } from "../../actors/deps.js";
-import { createSubjects } from "../../protocol/index.js";
+import { createSubjects, decode, TaskEvent, TaskOutcome } from "../../protocol/index.js";
 import type { InspectMessage } from "../../protocol/inspect.js";
 import { DirigentClient } from "../../runtime/client.js";
 import { GoalClient } from "../../runtime/goal-client.js";
@@ -94,11 +94,13 @@ describe("each role as its own user", () => {
     expect(outcome).toMatchObject({ taskId, status: "COMPLETE", content: "permitted answer" });
     expect(await api.get(taskId)).toMatchObject({ taskId, state: "completed" });
     expect(await api.cancel(taskId)).toMatchObject({ taskId, cancelled: false });
-    // What a Director checks on a redelivered final task: its result is in the events stream.
+    // What a Director reads of the events stream: a redelivered final task's result, a task's last event.
     const director = transports[3];
-    if (director?.published) {
-      expect(await director.published(subjects.taskResult(taskId))).toBe(true);
-      expect(await director.published(subjects.taskResult(newTaskId()))).toBe(false);
+    expect(director?.lastPublished).toBeDefined();
+    if (director?.lastPublished) {
+      expect(decode(TaskOutcome, (await director.lastPublished(subjects.taskResult(taskId))) ?? new Uint8Array(0))).toMatchObject({ ok: true, value: { taskId } });
+      expect(decode(TaskEvent, (await director.lastPublished(subjects.taskEvents(taskId))) ?? new Uint8Array(0))).toMatchObject({ ok: true, value: { state: "completed" } });
+      expect(await director.lastPublished(subjects.taskResult(newTaskId()))).toBeUndefined();
     }
     expect(violations()).toEqual([]);
   });
