@@ -20,8 +20,11 @@ import { copyOf, runHandler, type BusErrorHandler, type ClosableBus } from "./bu
  * @example subjectMatches("a.*.c", "a.b.c") // true
  */
 export function subjectMatches(pattern: string, subject: string): boolean {
-  const p = pattern.split(".");
-  const s = subject.split(".");
+  return tokensMatch(pattern.split("."), subject.split("."));
+}
+
+/** {@link subjectMatches} on subjects split into tokens (a subscription splits its pattern once, a message its subject). */
+function tokensMatch(p: readonly string[], s: readonly string[]): boolean {
   for (let i = 0; i < p.length; i++) {
     const token = p[i];
     if (token === ">" && i === p.length - 1) return s.length > i;
@@ -32,7 +35,8 @@ export function subjectMatches(pattern: string, subject: string): boolean {
 }
 
 interface MemorySub {
-  readonly pattern: string;
+  /** The subscribed subject, split into tokens. */
+  readonly pattern: readonly string[];
   readonly queue: string | undefined;
   active: boolean;
   deliver(msg: BusMessage): void;
@@ -71,7 +75,7 @@ export class MemoryBus implements ClosableBus {
     const inFlight = new Set<Promise<void>>();
     const onError = this.#onError;
     const sub: MemorySub = {
-      pattern: subject,
+      pattern: subject.split("."),
       queue: options.queue,
       active: true,
       deliver(msg) {
@@ -146,8 +150,9 @@ export class MemoryBus implements ClosableBus {
   ): number {
     const targets: MemorySub[] = [];
     const groups = new Map<string, MemorySub[]>();
+    const tokens = subject.split(".");
     for (const sub of this.#subs) {
-      if (!subjectMatches(sub.pattern, subject)) continue;
+      if (!tokensMatch(sub.pattern, tokens)) continue;
       if (sub.queue === undefined) {
         targets.push(sub);
       } else {
