@@ -59,6 +59,16 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
    * arrive in their order; and is dropped when the submission was a duplicate (the queue item removed, by sequence).
    */
   const announcing = new Map<string, Promise<number | undefined>>();
+  /**
+   * Queue items this process removed lately (a duplicate submission's, a task cancelled while queued), by task id: one
+   * already on its way here when it was removed is dropped when it arrives, not run. The latest 1,000.
+   */
+  const removed = new Map<string, number>();
+  const remember = (taskId: string, seq: number) => {
+    removed.delete(taskId);
+    removed.set(taskId, seq);
+    if (removed.size > 1000) removed.delete(removed.keys().next().value as string);
+  };
   /** Tasks whose claim is being written, with their latest delivery. */
   const pendingClaims = new Map<string, { item: WorkItem }>();
   /** Set by `stop`: take no new task, hand back the ones running. */
@@ -158,8 +168,10 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
     }
     if (draining) return item.nak();
     const gate = announcing.get(item.id);
-    // The submission turned out a duplicate, and this item, queued for it, was removed: not to be run.
+    // The submission turned out a duplicate, and this item, queued for it, was removed: not to be run. So is an item
+    // removed before it arrived here.
     if (gate !== undefined && (await gate) === item.seq) return void (await item.ack().catch(() => undefined));
+    if (removed.get(item.id) === item.seq) return void (await item.ack().catch(() => undefined));
     const queued = queuedRecord(item.data);
     if (!queued.ok) {
       log.warn({ taskId: item.id, err: queued.message }, "unreadable intake item; dropped");
@@ -306,6 +318,7 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
       return actor === undefined ? undefined : stateOf(actor.getSnapshot());
     },
     publishEvent,
+    removed: remember,
     ...(config.lastPublished ? { lastPublished: config.lastPublished } : {}),
   });
 
@@ -331,7 +344,14 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
       async (msg) => {
         let announced: ((discarded: number | undefined) => void) | undefined;
         const queuing = (taskId: string) => {
-          const gate = new Promise<number | undefined>((resolve) => (announced = (discarded) => (announcing.delete(taskId), resolve(discarded))));
+          const gate = new Promise<number | undefined>(
+            (resolve) =>
+              (announced = (discarded) => {
+                announcing.delete(taskId);
+                if (discarded !== undefined) remember(taskId, discarded);
+                resolve(discarded);
+              }),
+          );
           announcing.set(taskId, gate);
         };
         let accepted: Awaited<ReturnType<typeof handleSubmit>>;
