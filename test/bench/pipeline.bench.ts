@@ -90,6 +90,15 @@ describe("dirigent vs BullMQ vs raw NATS", () => {
     once(async () => {
       const p50: Record<string, number[]> = { dirigent: [], nats: [], bullmq: [] };
       const p99: Record<string, number[]> = { dirigent: [], nats: [], bullmq: [] };
+      // CPU of this process per task, one at a time (what a task costs when nothing is shared between tasks).
+      const cpu: Record<string, number[]> = { dirigent: [], bullmq: [] };
+      const withCpu = (name: string, run: () => Promise<number>) => async () => {
+        const before = process.cpuUsage();
+        const p50ms = await run();
+        const used = process.cpuUsage(before);
+        cpu[name]?.push((used.user + used.system) / LATENCY_TASKS);
+        return p50ms;
+      };
       const note = (name: string, samples: number[]) => {
         p50[name]?.push(percentile(samples, 50));
         p99[name]?.push(percentile(samples, 99));
@@ -108,21 +117,21 @@ describe("dirigent vs BullMQ vs raw NATS", () => {
         return samples;
       };
       const variants: Record<string, () => Promise<number>> = {
-        dirigent: async () => {
+        dirigent: withCpu("dirigent", async () => {
           const samples: number[] = [];
           for (let i = 0; i < LATENCY_TASKS; i++) samples.push(await pipeline.latency());
           return note("dirigent", samples);
-        },
+        }),
         nats: async () => note("nats", await natsRound()),
       };
       if (redis) {
         const connection = redis.connection;
-        variants["bullmq"] = async () => note("bullmq", await bullLatencies(connection, LATENCY_TASKS, 50));
+        variants["bullmq"] = withCpu("bullmq", async () => note("bullmq", await bullLatencies(connection, LATENCY_TASKS, 50)));
       }
       await alternate(variants, REPEATS);
       await echo.unsubscribe();
       // The warm-up round is the first entry of each list.
-      for (const list of [...Object.values(p50), ...Object.values(p99)]) list.shift();
+      for (const list of [...Object.values(p50), ...Object.values(p99), ...Object.values(cpu)]) list.shift();
       const workload = `2 trivial-task latency (${LATENCY_TASKS} one at a time)`;
       const ours = median(p50["dirigent"] ?? []);
       const theirs = redis ? median(p50["bullmq"] ?? []) : undefined;
@@ -140,6 +149,8 @@ describe("dirigent vs BullMQ vs raw NATS", () => {
       record({ order: 2.2, workload, variant: "dirigent submit → result, p99", unit: "ms", figure: figureOf(p99["dirigent"] ?? []) });
       record({ order: 2.3, workload, variant: "raw NATS request/reply round trip, p50", unit: "ms", figure: figureOf(p50["nats"] ?? []) });
       record({ order: 2.4, workload, variant: "raw NATS request/reply round trip, p99", unit: "ms", figure: figureOf(p99["nats"] ?? []) });
+      record({ order: 2.7, workload, variant: "dirigent: CPU of this process per task, one at a time (submitter and the four roles)", unit: "µs", figure: figureOf(cpu["dirigent"] ?? []) });
+      if (redis) record({ order: 2.8, workload, variant: "BullMQ: CPU of this process per job, one at a time (queue, worker and QueueEvents)", unit: "µs", figure: figureOf(cpu["bullmq"] ?? []) });
       if (redis) {
         record({ order: 2.5, workload, variant: "BullMQ add → completed (QueueEvents), p50", unit: "ms", figure: figureOf(p50["bullmq"] ?? []) });
         record({ order: 2.6, workload, variant: "BullMQ add → completed (QueueEvents), p99", unit: "ms", figure: figureOf(p99["bullmq"] ?? []) });
