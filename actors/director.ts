@@ -30,6 +30,7 @@ import { inspectOption } from "./inspect-option.js";
 import { compilePrompt } from "./director-compile.js";
 import { claimTask, holds, pendingClaim, readRecord, writeClaimed, type Claim } from "./director-records.js";
 import { restorable } from "./director-snapshot.js";
+import { deliveryGates } from "./director-gates.js";
 import { createTaskActor, failedContext, outcomeOf, startHeartbeat, stateOf, type RunningTask, type TaskEffects } from "./director-task.js";
 import { handleSubmit, queuedRecord } from "./intake.js";
 import { taskRequests } from "./director-requests.js";
@@ -53,22 +54,8 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
   const { bus, subjects, log } = deps;
   const owned = new Map<string, RunningTask>();
   const owner = `director-${deps.newId()}`;
-  /**
-   * Submissions of this process not answered yet: a task delivered here before its `task.queued` event went out
-   * (the queue can deliver it before its submitter has the queue's acknowledgement) waits for it, so its events
-   * arrive in their order; and is dropped when the submission was a duplicate (the queue item removed, by sequence).
-   */
-  const announcing = new Map<string, Promise<number | undefined>>();
-  /**
-   * Queue items this process removed lately (a duplicate submission's, a task cancelled while queued), by task id: one
-   * already on its way here when it was removed is dropped when it arrives, not run. The latest 1,000.
-   */
-  const removed = new Map<string, number>();
-  const remember = (taskId: string, seq: number) => {
-    removed.delete(taskId);
-    removed.set(taskId, seq);
-    if (removed.size > 1000) removed.delete(removed.keys().next().value as string);
-  };
+  /** Deliveries wait for their submission's answer from this process, and those of items it removed are dropped. */
+  const gates = deliveryGates();
   /** Tasks whose claim is being written, with their latest delivery. */
   const pendingClaims = new Map<string, { item: WorkItem }>();
   /** Set by `stop`: take no new task, hand back the ones running. */
@@ -167,11 +154,8 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
       return;
     }
     if (draining) return item.nak();
-    const gate = announcing.get(item.id);
-    // The submission turned out a duplicate, and this item, queued for it, was removed: not to be run. So is an item
-    // removed before it arrived here.
-    if (gate !== undefined && (await gate) === item.seq) return void (await item.ack().catch(() => undefined));
-    if (removed.get(item.id) === item.seq) return void (await item.ack().catch(() => undefined));
+    // Removed while on its way here (the submission turned out a duplicate, the task was cancelled): not to be run.
+    if (await gates.dropped(item)) return void (await item.ack().catch(() => undefined));
     const queued = queuedRecord(item.data);
     if (!queued.ok) {
       log.warn({ taskId: item.id, err: queued.message }, "unreadable intake item; dropped");
@@ -318,7 +302,7 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
       return actor === undefined ? undefined : stateOf(actor.getSnapshot());
     },
     publishEvent,
-    removed: remember,
+    removed: gates.removed,
     ...(config.lastPublished ? { lastPublished: config.lastPublished } : {}),
   });
 
@@ -343,17 +327,7 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
       subjects.submit,
       async (msg) => {
         let announced: ((discarded: number | undefined) => void) | undefined;
-        const queuing = (taskId: string) => {
-          const gate = new Promise<number | undefined>(
-            (resolve) =>
-              (announced = (discarded) => {
-                announcing.delete(taskId);
-                if (discarded !== undefined) remember(taskId, discarded);
-                resolve(discarded);
-              }),
-          );
-          announcing.set(taskId, gate);
-        };
+        const queuing = (taskId: string) => void (announced = gates.submitting(taskId));
         let accepted: Awaited<ReturnType<typeof handleSubmit>>;
         try {
           accepted = await handleSubmit(deps, store, queue, msg, queuing);
