@@ -124,7 +124,10 @@ export interface WorkItem {
    * is told apart from a redelivery of the first.
    */
   readonly seq: number;
-  /** Removes it from the queue for good. */
+  /**
+   * Removes it from the queue for good. Not confirmed: it resolves once the ack is sent, and a lost one costs a
+   * redelivery (which a Director acks and ignores: the outcome is stored before the ack).
+   */
   ack(): Promise<void>;
   /** Hands it back for redelivery, after `delayMs` when given (a queue may redeliver sooner). */
   nak(delayMs?: number): void;
@@ -141,7 +144,8 @@ export interface WorkQueue {
   enqueue(id: string, data: Uint8Array): Promise<{ duplicate: boolean; seq: number }>;
   /**
    * The item queued under `id`, delivered or not, until it is acknowledged: its body and {@link WorkItem.seq}.
-   * `undefined` when there is none.
+   * `undefined` when there is none. An ack is not confirmed ({@link WorkItem.ack}): the item may still be found for
+   * the moment the queue takes to act on it.
    */
   peek(id: string): Promise<{ data: Uint8Array; seq: number } | undefined>;
   /** Removes the item queued under `id` at `seq` ({@link WorkItem.seq}), delivered or not; nothing when it is gone. */
