@@ -148,7 +148,10 @@ export interface WorkQueue {
    * the moment the queue takes to act on it.
    */
   peek(id: string): Promise<{ data: Uint8Array; seq: number } | undefined>;
-  /** Removes the item queued under `id` at `seq` ({@link WorkItem.seq}), delivered or not; nothing when it is gone. */
+  /**
+   * Removes the item queued under `id` at `seq` ({@link WorkItem.seq}), delivered or not; nothing when it is gone. A
+   * delivery of it to this process whose handler has not started is not handed out.
+   */
   discard(id: string, seq: number): Promise<void>;
   /** An item neither acked, naked nor marked {@link WorkItem.working} for this long is redelivered. */
   readonly ackWaitMs: number;

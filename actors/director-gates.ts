@@ -1,59 +1,37 @@
 /**
- * What a Director checks before it runs a delivered queue item: whether its submission, answered by this process, has
- * gone out yet, and whether this process removed the item meanwhile.
+ * What a Director waits for before it runs a delivered queue item: the answer to the item's submission, when this
+ * process is still giving it. The queue can deliver an item before its submitter has the queue's acknowledgement; the
+ * task's `task.queued` event goes out first, and an item the submission removed again (a duplicate) does not run.
  */
 import type { WorkItem } from "./bus.js";
 
-/** How many removed queue items a Director remembers. */
-const REMEMBERED = 1000;
-
-/** The gates of one Director. */
-export interface DeliveryGates {
+/** The submission gates of one Director. */
+export interface SubmissionGates {
   /**
-   * Opens the gate of a submission this process is answering (the task id is known, the item is about to be queued);
-   * returns the function that closes it once answered, with the sequence of the item removed again, if any.
+   * Opens the gate of a submission this process is answering (its task id known, its item about to be queued); returns
+   * the function that closes it once answered, with the sequence of the item removed again, if any.
    */
   submitting(taskId: string): (discarded: number | undefined) => void;
-  /** Notes that this process removed the queue item `seq` of `taskId` (a task cancelled while queued). */
-  removed(taskId: string, seq: number): void;
-  /**
-   * Whether a delivered item is not to run: waits for the answer of its submission when this process is still giving
-   * it (so the task's events go out in their order), then tells whether the item was removed.
-   */
+  /** Waits for the answer to the item's submission when this process is giving it; true when it removed the item. */
   dropped(item: WorkItem): Promise<boolean>;
 }
 
-/** Makes the {@link DeliveryGates} of one Director. */
-export function deliveryGates(): DeliveryGates {
-  /**
-   * Submissions of this process not answered yet: a task delivered here before its `task.queued` event went out
-   * (the queue can deliver it before its submitter has the queue's acknowledgement) waits for it.
-   */
-  const announcing = new Map<string, Promise<void>>();
-  /**
-   * Queue items this process removed lately (a duplicate submission's, a task cancelled while queued), by task id: one
-   * already on its way here when it was removed is dropped when it arrives, not run.
-   */
-  const removedItems = new Map<string, number>();
-  const removed = (taskId: string, seq: number) => {
-    removedItems.delete(taskId);
-    removedItems.set(taskId, seq);
-    if (removedItems.size > REMEMBERED) removedItems.delete(removedItems.keys().next().value as string);
-  };
+/** Makes the {@link SubmissionGates} of one Director. */
+export function submissionGates(): SubmissionGates {
+  /** Submissions of this process not answered yet, resolving to the sequence of the item they removed again, if any. */
+  const answering = new Map<string, Promise<number | undefined>>();
   return {
     submitting(taskId) {
-      let open: () => void = () => undefined;
-      announcing.set(taskId, new Promise<void>((resolve) => (open = resolve)));
+      let close: (discarded: number | undefined) => void = () => undefined;
+      answering.set(taskId, new Promise((resolve) => (close = resolve)));
       return (discarded) => {
-        if (discarded !== undefined) removed(taskId, discarded);
-        announcing.delete(taskId);
-        open();
+        answering.delete(taskId);
+        close(discarded);
       };
     },
-    removed,
     async dropped(item) {
-      await announcing.get(item.id);
-      return removedItems.get(item.id) === item.seq;
+      const gate = answering.get(item.id);
+      return gate !== undefined && (await gate) === item.seq;
     },
   };
 }

@@ -28,8 +28,6 @@ export interface TaskRequestHooks {
   liveState(taskId: string): TaskState | undefined;
   /** Publishes a task event. */
   publishEvent(taskId: string, seq: number, type: string, state: TaskState, message?: string): void;
-  /** Tells the Director the queue item `seq` of `taskId` was removed (a delivery of it on its way is not to run). */
-  removed?: (taskId: string, seq: number) => void;
   /** The last message stored on `subject` (the events stream), when events are stored. */
   lastPublished?: (subject: string) => Promise<Uint8Array | undefined>;
 }
@@ -83,7 +81,6 @@ export function taskRequests(deps: ActorDeps, store: TaskStore, queue: WorkQueue
       const { record } = outcome;
       hooks.publishEvent(taskId, record.seq ?? 2, "task.cancelled", "cancelled", "cancelled");
       if (record.result) bus.publish(subjects.taskResult(taskId), encode(TaskOutcome, record.result));
-      hooks.removed?.(taskId, outcome.seq);
       await queue.discard(taskId, outcome.seq).catch((err: unknown) => log.warn({ taskId, err: messageOf(err) }, "could not remove the cancelled task's queue item"));
     }
     bus.publish(subjects.cancelBroadcast, encode(CancelBroadcast, { type: "task.cancel", taskId }));

@@ -30,7 +30,7 @@ import { inspectOption } from "./inspect-option.js";
 import { compilePrompt } from "./director-compile.js";
 import { claimTask, holds, pendingClaim, readRecord, writeClaimed, type Claim } from "./director-records.js";
 import { restorable } from "./director-snapshot.js";
-import { deliveryGates } from "./director-gates.js";
+import { submissionGates } from "./director-gates.js";
 import { createTaskActor, failedContext, outcomeOf, startHeartbeat, stateOf, type RunningTask, type TaskEffects } from "./director-task.js";
 import { handleSubmit, queuedRecord } from "./intake.js";
 import { taskRequests } from "./director-requests.js";
@@ -54,8 +54,8 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
   const { bus, subjects, log } = deps;
   const owned = new Map<string, RunningTask>();
   const owner = `director-${deps.newId()}`;
-  /** Deliveries wait for their submission's answer from this process, and those of items it removed are dropped. */
-  const gates = deliveryGates();
+  /** Deliveries wait for their submission's answer from this process (actors/director-gates.ts). */
+  const gates = submissionGates();
   /** Tasks whose claim is being written, with their latest delivery. */
   const pendingClaims = new Map<string, { item: WorkItem }>();
   /** Set by `stop`: take no new task, hand back the ones running. */
@@ -154,7 +154,7 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
       return;
     }
     if (draining) return item.nak();
-    // Removed while on its way here (the submission turned out a duplicate, the task was cancelled): not to be run.
+    // The submission turned out a duplicate, and this item, queued for it, was removed: not to be run.
     if (await gates.dropped(item)) return void (await item.ack().catch(() => undefined));
     const queued = queuedRecord(item.data);
     if (!queued.ok) {
@@ -302,7 +302,6 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
       return actor === undefined ? undefined : stateOf(actor.getSnapshot());
     },
     publishEvent,
-    removed: gates.removed,
     ...(config.lastPublished ? { lastPublished: config.lastPublished } : {}),
   });
 

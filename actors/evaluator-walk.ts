@@ -12,7 +12,7 @@ import { evaluateTest } from "../machines/expression.js";
 import { reduceMachine, type ResolvedItems } from "../machines/reduce.js";
 import { sequentialMachine } from "../machines/sequential.js";
 import type { CompileReply, CompileRequest, CondNode, ContinuationKind, InputRequest, SessionState, TaskNode, TaskResult, TemplateDocument } from "../protocol/index.js";
-import { bindInputs, bindInputsNow, resolveItems } from "./evaluator-bind.js";
+import { bindInputs, bindInputsNow, resolveItems, type EvaluateInputTask } from "./evaluator-bind.js";
 import { budgetScopes, type BudgetScope } from "./evaluator-budget.js";
 import { reparseNode } from "./evaluator-reparse.js";
 import { provideContinuationFor, type ContinuationScope } from "./evaluator-continuation.js";
@@ -128,6 +128,12 @@ type WalkScope = { readonly walk: Walk; readonly depth: number; readonly inline:
 const scopes = systemScope<WalkScope>("an evaluation actor runs outside a walk");
 const scopeOf = (system: unknown) => scopes.of(system);
 
+/** Evaluates the nested task of an input of a node of the walk of `system`, one level deeper. */
+function inputTasksOf(system: unknown, signal: AbortSignal): EvaluateInputTask {
+  const { walk, depth } = scopeOf(system);
+  return (path, env) => evaluateNode(walk, path, env, depth + 1, signal);
+}
+
 function taskAt(walk: Walk, path: string): TaskNode {
   const node = nodeAt(walk.document, path);
   if (node?.kind !== "task") throw new Error(`node ${path} is not a task`);
@@ -183,9 +189,8 @@ function buildWalkMachine() {
     },
     actors: {
       bindInputs: fromPromise<BindOutcome, { path: string; env: Env; entry: boolean }>(({ input, signal, system }) => {
-        const { walk, depth } = scopeOf(system);
-        const evaluate = (path: string, env: Env) => evaluateNode(walk, path, env, depth + 1, signal);
-        return bindInputs(evaluate, taskAt(walk, input.path), input.path, input.env, input.entry);
+        const { walk } = scopeOf(system);
+        return bindInputs(inputTasksOf(system, signal), taskAt(walk, input.path), input.path, input.env, input.entry);
       }),
       runAtomic: fromPromise<SuspendedResult, { path: string; env: Env }>(async ({ input, signal, system }) => {
         const { walk, depth, inline } = scopeOf(system);
@@ -259,9 +264,8 @@ function buildWalkMachine() {
         actors: {
           runStep,
           resolveItems: fromPromise<ResolvedItems, { path: string; env: Env }>(({ input, signal, system }) => {
-            const { walk, depth } = scopeOf(system);
-            const evaluate = (path: string, env: Env) => evaluateNode(walk, path, env, depth + 1, signal);
-            return resolveItems(evaluate, taskAt(walk, input.path), input.path, input.env);
+            const { walk } = scopeOf(system);
+            return resolveItems(inputTasksOf(system, signal), taskAt(walk, input.path), input.path, input.env);
           }),
         },
       }),

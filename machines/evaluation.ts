@@ -115,13 +115,6 @@ export function boundNow(bind: () => BindOutcome): { env: Env } | { result: Task
   }
 }
 
-/** Nodes whose inputs are bound before they run: tasks, but reduce (it folds its inputs itself) unless a library reference. */
-function bindable(node: EvalNode): boolean {
-  if (node.kind !== "task") return false;
-  if (node.ref !== undefined) return true;
-  const type = node.type ?? "atomic";
-  return ATOMIC_TYPES.has(type) || ["sequential", "script", "director_evaluator_loop", "judge_loop"].includes(type);
-}
 
 /** An error decomposition may recover from: a resource ran out (not the task's budget), or the error says it is recoverable. */
 export function recoverableError(error: TaskError | undefined): boolean {
@@ -137,6 +130,20 @@ export function recoverable(result: TaskResult): boolean {
 }
 
 const isTask = (node: EvalNode, type: string) => node.kind === "task" && (node.type ?? "atomic") === type;
+
+/** How a node runs, by its kind and type (the machine's guards). */
+const runsAs = {
+  ref: (node: EvalNode) => node.kind === "task" && node.ref !== undefined,
+  atomic: (node: EvalNode) => node.kind === "task" && node.ref === undefined && ATOMIC_TYPES.has(node.type ?? "atomic"),
+  sequential: (node: EvalNode) => isTask(node, "sequential"),
+  script: (node: EvalNode) => node.ref === undefined && isTask(node, "script"),
+  // A loop without its director or evaluator reaches the child machine, which answers input_validation_failure.
+  loop: (node: EvalNode) => node.ref === undefined && isTask(node, "director_evaluator_loop"),
+  checkmate: (node: EvalNode) => node.ref === undefined && isTask(node, "judge_loop"),
+};
+
+/** Nodes whose inputs are bound before they run: those routed through `bound` (reduce folds its inputs itself). */
+const bindable = (node: EvalNode) => Object.values(runsAs).some((runs) => runs(node));
 
 /** The evaluation machine. */
 export const evaluationMachine = setup({
@@ -165,14 +172,13 @@ export const evaluationMachine = setup({
     reduce: reduceMachine,
   },
   guards: {
-    isAtomic: ({ context }) => context.node.kind === "task" && context.node.ref === undefined && ATOMIC_TYPES.has(context.node.type ?? "atomic"),
-    isRef: ({ context }) => context.node.kind === "task" && context.node.ref !== undefined,
-    isSequential: ({ context }) => isTask(context.node, "sequential"),
+    isAtomic: ({ context }) => runsAs.atomic(context.node),
+    isRef: ({ context }) => runsAs.ref(context.node),
+    isSequential: ({ context }) => runsAs.sequential(context.node),
     isReduce: ({ context }) => isTask(context.node, "reduce"),
-    isScript: ({ context }) => context.node.ref === undefined && isTask(context.node, "script"),
-    // A loop without its director or evaluator reaches the child machine, which answers input_validation_failure.
-    isLoop: ({ context }) => context.node.ref === undefined && isTask(context.node, "director_evaluator_loop"),
-    isCheckmate: ({ context }) => context.node.ref === undefined && isTask(context.node, "judge_loop"),
+    isScript: ({ context }) => runsAs.script(context.node),
+    isLoop: ({ context }) => runsAs.loop(context.node),
+    isCheckmate: ({ context }) => runsAs.checkmate(context.node),
     isCall: ({ context }) => context.node.kind === "call",
     isCond: ({ context }) => context.node.kind === "cond",
     isBindable: ({ context }) => bindable(context.node),

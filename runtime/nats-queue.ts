@@ -32,6 +32,8 @@ const RETRY_PAUSE_MS = 500;
 /** Items started per turn of the event loop. */
 const START_BATCH = 64;
 const DEFAULT_ACK_WAIT_MS = 30_000;
+/** How many discarded items a queue remembers, to drop a delivery of one that was already on its way. */
+const REMEMBERED_DISCARDS = 1000;
 /** Default of {@link WorkQueueOptions.maxAckPending}: room for 10,000 tasks in flight in one process and more in others. */
 export const DEFAULT_MAX_ACK_PENDING = 20_000;
 
@@ -149,6 +151,8 @@ export class JetStreamWorkQueue implements WorkQueue {
   readonly #onError: BusErrorHandler;
   readonly #maxAckPending: number;
   readonly #pullExpiresMs: number;
+  /** Sequences of the items this process discarded lately, oldest first. */
+  readonly #discarded = new Set<number>();
 
   /** Use {@link openWorkQueue}, which also creates the stream and consumer. */
   constructor(nc: NatsConnection, subjects: Subjects, options: WorkQueueOptions & { maxAckPending: number }) {
@@ -172,8 +176,13 @@ export class JetStreamWorkQueue implements WorkQueue {
     return this.#wire.lastBySubject(this.#subjects.intakeStream, this.#subjects.intake(id));
   }
 
-  /** Deletes the item at `seq` from the stream (`STREAM.MSG.DELETE`); one already gone is fine. */
+  /**
+   * Deletes the item at `seq` from the stream (`STREAM.MSG.DELETE`); one already gone is fine. A delivery of it already
+   * received by this process (sent before the delete) is dropped rather than handed out.
+   */
   async discard(_id: string, seq: number): Promise<void> {
+    this.#discarded.add(seq);
+    if (this.#discarded.size > REMEMBERED_DISCARDS) this.#discarded.delete(this.#discarded.values().next().value as number);
     const api = `$JS.API.STREAM.MSG.DELETE.${this.#subjects.intakeStream}`;
     const answer = await this.#wire.request(api, encoder.encode(JSON.stringify({ seq, no_erase: true })), { timeoutMs: 5000 });
     try {
@@ -235,6 +244,8 @@ export class JetStreamWorkQueue implements WorkQueue {
       retry = setTimeout(pull, RETRY_PAUSE_MS);
     };
     const start = (msg: Msg) => {
+      // Discarded here after the server sent it: gone from the stream, so the ack only settles the delivery.
+      if (this.#discarded.has(deliveryOf(msg.reply ?? "")?.seq ?? 0)) return void nc.publish(msg.reply ?? "", ACK);
       running++;
       const done = this.#handle(handler, msg).finally(() => {
         running--;

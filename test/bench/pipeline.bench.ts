@@ -38,6 +38,17 @@ afterAll(async () => {
 
 const skipped = "skipped: redis-server not on PATH";
 
+/** `run`, adding to `into` the CPU this process spent on it per task (user + system, all threads), `tasks` tasks a run. */
+function withCpu<T>(into: number[] | undefined, tasks: number, run: () => Promise<T>): () => Promise<T> {
+  return async () => {
+    const before = process.cpuUsage();
+    const result = await run();
+    const used = process.cpuUsage(before);
+    into?.push((used.user + used.system) / tasks);
+    return result;
+  };
+}
+
 describe("dirigent vs BullMQ vs raw NATS", () => {
   bench(
     "1 trivial-task throughput",
@@ -45,17 +56,10 @@ describe("dirigent vs BullMQ vs raw NATS", () => {
       // The CPU this process spends per task (user + system, all threads) in the same runs: the NATS or Redis
       // server's own is not in it.
       const cpu: Record<string, number[]> = { dirigent: [], bullmq: [] };
-      const withCpu = (name: string, run: () => Promise<number>) => async () => {
-        const before = process.cpuUsage();
-        const rate = await run();
-        const used = process.cpuUsage(before);
-        cpu[name]?.push((used.user + used.system) / TASKS);
-        return rate;
-      };
-      const variants: Record<string, () => Promise<number>> = { dirigent: withCpu("dirigent", () => pipeline.throughput(TASKS)) };
+      const variants: Record<string, () => Promise<number>> = { dirigent: withCpu(cpu.dirigent, TASKS, () => pipeline.throughput(TASKS)) };
       if (redis) {
         const connection = redis.connection;
-        variants["bullmq"] = withCpu("bullmq", () => bullThroughput(connection, TASKS, 50));
+        variants["bullmq"] = withCpu(cpu.bullmq, TASKS, () => bullThroughput(connection, TASKS, 50));
       }
       const runs = await alternate(variants, REPEATS);
       // The warm-up round is the first entry of each list.
@@ -92,13 +96,6 @@ describe("dirigent vs BullMQ vs raw NATS", () => {
       const p99: Record<string, number[]> = { dirigent: [], nats: [], bullmq: [] };
       // CPU of this process per task, one at a time (what a task costs when nothing is shared between tasks).
       const cpu: Record<string, number[]> = { dirigent: [], bullmq: [] };
-      const withCpu = (name: string, run: () => Promise<number>) => async () => {
-        const before = process.cpuUsage();
-        const p50ms = await run();
-        const used = process.cpuUsage(before);
-        cpu[name]?.push((used.user + used.system) / LATENCY_TASKS);
-        return p50ms;
-      };
       const note = (name: string, samples: number[]) => {
         p50[name]?.push(percentile(samples, 50));
         p99[name]?.push(percentile(samples, 99));
@@ -117,7 +114,7 @@ describe("dirigent vs BullMQ vs raw NATS", () => {
         return samples;
       };
       const variants: Record<string, () => Promise<number>> = {
-        dirigent: withCpu("dirigent", async () => {
+        dirigent: withCpu(cpu.dirigent, LATENCY_TASKS, async () => {
           const samples: number[] = [];
           for (let i = 0; i < LATENCY_TASKS; i++) samples.push(await pipeline.latency());
           return note("dirigent", samples);
@@ -126,7 +123,7 @@ describe("dirigent vs BullMQ vs raw NATS", () => {
       };
       if (redis) {
         const connection = redis.connection;
-        variants["bullmq"] = withCpu("bullmq", async () => note("bullmq", await bullLatencies(connection, LATENCY_TASKS, 50)));
+        variants["bullmq"] = withCpu(cpu.bullmq, LATENCY_TASKS, async () => note("bullmq", await bullLatencies(connection, LATENCY_TASKS, 50)));
       }
       await alternate(variants, REPEATS);
       await echo.unsubscribe();

@@ -20,16 +20,21 @@ export interface QueueContractContext {
 /** Registers the work-queue tests in the current `describe`. */
 export function workQueueContract(ctx: QueueContractContext): void {
   const { consume, ackWaitMs } = ctx;
+  /** Consumes two at a time, acking each item; records them as acked. */
+  const ackAll = () => {
+    const got = new Recorder<WorkItem>();
+    consume(async (item) => {
+      await item.ack();
+      got.push(item);
+    }, 2);
+    return got;
+  };
     it("drops a second item with the same id", async () => {
       const first = await ctx.queue().enqueue("job-1", text.encode("first"));
       expect(first).toEqual({ duplicate: false, seq: expect.any(Number) });
       // The duplicate names the item that was queued.
       expect(await ctx.queue().enqueue("job-1", text.encode("second"))).toEqual({ duplicate: true, seq: first.seq });
-      const got = new Recorder<WorkItem>();
-      consume(async (item) => {
-        await item.ack();
-        got.push(item);
-      }, 2);
+      const got = ackAll();
       const [item] = await got.count(1);
       expect(item?.id).toBe("job-1");
       expect(text.decode(item?.data ?? new Uint8Array())).toBe("first");
@@ -50,11 +55,7 @@ export function workQueueContract(ctx: QueueContractContext): void {
       expect(await ctx.queue().peek("peek-2")).toBeUndefined();
       // Discarding what is gone already is fine.
       await ctx.queue().discard("peek-2", b.seq);
-      const got = new Recorder<WorkItem>();
-      consume(async (item) => {
-        await item.ack();
-        got.push(item);
-      }, 2);
+      const got = ackAll();
       const [item] = await got.count(1);
       expect(item).toMatchObject({ id: "peek-1", seq: a.seq, deliveries: 1 });
       // An ack is not confirmed: the server drops the item once it has acted on it (nats-server does that apart from
@@ -64,6 +65,22 @@ export function workQueueContract(ctx: QueueContractContext): void {
       await got.count(2);
       // The discarded item never came.
       expect(got.values.map((i) => i.id)).toEqual(["peek-1", "peek-3"]);
+    });
+
+    it("does not hand out an item discarded after it reached this process, before its handler started", async () => {
+      await ctx.queue().enqueue("gone-1", text.encode("one"));
+      const second = await ctx.queue().enqueue("gone-2", text.encode("two"));
+      const got = new Recorder<string>();
+      consume(async (item) => {
+        // The first handler removes the second item, delivered with it (or about to be): it is not to be handed out.
+        if (item.id === "gone-1") void ctx.queue().discard("gone-2", second.seq);
+        await item.ack();
+        got.push(item.id);
+      }, 2);
+      await got.count(1);
+      await ctx.queue().enqueue("gone-3", text.encode("three"));
+      await got.count(2);
+      expect(got.values).toEqual(["gone-1", "gone-3"]);
     });
 
     it("runs at most `concurrency` handlers at once", async () => {

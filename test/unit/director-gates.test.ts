@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { WorkItem } from "../../actors/bus.js";
-import { deliveryGates } from "../../actors/director-gates.js";
+import { submissionGates } from "../../actors/director-gates.js";
 
 const item = (id: string, seq: number): WorkItem => ({
   id,
@@ -12,9 +12,9 @@ const item = (id: string, seq: number): WorkItem => ({
   working: () => undefined,
 });
 
-describe("a Director's delivery gates", () => {
+describe("a Director's submission gates", () => {
   it("holds a delivery until its submission is answered, then drops it when that submission removed its item", async () => {
-    const gates = deliveryGates();
+    const gates = submissionGates();
     const close = gates.submitting("t1");
     let settled: boolean | undefined;
     const waiting = gates.dropped(item("t1", 7)).then((dropped) => (settled = dropped));
@@ -22,25 +22,21 @@ describe("a Director's delivery gates", () => {
     expect(settled).toBeUndefined();
     close(7);
     expect(await waiting).toBe(true);
-    // Another item of the same task (a later queueing) is not the removed one.
-    expect(await gates.dropped(item("t1", 8))).toBe(false);
   });
 
-  it("lets a delivery run once its submission is answered without removing anything", async () => {
-    const gates = deliveryGates();
+  it("lets a delivery run once its submission is answered without removing it, or another item of the task", async () => {
+    const gates = submissionGates();
     const close = gates.submitting("t2");
-    const waiting = gates.dropped(item("t2", 3));
+    const kept = gates.dropped(item("t2", 3));
     close(undefined);
-    expect(await waiting).toBe(false);
+    expect(await kept).toBe(false);
+    const other = gates.submitting("t3");
+    const later = gates.dropped(item("t3", 9));
+    other(8);
+    expect(await later).toBe(false);
   });
 
-  it("drops a delivery of an item removed by a cancel, and remembers the latest 1,000 removals", async () => {
-    const gates = deliveryGates();
-    gates.removed("c", 5);
-    expect(await gates.dropped(item("c", 5))).toBe(true);
-    for (let i = 0; i < 1000; i++) gates.removed(`x${i}`, i);
-    expect(await gates.dropped(item("c", 5))).toBe(false);
-    expect(await gates.dropped(item("x0", 0))).toBe(true);
-    expect(await gates.dropped(item("x999", 999))).toBe(true);
+  it("lets a delivery with no submission in this process run at once", async () => {
+    expect(await submissionGates().dropped(item("elsewhere", 1))).toBe(false);
   });
 });
