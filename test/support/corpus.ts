@@ -4,12 +4,33 @@
  * runs the runnable ones; `test/unit/template/corpus-doc.test.ts` checks that docs/corpus.md is this table.
  * The corpus files are read at test time and never copied into the repository.
  */
+import { execFileSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
-import { join } from "node:path";
+import { isAbsolute, join } from "node:path";
 import { parseTemplate } from "../../actors/template/parse.js";
 
-/** Where the corpus is. */
-export const CORPUS_DIR = process.env.DIRIGENT_SEEDS_XML ?? join(import.meta.dirname, "../../../shared/seeds-xml");
+const REPO = join(import.meta.dirname, "../..");
+
+/**
+ * Where the corpus is: `DIRIGENT_SEEDS_XML`; else `shared/seeds-xml` beside this repository; else beside the repository
+ * this one was cloned from, when that is a directory here (a clean clone made elsewhere, e.g. `git clone . /tmp/x`).
+ */
+export const CORPUS_DIR = process.env.DIRIGENT_SEEDS_XML ?? corpusBeside(REPO) ?? corpusBeside(localOrigin()) ?? join(REPO, "../shared/seeds-xml");
+
+function corpusBeside(repo: string | undefined): string | undefined {
+  const dir = repo === undefined ? undefined : join(repo, "../shared/seeds-xml");
+  return dir !== undefined && existsSync(join(dir, "index.json")) ? dir : undefined;
+}
+
+/** The repository this one was cloned from, when its `origin` is a local directory. */
+function localOrigin(): string | undefined {
+  try {
+    const url = execFileSync("git", ["-C", REPO, "config", "--get", "remote.origin.url"], { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] }).trim();
+    return isAbsolute(url) ? url : undefined;
+  } catch {
+    return undefined;
+  }
+}
 
 /** One entry of the corpus's `index.json`. */
 export interface CorpusEntry {
@@ -24,7 +45,7 @@ export interface CorpusEntry {
 /** The corpus index; throws when the corpus is missing. */
 export function corpusIndex(): CorpusEntry[] {
   if (!existsSync(join(CORPUS_DIR, "index.json"))) {
-    throw new Error(`the seeds-xml corpus is missing at '${CORPUS_DIR}': clone shared/ beside the repository or set DIRIGENT_SEEDS_XML`);
+    throw new Error(`the seeds-xml corpus is missing at '${CORPUS_DIR}': put shared/ beside the repository or set DIRIGENT_SEEDS_XML`);
   }
   return JSON.parse(readFileSync(join(CORPUS_DIR, "index.json"), "utf8")) as CorpusEntry[];
 }

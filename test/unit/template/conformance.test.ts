@@ -6,6 +6,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { parseTemplate } from "../../../actors/template/parse.js";
+import { CORPUS_DIR } from "../../support/corpus.js";
 import type {
   CallNode,
   CondNode,
@@ -17,7 +18,7 @@ import type {
   TemplateWarningKind,
 } from "../../../protocol/template.js";
 
-const CORPUS = process.env.DIRIGENT_SEEDS_XML ?? join(import.meta.dirname, "../../../../shared/seeds-xml");
+const CORPUS = CORPUS_DIR;
 
 interface IndexEntry {
   id: string;
@@ -40,7 +41,7 @@ const DOCUMENTED_WARNINGS: readonly TemplateWarningKind[] = [
 ];
 
 if (!existsSync(join(CORPUS, "index.json"))) {
-  throw new Error(`the seeds-xml corpus is missing at '${CORPUS}': clone shared/ beside the repository or set DIRIGENT_SEEDS_XML`);
+  throw new Error(`the seeds-xml corpus is missing at '${CORPUS}': put shared/ beside the repository or set DIRIGENT_SEEDS_XML`);
 }
 const index = JSON.parse(readFileSync(join(CORPUS, "index.json"), "utf8")) as IndexEntry[];
 const xmlEra = (category: string) => index.filter((e) => e.category === category && e.era === "xml-era");

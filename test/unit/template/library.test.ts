@@ -6,9 +6,10 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createLibrary, type LibraryTemplate, libraryFromXml, loadLibrary } from "../../../actors/template/library.js";
 import { jaccard, wordSet } from "../../../actors/template/match.js";
 import { parseTemplate } from "../../../actors/template/parse.js";
+import { CORPUS_DIR } from "../../support/corpus.js";
 
 const STARTER = join(import.meta.dirname, "../../../templates");
-const CORPUS = process.env.DIRIGENT_SEEDS_XML ?? join(import.meta.dirname, "../../../../shared/seeds-xml");
+const CORPUS = CORPUS_DIR;
 
 let dir: string;
 
