@@ -1,6 +1,7 @@
 /**
  * Workloads 1–3 of `npm run bench` (issue 8): trivial-task throughput and latency through the full durable
- * pipeline against BullMQ on a private Redis and against a raw NATS round trip, and 10,000 tasks in flight whose
+ * pipeline against BullMQ on a private Redis, against a raw NATS round trip and against the same messages sent
+ * by hand without the runtime (test/bench/raw-pipeline.ts), and 10,000 tasks in flight whose
  * model answers after 1 s. Each comparison alternates its variants after a warm-up and repeats; the rows go to the
  * table of BENCHMARKS.md (test/bench/global-setup.ts). Sizes can be lowered for a quick look with
  * `BENCH_TASKS`, `BENCH_LATENCY_TASKS` and `BENCH_SCALE_TASKS`.
@@ -9,7 +10,8 @@ import { afterAll, beforeAll, bench, describe } from "vitest";
 import { startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 import { bullLatencies, bullThroughput, hasRedis, startTestRedis, type TestRedis } from "./bullmq.js";
 import { machinesPerTask } from "./machines-floor.js";
-import { gatedModel, startPipeline, stubModel, type Pipeline } from "./pipeline.js";
+import { gatedModel, startPipeline, stubModel, type Pipeline, type Submitter } from "./pipeline.js";
+import { startRawPipeline } from "./raw-pipeline.js";
 import { alternate, figureOf, fmt, median, once, percentile, record, WHOLE } from "./results.js";
 
 const REPEATS = 5;
@@ -22,15 +24,20 @@ const SCALE_CONCURRENCY = SCALE_TASKS;
 let server: TestNatsServer;
 let redis: TestRedis | undefined;
 let pipeline: Pipeline;
+/** The same messages as a dirigent task, written by hand without the runtime (test/bench/raw-pipeline.ts). */
+let raw: { clients: Submitter; wire: Submitter };
 
 beforeAll(async () => {
   server = await startTestNatsServer();
   if (hasRedis()) redis = await startTestRedis();
   else console.log("[bench] redis-server is not on PATH: the BullMQ columns are skipped");
   pipeline = await startPipeline(server.url, { concurrency: 64, callModel: stubModel() });
+  raw = { clients: await startRawPipeline(server.url, { concurrency: 64, io: "clients" }), wire: await startRawPipeline(server.url, { concurrency: 64, io: "wire" }) };
 });
 
 afterAll(async () => {
+  await raw?.clients.stop();
+  await raw?.wire.stop();
   await pipeline?.stop();
   await redis?.stop();
   await server?.stop();
@@ -49,14 +56,25 @@ function withCpu<T>(into: number[] | undefined, tasks: number, run: () => Promis
   };
 }
 
+/** Submit → result of `LATENCY_TASKS` tasks one after the other, ms each. */
+async function oneAtATime(submitter: Submitter): Promise<number[]> {
+  const samples: number[] = [];
+  for (let i = 0; i < LATENCY_TASKS; i++) samples.push(await submitter.latency());
+  return samples;
+}
+
 describe("dirigent vs BullMQ vs raw NATS", () => {
   bench(
     "1 trivial-task throughput",
     once(async () => {
       // The CPU this process spends per task (user + system, all threads) in the same runs: the NATS or Redis
       // server's own is not in it.
-      const cpu: Record<string, number[]> = { dirigent: [], bullmq: [] };
-      const variants: Record<string, () => Promise<number>> = { dirigent: withCpu(cpu.dirigent, TASKS, () => pipeline.throughput(TASKS)) };
+      const cpu: Record<string, number[]> = { dirigent: [], bullmq: [], wire: [] };
+      const variants: Record<string, () => Promise<number>> = {
+        dirigent: withCpu(cpu.dirigent, TASKS, () => pipeline.throughput(TASKS)),
+        clients: () => raw.clients.throughput(TASKS),
+        wire: withCpu(cpu.wire, TASKS, () => raw.wire.throughput(TASKS)),
+      };
       if (redis) {
         const connection = redis.connection;
         variants["bullmq"] = withCpu(cpu.bullmq, TASKS, () => bullThroughput(connection, TASKS, 50));
@@ -79,7 +97,13 @@ describe("dirigent vs BullMQ vs raw NATS", () => {
       });
       if (theirs) record({ order: 1.2, workload, variant: "BullMQ add + process, worker concurrency 50", unit: "jobs/s", figure: figureOf(theirs) });
       else record({ order: 1.2, workload, variant: "BullMQ add + process", unit: "jobs/s", note: skipped });
+      const versus = (runs: number[]) => (theirs ? { note: `(${fmt(median(runs) / median(theirs))}× BullMQ)` } : {});
+      const clients = runs["clients"] ?? [];
+      const wire = runs["wire"] ?? [];
+      record({ order: 1.21, workload, variant: `raw NATS, no runtime: the same messages and stores, by hand with nats.js' JetStream and KV clients`, unit: "tasks/s", figure: figureOf(clients), ...versus(clients) });
+      record({ order: 1.22, workload, variant: `raw NATS, no runtime: the same messages and stores over dirigent's wire and intake pull`, unit: "tasks/s", figure: figureOf(wire), ...versus(wire) });
       record({ order: 1.3, workload, variant: "dirigent: CPU of this process per task (submitter and the four roles; nats-server's not included)", unit: "µs", figure: figureOf(cpu["dirigent"] ?? []) });
+      record({ order: 1.35, workload, variant: "raw NATS over dirigent's wire: CPU of this process per task", unit: "µs", figure: figureOf(cpu["wire"] ?? []) });
       if (theirs) record({ order: 1.4, workload, variant: "BullMQ: CPU of this process per job (queue and worker; Redis's not included)", unit: "µs", figure: figureOf(cpu["bullmq"] ?? []) });
       // The floor: what the three machines of one such task cost in XState alone, with effects that answer at once.
       const floor: number[] = [];
@@ -92,8 +116,8 @@ describe("dirigent vs BullMQ vs raw NATS", () => {
   bench(
     "2 trivial-task latency",
     once(async () => {
-      const p50: Record<string, number[]> = { dirigent: [], nats: [], bullmq: [] };
-      const p99: Record<string, number[]> = { dirigent: [], nats: [], bullmq: [] };
+      const p50: Record<string, number[]> = { dirigent: [], nats: [], bullmq: [], clients: [], wire: [] };
+      const p99: Record<string, number[]> = { dirigent: [], nats: [], bullmq: [], clients: [], wire: [] };
       // CPU of this process per task, one at a time (what a task costs when nothing is shared between tasks).
       const cpu: Record<string, number[]> = { dirigent: [], bullmq: [] };
       const note = (name: string, samples: number[]) => {
@@ -115,11 +139,11 @@ describe("dirigent vs BullMQ vs raw NATS", () => {
       };
       const variants: Record<string, () => Promise<number>> = {
         dirigent: withCpu(cpu.dirigent, LATENCY_TASKS, async () => {
-          const samples: number[] = [];
-          for (let i = 0; i < LATENCY_TASKS; i++) samples.push(await pipeline.latency());
-          return note("dirigent", samples);
+          return note("dirigent", await oneAtATime(pipeline));
         }),
         nats: async () => note("nats", await natsRound()),
+        clients: async () => note("clients", await oneAtATime(raw.clients)),
+        wire: async () => note("wire", await oneAtATime(raw.wire)),
       };
       if (redis) {
         const connection = redis.connection;
@@ -146,6 +170,8 @@ describe("dirigent vs BullMQ vs raw NATS", () => {
       record({ order: 2.2, workload, variant: "dirigent submit → result, p99", unit: "ms", figure: figureOf(p99["dirigent"] ?? []) });
       record({ order: 2.3, workload, variant: "raw NATS request/reply round trip, p50", unit: "ms", figure: figureOf(p50["nats"] ?? []) });
       record({ order: 2.4, workload, variant: "raw NATS request/reply round trip, p99", unit: "ms", figure: figureOf(p99["nats"] ?? []) });
+      record({ order: 2.41, workload, variant: "raw NATS, no runtime, nats.js' JetStream and KV clients: submit → result, p50", unit: "ms", figure: figureOf(p50["clients"] ?? []) });
+      record({ order: 2.42, workload, variant: "raw NATS, no runtime, over dirigent's wire: submit → result, p50", unit: "ms", figure: figureOf(p50["wire"] ?? []) });
       record({ order: 2.7, workload, variant: "dirigent: CPU of this process per task, one at a time (submitter and the four roles)", unit: "µs", figure: figureOf(cpu["dirigent"] ?? []) });
       if (redis) record({ order: 2.8, workload, variant: "BullMQ: CPU of this process per job, one at a time (queue, worker and QueueEvents)", unit: "µs", figure: figureOf(cpu["bullmq"] ?? []) });
       if (redis) {

@@ -52,10 +52,8 @@ export function gatedModel(): GatedModel {
   };
 }
 
-/** A running pipeline with its submitter. */
-export interface Pipeline {
-  readonly subjects: Subjects;
-  readonly transport: OpenTransport;
+/** A submitter on its own NATS connection: submits on `<root>.tasks.submit`, waits for `<root>.tasks.<id>.result`. */
+export interface Submitter {
   /** The submitter's bus (its own connection). */
   readonly client: NatsBus;
   /** Submits `count` tasks at once; resolves when every result has arrived. Tasks per second. */
@@ -67,6 +65,12 @@ export interface Pipeline {
   stop(): Promise<void>;
 }
 
+/** A running pipeline with its submitter. */
+export interface Pipeline extends Submitter {
+  readonly subjects: Subjects;
+  readonly transport: OpenTransport;
+}
+
 /** Starts the roles (concurrency `concurrency` each) and a submitter on the server at `url`. */
 export async function startPipeline(url: string, options: { concurrency: number; callModel: CallModel }): Promise<Pipeline> {
   const root = randomRoot();
@@ -74,7 +78,22 @@ export async function startPipeline(url: string, options: { concurrency: number;
   const config = { ...loadConfig({}, {}), prefix: root, model: "stub", concurrency: options.concurrency };
   const transport = await openNatsTransport(url, subjects, { name: `bench-${root}`, log: silentLogger });
   const system: SystemHandle = await startSystem({ config, transport, callModel: options.callModel });
-  const client = new NatsBus(await connectNats({ servers: url, name: `bench-client-${root}` }), { onError: (err) => console.error(err) });
+  const submitter = await startSubmitter(url, subjects);
+  return {
+    ...submitter,
+    subjects,
+    transport,
+    async stop() {
+      await submitter.stop();
+      await system.stop();
+      await transport.close();
+    },
+  };
+}
+
+/** Connects a {@link Submitter} for the tasks of `subjects` to the server at `url`. */
+export async function startSubmitter(url: string, subjects: Subjects): Promise<Submitter> {
+  const client = new NatsBus(await connectNats({ servers: url, name: `bench-client-${subjects.submit}` }), { onError: (err) => console.error(err) });
   const waiting = new Map<string, (outcome: TaskOutcome) => void>();
   const results = client.subscribe(subjects.anyTaskResult, (msg) => {
     const decoded = decode(TaskOutcome, msg.data);
@@ -98,8 +117,6 @@ export async function startPipeline(url: string, options: { concurrency: number;
   };
 
   return {
-    subjects,
-    transport,
     client,
     async throughput(count) {
       const start = performance.now();
@@ -118,8 +135,6 @@ export async function startPipeline(url: string, options: { concurrency: number;
     async stop() {
       await results.unsubscribe();
       await client.close();
-      await system.stop();
-      await transport.close();
     },
   };
 }
