@@ -14,6 +14,8 @@ import { Redis } from "ioredis";
 /** A running private Redis. */
 export interface TestRedis {
   readonly port: number;
+  /** The server's process id (its CPU is read from /proc). */
+  readonly pid: number;
   /** A new client per Queue, Worker or QueueEvents (BullMQ under ESM takes constructed clients). */
   connection(): Redis;
   stop(): Promise<void>;
@@ -63,6 +65,7 @@ export async function startTestRedis(): Promise<TestRedis> {
   child.removeAllListeners("exit");
   return {
     port,
+    pid: child.pid ?? 0,
     connection: () => new Redis({ host: "127.0.0.1", port, maxRetriesPerRequest: null }),
     async stop() {
       if (child.exitCode === null) {

@@ -12,7 +12,7 @@ import { bullLatencies, bullThroughput, hasRedis, startTestRedis, type TestRedis
 import { machinesPerTask } from "./machines-floor.js";
 import { gatedModel, startPipeline, stubModel, type Pipeline, type Submitter } from "./pipeline.js";
 import { startRawPipeline } from "./raw-pipeline.js";
-import { alternate, figureOf, fmt, median, once, percentile, record, WHOLE } from "./results.js";
+import { alternate, figureOf, fmt, median, once, percentile, processCpuUs, record, WHOLE } from "./results.js";
 
 const REPEATS = 5;
 const TASKS = Number(process.env.BENCH_TASKS ?? 1000);
@@ -45,13 +45,19 @@ afterAll(async () => {
 
 const skipped = "skipped: redis-server not on PATH";
 
-/** `run`, adding to `into` the CPU this process spent on it per task (user + system, all threads), `tasks` tasks a run. */
-function withCpu<T>(into: number[] | undefined, tasks: number, run: () => Promise<T>): () => Promise<T> {
+/**
+ * `run`, adding to `into` the CPU this process spent on it per task (user + system, all threads), `tasks` tasks a run,
+ * and to `server.into` the CPU the server process `server.pid` spent in the same time.
+ */
+function withCpu<T>(into: number[] | undefined, tasks: number, run: () => Promise<T>, server?: { pid: number; into: number[] }): () => Promise<T> {
   return async () => {
+    const serverBefore = server && processCpuUs(server.pid);
     const before = process.cpuUsage();
     const result = await run();
     const used = process.cpuUsage(before);
+    const serverAfter = server && processCpuUs(server.pid);
     into?.push((used.user + used.system) / tasks);
+    if (server && serverBefore !== undefined && serverAfter !== undefined) server.into.push((serverAfter - serverBefore) / tasks);
     return result;
   };
 }
@@ -70,18 +76,20 @@ describe("dirigent vs BullMQ vs raw NATS", () => {
       // The CPU this process spends per task (user + system, all threads) in the same runs: the NATS or Redis
       // server's own is not in it.
       const cpu: Record<string, number[]> = { dirigent: [], bullmq: [], wire: [] };
+      // The servers' own CPU in the same runs: nats-server's for dirigent and the raw pipeline over its wire, Redis's for BullMQ.
+      const serverCpu: Record<string, number[]> = { dirigent: [], bullmq: [], wire: [] };
       const variants: Record<string, () => Promise<number>> = {
-        dirigent: withCpu(cpu.dirigent, TASKS, () => pipeline.throughput(TASKS)),
+        dirigent: withCpu(cpu.dirigent, TASKS, () => pipeline.throughput(TASKS), { pid: server.pid, into: serverCpu.dirigent! }),
         clients: () => raw.clients.throughput(TASKS),
-        wire: withCpu(cpu.wire, TASKS, () => raw.wire.throughput(TASKS)),
+        wire: withCpu(cpu.wire, TASKS, () => raw.wire.throughput(TASKS), { pid: server.pid, into: serverCpu.wire! }),
       };
       if (redis) {
         const connection = redis.connection;
-        variants["bullmq"] = withCpu(cpu.bullmq, TASKS, () => bullThroughput(connection, TASKS, 50));
+        variants["bullmq"] = withCpu(cpu.bullmq, TASKS, () => bullThroughput(connection, TASKS, 50), { pid: redis.pid, into: serverCpu.bullmq! });
       }
       const runs = await alternate(variants, REPEATS);
       // The warm-up round is the first entry of each list.
-      for (const list of Object.values(cpu)) list.shift();
+      for (const list of [...Object.values(cpu), ...Object.values(serverCpu)]) list.shift();
       const ours = runs["dirigent"] ?? [];
       const theirs = runs["bullmq"];
       const ratio = theirs ? median(ours) / median(theirs) : undefined;
@@ -103,8 +111,11 @@ describe("dirigent vs BullMQ vs raw NATS", () => {
       record({ order: 1.21, workload, variant: `raw NATS, no runtime: the same messages and stores, by hand with nats.js' JetStream and KV clients`, unit: "tasks/s", figure: figureOf(clients), ...versus(clients) });
       record({ order: 1.22, workload, variant: `raw NATS, no runtime: the same messages and stores over dirigent's wire and intake pull`, unit: "tasks/s", figure: figureOf(wire), ...versus(wire) });
       record({ order: 1.3, workload, variant: "dirigent: CPU of this process per task (submitter and the four roles; nats-server's not included)", unit: "µs", figure: figureOf(cpu["dirigent"] ?? []) });
+      record({ order: 1.31, workload, variant: "dirigent: CPU of nats-server per task", unit: "µs", figure: figureOf(serverCpu["dirigent"] ?? []) });
       record({ order: 1.35, workload, variant: "raw NATS over dirigent's wire: CPU of this process per task", unit: "µs", figure: figureOf(cpu["wire"] ?? []) });
+      record({ order: 1.36, workload, variant: "raw NATS over dirigent's wire: CPU of nats-server per task", unit: "µs", figure: figureOf(serverCpu["wire"] ?? []) });
       if (theirs) record({ order: 1.4, workload, variant: "BullMQ: CPU of this process per job (queue and worker; Redis's not included)", unit: "µs", figure: figureOf(cpu["bullmq"] ?? []) });
+      if (theirs) record({ order: 1.41, workload, variant: "BullMQ: CPU of Redis per job", unit: "µs", figure: figureOf(serverCpu["bullmq"] ?? []) });
       // The floor: what the three machines of one such task cost in XState alone, with effects that answer at once.
       const floor: number[] = [];
       for (let i = 0; i < 3; i++) floor.push(await machinesPerTask());
@@ -120,6 +131,7 @@ describe("dirigent vs BullMQ vs raw NATS", () => {
       const p99: Record<string, number[]> = { dirigent: [], nats: [], bullmq: [], clients: [], wire: [] };
       // CPU of this process per task, one at a time (what a task costs when nothing is shared between tasks).
       const cpu: Record<string, number[]> = { dirigent: [], bullmq: [] };
+      const serverCpu: Record<string, number[]> = { dirigent: [], bullmq: [] };
       const note = (name: string, samples: number[]) => {
         p50[name]?.push(percentile(samples, 50));
         p99[name]?.push(percentile(samples, 99));
@@ -140,19 +152,19 @@ describe("dirigent vs BullMQ vs raw NATS", () => {
       const variants: Record<string, () => Promise<number>> = {
         dirigent: withCpu(cpu.dirigent, LATENCY_TASKS, async () => {
           return note("dirigent", await oneAtATime(pipeline));
-        }),
+        }, { pid: server.pid, into: serverCpu.dirigent! }),
         nats: async () => note("nats", await natsRound()),
         clients: async () => note("clients", await oneAtATime(raw.clients)),
         wire: async () => note("wire", await oneAtATime(raw.wire)),
       };
       if (redis) {
         const connection = redis.connection;
-        variants["bullmq"] = withCpu(cpu.bullmq, LATENCY_TASKS, async () => note("bullmq", await bullLatencies(connection, LATENCY_TASKS, 50)));
+        variants["bullmq"] = withCpu(cpu.bullmq, LATENCY_TASKS, async () => note("bullmq", await bullLatencies(connection, LATENCY_TASKS, 50)), { pid: redis.pid, into: serverCpu.bullmq! });
       }
       await alternate(variants, REPEATS);
       await echo.unsubscribe();
       // The warm-up round is the first entry of each list.
-      for (const list of [...Object.values(p50), ...Object.values(p99), ...Object.values(cpu)]) list.shift();
+      for (const list of [...Object.values(p50), ...Object.values(p99), ...Object.values(cpu), ...Object.values(serverCpu)]) list.shift();
       const workload = `2 trivial-task latency (${LATENCY_TASKS} one at a time)`;
       const ours = median(p50["dirigent"] ?? []);
       const theirs = redis ? median(p50["bullmq"] ?? []) : undefined;
@@ -173,7 +185,9 @@ describe("dirigent vs BullMQ vs raw NATS", () => {
       record({ order: 2.41, workload, variant: "raw NATS, no runtime, nats.js' JetStream and KV clients: submit → result, p50", unit: "ms", figure: figureOf(p50["clients"] ?? []) });
       record({ order: 2.42, workload, variant: "raw NATS, no runtime, over dirigent's wire: submit → result, p50", unit: "ms", figure: figureOf(p50["wire"] ?? []) });
       record({ order: 2.7, workload, variant: "dirigent: CPU of this process per task, one at a time (submitter and the four roles)", unit: "µs", figure: figureOf(cpu["dirigent"] ?? []) });
+      record({ order: 2.71, workload, variant: "dirigent: CPU of nats-server per task, one at a time", unit: "µs", figure: figureOf(serverCpu["dirigent"] ?? []) });
       if (redis) record({ order: 2.8, workload, variant: "BullMQ: CPU of this process per job, one at a time (queue, worker and QueueEvents)", unit: "µs", figure: figureOf(cpu["bullmq"] ?? []) });
+      if (redis) record({ order: 2.81, workload, variant: "BullMQ: CPU of Redis per job, one at a time", unit: "µs", figure: figureOf(serverCpu["bullmq"] ?? []) });
       if (redis) {
         record({ order: 2.5, workload, variant: "BullMQ add → completed (QueueEvents), p50", unit: "ms", figure: figureOf(p50["bullmq"] ?? []) });
         record({ order: 2.6, workload, variant: "BullMQ add → completed (QueueEvents), p99", unit: "ms", figure: figureOf(p99["bullmq"] ?? []) });

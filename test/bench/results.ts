@@ -4,7 +4,7 @@
  * written to BENCHMARKS.md. Also the statistics every workload uses: medians with min–max over repeats.
  */
 import { randomBytes } from "node:crypto";
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawnSync } from "node:child_process";
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { cpus, totalmem } from "node:os";
 import { join } from "node:path";
@@ -143,4 +143,20 @@ export function table(rows: readonly Row[]): string {
     lines.push(`| ${Math.floor(r.order)} | ${r.workload} | ${r.variant}${r.figure ? note : ""} | ${r.figure ? value : (r.note ?? "—")} | ${r.figure?.runs ?? ""} | ${r.target ?? ""} | ${met} |`);
   }
   return lines.join("\n");
+}
+
+const CLOCK_TICKS_PER_S = Number(spawnSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).stdout.trim()) || 100;
+
+/**
+ * The CPU a process has used so far, µs (user + system, all its threads; from /proc/<pid>/stat, in clock ticks of
+ * usually 10 ms): for a server's share of a run. `undefined` where /proc has no such process.
+ */
+export function processCpuUs(pid: number): number | undefined {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]?.split(" ") ?? [];
+    // Fields 14 and 15 of the line (utime, stime) are 11 and 12 after the command name.
+    return ((Number(fields[11]) + Number(fields[12])) * 1e6) / CLOCK_TICKS_PER_S;
+  } catch {
+    return undefined;
+  }
 }
