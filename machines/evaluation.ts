@@ -115,7 +115,6 @@ export function boundNow(bind: () => BindOutcome): { env: Env } | { result: Task
   }
 }
 
-
 /** An error decomposition may recover from: a resource ran out (not the task's budget), or the error says it is recoverable. */
 export function recoverableError(error: TaskError | undefined): boolean {
   if (!error) return false;

@@ -177,10 +177,6 @@ export class NatsWire {
   }
 
   /**
-   * Stores a message in the stream that captures `subject` and resolves with the stream's acknowledgement.
-   * @throws {StoreError} when the stream refused it (e.g. {@link WRONG_LAST_SEQUENCE}) or no stream captures `subject`.
-   */
-  /**
    * The last message stored on `subject` in `stream`: a direct get, or `STREAM.MSG.GET` on a stream made without
    * `allow_direct` (a stream made by an older release, or by hand). `undefined` when the stream holds none.
    */
@@ -230,6 +226,10 @@ export class NatsWire {
     };
   }
 
+  /**
+   * Stores a message in the stream that captures `subject` and resolves with the stream's acknowledgement.
+   * @throws {StoreError} when the stream refused it (e.g. {@link WRONG_LAST_SEQUENCE}) or no stream captures `subject`.
+   */
   async store(subject: string, data: Uint8Array, options: StoreOptions = {}): Promise<StoredAck> {
     let h: MsgHdrs | undefined;
     if (options.msgId !== undefined || options.expectedLastSubjectSequence !== undefined) {

@@ -49,7 +49,7 @@ const skipped = "skipped: redis-server not on PATH";
  * `run`, adding to `into` the CPU this process spent on it per task (user + system, all threads), `tasks` tasks a run,
  * and to `server.into` the CPU the server process `server.pid` spent in the same time.
  */
-function withCpu<T>(into: number[] | undefined, tasks: number, run: () => Promise<T>, server?: { pid: number; into: number[] }): () => Promise<T> {
+function withCpu<T>(into: number[] | undefined, tasks: number, run: () => Promise<T>, server?: { pid: number; into: number[] | undefined }): () => Promise<T> {
   return async () => {
     const serverBefore = server && processCpuUs(server.pid);
     const before = process.cpuUsage();
@@ -57,7 +57,7 @@ function withCpu<T>(into: number[] | undefined, tasks: number, run: () => Promis
     const used = process.cpuUsage(before);
     const serverAfter = server && processCpuUs(server.pid);
     into?.push((used.user + used.system) / tasks);
-    if (server && serverBefore !== undefined && serverAfter !== undefined) server.into.push((serverAfter - serverBefore) / tasks);
+    if (serverBefore !== undefined && serverAfter !== undefined) server?.into?.push((serverAfter - serverBefore) / tasks);
     return result;
   };
 }
@@ -79,13 +79,13 @@ describe("dirigent vs BullMQ vs raw NATS", () => {
       // The servers' own CPU in the same runs: nats-server's for dirigent and the raw pipeline over its wire, Redis's for BullMQ.
       const serverCpu: Record<string, number[]> = { dirigent: [], bullmq: [], wire: [] };
       const variants: Record<string, () => Promise<number>> = {
-        dirigent: withCpu(cpu.dirigent, TASKS, () => pipeline.throughput(TASKS), { pid: server.pid, into: serverCpu.dirigent! }),
+        dirigent: withCpu(cpu.dirigent, TASKS, () => pipeline.throughput(TASKS), { pid: server.pid, into: serverCpu.dirigent }),
         clients: () => raw.clients.throughput(TASKS),
-        wire: withCpu(cpu.wire, TASKS, () => raw.wire.throughput(TASKS), { pid: server.pid, into: serverCpu.wire! }),
+        wire: withCpu(cpu.wire, TASKS, () => raw.wire.throughput(TASKS), { pid: server.pid, into: serverCpu.wire }),
       };
       if (redis) {
         const connection = redis.connection;
-        variants["bullmq"] = withCpu(cpu.bullmq, TASKS, () => bullThroughput(connection, TASKS, 50), { pid: redis.pid, into: serverCpu.bullmq! });
+        variants["bullmq"] = withCpu(cpu.bullmq, TASKS, () => bullThroughput(connection, TASKS, 50), { pid: redis.pid, into: serverCpu.bullmq });
       }
       const runs = await alternate(variants, REPEATS);
       // The warm-up round is the first entry of each list.
@@ -152,14 +152,14 @@ describe("dirigent vs BullMQ vs raw NATS", () => {
       const variants: Record<string, () => Promise<number>> = {
         dirigent: withCpu(cpu.dirigent, LATENCY_TASKS, async () => {
           return note("dirigent", await oneAtATime(pipeline));
-        }, { pid: server.pid, into: serverCpu.dirigent! }),
+        }, { pid: server.pid, into: serverCpu.dirigent }),
         nats: async () => note("nats", await natsRound()),
         clients: async () => note("clients", await oneAtATime(raw.clients)),
         wire: async () => note("wire", await oneAtATime(raw.wire)),
       };
       if (redis) {
         const connection = redis.connection;
-        variants["bullmq"] = withCpu(cpu.bullmq, LATENCY_TASKS, async () => note("bullmq", await bullLatencies(connection, LATENCY_TASKS, 50)), { pid: redis.pid, into: serverCpu.bullmq! });
+        variants["bullmq"] = withCpu(cpu.bullmq, LATENCY_TASKS, async () => note("bullmq", await bullLatencies(connection, LATENCY_TASKS, 50)), { pid: redis.pid, into: serverCpu.bullmq });
       }
       await alternate(variants, REPEATS);
       await echo.unsubscribe();

@@ -87,12 +87,12 @@ export async function startRawPipeline(url: string, options: { concurrency: numb
   };
 }
 
+/** The KV buckets of the task records and the turn records, created (file storage, history 1) under their names. */
 async function buckets(nc: NatsConnection, subjects: Subjects) {
   const kvm = new Kvm(nc);
-  return {
-    tasks: await kvm.create(`${subjects.intakeStream}_tasks`, { history: 1, storage: StorageType.File }),
-    turns: await kvm.create(`${subjects.intakeStream}_turns`, { history: 1, storage: StorageType.File }),
-  };
+  const names = { tasks: `${subjects.intakeStream}_tasks`, turns: `${subjects.intakeStream}_turns` };
+  const options = { history: 1, storage: StorageType.File };
+  return { names, tasks: await kvm.create(names.tasks, options), turns: await kvm.create(names.turns, options) };
 }
 
 async function clientsIo(nc: NatsConnection, subjects: Subjects, concurrency: number): Promise<Io> {
@@ -120,9 +120,8 @@ async function clientsIo(nc: NatsConnection, subjects: Subjects, concurrency: nu
 
 async function wireIo(nc: NatsConnection, subjects: Subjects, concurrency: number): Promise<Io> {
   const queue = await openWorkQueue(nc, subjects, { maxAckPending: concurrency });
-  await buckets(nc, subjects);
+  const { names } = await buckets(nc, subjects);
   const wire = wireOf(nc);
-  const names = { tasks: `${subjects.intakeStream}_tasks`, turns: `${subjects.intakeStream}_turns` };
   return {
     intake: (subject, data, taskId) => Promise.all([wire.store(subject, data, { msgId: taskId }), wire.lastBySubject(`KV_${names.tasks}`, `$KV.${names.tasks}.${taskId}`)]),
     put: (bucket, key, data) => wire.store(`$KV.${names[bucket]}.${key}`, data),

@@ -145,7 +145,7 @@ export function table(rows: readonly Row[]): string {
   return lines.join("\n");
 }
 
-const CLOCK_TICKS_PER_S = Number(spawnSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).stdout.trim()) || 100;
+const CLOCK_TICKS_PER_S = Number(spawnSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).stdout?.trim()) || 100;
 
 /**
  * The CPU a process has used so far, µs (user + system, all its threads; from /proc/<pid>/stat, in clock ticks of
