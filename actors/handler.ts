@@ -140,7 +140,7 @@ export function startHandler(deps: ActorDeps, config: HandlerConfig, callModel: 
     const effects: SessionEffects = {
       callModel: (input, signal) =>
         callModel({ ...input, tools, ...(config.maxOutputTokens ? { maxTokens: config.maxOutputTokens } : {}) }, signal, {
-          onRetry: (retry) => progress("model.retry", `retry ${retry.attempt}/${retry.maxRetries} in ${retry.delayMs} ms: ${retry.message}`, { ...retry }),
+          onRetry: (retry) => progress("model.retry", `retry ${retry.attempt}/${retry.maxRetries} in ${retry.delayMs} ms${retry.fromRetryAfter ? " (retry-after)" : ""}: ${retry.message}`, { ...retry }),
           ...((request.stream ?? config.streamDeltas) ? { onDelta: (text: string) => progress("model.delta", text, { text }) } : {}),
         }),
       countTokens: (input) => countRequestTokens(input.model, input.messages, tools),

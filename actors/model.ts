@@ -3,8 +3,10 @@
  * it never enters machine context, messages, events or logs.
  *
  * The SDK's own retries are off (`maxRetries: 0`): this client retries 429, 408, 409, 5xx, connection errors and
- * timeouts itself, with exponential backoff and full jitter, so that each retry is reported (`onRetry`) and a
- * cancel aborts a backoff wait as well as a request.
+ * timeouts itself, so that each retry is reported (`onRetry`) and a cancel aborts a backoff wait as well as a request.
+ * It waits what the server asks (`retry-after-ms`, `retry-after` in seconds or as an HTTP date), else an exponential
+ * backoff with full jitter; retries stop at `maxRetries` or when the waits would pass `retryBudgetMs`, and a server
+ * asking for more than is left of that budget fails the call at once.
  */
 import { setTimeout as sleep } from "node:timers/promises";
 import OpenAI from "openai";
@@ -23,8 +25,10 @@ export interface ModelConfig {
   maxRetries: number;
   /** Backoff before the first retry; doubled each retry (before jitter). Default 500 ms. */
   retryBaseMs?: number;
-  /** Cap of one backoff wait. Default 30 s. */
+  /** Cap of one wait, a server's retry-after included. Default 30 s. */
   retryMaxMs?: number;
+  /** Most time spent waiting between attempts over one call, all retries together. Default 60 s. */
+  retryBudgetMs?: number;
 }
 
 /** One retry about to happen. */
@@ -35,6 +39,8 @@ export interface RetryInfo {
   maxRetries: number;
   /** The wait before the next attempt. */
   delayMs: number;
+  /** The wait is the server's (`retry-after-ms` or `retry-after`), not a backoff. */
+  fromRetryAfter: boolean;
   /** HTTP status of the failure, when there was a response. */
   status?: number;
   /** What went wrong. */
@@ -93,6 +99,55 @@ export function backoffMs(attempt: number, baseMs: number, maxMs: number, random
   return Math.round(random() * Math.min(maxMs, baseMs * 2 ** (attempt - 1)));
 }
 
+/**
+ * The wait a failed response asks for, in ms: `retry-after-ms` (milliseconds), else `retry-after` (seconds, or an
+ * HTTP date, counted from `now`). A date in the past asks for 0; a missing, empty or unreadable value asks for nothing.
+ */
+export function retryAfterMs(headers: Headers | undefined, now: number = Date.now()): number | undefined {
+  const ms = headers?.get("retry-after-ms")?.trim();
+  if (ms && isNumber(ms)) return Math.ceil(Number(ms));
+  const after = headers?.get("retry-after")?.trim();
+  if (!after) return undefined;
+  if (isNumber(after)) return Math.ceil(Number(after) * 1000);
+  // Only a date with a weekday or month name: Date.parse would read "-1" or "12" as years.
+  const date = /[a-z]/i.test(after) ? Date.parse(after) : Number.NaN;
+  return Number.isNaN(date) ? undefined : Math.max(0, date - now);
+}
+
+const isNumber = (text: string): boolean => /^\d+(\.\d+)?$/.test(text);
+
+/** How the retries of one call are bounded. */
+export interface RetryPolicy {
+  maxRetries: number;
+  baseMs: number;
+  maxMs: number;
+  budgetMs: number;
+}
+
+/** What to do after a retryable failure: wait and try again, or give up and why. */
+export type RetryDecision = { retry: true; delayMs: number; fromRetryAfter: boolean } | { retry: false; why: string };
+
+/**
+ * Chooses what follows the failed `attempt` (from 1), `waitedMs` having been waited already in this call: the
+ * server's `serverMs` (capped at `maxMs`) when it asked for a wait, else a full-jitter backoff (cut to what is left of
+ * the budget). No retry once `maxRetries` are used, the budget is spent, or the server asks for more than is left.
+ */
+export function nextRetry(policy: RetryPolicy, attempt: number, waitedMs: number, serverMs: number | undefined, random: () => number = Math.random): RetryDecision {
+  if (attempt > policy.maxRetries) return { retry: false, why: `${policy.maxRetries} ${policy.maxRetries === 1 ? "retry" : "retries"} used up` };
+  const left = policy.budgetMs - waitedMs;
+  if (serverMs !== undefined) {
+    if (serverMs > left) {
+      const leftText = waitedMs > 0 ? `the ${seconds(Math.max(0, left))} s left of ` : "";
+      return { retry: false, why: `not retried: the server asked to wait ${seconds(serverMs)} s (retry-after), more than ${leftText}the model retry budget of ${seconds(policy.budgetMs)} s` };
+    }
+    return { retry: true, delayMs: Math.min(serverMs, policy.maxMs), fromRetryAfter: true };
+  }
+  if (left <= 0) return { retry: false, why: `the model retry budget of ${seconds(policy.budgetMs)} s is used up` };
+  return { retry: true, delayMs: Math.min(left, backoffMs(attempt, policy.baseMs, policy.maxMs, random)), fromRetryAfter: false };
+}
+
+const seconds = (ms: number): string => String(Math.round(ms / 100) / 10);
+
 /** Creates a {@link CallModel} over the `openai` SDK. */
 export function createModelClient(config: ModelConfig): CallModel {
   const client = new OpenAI({
@@ -101,8 +156,7 @@ export function createModelClient(config: ModelConfig): CallModel {
     maxRetries: 0,
     ...(config.baseURL ? { baseURL: config.baseURL } : {}),
   });
-  const base = config.retryBaseMs ?? 500;
-  const max = config.retryMaxMs ?? 30_000;
+  const policy: RetryPolicy = { maxRetries: config.maxRetries, baseMs: config.retryBaseMs ?? 500, maxMs: config.retryMaxMs ?? 30_000, budgetMs: config.retryBudgetMs ?? 60_000 };
   const once = async ({ model, messages, tools, maxTokens }: ModelRequest, signal: AbortSignal, onDelta?: (text: string) => void): Promise<ModelReply> => {
     const body = { model, messages, ...(tools && tools.length > 0 ? { tools: [...tools] } : {}), ...(maxTokens === undefined ? {} : { max_tokens: maxTokens }) };
     let completion: OpenAI.ChatCompletion;
@@ -127,9 +181,11 @@ export function createModelClient(config: ModelConfig): CallModel {
       },
       model: completion.model || model,
       finishReason: choice.finish_reason ?? "stop",
+      ...(choice.message.refusal ? { refusal: choice.message.refusal } : {}),
     };
   };
   return async (request, signal, hooks = {}) => {
+    let waitedMs = 0;
     for (let attempt = 1; ; attempt++) {
       try {
         return await once(request, signal, hooks.onDelta);
@@ -137,13 +193,13 @@ export function createModelClient(config: ModelConfig): CallModel {
         if (signal.aborted) throw error;
         const { retryable, status } = classify(error);
         const message = error instanceof Error ? error.message : String(error);
-        if (!retryable || attempt > config.maxRetries) {
-          const tries = attempt > 1 ? ` after ${attempt} attempts` : "";
-          throw new ModelCallError(`model request failed${tries}: ${message}`, attempt, status, { cause: error });
-        }
-        const delayMs = backoffMs(attempt, base, max);
-        hooks.onRetry?.({ attempt, maxRetries: config.maxRetries, delayMs, message, ...(status !== undefined ? { status } : {}) });
-        await sleep(delayMs, undefined, { signal });
+        const tries = attempt > 1 ? ` after ${attempt} attempts` : "";
+        if (!retryable) throw new ModelCallError(`model request failed${tries}: ${message}`, attempt, status, { cause: error });
+        const next = nextRetry(policy, attempt, waitedMs, error instanceof OpenAI.APIError ? retryAfterMs(error.headers) : undefined);
+        if (!next.retry) throw new ModelCallError(`model request failed${tries}: ${message}; ${next.why}`, attempt, status, { cause: error });
+        waitedMs += next.delayMs;
+        hooks.onRetry?.({ attempt, maxRetries: policy.maxRetries, delayMs: next.delayMs, fromRetryAfter: next.fromRetryAfter, message, ...(status !== undefined ? { status } : {}) });
+        await sleep(next.delayMs, undefined, { signal });
       }
     }
   };

@@ -73,6 +73,8 @@ export function withAnswer(context: HandlerSessionContext, reply: ModelReply): P
     content: reply.content,
     pendingToolCalls: reply.toolCalls,
     finishReason: reply.finishReason,
+    // A refusal ends the session, so it never has to be cleared for a later turn.
+    ...(reply.refusal ? { refusal: reply.refusal } : {}),
     model: reply.model,
     reportedTokens: reply.usage.promptTokens + reply.usage.completionTokens,
     outputTokens: reply.usage.completionTokens,
@@ -110,6 +112,8 @@ export const sessionGuards = {
   turnsLeft: ({ context }) => context.turns < context.maxTurns,
   wantsTools: ({ context }) => context.pendingToolCalls.length > 0,
   outputCut: ({ context }) => context.finishReason === "length",
+  outputFiltered: ({ context }) => context.finishReason === "content_filter",
+  refused: ({ context }) => context.refusal !== undefined && context.refusal.trim() !== "",
   overContext: ({ context }) => context.context.used > context.context.limit,
   overBudget: ({ context }) => budgetExceeded(context.budget, context.usage, context.context.used) !== undefined,
   nearContext: ({ context }) => !context.warned && context.context.used >= context.context.limit * context.warningThreshold,

@@ -25,8 +25,10 @@ export interface ModelReply {
   usage: Usage;
   /** The model that answered. */
   model: string;
-  /** Why the model stopped (`stop`, `tool_calls`, `length`, …). */
+  /** Why the model stopped (`stop`, `tool_calls`, `length`, `content_filter`, …). */
   finishReason: string;
+  /** The model's refusal (the message's `refusal` field), when it declined to answer. */
+  refusal?: string;
 }
 
 /** Input of a session. */
@@ -114,6 +116,8 @@ export interface HandlerSessionContext extends HandlerSessionInput {
   pendingToolCalls: ToolCall[];
   /** Why the model stopped last. */
   finishReason: string;
+  /** The refusal of the last answer, if the model refused. */
+  refusal?: string;
   context: ContextMetrics;
   /** Prompt plus completion tokens the server reported for the last call (a floor under the next call). */
   reportedTokens: number;

@@ -13,7 +13,8 @@
  * is checked at the same point: usage so far plus the tokens about to be sent over it ends the session
  * (`RESOURCE_EXHAUSTION` budget). For a model the tokenizer does not know, the
  * server's reported usage of the previous call is a floor under the count. `finish_reason: length` ends the
- * session (`RESOURCE_EXHAUSTION` output). Malformed tool calls are answered with errors up to
+ * session (`RESOURCE_EXHAUSTION` output); `finish_reason: content_filter` or a refusal fails it (`TASK_FAILURE`
+ * model_error), never COMPLETE. Malformed tool calls are answered with errors up to
  * `maxMalformedToolCalls` times, then the session fails. Effects: `callModel` (one chat completion, retries
  * included), `runTools`, `recordTurn`; `measure` (provided with the token counter); `turnCompleted` and
  * `contextWarning` report progress.
@@ -188,8 +189,32 @@ export const handlerSessionMachine = setup({
       },
     },
     deciding: {
-      description: "The model answered: stop if its output was cut, else run its tool calls, or finish.",
+      description: "The model answered: fail if its output was blocked or it refused, stop if its output was cut, else run its tool calls, or finish.",
       always: [
+        {
+          guard: "outputFiltered",
+          target: "failed",
+          actions: assign({
+            error: ({ context }) => ({
+              type: "TASK_FAILURE" as const,
+              reason: "model_error" as const,
+              message: "the model's output was blocked by the server's content filter (finish_reason 'content_filter')",
+              content: context.content,
+            }),
+          }),
+        },
+        {
+          guard: "refused",
+          target: "failed",
+          actions: assign({
+            error: ({ context }) => ({
+              type: "TASK_FAILURE" as const,
+              reason: "model_error" as const,
+              message: `the model refused: ${context.refusal ?? ""}`,
+              content: context.content,
+            }),
+          }),
+        },
         {
           guard: "outputCut",
           target: "exhausted",
@@ -295,7 +320,7 @@ export const handlerSessionMachine = setup({
     },
     done: { description: "The model finished without asking for tools.", type: "final" },
     exhausted: { description: "A hard limit ended the session.", type: "final" },
-    failed: { description: "The model or a tool failed, or the session was cancelled.", type: "final" },
+    failed: { description: "The model or a tool failed, the model's output was blocked or refused, or the session was cancelled.", type: "final" },
   },
   output: ({ context }): SessionOutput => {
     const notes = { usage: context.usage, turns: context.turns, model: context.model, context: context.context };

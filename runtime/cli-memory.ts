@@ -128,7 +128,7 @@ export function registerMemoryCommands(program: Command, write: Write = (text) =
           const llm = { callModel: memoryModelClient(model.config), model: model.config.model };
           const request: MatchRequest = { type: "memory.match", templateDescription: query, templateType: "atomic", inputs: {} };
           const candidates = ranker.rank(query, Math.max(limit, LLM_CANDIDATES));
-          const signal = AbortSignal.timeout(config.modelTimeoutMs * (config.modelMaxRetries + 1));
+          const signal = AbortSignal.timeout(config.modelTimeoutMs * (config.modelMaxRetries + 1) + config.modelRetryBudgetMs);
           ({ context, matches } = await chooseWithModel(request, candidates, candidates.slice(0, limit).map(toFileMatch), { ...llm, limit, total: entries.length, signal, timeoutMs: config.modelTimeoutMs }));
         } finally {
           await model.stop();

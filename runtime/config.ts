@@ -65,8 +65,8 @@ export const Config = z.object({
   maxTurns: positiveInt,
   /** Timeout of one model HTTP request. */
   modelTimeoutMs: positiveInt,
-  /** Retries of a model request (connection errors, 429, 5xx). */
-  modelMaxRetries: z.coerce.number().int().min(0).max(10),
+  /** Retries of a model request (connection errors, timeouts, 408, 409, 429, 5xx). */
+  modelMaxRetries: z.coerce.number().int().min(0).max(20),
   /** Log level. */
   logLevel: z.enum(["trace", "debug", "info", "warn", "error", "fatal", "silent"]),
   /** Directory for runtime data (a child nats-server's store). */
@@ -75,8 +75,10 @@ export const Config = z.object({
   baseSystemPrompt: z.string(),
   /** Backoff before the first model retry (doubled per retry, full jitter). */
   modelRetryBaseMs: positiveInt,
-  /** Cap of one backoff wait between model retries. */
+  /** Cap of one wait between model retries, a server's retry-after included. */
   modelRetryMaxMs: positiveInt,
+  /** Most time one model request spends waiting between its retries; a longer retry-after fails it at once. */
+  modelRetryBudgetMs: positiveInt,
   /** Context window of models the tokenizer does not know (tokens). */
   contextWindowTokens: positiveInt,
   /** Share of a model's context window one Handler session may fill. */
@@ -165,12 +167,13 @@ export const DEFAULTS = {
   ackWaitMs: 30_000,
   maxTurns: 10,
   modelTimeoutMs: 120_000,
-  modelMaxRetries: 2,
+  modelMaxRetries: 5,
   logLevel: "warn",
   dataDir: ".dirigent",
   baseSystemPrompt: "You are a careful assistant working on one task. Answer with the result only.",
   modelRetryBaseMs: 500,
   modelRetryMaxMs: 30_000,
+  modelRetryBudgetMs: 60_000,
   contextWindowTokens: 128_000,
   maxContextWindowFraction: 0.8,
   warningThreshold: 0.8,
@@ -231,6 +234,7 @@ export const ENV_NAMES = {
   baseSystemPrompt: "DIRIGENT_SYSTEM_PROMPT",
   modelRetryBaseMs: "DIRIGENT_MODEL_RETRY_BASE_MS",
   modelRetryMaxMs: "DIRIGENT_MODEL_RETRY_MAX_MS",
+  modelRetryBudgetMs: "DIRIGENT_MODEL_RETRY_BUDGET_MS",
   contextWindowTokens: "DIRIGENT_CONTEXT_WINDOW_TOKENS",
   maxContextWindowFraction: "DIRIGENT_MAX_CONTEXT_WINDOW_FRACTION",
   warningThreshold: "DIRIGENT_CONTEXT_WARNING_THRESHOLD",

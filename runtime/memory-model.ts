@@ -10,6 +10,7 @@ export function memoryModelClient(config: Config): CallModel {
     maxRetries: config.modelMaxRetries,
     retryBaseMs: config.modelRetryBaseMs,
     retryMaxMs: config.modelRetryMaxMs,
+    retryBudgetMs: config.modelRetryBudgetMs,
     ...(config.openaiBaseUrl ? { baseURL: config.openaiBaseUrl } : {}),
     ...(config.openaiApiKey ? { apiKey: config.openaiApiKey } : {}),
   });

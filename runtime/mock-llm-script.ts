@@ -47,6 +47,9 @@ export const ToolCallSpec = z.strictObject({
 });
 export type ToolCallSpec = z.infer<typeof ToolCallSpec>;
 
+/** An HTTP header name (an RFC 9110 token). */
+const HEADER_NAME = /^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/;
+
 const replyFields = {
   /** The assistant text; `{{lastUser}}` is replaced by the last user message. */
   reply: z.string().optional(),
@@ -64,6 +67,20 @@ const replyFields = {
   error: z.string().optional(),
   /** The finish reason; defaults to `tool_calls` when there are tool calls, else `stop`. */
   finishReason: z.enum(["stop", "length", "tool_calls", "content_filter", "function_call"]).optional(),
+  /** The assistant's refusal (the message's `refusal` field); the content is then null unless `reply` is given. */
+  refusal: z.string().min(1).optional(),
+  /**
+   * Extra response headers, e.g. `{"retry-after": "2"}` on a 429. Giving `retry-after` or `retry-after-ms` replaces
+   * both of the `0` ones every 429 carries otherwise.
+   */
+  headers: z
+    .record(z.string(), z.string().regex(/^[^\r\n]*$/, "must not contain a line break"))
+    .superRefine((headers, ctx) => {
+      for (const name of Object.keys(headers)) {
+        if (!HEADER_NAME.test(name)) ctx.addIssue({ code: "custom", path: [name], message: "must be an HTTP header name" });
+      }
+    })
+    .optional(),
 };
 
 /** What to answer, without conditions: the `default` of a script. */
@@ -168,12 +185,14 @@ export interface PlannedToolCall {
 
 /** The answer chosen for one request. @internal */
 export type MockAnswer =
-  | { kind: "error"; answeredBy: AnsweredBy; delayMs: number; status: number; message: string }
+  | { kind: "error"; answeredBy: AnsweredBy; delayMs: number; status: number; message: string; headers: Record<string, string> }
   | {
       kind: "completion";
       answeredBy: AnsweredBy;
       delayMs: number;
+      headers: Record<string, string>;
       content: string | null;
+      refusal: string | null;
       toolCalls: PlannedToolCall[];
       finishReason: NonNullable<MockReply["finishReason"]>;
       usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number };
@@ -252,9 +271,10 @@ function hit(pattern: TextMatch, text: string): boolean {
 
 function plan(reply: MockReply, answeredBy: AnsweredBy, facts: Facts): MockAnswer {
   const delayMs = reply.delayMs ?? 0;
+  const headers = Object.fromEntries(Object.entries(reply.headers ?? {}).map(([name, value]) => [name.toLowerCase(), value]));
   if (reply.status !== undefined || reply.error !== undefined) {
     const status = reply.status ?? 500;
-    return { kind: "error", answeredBy, delayMs, status, message: reply.error ?? `mock error with status ${status}` };
+    return { kind: "error", answeredBy, delayMs, headers, status, message: reply.error ?? `mock error with status ${status}` };
   }
   const toolCalls = (reply.toolCalls ?? []).map((c) => ({
     id: c.id,
@@ -262,10 +282,11 @@ function plan(reply: MockReply, answeredBy: AnsweredBy, facts: Facts): MockAnswe
     arguments: typeof c.arguments === "string" ? c.arguments : JSON.stringify(c.arguments),
   }));
   // A rule that only sets usage, delay or finish reason still needs some text to send.
-  const text = reply.reply ?? (toolCalls.length > 0 ? null : `mock: ${facts.lastUser.slice(0, 200)}`);
+  const text = reply.reply ?? (toolCalls.length > 0 || reply.refusal !== undefined ? null : `mock: ${facts.lastUser.slice(0, 200)}`);
+  const refusal = reply.refusal ?? null;
   // A function replacer, so `$&` and friends in the user's text are not interpreted.
   const content = text === null ? null : text.replaceAll("{{lastUser}}", () => facts.lastUser);
-  const completionChars = (content?.length ?? 0) + toolCalls.reduce((n, c) => n + c.name.length + c.arguments.length, 0);
+  const completionChars = (content?.length ?? 0) + (refusal?.length ?? 0) + toolCalls.reduce((n, c) => n + c.name.length + c.arguments.length, 0);
   const prompt = reply.usage?.prompt_tokens ?? estimateTokens(facts.promptChars);
   const completion = reply.usage?.completion_tokens ?? estimateTokens(completionChars);
   const cap = facts.maxTokens;
@@ -276,7 +297,9 @@ function plan(reply: MockReply, answeredBy: AnsweredBy, facts: Facts): MockAnswe
       kind: "completion",
       answeredBy,
       delayMs,
+      headers,
       content: (content ?? "").slice(0, cut * 4),
+      refusal: refusal?.slice(0, cut * 4) ?? null,
       toolCalls: [],
       finishReason: "length",
       usage: { prompt_tokens: prompt, completion_tokens: cut, total_tokens: prompt + cut },
@@ -286,7 +309,9 @@ function plan(reply: MockReply, answeredBy: AnsweredBy, facts: Facts): MockAnswe
     kind: "completion",
     answeredBy,
     delayMs,
+    headers,
     content,
+    refusal,
     toolCalls,
     finishReason: reply.finishReason ?? (toolCalls.length > 0 ? "tool_calls" : "stop"),
     usage: { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion },

@@ -157,7 +157,7 @@ async function handle(req: IncomingMessage, res: ServerResponse, state: ServerSt
   }
   if (answer.kind === "error") {
     log(`${summary} → ${answer.status}`);
-    return sendError(res, answer.status, answer.message);
+    return sendError(res, answer.status, answer.message, null, answer.headers);
   }
   const completion: Completion = {
     ...answer,
@@ -171,7 +171,7 @@ async function handle(req: IncomingMessage, res: ServerResponse, state: ServerSt
     sendStream(res, completion, body.stream_options?.include_usage === true);
   } else {
     log(`${summary} → 200`);
-    sendJson(res, 200, completionBody(completion));
+    sendJson(res, 200, completionBody(completion), completion.headers);
   }
 }
 
@@ -186,7 +186,7 @@ function completionBody(c: Completion): object {
   const message = {
     role: "assistant",
     content: c.content,
-    refusal: null,
+    refusal: c.refusal,
     ...(c.toolCalls.length > 0 ? { tool_calls: c.toolCalls.map((t) => toolCallBody(t, t.arguments)) } : {}),
   };
   return {
@@ -203,7 +203,7 @@ function completionBody(c: Completion): object {
 function sendStream(res: ServerResponse, c: Completion, includeUsage: boolean): void {
   // The SSE frames are written in one go, so a client gone now is the only abort to check.
   if (res.destroyed) return;
-  res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
+  res.writeHead(200, { ...c.headers, "content-type": "text/event-stream", "cache-control": "no-cache" });
   const frame = (choices: object[], extra: object = {}): void => {
     const chunk = { id: c.id, object: "chat.completion.chunk", created: c.created, model: c.model, choices, ...extra };
     res.write(`data: ${JSON.stringify(includeUsage ? { usage: null, ...chunk } : chunk)}\n\n`);
@@ -213,6 +213,7 @@ function sendStream(res: ServerResponse, c: Completion, includeUsage: boolean): 
 
   delta(c.content === null ? { role: "assistant" } : { role: "assistant", content: "" });
   for (const piece of c.content?.match(/\S+\s*|\s+/gu) ?? []) delta({ content: piece });
+  for (const piece of c.refusal?.match(/\S+\s*|\s+/gu) ?? []) delta({ refusal: piece });
   for (const [index, call] of c.toolCalls.entries()) {
     delta({ tool_calls: [{ index, ...toolCallBody(call, "") }] });
     for (const piece of call.arguments.match(/[\s\S]{1,8}/gu) ?? []) {
@@ -264,14 +265,15 @@ async function readBody(req: IncomingMessage): Promise<string | undefined> {
 
 function sendJson(res: ServerResponse, status: number, body: object, headers: Record<string, string> = {}): void {
   if (res.destroyed) return;
-  res.writeHead(status, { "content-type": "application/json", ...headers });
+  res.writeHead(status, { ...headers, "content-type": "application/json" });
   res.end(JSON.stringify(body));
 }
 
-function sendError(res: ServerResponse, status: number, message: string, param: string | null = null): void {
+function sendError(res: ServerResponse, status: number, message: string, param: string | null = null, extra: Record<string, string> = {}): void {
   const type = status === 429 ? "rate_limit_error" : status >= 500 ? "server_error" : "invalid_request_error";
   const code = status === 429 ? "rate_limit_exceeded" : status === 404 ? "not_found" : null;
-  // The SDK honours retry-after(-ms), so its own retries of a scripted 429 do not wait seconds.
-  const headers: Record<string, string> = status === 429 ? { "retry-after": "0", "retry-after-ms": "0" } : {};
+  // Clients honour retry-after(-ms), so retries of a scripted 429 do not wait seconds unless the script asks for it.
+  const scripted = "retry-after" in extra || "retry-after-ms" in extra;
+  const headers: Record<string, string> = status === 429 && !scripted ? { "retry-after": "0", "retry-after-ms": "0", ...extra } : extra;
   sendJson(res, status, { error: { message, type, param, code } }, headers);
 }

@@ -110,6 +110,7 @@ export async function startSystem(options: SystemOptions): Promise<SystemHandle>
         maxRetries: config.modelMaxRetries,
         retryBaseMs: config.modelRetryBaseMs,
         retryMaxMs: config.modelRetryMaxMs,
+        retryBudgetMs: config.modelRetryBudgetMs,
         ...(config.openaiBaseUrl ? { baseURL: config.openaiBaseUrl } : {}),
         ...(config.openaiApiKey ? { apiKey: config.openaiApiKey } : {}),
       });

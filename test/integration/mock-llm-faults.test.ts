@@ -41,6 +41,46 @@ describe("mock-llm: errors, times and delays", () => {
     await expect(streaming).rejects.toBeInstanceOf(RateLimitError);
   });
 
+  it("sends the script's headers, its retry-after replacing the default 0s on a 429", async () => {
+    const { client } = await start({
+      rules: [
+        { match: { lastUser: "seconds" }, status: 429, headers: { "Retry-After": "7" } },
+        { match: { lastUser: "millis" }, status: 503, headers: { "retry-after-ms": "1500", "x-request-id": "req-1" } },
+        { match: { lastUser: "date" }, status: 429, headers: { "retry-after": "Wed, 21 Oct 2065 07:28:00 GMT" } },
+        { match: { lastUser: "other" }, status: 429, headers: { "x-ratelimit-remaining-requests": "0" } },
+      ],
+      default: { reply: "ok", headers: { "x-ratelimit-remaining-tokens": "42" } },
+    });
+    const headersOf = async (text: string) => ((await ask(client, [user(text)]).catch((e: unknown) => e)) as RateLimitError).headers;
+    const seconds = await headersOf("seconds");
+    expect([seconds?.get("retry-after"), seconds?.get("retry-after-ms")]).toEqual(["7", null]);
+    const millis = await headersOf("millis");
+    expect([millis?.get("retry-after-ms"), millis?.get("retry-after"), millis?.get("x-request-id")]).toEqual(["1500", null, "req-1"]);
+    expect((await headersOf("date"))?.get("retry-after")).toBe("Wed, 21 Oct 2065 07:28:00 GMT");
+    const other = await headersOf("other");
+    expect([other?.get("retry-after"), other?.get("retry-after-ms"), other?.get("x-ratelimit-remaining-requests")]).toEqual(["0", "0", "0"]);
+    const { response } = await client.chat.completions.create({ model: "mock-model", messages: [user("fine")] }).withResponse();
+    expect(response.headers.get("x-ratelimit-remaining-tokens")).toBe("42");
+    expect(response.headers.get("content-type")).toBe("application/json");
+  });
+
+  it("answers with a scripted finish reason and refusal, plain and streamed", async () => {
+    const { client } = await start({
+      rules: [
+        { match: { lastUser: "filter" }, reply: "Once upon a", finishReason: "content_filter" },
+        { match: { lastUser: "refuse" }, refusal: "I'm sorry, I can't help with that." },
+      ],
+    });
+    const filtered = (await ask(client, [user("filter")])).choices[0];
+    expect(filtered).toMatchObject({ finish_reason: "content_filter", message: { content: "Once upon a", refusal: null } });
+    const refused = (await ask(client, [user("refuse")])).choices[0];
+    expect(refused).toMatchObject({ finish_reason: "stop", message: { content: null, refusal: "I'm sorry, I can't help with that." } });
+    const streamed = await client.chat.completions.stream({ model: "mock-model", messages: [user("refuse")] }).finalChatCompletion();
+    expect(streamed.choices[0]).toMatchObject({ finish_reason: "stop", message: { refusal: "I'm sorry, I can't help with that." } });
+    const streamedFilter = await client.chat.completions.stream({ model: "mock-model", messages: [user("filter")] }).finalChatCompletion();
+    expect(streamedFilter.choices[0]).toMatchObject({ finish_reason: "content_filter", message: { content: "Once upon a" } });
+  });
+
   it("lets the SDK's own retries get past scripted 429s quickly", async () => {
     const { server } = await start({ rules: [{ times: 3, status: 429 }, { reply: "finally" }] });
     const retrying = new OpenAI({ baseURL: server.url, apiKey: "test", maxRetries: 3 });
@@ -186,6 +226,17 @@ describe("mock-llm: script files", () => {
     expect(error.issues.map((i) => i.path)).toEqual(
       expect.arrayContaining(["/rules/0/delayMs", "/rules/1/match/lastUser/regex", "/rules/1", "/rules/2/status"]),
     );
+  });
+
+  it("refuses header names and values HTTP cannot carry, and an empty refusal", async () => {
+    const path = await scriptFile(
+      "headers.json",
+      JSON.stringify({ rules: [{ status: 429, headers: { "retry after": "1" } }, { status: 429, headers: { "retry-after": "1\r\nx-evil: 1" } }, { refusal: "" }] }),
+    );
+    const error = await loadError(path);
+    expect(error.message).toContain(`${path}: /rules/0/headers/retry after: must be an HTTP header name`);
+    expect(error.message).toContain(`${path}: /rules/1/headers/retry-after: must not contain a line break`);
+    expect(error.message).toContain(`${path}: /rules/2/refusal:`);
   });
 
   it("explains a wrong text matcher and a missing rules array", async () => {

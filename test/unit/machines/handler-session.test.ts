@@ -229,6 +229,36 @@ describe("handler session machine", () => {
     expect(limitedSnap.output?.error).toMatchObject({ resource: "output", metrics: { used: 64, limit: 80 } });
   });
 
+  it("fails with model_error, never COMPLETE, when the server's content filter blocked the output", async () => {
+    const blocked = { ...reply("partial"), finishReason: "content_filter" };
+    const { actor, steps } = session([reply("", [call("1")]), blocked]);
+    const snap = await waitFor(actor, (s) => s.status === "done");
+    expect(snap.value).toBe("failed");
+    expect(snap.output).toMatchObject({
+      status: "FAILED",
+      content: "partial",
+      error: { type: "TASK_FAILURE", reason: "model_error", message: "the model's output was blocked by the server's content filter (finish_reason 'content_filter')", content: "partial" },
+    });
+    // Usage of the blocked call still counts.
+    expect(snap.output?.notes["usage"]).toEqual({ promptTokens: 20, completionTokens: 10 });
+    expect(steps).toEqual(["model", "record 1 assistant", "tools 1", "record 1 tool", "model"]);
+  });
+
+  it("fails with model_error naming the refusal when the model refused, even with tool calls", async () => {
+    const refusal = { ...reply(""), refusal: "I can't help with that." };
+    const { actor } = session([refusal]);
+    const snap = await waitFor(actor, (s) => s.status === "done");
+    expect(snap.value).toBe("failed");
+    expect(snap.output?.error).toEqual({ type: "TASK_FAILURE", reason: "model_error", message: "the model refused: I can't help with that.", content: "" });
+    const withTools = session([{ ...reply("", [call("1")]), refusal: "No." }]);
+    const toolsSnap = await waitFor(withTools.actor, (s) => s.status === "done");
+    expect(toolsSnap.output?.error).toMatchObject({ message: "the model refused: No." });
+    expect(withTools.steps).toEqual(["model"]);
+    // An empty refusal field is no refusal.
+    const empty = session([{ ...reply("fine"), refusal: "" }]);
+    expect((await waitFor(empty.actor, (s) => s.status === "done")).output?.status).toBe("COMPLETE");
+  });
+
   it("answers malformed tool calls up to the limit, then fails with model_error", async () => {
     const replies = [reply("", [call("1")]), reply("", [call("2")]), reply("", [call("3")]), reply("ok")];
     const tolerated = session([...replies], { malformed: [1, 1, 1], maxTurns: 5 });
