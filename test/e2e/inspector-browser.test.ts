@@ -4,7 +4,7 @@
  * with no request beyond 127.0.0.1, draw the task machine, show the task's actors from several processes, and
  * highlight the task machine's state as it moves from running to completed (and, in the gallery, the states of all
  * the task's actors); then a task with a subtask appears in the task tree, and the role and process filters hide the
- * other actors. Saves a screenshot in test-artifacts/.
+ * other actors; the page breaks no rule of its Content-Security-Policy. Saves a screenshot in test-artifacts/.
  */
 import { connect } from "@nats-io/transport-node";
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -69,6 +69,12 @@ describe("dirigent inspect in a browser", () => {
     const page = await browser.newPage({ viewport: { width: 1500, height: 1000 } });
     const requests: string[] = [];
     page.on("request", (r) => requests.push(r.url()));
+    // The page lives within its Content-Security-Policy: every violation is recorded and none may occur.
+    await page.addInitScript(() => {
+      const w = window as unknown as { __violations: string[] };
+      w.__violations = [];
+      document.addEventListener("securitypolicyviolation", (e) => w.__violations.push(`${e.violatedDirective} ${e.blockedURI}`));
+    });
     const taskId = `browser-${Date.now()}`;
     await page.goto(`${pageUrl}?task=${taskId}`);
     await page.waitForSelector("body[data-ready=true]");
@@ -133,6 +139,7 @@ describe("dirigent inspect in a browser", () => {
       await nc.drain();
     }
 
+    expect(await page.evaluate(() => (window as unknown as { __violations: string[] }).__violations)).toEqual([]);
     const origin = new URL(pageUrl).origin;
     expect(requests.length).toBeGreaterThan(3);
     expect(requests.filter((u) => !u.startsWith(origin))).toEqual([]);
