@@ -19,6 +19,9 @@ import { startCli, type CliProcess } from "../support/processes.js";
 
 /** Debian's Chromium; `.ci/run` installs it (`apt-get install chromium`). */
 export const CHROMIUM = "/usr/bin/chromium";
+/** A page script recording every Content-Security-Policy violation in `window.__violations`. */
+export const RECORD_CSP_VIOLATIONS = `window.__violations = [];
+document.addEventListener("securitypolicyviolation", (e) => window.__violations.push(e.violatedDirective + " " + e.blockedURI));`;
 const ARTIFACTS = fileURLToPath(new URL("../../test-artifacts/", import.meta.url));
 
 let server: TestNatsServer;
@@ -70,11 +73,7 @@ describe("dirigent inspect in a browser", () => {
     const requests: string[] = [];
     page.on("request", (r) => requests.push(r.url()));
     // The page lives within its Content-Security-Policy: every violation is recorded and none may occur.
-    await page.addInitScript(() => {
-      const w = window as unknown as { __violations: string[] };
-      w.__violations = [];
-      document.addEventListener("securitypolicyviolation", (e) => w.__violations.push(`${e.violatedDirective} ${e.blockedURI}`));
-    });
+    await page.addInitScript({ content: RECORD_CSP_VIOLATIONS });
     const taskId = `browser-${Date.now()}`;
     await page.goto(`${pageUrl}?task=${taskId}`);
     await page.waitForSelector("body[data-ready=true]");
@@ -139,7 +138,7 @@ describe("dirigent inspect in a browser", () => {
       await nc.drain();
     }
 
-    expect(await page.evaluate(() => (window as unknown as { __violations: string[] }).__violations)).toEqual([]);
+    expect(await page.evaluate("window.__violations")).toEqual([]);
     const origin = new URL(pageUrl).origin;
     expect(requests.length).toBeGreaterThan(3);
     expect(requests.filter((u) => !u.startsWith(origin))).toEqual([]);

@@ -45,12 +45,19 @@ afterAll(async () => {
 /** A page that records every Content-Security-Policy violation in `window.__violations`. */
 async function newPage(): Promise<Page> {
   const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
-  await page.addInitScript(() => {
-    const w = window as unknown as { __violations: string[] };
-    w.__violations = [];
-    document.addEventListener("securitypolicyviolation", (e) => w.__violations.push(`${e.violatedDirective} ${e.blockedURI}`));
+  await page.addInitScript({
+    content: `window.__violations = [];
+document.addEventListener("securitypolicyviolation", (e) => window.__violations.push(e.violatedDirective + " " + e.blockedURI));`,
   });
   return page;
+}
+
+interface Injected {
+  xss: unknown;
+  violations: string[];
+  elements: number;
+  scripts: Array<string | null>;
+  handlers: string[];
 }
 
 /**
@@ -58,13 +65,13 @@ async function newPage(): Promise<Page> {
  * violation but the `allowed` ones.
  */
 async function expectNothingInjected(page: Page, allowed: RegExp = /$^/): Promise<void> {
-  const found = await page.evaluate(() => ({
-    xss: (window as unknown as { __xss?: unknown }).__xss,
-    violations: (window as unknown as { __violations: string[] }).__violations,
+  const found = (await page.evaluate(`({
+    xss: window.__xss,
+    violations: window.__violations,
     elements: document.querySelectorAll("img, image, iframe, object, embed, foreignObject, a").length,
     scripts: [...document.querySelectorAll("script")].map((s) => s.getAttribute("src")),
     handlers: [...document.querySelectorAll("*")].flatMap((e) => [...e.attributes].map((a) => a.name)).filter((name) => name.startsWith("on")),
-  }));
+  })`)) as Injected;
   expect({ ...found, violations: found.violations.filter((v) => !allowed.test(v)) }).toEqual({ xss: undefined, violations: [], elements: 0, scripts: ["/app.js"], handlers: [] });
 }
 
