@@ -59,12 +59,12 @@ const SVG_ATTRIBUTES = new Set(["xmlns", "class", "viewBox", "width", "height", 
 function svgElement(text) {
   const doc = new DOMParser().parseFromString(text, "image/svg+xml");
   const root = doc.documentElement;
-  if (root.localName !== "svg" || root.namespaceURI !== "http://www.w3.org/2000/svg" || doc.getElementsByTagName("parsererror").length > 0) {
+  if (!(root instanceof SVGSVGElement) || doc.getElementsByTagName("parsererror").length > 0) {
     return el("p", { class: "hint" }, "this chart could not be read");
   }
   const walk = (node) => {
     for (const child of [...node.children]) {
-      if (!SVG_ELEMENTS.has(child.localName) || child.namespaceURI !== root.namespaceURI) child.remove();
+      if (!SVG_ELEMENTS.has(child.localName) || !(child instanceof SVGElement)) child.remove();
       else walk(child);
     }
     for (const attr of [...node.attributes]) {
