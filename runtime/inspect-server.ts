@@ -84,8 +84,8 @@ const ASSETS: Record<string, string> = {
 };
 const TYPES: Record<string, string> = { html: "text/html; charset=utf-8", js: "text/javascript; charset=utf-8", css: "text/css; charset=utf-8" };
 /** The page's script and style come from this server only; no inline script or style, no frame, no form target. */
-const CSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
-const SECURITY_HEADERS = { ...COMMON_HEADERS, "content-security-policy": CSP };
+export const PAGE_CSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+const SECURITY_HEADERS = { ...COMMON_HEADERS, "content-security-policy": PAGE_CSP };
 
 /** The machines' charts, as the page loads them: name, machine id, SVG and graph. */
 export function machineCharts(): Array<{ name: string; id: string; svg: string; states: string[] }> {
