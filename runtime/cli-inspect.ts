@@ -5,7 +5,7 @@ import { isIP } from "node:net";
 import { collect, commonOptions, setup, untilSignal, UsageError, type CommonFlags } from "./cli-common.js";
 import { DEFAULT_NATS_URL } from "./connect.js";
 import { isLoopback, parseAllowedHost } from "./inspect-guard.js";
-import { startInspectServer } from "./inspect-server.js";
+import { startInspectServer, type InspectServer } from "./inspect-server.js";
 import { natsTaskReplay } from "./inspect-replay.js";
 import { startStatelyBridge, type StatelyBridge } from "./inspect-stately.js";
 import { natsAuth } from "./nats-auth.js";
@@ -72,17 +72,25 @@ export function registerInspectCommand(program: Command): void {
     });
     const bus = new NatsBus(nc, { onError: (err, subject) => log.warn({ subject, err: messageOf(err) }, "inspection message failed") });
     let bridge: StatelyBridge | undefined;
-    if (flags.stately) bridge = await startStatelyBridge({ port: statelyPort, host: statelyHost, allowedHosts });
-    const server = await startInspectServer({
-      bus,
-      subjects,
-      port: pagePort,
-      host,
-      allowedHosts,
-      replay: natsTaskReplay(nc, subjects),
-      onReplayError: (err) => log.warn({ err: messageOf(err) }, "cannot replay finished tasks from the events stream (does this NATS user have read access to it?)"),
-      ...(bridge ? { onMessage: (m) => bridge?.forward(m) } : {}),
-    });
+    let server: InspectServer;
+    try {
+      if (flags.stately) bridge = await startStatelyBridge({ port: statelyPort, host: statelyHost, allowedHosts });
+      server = await startInspectServer({
+        bus,
+        subjects,
+        port: pagePort,
+        host,
+        allowedHosts,
+        replay: natsTaskReplay(nc, subjects),
+        onReplayError: (err) => log.warn({ err: messageOf(err) }, "cannot replay finished tasks from the events stream (does this NATS user have read access to it?)"),
+        ...(bridge ? { onMessage: (m) => bridge?.forward(m) } : {}),
+      });
+    } catch (err) {
+      // A port in use or a bad address: release what started, so the process exits with the error.
+      await bridge?.stop();
+      await bus.close();
+      throw err;
+    }
     process.stderr.write(`dirigent: inspector on ${server.url} (NATS at ${bus.description}, subjects under '${subjects.root}')\n`);
     process.stderr.write(`dirigent: start runtime processes with DIRIGENT_INSPECT=on to see their actors\n`);
     if (!isLoopback(host)) process.stderr.write(exposedWarning("inspector", host, allowedHosts));
