@@ -110,17 +110,22 @@ export async function startStatelyBridge(options: StatelyBridgeOptions): Promise
   let hosts: ReadonlySet<string> = new Set();
   const originAllowed = (origin: string) => origin === statelyOrigin.toLowerCase() || isLoopbackOrigin(origin);
 
-  const headers = (req: IncomingMessage) => ({
+  /** The page may open a WebSocket to the host it was loaded from; `host` is a checked one, or absent on a refusal. */
+  const headers = (host: string | undefined) => ({
     ...SECURITY_HEADERS,
-    "content-security-policy": `default-src 'none'; script-src 'self'; style-src ${STYLE_HASH}; frame-src ${statelyOrigin}; connect-src 'self' ws://${req.headers.host ?? ""}; base-uri 'none'; form-action 'none'; frame-ancestors 'none'`,
+    "content-security-policy": `default-src 'none'; script-src 'self'; style-src ${STYLE_HASH}; frame-src ${statelyOrigin}; connect-src ${host ? `'self' ws://${host}` : "'none'"}; base-uri 'none'; form-action 'none'; frame-ancestors 'none'`,
   });
   const answer = (req: IncomingMessage, res: ServerResponse, status: number, type: string, body: string | Buffer) => {
-    res.writeHead(status, { "content-type": `${type}; charset=utf-8`, ...headers(req) });
+    res.writeHead(status, { "content-type": `${type}; charset=utf-8`, ...headers(req.headers.host) });
     res.end(body);
   };
   const server = createServer((req, res) => {
     const refused = refusal(req, hosts, originAllowed);
-    if (refused) return answer(req, res, refused.status, "text/plain", `${refused.reason}\n`);
+    if (refused) {
+      res.writeHead(refused.status, { "content-type": "text/plain; charset=utf-8", ...headers(undefined) });
+      res.end(`${refused.reason}\n`);
+      return;
+    }
     if (req.method !== "GET") return answer(req, res, 405, "text/plain", "only GET\n");
     const path = new URL(req.url ?? "/", "http://127.0.0.1").pathname;
     if (path === "/") return answer(req, res, 200, "text/html", page);
