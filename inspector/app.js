@@ -48,6 +48,36 @@ function el(tag, attrs = {}, ...children) {
   return node;
 }
 
+// What a chart may contain: the elements and attributes runtime/inspect-svg.ts draws, nothing that runs code or loads.
+const SVG_ELEMENTS = new Set(["svg", "defs", "marker", "g", "path", "rect", "circle", "text", "title"]);
+const SVG_ATTRIBUTES = new Set(["xmlns", "class", "viewBox", "width", "height", "x", "y", "rx", "cx", "cy", "r", "d", "text-anchor", "marker-end", "id", "refX", "refY", "markerWidth", "markerHeight", "orient"]);
+
+/**
+ * A chart's SVG text as a node of this page: parsed as XML (never as HTML), keeping only the allowed elements and
+ * attributes (`data-*` included), so no script, event handler, link or foreign object from the text reaches the page.
+ */
+function svgElement(text) {
+  const doc = new DOMParser().parseFromString(text, "image/svg+xml");
+  const root = doc.documentElement;
+  if (!(root instanceof SVGSVGElement) || doc.getElementsByTagName("parsererror").length > 0) {
+    return el("p", { class: "hint" }, "this chart could not be read");
+  }
+  const walk = (node) => {
+    for (const child of [...node.children]) {
+      if (!SVG_ELEMENTS.has(child.localName) || !(child instanceof SVGElement)) child.remove();
+      else walk(child);
+    }
+    for (const attr of [...node.attributes]) {
+      const allowed = attr.namespaceURI === null && (SVG_ATTRIBUTES.has(attr.name) || /^data-[a-z-]+$/.test(attr.name));
+      // The one id a chart has is its arrow marker's: no other id may shadow the page's own elements.
+      const fixed = (attr.name === "id" && attr.value !== "arrow") || (attr.name === "marker-end" && attr.value !== "url(#arrow)");
+      if (!allowed || fixed) node.removeAttribute(attr.name);
+    }
+  };
+  walk(root);
+  return document.importNode(root, true);
+}
+
 function shortProcess(p) {
   return p;
 }
@@ -157,7 +187,7 @@ function showChart(machine) {
   const box = $("focus-chart");
   if (box.dataset.machine === machine) return;
   box.dataset.machine = machine ?? "";
-  box.innerHTML = chart ? chart.svg : `<p class="hint">${machine ? `${machine} is not a state machine (an invoked promise)` : ""}</p>`;
+  box.replaceChildren(chart ? svgElement(chart.svg) : el("p", { class: "hint" }, machine ? `${machine} is not a state machine (an invoked promise)` : ""));
 }
 
 function renderFocus() {
@@ -304,9 +334,7 @@ async function start() {
     charts.set(m.id, m);
     const figure = el("figure", { "data-machine-name": m.name });
     figure.append(el("figcaption", {}, `${m.name} (machine id ${m.id})`));
-    const holder = el("div");
-    holder.innerHTML = m.svg;
-    figure.append(holder);
+    figure.append(el("div", {}, svgElement(m.svg)));
     $("machines").append(figure);
   }
   const stream = new EventSource("/api/stream");

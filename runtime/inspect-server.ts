@@ -2,7 +2,8 @@
  * The HTTP side of `dirigent inspect`: serves the page and its assets from the package (loopback only, no external
  * resource), the machines' charts, the cluster's state as JSON, one task (replayed from the events stream when it
  * is not live), and a Server-Sent Events stream of changes fed by a subscription to `<root>.inspect.>` and the
- * tasks' events and results.
+ * tasks' events and results. Every request passes the checks of `runtime/inspect-guard.ts` (its `Host` must name this
+ * server, its `Origin`, if any, must be the server's own) and every answer carries a strict Content-Security-Policy.
  */
 import { existsSync } from "node:fs";
 import { readFile } from "node:fs/promises";
@@ -15,6 +16,7 @@ import { decode, TaskEvent, TaskOutcome, type Subjects } from "../protocol/index
 import { InspectMessage } from "../protocol/inspect.js";
 import { machineGraph } from "./machine-graph.js";
 import { machines } from "./machines.js";
+import { allowedHosts, hostLiteral, isWildcard, refusal, SECURITY_HEADERS as COMMON_HEADERS } from "./inspect-guard.js";
 import { statechartSvg } from "./inspect-svg.js";
 import { InspectState, type ActorView, type TaskView } from "./inspect-state.js";
 
@@ -38,8 +40,14 @@ export interface InspectServerOptions {
   subjects: Subjects;
   /** TCP port; 0 picks a free one. */
   port: number;
-  /** Interface to listen on; loopback by default. */
+  /** Interface to listen on; loopback (`127.0.0.1`) by default. */
   host?: string;
+  /**
+   * More `Host` header values the server answers (`NAME` or `NAME:PORT`, validated by `parseAllowedHost`), for a
+   * server bound to another interface or behind a proxy. The bound address with its port, and on loopback
+   * `localhost`, `127.0.0.1` and `[::1]` with the port, are always answered; any other host gets 421.
+   */
+  allowedHosts?: readonly string[];
   replay?: TaskReplay;
   /** Stored messages read at start, so that recent finished tasks are listed. Default 2000. */
   replayRecent?: number;
@@ -55,7 +63,7 @@ export interface InspectServerOptions {
 
 /** A running inspector server. */
 export interface InspectServer extends AsyncDisposable {
-  /** `http://127.0.0.1:<port>/`. */
+  /** `http://<bound address>:<port>/` (`127.0.0.1` when bound to every interface). */
   readonly url: string;
   readonly port: number;
   readonly state: InspectState;
@@ -75,11 +83,9 @@ const ASSETS: Record<string, string> = {
   "/app.css": "app.css",
 };
 const TYPES: Record<string, string> = { html: "text/html; charset=utf-8", js: "text/javascript; charset=utf-8", css: "text/css; charset=utf-8" };
-const SECURITY_HEADERS = {
-  "content-security-policy": "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; connect-src 'self'",
-  "x-content-type-options": "nosniff",
-  "cache-control": "no-store",
-};
+/** The page's script and style come from this server only; no inline script or style, no frame, no form target. */
+export const PAGE_CSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+const SECURITY_HEADERS = { ...COMMON_HEADERS, "content-security-policy": PAGE_CSP };
 
 /** The machines' charts, as the page loads them: name, machine id, SVG and graph. */
 export function machineCharts(): Array<{ name: string; id: string; svg: string; states: string[] }> {
@@ -111,6 +117,8 @@ export function filterView(view: { actors: ActorView[]; tasks: TaskView[] }, fil
 /** Starts the inspector server: subscribes to the cluster and listens on `host:port`. */
 export async function startInspectServer(options: InspectServerOptions): Promise<InspectServer> {
   const { bus, subjects } = options;
+  // Validated before anything starts, so a bad name fails the start rather than every request.
+  allowedHosts(options.host ?? "127.0.0.1", 1, options.allowedHosts);
   const state = new InspectState();
   const assets = options.assetsDir ?? packagedAssetsDir();
   const charts = JSON.stringify(machineCharts());
@@ -174,7 +182,14 @@ export async function startInspectServer(options: InspectServerOptions): Promise
     res.end(typeof body === "string" ? body : JSON.stringify(body));
   };
 
+  let hosts: ReadonlySet<string> = new Set();
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    const refused = refusal(req, hosts);
+    if (refused) {
+      res.writeHead(refused.status, { "content-type": "text/plain; charset=utf-8", ...SECURITY_HEADERS });
+      res.end(`${refused.reason}\n`);
+      return;
+    }
     const url = new URL(req.url ?? "/", "http://127.0.0.1");
     if (req.method !== "GET") return json(res, 405, { error: "only GET" });
     const asset = ASSETS[url.pathname];
@@ -214,11 +229,13 @@ export async function startInspectServer(options: InspectServerOptions): Promise
       else res.end();
     });
   });
+  const address = options.host ?? "127.0.0.1";
   await new Promise<void>((resolveListen, reject) => {
     server.once("error", reject);
-    server.listen(options.port, options.host ?? "127.0.0.1", () => resolveListen());
+    server.listen(options.port, address, () => resolveListen());
   });
   const port = (server.address() as AddressInfo).port;
+  hosts = allowedHosts(address, port, options.allowedHosts);
   const close = async () => {
     clearInterval(push);
     clearInterval(keepalive);
@@ -228,5 +245,6 @@ export async function startInspectServer(options: InspectServerOptions): Promise
     server.closeAllConnections();
     await new Promise<void>((r) => server.close(() => r()));
   };
-  return { url: `http://127.0.0.1:${port}/`, port, state, close, [Symbol.asyncDispose]: close };
+  const shown = isWildcard(address) ? "127.0.0.1" : hostLiteral(address);
+  return { url: `http://${shown}:${port}/`, port, state, close, [Symbol.asyncDispose]: close };
 }

@@ -2,7 +2,9 @@
  * Draws a {@link MachineGraph} as an SVG statechart, with no library: compound states are boxes holding their
  * children, laid out left to right in layers reached from the initial state; transitions are labelled curves
  * (`event [guard]`). Every state is a `<g class="state" data-state="<state id>">`, so the inspector page highlights
- * the active states by id.
+ * the active states by id. Every name it embeds (machine id, state ids and keys, descriptions, tags, events, guards)
+ * goes through {@link escapeXml}, so the SVG holds them as text only; the page parses it as XML and keeps only the
+ * elements and attributes drawn here.
  */
 import type { GraphState, GraphTransition, MachineGraph } from "./machine-graph.js";
 
@@ -141,7 +143,7 @@ function stateSvg(box: Box, out: string[]): void {
   const s = box.state;
   const kind = s.parent === undefined ? "root" : s.type;
   const title = escapeXml([s.id, s.description, s.tags.length ? `tags: ${s.tags.join(", ")}` : ""].filter(Boolean).join("\n"));
-  out.push(`<g class="state ${kind}" data-state="${escapeXml(s.id)}"><title>${title}</title>`);
+  out.push(`<g class="state ${escapeXml(kind)}" data-state="${escapeXml(s.id)}"><title>${title}</title>`);
   out.push(`<rect x="${box.x}" y="${box.y}" width="${box.w}" height="${box.h}" rx="${box.children.length ? 10 : 16}"/>`);
   if (s.type === "final") out.push(`<rect class="inner" x="${box.x + 4}" y="${box.y + 4}" width="${box.w - 8}" height="${box.h - 8}" rx="13"/>`);
   const ty = box.children.length ? box.y + 18 : box.y + box.h / 2 + 4;

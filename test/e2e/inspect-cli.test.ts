@@ -6,6 +6,7 @@
 import { connect } from "@nats-io/transport-node";
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { createRequire } from "node:module";
+import { request } from "node:http";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -58,6 +59,59 @@ describe("dirigent machines export --out DIR", () => {
     expect(await json.exited, json.output()).toBe(0);
     expect(readdirSync(jsonOut).sort()).toEqual(machines.map((m) => `${m.name}.json`).sort());
     expect(JSON.parse(readFileSync(join(jsonOut, "task.json"), "utf8"))).toMatchObject({ id: "task" });
+  });
+});
+
+describe("dirigent inspect --host, --allowed-host", () => {
+  let nats: TestNatsServer;
+  beforeAll(async () => {
+    nats = await startTestNatsServer();
+  });
+  afterAll(async () => {
+    await nats?.stop();
+  });
+
+  const status = (url: string, host: string) =>
+    new Promise<number>((resolve, reject) => {
+      const { port } = new URL(url);
+      request({ host: "127.0.0.1", port, path: "/api/state", headers: { host } }, (res) => {
+        res.resume();
+        resolve(res.statusCode ?? 0);
+      })
+        .on("error", reject)
+        .end();
+    });
+
+  it("refuses a malformed allowed host or listening address with a usage error", async () => {
+    for (const [flag, value, text] of [
+      ["--allowed-host", "http://inspect.example", "--allowed-host: allowed host 'http://inspect.example': expected NAME or NAME:PORT"],
+      ["--allowed-host", "*.example", "not a valid host name"],
+      ["--host", "example.com", "--host 'example.com': expected an IP address"],
+      ["--stately-host", "nowhere", "--stately-host 'nowhere': expected an IP address"],
+    ] as const) {
+      const cli = startCli(["inspect", "--port", "0", flag, value, "--nats", nats.url]);
+      expect(await cli.exited, cli.output()).toBe(2);
+      expect(cli.output()).toContain(text);
+    }
+  });
+
+  it("warns loudly when listening beyond loopback, and answers only the allowed host names", async () => {
+    const root = randomRoot();
+    const cli = startCli(["inspect", "--port", "0", "--host", "0.0.0.0", "--allowed-host", "inspect.example", "--stately", "--stately-port", "0", "--stately-host", "0.0.0.0", "--nats", nats.url, "--prefix", root]);
+    try {
+      const [, pageUrl = ""] = await cli.waitFor(/inspector on (http:\/\/\S+)/);
+      const [, bridgeUrl = ""] = await cli.waitFor(/Stately bridge on (http:\/\/\S+)/);
+      await cli.waitFor(/WARNING: the Stately bridge listens on 0\.0\.0\.0/);
+      expect(cli.output()).toMatch(/WARNING: the inspector listens on 0\.0\.0\.0, not on loopback: anyone who can reach this address sees every task's content; it answers only requests for that address, and for inspect\.example/);
+      for (const url of [pageUrl, bridgeUrl]) {
+        const port = new URL(url).port;
+        expect(await status(url, "inspect.example"), url).toBe(pageUrl === url ? 200 : 404);
+        expect(await status(url, `localhost:${port}`), url).toBe(pageUrl === url ? 200 : 404);
+        expect(await status(url, `attacker.example:${port}`), url).toBe(421);
+      }
+    } finally {
+      await cli.stop();
+    }
   });
 });
 

@@ -4,7 +4,7 @@
  * with no request beyond 127.0.0.1, draw the task machine, show the task's actors from several processes, and
  * highlight the task machine's state as it moves from running to completed (and, in the gallery, the states of all
  * the task's actors); then a task with a subtask appears in the task tree, and the role and process filters hide the
- * other actors. Saves a screenshot in test-artifacts/.
+ * other actors; the page breaks no rule of its Content-Security-Policy. Saves a screenshot in test-artifacts/.
  */
 import { connect } from "@nats-io/transport-node";
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -19,6 +19,9 @@ import { startCli, type CliProcess } from "../support/processes.js";
 
 /** Debian's Chromium; `.ci/run` installs it (`apt-get install chromium`). */
 export const CHROMIUM = "/usr/bin/chromium";
+/** A page script recording every Content-Security-Policy violation in `window.__violations`. */
+export const RECORD_CSP_VIOLATIONS = `window.__violations = [];
+document.addEventListener("securitypolicyviolation", (e) => window.__violations.push(e.violatedDirective + " " + e.blockedURI));`;
 const ARTIFACTS = fileURLToPath(new URL("../../test-artifacts/", import.meta.url));
 
 let server: TestNatsServer;
@@ -69,6 +72,8 @@ describe("dirigent inspect in a browser", () => {
     const page = await browser.newPage({ viewport: { width: 1500, height: 1000 } });
     const requests: string[] = [];
     page.on("request", (r) => requests.push(r.url()));
+    // The page lives within its Content-Security-Policy: every violation is recorded and none may occur.
+    await page.addInitScript({ content: RECORD_CSP_VIOLATIONS });
     const taskId = `browser-${Date.now()}`;
     await page.goto(`${pageUrl}?task=${taskId}`);
     await page.waitForSelector("body[data-ready=true]");
@@ -133,6 +138,7 @@ describe("dirigent inspect in a browser", () => {
       await nc.drain();
     }
 
+    expect(await page.evaluate("window.__violations")).toEqual([]);
     const origin = new URL(pageUrl).origin;
     expect(requests.length).toBeGreaterThan(3);
     expect(requests.filter((u) => !u.startsWith(origin))).toEqual([]);

@@ -142,7 +142,7 @@ describe("inspector over the in-process bus", () => {
     for (const path of ["/", "/app.js", "/app.css"]) {
       const res = await fetch(new URL(path, server.url));
       expect(res.status).toBe(200);
-      expect(res.headers.get("content-security-policy")).toContain("default-src 'self'");
+      expect(res.headers.get("content-security-policy")).toContain("script-src 'self'");
       expect(await res.text()).not.toMatch(/(https?:)?\/\/[a-z0-9.-]+\.[a-z]{2,}/i);
     }
   });
