@@ -159,10 +159,13 @@ export function superviseConnection(options: SuperviseOptions): { stop(): void }
     }
   };
   void connection.closed().then(
-    (err) => fatal(`the connection to NATS closed${err ? `: ${err.message}` : ""}`),
+    (err) => fatal(`the connection to NATS closed${err ? `: ${err.message}` : " (no error given)"}`),
     (err: unknown) => fatal(`the connection to NATS closed: ${messageOf(err)}`),
   );
-  const removeListener = connection.onReconnect?.(() => void check());
+  const removeListener = connection.onReconnect?.(() => {
+    log.warn({}, "reconnected to NATS: checking that this process's subscriptions reach it");
+    void check();
+  });
   const timer = options.checkIntervalMs > 0 ? setInterval(() => void check(), options.checkIntervalMs) : undefined;
   timer?.unref();
   function stop(): void {
