@@ -8,6 +8,7 @@ import { silentLogger } from "../../actors/deps.js";
 import { createSubjects, decode, encode, PingReply, PingRequest } from "../../protocol/index.js";
 import { checkSelf, startPingResponder, superviseConnection, VERSION } from "../../runtime/health.js";
 import { connectNats, NatsBus } from "../../runtime/nats-bus.js";
+import { wireOf } from "../../runtime/nats-wire.js";
 import { randomRoot, startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 
 let server: TestNatsServer;
@@ -95,5 +96,22 @@ describe("the connection watch", () => {
     await other.close();
     await other.closed();
     expect(reasons).toHaveLength(1);
+  });
+});
+
+describe("a connection closed for good", () => {
+  it("fails the requests waiting on it at once, JetStream-style ones that would be sent again included", async () => {
+    const subjects = createSubjects(randomRoot());
+    const [silent, asker] = await Promise.all([newBus("silent"), newBus("closing")]);
+    // Someone listens, so no 503 comes back; nobody answers.
+    silent.subscribe(subjects.ping, () => undefined);
+    await silent.flush();
+    const wire = wireOf(asker.connection);
+    const once = wire.request(subjects.ping, new Uint8Array(0), { timeoutMs: 60_000 });
+    const resent = wire.request(subjects.ping, new Uint8Array(0), { timeoutMs: 60_000, resend: true });
+    await asker.flush();
+    await asker.connection.close();
+    await expect(once).rejects.toThrow(/connection to NATS closed before the answer/);
+    await expect(resent).rejects.toThrow(/connection to NATS closed before the answer/);
   });
 });
