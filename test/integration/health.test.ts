@@ -66,7 +66,7 @@ describe("the connection watch", () => {
     const fatal = await new Promise<string>((resolve) => {
       superviseConnection({
         connection: bus,
-        selfCheck: () => checkSelf(bus, subjects, responder.processId, 5000),
+        selfCheck: () => checkSelf(bus, subjects, responder.processId, 1000),
         checkIntervalMs: 20,
         maxLost: 3,
         log: silentLogger,
