@@ -19,6 +19,7 @@ export const DEFAULT_HEALTH_TIMEOUT_MS = 1000;
 interface HealthFlags extends CommonFlags {
   timeout?: string;
   roles?: string;
+  host?: string;
   json?: boolean;
 }
 
@@ -111,17 +112,19 @@ export function registerHealthCommand(program: Command): void {
       .description("ping every runtime process; list the roles and processes that answer; exit 1 naming the required roles none answers")
       .option("--timeout <ms>", `how long to collect answers (default ${DEFAULT_HEALTH_TIMEOUT_MS})`)
       .option("--roles <list>", `comma-separated roles that must answer (default ${REQUIRED_ROLES.join(",")})`)
+      .option("--host <name>", "count only the processes on this host (a liveness probe of one machine or pod: --host \"$(hostname)\")")
       .option("--json", "print the report as JSON"),
   ).action(async (flags: HealthFlags) => {
     const timeoutMs = parseTimeout(flags.timeout);
     const required = parseRoles(flags.roles);
+    if (flags.host !== undefined && flags.host.trim() === "") throw new UsageError("--host: expected a host name");
     const { config, subjects, log } = setup(flags, "dirigent-health");
     const placement = await place({ ...(config.nats ? { url: config.nats } : {}), auth: natsAuth(config), roles: [], subjects, log, name: "dirigent-health", dataDir: config.dataDir, startServer: false });
     try {
       const bus = placement.transport.bus;
       if (!(bus instanceof NatsBus)) throw new Error("no NATS server reachable: pass --nats URL or set NATS_URL");
       const { answers, invalid } = await collect(bus, subjects, timeoutMs);
-      const report = healthReport(required, answers, invalid);
+      const report = healthReport(required, flags.host === undefined ? answers : answers.filter((a) => a.host === flags.host), invalid);
       process.stdout.write(flags.json ? `${JSON.stringify(report, null, 2)}\n` : formatHealth(report));
       if (!report.ok) {
         if (flags.json) process.stderr.write(`dirigent: missing: ${report.missing.join(", ")}\n`);

@@ -6,6 +6,7 @@
  * SIGTERM ends a process whose server is gone.
  */
 import { writeFile } from "node:fs/promises";
+import { hostname } from "node:os";
 import { join } from "node:path";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -92,6 +93,11 @@ describe("dirigent health", () => {
     const report = JSON.parse(json.output) as { ok: boolean; processes: PingReply[] };
     expect(report.ok).toBe(true);
     expect(report.processes.map((p) => p.roles).flat().sort()).toEqual([...ROLES].sort());
+    // One machine's processes only: all four here, none on another host.
+    expect((await health("--host", hostname(), "--timeout", "500")).code).toBe(0);
+    const elsewhere = await health("--host", "no-such-host", "--roles", "handler", "--timeout", "500");
+    expect(elsewhere.code).toBe(1);
+    expect(elsewhere.output).toMatch(/no process answered\nmissing: handler/);
   });
 
   it("refuses a bad flag with exit 2", async () => {
