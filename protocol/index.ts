@@ -16,5 +16,6 @@ export * from "./control.js";
 export * from "./compiler.js";
 export * from "./checkmate.js";
 export * from "./goals.js";
+export * from "./health.js";
 export * from "./subjects.js";
 export type * from "./template.js";

@@ -123,6 +123,8 @@ export function createSubjects(root: string = DEFAULT_ROOT) {
     goalControl: `${root}.control.goals`,
     /** KV bucket of goals and Supervisor leases. */
     goalsBucket: `${upper}_GOALS`,
+    /** Public: liveness ping (`PingRequest`, protocol/health.ts); every runtime process answers, no queue group. */
+    ping: `${root}.ping`,
     /** Durable consumer name of Directors on the intake stream. */
     directorConsumer: "directors",
   } as const;

@@ -17,6 +17,7 @@ import { registerNatsCommands } from "./cli-nats.js";
 import { registerInspectCommand } from "./cli-inspect.js";
 import { registerCheckmateCommand } from "./cli-checkmate.js";
 import { registerGoalCommands } from "./cli-goals.js";
+import { registerHealthCommand } from "./cli-health.js";
 
 const program = new Command()
   .name("dirigent")
@@ -37,6 +38,7 @@ registerNatsCommands(program);
 registerInspectCommand(program);
 registerCheckmateCommand(program);
 registerGoalCommands(program);
+registerHealthCommand(program);
 
 try {
   await program.parseAsync(process.argv);

@@ -150,6 +150,10 @@ export const Config = z.object({
   goalMaxReplans: z.coerce.number().int().min(0).max(100),
   /** Longest a sub-goal's task may run before it counts as failed. */
   goalSubtaskTimeoutMs: positiveInt,
+  /** Reconnect attempts after losing the NATS server before a runtime process exits (1); -1: reconnect forever. */
+  natsMaxReconnects: z.coerce.number().int().min(-1),
+  /** How often a runtime process pings itself through NATS to check that its subscriptions still reach it; 0: only after a reconnect. */
+  selfCheckMs: z.coerce.number().int().min(0),
   /** Cheap-tier model of divergence judgements and replan reviews; the default model when absent. */
   cheapModel: z.string().trim().min(1).optional(),
   /** URL that operator alerts are also POSTed to (JSON). */
@@ -208,6 +212,8 @@ export const DEFAULTS = {
   goalCostThreshold: 5,
   goalMaxReplans: 5,
   goalSubtaskTimeoutMs: 1_800_000,
+  natsMaxReconnects: -1,
+  selfCheckMs: 15_000,
 } as const;
 
 /** Environment variable of each key. */
@@ -271,6 +277,8 @@ export const ENV_NAMES = {
   goalSubtaskTimeoutMs: "DIRIGENT_GOAL_SUBTASK_TIMEOUT_MS",
   cheapModel: "DIRIGENT_CHEAP_MODEL",
   alertWebhook: "DIRIGENT_ALERT_WEBHOOK",
+  natsMaxReconnects: "DIRIGENT_NATS_MAX_RECONNECTS",
+  selfCheckMs: "DIRIGENT_SELF_CHECK_MS",
 } as const satisfies Record<keyof Config, string>;
 
 /** Command-line flag of each key (for error messages). */

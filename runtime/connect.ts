@@ -44,6 +44,8 @@ export interface PlaceOptions {
   auth?: NatsAuth;
   /** Roles this process runs: their stores are opened at once, others on first use; `[]` for a client. Default: all. */
   roles?: readonly string[];
+  /** Reconnect attempts after a loss before the connection closes for good; -1 (default): forever. */
+  maxReconnects?: number;
 }
 
 /** Opens a transport following the rules of `dirigent up` (see the README). */
@@ -51,7 +53,13 @@ export async function place(options: PlaceOptions): Promise<Placement> {
   const { subjects, log, name } = options;
   // A server that refuses the credentials is an error, never a reason to fall back.
   const open = (url: string) =>
-    openNatsTransport(url, subjects, { name, log, ...(options.auth ? { auth: options.auth } : {}), ...(options.roles ? { roles: options.roles } : {}) }).catch(
+    openNatsTransport(url, subjects, {
+      name,
+      log,
+      ...(options.auth ? { auth: options.auth } : {}),
+      ...(options.roles ? { roles: options.roles } : {}),
+      ...(options.maxReconnects !== undefined ? { maxReconnects: options.maxReconnects } : {}),
+    }).catch(
       (err: unknown) =>
         Promise.reject(
           isAuthorizationError(err)

@@ -50,11 +50,14 @@ export interface ConnectNatsOptions {
   reconnectTimeWaitMs?: number;
   /** Timeout of the first connect. Default 5000 ms. */
   timeoutMs?: number;
+  /** Reconnect attempts per server after a loss before the connection closes for good; -1 (default): forever. */
+  maxReconnectAttempts?: number;
 }
 
 /**
- * Opens a named connection that reconnects forever once established; the first connect fails
- * fast when no server is reachable.
+ * Opens a named connection that reconnects forever once established (unless `maxReconnectAttempts` says otherwise;
+ * the server refusing the credentials twice in a row closes it too); the first connect fails fast when no server is
+ * reachable.
  * @example
  * const nc = await connectNats({ servers: "nats://127.0.0.1:4222", name: "dirigent" });
  * const bus = new NatsBus(nc, { onError: (err, subject) => log.error({ err, subject }) });
@@ -64,7 +67,7 @@ export async function connectNats(opts: ConnectNatsOptions): Promise<NatsConnect
   const nc = await connect({
     servers: opts.servers,
     name: opts.name,
-    maxReconnectAttempts: -1,
+    maxReconnectAttempts: opts.maxReconnectAttempts ?? -1,
     reconnectTimeWait: wait,
     reconnectJitter: Math.ceil(wait / 4),
     waitOnFirstConnect: false,
@@ -115,6 +118,26 @@ export class NatsBus implements ClosableBus {
   /** The server currently connected to, e.g. `nats://127.0.0.1:4222`. */
   get description(): string {
     return `nats://${this.#nc.getServer()}`;
+  }
+
+  /** Subscription handlers running now. */
+  get inFlight(): number {
+    return this.#inFlight.size;
+  }
+
+  /** Resolves when the connection is closed for good, with the reason (e.g. an authorization error) when there was one. */
+  async closed(): Promise<Error | undefined> {
+    return (await this.#nc.closed()) ?? undefined;
+  }
+
+  /** Whether the connection is closed for good. */
+  isClosed(): boolean {
+    return this.#nc.isClosed();
+  }
+
+  /** Drops the connection and connects again; every subscription is sent to the server again. */
+  reconnect(): Promise<void> {
+    return this.#nc.reconnect();
   }
 
   onReconnect(listener: () => void): () => void {

@@ -63,14 +63,18 @@ const streamRead = (stream: string) => [`${API}.STREAM.INFO.${stream}`, `${API}.
 
 /**
  * What every runtime role may do besides its own subjects: publish its actors' inspection messages
- * (`<root>.inspect.<role>.<kind>`, when `DIRIGENT_INSPECT` is on), under its own role name only.
+ * (`<root>.inspect.<role>.<kind>`, when `DIRIGENT_INSPECT` is on), under its own role name only; answer pings
+ * (`<root>.ping`, into the asking client's `_INBOX`) and ping itself (its own answer goes to its own inbox).
  */
-const runtimeCommon = (root: string, role: string): RolePermissions => ({ publish: [`${root}.inspect.${role}.>`], subscribe: [] });
+const runtimeCommon = (root: string, role: string): RolePermissions => ({
+  publish: [`${root}.inspect.${role}.>`, `${root}.ping`, "_INBOX.>", `${inboxPrefixFor([role])}.>`],
+  subscribe: [`${root}.ping`],
+});
 
-/** `base` with `extra` appended (a role's own permissions plus those every runtime role shares). */
+/** `base` with `extra` appended (a role's own permissions plus those every runtime role shares), each subject once. */
 const withCommon = (base: RolePermissions, extra: RolePermissions): RolePermissions => ({
-  publish: [...base.publish, ...extra.publish],
-  subscribe: [...base.subscribe, ...extra.subscribe],
+  publish: [...new Set([...base.publish, ...extra.publish])],
+  subscribe: [...new Set([...base.subscribe, ...extra.subscribe])],
 });
 
 /** The permissions of every role for subject root `root`. */
@@ -93,7 +97,7 @@ function ownPermissions(root: string): Record<NatsRole, RolePermissions> {
   const goalEvents = s.anyGoalEvents;
   return {
     submitter: {
-      publish: [s.submit, s.anyTaskGet, s.anyTaskCancel, `${root}.tasks.*.input`, s.compile, ...goalRequests],
+      publish: [s.submit, s.anyTaskGet, s.anyTaskCancel, `${root}.tasks.*.input`, s.compile, ...goalRequests, s.ping],
       subscribe: [s.anyTaskEvents, s.anyTaskResult, goalEvents, s.operatorAlerts, "_INBOX.>"],
     },
     director: {

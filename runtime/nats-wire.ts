@@ -83,18 +83,20 @@ export class NatsWire {
     // the connection is back; JetStream writes are sent again once it is back (see `store`).
     void (async () => {
       for await (const status of nc.status()) {
-        if (status.type === "disconnect") this.#failPending();
+        if (status.type === "disconnect") this.#failPending(false);
+        // Closed for good: nothing will be sent again, so even JetStream writes fail now instead of at their timeout.
+        else if (status.type === "close") this.#failPending(true);
         else if (status.type === "reconnect") this.#resendPending();
       }
     })().catch(() => undefined);
   }
 
-  #failPending(): void {
+  #failPending(closed: boolean): void {
     for (const [token, pending] of this.#pending) {
-      if (pending.settle === undefined || pending.resend !== undefined) continue;
+      if (pending.settle === undefined || (pending.resend !== undefined && !closed)) continue;
       this.#pending.delete(token);
       clearTimeout(pending.timer);
-      pending.settle(new TransportError(`connection to NATS lost before the answer on '${pending.subject}'`, pending.subject), undefined);
+      pending.settle(new TransportError(`connection to NATS ${closed ? "closed" : "lost"} before the answer on '${pending.subject}'`, pending.subject), undefined);
     }
   }
 

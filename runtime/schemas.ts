@@ -18,6 +18,8 @@ import {
   GoalReply,
   GoalSubmitRequest,
   OperatorAlert,
+  PingReply,
+  PingRequest,
 } from "../protocol/index.js";
 
 /** Public messages by file name. */
@@ -39,6 +41,8 @@ export const PUBLIC_SCHEMAS = {
   "goal-list-reply": GoalListReply,
   "goal-event": GoalEvent,
   "operator-alert": OperatorAlert,
+  "ping-request": PingRequest,
+  "ping-reply": PingReply,
 } as const;
 
 /** Every public schema as a JSON Schema document (draft 2020-12), keyed by file name. */

@@ -21,6 +21,7 @@ import { inspectHookFor } from "./inspect-publisher.js";
 import { startSupervisor } from "../actors/supervisor.js";
 import type { KeyedStore } from "../actors/goal-store.js";
 import { hostname } from "node:os";
+import { startPingResponder } from "./health.js";
 
 /** The roles: the four of the task pipeline, and the Supervisor of autonomous goals. */
 export const ROLES = ["director", "evaluator", "handler", "memory", "supervisor"] as const;
@@ -75,6 +76,8 @@ export interface SystemHandle extends AsyncDisposable {
   readonly roles: readonly Role[];
   readonly subjects: Subjects;
   readonly transport: Transport;
+  /** This process's id in its answers to `<root>.ping` (see runtime/health.ts). */
+  readonly processId: string;
   /** Stops the roles (reverse start order). The transport stays open; close it yourself. */
   stop(): Promise<void>;
 }
@@ -192,10 +195,14 @@ export async function startSystem(options: SystemOptions): Promise<SystemHandle>
       }),
     );
   }
+  // Last, so that an answer to a ping means every role of the process is serving.
+  const ping = startPingResponder({ bus: transport.bus, subjects, roles, log: deps.log, inFlight: () => (transport.bus as { readonly inFlight?: number }).inFlight });
   await transport.bus.flush();
+  let pingStopped: Promise<void> | undefined;
   const stop = async () => {
+    await (pingStopped ??= ping.stop());
     for (const role of started.reverse()) await role.stop();
     started.length = 0;
   };
-  return { roles, subjects, transport, stop, [Symbol.asyncDispose]: stop };
+  return { roles, subjects, transport, processId: ping.processId, stop, [Symbol.asyncDispose]: stop };
 }

@@ -37,9 +37,15 @@ export interface OpenTransport extends Transport {
 export async function openNatsTransport(
   servers: string,
   subjects: Subjects,
-  options: { name: string; log: Logger; ackWaitMs?: number; auth?: NatsAuth; roles?: readonly string[] },
+  options: { name: string; log: Logger; ackWaitMs?: number; auth?: NatsAuth; roles?: readonly string[]; maxReconnects?: number },
 ): Promise<OpenTransport> {
-  const nc = await connectNats({ servers, name: options.name, ...options.auth, inboxPrefix: inboxPrefixFor(options.roles) });
+  const nc = await connectNats({
+    servers,
+    name: options.name,
+    ...options.auth,
+    inboxPrefix: inboxPrefixFor(options.roles),
+    ...(options.maxReconnects !== undefined ? { maxReconnectAttempts: options.maxReconnects } : {}),
+  });
   const onError = (err: unknown, subject: string) => options.log.error({ subject, err: messageOf(err) }, "handler failed");
   const bus = new NatsBus(nc, { onError });
   try {
