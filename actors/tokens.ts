@@ -42,8 +42,11 @@ function specOf(model: string): ModelSpec | undefined {
 const MAP_KEY_MAX_CHARS = 16_383;
 /** Characters a counter keeps in its Map at most (emptied when over): bounded memory whatever the texts. */
 const KEPT_CHARS_MAX = 8_000_000;
-/** Longer texts (up to the exact-count limit) kept by a counter, compared one by one: a session's few big messages. */
-const LONG_KEPT = 8;
+/**
+ * Characters of longer texts (up to the exact-count limit) a counter keeps, compared one by one (the oldest dropped
+ * first): a session's big tool results are counted once, not once a turn.
+ */
+const LONG_KEPT_CHARS = 4_000_000;
 
 /**
  * A token counter that keeps the counts of the last texts it counted, at most `max` (emptied when full). Texts over
@@ -53,14 +56,16 @@ function keptCounts(max: number): (text: string) => TextCount {
   const kept = new Map<string, TextCount>();
   let keptChars = 0;
   const long: { text: string; count: TextCount }[] = [];
+  let longChars = 0;
   return (text) => {
     if (text.length > EXACT_COUNT_MAX_CHARS) return countTextTokens(text);
     if (text.length > MAP_KEY_MAX_CHARS) {
       const found = long.find((entry) => entry.text === text);
       if (found) return found.count;
       const count = countTextTokens(text);
-      if (long.length >= LONG_KEPT) long.shift();
       long.push({ text, count });
+      longChars += text.length;
+      while (longChars > LONG_KEPT_CHARS) longChars -= long.shift()?.text.length ?? longChars;
       return count;
     }
     let count = kept.get(text);
