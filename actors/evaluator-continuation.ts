@@ -18,6 +18,7 @@ import { CONTEXT_BINDING, CONTEXT_OVERRIDE_BINDING, type PartialContextSettings 
 import { find, flatten, rootEnv, type Env } from "../machines/env.js";
 import { splitCommand } from "../machines/script-argv.js";
 import { SCRIPT_EVALUATION_TYPES, type InputRequest, type SessionState, type SubtaskRequest, type TaskResult, type TemplateDocument } from "../protocol/index.js";
+import { withoutFenceMarks } from "../protocol/fence.js";
 import { DEFAULT_SCRIPT_TIMEOUT_S, type CommandOutcome } from "./evaluator-script.js";
 import type { TemplateLibrary } from "./template/library.js";
 import { parseTemplate } from "./template/parse.js";
@@ -130,7 +131,7 @@ async function runSubtask(walk: ContinuationWalk, input: SubtaskInput, signal: A
 function successOf(result: TaskResult): boolean | undefined {
   const fromNotes = result.notes["success"];
   if (typeof fromNotes === "boolean") return fromNotes;
-  const text = result.content.trim().replace(/^```(?:json)?\s*|\s*```$/g, "");
+  const text = withoutFenceMarks(result.content.trim());
   try {
     const value: unknown = JSON.parse(text);
     if (typeof value === "object" && value !== null && typeof Reflect.get(value, "success") === "boolean") return Reflect.get(value, "success") as boolean;

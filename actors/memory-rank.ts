@@ -36,10 +36,36 @@ export function words(text: string): string[] {
       continue;
     }
     push(out, token);
-    for (const part of token.replace(/([a-z0-9])([A-Z])/g, "$1 $2").replace(/([A-Z]+)([A-Z][a-z])/g, "$1 $2").split(" ")) push(out, part);
+    for (const part of camelParts(token)) push(out, part);
   }
   return out;
 }
+
+/**
+ * The parts of a camelCase token, split before an upper-case letter that follows a lower-case letter or digit
+ * (`parseXml` → `parse`, `Xml`) and before the last of a run of upper-case letters followed by a lower-case one
+ * (`HTMLParser` → `HTML`, `Parser`). A scan: /([A-Z]+)([A-Z][a-z])/g backtracks quadratically over a long run of
+ * capitals (20,000 took 1.4 s).
+ */
+export function camelParts(token: string): string[] {
+  const parts: string[] = [];
+  let start = 0;
+  for (let i = 1; i < token.length; i++) {
+    const c = token.charCodeAt(i);
+    if (!isUpper(c)) continue;
+    const before = token.charCodeAt(i - 1);
+    if (isLower(before) || isDigit(before) || (isUpper(before) && isLower(token.charCodeAt(i + 1)))) {
+      parts.push(token.slice(start, i));
+      start = i;
+    }
+  }
+  parts.push(token.slice(start));
+  return parts;
+}
+
+const isUpper = (c: number) => c >= 65 && c <= 90;
+const isLower = (c: number) => c >= 97 && c <= 122;
+const isDigit = (c: number) => c >= 48 && c <= 57;
 
 /** Whether a word is a bare number (numbers make every file name unique and match nothing useful). */
 function isNumber(word: string): boolean {

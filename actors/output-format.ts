@@ -4,26 +4,55 @@
  * `notes.parseError` (not a failure); a value whose type does not fit the declared schema fails the task with
  * `TASK_FAILURE / output_format_failure` and `details {expectedType, actualType}`.
  */
+import { isSpace } from "../protocol/fence.js";
 import type { ReturnSpec, TaskNode, TaskResult } from "../protocol/index.js";
 
 /** Type names a schema may check; any other name (`DataSet`, `any`, …) accepts every value. */
 const CHECKED = new Set(["string", "number", "integer", "boolean", "object", "array", "null"]);
 
-const FENCE = /^```[ \t]*(?:json)?[ \t]*\r?\n([\s\S]*?)\r?\n?```$/i;
 const JSON_START = /^(?:[{[\d]|true\b|false\b|null\b)/;
 
 /** The content with a surrounding ```json fence removed, trimmed. */
 export function unfenced(content: string): string {
   const trimmed = content.trim();
-  const fenced = FENCE.exec(trimmed);
-  return (fenced?.[1] ?? trimmed).trim();
+  return (fenceBody(trimmed) ?? trimmed).trim();
 }
 
+/**
+ * What /^```[ \t]*(?:json)?[ \t]*\r?\n([\s\S]*?)\r?\n?```$/i captures, by scanning: that expression backtracks
+ * quadratically over "```" and a long run of blanks (20,000 took 1.7 s).
+ */
+function fenceBody(text: string): string | undefined {
+  if (!text.startsWith("```") || !text.endsWith("```")) return undefined;
+  const blanks = (from: number) => {
+    let at = from;
+    while (text[at] === " " || text[at] === "\t") at++;
+    return at;
+  };
+  let at = blanks(3);
+  if (text.slice(at, at + 4).toLowerCase() === "json") at = blanks(at + 4);
+  if (text[at] === "\r" && text[at + 1] === "\n") at += 2;
+  else if (text[at] === "\n") at += 1;
+  else return undefined;
+  let end = text.length - 3;
+  if (end < at) return undefined;
+  // The lazy body leaves the longest of "\r\n", "\n", "\r" before the closing fence to the fence.
+  if (text[end - 1] === "\n" && end - 1 >= at) {
+    end--;
+    if (text[end - 1] === "\r" && end - 1 >= at) end--;
+  } else if (text[end - 1] === "\r" && end - 1 >= at) end--;
+  return text.slice(at, end);
+}
+
+/** Array nesting beyond which {@link jsonType} names a value just `array` (model output may nest without end). */
+const TYPE_NAME_DEPTH = 32;
+
 /** The JSON type name of a value: `string`, `number`, `boolean`, `null`, `object`, `array`, or `T[]` for a uniform array. */
-export function jsonType(value: unknown): string {
+export function jsonType(value: unknown, depth = 0): string {
   if (value === null) return "null";
   if (Array.isArray(value)) {
-    const kinds = new Set(value.map(jsonType));
+    if (depth >= TYPE_NAME_DEPTH) return "array";
+    const kinds = new Set(value.map((item) => jsonType(item, depth + 1)));
     return kinds.size === 1 ? `${[...kinds][0] ?? ""}[]` : "array";
   }
   return typeof value === "object" ? "object" : typeof value;
@@ -46,10 +75,25 @@ function fitsName(name: string, value: unknown): boolean {
 
 /** Whether `value` fits the schema type `schema` (`string`, `object`, `string[]`, `number[][]`, …; unknown names fit anything). */
 export function fitsSchema(schema: string, value: unknown): boolean {
-  const name = schema.trim().toLowerCase();
-  if (name.endsWith("[]")) return Array.isArray(value) && value.every((item) => fitsSchema(name.slice(0, -2), item));
-  if (!CHECKED.has(name)) return true;
-  return fitsName(name, value);
+  // Iterative: a schema of 50,000 "[]" and a value nested as deep must not overflow the stack.
+  const lower = schema.trim().toLowerCase();
+  let end = lower.length;
+  let arrays = 0;
+  while (end >= 2 && lower.endsWith("[]", end)) {
+    end -= 2;
+    while (end > 0 && isSpace(lower[end - 1])) end--;
+    arrays++;
+  }
+  const name = lower.slice(0, end);
+  const pending: [unknown, number][] = [[value, arrays]];
+  for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
+    const [item, depth] = next;
+    if (depth > 0) {
+      if (!Array.isArray(item)) return false;
+      for (const element of item) pending.push([element, depth - 1]);
+    } else if (CHECKED.has(name) && !fitsName(name, item)) return false;
+  }
+  return true;
 }
 
 /** The declared expectation: parse as JSON, with an optional schema type to check. */
@@ -66,7 +110,10 @@ function expectation(node: TaskNode, returns: ReturnSpec | undefined): Expectati
   const type = declared.type.trim().toLowerCase();
   const schema = type === "array" && declared.items ? `${declared.items.trim()}[]` : type;
   if (schema === "string") return { json: false, schema };
-  const base = schema.replace(/(\[\])+$/, "");
+  let end = schema.length;
+  // A loop, not /(\[\])+$/: that backtracks quadratically over a long run of "[]" not at the end.
+  while (end >= 2 && schema.endsWith("[]", end)) end -= 2;
+  const base = schema.slice(0, end);
   if (!schema.endsWith("[]") && !CHECKED.has(base)) return undefined;
   return { json: true, schema };
 }

@@ -1,9 +1,10 @@
 /**
  * Token accounting of Handler sessions with `gpt-tokenizer`: counts everything sent to the model (messages,
  * tool calls, tool definitions), knows the context window of OpenAI models, and prices usage from a table.
+ * Each text is counted by `token-count.ts`: exactly, or above a size an upper bound, in linear time.
  */
-import { countTokens as countText } from "gpt-tokenizer";
 import * as models from "gpt-tokenizer/models";
+import { countTextTokens, EXACT_COUNT_MAX_CHARS, type TextCount } from "./token-count.js";
 import type { ChatMessage, TokenCount } from "../machines/handler-session.js";
 import type { Usage } from "../protocol/index.js";
 
@@ -34,15 +35,48 @@ function specOf(model: string): ModelSpec | undefined {
   return spec;
 }
 
-/** A token counter that keeps the counts of the last texts it counted, at most `max` (emptied when full). */
-function keptCounts(max: number): (text: string) => number {
-  const kept = new Map<string, number>();
+/**
+ * Longest text kept in a Map: V8 hashes longer strings by their length alone, so a Map of many long texts of one
+ * length degrades to comparing them one by one (measured: 2,000 lookups among 17,000-character keys took 26 s).
+ */
+const MAP_KEY_MAX_CHARS = 16_383;
+/** Characters a counter keeps in its Map at most (emptied when over): bounded memory whatever the texts. */
+const KEPT_CHARS_MAX = 8_000_000;
+/**
+ * Characters of longer texts (up to the exact-count limit) a counter keeps, compared one by one (the oldest dropped
+ * first): a session's big tool results are counted once, not once a turn.
+ */
+const LONG_KEPT_CHARS = 4_000_000;
+
+/**
+ * A token counter that keeps the counts of the last texts it counted, at most `max` (emptied when full). Texts over
+ * the exact-count limit are not kept: their bound (the UTF-8 length) costs no more than a lookup.
+ */
+function keptCounts(max: number): (text: string) => TextCount {
+  const kept = new Map<string, TextCount>();
+  let keptChars = 0;
+  const long: { text: string; count: TextCount }[] = [];
+  let longChars = 0;
   return (text) => {
+    if (text.length > EXACT_COUNT_MAX_CHARS) return countTextTokens(text);
+    if (text.length > MAP_KEY_MAX_CHARS) {
+      const found = long.find((entry) => entry.text === text);
+      if (found) return found.count;
+      const count = countTextTokens(text);
+      long.push({ text, count });
+      longChars += text.length;
+      while (longChars > LONG_KEPT_CHARS) longChars -= long.shift()?.text.length ?? longChars;
+      return count;
+    }
     let count = kept.get(text);
     if (count === undefined) {
-      count = countText(text);
-      if (kept.size >= max) kept.clear();
+      count = countTextTokens(text);
+      if (kept.size >= max || keptChars + text.length > KEPT_CHARS_MAX) {
+        kept.clear();
+        keptChars = 0;
+      }
       kept.set(text, count);
+      keptChars += text.length;
     }
     return count;
   };
@@ -59,21 +93,30 @@ export function contextWindowOf(model: string, fallback: number): number {
 /** Counts the tokens of a request: every message, tool call and tool definition. */
 export function countRequestTokens(model: string, messages: readonly ChatMessage[], tools: readonly object[]): TokenCount {
   let tokens = REPLY_PRIMER;
+  let exact = specOf(model) !== undefined;
+  const add = (count: TextCount) => {
+    tokens += count.tokens;
+    exact &&= count.exact;
+  };
   for (const message of messages) {
-    tokens += PER_MESSAGE + countCached(message.role);
-    if (message.content) tokens += countCached(message.content);
+    tokens += PER_MESSAGE;
+    add(countCached(message.role));
+    if (message.content) add(countCached(message.content));
     if (message.role === "assistant") {
-      for (const call of message.tool_calls ?? []) tokens += countCached(call.function.name) + countCached(call.function.arguments);
+      for (const call of message.tool_calls ?? []) {
+        add(countCached(call.function.name));
+        add(countCached(call.function.arguments));
+      }
     }
   }
-  if (tools.length > 0) tokens += countToolSet(tools);
-  return { tokens, exact: specOf(model) !== undefined };
+  if (tools.length > 0) add(countToolSet(tools));
+  return { tokens, exact };
 }
 
 /** Token counts by tool-set array: a Handler passes the same array with every turn of its sessions. */
-const TOOL_SET_TOKENS = new WeakMap<readonly object[], number>();
+const TOOL_SET_TOKENS = new WeakMap<readonly object[], TextCount>();
 
-function countToolSet(tools: readonly object[]): number {
+function countToolSet(tools: readonly object[]): TextCount {
   let count = TOOL_SET_TOKENS.get(tools);
   if (count === undefined) TOOL_SET_TOKENS.set(tools, (count = countTools(JSON.stringify(tools))));
   return count;

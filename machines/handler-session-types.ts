@@ -74,7 +74,10 @@ export type SessionOutput = TaskResult & { session?: SessionState };
 export interface TokenCount {
   /** Tokens of everything about to be sent. */
   tokens: number;
-  /** The tokenizer knows this model; otherwise the count is an estimate and server usage is authoritative. */
+  /**
+   * The tokenizer knows this model and counted every text exactly; otherwise the count is an estimate (unknown
+   * model) or an upper bound (texts too large to count exactly), and server usage is a floor under it.
+   */
   exact: boolean;
 }
 

@@ -5,6 +5,7 @@
  * never a free-text field (§6.9).
  */
 import { z } from "zod";
+import { fencedBlock } from "./fence.js";
 
 /** One criterion as the judge saw it. */
 export const VerdictCriterion = z.object({
@@ -28,8 +29,8 @@ export type StoredVerdict = CheckmateVerdict & { parsed: boolean; note?: string 
 
 /** The JSON text of a model answer: a fenced block if there is one, else the outermost `{…}`. */
 function jsonText(text: string): string {
-  const fenced = /```(?:json|JSON)?\s*\n?([\s\S]*?)```/.exec(text);
-  if (fenced?.[1] !== undefined && fenced[1].includes("{")) return fenced[1].trim();
+  const fenced = fencedBlock(text);
+  if (fenced?.includes("{")) return fenced.trim();
   const start = text.indexOf("{");
   const end = text.lastIndexOf("}");
   return start >= 0 && end > start ? text.slice(start, end + 1) : text.trim();

@@ -6,6 +6,7 @@
  */
 import { z } from "zod";
 import { TASK_ID_PATTERN } from "./ids.js";
+import { fencedBlock } from "./fence.js";
 
 /** A goal id: the same alphabet as task ids, at most 40 characters (sub-goal task ids are derived from it). */
 export const GoalId = z.string().regex(TASK_ID_PATTERN, "goal ids use letters, digits, _ and -").max(40);
@@ -196,8 +197,8 @@ export type KeepDecision = z.infer<typeof KeepDecision>;
 
 /** The JSON text of a model answer: a fenced block if there is one, else the outermost `{…}`. */
 export function jsonOfAnswer(text: string): string {
-  const fenced = /```(?:json|JSON)?\s*\n?([\s\S]*?)```/.exec(text);
-  if (fenced?.[1] !== undefined && fenced[1].includes("{")) return fenced[1].trim();
+  const fenced = fencedBlock(text);
+  if (fenced?.includes("{")) return fenced.trim();
   const start = text.indexOf("{");
   const end = text.lastIndexOf("}");
   return start >= 0 && end > start ? text.slice(start, end + 1) : text.trim();

@@ -7,6 +7,9 @@ import { XMLParser, XMLValidator } from "fast-xml-parser";
 import type { SourceLocation } from "../../protocol/template.js";
 import { InvalidTemplateError } from "./errors.js";
 import { SourceText } from "./locate.js";
+import { MAX_TEMPLATE_DEPTH, prescanXml } from "./xml-scan.js";
+
+export { MAX_TEMPLATE_DEPTH };
 
 /** An element with its attributes, children and [start, end) offsets in the user's text. */
 export interface XmlElement {
@@ -44,7 +47,6 @@ const WRAPPER = "dirigent-template-root";
 const PREFIX = `<${WRAPPER}>`;
 const SUFFIX = `</${WRAPPER}>`;
 const ATTR_PREFIX = "@_";
-const MAX_DEPTH = 100;
 
 const parser = new XMLParser({
   preserveOrder: true,
@@ -59,7 +61,8 @@ const parser = new XMLParser({
   htmlEntities: true,
   ignoreDeclaration: true,
   ignorePiTags: true,
-  maxNestedTags: MAX_DEPTH + 1,
+  // The pre-scan refuses deeper nesting first, with its location; this is a second line of defence.
+  maxNestedTags: MAX_TEMPLATE_DEPTH + 1,
 });
 
 /**
@@ -75,10 +78,10 @@ export function readXml(text: string): XmlDocument {
     throw new InvalidTemplateError(`reserved name '${WRAPPER}' in template`, source.locate(text.indexOf(WRAPPER)));
   }
   const prepared = blankProlog(text);
+  prescanXml(prepared, source);
   const wrapped = PREFIX + prepared + SUFFIX;
   const verdict = XMLValidator.validate(wrapped);
   if (verdict !== true) throw wellFormednessError(verdict.err, source, wrapped);
-  rejectDoctype(prepared, source);
 
   let output: unknown;
   try {
@@ -86,7 +89,7 @@ export function readXml(text: string): XmlDocument {
   } catch (cause) {
     const reason = cause instanceof Error ? cause.message : String(cause);
     const message = /nested tags/i.test(reason)
-      ? `template nests elements too deeply (more than ${MAX_DEPTH} levels)`
+      ? `template nests elements too deeply (more than ${MAX_TEMPLATE_DEPTH} levels)`
       : `template could not be parsed: ${reason.replace(/^\[[A-Z]+\]\s*/, "")}`;
     throw new InvalidTemplateError(message, { line: 1, col: 1 }, undefined, { cause });
   }
@@ -103,14 +106,6 @@ function blankProlog(text: string): string {
   const decl = /^\s*<\?xml[\s\S]*?\?>/.exec(out);
   if (decl !== null) out = decl[0].replace(/[^\n]/g, " ") + out.slice(decl[0].length);
   return out;
-}
-
-function rejectDoctype(prepared: string, source: SourceText): void {
-  const visible = prepared.replace(/<!--[\s\S]*?-->|<!\[CDATA\[[\s\S]*?\]\]>/g, (m) => " ".repeat(m.length));
-  const at = visible.search(/<!DOCTYPE/i);
-  if (at !== -1) {
-    throw new InvalidTemplateError("DOCTYPE declarations are not allowed in templates (entities are not expanded)", source.locate(at));
-  }
 }
 
 interface ValidatorIssue {
