@@ -102,12 +102,17 @@ export function createLeases(store: TaskStore, log: Logger, timing: LeaseTiming 
       let seen: { revision: number; since: number } | undefined;
       let told = false;
       let failing: number | undefined;
+      let absent = true;
       for (;;) {
         signal.throwIfAborted();
         try {
-          const created = await store.createWithRevision(marker, held());
-          if (created !== undefined) return hold(key, created);
+          // Creating first costs one write when nobody runs the key (the usual case); a waiter then only reads.
+          if (absent) {
+            const created = await store.createWithRevision(marker, held());
+            if (created !== undefined) return hold(key, created);
+          }
           const current = await store.getWithRevision(marker);
+          absent = current === undefined;
           if (current === undefined) continue;
           const decoded = decode(RunMarker, current.value);
           const now = Date.now();

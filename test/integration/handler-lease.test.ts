@@ -2,12 +2,20 @@
  * The Handler's in-flight markers and leases (actors/handler-lease.ts) over a real nats-server KV bucket: a key
  * runs once at a time across two "processes" (two lease sets on the same bucket), a renewed lease is not taken
  * over, a lease left to run out (its process died) is taken over with compare-and-set, a wait stops on cancel, and
- * the run gate joins a run going on in its own process and waits for one in another.
+ * the run gate joins a run going on in its own process and waits for one in another. Then two Handlers on one
+ * root: identical execute (and script) requests sent at once make one session (one command run) and get its answer.
  */
 import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { silentLogger } from "../../actors/deps.js";
+import { ask } from "../../actors/serve.js";
+import { ExecuteReply, ScriptReply, type ExecuteRequest, type ScriptRequest } from "../../protocol/index.js";
+import { startMockLlm, type MockLlmServer } from "../../runtime/mock-llm.js";
+import { newTaskId, startStack, type Stack } from "../support/stack.js";
 import { createLeases, createRunGate, markerKey, type JoinedAt } from "../../actors/handler-lease.js";
 import { RemoteError } from "../../actors/serve.js";
 import { decode, encode, RunMarker } from "../../protocol/index.js";
@@ -20,14 +28,20 @@ const TIMING = { heartbeatMs: 100, leaseMs: 300, pollMs: 20 };
 let server: TestNatsServer;
 let nc: NatsConnection;
 let store: NatsTaskStore;
+let mock: MockLlmServer;
+let workspace: string;
 
 beforeAll(async () => {
   server = await startTestNatsServer();
+  mock = await startMockLlm({ port: 0, script: { rules: [{ reply: "one session", delayMs: 600 }] } });
+  workspace = await mkdtemp(join(tmpdir(), "dirigent-join-"));
   nc = await connect({ servers: server.url });
   store = await openKvStore(nc, `${randomRoot()}_TURNS`);
 });
 
 afterAll(async () => {
+  await mock?.close();
+  if (workspace) await rm(workspace, { recursive: true, force: true });
   await nc?.close();
   await server?.stop();
 });
@@ -168,5 +182,46 @@ describe("the run gate", () => {
     await expect(second).rejects.toMatchObject({ code: "UNAVAILABLE" });
     finish();
     expect(await first).toBe("first");
+  });
+});
+
+describe("two Handlers asked for the same run at once", () => {
+  const deps = (s: Stack) => ({ bus: s.transport.bus, subjects: s.system.subjects, log: silentLogger, now: () => new Date(), newId: () => "x" });
+  const twoHandlers = async () => {
+    const root = randomRoot();
+    const config = { workspaceRoot: workspace, tools: ["run_script" as const], continuationTools: [] };
+    return [await startStack({ url: server.url, mock, root, roles: ["handler"], config }), await startStack({ url: server.url, mock, root, roles: ["handler"], config })] as const;
+  };
+
+  it("make one session: every request gets its answer, the model is asked once", async () => {
+    const [a, b] = await twoHandlers();
+    await using _a = a;
+    await using _b = b;
+    const request: ExecuteRequest = { type: "handler.execute", taskId: newTaskId() as ExecuteRequest["taskId"], nodePath: "0", prompt: "JOINED once", occurrence: 1 };
+    const asked = () => mock.requests.filter((r) => JSON.stringify(r.body).includes("JOINED once")).length;
+    // Sent over NATS from both sides: the queue group hands them to either Handler.
+    const replies = await Promise.all([a, b, a, b, a, b].map((s) => ask(deps(s), s.system.subjects.execute, request, ExecuteReply, { timeoutMs: 20_000 })));
+    expect(asked()).toBe(1);
+    for (const reply of replies) expect(reply.result).toEqual(replies[0]?.result);
+    expect(replies[0]?.result).toMatchObject({ status: "COMPLETE", content: "one session" });
+  });
+
+  it("run a script command once: every request gets its outcome", async () => {
+    const [a, b] = await twoHandlers();
+    await using _a = a;
+    await using _b = b;
+    const log = join(workspace, "once.txt");
+    const request: ScriptRequest = {
+      type: "handler.script",
+      taskId: newTaskId() as ScriptRequest["taskId"],
+      nodePath: "0",
+      argv: [process.execPath, "-e", `require('node:fs').appendFileSync(${JSON.stringify(log)}, 'ran\\n'); setTimeout(() => console.log('done'), 600)`],
+      timeoutMs: 10_000,
+      occurrence: 1,
+    };
+    const replies = await Promise.all([a, b, a, b].map((s) => ask(deps(s), s.system.subjects.script, request, ScriptReply, { timeoutMs: 20_000 })));
+    expect((await readFile(log, "utf8")).split("\n").filter((l) => l !== "")).toEqual(["ran"]);
+    for (const reply of replies) expect(reply).toEqual(replies[0]);
+    expect(replies[0]).toMatchObject({ exitCode: 0, stdout: "done\n" });
   });
 });
