@@ -63,16 +63,18 @@ const writing = new WeakMap<TaskStore, Map<string, Promise<void>>>();
 
 /**
  * Writes a record without waiting for the store (a session's reply: the answer goes out at once, on the same
- * connection after the write). A read of the key in this process waits for the write; a re-run elsewhere comes only
- * after the task's claim expired. As with {@link writeRecord}, a write that fails is logged and costs a repeated call.
+ * connection after the write). A read of the key in this process waits for the write; a request elsewhere waits for
+ * the session's in-flight marker, released once the write resolves (the returned promise, which never rejects).
+ * As with {@link writeRecord}, a write that fails is logged and costs a repeated call.
  */
-export function writeRecordBehind<S extends typeof TurnRecord | typeof ScriptRecord | typeof ToolRecord>(store: TaskStore, key: string, schema: S, value: z.infer<S>, log: Logger): void {
+export function writeRecordBehind<S extends typeof TurnRecord | typeof ScriptRecord | typeof ToolRecord>(store: TaskStore, key: string, schema: S, value: z.infer<S>, log: Logger): Promise<void> {
   let pending = writing.get(store);
   if (pending === undefined) writing.set(store, (pending = new Map()));
   const written: Promise<void> = writeRecord(store, key, schema, value, log).finally(() => {
     if (pending.get(key) === written) pending.delete(key);
   });
   pending.set(key, written);
+  return written;
 }
 
 /** Writes a record; a failure (a session too large for the store, an outage) is logged, never fatal. */

@@ -3,6 +3,7 @@
  * Serves `<root>.handler.execute` in queue group `handler`; reports turns, retries, tool calls and the context
  * warning as progress; aborts the session (its HTTP request, backoff wait or tool) when the task is cancelled.
  * `<root>.handler.script` (same queue group) runs the commands of `script` tasks with the `run_script` tool's limits.
+ * A request for a session or command still running, here or in another Handler, joins it (actors/handler-lease.ts).
  */
 import { toPromise } from "xstate";
 import type { SessionOutput } from "../machines/handler-session.js";
@@ -26,6 +27,7 @@ import { inspectOption } from "./inspect-option.js";
 import { publishProgress } from "./local.js";
 import { createSessionActor, type SessionEffects } from "./handler-session-actor.js";
 import { readRecord, scriptKey, turnKey, writeRecord, writeRecordBehind } from "./handler-record.js";
+import { createLeases, createRunGate, type JoinedAt } from "./handler-lease.js";
 import { continuationTools } from "./handler-continuation.js";
 import { runToolCalls } from "./handler-tools.js";
 import { priceOf, sessionBudget } from "./handler-budget.js";
@@ -112,15 +114,30 @@ export function startHandler(deps: ActorDeps, config: HandlerConfig, callModel: 
     if (tools === undefined) toolSets.set(key, (tools = [...toolset.definitions, ...continuationTools(kinds)]));
     return tools;
   };
+  // One run per record key: a request for a session or script still running (here or in another Handler) joins it.
+  const gate = records ? createRunGate(createLeases(records, deps.log)) : undefined;
+  const joinedEvent = (request: ExecuteRequest | ScriptRequest, what: string) => (at: JoinedAt) =>
+    publishProgress(deps, {
+      type: "task.progress",
+      taskId: request.taskId,
+      event: "model.joined",
+      message: `joined the ${what} in flight ${at === "here" ? "in this Handler" : "in another Handler"}: it is not started again`,
+      data: { nodePath: request.nodePath, at },
+    });
   const execute = async (request: ExecuteRequest): Promise<ExecuteReply> => {
+    const key = records ? turnKey(request) : undefined;
+    if (key === undefined || gate === undefined) return runSession(request, undefined, false, () => undefined);
+    return gate.run(request.taskId, key, (waited, releaseAfter) => runSession(request, key, waited, releaseAfter), joinedEvent(request, "session"));
+  };
+  /** Runs a session, or replays or continues its record (`key`); `waited`: another run of it ended first. */
+  const runSession = async (request: ExecuteRequest, key: string | undefined, waited: boolean, releaseAfter: (written: Promise<unknown>) => void): Promise<ExecuteReply> => {
     const { taskId, nodePath } = request;
     const kinds = request.continuations ?? [];
     const tools = toolsFor(kinds);
     const progress = (event: string, message: string, data: Record<string, unknown>) =>
       publishProgress(deps, { type: "task.progress", taskId, event, message, data: { nodePath, ...data } });
-    const key = records ? turnKey(request) : undefined;
-    // A fresh call (its task's first evaluation, first request) has no record to replay.
-    const recorded = key && records && request.fresh !== true ? await readRecord(records, key, TurnRecord, deps.log) : undefined;
+    // A fresh call (its task's first evaluation, first request) has no record to replay, unless it waited for a run.
+    const recorded = key && records && (request.fresh !== true || waited) ? await readRecord(records, key, TurnRecord, deps.log) : undefined;
     if (recorded?.status === "done") {
       progress("model.replayed", "replayed the recorded session: no model call", { turns: recorded.result.notes["turns"] });
       return { type: "handler.result", taskId, nodePath, result: recorded.result, ...(recorded.session ? { session: recorded.session } : {}) };
@@ -184,7 +201,7 @@ export function startHandler(deps: ActorDeps, config: HandlerConfig, callModel: 
       const reply: ExecuteReply = { type: "handler.result", taskId, nodePath, result: { ...priced, notes: { ...attached.notes, ...priced.notes } }, ...(session ? { session } : {}) };
       // A session stopped by a cancel or a shutdown is not an answer to replay.
       const halted = result.error?.type === "TASK_FAILURE" && result.error.reason === "execution_halted";
-      if (key && records && !halted) writeRecordBehind(records, key, TurnRecord, { v: RECORD_VERSION, status: "done", result: reply.result, ...(session ? { session } : {}) }, deps.log);
+      if (key && records && !halted) releaseAfter(writeRecordBehind(records, key, TurnRecord, { v: RECORD_VERSION, status: "done", result: reply.result, ...(session ? { session } : {}) }, deps.log));
       return reply;
     } finally {
       live.delete(actor);
@@ -194,10 +211,15 @@ export function startHandler(deps: ActorDeps, config: HandlerConfig, callModel: 
 
   const scripts = new Map<string, Set<AbortController>>();
   const script = async (request: ScriptRequest): Promise<ScriptReply> => {
+    const key = records ? scriptKey(request) : undefined;
+    if (key === undefined || gate === undefined) return runScript(request, undefined);
+    return gate.run(request.taskId, key, () => runScript(request, key), joinedEvent(request, "script command"));
+  };
+  /** Runs a script command, or replays its record (`key`). */
+  const runScript = async (request: ScriptRequest, key: string | undefined): Promise<ScriptReply> => {
     const controller = new AbortController();
     const live = scripts.get(request.taskId) ?? new Set();
     scripts.set(request.taskId, live.add(controller));
-    const key = records ? scriptKey(request) : undefined;
     try {
       const recorded = key && records ? await readRecord(records, key, ScriptRecord, deps.log) : undefined;
       if (recorded) {
@@ -226,6 +248,7 @@ export function startHandler(deps: ActorDeps, config: HandlerConfig, callModel: 
       // backoff wait or the running script.
       for (const actor of sessions.get(decoded.value.taskId) ?? []) actor.send({ type: "session.cancel" });
       for (const controller of scripts.get(decoded.value.taskId) ?? []) controller.abort();
+      gate?.cancel(decoded.value.taskId);
     }),
   ];
 
@@ -233,6 +256,7 @@ export function startHandler(deps: ActorDeps, config: HandlerConfig, callModel: 
     role: "handler",
     async stop() {
       await Promise.all(subscriptions.map((s) => s.unsubscribe()));
+      gate?.stop();
       for (const live of sessions.values()) for (const actor of live) actor.send({ type: "session.cancel" });
       for (const live of scripts.values()) for (const controller of live) controller.abort();
     },

@@ -53,3 +53,19 @@ export const ToolRecord = z.object({
   malformed: z.boolean(),
 });
 export type ToolRecord = z.infer<typeof ToolRecord>;
+
+/**
+ * The in-flight marker of a session or script command (`<record key>.run`): which Handler process runs it and until
+ * when its lease holds (renewed while it runs). Released once its final record is written, or when it stopped
+ * without one (a cancel, a shutdown): a request for the same key meanwhile joins the run instead of starting it.
+ */
+export const RunMarker = z.object({
+  v: z.literal(1),
+  /** The Handler process running it (host, pid and a per-process nonce). */
+  owner: z.string(),
+  /** Epoch milliseconds the lease holds until, unless renewed. */
+  until: z.number(),
+  /** The run ended: its final record, if any, is written; the next request for the key reads it or runs it. */
+  released: z.boolean().optional(),
+});
+export type RunMarker = z.infer<typeof RunMarker>;

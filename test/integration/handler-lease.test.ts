@@ -1,0 +1,227 @@
+/**
+ * The Handler's in-flight markers and leases (actors/handler-lease.ts) over a real nats-server KV bucket: a key
+ * runs once at a time across two "processes" (two lease sets on the same bucket), a renewed lease is not taken
+ * over, a lease left to run out (its process died) is taken over with compare-and-set, a wait stops on cancel, and
+ * the run gate joins a run going on in its own process and waits for one in another. Then two Handlers on one
+ * root: identical execute (and script) requests sent at once make one session (one command run) and get its answer.
+ */
+import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { setTimeout as delay } from "node:timers/promises";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { silentLogger } from "../../actors/deps.js";
+import { ask } from "../../actors/serve.js";
+import { ExecuteReply, ScriptReply, type ExecuteRequest, type ScriptRequest } from "../../protocol/index.js";
+import { startMockLlm, type MockLlmServer } from "../../runtime/mock-llm.js";
+import { newTaskId, startStack, type Stack } from "../support/stack.js";
+import { createLeases, createRunGate, markerKey, type JoinedAt } from "../../actors/handler-lease.js";
+import { RemoteError } from "../../actors/serve.js";
+import { decode, encode, RunMarker } from "../../protocol/index.js";
+import { openKvStore, type NatsTaskStore } from "../../runtime/nats-store.js";
+import { randomRoot, startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
+
+/** Short timings, so a lease runs out within the test; the logic is the one of the defaults. */
+const TIMING = { heartbeatMs: 100, leaseMs: 300, pollMs: 20 };
+
+let server: TestNatsServer;
+let nc: NatsConnection;
+let store: NatsTaskStore;
+let mock: MockLlmServer;
+let workspace: string;
+
+beforeAll(async () => {
+  server = await startTestNatsServer();
+  mock = await startMockLlm({ port: 0, script: { rules: [{ reply: "one session", delayMs: 600 }] } });
+  workspace = await mkdtemp(join(tmpdir(), "dirigent-join-"));
+  nc = await connect({ servers: server.url });
+  store = await openKvStore(nc, `${randomRoot()}_TURNS`);
+});
+
+afterAll(async () => {
+  await mock?.close();
+  if (workspace) await rm(workspace, { recursive: true, force: true });
+  await nc?.close();
+  await server?.stop();
+});
+
+let n = 0;
+const newKey = () => `task-${++n}.tabc${n}`;
+const never = new AbortController().signal;
+const markerOf = async (key: string) => {
+  const bytes = await store.get(markerKey(key));
+  const decoded = bytes && decode(RunMarker, bytes);
+  if (!decoded?.ok) throw new Error(`no marker at ${markerKey(key)}`);
+  return decoded.value;
+};
+
+describe("in-flight markers and leases", () => {
+  it("takes a free key at once and makes another process wait until the run releases it", async () => {
+    const one = createLeases(store, silentLogger, TIMING);
+    const two = createLeases(store, silentLogger, TIMING);
+    const key = newKey();
+    const lease = await one.acquire(key, never);
+    expect(await markerOf(key)).toMatchObject({ owner: one.owner, v: 1 });
+    const waits: string[] = [];
+    let acquired = false;
+    const second = two.acquire(key, never, (marker) => waits.push(marker.owner)).then((l) => ((acquired = true), l));
+    // Several heartbeats and lease lengths: the renewed lease keeps the other process waiting.
+    await delay(TIMING.leaseMs * 4);
+    expect(acquired).toBe(false);
+    expect(waits).toEqual([one.owner]);
+    await lease.release();
+    const taken = await second;
+    expect(await markerOf(key)).toMatchObject({ owner: two.owner });
+    expect((await markerOf(key)).released).toBeUndefined();
+    await taken.release();
+    expect(await markerOf(key)).toMatchObject({ owner: two.owner, released: true });
+  });
+
+  it("takes over a lease that is no longer renewed (its process died), with compare-and-set", async () => {
+    const key = newKey();
+    // A marker of a process that died right after writing it.
+    await store.put(markerKey(key), encode(RunMarker, { v: 1, owner: "gone:1:dead", until: Date.now() + TIMING.leaseMs }));
+    const joiner = createLeases(store, silentLogger, TIMING);
+    let waitedFor: string | undefined;
+    const lease = await joiner.acquire(key, never, (marker) => (waitedFor = marker.owner));
+    expect(waitedFor).toBe("gone:1:dead");
+    expect(await markerOf(key)).toMatchObject({ owner: joiner.owner });
+    await lease.release();
+  });
+
+  it("lets exactly one of several joiners take over a lease that ran out", async () => {
+    const key = newKey();
+    await store.put(markerKey(key), encode(RunMarker, { v: 1, owner: "gone:2:dead", until: 0 }));
+    const joiners = Array.from({ length: 4 }, () => createLeases(store, silentLogger, TIMING));
+    const order: string[] = [];
+    const runs = joiners.map(async (j) => {
+      const lease = await j.acquire(key, never);
+      order.push(`start ${j.owner}`);
+      await delay(TIMING.leaseMs * 2);
+      order.push(`end ${j.owner}`);
+      await lease.release();
+    });
+    await Promise.all(runs);
+    // Never two runs at once: each start is followed by its own end.
+    expect(order).toHaveLength(8);
+    for (let i = 0; i < order.length; i += 2) expect(order[i + 1]).toBe(order[i]?.replace("start", "end"));
+  });
+
+  it("stops waiting when its signal aborts, with the signal's reason", async () => {
+    const one = createLeases(store, silentLogger, TIMING);
+    const two = createLeases(store, silentLogger, TIMING);
+    const key = newKey();
+    const lease = await one.acquire(key, never);
+    const controller = new AbortController();
+    const waiting = two.acquire(key, controller.signal, () => controller.abort(new RemoteError("UNAVAILABLE", "cancelled")));
+    await expect(waiting).rejects.toMatchObject({ code: "UNAVAILABLE", message: "cancelled" });
+    await lease.release();
+  });
+});
+
+describe("the run gate", () => {
+  it("joins a run of the key going on in its own process: the work runs once, both get its answer", async () => {
+    const gate = createRunGate(createLeases(store, silentLogger, TIMING));
+    const key = newKey();
+    let runs = 0;
+    let finish!: (value: string) => void;
+    const answer = new Promise<string>((resolve) => (finish = resolve));
+    const joins: JoinedAt[] = [];
+    const first = gate.run("t", key, async () => (runs++, answer), (at) => joins.push(at));
+    const second = gate.run("t", key, async () => (runs++, "second"), (at) => joins.push(at));
+    finish("the answer");
+    expect(await Promise.all([first, second])).toEqual(["the answer", "the answer"]);
+    expect(runs).toBe(1);
+    expect(joins).toEqual(["here"]);
+  });
+
+  it("waits for a run in another process, then runs knowing it waited; its marker is released after the record's write", async () => {
+    const here = createRunGate(createLeases(store, silentLogger, TIMING));
+    const there = createRunGate(createLeases(store, silentLogger, TIMING));
+    const key = newKey();
+    let write!: () => void;
+    const written = new Promise<void>((resolve) => (write = resolve));
+    let finish!: () => void;
+    const answer = new Promise<void>((resolve) => (finish = resolve));
+    const ran: string[] = [];
+    const first = here.run("t", key, async (waited, releaseAfter) => {
+      await answer;
+      releaseAfter(written);
+      ran.push(`first waited=${waited}`);
+      return "first";
+    }, () => undefined);
+    // The first run has its marker before the second asks.
+    while ((await store.get(markerKey(key))) === undefined) await delay(5);
+    const joins: JoinedAt[] = [];
+    const second = there.run("t", key, async (waited) => (ran.push(`second waited=${waited}`), "second"), (at) => joins.push(at));
+    finish();
+    expect(await first).toBe("first");
+    // Answered, but its record not yet written: the other process still waits.
+    await delay(TIMING.leaseMs * 2);
+    expect(ran).toEqual(["first waited=false"]);
+    write();
+    expect(await second).toBe("second");
+    expect(ran).toEqual(["first waited=false", "second waited=true"]);
+    expect(joins).toEqual(["elsewhere"]);
+  });
+
+  it("answers a wait of a cancelled task with UNAVAILABLE, and the run it waited for goes on", async () => {
+    const here = createRunGate(createLeases(store, silentLogger, TIMING));
+    const there = createRunGate(createLeases(store, silentLogger, TIMING));
+    const key = newKey();
+    let finish!: () => void;
+    const answer = new Promise<void>((resolve) => (finish = resolve));
+    const first = here.run("t1", key, async () => (await answer, "first"), () => undefined);
+    while ((await store.get(markerKey(key))) === undefined) await delay(5);
+    let joined!: () => void;
+    const waiting = new Promise<void>((resolve) => (joined = resolve));
+    const second = there.run("t1", key, async () => "second", () => joined());
+    await waiting;
+    there.cancel("t1");
+    await expect(second).rejects.toMatchObject({ code: "UNAVAILABLE" });
+    finish();
+    expect(await first).toBe("first");
+  });
+});
+
+describe("two Handlers asked for the same run at once", () => {
+  const deps = (s: Stack) => ({ bus: s.transport.bus, subjects: s.system.subjects, log: silentLogger, now: () => new Date(), newId: () => "x" });
+  const twoHandlers = async () => {
+    const root = randomRoot();
+    const config = { workspaceRoot: workspace, tools: ["run_script" as const], continuationTools: [] };
+    return [await startStack({ url: server.url, mock, root, roles: ["handler"], config }), await startStack({ url: server.url, mock, root, roles: ["handler"], config })] as const;
+  };
+
+  it("make one session: every request gets its answer, the model is asked once", async () => {
+    const [a, b] = await twoHandlers();
+    await using _a = a;
+    await using _b = b;
+    const request: ExecuteRequest = { type: "handler.execute", taskId: newTaskId() as ExecuteRequest["taskId"], nodePath: "0", prompt: "JOINED once", occurrence: 1 };
+    const asked = () => mock.requests.filter((r) => JSON.stringify(r.body).includes("JOINED once")).length;
+    // Sent over NATS from both sides: the queue group hands them to either Handler.
+    const replies = await Promise.all([a, b, a, b, a, b].map((s) => ask(deps(s), s.system.subjects.execute, request, ExecuteReply, { timeoutMs: 20_000 })));
+    expect(asked()).toBe(1);
+    for (const reply of replies) expect(reply.result).toEqual(replies[0]?.result);
+    expect(replies[0]?.result).toMatchObject({ status: "COMPLETE", content: "one session" });
+  });
+
+  it("run a script command once: every request gets its outcome", async () => {
+    const [a, b] = await twoHandlers();
+    await using _a = a;
+    await using _b = b;
+    const log = join(workspace, "once.txt");
+    const request: ScriptRequest = {
+      type: "handler.script",
+      taskId: newTaskId() as ScriptRequest["taskId"],
+      nodePath: "0",
+      argv: [process.execPath, "-e", `require('node:fs').appendFileSync(${JSON.stringify(log)}, 'ran\\n'); setTimeout(() => console.log('done'), 600)`],
+      timeoutMs: 10_000,
+      occurrence: 1,
+    };
+    const replies = await Promise.all([a, b, a, b].map((s) => ask(deps(s), s.system.subjects.script, request, ScriptReply, { timeoutMs: 20_000 })));
+    expect((await readFile(log, "utf8")).split("\n").filter((l) => l !== "")).toEqual(["ran"]);
+    for (const reply of replies) expect(reply).toEqual(replies[0]);
+    expect(replies[0]).toMatchObject({ exitCode: 0, stdout: "done\n" });
+  });
+});
