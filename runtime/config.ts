@@ -152,6 +152,12 @@ export const Config = z.object({
   cheapModel: z.string().trim().min(1).optional(),
   /** URL that operator alerts are also POSTed to (JSON). */
   alertWebhook: z.url({ protocol: /^https?$/ }).optional(),
+  /** Largest submission body in bytes (JSON or raw XML); beyond it the submit reply is `PAYLOAD_TOO_LARGE`. */
+  maxSubmissionBytes: positiveInt,
+  /** Largest value of one input in bytes (UTF-8 of a string, of the JSON of any other value). */
+  maxInputBytes: positiveInt,
+  /** Largest template in bytes of UTF-8 XML (a submitted template, and one compiled from a prompt). */
+  maxTemplateBytes: positiveInt,
 });
 export type Config = z.infer<typeof Config>;
 
@@ -205,6 +211,10 @@ export const DEFAULTS = {
   goalCostThreshold: 5,
   goalMaxReplans: 5,
   goalSubtaskTimeoutMs: 1_800_000,
+  // 1 MiB each: today's submission limit (protocol/codec.ts MAX_BODY_BYTES); a template or input is part of one.
+  maxSubmissionBytes: 1_048_576,
+  maxInputBytes: 1_048_576,
+  maxTemplateBytes: 1_048_576,
 } as const;
 
 /** Environment variable of each key. */
@@ -267,6 +277,9 @@ export const ENV_NAMES = {
   goalSubtaskTimeoutMs: "DIRIGENT_GOAL_SUBTASK_TIMEOUT_MS",
   cheapModel: "DIRIGENT_CHEAP_MODEL",
   alertWebhook: "DIRIGENT_ALERT_WEBHOOK",
+  maxSubmissionBytes: "DIRIGENT_MAX_SUBMISSION_BYTES",
+  maxInputBytes: "DIRIGENT_MAX_INPUT_BYTES",
+  maxTemplateBytes: "DIRIGENT_MAX_TEMPLATE_BYTES",
 } as const satisfies Record<keyof Config, string>;
 
 /** Command-line flag of each key (for error messages). */
