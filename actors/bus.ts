@@ -71,6 +71,11 @@ export interface Bus {
   onReconnect?(listener: () => void): () => void;
   /** A one-line description of the transport (`nats://127.0.0.1:4222`, `in-process`). */
   readonly description: string;
+  /**
+   * Largest message body the transport carries (NATS: the server's `max_payload` less room for subject and
+   * headers); absent: no limit. A larger publish fails.
+   */
+  readonly maxMessageBytes?: number;
 }
 
 /** Result of {@link TaskStore.create}. */

@@ -347,3 +347,14 @@ export function loadConfig(flags: Flags = {}, env: NodeJS.ProcessEnv = process.e
 export function ackWaitMsFromEnv(env: NodeJS.ProcessEnv = process.env): number {
   return loadConfig({}, { [ENV_NAMES.ackWaitMs]: env[ENV_NAMES.ackWaitMs] }).ackWaitMs;
 }
+
+/**
+ * The size limits from `DIRIGENT_MAX_SUBMISSION_BYTES`, `DIRIGENT_MAX_INPUT_BYTES` and `DIRIGENT_MAX_TEMPLATE_BYTES`
+ * (1 MiB each by default), for the CLI's checks before it sends anything.
+ * @throws {ConfigError} when a value is not a positive integer.
+ */
+export function sizeLimitsFromEnv(env: NodeJS.ProcessEnv = process.env): { submissionBytes: number; inputBytes: number; templateBytes: number } {
+  const keys = ["maxSubmissionBytes", "maxInputBytes", "maxTemplateBytes"] as const;
+  const config = loadConfig({}, Object.fromEntries(keys.map((k) => [ENV_NAMES[k], env[ENV_NAMES[k]]])));
+  return { submissionBytes: config.maxSubmissionBytes, inputBytes: config.maxInputBytes, templateBytes: config.maxTemplateBytes };
+}

@@ -50,6 +50,8 @@ const kvReadWrite = (bucket: string) => [
   `$KV.${bucket}.>`,
   `${API}.DIRECT.GET.KV_${bucket}.>`,
   `${API}.STREAM.MSG.GET.KV_${bucket}`,
+  // Purges of the chunks of a large value once it is replaced (runtime/nats-chunks.ts).
+  `${API}.STREAM.PURGE.KV_${bucket}`,
 ];
 /** Watch a KV bucket: an ordered push consumer (`CONSUMER.CREATE.<stream>.<name>.<filter>`), recreated after a gap. */
 const kvWatch = (bucket: string) => [
