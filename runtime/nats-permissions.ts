@@ -50,9 +50,9 @@ const kvReadWrite = (bucket: string) => [
   `$KV.${bucket}.>`,
   `${API}.DIRECT.GET.KV_${bucket}.>`,
   `${API}.STREAM.MSG.GET.KV_${bucket}`,
-  // Purges of the chunks of a large value once it is replaced (runtime/nats-chunks.ts).
-  `${API}.STREAM.PURGE.KV_${bucket}`,
 ];
+/** A bucket of a `NatsTaskStore`: read and write, and purge the chunks of a large value once replaced (runtime/nats-chunks.ts). */
+const kvStore = (bucket: string) => [...kvReadWrite(bucket), `${API}.STREAM.PURGE.KV_${bucket}`];
 /** Watch a KV bucket: an ordered push consumer (`CONSUMER.CREATE.<stream>.<name>.<filter>`), recreated after a gap. */
 const kvWatch = (bucket: string) => [
   `${API}.CONSUMER.CREATE.KV_${bucket}.>`,
@@ -110,7 +110,7 @@ function ownPermissions(root: string): Record<NatsRole, RolePermissions> {
         s.compile,
         s.anyIntake,
         `${API}.INFO`,
-        ...kvReadWrite(s.tasksBucket),
+        ...kvStore(s.tasksBucket),
         ...streamSetup(s.intakeStream),
         ...streamSetup(s.eventsStream),
         // The last message of a subject (`lastPublished`): is a redelivered final task's result stored, or did its old
@@ -133,7 +133,7 @@ function ownPermissions(root: string): Record<NatsRole, RolePermissions> {
       subscribe: [s.evaluate, `${root}.tasks.*.input`, control, inbox("evaluator")],
     },
     handler: {
-      publish: [inbox("evaluator"), inbox("director"), clients, s.anyProgress, `${API}.INFO`, ...kvReadWrite(s.turnsBucket)],
+      publish: [inbox("evaluator"), inbox("director"), clients, s.anyProgress, `${API}.INFO`, ...kvStore(s.turnsBucket)],
       subscribe: [s.execute, s.script, s.compile, control, inbox("handler")],
     },
     memory: {
@@ -153,7 +153,7 @@ function ownPermissions(root: string): Record<NatsRole, RolePermissions> {
         s.operatorAlerts,
         s.goalControl,
         `${API}.INFO`,
-        ...kvReadWrite(s.goalsBucket),
+        ...kvStore(s.goalsBucket),
         ...kvWatch(s.goalsBucket),
       ],
       subscribe: [...goalRequests, s.goalControl, s.anyTaskResult, inbox("supervisor")],

@@ -234,6 +234,8 @@ export class NatsTaskStore implements TaskStore {
 
   /** Purges the bucket's entries matching `filter` (a key pattern), those stored before `before` when given. */
   async #purge(filter: string, before?: number): Promise<void> {
+    // Nothing is stored before the first sequence (and nats-server 2.9 purges every match when asked for `seq: 1`).
+    if (before !== undefined && before <= 1) return;
     const api = `$JS.API.STREAM.PURGE.${this.#stream}`;
     const body = JSON.stringify({ filter: this.#subjectPrefix + filter, ...(before === undefined ? {} : { seq: before }) });
     parseApiAnswer(await this.#wire.request(api, encoder.encode(body), { timeoutMs: STORE_TIMEOUT_MS }), api);
