@@ -17,7 +17,7 @@ import {
   type TaskId,
   type TaskInputs,
 } from "../protocol/index.js";
-import type { BusMessage, TaskStore, WorkQueue } from "./bus.js";
+import { MAX_STORED_VALUE_BYTES, type BusMessage, type TaskStore, type WorkQueue } from "./bus.js";
 import { messageOf, type ActorDeps } from "./deps.js";
 import { checkInputs, checkSubmission, checkTemplate, DEFAULT_SIZE_LIMITS, tooLargeReply, type SizeLimits } from "./size-limits.js";
 import { parseTemplateCached } from "./template/parse-cache.js";
@@ -139,7 +139,7 @@ export interface Accepted {
 
 /** The queued record an intake item carries; `undefined` for an item of an older release (`{taskId}` only). */
 export function queuedRecord(data: Uint8Array): { ok: true; record: TaskRecord | undefined } | { ok: false; message: string } {
-  const json = decodeJson(data);
+  const json = decodeJson(data, MAX_STORED_VALUE_BYTES);
   if (!json.ok) return { ok: false, message: json.error.message };
   const value = json.value;
   if (typeof value === "object" && value !== null && Object.keys(value).length === 1 && "taskId" in value) return { ok: true, record: undefined };
