@@ -9,6 +9,8 @@
  */
 import { encode, TaskEvent, TaskOutcome } from "../protocol/index.js";
 
+const encoder = new TextEncoder();
+
 /** Characters of `message` an event cut to fit keeps. */
 export const KEPT_MESSAGE_CHARS = 4096;
 
@@ -31,12 +33,14 @@ export function fitOutcome(outcome: TaskOutcome, maxBytes: number | undefined, o
   if (maxBytes === undefined || bytes <= maxBytes) return outcome;
   const { parsedContent: _parsed, ...rest } = outcome;
   const notes = { ...outcome.notes, truncated: { bytes } };
-  // Cut by what is too much (in UTF-16 units, at least as many as bytes of it), again until it fits.
+  // Cut by the share of the content's encoded bytes that is too much, again until it fits.
   let content = outcome.content;
   for (;;) {
     const fitted: TaskOutcome = { ...rest, notes, content };
     const size = encode(TaskOutcome, fitted).byteLength + overhead;
     if (size <= maxBytes || content === "") return fitted;
-    content = content.slice(0, Math.max(0, content.length - (size - maxBytes) - 64));
+    const contentBytes = encoder.encode(JSON.stringify(content)).byteLength;
+    const keep = 1 - (size - maxBytes + 64) / contentBytes;
+    content = keep <= 0 ? "" : content.slice(0, Math.floor(content.length * keep));
   }
 }
