@@ -135,3 +135,34 @@ describe("a checkpoint the store refuses for good", () => {
     }
   });
 });
+
+describe("a submission whose queued record does not fit one intake message (max_payload 64 KiB)", () => {
+  it("is stored in the tasks bucket, queued by reference, and runs to its end", async () => {
+    const small = await startTestNatsServer({ config: `max_payload: 65536\njetstream {\n  store_dir: "js"\n  max_memory_store: 64MB\n  max_file_store: 1GB\n}\n` });
+    try {
+      const root = randomRoot();
+      const transport = await openNatsTransport(small.url, createSubjects(root), { name: "sizes-small", log: recordingLogger() });
+      const { log, client, stop } = await start(transport, root, { contextWindowTokens: 2_000_000, maxContextWindowFraction: 1 });
+      try {
+        // A raw XML body of ~55 KB (under max_payload) whose queued record, its quotes escaped in JSON, is ~67 KB: more
+        // than one message. The roles share this process (local dispatch), so no request between them carries it.
+        const body = new TextEncoder().encode(`<task><description>SLOW ${'say "hi" '.repeat(6000)}</description></task>`);
+        expect(body.byteLength).toBeLessThan(60_000);
+        const raw = await transport.bus.request(createSubjects(root).submit, body, { timeoutMs: 10_000 });
+        const reply = JSON.parse(new TextDecoder().decode(raw)) as { taskId: string; status: string };
+        expect(reply.status).toBe("accepted");
+        // The model answers after 1.5 s: the watch is open long before the result.
+        const watch = client.watch(reply.taskId);
+        const outcome = await watch.result;
+        await watch.close();
+        expect(outcome).toMatchObject({ status: "COMPLETE", content: "slow answer" });
+        expect((await client.get(reply.taskId)).state).toBe("completed");
+        expect(log.lines.filter((l) => l.level === "warn" || l.level === "error")).toEqual([]);
+      } finally {
+        await stop();
+      }
+    } finally {
+      await small.stop();
+    }
+  }, 60_000);
+});
