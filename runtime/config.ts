@@ -156,7 +156,7 @@ export const Config = z.object({
   maxSubmissionBytes: positiveInt,
   /** Largest value of one input in bytes (UTF-8 of a string, of the JSON of any other value). */
   maxInputBytes: positiveInt,
-  /** Largest template in bytes of UTF-8 XML (a submitted template, and one compiled from a prompt). */
+  /** Largest submitted template in bytes of UTF-8 XML (a template compiled from a prompt is not checked). */
   maxTemplateBytes: positiveInt,
 });
 export type Config = z.infer<typeof Config>;
