@@ -71,6 +71,11 @@ export interface Bus {
   onReconnect?(listener: () => void): () => void;
   /** A one-line description of the transport (`nats://127.0.0.1:4222`, `in-process`). */
   readonly description: string;
+  /**
+   * Largest message body the transport carries (NATS: the server's `max_payload` less room for subject and
+   * headers); absent: no limit. A larger publish fails.
+   */
+  readonly maxMessageBytes?: number;
 }
 
 /** Result of {@link TaskStore.create}. */
@@ -155,6 +160,11 @@ export interface WorkQueue {
   discard(id: string, seq: number): Promise<void>;
   /** An item neither acked, naked nor marked {@link WorkItem.working} for this long is redelivered. */
   readonly ackWaitMs: number;
+  /**
+   * Largest item body the queue takes (the transport's message size); absent: no limit. A larger item is stored
+   * elsewhere and queued by reference (actors/intake.ts).
+   */
+  readonly maxItemBytes?: number;
   /** Delivers items to `handler`, at most `concurrency` at a time in this process. */
   consume(handler: (item: WorkItem) => Promise<void>, options: { concurrency: number }): BusSubscription;
 }
@@ -191,3 +201,30 @@ export class RequestAbortedError extends TransportError {
 export class ResponderSilentError extends TransportError {
   override name = "ResponderSilentError";
 }
+
+/**
+ * A write the store refuses for good: the value is larger than it can ever hold (over the hard maximum, or over the
+ * bucket's maximum value size). Writing it again cannot succeed; its writer fails the work it belongs to instead of
+ * retrying. Every other store error (an outage, a timeout) is transient.
+ */
+export class StoreRefusedError extends Error {
+  override name = "StoreRefusedError";
+  constructor(
+    message: string,
+    /** The key written. */
+    readonly key: string,
+    /** The value's size in bytes. */
+    readonly bytes: number,
+    options?: ErrorOptions,
+  ) {
+    super(message, options);
+  }
+}
+
+/** Whether a store error is permanent ({@link StoreRefusedError}): the write is not to be retried. */
+export function isPermanentStoreError(err: unknown): err is StoreRefusedError {
+  return err instanceof StoreRefusedError;
+}
+
+/** The largest value a {@link TaskStore} holds (64 MiB): larger ones are refused with a {@link StoreRefusedError}. */
+export const MAX_STORED_VALUE_BYTES = 64 * 1024 * 1024;

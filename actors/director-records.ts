@@ -11,7 +11,7 @@
  * this one stopped signalling progress for a whole ack wait), the write fails and this Director publishes nothing.
  */
 import { decode, encode, FINAL_STATES, TaskRecord, type TaskOutcome } from "../protocol/index.js";
-import type { TaskStore } from "./bus.js";
+import { MAX_STORED_VALUE_BYTES, type TaskStore } from "./bus.js";
 
 /** How often a write is retried when another writer changed the record in between (cancel requests do). */
 const CAS_ATTEMPTS = 8;
@@ -62,7 +62,8 @@ export type WriteOutcome = "written" | "lost";
 export async function readRecord(store: TaskStore, taskId: string): Promise<{ record: TaskRecord; revision: number } | undefined> {
   const entry = await store.getWithRevision(taskId);
   if (!entry) return undefined;
-  const decoded = decode(TaskRecord, entry.value);
+  // A record holds its template and snapshot: larger than a message body may be (the store keeps it in chunks).
+  const decoded = decode(TaskRecord, entry.value, MAX_STORED_VALUE_BYTES);
   if (!decoded.ok) throw new Error(`stored record of task '${taskId}' is unreadable: ${decoded.error.message}`);
   return { record: decoded.value, revision: entry.revision };
 }

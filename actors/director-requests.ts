@@ -3,6 +3,7 @@
  * live machine when this Director runs it, or from the intake queue when it is only queued there (not claimed yet, or
  * running under a pending claim in another Director: then its last event says how far it got).
  */
+import { fitOutcome } from "./message-fit.js";
 import {
   CancelBroadcast,
   decode,
@@ -62,7 +63,9 @@ export function taskRequests(deps: ActorDeps, store: TaskStore, queue: WorkQueue
     const record = stored ?? (await queuedUnder(taskId))?.record;
     const state = live ?? (stored === undefined && record !== undefined ? await stateOfQueued(taskId) : record?.state);
     if (state === undefined) return void msg.respond(encodeJson(errorReply("NOT_FOUND", `no task '${taskId}'`)));
-    const reply: TaskStatusReply = { taskId, state, ...(record?.result ? { result: record.result } : {}) };
+    // A result too large for one message is cut to fit (actors/message-fit.ts); the record keeps it whole.
+    const result = record?.result && fitOutcome(record.result, deps.bus.maxMessageBytes, 256);
+    const reply: TaskStatusReply = { taskId, state, ...(result ? { result } : {}) };
     msg.respond(encodeJson(reply));
   };
 

@@ -5,7 +5,7 @@
 import { createActor, fromPromise, type Actor, type InspectionEvent, type Snapshot } from "xstate";
 import { taskMachine, type Announcement, type TaskContext, type TaskInput } from "../machines/task.js";
 import { TaskState as TaskStateSchema, type TaskId, type TaskOutcome, type TaskRecord, type TaskResult, type TaskState } from "../protocol/index.js";
-import type { TaskStore, WorkItem } from "./bus.js";
+import { isPermanentStoreError, type StoreRefusedError, type TaskStore, type WorkItem } from "./bus.js";
 import { messageOf, type ActorDeps } from "./deps.js";
 import { PENDING_CLAIM_MS, writeClaimed, type Claim } from "./director-records.js";
 import { persisted } from "./director-snapshot.js";
@@ -87,19 +87,28 @@ export function failedContext(record: TaskRecord, message: string): TaskContext 
   return { taskId: record.taskId, xml: record.xml, inputs: record.inputs, result, cancelled: false };
 }
 
+/** The message of a task that fails because its record cannot be stored (`what`: the checkpoint, the outcome). */
+export function unstorableMessage(what: string, err: StoreRefusedError): string {
+  return `the task's ${what} (${err.bytes} bytes) cannot be stored: ${err.message}`;
+}
+
 /**
  * Signals progress on the intake item below its ack wait and checkpoints the event seq under the claim; a
- * checkpoint that finds the claim gone means another Director owns the task now.
+ * checkpoint that finds the claim gone means another Director owns the task now. A checkpoint the store refuses for
+ * good (too large: {@link isPermanentStoreError}) is not retried: `refused` resolves once, and no checkpoint follows.
  */
 export function startHeartbeat(deps: ActorDeps, store: TaskStore, ackWaitMs: number, task: RunningTask, onLost: () => void) {
   let resolveLost: () => void = () => undefined;
   const lost = new Promise<void>((resolve) => (resolveLost = resolve));
+  let resolveRefused: (err: StoreRefusedError) => void = () => undefined;
+  const refused = new Promise<StoreRefusedError>((resolve) => (resolveRefused = resolve));
+  let refusal: StoreRefusedError | undefined;
   let busy: Promise<void> | undefined;
   // A pending claim is stored by the first checkpoint once it is due (or by the final record of a task that ends sooner).
   let claimDue = task.claim.pending !== true;
   const dueTimer = claimDue ? undefined : setTimeout(() => ((claimDue = true), checkpoint()), PENDING_CLAIM_MS);
   const checkpoint = () => {
-    if (busy || (task.claim.pending === true ? !claimDue : task.seq === task.checkpointed)) return;
+    if (busy || refusal || (task.claim.pending === true ? !claimDue : task.seq === task.checkpointed)) return;
     // Written once what the change set off went out (the evaluation request first). A task that ended meanwhile is
     // not: its final record follows at once.
     busy = new Promise<void>((resolve) => setImmediate(resolve))
@@ -118,6 +127,7 @@ export function startHeartbeat(deps: ActorDeps, store: TaskStore, ackWaitMs: num
   };
   const write = async () => {
     const seq = task.seq;
+    if (refusal) return;
     try {
       const machine = task.actor ? { machine: persisted(task.actor) } : {};
       const written = await writeClaimed(store, task.claim, (current) => ({ ...current, ...machine, seq, updatedAt: deps.now().toISOString() }));
@@ -126,12 +136,18 @@ export function startHeartbeat(deps: ActorDeps, store: TaskStore, ackWaitMs: num
         resolveLost();
       } else task.checkpointed = seq;
     } catch (err) {
-      deps.log.warn({ taskId: task.claim.taskId, err: messageOf(err) }, "checkpoint failed; retried at the next heartbeat");
+      if (isPermanentStoreError(err)) {
+        refusal = err;
+        deps.log.error({ taskId: task.claim.taskId, bytes: err.bytes, err: err.message }, "checkpoint refused by the store; the task fails");
+        resolveRefused(err);
+      } else deps.log.warn({ taskId: task.claim.taskId, err: messageOf(err) }, "checkpoint failed; retried at the next heartbeat");
     }
   };
   const timer = setInterval(beat, heartbeatMs(ackWaitMs));
   return {
     lost,
+    /** Resolves with the store's refusal of a checkpoint (permanent: the task is to fail). */
+    refused,
     stop: () => {
       clearInterval(timer);
       clearTimeout(dueTimer);

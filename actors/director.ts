@@ -24,17 +24,19 @@ import {
   type TaskRecord,
   type TaskState,
 } from "../protocol/index.js";
-import { retryDelayMs, type BusMessage, type TaskStore, type WorkItem, type WorkQueue } from "./bus.js";
+import { isPermanentStoreError, retryDelayMs, type BusMessage, type TaskStore, type WorkItem, type WorkQueue } from "./bus.js";
 import { messageOf, type ActorDeps, type RoleHandle } from "./deps.js";
 import { inspectOption } from "./inspect-option.js";
 import { compilePrompt } from "./director-compile.js";
 import { claimTask, holds, pendingClaim, readRecord, writeClaimed, type Claim } from "./director-records.js";
 import { restorable } from "./director-snapshot.js";
 import { submissionGates } from "./director-gates.js";
-import { createTaskActor, failedContext, outcomeOf, startHeartbeat, stateOf, type RunningTask, type TaskEffects } from "./director-task.js";
+import { createTaskActor, failedContext, outcomeOf, startHeartbeat, stateOf, unstorableMessage, type RunningTask, type TaskEffects } from "./director-task.js";
 import { handleSubmit, queuedRecord } from "./intake.js";
 import { taskRequests } from "./director-requests.js";
+import { fitEvent, fitOutcome } from "./message-fit.js";
 import { askRetrying } from "./serve.js";
+import type { SizeLimits } from "./size-limits.js";
 
 /** Director configuration. */
 export interface DirectorConfig {
@@ -47,6 +49,8 @@ export interface DirectorConfig {
    * the state of a task running under a pending claim in another Director.
    */
   lastPublished?: (subject: string) => Promise<Uint8Array | undefined>;
+  /** Size limits of submissions; {@link DEFAULT_SIZE_LIMITS} when absent. */
+  sizeLimits?: SizeLimits;
 }
 
 /** Starts the Director role. */
@@ -71,23 +75,38 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
       ...(message === undefined ? {} : { message }),
       ...(data === undefined ? {} : { data }),
     };
-    bus.publish(subjects.taskEvents(taskId), encode(TaskEvent, event));
+    bus.publish(subjects.taskEvents(taskId), fitEvent(event, bus.maxMessageBytes));
   };
 
-  /** Stores the final state under the claim, then publishes the last event and the result: stored before announced. */
+  /**
+   * Stores the final state under the claim, then publishes the last event and the result: stored before announced. An
+   * outcome the store refuses for good (too large) is replaced by a failure saying so, stored and published once.
+   */
   const finish = async (task: RunningTask, context: TaskContext, state: TaskState): Promise<boolean> => {
-    const outcome = outcomeOf(task.claim.record.taskId, context, state);
+    let outcome = outcomeOf(task.claim.record.taskId, context, state);
     const seq = task.seq + 1;
-    const written = await writeClaimed(store, task.claim, (current) => ({
-      ...current,
-      state,
-      result: outcome,
-      seq,
-      updatedAt: deps.now().toISOString(),
-    }));
+    const write = () =>
+      writeClaimed(store, task.claim, (current) => ({
+        ...current,
+        state,
+        result: outcome,
+        seq,
+        updatedAt: deps.now().toISOString(),
+      }));
+    let written: Awaited<ReturnType<typeof write>>;
+    try {
+      written = await write();
+    } catch (err) {
+      if (!isPermanentStoreError(err) || (state === "failed" && outcome.content === "")) throw err;
+      log.error({ taskId: task.claim.taskId, bytes: err.bytes, err: err.message }, "task outcome refused by the store; the task fails");
+      context = failedContext(task.claim.record, unstorableMessage("outcome", err));
+      state = "failed";
+      outcome = outcomeOf(task.claim.record.taskId, context, state);
+      written = await write();
+    }
     if (written === "lost") return false;
     publishEvent(task.claim.taskId, seq, `task.${state}`, state, state === "failed" ? context.result?.error?.message : undefined);
-    bus.publish(subjects.taskResult(task.claim.taskId), encode(TaskOutcome, outcome));
+    bus.publish(subjects.taskResult(task.claim.taskId), encode(TaskOutcome, fitOutcome(outcome, bus.maxMessageBytes)));
     return true;
   };
 
@@ -100,7 +119,7 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
     if ((await config.lastPublished(subjects.taskResult(record.taskId))) !== undefined) return;
     log.warn({ taskId: record.taskId }, "final task's result was never published; publishing it");
     publishEvent(record.taskId, record.seq ?? 1, `task.${record.state}`, record.state, record.state === "failed" ? record.result.error?.message : undefined);
-    bus.publish(subjects.taskResult(record.taskId), encode(TaskOutcome, record.result));
+    bus.publish(subjects.taskResult(record.taskId), encode(TaskOutcome, fitOutcome(record.result, bus.maxMessageBytes)));
   };
 
   /** Fails a task taken over whose stored snapshot cannot run on: once, through the normal finish. */
@@ -264,8 +283,17 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
         publishEvent(record.taskId, ++task.seq, "task.resumed", "running", "resumed: delivered again, from its start", { deliveries: item.deliveries });
       }
       actor.send(record.cancelRequested ? { type: "task.cancel" } : { type: "task.start" });
-      await Promise.race([done, heartbeat.lost, released]);
+      const refused = await Promise.race([done, heartbeat.lost, released, heartbeat.refused]);
       heartbeat.stop();
+      if (refused !== undefined && !task.lost) {
+        // The task's state cannot be stored (too large): retrying cannot help, and running on unstored would lose it at
+        // the next takeover. It fails once, through the normal finish.
+        actor.stop();
+        if (await finish(task, failedContext(record, unstorableMessage("checkpoint (its state and template)", refused)), "failed")) settle(task.item, record.taskId);
+        // What the Evaluator and the Handler still run of it stops.
+        bus.publish(subjects.cancelBroadcast, encode(CancelBroadcast, { type: "task.cancel", taskId: record.taskId }));
+        return;
+      }
       if (handedBack) {
         // Draining: the next Director resumes the task from its record (stored now, should its claim be pending) at
         // once instead of after the ack wait.
@@ -329,7 +357,7 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
         const queuing = (taskId: string) => void (announced = gates.submitting(taskId));
         let accepted: Awaited<ReturnType<typeof handleSubmit>>;
         try {
-          accepted = await handleSubmit(deps, store, queue, msg, queuing);
+          accepted = await handleSubmit(deps, store, queue, msg, queuing, config.sizeLimits);
           if (accepted?.reply.status === "accepted") publishEvent(accepted.reply.taskId, 1, "task.queued", "queued", "queued");
         } finally {
           announced?.(accepted?.discarded);

@@ -7,7 +7,6 @@ import {
   encode,
   encodeJson,
   errorReply,
-  MAX_BODY_BYTES,
   SubmitRequest,
   TaskRecord,
   textOf,
@@ -18,8 +17,9 @@ import {
   type TaskId,
   type TaskInputs,
 } from "../protocol/index.js";
-import type { BusMessage, TaskStore, WorkQueue } from "./bus.js";
+import { MAX_STORED_VALUE_BYTES, type BusMessage, type TaskStore, type WorkQueue } from "./bus.js";
 import { messageOf, type ActorDeps } from "./deps.js";
+import { checkInputs, checkSubmission, checkTemplate, DEFAULT_SIZE_LIMITS, tooLargeReply, type SizeLimits } from "./size-limits.js";
 import { parseTemplateCached } from "./template/parse-cache.js";
 
 /** A decoded, validated submission. */
@@ -35,17 +35,19 @@ export interface Submission {
   stream?: boolean;
 }
 
-/** Decodes a submit body: JSON `{taskId?, xml|template, inputs?}` or a raw XML document. Validates the template. */
-export function decodeSubmission(data: Uint8Array): { ok: true; submission: Submission } | { ok: false; reply: ErrorReply } {
-  if (data.byteLength > MAX_BODY_BYTES) {
-    return { ok: false, reply: errorReply("PAYLOAD_TOO_LARGE", `submission of ${data.byteLength} bytes exceeds the limit of ${MAX_BODY_BYTES} bytes`) };
-  }
+/**
+ * Decodes a submit body: JSON `{taskId?, xml|template, inputs?}` or a raw XML document. Checks the sizes against
+ * `limits` (`PAYLOAD_TOO_LARGE` naming limit, size and setting) and validates the template.
+ */
+export function decodeSubmission(data: Uint8Array, limits: SizeLimits = DEFAULT_SIZE_LIMITS): { ok: true; submission: Submission } | { ok: false; reply: ErrorReply } {
+  const body = checkSubmission(data.byteLength, limits);
+  if (body) return { ok: false, reply: tooLargeReply(body) };
   let submission: Submission;
   const first = firstNonSpace(data);
   if (first === "<") {
     submission = { xml: textOf(data), inputs: {} };
   } else {
-    const json = decodeJson(data);
+    const json = decodeJson(data, limits.submissionBytes);
     if (!json.ok) return { ok: false, reply: errorReply("INVALID_MESSAGE", `${json.error.message} (send JSON {"xml": "..."} or a raw XML document)`) };
     const parsed = validate(SubmitRequest, json.value);
     if (!parsed.ok) {
@@ -57,9 +59,13 @@ export function decodeSubmission(data: Uint8Array): { ok: true; submission: Subm
     submission = { xml: xml ?? template ?? "", inputs: inputs ?? {}, ...(taskId ? { taskId } : {}), ...(prompt === undefined ? {} : { prompt }) };
     if (budget) submission.budget = budget;
     if (stream !== undefined) submission.stream = stream;
+    const input = checkInputs(submission.inputs, limits);
+    if (input) return { ok: false, reply: tooLargeReply(input) };
     // A prompt is stored as is; the Director has it compiled and validated before the task runs.
     if (prompt !== undefined) return { ok: true, submission };
   }
+  const template = checkTemplate(submission.xml, limits);
+  if (template) return { ok: false, reply: tooLargeReply(template) };
   const parsed = parseTemplateCached(submission.xml);
   if (!parsed.ok) {
     const { message, line, col } = parsed.error;
@@ -97,10 +103,12 @@ export async function acceptSubmission(
     submittedAt: at,
     updatedAt: at,
   };
+  const item = encode(TaskRecord, record);
+  if (queue.maxItemBytes !== undefined && item.byteLength > queue.maxItemBytes) return acceptLarge(store, queue, taskId, item, queuing);
   // An unreadable store does not stop the submission: the queue has it, and a duplicate is dropped when delivered.
   const stored = submission.taskId === undefined ? undefined : store.get(taskId).catch(() => undefined);
   queuing?.(taskId);
-  const { duplicate, seq } = await queue.enqueue(taskId, encode(TaskRecord, record));
+  const { duplicate, seq } = await queue.enqueue(taskId, item);
   if (duplicate) return { reply: { taskId, status: "duplicate" } };
   if ((await stored) !== undefined) {
     // Queued again after the window: the item just queued is removed. A Director of this process that has it
@@ -112,6 +120,17 @@ export async function acceptSubmission(
   return { reply: { taskId, status: "accepted" } };
 }
 
+/**
+ * A queued record too large for one queue item (a large template): stored in the task store first (which keeps large
+ * values in chunks), and queued as `{taskId}`, the item a Director claims by reading the record.
+ */
+async function acceptLarge(store: TaskStore, queue: WorkQueue, taskId: TaskId, record: Uint8Array, queuing?: (taskId: TaskId) => void): Promise<Accepted> {
+  if ((await store.create(taskId, record)) === "exists") return { reply: { taskId, status: "duplicate" } };
+  queuing?.(taskId);
+  const { duplicate } = await queue.enqueue(taskId, encodeJson({ taskId }));
+  return { reply: { taskId, status: duplicate ? "duplicate" : "accepted" } };
+}
+
 /** What {@link acceptSubmission} did: the reply, and the queue item it removed again (a duplicate after the window). */
 export interface Accepted {
   reply: SubmitReply;
@@ -120,7 +139,7 @@ export interface Accepted {
 
 /** The queued record an intake item carries; `undefined` for an item of an older release (`{taskId}` only). */
 export function queuedRecord(data: Uint8Array): { ok: true; record: TaskRecord | undefined } | { ok: false; message: string } {
-  const json = decodeJson(data);
+  const json = decodeJson(data, MAX_STORED_VALUE_BYTES);
   if (!json.ok) return { ok: false, message: json.error.message };
   const value = json.value;
   if (typeof value === "object" && value !== null && Object.keys(value).length === 1 && "taskId" in value) return { ok: true, record: undefined };
@@ -135,8 +154,9 @@ export async function handleSubmit(
   queue: WorkQueue,
   msg: BusMessage,
   queuing?: (taskId: TaskId) => void,
+  limits: SizeLimits = DEFAULT_SIZE_LIMITS,
 ): Promise<Accepted | undefined> {
-  const decoded = decodeSubmission(msg.data);
+  const decoded = decodeSubmission(msg.data, limits);
   if (!decoded.ok) {
     deps.log.warn({ subject: msg.subject, error: decoded.reply.error }, "rejected submission");
     msg.respond(encodeJson(decoded.reply));

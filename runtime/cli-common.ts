@@ -3,7 +3,8 @@ import { readFile } from "node:fs/promises";
 import { Option, type Command } from "commander";
 import { createSubjects } from "../protocol/index.js";
 import { parseTemplate } from "../actors/template/parse.js";
-import { loadConfig, type Config, type Flags } from "./config.js";
+import { checkInputs, checkTemplate, tooLargeMessage, type SizeLimits } from "../actors/size-limits.js";
+import { loadConfig, sizeLimitsFromEnv, type Config, type Flags } from "./config.js";
 import { createLogger } from "./logger.js";
 
 /** A usage error: exit code 2. */
@@ -61,8 +62,11 @@ export function setup(flags: CommonFlags, name: string) {
   return { config, subjects, log };
 }
 
-/** Parses repeated `--input key=value` flags. Values that are valid JSON (numbers, arrays, …) are parsed. */
-export function parseInputs(pairs: readonly string[]): Record<string, unknown> {
+/**
+ * Parses repeated `--input key=value` flags. Values that are valid JSON (numbers, arrays, …) are parsed. A value over
+ * the input size limit (`DIRIGENT_MAX_INPUT_BYTES`) is a usage error.
+ */
+export function parseInputs(pairs: readonly string[], limits: SizeLimits = sizeLimitsFromEnv()): Record<string, unknown> {
   const inputs: Record<string, unknown> = {};
   for (const pair of pairs) {
     const eq = pair.indexOf("=");
@@ -79,6 +83,8 @@ export function parseInputs(pairs: readonly string[]): Record<string, unknown> {
     }
     inputs[key] = value;
   }
+  const tooLarge = checkInputs(inputs, limits);
+  if (tooLarge) throw new UsageError(`--input: PAYLOAD_TOO_LARGE: ${tooLargeMessage(tooLarge)}`);
   return inputs;
 }
 
@@ -87,14 +93,19 @@ export function collect(value: string, previous: string[] = []): string[] {
   return [...previous, value];
 }
 
-/** Reads and validates a template file; an invalid one is a usage error naming file, line and column. */
-export async function readTemplate(file: string): Promise<string> {
+/**
+ * Reads and validates a template file; an invalid one is a usage error naming file, line and column, one over the
+ * template size limit (`DIRIGENT_MAX_TEMPLATE_BYTES`) one naming limit and size.
+ */
+export async function readTemplate(file: string, limits: SizeLimits = sizeLimitsFromEnv()): Promise<string> {
   let xml: string;
   try {
     xml = await readFile(file, "utf8");
   } catch (err) {
     throw new UsageError(`cannot read '${file}': ${err instanceof Error ? err.message : String(err)}`);
   }
+  const tooLarge = checkTemplate(xml, limits);
+  if (tooLarge) throw new UsageError(`${file}: PAYLOAD_TOO_LARGE: ${tooLargeMessage(tooLarge)}`);
   const parsed = parseTemplate(xml);
   if (!parsed.ok) {
     const at = parsed.error.line ? `:${parsed.error.line}:${parsed.error.col ?? 1}` : "";

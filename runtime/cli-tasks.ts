@@ -34,7 +34,7 @@ function checkedId(value: string): string {
 
 /** Turns an error answer into the right exit: invalid input is a usage error. */
 function rethrow(err: unknown): never {
-  if (err instanceof RemoteError && (err.code === "INVALID_TEMPLATE" || err.code === "INVALID_MESSAGE" || err.code === "INVALID_ID")) {
+  if (err instanceof RemoteError && (err.code === "INVALID_TEMPLATE" || err.code === "INVALID_MESSAGE" || err.code === "INVALID_ID" || err.code === "PAYLOAD_TOO_LARGE")) {
     throw new UsageError(`${err.code}: ${err.message}`);
   }
   if (err instanceof RemoteError && err.code === "NO_RESPONDERS") {

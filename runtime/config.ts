@@ -158,6 +158,12 @@ export const Config = z.object({
   cheapModel: z.string().trim().min(1).optional(),
   /** URL that operator alerts are also POSTed to (JSON). */
   alertWebhook: z.url({ protocol: /^https?$/ }).optional(),
+  /** Largest submission body in bytes (JSON or raw XML); beyond it the submit reply is `PAYLOAD_TOO_LARGE`. */
+  maxSubmissionBytes: positiveInt,
+  /** Largest value of one input in bytes (UTF-8 of a string, of the JSON of any other value). */
+  maxInputBytes: positiveInt,
+  /** Largest submitted template in bytes of UTF-8 XML (a template compiled from a prompt is not checked). */
+  maxTemplateBytes: positiveInt,
 });
 export type Config = z.infer<typeof Config>;
 
@@ -214,6 +220,10 @@ export const DEFAULTS = {
   goalSubtaskTimeoutMs: 1_800_000,
   natsMaxReconnects: -1,
   selfCheckMs: 15_000,
+  // 1 MiB each: today's submission limit (protocol/codec.ts MAX_BODY_BYTES); a template or input is part of one.
+  maxSubmissionBytes: 1_048_576,
+  maxInputBytes: 1_048_576,
+  maxTemplateBytes: 1_048_576,
 } as const;
 
 /** Environment variable of each key. */
@@ -279,6 +289,9 @@ export const ENV_NAMES = {
   alertWebhook: "DIRIGENT_ALERT_WEBHOOK",
   natsMaxReconnects: "DIRIGENT_NATS_MAX_RECONNECTS",
   selfCheckMs: "DIRIGENT_SELF_CHECK_MS",
+  maxSubmissionBytes: "DIRIGENT_MAX_SUBMISSION_BYTES",
+  maxInputBytes: "DIRIGENT_MAX_INPUT_BYTES",
+  maxTemplateBytes: "DIRIGENT_MAX_TEMPLATE_BYTES",
 } as const satisfies Record<keyof Config, string>;
 
 /** Command-line flag of each key (for error messages). */
@@ -345,4 +358,15 @@ export function loadConfig(flags: Flags = {}, env: NodeJS.ProcessEnv = process.e
  */
 export function ackWaitMsFromEnv(env: NodeJS.ProcessEnv = process.env): number {
   return loadConfig({}, { [ENV_NAMES.ackWaitMs]: env[ENV_NAMES.ackWaitMs] }).ackWaitMs;
+}
+
+/**
+ * The size limits from `DIRIGENT_MAX_SUBMISSION_BYTES`, `DIRIGENT_MAX_INPUT_BYTES` and `DIRIGENT_MAX_TEMPLATE_BYTES`
+ * (1 MiB each by default), for the CLI's checks before it sends anything.
+ * @throws {ConfigError} when a value is not a positive integer.
+ */
+export function sizeLimitsFromEnv(env: NodeJS.ProcessEnv = process.env): { submissionBytes: number; inputBytes: number; templateBytes: number } {
+  const keys = ["maxSubmissionBytes", "maxInputBytes", "maxTemplateBytes"] as const;
+  const config = loadConfig({}, Object.fromEntries(keys.map((k) => [ENV_NAMES[k], env[ENV_NAMES[k]]])));
+  return { submissionBytes: config.maxSubmissionBytes, inputBytes: config.maxInputBytes, templateBytes: config.maxTemplateBytes };
 }

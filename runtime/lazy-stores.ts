@@ -56,11 +56,15 @@ export function lazyIndexStore(open: () => Promise<IndexStore>): IndexStore {
   };
 }
 
-/** A {@link WorkQueue} opened on its first call; `consume` starts once it is open (errors go to `onError`). */
-export function lazyWorkQueue(open: () => Promise<WorkQueue>, ackWaitMs: number, onError: BusErrorHandler): WorkQueue {
+/**
+ * A {@link WorkQueue} opened on its first call; `consume` starts once it is open (errors go to `onError`). Its
+ * {@link WorkQueue.maxItemBytes} is `maxItemBytes()`, known before it opens.
+ */
+export function lazyWorkQueue(open: () => Promise<WorkQueue>, ackWaitMs: number, onError: BusErrorHandler, maxItemBytes?: () => number): WorkQueue {
   const queue = once(open);
   return {
     ackWaitMs,
+    ...(maxItemBytes === undefined ? {} : { get maxItemBytes() { return maxItemBytes(); } }),
     enqueue: async (id, data) => (await queue()).enqueue(id, data),
     peek: async (id) => (await queue()).peek(id),
     discard: async (id, seq) => (await queue()).discard(id, seq),

@@ -4,6 +4,8 @@
  * the ack wait), minus durability.
  */
 import {
+  MAX_STORED_VALUE_BYTES,
+  StoreRefusedError,
   type BusSubscription,
   type CreateResult,
   type Revisioned,
@@ -17,12 +19,20 @@ import { copyOf, warnOnError, type BusErrorHandler } from "./bus-support.js";
 
 const KV_KEY = /^[-/_=.a-zA-Z0-9]+$/;
 
-/** In-process {@link TaskStore}: a map of copies. Keys follow the NATS KV rules. */
+/**
+ * In-process {@link TaskStore}: a map of copies. Keys follow the NATS KV rules. A value over `maxValueBytes`
+ * ({@link MAX_STORED_VALUE_BYTES} by default, as the NATS store) is refused with a {@link StoreRefusedError}.
+ */
 export class MemoryTaskStore implements TaskStore {
   readonly durable = false;
   readonly #values = new Map<string, Revisioned>();
   // One counter for the whole store, as a KV bucket's revisions are its stream's sequence.
   #revision = 0;
+  readonly #maxValueBytes: number;
+
+  constructor(options: { maxValueBytes?: number } = {}) {
+    this.#maxValueBytes = options.maxValueBytes ?? MAX_STORED_VALUE_BYTES;
+  }
 
   /** Every key. */
   async keys(): Promise<string[]> {
@@ -63,6 +73,9 @@ export class MemoryTaskStore implements TaskStore {
   }
 
   #write(key: string, value: Uint8Array): number {
+    if (value.byteLength > this.#maxValueBytes) {
+      throw new StoreRefusedError(`value of ${value.byteLength} bytes for '${key}' exceeds the store's maximum of ${this.#maxValueBytes} bytes`, key, value.byteLength);
+    }
     this.#revision += 1;
     this.#values.set(key, { value: copyOf(value), revision: this.#revision });
     return this.#revision;

@@ -2,6 +2,7 @@
  * The {@link Bus} over a NATS connection, and the one place the runtime opens NATS connections.
  * NATS errors are mapped to the transport errors of `actors/bus.ts`, with the NATS error as `cause`.
  */
+import { chunkBytes } from "./nats-chunks.js";
 import {
   ClosedConnectionError,
   connect,
@@ -102,6 +103,11 @@ export class NatsBus implements ClosableBus {
   readonly #inFlight = new Set<Promise<void>>();
   readonly #reconnectListeners = new Set<() => void>();
   #watchingStatus = false;
+
+  /** The server's `max_payload` less room for subject and headers (runtime/nats-chunks.ts). */
+  get maxMessageBytes(): number {
+    return chunkBytes(this.#nc.info?.max_payload ?? 1024 * 1024, -1);
+  }
 
   /** Takes ownership of `nc`: {@link close} drains it. */
   constructor(nc: NatsConnection, options: NatsBusOptions) {

@@ -51,6 +51,8 @@ const kvReadWrite = (bucket: string) => [
   `${API}.DIRECT.GET.KV_${bucket}.>`,
   `${API}.STREAM.MSG.GET.KV_${bucket}`,
 ];
+/** A bucket of a `NatsTaskStore`: read and write, and purge the chunks of a large value once replaced (runtime/nats-chunks.ts). */
+const kvStore = (bucket: string) => [...kvReadWrite(bucket), `${API}.STREAM.PURGE.KV_${bucket}`];
 /** Watch a KV bucket: an ordered push consumer (`CONSUMER.CREATE.<stream>.<name>.<filter>`), recreated after a gap. */
 const kvWatch = (bucket: string) => [
   `${API}.CONSUMER.CREATE.KV_${bucket}.>`,
@@ -112,7 +114,7 @@ function ownPermissions(root: string): Record<NatsRole, RolePermissions> {
         s.compile,
         s.anyIntake,
         `${API}.INFO`,
-        ...kvReadWrite(s.tasksBucket),
+        ...kvStore(s.tasksBucket),
         ...streamSetup(s.intakeStream),
         ...streamSetup(s.eventsStream),
         // The last message of a subject (`lastPublished`): is a redelivered final task's result stored, or did its old
@@ -135,7 +137,7 @@ function ownPermissions(root: string): Record<NatsRole, RolePermissions> {
       subscribe: [s.evaluate, `${root}.tasks.*.input`, control, inbox("evaluator")],
     },
     handler: {
-      publish: [inbox("evaluator"), inbox("director"), clients, s.anyProgress, `${API}.INFO`, ...kvReadWrite(s.turnsBucket)],
+      publish: [inbox("evaluator"), inbox("director"), clients, s.anyProgress, `${API}.INFO`, ...kvStore(s.turnsBucket)],
       subscribe: [s.execute, s.script, s.compile, control, inbox("handler")],
     },
     memory: {
@@ -155,7 +157,7 @@ function ownPermissions(root: string): Record<NatsRole, RolePermissions> {
         s.operatorAlerts,
         s.goalControl,
         `${API}.INFO`,
-        ...kvReadWrite(s.goalsBucket),
+        ...kvStore(s.goalsBucket),
         ...kvWatch(s.goalsBucket),
       ],
       subscribe: [...goalRequests, s.goalControl, s.anyTaskResult, inbox("supervisor")],

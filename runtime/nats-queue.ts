@@ -6,6 +6,7 @@
  * this process has slots free; the next goes out when it is served or expires. A process therefore holds at most
  * `concurrency` items, with one request per batch instead of a subscription and a request per item.
  */
+import { chunkBytes } from "./nats-chunks.js";
 import { AckPolicy, DeliverPolicy, JetStreamApiCodes, JetStreamApiError, jetstream, jetstreamManager, RetentionPolicy, StorageType, type JetStreamManager } from "@nats-io/jetstream";
 import { createInbox, nanos, type Msg, type NatsConnection } from "@nats-io/transport-node";
 import { retryDelayMs, type BusSubscription, type WorkItem, type WorkQueue } from "../actors/bus.js";
@@ -153,6 +154,11 @@ export class JetStreamWorkQueue implements WorkQueue {
   readonly #pullExpiresMs: number;
   /** Sequences of the items this process discarded lately, oldest first. */
   readonly #discarded = new Set<number>();
+
+  /** One message of the connection's server (its `max_payload` less room for subject and headers). */
+  get maxItemBytes(): number {
+    return chunkBytes(this.#nc.info?.max_payload ?? 1024 * 1024, -1);
+  }
 
   /** Use {@link openWorkQueue}, which also creates the stream and consumer. */
   constructor(nc: NatsConnection, subjects: Subjects, options: WorkQueueOptions & { maxAckPending: number }) {

@@ -46,6 +46,8 @@ export interface StoreOptions {
   msgId?: string;
   /** Write only if the subject's last message has this sequence; 0: only if the subject has none (KV create / update). */
   expectedLastSubjectSequence?: number;
+  /** More headers stored with the message. */
+  headers?: Record<string, string>;
   timeoutMs?: number;
 }
 
@@ -234,8 +236,9 @@ export class NatsWire {
    */
   async store(subject: string, data: Uint8Array, options: StoreOptions = {}): Promise<StoredAck> {
     let h: MsgHdrs | undefined;
-    if (options.msgId !== undefined || options.expectedLastSubjectSequence !== undefined) {
+    if (options.msgId !== undefined || options.expectedLastSubjectSequence !== undefined || options.headers !== undefined) {
       h = natsHeaders();
+      for (const [name, value] of Object.entries(options.headers ?? {})) h.set(name, value);
       if (options.msgId !== undefined) h.set("Nats-Msg-Id", options.msgId);
       if (options.expectedLastSubjectSequence !== undefined) h.set("Nats-Expected-Last-Subject-Sequence", String(options.expectedLastSubjectSequence));
     }

@@ -174,6 +174,7 @@ export async function startSystem(options: SystemOptions): Promise<SystemHandle>
         concurrency: config.concurrency,
         taskTimeoutMs: config.taskTimeoutMs,
         ...(transport.lastPublished ? { lastPublished: transport.lastPublished } : {}),
+        sizeLimits: { submissionBytes: config.maxSubmissionBytes, inputBytes: config.maxInputBytes, templateBytes: config.maxTemplateBytes },
       }),
     );
   }

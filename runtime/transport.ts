@@ -54,7 +54,7 @@ export async function openNatsTransport(
     const openQueue = () => openWorkQueue(nc, subjects, { ackWaitMs, onError });
     const [store, queue, index, turns, goals] = await Promise.all([
       eager.tasks ? openTaskStore(nc, subjects) : lazyTaskStore(() => openTaskStore(nc, subjects)),
-      eager.intake ? openQueue() : lazyWorkQueue(openQueue, ackWaitMs, onError),
+      eager.intake ? openQueue() : lazyWorkQueue(openQueue, ackWaitMs, onError, () => bus.maxMessageBytes),
       eager.index ? openIndexStore(nc, subjects) : lazyIndexStore(() => openIndexStore(nc, subjects)),
       eager.turns ? openTurnStore(nc, subjects) : lazyTaskStore(() => openTurnStore(nc, subjects)),
       eager.goals ? openGoalStore(nc, subjects) : lazyKeyedStore(() => openGoalStore(nc, subjects)),
