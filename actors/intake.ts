@@ -136,7 +136,13 @@ export async function handleSubmit(
   msg: BusMessage,
   queuing?: (taskId: TaskId) => void,
 ): Promise<Accepted | undefined> {
-  const decoded = decodeSubmission(msg.data);
+  let decoded: ReturnType<typeof decodeSubmission>;
+  try {
+    decoded = decodeSubmission(msg.data);
+  } catch (err) {
+    // Decoding returns its refusals; should a check throw all the same, the submitter still gets an answer.
+    decoded = { ok: false, reply: errorReply("INVALID_MESSAGE", `submission could not be decoded: ${messageOf(err)}`) };
+  }
   if (!decoded.ok) {
     deps.log.warn({ subject: msg.subject, error: decoded.reply.error }, "rejected submission");
     msg.respond(encodeJson(decoded.reply));

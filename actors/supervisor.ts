@@ -18,6 +18,7 @@ import {
   GoalGetReply,
   GoalListReply,
   GoalReply,
+  GoalId,
   GoalSubmitRequest,
   type GoalSummary,
 } from "../protocol/index.js";
@@ -97,6 +98,7 @@ export function startSupervisor(deps: ActorDeps, kv: KeyedStore, options: Superv
 
   const getGoal = async (subject: string): Promise<Goal> => {
     const id = subjects.goalIdOf(subject) ?? "";
+    if (!GoalId.safeParse(id).success) throw new RemoteError("INVALID_ID", `illegal goal id in subject '${subject}'`);
     const stored = await store.get(id);
     if (!stored) throw new RemoteError("NOT_FOUND", `no goal '${id}'`);
     return stored.goal;
