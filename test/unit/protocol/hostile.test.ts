@@ -13,7 +13,7 @@ import { deepJson, hostileCases, hostileSeed, prng, withRaw, type HostileCase } 
 const seed = hostileSeed();
 console.log(`hostile decoder fuzz: seed ${seed} (HOSTILE_SEED=${seed} reproduces it)`);
 
-const schemas = Object.entries(protocol).filter((entry): entry is [string, z.ZodType] => entry[1] instanceof z.ZodType);
+const schemas: Array<[string, z.ZodType]> = Object.entries(protocol as Record<string, unknown>).flatMap(([name, value]) => (value instanceof z.ZodType ? [[name, value] as [string, z.ZodType]] : []));
 const bytes = (text: string) => new TextEncoder().encode(text);
 
 /** Names and descriptors of the built-in prototypes, to compare before and after. */
