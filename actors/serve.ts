@@ -42,6 +42,11 @@ export interface ServeOptions<S extends z.ZodType> {
    * requests whose schema has no defaults or transforms, since a call skips the decoding that applies them.
    */
   local?: boolean;
+  /**
+   * The body is not read: the answer depends on the subject alone (`get`, `cancel`, `list`), so any body, JSON or
+   * not, empty or not, is a request; `handle` gets `undefined`.
+   */
+  anyBody?: boolean;
   /** Produces the reply body. A thrown {@link RemoteError} keeps its code; anything else is `INTERNAL`. */
   handle(request: z.infer<S>, msg: BusMessage): Promise<unknown>;
 }
@@ -65,7 +70,7 @@ export function serve<S extends z.ZodType>(deps: ActorDeps, options: ServeOption
     async (msg) => {
       let decoded: ReturnType<typeof decode<S>>;
       try {
-        decoded = decode(options.schema, msg.data);
+        decoded = options.anyBody === true ? { ok: true, value: undefined as z.infer<S> } : decode(options.schema, msg.data);
       } catch (err) {
         // decode returns its refusals; should it throw all the same, the sender still gets an answer.
         msg.respond(encodeJson(errorReply("INVALID_MESSAGE", `message could not be decoded: ${messageOf(err)}`)));

@@ -58,6 +58,7 @@ export interface SupervisorOptions {
   concurrency: number;
 }
 
+/** The body of a request answered from its subject alone (not read: see `anyBody`). */
 const Empty = z.unknown();
 
 /** Starts the Supervisor role on a goals bucket. */
@@ -134,16 +135,18 @@ export function startSupervisor(deps: ActorDeps, kv: KeyedStore, options: Superv
       ...common,
       subject: subjects.goalsList,
       schema: Empty,
+      anyBody: true,
       handle: async () => {
         const goals = await store.list();
         return { goals: goals.map(summaryOf) } satisfies GoalListReply;
       },
     }),
-    serve(deps, { ...common, subject: subjects.anyGoalRequest("get"), schema: Empty, handle: async (_, msg) => ({ goal: await getGoal(msg.subject) }) satisfies GoalGetReply }),
+    serve(deps, { ...common, subject: subjects.anyGoalRequest("get"), schema: Empty, anyBody: true, handle: async (_, msg) => ({ goal: await getGoal(msg.subject) }) satisfies GoalGetReply }),
     serve(deps, {
       ...common,
       subject: subjects.anyGoalRequest("resume"),
       schema: Empty,
+      anyBody: true,
       handle: async (_, msg) => {
         const goal = await getGoal(msg.subject);
         const result = await store.modify(goal.id, (g) => {
@@ -161,6 +164,7 @@ export function startSupervisor(deps: ActorDeps, kv: KeyedStore, options: Superv
       ...common,
       subject: subjects.anyGoalRequest("cancel"),
       schema: Empty,
+      anyBody: true,
       handle: async (_, msg) => {
         const goal = await getGoal(msg.subject);
         const result = await store.modify(goal.id, (g) => (g.status === "completed" || g.status === "cancelled" ? undefined : { ...g, status: "cancelled", updatedAt: deps.now().getTime() }));
