@@ -16,9 +16,9 @@ import {
   Goal,
   GoalControl,
   GoalGetReply,
+  GoalId,
   GoalListReply,
   GoalReply,
-  GoalId,
   GoalSubmitRequest,
   type GoalSummary,
 } from "../protocol/index.js";
