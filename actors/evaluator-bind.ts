@@ -40,7 +40,8 @@ async function taskValue(evaluate: EvaluateInputTask, path: string, i: number, e
 function* bindSteps(node: TaskNode, env: Env, entry: boolean): Generator<number, BindOutcome, InputValue> {
   const budget = nodeBudgetBinding(node, env);
   if ("error" in budget) return { result: inputFailure(budget.error) };
-  const bindings: Record<string, unknown> = { ...budget.bindings };
+  // No prototype: an input may be named `__proto__` (template names are the submitter's).
+  const bindings: Record<string, unknown> = Object.assign(Object.create(null) as Record<string, unknown>, budget.bindings);
   if (node.inputSource !== undefined) {
     // Seed-era wiring (C21): `<input_source>x</input_source>` makes the value of `x` this task's `input`.
     const found = find(env, node.inputSource);

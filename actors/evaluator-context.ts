@@ -154,7 +154,7 @@ const INPUT_NAME = /^[A-Za-z_][\w.-]*$/;
 type Asker = Omit<MatchQuery, "text" | "previousOutputs" | "limit">;
 
 function askerOf(node: TaskNode, env: Env, parent: InheritedContext | undefined): Asker {
-  const inputs: Record<string, unknown> = {};
+  const inputs: Record<string, unknown> = Object.create(null) as Record<string, unknown>;
   for (const input of node.inputs) {
     const bound = find(env, input.name);
     if (!bound.found || bound.value === undefined || !INPUT_NAME.test(input.name)) continue;

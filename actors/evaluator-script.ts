@@ -38,7 +38,7 @@ export function scriptEnv(spec: ScriptEnvironment | undefined, env: Env): { ok: 
   if (inherit !== undefined && inherit !== "none" && inherit !== "allowlist" && inherit !== "true" && inherit !== "false") {
     return { ok: false, result: inputFailure(`<environment inherit="${spec.inherit ?? ""}">: use "none" (only the listed variables) or "allowlist" (the Handler's allowlisted variables too; the default)`) };
   }
-  const vars: Record<string, string> = {};
+  const vars: Record<string, string> = Object.create(null) as Record<string, string>;
   const missing = new Set<string>();
   for (const v of spec.variables) {
     if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(v.name)) return { ok: false, result: inputFailure(`<environment>: '${v.name}' is not a variable name`) };
@@ -116,7 +116,8 @@ export async function runScriptTask(run: RunCommand, node: TaskNode, path: strin
  * non-zero exit is data, not a failure (C17).
  */
 export async function runScriptExecution(run: RunCommand, evaluate: EvaluateAt, se: ScriptExecution, path: string, env: Env, signal: AbortSignal): Promise<TaskResult> {
-  const bindings: Record<string, unknown> = {};
+  // No prototype: an input may be named `__proto__` (template names are the submitter's).
+  const bindings: Record<string, unknown> = Object.create(null) as Record<string, unknown>;
   for (const input of se.inputs) {
     if (input.from !== undefined) {
       const found = find(env, input.from);

@@ -302,7 +302,8 @@ async function bindArgs(walk: Walk, name: string, args: readonly ArgSource[], en
   const index = walk.document.templates.findIndex((t) => t.name === name);
   const template = walk.document.templates[index];
   if (!template) return { result: inputFailure(`unknown template '${name}'`) };
-  const params: Record<string, unknown> = {};
+  // No prototype: a parameter may be named `constructor` or `__proto__` (template names are the submitter's).
+  const params: Record<string, unknown> = Object.create(null) as Record<string, unknown>;
   let position = 0;
   for (const arg of args) {
     const param = arg.name ?? template.params[position++];

@@ -156,7 +156,13 @@ export async function handleSubmit(
   queuing?: (taskId: TaskId) => void,
   limits: SizeLimits = DEFAULT_SIZE_LIMITS,
 ): Promise<Accepted | undefined> {
-  const decoded = decodeSubmission(msg.data, limits);
+  let decoded: ReturnType<typeof decodeSubmission>;
+  try {
+    decoded = decodeSubmission(msg.data, limits);
+  } catch (err) {
+    // Decoding returns its refusals; should a check throw all the same, the submitter still gets an answer.
+    decoded = { ok: false, reply: errorReply("INVALID_MESSAGE", `submission could not be decoded: ${messageOf(err)}`) };
+  }
   if (!decoded.ok) {
     deps.log.warn({ subject: msg.subject, error: decoded.reply.error }, "rejected submission");
     msg.respond(encodeJson(decoded.reply));

@@ -42,6 +42,11 @@ export interface ServeOptions<S extends z.ZodType> {
    * requests whose schema has no defaults or transforms, since a call skips the decoding that applies them.
    */
   local?: boolean;
+  /**
+   * The body is not read: the answer depends on the subject alone (`get`, `cancel`, `list`), so any body, JSON or
+   * not, empty or not, is a request; `handle` gets `undefined`.
+   */
+  anyBody?: boolean;
   /** Produces the reply body. A thrown {@link RemoteError} keeps its code; anything else is `INTERNAL`. */
   handle(request: z.infer<S>, msg: BusMessage): Promise<unknown>;
 }
@@ -63,15 +68,20 @@ export function serve<S extends z.ZodType>(deps: ActorDeps, options: ServeOption
   const subscription = deps.bus.subscribe(
     options.subject,
     async (msg) => {
-      const decoded = decode(options.schema, msg.data);
+      let decoded: ReturnType<typeof decode<S>>;
+      try {
+        decoded = options.anyBody === true ? { ok: true, value: undefined as z.infer<S> } : decode(options.schema, msg.data);
+      } catch (err) {
+        // decode returns its refusals; should it throw all the same, the sender still gets an answer.
+        msg.respond(encodeJson(errorReply("INVALID_MESSAGE", `message could not be decoded: ${messageOf(err)}`)));
+        return;
+      }
       if (!decoded.ok) {
         deps.log.warn({ subject: msg.subject, err: decoded.error.message }, "rejected message");
         msg.respond(encodeJson(errorReply(decoded.error.kind === "too_large" ? "PAYLOAD_TOO_LARGE" : "INVALID_MESSAGE", decoded.error.message, { details: decoded.error.issues })));
         return;
       }
-      // The sender asked for signs of life while the request waits for a slot and runs (see KEEPALIVE_HEADER).
-      const every = Number(msg.headers?.get(KEEPALIVE_HEADER));
-      const keepalive = Number.isFinite(every) && every > 0 ? setInterval(() => msg.respond(new Uint8Array(0)), Math.max(50, every)) : undefined;
+      const keepalive = keepaliveTimer(msg);
       try {
         await slots.run(async () => {
           try {
@@ -96,6 +106,20 @@ export function serve<S extends z.ZodType>(deps: ActorDeps, options: ServeOption
       return subscription.unsubscribe();
     },
   };
+}
+
+/** The longest keepalive period a sender may ask for, and the shortest: a timer can hold no more than 2^31-1 ms. */
+const KEEPALIVE_MAX_MS = 60_000;
+const KEEPALIVE_MIN_MS = 50;
+
+/**
+ * The sender asked for signs of life while the request waits for a slot and runs (see KEEPALIVE_HEADER): a period
+ * in milliseconds, clamped (Node would run a timer of more than 2^31-1 ms every millisecond).
+ */
+function keepaliveTimer(msg: BusMessage): ReturnType<typeof setInterval> | undefined {
+  const every = Number(msg.headers?.get(KEEPALIVE_HEADER));
+  if (!Number.isFinite(every) || every <= 0) return undefined;
+  return setInterval(() => msg.respond(new Uint8Array(0)), Math.min(KEEPALIVE_MAX_MS, Math.max(KEEPALIVE_MIN_MS, every)));
 }
 
 /** Throws the {@link RemoteError} of an answer that is an error reply. */

@@ -16,6 +16,7 @@ import {
   Goal,
   GoalControl,
   GoalGetReply,
+  GoalId,
   GoalListReply,
   GoalReply,
   GoalSubmitRequest,
@@ -57,6 +58,7 @@ export interface SupervisorOptions {
   concurrency: number;
 }
 
+/** The body of a request answered from its subject alone (not read: see `anyBody`). */
 const Empty = z.unknown();
 
 /** Starts the Supervisor role on a goals bucket. */
@@ -97,6 +99,7 @@ export function startSupervisor(deps: ActorDeps, kv: KeyedStore, options: Superv
 
   const getGoal = async (subject: string): Promise<Goal> => {
     const id = subjects.goalIdOf(subject) ?? "";
+    if (!GoalId.safeParse(id).success) throw new RemoteError("INVALID_ID", `illegal goal id in subject '${subject}'`);
     const stored = await store.get(id);
     if (!stored) throw new RemoteError("NOT_FOUND", `no goal '${id}'`);
     return stored.goal;
@@ -132,16 +135,18 @@ export function startSupervisor(deps: ActorDeps, kv: KeyedStore, options: Superv
       ...common,
       subject: subjects.goalsList,
       schema: Empty,
+      anyBody: true,
       handle: async () => {
         const goals = await store.list();
         return { goals: goals.map(summaryOf) } satisfies GoalListReply;
       },
     }),
-    serve(deps, { ...common, subject: subjects.anyGoalRequest("get"), schema: Empty, handle: async (_, msg) => ({ goal: await getGoal(msg.subject) }) satisfies GoalGetReply }),
+    serve(deps, { ...common, subject: subjects.anyGoalRequest("get"), schema: Empty, anyBody: true, handle: async (_, msg) => ({ goal: await getGoal(msg.subject) }) satisfies GoalGetReply }),
     serve(deps, {
       ...common,
       subject: subjects.anyGoalRequest("resume"),
       schema: Empty,
+      anyBody: true,
       handle: async (_, msg) => {
         const goal = await getGoal(msg.subject);
         const result = await store.modify(goal.id, (g) => {
@@ -159,6 +164,7 @@ export function startSupervisor(deps: ActorDeps, kv: KeyedStore, options: Superv
       ...common,
       subject: subjects.anyGoalRequest("cancel"),
       schema: Empty,
+      anyBody: true,
       handle: async (_, msg) => {
         const goal = await getGoal(msg.subject);
         const result = await store.modify(goal.id, (g) => (g.status === "completed" || g.status === "cancelled" ? undefined : { ...g, status: "cancelled", updatedAt: deps.now().getTime() }));

@@ -47,7 +47,7 @@ export interface DecodeIssue {
 }
 
 /** Why a body could not be decoded. */
-export type DecodeFailure = "too_large" | "not_utf8" | "not_json" | "schema";
+export type DecodeFailure = "too_large" | "too_deep" | "not_utf8" | "not_json" | "schema";
 
 /** A message that is not JSON, or does not match its schema. */
 export class DecodeError extends Error {

@@ -5,7 +5,8 @@
  */
 import { z } from "zod";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ResponderSilentError } from "../../actors/bus.js";
+import { createInbox, headers as natsHeaders } from "@nats-io/transport-node";
+import { KEEPALIVE_HEADER, ResponderSilentError } from "../../actors/bus.js";
 import { silentLogger, type ActorDeps } from "../../actors/deps.js";
 import { askRetrying, serve } from "../../actors/serve.js";
 import { createSubjects } from "../../protocol/index.js";
@@ -70,5 +71,56 @@ describe("keepalives", () => {
     await bus.flush();
     expect(await asking).toEqual({ value: "again" });
     await Promise.all([live.unsubscribe(), dead.unsubscribe()]);
+  });
+
+  it("clamp a keepalive period no timer can hold, instead of answering every millisecond", async () => {
+    const d = deps();
+    const subject = `${d.subjects.root}.clamped`;
+    const sub = serve(d, {
+      subject,
+      schema: Echo,
+      concurrency: 1,
+      handle: async (req) => {
+        await new Promise((r) => setTimeout(r, 300));
+        return { value: req.value };
+      },
+    });
+    await bus.flush();
+    const nc = bus.connection;
+    const inbox = createInbox();
+    const replies = nc.subscribe(inbox);
+    const h = natsHeaders();
+    h.set(KEEPALIVE_HEADER, "1e12");
+    nc.publish(subject, JSON.stringify({ value: "hi" }), { reply: inbox, headers: h });
+    let keepalives = 0;
+    for await (const m of replies) {
+      if (m.data.length > 0) break;
+      keepalives++;
+    }
+    // Node runs a timer of more than 2^31-1 ms every millisecond: unclamped, this request got hundreds.
+    expect(keepalives).toBe(0);
+    await sub.unsubscribe();
+  });
+
+  it("answer a structured error when the handler throws, synchronously or with an answer that cannot be encoded", async () => {
+    const d = deps();
+    const subject = `${d.subjects.root}.throws`;
+    const subs = [
+      serve(d, {
+        subject,
+        schema: Echo,
+        concurrency: 1,
+        handle: (req) => {
+          if (req.value === "sync") throw new RangeError("Maximum call stack size exceeded");
+          return Promise.resolve({ big: BigInt(1) });
+        },
+      }),
+    ];
+    await bus.flush();
+    for (const value of ["sync", "bigint"]) {
+      const answer = await bus.request(subject, text.encode(JSON.stringify({ value })), { timeoutMs: 5000 });
+      expect(JSON.parse(text.decode(answer)), value).toMatchObject({ error: { code: "INTERNAL", message: expect.any(String) } });
+    }
+    await Promise.all(subs.map((s) => s.unsubscribe()));
   });
 });

@@ -143,6 +143,19 @@ describe("task language over a real nats-server", () => {
     expect(isolated.error?.message).toContain("'user'");
   });
 
+  it("binds names such as __proto__ and constructor as its own, never as something inherited", async () => {
+    await using stack = await startStack({ url: server.url, mock });
+    // A required parameter named after an Object.prototype member, not passed: missing, not bound to Object.
+    const unpassed = `<template name="f" params="constructor"><task><description>SAY {{constructor}}</description></task></template><call template="f"/>`;
+    const missing = await stack.client.run({ xml: unpassed, taskId: newTaskId() });
+    expect(missing).toMatchObject({ status: "FAILED", error: { reason: "input_validation_failure" } });
+    expect(missing.error?.message).toContain("'constructor'");
+    // Passed, such names are ordinary parameters and inputs, `__proto__` included.
+    const passed = `<template name="g" params="__proto__, toString"><task><description>SAY {{__proto__}} {{toString}} {{hasOwnProperty}}</description>
+  <inputs><input name="hasOwnProperty">own</input></inputs></task></template><call template="g"><arg>"p"</arg><arg>"t"</arg></call>`;
+    expect(await stack.client.run({ xml: passed, taskId: newTaskId() })).toMatchObject({ status: "COMPLETE", content: "echo:SAY p t own" });
+  });
+
   it("runs a call as a step of a sequential task", async () => {
     await using stack = await startStack({ url: server.url, mock });
     const xml = `<template name="shout" params="text"><task><description>SHOUT {{text}}</description></task></template>
