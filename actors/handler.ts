@@ -34,6 +34,7 @@ import type { CallModel } from "./model.js";
 import { serve } from "./serve.js";
 import { contextWindowOf, costOf, countRequestTokens, type ModelPrice } from "./tokens.js";
 import type { ToolDefinition, Toolset } from "./tools/toolset.js";
+import { createMasker, maskDeep } from "./secrets.js";
 
 /** Handler configuration, immutable for the life of every session it starts. */
 export interface HandlerConfig {
@@ -62,6 +63,11 @@ export interface HandlerConfig {
    * `stream` field wins. Default false.
    */
   streamDeltas?: boolean;
+  /**
+   * Secret values the process knows (API key, NATS password, …): masked as `[redacted]` in every reply before it
+   * leaves the Handler (results, program outputs), besides the toolset's own masking of tool answers.
+   */
+  secrets?: readonly string[];
 }
 
 /** Joins the base system prompt and the template's system prompt (SEED-NOTES §3.9). */
@@ -76,6 +82,7 @@ const NO_TOOLS: Toolset = {
   definitions: [],
   run: async (call) => ({ malformed: true, content: `error: no tool named '${call.function.name}' is available` }),
   script: async () => ({ error: "this Handler has no tools" }),
+  sandbox: { mode: "bwrap", unavailable: "this Handler has no tools" },
 };
 
 /** Runs one command of a `script` task with the `run_script` tool's confinement and limits. */
@@ -102,6 +109,7 @@ export async function runScriptRequest(toolset: Toolset, request: ScriptRequest,
  * replayed on a re-run (actors/handler-record.ts, actors/handler-tools.ts).
  */
 export function startHandler(deps: ActorDeps, config: HandlerConfig, callModel: CallModel, toolset: Toolset = NO_TOOLS, records?: TaskStore): RoleHandle {
+  const mask = createMasker(config.secrets ?? []);
   const sessions = new Map<string, Set<ReturnType<typeof createSessionActor>>>();
   /** The tools offered with each set of continuation kinds: one array per set, so its token count is kept too. */
   const toolSets = new Map<string, readonly ToolDefinition[]>();
@@ -181,7 +189,7 @@ export function startHandler(deps: ActorDeps, config: HandlerConfig, callModel: 
       const { session, ...result }: SessionOutput = await done;
       const usage = Usage.safeParse(result.notes["usage"]);
       const priced = usage.success ? { ...result, notes: { ...result.notes, ...cost(String(result.notes["model"]), usage.data) } } : result;
-      const reply: ExecuteReply = { type: "handler.result", taskId, nodePath, result: { ...priced, notes: { ...attached.notes, ...priced.notes } }, ...(session ? { session } : {}) };
+      const reply: ExecuteReply = maskDeep({ type: "handler.result", taskId, nodePath, result: { ...priced, notes: { ...attached.notes, ...priced.notes } }, ...(session ? { session } : {}) }, mask);
       // A session stopped by a cancel or a shutdown is not an answer to replay.
       const halted = result.error?.type === "TASK_FAILURE" && result.error.reason === "execution_halted";
       if (key && records && !halted) writeRecordBehind(records, key, TurnRecord, { v: RECORD_VERSION, status: "done", result: reply.result, ...(session ? { session } : {}) }, deps.log);
@@ -204,7 +212,7 @@ export function startHandler(deps: ActorDeps, config: HandlerConfig, callModel: 
         const { v: _v, ...outcome } = recorded;
         return { type: "handler.script_result", taskId: request.taskId, nodePath: request.nodePath, ...outcome };
       }
-      const reply = await runScriptRequest(toolset, request, controller.signal);
+      const reply = maskDeep(await runScriptRequest(toolset, request, controller.signal), mask);
       if (key && records && !controller.signal.aborted) {
         const { type: _t, taskId: _id, nodePath: _p, ...outcome } = reply;
         await writeRecord(records, key, ScriptRecord, { v: RECORD_VERSION, ...outcome }, deps.log);

@@ -5,6 +5,7 @@ import { createSubjects } from "../protocol/index.js";
 import { parseTemplate } from "../actors/template/parse.js";
 import { loadConfig, type Config, type Flags } from "./config.js";
 import { createLogger } from "./logger.js";
+import { scrubSecretEnv, secretValues } from "./secrets.js";
 
 /** A usage error: exit code 2. */
 export class UsageError extends Error {
@@ -56,8 +57,10 @@ export function setup(flags: CommonFlags, name: string) {
     llmMatch: flags.llmMatch === true ? "true" : undefined,
   };
   const config: Config = loadConfig(configFlags);
+  // The configuration holds the secrets now; no child process inherits them from the environment.
+  scrubSecretEnv();
   const subjects = createSubjects(config.prefix);
-  const log = createLogger(config.logLevel, name);
+  const log = createLogger(config.logLevel, name, secretValues(config));
   return { config, subjects, log };
 }
 
