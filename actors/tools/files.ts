@@ -85,7 +85,7 @@ function kindOf(info: Stats): string {
   if (info.isFIFO()) return "a FIFO";
   if (info.isSocket()) return "a socket";
   if (info.isCharacterDevice() || info.isBlockDevice()) return "a device";
-  return "not a regular file";
+  return "something else";
 }
 
 /**
@@ -107,7 +107,7 @@ async function openInside(ws: Workspace, path: string, shown: string, kind: "fil
   }
   try {
     const info = await handle.stat();
-    if (kind === "file" && !info.isFile()) throw new ToolError(`'${shown}' is ${kindOf(info)}; read_file reads regular files only`);
+    if (kind === "file" && !info.isFile()) throw new ToolError(`'${shown}' is not a regular file but ${kindOf(info)}: read_file reads regular files only`);
     if (kind === "dir" && !info.isDirectory()) throw new ToolError(`'${shown}' is not a directory`);
     if (LINUX) {
       const actual = await readlink(`/proc/self/fd/${handle.fd}`);
