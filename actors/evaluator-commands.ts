@@ -10,7 +10,7 @@ import { splitCommand } from "../machines/script-argv.js";
 import type { TemplateDocument } from "../protocol/index.js";
 import { commandRefusal } from "./tools/commands.js";
 
-/** The command texts written in a document, each with where it is. */
+/** The command texts of the entry task of a document and of its function templates (what can run), each with where it is. */
 export function templateCommands(document: TemplateDocument): { where: string; text: string }[] {
   const found: { where: string; text: string }[] = [];
   const seen = new WeakSet<object>();
@@ -32,7 +32,7 @@ export function templateCommands(document: TemplateDocument): { where: string; t
     if (fp?.source === "command" && typeof fp.command === "string") found.push({ where: '<file_paths source="command">', text: fp.command });
     for (const child of Object.values(node)) visit(child);
   };
-  visit(document);
+  visit([document.entry, document.templates]);
   return found;
 }
 
