@@ -2,12 +2,12 @@
  * Structured logging with pino, to stderr. The API key is redacted wherever it might appear, and every known secret
  * value (API key, NATS password and token) is masked in messages and logged fields.
  */
-import { pino, type Logger as PinoLogger } from "pino";
+import { pino, type DestinationStream, type Logger as PinoLogger } from "pino";
 import type { Logger } from "../actors/deps.js";
 import { createMasker, maskDeep } from "../actors/secrets.js";
 
-/** Creates the process logger; `secrets` are masked as `[redacted]` in every line. */
-export function createLogger(level: string, name: string, secrets: readonly string[] = []): Logger & PinoLogger {
+/** Creates the process logger; `secrets` are masked as `[redacted]` in every line. Writes to stderr unless given `destination`. */
+export function createLogger(level: string, name: string, secrets: readonly string[] = [], destination: DestinationStream = pino.destination(2)): Logger & PinoLogger {
   const mask = createMasker(secrets);
   const masking = secrets.length > 0;
   return pino(
@@ -26,7 +26,7 @@ export function createLogger(level: string, name: string, secrets: readonly stri
           }
         : {}),
     },
-    pino.destination(2),
+    destination,
   );
 }
 

@@ -94,3 +94,35 @@ describe("template commands and the model's run_script are separate switches", (
     expect(await set.script({ argv: ["cat", "leak.txt"] }, signal)).toMatchObject({ outcome: { stdout: "key=[redacted]\n" } });
   });
 });
+
+describe("the sandbox of a toolset", () => {
+  const base = { readMaxBytes: 1024, listMaxEntries: 10, scriptTimeoutMs: 5000, scriptKillGraceMs: 100, scriptOutputMaxBytes: 1024, scriptEnv: ["PATH"] };
+  const logged = () => {
+    const lines: { level: string; msg: string }[] = [];
+    const at = (level: string) => (_obj: object, msg?: string) => void lines.push({ level, msg: msg ?? "" });
+    return { lines, log: { debug: at("debug"), info: at("info"), warn: at("warn"), error: at("error") } };
+  };
+
+  it("logs an error at start and refuses every program, saying how to install bubblewrap, when bwrap is missing", async () => {
+    const { lines, log } = logged();
+    const set = await createToolset({ ...base, workspaceRoot: dir, enabled: ["run_script"], commands: ["sh"], sandbox: { mode: "bwrap", network: false, readOnly: [], hidden: [], bwrapPath: "/nonexistent/bwrap" } }, log);
+    expect(lines).toEqual([{ level: "error", msg: expect.stringMatching(/no sandbox to run programs in: '\/nonexistent\/bwrap' is not installed.*apt-get install bubblewrap.*every program will be refused/) }]);
+    expect(await set.script({ argv: ["sh", "-c", "true"] }, signal)).toEqual({ error: expect.stringMatching(/apt-get install bubblewrap/) });
+    expect((await set.run(call("run_script", '{"argv":["sh"]}'), signal)).content).toMatch(/^error: no sandbox to run programs in/);
+  });
+
+  it("warns once at start when the operator runs programs unsandboxed, and runs them", async () => {
+    const { lines, log } = logged();
+    const set = await createToolset({ ...base, workspaceRoot: dir, enabled: [], commands: ["sh"], sandbox: { mode: "unsandboxed", network: false, readOnly: [], hidden: [] } }, log);
+    expect(lines).toEqual([{ level: "warn", msg: expect.stringMatching(/DIRIGENT_SANDBOX=unsandboxed: programs .* run WITHOUT isolation/) }]);
+    expect(await set.script({ argv: ["sh", "-c", "echo $$"] }, signal)).toMatchObject({ outcome: { exitCode: 0 } });
+    expect(set.sandbox).toEqual({ mode: "unsandboxed", unavailable: undefined });
+  });
+
+  it("checks nothing and logs nothing when no program may run", async () => {
+    const { lines, log } = logged();
+    const set = await createToolset({ ...base, workspaceRoot: dir, enabled: ["read_file"], sandbox: { mode: "bwrap", network: false, readOnly: [], hidden: [], bwrapPath: "/nonexistent/bwrap" } }, log);
+    expect(lines).toEqual([]);
+    expect(await set.script({ argv: ["sh"] }, signal)).toEqual({ error: expect.stringMatching(/template commands are off/) });
+  });
+});
