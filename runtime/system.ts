@@ -117,17 +117,17 @@ export async function startSystem(options: SystemOptions): Promise<SystemHandle>
     const secrets = secretValues(config);
     const toolset = await createToolset(
       {
-      workspaceRoot: config.workspaceRoot,
-      enabled: config.tools,
-      commands: config.commands,
-      sandbox: { mode: config.sandbox, network: config.sandboxNetwork === "on", readOnly: config.sandboxReadOnly, hidden: hiddenPaths(config) },
-      secrets,
-      readMaxBytes: config.readMaxBytes,
-      listMaxEntries: config.listMaxEntries,
-      scriptTimeoutMs: config.scriptTimeoutMs,
-      scriptKillGraceMs: config.scriptKillGraceMs,
-      scriptOutputMaxBytes: config.scriptOutputMaxBytes,
-      scriptEnv: config.scriptEnv,
+        workspaceRoot: config.workspaceRoot,
+        enabled: config.tools,
+        commands: config.commands,
+        sandbox: { mode: config.sandbox, network: config.sandboxNetwork === "on", readOnly: config.sandboxReadOnly, hidden: hiddenPaths(config) },
+        secrets,
+        readMaxBytes: config.readMaxBytes,
+        listMaxEntries: config.listMaxEntries,
+        scriptTimeoutMs: config.scriptTimeoutMs,
+        scriptKillGraceMs: config.scriptKillGraceMs,
+        scriptOutputMaxBytes: config.scriptOutputMaxBytes,
+        scriptEnv: config.scriptEnv,
       },
       deps.log,
     );
