@@ -125,7 +125,7 @@ export function startHandler(deps: ActorDeps, config: HandlerConfig, callModel: 
     const kinds = request.continuations ?? [];
     const tools = toolsFor(kinds);
     const progress = (event: string, message: string, data: Record<string, unknown>) =>
-      publishProgress(deps, { type: "task.progress", taskId, event, message, data: { nodePath, ...data } });
+      publishProgress(deps, maskDeep({ type: "task.progress" as const, taskId, event, message, data: { nodePath, ...data } }, mask));
     const key = records ? turnKey(request) : undefined;
     // A fresh call (its task's first evaluation, first request) has no record to replay.
     const recorded = key && records && request.fresh !== true ? await readRecord(records, key, TurnRecord, deps.log) : undefined;
