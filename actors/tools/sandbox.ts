@@ -10,7 +10,7 @@
  * `unsandboxed` mode runs programs directly (same environment rules, no isolation); the operator must ask for it.
  */
 import { execFile } from "node:child_process";
-import { existsSync, lstatSync, readlinkSync, statSync } from "node:fs";
+import { existsSync, lstatSync, readlinkSync, realpathSync, statSync } from "node:fs";
 import { delimiter, join } from "node:path";
 import { isInside } from "./workspace.js";
 
@@ -81,10 +81,25 @@ function hostPath(path: string): HostPath | undefined {
   }
 }
 
+/**
+ * An entry of `/etc`: a symlink into `/usr` stays a symlink (`/etc/localtime`); one that leads elsewhere (a
+ * `resolv.conf` of `/run`) is bound by its target's content, since its target is not in the sandbox.
+ */
+function etcPath(path: string): HostPath | undefined {
+  const found = hostPath(path);
+  if (found?.kind !== "symlink") return found;
+  try {
+    const target = realpathSync(path);
+    return isInside("/usr", target) ? found : { path, kind: statSync(target).isDirectory() ? "dir" : "file" };
+  } catch {
+    return undefined;
+  }
+}
+
 /** Looks up the host's layout of {@link SYSTEM_DIRS} and {@link ETC_ENTRIES}. */
 export function hostLayout(): HostLayout {
-  const found = (paths: readonly string[]) => paths.map(hostPath).filter((p): p is HostPath => p !== undefined);
-  return { system: found(SYSTEM_DIRS), etc: found(ETC_ENTRIES) };
+  const present = (entries: (HostPath | undefined)[]) => entries.filter((p): p is HostPath => p !== undefined);
+  return { system: present(SYSTEM_DIRS.map(hostPath)), etc: present(ETC_ENTRIES.map(etcPath)) };
 }
 
 /** One program run to wrap. */
