@@ -51,7 +51,7 @@ export interface MatchQuery {
 export interface ContextDeps {
   /** Associative matching by the Memory role (`memory.match`). */
   memoryMatch(query: MatchQuery, signal: AbortSignal): Promise<{ path: string; score?: number }[]>;
-  /** Runs an argv in a Handler (its `run_script` tool), for `<file_paths source="command">`. */
+  /** Runs an argv in a Handler (in its sandbox, if its command allowlist allows the program), for `<file_paths source="command">`. */
   runCommand?(argv: string[], signal: AbortSignal): Promise<{ stdout: string; exitCode: number | null }>;
 }
 
@@ -69,19 +69,8 @@ export interface AtomicContext {
 export const FILE_COMMAND_TIMEOUT_MS = 5_000;
 /** Files one Memory match contributes at most. */
 export const MATCH_LIMIT = 10;
-/** Programs a file-paths command may not run. */
-export const REFUSED_PROGRAMS: ReadonlySet<string> = new Set(["rm", "mv", "cp", "chmod", "chown", "sudo", "su"]);
-const REFUSED_ARGUMENT = /[<>|;]|&&/;
 /** Output of a file-paths command beyond this many characters is ignored. */
 const MAX_COMMAND_OUTPUT = 1024 * 1024;
-
-/** Why a file-paths command is refused, or undefined when it may run. */
-export function refusedCommand(argv: readonly string[]): string | undefined {
-  const program = argv[0]?.split("/").at(-1) ?? "";
-  if (REFUSED_PROGRAMS.has(program)) return `program '${program}' is not allowed in a file_paths command`;
-  const bad = argv.find((arg) => REFUSED_ARGUMENT.test(arg));
-  return bad === undefined ? undefined : `argument '${bad}' of a file_paths command contains shell syntax (> < | ; && ||)`;
-}
 
 /** Why `path` cannot name a context file (empty, control characters, or `..` above the workspace), or undefined. */
 export function badPath(path: string): string | undefined {
@@ -204,9 +193,7 @@ async function explicitFiles(deps: ContextDeps, fp: FilePaths, env: Env, prompt:
       if (!fp.command?.trim()) return noFiles("file_paths source 'command' has no <command>");
       const prepared = commandArgv(fp.command, env);
       if (!prepared.ok) return prepared;
-      const refused = refusedCommand(prepared.argv);
-      if (refused) return noFiles(refused);
-      if (!deps.runCommand) return noFiles("file_paths commands cannot run here (no run_script route)");
+      if (!deps.runCommand) return noFiles("file_paths commands cannot run here (no route to a Handler)");
       const timeout = AbortSignal.timeout(FILE_COMMAND_TIMEOUT_MS);
       try {
         const outcome = await deps.runCommand(prepared.argv, AbortSignal.any([signal, timeout]));

@@ -1,7 +1,7 @@
 /**
  * Commands of `script` tasks and of the `<script_execution>` of director–evaluator loops (C17, C24): the command
  * text is split into argv ({@link splitCommand}), `{{var}}` is substituted in each element afterwards (strict), and
- * a Handler runs the argv with its `run_script` tool. The result's content is stdout; `notes.scriptOutput` holds
+ * a Handler runs the argv in its sandbox when its command allowlist (`DIRIGENT_COMMANDS`) has the program. The result's content is stdout; `notes.scriptOutput` holds
  * `{stdout, stderr, exitCode}`.
  */
 import { extend, find, isPath, type Env } from "../machines/env.js";
@@ -42,7 +42,7 @@ export function scriptEnv(spec: ScriptEnvironment | undefined, env: Env): { ok: 
   const missing = new Set<string>();
   for (const v of spec.variables) {
     if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(v.name)) return { ok: false, result: inputFailure(`<environment>: '${v.name}' is not a variable name`) };
-    if (REFUSED_ENV.test(v.name)) return { ok: false, result: inputFailure(`<environment>: '${v.name}' may not be set by a template`) };
+    if (REFUSED_ENV.test(v.name) || v.name === "PATH") return { ok: false, result: inputFailure(`<environment>: '${v.name}' may not be set by a template`) };
     const done = substitute(v.value, (p) => find(env, p), "strict");
     if (done.ok) vars[v.name] = done.text;
     else for (const m of done.missing) missing.add(m);

@@ -31,7 +31,8 @@ import { inspectOption } from "./inspect-option.js";
 import { publishProgress } from "./local.js";
 import { createTaskSpend, usageLine } from "./evaluator-budget.js";
 import { DEFAULT_INPUT_TIMEOUT_MS, waitForInput } from "./evaluator-input.js";
-import { entryPath, nodeAt, summarize } from "./evaluator-nodes.js";
+import { entryPath, inputFailure, nodeAt, summarize } from "./evaluator-nodes.js";
+import { templateCommandRefusal } from "./evaluator-commands.js";
 import { createWalkActor, type Walk } from "./evaluator-walk.js";
 import { ask, askRetrying, RemoteError, serve } from "./serve.js";
 import { createLibrary, type TemplateLibrary } from "./template/library.js";
@@ -66,6 +67,11 @@ export interface EvaluatorConfig {
   inputTimeoutMs?: number;
   /** Decompose a task that ran out of a resource through the Compiler. Default true. */
   reparse?: boolean;
+  /**
+   * The command allowlist (`DIRIGENT_COMMANDS`): a template whose commands name another program fails before
+   * anything runs. Absent: not checked here (the Handler still checks each command it runs).
+   */
+  commands?: readonly string[];
 }
 
 /** Starts the Evaluator role. */
@@ -101,6 +107,8 @@ export function startEvaluator(deps: ActorDeps, config: EvaluatorConfig): RoleHa
     const path = entryPath(document);
     const node = path === undefined ? undefined : nodeAt(document, path);
     if (path === undefined || !node) return reply({ content: "", status: "FAILED", notes: {}, error: { type: "XML_PARSE_ERROR", message: "the template defines no task to run" } });
+    const refused = config.commands === undefined ? undefined : templateCommandRefusal(document, config.commands);
+    if (refused !== undefined) return reply(inputFailure(refused));
     // Every Handler call of the task is charged to it and sent what is left of its budgets.
     const spend = createTaskSpend(request.budget, (spent) => progress(taskId, "task.usage", usageLine(spent), { ...spent }));
     const stream = request.stream === undefined ? {} : { stream: request.stream };

@@ -36,6 +36,7 @@ import type { CallModel } from "./model.js";
 import { serve } from "./serve.js";
 import { contextWindowOf, costOf, countRequestTokens, type ModelPrice } from "./tokens.js";
 import type { ToolDefinition, Toolset } from "./tools/toolset.js";
+import { createMasker, maskDeep } from "./secrets.js";
 
 /** Handler configuration, immutable for the life of every session it starts. */
 export interface HandlerConfig {
@@ -64,6 +65,11 @@ export interface HandlerConfig {
    * `stream` field wins. Default false.
    */
   streamDeltas?: boolean;
+  /**
+   * Secret values the process knows (API key, NATS password, …): masked as `[redacted]` in every reply before it
+   * leaves the Handler (results, program outputs), besides the toolset's own masking of tool answers.
+   */
+  secrets?: readonly string[];
 }
 
 /** Joins the base system prompt and the template's system prompt (SEED-NOTES §3.9). */
@@ -78,6 +84,7 @@ const NO_TOOLS: Toolset = {
   definitions: [],
   run: async (call) => ({ malformed: true, content: `error: no tool named '${call.function.name}' is available` }),
   script: async () => ({ error: "this Handler has no tools" }),
+  sandbox: { mode: "bwrap", unavailable: "this Handler has no tools" },
 };
 
 /** Runs one command of a `script` task with the `run_script` tool's confinement and limits. */
@@ -104,6 +111,7 @@ export async function runScriptRequest(toolset: Toolset, request: ScriptRequest,
  * replayed on a re-run (actors/handler-record.ts, actors/handler-tools.ts).
  */
 export function startHandler(deps: ActorDeps, config: HandlerConfig, callModel: CallModel, toolset: Toolset = NO_TOOLS, records?: TaskStore): RoleHandle {
+  const mask = createMasker(config.secrets ?? []);
   const sessions = new Map<string, Set<ReturnType<typeof createSessionActor>>>();
   /** The tools offered with each set of continuation kinds: one array per set, so its token count is kept too. */
   const toolSets = new Map<string, readonly ToolDefinition[]>();
@@ -135,7 +143,7 @@ export function startHandler(deps: ActorDeps, config: HandlerConfig, callModel: 
     const kinds = request.continuations ?? [];
     const tools = toolsFor(kinds);
     const progress = (event: string, message: string, data: Record<string, unknown>) =>
-      publishProgress(deps, { type: "task.progress", taskId, event, message, data: { nodePath, ...data } });
+      publishProgress(deps, maskDeep({ type: "task.progress" as const, taskId, event, message, data: { nodePath, ...data } }, mask));
     // A fresh call (its task's first evaluation, first request) has no record to replay, unless it waited for a run.
     const recorded = key && records && (request.fresh !== true || waited) ? await readRecord(records, key, TurnRecord, deps.log) : undefined;
     if (recorded?.status === "done") {
@@ -198,7 +206,7 @@ export function startHandler(deps: ActorDeps, config: HandlerConfig, callModel: 
       const { session, ...result }: SessionOutput = await done;
       const usage = Usage.safeParse(result.notes["usage"]);
       const priced = usage.success ? { ...result, notes: { ...result.notes, ...cost(String(result.notes["model"]), usage.data) } } : result;
-      const reply: ExecuteReply = { type: "handler.result", taskId, nodePath, result: { ...priced, notes: { ...attached.notes, ...priced.notes } }, ...(session ? { session } : {}) };
+      const reply: ExecuteReply = maskDeep({ type: "handler.result", taskId, nodePath, result: { ...priced, notes: { ...attached.notes, ...priced.notes } }, ...(session ? { session } : {}) }, mask);
       // A session stopped by a cancel or a shutdown is not an answer to replay.
       const halted = result.error?.type === "TASK_FAILURE" && result.error.reason === "execution_halted";
       if (key && records && !halted) releaseAfter(writeRecordBehind(records, key, TurnRecord, { v: RECORD_VERSION, status: "done", result: reply.result, ...(session ? { session } : {}) }, deps.log));
@@ -226,7 +234,7 @@ export function startHandler(deps: ActorDeps, config: HandlerConfig, callModel: 
         const { v: _v, ...outcome } = recorded;
         return { type: "handler.script_result", taskId: request.taskId, nodePath: request.nodePath, ...outcome };
       }
-      const reply = await runScriptRequest(toolset, request, controller.signal);
+      const reply = maskDeep(await runScriptRequest(toolset, request, controller.signal), mask);
       if (key && records && !controller.signal.aborted) {
         const { type: _t, taskId: _id, nodePath: _p, ...outcome } = reply;
         await writeRecord(records, key, ScriptRecord, { v: RECORD_VERSION, ...outcome }, deps.log);

@@ -6,6 +6,7 @@ import { parseTemplate } from "../actors/template/parse.js";
 import { checkInputs, checkTemplate, tooLargeMessage, type SizeLimits } from "../actors/size-limits.js";
 import { loadConfig, sizeLimitsFromEnv, type Config, type Flags } from "./config.js";
 import { createLogger } from "./logger.js";
+import { scrubSecretEnv, secretValues } from "./secrets.js";
 
 /** A usage error: exit code 2. */
 export class UsageError extends Error {
@@ -57,8 +58,10 @@ export function setup(flags: CommonFlags, name: string) {
     llmMatch: flags.llmMatch === true ? "true" : undefined,
   };
   const config: Config = loadConfig(configFlags);
+  // The configuration holds the secrets now; no child process inherits them from the environment.
+  scrubSecretEnv();
   const subjects = createSubjects(config.prefix);
-  const log = createLogger(config.logLevel, name);
+  const log = createLogger(config.logLevel, name, secretValues(config));
   return { config, subjects, log };
 }
 

@@ -95,6 +95,18 @@ export const Config = z.object({
   workspaceRoot: z.string().min(1),
   /** Tools offered to the model. */
   tools: list(z.enum(["read_file", "list_files", "run_script"])),
+  /**
+   * Programs that commands written in submitted templates may run (`script` tasks, `<script_execution>`,
+   * `<file_paths source="command">`, `request_evaluation` targets): `argv[0]` must be exactly one of them (a name
+   * found on the PATH, or an absolute path). Empty: template commands are off.
+   */
+  commands: list(z.string().regex(/^[^\s,]+$/, "must be program names or absolute paths")),
+  /** `bwrap`: every program runs in a bubblewrap sandbox (refused when bwrap is missing); `unsandboxed`: without isolation. */
+  sandbox: z.enum(["bwrap", "unsandboxed"]),
+  /** Network of sandboxed programs: `off` (a network namespace of their own, no interfaces but loopback) or `on` (the host's). */
+  sandboxNetwork: z.enum(["off", "on"]),
+  /** Extra host paths bound read-only into the sandbox (absolute; a virtualenv, a toolchain under /opt). */
+  sandboxReadOnly: list(z.string().regex(/^\//, "must be absolute paths")),
   /** Largest `read_file` answer in bytes. */
   readMaxBytes: positiveInt,
   /** Largest `list_files` answer in entries. */
@@ -109,7 +121,7 @@ export const Config = z.object({
   streamDeltas: z.preprocess((v) => (typeof v === "string" ? (BOOLEANS[v.toLowerCase()] ?? v) : v), z.boolean()),
   /** `{{var}}` substitution by the Evaluator: `strict` fails on an unbound variable, `lenient` inserts `{{undefined:name}}` (C13). */
   substitution: z.enum(["strict", "lenient"]),
-  /** Environment variables a script sees (names); `OPENAI_API_KEY` never. */
+  /** Environment variables a script sees (names); secrets and variables that change which code runs never (actors/tools/sandbox.ts). */
   scriptEnv: list(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "must be variable names")),
   /** Directory of the template library (`*.xml`, read recursively); a missing default directory is an empty library. */
   templates: z.string().trim().min(1, "must name a directory"),
@@ -192,6 +204,10 @@ export const DEFAULTS = {
   modelPrices: {},
   workspaceRoot: ".",
   tools: ["read_file", "list_files"],
+  commands: [],
+  sandbox: "bwrap",
+  sandboxNetwork: "off",
+  sandboxReadOnly: [],
   readMaxBytes: 262_144,
   listMaxEntries: 1000,
   scriptTimeoutMs: 300_000,
@@ -259,6 +275,10 @@ export const ENV_NAMES = {
   modelPrices: "DIRIGENT_MODEL_PRICES",
   workspaceRoot: "DIRIGENT_WORKSPACE_ROOT",
   tools: "DIRIGENT_TOOLS",
+  commands: "DIRIGENT_COMMANDS",
+  sandbox: "DIRIGENT_SANDBOX",
+  sandboxNetwork: "DIRIGENT_SANDBOX_NETWORK",
+  sandboxReadOnly: "DIRIGENT_SANDBOX_RO_BIND",
   readMaxBytes: "DIRIGENT_READ_MAX_BYTES",
   listMaxEntries: "DIRIGENT_LIST_MAX_ENTRIES",
   scriptTimeoutMs: "DIRIGENT_SCRIPT_TIMEOUT_MS",

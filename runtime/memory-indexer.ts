@@ -3,6 +3,7 @@
  * and `--exclude` globs, and a size cap), skips binaries and symbolic links, and describes each file in one line of
  * metadata. Re-indexing is incremental: a file whose size and modification time are unchanged is not read again.
  */
+import { constants } from "node:fs";
 import { open, readFile, readdir, stat } from "node:fs/promises";
 import { join, relative as relativePath, resolve } from "node:path";
 import { IndexConflictError, type IndexEntry, type IndexStore } from "../actors/memory-index.js";
@@ -59,10 +60,14 @@ export const SUMMARIZED = ":s";
 /** Bytes read from each file to describe it. */
 export const HEAD_BYTES = 64 * 1024;
 
-/** Reads up to `bytes` from the start of a file. */
+/**
+ * Reads up to `bytes` from the start of a file. Opened without following a symlink and without blocking: a file
+ * swapped for a FIFO or a symlink after the walk found it is an error naming it, never a hang.
+ */
 export async function readHead(path: string, bytes: number): Promise<Uint8Array> {
-  const handle = await open(path, "r");
+  const handle = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
   try {
+    if (!(await handle.stat()).isFile()) throw new Error(`cannot index '${path}': not a regular file`);
     const buffer = new Uint8Array(bytes);
     const { bytesRead } = await handle.read(buffer, 0, bytes, 0);
     return buffer.subarray(0, bytesRead);

@@ -22,6 +22,7 @@ import { startSupervisor } from "../actors/supervisor.js";
 import type { KeyedStore } from "../actors/goal-store.js";
 import { hostname } from "node:os";
 import { startPingResponder } from "./health.js";
+import { hiddenPaths, secretValues } from "./secrets.js";
 
 /** The roles: the four of the task pipeline, and the Supervisor of autonomous goals. */
 export const ROLES = ["director", "evaluator", "handler", "memory", "supervisor"] as const;
@@ -117,16 +118,23 @@ export async function startSystem(options: SystemOptions): Promise<SystemHandle>
         ...(config.openaiBaseUrl ? { baseURL: config.openaiBaseUrl } : {}),
         ...(config.openaiApiKey ? { apiKey: config.openaiApiKey } : {}),
       });
-    const toolset = await createToolset({
-      workspaceRoot: config.workspaceRoot,
-      enabled: config.tools,
-      readMaxBytes: config.readMaxBytes,
-      listMaxEntries: config.listMaxEntries,
-      scriptTimeoutMs: config.scriptTimeoutMs,
-      scriptKillGraceMs: config.scriptKillGraceMs,
-      scriptOutputMaxBytes: config.scriptOutputMaxBytes,
-      scriptEnv: config.scriptEnv,
-    });
+    const secrets = secretValues(config);
+    const toolset = await createToolset(
+      {
+        workspaceRoot: config.workspaceRoot,
+        enabled: config.tools,
+        commands: config.commands,
+        sandbox: { mode: config.sandbox, network: config.sandboxNetwork === "on", readOnly: config.sandboxReadOnly, hidden: hiddenPaths(config) },
+        secrets,
+        readMaxBytes: config.readMaxBytes,
+        listMaxEntries: config.listMaxEntries,
+        scriptTimeoutMs: config.scriptTimeoutMs,
+        scriptKillGraceMs: config.scriptKillGraceMs,
+        scriptOutputMaxBytes: config.scriptOutputMaxBytes,
+        scriptEnv: config.scriptEnv,
+      },
+      deps.log,
+    );
     started.push(
       startHandler(
         deps,
@@ -142,6 +150,7 @@ export async function startSystem(options: SystemOptions): Promise<SystemHandle>
           ...(config.maxOutputTokens > 0 ? { maxOutputTokens: config.maxOutputTokens } : {}),
           prices: config.modelPrices,
           streamDeltas: config.streamDeltas,
+          secrets,
         },
         callModel,
         toolset,
@@ -164,6 +173,7 @@ export async function startSystem(options: SystemOptions): Promise<SystemHandle>
         continuationTools: config.continuationTools,
         inputTimeoutMs: config.inputTimeoutMs,
         reparse: config.reparse,
+        commands: config.commands,
       }),
     );
   }

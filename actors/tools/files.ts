@@ -1,10 +1,17 @@
 /**
  * `read_file` and `list_files`: read-only views of the workspace, with size and entry caps so that one tool
  * answer cannot flood the model's context.
+ *
+ * Without races: a path is checked ({@link Workspace.resolve}), then opened with `O_NOFOLLOW | O_NONBLOCK` (a
+ * symlink swapped in for the last component fails to open; a FIFO or device opens at once instead of blocking a
+ * thread of the pool), the opened descriptor is `fstat`ed (only a regular file is read, only a directory listed),
+ * and on Linux its real path (`/proc/self/fd/N`) must still be inside the workspace (a directory on the way swapped
+ * for a symlink after the check is caught there). Only then is it read, through that descriptor.
  */
-import { open, readdir } from "node:fs/promises";
+import { constants, type Stats } from "node:fs";
+import { open, readdir, readlink, type FileHandle } from "node:fs/promises";
 import { join } from "node:path";
-import { ToolError, type Workspace } from "./workspace.js";
+import { isInside, ToolError, type Workspace } from "./workspace.js";
 
 /** Caps of the file tools. */
 export interface FileToolLimits {
@@ -17,10 +24,8 @@ export interface FileToolLimits {
 /** Reads a text file of the workspace, at most `readMaxBytes` of it from `offset`. */
 export async function readWorkspaceFile(ws: Workspace, limits: FileToolLimits, args: { path: string; offset?: number | undefined }): Promise<string> {
   const path = await ws.resolve(args.path);
-  const handle = await open(path, "r");
+  const { handle, info } = await openInside(ws, path, args.path, "file");
   try {
-    const info = await handle.stat();
-    if (!info.isFile()) throw new ToolError(`'${args.path}' is not a regular file`);
     const offset = Math.min(args.offset ?? 0, info.size);
     const length = Math.min(limits.readMaxBytes, info.size - offset);
     const buffer = Buffer.alloc(length);
@@ -47,9 +52,14 @@ export async function listWorkspaceFiles(ws: Workspace, limits: FileToolLimits, 
     const dir = queue.shift() ?? start;
     let entries;
     try {
-      entries = await readdir(dir, { withFileTypes: true });
+      const { handle } = await openInside(ws, dir, dir === start ? (args.path ?? ".") : ws.display(dir), "dir");
+      try {
+        entries = await readdir(LINUX ? `/proc/self/fd/${handle.fd}` : dir, { withFileTypes: true });
+      } finally {
+        await handle.close();
+      }
     } catch (err) {
-      if (dir === start) throw new ToolError(`'${args.path ?? "."}' is not a readable directory`, { cause: err });
+      if (dir === start) throw err instanceof ToolError ? err : new ToolError(`'${args.path ?? "."}' is not a readable directory`, { cause: err });
       continue;
     }
     entries.sort((a, b) => a.name.localeCompare(b.name));
@@ -66,4 +76,46 @@ export async function listWorkspaceFiles(ws: Workspace, limits: FileToolLimits, 
   }
   if (truncated) lines.push(`[truncated: more than ${limits.listMaxEntries} entries; list a subdirectory]`);
   return lines.length > 0 ? lines.join("\n") : "(empty directory)";
+}
+
+const LINUX = process.platform === "linux";
+
+function kindOf(info: Stats): string {
+  if (info.isDirectory()) return "a directory";
+  if (info.isFIFO()) return "a FIFO";
+  if (info.isSocket()) return "a socket";
+  if (info.isCharacterDevice() || info.isBlockDevice()) return "a device";
+  return "something else";
+}
+
+/**
+ * Opens `path` (a real path inside the workspace, as {@link Workspace.resolve} gave it) without following a
+ * symlink and without blocking, and checks what was opened: a regular file (`file`) or a directory (`dir`), whose
+ * real path is inside the workspace. `shown` names it in errors.
+ * @throws {ToolError} naming the problem; the descriptor is closed then.
+ */
+async function openInside(ws: Workspace, path: string, shown: string, kind: "file" | "dir"): Promise<{ handle: FileHandle; info: Stats }> {
+  let handle: FileHandle;
+  try {
+    handle = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK | (kind === "dir" ? constants.O_DIRECTORY : 0));
+  } catch (err) {
+    const code = err instanceof Error && "code" in err ? String(err.code) : "";
+    if (code === "ELOOP") throw new ToolError(`'${shown}' is a symlink (it changed after it was checked); not followed`);
+    if (code === "ENOENT") throw new ToolError(`path '${shown}' does not exist`);
+    if (code === "ENOTDIR") throw new ToolError(`'${shown}' is not a directory`);
+    throw new ToolError(`'${shown}' cannot be opened (${code || "error"})`);
+  }
+  try {
+    const info = await handle.stat();
+    if (kind === "file" && !info.isFile()) throw new ToolError(`'${shown}' is not a regular file but ${kindOf(info)}: read_file reads regular files only`);
+    if (kind === "dir" && !info.isDirectory()) throw new ToolError(`'${shown}' is not a directory`);
+    if (LINUX) {
+      const actual = await readlink(`/proc/self/fd/${handle.fd}`);
+      if (!isInside(ws.root, actual.replace(/ \(deleted\)$/, ""))) throw new ToolError(`path '${shown}' resolves outside the workspace (it changed after it was checked)`);
+    }
+    return { handle, info };
+  } catch (err) {
+    await handle.close();
+    throw err;
+  }
 }

@@ -1,11 +1,18 @@
 /**
- * `run_script` (`system:run_script`): runs a program from an argv array, never through a shell, with its working
- * directory inside the workspace, a timeout, capped output and an allowlisted environment. The program runs in
- * its own process group; on timeout or cancel the whole group gets SIGTERM, then SIGKILL after a grace period.
+ * `run_script` (`system:run_script`): runs a program from an argv array, never through a shell, in the Handler's
+ * sandbox (actors/tools/sandbox.ts), with its working directory inside the workspace, a timeout, capped output and
+ * an allowlisted environment. Every program the runtime starts goes through {@link runScript}: the model's
+ * `run_script`, `script` tasks, loop scripts, `file_paths` commands and `request_evaluation` targets. The sandbox
+ * (or, unsandboxed, the program) runs in its own process group; on timeout or cancel the group gets SIGTERM, then
+ * SIGKILL after a grace period; killing `bwrap` ends its whole PID namespace. Once the run is stopped and its first
+ * process has exited, its pipes are closed: a process that escaped the group cannot keep the Handler waiting.
  */
 import { spawn } from "node:child_process";
 import type { Workspace } from "./workspace.js";
 import { ToolError } from "./workspace.js";
+import { REFUSED_ENV, unavailableMessage, withoutRefused, type Sandbox } from "./sandbox.js";
+
+export { REFUSED_ENV } from "./sandbox.js";
 
 /** Settings of `run_script`. */
 export interface ScriptLimits {
@@ -29,45 +36,45 @@ export interface ScriptOutcome {
   timedOut: boolean;
   stdout: string;
   stderr: string;
-  /** Process id of the program (its process group id too). */
+  /** Process id of the process started (`bwrap`, or the program unsandboxed; its process group id too). */
   pid: number | undefined;
 }
 
-/** Variables that never reach a script, whatever the allowlist says. */
-const NEVER_PASSED = new Set(["OPENAI_API_KEY"]);
-
-/** The environment of a script: only allowlisted variables present in `source`. */
+/** The environment of a script: only allowlisted variables present in `source`, none of {@link REFUSED_ENV}. */
 export function scriptEnvironment(allow: readonly string[], source: NodeJS.ProcessEnv): Record<string, string> {
   const env: Record<string, string> = {};
   for (const name of allow) {
     const value = source[name];
-    if (value !== undefined && !NEVER_PASSED.has(name)) env[name] = value;
+    if (value !== undefined && !REFUSED_ENV.test(name)) env[name] = value;
   }
   return env;
 }
 
-/** Variables a script's own environment may never set: secrets, and loader or runtime hooks that inject code. */
-export const REFUSED_ENV = /^(?:OPENAI_API_KEY|LD_\w+|DYLD_\w+|NODE_OPTIONS|BASH_ENV|ENV|PYTHONSTARTUP|PERL5OPT)$/;
+/** What `bwrap` prints when it cannot start the program (not found, not executable). */
+const EXEC_FAILED = /^bwrap: execvp [^:]*: (.*)$/m;
 
-function withoutRefused(env: Readonly<Record<string, string>>): Record<string, string> {
-  return Object.fromEntries(Object.entries(env).filter(([name]) => !REFUSED_ENV.test(name)));
-}
-
-/** Runs `argv` in the workspace. Resolves when the program and its output pipes are closed. */
+/** Runs `argv` in the workspace, in `sandbox`. Resolves when the program has exited and its output is read. */
 export async function runScript(
   ws: Workspace,
   limits: ScriptLimits,
   args: { argv: string[]; cwd?: string | undefined; timeoutMs?: number | undefined; env?: Readonly<Record<string, string>> | undefined; inheritEnv?: boolean | undefined },
   signal: AbortSignal,
+  sandbox: Sandbox,
 ): Promise<ScriptOutcome> {
-  const [command, ...rest] = args.argv;
+  const [command] = args.argv;
   if (!command) throw new ToolError("argv must name a program");
+  if (sandbox.unavailable !== undefined) throw new ToolError(unavailableMessage(sandbox.unavailable));
   const cwd = await ws.resolve(args.cwd ?? ".");
   const timeoutMs = Math.min(args.timeoutMs ?? limits.scriptTimeoutMs, limits.scriptTimeoutMs);
   signal.throwIfAborted();
-  const child = spawn(command, rest, {
+  const inherited = args.inheritEnv === false ? {} : scriptEnvironment(limits.scriptEnv, process.env);
+  // In the sandbox the Handler's home and temporary directory do not exist; its empty /tmp stands for both.
+  if (sandbox.mode === "bwrap") for (const name of ["HOME", "TMPDIR"]) if (name in inherited) inherited[name] = "/tmp";
+  const env = { ...inherited, ...withoutRefused(args.env ?? {}) };
+  const wrapped = sandbox.wrap({ workspace: ws.root, cwd, argv: args.argv, env });
+  const child = spawn(wrapped.command, wrapped.args, {
     cwd,
-    env: { ...(args.inheritEnv === false ? {} : scriptEnvironment(limits.scriptEnv, process.env)), ...withoutRefused(args.env ?? {}) },
+    env: sandbox.mode === "bwrap" ? wrapped.env : env,
     detached: true,
     shell: false,
     stdio: ["ignore", "pipe", "pipe"],
@@ -76,6 +83,7 @@ export async function runScript(
   const stderr = capture(child.stderr, limits.scriptOutputMaxBytes);
   let timedOut = false;
   let killTimer: NodeJS.Timeout | undefined;
+  const exited = () => child.exitCode !== null || child.signalCode !== null;
   const killGroup = (sig: NodeJS.Signals): void => {
     if (child.pid === undefined) return;
     try {
@@ -84,10 +92,17 @@ export async function runScript(
       // The group is already gone.
     }
   };
+  // Whatever still holds the pipes once the run is stopped and its first process is gone escaped the kill
+  // (unsandboxed, a `setsid` child): its output is not waited for.
+  const release = (): void => {
+    child.stdout.destroy();
+    child.stderr.destroy();
+  };
   const stop = (): void => {
     if (killTimer) return;
     killGroup("SIGTERM");
     killTimer = setTimeout(() => killGroup("SIGKILL"), limits.scriptKillGraceMs);
+    if (exited()) release();
   };
   const timer = setTimeout(() => {
     timedOut = true;
@@ -99,12 +114,17 @@ export async function runScript(
       child.once("error", (err) => reject(new ToolError(`cannot run '${command}': ${err.message}`)));
       child.once("close", (code, sig) => resolve([code, sig]));
       // A member of the group that outlives the leader would hold the pipes open; after the leader exits while
-      // we are stopping, the group is killed outright.
+      // we are stopping, the group is killed outright and the pipes are let go.
       child.once("exit", () => {
-        if (killTimer) killGroup("SIGKILL");
+        if (!killTimer) return;
+        killGroup("SIGKILL");
+        release();
       });
     });
-    return { exitCode, signal: exitSignal, timedOut, stdout: stdout.text(), stderr: stderr.text(), pid: child.pid };
+    const err = stderr.text();
+    const failed = sandbox.mode === "bwrap" && exitCode === 1 ? EXEC_FAILED.exec(err) : null;
+    if (failed) throw new ToolError(`cannot run '${command}': ${failed[1] ?? "exec failed"}`);
+    return { exitCode, signal: exitSignal, timedOut, stdout: stdout.text(), stderr: err, pid: child.pid };
   } finally {
     clearTimeout(timer);
     if (killTimer) clearTimeout(killTimer);

@@ -10,6 +10,10 @@ import type { ToolCall } from "../../machines/handler-session.js";
 import { listWorkspaceFiles, readWorkspaceFile, type FileToolLimits } from "./files.js";
 import { formatOutcome, runScript, type ScriptLimits, type ScriptOutcome } from "./run-script.js";
 import { openWorkspace, ToolError, type Workspace } from "./workspace.js";
+import { commandRefusal } from "./commands.js";
+import { createSandbox, unavailableMessage, type Sandbox, type SandboxSettings } from "./sandbox.js";
+import { createMasker, type Masker } from "../secrets.js";
+import type { Logger } from "../deps.js";
 
 /** Names of the direct tools. */
 export const TOOL_NAMES = ["read_file", "list_files", "run_script"] as const;
@@ -21,6 +25,12 @@ export interface ToolsConfig extends FileToolLimits, ScriptLimits {
   workspaceRoot: string;
   /** Tools offered to the model. */
   enabled: readonly ToolName[];
+  /** Programs that commands of submitted templates may run (actors/tools/commands.ts); none by default. */
+  commands?: readonly string[];
+  /** The sandbox programs run in; `bwrap` with no network by default. */
+  sandbox?: SandboxSettings;
+  /** Secret values masked in every tool answer and program output. */
+  secrets?: readonly string[];
 }
 
 /** A tool definition in the chat-completions `tools` shape. */
@@ -48,7 +58,12 @@ export interface Toolset {
    * (never text to parse back); `error` says why it could not run (not enabled, unknown program, bad cwd).
    */
   script(args: { argv: string[]; cwd?: string; timeoutMs?: number; env?: Readonly<Record<string, string>>; inheritEnv?: boolean }, signal: AbortSignal): Promise<{ outcome: ScriptOutcome } | { error: string }>;
+  /** How programs run here: the sandbox's mode, and why none can run when it is missing. */
+  readonly sandbox: { mode: Sandbox["mode"]; unavailable: string | undefined };
 }
+
+/** The default sandbox: bubblewrap, no network, nothing extra bound or hidden. */
+export const DEFAULT_SANDBOX: SandboxSettings = { mode: "bwrap", network: false, readOnly: [], hidden: [] };
 
 const ReadFileArgs = z.strictObject({
   path: z.string().min(1).describe("File path relative to the workspace root."),
@@ -64,7 +79,14 @@ const RunScriptArgs = z.strictObject({
   timeoutMs: z.int().positive().optional().describe("Timeout in milliseconds (capped by the Handler's limit)."),
 });
 
-type Run = (ws: Workspace, config: ToolsConfig, signal: AbortSignal) => Promise<string>;
+/** What a tool runs with. */
+interface ToolContext {
+  ws: Workspace;
+  config: ToolsConfig;
+  sandbox: Sandbox;
+}
+
+type Run = (ctx: ToolContext, signal: AbortSignal) => Promise<string>;
 
 /** A tool: its description, the JSON Schema of its arguments, and a check that yields a runnable call. */
 interface Tool {
@@ -76,7 +98,7 @@ interface Tool {
 function defineTool<S extends z.ZodType>(
   description: string,
   args: S,
-  run: (ws: Workspace, config: ToolsConfig, args: z.infer<S>, signal: AbortSignal) => Promise<string>,
+  run: (ctx: ToolContext, args: z.infer<S>, signal: AbortSignal) => Promise<string>,
 ): Tool {
   const { $schema: _ignored, ...parameters } = z.toJSONSchema(args);
   return {
@@ -84,7 +106,7 @@ function defineTool<S extends z.ZodType>(
     parameters,
     prepare(raw) {
       const parsed = args.safeParse(raw);
-      if (parsed.success) return { ok: true, run: (ws, config, signal) => run(ws, config, parsed.data, signal) };
+      if (parsed.success) return { ok: true, run: (ctx, signal) => run(ctx, parsed.data, signal) };
       return { ok: false, problems: parsed.error.issues.map((i) => `${i.path.join(".") || "(arguments)"}: ${i.message}`).join("; ") };
     },
   };
@@ -94,25 +116,48 @@ const TOOLS: Record<ToolName, Tool> = {
   read_file: defineTool(
     "Read a text file of the workspace. Long files are cut; read on with `offset`.",
     ReadFileArgs,
-    (ws, config, args) => readWorkspaceFile(ws, config, args),
+    ({ ws, config }, args) => readWorkspaceFile(ws, config, args),
   ),
   list_files: defineTool(
     "List a directory of the workspace. Directories end in '/', symlinks in '@'.",
     ListFilesArgs,
-    (ws, config, args) => listWorkspaceFiles(ws, config, args),
+    ({ ws, config }, args) => listWorkspaceFiles(ws, config, args),
   ),
   run_script: defineTool(
     "Run a program (argv array, no shell) in the workspace and return its exit status and output.",
     RunScriptArgs,
-    async (ws, config, args, signal) =>
-      formatOutcome(await runScript(ws, config, args, signal), Math.min(args.timeoutMs ?? config.scriptTimeoutMs, config.scriptTimeoutMs)),
+    async ({ ws, config, sandbox }, args, signal) =>
+      formatOutcome(await runScript(ws, config, args, signal, sandbox), Math.min(args.timeoutMs ?? config.scriptTimeoutMs, config.scriptTimeoutMs)),
   ),
 };
 
-/** Creates the tools of a Handler; the workspace root must exist. */
-export async function createToolset(config: ToolsConfig): Promise<Toolset> {
+/** A sandbox of a Handler that runs no program at all. */
+const NO_PROGRAMS: Sandbox = {
+  mode: "bwrap",
+  unavailable: "this Handler runs no programs (neither the run_script tool nor DIRIGENT_COMMANDS is set)",
+  wrap: () => {
+    throw new Error("this Handler runs no programs");
+  },
+};
+
+/**
+ * Creates the tools of a Handler; the workspace root must exist. When programs may run here (`run_script` is
+ * enabled or `commands` lists programs), the sandbox is checked now: `log` gets an error when it is missing (every
+ * program is then refused), a warning when the operator chose to run programs unsandboxed.
+ */
+export async function createToolset(config: ToolsConfig, log?: Logger): Promise<Toolset> {
   const ws = await openWorkspace(config.workspaceRoot);
   const enabled = new Set(config.enabled);
+  const commands = config.commands ?? [];
+  const mask: Masker = createMasker(config.secrets ?? []);
+  const runsPrograms = enabled.has("run_script") || commands.length > 0;
+  const sandbox = runsPrograms ? await createSandbox(config.sandbox ?? DEFAULT_SANDBOX) : NO_PROGRAMS;
+  if (runsPrograms && sandbox.mode === "unsandboxed") {
+    log?.warn({ sandbox: "unsandboxed" }, "DIRIGENT_SANDBOX=unsandboxed: programs (run_script, template commands) run WITHOUT isolation, as this process's user, and can read its files and /proc");
+  } else if (runsPrograms && sandbox.unavailable !== undefined) {
+    log?.error({ sandbox: "bwrap" }, `${unavailableMessage(sandbox.unavailable)}; every program will be refused`);
+  }
+  const ctx: ToolContext = { ws, config, sandbox };
   const definitions: ToolDefinition[] = [...enabled].map((name) => ({
     type: "function",
     function: { name, description: TOOLS[name].description, parameters: TOOLS[name].parameters },
@@ -133,22 +178,27 @@ export async function createToolset(config: ToolsConfig): Promise<Toolset> {
       const prepared = TOOLS[name].prepare(raw);
       if (!prepared.ok) return { malformed: true, content: `error: invalid arguments for '${name}': ${prepared.problems}` };
       try {
-        return { malformed: false, content: await prepared.run(ws, config, signal) };
+        return { malformed: false, content: mask(await prepared.run(ctx, signal)) };
       } catch (err) {
         if (signal.aborted) throw err;
         const message = err instanceof ToolError ? err.message : `${name} failed: ${err instanceof Error ? err.message : String(err)}`;
-        return { malformed: false, content: `error: ${message}` };
+        return { malformed: false, content: mask(`error: ${message}`) };
       }
     },
     async script(args, signal) {
-      if (!enabled.has("run_script")) return { error: "the run_script tool is not enabled in this Handler (DIRIGENT_TOOLS)" };
+      const program = args.argv[0] ?? "";
+      const refused = commandRefusal(program, commands);
+      if (refused !== undefined) return { error: refused };
+      if (args.env && Object.hasOwn(args.env, "PATH")) return { error: "a template command may not set PATH (the command allowlist names programs found on the Handler's PATH)" };
       try {
-        return { outcome: await runScript(ws, config, args, signal) };
+        const outcome = await runScript(ws, config, args, signal, sandbox);
+        return { outcome: { ...outcome, stdout: mask(outcome.stdout), stderr: mask(outcome.stderr) } };
       } catch (err) {
         if (signal.aborted) throw err;
-        return { error: err instanceof ToolError ? err.message : `run_script failed: ${err instanceof Error ? err.message : String(err)}` };
+        return { error: mask(err instanceof ToolError ? err.message : `the command failed: ${err instanceof Error ? err.message : String(err)}`) };
       }
     },
+    sandbox: { mode: sandbox.mode, unavailable: sandbox.unavailable },
   };
 }
 

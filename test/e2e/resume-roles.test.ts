@@ -13,6 +13,7 @@ import { createSubjects, decode, TaskEvent, TaskOutcome } from "../../protocol/i
 import { startMockLlm, type MockLlmServer, type RecordedRequest } from "../../runtime/mock-llm.js";
 import { JetStreamWorkQueue } from "../../runtime/nats-queue.js";
 import { randomRoot, startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
+import { noneRunning, pidsRunning } from "../support/process-group.js";
 import { startCli, type CliProcess } from "../support/processes.js";
 import { Recorder } from "../support/recorder.js";
 import { newTaskId, startStack, type Stack } from "../support/stack.js";
@@ -207,15 +208,11 @@ describe("a Handler killed while the scripts of a turn run", () => {
     await untilRequest(() => logLines().length === 2, "the second script to start");
     const second = worker("handler", root, scripts);
     await second.waitFor(/ready/);
+    expect(pidsRunning(`${process.execPath} -e ${SCRIPT_B}`)).toHaveLength(1);
     first.child.kill("SIGKILL");
     await first.exited;
-    // The first run of B, in its own process group, outlives its Handler: end it by its id.
-    const orphan = Number(logLines()[1]?.split(" ")[1]);
-    try {
-      process.kill(-orphan, "SIGKILL");
-    } catch {
-      // Already gone.
-    }
+    // The first run of B ran in its Handler's sandbox, whose PID namespace died with the Handler: nothing to end.
+    await noneRunning(`${process.execPath} -e ${SCRIPT_B}`);
 
     const all = await settled(stack, results);
     expect(all).toHaveLength(1);

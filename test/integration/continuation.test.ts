@@ -85,7 +85,7 @@ afterAll(async () => {
 });
 
 function stack(config: Record<string, unknown> = {}) {
-  return startStack({ url: server.url, mock, config: { tools: ["read_file", "list_files", "run_script"], workspaceRoot: workspace, templates, ...config } });
+  return startStack({ url: server.url, mock, config: { tools: ["read_file", "list_files", "run_script"], commands: [NODE], workspaceRoot: workspace, templates, ...config } });
 }
 
 const atomic = (description: string, subtype = "") => `<task type="atomic"${subtype ? ` subtype="${subtype}"` : ""}><description>${description}</description></task>`;

@@ -243,12 +243,12 @@ describe("corpus examples the table says are refused", () => {
     expect(ran.requests).toHaveLength(0);
   });
 
-  it("26b7a8980cc0: the piped `find … | grep …` file_paths command is refused, and no file is attached", async () => {
+  it("26b7a8980cc0: the `find … | grep …` file_paths command names a program the allowlist lacks: the task fails before anything runs", async () => {
     const ran = await h.runExample({ id: "26b7a8980cc0", inputs: {}, shows: "" });
-    plain("Analyze Python files in the project")(ran);
-    expect(ran.outcome.notes).toMatchObject({ context_source: "file_paths:command", context_files_count: 0 });
-    expect(JSON.stringify(ran.outcome.notes["file_paths_error"])).toContain("argument '|' of a file_paths command contains shell syntax");
-    expect(filesOf(ran.requests[0]!)).toEqual([]);
+    expect(ran.outcome.status).toBe("FAILED");
+    expect(ran.outcome.error).toMatchObject({ type: "TASK_FAILURE", reason: "input_validation_failure" });
+    expect(ran.outcome.error?.message).toMatch(/^<file_paths source="command">: program 'find' is not allowed for template commands \(DIRIGENT_COMMANDS=/);
+    expect(ran.requests).toHaveLength(0);
   });
 
   it("01ec01468f7e: `$.valid` tests do not parse, are reported, and no case runs", async () => {

@@ -11,7 +11,7 @@ import type { TaskEvent } from "../../protocol/index.js";
 import { startMockLlm, type MockScript } from "../../runtime/mock-llm.js";
 import type { Config } from "../../runtime/config.js";
 import { startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
-import { groupAlive, pollUntil } from "../support/process-group.js";
+import { noneRunning, pidsRunning, pollUntil } from "../support/process-group.js";
 import { Recorder } from "../support/recorder.js";
 import { newTaskId, startStack } from "../support/stack.js";
 
@@ -52,11 +52,11 @@ function mockUsageOfLastTurn(events: readonly TaskEvent[]): number {
   return (sums.at(-1) ?? 0) - (sums.at(-2) ?? 0);
 }
 
-/** A script that ignores SIGTERM, as does the child it leaves running; it prints (or writes) its pgid and the child's pid. */
-const stubborn = (to = "") => ["sh", "-c", `trap '' TERM; sleep 1000 & echo $$ $!${to}; wait`];
-
-/** Resolves once no live process is left in group `pgid`. */
-const groupGone = (pgid: number) => pollUntil(() => (groupAlive(pgid) ? undefined : true), `process group ${pgid} to be gone`);
+/**
+ * A script that ignores SIGTERM, as does the child it leaves running (`sleep <seconds>`, a command line the test
+ * looks for on the host); it prints (or writes) its pid and the child's, as seen in its sandbox.
+ */
+const stubborn = (seconds: number, to = "") => ["sh", "-c", `trap '' TERM; sleep ${seconds} & echo $$ $!${to}; wait`];
 
 const toolMessages = (body: { messages: Array<Record<string, unknown>> } | undefined) =>
   (body?.messages ?? []).filter((m) => m["role"] === "tool").map((m) => String(m["content"]));
@@ -120,38 +120,38 @@ describe("handler tools", () => {
     const { outcome, requests } = await run(
       {
         rules: [
-          { match: { turn: 1 }, toolCalls: [{ name: "run_script", arguments: { argv: stubborn() } }] },
+          { match: { turn: 1 }, toolCalls: [{ name: "run_script", arguments: { argv: stubborn(7301) } }] },
           { match: { hasToolResult: "timed out after 300 ms; the process group was killed" }, reply: "it hung" },
         ],
       },
       { tools: ["run_script"], scriptTimeoutMs: 300, scriptKillGraceMs: 100 },
     );
     expect(outcome).toMatchObject({ status: "COMPLETE", content: "it hung" });
-    const [pgid, child] = /--- stdout ---\n(\d+) (\d+)\n/.exec(toolMessages(requests[1])[0] ?? "")?.slice(1).map(Number) ?? [];
+    const [, child] = /--- stdout ---\n(\d+) (\d+)\n/.exec(toolMessages(requests[1])[0] ?? "")?.slice(1).map(Number) ?? [];
     expect(child).toBeGreaterThan(0);
-    await groupGone(pgid ?? 0);
+    await noneRunning("sleep 7301");
   });
 
   it("kills a running script's process group when the task is cancelled", async () => {
     const pidFile = `pids-${randomUUID()}.txt`;
     await using stack = await startStack({
       url: server.url,
-      script: { rules: [{ match: { turn: 1 }, toolCalls: [{ name: "run_script", arguments: { argv: stubborn(` > ${pidFile}`) } }] }, { reply: "never" }] },
+      script: { rules: [{ match: { turn: 1 }, toolCalls: [{ name: "run_script", arguments: { argv: stubborn(7302, ` > ${pidFile}`) } }] }, { reply: "never" }] },
       config: { workspaceRoot: workspace, tools: ["run_script"], scriptKillGraceMs: 100, reparse: false },
     });
     const taskId = newTaskId();
     const watch = stack.client.watch(taskId, () => undefined);
     await stack.transport.bus.flush();
     await stack.client.submit({ xml: TASK, taskId });
-    const [pgid] = await pollUntil(async () => {
+    await pollUntil(async () => {
       const ids = (await readFile(join(workspace, pidFile), "utf8").catch(() => "")).trim().split(" ").map(Number);
       return ids.length === 2 && ids.every((id) => id > 0) ? ids : undefined;
     }, "the script's pids");
-    expect(groupAlive(pgid ?? 0)).toBe(true);
+    expect(pidsRunning("sleep 7302")).toHaveLength(1);
     expect((await stack.client.cancel(taskId)).cancelled).toBe(true);
     expect((await watch.result).status).toBe("CANCELLED");
     await watch.close();
-    await groupGone(pgid ?? 0);
+    await noneRunning("sleep 7302");
     expect(stack.mock.requests).toHaveLength(1);
   });
 

@@ -42,7 +42,7 @@ afterAll(async () => {
 });
 
 function stack() {
-  return startStack({ url: server.url, mock, config: { tools: ["read_file", "list_files", "run_script"], workspaceRoot: workspace } });
+  return startStack({ url: server.url, mock, config: { tools: ["read_file", "list_files"], commands: [NODE, "node"], workspaceRoot: workspace } });
 }
 
 const script = (command: string, attrs = "") => `<task type="script"${attrs}>
@@ -98,7 +98,7 @@ describe("script tasks", () => {
   });
 
   it("gives a script task without <timeout> 300 s, which the default Handler limit does not cut", async () => {
-    await using s = await startStack({ url: server.url, mock, config: { tools: ["run_script"], workspaceRoot: workspace, scriptTimeoutMs: DEFAULTS.scriptTimeoutMs, localDispatch: false } });
+    await using s = await startStack({ url: server.url, mock, config: { commands: [NODE], workspaceRoot: workspace, scriptTimeoutMs: DEFAULTS.scriptTimeoutMs, localDispatch: false } });
     const requested: number[] = [];
     const sub = s.transport.bus.subscribe(createSubjects(s.root).script, (msg) => {
       requested.push((JSON.parse(new TextDecoder().decode(msg.data)) as { timeoutMs: number }).timeoutMs);

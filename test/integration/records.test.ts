@@ -189,7 +189,7 @@ describe("Handler records", () => {
   });
 
   it("replays a script's recorded outcome instead of running it again", async () => {
-    await using s = await startStack({ url: server.url, mock, config: { workspaceRoot: workspace, tools: ["read_file", "list_files", "run_script"] } });
+    await using s = await startStack({ url: server.url, mock, config: { workspaceRoot: workspace, commands: [process.execPath] } });
     const request: ScriptRequest = {
       type: "handler.script",
       taskId: newTaskId() as ScriptRequest["taskId"],

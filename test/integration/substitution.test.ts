@@ -61,7 +61,7 @@ describe("substitution modes", () => {
   });
 
   it("lenient keeps script commands strict: no command runs with a marker as an argument", async () => {
-    await using stack = await startStack({ url: server.url, mock, config: { substitution: "lenient" } });
+    await using stack = await startStack({ url: server.url, mock, config: { substitution: "lenient", commands: ["echo"] } });
     const xml = `<task type="script"><command>echo {{nope}}</command></task>`;
     const outcome = await stack.client.run({ xml, taskId: newTaskId() });
     expect(outcome.status).toBe("FAILED");

@@ -90,7 +90,7 @@ export async function startCorpusHarness(): Promise<CorpusHarness> {
   const stack = await startStack({
     url: server.url,
     mock,
-    config: { tools: ["read_file", "list_files", "run_script"], workspaceRoot: workspace, templates: join(workspace, "templates") },
+    config: { tools: ["read_file", "list_files", "run_script"], commands: [scriptPath, envScriptPath], workspaceRoot: workspace, templates: join(workspace, "templates") },
   });
   await indexWorkspace(stack, workspace);
   const parts = { stack, mock, workspace, scriptPath, envScriptPath };

@@ -195,7 +195,7 @@ export const NOT_RUN: Readonly<Record<string, string>> = {
   "01ec01468f7e": `\`$.valid\` (JSONPath) is not in the test language: both tests are \`cond.test_error\`, no case runs (each body has neither \`<description>\` nor \`<instructions>\` and would fail \`input_validation_failure\`)`,
   // Context and files.
   "26b7a8980cc0":
-    "`<file_paths source=\"command\">` pipes `find` into `grep`: commands run without a shell, the `|` argument is refused (`notes.file_paths_error`) and no file is attached",
+    "`<file_paths source=\"command\">` pipes `find` into `grep`; `find` is not in the harness's command allowlist (`DIRIGENT_COMMANDS`), so the task fails `input_validation_failure` naming it, before anything runs",
   "56e3ba324d1f": "its point is `<context_relevance>`/`<context_assembly>`, which the runtime ignores with a parse warning (it runs as a plain atomic task)",
   bb3be6c47bfa: "`associative_matching` subtype: not modelled, it runs as a plain model session (no Memory match), so the model, not Memory, would list the files",
   b9b569a831d1: `\`assoc_match\` subtype with \`<param>\`/\`<return>\` inputs; the task ${NO_PROMPT}`,

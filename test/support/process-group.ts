@@ -41,3 +41,26 @@ export async function pollUntil<T>(check: () => T | undefined | Promise<T | unde
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
 }
+
+/**
+ * Host pids of the live (not zombie) processes whose command line is exactly `command` (its argv joined by
+ * spaces). Sandboxed programs run in a PID namespace of their own: the pids they print are not host pids, so a
+ * test finds them by a command line of its own instead (`sleep 7301`).
+ */
+export function pidsRunning(command: string): number[] {
+  const found: number[] = [];
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (readFileSync(`/proc/${entry}/cmdline`, "utf8").split("\0").join(" ").trim() !== command) continue;
+      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
+      if (stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) !== "Z") found.push(Number(entry));
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+  return found;
+}
+
+/** Resolves once no live process runs `command` (a PID namespace is torn down asynchronously: polled). */
+export const noneRunning = (command: string, timeoutMs = 5_000) => pollUntil(() => (pidsRunning(command).length === 0 ? true : undefined), `no process running '${command}'`, timeoutMs);

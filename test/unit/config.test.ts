@@ -51,12 +51,22 @@ describe("config of the Handler's tools and limits", () => {
     expect(loadConfig({}, {}).maxOutputTokens).toBe(0);
   });
 
+  it("keeps template commands off, programs sandboxed and offline by default; reads the allowlist and the sandbox settings", () => {
+    expect(loadConfig({}, {})).toMatchObject({ commands: [], sandbox: "bwrap", sandboxNetwork: "off", sandboxReadOnly: [] });
+    const config = loadConfig({}, { DIRIGENT_COMMANDS: "python3, pytest,/usr/bin/make", DIRIGENT_SANDBOX: "unsandboxed", DIRIGENT_SANDBOX_NETWORK: "on", DIRIGENT_SANDBOX_RO_BIND: "/opt/venv" });
+    expect(config).toMatchObject({ commands: ["python3", "pytest", "/usr/bin/make"], sandbox: "unsandboxed", sandboxNetwork: "on", sandboxReadOnly: ["/opt/venv"] });
+  });
+
   it.each([
     ["DIRIGENT_TOOLS", "read_file,rm_rf"],
     ["DIRIGENT_MODEL_PRICES", "{not json"],
     ["DIRIGENT_STREAM", "perhaps"],
     ["DIRIGENT_MAX_CONTEXT_WINDOW_FRACTION", "1.5"],
     ["DIRIGENT_MAX_OUTPUT_TOKENS", "-1"],
+    ["DIRIGENT_COMMANDS", "python3 -c"],
+    ["DIRIGENT_SANDBOX", "none"],
+    ["DIRIGENT_SANDBOX_NETWORK", "maybe"],
+    ["DIRIGENT_SANDBOX_RO_BIND", "relative/dir"],
   ])("names %s when its value %j is invalid", (name, value) => {
     expect(() => loadConfig({}, { [name]: value })).toThrow(new RegExp(`environment variable ${name}`));
   });

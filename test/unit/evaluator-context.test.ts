@@ -2,7 +2,7 @@ import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { applyOutputFormat, atomicContext, badPath, compositeContextBindings, pathLines, refusedCommand, type ContextDeps, type MatchQuery } from "../../actors/evaluator-context.js";
+import { applyOutputFormat, atomicContext, badPath, compositeContextBindings, pathLines, type ContextDeps, type MatchQuery } from "../../actors/evaluator-context.js";
 import { attachContext } from "../../actors/handler-files.js";
 import { IndexRanker } from "../../actors/memory-rank.js";
 import { fitsSchema, jsonType, unfenced } from "../../actors/output-format.js";
@@ -75,17 +75,8 @@ describe("output_format (§3.6, C18)", () => {
   });
 });
 
-describe("file_paths command safety (§3.5)", () => {
-  it.each([["rm", "-rf", "x"], ["/bin/rm", "x"], ["sudo", "ls"], ["su"], ["mv", "a", "b"], ["cp", "a", "b"], ["chmod", "777", "x"], ["chown", "me", "x"]])("refuses %s", (...argv) => {
-    expect(refusedCommand(argv)).toMatch(/not allowed/);
-  });
-
-  it.each([[">"], ["a>b"], ["<in"], ["|"], [";"], ["&&"], ["||"]])("refuses an argument containing %s", (arg) => {
-    expect(refusedCommand(["git", "ls-files", arg])).toMatch(/shell syntax/);
-  });
-
-  it("lets read-only commands run, and keeps the output lines that are paths", () => {
-    expect(refusedCommand(["git", "ls-files", "src/*.ts"])).toBeUndefined();
+describe("file_paths command output", () => {
+  it("keeps the output lines that are paths", () => {
     expect(pathLines("a.ts\n\n  b/c.md  \r\n../etc/passwd\nbad\u0000name\n/abs/x")).toEqual(["a.ts", "b/c.md", "/abs/x"]);
     expect([badPath(""), badPath("../x"), badPath("a/../../x"), badPath("a/../b")]).toEqual(["empty path", expect.any(String), expect.any(String), undefined]);
   });
@@ -105,7 +96,8 @@ describe("atomicContext", () => {
     await writeFile(join(dir, "notes.md"), "# Release notes\nNOTES_MARK\n");
     tools = await createToolset({
       workspaceRoot: dir,
-      enabled: ["read_file", "run_script"],
+      enabled: ["read_file"],
+      commands: ["node"],
       readMaxBytes: 4096,
       listMaxEntries: 10,
       scriptTimeoutMs: 5000,
@@ -174,11 +166,14 @@ describe("atomicContext", () => {
     expect(await atomicContext(deps, node, rootEnv(), "d", signal)).toMatchObject({ ok: false, result: { error: { reason: "input_validation_failure" } } });
   });
 
-  it("runs a file_paths command without a shell, and refuses dangerous ones without running them", async () => {
+  it("runs a file_paths command without a shell, in the sandbox, and refuses a program the allowlist lacks without running it", async () => {
     const listed = task(`<task><description>d</description><file_paths source="command"><command>node -e "console.log('src/parser.ts\\nnotes.md')"</command></file_paths></task>`);
     expect(await atomicContext(deps, listed, rootEnv(), "d", signal)).toMatchObject({ ok: true, value: { files: ["src/parser.ts", "notes.md"], notes: { context_files_count: 2 } } });
     const refused = task('<task><description>d</description><file_paths source="command"><command>rm -rf src</command></file_paths></task>');
-    expect(await atomicContext(deps, refused, rootEnv(), "d", signal)).toMatchObject({ ok: true, value: { files: [], notes: { file_paths_error: ["program 'rm' is not allowed in a file_paths command"] } } });
+    expect(await atomicContext(deps, refused, rootEnv(), "d", signal)).toMatchObject({ ok: true, value: { files: [], notes: { file_paths_error: ["file_paths command failed: program 'rm' is not allowed for template commands (DIRIGENT_COMMANDS=node; add it there to allow it)"] } } });
+    // What the old denylist let through (an interpreter writing a file) writes nowhere but the workspace now.
+    const writer = task(`<task><description>d</description><file_paths source="command"><command>node -e "require('fs').writeFileSync('/usr/escaped', 'x')"</command></file_paths></task>`);
+    expect(await atomicContext(deps, writer, rootEnv(), "d", signal)).toMatchObject({ ok: true, value: { files: [], notes: { file_paths_error: ["file_paths command exited with 1"] } } });
     const { runCommand: _none, ...noRoute } = deps;
     expect(await atomicContext(noRoute, listed, rootEnv(), "d", signal)).toMatchObject({ ok: true, value: { notes: { file_paths_error: [expect.stringMatching(/cannot run/)] } } });
   });

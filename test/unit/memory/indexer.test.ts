@@ -1,3 +1,4 @@
+import { execFileSync } from "node:child_process";
 import { mkdir, mkdtemp, rm, symlink, utimes, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -104,6 +105,15 @@ describe("indexer", () => {
     const { generation, entries } = await store.getGlobalIndex();
     expect([src.generation, scripts.generation]).toContain(generation);
     expect(relativePaths(entries)).toEqual(["scripts/train.py", "src/.gitignore", "src/bus.ts", "src/parse.ts"]);
+  });
+
+  it("reads a file's head without blocking on a FIFO or following a symlink swapped in for it", async () => {
+    execFileSync("mkfifo", [join(dir, "swapped.fifo")]);
+    await expect(readHead(join(dir, "swapped.fifo"), 10)).rejects.toThrow(/swapped\.fifo': not a regular file/);
+    await writeFile(join(dir, "real.txt"), "real");
+    await symlink(join(dir, "real.txt"), join(dir, "link.txt"));
+    await expect(readHead(join(dir, "link.txt"), 10)).rejects.toThrow(/ELOOP/);
+    expect(new TextDecoder().decode(await readHead(join(dir, "real.txt"), 10))).toBe("real");
   });
 
   it("does not follow symbolic links", async () => {

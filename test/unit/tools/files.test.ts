@@ -1,3 +1,4 @@
+import { execFileSync, spawn } from "node:child_process";
 import { mkdir, mkdtemp, rm, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -87,5 +88,64 @@ describe("list_files", () => {
 
   it("refuses to list outside the workspace", async () => {
     await expect(listWorkspaceFiles(ws, limits, { path: ".." })).rejects.toThrow(/outside the workspace/);
+  });
+});
+
+describe("reads without races", () => {
+  it("refuses a FIFO at once, however often, and keeps reading other files", async () => {
+    execFileSync("mkfifo", [join(dir, "pipe")]);
+    try {
+      // More reads than libuv has threads: a blocking open of the FIFO would wedge every later file operation.
+      const answers = await Promise.allSettled(Array.from({ length: 8 }, () => readWorkspaceFile(ws, limits, { path: "pipe" })));
+      for (const answer of answers) {
+        expect(answer.status).toBe("rejected");
+        if (answer.status === "rejected") expect(String(answer.reason)).toMatch(/'pipe' is not a regular file but a FIFO/);
+      }
+      expect(await readWorkspaceFile(ws, limits, { path: "small.txt" })).toBe("hello");
+      expect(await listWorkspaceFiles(ws, { ...limits, listMaxEntries: 100 }, {})).toContain("pipe");
+    } finally {
+      await rm(join(dir, "pipe"));
+    }
+  });
+
+  it("never returns the content of a file outside while symlinks are swapped in after the check", async () => {
+    const race = await mkdtemp(join(tmpdir(), "dirigent-race-"));
+    const away = await mkdtemp(join(tmpdir(), "dirigent-race-outside-"));
+    await writeFile(join(away, "f.txt"), "OUTSIDE-SECRET");
+    await writeFile(join(race, "f-real"), "inside");
+    await symlink(join(away, "f.txt"), join(race, "f-link"));
+    await mkdir(join(race, "sub-real"));
+    await writeFile(join(race, "sub-real", "f.txt"), "inside");
+    await symlink(away, join(race, "sub-link"));
+    const raceWs = await openWorkspace(race);
+    // Another process swaps `f.txt` (the last component) and `sub` (a directory on the way) between an inside
+    // entry and a symlink to the outside, as fast as it can, while this one reads.
+    const swap = `const fs = require("node:fs"); process.chdir(${JSON.stringify(raceWs.root)});
+      const mv = (a, b) => { try { fs.renameSync(a, b); } catch {} };
+      for (;;) { mv("f-real", "f.txt"); mv("sub-real", "sub"); mv("f.txt", "f-real"); mv("sub", "sub-real");
+                 mv("f-link", "f.txt"); mv("sub-link", "sub"); mv("f.txt", "f-link"); mv("sub", "sub-link"); }`;
+    const swapper = spawn(process.execPath, ["-e", swap], { stdio: "ignore" });
+    const seen = new Map<string, number>();
+    try {
+      for (let i = 0; i < 1500; i++) {
+        for (const path of ["f.txt", "sub/f.txt"]) {
+          let answer: string;
+          try {
+            answer = await readWorkspaceFile(raceWs, { readMaxBytes: 100, listMaxEntries: 10 }, { path });
+          } catch (err) {
+            expect(err).toBeInstanceOf(ToolError);
+            answer = "refused";
+          }
+          expect(answer).not.toContain("OUTSIDE-SECRET");
+          seen.set(answer, (seen.get(answer) ?? 0) + 1);
+        }
+      }
+    } finally {
+      swapper.kill("SIGKILL");
+      await rm(race, { recursive: true, force: true });
+      await rm(away, { recursive: true, force: true });
+    }
+    // The reads ran while the swaps did: some found the inside file.
+    expect(seen.get("inside") ?? 0).toBeGreaterThan(0);
   });
 });
