@@ -25,6 +25,11 @@ export const markerKey = (key: string): string => `${key}.run`;
 
 /** A held lease on a key: renewed until released. */
 export interface Lease {
+  /**
+   * The key's marker was there already: a run of it started before (and left its record, or died), whatever the
+   * request says. False when this lease created the marker, or when the store failed (nothing known).
+   */
+  readonly before: boolean;
   /** Stops renewing and releases the marker (unless another process took it over meanwhile). Never rejects. */
   release(): Promise<void>;
 }
@@ -49,7 +54,7 @@ export interface Leases {
   acquire(key: string, signal: AbortSignal, onWait?: (marker: RunMarker) => void): Promise<Lease>;
 }
 
-const NO_LEASE: Lease = { release: async () => undefined };
+const NO_LEASE: Lease = { before: false, release: async () => undefined };
 
 /** The leases of a Handler process over `store` (the turns bucket). */
 export function createLeases(store: TaskStore, log: Logger, timing: LeaseTiming = {}): Leases {
@@ -59,7 +64,7 @@ export function createLeases(store: TaskStore, log: Logger, timing: LeaseTiming 
   const owner = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
   const held = (): Uint8Array => encode(RunMarker, { v: 1, owner, until: Date.now() + leaseMs });
 
-  const hold = (key: string, first: number): Lease => {
+  const hold = (key: string, first: number, before: boolean): Lease => {
     const marker = markerKey(key);
     let revision = first;
     let lost = false;
@@ -81,6 +86,7 @@ export function createLeases(store: TaskStore, log: Logger, timing: LeaseTiming 
     const timer = setInterval(() => (beat = beat.then(renew)), heartbeatMs);
     timer.unref();
     return {
+      before,
       async release() {
         clearInterval(timer);
         await beat;
@@ -109,7 +115,7 @@ export function createLeases(store: TaskStore, log: Logger, timing: LeaseTiming 
           // Creating first costs one write when nobody runs the key (the usual case); a waiter then only reads.
           if (absent) {
             const created = await store.createWithRevision(marker, held());
-            if (created !== undefined) return hold(key, created);
+            if (created !== undefined) return hold(key, created, false);
           }
           const current = await store.getWithRevision(marker);
           absent = current === undefined;
@@ -124,7 +130,7 @@ export function createLeases(store: TaskStore, log: Logger, timing: LeaseTiming 
           if (free) {
             if (decoded.ok && expired) log.warn({ key, owner: decoded.value.owner }, "the Handler running this session stopped renewing its lease: taking the session over");
             const taken = await store.update(marker, held(), current.revision);
-            if (taken !== undefined) return hold(key, taken);
+            if (taken !== undefined) return hold(key, taken, true);
             continue;
           }
           if (!told) {
@@ -166,11 +172,12 @@ export interface RunGate {
   /**
    * Runs `run` as the one run of `key`, or joins the run of it going on: one in this process answers this request
    * too; one in another process is waited for, and then `run` runs (it finds that run's final record, or, if its
-   * lease ran out, continues from its last one). `run` is told whether it waited (a `fresh` request that waited has
-   * a record to read after all) and may hold the release back until its final record is written (`releaseAfter`).
+   * lease ran out, continues from its last one). `run` is told whether a run of the key came before this one (it
+   * waited for one, or found its marker): a `fresh` request then has a record to read after all. `run` may hold
+   * the release back until its final record is written (`releaseAfter`).
    * @throws a {@link RemoteError} `UNAVAILABLE` when the task is cancelled or the Handler stops while it waits.
    */
-  run<T>(taskId: string, key: string, run: (waited: boolean, releaseAfter: (written: Promise<unknown>) => void) => Promise<T>, joined: (at: JoinedAt) => void): Promise<T>;
+  run<T>(taskId: string, key: string, run: (before: boolean, releaseAfter: (written: Promise<unknown>) => void) => Promise<T>, joined: (at: JoinedAt) => void): Promise<T>;
   /** Stops the waits of a task's requests (the task was cancelled). */
   cancel(taskId: string): void;
   /** Stops every wait (the Handler stops). */
@@ -185,7 +192,7 @@ export function createRunGate(leases: Leases): RunGate {
     for (const controller of controllers) controller.abort(new RemoteError("UNAVAILABLE", why));
   };
   return {
-    run<T>(taskId: string, key: string, run: (waited: boolean, releaseAfter: (written: Promise<unknown>) => void) => Promise<T>, joined: (at: JoinedAt) => void): Promise<T> {
+    run<T>(taskId: string, key: string, run: (before: boolean, releaseAfter: (written: Promise<unknown>) => void) => Promise<T>, joined: (at: JoinedAt) => void): Promise<T> {
       const going = inflight.get(key);
       if (going !== undefined) {
         joined("here");
@@ -208,7 +215,7 @@ export function createRunGate(leases: Leases): RunGate {
         }
         let written: Promise<unknown> = Promise.resolve();
         try {
-          return await run(waited, (w) => void (written = w));
+          return await run(waited || lease.before, (w) => void (written = w));
         } finally {
           // Until released, a request for the key here joins this run (its answer is already known).
           const release = () => lease.release();

@@ -135,17 +135,19 @@ export function startHandler(deps: ActorDeps, config: HandlerConfig, callModel: 
   const execute = async (request: ExecuteRequest): Promise<ExecuteReply> => {
     const key = records ? turnKey(request) : undefined;
     if (key === undefined || gate === undefined) return runSession(request, undefined, false, () => undefined);
-    return gate.run(request.taskId, key, (waited, releaseAfter) => runSession(request, key, waited, releaseAfter), joinedEvent(request, "session"));
+    return gate.run(request.taskId, key, (before, releaseAfter) => runSession(request, key, before, releaseAfter), joinedEvent(request, "session"));
   };
-  /** Runs a session, or replays or continues its record (`key`); `waited`: another run of it ended first. */
-  const runSession = async (request: ExecuteRequest, key: string | undefined, waited: boolean, releaseAfter: (written: Promise<unknown>) => void): Promise<ExecuteReply> => {
+  /** Runs a session, or replays or continues its record (`key`); `before`: another run of it came first. */
+  const runSession = async (request: ExecuteRequest, key: string | undefined, before: boolean, releaseAfter: (written: Promise<unknown>) => void): Promise<ExecuteReply> => {
     const { taskId, nodePath } = request;
     const kinds = request.continuations ?? [];
     const tools = toolsFor(kinds);
     const progress = (event: string, message: string, data: Record<string, unknown>) =>
       publishProgress(deps, maskDeep({ type: "task.progress" as const, taskId, event, message, data: { nodePath, ...data } }, mask));
-    // A fresh call (its task's first evaluation, first request) has no record to replay, unless it waited for a run.
-    const recorded = key && records && (request.fresh !== true || waited) ? await readRecord(records, key, TurnRecord, deps.log) : undefined;
+    // A fresh call (its task's first evaluation, first request) has no record to replay, unless a run of it came
+    // first: its in-flight marker was there. `fresh` rests on the intake's delivery count, which a nats-server
+    // before 2.10.16 can report as 1 on a redelivery (a delivery to a pull of a client gone rewinds the consumer).
+    const recorded = key && records && (request.fresh !== true || before) ? await readRecord(records, key, TurnRecord, deps.log) : undefined;
     if (recorded?.status === "done") {
       progress("model.replayed", "replayed the recorded session: no model call", { turns: recorded.result.notes["turns"] });
       return { type: "handler.result", taskId, nodePath, result: recorded.result, ...(recorded.session ? { session: recorded.session } : {}) };

@@ -17,6 +17,7 @@ import { ExecuteReply, ScriptReply, type ExecuteRequest, type ScriptRequest } fr
 import { startMockLlm, type MockLlmServer } from "../../runtime/mock-llm.js";
 import { newTaskId, startStack, type Stack } from "../support/stack.js";
 import { createLeases, createRunGate, markerKey, type JoinedAt } from "../../actors/handler-lease.js";
+import { turnKey } from "../../actors/handler-record.js";
 import { RemoteError } from "../../actors/serve.js";
 import { decode, encode, RunMarker } from "../../protocol/index.js";
 import { openKvStore, type NatsTaskStore } from "../../runtime/nats-store.js";
@@ -76,6 +77,18 @@ describe("in-flight markers and leases", () => {
     expect((await markerOf(key)).released).toBeUndefined();
     await taken.release();
     expect(await markerOf(key)).toMatchObject({ owner: two.owner, released: true });
+  });
+
+  it("tells whether the key's marker was there already: a run of it came before", async () => {
+    const one = createLeases(store, silentLogger, TIMING);
+    const two = createLeases(store, silentLogger, TIMING);
+    const key = newKey();
+    const first = await one.acquire(key, never);
+    expect(first.before).toBe(false);
+    await first.release();
+    const second = await two.acquire(key, never);
+    expect(second.before).toBe(true);
+    await second.release();
   });
 
   it("takes over a lease that is no longer renewed (its process died), with compare-and-set", async () => {
@@ -204,6 +217,27 @@ describe("two Handlers asked for the same run at once", () => {
     expect(asked()).toBe(1);
     for (const reply of replies) expect(reply.result).toEqual(replies[0]?.result);
     expect(replies[0]?.result).toMatchObject({ status: "COMPLETE", content: "one session" });
+  });
+
+  it("replay a finished session to a request marked fresh whose marker shows it ran before (a redelivery counted as a first delivery)", async () => {
+    const [a, b] = await twoHandlers();
+    await using _a = a;
+    await using _b = b;
+    const request: ExecuteRequest = { type: "handler.execute", taskId: newTaskId() as ExecuteRequest["taskId"], nodePath: "0", prompt: "FRESH again", occurrence: 1, fresh: true };
+    const asked = () => mock.requests.filter((r) => JSON.stringify(r.body).includes("FRESH again")).length;
+    const first = await ask(deps(a), a.system.subjects.execute, request, ExecuteReply, { timeoutMs: 20_000 });
+    const turns = await openKvStore(nc, a.system.subjects.turnsBucket);
+    const marker = markerKey(turnKey(request) ?? "");
+    const released = async () => {
+      const bytes = await turns.get(marker);
+      const decoded = bytes && decode(RunMarker, bytes);
+      return decoded !== undefined && decoded.ok && decoded.value.released === true;
+    };
+    // Released once its record is stored: the run is over, so the next request is not joined to it.
+    while (!(await released())) await delay(5);
+    const again = await ask(deps(b), b.system.subjects.execute, request, ExecuteReply, { timeoutMs: 20_000 });
+    expect(asked()).toBe(1);
+    expect(again.result).toEqual(first.result);
   });
 
   it("run a script command once: every request gets its outcome", async () => {
