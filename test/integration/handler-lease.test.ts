@@ -202,7 +202,7 @@ describe("two Handlers asked for the same run at once", () => {
   const deps = (s: Stack) => ({ bus: s.transport.bus, subjects: s.system.subjects, log: silentLogger, now: () => new Date(), newId: () => "x" });
   const twoHandlers = async () => {
     const root = randomRoot();
-    const config = { workspaceRoot: workspace, tools: ["run_script" as const], continuationTools: [] };
+    const config = { workspaceRoot: workspace, tools: ["run_script" as const], continuationTools: [], commands: [process.execPath] };
     return [await startStack({ url: server.url, mock, root, roles: ["handler"], config }), await startStack({ url: server.url, mock, root, roles: ["handler"], config })] as const;
   };
 
