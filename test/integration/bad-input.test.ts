@@ -4,6 +4,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ErrorCode, ErrorReply } from "../../protocol/index.js";
+import { prng } from "../support/hostile.js";
 import { startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 import { newTaskId, startStack } from "../support/stack.js";
 
@@ -12,18 +13,6 @@ beforeAll(async () => {
   server = await startTestNatsServer();
 });
 afterAll(async () => server?.stop());
-
-/** A small seeded PRNG, so a failure can be reproduced. */
-function prng(seed: number) {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const enc = (s: string) => new TextEncoder().encode(s);
 

@@ -5,16 +5,7 @@
  */
 
 /** A small seeded PRNG (mulberry32): the same seed gives the same sequence. */
-export function prng(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+export { random as prng } from "../bench/synthetic.js";
 
 /** The seed of this run: `HOSTILE_SEED` when set (to reproduce a failure), otherwise a fresh one. */
 export function hostileSeed(): number {
