@@ -94,6 +94,27 @@ export function classify(error: unknown): { retryable: boolean; status?: number 
   return { retryable: false };
 }
 
+/**
+ * Why a reply is no answer: the server's content filter blocked it, or the model refused. `undefined` for an answer.
+ * Handler sessions decide this in their machine; the other callers (the Compiler, Memory's model calls) use
+ * {@link answersOnly}.
+ */
+export function unanswered(reply: ModelReply): string | undefined {
+  if (reply.finishReason === "content_filter") return "the model's output was blocked by the server's content filter (finish_reason 'content_filter')";
+  if (reply.refusal !== undefined && reply.refusal.trim() !== "") return `the model refused: ${reply.refusal}`;
+  return undefined;
+}
+
+/** A {@link CallModel} that fails with a {@link ModelCallError} naming the reason when the reply is no answer. */
+export function answersOnly(call: CallModel): CallModel {
+  return async (request, signal, hooks) => {
+    const reply = await call(request, signal, hooks);
+    const reason = unanswered(reply);
+    if (reason !== undefined) throw new ModelCallError(reason, 1, undefined);
+    return reply;
+  };
+}
+
 /** Full-jitter exponential backoff: a random wait in [0, min(max, base × 2^(attempt-1))]. */
 export function backoffMs(attempt: number, baseMs: number, maxMs: number, random: () => number = Math.random): number {
   return Math.round(random() * Math.min(maxMs, baseMs * 2 ** (attempt - 1)));

@@ -11,7 +11,7 @@ import { startHandler } from "../actors/handler.js";
 import { startCompiler } from "../actors/compiler.js";
 import { startMemory } from "../actors/memory.js";
 import type { IndexStore } from "../actors/memory-index.js";
-import { createModelClient, type CallModel } from "../actors/model.js";
+import { answersOnly, createModelClient, type CallModel } from "../actors/model.js";
 import { createToolset } from "../actors/tools/toolset.js";
 import { createSubjects, type Subjects } from "../protocol/index.js";
 import { loadLibrary, type TemplateLibrary } from "../actors/template/library.js";
@@ -158,7 +158,7 @@ export async function startSystem(options: SystemOptions): Promise<SystemHandle>
       ),
     );
     // The Compiler runs wherever the Handler does, on the same model client.
-    started.push(startCompiler(deps, { defaultModel: config.model, concurrency: config.concurrency }, callModel));
+    started.push(startCompiler(deps, { defaultModel: config.model, concurrency: config.concurrency }, answersOnly(callModel)));
   }
   if (roles.includes("evaluator")) {
     const library = options.library ?? (await loadTemplates(config.templates, deps.log));

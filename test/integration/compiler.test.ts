@@ -39,6 +39,8 @@ beforeAll(async () => {
         { match: { system: COMPILER, anyMessage: "REQ-RETRY" }, reply: "<task><description>Write a haiku.</descriptio></task>" },
         // Never valid.
         { match: { system: COMPILER, anyMessage: "REQ-NEVER" }, reply: "I would rather write prose." },
+        { match: { system: COMPILER, anyMessage: "REQ-FILTERED" }, reply: GOOD, finishReason: "content_filter" },
+        { match: { system: COMPILER, anyMessage: "REQ-REFUSED" }, refusal: "I can't help with that." },
         // Decompose: an atomic answer is refused, a sequential one accepted.
         { match: { system: COMPILER, anyMessage: "REQ-SPLIT", lastUser: RETRY }, reply: SPLIT },
         { match: { system: COMPILER, anyMessage: "REQ-SPLIT" }, reply: "<task><description>Summarise {{text}}.</description></task>" },
@@ -84,6 +86,16 @@ describe("compiler over a real nats-server", () => {
     expect(error).toBeInstanceOf(RemoteError);
     expect(error).toMatchObject({ code: "INVALID_TEMPLATE", message: expect.stringMatching(/no valid template after 2 attempts: .*not XML/) });
     expect(requestsWith("REQ-NEVER").length - before).toBe(2);
+  });
+
+  it("fails at once, naming the reason, when the server's content filter blocks the answer or the model refuses", async () => {
+    await using stack = await startStack({ url: server.url, mock });
+    const filtered = await stack.client.compile({ prompt: "REQ-FILTERED", maxAttempts: 3 }).catch((e: unknown) => e);
+    expect(filtered).toMatchObject({ code: "UNAVAILABLE", message: expect.stringContaining("blocked by the server's content filter (finish_reason 'content_filter')") });
+    expect(requestsWith("REQ-FILTERED")).toHaveLength(1);
+    const refused = await stack.client.compile({ prompt: "REQ-REFUSED", maxAttempts: 3 }).catch((e: unknown) => e);
+    expect(refused).toMatchObject({ code: "UNAVAILABLE", message: expect.stringContaining("the model refused: I can't help with that.") });
+    expect(requestsWith("REQ-REFUSED")).toHaveLength(1);
   });
 
   it("decomposes a failed node into a sequential sub-tree", async () => {
