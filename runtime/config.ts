@@ -4,9 +4,14 @@
  * Secrets (the API key, the NATS password and token) are kept in the config object only and are never logged or sent.
  */
 import { z } from "zod";
-import { checkRoot, DEFAULT_ROOT } from "../protocol/index.js";
+import { checkRoot, DEFAULT_ROOT, MAX_BODY_BYTES } from "../protocol/index.js";
 
 const positiveInt = z.coerce.number().int().positive();
+/**
+ * A size limit: at most 1 MiB, the largest message between roles (a task's template and inputs travel in one
+ * request from Director to Evaluator) and the template parser's own ceiling.
+ */
+const sizeLimit = positiveInt.max(MAX_BODY_BYTES, `must be at most ${MAX_BODY_BYTES} (1 MiB, the largest message between roles); it can only be lowered`);
 const fraction = z.coerce.number().gt(0).max(1);
 /** A comma-separated list in the environment, or an array. */
 const list = <T extends z.ZodType>(item: T) =>
@@ -171,11 +176,11 @@ export const Config = z.object({
   /** URL that operator alerts are also POSTed to (JSON). */
   alertWebhook: z.url({ protocol: /^https?$/ }).optional(),
   /** Largest submission body in bytes (JSON or raw XML); beyond it the submit reply is `PAYLOAD_TOO_LARGE`. */
-  maxSubmissionBytes: positiveInt,
+  maxSubmissionBytes: sizeLimit,
   /** Largest value of one input in bytes (UTF-8 of a string, of the JSON of any other value). */
-  maxInputBytes: positiveInt,
+  maxInputBytes: sizeLimit,
   /** Largest submitted template in bytes of UTF-8 XML (a template compiled from a prompt is not checked). */
-  maxTemplateBytes: positiveInt,
+  maxTemplateBytes: sizeLimit,
 });
 export type Config = z.infer<typeof Config>;
 

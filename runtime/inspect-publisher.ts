@@ -11,8 +11,8 @@ import type { InspectHook, InspectScope } from "../actors/inspect-option.js";
 import type { InspectedSnapshot, InspectMessage } from "../protocol/inspect.js";
 import { inspectKindOf } from "../protocol/inspect.js";
 import type { Subjects } from "../protocol/index.js";
-import { readFileSync } from "node:fs";
 import { SECRET_CONFIG_KEYS, type Config } from "./config.js";
+import { secretValues } from "./secrets.js";
 import { sanitize, type SanitizeLimits, type SanitizeOptions } from "./inspect-sanitize.js";
 
 /** Options of {@link createInspectPublisher}. */
@@ -226,7 +226,7 @@ export function createInspectPublisher(options: InspectPublisherOptions): Inspec
 }
 
 /** The configuration's secrets, masked in inspection messages. */
-type SecretSettings = Partial<Pick<Config, (typeof SECRET_CONFIG_KEYS)[number] | "natsPasswordFile">>;
+type SecretSettings = Partial<Pick<Config, (typeof SECRET_CONFIG_KEYS)[number] | "natsPasswordFile" | "natsCreds">>;
 
 /** Options of {@link inspectHookFor}: the configuration keys that switch inspection on and bound it, and the secrets. */
 export interface InspectSettings extends SecretSettings {
@@ -235,21 +235,8 @@ export interface InspectSettings extends SecretSettings {
   inspectSample: number;
 }
 
-/** The secret values of a configuration: API key, NATS password (also from its file) and token. */
-export function configSecrets(config: SecretSettings): string[] {
-  const values: Array<string | undefined> = SECRET_CONFIG_KEYS.map((key) => config[key]);
-  if (config.natsPasswordFile !== undefined) {
-    try {
-      values.push(readFileSync(config.natsPasswordFile, "utf8").split(/\r?\n/)[0]);
-    } catch {
-      // Unreadable: the connection fails with a clear error before any actor starts.
-    }
-  }
-  return values.filter((v): v is string => typeof v === "string" && v !== "");
-}
-
 /** The process's inspection hook when `DIRIGENT_INSPECT` is on; `undefined` (no inspection, no cost) otherwise. */
 export function inspectHookFor(config: InspectSettings, bus: Bus, subjects: Subjects): InspectHook | undefined {
   if (!config.inspect) return undefined;
-  return createInspectPublisher({ bus, subjects, maxPerSec: config.inspectMaxPerSec, sample: config.inspectSample, secrets: configSecrets(config) }).hook;
+  return createInspectPublisher({ bus, subjects, maxPerSec: config.inspectMaxPerSec, sample: config.inspectSample, secrets: secretValues(config) }).hook;
 }

@@ -2,6 +2,9 @@
  * Makes a snapshot or event safe to publish as an inspection message: secrets are masked and large values cut,
  * so neither an API key nor a whole document ever leaves the process through the inspector.
  */
+import { createMasker, MIN_SECRET_LENGTH, REDACTED } from "../actors/secrets.js";
+
+export { MIN_SECRET_LENGTH, REDACTED };
 
 /**
  * Keys whose values are always masked: names ending in `key`/`keys` or `token` (`apiKey`, `OPENAI_API_KEY`,
@@ -10,11 +13,6 @@
  */
 export const SECRET_KEY = /keys?$|token$|secret|passw|authoriz|credential|cookie/i;
 
-/** Secret values shorter than this are not searched for in strings (they would mask ordinary words). */
-export const MIN_SECRET_LENGTH = 6;
-
-/** What replaces a masked value. */
-export const REDACTED = "[redacted]";
 
 /** Limits applied by {@link sanitize}. */
 export interface SanitizeLimits {
@@ -39,14 +37,6 @@ export interface SanitizeOptions extends SanitizeLimits {
   secrets: readonly string[];
 }
 
-/** A function replacing every occurrence of `secrets` in a string; the identity when there is none to look for. */
-export function secretMasker(secrets: readonly string[]): (text: string) => string {
-  const wanted = [...new Set(secrets.filter((s) => s.length >= MIN_SECRET_LENGTH))].sort((a, b) => b.length - a.length);
-  if (wanted.length === 0) return (text) => text;
-  const pattern = new RegExp(wanted.map((s) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")).join("|"), "g");
-  return (text) => text.replace(pattern, REDACTED);
-}
-
 function cut(text: string, max: number): string {
   return text.length > max ? `${text.slice(0, max)}…(+${text.length - max} chars)` : text;
 }
@@ -64,7 +54,7 @@ function cut(text: string, max: number): string {
  */
 export function sanitize(value: unknown, options: Partial<SanitizeOptions> = {}): unknown {
   const { maxString, maxArray, maxDepth } = { ...DEFAULT_LIMITS, ...options };
-  const mask = secretMasker(options.secrets ?? []);
+  const mask = createMasker(options.secrets ?? []);
   const seen = new WeakSet<object>();
   // Masked before cutting, so that a cut never leaves part of a secret behind.
   const text = (s: string) => cut(mask(s), maxString);

@@ -6,7 +6,8 @@ import { assign, createActor, createMachine, fromPromise, setup } from "xstate";
 import { inspectOption, type InspectHook } from "../../actors/inspect-option.js";
 import { createSubjects } from "../../protocol/index.js";
 import { InspectMessage } from "../../protocol/inspect.js";
-import { configSecrets, createInspectPublisher, inspectHookFor, samplePoint } from "../../runtime/inspect-publisher.js";
+import { createInspectPublisher, inspectHookFor, samplePoint } from "../../runtime/inspect-publisher.js";
+import { secretValues } from "../../runtime/secrets.js";
 import { REDACTED } from "../../runtime/inspect-sanitize.js";
 import { MemoryBus } from "../../runtime/memory-bus.js";
 
@@ -137,7 +138,7 @@ describe("inspection publisher", () => {
     const dir = mkdtempSync(join(tmpdir(), "insp-"));
     const file = join(dir, "password");
     writeFileSync(file, "file-password-77\nignored\n");
-    const secrets = configSecrets({ openaiApiKey: "sk-config-key-1", natsPasswordFile: file, natsToken: "nats-token-42" });
+    const secrets = secretValues({ openaiApiKey: "sk-config-key-1", natsPasswordFile: file, natsToken: "nats-token-42" });
     rmSync(dir, { recursive: true });
     expect(secrets).toEqual(["sk-config-key-1", "nats-token-42", "file-password-77"]);
     bus = new MemoryBus({ onError: () => undefined });

@@ -16,6 +16,8 @@ describe("size limits", () => {
     expect(DEFAULT_SIZE_LIMITS).toEqual({ submissionBytes: DEFAULTS.maxSubmissionBytes, inputBytes: DEFAULTS.maxInputBytes, templateBytes: DEFAULTS.maxTemplateBytes });
     expect(sizeLimitsFromEnv({ DIRIGENT_MAX_INPUT_BYTES: "5" })).toEqual({ ...DEFAULT_SIZE_LIMITS, inputBytes: 5 });
     expect(() => sizeLimitsFromEnv({ DIRIGENT_MAX_TEMPLATE_BYTES: "-1" })).toThrow(/DIRIGENT_MAX_TEMPLATE_BYTES/);
+    // Lowered only: a task's template and inputs travel between roles in one request of at most 1 MiB.
+    expect(() => sizeLimitsFromEnv({ DIRIGENT_MAX_SUBMISSION_BYTES: "2000000" })).toThrow(/DIRIGENT_MAX_SUBMISSION_BYTES: must be at most 1048576/);
   });
 
   it("measure UTF-8 bytes, not characters", () => {
