@@ -162,7 +162,7 @@ export interface WorkQueue {
   readonly ackWaitMs: number;
   /**
    * Largest item body the queue takes (the transport's message size); absent: no limit. A larger item is stored
-   * elsewhere and queued by reference (actors/intake.ts).
+   * elsewhere and queued by reference (actors/director/intake.ts).
    */
   readonly maxItemBytes?: number;
   /** Delivers items to `handler`, at most `concurrency` at a time in this process. */

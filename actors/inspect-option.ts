@@ -1,6 +1,6 @@
 /**
  * The seam between the actor shells and XState inspection: each shell passes `...inspectOption(deps, role, taskId)`
- * to `createActor` for the root actors it creates; the runtime's hook (runtime/inspect-publisher.ts) publishes them.
+ * to `createActor` for the root actors it creates; the runtime's hook (runtime/inspect/publisher.ts) publishes them.
  */
 import type { InspectionEvent } from "xstate";
 

@@ -48,7 +48,7 @@ function el(tag, attrs = {}, ...children) {
   return node;
 }
 
-// What a chart may contain: the elements and attributes runtime/inspect-svg.ts draws, nothing that runs code or loads.
+// What a chart may contain: the elements and attributes runtime/charts/svg.ts draws, nothing that runs code or loads.
 const SVG_ELEMENTS = new Set(["svg", "defs", "marker", "g", "path", "rect", "circle", "text", "title"]);
 const SVG_ATTRIBUTES = new Set(["xmlns", "class", "viewBox", "width", "height", "x", "y", "rx", "cx", "cy", "r", "d", "text-anchor", "marker-end", "id", "refX", "refY", "markerWidth", "markerHeight", "orient"]);
 

@@ -18,4 +18,3 @@ export * from "./checkmate.js";
 export * from "./goals.js";
 export * from "./health.js";
 export * from "./subjects.js";
-export type * from "./template.js";

@@ -4,20 +4,20 @@
  * runtime error), 2 usage errors and invalid templates.
  */
 import { Command, CommanderError } from "commander";
-import { UsageError } from "./cli-common.js";
+import { UsageError } from "./cli/common.js";
 import { ConfigError } from "./config.js";
-import { registerRuntimeCommands } from "./cli-runtime.js";
-import { registerTaskCommands } from "./cli-tasks.js";
-import { registerCompileCommand } from "./cli-compile.js";
-import { registerToolCommands } from "./cli-tools.js";
-import { registerMemoryCommands } from "./cli-memory.js";
-import { registerMachineCommands } from "./cli-machines.js";
-import { registerTemplateCommands } from "./cli-templates.js";
-import { registerNatsCommands } from "./cli-nats.js";
-import { registerInspectCommand } from "./cli-inspect.js";
-import { registerCheckmateCommand } from "./cli-checkmate.js";
-import { registerGoalCommands } from "./cli-goals.js";
-import { registerHealthCommand } from "./cli-health.js";
+import { registerRuntimeCommands } from "./cli/runtime.js";
+import { registerTaskCommands } from "./cli/tasks.js";
+import { registerCompileCommand } from "./cli/compile.js";
+import { registerToolCommands } from "./cli/tools.js";
+import { registerMemoryCommands } from "./cli/memory.js";
+import { registerMachineCommands } from "./cli/machines.js";
+import { registerTemplateCommands } from "./cli/templates.js";
+import { registerNatsCommands } from "./cli/nats.js";
+import { registerInspectCommand } from "./cli/inspect.js";
+import { registerCheckmateCommand } from "./cli/checkmate.js";
+import { registerGoalCommands } from "./cli/goals.js";
+import { registerHealthCommand } from "./cli/health.js";
 
 const program = new Command()
   .name("dirigent")

@@ -126,7 +126,7 @@ export const Config = z.object({
   streamDeltas: z.preprocess((v) => (typeof v === "string" ? (BOOLEANS[v.toLowerCase()] ?? v) : v), z.boolean()),
   /** `{{var}}` substitution by the Evaluator: `strict` fails on an unbound variable, `lenient` inserts `{{undefined:name}}` (C13). */
   substitution: z.enum(["strict", "lenient"]),
-  /** Environment variables a script sees (names); secrets and variables that change which code runs never (actors/tools/sandbox.ts). */
+  /** Environment variables a script sees (names); secrets and variables that change which code runs never (runtime/tools/sandbox.ts). */
   scriptEnv: list(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "must be variable names")),
   /** Directory of the template library (`*.xml`, read recursively); a missing default directory is an empty library. */
   templates: z.string().trim().min(1, "must name a directory"),

@@ -2,9 +2,9 @@
  * The goals bucket (`<ROOT>_GOALS`): goals and Supervisor leases, in JetStream KV or in memory (embedded mode).
  */
 import type { NatsConnection } from "@nats-io/transport-node";
-import type { KeyedStore } from "../actors/goal-store.js";
+import type { KeyedStore } from "../actors/supervisor/goal-store.js";
 import type { Subjects } from "../protocol/index.js";
-import { openKvStore } from "./nats-store.js";
+import { openKvStore } from "./nats/store.js";
 
 /** Opens the goals bucket, creating it on first use (file storage, history 1). */
 export async function openGoalStore(nc: NatsConnection, subjects: Subjects): Promise<KeyedStore> {

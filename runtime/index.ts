@@ -7,13 +7,14 @@ export { loadConfig, ConfigError, DEFAULTS, ENV_NAMES, type Config } from "./con
 export { DirigentClient, RemoteError, type SubmitInput, type TaskWatch } from "./client.js";
 export { GoalClient } from "./goal-client.js";
 export { openNatsTransport, openMemoryTransport, type OpenTransport } from "./transport.js";
-export { place, DEFAULT_NATS_URL, type Placement } from "./connect.js";
-export { startMockLlm, loadMockScript, MockScript, type MockLlmServer } from "./mock-llm.js";
-export { startNatsServer, findNatsServer, NatsServerNotFoundError } from "./nats-server-process.js";
-export { createModelClient, type CallModel } from "../actors/model.js";
-export { parseTemplate } from "../actors/template/parse.js";
+export { place, DEFAULT_NATS_URL, type Placement } from "./nats/connect.js";
+export { startMockLlm, loadMockScript, MockScript, type MockLlmServer } from "./model/mock-server.js";
+export { startNatsServer, findNatsServer, NatsServerNotFoundError } from "./nats/server-process.js";
+export { type CallModel } from "../actors/model.js";
+export { createModelClient } from "./model/openai.js";
+export { parseTemplate } from "../machines/language/parse.js";
 export {
   createLibrary, libraryFromXml, loadLibrary,
   type LibraryError, type LibraryTemplate, type LoadedLibrary, type MatchOptions, type TemplateLibrary, type TemplateMatch,
-} from "../actors/template/library.js";
+} from "../actors/library/library.js";
 export { createSubjects, DEFAULT_ROOT } from "../protocol/index.js";

@@ -5,20 +5,20 @@
 import type { Logger } from "../actors/deps.js";
 import { messageOf } from "../actors/deps.js";
 import type { Subjects } from "../protocol/index.js";
-import type { IndexStore } from "../actors/memory-index.js";
+import type { IndexStore } from "../actors/memory/index-store.js";
 import { ackWaitMsFromEnv } from "./config.js";
-import { MemoryBus, MemoryTaskStore, MemoryWorkQueue } from "./memory-bus.js";
-import { openIndexStore } from "./memory-index-nats.js";
-import { InMemoryIndexStore } from "./memory-index-store.js";
-import { connectNats, NatsBus } from "./nats-bus.js";
-import { ensureEventsStream, openTaskStore, openTurnStore } from "./nats-store.js";
-import { wireOf } from "./nats-wire.js";
-import { openWorkQueue } from "./nats-queue.js";
+import { MemoryBus, MemoryTaskStore, MemoryWorkQueue } from "./in-process/bus.js";
+import { openIndexStore } from "./nats/index-store.js";
+import { InMemoryIndexStore } from "./in-process/index-store.js";
+import { connectNats, NatsBus } from "./nats/bus.js";
+import { ensureEventsStream, openTaskStore, openTurnStore } from "./nats/store.js";
+import { wireOf } from "./nats/wire.js";
+import { openWorkQueue } from "./nats/queue.js";
 import type { Transport } from "./system.js";
-import { eagerStores, lazyIndexStore, lazyKeyedStore, lazyTaskStore, lazyWorkQueue } from "./lazy-stores.js";
+import { eagerStores, lazyIndexStore, lazyKeyedStore, lazyTaskStore, lazyWorkQueue } from "./nats/lazy-stores.js";
 import { openGoalStore } from "./goal-kv.js";
-import type { NatsAuth } from "./nats-auth.js";
-import { inboxPrefixFor } from "./nats-permissions.js";
+import type { NatsAuth } from "./nats/auth.js";
+import { inboxPrefixFor } from "./nats/permissions.js";
 
 /** A transport, with what it runs on. */
 export interface OpenTransport extends Transport {

@@ -8,7 +8,7 @@
  */
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { afterAll, beforeAll, bench, describe } from "vitest";
-import { startMockLlm, type MockLlmServer } from "../../runtime/mock-llm.js";
+import { startMockLlm, type MockLlmServer } from "../../runtime/model/mock-server.js";
 import { randomRoot, startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 import { startCli, type CliProcess } from "../support/processes.js";
 import { Recorder } from "../support/recorder.js";

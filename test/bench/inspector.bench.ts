@@ -11,9 +11,9 @@ import { afterAll, beforeAll, bench, describe } from "vitest";
 import { createActor, setup, type Actor, type AnyStateMachine } from "xstate";
 import { inspectOption } from "../../actors/inspect-option.js";
 import { createSubjects } from "../../protocol/index.js";
-import { createInspectPublisher, type InspectPublisher } from "../../runtime/inspect-publisher.js";
-import { startInspectServer, type InspectServer } from "../../runtime/inspect-server.js";
-import { connectNats, NatsBus } from "../../runtime/nats-bus.js";
+import { createInspectPublisher, type InspectPublisher } from "../../runtime/inspect/publisher.js";
+import { startInspectServer, type InspectServer } from "../../runtime/inspect/server.js";
+import { connectNats, NatsBus } from "../../runtime/nats/bus.js";
 import { randomRoot, startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 import { figureOf, fmt, percentile, record } from "./results.js";
 

@@ -4,11 +4,11 @@
  * that answer at once: no NATS, no JSON, no model. What a task costs in XState alone, per task.
  */
 import { assign, createActor, fromPromise, toPromise } from "xstate";
-import type { SuspendedResult } from "../../machines/continuation.js";
-import { rootEnv, type Env } from "../../machines/env.js";
-import { evaluationMachine } from "../../machines/evaluation.js";
-import { handlerSessionMachine, measured, type CallModelInput, type ModelReply, type RunToolsInput, type ToolResults } from "../../machines/handler-session.js";
-import { taskMachine } from "../../machines/task.js";
+import type { SuspendedResult } from "../../machines/evaluator/continuation.js";
+import { rootEnv, type Env } from "../../machines/language/env.js";
+import { evaluationMachine } from "../../machines/evaluator/evaluation.js";
+import { handlerSessionMachine, measured, type CallModelInput, type ModelReply, type RunToolsInput, type ToolResults } from "../../machines/handler/session.js";
+import { taskMachine } from "../../machines/director/task.js";
 import type { SessionCheckpoint, TaskResult } from "../../protocol/index.js";
 
 const RESULT: TaskResult = { content: "ok", status: "COMPLETE", notes: {} };

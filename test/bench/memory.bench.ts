@@ -8,14 +8,14 @@ import { randomUUID } from "node:crypto";
 import { cpus, loadavg } from "node:os";
 import { afterAll, beforeAll, bench, describe } from "vitest";
 import { silentLogger, type ActorDeps } from "../../actors/deps.js";
-import { startMemory, type MemoryHandle } from "../../actors/memory.js";
-import { IndexRanker } from "../../actors/memory-rank.js";
+import { startMemory, type MemoryHandle } from "../../actors/memory/memory.js";
+import { IndexRanker } from "../../actors/memory/rank.js";
 import { ask } from "../../actors/serve.js";
 import { createSubjects, MatchReply } from "../../protocol/index.js";
-import { MemoryBus } from "../../runtime/memory-bus.js";
+import { MemoryBus } from "../../runtime/in-process/bus.js";
 import { openNatsTransport, type OpenTransport } from "../../runtime/transport.js";
 import { randomRoot, startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
-import { InMemoryIndexStore } from "../../runtime/memory-index-store.js";
+import { InMemoryIndexStore } from "../../runtime/in-process/index-store.js";
 import { record } from "./results.js";
 import { syntheticIndex, syntheticQueries } from "./synthetic.js";
 

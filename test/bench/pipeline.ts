@@ -9,7 +9,7 @@ import { silentLogger } from "../../actors/deps.js";
 import type { CallModel } from "../../actors/model.js";
 import { createSubjects, decode, encodeJson, SubmitReply, TaskOutcome, type Subjects } from "../../protocol/index.js";
 import { loadConfig } from "../../runtime/config.js";
-import { connectNats, NatsBus } from "../../runtime/nats-bus.js";
+import { connectNats, NatsBus } from "../../runtime/nats/bus.js";
 import { startSystem, type SystemHandle } from "../../runtime/system.js";
 import { openNatsTransport, type OpenTransport } from "../../runtime/transport.js";
 import { randomRoot } from "../support/nats-server.js";

@@ -13,16 +13,16 @@ import { AckPolicy, jetstream, jetstreamManager, RetentionPolicy, StorageType } 
 import { Kvm } from "@nats-io/kv";
 import { connect, nanos, type NatsConnection } from "@nats-io/transport-node";
 import { createSubjects, type Subjects } from "../../protocol/index.js";
-import { connectNats } from "../../runtime/nats-bus.js";
-import { openWorkQueue } from "../../runtime/nats-queue.js";
-import { wireOf } from "../../runtime/nats-wire.js";
+import { connectNats } from "../../runtime/nats/bus.js";
+import { openWorkQueue } from "../../runtime/nats/queue.js";
+import { wireOf } from "../../runtime/nats/wire.js";
 import { randomRoot } from "../support/nats-server.js";
 import { startSubmitter, type Submitter } from "./pipeline.js";
 
 /**
  * How the hand-written pipeline reaches JetStream. `clients`: nats.js' JetStream and KV clients (`js.publish`, `kv.get`,
  * `kv.put`, `consumer.consume`) on a connection with the client's defaults. `wire`: dirigent's own transport
- * (`runtime/nats-wire.ts` writes and direct gets on one reply subscription, the `runtime/nats-queue.ts` pull), the
+ * (`runtime/nats/wire.ts` writes and direct gets on one reply subscription, the `runtime/nats/queue.ts` pull), the
  * floor under dirigent's roles.
  */
 export type RawIo = "clients" | "wire";

@@ -1,5 +1,5 @@
 /** Synthetic file-index entries and task descriptions for the Memory benchmark (deterministic). */
-import type { IndexEntry } from "../../machines/memory.js";
+import type { IndexEntry } from "../../machines/memory/memory.js";
 
 const DEV = "parse template xml task handler memory index match rank bus nats stream queue worker config load save user account payment invoice order cart search cache token session auth login logout render view model route api client server test fixture mock schema event message retry backoff limit budget report export import upload download image video audio email notify schedule cron job batch sync async lock mutex graph tree node edge path file folder dir walk ignore glob pattern filter sort merge split diff patch commit branch tag release build deploy docker kube helm metric trace log error panic recover".split(" ");
 const SYLLABLES = "ka lo mi ne ru sa te vo zi pa da fe gu hi jo ku la me no pi qu re si to".split(" ");

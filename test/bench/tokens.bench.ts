@@ -1,13 +1,13 @@
 /**
- * Workload 8: token counting of hostile text (`actors/token-count.ts`): 1 MB of one letter, of one emoji, of one
+ * Workload 8: token counting of hostile text (`actors/handler/token-count.ts`): 1 MB of one letter, of one emoji, of one
  * letter under combining marks, and mixed; the Handler's count of a request holding a 900 KB description of one
  * character (the issue's case: gpt-tokenizer alone spent minutes on it); and the costliest text still counted
  * exactly (random words up to the exact limit, every piece new to the tokenizer's cache). CPU ms per count
  * (`process.cpuUsage`, user + system), median over repeats, after a warm-up; each count on a fresh copy of the text.
  */
 import { bench, describe } from "vitest";
-import { countTextTokens, EXACT_COUNT_MAX_CHARS } from "../../actors/token-count.js";
-import { countRequestTokens } from "../../actors/tokens.js";
+import { countTextTokens, EXACT_COUNT_MAX_CHARS } from "../../actors/handler/token-count.js";
+import { countRequestTokens } from "../../actors/handler/tokens.js";
 import { figureOf, once, record, WHOLE } from "./results.js";
 
 const REPEATS = 5;

@@ -7,7 +7,7 @@ import { readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { beforeAll, bench, describe } from "vitest";
-import { parseTemplate } from "../../actors/template/parse.js";
+import { parseTemplate } from "../../machines/language/parse.js";
 import { CORPUS_DIR, corpusIndex } from "../support/corpus.js";
 import { figureOf, once, record, WHOLE } from "./results.js";
 

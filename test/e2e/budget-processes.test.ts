@@ -12,7 +12,7 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createSubjects, decode, ExecuteRequest, type TaskOutcome } from "../../protocol/index.js";
-import { startMockLlm, type MockLlmServer, type RecordedRequest } from "../../runtime/mock-llm.js";
+import { startMockLlm, type MockLlmServer, type RecordedRequest } from "../../runtime/model/mock-server.js";
 import { randomRoot, startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 import { startCli, type CliProcess } from "../support/processes.js";
 import { gate, Recorder } from "../support/recorder.js";

@@ -5,10 +5,10 @@
  */
 import { setTimeout as delay } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { readRecord } from "../../actors/director-records.js";
+import { readRecord } from "../../actors/director/records.js";
 import { createSubjects, decode, TaskEvent, TaskOutcome } from "../../protocol/index.js";
-import { startMockLlm, type MockLlmServer } from "../../runtime/mock-llm.js";
-import { JetStreamWorkQueue } from "../../runtime/nats-queue.js";
+import { startMockLlm, type MockLlmServer } from "../../runtime/model/mock-server.js";
+import { JetStreamWorkQueue } from "../../runtime/nats/queue.js";
 import { startTestNatsServer, randomRoot, type TestNatsServer } from "../support/nats-server.js";
 import { startCli, type CliProcess } from "../support/processes.js";
 import { Recorder } from "../support/recorder.js";

@@ -3,7 +3,7 @@
  * scripted model.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startMockLlm, type MockLlmServer } from "../../runtime/mock-llm.js";
+import { startMockLlm, type MockLlmServer } from "../../runtime/model/mock-server.js";
 import { startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 import { startCli } from "../support/processes.js";
 import { startStack, type Stack } from "../support/stack.js";

@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { silentLogger } from "../../actors/deps.js";
 import { createSubjects, decode, PingReply } from "../../protocol/index.js";
 import { DirigentClient } from "../../runtime/client.js";
-import { startMockLlm, type MockLlmServer } from "../../runtime/mock-llm.js";
+import { startMockLlm, type MockLlmServer } from "../../runtime/model/mock-server.js";
 import { openNatsTransport } from "../../runtime/transport.js";
 import { randomRoot, startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 import { startCli, type CliProcess } from "../support/processes.js";

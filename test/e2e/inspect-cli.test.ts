@@ -13,8 +13,8 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createSubjects } from "../../protocol/index.js";
 import type { InspectMessage } from "../../protocol/inspect.js";
-import { exportFiles } from "../../runtime/cli-machines.js";
-import { machines } from "../../runtime/machines.js";
+import { exportFiles } from "../../runtime/cli/machines.js";
+import { machines } from "../../runtime/charts/registry.js";
 import { randomRoot, startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 import { startCli } from "../support/processes.js";
 

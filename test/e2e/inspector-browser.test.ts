@@ -13,7 +13,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { chromium, type Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { machines } from "../../runtime/machines.js";
+import { machines } from "../../runtime/charts/registry.js";
 import { randomRoot, startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 import { startCli, type CliProcess } from "../support/processes.js";
 
@@ -22,7 +22,7 @@ export const CHROMIUM = "/usr/bin/chromium";
 /** A page script recording every Content-Security-Policy violation in `window.__violations`. */
 export const RECORD_CSP_VIOLATIONS = `window.__violations = [];
 document.addEventListener("securitypolicyviolation", (e) => window.__violations.push(e.violatedDirective + " " + e.blockedURI));`;
-const ARTIFACTS = fileURLToPath(new URL("../../test-artifacts/", import.meta.url));
+const ARTIFACTS = fileURLToPath(new URL("../../test-artifacts", import.meta.url));
 
 let server: TestNatsServer;
 let browser: Browser;

@@ -9,8 +9,8 @@
 import { setTimeout as delay } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createSubjects, decode, TaskEvent, TaskOutcome } from "../../protocol/index.js";
-import { startMockLlm, type MockLlmServer, type RecordedRequest } from "../../runtime/mock-llm.js";
-import { JetStreamWorkQueue } from "../../runtime/nats-queue.js";
+import { startMockLlm, type MockLlmServer, type RecordedRequest } from "../../runtime/model/mock-server.js";
+import { JetStreamWorkQueue } from "../../runtime/nats/queue.js";
 import { randomRoot, startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 import { startCli, type CliProcess } from "../support/processes.js";
 import { Recorder } from "../support/recorder.js";

@@ -1,5 +1,5 @@
 /**
- * Per-role users and permissions (runtime/nats-permissions.ts) against a real nats-server started with the production
+ * Per-role users and permissions (runtime/nats/permissions.ts) against a real nats-server started with the production
  * form of the authorization block: every role connects as its own user and a task completes end to end without a
  * single permission violation; a submitter cannot reach internal subjects, the task records or the intake stream;
  * clients without credentials or with a wrong password are refused with a clear error. Also: `nats.conf` is not stale.
@@ -19,13 +19,13 @@ import type { InspectMessage } from "../../protocol/inspect.js";
 import { DirigentClient } from "../../runtime/client.js";
 import { GoalClient } from "../../runtime/goal-client.js";
 import { loadConfig, type Config } from "../../runtime/config.js";
-import { place } from "../../runtime/connect.js";
-import { startMockLlm, type MockLlmServer } from "../../runtime/mock-llm.js";
-import { natsTaskReplay } from "../../runtime/inspect-replay.js";
-import { startInspectServer } from "../../runtime/inspect-server.js";
-import type { TaskView } from "../../runtime/inspect-state.js";
-import { connectNats, NatsBus, type NatsConnection } from "../../runtime/nats-bus.js";
-import { GENERATED_BEGIN, GENERATED_END, NATS_ROLES, passwordVariable, renderAuthorization, renderDevAuthorization, type NatsRole } from "../../runtime/nats-permissions.js";
+import { place } from "../../runtime/nats/connect.js";
+import { startMockLlm, type MockLlmServer } from "../../runtime/model/mock-server.js";
+import { natsTaskReplay } from "../../runtime/inspect/replay.js";
+import { startInspectServer } from "../../runtime/inspect/server.js";
+import type { TaskView } from "../../runtime/inspect/state.js";
+import { connectNats, NatsBus, type NatsConnection } from "../../runtime/nats/bus.js";
+import { GENERATED_BEGIN, GENERATED_END, NATS_ROLES, passwordVariable, renderAuthorization, renderDevAuthorization, type NatsRole } from "../../runtime/nats/permissions.js";
 import { startSystem, type SystemHandle } from "../../runtime/system.js";
 import { openNatsTransport, type OpenTransport } from "../../runtime/transport.js";
 import { randomRoot, startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";

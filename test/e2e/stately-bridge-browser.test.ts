@@ -10,7 +10,7 @@ import type { AddressInfo } from "node:net";
 import { chromium, type Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { InspectMessage } from "../../protocol/inspect.js";
-import { startStatelyBridge } from "../../runtime/inspect-stately.js";
+import { startStatelyBridge } from "../../runtime/inspect/stately.js";
 
 /** Debian's Chromium, as in inspector-browser.test.ts. */
 const CHROMIUM = "/usr/bin/chromium";

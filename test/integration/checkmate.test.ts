@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { silentLogger } from "../../actors/deps.js";
 import { ask } from "../../actors/serve.js";
 import { EvaluateReply, type EvaluateRequest, type TaskEvent, type TaskOutcome } from "../../protocol/index.js";
-import { startMockLlm, type MockLlmServer } from "../../runtime/mock-llm.js";
+import { startMockLlm, type MockLlmServer } from "../../runtime/model/mock-server.js";
 import { startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 import { newTaskId, startStack } from "../support/stack.js";
 

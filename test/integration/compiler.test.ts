@@ -5,10 +5,10 @@
  */
 import { setTimeout as delay } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { readRecord } from "../../actors/director-records.js";
+import { readRecord } from "../../actors/director/records.js";
 import { decode, encodeJson, ErrorReply, TaskId, TaskRecord, type TaskEvent } from "../../protocol/index.js";
 import { RemoteError } from "../../runtime/client.js";
-import { startMockLlm, type MockLlmServer } from "../../runtime/mock-llm.js";
+import { startMockLlm, type MockLlmServer } from "../../runtime/model/mock-server.js";
 import { startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 import { Recorder } from "../support/recorder.js";
 import { newTaskId, startStack } from "../support/stack.js";

@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { TaskEvent } from "../../protocol/index.js";
-import { loadMockScript, startMockLlm, type MockLlmServer } from "../../runtime/mock-llm.js";
+import { loadMockScript, startMockLlm, type MockLlmServer } from "../../runtime/model/mock-server.js";
 import { startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 import { newTaskId, startStack } from "../support/stack.js";
 

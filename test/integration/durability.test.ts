@@ -7,12 +7,12 @@ import { AckPolicy, jetstreamManager, RetentionPolicy, StorageType } from "@nats
 import { setTimeout as delay } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { retryDelayMs } from "../../actors/bus.js";
-import { claimTask, PENDING_CLAIM_MS, pendingClaim, readRecord, requestCancel, writeClaimed } from "../../actors/director-records.js";
+import { claimTask, PENDING_CLAIM_MS, pendingClaim, readRecord, requestCancel, writeClaimed } from "../../actors/director/records.js";
 import { createSubjects, decode, encode, encodeJson, TaskEvent, TaskOutcome, TaskRecord } from "../../protocol/index.js";
-import { startMockLlm, type MockLlmServer } from "../../runtime/mock-llm.js";
-import { connectNats } from "../../runtime/nats-bus.js";
-import { openTaskStore } from "../../runtime/nats-store.js";
-import { DEFAULT_MAX_ACK_PENDING, openWorkQueue } from "../../runtime/nats-queue.js";
+import { startMockLlm, type MockLlmServer } from "../../runtime/model/mock-server.js";
+import { connectNats } from "../../runtime/nats/bus.js";
+import { openTaskStore } from "../../runtime/nats/store.js";
+import { DEFAULT_MAX_ACK_PENDING, openWorkQueue } from "../../runtime/nats/queue.js";
 import { randomRoot, startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 import { Recorder } from "../support/recorder.js";
 import { newTaskId, startStack, type Stack } from "../support/stack.js";

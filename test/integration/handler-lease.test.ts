@@ -1,5 +1,5 @@
 /**
- * The Handler's in-flight markers and leases (actors/handler-lease.ts) over a real nats-server KV bucket: a key
+ * The Handler's in-flight markers and leases (actors/handler/lease.ts) over a real nats-server KV bucket: a key
  * runs once at a time across two "processes" (two lease sets on the same bucket), a renewed lease is not taken
  * over, a lease left to run out (its process died) is taken over with compare-and-set, a wait stops on cancel, and
  * the run gate joins a run going on in its own process and waits for one in another. Then two Handlers on one
@@ -14,13 +14,13 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { silentLogger } from "../../actors/deps.js";
 import { ask } from "../../actors/serve.js";
 import { ExecuteReply, ScriptReply, type ExecuteRequest, type ScriptRequest } from "../../protocol/index.js";
-import { startMockLlm, type MockLlmServer } from "../../runtime/mock-llm.js";
+import { startMockLlm, type MockLlmServer } from "../../runtime/model/mock-server.js";
 import { newTaskId, startStack, type Stack } from "../support/stack.js";
-import { createLeases, createRunGate, markerKey, type JoinedAt } from "../../actors/handler-lease.js";
-import { turnKey } from "../../actors/handler-record.js";
+import { createLeases, createRunGate, markerKey, type JoinedAt } from "../../actors/handler/lease.js";
+import { turnKey } from "../../actors/handler/records.js";
 import { RemoteError } from "../../actors/serve.js";
 import { decode, encode, RunMarker } from "../../protocol/index.js";
-import { openKvStore, type NatsTaskStore } from "../../runtime/nats-store.js";
+import { openKvStore, type NatsTaskStore } from "../../runtime/nats/store.js";
 import { randomRoot, startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 
 /** Short timings, so a lease runs out within the test; the logic is the one of the defaults. */

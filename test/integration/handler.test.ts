@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { TaskEvent } from "../../protocol/index.js";
-import { startMockLlm, type MockScript } from "../../runtime/mock-llm.js";
+import { startMockLlm, type MockScript } from "../../runtime/model/mock-server.js";
 import type { Config } from "../../runtime/config.js";
 import { startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 import { noneRunning, pidsRunning, pollUntil } from "../support/process-group.js";

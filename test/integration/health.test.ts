@@ -7,8 +7,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { silentLogger } from "../../actors/deps.js";
 import { createSubjects, decode, encode, PingReply, PingRequest } from "../../protocol/index.js";
 import { checkSelf, startPingResponder, superviseConnection, VERSION } from "../../runtime/health.js";
-import { connectNats, NatsBus } from "../../runtime/nats-bus.js";
-import { wireOf } from "../../runtime/nats-wire.js";
+import { connectNats, NatsBus } from "../../runtime/nats/bus.js";
+import { wireOf } from "../../runtime/nats/wire.js";
 import { randomRoot, startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 
 let server: TestNatsServer;

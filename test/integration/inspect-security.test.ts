@@ -8,8 +8,8 @@ import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { request, type IncomingHttpHeaders } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createSubjects } from "../../protocol/index.js";
-import { startInspectServer, type InspectServer } from "../../runtime/inspect-server.js";
-import { NatsBus } from "../../runtime/nats-bus.js";
+import { startInspectServer, type InspectServer } from "../../runtime/inspect/server.js";
+import { NatsBus } from "../../runtime/nats/bus.js";
 import { randomRoot, startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 
 interface Answer {

@@ -8,7 +8,7 @@ import { request } from "node:http";
 import { createRequire } from "node:module";
 import { describe, expect, it } from "vitest";
 import type { InspectMessage } from "../../protocol/inspect.js";
-import { startStatelyBridge } from "../../runtime/inspect-stately.js";
+import { startStatelyBridge } from "../../runtime/inspect/stately.js";
 
 /** The `ws` client @statelyai/inspect itself uses (no types are installed for it). */
 interface WsClient {

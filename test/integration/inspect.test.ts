@@ -6,11 +6,11 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { connect } from "@nats-io/transport-node";
 import { createSubjects } from "../../protocol/index.js";
-import { machineGraph } from "../../runtime/machine-graph.js";
-import { machines } from "../../runtime/machines.js";
-import { startInspectServer, type InspectServer } from "../../runtime/inspect-server.js";
-import { natsTaskReplay } from "../../runtime/inspect-replay.js";
-import type { ActorView, TaskView, TimelineEntry } from "../../runtime/inspect-state.js";
+import { machineGraph } from "../../runtime/charts/graph.js";
+import { machines } from "../../runtime/charts/registry.js";
+import { startInspectServer, type InspectServer } from "../../runtime/inspect/server.js";
+import { natsTaskReplay } from "../../runtime/inspect/replay.js";
+import type { ActorView, TaskView, TimelineEntry } from "../../runtime/inspect/state.js";
 import { newTaskId, startStack, type Stack } from "../support/stack.js";
 import { startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 
@@ -165,7 +165,7 @@ describe("inspector replay from the events stream", () => {
       expect((await stack.client.run({ taskId, xml, inputs: { name: "Cy" } })).status).toBe("COMPLETE");
     }
     const nc = await connect({ servers: nats.url });
-    const { NatsBus } = await import("../../runtime/nats-bus.js");
+    const { NatsBus } = await import("../../runtime/nats/bus.js");
     const bus = new NatsBus(nc, { onError: () => undefined });
     const subjects = createSubjects(root);
     await using server = await startInspectServer({ bus, subjects, port: 0, replay: natsTaskReplay(nc, subjects) });

@@ -10,7 +10,7 @@ import { KEEPALIVE_HEADER, ResponderSilentError } from "../../actors/bus.js";
 import { silentLogger, type ActorDeps } from "../../actors/deps.js";
 import { askRetrying, serve } from "../../actors/serve.js";
 import { createSubjects } from "../../protocol/index.js";
-import { connectNats, NatsBus } from "../../runtime/nats-bus.js";
+import { connectNats, NatsBus } from "../../runtime/nats/bus.js";
 import { randomRoot, startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 import { text } from "../support/recorder.js";
 

@@ -1,5 +1,5 @@
 /**
- * Values larger than one NATS message in the JetStream task store (runtime/nats-store.ts, runtime/nats-chunks.ts),
+ * Values larger than one NATS message in the JetStream task store (runtime/nats/store.ts, runtime/nats/chunks.ts),
  * against real nats-servers: the repository's (max_payload 2 MB) and one with a 64 KiB max_payload. 3–5 MB values
  * are written and read back whole through the unchanged store API, compare-and-set keeps its meaning on the pointer,
  * replaced chunks are purged, listings show no chunk keys, and a value over the hard maximum is refused for good.
@@ -8,8 +8,8 @@ import { randomBytes } from "node:crypto";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { isPermanentStoreError, MAX_STORED_VALUE_BYTES, StoreRefusedError } from "../../actors/bus.js";
-import { connectNats } from "../../runtime/nats-bus.js";
-import { openKvStore, type NatsTaskStore } from "../../runtime/nats-store.js";
+import { connectNats } from "../../runtime/nats/bus.js";
+import { openKvStore, type NatsTaskStore } from "../../runtime/nats/store.js";
 import { startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 import type { NatsConnection } from "@nats-io/transport-node";
 

@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createSubjects, type TaskEvent } from "../../protocol/index.js";
-import { startMockLlm, type MockLlmServer } from "../../runtime/mock-llm.js";
+import { startMockLlm, type MockLlmServer } from "../../runtime/model/mock-server.js";
 import { startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 import { Recorder } from "../support/recorder.js";
 import { newTaskId, startStack, type Stack } from "../support/stack.js";

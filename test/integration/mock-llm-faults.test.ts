@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import OpenAI, { APIUserAbortError, BadRequestError, InternalServerError, RateLimitError } from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { loadMockScript, MockScriptError, type MockLlmServer } from "../../runtime/mock-llm.js";
+import { loadMockScript, MockScriptError, type MockLlmServer } from "../../runtime/model/mock-server.js";
 import { ask, closeServersAfterEach, logWatcher, start, textOf, user } from "../support/mock-llm-client.js";
 
 closeServersAfterEach();

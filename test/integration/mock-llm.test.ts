@@ -1,7 +1,7 @@
 /** The mock model through the real `openai` SDK: replies, rule matching, tool calls, streaming and usage. */
 import OpenAI from "openai";
 import { describe, expect, it } from "vitest";
-import type { MockScript } from "../../runtime/mock-llm.js";
+import type { MockScript } from "../../runtime/model/mock-server.js";
 import { ask, closeServersAfterEach, functionCalls, start, textOf, user, type Message } from "../support/mock-llm-client.js";
 
 closeServersAfterEach();

@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { TaskEvent } from "../../protocol/index.js";
 import { DEFAULTS, type Config } from "../../runtime/config.js";
-import type { MockScript } from "../../runtime/mock-llm.js";
+import type { MockScript } from "../../runtime/model/mock-server.js";
 import { startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 import { Recorder } from "../support/recorder.js";
 import { newTaskId, startStack } from "../support/stack.js";

@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createSubjects } from "../../protocol/subjects.js";
-import { connectNats, NatsBus, type NatsConnection } from "../../runtime/nats-bus.js";
-import { NatsServerNotFoundError, NatsServerStartError, startNatsServer } from "../../runtime/nats-server-process.js";
+import { connectNats, NatsBus, type NatsConnection } from "../../runtime/nats/bus.js";
+import { NatsServerNotFoundError, NatsServerStartError, startNatsServer } from "../../runtime/nats/server-process.js";
 import { Kvm } from "@nats-io/kv";
-import { ensureEventsStream, NatsTaskStore, openTaskStore, readTaskEvents } from "../../runtime/nats-store.js";
-import { openWorkQueue } from "../../runtime/nats-queue.js";
+import { ensureEventsStream, NatsTaskStore, openTaskStore, readTaskEvents } from "../../runtime/nats/store.js";
+import { openWorkQueue } from "../../runtime/nats/queue.js";
 import { busContract } from "../support/bus-contract.js";
 import { NATS_CONF, randomRoot, startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 import { Recorder, text } from "../support/recorder.js";

@@ -5,10 +5,10 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { silentLogger, type ActorDeps } from "../../actors/deps.js";
-import { taskRequests } from "../../actors/director-requests.js";
-import { PENDING_CLAIM_MS, readRecord } from "../../actors/director-records.js";
+import { taskRequests } from "../../actors/director/requests.js";
+import { PENDING_CLAIM_MS, readRecord } from "../../actors/director/records.js";
 import { createSubjects, decode, TaskEvent, TaskStatusReply } from "../../protocol/index.js";
-import { startMockLlm, type MockLlmServer } from "../../runtime/mock-llm.js";
+import { startMockLlm, type MockLlmServer } from "../../runtime/model/mock-server.js";
 import { startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 import { Recorder } from "../support/recorder.js";
 import { newTaskId, startStack, type Stack } from "../support/stack.js";

@@ -2,7 +2,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { TaskEvent } from "../../protocol/index.js";
 import { RemoteError } from "../../runtime/client.js";
-import { startMockLlm, type MockLlmServer } from "../../runtime/mock-llm.js";
+import { startMockLlm, type MockLlmServer } from "../../runtime/model/mock-server.js";
 import { startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 import { Recorder } from "../support/recorder.js";
 import { newTaskId, startStack } from "../support/stack.js";

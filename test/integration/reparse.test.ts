@@ -5,12 +5,12 @@
  */
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startCompiler } from "../../actors/compiler.js";
+import { startCompiler } from "../../actors/compiler/compiler.js";
 import { silentLogger } from "../../actors/deps.js";
-import { createModelClient } from "../../actors/model.js";
+import { createModelClient } from "../../runtime/model/openai.js";
 import { serve } from "../../actors/serve.js";
 import { createSubjects, ExecuteRequest, type ExecuteReply, type TaskEvent } from "../../protocol/index.js";
-import { startMockLlm, type MockLlmServer } from "../../runtime/mock-llm.js";
+import { startMockLlm, type MockLlmServer } from "../../runtime/model/mock-server.js";
 import { startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 import { newTaskId, startStack } from "../support/stack.js";
 

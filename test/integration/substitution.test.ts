@@ -1,6 +1,6 @@
 /** Strict and lenient `{{var}}` substitution (C13) end to end over a real nats-server with the mock model. */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startMockLlm, type MockLlmServer } from "../../runtime/mock-llm.js";
+import { startMockLlm, type MockLlmServer } from "../../runtime/model/mock-server.js";
 import { startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 import { newTaskId, startStack } from "../support/stack.js";
 

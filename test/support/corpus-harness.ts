@@ -11,7 +11,7 @@ import { expect } from "vitest";
 import { silentLogger } from "../../actors/deps.js";
 import { ask } from "../../actors/serve.js";
 import { createSubjects, MatchReply, type TaskEvent, type TaskOutcome } from "../../protocol/index.js";
-import { startMockLlm, type MockLlmServer, type RecordedRequest } from "../../runtime/mock-llm.js";
+import { startMockLlm, type MockLlmServer, type RecordedRequest } from "../../runtime/model/mock-server.js";
 import { corpusText, type CorpusRun } from "./corpus.js";
 import { startTestNatsServer } from "./nats-server.js";
 import { newTaskId, startStack, type Stack } from "./stack.js";

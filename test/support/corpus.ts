@@ -7,7 +7,7 @@
 import { execFileSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { isAbsolute, join } from "node:path";
-import { parseTemplate } from "../../actors/template/parse.js";
+import { parseTemplate } from "../../machines/language/parse.js";
 
 const REPO = join(import.meta.dirname, "../..");
 

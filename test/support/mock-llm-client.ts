@@ -1,7 +1,7 @@
 /** Helpers of the mock-llm tests: servers started per test (closed after each), an `openai` client, log waits. */
 import OpenAI from "openai";
 import { afterEach } from "vitest";
-import { startMockLlm, type MockLlmServer, type MockScript } from "../../runtime/mock-llm.js";
+import { startMockLlm, type MockLlmServer, type MockScript } from "../../runtime/model/mock-server.js";
 
 export type Message = OpenAI.Chat.ChatCompletionMessageParam;
 

@@ -7,7 +7,7 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { startNatsServer, type NatsServerProcess } from "../../runtime/nats-server-process.js";
+import { startNatsServer, type NatsServerProcess } from "../../runtime/nats/server-process.js";
 
 /** The repository's development config, shared with tests. */
 export const NATS_CONF = fileURLToPath(new URL("../../nats.conf", import.meta.url));

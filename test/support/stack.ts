@@ -1,7 +1,7 @@
 /** A whole dirigent stack for integration tests: transport, roles, the mock model and a client. */
 import { randomUUID } from "node:crypto";
-import type { MockScript } from "../../runtime/mock-llm.js";
-import { startMockLlm, type MockLlmServer } from "../../runtime/mock-llm.js";
+import type { MockScript } from "../../runtime/model/mock-server.js";
+import { startMockLlm, type MockLlmServer } from "../../runtime/model/mock-server.js";
 import { loadConfig, type Config } from "../../runtime/config.js";
 import { DirigentClient } from "../../runtime/client.js";
 import { openMemoryTransport, openNatsTransport, type OpenTransport } from "../../runtime/transport.js";

@@ -8,8 +8,8 @@ import {
   initialMessages,
   requestMessage,
   retryMessage,
-} from "../../actors/compiler-prompt.js";
-import { parseTemplate } from "../../actors/template/parse.js";
+} from "../../actors/compiler/prompt.js";
+import { parseTemplate } from "../../machines/language/parse.js";
 import { CompileRequest, SubmitRequest, validate } from "../../protocol/index.js";
 
 const TASK = "<task><description>Say hi.</description></task>";

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { accumulatedOutputs, CONTEXT_DEFAULTS, contextDefaults, effectiveContext } from "../../machines/context-defaults.js";
+import { accumulatedOutputs, CONTEXT_DEFAULTS, contextDefaults, effectiveContext } from "../../machines/evaluator/context-defaults.js";
 
 const row = (inheritContext: string, accumulateData: boolean, accumulationFormat: string, freshContext: string) => ({ inheritContext, accumulateData, accumulationFormat, freshContext });
 

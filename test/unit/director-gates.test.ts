@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { WorkItem } from "../../actors/bus.js";
-import { submissionGates } from "../../actors/director-gates.js";
+import { submissionGates } from "../../actors/director/gates.js";
 
 const item = (id: string, seq: number): WorkItem => ({
   id,

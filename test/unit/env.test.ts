@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { extend, find, flatten, isPath, resolvePath, rootEnv } from "../../machines/env.js";
-import { evaluateTest } from "../../machines/expression.js";
+import { extend, find, flatten, isPath, resolvePath, rootEnv } from "../../machines/language/env.js";
+import { evaluateTest } from "../../machines/language/expression.js";
 
 describe("lexical environment", () => {
   const root = rootEnv({ user: { name: "Ada" }, topic: "sea", results: [{ name: "first" }, { name: "second" }] });

@@ -1,8 +1,9 @@
 import { describe, expect, it } from "vitest";
-import { budgetScopes, createTaskSpend, nodeBudgetBinding } from "../../actors/evaluator-budget.js";
-import { parseTemplate } from "../../actors/template/parse.js";
-import { extend, rootEnv } from "../../machines/env.js";
-import type { SessionState, TaskNode, TaskResult } from "../../protocol/index.js";
+import { budgetScopes, createTaskSpend, nodeBudgetBinding } from "../../actors/evaluator/budget.js";
+import { parseTemplate } from "../../machines/language/parse.js";
+import { extend, rootEnv } from "../../machines/language/env.js";
+import type { SessionState, TaskResult } from "../../protocol/index.js";
+import type { TaskNode } from "../../machines/language/ast.js";
 
 function task(xml: string): TaskNode {
   const parsed = parseTemplate(xml);

@@ -1,7 +1,8 @@
 import { describe, expect, it } from "vitest";
-import { templateCommandRefusal, templateCommands } from "../../actors/evaluator-commands.js";
-import { parseTemplate } from "../../actors/template/parse.js";
-import type { TemplateDocument } from "../../protocol/index.js";
+import { templateCommandRefusal, templateCommands } from "../../actors/evaluator/commands.js";
+import { parseTemplate } from "../../machines/language/parse.js";
+import type { TemplateDocument } from "../../machines/language/ast.js";
+
 
 function doc(xml: string): TemplateDocument {
   const parsed = parseTemplate(xml);

@@ -2,15 +2,16 @@ import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { applyOutputFormat, atomicContext, badPath, compositeContextBindings, pathLines, type ContextDeps, type MatchQuery } from "../../actors/evaluator-context.js";
-import { attachContext } from "../../actors/handler-files.js";
-import { IndexRanker } from "../../actors/memory-rank.js";
-import { fitsSchema, jsonType, unfenced } from "../../actors/output-format.js";
-import { parseTemplate } from "../../actors/template/parse.js";
-import { createToolset, type Toolset } from "../../actors/tools/toolset.js";
-import { ACCUMULATED_BINDING, CONTEXT_BINDING, CONTEXT_OVERRIDE_BINDING } from "../../machines/context-defaults.js";
-import { extend, rootEnv } from "../../machines/env.js";
-import type { TaskNode, TaskResult } from "../../protocol/index.js";
+import { applyOutputFormat, atomicContext, badPath, compositeContextBindings, pathLines, type ContextDeps, type MatchQuery } from "../../actors/evaluator/context.js";
+import { attachContext } from "../../actors/handler/files.js";
+import { IndexRanker } from "../../actors/memory/rank.js";
+import { fitsSchema, jsonType, unfenced } from "../../actors/evaluator/output-format.js";
+import { parseTemplate } from "../../machines/language/parse.js";
+import { createToolset, type Toolset } from "../../runtime/tools/toolset.js";
+import { ACCUMULATED_BINDING, CONTEXT_BINDING, CONTEXT_OVERRIDE_BINDING } from "../../machines/evaluator/context-defaults.js";
+import { extend, rootEnv } from "../../machines/language/env.js";
+import type { TaskResult } from "../../protocol/index.js";
+import type { TaskNode } from "../../machines/language/ast.js";
 
 function task(xml: string): TaskNode {
   const parsed = parseTemplate(xml);

@@ -1,5 +1,5 @@
 /**
- * The continuation effects' template choice (actors/evaluator-continuation.ts): a subtask's template by hint, by
+ * The continuation effects' template choice (actors/evaluator/continuation.ts): a subtask's template by hint, by
  * matching its description (at least {@link MIN_SUBTASK_SCORE}) or generated; an evaluation's template by criteria
  * from the library; and the settings an evaluation child runs with (seed 000: `inherit_context=subset`,
  * `accumulate_data=true`). The library is built from real template text; no network.
@@ -8,10 +8,10 @@ import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { createActor, toPromise } from "xstate";
-import { chooseEvaluationTemplate, chooseSubtaskTemplate, MIN_SUBTASK_SCORE, provideContinuation } from "../../actors/evaluator-continuation.js";
-import { libraryFromXml } from "../../actors/template/library.js";
-import { CONTEXT_OVERRIDE_BINDING } from "../../machines/context-defaults.js";
-import { find, rootEnv, type Env } from "../../machines/env.js";
+import { chooseEvaluationTemplate, chooseSubtaskTemplate, MIN_SUBTASK_SCORE, provideContinuation } from "../../actors/evaluator/continuation.js";
+import { libraryFromXml } from "../../actors/library/library.js";
+import { CONTEXT_OVERRIDE_BINDING } from "../../machines/evaluator/context-defaults.js";
+import { find, rootEnv, type Env } from "../../machines/language/env.js";
 import type { SessionState, TaskResult } from "../../protocol/index.js";
 
 const library = libraryFromXml([

@@ -1,9 +1,9 @@
 import { describe, expect, it } from "vitest";
-import { expandText, parseInlineCall } from "../../actors/evaluator-inline.js";
-import { checkParam, entryPath, nodeAt, summarize } from "../../actors/evaluator-nodes.js";
-import { argumentValue } from "../../actors/evaluator-walk.js";
-import { parseTemplate } from "../../actors/template/parse.js";
-import { rootEnv } from "../../machines/env.js";
+import { expandText, parseInlineCall } from "../../actors/evaluator/inline.js";
+import { checkParam, entryPath, nodeAt, summarize } from "../../actors/evaluator/nodes.js";
+import { argumentValue } from "../../actors/evaluator/walk.js";
+import { parseTemplate } from "../../machines/language/parse.js";
+import { rootEnv } from "../../machines/language/env.js";
 import type { TaskResult } from "../../protocol/index.js";
 
 function parse(xml: string) {

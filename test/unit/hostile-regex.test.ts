@@ -4,12 +4,13 @@
  * against the old expressions, which backtracked quadratically on them (minutes at this size).
  */
 import { describe, expect, it } from "vitest";
-import { camelParts, words } from "../../actors/memory-rank.js";
-import { applyOutputFormat, fitsSchema, unfenced } from "../../actors/output-format.js";
+import { camelParts, words } from "../../actors/memory/rank.js";
+import { applyOutputFormat, fitsSchema, unfenced } from "../../actors/evaluator/output-format.js";
 import { parseVerdict } from "../../protocol/checkmate.js";
 import { fencedBlock, withoutFenceMarks } from "../../protocol/fence.js";
 import { jsonOfAnswer } from "../../protocol/goals.js";
-import type { TaskNode, TaskResult } from "../../protocol/index.js";
+import type { TaskResult } from "../../protocol/index.js";
+import type { TaskNode } from "../../machines/language/ast.js";
 
 const N = 100_000;
 

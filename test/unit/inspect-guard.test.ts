@@ -1,7 +1,7 @@
-/** The inspector servers' Host and Origin rules (runtime/inspect-guard.ts). */
+/** The inspector servers' Host and Origin rules (runtime/inspect/guard.ts). */
 import type { IncomingMessage } from "node:http";
 import { describe, expect, it } from "vitest";
-import { allowedHosts, isLoopback, isLoopbackOrigin, parseAllowedHost, refusal } from "../../runtime/inspect-guard.js";
+import { allowedHosts, isLoopback, isLoopbackOrigin, parseAllowedHost, refusal } from "../../runtime/inspect/guard.js";
 
 const req = (headers: Record<string, string>) => ({ headers }) as unknown as IncomingMessage;
 

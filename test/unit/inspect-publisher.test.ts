@@ -6,10 +6,10 @@ import { assign, createActor, createMachine, fromPromise, setup } from "xstate";
 import { inspectOption, type InspectHook } from "../../actors/inspect-option.js";
 import { createSubjects } from "../../protocol/index.js";
 import { InspectMessage } from "../../protocol/inspect.js";
-import { createInspectPublisher, inspectHookFor, samplePoint } from "../../runtime/inspect-publisher.js";
+import { createInspectPublisher, inspectHookFor, samplePoint } from "../../runtime/inspect/publisher.js";
 import { secretValues } from "../../runtime/secrets.js";
-import { REDACTED } from "../../runtime/inspect-sanitize.js";
-import { MemoryBus } from "../../runtime/memory-bus.js";
+import { REDACTED } from "../../runtime/inspect/sanitize.js";
+import { MemoryBus } from "../../runtime/in-process/bus.js";
 
 const subjects = createSubjects("insp");
 let bus: MemoryBus;

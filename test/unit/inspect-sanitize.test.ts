@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { createActor, createMachine } from "xstate";
-import { REDACTED, sanitize } from "../../runtime/inspect-sanitize.js";
+import { REDACTED, sanitize } from "../../runtime/inspect/sanitize.js";
 
 describe("sanitize", () => {
   it("masks every key that names a secret, at any depth, whatever its value", () => {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { machineGraph, type MachineGraph } from "../../runtime/machine-graph.js";
-import { escapeXml, statechartSvg, transitionLabel } from "../../runtime/inspect-svg.js";
-import { machines } from "../../runtime/machines.js";
+import { machineGraph, type MachineGraph } from "../../runtime/charts/graph.js";
+import { escapeXml, statechartSvg, transitionLabel } from "../../runtime/charts/svg.js";
+import { machines } from "../../runtime/charts/registry.js";
 
 describe("statechart SVG of every machine", () => {
   for (const { name, machine } of machines) {

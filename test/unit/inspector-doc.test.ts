@@ -6,7 +6,7 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { PAGE_CSP } from "../../runtime/inspect-server.js";
+import { PAGE_CSP } from "../../runtime/inspect/server.js";
 
 const read = (path: string) => readFileSync(join(import.meta.dirname, "../..", path), "utf8");
 
@@ -41,7 +41,7 @@ describe("docs/inspector.md, Figures", () => {
 
 describe("docs/inspector.md, Security", () => {
   const security = section(read("docs/inspector.md"), "Security").replace(/`/g, "").replace(/\s+/g, " ");
-  const cli = read("runtime/cli-inspect.ts");
+  const cli = read("runtime/cli/inspect.ts");
 
   it("states the page's Content-Security-Policy as the server sends it", () => {
     expect(security).toContain(PAGE_CSP);

@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { setup } from "xstate";
-import { implementationName, machineGraph } from "../../runtime/machine-graph.js";
-import { mermaidId, toMermaid } from "../../runtime/machine-graph-mermaid.js";
-import { machines } from "../../runtime/machines.js";
+import { implementationName, machineGraph } from "../../runtime/charts/graph.js";
+import { mermaidId, toMermaid } from "../../runtime/charts/mermaid.js";
+import { machines } from "../../runtime/charts/registry.js";
 import type { AnyStateNode } from "xstate";
 
 function allNodes(node: AnyStateNode): AnyStateNode[] {

@@ -1,11 +1,11 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { UsageError } from "../../runtime/cli-common.js";
-import { exportFiles, exportText, parseExportFormat } from "../../runtime/cli-machines.js";
-import { machineGraph } from "../../runtime/machine-graph.js";
-import { toMermaid } from "../../runtime/machine-graph-mermaid.js";
-import { machines } from "../../runtime/machines.js";
+import { UsageError } from "../../runtime/cli/common.js";
+import { exportFiles, exportText, parseExportFormat } from "../../runtime/cli/machines.js";
+import { machineGraph } from "../../runtime/charts/graph.js";
+import { toMermaid } from "../../runtime/charts/mermaid.js";
+import { machines } from "../../runtime/charts/registry.js";
 
 const doc = join(import.meta.dirname, "../../docs/machines.md");
 const readme = join(import.meta.dirname, "../../README.md");

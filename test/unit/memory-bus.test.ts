@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { MemoryBus, MemoryTaskStore, MemoryWorkQueue, subjectMatches } from "../../runtime/memory-bus.js";
+import { MemoryBus, MemoryTaskStore, MemoryWorkQueue, subjectMatches } from "../../runtime/in-process/bus.js";
 import { TransportError } from "../../actors/bus.js";
 import { busContract } from "../support/bus-contract.js";
 import { Recorder, text } from "../support/recorder.js";

@@ -4,7 +4,7 @@
  */
 import OpenAI from "openai";
 import { describe, expect, it } from "vitest";
-import { backoffMs, classify, nextRetry, retryAfterMs, type RetryPolicy } from "../../actors/model.js";
+import { backoffMs, classify, nextRetry, retryAfterMs, type RetryPolicy } from "../../runtime/model/openai.js";
 
 describe("backoffMs", () => {
   it("waits between 0 and base × 2^(attempt-1), the random source choosing where", () => {

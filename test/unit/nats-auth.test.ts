@@ -3,8 +3,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ConfigError, loadConfig } from "../../runtime/config.js";
-import { authorizationFailure, natsAuth } from "../../runtime/nats-auth.js";
-import { inboxPrefixFor, renderAuthorization, rolePermissions } from "../../runtime/nats-permissions.js";
+import { authorizationFailure, natsAuth } from "../../runtime/nats/auth.js";
+import { inboxPrefixFor, renderAuthorization, rolePermissions } from "../../runtime/nats/permissions.js";
 
 let dir: string;
 beforeAll(async () => {

@@ -1,10 +1,10 @@
 /** Size limits (actors/size-limits.ts), their settings, the CLI's checks, and events and results cut to fit one message. */
 import { describe, expect, it } from "vitest";
-import { decodeSubmission } from "../../actors/intake.js";
-import { fitEvent, fitOutcome, KEPT_MESSAGE_CHARS } from "../../actors/message-fit.js";
+import { decodeSubmission } from "../../actors/director/intake.js";
+import { fitEvent, fitOutcome, KEPT_MESSAGE_CHARS } from "../../actors/director/message-fit.js";
 import { DEFAULT_SIZE_LIMITS, SIZE_SETTINGS, checkInputs, checkTemplate } from "../../actors/size-limits.js";
 import { encode, encodeJson, TaskOutcome, type TaskEvent, type TaskId } from "../../protocol/index.js";
-import { parseInputs, UsageError } from "../../runtime/cli-common.js";
+import { parseInputs, UsageError } from "../../runtime/cli/common.js";
 import { DEFAULTS, ENV_NAMES, sizeLimitsFromEnv } from "../../runtime/config.js";
 
 const limits = { submissionBytes: 10_000, inputBytes: 100, templateBytes: 1000 };

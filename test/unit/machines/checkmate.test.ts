@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { createActor, fromPromise, toPromise } from "xstate";
-import { bestAttempt, checkmateMachine, clarificationQuestions, criteriaApproved, type CheckmateInput, type CriteriaJudgeInput, type IntakeInput, type JudgeInput, type Prepared, type WorkerInput } from "../../../machines/checkmate.js";
-import { rootEnv } from "../../../machines/env.js";
+import { bestAttempt, checkmateMachine, clarificationQuestions, criteriaApproved, type CheckmateInput, type CriteriaJudgeInput, type IntakeInput, type JudgeInput, type Prepared, type WorkerInput } from "../../../machines/evaluator/checkmate.js";
+import { rootEnv } from "../../../machines/language/env.js";
 import type { TaskResult } from "../../../protocol/index.js";
 
 const ok = (content: string): TaskResult => ({ content, status: "COMPLETE", notes: {} });

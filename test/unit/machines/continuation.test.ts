@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { createActor, fromPromise, waitFor } from "xstate";
-import { continuationMachine, LAST_EVALUATOR_OUTPUT, RESERVED, signatureOf, type SuspendedResult } from "../../../machines/continuation.js";
-import { find, rootEnv, type Env } from "../../../machines/env.js";
+import { continuationMachine, LAST_EVALUATOR_OUTPUT, RESERVED, signatureOf, type SuspendedResult } from "../../../machines/evaluator/continuation.js";
+import { find, rootEnv, type Env } from "../../../machines/language/env.js";
 import type { SessionState, SubtaskRequest, TaskResult } from "../../../protocol/index.js";
 
 const session: SessionState = {

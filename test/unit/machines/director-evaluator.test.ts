@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { createActor, fromPromise, toPromise } from "xstate";
-import { find, rootEnv, type Env } from "../../../machines/env.js";
-import { directorEvaluatorMachine, readEvaluation, type DirectorEvaluatorInput } from "../../../machines/director-evaluator.js";
+import { find, rootEnv, type Env } from "../../../machines/language/env.js";
+import { directorEvaluatorMachine, readEvaluation, type DirectorEvaluatorInput } from "../../../machines/evaluator/loop.js";
 import type { TaskResult } from "../../../protocol/index.js";
 
 const ok = (content: string, notes: Record<string, unknown> = {}): TaskResult => ({ content, status: "COMPLETE", notes });

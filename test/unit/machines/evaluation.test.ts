@@ -1,11 +1,11 @@
 import { describe, expect, it } from "vitest";
 import { assign, createActor, fromPromise, waitFor } from "xstate";
-import { rootEnv, type Env } from "../../../machines/env.js";
-import { directorEvaluatorMachine } from "../../../machines/director-evaluator.js";
-import { continuationMachine, type SuspendedResult } from "../../../machines/continuation.js";
-import { boundNow, evaluationMachine, type BindOutcome, type EvalNode } from "../../../machines/evaluation.js";
-import { splitCommand } from "../../../machines/script-argv.js";
-import { sequentialMachine } from "../../../machines/sequential.js";
+import { rootEnv, type Env } from "../../../machines/language/env.js";
+import { directorEvaluatorMachine } from "../../../machines/evaluator/loop.js";
+import { continuationMachine, type SuspendedResult } from "../../../machines/evaluator/continuation.js";
+import { boundNow, evaluationMachine, type BindOutcome, type EvalNode } from "../../../machines/evaluator/evaluation.js";
+import { splitCommand } from "../../../machines/language/script-argv.js";
+import { sequentialMachine } from "../../../machines/evaluator/sequential.js";
 import type { TaskResult } from "../../../protocol/index.js";
 
 const ok = (content: string): TaskResult => ({ content, status: "COMPLETE", notes: {} });

@@ -11,7 +11,7 @@ import {
   type GoalInput,
   type KeepResult,
   type WaveItem,
-} from "../../../machines/goal.js";
+} from "../../../machines/supervisor/goal.js";
 import { Goal, type DivergenceEvaluation, type GoalPlan, type SubGoalOutcome } from "../../../protocol/index.js";
 
 const NOW = 1_800_000_000_000;

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { assign, createActor, fromPromise, waitFor } from "xstate";
-import { budgetExceeded } from "../../../machines/handler-budget.js";
-import { handlerSessionMachine, measured, type HandlerSessionInput, type ModelReply, type ToolCall } from "../../../machines/handler-session.js";
+import { budgetExceeded } from "../../../machines/handler/budget.js";
+import { handlerSessionMachine, measured, type HandlerSessionInput, type ModelReply, type ToolCall } from "../../../machines/handler/session.js";
 
 const base = { system: "sys", prompt: "do it", model: "m", maxTurns: 5, contextLimit: 10_000, warningThreshold: 0.8, maxMalformedToolCalls: 3 };
 const call = (id: string): ToolCall => ({ id, type: "function", function: { name: "read_file", arguments: "{}" } });

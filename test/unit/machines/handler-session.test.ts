@@ -8,7 +8,7 @@ import {
   type ModelReply,
   type TokenCount,
   type ToolCall,
-} from "../../../machines/handler-session.js";
+} from "../../../machines/handler/session.js";
 
 const base = { system: "sys", prompt: "do it", model: "m", maxTurns: 3, contextLimit: 1000, warningThreshold: 0.8, maxMalformedToolCalls: 3 };
 const usage = { promptTokens: 10, completionTokens: 5 };

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { createActor, fromPromise } from "xstate";
-import { memoryMachine, type LoadedIndex, type MatchEvent } from "../../../machines/memory.js";
+import { memoryMachine, type LoadedIndex, type MatchEvent } from "../../../machines/memory/memory.js";
 
 const request = (requestId: string): MatchEvent => ({
   type: "memory.match",

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { createActor, fromPromise, waitFor } from "xstate";
-import { flatten, rootEnv, type Env } from "../../../machines/env.js";
-import { reduceMachine, type ReduceInput, type ReduceItem } from "../../../machines/reduce.js";
+import { flatten, rootEnv, type Env } from "../../../machines/language/env.js";
+import { reduceMachine, type ReduceInput, type ReduceItem } from "../../../machines/evaluator/reduce.js";
 import type { TaskResult } from "../../../protocol/index.js";
 
 const ok = (content: string): TaskResult => ({ content, status: "COMPLETE", notes: {} });

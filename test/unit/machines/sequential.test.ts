@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { createActor, fromPromise, waitFor } from "xstate";
-import { find, rootEnv, type Env } from "../../../machines/env.js";
-import { sequentialMachine, type SequentialInput } from "../../../machines/sequential.js";
+import { find, rootEnv, type Env } from "../../../machines/language/env.js";
+import { sequentialMachine, type SequentialInput } from "../../../machines/evaluator/sequential.js";
 import type { TaskResult } from "../../../protocol/index.js";
 
 const ok = (content: string, notes: Record<string, unknown> = {}): TaskResult => ({ content, status: "COMPLETE", notes });

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { createActor, fromPromise, SimulatedClock } from "xstate";
-import { supervisorMachine, type SupervisorInput } from "../../../machines/supervisor.js";
+import { supervisorMachine, type SupervisorInput } from "../../../machines/supervisor/supervisor.js";
 
 /** A supervisor on a simulated clock; `active` is what each listing returns. */
 function start(input: SupervisorInput, active: () => string[]) {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { createActor, fromPromise, waitFor } from "xstate";
-import { taskMachine, type Announcement } from "../../../machines/task.js";
+import { taskMachine, type Announcement } from "../../../machines/director/task.js";
 import type { TaskResult } from "../../../protocol/index.js";
 
 const input = { taskId: "t1", xml: "<task/>", inputs: {} };

@@ -1,5 +1,5 @@
 import { describe as suite, expect, it } from "vitest";
-import { describe, languageOf, looksBinary, metadataOf } from "../../../runtime/memory-describe.js";
+import { describe, languageOf, looksBinary, metadataOf } from "../../../runtime/indexer/describe.js";
 
 suite("file descriptions", () => {
   it("takes the first Markdown heading", () => {

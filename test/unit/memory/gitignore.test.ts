@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { compileGlob, GlobError, IgnoreFile, IgnoreStack } from "../../../runtime/memory-gitignore.js";
+import { compileGlob, GlobError, IgnoreFile, IgnoreStack } from "../../../runtime/indexer/gitignore.js";
 
 describe("globs", () => {
   it("matches names at any depth without a slash, and paths from the root with one", () => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { emptyIndexStore, IndexConflictError } from "../../../actors/memory-index.js";
-import { InMemoryIndexStore } from "../../../runtime/memory-index-store.js";
+import { emptyIndexStore, IndexConflictError } from "../../../actors/memory/index-store.js";
+import { InMemoryIndexStore } from "../../../runtime/in-process/index-store.js";
 import { Recorder } from "../../support/recorder.js";
 
 describe("in-memory index store", () => {

@@ -3,9 +3,9 @@ import { mkdir, mkdtemp, rm, symlink, utimes, writeFile } from "node:fs/promises
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { IndexRanker } from "../../../actors/memory-rank.js";
-import { InMemoryIndexStore } from "../../../runtime/memory-index-store.js";
-import { indexDirectory, readHead, updateIndex } from "../../../runtime/memory-indexer.js";
+import { IndexRanker } from "../../../actors/memory/rank.js";
+import { InMemoryIndexStore } from "../../../runtime/in-process/index-store.js";
+import { indexDirectory, readHead, updateIndex } from "../../../runtime/indexer/indexer.js";
 
 let dir: string;
 

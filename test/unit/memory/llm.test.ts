@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
-import { parseChoice } from "../../../actors/memory-llm.js";
-import type { Ranked } from "../../../actors/memory-rank.js";
+import { parseChoice } from "../../../actors/memory/llm.js";
+import type { Ranked } from "../../../actors/memory/rank.js";
 import { loadConfig } from "../../../runtime/config.js";
-import { cleanSummary, summaryPrompt } from "../../../runtime/memory-summarize.js";
+import { cleanSummary, summaryPrompt } from "../../../runtime/indexer/summarize.js";
 
 const candidates: Ranked[] = ["/r/a.ts", "/r/b.ts", "/r/c.md"].map((path) => ({ entry: { path, metadata: `about ${path}` }, matched: ["x"], score: 0.5 }));
 

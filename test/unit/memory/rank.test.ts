@@ -1,10 +1,10 @@
 import { describe, expect, it } from "vitest";
-import { IndexRanker, queryText, words } from "../../../actors/memory-rank.js";
+import { IndexRanker, queryText, words } from "../../../actors/memory/rank.js";
 
 const entries = [
-  { path: "/repo/actors/template/parse.ts", metadata: "language: TypeScript; size: 9 KB; Parses XML task templates into nodes. exports: parseTemplate, ParseResult" },
-  { path: "/repo/actors/template/substitute.ts", metadata: "language: TypeScript; size: 3 KB; Substitutes {{var}} placeholders. exports: substitute" },
-  { path: "/repo/runtime/nats-bus.ts", metadata: "language: TypeScript; size: 8 KB; Bus over NATS core. exports: NatsBus, connectNats" },
+  { path: "/repo/machines/language/parse.ts", metadata: "language: TypeScript; size: 9 KB; Parses XML task templates into nodes. exports: parseTemplate, ParseResult" },
+  { path: "/repo/machines/language/substitute.ts", metadata: "language: TypeScript; size: 3 KB; Substitutes {{var}} placeholders. exports: substitute" },
+  { path: "/repo/runtime/nats/bus.ts", metadata: "language: TypeScript; size: 8 KB; Bus over NATS core. exports: NatsBus, connectNats" },
   { path: "/repo/docs/memory.md", metadata: "language: Markdown; size: 4 KB; Memory: the global file-metadata index" },
   { path: "/repo/scripts/train_model.py", metadata: "language: Python; size: 2 KB; Trains the classifier. defines: train, Classifier" },
 ];
@@ -18,7 +18,7 @@ describe("ranking with MiniSearch", () => {
 
   it("puts the obviously right file first, with scores in [0, 1] best first", () => {
     const matches = ranker.match("parse the xml template");
-    expect(matches[0]?.path).toBe("/repo/actors/template/parse.ts");
+    expect(matches[0]?.path).toBe("/repo/machines/language/parse.ts");
     expect(matches[0]?.relevance).toContain("matched");
     for (const m of matches) expect(m.score).toBeGreaterThanOrEqual(0);
     for (const m of matches) expect(m.score).toBeLessThanOrEqual(1);
@@ -28,7 +28,7 @@ describe("ranking with MiniSearch", () => {
 
   it("matches prefixes and misspellings", () => {
     expect(ranker.match("classif")[0]?.path).toBe("/repo/scripts/train_model.py");
-    expect(ranker.match("substitue placeholders")[0]?.path).toBe("/repo/actors/template/substitute.ts");
+    expect(ranker.match("substitue placeholders")[0]?.path).toBe("/repo/machines/language/substitute.ts");
   });
 
   it("returns nothing for a query of stop words or an empty index, and honours the limit", () => {

@@ -1,12 +1,12 @@
 import { randomUUID } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { silentLogger, type ActorDeps } from "../../../actors/deps.js";
-import { startMemory } from "../../../actors/memory.js";
-import type { IndexSnapshot, IndexStore } from "../../../actors/memory-index.js";
+import { startMemory } from "../../../actors/memory/memory.js";
+import type { IndexSnapshot, IndexStore } from "../../../actors/memory/index-store.js";
 import { ask, RemoteError } from "../../../actors/serve.js";
 import { createSubjects, MatchReply } from "../../../protocol/index.js";
-import { MemoryBus } from "../../../runtime/memory-bus.js";
-import { InMemoryIndexStore } from "../../../runtime/memory-index-store.js";
+import { MemoryBus } from "../../../runtime/in-process/bus.js";
+import { InMemoryIndexStore } from "../../../runtime/in-process/index-store.js";
 import { gate } from "../../support/recorder.js";
 
 const deps = (): ActorDeps => ({

@@ -7,7 +7,7 @@ import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import * as protocol from "../../../protocol/index.js";
 import { decode, decodeJson, MAX_JSON_DEPTH, SubmitRequest, validate } from "../../../protocol/index.js";
-import { decodeSubmission } from "../../../actors/intake.js";
+import { decodeSubmission } from "../../../actors/director/intake.js";
 import { deepJson, hostileCases, hostileSeed, prng, withRaw, type HostileCase } from "../../support/hostile.js";
 
 const seed = hostileSeed();

@@ -5,7 +5,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { parseTemplate } from "../../../actors/template/parse.js";
+import { parseTemplate } from "../../../machines/language/parse.js";
 import { CORPUS_DIR } from "../../support/corpus.js";
 import type {
   CallNode,
@@ -16,7 +16,7 @@ import type {
   TaskNode,
   TemplateDocument,
   TemplateWarningKind,
-} from "../../../protocol/template.js";
+} from "../../../machines/language/ast.js";
 
 const CORPUS = CORPUS_DIR;
 

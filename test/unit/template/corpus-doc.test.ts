@@ -6,7 +6,7 @@
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { parseTemplate } from "../../../actors/template/parse.js";
+import { parseTemplate } from "../../../machines/language/parse.js";
 import { corpusIndex, corpusTable, corpusText, EMPTY, NOT_RUN, REFUSED, RUNS, TABLE_BEGIN, TABLE_END, unclassified } from "../../support/corpus.js";
 
 const DOC = join(import.meta.dirname, "../../../docs/corpus.md");

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { summarize } from "../../../actors/evaluator-nodes.js";
-import { parseTemplate } from "../../../actors/template/parse.js";
+import { summarize } from "../../../actors/evaluator/nodes.js";
+import { parseTemplate } from "../../../machines/language/parse.js";
 
 describe("judge_loop templates", () => {
   it("parse without warnings, keeping <worker>/<judge> prompts and the loop's settings", () => {

@@ -3,9 +3,9 @@ import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createLibrary, type LibraryTemplate, libraryFromXml, loadLibrary } from "../../../actors/template/library.js";
-import { jaccard, wordSet } from "../../../actors/template/match.js";
-import { parseTemplate } from "../../../actors/template/parse.js";
+import { createLibrary, type LibraryTemplate, libraryFromXml, loadLibrary } from "../../../actors/library/library.js";
+import { jaccard, wordSet } from "../../../actors/library/match.js";
+import { parseTemplate } from "../../../machines/language/parse.js";
 import { CORPUS_DIR } from "../../support/corpus.js";
 
 const STARTER = join(import.meta.dirname, "../../../templates");

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { parseTemplate } from "../../../actors/template/parse.js";
+import { parseTemplate } from "../../../machines/language/parse.js";
 import type {
   CallNode,
   CondNode,
@@ -9,7 +9,7 @@ import type {
   TemplateDocument,
   TemplateError,
   TemplateWarning,
-} from "../../../protocol/template.js";
+} from "../../../machines/language/ast.js";
 
 function parsed(xml: string): { document: TemplateDocument; warnings: readonly TemplateWarning[] } {
   const outcome = parseTemplate(xml);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { type Lookup, resolvePath, substitute } from "../../../actors/template/substitute.js";
+import { type Lookup, resolvePath, substitute } from "../../../machines/language/substitute.js";
 
 const bindings: Record<string, unknown> = {
   name: "Ada",

@@ -1,12 +1,13 @@
 /** Strict and lenient `{{var}}` substitution (C13) in the Evaluator's prompt and argument paths, and its config key. */
 import { describe, expect, it } from "vitest";
-import { expandText } from "../../../actors/evaluator-inline.js";
-import { prepareAtomic } from "../../../actors/evaluator-nodes.js";
-import { argumentValue } from "../../../actors/evaluator-walk.js";
-import { parseTemplate } from "../../../actors/template/parse.js";
-import { rootEnv } from "../../../machines/env.js";
-import type { TaskNode, TaskResult } from "../../../protocol/index.js";
+import { expandText } from "../../../actors/evaluator/inline.js";
+import { prepareAtomic } from "../../../actors/evaluator/nodes.js";
+import { argumentValue } from "../../../actors/evaluator/walk.js";
+import { parseTemplate } from "../../../machines/language/parse.js";
+import { rootEnv } from "../../../machines/language/env.js";
+import type { TaskResult } from "../../../protocol/index.js";
 import { ConfigError, loadConfig } from "../../../runtime/config.js";
+import type { TaskNode } from "../../../machines/language/ast.js";
 
 const env = rootEnv({ topic: "tides", user: { name: "Ada" } });
 const calls: string[] = [];

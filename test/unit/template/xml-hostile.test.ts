@@ -4,9 +4,9 @@
  * finish at all (no stack overflow) because the parser never sees them.
  */
 import { describe, expect, it } from "vitest";
-import { parseTemplate } from "../../../actors/template/parse.js";
-import { MAX_TEMPLATE_DEPTH, readXml } from "../../../actors/template/xml.js";
-import type { TemplateError } from "../../../protocol/template.js";
+import { parseTemplate } from "../../../machines/language/parse.js";
+import { MAX_TEMPLATE_DEPTH, readXml } from "../../../machines/language/xml.js";
+import type { TemplateError } from "../../../machines/language/ast.js";
 
 function failure(xml: string): TemplateError {
   const outcome = parseTemplate(xml);

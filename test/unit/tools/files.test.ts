@@ -3,8 +3,8 @@ import { mkdir, mkdtemp, rm, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { listWorkspaceFiles, readWorkspaceFile } from "../../../actors/tools/files.js";
-import { openWorkspace, ToolError, type Workspace } from "../../../actors/tools/workspace.js";
+import { listWorkspaceFiles, readWorkspaceFile } from "../../../runtime/tools/files.js";
+import { openWorkspace, ToolError, type Workspace } from "../../../runtime/tools/workspace.js";
 
 let dir: string;
 let outside: string;

@@ -3,9 +3,9 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { runScript as run, scriptEnvironment, type ScriptLimits, type ScriptOutcome } from "../../../actors/tools/run-script.js";
-import { createSandbox, type Sandbox } from "../../../actors/tools/sandbox.js";
-import { openWorkspace, type Workspace } from "../../../actors/tools/workspace.js";
+import { runScript as run, scriptEnvironment, type ScriptLimits, type ScriptOutcome } from "../../../runtime/tools/run-script.js";
+import { createSandbox, type Sandbox } from "../../../runtime/tools/sandbox.js";
+import { openWorkspace, type Workspace } from "../../../runtime/tools/workspace.js";
 
 let dir: string;
 let ws: Workspace;

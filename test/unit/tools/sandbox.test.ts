@@ -2,9 +2,9 @@ import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { runScript, type ScriptLimits } from "../../../actors/tools/run-script.js";
-import { bwrapArgs, coveredPaths, createSandbox, REFUSED_ENV, type HostLayout, type Sandbox } from "../../../actors/tools/sandbox.js";
-import { openWorkspace, type Workspace } from "../../../actors/tools/workspace.js";
+import { runScript, type ScriptLimits } from "../../../runtime/tools/run-script.js";
+import { bwrapArgs, coveredPaths, createSandbox, REFUSED_ENV, type HostLayout, type Sandbox } from "../../../runtime/tools/sandbox.js";
+import { openWorkspace, type Workspace } from "../../../runtime/tools/workspace.js";
 
 const host: HostLayout = {
   system: [

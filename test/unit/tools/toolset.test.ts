@@ -2,8 +2,8 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createToolset, type Toolset } from "../../../actors/tools/toolset.js";
-import type { ToolCall } from "../../../machines/handler-session.js";
+import { createToolset, type Toolset } from "../../../runtime/tools/toolset.js";
+import type { ToolCall } from "../../../machines/handler/session.js";
 
 let dir: string;
 let tools: Toolset;

@@ -1,0 +1,187 @@
+/**
+ * Intake of submissions on `<root>.tasks.submit`: decode (JSON or raw XML), validate the template, store the queued
+ * task record durably as the intake queue's item, then answer. Nothing is acknowledged before it is stored.
+ */
+import {
+  decodeJson,
+  encode,
+  encodeJson,
+  errorReply,
+  SubmitRequest,
+  TaskRecord,
+  textOf,
+  validate,
+  type ErrorReply,
+  type SubmitReply,
+  type TaskBudget,
+  type TaskId,
+  type TaskInputs,
+} from "../../protocol/index.js";
+import { MAX_STORED_VALUE_BYTES, type BusMessage, type TaskStore, type WorkQueue } from "../bus.js";
+import { messageOf, type ActorDeps } from "../deps.js";
+import { checkInputs, checkSubmission, checkTemplate, DEFAULT_SIZE_LIMITS, tooLargeReply, type SizeLimits } from "../size-limits.js";
+import { parseTemplateCached } from "../../machines/language/parse-cache.js";
+
+/** A decoded, validated submission. */
+export interface Submission {
+  taskId?: TaskId;
+  xml: string;
+  inputs: TaskInputs;
+  /** The request in words (then `xml` is empty until the Director has it compiled). */
+  prompt?: string;
+  /** Token and cost limits of the task. */
+  budget?: TaskBudget;
+  /** Stream the answers as `model.delta` events. */
+  stream?: boolean;
+}
+
+/**
+ * Decodes a submit body: JSON `{taskId?, xml|template, inputs?}` or a raw XML document. Checks the sizes against
+ * `limits` (`PAYLOAD_TOO_LARGE` naming limit, size and setting) and validates the template.
+ */
+export function decodeSubmission(data: Uint8Array, limits: SizeLimits = DEFAULT_SIZE_LIMITS): { ok: true; submission: Submission } | { ok: false; reply: ErrorReply } {
+  const body = checkSubmission(data.byteLength, limits);
+  if (body) return { ok: false, reply: tooLargeReply(body) };
+  let submission: Submission;
+  const first = firstNonSpace(data);
+  if (first === "<") {
+    submission = { xml: textOf(data), inputs: {} };
+  } else {
+    const json = decodeJson(data, limits.submissionBytes);
+    if (!json.ok) return { ok: false, reply: errorReply("INVALID_MESSAGE", `${json.error.message} (send JSON {"xml": "..."} or a raw XML document)`) };
+    const parsed = validate(SubmitRequest, json.value);
+    if (!parsed.ok) {
+      const idIssue = parsed.error.issues.find((i) => i.path === "/taskId");
+      const code = idIssue ? "INVALID_ID" : "INVALID_MESSAGE";
+      return { ok: false, reply: errorReply(code, parsed.error.message, { details: parsed.error.issues }) };
+    }
+    const { taskId, xml, template, prompt, inputs, budget, stream } = parsed.value;
+    submission = { xml: xml ?? template ?? "", inputs: inputs ?? {}, ...(taskId ? { taskId } : {}), ...(prompt === undefined ? {} : { prompt }) };
+    if (budget) submission.budget = budget;
+    if (stream !== undefined) submission.stream = stream;
+    const input = checkInputs(submission.inputs, limits);
+    if (input) return { ok: false, reply: tooLargeReply(input) };
+    // A prompt is stored as is; the Director has it compiled and validated before the task runs.
+    if (prompt !== undefined) return { ok: true, submission };
+  }
+  const template = checkTemplate(submission.xml, limits);
+  if (template) return { ok: false, reply: tooLargeReply(template) };
+  const parsed = parseTemplateCached(submission.xml);
+  if (!parsed.ok) {
+    const { message, line, col } = parsed.error;
+    return { ok: false, reply: errorReply("INVALID_TEMPLATE", message, { ...(line ? { line } : {}), ...(col ? { col } : {}) }) };
+  }
+  if (!parsed.document.entry) {
+    return { ok: false, reply: errorReply("INVALID_TEMPLATE", "the template defines no task to run (no top-level <task>, <call> or <cond>)") };
+  }
+  return { ok: true, submission };
+}
+
+/**
+ * Stores a submission: its queued record is the intake queue's item, stored (and de-duplicated by task id within the
+ * queue's window) before the reply. A task id given by the submitter is also looked up among the stored records,
+ * at the same time, so a task submitted again after the window is still answered `duplicate` (its second queue item
+ * is removed again: `discarded`).
+ */
+export async function acceptSubmission(
+  deps: ActorDeps,
+  store: TaskStore,
+  queue: WorkQueue,
+  submission: Submission,
+  queuing?: (taskId: TaskId) => void,
+): Promise<Accepted> {
+  const taskId = (submission.taskId ?? deps.newId()) as TaskId;
+  const at = deps.now().toISOString();
+  const record: TaskRecord = {
+    taskId,
+    state: "queued",
+    xml: submission.xml,
+    ...(submission.prompt === undefined ? {} : { prompt: submission.prompt }),
+    inputs: submission.inputs,
+    ...(submission.budget ? { budget: submission.budget } : {}),
+    ...(submission.stream === undefined ? {} : { stream: submission.stream }),
+    submittedAt: at,
+    updatedAt: at,
+  };
+  const item = encode(TaskRecord, record);
+  if (queue.maxItemBytes !== undefined && item.byteLength > queue.maxItemBytes) return acceptLarge(store, queue, taskId, item, queuing);
+  // An unreadable store does not stop the submission: the queue has it, and a duplicate is dropped when delivered.
+  const stored = submission.taskId === undefined ? undefined : store.get(taskId).catch(() => undefined);
+  queuing?.(taskId);
+  const { duplicate, seq } = await queue.enqueue(taskId, item);
+  if (duplicate) return { reply: { taskId, status: "duplicate" } };
+  if ((await stored) !== undefined) {
+    // Queued again after the window: the item just queued is removed. A Director of this process that has it
+    // delivered meanwhile waits for this answer and drops it (see `queuing`); one elsewhere runs it, finds the record
+    // stored and publishes nothing.
+    await queue.discard(taskId, seq).catch(() => undefined);
+    return { reply: { taskId, status: "duplicate" }, discarded: seq };
+  }
+  return { reply: { taskId, status: "accepted" } };
+}
+
+/**
+ * A queued record too large for one queue item (a large template): stored in the task store first (which keeps large
+ * values in chunks), and queued as `{taskId}`, the item a Director claims by reading the record.
+ */
+async function acceptLarge(store: TaskStore, queue: WorkQueue, taskId: TaskId, record: Uint8Array, queuing?: (taskId: TaskId) => void): Promise<Accepted> {
+  if ((await store.create(taskId, record)) === "exists") return { reply: { taskId, status: "duplicate" } };
+  queuing?.(taskId);
+  const { duplicate } = await queue.enqueue(taskId, encodeJson({ taskId }));
+  return { reply: { taskId, status: duplicate ? "duplicate" : "accepted" } };
+}
+
+/** What {@link acceptSubmission} did: the reply, and the queue item it removed again (a duplicate after the window). */
+export interface Accepted {
+  reply: SubmitReply;
+  discarded?: number;
+}
+
+/** The queued record an intake item carries; `undefined` for an item of an older release (`{taskId}` only). */
+export function queuedRecord(data: Uint8Array): { ok: true; record: TaskRecord | undefined } | { ok: false; message: string } {
+  const json = decodeJson(data, MAX_STORED_VALUE_BYTES);
+  if (!json.ok) return { ok: false, message: json.error.message };
+  const value = json.value;
+  if (typeof value === "object" && value !== null && Object.keys(value).length === 1 && "taskId" in value) return { ok: true, record: undefined };
+  const decoded = validate(TaskRecord, value);
+  return decoded.ok ? { ok: true, record: decoded.value } : { ok: false, message: decoded.error.message };
+}
+
+/** Handles one message on the submit subject. */
+export async function handleSubmit(
+  deps: ActorDeps,
+  store: TaskStore,
+  queue: WorkQueue,
+  msg: BusMessage,
+  queuing?: (taskId: TaskId) => void,
+  limits: SizeLimits = DEFAULT_SIZE_LIMITS,
+): Promise<Accepted | undefined> {
+  let decoded: ReturnType<typeof decodeSubmission>;
+  try {
+    decoded = decodeSubmission(msg.data, limits);
+  } catch (err) {
+    // Decoding returns its refusals; should a check throw all the same, the submitter still gets an answer.
+    decoded = { ok: false, reply: errorReply("INVALID_MESSAGE", `submission could not be decoded: ${messageOf(err)}`) };
+  }
+  if (!decoded.ok) {
+    deps.log.warn({ subject: msg.subject, error: decoded.reply.error }, "rejected submission");
+    msg.respond(encodeJson(decoded.reply));
+    return undefined;
+  }
+  try {
+    const accepted = await acceptSubmission(deps, store, queue, decoded.submission, queuing);
+    msg.respond(encodeJson(accepted.reply));
+    return accepted;
+  } catch (err) {
+    deps.log.error({ err: messageOf(err) }, "could not store submission");
+    msg.respond(encodeJson(errorReply("UNAVAILABLE", `could not store the task: ${messageOf(err)}`)));
+    return undefined;
+  }
+}
+
+function firstNonSpace(data: Uint8Array): string | undefined {
+  for (const byte of data) {
+    if (byte !== 0x20 && byte !== 0x0a && byte !== 0x0d && byte !== 0x09 && byte !== 0xef && byte !== 0xbb && byte !== 0xbf) return String.fromCharCode(byte);
+  }
+  return undefined;
+}

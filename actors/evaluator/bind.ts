@@ -1,0 +1,89 @@
+/**
+ * Binding a task's `<inputs>` into the environment it runs in (the evaluation machine's `bindNow` action and
+ * `bindInputs` actor), and a reduce task's inputs into its items. An input's value comes from the environment
+ * (`from`), from a nested task (evaluated by the caller's `evaluate`), or is literal.
+ */
+import { extend, find, type Env } from "../../machines/language/env.js";
+import type { BindOutcome } from "../../machines/evaluator/evaluation.js";
+import type { ReduceItem, ResolvedItems } from "../../machines/evaluator/reduce.js";
+import type { TaskResult } from "../../protocol/index.js";
+import { nodeBudgetBinding } from "./budget.js";
+import { compositeContextBindings } from "./context.js";
+import { inputFailure, isTaskInput } from "./nodes.js";
+import type { InputBinding, TaskNode } from "../../machines/language/ast.js";
+
+/** Evaluates the nested task of the input at `path` (`<node>.inputs.<i>.task`) in `env`. */
+export type EvaluateInputTask = (path: string, env: Env) => Promise<TaskResult>;
+
+type InputValue = { value: unknown } | { result: TaskResult } | { skip: true };
+
+/** The value of an input that is not a nested task: from the environment, or literal. */
+function valueNow(input: InputBinding | undefined, env: Env): InputValue {
+  if (!input) return { skip: true };
+  if (input.from !== undefined) {
+    const found = find(env, input.from);
+    if (!found.found) return { result: inputFailure(`missing required input: '${input.from}' (bound to '${input.name}')`, { missing: [input.from] }) };
+    return { value: found.value };
+  }
+  if (input.value !== undefined && input.value !== "") return { value: input.value };
+  return { skip: true };
+}
+
+async function taskValue(evaluate: EvaluateInputTask, path: string, i: number, env: Env): Promise<InputValue> {
+  const result = await evaluate(`${path}.inputs.${i}.task`, env);
+  return result.status === "COMPLETE" ? { value: result.content } : { result };
+}
+
+/**
+ * The binding of `node`'s inputs, in order, as steps: it yields the index of each input that is a nested task and
+ * takes its value back, and returns the outcome. One walk serves both the binding at once and the one with tasks.
+ */
+function* bindSteps(node: TaskNode, env: Env, entry: boolean): Generator<number, BindOutcome, InputValue> {
+  const budget = nodeBudgetBinding(node, env);
+  if ("error" in budget) return { result: inputFailure(budget.error) };
+  // No prototype: an input may be named `__proto__` (template names are the submitter's).
+  const bindings: Record<string, unknown> = Object.assign(Object.create(null) as Record<string, unknown>, budget.bindings);
+  if (node.inputSource !== undefined) {
+    // Seed-era wiring (C21): `<input_source>x</input_source>` makes the value of `x` this task's `input`.
+    const found = find(env, node.inputSource);
+    if (!found.found) return { result: inputFailure(`missing required input: '${node.inputSource}' (the task's <input_source>)`, { missing: [node.inputSource] }) };
+    bindings["input"] = found.value;
+  }
+  for (let i = 0; i < node.inputs.length; i++) {
+    const input = node.inputs[i];
+    if (!input) continue;
+    // On the entry node a literal is a default: the submitted inputs win over it.
+    if (entry && input.from === undefined && !input.task && find(env, input.name).found) continue;
+    const got = isTaskInput(input) ? yield i : valueNow(input, env);
+    if ("result" in got) return { result: got.result };
+    if ("value" in got) bindings[input.name] = got.value;
+  }
+  return { env: extend(env, { ...compositeContextBindings(node, env), ...bindings }) };
+}
+
+/** Binds the inputs of a node none of whose inputs is a nested task (`EvalNode.inputTasks` not set), at once. */
+export function bindInputsNow(node: TaskNode, env: Env, entry: boolean): BindOutcome {
+  const step = bindSteps(node, env, entry).next();
+  if (step.done) return step.value;
+  throw new Error(`input ${step.value} of the task is a nested task: it cannot be bound at once`);
+}
+
+/** Binds the inputs of the node at `path`, evaluating those that are nested tasks, one after the other. */
+export async function bindInputs(evaluate: EvaluateInputTask, node: TaskNode, path: string, env: Env, entry: boolean): Promise<BindOutcome> {
+  const steps = bindSteps(node, env, entry);
+  let step = steps.next();
+  while (!step.done) step = steps.next(await taskValue(evaluate, path, step.value, env));
+  return step.value;
+}
+
+/** The items of a reduce task: the value of each of its inputs, in order. */
+export async function resolveItems(evaluate: EvaluateInputTask, node: TaskNode, path: string, env: Env): Promise<ResolvedItems> {
+  const items: ReduceItem[] = [];
+  for (let i = 0; i < node.inputs.length; i++) {
+    const input = node.inputs[i];
+    const got = isTaskInput(input) ? await taskValue(evaluate, path, i, env) : valueNow(input, env);
+    if ("result" in got) return { result: got.result };
+    if ("value" in got) items.push({ name: input?.name ?? String(i), value: got.value });
+  }
+  return { items };
+}

@@ -1,0 +1,170 @@
+/**
+ * The effects of the `checkmate` machine (a `<task type="judge_loop">`): the task and criteria are substituted from
+ * the node, and each intake, criteria-judge, worker and judge call is one atomic Handler call through
+ * `walk.execute` with a prompt built here, under its own node path (`<path>/checkmate:worker2`). Usage, budgets and
+ * the Handler's records apply as for any atomic task, so a resumed task replays finished calls: a recorded judge
+ * answer is returned as it was, and its verdict is never flipped.
+ *
+ * Template: `<description>` the task, optional `<criteria>` (text or `<item>`s), `<max_iterations>`, optional
+ * `<intake>`, `<worker>`, `<judge>`, `<criteria_judge>` system prompts, `<model>`; attributes `worker_timeout` and
+ * `judge_timeout` (seconds), `criteria_judge="true"`, `max_intake_rounds`.
+ */
+import { fromPromise } from "xstate";
+import { checkmateMachine, type CriteriaJudgeInput, type Gap, type IntakeInput, type JudgeInput, type Prepared, type WorkerInput } from "../../machines/evaluator/checkmate.js";
+import type { InputWaitInput } from "../../machines/evaluator/continuation.js";
+import { find, type Env } from "../../machines/language/env.js";
+import type { TaskResult } from "../../protocol/index.js";
+import { budgetScopes } from "./budget.js";
+import { inputFailure } from "./nodes.js";
+import type { Walk } from "./walk.js";
+import { substitute } from "../../machines/language/substitute.js";
+import type { TaskNode } from "../../machines/language/ast.js";
+
+type Role = "intake" | "criteria_judge" | "worker" | "judge";
+
+/** Text of a `<worker>`/`<judge>`/`<intake>`/`<criteria_judge>` child of the node. */
+function promptOf(node: TaskNode, role: Role): string | undefined {
+  const el = node.extra.find((e) => e.name === role);
+  const text = el?.text.trim();
+  return text === undefined || text === "" ? undefined : text;
+}
+
+function seconds(node: TaskNode, name: string): number | undefined {
+  const raw = node.attributes[name];
+  const value = raw === undefined ? Number.NaN : Number(raw);
+  return Number.isFinite(value) && value > 0 ? value : undefined;
+}
+
+const section = (title: string, body: string) => `${title}:\n${body.trim() === "" ? "(none)" : body.trim()}`;
+
+/** The intake prompt: criteria as blocking / non-blocking checklists, or `[NEEDS_CLARIFICATION]` with questions. */
+export function intakePrompt(input: IntakeInput): string {
+  const parts = [
+    "You are the intake of a checkmate loop. Turn the task below into acceptance criteria a judge can check from the output alone.",
+    section("TASK", input.task),
+    [
+      "Answer in this format:",
+      "# Acceptance Criteria: <title>",
+      "## Must Pass (blocking)",
+      "- [ ] <binary, testable item> (5-10 items)",
+      "## Should Pass (non-blocking)",
+      "- [ ] <item>",
+      "## Context",
+      "<1-3 sentences>",
+      "",
+      "If the task is too ambiguous to write criteria, answer instead with [NEEDS_CLARIFICATION] followed by numbered questions for the user.",
+    ].join("\n"),
+  ];
+  if (input.clarifications.length > 0) parts.push(section("THE USER ANSWERED YOUR QUESTIONS", input.clarifications.map((c) => `Questions:\n${c.questions}\nAnswer:\n${c.answer}`).join("\n\n")));
+  if (input.feedback !== undefined) parts.push(section("YOUR PREVIOUS DRAFT", input.previousDraft ?? ""), section("CRITERIA JUDGE FEEDBACK (fix these issues)", input.feedback));
+  return parts.join("\n\n");
+}
+
+/** The criteria judge prompt (SEED-NOTES §6.3). */
+export function criteriaJudgePrompt(input: CriteriaJudgeInput): string {
+  return [
+    "You are the criteria judge of a checkmate loop. Decide whether the acceptance criteria below are good enough to judge the task's output: binary, specific, covering the implicit requirements, checkable from the output alone.",
+    section("TASK", input.task),
+    section("ACCEPTANCE CRITERIA", input.criteria),
+    "Answer with **Result:** APPROVED or **Result:** NEEDS_WORK, then ## Issues and ## Suggested Fixes.",
+  ].join("\n\n");
+}
+
+/** Every gap so far, oldest first. */
+export function gapList(gaps: readonly Gap[]): string {
+  return gaps.map((g) => `- Iteration ${g.iteration}: ${g.gapSummary}`).join("\n");
+}
+
+/** The worker prompt: the seed's handoff template, with all accumulated gaps (§6.4). */
+export function workerPrompt(input: WorkerInput): string {
+  const parts = [`You are the worker in a checkmate loop (iteration ${input.iteration}/${input.maxIterations}).`, section("TASK", input.task), section("ACCEPTANCE CRITERIA", input.criteria)];
+  if (input.previous !== undefined) parts.push(section("PREVIOUS ATTEMPT", input.previous));
+  if (input.gaps.length > 0) {
+    parts.push(section("JUDGE FEEDBACK (what to fix; every gap so far)", gapList(input.gaps)));
+    parts.push("Produce an improved version that directly addresses the judge's feedback.\nDo not address non-blocking observations unless the blocking criteria are all met.");
+  }
+  parts.push("Do the work yourself. Answer with the deliverable only.");
+  return parts.join("\n\n");
+}
+
+/** The judge prompt: a typed JSON verdict (protocol/checkmate.ts). */
+export function judgePrompt(input: JudgeInput): string {
+  return [
+    `You are the judge in a checkmate loop (iteration ${input.iteration}/${input.maxIterations}). Judge the output against the acceptance criteria. Never fix the output.`,
+    section("TASK", input.task),
+    section("ACCEPTANCE CRITERIA", input.criteria),
+    section("OUTPUT TO JUDGE", input.output),
+    [
+      "Answer with JSON only:",
+      '{"result": "PASS" or "FAIL", "score": 0-100, "criteria": [{"item": "<criterion>", "pass": true or false, "evidence": "<quote from the output>"}], "gapSummary": "<2-4 sentences on what to fix; empty on PASS>"}',
+      "PASS only if every blocking criterion passes. Ground each failing item in a quote.",
+    ].join("\n"),
+  ].join("\n\n");
+}
+
+/** The task text and criteria of the node, `{{var}}`s substituted from `env`. */
+export function prepareCheckmate(walk: Walk, node: TaskNode, env: Env): Prepared {
+  const task = [node.description, node.instructions].filter((t): t is string => !!t && t.trim() !== "").join("\n\n");
+  if (task.trim() === "") return { result: inputFailure("a judge_loop task needs a <description>: the task for the worker") };
+  const criteria = node.criteria === undefined ? "" : typeof node.criteria === "string" ? node.criteria : node.criteria.map((c) => `- ${c}`).join("\n");
+  const missing = new Set<string>();
+  const fill = (text: string) => {
+    const done = substitute(text, (p) => find(env, p), walk.substitution ?? "strict");
+    if (done.ok) return done.text;
+    for (const m of done.missing) missing.add(m);
+    return text;
+  };
+  const filled = { task: fill(task), criteria: fill(criteria) };
+  if (missing.size > 0) return { result: inputFailure(`missing required input: ${[...missing].map((m) => `'${m}'`).join(", ")}`, { missing: [...missing] }) };
+  return filled.criteria.trim() === "" ? { task: filled.task } : filled;
+}
+
+/** One atomic Handler call of the loop, bounded by the role's timeout; a timeout is a FAILED `execution_timeout` result. */
+async function call(walk: Walk, node: TaskNode, path: string, role: Role, name: string, prompt: string, env: Env, signal: AbortSignal, timeoutS?: number): Promise<TaskResult> {
+  const system = promptOf(node, role);
+  const model = node.model?.name?.trim();
+  const fields = { prompt, ...(system ? { system } : {}), ...(model ? { model } : {}), continuations: [] };
+  const timer = timeoutS === undefined ? undefined : AbortSignal.timeout(timeoutS * 1000);
+  const bounded = timer ? AbortSignal.any([signal, timer]) : signal;
+  try {
+    const { session: _session, ...result } = await walk.execute(`${path}/checkmate:${name}`, fields, bounded, budgetScopes(env));
+    return result;
+  } catch (err) {
+    if (timer?.aborted && !signal.aborted) {
+      return { content: "", status: "FAILED", notes: {}, error: { type: "TASK_FAILURE", reason: "execution_timeout", message: `the ${role.replace("_", " ")} did not answer within ${timeoutS} s` } };
+    }
+    throw err;
+  }
+}
+
+/** The checkmate machine with effects that act for the walk of the actor system they run in (`walkOf(system)`): built once per process. */
+export function provideCheckmate(walkOf: (system: unknown) => Walk, taskAt: (walk: Walk, path: string) => TaskNode) {
+  return checkmateMachine.provide({
+    actions: { progress: ({ system }, p) => walkOf(system).progress(p.event, p.message, p.data) },
+    actors: {
+      prepare: fromPromise<Prepared, { path: string; env: Env }>(async ({ input, system }) => {
+        const walk = walkOf(system);
+        return prepareCheckmate(walk, taskAt(walk, input.path), input.env);
+      }),
+      runIntake: fromPromise<TaskResult, IntakeInput>(({ input, signal, system }) => {
+        const walk = walkOf(system);
+        return call(walk, taskAt(walk, input.path), input.path, "intake", `intake${input.round}`, intakePrompt(input), input.env, signal);
+      }),
+      runCriteriaJudge: fromPromise<TaskResult, CriteriaJudgeInput>(({ input, signal, system }) => {
+        const walk = walkOf(system);
+        return call(walk, taskAt(walk, input.path), input.path, "criteria_judge", `criteria${input.round}`, criteriaJudgePrompt(input), input.env, signal);
+      }),
+      waitForInput: fromPromise<string, InputWaitInput>(({ input, signal, system }) => walkOf(system).waitForInput(input.path, input.request, signal)),
+      runWorker: fromPromise<TaskResult, WorkerInput>(({ input, signal, system }) => {
+        const walk = walkOf(system);
+        const node = taskAt(walk, input.path);
+        return call(walk, node, input.path, "worker", `worker${input.iteration}`, workerPrompt(input), input.env, signal, seconds(node, "worker_timeout"));
+      }),
+      runJudge: fromPromise<TaskResult, JudgeInput>(({ input, signal, system }) => {
+        const walk = walkOf(system);
+        const node = taskAt(walk, input.path);
+        return call(walk, node, input.path, "judge", `judge${input.iteration}`, judgePrompt(input), input.env, signal, seconds(node, "judge_timeout"));
+      }),
+    },
+  });
+}

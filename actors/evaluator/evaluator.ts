@@ -1,0 +1,230 @@
+/**
+ * The Evaluator role: walks a task template ({@link evaluationMachine}); sole owner of `{{var}}` substitution.
+ * Serves `<root>.evaluator.evaluate` (queue group `evaluator`); asks Handlers on `<root>.handler.execute`;
+ * reports steps as progress; aborts its work when the task is cancelled.
+ */
+import { toPromise, type Actor } from "xstate";
+import { DEFAULT_MAX_EVALUATIONS, DEFAULT_MAX_SUBTASK_DEPTH, RESERVED } from "../../machines/evaluator/continuation.js";
+import { extend, rootEnv } from "../../machines/language/env.js";
+import type { evaluationMachine } from "../../machines/evaluator/evaluation.js";
+import {
+  CancelBroadcast,
+  Superseded,
+  decode,
+  encode,
+  EvaluateRequest,
+  CompileReply,
+  type ContinuationKind,
+  type CompileRequest,
+  ExecuteReply,
+  MatchReply,
+  type MatchRequest,
+  Progress,
+  type EvaluateReply,
+  type ExecuteRequest,
+  ScriptReply,
+  type ScriptRequest,
+  type TaskResult,
+} from "../../protocol/index.js";
+import type { ActorDeps, RoleHandle } from "../deps.js";
+import { inspectOption } from "../inspect-option.js";
+import { publishProgress } from "../local.js";
+import { createTaskSpend, usageLine } from "./budget.js";
+import { DEFAULT_INPUT_TIMEOUT_MS, waitForInput } from "./input.js";
+import { entryPath, inputFailure, nodeAt, summarize } from "./nodes.js";
+import { templateCommandRefusal } from "./commands.js";
+import { createWalkActor, type Walk } from "./walk.js";
+import { ask, askRetrying, RemoteError, serve } from "../serve.js";
+import { createLibrary, type TemplateLibrary } from "../library/library.js";
+import { parseTemplateCached } from "../../machines/language/parse-cache.js";
+
+/** Deepest nesting of evaluations (steps, calls, nested inputs) in one task; guards against recursive templates. */
+export const MAX_DEPTH = 32;
+
+/** Longest the Evaluator waits for a `memory.match` answer. */
+const MEMORY_TIMEOUT_MS = 30_000;
+
+/** Time beyond a script's timeout the Evaluator waits for the Handler's answer. */
+const SCRIPT_REPLY_MARGIN_MS = 15_000;
+
+/** Evaluator configuration. */
+export interface EvaluatorConfig {
+  /** Evaluations run at once in this process. */
+  concurrency: number;
+  /** Longest an atomic task may take in a Handler. */
+  taskTimeoutMs: number;
+  /** `{{var}}` substitution: `strict` (default) fails on an unbound variable, `lenient` inserts `{{undefined:name}}` (C13). */
+  substitution?: "strict" | "lenient";
+  /** Templates subtasks and evaluations are chosen from; an empty library by default. */
+  library?: TemplateLibrary;
+  /** Deepest subtask nesting (C5). Default 5. */
+  maxSubtaskDepth?: number;
+  /** Evaluations one director session may ask for. Default 5. */
+  maxEvaluations?: number;
+  /** Continuation tools offered to atomic sessions. Default `subtask` and `input`. */
+  continuationTools?: readonly ContinuationKind[];
+  /** Longest wait for the answer to `request_user_input`. Default 10 minutes. */
+  inputTimeoutMs?: number;
+  /** Decompose a task that ran out of a resource through the Compiler. Default true. */
+  reparse?: boolean;
+  /**
+   * The command allowlist (`DIRIGENT_COMMANDS`): a template whose commands name another program fails before
+   * anything runs. Absent: not checked here (the Handler still checks each command it runs).
+   */
+  commands?: readonly string[];
+}
+
+/** Starts the Evaluator role. */
+export function startEvaluator(deps: ActorDeps, config: EvaluatorConfig): RoleHandle {
+  const live = new Map<string, Set<Actor<typeof evaluationMachine>>>();
+  /** The Director claim each live evaluation runs for. */
+  const owners = new WeakMap<Actor<typeof evaluationMachine>, string>();
+  /** Evaluations stopped because another owner took their task over. */
+  const superseded = new WeakSet<Actor<typeof evaluationMachine>>();
+  const library = config.library ?? createLibrary([]);
+  const limits = {
+    [RESERVED.maxDepth]: config.maxSubtaskDepth ?? DEFAULT_MAX_SUBTASK_DEPTH,
+    [RESERVED.maxEvaluations]: config.maxEvaluations ?? DEFAULT_MAX_EVALUATIONS,
+  };
+
+  const progress = (taskId: string, event: string, message: string, data?: Record<string, unknown>) =>
+    publishProgress(deps, { type: "task.progress", taskId: taskId as Progress["taskId"], event, message, ...(data ? { data } : {}) });
+
+  const evaluate = async (request: EvaluateRequest): Promise<EvaluateReply> => {
+    const { taskId } = request;
+    const reply = (result: TaskResult): EvaluateReply => ({ type: "evaluator.result", taskId, result });
+    const parsed = parseTemplateCached(request.xml);
+    if (!parsed.ok) {
+      const { message, line, col } = parsed.error;
+      return reply({
+        content: "",
+        status: "FAILED",
+        notes: {},
+        error: { type: "XML_PARSE_ERROR", message, ...(line && col ? { location: { line, col } } : {}) },
+      });
+    }
+    const document = parsed.document;
+    const path = entryPath(document);
+    const node = path === undefined ? undefined : nodeAt(document, path);
+    if (path === undefined || !node) return reply({ content: "", status: "FAILED", notes: {}, error: { type: "XML_PARSE_ERROR", message: "the template defines no task to run" } });
+    const refused = config.commands === undefined ? undefined : templateCommandRefusal(document, config.commands);
+    if (refused !== undefined) return reply(inputFailure(refused));
+    // Every Handler call of the task is charged to it and sent what is left of its budgets.
+    const spend = createTaskSpend(request.budget, (spent) => progress(taskId, "task.usage", usageLine(spent), { ...spent }));
+    const stream = request.stream === undefined ? {} : { stream: request.stream };
+    // The walk is deterministic given the answers it gets, so the nth call of a node is the same call on a re-run:
+    // the Handler keys its records by it and replays them instead of calling the model again.
+    const occurrences = new Map<string, number>();
+    const occurrence = (key: string) => {
+      const n = (occurrences.get(key) ?? 0) + 1;
+      occurrences.set(key, n);
+      return n;
+    };
+    const walk: Walk = {
+      inspect: deps.inspect,
+      taskId,
+      document,
+      maxDepth: MAX_DEPTH,
+      substitution: config.substitution ?? "strict",
+      memoryMatch: async (query, signal) => {
+        const match: MatchRequest = {
+          type: "memory.match",
+          templateDescription: query.text,
+          templateType: query.templateType,
+          ...(query.templateSubtype === undefined ? {} : { templateSubtype: query.templateSubtype }),
+          inputs: query.inputs,
+          ...(query.inheritedContext === undefined ? {} : { inheritedContext: query.inheritedContext }),
+          ...(query.previousOutputs && query.previousOutputs.length > 0 ? { previousOutputs: query.previousOutputs } : {}),
+        };
+        // Read-only, so safe to ask again: a Memory process that dies mid-request costs the idle timeout, not all of it.
+        const answer = await askRetrying(deps, deps.subjects.memoryMatch, match, MatchReply, { timeoutMs: MEMORY_TIMEOUT_MS, signal });
+        return answer.matches.slice(0, query.limit ?? answer.matches.length).map((m) => ({ path: m.path, ...(m.score === undefined ? {} : { score: m.score }) }));
+      },
+      progress: (event, message, data) => progress(taskId, event, message, data),
+      library,
+      continuationTools: config.continuationTools ?? ["subtask", "input"],
+      ...(config.reparse === false
+        ? {}
+        : { compile: async (compile: CompileRequest, signal: AbortSignal) => ask(deps, deps.subjects.compile, compile, CompileReply, { timeoutMs: config.taskTimeoutMs, signal }) }),
+      execute: async (nodePath, fields, signal, budgets = []) => {
+        const execute: ExecuteRequest = { type: "handler.execute", taskId, nodePath, ...fields, ...stream, ...spend.remaining(budgets), occurrence: occurrence(`x:${nodePath}`) };
+        // Asked again when the Handler goes silent (died, NATS restarted): the same occurrence continues from its record.
+        const body = (attempt: number): ExecuteRequest => (request.fresh === true && attempt === 1 ? { ...execute, fresh: true } : execute);
+        const answer = await askRetrying(deps, deps.subjects.execute, body, ExecuteReply, { timeoutMs: config.taskTimeoutMs, signal });
+        return spend.charge(nodePath, answer.session ? { ...answer.result, session: answer.session } : answer.result, budgets);
+      },
+      waitForInput: (_nodePath, input, signal) => waitForInput(deps, taskId, input, config.inputTimeoutMs ?? DEFAULT_INPUT_TIMEOUT_MS, signal),
+      resume: async (nodePath, session, answer, signal) => {
+        const budgets = spend.scopesOfSession(nodePath, session);
+        const execute: ExecuteRequest = { type: "handler.execute", taskId, nodePath, prompt: "", resume: { session, answer }, ...stream, ...spend.remaining(budgets), occurrence: occurrence(`r:${nodePath}`) };
+        const reply = await askRetrying(deps, deps.subjects.execute, execute, ExecuteReply, { timeoutMs: config.taskTimeoutMs, signal });
+        return spend.charge(nodePath, reply.session ? { ...reply.result, session: reply.session } : reply.result, budgets, session);
+      },
+      script: async (nodePath, command, signal) => {
+        const request: ScriptRequest = { type: "handler.script", taskId, nodePath, ...command, occurrence: occurrence(`s:${nodePath}`) };
+        // The Handler enforces the script's own timeout; the margin covers its kill grace and the round trip.
+        const answer = await askRetrying(deps, deps.subjects.script, request, ScriptReply, { timeoutMs: command.timeoutMs + SCRIPT_REPLY_MARGIN_MS, signal });
+        return answer;
+      },
+    };
+    const actor = createWalkActor(walk, 0, 0, { ...inspectOption(deps, "evaluator", taskId), input: { taskId, path, node: summarize(node), env: extend(rootEnv(limits), request.inputs ?? {}), entry: true } });
+    const set = live.get(taskId) ?? new Set();
+    live.set(taskId, set.add(actor));
+    if (request.owner !== undefined) {
+      owners.set(actor, request.owner);
+      // Another Director took the task over: an evaluation still running for the old owner (here or in another
+      // Evaluator) stops, so two walks never advance one task. A fresh task has no older evaluation.
+      if (request.fresh !== true) deps.bus.publish(deps.subjects.superseded, encode(Superseded, { type: "task.superseded", taskId, owner: request.owner }));
+    }
+    try {
+      const done = toPromise(actor);
+      actor.start();
+      const result = await done;
+      // Stopped for a newer owner: not an outcome of the task. Should the sender still hold the task, it asks again.
+      if (superseded.has(actor)) throw new RemoteError("UNAVAILABLE", `the evaluation of task '${taskId}' was superseded by a newer owner`);
+      return reply(spend.withTotals(result));
+    } finally {
+      set.delete(actor);
+      if (set.size === 0) live.delete(taskId);
+    }
+  };
+
+  const subscriptions = [
+    serveEvaluate(),
+    deps.bus.subscribe(deps.subjects.cancelBroadcast, (msg) => {
+      const decoded = decode(CancelBroadcast, msg.data);
+      if (decoded.ok) for (const actor of live.get(decoded.value.taskId) ?? []) actor.send({ type: "evaluation.cancel" });
+    }),
+    deps.bus.subscribe(deps.subjects.superseded, (msg) => {
+      const decoded = decode(Superseded, msg.data);
+      if (!decoded.ok) return;
+      for (const actor of live.get(decoded.value.taskId) ?? []) {
+        const owner = owners.get(actor);
+        if (owner !== undefined && owner !== decoded.value.owner) {
+          deps.log.info({ taskId: decoded.value.taskId, owner, newOwner: decoded.value.owner }, "evaluation superseded: stopping it");
+          superseded.add(actor);
+          actor.send({ type: "evaluation.cancel" });
+        }
+      }
+    }),
+  ];
+
+  function serveEvaluate() {
+    return serve(deps, {
+      subject: deps.subjects.evaluate,
+      queue: deps.subjects.queue("evaluator"),
+      schema: EvaluateRequest,
+      concurrency: config.concurrency,
+      local: true,
+      handle: evaluate,
+    });
+  }
+
+  return {
+    role: "evaluator",
+    async stop() {
+      await Promise.all(subscriptions.map((s) => s.unsubscribe()));
+      for (const set of live.values()) for (const actor of set) actor.send({ type: "evaluation.cancel" });
+    },
+  };
+}

@@ -1,0 +1,222 @@
+/**
+ * The Evaluator's view of a parsed template: node paths resolved to typed AST nodes ({@link nodeAt}), nodes
+ * summarised for the evaluation machine ({@link summarize}), and the strict `{{var}}` substitution (with inline
+ * calls) of an atomic task's prompt-bearing fields ({@link prepareAtomic}).
+ */
+import { ATOMIC_TYPES, type EvalNode } from "../../machines/evaluator/evaluation.js";
+import type { Env } from "../../machines/language/env.js";
+import type { TaskResult } from "../../protocol/index.js";
+import { expandText, type InlineCall } from "./inline.js";
+import type { SubstituteMode } from "../../machines/language/substitute.js";
+import type { InputBinding, StepNode, TaskNode, TemplateDocument } from "../../machines/language/ast.js";
+
+const STEP_KINDS = new Set(["task", "call", "cond", "element"]);
+
+function isStepNode(value: unknown): value is StepNode {
+  return typeof value === "object" && value !== null && STEP_KINDS.has(String(Reflect.get(value, "kind")));
+}
+
+/**
+ * The node at `path`: the first segment indexes the document's top-level nodes (or is `templates`), the rest
+ * walks fields and list indexes of the AST (`0.steps.2`, `0.innerTask`, `0.steps.1.inputs.0.task`,
+ * `templates.0.body`).
+ */
+export function nodeAt(document: TemplateDocument, path: string): StepNode | undefined {
+  const [first, ...rest] = path.split(".");
+  let current: unknown = first === "templates" ? document.templates : /^\d+$/.test(first ?? "") ? document.nodes[Number(first)] : undefined;
+  for (const segment of rest) {
+    if (Array.isArray(current) && /^\d+$/.test(segment)) current = current[Number(segment)];
+    else if (typeof current === "object" && current !== null && !Array.isArray(current) && Object.hasOwn(current, segment)) current = Reflect.get(current, segment);
+    else return undefined;
+  }
+  return isStepNode(current) ? current : undefined;
+}
+
+/** The path of the document's entry node. */
+export function entryPath(document: TemplateDocument): string | undefined {
+  if (!document.entry) return undefined;
+  const index = document.nodes.indexOf(document.entry);
+  return index < 0 ? undefined : String(index);
+}
+
+/** The `<output_slot>`s of sequential steps, by step index (absent when no step has one). */
+function outputSlotsOf(steps: readonly StepNode[]): { outputSlots?: Record<number, string> } {
+  const slots: Record<number, string> = {};
+  steps.forEach((step, i) => {
+    if (step.kind === "task" && step.outputSlot !== undefined) slots[i] = step.outputSlot;
+  });
+  return Object.keys(slots).length > 0 ? { outputSlots: slots } : {};
+}
+
+/** Whether the value of `input` is a nested task's result (a `from` wins over a nested task). */
+export const isTaskInput = (input: InputBinding | undefined): boolean => input?.task !== undefined && input.from === undefined;
+
+/** The plain summary of a node the evaluation machine routes on. */
+export function summarize(node: StepNode): EvalNode {
+  switch (node.kind) {
+    case "task": {
+      const cm = node.contextManagement;
+      return {
+        kind: "task",
+        type: node.type,
+        loc: node.loc,
+        ...(node.name ? { name: node.name } : {}),
+        ...(node.ref ? { ref: node.ref } : {}),
+        ...(node.inputs.some(isTaskInput) ? { inputTasks: true } : {}),
+        ...(ATOMIC_TYPES.has(node.type) && !node.ref && reparseAllowed(node) ? { reparse: true } : {}),
+        ...(node.steps ? { stepCount: node.steps.length } : {}),
+        ...(node.steps ? outputSlotsOf(node.steps) : {}),
+        ...(cm?.accumulateData !== undefined ? { accumulate: cm.accumulateData } : {}),
+        ...(cm?.accumulationFormat ? { format: cm.accumulationFormat } : {}),
+        ...(node.initialValue ? { initialValue: node.initialValue.value ?? "", initialTask: node.initialValue.task !== undefined } : {}),
+        ...(node.type === "director_evaluator_loop" ? { loop: loopSummary(node) } : {}),
+        ...(node.type === "judge_loop" ? { checkmate: checkmateSummary(node) } : {}),
+      };
+    }
+    case "call":
+      return { kind: "call", loc: node.loc, name: node.templateName };
+    case "cond":
+      return { kind: "cond", loc: node.loc };
+    case "element":
+      return { kind: node.name, loc: node.loc };
+  }
+}
+
+/** judge_loop settings: `<max_iterations>`, attributes `criteria_judge="true"` and `max_intake_rounds="N"`. */
+function checkmateSummary(node: TaskNode): NonNullable<EvalNode["checkmate"]> {
+  const rounds = Number(node.attributes["max_intake_rounds"]);
+  return {
+    ...(node.maxIterations === undefined ? {} : { maxIterations: node.maxIterations }),
+    ...(node.attributes["criteria_judge"]?.trim() === "true" ? { criteriaJudge: true } : {}),
+    ...(Number.isInteger(rounds) && rounds > 0 ? { maxIntakeRounds: rounds } : {}),
+  };
+}
+
+function loopSummary(node: TaskNode): NonNullable<EvalNode["loop"]> {
+  // Several <condition> children: the loop stops when any holds.
+  const parts = (node.terminationCondition?.conditions ?? []).map((c) => c.trim()).filter((c) => c !== "");
+  const condition = parts.length === 1 ? parts[0] : parts.map((c) => `(${c})`).join(" || ");
+  return {
+    director: node.director !== undefined,
+    evaluator: node.evaluator !== undefined,
+    script: node.scriptExecution !== undefined,
+    ...(node.maxIterations === undefined ? {} : { maxIterations: node.maxIterations }),
+    ...(condition ? { condition } : {}),
+  };
+}
+
+/** Whether a task may be reparsed: not opted out by `<disable_reparsing>` or the attribute. */
+export function reparseAllowed(node: TaskNode): boolean {
+  if (node.disableReparsing === true) return false;
+  const attr = node.attributes?.["disable_reparsing"];
+  return !(typeof attr === "string" && attr.trim().toLowerCase() === "true");
+}
+
+/** A `TASK_FAILURE` with reason `input_validation_failure`. */
+export function inputFailure(message: string, details?: Record<string, unknown>): TaskResult {
+  return { content: "", status: "FAILED", notes: {}, error: { type: "TASK_FAILURE", reason: "input_validation_failure", message, ...(details ? { details } : {}) } };
+}
+
+/** The prompt-bearing fields of an atomic task, before substitution. */
+export interface AtomicFields {
+  prompt: string;
+  system?: string;
+  model?: string;
+  /** Context files the Handler reads and attaches (set by the task's context, not substituted). */
+  files?: string[];
+  /** Context text the Handler attaches (inherited text, accumulated step outputs). */
+  context?: string;
+}
+
+function atomicFields(node: TaskNode): AtomicFields {
+  const prompt = [node.description, node.instructions].filter((t): t is string => !!t && t.trim() !== "").join("\n\n");
+  return {
+    prompt,
+    ...(node.system ? { system: node.system } : {}),
+    ...(node.model?.name ? { model: node.model.name.trim() } : {}),
+  };
+}
+
+/** A task's `<criteria>` as text (a list as `- item` lines); undefined when it has none (C23). */
+export function criteriaText(node: TaskNode): string | undefined {
+  const c = node.criteria;
+  if (c === undefined) return undefined;
+  const text = typeof c === "string" ? c.trim() : c.map((item) => `- ${item.trim()}`).join("\n");
+  return text === "" ? undefined : text;
+}
+
+/**
+ * Substitutes `{{var}}` from `env` and runs inline calls `{{f(…)}}` in every field, and in `<criteria>` (strict: a missing variable fails
+ * the task, C13, naming every missing variable; `lenient` inserts `{{undefined:name}}` instead; a failing inline
+ * call fails it with the call's result).
+ */
+export async function prepareAtomic(
+  node: TaskNode,
+  env: Env,
+  call: (c: InlineCall) => Promise<TaskResult>,
+  mode: SubstituteMode = "strict",
+): Promise<{ ok: true; fields: AtomicFields; criteria?: string } | { ok: false; result: TaskResult }> {
+  const fields = atomicFields(node);
+  const criteria = criteriaText(node);
+  if (fields.prompt.trim() === "") {
+    const at = node.loc ? ` at line ${node.loc.line}, column ${node.loc.col}` : "";
+    return { ok: false, result: inputFailure(`the atomic task${at} has no <description> or <instructions>: there is nothing to ask the model`) };
+  }
+  const out: Record<string, string> = {};
+  const missing = new Set<string>();
+  // `<criteria>` is substituted like the prompt (C14) but is not sent to the model: it selects evaluation templates.
+  const texts: Record<string, string | undefined> = { prompt: fields.prompt, system: fields.system, model: fields.model, criteria };
+  for (const [key, text] of Object.entries(texts)) {
+    if (text === undefined) continue;
+    const done = await expandText(text, env, call, mode);
+    if (done.ok) out[key] = done.text;
+    else if ("result" in done) return { ok: false, result: done.result };
+    else for (const name of done.missing) missing.add(name);
+  }
+  if (missing.size > 0) {
+    const names = [...missing].map((m) => `'${m}'`).join(", ");
+    return { ok: false, result: inputFailure(`missing required input: ${names}`, { missing: [...missing] }) };
+  }
+  return {
+    ok: true,
+    fields: { prompt: out["prompt"] ?? "", ...(out["system"] !== undefined ? { system: out["system"] } : {}), ...(out["model"] !== undefined ? { model: out["model"] } : {}) },
+    ...(out["criteria"] !== undefined ? { criteria: out["criteria"] } : {}),
+  };
+}
+
+/**
+ * Checks (and, for text, converts) an argument against its declared parameter type: `string`, `integer`, `number`,
+ * `boolean`, `array`, `object`. Other type names (`DataSet`, …) and untyped parameters accept anything.
+ */
+export function checkParam(type: string | undefined, value: unknown): { ok: true; value: unknown } | { ok: false } {
+  const text = typeof value === "string" ? value.trim() : undefined;
+  const json = (): unknown => {
+    try {
+      return text === undefined ? value : JSON.parse(text);
+    } catch {
+      return undefined;
+    }
+  };
+  switch (type?.trim().toLowerCase()) {
+    case "string":
+      return typeof value === "string" ? { ok: true, value } : { ok: false };
+    case "integer":
+    case "number": {
+      const n = typeof value === "number" ? value : text !== undefined && text !== "" ? Number(text) : Number.NaN;
+      const fits = Number.isFinite(n) && (type.trim().toLowerCase() === "number" || Number.isInteger(n));
+      return fits ? { ok: true, value: n } : { ok: false };
+    }
+    case "boolean":
+      return typeof value === "boolean" ? { ok: true, value } : text === "true" || text === "false" ? { ok: true, value: text === "true" } : { ok: false };
+    case "array": {
+      const v = json();
+      return Array.isArray(v) ? { ok: true, value: v } : { ok: false };
+    }
+    case "object": {
+      const v = json();
+      return typeof v === "object" && v !== null && !Array.isArray(v) ? { ok: true, value: v } : { ok: false };
+    }
+    default:
+      return { ok: true, value };
+  }
+}

@@ -1,0 +1,358 @@
+/**
+ * The effects of the evaluation machines for one document: a node path is resolved to its typed AST node, its
+ * `<inputs>` are bound, an atomic task is substituted and sent to a Handler, a call binds its arguments, and a
+ * step of a composite is evaluated by a nested evaluation actor ({@link evaluateNode}).
+ */
+import { assign, createActor, fromPromise, toPromise, type InspectionEvent } from "xstate";
+import type { SuspendedResult } from "../../machines/evaluator/continuation.js";
+import { find, flatten, isPath, rootEnv, type Env } from "../../machines/language/env.js";
+import { directorEvaluatorMachine } from "../../machines/evaluator/loop.js";
+import { boundNow, evaluationMachine, type BindOutcome, type EvaluationInput } from "../../machines/evaluator/evaluation.js";
+import { evaluateTest } from "../../machines/language/expression.js";
+import { reduceMachine, type ResolvedItems } from "../../machines/evaluator/reduce.js";
+import { sequentialMachine } from "../../machines/evaluator/sequential.js";
+import type { CompileReply, CompileRequest, ContinuationKind, InputRequest, SessionState, TaskResult } from "../../protocol/index.js";
+import { bindInputs, bindInputsNow, resolveItems, type EvaluateInputTask } from "./bind.js";
+import { budgetScopes, type BudgetScope } from "./budget.js";
+import { reparseNode } from "./reparse.js";
+import { provideContinuationFor, type ContinuationScope } from "./continuation.js";
+import { provideCheckmate } from "./checkmate.js";
+import { applyOutputFormat, atomicContext, contextFields, returnsOf, walkContextDeps, withContextNotes, type ContextDeps } from "./context.js";
+import { MAX_INLINE_DEPTH, type InlineCall } from "./inline.js";
+import { checkParam, criteriaText, entryPath, inputFailure, nodeAt, prepareAtomic, summarize, type AtomicFields } from "./nodes.js";
+import { runScriptExecution, runScriptTask, type RunCommand } from "./script.js";
+import { systemScope } from "../system-scope.js";
+import type { TemplateLibrary } from "../library/library.js";
+import { inspectOption, type InspectHook } from "../inspect-option.js";
+import { substitute, type SubstituteMode } from "../../machines/language/substitute.js";
+import type { CondNode, TaskNode, TemplateDocument } from "../../machines/language/ast.js";
+
+/** The Evaluator's reserved (`$`) bindings of `env`; they cross into function templates and subtasks. */
+function reservedOf(env: Env): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(flatten(env)).filter(([name]) => name.startsWith("$")));
+}
+
+/** What a walk of one document needs from the Evaluator role. */
+export interface Walk {
+  /** XState inspection of the nested evaluation actors (the Evaluator's `deps.inspect`). */
+  inspect?: InspectHook | undefined;
+  taskId: string;
+  document: TemplateDocument;
+  /** Publish a progress report of the task. */
+  progress(event: string, message: string, data?: Record<string, unknown>): void;
+  /** Run substituted atomic fields in a Handler; a CONTINUATION result carries the suspended session. */
+  execute(path: string, fields: AtomicFields & { continuations?: ContinuationKind[] }, signal: AbortSignal, budgets?: readonly BudgetScope[]): Promise<SuspendedResult>;
+  /** Wait for the user's answer to a `request_user_input` question of the task. */
+  waitForInput(path: string, request: InputRequest, signal: AbortSignal): Promise<string>;
+  /** Resume a suspended Handler session with `answer` as the response to its pending tool call. */
+  resume(path: string, session: SessionState, answer: string, signal: AbortSignal): Promise<SuspendedResult>;
+  /** Templates subtasks and evaluations are chosen from. */
+  library: TemplateLibrary;
+  /** Continuation tools offered to every atomic session (`subtask`, `input`); directors also get `evaluation`. */
+  continuationTools: readonly ContinuationKind[];
+  /** Ask the Compiler to decompose a node; absent: no reparsing. */
+  compile?: (request: CompileRequest, signal: AbortSignal) => Promise<CompileReply>;
+  /** Run the argv of a script in a Handler. */
+  script: RunCommand;
+  /** Deepest nesting of evaluations (steps, calls, nested inputs) before the walk fails. */
+  maxDepth: number;
+  /** `{{var}}` substitution of prompts and call arguments: `strict` (default) or `lenient` (C13). */
+  substitution?: SubstituteMode;
+  /** Associative matching by the Memory role, for a task's context (`fresh_context`, `subset`, file_paths queries). */
+  memoryMatch?: ContextDeps["memoryMatch"];
+}
+
+function missingNode(path: string): TaskResult {
+  return { content: "", status: "FAILED", notes: {}, error: { type: "TASK_FAILURE", reason: "unexpected_error", message: `no executable node at path ${path}` } };
+}
+
+/** Evaluates the node at `path` in `env` with a nested evaluation actor; aborting `signal` cancels it. */
+export async function evaluateNode(walk: Walk, path: string, env: Env, depth: number, signal: AbortSignal, inline = 0, entry = false): Promise<TaskResult> {
+  // XState starts an invoked child before the parent's own entry actions run on its first step; yielding once
+  // lets the parent report (e.g. `step 1/3`) before anything the nested evaluation reports.
+  await Promise.resolve();
+  const node = nodeAt(walk.document, path);
+  if (!node) return missingNode(path);
+  if (depth > walk.maxDepth) {
+    return { content: "", status: "FAILED", notes: {}, error: { type: "TASK_FAILURE", reason: "execution_halted", message: `nesting deeper than ${walk.maxDepth} at ${path}` } };
+  }
+  const actor = createWalkActor(walk, depth, inline, { ...inspectOption(walk, "evaluator", walk.taskId), input: { taskId: walk.taskId, path, node: summarize(node), env, entry } });
+  const cancel = () => actor.send({ type: "evaluation.cancel" });
+  signal.addEventListener("abort", cancel, { once: true });
+  try {
+    const done = toPromise(actor);
+    actor.start();
+    return await done;
+  } finally {
+    signal.removeEventListener("abort", cancel);
+  }
+}
+
+/** Evaluates the entry node of another document (a library template) as the document's entry, in `env`. */
+export function evaluateDocument(walk: Walk, document: TemplateDocument, env: Env, depth: number, signal: AbortSignal, scope: string): Promise<TaskResult> {
+  const path = entryPath(document);
+  if (path === undefined) return Promise.resolve(missingNode("(entry)"));
+  return evaluateNode(scoped(walk, document, scope), path, env, depth, signal, 0, true);
+}
+
+/**
+ * A walk of another document (a subtask's template, an evaluator, a decomposition) whose node paths are reported
+ * and sent to Handlers under `scope` (`0/subtask1:0`), so they never collide with the task's own paths.
+ */
+function scoped(walk: Walk, document: TemplateDocument, scope: string): Walk {
+  const at = (path: string) => `${scope}${path}`;
+  return {
+    ...walk,
+    document,
+    progress: (event, message, data) => walk.progress(event, message, typeof data?.["nodePath"] === "string" ? { ...data, nodePath: at(data["nodePath"]) } : data),
+    execute: (path, ...rest) => walk.execute(at(path), ...rest),
+    resume: (path, ...rest) => walk.resume(at(path), ...rest),
+    script: (path, ...rest) => walk.script(at(path), ...rest),
+    waitForInput: (path, ...rest) => walk.waitForInput(at(path), ...rest),
+  };
+}
+
+/**
+ * Continuation tools offered to an atomic task: the configured ones (`run_subtask`: past the depth limit a call
+ * fails the task with subtask_failure, so the limit is visible, C5; `request_user_input`), plus
+ * `request_evaluation` for subtype `director`.
+ */
+function continuationsFor(walk: Walk, node: TaskNode): ContinuationKind[] {
+  const kinds = walk.continuationTools.filter((k) => k !== "evaluation");
+  return node.subtype === "director" ? [...kinds, "evaluation"] : kinds;
+}
+
+/** What the effects of one evaluation actor system act for: the walk, its nesting depth, the inline calls around it. */
+type WalkScope = { readonly walk: Walk; readonly depth: number; readonly inline: number; continuation?: ContinuationScope };
+
+/** The scope of each evaluation actor system (a root evaluation actor and the children it invokes share one). */
+const scopes = systemScope<WalkScope>("an evaluation actor runs outside a walk");
+const scopeOf = (system: unknown) => scopes.of(system);
+
+/** Evaluates the nested task of an input of a node of the walk of `system`, one level deeper. */
+function inputTasksOf(system: unknown, signal: AbortSignal): EvaluateInputTask {
+  const { walk, depth } = scopeOf(system);
+  return (path, env) => evaluateNode(walk, path, env, depth + 1, signal);
+}
+
+function taskAt(walk: Walk, path: string): TaskNode {
+  const node = nodeAt(walk.document, path);
+  if (node?.kind !== "task") throw new Error(`node ${path} is not a task`);
+  return node;
+}
+
+/**
+ * Creates the evaluation actor of a node of `walk` at nesting `depth` (`inline`: inline calls around it). The machine
+ * is built once per process ({@link walkMachine}); its effects find the walk by the actor's system, registered here.
+ */
+export function createWalkActor(walk: Walk, depth: number, inline: number, options: { input: EvaluationInput; inspect?: (event: InspectionEvent) => void }) {
+  return scopes.create({ walk, depth, inline }, () => createActor(walkMachine(), options));
+}
+
+/** The evaluation machine with every effect provided, acting for the walk of the actor system it runs in. */
+let provided: ReturnType<typeof buildWalkMachine> | undefined;
+export const walkMachine = () => (provided ??= buildWalkMachine());
+
+function continuationScope(scope: WalkScope): ContinuationScope {
+  const { walk, depth } = scope;
+  return (scope.continuation ??= {
+    walk: {
+      library: walk.library,
+      script: walk.script,
+      resume: walk.resume,
+      waitForInput: walk.waitForInput,
+      progress: walk.progress,
+      evaluateDocument: (document, env, signal, docScope) => evaluateDocument(walk, document, env, depth + 1, signal, docScope),
+      // Already substituted strictly before the session ran (prepareAtomic), so lenient here cannot differ.
+      criteria: (path, env) => {
+        const text = criteriaText(taskAt(walk, path));
+        const done = text === undefined ? undefined : substitute(text, (p) => find(env, p), "lenient");
+        return done?.ok ? done.text : text;
+      },
+    },
+    applyFormat: (path, result) => (result.status === "COMPLETE" ? applyOutputFormat(taskAt(walk, path), result, returnsOf(walk.document, path)) : result),
+  });
+}
+
+function buildWalkMachine() {
+  const progress = ({ system }: { system: unknown }, p: { event: string; message: string; data?: Record<string, unknown> }) => scopeOf(system).walk.progress(p.event, p.message, p.data);
+  const runStep = fromPromise<TaskResult, { path: string; env: Env }>(({ input, signal, system }) => {
+    const { walk, depth, inline } = scopeOf(system);
+    return evaluateNode(walk, input.path, input.env, depth + 1, signal, inline);
+  });
+  return evaluationMachine.provide({
+    actions: {
+      progress,
+      bindNow: assign(({ context, system }) => {
+        const { walk } = scopeOf(system);
+        return boundNow(() => bindInputsNow(taskAt(walk, context.path), context.env, context.entry));
+      }),
+    },
+    actors: {
+      bindInputs: fromPromise<BindOutcome, { path: string; env: Env; entry: boolean }>(({ input, signal, system }) => {
+        const { walk } = scopeOf(system);
+        return bindInputs(inputTasksOf(system, signal), taskAt(walk, input.path), input.path, input.env, input.entry);
+      }),
+      runAtomic: fromPromise<SuspendedResult, { path: string; env: Env }>(async ({ input, signal, system }) => {
+        const { walk, depth, inline } = scopeOf(system);
+        const callInline = async (c: InlineCall): Promise<TaskResult> => {
+          if (inline >= MAX_INLINE_DEPTH) return inputFailure(`inline call ${c.template}() nested deeper than ${MAX_INLINE_DEPTH}`);
+          const bound = await bindArgs(walk, c.template, c.args, input.env, depth, signal);
+          if ("result" in bound) return bound.result;
+          return evaluateNode(walk, `templates.${bound.template}.body`, bound.env, depth + 1, signal, inline + 1);
+        };
+        const node = taskAt(walk, input.path);
+        const prepared = await prepareAtomic(node, input.env, callInline, walk.substitution);
+        if (!prepared.ok) return prepared.result;
+        const context = await atomicContext(walkContextDeps(walk, input.path), node, input.env, prepared.fields.prompt, signal);
+        if (!context.ok) return context.result;
+        const result = await walk.execute(input.path, { ...prepared.fields, ...contextFields(context.value), continuations: continuationsFor(walk, node) }, signal, budgetScopes(input.env));
+        return applyOutputFormat(node, withContextNotes(result, context.value), returnsOf(walk.document, input.path));
+      }),
+      reparse: fromPromise<TaskResult, { path: string; env: Env; result: TaskResult }>(async ({ input, signal, system }) => {
+        const { walk, depth } = scopeOf(system);
+        const compile = walk.compile;
+        if (!compile) return input.result;
+        const reparseWalk = { ...walk, compile, evaluateDocument: (document: TemplateDocument, env: Env, s: AbortSignal, scope: string) => evaluateDocument(walk, document, env, depth + 1, s, scope) };
+        return reparseNode(reparseWalk, taskAt(walk, input.path), input.path, input.env, input.result, signal);
+      }),
+      runRef: fromPromise<TaskResult, { path: string; env: Env }>(async ({ input, signal, system }) => {
+        const { walk, depth } = scopeOf(system);
+        const ref = taskAt(walk, input.path).ref ?? "";
+        const template = walk.library.get(ref);
+        if (!template) return inputFailure(`no template named '${ref}' in the template library (--templates)`, { ref });
+        const result = await evaluateDocument(walk, template.document, input.env, depth + 1, signal, `${input.path}/ref:`);
+        return { ...result, notes: { ...result.notes, template_used: template.name } };
+      }),
+      runCall: fromPromise<TaskResult, { path: string; env: Env }>(async ({ input, signal, system }) => {
+        const { walk, depth, inline } = scopeOf(system);
+        const node = nodeAt(walk.document, input.path);
+        if (node?.kind !== "call") return missingNode(input.path);
+        const args = node.args.map((arg, i) => ({ ...(arg.name ? { name: arg.name } : {}), ...(typeof arg.value === "string" ? { text: arg.value } : { nodePath: `${input.path}.args.${i}.value` }) }));
+        const bound = await bindArgs(walk, node.templateName, args, input.env, depth, signal);
+        if ("result" in bound) return bound.result;
+        return evaluateNode(walk, `templates.${bound.template}.body`, bound.env, depth + 1, signal, inline);
+      }),
+      runCond: fromPromise<TaskResult, { path: string; env: Env }>(async ({ input, signal, system }) => {
+        const { walk, depth } = scopeOf(system);
+        const node = nodeAt(walk.document, input.path);
+        if (node?.kind !== "cond") return missingNode(input.path);
+        return runCond(walk, node, input.path, input.env, depth, signal);
+      }),
+      runScript: fromPromise<TaskResult, { path: string; env: Env }>(({ input, signal, system }) => {
+        const { walk } = scopeOf(system);
+        return runScriptTask(walk.script, taskAt(walk, input.path), input.path, input.env, signal);
+      }),
+      continuation: provideContinuationFor((system) => continuationScope(scopeOf(system))),
+      sequential: sequentialMachine.provide({ actions: { progress }, actors: { runStep } }),
+      directorEvaluator: directorEvaluatorMachine.provide({
+        actions: { progress },
+        actors: {
+          runStep,
+          runScript: fromPromise<TaskResult, { path: string; env: Env }>(async ({ input, signal, system }) => {
+            const { walk, depth, inline } = scopeOf(system);
+            const loopPath = input.path.replace(/\.scriptExecution$/, "");
+            const se = taskAt(walk, loopPath).scriptExecution;
+            if (!se) return inputFailure("the loop has no <script_execution>");
+            const evaluate = (path: string, env: Env) => evaluateNode(walk, path, env, depth + 1, signal, inline);
+            return runScriptExecution(walk.script, evaluate, se, input.path, input.env, signal);
+          }),
+        },
+      }),
+      checkmate: provideCheckmate((system) => scopeOf(system).walk, taskAt),
+      reduce: reduceMachine.provide({
+        actions: { progress },
+        actors: {
+          runStep,
+          resolveItems: fromPromise<ResolvedItems, { path: string; env: Env }>(({ input, signal, system }) => {
+            const { walk } = scopeOf(system);
+            return resolveItems(inputTasksOf(system, signal), taskAt(walk, input.path), input.path, input.env);
+          }),
+        },
+      }),
+    },
+  });
+}
+
+const QUOTED = /^"([\s\S]*)"$|^'([\s\S]*)'$/;
+
+/** An argument's value: a variable (path) first, a literal second (SEED-NOTES §3.3). */
+export function argumentValue(text: string, env: Env, mode: SubstituteMode = "strict"): { value: unknown } | { missing: string[] } {
+  const t = text.trim();
+  const quoted = QUOTED.exec(t);
+  if (quoted) return { value: quoted[1] ?? quoted[2] ?? "" };
+  if (isPath(t)) {
+    const found = find(env, t);
+    if (found.found) return { value: found.value };
+  }
+  if (/^-?\d+(?:\.\d+)?$/.test(t)) return { value: Number(t) };
+  if (t === "true" || t === "false") return { value: t === "true" };
+  if (t === "null" || t === "none") return { value: null };
+  if (t.includes("{{")) {
+    const done = substitute(t, (p) => find(env, p), mode);
+    return done.ok ? { value: done.text } : { missing: done.missing };
+  }
+  return { value: t };
+}
+
+/** An argument of a call: text (a variable or a literal), or a node to evaluate. */
+type ArgSource = { name?: string; text: string } | { name?: string; nodePath: string };
+
+/** Binds arguments to the parameters of template `name`: positional in declared order, then named, then defaults. */
+async function bindArgs(walk: Walk, name: string, args: readonly ArgSource[], env: Env, depth: number, signal: AbortSignal): Promise<{ template: number; env: Env } | { result: TaskResult }> {
+  const index = walk.document.templates.findIndex((t) => t.name === name);
+  const template = walk.document.templates[index];
+  if (!template) return { result: inputFailure(`unknown template '${name}'`) };
+  // No prototype: a parameter may be named `constructor` or `__proto__` (template names are the submitter's).
+  const params: Record<string, unknown> = Object.create(null) as Record<string, unknown>;
+  let position = 0;
+  for (const arg of args) {
+    const param = arg.name ?? template.params[position++];
+    if (param === undefined) return { result: inputFailure(`too many arguments for template '${template.name}' (it takes ${template.params.length})`) };
+    if (!template.params.includes(param)) return { result: inputFailure(`template '${template.name}' has no parameter '${param}'`) };
+    if ("text" in arg) {
+      const got = argumentValue(arg.text, env, walk.substitution);
+      if ("missing" in got) return { result: inputFailure(`missing required input: ${got.missing.map((m) => `'${m}'`).join(", ")}`, { missing: got.missing }) };
+      params[param] = got.value;
+    } else {
+      const result = await evaluateNode(walk, arg.nodePath, env, depth + 1, signal);
+      if (result.status !== "COMPLETE") return { result };
+      params[param] = result.content;
+    }
+  }
+  for (const spec of template.paramSpecs) {
+    if (!(spec.name in params)) {
+      if (spec.default !== undefined) params[spec.name] = spec.default;
+      else if (spec.required === false) continue;
+      else return { result: inputFailure(`missing argument '${spec.name}' of template '${template.name}'`, { missing: [spec.name] }) };
+    }
+    const checked = checkParam(spec.type, params[spec.name]);
+    if (!checked.ok) return { result: inputFailure(`argument '${spec.name}' of template '${template.name}' is not of type ${spec.type ?? ""}`) };
+    params[spec.name] = checked.value;
+  }
+  // A function template sees only its parameters (SEED-NOTES §3.3), and the Evaluator's reserved `$` bindings.
+  return { template: index, env: rootEnv({ ...reservedOf(env), ...params }) };
+}
+
+/**
+ * Runs the body of the first case whose test is true, its nodes in order; the result is the last one's.
+ * A test that does not parse counts as false and is reported as a `cond.test_error` progress event (C10).
+ * When no case matches, the result is COMPLETE with empty content and `notes.matchedCase: null`.
+ */
+async function runCond(walk: Walk, node: CondNode, path: string, env: Env, depth: number, signal: AbortSignal): Promise<TaskResult> {
+  for (let i = 0; i < node.cases.length; i++) {
+    const branch = node.cases[i];
+    if (!branch) continue;
+    const test = evaluateTest(branch.test, env);
+    if (!test.ok) walk.progress("cond.test_error", `case ${i + 1}: ${test.error}`, { nodePath: `${path}.cases.${i}`, test: branch.test });
+    if (!test.ok || !test.value) continue;
+    walk.progress("cond.matched", `case ${i + 1}/${node.cases.length}: ${branch.test}`, { nodePath: `${path}.cases.${i}` });
+    let result: TaskResult = { content: "", status: "COMPLETE", notes: {} };
+    for (let j = 0; j < branch.body.length; j++) {
+      result = await evaluateNode(walk, `${path}.cases.${i}.body.${j}`, env, depth + 1, signal);
+      if (result.status !== "COMPLETE") return result;
+    }
+    return { ...result, notes: { ...result.notes, matchedCase: i } };
+  }
+  return { content: "", status: "COMPLETE", notes: { matchedCase: null } };
+}

@@ -1,0 +1,274 @@
+/**
+ * The Handler role: runs each atomic task as one LLM session ({@link handlerSessionMachine}).
+ * Serves `<root>.handler.execute` in queue group `handler`; reports turns, retries, tool calls and the context
+ * warning as progress; aborts the session (its HTTP request, backoff wait or tool) when the task is cancelled.
+ * `<root>.handler.script` (same queue group) runs the commands of `script` tasks with the `run_script` tool's limits.
+ * A request for a session or command still running, here or in another Handler, joins it (actors/handler/lease.ts).
+ */
+import { toPromise } from "xstate";
+import type { SessionOutput } from "../../machines/handler/session.js";
+import {
+  CancelBroadcast,
+  decode,
+  ExecuteRequest,
+  RECORD_VERSION,
+  ScriptRecord,
+  ScriptRequest,
+  TurnRecord,
+  Usage,
+  type ContinuationKind,
+  type ExecuteReply,
+  type ScriptReply,
+  type SessionCheckpoint,
+} from "../../protocol/index.js";
+import type { TaskStore } from "../bus.js";
+import type { ActorDeps, RoleHandle } from "../deps.js";
+import { inspectOption } from "../inspect-option.js";
+import { publishProgress } from "../local.js";
+import { createSessionActor, type SessionEffects } from "./session.js";
+import { readRecord, scriptKey, turnKey, writeRecord, writeRecordBehind } from "./records.js";
+import { createLeases, createRunGate, type JoinedAt } from "./lease.js";
+import { continuationTools } from "./continuation.js";
+import { runToolCalls } from "./tool-calls.js";
+import { priceOf, sessionBudget } from "./budget.js";
+import { attachContext } from "./files.js";
+import type { CallModel } from "../model.js";
+import { serve } from "../serve.js";
+import { contextWindowOf, costOf, countRequestTokens, type ModelPrice } from "./tokens.js";
+import type { ToolDefinition, Toolset } from "./toolset.js";
+import { createMasker, maskDeep } from "../secrets.js";
+
+/** Handler configuration, immutable for the life of every session it starts. */
+export interface HandlerConfig {
+  /** Model used when the template names none. */
+  defaultModel: string;
+  /** Hard limit on assistant messages per session. */
+  maxTurns: number;
+  /** The base system prompt; the template's `<system>` is appended to it. */
+  baseSystemPrompt: string;
+  /** Sessions run at once in this process. */
+  concurrency: number;
+  /** Context window of models the tokenizer does not know. Default 128000. */
+  contextWindowTokens?: number;
+  /** Share of the model's context window a session may use. Default 0.8. */
+  maxContextWindowFraction?: number;
+  /** Share of the context limit at which a `context.warning` event is sent. Default 0.8. */
+  warningThreshold?: number;
+  /** Malformed tool calls answered with an error before the session fails. Default 3. */
+  maxMalformedToolCalls?: number;
+  /** Largest completion of one model call, sent to the model as `max_tokens`. Default: none sent. */
+  maxOutputTokens?: number;
+  /** Per-1M-token prices by model id; usage of a listed model gets a `cost`. */
+  prices?: Readonly<Record<string, ModelPrice>>;
+  /**
+   * Stream completions and publish each piece of assistant text as a `model.delta` event. A request's own
+   * `stream` field wins. Default false.
+   */
+  streamDeltas?: boolean;
+  /**
+   * Secret values the process knows (API key, NATS password, …): masked as `[redacted]` in every reply before it
+   * leaves the Handler (results, program outputs), besides the toolset's own masking of tool answers.
+   */
+  secrets?: readonly string[];
+}
+
+/** Joins the base system prompt and the template's system prompt (SEED-NOTES §3.9). */
+export function buildSystemPrompt(base: string, template: string | undefined): string {
+  return template ? `${base}\n\n===\n\n${template}` : base;
+}
+
+/** The signal of context without files to read: nothing to time out. */
+const NO_SIGNAL = new AbortController().signal;
+
+const NO_TOOLS: Toolset = {
+  definitions: [],
+  run: async (call) => ({ malformed: true, content: `error: no tool named '${call.function.name}' is available` }),
+  script: async () => ({ error: "this Handler has no tools" }),
+  sandbox: { mode: "bwrap", unavailable: "this Handler has no tools" },
+};
+
+/** Runs one command of a `script` task with the `run_script` tool's confinement and limits. */
+export async function runScriptRequest(toolset: Toolset, request: ScriptRequest, signal: AbortSignal): Promise<ScriptReply> {
+  const base = { type: "handler.script_result" as const, taskId: request.taskId, nodePath: request.nodePath };
+  const ran = await toolset.script(
+    {
+      argv: request.argv,
+      timeoutMs: request.timeoutMs,
+      ...(request.cwd === undefined ? {} : { cwd: request.cwd }),
+      ...(request.env ? { env: request.env } : {}),
+      ...(request.inheritEnv === undefined ? {} : { inheritEnv: request.inheritEnv }),
+    },
+    signal,
+  );
+  if ("error" in ran) return { ...base, exitCode: null, timedOut: false, stdout: "", stderr: "", error: ran.error };
+  const { exitCode, timedOut, stdout, stderr } = ran.outcome;
+  return { ...base, exitCode, timedOut, stdout, stderr };
+}
+
+/**
+ * Starts the Handler role. Without a toolset, the model is offered no tools. With `records` (the turns bucket),
+ * calls that carry an `occurrence` are recorded answer by answer (and their `run_script` calls one by one) and
+ * replayed on a re-run (actors/handler/records.ts, actors/handler/tool-calls.ts).
+ */
+export function startHandler(deps: ActorDeps, config: HandlerConfig, callModel: CallModel, toolset: Toolset = NO_TOOLS, records?: TaskStore): RoleHandle {
+  const mask = createMasker(config.secrets ?? []);
+  const sessions = new Map<string, Set<ReturnType<typeof createSessionActor>>>();
+  /** The tools offered with each set of continuation kinds: one array per set, so its token count is kept too. */
+  const toolSets = new Map<string, readonly ToolDefinition[]>();
+  const toolsFor = (kinds: readonly ContinuationKind[]): readonly ToolDefinition[] => {
+    if (kinds.length === 0) return toolset.definitions;
+    const key = kinds.join(",");
+    let tools = toolSets.get(key);
+    if (tools === undefined) toolSets.set(key, (tools = [...toolset.definitions, ...continuationTools(kinds)]));
+    return tools;
+  };
+  // One run per record key: a request for a session or script still running (here or in another Handler) joins it.
+  const gate = records ? createRunGate(createLeases(records, deps.log)) : undefined;
+  const joinedEvent = (request: ExecuteRequest | ScriptRequest, what: string) => (at: JoinedAt) =>
+    publishProgress(deps, {
+      type: "task.progress",
+      taskId: request.taskId,
+      event: "model.joined",
+      message: `joined the ${what} in flight ${at === "here" ? "in this Handler" : "in another Handler"}: it is not started again`,
+      data: { nodePath: request.nodePath, at },
+    });
+  const execute = async (request: ExecuteRequest): Promise<ExecuteReply> => {
+    const key = records ? turnKey(request) : undefined;
+    if (key === undefined || gate === undefined) return runSession(request, undefined, false, () => undefined);
+    return gate.run(request.taskId, key, (before, releaseAfter) => runSession(request, key, before, releaseAfter), joinedEvent(request, "session"));
+  };
+  /** Runs a session, or replays or continues its record (`key`); `before`: another run of it came first. */
+  const runSession = async (request: ExecuteRequest, key: string | undefined, before: boolean, releaseAfter: (written: Promise<unknown>) => void): Promise<ExecuteReply> => {
+    const { taskId, nodePath } = request;
+    const kinds = request.continuations ?? [];
+    const tools = toolsFor(kinds);
+    const progress = (event: string, message: string, data: Record<string, unknown>) =>
+      publishProgress(deps, maskDeep({ type: "task.progress" as const, taskId, event, message, data: { nodePath, ...data } }, mask));
+    // A fresh call (its task's first evaluation, first request) has no record to replay, unless a run of it came
+    // first: its in-flight marker was there. `fresh` rests on the intake's delivery count, which a nats-server
+    // before 2.10.16 can report as 1 on a redelivery (a delivery to a pull of a client gone rewinds the consumer).
+    const recorded = key && records && (request.fresh !== true || before) ? await readRecord(records, key, TurnRecord, deps.log) : undefined;
+    if (recorded?.status === "done") {
+      progress("model.replayed", "replayed the recorded session: no model call", { turns: recorded.result.notes["turns"] });
+      return { type: "handler.result", taskId, nodePath, result: recorded.result, ...(recorded.session ? { session: recorded.session } : {}) };
+    }
+    if (recorded) {
+      const last = recorded.session.messages.at(-1);
+      const where = last?.role === "assistant" && last.tool_calls?.length ? `with the tool calls of turn` : `after turn`;
+      progress("model.replayed", `continuing the recorded session ${where} ${recorded.session.turns}`, { turns: recorded.session.turns });
+    }
+    const model = request.model ?? config.defaultModel;
+    // Servers answer with a dated id (gpt-4o-mini-2024-07-18), so the requested id is the fallback key.
+    const cost = (answered: string, usage: Usage) => {
+      const prices = config.prices ?? {};
+      const value = costOf(usage, Object.hasOwn(prices, answered) ? prices[answered] : Object.hasOwn(prices, model) ? prices[model] : undefined);
+      return value === undefined ? {} : { cost: value };
+    };
+    const effects: SessionEffects = {
+      callModel: (input, signal) =>
+        callModel({ ...input, tools, ...(config.maxOutputTokens ? { maxTokens: config.maxOutputTokens } : {}) }, signal, {
+          onRetry: (retry) => progress("model.retry", `retry ${retry.attempt}/${retry.maxRetries} in ${retry.delayMs} ms${retry.fromRetryAfter ? " (retry-after)" : ""}: ${retry.message}`, { ...retry }),
+          ...((request.stream ?? config.streamDeltas) ? { onDelta: (text: string) => progress("model.delta", text, { text }) } : {}),
+        }),
+      countTokens: (input) => countRequestTokens(input.model, input.messages, tools),
+      ...(key && records ? { recordTurn: (input: SessionCheckpoint) => writeRecord(records, key, TurnRecord, { v: RECORD_VERSION, status: "running", session: input }, deps.log) } : {}),
+      runTools: (input, signal) =>
+        runToolCalls(input, signal, {
+          toolset,
+          kinds,
+          log: deps.log,
+          progress,
+          ...(key && records ? { records: { store: records, key, ...(recorded ? { restoredTurn: recorded.session.turns } : {}) } } : {}),
+        }),
+      turnCompleted: (context, params) => progress("model.turn", `turn ${params.turn}/${params.maxTurns}`, { ...params, ...cost(context.model, params.usage) }),
+      contextWarning: (params) =>
+        progress("context.warning", `context at ${params.used}/${params.limit} tokens (warning at ${Math.round(params.threshold * 100)} %)`, { ...params }),
+    };
+    const attached = request.resume || recorded ? { text: "", notes: {} } : await attachContext(toolset, request.files, request.context, request.files?.length ? AbortSignal.timeout(30_000) : NO_SIGNAL);
+    const actor = createSessionActor(effects, {
+      ...inspectOption(deps, "handler", taskId),
+      input: {
+        system: buildSystemPrompt(config.baseSystemPrompt, request.system) + attached.text,
+        prompt: request.prompt,
+        model,
+        maxTurns: config.maxTurns,
+        contextLimit: Math.floor(contextWindowOf(model, config.contextWindowTokens ?? 128_000) * (config.maxContextWindowFraction ?? 0.8)),
+        warningThreshold: config.warningThreshold ?? 0.8,
+        maxMalformedToolCalls: config.maxMalformedToolCalls ?? 3,
+        ...(config.maxOutputTokens ? { maxOutputTokens: config.maxOutputTokens } : {}),
+        ...(recorded ? { restore: recorded.session } : request.resume ? { restore: { ...request.resume.session, answer: request.resume.answer } } : {}),
+        ...sessionBudget(request, priceOf(config.prices, request.resume?.session.model ?? model, model)),
+      },
+    });
+    const live = sessions.get(taskId) ?? new Set();
+    sessions.set(taskId, live.add(actor));
+    try {
+      const done = toPromise(actor);
+      actor.start();
+      const { session, ...result }: SessionOutput = await done;
+      const usage = Usage.safeParse(result.notes["usage"]);
+      const priced = usage.success ? { ...result, notes: { ...result.notes, ...cost(String(result.notes["model"]), usage.data) } } : result;
+      const reply: ExecuteReply = maskDeep({ type: "handler.result", taskId, nodePath, result: { ...priced, notes: { ...attached.notes, ...priced.notes } }, ...(session ? { session } : {}) }, mask);
+      // A session stopped by a cancel or a shutdown is not an answer to replay.
+      const halted = result.error?.type === "TASK_FAILURE" && result.error.reason === "execution_halted";
+      if (key && records && !halted) releaseAfter(writeRecordBehind(records, key, TurnRecord, { v: RECORD_VERSION, status: "done", result: reply.result, ...(session ? { session } : {}) }, deps.log));
+      return reply;
+    } finally {
+      live.delete(actor);
+      if (live.size === 0) sessions.delete(taskId);
+    }
+  };
+
+  const scripts = new Map<string, Set<AbortController>>();
+  const script = async (request: ScriptRequest): Promise<ScriptReply> => {
+    const key = records ? scriptKey(request) : undefined;
+    if (key === undefined || gate === undefined) return runScript(request, undefined);
+    return gate.run(request.taskId, key, () => runScript(request, key), joinedEvent(request, "script command"));
+  };
+  /** Runs a script command, or replays its record (`key`). */
+  const runScript = async (request: ScriptRequest, key: string | undefined): Promise<ScriptReply> => {
+    const controller = new AbortController();
+    const live = scripts.get(request.taskId) ?? new Set();
+    scripts.set(request.taskId, live.add(controller));
+    try {
+      const recorded = key && records ? await readRecord(records, key, ScriptRecord, deps.log) : undefined;
+      if (recorded) {
+        const { v: _v, ...outcome } = recorded;
+        return { type: "handler.script_result", taskId: request.taskId, nodePath: request.nodePath, ...outcome };
+      }
+      const reply = maskDeep(await runScriptRequest(toolset, request, controller.signal), mask);
+      if (key && records && !controller.signal.aborted) {
+        const { type: _t, taskId: _id, nodePath: _p, ...outcome } = reply;
+        await writeRecord(records, key, ScriptRecord, { v: RECORD_VERSION, ...outcome }, deps.log);
+      }
+      return reply;
+    } finally {
+      live.delete(controller);
+      if (live.size === 0) scripts.delete(request.taskId);
+    }
+  };
+
+  const subscriptions = [
+    serve(deps, { subject: deps.subjects.execute, queue: deps.subjects.queue("handler"), schema: ExecuteRequest, concurrency: config.concurrency, local: true, handle: execute }),
+    serve(deps, { subject: deps.subjects.script, queue: deps.subjects.queue("handler"), schema: ScriptRequest, concurrency: config.concurrency, local: true, handle: script }),
+    deps.bus.subscribe(deps.subjects.cancelBroadcast, (msg) => {
+      const decoded = decode(CancelBroadcast, msg.data);
+      if (!decoded.ok) return;
+      // Leaving the current state stops the invoked actor, whose AbortSignal cancels the HTTP request, the
+      // backoff wait or the running script.
+      for (const actor of sessions.get(decoded.value.taskId) ?? []) actor.send({ type: "session.cancel" });
+      for (const controller of scripts.get(decoded.value.taskId) ?? []) controller.abort();
+      gate?.cancel(decoded.value.taskId);
+    }),
+  ];
+
+  return {
+    role: "handler",
+    async stop() {
+      await Promise.all(subscriptions.map((s) => s.unsubscribe()));
+      gate?.stop();
+      for (const live of sessions.values()) for (const actor of live) actor.send({ type: "session.cancel" });
+      for (const live of scripts.values()) for (const controller of live) controller.abort();
+    },
+  };
+}

@@ -1,0 +1,87 @@
+/**
+ * The Handler's records (at most one repeated model call per crash). Each session of a node is keyed by task,
+ * node path, occurrence and what it was asked. Its state is written as soon as the model answers with tool calls
+ * (before any runs) and again once they ran; each `run_script` call's answer once it finished; its reply when it
+ * ends. A re-run of the same call (the task resumed by another Director) replays a finished session or continues
+ * one from its last recorded answer, using the recorded answers of its scripts. Script commands are recorded too.
+ */
+import { createHash } from "node:crypto";
+import { decode, encode, RECORD_VERSION, ScriptRecord, ToolRecord, TurnRecord, type ExecuteRequest, type ScriptRequest } from "../../protocol/index.js";
+import type { z } from "zod";
+import type { TaskStore } from "../bus.js";
+import { messageOf, type Logger } from "../deps.js";
+
+const digest = (parts: unknown[]) => createHash("sha256").update(JSON.stringify(parts)).digest("hex").slice(0, 40);
+
+/** The record key of a session call, or undefined when the call asks for no record (no `occurrence`). */
+export function turnKey(request: ExecuteRequest): string | undefined {
+  if (request.occurrence === undefined) return undefined;
+  const resume = request.resume ? [request.resume.session.toolCallId, request.resume.session.turns, digest([request.resume.answer])] : null;
+  return `${request.taskId}.t${digest([request.nodePath, request.occurrence, request.prompt, request.system ?? "", request.model ?? "", request.files ?? [], request.context ?? "", resume])}`;
+}
+
+/** The record key of a script command. */
+export function scriptKey(request: ScriptRequest): string | undefined {
+  if (request.occurrence === undefined) return undefined;
+  return `${request.taskId}.s${digest([request.nodePath, request.occurrence, request.argv, request.cwd ?? "", request.env ?? {}, request.inheritEnv ?? true])}`;
+}
+
+/**
+ * The record key of the `index`th tool call (id `toolCallId`) asked for by turn `turn` of the session recorded at
+ * `sessionKey`. The turn is part of the key because a server may reuse tool-call ids from one answer to the next.
+ */
+export function toolKey(sessionKey: string, turn: number, index: number, toolCallId: string): string {
+  return `${sessionKey}.c${digest([turn, index, toolCallId])}`;
+}
+
+/** Tools with side effects, whose answers a session records and replays rather than running them again. */
+export const RECORDED_TOOLS: ReadonlySet<string> = new Set(["run_script"]);
+
+/** Largest record read back (a long session's messages). */
+const MAX_RECORD_BYTES = 16 * 1024 * 1024;
+
+/**
+ * Reads a record; an unreadable one, or one of another version, reads as absent (the work runs again) with a
+ * warning. A store that fails reads as absent too: recording makes a re-run cheaper, it is never required.
+ */
+export async function readRecord<S extends typeof TurnRecord | typeof ScriptRecord | typeof ToolRecord>(store: TaskStore, key: string, schema: S, log: Logger): Promise<z.infer<S> | undefined> {
+  try {
+    await writing.get(store)?.get(key);
+    const bytes = await store.get(key);
+    if (!bytes) return undefined;
+    const decoded = decode(schema, bytes, MAX_RECORD_BYTES);
+    if (decoded.ok) return decoded.value as z.infer<S>;
+    log.warn({ key, version: RECORD_VERSION, problem: decoded.error.message }, "record ignored: not a record of this version; the work runs again");
+  } catch (err) {
+    log.warn({ key, err: messageOf(err) }, "record unreadable; the work runs again");
+  }
+  return undefined;
+}
+
+/** Records this process is writing, by store and key: a read of one of them waits for its write. */
+const writing = new WeakMap<TaskStore, Map<string, Promise<void>>>();
+
+/**
+ * Writes a record without waiting for the store (a session's reply: the answer goes out at once, on the same
+ * connection after the write). A read of the key in this process waits for the write; a request elsewhere waits for
+ * the session's in-flight marker, released once the write resolves (the returned promise, which never rejects).
+ * As with {@link writeRecord}, a write that fails is logged and costs a repeated call.
+ */
+export function writeRecordBehind<S extends typeof TurnRecord | typeof ScriptRecord | typeof ToolRecord>(store: TaskStore, key: string, schema: S, value: z.infer<S>, log: Logger): Promise<void> {
+  let pending = writing.get(store);
+  if (pending === undefined) writing.set(store, (pending = new Map()));
+  const written: Promise<void> = writeRecord(store, key, schema, value, log).finally(() => {
+    if (pending.get(key) === written) pending.delete(key);
+  });
+  pending.set(key, written);
+  return written;
+}
+
+/** Writes a record; a failure (a session too large for the store, an outage) is logged, never fatal. */
+export async function writeRecord<S extends typeof TurnRecord | typeof ScriptRecord | typeof ToolRecord>(store: TaskStore, key: string, schema: S, value: z.infer<S>, log: Logger): Promise<void> {
+  try {
+    await store.put(key, encode(schema, value));
+  } catch (err) {
+    log.warn({ key, err: messageOf(err) }, "record not written; a re-run would repeat this work");
+  }
+}

@@ -1,0 +1,55 @@
+/**
+ * The Handler's session machine with its effects provided once per process (building a machine is costly): each
+ * effect acts for the session whose actor system runs it, registered by {@link createSessionActor} before it starts.
+ */
+import { assign, createActor, fromPromise, type InspectionEvent } from "xstate";
+import {
+  handlerSessionMachine,
+  measured,
+  type CallModelInput,
+  type ContextMetrics,
+  type HandlerSessionContext,
+  type HandlerSessionInput,
+  type ModelReply,
+  type RunToolsInput,
+  type TokenCount,
+  type ToolResults,
+} from "../../machines/handler/session.js";
+import type { SessionCheckpoint, Usage } from "../../protocol/index.js";
+import { systemScope } from "../system-scope.js";
+
+/** The effects of one session, as its Handler provides them. */
+export interface SessionEffects {
+  callModel(input: CallModelInput, signal: AbortSignal): Promise<ModelReply>;
+  /** Counts the tokens of a request, synchronously (the `measure` action). */
+  countTokens(input: CallModelInput): TokenCount;
+  /** Records the session; absent: it is not recorded. */
+  recordTurn?: ((checkpoint: SessionCheckpoint) => Promise<void>) | undefined;
+  runTools(input: RunToolsInput, signal: AbortSignal): Promise<ToolResults>;
+  turnCompleted(context: HandlerSessionContext, params: { turn: number; maxTurns: number; usage: Usage; toolCalls: number; context: ContextMetrics }): void;
+  contextWarning(params: { used: number; limit: number; threshold: number }): void;
+}
+
+/** The effects of each session actor, by its actor system. */
+const sessions = systemScope<SessionEffects>("a Handler session runs without its effects");
+const effectsOf = (system: unknown) => sessions.of(system);
+
+const provideSession = () =>
+  handlerSessionMachine.provide({
+    actors: {
+      callModel: fromPromise<ModelReply, CallModelInput>(({ input, signal, system }) => effectsOf(system).callModel(input, signal)),
+      recordTurn: fromPromise<void, SessionCheckpoint>(async ({ input, system }) => effectsOf(system).recordTurn?.(input)),
+      runTools: fromPromise<ToolResults, RunToolsInput>(({ input, signal, system }) => effectsOf(system).runTools(input, signal)),
+    },
+    actions: {
+      turnCompleted: ({ context, system }, params) => effectsOf(system).turnCompleted(context, params),
+      contextWarning: ({ system }, params) => effectsOf(system).contextWarning(params),
+      measure: assign(({ context, system }) => measured(context, (input) => effectsOf(system).countTokens(input))),
+    },
+  });
+let provided: ReturnType<typeof provideSession> | undefined;
+
+/** Creates the actor of one session with `effects`. */
+export function createSessionActor(effects: SessionEffects, options: { input: HandlerSessionInput; inspect?: (event: InspectionEvent) => void }) {
+  return sessions.create(effects, () => createActor((provided ??= provideSession()), options));
+}

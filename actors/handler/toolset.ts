@@ -1,0 +1,51 @@
+/**
+ * What a Handler needs of its tools: the definitions offered to the model, a way to run one call, and the argv runs
+ * of `script` tasks. The runtime builds the tools (runtime/tools/); the Handler only sees this seam.
+ */
+import type { ToolCall } from "../../machines/handler/session.js";
+
+/** How programs are run: in a bubblewrap sandbox (default), or without isolation (an explicit operator choice). */
+export type SandboxMode = "bwrap" | "unsandboxed";
+
+/** What one run produced. */
+export interface ScriptOutcome {
+  /** Exit code, or null when a signal ended the program. */
+  exitCode: number | null;
+  /** The signal that ended the program, if any. */
+  signal: string | null;
+  /** Whether the timeout ended the run. */
+  timedOut: boolean;
+  stdout: string;
+  stderr: string;
+  /** Process id of the process started (`bwrap`, or the program unsandboxed; its process group id too). */
+  pid: number | undefined;
+}
+
+/** A tool definition in the chat-completions `tools` shape. */
+export interface ToolDefinition {
+  type: "function";
+  function: { name: string; description: string; parameters: Record<string, unknown> };
+}
+
+/** The answer to one tool call. */
+export interface ToolAnswer {
+  /** Text for the `tool` message. */
+  content: string;
+  /** The call itself was malformed (unknown tool, bad arguments). */
+  malformed: boolean;
+}
+
+/** The tools of one Handler. */
+export interface Toolset {
+  /** Definitions sent to the model; empty when no tool is enabled. */
+  readonly definitions: ToolDefinition[];
+  /** Runs one call; never throws for a tool failure (the error text is the answer). */
+  run(call: ToolCall, signal: AbortSignal): Promise<ToolAnswer>;
+  /**
+   * Runs the argv of a `script` task with `run_script`'s confinement and limits, answering structured output
+   * (never text to parse back); `error` says why it could not run (not enabled, unknown program, bad cwd).
+   */
+  script(args: { argv: string[]; cwd?: string; timeoutMs?: number; env?: Readonly<Record<string, string>>; inheritEnv?: boolean }, signal: AbortSignal): Promise<{ outcome: ScriptOutcome } | { error: string }>;
+  /** How programs run here: the sandbox's mode, and why none can run when it is missing. */
+  readonly sandbox: { mode: SandboxMode; unavailable: string | undefined };
+}

@@ -1,0 +1,159 @@
+/**
+ * Types and pure helpers of the checkmate machine (machines/evaluator/checkmate.ts): its input and context, what each
+ * effect is given, attempts and gaps, and the best-attempt choice by typed score.
+ */
+import { NEEDS_CLARIFICATION, type StoredVerdict, type TaskError, type TaskResult } from "../../protocol/index.js";
+import type { Env } from "../language/env.js";
+
+/** Defaults (seed 001: 5 iterations). */
+export const CHECKMATE_DEFAULTS = { maxIterations: 5, maxIntakeRounds: 3, maxClarifications: 3 } as const;
+
+/** Input of a checkmate loop. */
+export interface CheckmateInput {
+  /** Path of the `judge_loop` task node. */
+  path: string;
+  env: Env;
+  maxIterations?: number;
+  /** Whether a criteria judge approves the intake's draft. */
+  criteriaJudge?: boolean;
+  maxIntakeRounds?: number;
+  /** Rounds of questions to the user before the intake gives up. */
+  maxClarifications?: number;
+}
+
+/** The task and its given criteria, substituted; or the failure that stopped it. */
+export type Prepared = { task: string; criteria?: string } | { result: TaskResult };
+
+/** A question and the user's answer. */
+export interface Clarification {
+  questions: string;
+  answer: string;
+}
+
+/** What `runIntake` is given. `round` counts intake calls from 1. */
+export interface IntakeInput {
+  path: string;
+  env: Env;
+  task: string;
+  round: number;
+  clarifications: Clarification[];
+  /** The criteria judge's feedback on the previous draft. */
+  feedback?: string;
+  previousDraft?: string;
+}
+
+/** What `runCriteriaJudge` is given. */
+export interface CriteriaJudgeInput {
+  path: string;
+  env: Env;
+  task: string;
+  criteria: string;
+  round: number;
+}
+
+/** A gap summary of a failed iteration. */
+export interface Gap {
+  iteration: number;
+  gapSummary: string;
+}
+
+/** What `runWorker` is given. */
+export interface WorkerInput {
+  path: string;
+  env: Env;
+  task: string;
+  criteria: string;
+  iteration: number;
+  maxIterations: number;
+  /** The previous iteration's output, when it produced one. */
+  previous?: string;
+  /** Every gap summary so far, oldest first. */
+  gaps: Gap[];
+}
+
+/** What `runJudge` is given. */
+export interface JudgeInput {
+  path: string;
+  env: Env;
+  task: string;
+  criteria: string;
+  iteration: number;
+  maxIterations: number;
+  output: string;
+}
+
+/** One iteration: its output and verdict, or the error that stopped its worker. */
+export interface Attempt {
+  iteration: number;
+  output?: string;
+  verdict?: StoredVerdict;
+  workerError?: TaskError;
+  judgeError?: TaskError;
+}
+
+export interface CheckmateContext extends CheckmateInput {
+  maxIterations: number;
+  maxIntakeRounds: number;
+  maxClarifications: number;
+  task: string;
+  criteria: string;
+  criteriaSource?: "given" | "intake";
+  criteriaApproved?: boolean;
+  /** Intake calls made (clarification rounds included). */
+  intakeCalls: number;
+  /** Intake drafts judged. */
+  intakeRounds: number;
+  clarifications: Clarification[];
+  questions?: string | undefined;
+  criteriaFeedback?: string | undefined;
+  iteration: number;
+  attempts: Attempt[];
+  gaps: Gap[];
+  result?: TaskResult;
+}
+
+export const failure = (reason: "input_validation_failure" | "execution_halted" | "execution_timeout" | "subtask_failure" | "unexpected_error", message: string, notes: Record<string, unknown> = {}, error?: TaskError): TaskResult => ({
+  content: "",
+  status: "FAILED",
+  notes,
+  error: { type: "TASK_FAILURE", reason, message, ...(error ? { details: { cause: error } } : {}) },
+});
+
+export const thrown = (error: unknown): TaskError => ({ type: "TASK_FAILURE", reason: "unexpected_error", message: error instanceof Error ? error.message : String(error) });
+
+/** The questions of an intake answer that asks for clarification, else undefined. */
+export function clarificationQuestions(content: string): string | undefined {
+  const at = content.indexOf(NEEDS_CLARIFICATION);
+  if (at < 0) return undefined;
+  const questions = content.slice(at + NEEDS_CLARIFICATION.length).trim();
+  return questions === "" ? "The task needs clarification: please describe what you expect." : questions;
+}
+
+/** A criteria judge approves only with `APPROVED` and no `NEEDS_WORK`. */
+export function criteriaApproved(content: string): boolean {
+  return /\bAPPROVED\b/.test(content) && !/\bNEEDS_WORK\b/.test(content);
+}
+
+/** A failure that ends the loop rather than the iteration: the task's budget is spent, or it was cancelled. */
+export function fatal(error: TaskError | undefined): boolean {
+  if (!error) return false;
+  return (error.type === "RESOURCE_EXHAUSTION" && error.resource === "budget") || (error.type === "TASK_FAILURE" && error.reason === "execution_halted");
+}
+
+/** The best attempt: the highest score among parsed verdicts (ties: the later), else the last with an output. */
+export function bestAttempt(attempts: readonly Attempt[]): Attempt | undefined {
+  let best: Attempt | undefined;
+  for (const a of attempts) {
+    if (a.output === undefined || !a.verdict?.parsed) continue;
+    if (!best?.verdict || a.verdict.score >= best.verdict.score) best = a;
+  }
+  return best ?? attempts.findLast((a) => a.output !== undefined);
+}
+
+export const tag = (c: { iteration: number; maxIterations: number }) => `[checkmate: iteration ${c.iteration}/${c.maxIterations}]`;
+
+export function history(context: CheckmateContext): Record<string, unknown>[] {
+  return context.attempts.map((a) => ({ ...a }));
+}
+
+export const complete = (event: { output: TaskResult }) => event.output.status === "COMPLETE";

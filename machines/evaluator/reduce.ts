@@ -1,0 +1,197 @@
+/**
+ * A `reduce` task (SEED-NOTES §3.1): fold its `<inputs>` in order into an accumulator.
+ *
+ * resolving → initialising? → inner → reducing → (next input) … → done | failed. The `resolveItems` actor gives the input values;
+ * the accumulator starts as `<initial_value>` (literal text, or the output of its task at `<path>.initialValue.task`).
+ * For each input, `<inner_task>` (`<path>.innerTask`) runs with `current_input`, `input_name`, `input_index` and
+ * `accumulator` bound; then `<reduction_task>` (`<path>.reductionTask`) runs with `current_result`, `accumulator`
+ * and `original_input`, and its output becomes the new accumulator. Output: the final accumulator.
+ */
+import { assign, fromPromise, setup } from "xstate";
+import type { TaskError, TaskResult } from "../../protocol/index.js";
+import { extend, type Env } from "../language/env.js";
+import { notProvided } from "../not-provided.js";
+import { compositeFailure, type ProgressParams, type RunStepInput } from "./sequential.js";
+
+/** One input of a reduce task, resolved. */
+export interface ReduceItem {
+  /** The `<input name>`. */
+  name: string;
+  /** Its value. */
+  value: unknown;
+}
+
+/** What resolving the inputs gives: the items, or the result of the input that failed. */
+export type ResolvedItems = { items: ReduceItem[] } | { result: TaskResult };
+
+/** Input of a reduce actor. */
+export interface ReduceInput {
+  /** Path of the reduce task node. */
+  path: string;
+  /** The environment of the task. */
+  env: Env;
+  /** Literal `<initial_value>` text ("" when absent). */
+  initialValue: string;
+  /** Whether `<initial_value>` holds a task to run for the starting accumulator. */
+  initialTask: boolean;
+}
+
+/** One processed input, as reported in partial results. */
+export interface ReducePartial {
+  /** 0-based index of the input. */
+  index: number;
+  /** The inner task's output. */
+  result: string;
+  /** The accumulator after the reduction. */
+  accumulator: string;
+}
+
+/** Context of a reduce actor. */
+export interface ReduceContext extends ReduceInput {
+  items: ReduceItem[];
+  index: number;
+  accumulator: string;
+  /** Output of the inner task for the current input. */
+  current: string;
+  partials: ReducePartial[];
+  result?: TaskResult;
+}
+
+function thrown(error: unknown): TaskError {
+  return { type: "TASK_FAILURE", reason: "unexpected_error", message: error instanceof Error ? error.message : String(error) };
+}
+
+function item(context: ReduceContext): ReduceItem {
+  return context.items[context.index] ?? { name: "", value: "" };
+}
+
+function failure(context: ReduceContext, phase: string, error: TaskError | undefined): TaskResult {
+  const where = phase === "initial_value" ? "initial_value" : `${phase} of input ${context.index + 1}/${context.items.length}`;
+  return compositeFailure(error, `reduce failed in ${where}: ${error?.message ?? "no error given"}`, {
+    phase,
+    failedInputIndex: context.index,
+    totalInputs: context.items.length,
+    processedInputs: context.partials.length,
+    currentAccumulator: context.accumulator,
+    partialResults: context.partials,
+  });
+}
+
+const ok = ({ event }: { event: { output: TaskResult } }) => event.output.status === "COMPLETE";
+
+/** The reduce machine. */
+export const reduceMachine = setup({
+  types: {
+    input: {} as ReduceInput,
+    context: {} as ReduceContext,
+    output: {} as TaskResult,
+  },
+  actions: {
+    progress: (_, _params: ProgressParams) => undefined,
+  },
+  actors: {
+    resolveItems: fromPromise<ResolvedItems, { path: string; env: Env }>(async () => notProvided("reduce.resolveItems")),
+    runStep: fromPromise<TaskResult, RunStepInput>(async () => notProvided("reduce.runStep")),
+  },
+  guards: {
+    hasInitialTask: ({ context }) => context.initialTask,
+    hasNextInput: ({ context }) => context.index < context.items.length,
+  },
+}).createMachine({
+  id: "reduce",
+  context: ({ input }) => ({ ...input, items: [], index: 0, accumulator: input.initialValue, current: "", partials: [] }),
+  initial: "resolving",
+  states: {
+    resolving: {
+      description: "Resolve the values of the task's <inputs>.",
+      invoke: {
+        src: "resolveItems",
+        input: ({ context }) => ({ path: context.path, env: context.env }),
+        onDone: [
+          { guard: ({ event }) => "result" in event.output, target: "failed", actions: assign({ result: ({ context, event }) => failure(context, "inputs", "result" in event.output ? event.output.result.error : undefined) }) },
+          { target: "starting", actions: assign({ items: ({ event }) => ("items" in event.output ? event.output.items : []) }) },
+        ],
+        onError: { target: "failed", actions: assign({ result: ({ context, event }) => failure(context, "inputs", thrown(event.error)) }) },
+      },
+    },
+    starting: {
+      always: [{ guard: "hasInitialTask", target: "initialising" }, { target: "advancing" }],
+    },
+    initialising: {
+      description: "Run the task of <initial_value>; its output is the starting accumulator.",
+      invoke: {
+        src: "runStep",
+        input: ({ context }) => ({ path: `${context.path}.initialValue.task`, env: context.env }),
+        onDone: [
+          { guard: ok, target: "advancing", actions: assign({ accumulator: ({ event }) => event.output.content }) },
+          { target: "failed", actions: assign({ result: ({ context, event }) => failure(context, "initial_value", event.output.error) }) },
+        ],
+        onError: { target: "failed", actions: assign({ result: ({ context, event }) => failure(context, "initial_value", thrown(event.error)) }) },
+      },
+    },
+    advancing: {
+      always: [{ guard: "hasNextInput", target: "inner" }, { target: "done" }],
+    },
+    inner: {
+      description: "The inner task processes one input.",
+      entry: {
+        type: "progress",
+        params: ({ context }) => ({
+          event: "step.started",
+          message: `input ${context.index + 1}/${context.items.length}`,
+          data: { nodePath: `${context.path}.innerTask`, input: context.index + 1, totalInputs: context.items.length },
+        }),
+      },
+      invoke: {
+        src: "runStep",
+        input: ({ context }) => ({
+          path: `${context.path}.innerTask`,
+          env: extend(context.env, {
+            current_input: item(context).value,
+            input_name: item(context).name,
+            input_index: context.index,
+            accumulator: context.accumulator,
+          }),
+        }),
+        onDone: [
+          { guard: ok, target: "reducing", actions: assign({ current: ({ event }) => event.output.content }) },
+          { target: "failed", actions: assign({ result: ({ context, event }) => failure(context, "inner_task", event.output.error) }) },
+        ],
+        onError: { target: "failed", actions: assign({ result: ({ context, event }) => failure(context, "inner_task", thrown(event.error)) }) },
+      },
+    },
+    reducing: {
+      description: "The reduction task folds the inner result into the accumulator.",
+      invoke: {
+        src: "runStep",
+        input: ({ context }) => ({
+          path: `${context.path}.reductionTask`,
+          env: extend(context.env, {
+            current_result: context.current,
+            accumulator: context.accumulator,
+            original_input: item(context).value,
+            input_name: item(context).name,
+            input_index: context.index,
+          }),
+        }),
+        onDone: [
+          {
+            guard: ok,
+            target: "advancing",
+            actions: assign(({ context, event }) => ({
+              accumulator: event.output.content,
+              partials: [...context.partials, { index: context.index, result: context.current, accumulator: event.output.content }],
+              index: context.index + 1,
+            })),
+          },
+          { target: "failed", actions: assign({ result: ({ context, event }) => failure(context, "reduction_task", event.output.error) }) },
+        ],
+        onError: { target: "failed", actions: assign({ result: ({ context, event }) => failure(context, "reduction_task", thrown(event.error)) }) },
+      },
+    },
+    done: { description: "Every input was folded in.", type: "final" },
+    failed: { description: "An input, the initial value or a task failed; the error carries the partial results.", type: "final" },
+  },
+  output: ({ context }) =>
+    context.result ?? { content: context.accumulator, status: "COMPLETE", notes: { inputs: context.items.length } },
+});

@@ -1,0 +1,60 @@
+/**
+ * The task budget as a Handler session sees it (pure): what the session may still spend, checked before each
+ * model call with the tokens about to be sent. Over it, the session ends with `RESOURCE_EXHAUSTION` `budget`,
+ * carrying the partial content.
+ */
+import type { TaskError, Usage } from "../../protocol/index.js";
+
+/** Per-1M-token prices of the session's model. */
+export interface TokenPrice {
+  input: number;
+  output: number;
+}
+
+/**
+ * Limits on the session's cumulative usage (a resumed session's earlier usage included): `tokens` on prompt plus
+ * completion tokens, `cost` on their price (checked only with a `price`).
+ */
+export interface SessionBudget {
+  tokens?: number;
+  cost?: number;
+  price?: TokenPrice;
+}
+
+/** Cost of `promptTokens` and `completionTokens` at `price`, unrounded. */
+const priced = (price: TokenPrice, promptTokens: number, completionTokens: number) => (promptTokens * price.input + completionTokens * price.output) / 1_000_000;
+
+const round6 = (n: number) => Math.round(n * 1e6) / 1e6;
+
+/**
+ * The budget the next model call would break: spent so far plus `nextPrompt` (the tokens about to be sent)
+ * over a limit. Undefined when the call fits, or without a budget.
+ */
+export function budgetExceeded(budget: SessionBudget | undefined, usage: Usage, nextPrompt: number, content = ""): TaskError | undefined {
+  if (!budget) return undefined;
+  const spent = usage.promptTokens + usage.completionTokens;
+  if (budget.tokens !== undefined && spent + nextPrompt > budget.tokens) {
+    return {
+      type: "RESOURCE_EXHAUSTION",
+      resource: "budget",
+      budget: "tokens",
+      message: `token budget of ${budget.tokens} reached (${spent} used, the next call sends ${nextPrompt})`,
+      metrics: { used: spent, limit: budget.tokens },
+      content,
+    };
+  }
+  if (budget.cost !== undefined && budget.price) {
+    const cost = priced(budget.price, usage.promptTokens, usage.completionTokens);
+    if (cost + priced(budget.price, nextPrompt, 0) > budget.cost) {
+      return {
+        type: "RESOURCE_EXHAUSTION",
+        resource: "budget",
+        budget: "cost",
+        message: `cost budget of ${budget.cost} reached (${round6(cost)} spent, the next call sends ${nextPrompt} tokens)`,
+        metrics: { used: round6(cost), limit: budget.cost },
+        content,
+      };
+    }
+  }
+  return undefined;
+}

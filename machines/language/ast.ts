@@ -1,0 +1,318 @@
+/**
+ * The typed AST of an XML task template (SEED-NOTES §3.1–3.6, decisions C1–C26), and the outcome
+ * of parsing one. Produced by `machines/language/parse.ts`; walked by the Evaluator.
+ *
+ * Every node is a plain JSON object discriminated on `kind` and carries the `loc` of its start tag.
+ * Context settings hold only what the template states explicitly: defaults per operator (C1) are
+ * applied by the runtime, not here. Constructs the runtime does not support still parse (into
+ * {@link ElementNode} or {@link TaskNode.extra}); they fail at run time, never at parse time.
+ */
+
+export type * from "./ast-parts.js";
+import type {
+  CallSyntax,
+  ContextManagement,
+  FilePaths,
+  InitialValue,
+  InputBinding,
+  KnownTaskType,
+  ModelSpec,
+  OutputFormat,
+  ParameterSpec,
+  ReturnSpec,
+  ScriptExecution,
+  ScriptSpec,
+  SourceLocation,
+  TaskType,
+  TerminationCondition,
+} from "./ast-parts.js";
+
+/** The element that produced an implicit task (a body written directly inside the wrapper). */
+export type ImplicitTaskOrigin = "director" | "evaluator" | "inner_task" | "reduction_task";
+
+/** A `<task>`: the one executable unit with a prompt. Child order does not matter (C9). */
+export interface TaskNode {
+  readonly kind: "task";
+  readonly loc: SourceLocation;
+  /** The `type` attribute, `atomic` when absent (C26). */
+  readonly type: TaskType;
+  /** The `subtype` attribute (free string). */
+  readonly subtype?: string;
+  /** The `name` attribute (library entries, function-style tasks). */
+  readonly name?: string;
+  /** The `ref` attribute: a task registered in the library. */
+  readonly ref?: string;
+  /** `parameters`/`params` attribute or `<parameters>` child (C8). */
+  readonly parameters?: readonly ParameterSpec[];
+  /** `returns` attribute or `<returns>` child. */
+  readonly returns?: ReturnSpec;
+  /** Main prompt text (`{{…}}` not yet substituted). */
+  readonly description?: string;
+  /** Task prompt (`<instructions>`). */
+  readonly instructions?: string;
+  /** System prompt addition (`<system>`). */
+  readonly system?: string;
+  /** `<model>`. */
+  readonly model?: ModelSpec;
+  /** `<provider>` id. */
+  readonly provider?: string;
+  /** `<criteria>`: free text, or a list of `<criterion>`/`<item>` children (C23). */
+  readonly criteria?: string | readonly string[];
+  /** `<expected_output>` text. */
+  readonly expectedOutput?: string;
+  /** `<input>` bindings (from `<inputs>` or written directly), in order. */
+  readonly inputs: readonly InputBinding[];
+  /** `<context_management>`. */
+  readonly contextManagement?: ContextManagement;
+  /** `<file_paths>`. */
+  readonly filePaths?: FilePaths;
+  /** `<output_format>`. */
+  readonly outputFormat?: OutputFormat;
+  /** `<steps>` children, in order; present only when `<steps>` is written. */
+  readonly steps?: readonly StepNode[];
+  /** reduce: `<initial_value>`. */
+  readonly initialValue?: InitialValue;
+  /** reduce: `<inner_task>`. */
+  readonly innerTask?: StepNode;
+  /** reduce: `<reduction_task>`. */
+  readonly reductionTask?: StepNode;
+  /** director–evaluator loop: `<director>`. */
+  readonly director?: StepNode;
+  /** director–evaluator loop: `<evaluator>`. */
+  readonly evaluator?: StepNode;
+  /** director–evaluator loop: `<script_execution>`. */
+  readonly scriptExecution?: ScriptExecution;
+  /** director–evaluator loop: `<max_iterations>` (positive integer). */
+  readonly maxIterations?: number;
+  /** director–evaluator loop: `<termination_condition>`. */
+  readonly terminationCondition?: TerminationCondition;
+  /** script task: command, timeout and environment. */
+  readonly execution?: ScriptSpec;
+  /** `<output_slot>`: the env variable a sequential step's output is bound to for the later steps (seed era, C21). */
+  readonly outputSlot?: string;
+  /** `<input_source>`: the env variable whose value is this task's `input` (seed era, C21). */
+  readonly inputSource?: string;
+  /** `<disable_reparsing>`. */
+  readonly disableReparsing?: boolean;
+  /** `<manual_xml>`. */
+  readonly manualXml?: boolean;
+  /** Set when this task was built from the body of a wrapper element, not from a `<task>`. */
+  readonly origin?: ImplicitTaskOrigin;
+  /** Non-blank text written directly inside the task (e.g. `...`), trimmed. */
+  readonly text?: string;
+  /** Attributes other than type/subtype/name/ref/parameters/params/returns. */
+  readonly attributes: Readonly<Record<string, string>>;
+  /** Child elements the runtime does not model (`code`, `continuation_policy`, …), in document order. */
+  readonly extra: readonly ElementNode[];
+}
+
+/** One argument of a call: positional, or named with `<arg name="…">`. */
+export interface CallArg {
+  readonly loc: SourceLocation;
+  /** The `name` attribute, for a named argument. */
+  readonly name?: string;
+  /** Trimmed text (a variable name, path or literal; resolved at run time), or a nested node. */
+  readonly value: string | StepNode;
+}
+
+/** A `<call>` of a function template, normalised from all three syntaxes (C7). */
+export interface CallNode {
+  readonly kind: "call";
+  readonly loc: SourceLocation;
+  /** Name of the called template. */
+  readonly templateName: string;
+  /** Which syntax named it. */
+  readonly syntax: CallSyntax;
+  /** `<arg>` children, in order. */
+  readonly args: readonly CallArg[];
+  /** Unsupported child elements, in document order. */
+  readonly extra: readonly ElementNode[];
+}
+
+/** One `<case test>` of a `<cond>`. */
+export interface CondCase {
+  readonly loc: SourceLocation;
+  /** The test expression as written. */
+  readonly test: string;
+  /** The case's children, in order. */
+  readonly body: readonly StepNode[];
+}
+
+/** `<cond>`: run the first case whose test is true. Semantics are not specified yet (§3.1). */
+export interface CondNode {
+  readonly kind: "cond";
+  readonly loc: SourceLocation;
+  /** The cases, in order. */
+  readonly cases: readonly CondCase[];
+  /** Unsupported child elements, in document order. */
+  readonly extra: readonly ElementNode[];
+}
+
+/** A function template (ADR 12): `<template name params returns>` or a function-style `<task name parameters>` (C8). */
+export interface TemplateNode {
+  readonly kind: "template";
+  readonly loc: SourceLocation;
+  /** Template name. */
+  readonly name: string;
+  /** Parameter names in declared order, trimmed. */
+  readonly params: readonly string[];
+  /** Parameter declarations (names only when declared by an attribute). */
+  readonly paramSpecs: readonly ParameterSpec[];
+  /** Declared return type. */
+  readonly returns?: ReturnSpec;
+  /** The body: the first task/call/cond child, or the function-style task itself. */
+  readonly body: ExecutableNode;
+  /** Which syntax defined it. */
+  readonly form: "template" | "task";
+  /** Unsupported child elements, in document order. */
+  readonly extra: readonly ElementNode[];
+}
+
+/** A `<library>` of named task definitions (proposal only). */
+export interface LibraryNode {
+  readonly kind: "library";
+  readonly loc: SourceLocation;
+  /** The `name` attribute, when given. */
+  readonly name?: string;
+  /** The children, in order. */
+  readonly entries: readonly StepNode[];
+}
+
+/** `<function name><parameters><param/></parameters><body>…</body></function>` (ideas document only). */
+export interface FunctionNode {
+  readonly kind: "function";
+  readonly loc: SourceLocation;
+  /** Function name. */
+  readonly name: string;
+  /** `<param>` declarations, in order. */
+  readonly params: readonly ParameterSpec[];
+  /** `<returns>`, when given. */
+  readonly returns?: ReturnSpec;
+  /** Children of `<body>`, in order. */
+  readonly body: readonly StepNode[];
+  /** Unsupported child elements, in document order. */
+  readonly extra: readonly ElementNode[];
+}
+
+/** A prose element on its own (`<description>`, `<instructions>`, `<system>`, …). */
+export interface TextPiece {
+  readonly kind: "text";
+  readonly loc: SourceLocation;
+  /** Element name. */
+  readonly element: string;
+  /** Text content, trimmed. */
+  readonly text: string;
+}
+
+/** An `<inputs>` list on its own. */
+export interface InputList {
+  readonly kind: "inputs";
+  readonly loc: SourceLocation;
+  /** The bindings, in order. */
+  readonly inputs: readonly InputBinding[];
+  /** Unsupported child elements, in document order. */
+  readonly extra: readonly ElementNode[];
+}
+
+/** The typed content of a fragment document. */
+export type FragmentPiece =
+  | ContextManagement
+  | FilePaths
+  | OutputFormat
+  | ScriptExecution
+  | ScriptSpec
+  | InputBinding
+  | InputList
+  | TerminationCondition
+  | ModelSpec
+  | TextPiece;
+
+/** A top-level element that is a piece of a task (`<context_management>`, `<file_paths>`, …). */
+export interface FragmentNode {
+  readonly kind: "fragment";
+  readonly loc: SourceLocation;
+  /** The typed piece. */
+  readonly piece: FragmentPiece;
+}
+
+/** Any element the parser does not model, kept verbatim so nothing is lost. */
+export interface ElementNode {
+  readonly kind: "element";
+  readonly loc: SourceLocation;
+  /** Element name as written (namespace prefix included). */
+  readonly name: string;
+  /** All attributes. */
+  readonly attributes: Readonly<Record<string, string>>;
+  /** Direct text content, trimmed. */
+  readonly text: string;
+  /** Child elements, in order. */
+  readonly children: readonly ElementNode[];
+}
+
+/** A node the Evaluator can run. */
+export type ExecutableNode = TaskNode | CallNode | CondNode;
+
+/** What may stand where a task may: executable nodes, or an unsupported element (fails at run time). */
+export type StepNode = ExecutableNode | ElementNode;
+
+/** A top-level node other than a template definition. */
+export type TopLevelNode = ExecutableNode | LibraryNode | FunctionNode | FragmentNode | ElementNode;
+
+/** Any AST node. */
+export type TemplateAstNode = TopLevelNode | TemplateNode;
+
+/** A parsed template text. */
+export interface TemplateDocument {
+  /** Function templates defined at top level (`<template>` and function-style `<task>`), in order. */
+  readonly templates: readonly TemplateNode[];
+  /** Every other top-level element, in order. */
+  readonly nodes: readonly TopLevelNode[];
+  /** The first top-level task/call/cond; absent when the text only defines templates or is a fragment. */
+  readonly entry?: ExecutableNode;
+}
+
+/** Kinds of non-fatal findings. */
+export type TemplateWarningKind =
+  /** `fresh_context=enabled` with `inherit_context` other than `none` (C2). */
+  | "fresh-context-conflict"
+  /** `inherit_context=none`, `accumulate_data=false`, `fresh_context=disabled` and no file paths: no context at all (§3.4). */
+  | "no-context"
+  /** A legacy value read as its canonical form: `minimal`/`full` (C3), `inherit_context` `true`/`false`. */
+  | "value-alias"
+  /** An element the runtime does not model; kept in `extra` or as an {@link ElementNode}. */
+  | "unsupported-element"
+  /** A task `type` outside {@link KnownTaskType}; it parses, and the runtime decides whether it can run it. */
+  | "unsupported-task-type"
+  /** A single-valued child written twice; the first one is used. */
+  | "duplicate-element"
+  /** Non-blank text where only elements are expected; ignored (or kept in `TaskNode.text`). */
+  | "stray-text";
+
+/** A non-fatal finding, located at the element it concerns. */
+export interface TemplateWarning {
+  readonly kind: TemplateWarningKind;
+  /** Short, lowercase explanation naming the element and value. */
+  readonly message: string;
+  /** 1-based line. */
+  readonly line: number;
+  /** 1-based column. */
+  readonly col: number;
+}
+
+/** Why a template was refused: not XML, not well-formed, or semantically invalid (C20, C25). */
+export interface TemplateError {
+  readonly code: "INVALID_TEMPLATE";
+  /** Short, lowercase explanation naming the offending element or value. */
+  readonly message: string;
+  /** 1-based line of the problem. */
+  readonly line: number;
+  /** 1-based column of the problem. */
+  readonly col: number;
+  /** The element concerned, when the problem is semantic. */
+  readonly element?: string;
+}
+
+/** Result of `parseTemplate`. */
+export type ParseOutcome =
+  | { readonly ok: true; readonly document: TemplateDocument; readonly warnings: readonly TemplateWarning[] }
+  | { readonly ok: false; readonly error: TemplateError };

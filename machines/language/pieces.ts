@@ -1,0 +1,288 @@
+/**
+ * Builders for the typed pieces of a task: context management, file paths, output format, inputs,
+ * script settings, termination condition, model, parameters. Each also stands alone as a fragment.
+ */
+import type {
+  AccumulationFormat,
+  ContextManagement,
+  ElementNode,
+  FilePathSource,
+  FilePaths,
+  FreshContext,
+  InheritContext,
+  InitialValue,
+  InputBinding,
+  ModelSpec,
+  OutputFormat,
+  ParameterSpec,
+  ReturnSpec,
+  ScriptEnvironment,
+  ScriptExecution,
+  ScriptSpec,
+  TerminationCondition,
+} from "./ast.js";
+import {
+  type BuildContext,
+  type Mutable,
+  childElements,
+  directText,
+  fail,
+  firstOnly,
+  prose,
+  readBoolean,
+  readEnum,
+  readSeconds,
+  rejectMisplaced,
+  splitList,
+  strayText,
+  unsupported,
+} from "./values.js";
+import type { XmlElement } from "./xml.js";
+
+const INHERIT: readonly InheritContext[] = ["full", "none", "subset"];
+const ACCUMULATION: readonly AccumulationFormat[] = ["notes_only", "full_output"];
+const FRESH: readonly FreshContext[] = ["enabled", "disabled"];
+const SOURCES: readonly FilePathSource[] = ["literal", "command", "description", "context_description"];
+const EXECUTABLE = new Set(["task", "call", "cond"]);
+
+/** `<context_management>` (§3.4; C3 aliases; C20 enum check). */
+export function contextManagement(ctx: BuildContext, el: XmlElement): ContextManagement {
+  const cm: Mutable<ContextManagement> = { kind: "context_management", loc: el.loc, extra: [] };
+  const extra: ElementNode[] = [];
+  const seen = new Set<string>();
+  strayText(ctx, el);
+  for (const child of childElements(el)) {
+    const known = ["inherit_context", "accumulate_data", "accumulation_format", "fresh_context"].includes(child.name);
+    if (known && !firstOnly(ctx, seen, child, el.name)) continue;
+    const text = directText(child);
+    if (child.name === "inherit_context") cm.inheritContext = readEnum(ctx, child, text, INHERIT, { aliases: { true: "full", false: "none" } });
+    else if (child.name === "accumulate_data") cm.accumulateData = readBoolean(child, text);
+    else if (child.name === "accumulation_format") {
+      cm.accumulationFormat = readEnum(ctx, child, text, ACCUMULATION, { aliases: { minimal: "notes_only", full: "full_output" } });
+    } else if (child.name === "fresh_context") cm.freshContext = readEnum(ctx, child, text, FRESH);
+    else extra.push(misplacedOr(ctx, child, el.name));
+  }
+  cm.extra = extra;
+  return cm;
+}
+
+/** Warn about the documented context constraints (C2 and the no-context case of §3.4). */
+export function checkContext(ctx: BuildContext, cm: ContextManagement, hasFilePaths: boolean): void {
+  if (cm.freshContext === "enabled" && cm.inheritContext !== undefined && cm.inheritContext !== "none") {
+    ctx.warn(
+      "fresh-context-conflict",
+      `fresh_context 'enabled' with inherit_context '${cm.inheritContext}': fresh context is meant for inherit_context 'none'`,
+      cm.loc,
+    );
+  }
+  if (cm.inheritContext === "none" && cm.accumulateData === false && cm.freshContext === "disabled" && !hasFilePaths) {
+    ctx.warn("no-context", "inherit_context 'none', accumulate_data 'false' and fresh_context 'disabled': the task gets no context", cm.loc);
+  }
+}
+
+/** `<file_paths source>` (§3.5). */
+export function filePaths(ctx: BuildContext, el: XmlElement): FilePaths {
+  const source = el.attrs.source === undefined ? "literal" : readEnum(ctx, el, el.attrs.source, SOURCES, { attribute: "source" });
+  const fp: Mutable<FilePaths> = { kind: "file_paths", loc: el.loc, source, paths: [], extra: [] };
+  const paths: string[] = [];
+  const extra: ElementNode[] = [];
+  const seen = new Set<string>();
+  strayText(ctx, el);
+  for (const child of childElements(el)) {
+    if (child.name === "path") {
+      const path = directText(child);
+      if (path !== "") paths.push(path);
+    } else if (child.name === "command" || child.name === "description" || child.name === "context_query") {
+      if (!firstOnly(ctx, seen, child, el.name)) continue;
+      const text = prose(ctx, child);
+      if (child.name === "command") fp.command = text;
+      else if (child.name === "description") fp.description = text;
+      else fp.contextQuery = text;
+    } else extra.push(misplacedOr(ctx, child, el.name));
+  }
+  fp.paths = paths;
+  fp.extra = extra;
+  return fp;
+}
+
+/** `<output_format type schema>` (§3.6). */
+export function outputFormat(ctx: BuildContext, el: XmlElement): OutputFormat {
+  const type = el.attrs.type === undefined ? "text" : readEnum(ctx, el, el.attrs.type, ["json", "text"] as const, { attribute: "type" });
+  for (const child of childElements(el)) {
+    misplacedOr(ctx, child, el.name);
+  }
+  return el.attrs.schema === undefined
+    ? { kind: "output_format", loc: el.loc, type }
+    : { kind: "output_format", loc: el.loc, type, schema: el.attrs.schema };
+}
+
+/** One `<input name from>`: literal text, a nested task, or a reference (C22). */
+export function inputBinding(ctx: BuildContext, el: XmlElement): InputBinding {
+  const name = el.attrs.name?.trim();
+  if (name === undefined || name === "") fail(el, "<input> needs a 'name' attribute");
+  const input: Mutable<InputBinding> = { kind: "input", loc: el.loc, name, extra: [] };
+  if (el.attrs.from !== undefined) input.from = el.attrs.from.trim();
+  const value = directText(el);
+  if (value !== "") input.value = value;
+  const extra: ElementNode[] = [];
+  const seen = new Set<string>();
+  for (const child of childElements(el)) {
+    if (EXECUTABLE.has(child.name)) {
+      if (firstOnly(ctx, seen, child, el.name)) input.task = ctx.step(child);
+    } else if (child.name === "description" || child.name === "expected_output") {
+      if (!firstOnly(ctx, seen, child, el.name)) continue;
+      if (child.name === "description") input.description = prose(ctx, child);
+      else input.expectedOutput = prose(ctx, child);
+    } else extra.push(misplacedOr(ctx, child, el.name));
+  }
+  input.extra = extra;
+  return input;
+}
+
+/** `<inputs>`: its `<input>` children, plus anything else kept aside. */
+export function inputList(ctx: BuildContext, el: XmlElement): { inputs: InputBinding[]; extra: ElementNode[] } {
+  const inputs: InputBinding[] = [];
+  const extra: ElementNode[] = [];
+  strayText(ctx, el);
+  for (const child of childElements(el)) {
+    if (child.name === "input") inputs.push(inputBinding(ctx, child));
+    else extra.push(misplacedOr(ctx, child, el.name));
+  }
+  return { inputs, extra };
+}
+
+/** `<script_execution>` of a director–evaluator loop (C24: a command or a call). */
+export function scriptExecution(ctx: BuildContext, el: XmlElement): ScriptExecution {
+  const se: Mutable<ScriptExecution> = { kind: "script_execution", loc: el.loc, inputs: [], extra: [] };
+  const inputs: InputBinding[] = [];
+  const extra: ElementNode[] = [];
+  const seen = new Set<string>();
+  strayText(ctx, el);
+  for (const child of childElements(el)) {
+    if (child.name === "inputs") {
+      const list = inputList(ctx, child);
+      inputs.push(...list.inputs);
+      extra.push(...list.extra);
+    } else if (child.name === "input") inputs.push(inputBinding(ctx, child));
+    else if (child.name === "command" || child.name === "timeout" || child.name === "call") {
+      if (!firstOnly(ctx, seen, child, el.name)) continue;
+      if (child.name === "command") se.command = prose(ctx, child);
+      else if (child.name === "timeout") se.timeout = readSeconds(child);
+      else {
+        const call = ctx.step(child);
+        if (call.kind === "call") se.call = call;
+      }
+    } else extra.push(misplacedOr(ctx, child, el.name));
+  }
+  se.inputs = inputs;
+  se.extra = extra;
+  return se;
+}
+
+/** Builds (or extends) the execution settings of a script task from one child element; false if not one. */
+export function addScriptSetting(ctx: BuildContext, spec: Mutable<ScriptSpec>, el: XmlElement, seen: Set<string>): boolean {
+  if (el.name !== "command" && el.name !== "timeout" && el.name !== "environment") return false;
+  if (!firstOnly(ctx, seen, el, "execution")) return true;
+  if (el.name === "command") spec.command = prose(ctx, el);
+  else if (el.name === "timeout") spec.timeout = readSeconds(el);
+  else spec.environment = environment(ctx, el);
+  return true;
+}
+
+/** `<execution>` or `<script>` of a script task. */
+export function scriptSpec(ctx: BuildContext, el: XmlElement): ScriptSpec {
+  const spec: Mutable<ScriptSpec> = { kind: "execution", loc: el.loc, extra: [] };
+  const extra: ElementNode[] = [];
+  const seen = new Set<string>();
+  strayText(ctx, el);
+  for (const child of childElements(el)) {
+    if (!addScriptSetting(ctx, spec, child, seen)) extra.push(misplacedOr(ctx, child, el.name));
+  }
+  spec.extra = extra;
+  return spec;
+}
+
+function environment(ctx: BuildContext, el: XmlElement): ScriptEnvironment {
+  const variables: { name: string; value: string }[] = [];
+  for (const child of childElements(el)) {
+    const name = child.attrs.name?.trim();
+    if (name !== undefined && name !== "") variables.push({ name, value: directText(child) });
+    else misplacedOr(ctx, child, el.name);
+  }
+  const env: Mutable<ScriptEnvironment> = { kind: "environment", loc: el.loc, variables };
+  if (el.attrs.inherit !== undefined) env.inherit = el.attrs.inherit.trim();
+  return env;
+}
+
+/** `<termination_condition>`: `<condition>` children, or its own text (C10). */
+export function terminationCondition(ctx: BuildContext, el: XmlElement): TerminationCondition {
+  const conditions: string[] = [];
+  const extra: ElementNode[] = [];
+  for (const child of childElements(el)) {
+    if (child.name === "condition") conditions.push(prose(ctx, child));
+    else extra.push(misplacedOr(ctx, child, el.name));
+  }
+  const own = directText(el);
+  if (own !== "" && conditions.length === 0) conditions.push(own);
+  else if (own !== "") strayText(ctx, el);
+  return { kind: "termination_condition", loc: el.loc, conditions, extra };
+}
+
+/** `<initial_value>` of a reduce task. */
+export function initialValue(ctx: BuildContext, el: XmlElement): InitialValue {
+  const iv: Mutable<InitialValue> = { kind: "initial_value", loc: el.loc };
+  const value = directText(el);
+  if (value !== "") iv.value = value;
+  const seen = new Set<string>();
+  for (const child of childElements(el)) {
+    if (EXECUTABLE.has(child.name) && firstOnly(ctx, seen, child, el.name)) iv.task = ctx.step(child);
+    else if (!EXECUTABLE.has(child.name)) misplacedOr(ctx, child, el.name);
+  }
+  return iv;
+}
+
+/** `<model>`: text or `preferred`, plus `fallback`. */
+export function modelSpec(el: XmlElement): ModelSpec {
+  const model: Mutable<ModelSpec> = { kind: "model", loc: el.loc, fallback: splitList(el.attrs.fallback ?? "") };
+  const name = directText(el) || el.attrs.preferred?.trim() || el.attrs.name?.trim() || "";
+  if (name !== "") model.name = name;
+  return model;
+}
+
+/** `<parameters>` with `<parameter>`/`<param name type required default>` children. */
+export function parameterList(ctx: BuildContext, el: XmlElement): ParameterSpec[] {
+  const params: ParameterSpec[] = [];
+  strayText(ctx, el);
+  for (const child of childElements(el)) {
+    if (child.name !== "parameter" && child.name !== "param") {
+      misplacedOr(ctx, child, el.name);
+      continue;
+    }
+    const name = child.attrs.name?.trim();
+    if (name === undefined || name === "") fail(child, `<${child.name}> needs a 'name' attribute`);
+    const spec: Mutable<ParameterSpec> = { name };
+    if (child.attrs.type !== undefined) spec.type = child.attrs.type.trim();
+    if (child.attrs.required !== undefined) spec.required = readBoolean(child, child.attrs.required);
+    if (child.attrs.default !== undefined) spec.default = child.attrs.default;
+    const description = directText(child);
+    if (description !== "") spec.description = description;
+    params.push(spec);
+  }
+  return params;
+}
+
+/** `<returns type items>text</returns>`, or `<returns>type</returns>`. */
+export function returnsElement(el: XmlElement): ReturnSpec {
+  const text = directText(el);
+  const typeAttr = el.attrs.type?.trim();
+  const spec: Mutable<ReturnSpec> = { type: typeAttr ?? text };
+  if (el.attrs.items !== undefined) spec.items = el.attrs.items.trim();
+  if (typeAttr !== undefined && text !== "") spec.description = text;
+  return spec;
+}
+
+/** Refuse misplaced `<arg>`/`<template>`, otherwise keep the element with a warning. */
+export function misplacedOr(ctx: BuildContext, el: XmlElement, parent: string): ElementNode {
+  rejectMisplaced(el, parent);
+  return unsupported(ctx, el, parent);
+}

@@ -1,0 +1,170 @@
+/**
+ * Small readers shared by the element builders: text content, attributes, enum/boolean/number
+ * values with located errors, and the fallback for elements the runtime does not model.
+ */
+import type {
+  ElementNode,
+  SourceLocation,
+  StepNode,
+  TemplateWarningKind,
+} from "./ast.js";
+import { InvalidTemplateError } from "./errors.js";
+import type { SourceText } from "./locate.js";
+import type { XmlElement } from "./xml.js";
+
+/** What every builder needs: the source for locations and prose, a warning sink, and the step builder. */
+export interface BuildContext {
+  readonly source: SourceText;
+  /** Record a non-fatal finding. */
+  warn(kind: TemplateWarningKind, message: string, loc: SourceLocation): void;
+  /** Build the node for an element standing where a task may stand. */
+  step(el: XmlElement): StepNode;
+}
+
+/** A writable view of a readonly AST shape, for building it field by field. */
+export type Mutable<T> = { -readonly [K in keyof T]: T[K] };
+
+/** The element children of `el`, in order. */
+export function childElements(el: XmlElement): XmlElement[] {
+  return el.children.filter((child): child is XmlElement => child.type === "element");
+}
+
+/** Direct character data of `el` (child elements ignored), trimmed. */
+export function directText(el: XmlElement): string {
+  let text = "";
+  for (const child of el.children) if (child.type === "text") text += child.text;
+  return text.trim();
+}
+
+/** Prose content of `el`, trimmed; markup inside it (e.g. `<b>` in a prompt) is kept as written. */
+export function prose(ctx: BuildContext, el: XmlElement): string {
+  return el.children.some((child) => child.type === "element")
+    ? ctx.source.innerText(el.start, el.end).trim()
+    : directText(el);
+}
+
+/** Warn about non-blank character data directly inside a container element; returns it trimmed. */
+export function strayText(ctx: BuildContext, el: XmlElement): string {
+  const text = directText(el);
+  if (text !== "") {
+    const first = el.children.find((child) => child.type === "text" && child.text.trim() !== "");
+    const loc = first?.type === "text" ? ctx.source.locate(ctx.source.firstContent(first.at)) : el.loc;
+    ctx.warn("stray-text", `text '${clip(text)}' inside <${el.name}> is ignored`, loc);
+  }
+  return text;
+}
+
+/** Throw a located semantic error about `el`. */
+export function fail(el: XmlElement, message: string): never {
+  throw new InvalidTemplateError(message, el.loc, el.name);
+}
+
+/**
+ * Read an enumerated element text (or `attribute` value); `aliases` map legacy spellings to canonical
+ * ones with a `value-alias` warning.
+ */
+export function readEnum<T extends string>(
+  ctx: BuildContext,
+  el: XmlElement,
+  raw: string,
+  allowed: readonly T[],
+  options: { readonly aliases?: Readonly<Record<string, T>>; readonly attribute?: string } = {},
+): T {
+  const { aliases = {}, attribute } = options;
+  const what = attribute === undefined ? `<${el.name}> value` : `${attribute} attribute of <${el.name}>`;
+  const value = raw.trim();
+  const known = allowed.find((candidate) => candidate === value);
+  if (known !== undefined) return known;
+  const alias = Object.hasOwn(aliases, value) ? aliases[value] : undefined;
+  if (alias !== undefined) {
+    ctx.warn("value-alias", `${what} '${value}' is read as '${alias}'`, el.loc);
+    return alias;
+  }
+  return fail(el, `invalid ${what} '${clip(value)}': expected ${oneOf(allowed)}`);
+}
+
+function oneOf(values: readonly string[]): string {
+  const quoted = values.map((v) => `'${v}'`);
+  return quoted.length < 2 ? quoted.join("") : `${quoted.slice(0, -1).join(", ")} or ${quoted.at(-1) ?? ""}`;
+}
+
+/** Read `true`/`false` (any case). */
+export function readBoolean(el: XmlElement, raw: string): boolean {
+  const value = raw.trim().toLowerCase();
+  if (value === "true") return true;
+  if (value === "false") return false;
+  return fail(el, `invalid <${el.name}> value '${clip(raw.trim())}': expected 'true' or 'false'`);
+}
+
+/** Read a positive integer from the element's text. */
+export function readPositiveInt(el: XmlElement): number {
+  const raw = directText(el);
+  const value = /^\d+$/.test(raw) ? Number(raw) : Number.NaN;
+  if (!Number.isSafeInteger(value) || value < 1) {
+    return fail(el, `invalid <${el.name}> value '${clip(raw)}': expected a positive integer`);
+  }
+  return value;
+}
+
+/** Read a positive number of seconds from the element's text. */
+export function readSeconds(el: XmlElement): number {
+  const raw = directText(el);
+  const value = /^\d+(\.\d+)?$/.test(raw) ? Number(raw) : Number.NaN;
+  if (!Number.isFinite(value) || value <= 0) {
+    return fail(el, `invalid <${el.name}> value '${clip(raw)}': expected a positive number of seconds`);
+  }
+  return value;
+}
+
+/** Split a comma-separated list, trimming items and dropping empty ones. */
+export function splitList(raw: string): string[] {
+  return raw
+    .split(",")
+    .map((item) => item.trim())
+    .filter((item) => item !== "");
+}
+
+/** The element verbatim, as an {@link ElementNode}. */
+export function rawElement(el: XmlElement): ElementNode {
+  return {
+    kind: "element",
+    loc: el.loc,
+    name: el.name,
+    attributes: { ...el.attrs },
+    text: directText(el),
+    children: childElements(el).map(rawElement),
+  };
+}
+
+/** Keep an element the runtime does not model, with an `unsupported-element` warning. */
+export function unsupported(ctx: BuildContext, el: XmlElement, parent: string): ElementNode {
+  ctx.warn("unsupported-element", `<${el.name}> is not supported inside <${parent}>; kept as is`, el.loc);
+  return rawElement(el);
+}
+
+/**
+ * Track single-valued children: returns false (and warns) when `key` (the element name unless
+ * two names mean the same thing) was already seen. The first occurrence wins.
+ */
+export function firstOnly(ctx: BuildContext, seen: Set<string>, el: XmlElement, parent: string, key = el.name): boolean {
+  if (!seen.has(key)) {
+    seen.add(key);
+    return true;
+  }
+  ctx.warn("duplicate-element", `<${el.name}> is written twice inside <${parent}>; the first one is used`, el.loc);
+  return false;
+}
+
+/** Refuse `<arg>` anywhere but directly inside `<call>`. */
+export function rejectMisplaced(el: XmlElement, parent: string): void {
+  if (el.name === "arg") fail(el, `<arg> is allowed only inside <call>, found inside <${parent}>`);
+  if (el.name === "template") {
+    fail(el, `<template> definitions are allowed only at top level, found inside <${parent}>`);
+  }
+}
+
+/** Shorten a value for an error message. */
+export function clip(value: string, max = 40): string {
+  const flat = value.replace(/\s+/g, " ");
+  return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
+}

@@ -1,0 +1,136 @@
+/**
+ * The pure rules of an autonomous goal (seed 003, SEED-NOTES §7): which sub-goal runs next, when a goal is
+ * complete, the metric divergence triggers, the replan rule, and how a plan becomes sub-goals. No I/O, no clock:
+ * times come in as arguments.
+ */
+import type { CostEntry, DivergenceEvaluation, Goal, GoalPlan, SubGoal, SubGoalOutcome } from "../../protocol/index.js";
+
+/** Defaults of the goal loop (seed 003 values). */
+export const GOAL_DEFAULTS = {
+  /** Cost per goal over a rolling 24 h that counts as a major divergence (USD, the price table's unit). */
+  costThresholdUsd: 5,
+  /** Replans before the goal is paused and an operator alerted (the 6th attempt escalates). */
+  maxReplans: 5,
+  /** Sub-goals of one goal that run at once. */
+  maxParallel: 3,
+  /** Sub-goals a sub-goal's outcome is cut to, in characters. */
+  outcomeChars: 4_000,
+} as const;
+
+const DAY_MS = 24 * 60 * 60 * 1000;
+
+/** Whether every sub-goal is `completed` or `skipped`, and at least one completed (an empty plan is not a success). */
+export function goalComplete(goal: Goal): boolean {
+  return goal.subGoals.some((s) => s.status === "completed") && goal.subGoals.every((s) => s.status === "completed" || s.status === "skipped");
+}
+
+/** Pending sub-goals whose dependencies are all completed, highest priority (lowest number) first, then plan order. */
+export function runnable(goal: Goal): SubGoal[] {
+  const done = new Set(goal.subGoals.filter((s) => s.status === "completed").map((s) => s.id));
+  return goal.subGoals
+    .map((s, index) => ({ s, index }))
+    .filter(({ s }) => s.status === "pending" && s.dependsOn.every((d) => done.has(d)))
+    .sort((a, b) => a.s.priority - b.s.priority || a.index - b.index)
+    .map(({ s }) => s);
+}
+
+/** The sub-goals of the next wave: those still in progress (a takeover re-awaits them), then runnable ones up to `maxParallel`. */
+export function nextWave(goal: Goal, maxParallel: number): SubGoal[] {
+  const inProgress = goal.subGoals.filter((s) => s.status === "in-progress");
+  const room = Math.max(0, maxParallel - inProgress.length);
+  return [...inProgress, ...runnable(goal).slice(0, room)];
+}
+
+/** The task id of a sub-goal: derived, so a Supervisor that takes the goal over finds the same task. */
+export function subGoalTaskId(goalId: string, subGoalId: string): string {
+  return `${goalId}-${subGoalId}`;
+}
+
+/** Cost of the goal in the 24 hours before `now`. */
+export function cost24h(costs: readonly CostEntry[], now: number): number {
+  return costs.filter((c) => c.at > now - DAY_MS).reduce((sum, c) => sum + c.usd, 0);
+}
+
+/**
+ * The metric triggers, at no model cost: a failed sub-goal is a major divergence; so is a goal whose cost over the
+ * last 24 h passed the threshold. `undefined`: no metric decides, the model judges.
+ */
+export function metricDivergence(subGoalId: string, outcome: SubGoalOutcome, costs: readonly CostEntry[], now: number, thresholdUsd: number): DivergenceEvaluation | undefined {
+  if (!outcome.success) return { subGoalId, divergent: true, severity: "major", reason: `Sub-goal failed: ${outcome.error ?? "no reason given"}`, source: "metric" };
+  const spent = cost24h(costs, now);
+  if (spent > thresholdUsd) {
+    return { subGoalId, divergent: true, severity: "major", reason: `Goal cost over the last 24 h is ${spent.toFixed(4)} USD, over the ${thresholdUsd} USD threshold`, source: "metric" };
+  }
+  return undefined;
+}
+
+/** Normalises a model judgement as the seed does: divergent with severity none → minor; not divergent → none. */
+export function normaliseJudgement(subGoalId: string, judgement: { divergent: boolean; severity: "none" | "minor" | "major"; reason: string }): DivergenceEvaluation {
+  if (!judgement.divergent) return { subGoalId, divergent: false, severity: "none", reason: judgement.reason, source: "model" };
+  return { subGoalId, divergent: true, severity: judgement.severity === "none" ? "minor" : judgement.severity, reason: judgement.reason, source: "model" };
+}
+
+/** A judgement that failed: unknown, never "not divergent". */
+export function unknownJudgement(subGoalId: string, reason: string): DivergenceEvaluation {
+  return { subGoalId, divergent: null, severity: "unknown", reason, source: "model" };
+}
+
+/** The replan decision and why. */
+export interface ReplanDecision {
+  replan: boolean;
+  /** Whether a major divergence triggered it (operators are alerted only for major replans and escalations). */
+  major: boolean;
+  reason: string;
+}
+
+/**
+ * The replan rule (§7): any major → replan; more than 2 minor → replan; at least 4 evaluations and more than half
+ * divergent → replan. Unknown evaluations count towards neither side.
+ */
+export function shouldReplan(evaluations: readonly DivergenceEvaluation[]): ReplanDecision {
+  const known = evaluations.filter((e) => e.severity !== "unknown");
+  const major = known.find((e) => e.severity === "major");
+  if (major) return { replan: true, major: true, reason: `major divergence at ${major.subGoalId}: ${major.reason}` };
+  const minors = known.filter((e) => e.severity === "minor").length;
+  if (minors > 2) return { replan: true, major: false, reason: `${minors} minor divergences` };
+  const divergent = known.filter((e) => e.divergent === true).length;
+  if (known.length >= 4 && divergent > known.length / 2) return { replan: true, major: false, reason: `${divergent} of ${known.length} evaluations divergent` };
+  return { replan: false, major: false, reason: "" };
+}
+
+/**
+ * Appends a plan's items as new pending sub-goals of round `goal.rounds + 1`. Ids are `s<n>`, numbered on from the
+ * existing ones; `dependsOn` may name plan ids (mapped) or existing sub-goal ids; unknown names are dropped.
+ */
+export function applyPlan(goal: Goal, plan: GoalPlan): Goal {
+  const round = goal.rounds + 1;
+  let next = goal.subGoals.length + 1;
+  const idOf = new Map<string, string>();
+  const fresh = plan.subGoals.map((item, i) => {
+    const id = `s${next++}`;
+    idOf.set(item.id ?? String(i + 1), id);
+    return { item, id };
+  });
+  const existing = new Set(goal.subGoals.map((s) => s.id));
+  const added: SubGoal[] = fresh.map(({ item, id }) => ({
+    id,
+    description: item.description,
+    status: "pending",
+    dependsOn: item.dependsOn.map((d) => idOf.get(d) ?? (existing.has(d) ? d : "")).filter((d) => d !== "" && d !== id),
+    priority: item.priority,
+    round,
+  }));
+  return { ...goal, rounds: round, subGoals: [...goal.subGoals, ...added] };
+}
+
+/** Replaces one sub-goal. */
+export function withSubGoal(goal: Goal, id: string, change: (s: SubGoal) => SubGoal): Goal {
+  return { ...goal, subGoals: goal.subGoals.map((s) => (s.id === id ? change(s) : s)) };
+}
+
+/** Counts of sub-goals by status (for lists and events). */
+export function statusCounts(goal: Goal): Record<string, number> {
+  const counts: Record<string, number> = {};
+  for (const s of goal.subGoals) counts[s.status] = (counts[s.status] ?? 0) + 1;
+  return counts;
+}

@@ -1,0 +1,183 @@
+/**
+ * `dirigent checkmate "TASK"`: a checkmate judge loop (seed 001) as a `<task type="judge_loop">`, submitted and
+ * watched like `dirigent run` (an embedded runtime when none is reachable). Prints `[checkmate: iteration n/max]`
+ * and each verdict as they happen, then the output (PASS) or the best attempt with the final judge report.
+ * `--resume ID` re-attaches to task ID, or submits it again under the same id: the runtime replays its finished
+ * worker and judge calls from the Handler's records.
+ */
+import { randomUUID } from "node:crypto";
+import { readFile } from "node:fs/promises";
+import { createInterface } from "node:readline/promises";
+import type { Command } from "commander";
+import { parseTaskId, type TaskEvent, type TaskOutcome } from "../../protocol/index.js";
+import { DirigentClient, RemoteError } from "../client.js";
+import { commonOptions, setup, UsageError, type CommonFlags } from "./common.js";
+import { place } from "../nats/connect.js";
+import { embeddedModel } from "../model/embedded.js";
+import { natsAuth } from "../nats/auth.js";
+import { startSystem, type SystemHandle } from "../system.js";
+
+interface CheckmateFlags extends CommonFlags {
+  maxIter?: string;
+  criteria?: string;
+  workerTimeout?: string;
+  judgeTimeout?: string;
+  resume?: string;
+  taskId?: string;
+  json?: boolean;
+}
+
+/** Settings of a judge_loop template. */
+export interface CheckmateOptions {
+  maxIterations?: number;
+  hasCriteria?: boolean;
+  workerTimeoutS?: number;
+  judgeTimeoutS?: number;
+}
+
+/**
+ * The judge_loop template `dirigent checkmate` submits. The task and criteria travel as the inputs
+ * `checkmate_task` and `checkmate_criteria`, so their text is never parsed as XML nor scanned for `{{…}}`.
+ */
+export function checkmateXml(options: CheckmateOptions): string {
+  const attrs = [
+    ...(options.workerTimeoutS === undefined ? [] : [`worker_timeout="${options.workerTimeoutS}"`]),
+    ...(options.judgeTimeoutS === undefined ? [] : [`judge_timeout="${options.judgeTimeoutS}"`]),
+  ];
+  return [
+    `<task type="judge_loop"${attrs.map((a) => ` ${a}`).join("")}>`,
+    "  <description>{{checkmate_task}}</description>",
+    ...(options.hasCriteria ? ["  <criteria>{{checkmate_criteria}}</criteria>"] : []),
+    ...(options.maxIterations === undefined ? [] : [`  <max_iterations>${options.maxIterations}</max_iterations>`]),
+    "</task>",
+  ].join("\n");
+}
+
+function positive(flag: string, value: string | undefined, integer: boolean): number | undefined {
+  if (value === undefined) return undefined;
+  const n = Number(value);
+  if (!Number.isFinite(n) || n <= 0 || (integer && !Number.isInteger(n))) throw new UsageError(`${flag} '${value}': must be a positive ${integer ? "integer" : "number"}`);
+  return n;
+}
+
+/** The line printed for an event of the loop, or undefined. */
+export function checkmateLine(event: TaskEvent): string | undefined {
+  if (event.type.startsWith("checkmate.") && event.type !== "checkmate.intake") return event.message ?? event.type;
+  if (event.type === "checkmate.intake") return event.message;
+  if (event.type === "continuation.input") return `? ${event.message ?? ""}\n  (answer with: dirigent input ${event.taskId} "…")`;
+  return undefined;
+}
+
+/** The result block: the output, or the best attempt and the final judge report. */
+export function formatCheckmate(outcome: TaskOutcome): string {
+  const notes = outcome.notes;
+  const lines: string[] = [];
+  if (outcome.status === "COMPLETE") {
+    lines.push(`checkmate: PASS after ${String(notes["iterations_completed"] ?? "?")} iteration(s)`, "", outcome.content);
+  } else if (notes["termination_reason"] === "max_iterations_reached") {
+    lines.push(`checkmate: exhausted — ${outcome.error?.message ?? ""}`);
+    lines.push("", `best attempt (iteration ${String(notes["best_iteration"] ?? "none")}):`, outcome.content);
+    lines.push("", "final judge report:", JSON.stringify(notes["final_verdict"] ?? null, null, 2));
+  } else {
+    const e = outcome.error;
+    lines.push(`checkmate: ${outcome.status}`, ...(e ? [`error: ${e.type}${e.type === "TASK_FAILURE" ? ` (${e.reason})` : ""}: ${e.message}`] : []));
+  }
+  return lines.join("\n");
+}
+
+async function askUser(client: DirigentClient, taskId: string, question: string): Promise<void> {
+  const rl = createInterface({ input: process.stdin, output: process.stderr });
+  try {
+    await client.input(taskId, await rl.question(`> `));
+  } catch (err) {
+    process.stderr.write(`dirigent: could not send the answer to ${question.slice(0, 40)}: ${err instanceof Error ? err.message : String(err)}\n`);
+  } finally {
+    rl.close();
+  }
+}
+
+/** Re-attaches to a task: its result when it has one, else its events until it ends. */
+async function attach(client: DirigentClient, taskId: string, onEvent: (e: TaskEvent) => void): Promise<TaskOutcome | undefined> {
+  const watch = client.watch(taskId, onEvent);
+  try {
+    const status = await client.get(taskId).catch((err: unknown) => {
+      if (err instanceof RemoteError && err.code !== "NO_RESPONDERS") return undefined;
+      throw err;
+    });
+    if (!status) return undefined;
+    return status.result ?? (await watch.result);
+  } finally {
+    await watch.close();
+  }
+}
+
+/** Registers `dirigent checkmate`. */
+export function registerCheckmateCommand(program: Command): void {
+  commonOptions(
+    program
+      .command("checkmate")
+      .description("run a checkmate loop: intake → worker → judge until PASS or max iterations (runs an embedded runtime when none is reachable)")
+      .argument("[task]", "the task, in words")
+      .option("--max-iter <n>", "most iterations (default 5)")
+      .option("--criteria <file>", "acceptance criteria (skips the intake)")
+      .option("--worker-timeout <s>", "longest a worker call may take, in seconds")
+      .option("--judge-timeout <s>", "longest a judge call may take, in seconds")
+      .option("--resume <id>", "re-attach to task ID, or submit TASK again under that id (finished calls are replayed)")
+      .option("--task-id <id>", "choose the task id")
+      .option("--json", "print only the result, as JSON"),
+  ).action(async (task: string | undefined, flags: CheckmateFlags) => {
+    const taskId = flags.resume ?? flags.taskId ?? randomUUID();
+    if (!parseTaskId(taskId)) throw new UsageError(`task id '${taskId}': must be 1–64 characters of [A-Za-z0-9_-]`);
+    if ((task === undefined || task.trim() === "") && flags.resume === undefined) throw new UsageError("give the task: dirigent checkmate \"TASK\" (or --resume ID)");
+    const criteria = flags.criteria === undefined ? undefined : await readFile(flags.criteria, "utf8").catch(() => {
+      throw new UsageError(`--criteria: cannot read ${flags.criteria ?? ""}`);
+    });
+    const options: CheckmateOptions = {
+      ...(positive("--max-iter", flags.maxIter, true) === undefined ? {} : { maxIterations: Number(flags.maxIter) }),
+      ...(criteria !== undefined && criteria.trim() !== "" ? { hasCriteria: true } : {}),
+      ...(positive("--worker-timeout", flags.workerTimeout, false) === undefined ? {} : { workerTimeoutS: Number(flags.workerTimeout) }),
+      ...(positive("--judge-timeout", flags.judgeTimeout, false) === undefined ? {} : { judgeTimeoutS: Number(flags.judgeTimeout) }),
+    };
+    const { config, subjects, log } = setup(flags, "dirigent-checkmate");
+    const placement = await place({ ...(config.nats ? { url: config.nats } : {}), auth: natsAuth(config), roles: [], subjects, log, name: "dirigent-checkmate", dataDir: config.dataDir, startServer: false });
+    let system: SystemHandle | undefined;
+    let stopModel: (() => Promise<void>) | undefined;
+    const startEmbedded = async () => {
+      const model = await embeddedModel(config);
+      stopModel = model.stop;
+      if (model.note) process.stderr.write(`dirigent: ${model.note}\n`);
+      process.stderr.write(`dirigent: no runtime reachable; running an embedded one on ${placement.note}\n`);
+      system = await startSystem({ config: model.config, transport: placement.transport, log });
+    };
+    try {
+      if (placement.transport.kind === "memory") await startEmbedded();
+      const client = new DirigentClient(placement.transport.bus, subjects);
+      if (!flags.json) process.stderr.write(`dirigent: checkmate task ${taskId} (resume with --resume ${taskId})\n`);
+      const onEvent = (e: TaskEvent) => {
+        const line = flags.json ? undefined : checkmateLine(e);
+        if (line !== undefined) process.stdout.write(`${line}\n`);
+        if (e.type === "continuation.input" && process.stdin.isTTY) void askUser(client, taskId, e.message ?? "");
+      };
+      const submit = () => {
+        if (task === undefined || task.trim() === "") throw new UsageError(`no task ${taskId} to resume: give the task too, to submit it under that id`);
+        const inputs = { checkmate_task: task, ...(options.hasCriteria ? { checkmate_criteria: criteria } : {}) };
+        return client.run({ xml: checkmateXml(options), inputs, taskId }, onEvent);
+      };
+      const run = async () => (flags.resume === undefined ? undefined : await attach(client, taskId, onEvent)) ?? (await submit());
+      let outcome: TaskOutcome;
+      try {
+        outcome = await run();
+      } catch (err) {
+        if (!(err instanceof RemoteError && err.code === "NO_RESPONDERS") || system) throw err;
+        await startEmbedded();
+        outcome = await run();
+      }
+      process.stdout.write((flags.json ? JSON.stringify(outcome, null, 2) : formatCheckmate(outcome)) + "\n");
+      process.exitCode = outcome.status === "COMPLETE" ? 0 : 1;
+    } finally {
+      await system?.stop();
+      await placement.close();
+      await stopModel?.();
+    }
+  });
+}

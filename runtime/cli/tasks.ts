@@ -1,0 +1,178 @@
+/** `dirigent run | submit | status | cancel`: the public task API from the command line. */
+import { randomUUID } from "node:crypto";
+import type { Command } from "commander";
+import { createInterface } from "node:readline/promises";
+import { parseTaskId, type TaskEvent } from "../../protocol/index.js";
+import { DirigentClient, RemoteError } from "../client.js";
+import { collect, commonOptions, parseInputs, setup, UsageError, type CommonFlags } from "./common.js";
+import { budgetFields, type BudgetFlags } from "./budget.js";
+import { taskSource } from "./compile.js";
+import { place } from "../nats/connect.js";
+import { natsAuth } from "../nats/auth.js";
+import { embeddedModel } from "../model/embedded.js";
+import { createEventPrinter, formatOutcome } from "./output.js";
+import { startSystem, type SystemHandle } from "../system.js";
+
+interface RunFlags extends CommonFlags, BudgetFlags {
+  prompt?: string;
+  input?: string[];
+  taskId?: string;
+  json?: boolean;
+  quiet?: boolean;
+}
+
+function taskIdFlag(value: string | undefined): string | undefined {
+  if (value === undefined) return undefined;
+  if (!parseTaskId(value)) throw new UsageError(`--task-id '${value}': must be 1–64 characters of [A-Za-z0-9_-]`);
+  return value;
+}
+
+function checkedId(value: string): string {
+  if (!parseTaskId(value)) throw new UsageError(`task id '${value}': must be 1–64 characters of [A-Za-z0-9_-]`);
+  return value;
+}
+
+/** Turns an error answer into the right exit: invalid input is a usage error. */
+function rethrow(err: unknown): never {
+  if (err instanceof RemoteError && (err.code === "INVALID_TEMPLATE" || err.code === "INVALID_MESSAGE" || err.code === "INVALID_ID" || err.code === "PAYLOAD_TOO_LARGE")) {
+    throw new UsageError(`${err.code}: ${err.message}`);
+  }
+  if (err instanceof RemoteError && err.code === "NO_RESPONDERS") {
+    throw new Error(`${err.message} (start one with 'dirigent up')`);
+  }
+  throw err;
+}
+
+/** Registers the task commands. */
+export function registerTaskCommands(program: Command): void {
+  commonOptions(
+    program
+      .command("run")
+      .description("submit a task, print its events as they happen, then its result (runs an embedded runtime when none is reachable)")
+      .argument("[file]", "task template (XML); or give --prompt")
+      .option("--prompt <text>", "the task in words instead of a file: the runtime compiles it into a template first")
+      .option("-i, --input <key=value>", "bind a template input (repeatable)", collect, [])
+      .option("--task-id <id>", "choose the task id (idempotent submission)")
+      .option("--json", "print only the result, as JSON")
+      .option("-q, --quiet", "do not print events")
+      .option("--max-tokens <n>", "token budget of the task, its subtasks included")
+      .option("--max-cost <usd>", "cost budget of the task (needs a price table, DIRIGENT_MODEL_PRICES)")
+      .option("--stream", "stream the answer: print it as it arrives"),
+  ).action(async (file: string | undefined, flags: RunFlags) => {
+    const source = { ...(await taskSource(file, flags.prompt)), ...budgetFields(flags) };
+    const inputs = parseInputs(flags.input ?? []);
+    const taskId = taskIdFlag(flags.taskId) ?? randomUUID();
+    const { config, subjects, log } = setup(flags, "dirigent-run");
+    const placement = await place({ ...(config.nats ? { url: config.nats } : {}), auth: natsAuth(config), roles: [], subjects, log, name: "dirigent-run", dataDir: config.dataDir, startServer: false });
+    let system: SystemHandle | undefined;
+    let stopModel: (() => Promise<void>) | undefined;
+    const startEmbedded = async () => {
+      const model = await embeddedModel(config);
+      stopModel = model.stop;
+      if (model.note) process.stderr.write(`dirigent: ${model.note}\n`);
+      process.stderr.write(`dirigent: no runtime reachable; running an embedded one on ${placement.note}\n`);
+      system = await startSystem({ config: model.config, transport: placement.transport, log });
+    };
+    try {
+      if (placement.transport.kind === "memory") await startEmbedded();
+      const client = new DirigentClient(placement.transport.bus, subjects);
+      const printer = createEventPrinter((text) => process.stdout.write(text));
+      const print = flags.json || flags.quiet ? undefined : (e: TaskEvent) => printer.event(e);
+      // On a terminal, a question of the task (request_user_input) is asked here and the answer sent back.
+      const onEvent = (e: TaskEvent) => {
+        print?.(e);
+        if (e.type === "continuation.input" && process.stdin.isTTY) void askUser(client, taskId, e.message ?? "");
+      };
+      let outcome;
+      try {
+        outcome = await client.run({ ...source, inputs, taskId }, onEvent);
+      } catch (err) {
+        if (!(err instanceof RemoteError && err.code === "NO_RESPONDERS") || system) rethrow(err);
+        await startEmbedded();
+        outcome = await client.run({ ...source, inputs, taskId }, onEvent);
+      }
+      printer.end();
+      process.stdout.write((flags.json ? JSON.stringify(outcome, null, 2) : formatOutcome(outcome)) + "\n");
+      process.exitCode = outcome.status === "COMPLETE" ? 0 : 1;
+    } finally {
+      await system?.stop();
+      await placement.close();
+      await stopModel?.();
+    }
+  });
+
+  commonOptions(
+    program
+      .command("submit")
+      .description("submit a task and print its id")
+      .argument("[file]", "task template (XML); or give --prompt")
+      .option("--prompt <text>", "the task in words instead of a file: the runtime compiles it into a template first")
+      .option("-i, --input <key=value>", "bind a template input (repeatable)", collect, [])
+      .option("--task-id <id>", "choose the task id (idempotent submission)")
+      .option("--max-tokens <n>", "token budget of the task, its subtasks included")
+      .option("--max-cost <usd>", "cost budget of the task (needs a price table, DIRIGENT_MODEL_PRICES)")
+      .option("--stream", "ask for the answer as model.delta events"),
+  ).action(async (file: string | undefined, flags: RunFlags) => {
+    const source = { ...(await taskSource(file, flags.prompt)), ...budgetFields(flags) };
+    const inputs = parseInputs(flags.input ?? []);
+    const taskId = taskIdFlag(flags.taskId);
+    await withClient(flags, async (client) => {
+      const reply = await client.submit({ ...source, inputs, ...(taskId ? { taskId } : {}) }).catch(rethrow);
+      process.stdout.write(`${reply.taskId}${reply.status === "duplicate" ? " (duplicate: already submitted)" : ""}\n`);
+    });
+  });
+
+  commonOptions(program.command("status").description("print a task's state and result as JSON").argument("<id>", "task id")).action(
+    async (id: string, flags: CommonFlags) => {
+      await withClient(flags, async (client) => {
+        const reply = await client.get(checkedId(id)).catch(rethrow);
+        process.stdout.write(JSON.stringify(reply, null, 2) + "\n");
+      });
+    },
+  );
+
+  commonOptions(
+    program.command("input").description("answer a task that waits for user input (request_user_input)").argument("<id>", "task id").argument("<text>", "the answer"),
+  ).action(async (id: string, text: string, flags: CommonFlags) => {
+    await withClient(flags, async (client) => {
+      const reply = await client.input(checkedId(id), text).catch((err: unknown) => {
+        if (err instanceof RemoteError && err.code === "NO_RESPONDERS") throw new Error(`task ${id} is not waiting for input`);
+        return rethrow(err);
+      });
+      process.stdout.write(JSON.stringify(reply) + "\n");
+    });
+  });
+
+  commonOptions(program.command("cancel").description("cancel a task").argument("<id>", "task id")).action(async (id: string, flags: CommonFlags) => {
+    await withClient(flags, async (client) => {
+      const reply = await client.cancel(checkedId(id)).catch(rethrow);
+      process.stdout.write(JSON.stringify(reply, null, 2) + "\n");
+      process.exitCode = reply.cancelled ? 0 : 1;
+    });
+  });
+}
+
+/** Asks the user a task's question on the terminal and sends the answer. */
+async function askUser(client: DirigentClient, taskId: string, question: string): Promise<void> {
+  const rl = createInterface({ input: process.stdin, output: process.stderr });
+  try {
+    const answer = await rl.question(`? ${question}\n> `);
+    await client.input(taskId, answer);
+  } catch (err) {
+    process.stderr.write(`dirigent: could not send the answer: ${err instanceof Error ? err.message : String(err)}\n`);
+  } finally {
+    rl.close();
+  }
+}
+
+/** Connects to a running runtime (never an embedded one: it would end with this command). */
+async function withClient(flags: CommonFlags, fn: (client: DirigentClient) => Promise<void>): Promise<void> {
+  const { config, subjects, log } = setup(flags, "dirigent-client");
+  const placement = await place({ ...(config.nats ? { url: config.nats } : {}), auth: natsAuth(config), roles: [], subjects, log, name: "dirigent-client", dataDir: config.dataDir, startServer: false });
+  try {
+    if (placement.transport.kind === "memory") throw new Error("no NATS server reachable: start the runtime with 'dirigent up' or pass --nats URL");
+    await fn(new DirigentClient(placement.transport.bus, subjects));
+  } finally {
+    await placement.close();
+  }
+}

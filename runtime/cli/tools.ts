@@ -1,0 +1,81 @@
+/** `dirigent schema`, `dirigent mock-llm` and `dirigent demo`. */
+import { mkdir, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { randomUUID } from "node:crypto";
+import type { Command } from "commander";
+import { collect, parseInputs, readTemplate, setup, UsageError, untilSignal, type CommonFlags } from "./common.js";
+import { DirigentClient } from "../client.js";
+import { place } from "../nats/connect.js";
+import { natsAuth } from "../nats/auth.js";
+import { embeddedModel } from "../model/embedded.js";
+import { loadMockScript, startMockLlm } from "../model/mock-server.js";
+import { formatEvent, formatOutcome } from "./output.js";
+import { jsonSchemas } from "../schemas.js";
+import { startSystem } from "../system.js";
+
+/** The example task `dirigent demo` runs. */
+export const DEMO_TASK = fileURLToPath(new URL("../../../examples/haiku.xml", import.meta.url));
+
+/** Registers the tool commands. */
+export function registerToolCommands(program: Command): void {
+  program
+    .command("schema")
+    .description("print the JSON Schemas of every public message (or write them to a directory)")
+    .option("--out <dir>", "write one <name>.json per message into this directory")
+    .action(async (flags: { out?: string }) => {
+      const schemas = jsonSchemas();
+      if (!flags.out) {
+        process.stdout.write(JSON.stringify(schemas, null, 2) + "\n");
+        return;
+      }
+      await mkdir(flags.out, { recursive: true });
+      for (const [name, schema] of Object.entries(schemas)) await writeFile(join(flags.out, `${name}.json`), JSON.stringify(schema, null, 2) + "\n");
+      process.stderr.write(`dirigent: wrote ${Object.keys(schemas).length} schemas to ${flags.out}\n`);
+    });
+
+  program
+    .command("mock-llm")
+    .description("serve an OpenAI-compatible chat-completions endpoint that answers from a script (the offline model)")
+    .option("--port <port>", "port to listen on (0 = any free port)", "8787")
+    .option("--host <host>", "address to listen on", "127.0.0.1")
+    .option("--script <file>", "JSON script of rules (see docs/mock-llm.md); without one it echoes")
+    .option("--quiet", "do not log requests")
+    .action(async (flags: { port: string; host: string; script?: string; quiet?: boolean }) => {
+      const port = Number(flags.port);
+      if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`--port '${flags.port}': expected an integer from 0 to 65535`);
+      const script = flags.script ? await loadMockScript(flags.script).catch((err: Error) => Promise.reject(new UsageError(err.message))) : undefined;
+      const server = await startMockLlm({ port, host: flags.host, ...(script ? { script } : {}), ...(flags.quiet ? {} : { log: (line: string) => process.stderr.write(line + "\n") }) });
+      process.stdout.write(`${server.url}\n`);
+      process.stderr.write(`dirigent mock-llm: listening on ${server.url} (use OPENAI_BASE_URL=${server.url})\n`);
+      await untilSignal();
+      await server.close();
+    });
+
+  program
+    .command("demo")
+    .description("start a runtime and run the shipped example task end to end (offline unless OPENAI_API_KEY/OPENAI_BASE_URL are set)")
+    .argument("[file]", "task template to run instead of the example")
+    .option("-i, --input <key=value>", "bind a template input (repeatable)", collect, [])
+    .option("--nats <url>", "NATS server URL (env NATS_URL)")
+    .action(async (file: string | undefined, flags: CommonFlags & { input?: string[] }) => {
+      const xml = await readTemplate(file ?? DEMO_TASK);
+      const inputs = { topic: "the sea at dawn", ...parseInputs(flags.input ?? []) };
+      const { config, subjects, log } = setup(flags, "dirigent-demo");
+      const model = await embeddedModel(config);
+      const placement = await place({ ...(config.nats ? { url: config.nats } : {}), auth: natsAuth(config), subjects, log, name: "dirigent-demo", dataDir: config.dataDir, startServer: true });
+      const system = await startSystem({ config: model.config, transport: placement.transport, log });
+      process.stderr.write(`dirigent: runtime on ${placement.note}\n`);
+      if (model.note) process.stderr.write(`dirigent: ${model.note}\n`);
+      try {
+        const client = new DirigentClient(placement.transport.bus, subjects);
+        const outcome = await client.run({ xml, inputs, taskId: `demo-${randomUUID()}` }, (e) => process.stdout.write(formatEvent(e) + "\n"));
+        process.stdout.write(formatOutcome(outcome) + "\n");
+        process.exitCode = outcome.status === "COMPLETE" ? 0 : 1;
+      } finally {
+        await system.stop();
+        await placement.close();
+        await model.stop();
+      }
+    });
+}

@@ -1,0 +1,250 @@
+/**
+ * The HTTP side of `dirigent inspect`: serves the page and its assets from the package (loopback only, no external
+ * resource), the machines' charts, the cluster's state as JSON, one task (replayed from the events stream when it
+ * is not live), and a Server-Sent Events stream of changes fed by a subscription to `<root>.inspect.>` and the
+ * tasks' events and results. Every request passes the checks of `runtime/inspect/guard.ts` (its `Host` must name this
+ * server, its `Origin`, if any, must be the server's own) and every answer carries a strict Content-Security-Policy.
+ */
+import { existsSync } from "node:fs";
+import { readFile } from "node:fs/promises";
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import type { Bus, BusSubscription } from "../../actors/bus.js";
+import { decode, TaskEvent, TaskOutcome, type Subjects } from "../../protocol/index.js";
+import { InspectMessage } from "../../protocol/inspect.js";
+import { machineGraph } from "../charts/graph.js";
+import { machines } from "../charts/registry.js";
+import { allowedHosts, hostLiteral, isWildcard, refusal, SECURITY_HEADERS as COMMON_HEADERS } from "./guard.js";
+import { statechartSvg } from "../charts/svg.js";
+import { InspectState, type ActorView, type TaskView } from "./state.js";
+
+/** A stored task message (an event or a result) read back from the events stream. */
+export interface ReplayedMessage {
+  subject: string;
+  data: Uint8Array;
+}
+
+/** Reading finished tasks back from the events stream (NATS JetStream); absent on the in-process bus. */
+export interface TaskReplay {
+  /** One task's stored events and result, in order. */
+  task(taskId: string): Promise<ReplayedMessage[]>;
+  /** The most recent stored messages of all tasks, in order. */
+  recent(max: number): Promise<ReplayedMessage[]>;
+}
+
+/** Options of {@link startInspectServer}. */
+export interface InspectServerOptions {
+  bus: Bus;
+  subjects: Subjects;
+  /** TCP port; 0 picks a free one. */
+  port: number;
+  /** Interface to listen on; loopback (`127.0.0.1`) by default. */
+  host?: string;
+  /**
+   * More `Host` header values the server answers (`NAME` or `NAME:PORT`, validated by `parseAllowedHost`), for a
+   * server bound to another interface or behind a proxy. The bound address with its port, and on loopback
+   * `localhost`, `127.0.0.1` and `[::1]` with the port, are always answered; any other host gets 421.
+   */
+  allowedHosts?: readonly string[];
+  replay?: TaskReplay;
+  /** Stored messages read at start, so that recent finished tasks are listed. Default 2000. */
+  replayRecent?: number;
+  /** How often changes are pushed to the pages. Default 50 ms. */
+  pushIntervalMs?: number;
+  /** Receives every inspection message too (the Stately bridge). */
+  onMessage?: (message: InspectMessage) => void;
+  /** Directory of the page's files; the package's `inspector/` by default. */
+  assetsDir?: string;
+  /** Told when reading the events stream fails (e.g. the NATS user lacks the JetStream API rights); also shown on the page. */
+  onReplayError?: (err: unknown) => void;
+}
+
+/** A running inspector server. */
+export interface InspectServer extends AsyncDisposable {
+  /** `http://<bound address>:<port>/` (`127.0.0.1` when bound to every interface). */
+  readonly url: string;
+  readonly port: number;
+  readonly state: InspectState;
+  close(): Promise<void>;
+}
+
+/** The page's files shipped in the package (`inspector/`), found from the source or the built module. */
+export function packagedAssetsDir(): string {
+  const here = dirname(fileURLToPath(import.meta.url));
+  const candidates = [resolve(here, "../../inspector"), resolve(here, "../../../inspector")];
+  return candidates.find((dir) => existsSync(join(dir, "index.html"))) ?? candidates[1] as string;
+}
+
+const ASSETS: Record<string, string> = {
+  "/": "index.html",
+  "/app.js": "app.js",
+  "/app.css": "app.css",
+};
+const TYPES: Record<string, string> = { html: "text/html; charset=utf-8", js: "text/javascript; charset=utf-8", css: "text/css; charset=utf-8" };
+/** The page's script and style come from this server only; no inline script or style, no frame, no form target. */
+export const PAGE_CSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+const SECURITY_HEADERS = { ...COMMON_HEADERS, "content-security-policy": PAGE_CSP };
+
+/** The machines' charts, as the page loads them: name, machine id, SVG and graph. */
+export function machineCharts(): Array<{ name: string; id: string; svg: string; states: string[] }> {
+  return machines.map(({ name, machine }) => {
+    const graph = machineGraph(machine);
+    return { name, id: graph.id, svg: statechartSvg(graph), states: graph.states.map((s) => s.id) };
+  });
+}
+
+/** Filters of `/api/state`: task id (substring), role and process (exact). */
+export interface ViewFilter {
+  task?: string | undefined;
+  role?: string | undefined;
+  process?: string | undefined;
+}
+
+/** The part of a view that passes `filter`. */
+export function filterView(view: { actors: ActorView[]; tasks: TaskView[] }, filter: ViewFilter): { actors: ActorView[]; tasks: TaskView[] } {
+  const actors = view.actors.filter(
+    (a) =>
+      (!filter.task || (a.taskId ?? "").includes(filter.task)) && (!filter.role || a.role === filter.role) && (!filter.process || a.process === filter.process),
+  );
+  const tasks = view.tasks.filter(
+    (t) => (!filter.task || t.taskId.includes(filter.task)) && (!filter.role || t.roles.includes(filter.role)) && (!filter.process || t.processes.includes(filter.process)),
+  );
+  return { actors, tasks };
+}
+
+/** Starts the inspector server: subscribes to the cluster and listens on `host:port`. */
+export async function startInspectServer(options: InspectServerOptions): Promise<InspectServer> {
+  const { bus, subjects } = options;
+  // Validated before anything starts, so a bad name fails the start rather than every request.
+  allowedHosts(options.host ?? "127.0.0.1", 1, options.allowedHosts);
+  const state = new InspectState();
+  const assets = options.assetsDir ?? packagedAssetsDir();
+  const charts = JSON.stringify(machineCharts());
+  const clients = new Set<ServerResponse>();
+
+  const applyStored = (m: ReplayedMessage) => {
+    if (m.subject.endsWith(".events")) {
+      const event = decode(TaskEvent, m.data);
+      if (event.ok) state.applyTaskEvent(event.value, true);
+    } else {
+      const outcome = decode(TaskOutcome, m.data);
+      if (outcome.ok) state.applyOutcome(outcome.value, true);
+    }
+  };
+  /** The last replay failure, shown on the page (`replayError` of `/api/state`) until a replay succeeds. */
+  let replayError: string | undefined;
+  const replayed = async (read: () => Promise<ReplayedMessage[]>): Promise<ReplayedMessage[]> => {
+    try {
+      const messages = await read();
+      replayError = undefined;
+      return messages;
+    } catch (err) {
+      replayError = `cannot replay finished tasks from the events stream: ${err instanceof Error ? err.message : String(err)}`;
+      options.onReplayError?.(err);
+      return [];
+    }
+  };
+  const replay = options.replay;
+  if (replay) for (const m of await replayed(() => replay.recent(options.replayRecent ?? 2000))) applyStored(m);
+
+  const subscriptions: BusSubscription[] = [
+    bus.subscribe(subjects.anyInspect, (msg) => {
+      const decoded = decode(InspectMessage, msg.data);
+      if (!decoded.ok) return;
+      state.apply(decoded.value);
+      options.onMessage?.(decoded.value);
+    }),
+    bus.subscribe(subjects.anyTaskEvents, (msg) => {
+      const decoded = decode(TaskEvent, msg.data);
+      if (decoded.ok) state.applyTaskEvent(decoded.value);
+    }),
+    bus.subscribe(subjects.anyTaskResult, (msg) => {
+      const decoded = decode(TaskOutcome, msg.data);
+      if (decoded.ok) state.applyOutcome(decoded.value);
+    }),
+  ];
+  await bus.flush();
+
+  const push = setInterval(() => {
+    const delta = state.takeDelta();
+    if (!delta || clients.size === 0) return;
+    const frame = `data: ${JSON.stringify(delta)}\n\n`;
+    for (const client of clients) client.write(frame);
+  }, options.pushIntervalMs ?? 50);
+  const keepalive = setInterval(() => {
+    for (const client of clients) client.write(": keepalive\n\n");
+  }, 15_000);
+
+  const json = (res: ServerResponse, status: number, body: unknown) => {
+    res.writeHead(status, { "content-type": "application/json; charset=utf-8", ...SECURITY_HEADERS });
+    res.end(typeof body === "string" ? body : JSON.stringify(body));
+  };
+
+  let hosts: ReadonlySet<string> = new Set();
+  const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    const refused = refusal(req, hosts);
+    if (refused) {
+      res.writeHead(refused.status, { "content-type": "text/plain; charset=utf-8", ...SECURITY_HEADERS });
+      res.end(`${refused.reason}\n`);
+      return;
+    }
+    const url = new URL(req.url ?? "/", "http://127.0.0.1");
+    if (req.method !== "GET") return json(res, 405, { error: "only GET" });
+    const asset = ASSETS[url.pathname];
+    if (asset) {
+      const body = await readFile(join(assets, asset));
+      res.writeHead(200, { "content-type": TYPES[asset.split(".").pop() ?? ""] ?? "application/octet-stream", ...SECURITY_HEADERS });
+      res.end(body);
+      return;
+    }
+    if (url.pathname === "/api/machines") return json(res, 200, charts);
+    if (url.pathname === "/api/state") {
+      const q = url.searchParams;
+      const view = filterView(state.view(), { task: q.get("task") ?? undefined, role: q.get("role") ?? undefined, process: q.get("process") ?? undefined });
+      return json(res, 200, replayError === undefined ? view : { ...view, replayError });
+    }
+    const taskMatch = /^\/api\/tasks\/([^/]+)$/.exec(url.pathname);
+    if (taskMatch) {
+      const taskId = decodeURIComponent(taskMatch[1] ?? "");
+      if (!state.hasTask(taskId) && replay) for (const m of await replayed(() => replay.task(taskId))) applyStored(m);
+      const task = state.task(taskId);
+      if (task) return json(res, 200, task);
+      return replayError !== undefined ? json(res, 502, { error: replayError }) : json(res, 404, { error: `no task '${taskId}' live or in the events stream` });
+    }
+    if (url.pathname === "/api/stream") {
+      res.writeHead(200, { "content-type": "text/event-stream", connection: "keep-alive", ...SECURITY_HEADERS });
+      res.write(": connected\n\n");
+      clients.add(res);
+      req.on("close", () => clients.delete(res));
+      return;
+    }
+    json(res, 404, { error: "not found" });
+  };
+
+  const server = createServer((req, res) => {
+    handle(req, res).catch((err: unknown) => {
+      if (!res.headersSent) json(res, 500, { error: err instanceof Error ? err.message : String(err) });
+      else res.end();
+    });
+  });
+  const address = options.host ?? "127.0.0.1";
+  await new Promise<void>((resolveListen, reject) => {
+    server.once("error", reject);
+    server.listen(options.port, address, () => resolveListen());
+  });
+  const port = (server.address() as AddressInfo).port;
+  hosts = allowedHosts(address, port, options.allowedHosts);
+  const close = async () => {
+    clearInterval(push);
+    clearInterval(keepalive);
+    for (const client of clients) client.end();
+    clients.clear();
+    await Promise.all(subscriptions.map((s) => s.unsubscribe()));
+    server.closeAllConnections();
+    await new Promise<void>((r) => server.close(() => r()));
+  };
+  const shown = isWildcard(address) ? "127.0.0.1" : hostLiteral(address);
+  return { url: `http://${shown}:${port}/`, port, state, close, [Symbol.asyncDispose]: close };
+}

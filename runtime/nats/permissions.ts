@@ -1,0 +1,242 @@
+/**
+ * The one place the NATS users and per-role permissions of a deployment are defined. `renderAuthorization` writes
+ * the nats-server `authorization { users = [...] }` block for a subject root (`dirigent nats-conf`); the repository's
+ * `nats.conf` holds its output for the default root, and a test fails when it is stale.
+ *
+ * Each role may publish and subscribe only where it must, JetStream API subjects included. Runtime roles use an inbox
+ * prefix of their own (`_INBOX_<role>`), so that no other user can read their replies (JetStream API answers carry
+ * task records). A role may publish into the inboxes of those who send it requests: not through `allow_responses`,
+ * which allows one reply per request by default, while a responder also sends keepalives (`KEEPALIVE_HEADER`).
+ * nats-server 2.9: no `accounts {}` block next to `authorization { users }` (CVE-2023-47090).
+ */
+import { createSubjects } from "../../protocol/index.js";
+
+/** The NATS users of a deployment: the four runtime roles, clients that submit work, and read-only inspectors. */
+export const NATS_ROLES = ["submitter", "director", "evaluator", "handler", "memory", "supervisor", "inspector"] as const;
+export type NatsRole = (typeof NATS_ROLES)[number];
+
+/** What one user may do. */
+export interface RolePermissions {
+  publish: string[];
+  subscribe: string[];
+}
+
+/**
+ * The roles that run actors. A new one goes here and in {@link NATS_ROLES}, with its own entry in `ownPermissions`;
+ * it then also gets what every runtime role shares (`runtimeCommon`: its inspection subjects) and an inbox of its own.
+ */
+const RUNTIME_ROLES: readonly string[] = ["director", "evaluator", "handler", "memory", "supervisor"];
+
+/** The inbox prefix of a connection: `_INBOX_<role>` for a process running exactly one runtime role, else `_INBOX`. */
+export function inboxPrefixFor(roles: readonly string[] | undefined): string {
+  const only = roles?.length === 1 ? roles[0] : undefined;
+  return only !== undefined && RUNTIME_ROLES.includes(only) ? `_INBOX_${only}` : "_INBOX";
+}
+
+/** The server-side variable (or environment variable) holding a role's password, e.g. `DIRIGENT_NATS_HANDLER_PASSWORD`. */
+export function passwordVariable(role: NatsRole | "dev" | "admin"): string {
+  return `DIRIGENT_NATS_${role.toUpperCase()}_PASSWORD`;
+}
+
+const API = "$JS.API";
+/** Look up and create a stream (`ensureStream`, `Kvm.create`). */
+const streamSetup = (stream: string) => [`${API}.STREAM.INFO.${stream}`, `${API}.STREAM.CREATE.${stream}`];
+/**
+ * Open, read and write a KV bucket. Reads use direct get by subject (`DIRECT.GET.<stream>.<subject>`, 2.9) on buckets
+ * created with `allow_direct`, as the runtime creates them; `STREAM.MSG.GET` on a bucket made without it.
+ */
+const kvReadWrite = (bucket: string) => [
+  ...streamSetup(`KV_${bucket}`),
+  `$KV.${bucket}.>`,
+  `${API}.DIRECT.GET.KV_${bucket}.>`,
+  `${API}.STREAM.MSG.GET.KV_${bucket}`,
+];
+/** A bucket of a `NatsTaskStore`: read and write, and purge the chunks of a large value once replaced (runtime/nats/chunks.ts). */
+const kvStore = (bucket: string) => [...kvReadWrite(bucket), `${API}.STREAM.PURGE.KV_${bucket}`];
+/** Watch a KV bucket: an ordered push consumer (`CONSUMER.CREATE.<stream>.<name>.<filter>`), recreated after a gap. */
+const kvWatch = (bucket: string) => [
+  `${API}.CONSUMER.CREATE.KV_${bucket}.>`,
+  `${API}.CONSUMER.DELETE.KV_${bucket}.>`,
+  `${API}.CONSUMER.INFO.KV_${bucket}.>`,
+];
+
+/** Read the events stream without side effects: its state and its messages by sequence or by subject (`STREAM.MSG.GET`). */
+const streamRead = (stream: string) => [`${API}.STREAM.INFO.${stream}`, `${API}.STREAM.MSG.GET.${stream}`];
+
+/**
+ * What every runtime role may do besides its own subjects: publish its actors' inspection messages
+ * (`<root>.inspect.<role>.<kind>`, when `DIRIGENT_INSPECT` is on), under its own role name only; answer pings
+ * (`<root>.ping`, into the asking client's `_INBOX`) and ping itself (its own answer goes to its own inbox).
+ */
+const runtimeCommon = (root: string, role: string): RolePermissions => ({
+  publish: [`${root}.inspect.${role}.>`, `${root}.ping`, "_INBOX.>", `${inboxPrefixFor([role])}.>`],
+  subscribe: [`${root}.ping`],
+});
+
+/** `base` with `extra` appended (a role's own permissions plus those every runtime role shares), each subject once. */
+const withCommon = (base: RolePermissions, extra: RolePermissions): RolePermissions => ({
+  publish: [...new Set([...base.publish, ...extra.publish])],
+  subscribe: [...new Set([...base.subscribe, ...extra.subscribe])],
+});
+
+/** The permissions of every role for subject root `root`. */
+export function rolePermissions(root: string): Record<NatsRole, RolePermissions> {
+  const own = ownPermissions(root);
+  return Object.fromEntries(
+    NATS_ROLES.map((role) => [role, RUNTIME_ROLES.includes(role) ? withCommon(own[role], runtimeCommon(root, role)) : own[role]]),
+  ) as Record<NatsRole, RolePermissions>;
+}
+
+/** Each role's own permissions, without those every runtime role shares ({@link runtimeCommon}). */
+function ownPermissions(root: string): Record<NatsRole, RolePermissions> {
+  const s = createSubjects(root);
+  const inbox = (role: string) => `${inboxPrefixFor([role])}.>`;
+  /** Clients' inboxes (`_INBOX`): the answers to submit, get, cancel, input and compile. */
+  const clients = "_INBOX.>";
+  const control = `${root}.control.>`;
+  /** The goal API (served by Supervisors) and what it publishes. */
+  const goalRequests = [s.goalsSubmit, s.goalsList, s.anyGoalRequest("get"), s.anyGoalRequest("resume"), s.anyGoalRequest("cancel")];
+  const goalEvents = s.anyGoalEvents;
+  return {
+    submitter: {
+      publish: [s.submit, s.anyTaskGet, s.anyTaskCancel, `${root}.tasks.*.input`, s.compile, ...goalRequests, s.ping],
+      subscribe: [s.anyTaskEvents, s.anyTaskResult, goalEvents, s.operatorAlerts, "_INBOX.>"],
+    },
+    director: {
+      publish: [
+        clients,
+        // Supervisors submit, look up and cancel the tasks of their goals.
+        inbox("supervisor"),
+        s.anyTaskEvents,
+        s.anyTaskResult,
+        s.cancelBroadcast,
+        s.evaluate,
+        s.compile,
+        s.anyIntake,
+        `${API}.INFO`,
+        ...kvStore(s.tasksBucket),
+        ...streamSetup(s.intakeStream),
+        ...streamSetup(s.eventsStream),
+        // The last message of a subject (`lastPublished`): is a redelivered final task's result stored, or did its old
+        // owner die before publishing it? How far did a task running under a pending claim get (its last event)?
+        `${API}.STREAM.MSG.GET.${s.eventsStream}`,
+        `${API}.CONSUMER.INFO.${s.intakeStream}.${s.directorConsumer}`,
+        // Created and updated (ack wait) through the 2.9 API: CONSUMER.CREATE.<stream>.<name>.
+        `${API}.CONSUMER.CREATE.${s.intakeStream}.${s.directorConsumer}`,
+        `${API}.CONSUMER.MSG.NEXT.${s.intakeStream}.${s.directorConsumer}`,
+        // A queued task's record is its intake item: looked up by subject (status, cancel), removed when cancelled.
+        `${API}.DIRECT.GET.${s.intakeStream}.>`,
+        `${API}.STREAM.MSG.GET.${s.intakeStream}`,
+        `${API}.STREAM.MSG.DELETE.${s.intakeStream}`,
+        `$JS.ACK.${s.intakeStream}.>`,
+      ],
+      subscribe: [s.submit, s.anyTaskGet, s.anyTaskCancel, s.anyProgress, control, inbox("director")],
+    },
+    evaluator: {
+      publish: [inbox("director"), clients, s.anyProgress, s.execute, s.script, s.memoryMatch, s.compile, s.superseded],
+      subscribe: [s.evaluate, `${root}.tasks.*.input`, control, inbox("evaluator")],
+    },
+    handler: {
+      publish: [inbox("evaluator"), inbox("director"), clients, s.anyProgress, `${API}.INFO`, ...kvStore(s.turnsBucket)],
+      subscribe: [s.execute, s.script, s.compile, control, inbox("handler")],
+    },
+    memory: {
+      // The index is written by `dirigent memory index` (as this user), which purges replaced generations.
+      publish: [inbox("evaluator"), `${API}.INFO`, ...kvReadWrite(s.indexBucket), ...kvWatch(s.indexBucket), `${API}.STREAM.PURGE.KV_${s.indexBucket}`],
+      subscribe: [s.memoryMatch, control, inbox("memory")],
+    },
+    // Runs goals: submits their tasks like a client, keeps goals and leases in the goals bucket (listing its keys
+    // is an ordered consumer, as a KV watch), and answers the goal API.
+    supervisor: {
+      publish: [
+        clients,
+        s.submit,
+        s.anyTaskGet,
+        s.anyTaskCancel,
+        goalEvents,
+        s.operatorAlerts,
+        s.goalControl,
+        `${API}.INFO`,
+        ...kvStore(s.goalsBucket),
+        ...kvWatch(s.goalsBucket),
+      ],
+      subscribe: [...goalRequests, s.goalControl, s.anyTaskResult, inbox("supervisor")],
+    },
+    // Read-only: it watches the inspection messages and the tasks' events, asks for a task's record, and replays
+    // finished tasks from the events stream (runtime/inspect/replay.ts); it creates no consumer.
+    inspector: {
+      publish: [s.anyTaskGet, ...streamRead(s.eventsStream)],
+      subscribe: [s.anyInspect, s.anyTaskEvents, s.anyTaskResult, "_INBOX.>"],
+    },
+  };
+}
+
+/** Options of {@link renderAuthorization}. */
+export interface RenderOptions {
+  /**
+   * Values of the password variables, written into the file. Without them each password is read from the server's
+   * environment (`$DIRIGENT_NATS_<ROLE>_PASSWORD`), which is how production should run.
+   */
+  variables?: Partial<Record<string, string>>;
+  /**
+   * Add a user `dev` that may do anything, and let clients without credentials in as `dev` (`no_auth_user`).
+   * For the development server only.
+   */
+  devUser?: boolean;
+  /**
+   * Add a user `admin` for operators: the JetStream API only (`nats stream edit --replicas 3`, `nats stream ls`), no
+   * application subjects. Its password comes from `$DIRIGENT_NATS_ADMIN_PASSWORD`.
+   */
+  admin?: boolean;
+}
+
+const quote = (value: string) => JSON.stringify(value);
+
+/**
+ * Renders the `authorization` block (and, with `devUser`, `no_auth_user`) of nats-server's configuration.
+ * @example renderAuthorization("dirigent") // passwords from $DIRIGENT_NATS_<ROLE>_PASSWORD
+ */
+export function renderAuthorization(root: string, options: RenderOptions = {}): string {
+  const permissions = rolePermissions(root);
+  const lines: string[] = [];
+  const variables = Object.entries(options.variables ?? {}).filter((e): e is [string, string] => e[1] !== undefined);
+  for (const [name, value] of variables) lines.push(`${name}: ${quote(value)}`);
+  if (variables.length > 0) lines.push("");
+  const list = (items: readonly string[]) => `[${items.map(quote).join(", ")}]`;
+  lines.push("authorization {", "  users = [");
+  for (const role of NATS_ROLES) {
+    const p = permissions[role];
+    lines.push(
+      `    { user: ${role}, password: $${passwordVariable(role)}, permissions: {`,
+      `        publish: { allow: ${list(p.publish)} }`,
+      `        subscribe: { allow: ${list(p.subscribe)} }`,
+      "    } }",
+    );
+  }
+  if (options.admin) {
+    lines.push(
+      `    { user: admin, password: $${passwordVariable("admin")}, permissions: {`,
+      `        publish: { allow: ${list([`${API}.>`])} }`,
+      `        subscribe: { allow: ${list(["_INBOX.>"])} }`,
+      "    } }",
+    );
+  }
+  if (options.devUser) lines.push(`    { user: dev, password: $${passwordVariable("dev")} }`);
+  lines.push("  ]", "}");
+  if (options.devUser) lines.push("no_auth_user: dev");
+  return lines.join("\n") + "\n";
+}
+
+/** The development passwords of the repository's `nats.conf`: public, for development only. */
+export const DEV_PASSWORDS: Record<string, string> = Object.fromEntries(
+  [...NATS_ROLES, "dev" as const].map((role) => [passwordVariable(role), `dev-${role}`]),
+);
+
+/** Markers around the generated part of `nats.conf`. */
+export const GENERATED_BEGIN = "# BEGIN generated by `dirigent nats-conf --dev` (runtime/nats/permissions.ts): do not edit";
+export const GENERATED_END = "# END generated";
+
+/** The generated part of the development `nats.conf`, markers included. */
+export function renderDevAuthorization(root = createSubjects().root): string {
+  return `${GENERATED_BEGIN}\n${renderAuthorization(root, { variables: DEV_PASSWORDS, devUser: true })}${GENERATED_END}\n`;
+}

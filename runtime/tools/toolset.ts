@@ -1,0 +1,184 @@
+/**
+ * The Handler's direct tools, offered to the model through the chat-completions tool-calling API. Each tool's
+ * arguments are declared once as a zod schema, which gives both the JSON Schema sent to the model and the check
+ * of what the model sends back. A malformed call (unknown tool, arguments that are not JSON or do not match)
+ * and a failing tool both answer the model with error text; only malformed calls are counted against the
+ * session's budget.
+ */
+import { z } from "zod";
+import type { ToolCall } from "../../machines/handler/session.js";
+import { listWorkspaceFiles, readWorkspaceFile, type FileToolLimits } from "./files.js";
+import { formatOutcome, runScript, type ScriptLimits } from "./run-script.js";
+import type { ScriptOutcome, ToolAnswer, ToolDefinition, Toolset } from "../../actors/handler/toolset.js";
+
+export type { ToolAnswer, ToolDefinition, Toolset };
+import { openWorkspace, ToolError, type Workspace } from "./workspace.js";
+import { commandRefusal } from "../../actors/commands.js";
+import { createSandbox, unavailableMessage, type Sandbox, type SandboxSettings } from "./sandbox.js";
+import { createMasker, type Masker } from "../../actors/secrets.js";
+import type { Logger } from "../../actors/deps.js";
+
+/** Names of the direct tools. */
+export const TOOL_NAMES = ["read_file", "list_files", "run_script"] as const;
+export type ToolName = (typeof TOOL_NAMES)[number];
+
+/** Configuration of the tools of a Handler. */
+export interface ToolsConfig extends FileToolLimits, ScriptLimits {
+  /** The directory the tools are confined to. */
+  workspaceRoot: string;
+  /** Tools offered to the model. */
+  enabled: readonly ToolName[];
+  /** Programs that commands of submitted templates may run (actors/commands.ts); none by default. */
+  commands?: readonly string[];
+  /** The sandbox programs run in; `bwrap` with no network by default. */
+  sandbox?: SandboxSettings;
+  /** Secret values masked in every tool answer and program output. */
+  secrets?: readonly string[];
+}
+
+
+
+
+/** The default sandbox: bubblewrap, no network, nothing extra bound or hidden. */
+export const DEFAULT_SANDBOX: SandboxSettings = { mode: "bwrap", network: false, readOnly: [], hidden: [] };
+
+const ReadFileArgs = z.strictObject({
+  path: z.string().min(1).describe("File path relative to the workspace root."),
+  offset: z.int().nonnegative().optional().describe("Byte offset to start reading at (for long files)."),
+});
+const ListFilesArgs = z.strictObject({
+  path: z.string().optional().describe("Directory relative to the workspace root; the root by default."),
+  recursive: z.boolean().optional().describe("List subdirectories too."),
+});
+const RunScriptArgs = z.strictObject({
+  argv: z.array(z.string()).min(1).describe("Program and arguments; no shell is involved."),
+  cwd: z.string().optional().describe("Working directory relative to the workspace root."),
+  timeoutMs: z.int().positive().optional().describe("Timeout in milliseconds (capped by the Handler's limit)."),
+});
+
+/** What a tool runs with. */
+interface ToolContext {
+  ws: Workspace;
+  config: ToolsConfig;
+  sandbox: Sandbox;
+}
+
+type Run = (ctx: ToolContext, signal: AbortSignal) => Promise<string>;
+
+/** A tool: its description, the JSON Schema of its arguments, and a check that yields a runnable call. */
+interface Tool {
+  description: string;
+  parameters: Record<string, unknown>;
+  prepare(raw: unknown): { ok: true; run: Run } | { ok: false; problems: string };
+}
+
+function defineTool<S extends z.ZodType>(
+  description: string,
+  args: S,
+  run: (ctx: ToolContext, args: z.infer<S>, signal: AbortSignal) => Promise<string>,
+): Tool {
+  const { $schema: _ignored, ...parameters } = z.toJSONSchema(args);
+  return {
+    description,
+    parameters,
+    prepare(raw) {
+      const parsed = args.safeParse(raw);
+      if (parsed.success) return { ok: true, run: (ctx, signal) => run(ctx, parsed.data, signal) };
+      return { ok: false, problems: parsed.error.issues.map((i) => `${i.path.join(".") || "(arguments)"}: ${i.message}`).join("; ") };
+    },
+  };
+}
+
+const TOOLS: Record<ToolName, Tool> = {
+  read_file: defineTool(
+    "Read a text file of the workspace. Long files are cut; read on with `offset`.",
+    ReadFileArgs,
+    ({ ws, config }, args) => readWorkspaceFile(ws, config, args),
+  ),
+  list_files: defineTool(
+    "List a directory of the workspace. Directories end in '/', symlinks in '@'.",
+    ListFilesArgs,
+    ({ ws, config }, args) => listWorkspaceFiles(ws, config, args),
+  ),
+  run_script: defineTool(
+    "Run a program (argv array, no shell) in the workspace and return its exit status and output.",
+    RunScriptArgs,
+    async ({ ws, config, sandbox }, args, signal) =>
+      formatOutcome(await runScript(ws, config, args, signal, sandbox), Math.min(args.timeoutMs ?? config.scriptTimeoutMs, config.scriptTimeoutMs)),
+  ),
+};
+
+/** A sandbox of a Handler that runs no program at all. */
+const NO_PROGRAMS: Sandbox = {
+  mode: "bwrap",
+  unavailable: "this Handler runs no programs (neither the run_script tool nor DIRIGENT_COMMANDS is set)",
+  wrap: () => {
+    throw new Error("this Handler runs no programs");
+  },
+};
+
+/**
+ * Creates the tools of a Handler; the workspace root must exist. When programs may run here (`run_script` is
+ * enabled or `commands` lists programs), the sandbox is checked now: `log` gets an error when it is missing (every
+ * program is then refused), a warning when the operator chose to run programs unsandboxed.
+ */
+export async function createToolset(config: ToolsConfig, log?: Logger): Promise<Toolset> {
+  const ws = await openWorkspace(config.workspaceRoot);
+  const enabled = new Set(config.enabled);
+  const commands = config.commands ?? [];
+  const mask: Masker = createMasker(config.secrets ?? []);
+  const runsPrograms = enabled.has("run_script") || commands.length > 0;
+  const sandbox = runsPrograms ? await createSandbox(config.sandbox ?? DEFAULT_SANDBOX) : NO_PROGRAMS;
+  if (runsPrograms && sandbox.mode === "unsandboxed") {
+    log?.warn({ sandbox: "unsandboxed" }, "DIRIGENT_SANDBOX=unsandboxed: programs (run_script, template commands) run WITHOUT isolation, as this process's user, and can read its files and /proc");
+  } else if (runsPrograms && sandbox.unavailable !== undefined) {
+    log?.error({ sandbox: "bwrap" }, `${unavailableMessage(sandbox.unavailable)}; every program will be refused`);
+  }
+  const ctx: ToolContext = { ws, config, sandbox };
+  const definitions: ToolDefinition[] = [...enabled].map((name) => ({
+    type: "function",
+    function: { name, description: TOOLS[name].description, parameters: TOOLS[name].parameters },
+  }));
+  return {
+    definitions,
+    async run(call, signal) {
+      const name = call.function.name;
+      if (!isToolName(name) || !enabled.has(name)) {
+        return { malformed: true, content: `error: no tool named '${name}'; available: ${[...enabled].join(", ") || "none"}` };
+      }
+      let raw: unknown;
+      try {
+        raw = call.function.arguments.trim() === "" ? {} : JSON.parse(call.function.arguments);
+      } catch (err) {
+        return { malformed: true, content: `error: the arguments of '${name}' are not valid JSON (${err instanceof Error ? err.message : String(err)}); send a JSON object` };
+      }
+      const prepared = TOOLS[name].prepare(raw);
+      if (!prepared.ok) return { malformed: true, content: `error: invalid arguments for '${name}': ${prepared.problems}` };
+      try {
+        return { malformed: false, content: mask(await prepared.run(ctx, signal)) };
+      } catch (err) {
+        if (signal.aborted) throw err;
+        const message = err instanceof ToolError ? err.message : `${name} failed: ${err instanceof Error ? err.message : String(err)}`;
+        return { malformed: false, content: mask(`error: ${message}`) };
+      }
+    },
+    async script(args, signal) {
+      const program = args.argv[0] ?? "";
+      const refused = commandRefusal(program, commands);
+      if (refused !== undefined) return { error: refused };
+      if (args.env && Object.hasOwn(args.env, "PATH")) return { error: "a template command may not set PATH (the command allowlist names programs found on the Handler's PATH)" };
+      try {
+        const outcome = await runScript(ws, config, args, signal, sandbox);
+        return { outcome: { ...outcome, stdout: mask(outcome.stdout), stderr: mask(outcome.stderr) } };
+      } catch (err) {
+        if (signal.aborted) throw err;
+        return { error: mask(err instanceof ToolError ? err.message : `the command failed: ${err instanceof Error ? err.message : String(err)}`) };
+      }
+    },
+    sandbox: { mode: sandbox.mode, unavailable: sandbox.unavailable },
+  };
+}
+
+function isToolName(name: string): name is ToolName {
+  return (TOOL_NAMES as readonly string[]).includes(name);
+}
