@@ -1,5 +1,5 @@
 /**
- * The parts of a template node (SEED-NOTES §3.2–3.6): source locations, task types, context settings, file paths,
+ * The parts of a template node (docs/task-language.md): source locations, task types, context settings, file paths,
  * output formats, input bindings, parameters, models, script and loop settings. Re-exported by
  * `machines/language/ast.ts`, which declares the nodes that hold them.
  */

@@ -1,9 +1,9 @@
 /**
- * The typed AST of an XML task template (SEED-NOTES §3.1–3.6, decisions C1–C26), and the outcome
+ * The typed AST of an XML task template (docs/task-language.md; choices in docs/design.md), and the outcome
  * of parsing one. Produced by `machines/language/parse.ts`; walked by the Evaluator.
  *
  * Every node is a plain JSON object discriminated on `kind` and carries the `loc` of its start tag.
- * Context settings hold only what the template states explicitly: defaults per operator (C1) are
+ * Context settings hold only what the template states explicitly: defaults per operator are
  * applied by the runtime, not here. Constructs the runtime does not support still parse (into
  * {@link ElementNode} or {@link TaskNode.extra}); they fail at run time, never at parse time.
  */

@@ -1,6 +1,6 @@
 /**
- * Builders for executable and defining nodes: `<task>` (all types), `<call>` (C7), `<cond>`,
- * `<template>` and function-style tasks (C8), `<library>` and the ideas-document `<function>`.
+ * Builders for executable and defining nodes: `<task>` (all types), `<call>` (three syntaxes), `<cond>`,
+ * `<template>` and function-style tasks, `<library>` and the hoidn ideas document's `<function>`.
  */
 import type {
   CallArg,
@@ -204,7 +204,7 @@ function mergeScript(execution: ScriptSpec | undefined, loose: ScriptSpec | unde
   return merged;
 }
 
-// C23: free text, or a list of <criterion>/<item> children.
+// Free text, or a list of <criterion>/<item> children: the seeds use both.
 function criteria(ctx: BuildContext, el: XmlElement): string | string[] {
   const children = childElements(el);
   if (children.length > 0 && children.every((c) => c.name === "criterion" || c.name === "item")) {
