@@ -88,7 +88,7 @@ export const TaskResult = z.object({
   status: ReturnStatus,
   /** Metadata only. */
   notes: Notes,
-  /** JSON parsed from `content` when the template declares `<output_format type="json">`, here rather than in `notes`. */
+  /** JSON parsed from `content` when the template declares `<output_format type="json">` (not in `notes`). */
   parsedContent: z.unknown().optional(),
   /** Present when `status` is `FAILED`. */
   error: TaskError.optional(),

@@ -111,7 +111,7 @@ export interface EvaluationOutcome {
   lastEvaluatorOutput: string;
 }
 
-/** The one variable that survives between continuations of a dynamic director–evaluator (the hoidn design's seed 000). */
+/** The one variable that survives between continuations of a dynamic director–evaluator (hoidn's seed 000). */
 export const LAST_EVALUATOR_OUTPUT = "last_evaluator_output";
 
 /** FNV-1a over a request's identity: type, subtype, description and inputs (not hints or settings). */
@@ -289,7 +289,7 @@ export const continuationMachine = setup({
           actions: assign({
             answer: ({ event }) => event.output.answer,
             lastEvaluatorOutput: ({ event }) => event.output.lastEvaluatorOutput,
-            // For seed-era templates: later evaluations and subtasks of this session see the latest evaluation's output.
+            // Seed era: later evaluations and subtasks of this session see the latest evaluation's output.
             env: ({ context, event }) => extend(context.env, { [LAST_EVALUATOR_OUTPUT]: event.output.lastEvaluatorOutput }),
           }),
         },

@@ -112,7 +112,7 @@ export function readEvaluation(result: TaskResult): Evaluation {
   return { success: success === true, feedback, ...(score === undefined ? {} : { score }), notes: { ...source, success: success === true, feedback }, content: result.content };
 }
 
-/** Reads a script's result: `notes.scriptOutput {stdout, stderr, exitCode|exit_code}`, else its content (as the Python original). */
+/** Reads a script's result: `notes.scriptOutput {stdout, stderr, exitCode|exit_code}`, else its content (as Python). */
 export function readScript(result: TaskResult): ScriptData {
   const out = record(result.notes["scriptOutput"]);
   const code = out["exitCode"] ?? out["exit_code"];

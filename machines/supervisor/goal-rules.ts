@@ -84,7 +84,7 @@ export interface ReplanDecision {
 }
 
 /**
- * The replan rule (the seed's): any major → replan; more than 2 minor → replan; at least 4 evaluations and more than half
+ * The seed's replan rule: any major → replan; more than 2 minor → replan; at least 4 evaluations and more than half
  * divergent → replan. Unknown evaluations count towards neither side.
  */
 export function shouldReplan(evaluations: readonly DivergenceEvaluation[]): ReplanDecision {

@@ -1,5 +1,5 @@
 /**
- * The Supervisor (seed 003, the loom-bot agent): runs goal cycles with a concurrency cap, starting them a stagger apart,
+ * The Supervisor (seed 003, loom-bot): runs goal cycles with a concurrency cap, starting them a stagger apart,
  * and reconciles on a tick: it starts loops for active goals and stops those whose goal is no longer active.
  *
  * Two parallel regions:
