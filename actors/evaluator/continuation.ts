@@ -39,7 +39,7 @@ export interface ContinuationWalk {
   /** Resumes a suspended session. */
   resume(nodePath: string, session: SessionState, answer: string, signal: AbortSignal): Promise<SuspendedResult>;
   progress(event: string, message: string, data?: Record<string, unknown>): void;
-  /** The substituted `<criteria>` of the task at `nodePath`, if it has any: more text to match evaluation templates on (C14). */
+  /** The substituted `<criteria>` of the task at `nodePath`, if it has any: more text to match evaluation templates on. */
   criteria?(nodePath: string, env: Env): string | undefined;
 }
 
@@ -90,7 +90,7 @@ export function chooseEvaluationTemplate(library: TemplateLibrary, text: string)
   return { document: generated(EVALUATOR_XML), name: "builtin:evaluator", source: "generated" };
 }
 
-/** Reserved (`$`) bindings of `env`, and `last_evaluator_output` (C21): they follow a child into its own environment. */
+/** Reserved (`$`) bindings of `env`, and `last_evaluator_output` (seed era): they follow a child into its own environment. */
 function reservedBindings(env: Env): Record<string, unknown> {
   const last = find(env, LAST_EVALUATOR_OUTPUT);
   return {

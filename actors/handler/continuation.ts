@@ -1,6 +1,6 @@
 /**
- * The continuation tools of a Handler session: `run_subtask` (SEED-NOTES §3.13) and `request_evaluation`
- * (dynamic director–evaluator, §3.14). They run nowhere in the Handler: a valid call suspends the session, which
+ * The continuation tools of a Handler session: `run_subtask` and `request_evaluation`
+ * (dynamic director–evaluator), as docs/task-language.md describes them. They run nowhere in the Handler: a valid call suspends the session, which
  * answers the Evaluator `CONTINUATION`; the Evaluator runs the child and resumes the session with its answer.
  */
 import { z } from "zod";
