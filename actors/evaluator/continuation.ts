@@ -90,7 +90,7 @@ export function chooseEvaluationTemplate(library: TemplateLibrary, text: string)
   return { document: generated(EVALUATOR_XML), name: "builtin:evaluator", source: "generated" };
 }
 
-/** Reserved (`$`) bindings of `env`, and `last_evaluator_output` (seed era): they follow a child into its own environment. */
+/** Reserved (`$`) bindings of `env`, and `last_evaluator_output`: they follow a child into its own environment. */
 function reservedBindings(env: Env): Record<string, unknown> {
   const last = find(env, LAST_EVALUATOR_OUTPUT);
   return {

@@ -1,5 +1,5 @@
 /**
- * Template matching (docs/task-language.md#template-library): which registered template handles a task description? Jaccard overlap of
+ * Template matching (docs/task-language.md): which registered template handles a task description? Jaccard overlap of
  * word sets, the way the Python `find_matching_tasks` scores, with hints (`template_hints`) as a boost. Pure and
  * deterministic: no I/O, no randomness, ties keep registration order.
  */
