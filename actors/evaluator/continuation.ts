@@ -172,7 +172,7 @@ async function runEvaluation(walk: ContinuationWalk, input: EvaluationStepInput,
     script_errors: script?.stderr ?? "",
     script_stderr: script?.stderr ?? "",
     script_exit_code: script?.exitCode ?? "",
-    // Seed 000: the evaluation sees a subset of the context and accumulates data.
+    // As in hoidn's seed 000: the evaluation sees a subset of the context and accumulates data.
     [CONTEXT_OVERRIDE_BINDING]: { inheritContext: "subset", accumulateData: true } satisfies PartialContextSettings,
   });
   const result = await walk.evaluateDocument(chosen.document, env, signal, `${input.path}/evaluation${input.iteration}:`);

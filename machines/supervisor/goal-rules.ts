@@ -5,7 +5,7 @@
  */
 import type { CostEntry, DivergenceEvaluation, Goal, GoalPlan, SubGoal, SubGoalOutcome } from "../../protocol/index.js";
 
-/** Defaults of the goal loop (seed 003 values). */
+/** Defaults of the goal loop (the loom-bot seed's values). */
 export const GOAL_DEFAULTS = {
   /** Cost per goal over a rolling 24 h that counts as a major divergence (USD, the price table's unit). */
   costThresholdUsd: 5,

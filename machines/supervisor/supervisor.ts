@@ -13,7 +13,7 @@
 import { assign, enqueueActions, fromPromise, setup } from "xstate";
 import { notProvided } from "../not-provided.js";
 
-/** Defaults of the Supervisor (seed 003 values). */
+/** Defaults of the Supervisor (the loom-bot seed's values). */
 export const SUPERVISOR_DEFAULTS = { maxConcurrent: 5, staggerMs: 2_000, tickMs: 10_000 } as const;
 
 export interface SupervisorInput {
