@@ -1,8 +1,8 @@
 /**
- * The checkmate judge loop's verdict (seed 001, SEED-NOTES §6.5): the judge answers JSON
+ * The verdict of the checkmate judge loop (seed 001, the checkmate skill): the judge answers JSON
  * `{result: PASS|FAIL, score, criteria: [{item, pass, evidence}], gapSummary}`, possibly inside a ```json fence.
  * {@link parseVerdict} reads it from a model's text and validates it; best-attempt selection uses the typed `score`,
- * never a free-text field (§6.9).
+ * never a free-text field (the seed's best attempt came out empty once its judge stopped writing `**Score:**`).
  */
 import { z } from "zod";
 import { fencedBlock } from "./fence.js";
@@ -59,5 +59,5 @@ export function verdictOf(text: string): StoredVerdict {
   return { result: "FAIL", score: 0, criteria: [], gapSummary: "", parsed: false, note: `the judge's verdict could not be parsed (${got.error}); counted as FAIL` };
 }
 
-/** Marker an intake answer uses to ask the user questions instead of writing criteria (§6.2). */
+/** Marker an intake answer uses to ask the user questions instead of writing criteria, as the seed's intake does. */
 export const NEEDS_CLARIFICATION = "[NEEDS_CLARIFICATION]";

@@ -1,5 +1,5 @@
 /**
- * CONTINUATION: a result that asks for a subtask or an evaluation before its task goes on (SEED-NOTES §3.13–3.14).
+ * CONTINUATION: a result that asks for a subtask or an evaluation before its task goes on (docs/task-language.md).
  * A Handler session asks through its `run_subtask` or `request_evaluation` tool; the Handler answers the
  * Evaluator with a `CONTINUATION` result carrying the request in its notes and the suspended session
  * ({@link SessionState}); the Evaluator runs the child and resumes the session with the child's answer as the
@@ -8,7 +8,7 @@
 import { z } from "zod";
 import { Usage } from "./result.js";
 
-/** Context settings a subtask request imposes on its child (SEED-NOTES §3.4; names as in the XML). */
+/** Context settings a subtask request imposes on its child (names as in `<context_management>`). */
 export const ContextOverride = z.strictObject({
   inherit_context: z.enum(["full", "none", "subset"]).optional(),
   accumulate_data: z.boolean().optional(),
@@ -38,11 +38,11 @@ export const SubtaskRequest = z.strictObject({
 });
 export type SubtaskRequest = z.infer<typeof SubtaskRequest>;
 
-/** `notes.evaluation_request` (dynamic director–evaluator, seed 000): evaluate the Director's output. */
+/** `notes.evaluation_request` (dynamic director–evaluator, hoidn's seed 000): evaluate the Director's output. */
 export const EvaluationRequest = z.strictObject({
   /** Kind of evaluation; `script`, `bash_script`, `test` and `run_script` run `target` first. */
   type: z.string().min(1).max(64),
-  /** What the output must satisfy (C23: a string or a list). */
+  /** What the output must satisfy (a string or a list). */
   criteria: z.union([z.string().min(1).max(16_000), z.array(z.string().min(1).max(4_000)).min(1).max(50)]),
   /** What to evaluate: a script to run (argv text, split without a shell) or a file or artefact name. */
   target: z.string().min(1).max(4_000).optional(),

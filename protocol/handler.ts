@@ -72,7 +72,7 @@ export const ExecuteReply = z.object({
 export type ExecuteReply = z.infer<typeof ExecuteReply>;
 
 /**
- * Run one command of a `script` task (C17). `argv` is already split and substituted element by element; no
+ * Run one command of a `script` task. `argv` is already split and substituted element by element; no
  * shell ever sees it. The Handler runs it with its `run_script` tool (workspace, output caps, env allowlist).
  */
 export const ScriptRequest = z.object({

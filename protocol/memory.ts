@@ -1,5 +1,5 @@
 /**
- * Associative matching requests to the Memory actor and its answers (SEED-NOTES §3.10, C19).
+ * Associative matching requests to the Memory actor and its answers (the seed design's Memory system).
  * Request/reply on `<root>.memory.match` (queue group `memory`); the Evaluator is its only caller.
  */
 import { z } from "zod";

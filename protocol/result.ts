@@ -1,10 +1,10 @@
 /**
  * What a task produces: a {@link TaskResult}, and when it fails, a typed {@link TaskError}.
- * Shapes follow the seed design (SEED-NOTES §3.7–3.8) with the decisions of §4 (C6, C16, C18).
+ * Shapes follow the hoidn seed design, with the choices recorded in docs/design.md.
  */
 import { z } from "zod";
 
-/** Status of a task result. WAITING/RUNNING are actor states, never result statuses (C6). */
+/** Status of a task result. WAITING/RUNNING are actor states, never result statuses. */
 export const ReturnStatus = z.enum(["COMPLETE", "CONTINUATION", "FAILED"]);
 export type ReturnStatus = z.infer<typeof ReturnStatus>;
 
@@ -12,7 +12,7 @@ export type ReturnStatus = z.infer<typeof ReturnStatus>;
 export const Notes = z.record(z.string(), z.unknown());
 export type Notes = z.infer<typeof Notes>;
 
-/** Why a task failed, for `TASK_FAILURE` errors (SEED-NOTES §3.8, plus `not_supported` and `model_error`). */
+/** Why a task failed, for `TASK_FAILURE` errors (the seed design's, plus `not_supported` and `model_error`). */
 export const FailureReason = z.enum([
   "context_retrieval_failure",
   "context_matching_failure",
@@ -80,7 +80,7 @@ export const XmlParseError = z.object({
 export const TaskError = z.discriminatedUnion("type", [ResourceExhaustion, TaskFailure, XmlParseError]);
 export type TaskError = z.infer<typeof TaskError>;
 
-/** The result of executing a task node. `content` holds all output, complete or partial (ADR 16). */
+/** The result of executing a task node. `content` holds all output, complete or partial. */
 export const TaskResult = z.object({
   /** The output text. */
   content: z.string(),
@@ -88,7 +88,7 @@ export const TaskResult = z.object({
   status: ReturnStatus,
   /** Metadata only. */
   notes: Notes,
-  /** JSON parsed from `content` when the template declares `<output_format type="json">` (C18). */
+  /** JSON parsed from `content` when the template declares `<output_format type="json">` (not in `notes`). */
   parsedContent: z.unknown().optional(),
   /** Present when `status` is `FAILED`. */
   error: TaskError.optional(),

@@ -124,13 +124,13 @@ export const Config = z.object({
   scriptOutputMaxBytes: positiveInt,
   /** Stream completions and publish assistant text as `model.delta` events. */
   streamDeltas: z.preprocess((v) => (typeof v === "string" ? (BOOLEANS[v.toLowerCase()] ?? v) : v), z.boolean()),
-  /** `{{var}}` substitution by the Evaluator: `strict` fails on an unbound variable, `lenient` inserts `{{undefined:name}}` (C13). */
+  /** `{{var}}` substitution by the Evaluator: `strict` fails on an unbound variable, `lenient` inserts `{{undefined:name}}`. */
   substitution: z.enum(["strict", "lenient"]),
   /** Environment variables a script sees (names); secrets and variables that change which code runs never (runtime/tools/sandbox.ts). */
   scriptEnv: list(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "must be variable names")),
   /** Directory of the template library (`*.xml`, read recursively); a missing default directory is an empty library. */
   templates: z.string().trim().min(1, "must name a directory"),
-  /** Deepest nesting of subtasks (C5); a request's `max_depth` sets the limit below it. */
+  /** Deepest nesting of subtasks; a request's `max_depth` sets the limit below it. */
   maxSubtaskDepth: z.coerce.number().int().min(1).max(20),
   /** Evaluations (`request_evaluation`) one director session may ask for. */
   maxEvaluations: z.coerce.number().int().min(1).max(50),

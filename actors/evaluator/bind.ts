@@ -44,7 +44,7 @@ function* bindSteps(node: TaskNode, env: Env, entry: boolean): Generator<number,
   // No prototype: an input may be named `__proto__` (template names are the submitter's).
   const bindings: Record<string, unknown> = Object.assign(Object.create(null) as Record<string, unknown>, budget.bindings);
   if (node.inputSource !== undefined) {
-    // Seed-era wiring (C21): `<input_source>x</input_source>` makes the value of `x` this task's `input`.
+    // Seed-era wiring: `<input_source>x</input_source>` makes the value of `x` this task's `input`.
     const found = find(env, node.inputSource);
     if (!found.found) return { result: inputFailure(`missing required input: '${node.inputSource}' (the task's <input_source>)`, { missing: [node.inputSource] }) };
     bindings["input"] = found.value;

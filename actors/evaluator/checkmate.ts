@@ -60,7 +60,7 @@ export function intakePrompt(input: IntakeInput): string {
   return parts.join("\n\n");
 }
 
-/** The criteria judge prompt (SEED-NOTES §6.3). */
+/** The criteria judge prompt (the seed's intake gate: APPROVED or NEEDS_WORK). */
 export function criteriaJudgePrompt(input: CriteriaJudgeInput): string {
   return [
     "You are the criteria judge of a checkmate loop. Decide whether the acceptance criteria below are good enough to judge the task's output: binary, specific, covering the implicit requirements, checkable from the output alone.",
@@ -75,7 +75,7 @@ export function gapList(gaps: readonly Gap[]): string {
   return gaps.map((g) => `- Iteration ${g.iteration}: ${g.gapSummary}`).join("\n");
 }
 
-/** The worker prompt: the seed's handoff template, with all accumulated gaps (§6.4). */
+/** The worker prompt: the seed's handoff template, with all accumulated gaps, not only the last. */
 export function workerPrompt(input: WorkerInput): string {
   const parts = [`You are the worker in a checkmate loop (iteration ${input.iteration}/${input.maxIterations}).`, section("TASK", input.task), section("ACCEPTANCE CRITERIA", input.criteria)];
   if (input.previous !== undefined) parts.push(section("PREVIOUS ATTEMPT", input.previous));

@@ -1,5 +1,5 @@
 /**
- * The context of an atomic task (SEED-NOTES §3.4, §3.5): which files and which text a Handler attaches to the
+ * The context of an atomic task (docs/task-language.md#context): which files and which text a Handler attaches to the
  * session. The settings in effect come from {@link effectiveContext}; the context a parent hands down, a subtask
  * request's override and a sequential task's accumulated outputs are read from reserved environment names.
  *

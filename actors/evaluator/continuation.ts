@@ -39,7 +39,7 @@ export interface ContinuationWalk {
   /** Resumes a suspended session. */
   resume(nodePath: string, session: SessionState, answer: string, signal: AbortSignal): Promise<SuspendedResult>;
   progress(event: string, message: string, data?: Record<string, unknown>): void;
-  /** The substituted `<criteria>` of the task at `nodePath`, if it has any: more text to match evaluation templates on (C14). */
+  /** The substituted `<criteria>` of the task at `nodePath`, if it has any: more text to match evaluation templates on. */
   criteria?(nodePath: string, env: Env): string | undefined;
 }
 
@@ -90,7 +90,7 @@ export function chooseEvaluationTemplate(library: TemplateLibrary, text: string)
   return { document: generated(EVALUATOR_XML), name: "builtin:evaluator", source: "generated" };
 }
 
-/** Reserved (`$`) bindings of `env`, and `last_evaluator_output` (C21): they follow a child into its own environment. */
+/** Reserved (`$`) bindings of `env`, and `last_evaluator_output`: they follow a child into its own environment. */
 function reservedBindings(env: Env): Record<string, unknown> {
   const last = find(env, LAST_EVALUATOR_OUTPUT);
   return {
@@ -172,7 +172,7 @@ async function runEvaluation(walk: ContinuationWalk, input: EvaluationStepInput,
     script_errors: script?.stderr ?? "",
     script_stderr: script?.stderr ?? "",
     script_exit_code: script?.exitCode ?? "",
-    // Seed 000: the evaluation sees a subset of the context and accumulates data.
+    // As in hoidn's seed 000: the evaluation sees a subset of the context and accumulates data.
     [CONTEXT_OVERRIDE_BINDING]: { inheritContext: "subset", accumulateData: true } satisfies PartialContextSettings,
   });
   const result = await walk.evaluateDocument(chosen.document, env, signal, `${input.path}/evaluation${input.iteration}:`);

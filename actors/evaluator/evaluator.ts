@@ -53,11 +53,11 @@ export interface EvaluatorConfig {
   concurrency: number;
   /** Longest an atomic task may take in a Handler. */
   taskTimeoutMs: number;
-  /** `{{var}}` substitution: `strict` (default) fails on an unbound variable, `lenient` inserts `{{undefined:name}}` (C13). */
+  /** `{{var}}` substitution: `strict` (default) fails on an unbound variable, `lenient` inserts `{{undefined:name}}`. */
   substitution?: "strict" | "lenient";
   /** Templates subtasks and evaluations are chosen from; an empty library by default. */
   library?: TemplateLibrary;
-  /** Deepest subtask nesting (C5). Default 5. */
+  /** Deepest subtask nesting. Default 5. */
   maxSubtaskDepth?: number;
   /** Evaluations one director session may ask for. Default 5. */
   maxEvaluations?: number;

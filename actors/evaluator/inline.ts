@@ -1,6 +1,6 @@
 /**
  * Inline calls in prompt text: `{{f(a, "lit", 3, k=v)}}` runs function template `f` and inserts its output
- * (SEED-NOTES §3.3). {@link expandText} does variables and inline calls in one pass over the original text, so
+ * (docs/task-language.md). {@link expandText} does variables and inline calls in one pass over the original text, so
  * nothing inserted (a variable's value, a call's output) is ever scanned again: model output cannot call templates.
  */
 import { find, isPath, type Env } from "../../machines/language/env.js";
@@ -60,7 +60,7 @@ export type ExpandResult = { ok: true; text: string } | { ok: false; missing: st
 
 /**
  * Replaces `{{path}}` with the variable's value and `{{f(…)}}` with the output of calling `f` (strict: every
- * unresolved variable is collected; lenient: it becomes the marker `{{undefined:name}}`, C13; a failing call fails
+ * unresolved variable is collected; lenient: it becomes the marker `{{undefined:name}}`; a failing call fails
  * the whole text with its result). Other brace text stays.
  */
 export async function expandText(text: string, env: Env, call: (c: InlineCall) => Promise<TaskResult>, mode: SubstituteMode = "strict"): Promise<ExpandResult> {

@@ -137,7 +137,7 @@ function atomicFields(node: TaskNode): AtomicFields {
   };
 }
 
-/** A task's `<criteria>` as text (a list as `- item` lines); undefined when it has none (C23). */
+/** A task's `<criteria>` as text (a list as `- item` lines); undefined when it has none. */
 export function criteriaText(node: TaskNode): string | undefined {
   const c = node.criteria;
   if (c === undefined) return undefined;
@@ -147,7 +147,7 @@ export function criteriaText(node: TaskNode): string | undefined {
 
 /**
  * Substitutes `{{var}}` from `env` and runs inline calls `{{f(…)}}` in every field, and in `<criteria>` (strict: a missing variable fails
- * the task, C13, naming every missing variable; `lenient` inserts `{{undefined:name}}` instead; a failing inline
+ * the task, naming every missing variable; `lenient` inserts `{{undefined:name}}` instead; a failing inline
  * call fails it with the call's result).
  */
 export async function prepareAtomic(
@@ -164,7 +164,7 @@ export async function prepareAtomic(
   }
   const out: Record<string, string> = {};
   const missing = new Set<string>();
-  // `<criteria>` is substituted like the prompt (C14) but is not sent to the model: it selects evaluation templates.
+  // `<criteria>` is substituted like the prompt but is not sent to the model: it selects evaluation templates.
   const texts: Record<string, string | undefined> = { prompt: fields.prompt, system: fields.system, model: fields.model, criteria };
   for (const [key, text] of Object.entries(texts)) {
     if (text === undefined) continue;

@@ -1,5 +1,5 @@
 /**
- * `<output_format type="json" schema="…">` and `returns="…"` (SEED-NOTES §3.6, C18): JSON in a task's content is
+ * `<output_format type="json" schema="…">` and `returns="…"`: JSON in a task's content is
  * parsed into the result's top-level `parsedContent`; content that looks like JSON but does not parse is noted in
  * `notes.parseError` (not a failure); a value whose type does not fit the declared schema fails the task with
  * `TASK_FAILURE / output_format_failure` and `details {expectedType, actualType}`.

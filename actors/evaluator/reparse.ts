@@ -1,5 +1,5 @@
 /**
- * Reparse (SEED-NOTES §3.8, §3.17): an atomic task that ran out of a resource (turns, context, output) — or failed
+ * Reparse (docs/task-language.md): an atomic task that ran out of a resource (turns, context, output) — or failed
  * with `details.recoverable: true` — is handed to the Compiler, which decomposes it into a smaller sub-tree
  * (a `sequential` or `reduce` of smaller steps); the Evaluator runs that sub-tree in the task's place. At most
  * {@link MAX_REPARSE} decompositions per node; nodes inside a decomposition may be reparsed in turn, down to

@@ -1,5 +1,5 @@
 /**
- * Commands of `script` tasks and of the `<script_execution>` of director–evaluator loops (C17, C24): the command
+ * Commands of `script` tasks and of the `<script_execution>` of director–evaluator loops (argv, no shell): the command
  * text is split into argv ({@link splitCommand}), `{{var}}` is substituted in each element afterwards (strict), and
  * a Handler runs the argv in its sandbox when its command allowlist (`DIRIGENT_COMMANDS`) has the program. The result's content is stdout; `notes.scriptOutput` holds
  * `{stdout, stderr, exitCode}`.
@@ -12,7 +12,7 @@ import { inputFailure } from "./nodes.js";
 import { substitute } from "../../machines/language/substitute.js";
 import type { ScriptEnvironment, ScriptExecution, TaskNode } from "../../machines/language/ast.js";
 
-/** Default timeout of a command, in seconds (SEED-NOTES §3.15). */
+/** Default timeout of a command, in seconds (the seed design's). */
 export const DEFAULT_SCRIPT_TIMEOUT_S = 300;
 
 /** What running one argv gave: the Handler's `handler.script_result`, without its routing fields. */
@@ -114,7 +114,7 @@ export async function runScriptTask(run: RunCommand, node: TaskNode, path: strin
 /**
  * Runs the `<script_execution>` of a loop: its `<inputs>` (variables or literals) bound, then its `<command>`, or a
  * `<call task="system:run_script">` whose first argument is the command text, or a call of another template. A
- * non-zero exit is data, not a failure (C17).
+ * non-zero exit is data for the evaluator, not a failure.
  */
 export async function runScriptExecution(run: RunCommand, evaluate: EvaluateAt, se: ScriptExecution, path: string, env: Env, signal: AbortSignal): Promise<TaskResult> {
   // No prototype: an input may be named `__proto__` (template names are the submitter's).

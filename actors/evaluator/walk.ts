@@ -56,7 +56,7 @@ export interface Walk {
   script: RunCommand;
   /** Deepest nesting of evaluations (steps, calls, nested inputs) before the walk fails. */
   maxDepth: number;
-  /** `{{var}}` substitution of prompts and call arguments: `strict` (default) or `lenient` (C13). */
+  /** `{{var}}` substitution of prompts and call arguments: `strict` (default) or `lenient` (the Python marker). */
   substitution?: SubstituteMode;
   /** Associative matching by the Memory role, for a task's context (`fresh_context`, `subset`, file_paths queries). */
   memoryMatch?: ContextDeps["memoryMatch"];
@@ -114,7 +114,7 @@ function scoped(walk: Walk, document: TemplateDocument, scope: string): Walk {
 
 /**
  * Continuation tools offered to an atomic task: the configured ones (`run_subtask`: past the depth limit a call
- * fails the task with subtask_failure, so the limit is visible, C5; `request_user_input`), plus
+ * fails the task with subtask_failure, so the limit is visible; `request_user_input`), plus
  * `request_evaluation` for subtype `director`.
  */
 function continuationsFor(walk: Walk, node: TaskNode): ContinuationKind[] {
@@ -276,7 +276,7 @@ function buildWalkMachine() {
 
 const QUOTED = /^"([\s\S]*)"$|^'([\s\S]*)'$/;
 
-/** An argument's value: a variable (path) first, a literal second (SEED-NOTES §3.3). */
+/** An argument's value: a variable (path) first, a literal second, as the seed design resolves arguments. */
 export function argumentValue(text: string, env: Env, mode: SubstituteMode = "strict"): { value: unknown } | { missing: string[] } {
   const t = text.trim();
   const quoted = QUOTED.exec(t);
@@ -330,13 +330,13 @@ async function bindArgs(walk: Walk, name: string, args: readonly ArgSource[], en
     if (!checked.ok) return { result: inputFailure(`argument '${spec.name}' of template '${template.name}' is not of type ${spec.type ?? ""}`) };
     params[spec.name] = checked.value;
   }
-  // A function template sees only its parameters (SEED-NOTES §3.3), and the Evaluator's reserved `$` bindings.
+  // A function template sees only its parameters (no caller's variables), and the Evaluator's reserved `$` bindings.
   return { template: index, env: rootEnv({ ...reservedOf(env), ...params }) };
 }
 
 /**
  * Runs the body of the first case whose test is true, its nodes in order; the result is the last one's.
- * A test that does not parse counts as false and is reported as a `cond.test_error` progress event (C10).
+ * A test that does not parse counts as false and is reported as a `cond.test_error` progress event.
  * When no case matches, the result is COMPLETE with empty content and `notes.matchedCase: null`.
  */
 async function runCond(walk: Walk, node: CondNode, path: string, env: Env, depth: number, signal: AbortSignal): Promise<TaskResult> {

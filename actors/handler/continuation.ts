@@ -1,7 +1,7 @@
 /**
- * The continuation tools of a Handler session: `run_subtask` (SEED-NOTES §3.13) and `request_evaluation`
- * (dynamic director–evaluator, §3.14). They run nowhere in the Handler: a valid call suspends the session, which
- * answers the Evaluator `CONTINUATION`; the Evaluator runs the child and resumes the session with its answer.
+ * The continuation tools of a Handler session: `run_subtask` and `request_evaluation` (dynamic director–evaluator;
+ * docs/task-language.md). They run nowhere in the Handler: a valid call suspends the session, which answers the
+ * Evaluator `CONTINUATION`; the Evaluator runs the child and resumes the session with its answer.
  */
 import { z } from "zod";
 import type { PendingContinuation, ToolCall } from "../../machines/handler/session.js";

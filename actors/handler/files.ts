@@ -1,5 +1,5 @@
 /**
- * The context a Handler attaches to a session (SEED-NOTES §3.5): each file of an execute request, read with the
+ * The context a Handler attaches to a session (explicit `<file_paths>`): each file of an execute request, read with the
  * toolset's workspace-confined `read_file` tool and wrapped in `<file path="…">…</file>`, then the context text.
  * A file that cannot be read is left out and noted; it never fails the session.
  */

@@ -72,7 +72,7 @@ export interface HandlerConfig {
   secrets?: readonly string[];
 }
 
-/** Joins the base system prompt and the template's system prompt (SEED-NOTES §3.9). */
+/** Joins the base system prompt and the template's system prompt (base first, as the Python original joins them). */
 export function buildSystemPrompt(base: string, template: string | undefined): string {
   return template ? `${base}\n\n===\n\n${template}` : base;
 }

@@ -1,7 +1,7 @@
 /**
  * The template library: task templates loaded from a directory (`--templates DIR`, default `templates/`),
- * validated at load (C25: every error carries its file, line and column), registered by name and by
- * `type:subtype`, and matched against task descriptions and `<criteria>` (§3.11: up to five scored candidates, atomic tasks only).
+ * validated at load (every error carries its file, line and column), registered by name and by
+ * `type:subtype`, and matched against task descriptions and `<criteria>` (up to five scored candidates, atomic tasks only).
  *
  * @example
  * const { library, errors } = await loadLibrary("templates");
@@ -24,7 +24,7 @@ export interface LibraryTemplate {
   subtype?: string;
   /** The task's `<description>`, trimmed (`{{…}}` not substituted); empty when it has none. */
   description: string;
-  /** The task's `<criteria>` (a list joined by spaces), when written: it joins the description in matching (§3.2, C14). */
+  /** The task's `<criteria>` (a list joined by spaces), when written: it joins the description in matching. */
   criteria?: string;
   /** The file it was read from (as named to the loader). */
   file: string;

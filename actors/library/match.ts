@@ -1,12 +1,12 @@
 /**
- * Template matching (SEED-NOTES §3.11): which registered template handles a task description? Jaccard overlap of
+ * Template matching (docs/task-language.md): which registered template handles a task description? Jaccard overlap of
  * word sets, the way the Python `find_matching_tasks` scores, with hints (`template_hints`) as a boost. Pure and
  * deterministic: no I/O, no randomness, ties keep registration order.
  */
 
-/** Scores at or below this are not a match (§3.11: "keep score > 0.1"). */
+/** Scores at or below this are not a match (the Python original's threshold). */
 export const MIN_MATCH_SCORE = 0.1;
-/** Candidates returned unless the caller asks otherwise (§3.11: "up to 5 candidates"). */
+/** Candidates returned unless the caller asks otherwise (the seed design's five). */
 export const DEFAULT_MATCH_LIMIT = 5;
 /** Added when a hint is exactly a template's name (case-insensitive). */
 export const EXACT_HINT_BOOST = 0.5;

@@ -20,7 +20,7 @@ export interface IndexWatch {
 }
 
 /**
- * The global index (SEED-NOTES §3.10): absolute path → free-text metadata, never file contents.
+ * The global index (the seed design's Memory): absolute path → free-text metadata, never file contents.
  * Readers never see a half-written generation.
  */
 export interface IndexStore {

@@ -1,5 +1,5 @@
 /**
- * Result collection (seed 003's ResultCollector, done right): await the results of N tasks at once, driven by
+ * Result collection (the loom-bot seed's ResultCollector, done right): await the results of N tasks at once, driven by
  * their result messages rather than polling. An unknown task id fails at once (the seed waited for the whole
  * timeout); results come back in input order; a task not finished by the deadline is reported as a timeout, on its
  * own, while the others keep their results.

@@ -5,7 +5,7 @@
 import { NEEDS_CLARIFICATION, type StoredVerdict, type TaskError, type TaskResult } from "../../protocol/index.js";
 import type { Env } from "../language/env.js";
 
-/** Defaults (seed 001: 5 iterations). */
+/** Defaults (the checkmate seed's: 5 iterations). */
 export const CHECKMATE_DEFAULTS = { maxIterations: 5, maxIntakeRounds: 3, maxClarifications: 3 } as const;
 
 /** Input of a checkmate loop. */

@@ -1,5 +1,5 @@
 /**
- * The checkmate judge loop (seed 001, SEED-NOTES §6): intake → worker → judge until PASS or max iterations.
+ * The checkmate judge loop (seed 001, the checkmate skill): intake → worker → judge until PASS or max iterations.
  *
  * preparing → intake? (→ awaitingInput on `[NEEDS_CLARIFICATION]` → intake …) → judgingCriteria? (→ intake …) →
  * working → judging → deciding → working … → passed | exhausted | failed.
@@ -16,7 +16,7 @@
  *   run. A failing judge counts as a FAIL verdict with a note (`checkmate.judge_error`). A spent task budget fails
  *   the loop.
  * - PASS ends in `passed` (COMPLETE, the output). After the last iteration the loop ends in `exhausted`, like the
- *   static director–evaluator loop (C15): FAILED `execution_halted` whose content is the best attempt, chosen by the
+ *   static director–evaluator loop: FAILED `execution_halted` whose content is the best attempt, chosen by the
  *   highest typed score among parsed verdicts (ties: the later one), with the final judge report in the notes.
  * Effects: `prepare`, `runIntake`, `runCriteriaJudge`, `waitForInput`, `runWorker`, `runJudge` and `progress`.
  */

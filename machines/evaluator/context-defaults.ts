@@ -1,6 +1,6 @@
 import type { AccumulationFormat, ContextManagement, FreshContext, InheritContext } from "../language/ast.js";
 /**
- * Context defaults per operator (SEED-NOTES §3.4, decisions C1, C4) as one data table, and the pure merge of
+ * Context defaults per operator as one data table, not logic (docs/design.md), and the pure merge of
  * the settings in effect for a task: a subtask request's override wins over the template's explicit
  * `<context_management>`, which wins over the defaults of the task's type and subtype.
  *
@@ -29,7 +29,7 @@ const row = (inheritContext: InheritContext, accumulateData: boolean, accumulati
 });
 
 /**
- * Defaults keyed by `type` or `type:subtype` (C1: ADR 14 as the base; C4: a subtask inherits nothing). A
+ * Defaults keyed by `type` or `type:subtype` (the seed's operator defaults as the base; a subtask inherits nothing). A
  * `type:subtype` row wins over the `type` row; an unknown type falls back to `atomic`.
  */
 export const CONTEXT_DEFAULTS: Readonly<Record<string, ContextSettings>> = {
@@ -63,7 +63,7 @@ function stated(from: PartialContextSettings | ContextManagement | undefined): P
 
 /**
  * The settings in effect: `override` (a subtask request's) > `explicit` (the template's `<context_management>`)
- * > the defaults of `type`/`subtype`. Settings are fixed once the task starts (ADR 14).
+ * > the defaults of `type`/`subtype`. Settings are fixed once the task starts.
  *
  * @example
  * effectiveContext("atomic", "subtask", { inheritContext: "full" }); // → full / false / notes_only / enabled

@@ -1,13 +1,13 @@
 /**
- * A CONTINUATION of an atomic task (SEED-NOTES §3.13–3.14): its Handler session suspended at a `run_subtask` or
+ * A CONTINUATION of an atomic task (docs/task-language.md): its Handler session suspended at a `run_subtask` or
  * `request_evaluation` tool call. The Evaluator runs the child, then resumes the session with the child's answer
  * as the tool's response; the session may ask again, until it finishes.
  *
  * inspecting → checkingSubtask → awaitingSubtask → resuming → inspecting …, or inspecting → checkingEvaluation →
  * awaitingEvaluation → resuming …, ending in done | failed. Subtasks are bounded by depth (default 5; a request's
- * `max_depth` sets the limit below it, C5) and refused when the same request already runs on the path to this
+ * `max_depth` sets the limit below it) and refused when the same request already runs on the path to this
  * node (cycle detection by task signature). A failing child fails the parent with `subtask_failure` carrying the
- * request (SEED-NOTES §3.13 step 6). Evaluations of one node are bounded (`maxEvaluations`).
+ * request, for a retry. Evaluations of one node are bounded (`maxEvaluations`).
  * A `request_user_input` call waits in `awaitingInput` for the answer on the task's input subject (or fails with
  * `execution_timeout`). Effects: `runSubtask`, `runEvaluation`, `waitForInput`, `resumeAtomic` and `progress`
  * (`continuation.subtask`, `continuation.evaluation`, `continuation.input`, `continuation.resumed`: the task
@@ -35,7 +35,7 @@ export function reservedLimit(env: Env, name: string, fallback: number): number 
   return found.found && typeof found.value === "number" && Number.isInteger(found.value) && found.value > 0 ? found.value : fallback;
 }
 
-/** Default deepest subtask nesting (C5). */
+/** Default deepest subtask nesting (a setting: `DIRIGENT_MAX_SUBTASK_DEPTH`). */
 export const DEFAULT_MAX_SUBTASK_DEPTH = 5;
 /** Default evaluations one director session may ask for. */
 export const DEFAULT_MAX_EVALUATIONS = 5;
@@ -77,7 +77,7 @@ export interface ContinuationContext extends ContinuationInput {
   evaluations: number;
   /** The answer to resume the session with. */
   answer?: string;
-  /** The latest evaluation's output (C21). */
+  /** The latest evaluation's output, bound as `last_evaluator_output`. */
   lastEvaluatorOutput?: string;
   failure?: TaskResult;
 }
@@ -107,11 +107,11 @@ export interface EvaluationStepInput {
 export interface EvaluationOutcome {
   result: TaskResult;
   answer: string;
-  /** The evaluation's output (or its error): bound as `last_evaluator_output` (C21). */
+  /** The evaluation's output (or its error): bound as `last_evaluator_output`. */
   lastEvaluatorOutput: string;
 }
 
-/** The one variable that survives between continuations of a dynamic director–evaluator (seed 000, C21). */
+/** The one variable that survives between continuations of a dynamic director–evaluator (hoidn's seed 000). */
 export const LAST_EVALUATOR_OUTPUT = "last_evaluator_output";
 
 /** FNV-1a over a request's identity: type, subtype, description and inputs (not hints or settings). */
@@ -289,7 +289,7 @@ export const continuationMachine = setup({
           actions: assign({
             answer: ({ event }) => event.output.answer,
             lastEvaluatorOutput: ({ event }) => event.output.lastEvaluatorOutput,
-            // C21: later evaluations and subtasks of this session see the latest evaluation's output.
+            // Seed era: later evaluations and subtasks of this session see the latest evaluation's output.
             env: ({ context, event }) => extend(context.env, { [LAST_EVALUATOR_OUTPUT]: event.output.lastEvaluatorOutput }),
           }),
         },

@@ -1,13 +1,14 @@
 /**
- * A static `director_evaluator_loop` (ADR 10, SEED-NOTES §3.15–3.16, C10–C15, C24).
+ * A static `director_evaluator_loop` (docs/task-language.md#director_evaluator_loop; choices in docs/design.md).
  *
  * validating → directing → scripting? → evaluating → deciding → directing … → done | exhausted | failed.
  * Iterations are 1-based. The director sees `current_iteration` and the previous round's `evaluation_feedback`,
  * `evaluation_success` and `last_evaluation`; the script and the evaluator also see `director_result` and (after
- * the script) `script_output`≡`script_stdout`, `script_errors`≡`script_stderr` and `script_exit_code` (C11). A
- * script's non-zero exit is data, never a failure (C17). The loop stops when the evaluator reports
- * `success === true` or the `<termination_condition>` is true over `{evaluation, iteration, current_iteration}`
- * (C10). Running out of iterations ends in `exhausted`: FAILED (`execution_halted`) with the best attempt (C15).
+ * the script) `script_output`≡`script_stdout`, `script_errors`≡`script_stderr` (the seeds spell them both ways)
+ * and `script_exit_code`. A script's non-zero exit is data for the evaluator, never a failure. The loop stops when
+ * the evaluator reports `success === true` or the `<termination_condition>` is true over `{evaluation, iteration,
+ * current_iteration}`. Running out of iterations ends in `exhausted`: FAILED (`execution_halted`) with the best
+ * attempt, never a COMPLETE that looks like success.
  * Effects: `runStep` (the director at `<path>.director`, the evaluator at `<path>.evaluator`), `runScript` (the
  * `<script_execution>` at `<path>.scriptExecution`) and `progress`.
  */
@@ -111,7 +112,7 @@ export function readEvaluation(result: TaskResult): Evaluation {
   return { success: success === true, feedback, ...(score === undefined ? {} : { score }), notes: { ...source, success: success === true, feedback }, content: result.content };
 }
 
-/** Reads a script's result: `notes.scriptOutput {stdout, stderr, exitCode|exit_code}`, else its content (§3.16). */
+/** Reads a script's result: `notes.scriptOutput {stdout, stderr, exitCode|exit_code}`, else its content (as Python). */
 export function readScript(result: TaskResult): ScriptData {
   const out = record(result.notes["scriptOutput"]);
   const code = out["exitCode"] ?? out["exit_code"];
@@ -119,7 +120,7 @@ export function readScript(result: TaskResult): ScriptData {
   return { stdout: out["stdout"], stderr: typeof out["stderr"] === "string" ? out["stderr"] : "", exitCode: code };
 }
 
-/** Evaluates the termination condition; `evaluation.success` is an alias of `evaluation.notes.success` (C10). */
+/** Evaluates the termination condition; `evaluation.success` is an alias of `evaluation.notes.success`. */
 export function checkCondition(condition: string, evaluation: Evaluation, iteration: number): { ok: true; value: boolean } | { ok: false; error: string } {
   const env = rootEnv({ evaluation: { success: evaluation.success, feedback: evaluation.feedback, content: evaluation.content, notes: evaluation.notes }, iteration, current_iteration: iteration });
   return evaluateTest(condition, env);

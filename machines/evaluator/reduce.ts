@@ -1,5 +1,5 @@
 /**
- * A `reduce` task (SEED-NOTES §3.1): fold its `<inputs>` in order into an accumulator.
+ * A `reduce` task (docs/task-language.md#reduce): fold its `<inputs>` in order into an accumulator.
  *
  * resolving → initialising? → inner → reducing → (next input) … → done | failed. The `resolveItems` actor gives the input values;
  * the accumulator starts as `<initial_value>` (literal text, or the output of its task at `<path>.initialValue.task`).

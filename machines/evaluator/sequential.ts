@@ -1,10 +1,10 @@
 /**
  * A `sequential` task: its `<steps>` run in order, each in the environment of the task plus what earlier
- * steps produced (SEED-NOTES §3.1, §3.12).
+ * steps produced (docs/task-language.md#sequential).
  *
  * running ⇄ advancing → done | failed. Each step is evaluated by the `runStep` actor (the shell evaluates the
  * node at the step's path). After each step, the next step sees `step_results` (every earlier output, in order),
- * `previous_result`, the `<output_slot>` variables of earlier steps and the latest `last_evaluator_output` (C21),
+ * `previous_result`, the `<output_slot>` variables of earlier steps and the latest `last_evaluator_output` (seed era),
  * and, when the task accumulates data, `history`: the SequentialHistory in the task's
  * `accumulation_format` (notes only, or output and notes). The history is bounded ({@link SequentialInput.maxHistoryChars})
  * and lives only in this actor's context, so it is discarded when the sequence ends.
@@ -56,7 +56,7 @@ export interface SequentialContext extends SequentialInput {
   history: HistoryEntry[];
   /** Characters of output and serialized notes stored in the history so far. */
   historyChars: number;
-  /** Variables the finished steps bound: their `<output_slot>`s, and `last_evaluator_output` (C21). */
+  /** Variables the finished steps bound: their `<output_slot>`s, and `last_evaluator_output` (seed era). */
   slots: Record<string, unknown>;
   result?: TaskResult;
 }
@@ -114,7 +114,7 @@ function recorded(context: SequentialContext, result: TaskResult): Partial<Seque
     entry.truncated = true;
   } else chars += notesChars;
   const slots = { ...context.slots };
-  // C21: an evaluation's output survives as `last_evaluator_output` for the later steps.
+  // Seed era: an evaluation's output survives as `last_evaluator_output` for the later steps.
   const evaluated = result.notes["last_evaluator_output"];
   if (typeof evaluated === "string") slots["last_evaluator_output"] = evaluated;
   const slot = context.outputSlots?.[context.index];

@@ -1,5 +1,5 @@
 /**
- * The parts of a template node (SEED-NOTES §3.2–3.6): source locations, task types, context settings, file paths,
+ * The parts of a template node (docs/task-language.md): source locations, task types, context settings, file paths,
  * output formats, input bindings, parameters, models, script and loop settings. Re-exported by
  * `machines/language/ast.ts`, which declares the nodes that hold them.
  */
@@ -22,19 +22,19 @@ export type TaskType = KnownTaskType | (string & {});
 /** `inherit_context`: parent context unchanged, none, or filtered by associative matching. */
 export type InheritContext = "full" | "none" | "subset";
 
-/** `accumulation_format` (C3); `minimal`/`full` are read as `notes_only`/`full_output`. */
+/** `accumulation_format`; the older `minimal`/`full` are read as `notes_only`/`full_output`. */
 export type AccumulationFormat = "notes_only" | "full_output";
 
 /** `fresh_context`: run associative matching for new context or not. */
 export type FreshContext = "enabled" | "disabled";
 
-/** Where explicit context files come from (§3.5). */
+/** Where explicit context files come from (docs/task-language.md#context). */
 export type FilePathSource = "literal" | "command" | "description" | "context_description";
 
-/** How a call names its template (C7): `<call template>`, `<call task>` or `<call><template>`. */
+/** How a call names its template (all three seed syntaxes): `<call template>`, `<call task>` or `<call><template>`. */
 export type CallSyntax = "template-attribute" | "task-attribute" | "template-element";
 
-/** A `<context_management>` block (§3.4). Absent fields were not written in the template. */
+/** A `<context_management>` block. Absent fields were not written in the template. */
 export interface ContextManagement {
   readonly kind: "context_management";
   readonly loc: SourceLocation;
@@ -50,7 +50,7 @@ export interface ContextManagement {
   readonly extra: readonly ElementNode[];
 }
 
-/** A `<file_paths>` block (§3.5). */
+/** A `<file_paths>` block. */
 export interface FilePaths {
   readonly kind: "file_paths";
   readonly loc: SourceLocation;
@@ -68,7 +68,7 @@ export interface FilePaths {
   readonly extra: readonly ElementNode[];
 }
 
-/** An `<output_format type schema>` element (§3.6). */
+/** An `<output_format type schema>` element. */
 export interface OutputFormat {
   readonly kind: "output_format";
   readonly loc: SourceLocation;
@@ -84,7 +84,7 @@ export interface InputBinding {
   readonly loc: SourceLocation;
   /** Name the value is bound to. */
   readonly name: string;
-  /** Environment variable (or dotted path) the value comes from (C22). */
+  /** Environment variable (or dotted path) the value comes from (`from`: deprecated, yet in every example). */
   readonly from?: string;
   /** Literal text content, trimmed; absent when empty. */
   readonly value?: string;
@@ -98,7 +98,7 @@ export interface InputBinding {
   readonly extra: readonly ElementNode[];
 }
 
-/** A declared parameter of a function template or function-style task (C8). */
+/** A declared parameter of a function template or function-style task. */
 export interface ParameterSpec {
   /** Parameter name, trimmed. */
   readonly name: string;
@@ -132,7 +132,7 @@ export interface ModelSpec {
   readonly fallback: readonly string[];
 }
 
-/** `<script_execution>` of a director–evaluator loop (§3.2, C24). */
+/** `<script_execution>` of a director–evaluator loop: a command or a call. */
 export interface ScriptExecution {
   readonly kind: "script_execution";
   readonly loc: SourceLocation;
@@ -142,7 +142,7 @@ export interface ScriptExecution {
   readonly timeout?: number;
   /** `<inputs>` of the script. */
   readonly inputs: readonly InputBinding[];
-  /** A `<call>` to run instead of a command (`system:run_script`, C24). */
+  /** A `<call>` to run instead of a command; a command runs like `system:run_script`. */
   readonly call?: CallNode;
   /** Unsupported child elements, in document order. */
   readonly extra: readonly ElementNode[];
@@ -172,7 +172,7 @@ export interface ScriptSpec {
   readonly extra: readonly ElementNode[];
 }
 
-/** `<termination_condition>` of a director–evaluator loop (C10). */
+/** `<termination_condition>` of a director–evaluator loop (a safe expression, never `eval`). */
 export interface TerminationCondition {
   readonly kind: "termination_condition";
   readonly loc: SourceLocation;

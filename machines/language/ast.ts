@@ -1,9 +1,9 @@
 /**
- * The typed AST of an XML task template (SEED-NOTES §3.1–3.6, decisions C1–C26), and the outcome
+ * The typed AST of an XML task template (docs/task-language.md; choices in docs/design.md), and the outcome
  * of parsing one. Produced by `machines/language/parse.ts`; walked by the Evaluator.
  *
  * Every node is a plain JSON object discriminated on `kind` and carries the `loc` of its start tag.
- * Context settings hold only what the template states explicitly: defaults per operator (C1) are
+ * Context settings hold only what the template states explicitly: defaults per operator are
  * applied by the runtime, not here. Constructs the runtime does not support still parse (into
  * {@link ElementNode} or {@link TaskNode.extra}); they fail at run time, never at parse time.
  */
@@ -30,11 +30,11 @@ import type {
 /** The element that produced an implicit task (a body written directly inside the wrapper). */
 export type ImplicitTaskOrigin = "director" | "evaluator" | "inner_task" | "reduction_task";
 
-/** A `<task>`: the one executable unit with a prompt. Child order does not matter (C9). */
+/** A `<task>`: the one executable unit with a prompt. Child order does not matter, as in the examples. */
 export interface TaskNode {
   readonly kind: "task";
   readonly loc: SourceLocation;
-  /** The `type` attribute, `atomic` when absent (C26). */
+  /** The `type` attribute, `atomic` when absent, as nested step tasks assume. */
   readonly type: TaskType;
   /** The `subtype` attribute (free string). */
   readonly subtype?: string;
@@ -42,7 +42,7 @@ export interface TaskNode {
   readonly name?: string;
   /** The `ref` attribute: a task registered in the library. */
   readonly ref?: string;
-  /** `parameters`/`params` attribute or `<parameters>` child (C8). */
+  /** `parameters`/`params` attribute or `<parameters>` child (both syntaxes are in use). */
   readonly parameters?: readonly ParameterSpec[];
   /** `returns` attribute or `<returns>` child. */
   readonly returns?: ReturnSpec;
@@ -56,7 +56,7 @@ export interface TaskNode {
   readonly model?: ModelSpec;
   /** `<provider>` id. */
   readonly provider?: string;
-  /** `<criteria>`: free text, or a list of `<criterion>`/`<item>` children (C23). */
+  /** `<criteria>`: free text, or a list of `<criterion>`/`<item>` children (the seeds use both). */
   readonly criteria?: string | readonly string[];
   /** `<expected_output>` text. */
   readonly expectedOutput?: string;
@@ -88,9 +88,9 @@ export interface TaskNode {
   readonly terminationCondition?: TerminationCondition;
   /** script task: command, timeout and environment. */
   readonly execution?: ScriptSpec;
-  /** `<output_slot>`: the env variable a sequential step's output is bound to for the later steps (seed era, C21). */
+  /** `<output_slot>`: the env variable a sequential step's output is bound to for the later steps (seed era). */
   readonly outputSlot?: string;
-  /** `<input_source>`: the env variable whose value is this task's `input` (seed era, C21). */
+  /** `<input_source>`: the env variable whose value is this task's `input` (seed era). */
   readonly inputSource?: string;
   /** `<disable_reparsing>`. */
   readonly disableReparsing?: boolean;
@@ -115,7 +115,7 @@ export interface CallArg {
   readonly value: string | StepNode;
 }
 
-/** A `<call>` of a function template, normalised from all three syntaxes (C7). */
+/** A `<call>` of a function template, normalised from all three syntaxes the seeds use. */
 export interface CallNode {
   readonly kind: "call";
   readonly loc: SourceLocation;
@@ -138,7 +138,7 @@ export interface CondCase {
   readonly body: readonly StepNode[];
 }
 
-/** `<cond>`: run the first case whose test is true. Semantics are not specified yet (§3.1). */
+/** `<cond>`: run the first case whose test is true. The seed design leaves its semantics unspecified. */
 export interface CondNode {
   readonly kind: "cond";
   readonly loc: SourceLocation;
@@ -148,7 +148,7 @@ export interface CondNode {
   readonly extra: readonly ElementNode[];
 }
 
-/** A function template (ADR 12): `<template name params returns>` or a function-style `<task name parameters>` (C8). */
+/** A function template: `<template name params returns>` or a function-style `<task name parameters>`. */
 export interface TemplateNode {
   readonly kind: "template";
   readonly loc: SourceLocation;
@@ -273,11 +273,11 @@ export interface TemplateDocument {
 
 /** Kinds of non-fatal findings. */
 export type TemplateWarningKind =
-  /** `fresh_context=enabled` with `inherit_context` other than `none` (C2). */
+  /** `fresh_context=enabled` with `inherit_context` other than `none` (the seeds' examples do it). */
   | "fresh-context-conflict"
-  /** `inherit_context=none`, `accumulate_data=false`, `fresh_context=disabled` and no file paths: no context at all (§3.4). */
+  /** `inherit_context=none`, `accumulate_data=false`, `fresh_context=disabled` and no file paths: no context at all. */
   | "no-context"
-  /** A legacy value read as its canonical form: `minimal`/`full` (C3), `inherit_context` `true`/`false`. */
+  /** A legacy value read as its canonical form: `minimal`/`full` (older names), `inherit_context` `true`/`false`. */
   | "value-alias"
   /** An element the runtime does not model; kept in `extra` or as an {@link ElementNode}. */
   | "unsupported-element"
@@ -299,7 +299,7 @@ export interface TemplateWarning {
   readonly col: number;
 }
 
-/** Why a template was refused: not XML, not well-formed, or semantically invalid (C20, C25). */
+/** Why a template was refused: not XML, not well-formed, or semantically invalid (unknown enum values too). */
 export interface TemplateError {
   readonly code: "INVALID_TEMPLATE";
   /** Short, lowercase explanation naming the offending element or value. */

@@ -1,5 +1,5 @@
 /**
- * The lexical environment of an evaluation (SEED-NOTES §3.3): frames of bindings chained outward.
+ * The lexical environment of an evaluation (docs/task-language.md): frames of bindings chained outward.
  *
  * An {@link Env} is plain JSON (a frame and its `outer` frame), so machines can carry it in their context.
  * {@link find} walks outward to the frame that binds a path's first name, then resolves the rest of the path

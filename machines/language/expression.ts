@@ -1,5 +1,5 @@
 /**
- * A small, safe expression language for `<case test>` (and later termination conditions, C10): no `eval`.
+ * A small, safe expression language for `<case test>` (and later termination conditions): no `eval`.
  *
  * Grammar: `a || b`, `a && b`, `!a`, comparisons `== === != !== < <= > >=`, parentheses, literals (numbers,
  * `"…"`/`'…'` strings, `true`, `false`, `null`) and variable paths (`x`, `a.b`, `a?.b`, `results[1].name`)

@@ -1,6 +1,6 @@
 /**
- * Builders for executable and defining nodes: `<task>` (all types), `<call>` (C7), `<cond>`,
- * `<template>` and function-style tasks (C8), `<library>` and the ideas-document `<function>`.
+ * Builders for executable and defining nodes: `<task>` (all types), `<call>` (three syntaxes), `<cond>`,
+ * `<template>` and function-style tasks, `<library>` and the hoidn ideas document's `<function>`.
  */
 import type {
   CallArg,
@@ -204,7 +204,7 @@ function mergeScript(execution: ScriptSpec | undefined, loose: ScriptSpec | unde
   return merged;
 }
 
-// C23: free text, or a list of <criterion>/<item> children.
+// Free text, or a list of <criterion>/<item> children: the seeds use both.
 function criteria(ctx: BuildContext, el: XmlElement): string | string[] {
   const children = childElements(el);
   if (children.length > 0 && children.every((c) => c.name === "criterion" || c.name === "item")) {
@@ -218,7 +218,7 @@ function steps(ctx: BuildContext, el: XmlElement): StepNode[] {
   return childElements(el).map((child) => (isExecutable(child.name) ? buildStep(ctx, child) : misplacedOr(ctx, child, el.name)));
 }
 
-/** `<call>` in any of its three syntaxes, normalised to a template name and ordered args (C7). */
+/** `<call>` in any of its three syntaxes, normalised to a template name and ordered args. */
 export function buildCall(ctx: BuildContext, el: XmlElement): CallNode {
   const named: { name: string; syntax: CallSyntax }[] = [];
   if (el.attrs.template !== undefined) named.push({ name: el.attrs.template.trim(), syntax: "template-attribute" });
@@ -268,7 +268,7 @@ export function buildCond(ctx: BuildContext, el: XmlElement): CondNode {
   return { kind: "cond", loc: el.loc, cases, extra };
 }
 
-/** Whether a top-level `<task>` is a function-style template: a name plus declared parameters (C8). */
+/** Whether a top-level `<task>` is a function-style template: a name plus declared parameters. */
 export function isFunctionStyleTask(el: XmlElement): boolean {
   const named = el.attrs.name !== undefined && el.attrs.name.trim() !== "";
   const declares =
@@ -276,7 +276,7 @@ export function isFunctionStyleTask(el: XmlElement): boolean {
   return el.name === "task" && named && declares;
 }
 
-/** `<template name params returns>` with one task/call/cond body (ADR 12). */
+/** `<template name params returns>` with one task/call/cond body. */
 export function buildTemplate(ctx: BuildContext, el: XmlElement): TemplateNode {
   const name = el.attrs.name?.trim();
   if (name === undefined || name === "") fail(el, "<template> needs a 'name' attribute");

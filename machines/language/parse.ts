@@ -1,7 +1,7 @@
 /**
  * Entry point of the template parser: XML text → typed AST ({@link TemplateDocument}) or a located
  * `INVALID_TEMPLATE` error. Well-formedness comes from fast-xml-parser (`./xml.ts`); the language
- * rules (C2, C3, C7, C8, C20, C25, C26) live in the builders (`./nodes.ts`, `./pieces.ts`).
+ * rules (aliases, enum checks, defaults: docs/design.md) live in the builders (`./nodes.ts`, `./pieces.ts`).
  */
 import type {
   ExecutableNode,

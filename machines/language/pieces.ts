@@ -45,7 +45,7 @@ const FRESH: readonly FreshContext[] = ["enabled", "disabled"];
 const SOURCES: readonly FilePathSource[] = ["literal", "command", "description", "context_description"];
 const EXECUTABLE = new Set(["task", "call", "cond"]);
 
-/** `<context_management>` (§3.4; C3 aliases; C20 enum check). */
+/** `<context_management>`: older spellings read as aliases; values outside the enums refused. */
 export function contextManagement(ctx: BuildContext, el: XmlElement): ContextManagement {
   const cm: Mutable<ContextManagement> = { kind: "context_management", loc: el.loc, extra: [] };
   const extra: ElementNode[] = [];
@@ -66,7 +66,7 @@ export function contextManagement(ctx: BuildContext, el: XmlElement): ContextMan
   return cm;
 }
 
-/** Warn about the documented context constraints (C2 and the no-context case of §3.4). */
+/** Warn about the documented context constraints (fresh yet inherited context; no context at all). */
 export function checkContext(ctx: BuildContext, cm: ContextManagement, hasFilePaths: boolean): void {
   if (cm.freshContext === "enabled" && cm.inheritContext !== undefined && cm.inheritContext !== "none") {
     ctx.warn(
@@ -80,7 +80,7 @@ export function checkContext(ctx: BuildContext, cm: ContextManagement, hasFilePa
   }
 }
 
-/** `<file_paths source>` (§3.5). */
+/** `<file_paths source>`. */
 export function filePaths(ctx: BuildContext, el: XmlElement): FilePaths {
   const source = el.attrs.source === undefined ? "literal" : readEnum(ctx, el, el.attrs.source, SOURCES, { attribute: "source" });
   const fp: Mutable<FilePaths> = { kind: "file_paths", loc: el.loc, source, paths: [], extra: [] };
@@ -105,7 +105,7 @@ export function filePaths(ctx: BuildContext, el: XmlElement): FilePaths {
   return fp;
 }
 
-/** `<output_format type schema>` (§3.6). */
+/** `<output_format type schema>`. */
 export function outputFormat(ctx: BuildContext, el: XmlElement): OutputFormat {
   const type = el.attrs.type === undefined ? "text" : readEnum(ctx, el, el.attrs.type, ["json", "text"] as const, { attribute: "type" });
   for (const child of childElements(el)) {
@@ -116,7 +116,7 @@ export function outputFormat(ctx: BuildContext, el: XmlElement): OutputFormat {
     : { kind: "output_format", loc: el.loc, type, schema: el.attrs.schema };
 }
 
-/** One `<input name from>`: literal text, a nested task, or a reference (C22). */
+/** One `<input name from>`: literal text, a nested task, or a reference (`from`). */
 export function inputBinding(ctx: BuildContext, el: XmlElement): InputBinding {
   const name = el.attrs.name?.trim();
   if (name === undefined || name === "") fail(el, "<input> needs a 'name' attribute");
@@ -151,7 +151,7 @@ export function inputList(ctx: BuildContext, el: XmlElement): { inputs: InputBin
   return { inputs, extra };
 }
 
-/** `<script_execution>` of a director–evaluator loop (C24: a command or a call). */
+/** `<script_execution>` of a director–evaluator loop: a command or a call. */
 export function scriptExecution(ctx: BuildContext, el: XmlElement): ScriptExecution {
   const se: Mutable<ScriptExecution> = { kind: "script_execution", loc: el.loc, inputs: [], extra: [] };
   const inputs: InputBinding[] = [];
@@ -214,7 +214,7 @@ function environment(ctx: BuildContext, el: XmlElement): ScriptEnvironment {
   return env;
 }
 
-/** `<termination_condition>`: `<condition>` children, or its own text (C10). */
+/** `<termination_condition>`: `<condition>` children, or its own text. */
 export function terminationCondition(ctx: BuildContext, el: XmlElement): TerminationCondition {
   const conditions: string[] = [];
   const extra: ElementNode[] = [];

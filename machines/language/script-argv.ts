@@ -1,5 +1,5 @@
 /**
- * The command line of a `script` task split into argv (C17): words separated by whitespace, `'…'` taken
+ * The command line of a `script` task split into argv, for no shell to see: words separated by whitespace, `'…'` taken
  * literally, `"…"` with `\"` and `\\` escapes, `\x` outside quotes the character x. No shell syntax exists: `;`,
  * `|`, `$(…)` and globs are ordinary characters. `{{var}}` is substituted per element *after* splitting, so a
  * value can never add arguments.

@@ -1,6 +1,6 @@
 /**
- * `{{var}}` substitution (SEED-NOTES §3.3, C13, C14): the Evaluator's only templating step, run on
- * prompt-bearing fields before a Handler sees them. Values are inserted once and never re-scanned.
+ * `{{var}}` substitution (strict by default, docs/design.md): the Evaluator's only templating step, run on
+ * every prompt-bearing field before a Handler sees it. Values are inserted once and never re-scanned.
  */
 
 import { isPath, type LookupResult } from "./env.js";

@@ -1,11 +1,11 @@
 /**
- * The pure rules of an autonomous goal (seed 003, SEED-NOTES §7): which sub-goal runs next, when a goal is
+ * The pure rules of an autonomous goal (seed 003, the loom-bot agent): which sub-goal runs next, when a goal is
  * complete, the metric divergence triggers, the replan rule, and how a plan becomes sub-goals. No I/O, no clock:
  * times come in as arguments.
  */
 import type { CostEntry, DivergenceEvaluation, Goal, GoalPlan, SubGoal, SubGoalOutcome } from "../../protocol/index.js";
 
-/** Defaults of the goal loop (seed 003 values). */
+/** Defaults of the goal loop (the loom-bot seed's values). */
 export const GOAL_DEFAULTS = {
   /** Cost per goal over a rolling 24 h that counts as a major divergence (USD, the price table's unit). */
   costThresholdUsd: 5,
@@ -84,7 +84,7 @@ export interface ReplanDecision {
 }
 
 /**
- * The replan rule (§7): any major → replan; more than 2 minor → replan; at least 4 evaluations and more than half
+ * The seed's replan rule: any major → replan; more than 2 minor → replan; at least 4 evaluations and more than half
  * divergent → replan. Unknown evaluations count towards neither side.
  */
 export function shouldReplan(evaluations: readonly DivergenceEvaluation[]): ReplanDecision {

@@ -1,5 +1,5 @@
 /**
- * The Supervisor (seed 003, SEED-NOTES §7): runs goal cycles with a concurrency cap, starting them a stagger apart,
+ * The Supervisor (seed 003, loom-bot): runs goal cycles with a concurrency cap, starting them a stagger apart,
  * and reconciles on a tick: it starts loops for active goals and stops those whose goal is no longer active.
  *
  * Two parallel regions:
@@ -13,7 +13,7 @@
 import { assign, enqueueActions, fromPromise, setup } from "xstate";
 import { notProvided } from "../not-provided.js";
 
-/** Defaults of the Supervisor (seed 003 values). */
+/** Defaults of the Supervisor (the loom-bot seed's values). */
 export const SUPERVISOR_DEFAULTS = { maxConcurrent: 5, staggerMs: 2_000, tickMs: 10_000 } as const;
 
 export interface SupervisorInput {

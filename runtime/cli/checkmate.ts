@@ -1,5 +1,5 @@
 /**
- * `dirigent checkmate "TASK"`: a checkmate judge loop (seed 001) as a `<task type="judge_loop">`, submitted and
+ * `dirigent checkmate "TASK"`: a checkmate judge loop (the checkmate skill, seed 001) as a `<task type="judge_loop">`, submitted and
  * watched like `dirigent run` (an embedded runtime when none is reachable). Prints `[checkmate: iteration n/max]`
  * and each verdict as they happen, then the output (PASS) or the best attempt with the final judge report.
  * `--resume ID` re-attaches to task ID, or submits it again under the same id: the runtime replays its finished

@@ -2,7 +2,7 @@
  * CONTINUATION over a real nats-server with the mock model: a session's `run_subtask` call spawns a child task
  * whose result comes back as the tool response; depth limit and cycle detection; a child failure reaches the
  * parent as subtask_failure; a director's `request_evaluation` runs a script and an evaluator, then the director
- * continues (dynamic director–evaluator, seed 000).
+ * continues (dynamic director–evaluator, hoidn's seed 000).
  */
 import { mkdtemp, mkdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";

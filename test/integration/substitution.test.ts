@@ -1,4 +1,4 @@
-/** Strict and lenient `{{var}}` substitution (C13) end to end over a real nats-server with the mock model. */
+/** Strict and lenient `{{var}}` substitution (docs/design.md, C13) end to end over a real nats-server with the mock model. */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startMockLlm, type MockLlmServer } from "../../runtime/model/mock-server.js";
 import { startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";

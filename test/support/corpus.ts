@@ -170,7 +170,7 @@ export const NOT_RUN: Readonly<Record<string, string>> = {
   d9f1f3e40fca: "skeleton: `<steps>` holds only a comment (completes with no work)",
   "6bbf3c82f4f3": "skeleton: `<steps>` holds only a comment (completes with no work)",
   fd963a5f1643: "skeleton: inner and reduction tasks are comments, no inputs (completes with no work)",
-  // Output slots between top-level tasks: a slot binds only for the later steps of a sequential (C21).
+  // Output slots between top-level tasks: a slot binds only for the later steps of a sequential (seed-era wiring).
   f3123cdf42f7: `a director and an evaluator joined by \`<output_slot>\`/\`<input_source>\` as two top-level tasks (slots bind only between steps of a sequential); the entry director ${NO_PROMPT}`,
   "3fb9c09a413d": `a director and an evaluator joined by \`<output_slot>\`/\`<input_source>\` as two top-level tasks (slots bind only between steps of a sequential); the entry director ${NO_PROMPT}`,
   "90443609d032": `the entry is the director of a pair joined by \`<output_slot>\`/\`<input_source>\` as top-level tasks (slots bind only between steps of a sequential); it ${NO_PROMPT}`,

@@ -1,7 +1,7 @@
 /**
  * The continuation effects' template choice (actors/evaluator/continuation.ts): a subtask's template by hint, by
  * matching its description (at least {@link MIN_SUBTASK_SCORE}) or generated; an evaluation's template by criteria
- * from the library; and the settings an evaluation child runs with (seed 000: `inherit_context=subset`,
+ * from the library; and the settings an evaluation child runs with (hoidn's seed 000: `inherit_context=subset`,
  * `accumulate_data=true`). The library is built from real template text; no network.
  */
 import { readFile } from "node:fs/promises";

@@ -108,7 +108,7 @@ describe("seeds-xml conformance: grammar examples", () => {
     expect(grammar).toHaveLength(8);
   });
 
-  // Placeholders such as `full|none|subset` are not values: C20 refuses them at the first one.
+  // Placeholders such as `full|none|subset` are not values: unknown enum values are refused, at the first one.
   it.each(grammar.map((e) => [e.id, e] as const))("refuses placeholder values in %s, naming the element", (_id, entry) => {
     const source = text(entry.file);
     const outcome = parseTemplate(source);

@@ -1,4 +1,4 @@
-/** The template library: loading with located errors, the name and `type:subtype` registry, and matching (§3.11). */
+/** The template library: loading with located errors, the name and `type:subtype` registry, and matching (Jaccard word overlap). */
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";

@@ -1,4 +1,4 @@
-/** Strict and lenient `{{var}}` substitution (C13) in the Evaluator's prompt and argument paths, and its config key. */
+/** Strict and lenient `{{var}}` substitution (docs/design.md, C13) in the Evaluator's prompt and argument paths, and its config key. */
 import { describe, expect, it } from "vitest";
 import { expandText } from "../../../actors/evaluator/inline.js";
 import { prepareAtomic } from "../../../actors/evaluator/nodes.js";
