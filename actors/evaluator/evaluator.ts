@@ -33,7 +33,7 @@ import { createTaskSpend, usageLine } from "./budget.js";
 import { DEFAULT_INPUT_TIMEOUT_MS, waitForInput } from "./input.js";
 import { entryPath, inputFailure, nodeAt, summarize } from "./nodes.js";
 import { templateCommandRefusal } from "./commands.js";
-import { createWalkActor, type Walk } from "./walk.js";
+import { walkActors, type Walk } from "./walk.js";
 import { ask, askRetrying, RemoteError, serve } from "../serve.js";
 import { createLibrary, type TemplateLibrary } from "../library/library.js";
 import { parseTemplateCached } from "../../machines/language/parse-cache.js";
@@ -82,6 +82,8 @@ export function startEvaluator(deps: ActorDeps, config: EvaluatorConfig): RoleHa
   /** Evaluations stopped because another owner took their task over. */
   const superseded = new WeakSet<Actor<typeof evaluationMachine>>();
   const library = config.library ?? createLibrary([]);
+  // This Evaluator's evaluation actors: the machine provided once, its effects acting for this Evaluator's walks only.
+  const actors = walkActors();
   const limits = {
     [RESERVED.maxDepth]: config.maxSubtaskDepth ?? DEFAULT_MAX_SUBTASK_DEPTH,
     [RESERVED.maxEvaluations]: config.maxEvaluations ?? DEFAULT_MAX_EVALUATIONS,
@@ -121,6 +123,7 @@ export function startEvaluator(deps: ActorDeps, config: EvaluatorConfig): RoleHa
       return n;
     };
     const walk: Walk = {
+      actors,
       inspect: deps.inspect,
       taskId,
       document,
@@ -167,7 +170,7 @@ export function startEvaluator(deps: ActorDeps, config: EvaluatorConfig): RoleHa
         return answer;
       },
     };
-    const actor = createWalkActor(walk, 0, 0, { ...inspectOption(deps, "evaluator", taskId), input: { taskId, path, node: summarize(node), env: extend(rootEnv(limits), request.inputs ?? {}), entry: true } });
+    const actor = actors.create(walk, 0, 0, { ...inspectOption(deps, "evaluator", taskId), input: { taskId, path, node: summarize(node), env: extend(rootEnv(limits), request.inputs ?? {}), entry: true } });
     const set = live.get(taskId) ?? new Set();
     live.set(taskId, set.add(actor));
     if (request.owner !== undefined) {

@@ -25,7 +25,7 @@ import type { TaskStore } from "../bus.js";
 import type { ActorDeps, RoleHandle } from "../deps.js";
 import { inspectOption } from "../inspect-option.js";
 import { publishProgress } from "../local.js";
-import { createSessionActor, type SessionEffects } from "./session.js";
+import { sessionActors, type SessionActors, type SessionEffects } from "./session.js";
 import { readRecord, scriptKey, turnKey, writeRecord, writeRecordBehind } from "./records.js";
 import { createLeases, createRunGate, type JoinedAt } from "./lease.js";
 import { continuationTools } from "./continuation.js";
@@ -112,7 +112,9 @@ export async function runScriptRequest(toolset: Toolset, request: ScriptRequest,
  */
 export function startHandler(deps: ActorDeps, config: HandlerConfig, callModel: CallModel, toolset: Toolset = NO_TOOLS, records?: TaskStore): RoleHandle {
   const mask = createMasker(config.secrets ?? []);
-  const sessions = new Map<string, Set<ReturnType<typeof createSessionActor>>>();
+  // This Handler's session actors: the machine provided once, its effects acting for this Handler's sessions only.
+  const actors = sessionActors();
+  const sessions = new Map<string, Set<ReturnType<SessionActors["create"]>>>();
   /** The tools offered with each set of continuation kinds: one array per set, so its token count is kept too. */
   const toolSets = new Map<string, readonly ToolDefinition[]>();
   const toolsFor = (kinds: readonly ContinuationKind[]): readonly ToolDefinition[] => {
@@ -185,7 +187,7 @@ export function startHandler(deps: ActorDeps, config: HandlerConfig, callModel: 
         progress("context.warning", `context at ${params.used}/${params.limit} tokens (warning at ${Math.round(params.threshold * 100)} %)`, { ...params }),
     };
     const attached = request.resume || recorded ? { text: "", notes: {} } : await attachContext(toolset, request.files, request.context, request.files?.length ? AbortSignal.timeout(30_000) : NO_SIGNAL);
-    const actor = createSessionActor(effects, {
+    const actor = actors.create(effects, {
       ...inspectOption(deps, "handler", taskId),
       input: {
         system: buildSystemPrompt(config.baseSystemPrompt, request.system) + attached.text,
