@@ -4,7 +4,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { newTaskId, startStack, type Stack } from "../support/stack.js";
-import type { TaskEvent } from "../../runtime/client.js";
+import type { TaskEvent } from "../../protocol/index.js";
 
 const XML = `<template name="shout" params="text"><task><description>SHOUT {{text}}</description></task></template>
 <task type="sequential">
