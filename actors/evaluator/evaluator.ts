@@ -36,7 +36,7 @@ import { templateCommandRefusal } from "./commands.js";
 import { walkActors, type Walk } from "./walk.js";
 import { ask, askRetrying, RemoteError, serve } from "../serve.js";
 import { createLibrary, type TemplateLibrary } from "../library/library.js";
-import { parseTemplateCached } from "../../machines/language/parse-cache.js";
+import { createParseCache, type ParseCache } from "../../machines/language/parse-cache.js";
 
 /** Deepest nesting of evaluations (steps, calls, nested inputs) in one task; guards against recursive templates. */
 export const MAX_DEPTH = 32;
@@ -72,6 +72,8 @@ export interface EvaluatorConfig {
    * anything runs. Absent: not checked here (the Handler still checks each command it runs).
    */
   commands?: readonly string[];
+  /** Templates parsed before, shared with the other roles of the system; absent: this Evaluator's own. */
+  parseCache?: ParseCache;
 }
 
 /** Starts the Evaluator role. */
@@ -82,6 +84,7 @@ export function startEvaluator(deps: ActorDeps, config: EvaluatorConfig): RoleHa
   /** Evaluations stopped because another owner took their task over. */
   const superseded = new WeakSet<Actor<typeof evaluationMachine>>();
   const library = config.library ?? createLibrary([]);
+  const parseCache = config.parseCache ?? createParseCache();
   // This Evaluator's evaluation actors: the machine provided once, its effects acting for this Evaluator's walks only.
   const actors = walkActors();
   const limits = {
@@ -95,7 +98,7 @@ export function startEvaluator(deps: ActorDeps, config: EvaluatorConfig): RoleHa
   const evaluate = async (request: EvaluateRequest): Promise<EvaluateReply> => {
     const { taskId } = request;
     const reply = (result: TaskResult): EvaluateReply => ({ type: "evaluator.result", taskId, result });
-    const parsed = parseTemplateCached(request.xml);
+    const parsed = parseCache.parse(request.xml);
     if (!parsed.ok) {
       const { message, line, col } = parsed.error;
       return reply({
