@@ -207,7 +207,7 @@ export const RESPONDER_IDLE_TIMEOUT_MS = 6000;
 export const NO_RESPONDERS_RETRY_MS = 30_000;
 
 /** Codes after which asking again may succeed: nobody answered, or the one who took the request is gone. */
-const RETRIABLE = new Set<ErrorCode>(["NO_RESPONDERS", "UNAVAILABLE"]);
+const RETRIABLE: ReadonlySet<ErrorCode> = new Set<ErrorCode>(["NO_RESPONDERS", "UNAVAILABLE"]);
 
 /**
  * {@link ask} with keepalives, asking again (with a growing pause) while nobody is there to answer or the

@@ -14,20 +14,13 @@ type SecretConfig = Partial<Pick<Config, "openaiApiKey" | "natsPassword" | "nats
 /** Variables holding secrets, removed from the process environment once the configuration is read. */
 export const SECRET_ENV_NAMES = [ENV_NAMES.openaiApiKey, ENV_NAMES.natsPassword, ENV_NAMES.natsToken] as const;
 
-const fileLines = new Map<string, string[]>();
-
-/** The lines of a secret file, read once per process; none when it cannot be read (the connection then fails clearly). */
+/** The lines of a secret file, read at each call (a system's start, a logger's); none when it cannot be read (the connection then fails clearly). */
 function linesOf(file: string): string[] {
-  let lines = fileLines.get(file);
-  if (lines === undefined) {
-    try {
-      lines = readFileSync(file, "utf8").split(/\r?\n/);
-    } catch {
-      lines = [];
-    }
-    fileLines.set(file, lines);
+  try {
+    return readFileSync(file, "utf8").split(/\r?\n/);
+  } catch {
+    return [];
   }
-  return lines;
 }
 
 /** Every secret value the configuration names: to mask wherever text leaves the process. */

@@ -24,6 +24,7 @@ import type { KeyedStore } from "../actors/supervisor/goal-store.js";
 import { hostname } from "node:os";
 import { startPingResponder } from "./health.js";
 import { hiddenPaths, secretValues } from "./secrets.js";
+import { createParseCache } from "../machines/language/parse-cache.js";
 
 /** The roles: the four of the task pipeline, and the Supervisor of autonomous goals. */
 export const ROLES = ["director", "evaluator", "handler", "memory", "supervisor"] as const;
@@ -99,6 +100,8 @@ export async function startSystem(options: SystemOptions): Promise<SystemHandle>
     local: config.localDispatch ? new LocalResponders() : undefined,
   };
   const started: RoleHandle[] = [];
+  // Templates parsed once per system, shared by the roles that parse them.
+  const parseCache = createParseCache();
   // Dependency order: whoever is asked starts before whoever asks.
   if (roles.includes("memory")) {
     const llm = llmMatchOptions(config, options.callModel);
@@ -175,6 +178,7 @@ export async function startSystem(options: SystemOptions): Promise<SystemHandle>
         inputTimeoutMs: config.inputTimeoutMs,
         reparse: config.reparse,
         commands: config.commands,
+        parseCache,
       }),
     );
   }

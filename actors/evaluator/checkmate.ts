@@ -137,7 +137,7 @@ async function call(walk: Walk, node: TaskNode, path: string, role: Role, name: 
   }
 }
 
-/** The checkmate machine with effects that act for the walk of the actor system they run in (`walkOf(system)`): built once per process. */
+/** The checkmate machine with effects that act for the walk of the actor system they run in (`walkOf(system)`): built once per Evaluator. */
 export function provideCheckmate(walkOf: (system: unknown) => Walk, taskAt: (walk: Walk, path: string) => TaskNode) {
   return checkmateMachine.provide({
     actions: { progress: ({ system }, p) => walkOf(system).progress(p.event, p.message, p.data) },

@@ -205,7 +205,7 @@ export function provideContinuation(walk: ContinuationWalk, applyFormat: ApplyFo
 
 /**
  * The continuation machine with effects that act for the scope of the actor system they run in (`scopeOf(system)`),
- * so one machine serves every task of the process.
+ * so one machine serves every task of the Evaluator that provides it.
  */
 export function provideContinuationFor(scopeOf: (system: unknown) => ContinuationScope) {
   return continuationMachine.provide({

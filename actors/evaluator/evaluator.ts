@@ -33,10 +33,10 @@ import { createTaskSpend, usageLine } from "./budget.js";
 import { DEFAULT_INPUT_TIMEOUT_MS, waitForInput } from "./input.js";
 import { entryPath, inputFailure, nodeAt, summarize } from "./nodes.js";
 import { templateCommandRefusal } from "./commands.js";
-import { createWalkActor, type Walk } from "./walk.js";
+import { walkActors, type Walk } from "./walk.js";
 import { ask, askRetrying, RemoteError, serve } from "../serve.js";
 import { createLibrary, type TemplateLibrary } from "../library/library.js";
-import { parseTemplateCached } from "../../machines/language/parse-cache.js";
+import { createParseCache, type ParseCache } from "../../machines/language/parse-cache.js";
 
 /** Deepest nesting of evaluations (steps, calls, nested inputs) in one task; guards against recursive templates. */
 export const MAX_DEPTH = 32;
@@ -72,6 +72,8 @@ export interface EvaluatorConfig {
    * anything runs. Absent: not checked here (the Handler still checks each command it runs).
    */
   commands?: readonly string[];
+  /** Templates parsed before, shared with the other roles of the system; absent: this Evaluator's own. */
+  parseCache?: ParseCache;
 }
 
 /** Starts the Evaluator role. */
@@ -82,6 +84,9 @@ export function startEvaluator(deps: ActorDeps, config: EvaluatorConfig): RoleHa
   /** Evaluations stopped because another owner took their task over. */
   const superseded = new WeakSet<Actor<typeof evaluationMachine>>();
   const library = config.library ?? createLibrary([]);
+  const parseCache = config.parseCache ?? createParseCache();
+  // This Evaluator's evaluation actors: the machine provided once, its effects acting for this Evaluator's walks only.
+  const actors = walkActors();
   const limits = {
     [RESERVED.maxDepth]: config.maxSubtaskDepth ?? DEFAULT_MAX_SUBTASK_DEPTH,
     [RESERVED.maxEvaluations]: config.maxEvaluations ?? DEFAULT_MAX_EVALUATIONS,
@@ -93,7 +98,7 @@ export function startEvaluator(deps: ActorDeps, config: EvaluatorConfig): RoleHa
   const evaluate = async (request: EvaluateRequest): Promise<EvaluateReply> => {
     const { taskId } = request;
     const reply = (result: TaskResult): EvaluateReply => ({ type: "evaluator.result", taskId, result });
-    const parsed = parseTemplateCached(request.xml);
+    const parsed = parseCache.parse(request.xml);
     if (!parsed.ok) {
       const { message, line, col } = parsed.error;
       return reply({
@@ -121,6 +126,7 @@ export function startEvaluator(deps: ActorDeps, config: EvaluatorConfig): RoleHa
       return n;
     };
     const walk: Walk = {
+      actors,
       inspect: deps.inspect,
       taskId,
       document,
@@ -167,7 +173,7 @@ export function startEvaluator(deps: ActorDeps, config: EvaluatorConfig): RoleHa
         return answer;
       },
     };
-    const actor = createWalkActor(walk, 0, 0, { ...inspectOption(deps, "evaluator", taskId), input: { taskId, path, node: summarize(node), env: extend(rootEnv(limits), request.inputs ?? {}), entry: true } });
+    const actor = actors.create(walk, 0, 0, { ...inspectOption(deps, "evaluator", taskId), input: { taskId, path, node: summarize(node), env: extend(rootEnv(limits), request.inputs ?? {}), entry: true } });
     const set = live.get(taskId) ?? new Set();
     live.set(taskId, set.add(actor));
     if (request.owner !== undefined) {

@@ -10,7 +10,7 @@ import { expandText, type InlineCall } from "./inline.js";
 import type { SubstituteMode } from "../../machines/language/substitute.js";
 import type { InputBinding, StepNode, TaskNode, TemplateDocument } from "../../machines/language/ast.js";
 
-const STEP_KINDS = new Set(["task", "call", "cond", "element"]);
+const STEP_KINDS: ReadonlySet<string> = new Set(["task", "call", "cond", "element"]);
 
 function isStepNode(value: unknown): value is StepNode {
   return typeof value === "object" && value !== null && STEP_KINDS.has(String(Reflect.get(value, "kind")));

@@ -9,7 +9,7 @@ import type { TaskResult } from "../../protocol/index.js";
 import type { ReturnSpec, TaskNode } from "../../machines/language/ast.js";
 
 /** Type names a schema may check; any other name (`DataSet`, `any`, …) accepts every value. */
-const CHECKED = new Set(["string", "number", "integer", "boolean", "object", "array", "null"]);
+const CHECKED: ReadonlySet<string> = new Set(["string", "number", "integer", "boolean", "object", "array", "null"]);
 
 const JSON_START = /^(?:[{[\d]|true\b|false\b|null\b)/;
 

@@ -3,7 +3,7 @@
  * `<inputs>` are bound, an atomic task is substituted and sent to a Handler, a call binds its arguments, and a
  * step of a composite is evaluated by a nested evaluation actor ({@link evaluateNode}).
  */
-import { assign, createActor, fromPromise, toPromise, type InspectionEvent } from "xstate";
+import { assign, createActor, fromPromise, toPromise, type Actor, type InspectionEvent } from "xstate";
 import type { SuspendedResult } from "../../machines/evaluator/continuation.js";
 import { find, flatten, isPath, rootEnv, type Env } from "../../machines/language/env.js";
 import { directorEvaluatorMachine } from "../../machines/evaluator/loop.js";
@@ -21,7 +21,7 @@ import { applyOutputFormat, atomicContext, contextFields, returnsOf, walkContext
 import { MAX_INLINE_DEPTH, type InlineCall } from "./inline.js";
 import { checkParam, criteriaText, entryPath, inputFailure, nodeAt, prepareAtomic, summarize, type AtomicFields } from "./nodes.js";
 import { runScriptExecution, runScriptTask, type RunCommand } from "./script.js";
-import { systemScope } from "../system-scope.js";
+import { actorScopes } from "../actor-scopes.js";
 import type { TemplateLibrary } from "../library/library.js";
 import { inspectOption, type InspectHook } from "../inspect-option.js";
 import { substitute, type SubstituteMode } from "../../machines/language/substitute.js";
@@ -34,6 +34,8 @@ function reservedOf(env: Env): Record<string, unknown> {
 
 /** What a walk of one document needs from the Evaluator role. */
 export interface Walk {
+  /** The evaluation actors of the Evaluator running the walk ({@link walkActors}, one per Evaluator). */
+  actors: WalkActors;
   /** XState inspection of the nested evaluation actors (the Evaluator's `deps.inspect`). */
   inspect?: InspectHook | undefined;
   taskId: string;
@@ -76,7 +78,7 @@ export async function evaluateNode(walk: Walk, path: string, env: Env, depth: nu
   if (depth > walk.maxDepth) {
     return { content: "", status: "FAILED", notes: {}, error: { type: "TASK_FAILURE", reason: "execution_halted", message: `nesting deeper than ${walk.maxDepth} at ${path}` } };
   }
-  const actor = createWalkActor(walk, depth, inline, { ...inspectOption(walk, "evaluator", walk.taskId), input: { taskId: walk.taskId, path, node: summarize(node), env, entry } });
+  const actor = walk.actors.create(walk, depth, inline, { ...inspectOption(walk, "evaluator", walk.taskId), input: { taskId: walk.taskId, path, node: summarize(node), env, entry } });
   const cancel = () => actor.send({ type: "evaluation.cancel" });
   signal.addEventListener("abort", cancel, { once: true });
   try {
@@ -125,13 +127,11 @@ function continuationsFor(walk: Walk, node: TaskNode): ContinuationKind[] {
 /** What the effects of one evaluation actor system act for: the walk, its nesting depth, the inline calls around it. */
 type WalkScope = { readonly walk: Walk; readonly depth: number; readonly inline: number; continuation?: ContinuationScope };
 
-/** The scope of each evaluation actor system (a root evaluation actor and the children it invokes share one). */
-const scopes = systemScope<WalkScope>("an evaluation actor runs outside a walk");
-const scopeOf = (system: unknown) => scopes.of(system);
+/** The effects' view of the walk of an actor system. */
+type ScopeOf = (system: unknown) => WalkScope;
 
-/** Evaluates the nested task of an input of a node of the walk of `system`, one level deeper. */
-function inputTasksOf(system: unknown, signal: AbortSignal): EvaluateInputTask {
-  const { walk, depth } = scopeOf(system);
+/** Evaluates the nested task of an input of a node of `scope`'s walk, one level deeper. */
+function inputTasksOf({ walk, depth }: WalkScope, signal: AbortSignal): EvaluateInputTask {
   return (path, env) => evaluateNode(walk, path, env, depth + 1, signal);
 }
 
@@ -141,17 +141,24 @@ function taskAt(walk: Walk, path: string): TaskNode {
   return node;
 }
 
-/**
- * Creates the evaluation actor of a node of `walk` at nesting `depth` (`inline`: inline calls around it). The machine
- * is built once per process ({@link walkMachine}); its effects find the walk by the actor's system, registered here.
- */
-export function createWalkActor(walk: Walk, depth: number, inline: number, options: { input: EvaluationInput; inspect?: (event: InspectionEvent) => void }) {
-  return scopes.create({ walk, depth, inline }, () => createActor(walkMachine(), options));
+/** The evaluation machine with every effect provided. */
+type WalkMachine = ReturnType<typeof buildWalkMachine>;
+
+/** Creates the evaluation actors of one Evaluator. */
+export interface WalkActors {
+  /** Creates the evaluation actor of a node of `walk` at nesting `depth` (`inline`: inline calls around it). */
+  create(walk: Walk, depth: number, inline: number, options: { input: EvaluationInput; inspect?: (event: InspectionEvent) => void }): Actor<WalkMachine>;
 }
 
-/** The evaluation machine with every effect provided, acting for the walk of the actor system it runs in. */
-let provided: ReturnType<typeof buildWalkMachine> | undefined;
-export const walkMachine = () => (provided ??= buildWalkMachine());
+/**
+ * The evaluation actors of one Evaluator: the machine is provided once (building it is costly), and its effects act
+ * for the walk registered for the actor system they run in, in a registry this Evaluator alone owns.
+ */
+export function walkActors(): WalkActors {
+  const scopes = actorScopes<WalkScope>("an evaluation actor runs outside a walk");
+  const machine = buildWalkMachine((system) => scopes.of(system));
+  return { create: (walk, depth, inline, options) => scopes.create({ walk, depth, inline }, () => createActor(machine, options)) };
+}
 
 function continuationScope(scope: WalkScope): ContinuationScope {
   const { walk, depth } = scope;
@@ -174,7 +181,7 @@ function continuationScope(scope: WalkScope): ContinuationScope {
   });
 }
 
-function buildWalkMachine() {
+function buildWalkMachine(scopeOf: ScopeOf) {
   const progress = ({ system }: { system: unknown }, p: { event: string; message: string; data?: Record<string, unknown> }) => scopeOf(system).walk.progress(p.event, p.message, p.data);
   const runStep = fromPromise<TaskResult, { path: string; env: Env }>(({ input, signal, system }) => {
     const { walk, depth, inline } = scopeOf(system);
@@ -191,7 +198,7 @@ function buildWalkMachine() {
     actors: {
       bindInputs: fromPromise<BindOutcome, { path: string; env: Env; entry: boolean }>(({ input, signal, system }) => {
         const { walk } = scopeOf(system);
-        return bindInputs(inputTasksOf(system, signal), taskAt(walk, input.path), input.path, input.env, input.entry);
+        return bindInputs(inputTasksOf(scopeOf(system), signal), taskAt(walk, input.path), input.path, input.env, input.entry);
       }),
       runAtomic: fromPromise<SuspendedResult, { path: string; env: Env }>(async ({ input, signal, system }) => {
         const { walk, depth, inline } = scopeOf(system);
@@ -266,7 +273,7 @@ function buildWalkMachine() {
           runStep,
           resolveItems: fromPromise<ResolvedItems, { path: string; env: Env }>(({ input, signal, system }) => {
             const { walk } = scopeOf(system);
-            return resolveItems(inputTasksOf(system, signal), taskAt(walk, input.path), input.path, input.env);
+            return resolveItems(inputTasksOf(scopeOf(system), signal), taskAt(walk, input.path), input.path, input.env);
           }),
         },
       }),

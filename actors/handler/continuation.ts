@@ -29,12 +29,6 @@ const TOOLS: Record<ContinuationKind, { name: string; description: string; schem
   },
 };
 
-/**
- * The definition of each continuation tool, its JSON Schema converted once (the conversion cost more than the rest
- * of a session) and frozen: every session shares it, and nothing may change it.
- */
-const DEFINITIONS = new Map<ContinuationKind, ToolDefinition>();
-
 function deepFreeze<T>(value: T): T {
   if (typeof value === "object" && value !== null && !Object.isFrozen(value)) {
     Object.freeze(value);
@@ -43,17 +37,20 @@ function deepFreeze<T>(value: T): T {
   return value;
 }
 
+/**
+ * The definition of each continuation tool, its JSON Schema converted once when the module loads (the conversion cost
+ * more than the rest of a session) and frozen: every session shares it, and nothing may change it.
+ */
+const DEFINITIONS: ReadonlyMap<ContinuationKind, ToolDefinition> = new Map(
+  (Object.keys(TOOLS) as ContinuationKind[]).map((kind) => {
+    const { $schema: _ignored, ...parameters } = z.toJSONSchema(TOOLS[kind].schema);
+    return [kind, deepFreeze<ToolDefinition>({ type: "function", function: { name: TOOLS[kind].name, description: TOOLS[kind].description, parameters } })];
+  }),
+);
+
 /** Tool definitions of the continuation tools `kinds` (shared and frozen). */
 export function continuationTools(kinds: readonly ContinuationKind[]): ToolDefinition[] {
-  return [...new Set(kinds)].map((kind) => {
-    let cached = DEFINITIONS.get(kind);
-    if (cached === undefined) {
-      const { $schema: _ignored, ...parameters } = z.toJSONSchema(TOOLS[kind].schema);
-      cached = deepFreeze<ToolDefinition>({ type: "function", function: { name: TOOLS[kind].name, description: TOOLS[kind].description, parameters } });
-      DEFINITIONS.set(kind, cached);
-    }
-    return cached;
-  });
+  return [...new Set(kinds)].map((kind) => DEFINITIONS.get(kind) as ToolDefinition);
 }
 
 /**

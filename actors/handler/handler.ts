@@ -25,8 +25,8 @@ import type { TaskStore } from "../bus.js";
 import type { ActorDeps, RoleHandle } from "../deps.js";
 import { inspectOption } from "../inspect-option.js";
 import { publishProgress } from "../local.js";
-import { createSessionActor, type SessionEffects } from "./session.js";
-import { readRecord, scriptKey, turnKey, writeRecord, writeRecordBehind } from "./records.js";
+import { sessionActors, type SessionActors, type SessionEffects } from "./session.js";
+import { readRecord, recordsBehind, scriptKey, turnKey, writeRecord } from "./records.js";
 import { createLeases, createRunGate, type JoinedAt } from "./lease.js";
 import { continuationTools } from "./continuation.js";
 import { runToolCalls } from "./tool-calls.js";
@@ -34,7 +34,7 @@ import { priceOf, sessionBudget } from "./budget.js";
 import { attachContext } from "./files.js";
 import type { CallModel } from "../model.js";
 import { serve } from "../serve.js";
-import { contextWindowOf, costOf, countRequestTokens, type ModelPrice } from "./tokens.js";
+import { contextWindowOf, costOf, tokenCounter, type ModelPrice } from "./tokens.js";
 import type { ToolDefinition, Toolset } from "./toolset.js";
 import { createMasker, maskDeep } from "../secrets.js";
 
@@ -112,7 +112,9 @@ export async function runScriptRequest(toolset: Toolset, request: ScriptRequest,
  */
 export function startHandler(deps: ActorDeps, config: HandlerConfig, callModel: CallModel, toolset: Toolset = NO_TOOLS, records?: TaskStore): RoleHandle {
   const mask = createMasker(config.secrets ?? []);
-  const sessions = new Map<string, Set<ReturnType<typeof createSessionActor>>>();
+  // This Handler's session actors: the machine provided once, its effects acting for this Handler's sessions only.
+  const actors = sessionActors();
+  const sessions = new Map<string, Set<ReturnType<SessionActors["create"]>>>();
   /** The tools offered with each set of continuation kinds: one array per set, so its token count is kept too. */
   const toolSets = new Map<string, readonly ToolDefinition[]>();
   const toolsFor = (kinds: readonly ContinuationKind[]): readonly ToolDefinition[] => {
@@ -124,6 +126,10 @@ export function startHandler(deps: ActorDeps, config: HandlerConfig, callModel: 
   };
   // One run per record key: a request for a session or script still running (here or in another Handler) joins it.
   const gate = records ? createRunGate(createLeases(records, deps.log)) : undefined;
+  // Session records this Handler writes behind its replies; a read of one waits for its write.
+  const behind = records ? recordsBehind(records, deps.log) : undefined;
+  // Token counts of the texts this Handler's sessions sent lately.
+  const countRequestTokens = tokenCounter();
   const joinedEvent = (request: ExecuteRequest | ScriptRequest, what: string) => (at: JoinedAt) =>
     publishProgress(deps, {
       type: "task.progress",
@@ -147,7 +153,7 @@ export function startHandler(deps: ActorDeps, config: HandlerConfig, callModel: 
     // A fresh call (its task's first evaluation, first request) has no record to replay, unless a run of it came
     // first: its in-flight marker was there. `fresh` rests on the intake's delivery count, which a nats-server
     // before 2.10.16 can report as 1 on a redelivery (a delivery to a pull of a client gone rewinds the consumer).
-    const recorded = key && records && (request.fresh !== true || before) ? await readRecord(records, key, TurnRecord, deps.log) : undefined;
+    const recorded = key && behind && (request.fresh !== true || before) ? await behind.read(key, TurnRecord) : undefined;
     if (recorded?.status === "done") {
       progress("model.replayed", "replayed the recorded session: no model call", { turns: recorded.result.notes["turns"] });
       return { type: "handler.result", taskId, nodePath, result: recorded.result, ...(recorded.session ? { session: recorded.session } : {}) };
@@ -185,7 +191,7 @@ export function startHandler(deps: ActorDeps, config: HandlerConfig, callModel: 
         progress("context.warning", `context at ${params.used}/${params.limit} tokens (warning at ${Math.round(params.threshold * 100)} %)`, { ...params }),
     };
     const attached = request.resume || recorded ? { text: "", notes: {} } : await attachContext(toolset, request.files, request.context, request.files?.length ? AbortSignal.timeout(30_000) : NO_SIGNAL);
-    const actor = createSessionActor(effects, {
+    const actor = actors.create(effects, {
       ...inspectOption(deps, "handler", taskId),
       input: {
         system: buildSystemPrompt(config.baseSystemPrompt, request.system) + attached.text,
@@ -211,7 +217,7 @@ export function startHandler(deps: ActorDeps, config: HandlerConfig, callModel: 
       const reply: ExecuteReply = maskDeep({ type: "handler.result", taskId, nodePath, result: { ...priced, notes: { ...attached.notes, ...priced.notes } }, ...(session ? { session } : {}) }, mask);
       // A session stopped by a cancel or a shutdown is not an answer to replay.
       const halted = result.error?.type === "TASK_FAILURE" && result.error.reason === "execution_halted";
-      if (key && records && !halted) releaseAfter(writeRecordBehind(records, key, TurnRecord, { v: RECORD_VERSION, status: "done", result: reply.result, ...(session ? { session } : {}) }, deps.log));
+      if (key && behind && !halted) releaseAfter(behind.write(key, TurnRecord, { v: RECORD_VERSION, status: "done", result: reply.result, ...(session ? { session } : {}) }));
       return reply;
     } finally {
       live.delete(actor);

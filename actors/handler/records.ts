@@ -46,7 +46,6 @@ const MAX_RECORD_BYTES = 16 * 1024 * 1024;
  */
 export async function readRecord<S extends typeof TurnRecord | typeof ScriptRecord | typeof ToolRecord>(store: TaskStore, key: string, schema: S, log: Logger): Promise<z.infer<S> | undefined> {
   try {
-    await writing.get(store)?.get(key);
     const bytes = await store.get(key);
     if (!bytes) return undefined;
     const decoded = decode(schema, bytes, MAX_RECORD_BYTES);
@@ -58,23 +57,34 @@ export async function readRecord<S extends typeof TurnRecord | typeof ScriptReco
   return undefined;
 }
 
-/** Records this process is writing, by store and key: a read of one of them waits for its write. */
-const writing = new WeakMap<TaskStore, Map<string, Promise<void>>>();
-
 /**
- * Writes a record without waiting for the store (a session's reply: the answer goes out at once, on the same
- * connection after the write). A read of the key in this process waits for the write; a request elsewhere waits for
- * the session's in-flight marker, released once the write resolves (the returned promise, which never rejects).
- * As with {@link writeRecord}, a write that fails is logged and costs a repeated call.
+ * Records one Handler writes without waiting for the store (a session's reply: the answer goes out at once, on the
+ * same connection after the write), by key: a read of one of them through {@link RecordsBehind.read} waits for its
+ * write. A request elsewhere waits for the session's in-flight marker, released once the write resolves.
  */
-export function writeRecordBehind<S extends typeof TurnRecord | typeof ScriptRecord | typeof ToolRecord>(store: TaskStore, key: string, schema: S, value: z.infer<S>, log: Logger): Promise<void> {
-  let pending = writing.get(store);
-  if (pending === undefined) writing.set(store, (pending = new Map()));
-  const written: Promise<void> = writeRecord(store, key, schema, value, log).finally(() => {
-    if (pending.get(key) === written) pending.delete(key);
-  });
-  pending.set(key, written);
-  return written;
+export interface RecordsBehind {
+  /** Writes a record behind the reply; the returned promise never rejects (as with {@link writeRecord}, a failure is logged). */
+  write<S extends typeof TurnRecord | typeof ScriptRecord | typeof ToolRecord>(key: string, schema: S, value: z.infer<S>): Promise<void>;
+  /** {@link readRecord}, once a write of `key` still under way has resolved. */
+  read<S extends typeof TurnRecord | typeof ScriptRecord | typeof ToolRecord>(key: string, schema: S): Promise<z.infer<S> | undefined>;
+}
+
+/** The {@link RecordsBehind} of one Handler writing to `store`. */
+export function recordsBehind(store: TaskStore, log: Logger): RecordsBehind {
+  const writing = new Map<string, Promise<void>>();
+  return {
+    write(key, schema, value) {
+      const written: Promise<void> = writeRecord(store, key, schema, value, log).finally(() => {
+        if (writing.get(key) === written) writing.delete(key);
+      });
+      writing.set(key, written);
+      return written;
+    },
+    async read(key, schema) {
+      await writing.get(key);
+      return readRecord(store, key, schema, log);
+    },
+  };
 }
 
 /** Writes a record; a failure (a session too large for the store, an outage) is logged, never fatal. */

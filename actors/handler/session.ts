@@ -1,8 +1,9 @@
 /**
- * The Handler's session machine with its effects provided once per process (building a machine is costly): each
- * effect acts for the session whose actor system runs it, registered by {@link createSessionActor} before it starts.
+ * The Handler's session machine with its effects provided once per Handler (building a machine is costly): each
+ * effect acts for the session whose actor system runs it, registered by {@link SessionActors.create} in a registry
+ * that Handler alone owns.
  */
-import { assign, createActor, fromPromise, type InspectionEvent } from "xstate";
+import { assign, createActor, fromPromise, type Actor, type InspectionEvent } from "xstate";
 import {
   handlerSessionMachine,
   measured,
@@ -16,7 +17,7 @@ import {
   type ToolResults,
 } from "../../machines/handler/session.js";
 import type { SessionCheckpoint, Usage } from "../../protocol/index.js";
-import { systemScope } from "../system-scope.js";
+import { actorScopes } from "../actor-scopes.js";
 
 /** The effects of one session, as its Handler provides them. */
 export interface SessionEffects {
@@ -30,11 +31,7 @@ export interface SessionEffects {
   contextWarning(params: { used: number; limit: number; threshold: number }): void;
 }
 
-/** The effects of each session actor, by its actor system. */
-const sessions = systemScope<SessionEffects>("a Handler session runs without its effects");
-const effectsOf = (system: unknown) => sessions.of(system);
-
-const provideSession = () =>
+const provideSession = (effectsOf: (system: unknown) => SessionEffects) =>
   handlerSessionMachine.provide({
     actors: {
       callModel: fromPromise<ModelReply, CallModelInput>(({ input, signal, system }) => effectsOf(system).callModel(input, signal)),
@@ -47,9 +44,16 @@ const provideSession = () =>
       measure: assign(({ context, system }) => measured(context, (input) => effectsOf(system).countTokens(input))),
     },
   });
-let provided: ReturnType<typeof provideSession> | undefined;
 
-/** Creates the actor of one session with `effects`. */
-export function createSessionActor(effects: SessionEffects, options: { input: HandlerSessionInput; inspect?: (event: InspectionEvent) => void }) {
-  return sessions.create(effects, () => createActor((provided ??= provideSession()), options));
+/** Creates the session actors of one Handler. */
+export interface SessionActors {
+  /** Creates the actor of one session with `effects`. */
+  create(effects: SessionEffects, options: { input: HandlerSessionInput; inspect?: (event: InspectionEvent) => void }): Actor<ReturnType<typeof provideSession>>;
+}
+
+/** The session actors of one Handler: the machine provided once, its effects found by the session's actor system. */
+export function sessionActors(): SessionActors {
+  const sessions = actorScopes<SessionEffects>("a Handler session runs without its effects");
+  const machine = provideSession((system) => sessions.of(system));
+  return { create: (effects, options) => sessions.create(effects, () => createActor(machine, options)) };
 }

@@ -25,14 +25,9 @@ interface ModelSpec {
   context_window?: number;
 }
 
-const SPECS = new Map<string, ModelSpec | undefined>();
-
 function specOf(model: string): ModelSpec | undefined {
-  if (SPECS.has(model)) return SPECS.get(model);
   const found: unknown = Object.hasOwn(models, model) ? Reflect.get(models, model) : undefined;
-  const spec = typeof found === "object" && found !== null ? (found as ModelSpec) : undefined;
-  if (SPECS.size < 256) SPECS.set(model, spec);
-  return spec;
+  return typeof found === "object" && found !== null ? (found as ModelSpec) : undefined;
 }
 
 /**
@@ -82,16 +77,37 @@ function keptCounts(max: number): (text: string) => TextCount {
   };
 }
 
-/** Texts seen lately: every session of a task sends the same system prompt, and a session counts its earlier messages again every turn. */
-const countCached = keptCounts(4096);
-
 /** The context window of a model the tokenizer knows, else `fallback`. */
 export function contextWindowOf(model: string, fallback: number): number {
   return specOf(model)?.context_window ?? fallback;
 }
 
 /** Counts the tokens of a request: every message, tool call and tool definition. */
-export function countRequestTokens(model: string, messages: readonly ChatMessage[], tools: readonly object[]): TokenCount {
+export type CountRequestTokens = (model: string, messages: readonly ChatMessage[], tools: readonly object[]) => TokenCount;
+
+/** A {@link CountRequestTokens} that keeps the counts of the texts and tool sets it saw lately: one per Handler. */
+export function tokenCounter(): CountRequestTokens {
+  /** Texts seen lately: every session of a task sends the same system prompt, and a session counts its earlier messages again every turn. */
+  const countCached = keptCounts(4096);
+  /** Tool definitions: the same few sets are sent with every turn of every session. */
+  const countTools = keptCounts(64);
+  /** Token counts by tool-set array: a Handler passes the same array with every turn of its sessions. */
+  const toolSetTokens = new WeakMap<readonly object[], TextCount>();
+  const countToolSet = (tools: readonly object[]): TextCount => {
+    let count = toolSetTokens.get(tools);
+    if (count === undefined) toolSetTokens.set(tools, (count = countTools(JSON.stringify(tools))));
+    return count;
+  };
+  return (model, messages, tools) => countRequest(countCached, countToolSet, model, messages, tools);
+}
+
+function countRequest(
+  countCached: (text: string) => TextCount,
+  countToolSet: (tools: readonly object[]) => TextCount,
+  model: string,
+  messages: readonly ChatMessage[],
+  tools: readonly object[],
+): TokenCount {
   let tokens = REPLY_PRIMER;
   let exact = specOf(model) !== undefined;
   const add = (count: TextCount) => {
@@ -112,18 +128,6 @@ export function countRequestTokens(model: string, messages: readonly ChatMessage
   if (tools.length > 0) add(countToolSet(tools));
   return { tokens, exact };
 }
-
-/** Token counts by tool-set array: a Handler passes the same array with every turn of its sessions. */
-const TOOL_SET_TOKENS = new WeakMap<readonly object[], TextCount>();
-
-function countToolSet(tools: readonly object[]): TextCount {
-  let count = TOOL_SET_TOKENS.get(tools);
-  if (count === undefined) TOOL_SET_TOKENS.set(tools, (count = countTools(JSON.stringify(tools))));
-  return count;
-}
-
-/** Tool definitions: the same few sets are sent with every turn of every session. */
-const countTools = keptCounts(64);
 
 /** The cost of `usage` with `price`, rounded to 1e-6. */
 export function costOf(usage: Usage, price: ModelPrice | undefined): number | undefined {

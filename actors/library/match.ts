@@ -14,7 +14,7 @@ export const EXACT_HINT_BOOST = 0.5;
 export const PARTIAL_HINT_BOOST = 0.25;
 
 /** Words too common to say anything about which template fits. */
-const STOPWORDS = new Set(
+const STOPWORDS: ReadonlySet<string> = new Set(
   "a an and are as at be by for from has have in into is it its of on or that the this to was were will with".split(" "),
 );
 

@@ -10,7 +10,7 @@ import { WordLists, type Candidate, type ListedWord } from "./lists.js";
 /** At most this many matches unless the caller asks otherwise. */
 export const DEFAULT_MATCH_LIMIT = 20;
 
-const STOPWORDS = new Set(
+const STOPWORDS: ReadonlySet<string> = new Set(
   "a an and are as at be by for from has have in into is it its of on or that the this to was were will with what which who how all any can do does".split(" "),
 );
 const SPLIT = /[^\p{L}\p{N}]+/u;

@@ -12,8 +12,6 @@ const MAX_ENTRIES = 64;
 /** Longest template text kept (characters). */
 const MAX_TEXT = 16 * 1024;
 
-const kept = new Map<string, ParseOutcome>();
-
 /** Freezes a parsed template all the way down: a walk that tried to change a shared document would throw. */
 function deepFreeze<T>(value: T): T {
   if (typeof value === "object" && value !== null && !Object.isFrozen(value)) {
@@ -23,14 +21,37 @@ function deepFreeze<T>(value: T): T {
   return value;
 }
 
-/** {@link parseTemplate}, answered from the templates parsed last when the same text was parsed before. */
+/** Templates parsed before, by their text; one per system (runtime/system.ts), shared by the roles that parse. */
+export interface ParseCache {
+  /** {@link parseTemplate}, answered from the templates parsed last when the same text was parsed before. */
+  parse(xml: string): ParseOutcome;
+}
+
+/** A new, empty {@link ParseCache}: at most 64 valid templates of up to 16 KiB each, the oldest dropped first. */
+export function createParseCache(): ParseCache {
+  const kept = new Map<string, ParseOutcome>();
+  return {
+    parse(xml) {
+      const hit = kept.get(xml);
+      if (hit !== undefined) return hit;
+      const outcome = parseTemplate(xml);
+      if (outcome.ok && typeof xml === "string" && xml.length <= MAX_TEXT) {
+        if (kept.size >= MAX_ENTRIES) kept.delete(kept.keys().next().value as string);
+        kept.set(xml, deepFreeze(outcome));
+      }
+      return outcome;
+    },
+  };
+}
+
+/**
+ * The Director's intake's cache until it takes its system's {@link ParseCache} (actors/director/ is being rewritten):
+ * the one module-level cache left, in this pure layer, holding only frozen parses of template texts.
+ * @deprecated pass a {@link ParseCache} instead.
+ */
+const intakeCache = createParseCache();
+
+/** {@link ParseCache.parse} of the Director's intake. @deprecated pass a {@link ParseCache} instead. */
 export function parseTemplateCached(xml: string): ParseOutcome {
-  const hit = kept.get(xml);
-  if (hit !== undefined) return hit;
-  const outcome = parseTemplate(xml);
-  if (outcome.ok && typeof xml === "string" && xml.length <= MAX_TEXT) {
-    if (kept.size >= MAX_ENTRIES) kept.delete(kept.keys().next().value as string);
-    kept.set(xml, deepFreeze(outcome));
-  }
-  return outcome;
+  return intakeCache.parse(xml);
 }

@@ -16,7 +16,7 @@ const LANGUAGES: Record<string, string> = {
 const NAMES: Record<string, string> = { Dockerfile: "Dockerfile", Makefile: "Makefile", LICENSE: "Text", README: "Text" };
 
 /** Extensions never read: their contents are binary. */
-export const BINARY_EXTENSIONS = new Set(
+export const BINARY_EXTENSIONS: ReadonlySet<string> = new Set(
   ".png .jpg .jpeg .gif .webp .ico .pdf .zip .gz .tgz .bz2 .xz .7z .tar .jar .class .so .dylib .dll .exe .o .a .wasm .woff .woff2 .ttf .otf .mp3 .mp4 .mov .avi .bin .sqlite .db .pyc".split(" "),
 );
 

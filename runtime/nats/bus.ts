@@ -27,7 +27,7 @@ import {
   type SubscribeOptions,
 } from "../../actors/bus.js";
 import { runHandler, type BusErrorHandler, type ClosableBus } from "../bus-support.js";
-import { rememberInboxPrefix, wireOf, type NatsWire } from "./wire.js";
+import { attachWire, wireOf, type NatsWire } from "./wire.js";
 
 export type { NatsConnection } from "@nats-io/transport-node";
 
@@ -82,7 +82,8 @@ export async function connectNats(opts: ConnectNatsOptions): Promise<NatsConnect
     ...(opts.creds !== undefined ? { authenticator: credsAuthenticator(opts.creds) } : {}),
     ...(opts.inboxPrefix !== undefined ? { inboxPrefix: opts.inboxPrefix } : {}),
   });
-  if (opts.inboxPrefix !== undefined) rememberInboxPrefix(nc, opts.inboxPrefix);
+  // The connection's own request/reply state (runtime/nats/wire.ts), shared by its bus, stores and work queue.
+  attachWire(nc, opts.inboxPrefix ?? "_INBOX");
   return nc;
 }
 

@@ -288,18 +288,34 @@ function headerBlock(text: string): (name: string) => string | undefined {
   return (name) => values.get(name.toLowerCase());
 }
 
-/** Inbox prefixes of the connections {@link connectNats} opened (others use `_INBOX`). */
-const prefixes = new WeakMap<NatsConnection, string>();
-const wires = new WeakMap<NatsConnection, NatsWire>();
+/** The key of a connection's own {@link ConnectionWire} (a property of the connection object, not a module-level map). */
+const WIRE = Symbol("dirigent.wire");
 
-/** Records the inbox prefix a connection was opened with (`runtime/nats/bus.ts`). */
-export function rememberInboxPrefix(nc: NatsConnection, prefix: string): void {
-  prefixes.set(nc, prefix);
+/** What one connection carries for this module: its inbox prefix, and its {@link NatsWire} once first used. */
+class ConnectionWire {
+  #wire: NatsWire | undefined;
+  constructor(
+    readonly nc: NatsConnection,
+    readonly inboxPrefix: string,
+  ) {}
+  get wire(): NatsWire {
+    return (this.#wire ??= new NatsWire(this.nc, this.inboxPrefix));
+  }
 }
 
-/** The connection's {@link NatsWire}, made (and its reply subscription opened) on first use. */
+type Carrier = NatsConnection & { [WIRE]?: ConnectionWire };
+
+/**
+ * Gives a connection just opened (by `connectNats`, runtime/nats/bus.ts) its own wire state, with the inbox prefix
+ * it was opened with; the wire and its reply subscription are made on first use.
+ */
+export function attachWire(nc: NatsConnection, inboxPrefix: string): void {
+  Object.defineProperty(nc, WIRE, { value: new ConnectionWire(nc, inboxPrefix), enumerable: false });
+}
+
+/** The connection's {@link NatsWire}, made (and its reply subscription opened) on first use; `_INBOX` for a connection opened elsewhere. */
 export function wireOf(nc: NatsConnection): NatsWire {
-  let wire = wires.get(nc);
-  if (wire === undefined) wires.set(nc, (wire = new NatsWire(nc, prefixes.get(nc) ?? "_INBOX")));
-  return wire;
+  const carrier = nc as Carrier;
+  if (carrier[WIRE] === undefined) attachWire(nc, "_INBOX");
+  return (carrier[WIRE] as ConnectionWire).wire;
 }

@@ -7,7 +7,9 @@
  */
 import { bench, describe } from "vitest";
 import { countTextTokens, EXACT_COUNT_MAX_CHARS } from "../../actors/handler/token-count.js";
-import { countRequestTokens } from "../../actors/handler/tokens.js";
+import { tokenCounter } from "../../actors/handler/tokens.js";
+
+const countRequestTokens = tokenCounter();
 import { figureOf, once, record, WHOLE } from "./results.js";
 
 const REPEATS = 5;

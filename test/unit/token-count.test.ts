@@ -6,7 +6,9 @@
 import { countTokens } from "gpt-tokenizer";
 import { describe, expect, it } from "vitest";
 import { countTextTokens, EXACT_COUNT_MAX_CHARS, EXACT_PIECE_MAX_CHARS, utf8Length } from "../../actors/handler/token-count.js";
-import { countRequestTokens } from "../../actors/handler/tokens.js";
+import { tokenCounter } from "../../actors/handler/tokens.js";
+
+const countRequestTokens = tokenCounter();
 
 const MB = 1 << 20;
 /** The exact count of gpt-tokenizer (o200k_base), as plain text. */
