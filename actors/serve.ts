@@ -116,3 +116,11 @@ function localMessage(subject: string): BusMessage {
   return { subject, data: new Uint8Array(0), expectsReply: false, respond: () => false };
 }
 
+
+/**
+ * Answers `msg` with `reply`, typed by `definition`: for responders that subscribe on their own (a raw XML body, one
+ * task's input, an answer from every process) rather than through {@link serve}.
+ */
+export function respond<Rep extends z.ZodType, Key extends string[]>(msg: BusMessage, _definition: RequestDefinition<z.ZodType, Rep, Key>, reply: z.input<Rep> | ErrorReply): boolean {
+  return msg.respond(encodeJson(reply));
+}
