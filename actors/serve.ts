@@ -33,7 +33,8 @@ export interface ServeOptions<Req extends z.ZodType, Rep extends z.ZodType> {
 export function serve<Req extends z.ZodType, Rep extends z.ZodType, Key extends string[]>(
   deps: ActorDeps,
   definition: RequestDefinition<Req, Rep, Key>,
-  options: ServeOptions<Req, Rep>,
+  // A request about one task or goal is asked on its own subject, never the wildcard served: no local dispatch.
+  options: ServeOptions<Req, Rep> & (Key extends [] ? unknown : { local?: false }),
 ): BusSubscription {
   const subject = definition.servedOn(deps.subjects);
   const slots = new Semaphore(options.concurrency);

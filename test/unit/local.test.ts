@@ -139,8 +139,10 @@ describe("request definitions", () => {
       // @ts-expect-error a Handler answers execute with an ExecuteReply, not a MatchReply
       () => serve(deps, Requests.execute, { concurrency: 1, handle: async () => ({ type: "memory.matched" as const, context: "", matches: [] }) }),
       () => serve(deps, Requests.execute, { concurrency: 1, handle: never }),
+      // @ts-expect-error local dispatch finds responders by the subject asked: not for a wildcard
+      () => serve(deps, Requests.goalGet, { concurrency: 1, local: true, handle: never }),
     ];
-    expect(checks).toHaveLength(5);
+    expect(checks).toHaveLength(6);
   });
 });
 
