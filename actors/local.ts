@@ -1,7 +1,8 @@
 /**
  * Local dispatch: a request to a role that runs in this same process, with a slot free, is handed to it directly,
- * as a call, instead of over NATS. Both sides are the same typed code, so nothing is encoded, sent or validated
- * again, and no keepalives are needed (a responder in this process cannot die on its own). When this process has
+ * as a call, instead of over NATS. Nothing is encoded or sent, and no keepalives are needed (a responder in this
+ * process cannot die on its own); the call and its answer are validated with the request's schemas all the same
+ * (`serve` and `ask`), since the compiler does not check refinements and defaults. When this process has
  * no responder on the subject, or all of its slots are busy, the request goes over NATS as always, to whichever
  * process of the role takes it. Temporal calls the same idea eager dispatch.
  */

@@ -18,3 +18,4 @@ export * from "./checkmate.js";
 export * from "./goals.js";
 export * from "./health.js";
 export * from "./subjects.js";
+export * from "./requests.js";

@@ -55,6 +55,8 @@ export function createSubjects(root: string = DEFAULT_ROOT) {
     anyTaskGet: `${root}.tasks.*.get`,
     /** Wildcard over every task's `cancel` subject. */
     anyTaskCancel: `${root}.tasks.*.cancel`,
+    /** Wildcard over every task's `input` subject (an Evaluator subscribes to one task's only, while it waits). */
+    anyTaskInput: `${root}.tasks.*.input`,
     /** Wildcard over every task's events. */
     anyTaskEvents: `${root}.tasks.*.events`,
     /** Wildcard over every task's results. */

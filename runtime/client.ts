@@ -3,13 +3,14 @@
  */
 import { randomUUID } from "node:crypto";
 import type { Bus, BusSubscription } from "../actors/bus.js";
-import { RemoteError, ask } from "../actors/serve.js";
+import { RemoteError, ask } from "../actors/ask.js";
 import { silentLogger } from "../actors/deps.js";
 import {
   CancelReply,
   CompileReply,
   decode,
   FINAL_STATES,
+  Requests,
   SubmitReply,
   TaskEvent,
   TaskOutcome,
@@ -73,13 +74,13 @@ export class DirigentClient {
    */
   submit(input: SubmitInput): Promise<SubmitReply> {
     const body = input.prompt === undefined ? { xml: input.xml } : { prompt: input.prompt };
-    return ask(this.deps(), this.subjects.submit, {
+    return ask(this.deps(), Requests.submit, {
         ...body,
         inputs: input.inputs ?? {},
         ...(input.taskId ? { taskId: input.taskId } : {}),
         ...(input.budget ? { budget: input.budget } : {}),
         ...(input.stream === undefined ? {} : { stream: input.stream }),
-      }, SubmitReply, {
+      }, {
       timeoutMs: this.timeoutMs,
     });
   }
@@ -89,7 +90,7 @@ export class DirigentClient {
    * @throws {RemoteError} `INVALID_TEMPLATE` when no model answer was valid, `NO_RESPONDERS` without a Compiler.
    */
   compile(request: Omit<CompileRequest, "type">, options: { timeoutMs?: number } = {}): Promise<CompileReply> {
-    return ask(this.deps(), this.subjects.compile, { type: "compiler.compile", ...request }, CompileReply, { timeoutMs: options.timeoutMs ?? 300_000 });
+    return ask(this.deps(), Requests.compile, { type: "compiler.compile", ...request }, { timeoutMs: options.timeoutMs ?? 300_000 });
   }
 
   /** Follows a task's events and result. Subscribe before submitting, so nothing is missed. */
@@ -180,18 +181,18 @@ export class DirigentClient {
 
   /** The state and result of a task. */
   get(taskId: string): Promise<TaskStatusReply> {
-    return ask(this.deps(), this.subjects.taskGet(taskId), {}, TaskStatusReply, { timeoutMs: this.timeoutMs });
+    return ask(this.deps(), Requests.taskGet.at(taskId), {}, { timeoutMs: this.timeoutMs });
   }
 
   /** Asks for a task to be cancelled. */
   cancel(taskId: string): Promise<CancelReply> {
-    return ask(this.deps(), this.subjects.taskCancel(taskId), {}, CancelReply, { timeoutMs: this.timeoutMs });
+    return ask(this.deps(), Requests.taskCancel.at(taskId), {}, { timeoutMs: this.timeoutMs });
   }
 
   /** Answers a task's pending `request_user_input`; NO_RESPONDERS when the task waits for no answer. */
   input(taskId: string, text: string): Promise<UserInputReply> {
     const body: UserInput = { text };
-    return ask(this.deps(), this.subjects.taskInput(taskId), body, UserInputReply, { timeoutMs: this.timeoutMs });
+    return ask(this.deps(), Requests.taskInput.at(taskId), body, { timeoutMs: this.timeoutMs });
   }
 }
 

@@ -3,9 +3,9 @@
  * resume, cancel, and follow a goal's events and the operator alerts.
  */
 import type { Bus, BusSubscription } from "../actors/bus.js";
-import { ask } from "../actors/serve.js";
+import { ask } from "../actors/ask.js";
 import { clientDeps } from "./client.js";
-import { decode, GoalEvent, GoalGetReply, GoalListReply, GoalReply, OperatorAlert, type GoalSubmitRequest, type Subjects } from "../protocol/index.js";
+import { decode, GoalEvent, GoalGetReply, GoalListReply, GoalReply, OperatorAlert, Requests, type GoalSubmitRequest, type Subjects } from "../protocol/index.js";
 
 /** Client of the goal API. */
 export class GoalClient {
@@ -21,26 +21,26 @@ export class GoalClient {
 
   /** Submits a goal; `duplicate` when its id exists. @throws {RemoteError} `INVALID_MESSAGE`, `NO_RESPONDERS` (no Supervisor). */
   submit(request: GoalSubmitRequest): Promise<GoalReply> {
-    return ask(this.deps(), this.subjects.goalsSubmit, request, GoalReply, { timeoutMs: this.timeoutMs });
+    return ask(this.deps(), Requests.goalsSubmit, request, { timeoutMs: this.timeoutMs });
   }
 
   list(): Promise<GoalListReply> {
-    return ask(this.deps(), this.subjects.goalsList, {}, GoalListReply, { timeoutMs: this.timeoutMs });
+    return ask(this.deps(), Requests.goalsList, {}, { timeoutMs: this.timeoutMs });
   }
 
   /** @throws {RemoteError} `NOT_FOUND` for an unknown goal. */
   get(goalId: string): Promise<GoalGetReply> {
-    return ask(this.deps(), this.subjects.goalGet(goalId), {}, GoalGetReply, { timeoutMs: this.timeoutMs });
+    return ask(this.deps(), Requests.goalGet.at(goalId), {}, { timeoutMs: this.timeoutMs });
   }
 
   /** Resumes a paused goal (its replan count starts again); `not_paused` otherwise. */
   resume(goalId: string): Promise<GoalReply> {
-    return ask(this.deps(), this.subjects.goalResume(goalId), {}, GoalReply, { timeoutMs: this.timeoutMs });
+    return ask(this.deps(), Requests.goalResume.at(goalId), {}, { timeoutMs: this.timeoutMs });
   }
 
   /** Cancels a goal and every task of its tree; `already_final` when it had ended. */
   cancel(goalId: string): Promise<GoalReply> {
-    return ask(this.deps(), this.subjects.goalCancel(goalId), {}, GoalReply, { timeoutMs: this.timeoutMs });
+    return ask(this.deps(), Requests.goalCancel.at(goalId), {}, { timeoutMs: this.timeoutMs });
   }
 
   /** Follows a goal's events (`*`: every goal's). */

@@ -9,7 +9,8 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { NoRespondersError, type Bus, type BusSubscription } from "../actors/bus.js";
 import { messageOf, type Logger } from "../actors/deps.js";
-import { decode, encode, PingReply, PingRequest, type Subjects } from "../protocol/index.js";
+import { respond } from "../actors/serve.js";
+import { decode, encode, Requests, type PingReply, type PingRequest, type Subjects } from "../protocol/index.js";
 
 /** dirigent's version, from its package.json (`0.0.0` when none is found). */
 export const VERSION: string = (() => {
@@ -59,26 +60,24 @@ export function startPingResponder(options: PingResponderOptions): PingResponder
   const processId = options.processId ?? newProcessId();
   const startedAt = Date.now();
   const host = hostname();
-  const sub: BusSubscription = bus.subscribe(subjects.ping, (msg) => {
+  const sub: BusSubscription = bus.subscribe(Requests.ping.servedOn(subjects), (msg) => {
     if (!msg.expectsReply) return;
-    const request = msg.data.length === 0 ? { ok: true as const, value: {} } : decode(PingRequest, msg.data);
+    const request = msg.data.length === 0 ? { ok: true as const, value: {} } : decode(Requests.ping.request, msg.data);
     if (!request.ok) {
       log.warn({ subject: msg.subject, err: request.error.message }, "invalid ping ignored");
       return;
     }
     if (request.value.processId !== undefined && request.value.processId !== processId) return;
     const inFlight = options.inFlight?.();
-    msg.respond(
-      encode(PingReply, {
-        processId,
-        host,
-        pid: process.pid,
-        roles: [...roles],
-        version: VERSION,
-        uptimeMs: Date.now() - startedAt,
-        ...(inFlight !== undefined ? { inFlight } : {}),
-      }),
-    );
+    respond(msg, Requests.ping, {
+      processId,
+      host,
+      pid: process.pid,
+      roles: [...roles],
+      version: VERSION,
+      uptimeMs: Date.now() - startedAt,
+      ...(inFlight !== undefined ? { inFlight } : {}),
+    });
   });
   return { processId, stop: () => sub.unsubscribe() };
 }
@@ -89,7 +88,7 @@ export type SelfCheck = "ok" | "lost" | "unknown";
 /** Pings this process through the server. `lost`: the server knows no subscription of it on the ping subject. */
 export async function checkSelf(bus: Bus, subjects: Subjects, processId: string, timeoutMs: number): Promise<SelfCheck> {
   try {
-    const answer = decode(PingReply, await bus.request(subjects.ping, encode(PingRequest, { processId }), { timeoutMs }));
+    const answer = decode(Requests.ping.reply, await bus.request(Requests.ping.subjectOf(subjects), encode(Requests.ping.request, { processId }), { timeoutMs }));
     return answer.ok && answer.value.processId === processId ? "ok" : "unknown";
   } catch (err) {
     // A timeout or a broken connection says nothing of the subscriptions: the connection's own status loop handles those.

@@ -10,6 +10,7 @@ import {
   CompileRequest,
   decode,
   errorReply,
+  Requests,
   type CompileReply,
   type ErrorReply,
   type Usage,
@@ -18,7 +19,8 @@ import { checkTemplate, extractXml, initialMessages, retryMessage } from "./prom
 import { messageOf, type ActorDeps, type RoleHandle } from "../deps.js";
 import { publishProgress } from "../local.js";
 import type { CallModel } from "../model.js";
-import { RemoteError, serve } from "../serve.js";
+import { RemoteError } from "../ask.js";
+import { serve } from "../serve.js";
 
 /** Compiler configuration. */
 export interface CompilerConfig {
@@ -118,10 +120,8 @@ export function startCompiler(deps: ActorDeps, config: CompilerConfig, callModel
   };
 
   const subscriptions = [
-    serve(deps, {
-      subject: deps.subjects.compile,
+    serve(deps, Requests.compile, {
       queue: deps.subjects.queue("compiler"),
-      schema: CompileRequest,
       concurrency: config.concurrency,
       local: true,
       handle: (request) => compile(request),

@@ -65,7 +65,7 @@ export function describeFailure(error: TaskError): string {
 /**
  * The request that asks the Compiler to split a node that failed (typically with `RESOURCE_EXHAUSTION`) into a
  * `sequential` or `reduce` sub-tree. Texts longer than the protocol allows are cut.
- * @example ask(deps, deps.subjects.compile, decomposeRequest({ taskId, prompt: node.description, error }), CompileReply, …)
+ * @example ask(deps, Requests.compile, decomposeRequest({ taskId, prompt: node.description, error }), …)
  */
 export function decomposeRequest(node: {
   /** What the node had to do (its substituted description). */

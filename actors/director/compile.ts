@@ -3,11 +3,11 @@
  * template in the task record under its claim (a resumed task does not compile again), and announces it as a
  * `task.compiled` event, so the user sees what runs.
  */
-import { CompileReply, type CompileRequest, type TaskResult } from "../../protocol/index.js";
+import { CompileReply, Requests, type CompileRequest, type TaskResult } from "../../protocol/index.js";
 import type { TaskStore } from "../bus.js";
 import type { ActorDeps } from "../deps.js";
 import { writeClaimed, type Claim } from "./records.js";
-import { ask, RemoteError } from "../serve.js";
+import { ask, RemoteError } from "../ask.js";
 
 /** What {@link compilePrompt} needs besides the claim. */
 export interface CompileOptions {
@@ -28,7 +28,7 @@ export async function compilePrompt(deps: ActorDeps, store: TaskStore, claim: Cl
   const request: CompileRequest = { type: "compiler.compile", prompt, taskId: record.taskId, inputNames: Object.keys(record.inputs) };
   let reply: CompileReply;
   try {
-    reply = await ask(deps, deps.subjects.compile, request, CompileReply, { timeoutMs: options.timeoutMs, signal: options.signal });
+    reply = await ask(deps, Requests.compile, request, { timeoutMs: options.timeoutMs, signal: options.signal });
   } catch (err) {
     if (!(err instanceof RemoteError) || options.signal.aborted) throw err;
     const message = `could not compile the prompt into a task template: ${err.message}`;

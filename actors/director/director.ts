@@ -14,9 +14,9 @@ import {
   encode,
   encodeJson,
   errorReply,
-  EvaluateReply,
   FINAL_STATES,
   Progress,
+  Requests,
   TaskEvent,
   TaskOutcome,
   type EvaluateRequest,
@@ -35,7 +35,7 @@ import { createTaskActor, failedContext, outcomeOf, startHeartbeat, stateOf, uns
 import { handleSubmit, queuedRecord } from "./intake.js";
 import { taskRequests } from "./requests.js";
 import { fitEvent, fitOutcome } from "./message-fit.js";
-import { askRetrying } from "../serve.js";
+import { askRetrying } from "../ask.js";
 import type { SizeLimits } from "../size-limits.js";
 
 /** Director configuration. */
@@ -223,7 +223,7 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
           ...(record.budget ? { budget: record.budget } : {}),
           ...(record.stream === undefined ? {} : { stream: record.stream }),
         });
-        const reply = await askRetrying(deps, subjects.evaluate, request, EvaluateReply, {
+        const reply = await askRetrying(deps, Requests.evaluate, request, {
           timeoutMs: config.taskTimeoutMs,
           signal,
           // Ask again only while this Director still holds the task: a stale retry would supersede the new owner.

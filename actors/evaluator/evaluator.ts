@@ -13,16 +13,13 @@ import {
   decode,
   encode,
   EvaluateRequest,
-  CompileReply,
   type ContinuationKind,
   type CompileRequest,
-  ExecuteReply,
-  MatchReply,
   type MatchRequest,
   Progress,
+  Requests,
   type EvaluateReply,
   type ExecuteRequest,
-  ScriptReply,
   type ScriptRequest,
   type TaskResult,
 } from "../../protocol/index.js";
@@ -34,7 +31,8 @@ import { DEFAULT_INPUT_TIMEOUT_MS, waitForInput } from "./input.js";
 import { entryPath, inputFailure, nodeAt, summarize } from "./nodes.js";
 import { templateCommandRefusal } from "./commands.js";
 import { walkActors, type Walk } from "./walk.js";
-import { ask, askRetrying, RemoteError, serve } from "../serve.js";
+import { ask, askRetrying, RemoteError } from "../ask.js";
+import { serve } from "../serve.js";
 import { createLibrary, type TemplateLibrary } from "../library/library.js";
 import { createParseCache, type ParseCache } from "../../machines/language/parse-cache.js";
 
@@ -143,7 +141,7 @@ export function startEvaluator(deps: ActorDeps, config: EvaluatorConfig): RoleHa
           ...(query.previousOutputs && query.previousOutputs.length > 0 ? { previousOutputs: query.previousOutputs } : {}),
         };
         // Read-only, so safe to ask again: a Memory process that dies mid-request costs the idle timeout, not all of it.
-        const answer = await askRetrying(deps, deps.subjects.memoryMatch, match, MatchReply, { timeoutMs: MEMORY_TIMEOUT_MS, signal });
+        const answer = await askRetrying(deps, Requests.memoryMatch, match, { timeoutMs: MEMORY_TIMEOUT_MS, signal });
         return answer.matches.slice(0, query.limit ?? answer.matches.length).map((m) => ({ path: m.path, ...(m.score === undefined ? {} : { score: m.score }) }));
       },
       progress: (event, message, data) => progress(taskId, event, message, data),
@@ -151,25 +149,25 @@ export function startEvaluator(deps: ActorDeps, config: EvaluatorConfig): RoleHa
       continuationTools: config.continuationTools ?? ["subtask", "input"],
       ...(config.reparse === false
         ? {}
-        : { compile: async (compile: CompileRequest, signal: AbortSignal) => ask(deps, deps.subjects.compile, compile, CompileReply, { timeoutMs: config.taskTimeoutMs, signal }) }),
+        : { compile: async (compile: CompileRequest, signal: AbortSignal) => ask(deps, Requests.compile, compile, { timeoutMs: config.taskTimeoutMs, signal }) }),
       execute: async (nodePath, fields, signal, budgets = []) => {
         const execute: ExecuteRequest = { type: "handler.execute", taskId, nodePath, ...fields, ...stream, ...spend.remaining(budgets), occurrence: occurrence(`x:${nodePath}`) };
         // Asked again when the Handler goes silent (died, NATS restarted): the same occurrence continues from its record.
         const body = (attempt: number): ExecuteRequest => (request.fresh === true && attempt === 1 ? { ...execute, fresh: true } : execute);
-        const answer = await askRetrying(deps, deps.subjects.execute, body, ExecuteReply, { timeoutMs: config.taskTimeoutMs, signal });
+        const answer = await askRetrying(deps, Requests.execute, body, { timeoutMs: config.taskTimeoutMs, signal });
         return spend.charge(nodePath, answer.session ? { ...answer.result, session: answer.session } : answer.result, budgets);
       },
       waitForInput: (_nodePath, input, signal) => waitForInput(deps, taskId, input, config.inputTimeoutMs ?? DEFAULT_INPUT_TIMEOUT_MS, signal),
       resume: async (nodePath, session, answer, signal) => {
         const budgets = spend.scopesOfSession(nodePath, session);
         const execute: ExecuteRequest = { type: "handler.execute", taskId, nodePath, prompt: "", resume: { session, answer }, ...stream, ...spend.remaining(budgets), occurrence: occurrence(`r:${nodePath}`) };
-        const reply = await askRetrying(deps, deps.subjects.execute, execute, ExecuteReply, { timeoutMs: config.taskTimeoutMs, signal });
+        const reply = await askRetrying(deps, Requests.execute, execute, { timeoutMs: config.taskTimeoutMs, signal });
         return spend.charge(nodePath, reply.session ? { ...reply.result, session: reply.session } : reply.result, budgets, session);
       },
       script: async (nodePath, command, signal) => {
         const request: ScriptRequest = { type: "handler.script", taskId, nodePath, ...command, occurrence: occurrence(`s:${nodePath}`) };
         // The Handler enforces the script's own timeout; the margin covers its kill grace and the round trip.
-        const answer = await askRetrying(deps, deps.subjects.script, request, ScriptReply, { timeoutMs: command.timeoutMs + SCRIPT_REPLY_MARGIN_MS, signal });
+        const answer = await askRetrying(deps, Requests.script, request, { timeoutMs: command.timeoutMs + SCRIPT_REPLY_MARGIN_MS, signal });
         return answer;
       },
     };
@@ -216,10 +214,8 @@ export function startEvaluator(deps: ActorDeps, config: EvaluatorConfig): RoleHa
   ];
 
   function serveEvaluate() {
-    return serve(deps, {
-      subject: deps.subjects.evaluate,
+    return serve(deps, Requests.evaluate, {
       queue: deps.subjects.queue("evaluator"),
-      schema: EvaluateRequest,
       concurrency: config.concurrency,
       local: true,
       handle: evaluate,

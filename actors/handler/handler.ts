@@ -12,6 +12,7 @@ import {
   decode,
   ExecuteRequest,
   RECORD_VERSION,
+  Requests,
   ScriptRecord,
   ScriptRequest,
   TurnRecord,
@@ -255,8 +256,8 @@ export function startHandler(deps: ActorDeps, config: HandlerConfig, callModel: 
   };
 
   const subscriptions = [
-    serve(deps, { subject: deps.subjects.execute, queue: deps.subjects.queue("handler"), schema: ExecuteRequest, concurrency: config.concurrency, local: true, handle: execute }),
-    serve(deps, { subject: deps.subjects.script, queue: deps.subjects.queue("handler"), schema: ScriptRequest, concurrency: config.concurrency, local: true, handle: script }),
+    serve(deps, Requests.execute, { queue: deps.subjects.queue("handler"), concurrency: config.concurrency, local: true, handle: execute }),
+    serve(deps, Requests.script, { queue: deps.subjects.queue("handler"), concurrency: config.concurrency, local: true, handle: script }),
     deps.bus.subscribe(deps.subjects.cancelBroadcast, (msg) => {
       const decoded = decode(CancelBroadcast, msg.data);
       if (!decoded.ok) return;

@@ -11,7 +11,7 @@ import { hostname } from "node:os";
 import { decode, encode, RunMarker } from "../../protocol/index.js";
 import type { TaskStore } from "../bus.js";
 import { messageOf, type Logger } from "../deps.js";
-import { RemoteError } from "../serve.js";
+import { RemoteError } from "../ask.js";
 
 /** How often a running session renews its lease. */
 export const LEASE_HEARTBEAT_MS = 2000;

@@ -5,13 +5,14 @@
  */
 import { createActor, fromPromise, waitFor } from "xstate";
 import { memoryMachine, type LoadedIndex } from "../../machines/memory/memory.js";
-import { MatchRequest, type MatchReply } from "../../protocol/index.js";
+import { Requests, type MatchReply } from "../../protocol/index.js";
 import { messageOf, type ActorDeps, type RoleHandle } from "../deps.js";
 import { inspectOption } from "../inspect-option.js";
 import { emptyIndexStore, type IndexStore } from "./index-store.js";
 import { chooseWithModel, describeCount, LLM_CANDIDATES, type LlmMatchOptions } from "./llm.js";
 import { DEFAULT_MATCH_LIMIT, IndexRanker, queryText, toFileMatch } from "./rank.js";
-import { RemoteError, serve } from "../serve.js";
+import { RemoteError } from "../ask.js";
+import { serve } from "../serve.js";
 
 /** Options of {@link startMemory}. */
 export interface MemoryOptions {
@@ -77,10 +78,8 @@ export function startMemory(deps: ActorDeps, options: MemoryOptions): MemoryHand
     deps.log.error({ err: messageOf(err) }, "watching the index failed; serving the index loaded at start");
     return undefined;
   });
-  const subscription = serve(deps, {
-    subject: deps.subjects.memoryMatch,
+  const subscription = serve(deps, Requests.memoryMatch, {
     queue: deps.subjects.queue("memory"),
-    schema: MatchRequest,
     concurrency: options.concurrency,
     local: true,
     handle: (request) =>

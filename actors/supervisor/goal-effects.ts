@@ -14,7 +14,7 @@ import {
   GoalPlan,
   KeepDecision,
   parseAnswer,
-  SubmitReply,
+  Requests,
   type DivergenceEvaluation,
   type Goal,
   type SubGoalOutcome,
@@ -23,7 +23,7 @@ import {
 import { GOAL_DEFAULTS, normaliseJudgement, unknownJudgement, type KeepResult, type WaveItem } from "../../machines/supervisor/goal.js";
 import { messageOf, type ActorDeps } from "../deps.js";
 import { collectResults, type CollectedResult } from "./result-collector.js";
-import { ask } from "../serve.js";
+import { ask } from "../ask.js";
 
 /** Settings of the goal effects. */
 export interface GoalEffectOptions {
@@ -46,7 +46,7 @@ function escapeXml(text: string): string {
 
 /** Submits an atomic task whose texts travel as inputs (never parsed as XML nor scanned for `{{…}}`). */
 export async function submitTask(deps: ActorDeps, taskId: string, request: string, system: string, model: string | undefined): Promise<void> {
-  await ask(deps, deps.subjects.submit, { taskId, xml: ATOMIC(model), inputs: { request, system } }, SubmitReply, { timeoutMs: 10_000 });
+  await ask(deps, Requests.submit, { taskId, xml: ATOMIC(model), inputs: { request, system } }, { timeoutMs: 10_000 });
 }
 
 /** Submits a task (or finds it, after a takeover) and waits for its outcome. */

@@ -4,13 +4,13 @@
  * compare-and-set (the goal was cancelled or changed by another process) or a lost lease stops the loop at once.
  */
 import { createActor, toPromise } from "xstate";
-import { CancelReply, encodeJson, type Goal, type GoalEvent, type OperatorAlert } from "../../protocol/index.js";
+import { encodeJson, Requests, type Goal, type GoalEvent, type OperatorAlert } from "../../protocol/index.js";
 import { goalMachine, subGoalTaskId, type GoalOutput } from "../../machines/supervisor/goal.js";
 import { messageOf, type ActorDeps } from "../deps.js";
 import { goalActors } from "./goal-effects.js";
 import type { GoalStore } from "./goal-store.js";
 import { inspectOption } from "../inspect-option.js";
-import { ask } from "../serve.js";
+import { ask } from "../ask.js";
 import type { SupervisorOptions } from "./supervisor.js";
 
 /** A running loop. */
@@ -122,7 +122,7 @@ export async function cancelTasks(deps: ActorDeps, taskIds: readonly string[]): 
   const cancelled = await Promise.all(
     taskIds.map(async (taskId) => {
       try {
-        return (await ask(deps, deps.subjects.taskCancel(taskId), {}, CancelReply, { timeoutMs: 10_000 })).cancelled ? taskId : undefined;
+        return (await ask(deps, Requests.taskCancel.at(taskId), {}, { timeoutMs: 10_000 })).cancelled ? taskId : undefined;
       } catch {
         return undefined;
       }

@@ -4,10 +4,10 @@
  * timeout); results come back in input order; a task not finished by the deadline is reported as a timeout, on its
  * own, while the others keep their results.
  */
-import { decode, FINAL_STATES, TaskOutcome, TaskStatusReply } from "../../protocol/index.js";
+import { decode, FINAL_STATES, Requests, TaskOutcome } from "../../protocol/index.js";
 import type { BusSubscription } from "../bus.js";
 import { messageOf, type ActorDeps } from "../deps.js";
-import { ask, RemoteError } from "../serve.js";
+import { ask, RemoteError } from "../ask.js";
 
 /** What became of one task. */
 export type CollectedResult =
@@ -72,7 +72,7 @@ export async function collectResults(deps: ActorDeps, taskIds: readonly string[]
   }
   const lookUp = async (id: string, final: boolean): Promise<void> => {
     try {
-      const status = await ask(deps, deps.subjects.taskGet(id), {}, TaskStatusReply, { timeoutMs: requestTimeoutMs });
+      const status = await ask(deps, Requests.taskGet.at(id), {}, { timeoutMs: requestTimeoutMs });
       if (status.result && FINAL_STATES.has(status.state)) settle(settledOf(status.result));
       else if (final) settle({ taskId: id, status: "timeout", error: `timeout after ${timeoutMs} ms (the task is ${status.state})` });
     } catch (err) {

@@ -19,7 +19,7 @@ import {
   GoalId,
   GoalListReply,
   GoalReply,
-  GoalSubmitRequest,
+  Requests,
   type GoalSummary,
 } from "../../protocol/index.js";
 import { statusCounts } from "../../machines/supervisor/goal.js";
@@ -30,8 +30,8 @@ import type { GoalEffectOptions } from "./goal-effects.js";
 import { cancelGoalTree, runGoalLoop, type LoopHandle } from "./goal-loop.js";
 import { GoalStore, type KeyedStore } from "./goal-store.js";
 import { inspectOption } from "../inspect-option.js";
-import { RemoteError, serve } from "../serve.js";
-import { z } from "zod";
+import { RemoteError } from "../ask.js";
+import { serve } from "../serve.js";
 
 /** Settings of the Supervisor role. */
 export interface SupervisorOptions {
@@ -57,9 +57,6 @@ export interface SupervisorOptions {
   /** Requests served at once. */
   concurrency: number;
 }
-
-/** The body of a request answered from its subject alone (not read: see `anyBody`). */
-const Empty = z.unknown();
 
 /** Starts the Supervisor role on a goals bucket. */
 export function startSupervisor(deps: ActorDeps, kv: KeyedStore, options: SupervisorOptions): RoleHandle {
@@ -110,10 +107,8 @@ export function startSupervisor(deps: ActorDeps, kv: KeyedStore, options: Superv
   const queue = subjects.queue("supervisor");
   const common = { queue, concurrency: options.concurrency };
   const subs: BusSubscription[] = [
-    serve(deps, {
+    serve(deps, Requests.goalsSubmit, {
       ...common,
-      subject: subjects.goalsSubmit,
-      schema: GoalSubmitRequest,
       handle: async (request) => {
         const now = deps.now().getTime();
         const goal = Goal.parse({
@@ -131,22 +126,16 @@ export function startSupervisor(deps: ActorDeps, kv: KeyedStore, options: Superv
         return { goalId: goal.id, status: "accepted" } satisfies GoalReply;
       },
     }),
-    serve(deps, {
+    serve(deps, Requests.goalsList, {
       ...common,
-      subject: subjects.goalsList,
-      schema: Empty,
-      anyBody: true,
       handle: async () => {
         const goals = await store.list();
         return { goals: goals.map(summaryOf) } satisfies GoalListReply;
       },
     }),
-    serve(deps, { ...common, subject: subjects.anyGoalRequest("get"), schema: Empty, anyBody: true, handle: async (_, msg) => ({ goal: await getGoal(msg.subject) }) satisfies GoalGetReply }),
-    serve(deps, {
+    serve(deps, Requests.goalGet, { ...common, handle: async (_, msg) => ({ goal: await getGoal(msg.subject) }) satisfies GoalGetReply }),
+    serve(deps, Requests.goalResume, {
       ...common,
-      subject: subjects.anyGoalRequest("resume"),
-      schema: Empty,
-      anyBody: true,
       handle: async (_, msg) => {
         const goal = await getGoal(msg.subject);
         const result = await store.modify(goal.id, (g) => {
@@ -160,11 +149,8 @@ export function startSupervisor(deps: ActorDeps, kv: KeyedStore, options: Superv
         return { goalId: goal.id, status: "resumed" } satisfies GoalReply;
       },
     }),
-    serve(deps, {
+    serve(deps, Requests.goalCancel, {
       ...common,
-      subject: subjects.anyGoalRequest("cancel"),
-      schema: Empty,
-      anyBody: true,
       handle: async (_, msg) => {
         const goal = await getGoal(msg.subject);
         const result = await store.modify(goal.id, (g) => (g.status === "completed" || g.status === "cancelled" ? undefined : { ...g, status: "cancelled", updatedAt: deps.now().getTime() }));

@@ -10,8 +10,8 @@ import { afterAll, beforeAll, bench, describe } from "vitest";
 import { silentLogger, type ActorDeps } from "../../actors/deps.js";
 import { startMemory, type MemoryHandle } from "../../actors/memory/memory.js";
 import { IndexRanker } from "../../actors/memory/rank.js";
-import { ask } from "../../actors/serve.js";
-import { createSubjects, MatchReply } from "../../protocol/index.js";
+import { ask } from "../../actors/ask.js";
+import { createSubjects, Requests } from "../../protocol/index.js";
 import { MemoryBus } from "../../runtime/in-process/bus.js";
 import { openNatsTransport, type OpenTransport } from "../../runtime/transport.js";
 import { randomRoot, startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
@@ -114,7 +114,7 @@ describe(`match over ${ENTRIES} entries`, () => {
     async () => {
       const query = queries[next++ % queries.length] ?? "";
       const start = performance.now();
-      await ask(deps, deps.subjects.memoryMatch, { type: "memory.match", templateDescription: query, templateType: "atomic", inputs: {} }, MatchReply, { timeoutMs: 5000 });
+      await ask(deps, Requests.memoryMatch, { type: "memory.match", templateDescription: query, templateType: "atomic", inputs: {} }, { timeoutMs: 5000 });
       timings.role.push(performance.now() - start);
     },
     { time: 5000, warmupIterations: 50 },
@@ -125,7 +125,7 @@ describe(`match over ${ENTRIES} entries`, () => {
     async () => {
       const query = queries[next++ % queries.length] ?? "";
       const start = performance.now();
-      await ask(natsDeps, natsDeps.subjects.memoryMatch, { type: "memory.match", templateDescription: query, templateType: "atomic", inputs: {} }, MatchReply, { timeoutMs: 5000 });
+      await ask(natsDeps, Requests.memoryMatch, { type: "memory.match", templateDescription: query, templateType: "atomic", inputs: {} }, { timeoutMs: 5000 });
       timings.nats.push(performance.now() - start);
     },
     { time: 5000, warmupIterations: 50 },

@@ -7,8 +7,8 @@
 import { readFile } from "node:fs/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { silentLogger } from "../../actors/deps.js";
-import { ask } from "../../actors/serve.js";
-import { EvaluateReply, type EvaluateRequest, type TaskEvent, type TaskOutcome } from "../../protocol/index.js";
+import { ask } from "../../actors/ask.js";
+import { Requests, type EvaluateRequest, type TaskEvent, type TaskOutcome } from "../../protocol/index.js";
 import { startMockLlm, type MockLlmServer } from "../../runtime/model/mock-server.js";
 import { startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 import { newTaskId, startStack } from "../support/stack.js";
@@ -192,7 +192,7 @@ describe("checkmate durability", () => {
       const taskId = newTaskId() as EvaluateRequest["taskId"];
       const request: EvaluateRequest = { type: "evaluator.evaluate", taskId, owner: "director-a", xml: loop("CM-REPLAY a poem", "<criteria>x</criteria><max_iterations>1</max_iterations>"), inputs: {} };
       const deps = { bus: s.transport.bus, subjects: s.system.subjects, log: silentLogger, now: () => new Date(), newId: () => "x" };
-      const evaluate = (owner: string) => ask(deps, s.system.subjects.evaluate, { ...request, owner }, EvaluateReply, { timeoutMs: 10_000 });
+      const evaluate = (owner: string) => ask(deps, Requests.evaluate, { ...request, owner }, { timeoutMs: 10_000 });
       const first = await evaluate("director-a");
       expect(first.result).toMatchObject({ status: "FAILED", content: "replay one", notes: { final_verdict: { result: "FAIL", score: 20 } } });
       expect(own.requests).toHaveLength(2);

@@ -12,13 +12,13 @@ import { join } from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { silentLogger } from "../../actors/deps.js";
-import { ask } from "../../actors/serve.js";
-import { ExecuteReply, ScriptReply, type ExecuteRequest, type ScriptRequest } from "../../protocol/index.js";
+import { ask } from "../../actors/ask.js";
+import { Requests, type ExecuteRequest, type ScriptRequest } from "../../protocol/index.js";
 import { startMockLlm, type MockLlmServer } from "../../runtime/model/mock-server.js";
 import { newTaskId, startStack, type Stack } from "../support/stack.js";
 import { createLeases, createRunGate, markerKey, type JoinedAt } from "../../actors/handler/lease.js";
 import { turnKey } from "../../actors/handler/records.js";
-import { RemoteError } from "../../actors/serve.js";
+import { RemoteError } from "../../actors/ask.js";
 import { decode, encode, RunMarker } from "../../protocol/index.js";
 import { openKvStore, type NatsTaskStore } from "../../runtime/nats/store.js";
 import { randomRoot, startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
@@ -213,7 +213,7 @@ describe("two Handlers asked for the same run at once", () => {
     const request: ExecuteRequest = { type: "handler.execute", taskId: newTaskId() as ExecuteRequest["taskId"], nodePath: "0", prompt: "JOINED once", occurrence: 1 };
     const asked = () => mock.requests.filter((r) => JSON.stringify(r.body).includes("JOINED once")).length;
     // Sent over NATS from both sides: the queue group hands them to either Handler.
-    const replies = await Promise.all([a, b, a, b, a, b].map((s) => ask(deps(s), s.system.subjects.execute, request, ExecuteReply, { timeoutMs: 20_000 })));
+    const replies = await Promise.all([a, b, a, b, a, b].map((s) => ask(deps(s), Requests.execute, request, { timeoutMs: 20_000 })));
     expect(asked()).toBe(1);
     for (const reply of replies) expect(reply.result).toEqual(replies[0]?.result);
     expect(replies[0]?.result).toMatchObject({ status: "COMPLETE", content: "one session" });
@@ -225,7 +225,7 @@ describe("two Handlers asked for the same run at once", () => {
     await using _b = b;
     const request: ExecuteRequest = { type: "handler.execute", taskId: newTaskId() as ExecuteRequest["taskId"], nodePath: "0", prompt: "FRESH again", occurrence: 1, fresh: true };
     const asked = () => mock.requests.filter((r) => JSON.stringify(r.body).includes("FRESH again")).length;
-    const first = await ask(deps(a), a.system.subjects.execute, request, ExecuteReply, { timeoutMs: 20_000 });
+    const first = await ask(deps(a), Requests.execute, request, { timeoutMs: 20_000 });
     const turns = await openKvStore(nc, a.system.subjects.turnsBucket);
     const marker = markerKey(turnKey(request) ?? "");
     const released = async () => {
@@ -235,7 +235,7 @@ describe("two Handlers asked for the same run at once", () => {
     };
     // Released once its record is stored: the run is over, so the next request is not joined to it.
     while (!(await released())) await delay(5);
-    const again = await ask(deps(b), b.system.subjects.execute, request, ExecuteReply, { timeoutMs: 20_000 });
+    const again = await ask(deps(b), Requests.execute, request, { timeoutMs: 20_000 });
     expect(asked()).toBe(1);
     expect(again.result).toEqual(first.result);
   });
@@ -253,7 +253,7 @@ describe("two Handlers asked for the same run at once", () => {
       timeoutMs: 10_000,
       occurrence: 1,
     };
-    const replies = await Promise.all([a, b, a, b].map((s) => ask(deps(s), s.system.subjects.script, request, ScriptReply, { timeoutMs: 20_000 })));
+    const replies = await Promise.all([a, b, a, b].map((s) => ask(deps(s), Requests.script, request, { timeoutMs: 20_000 })));
     expect((await readFile(log, "utf8")).split("\n").filter((l) => l !== "")).toEqual(["ran"]);
     for (const reply of replies) expect(reply).toEqual(replies[0]);
     expect(replies[0]).toMatchObject({ exitCode: 0, stdout: "done\n" });

@@ -8,8 +8,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createInbox, headers as natsHeaders } from "@nats-io/transport-node";
 import { KEEPALIVE_HEADER, ResponderSilentError } from "../../actors/bus.js";
 import { silentLogger, type ActorDeps } from "../../actors/deps.js";
-import { askRetrying, serve } from "../../actors/serve.js";
-import { createSubjects } from "../../protocol/index.js";
+import { askRetrying } from "../../actors/ask.js";
+import { serve } from "../../actors/serve.js";
+import { createSubjects, defineRequest } from "../../protocol/index.js";
 import { connectNats, NatsBus } from "../../runtime/nats/bus.js";
 import { randomRoot, startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 import { text } from "../support/recorder.js";
@@ -29,14 +30,14 @@ afterAll(async () => {
 
 const deps = (): ActorDeps => ({ bus, subjects: createSubjects(randomRoot()), log: silentLogger, now: () => new Date(), newId: () => "id" });
 const Echo = z.object({ value: z.string() });
+/** An echo request on a subject of the test's own. */
+const echo = (subject: string) => defineRequest("echo", () => subject, Echo, Echo);
 
 describe("keepalives", () => {
   it("keep a request alive past the idle timeout while the responder works", async () => {
     const d = deps();
     const subject = `${d.subjects.root}.slow`;
-    const sub = serve(d, {
-      subject,
-      schema: Echo,
+    const sub = serve(d, echo(subject), {
       concurrency: 1,
       handle: async (req) => {
         await new Promise((r) => setTimeout(r, 1500));
@@ -64,10 +65,10 @@ describe("keepalives", () => {
     const reachedDead = new Promise<void>((resolve) => (taken = resolve));
     const dead2 = bus.subscribe(`${subject}2`, () => taken(), { queue: "q" });
     await bus.flush();
-    const asking = askRetrying(d, `${subject}2`, { value: "again" }, Echo, { timeoutMs: 20_000 });
+    const asking = askRetrying(d, echo(`${subject}2`), { value: "again" }, { timeoutMs: 20_000 });
     await reachedDead;
     await dead2.unsubscribe();
-    const live = serve(d, { subject: `${subject}2`, queue: "q", schema: Echo, concurrency: 1, handle: async (req) => ({ value: req.value }) });
+    const live = serve(d, echo(`${subject}2`), { queue: "q", concurrency: 1, handle: async (req) => ({ value: req.value }) });
     await bus.flush();
     expect(await asking).toEqual({ value: "again" });
     await Promise.all([live.unsubscribe(), dead.unsubscribe()]);
@@ -76,9 +77,7 @@ describe("keepalives", () => {
   it("clamp a keepalive period no timer can hold, instead of answering every millisecond", async () => {
     const d = deps();
     const subject = `${d.subjects.root}.clamped`;
-    const sub = serve(d, {
-      subject,
-      schema: Echo,
+    const sub = serve(d, echo(subject), {
       concurrency: 1,
       handle: async (req) => {
         await new Promise((r) => setTimeout(r, 300));
@@ -106,13 +105,11 @@ describe("keepalives", () => {
     const d = deps();
     const subject = `${d.subjects.root}.throws`;
     const subs = [
-      serve(d, {
-        subject,
-        schema: Echo,
+      serve(d, echo(subject), {
         concurrency: 1,
         handle: (req) => {
           if (req.value === "sync") throw new RangeError("Maximum call stack size exceeded");
-          return Promise.resolve({ big: BigInt(1) });
+          return Promise.resolve({ big: BigInt(1) } as never);
         },
       }),
     ];

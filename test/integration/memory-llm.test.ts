@@ -10,8 +10,8 @@ import { Command } from "commander";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { silentLogger } from "../../actors/deps.js";
 import { createModelClient } from "../../runtime/model/openai.js";
-import { ask } from "../../actors/serve.js";
-import { createSubjects, MatchReply, type MatchRequest } from "../../protocol/index.js";
+import { ask } from "../../actors/ask.js";
+import { createSubjects, Requests, type MatchRequest } from "../../protocol/index.js";
 import { registerMemoryCommands } from "../../runtime/cli/memory.js";
 import { loadConfig } from "../../runtime/config.js";
 import { SUMMARIZED } from "../../runtime/indexer/indexer.js";
@@ -167,7 +167,7 @@ describe("Memory role with --llm-match", () => {
     // Started as `dirigent up --llm-match` starts it: through startSystem, with the configured model client.
     const system = await startSystem({ config, transport, roles: ["memory"], callModel, log: silentLogger });
     const deps = { bus: transport.bus, subjects, log: silentLogger, now: () => new Date(), newId: () => "id" };
-    const match = (description: string) => ask(deps, subjects.memoryMatch, request(description), MatchReply, { timeoutMs: 10_000 });
+    const match = (description: string) => ask(deps, Requests.memoryMatch, request(description), { timeoutMs: 10_000 });
     try {
       expect(generation).not.toBe("");
       const reply = await match("CHOOSE the nats bus");

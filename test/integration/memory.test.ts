@@ -11,8 +11,8 @@ import { silentLogger, type ActorDeps } from "../../actors/deps.js";
 import { startMemory } from "../../actors/memory/memory.js";
 import type { IndexStore } from "../../actors/memory/index-store.js";
 import { KEEPALIVE_HEADER } from "../../actors/bus.js";
-import { ask, RESPONDER_IDLE_TIMEOUT_MS } from "../../actors/serve.js";
-import { createSubjects, MatchReply, type MatchRequest } from "../../protocol/index.js";
+import { ask, RESPONDER_IDLE_TIMEOUT_MS } from "../../actors/ask.js";
+import { createSubjects, Requests, type MatchRequest } from "../../protocol/index.js";
 import { registerMemoryCommands } from "../../runtime/cli/memory.js";
 import { CURRENT_KEY } from "../../runtime/nats/index-store.js";
 import { updateIndex } from "../../runtime/indexer/indexer.js";
@@ -186,13 +186,13 @@ describe("Memory role over NATS", () => {
     const memory = startMemory(deps, { concurrency: 4, store: a.index });
     try {
       await memory.serving(g1);
-      const reply = await ask(deps, deps.subjects.memoryMatch, request("fix the XML template parser"), MatchReply, { timeoutMs: 5000 });
+      const reply = await ask(deps, Requests.memoryMatch, request("fix the XML template parser"), { timeoutMs: 5000 });
       expect(reply.matches[0]?.path).toBe("/repo/src/template/parse.ts");
       expect(reply.context).toBe("1 relevant file of 3 indexed");
 
       const g2 = await b.index.updateGlobalIndex([{ path: "/repo/src/ranker.ts", metadata: "language: TypeScript; Ranks files with MiniSearch; exports: IndexRanker" }]);
       await memory.serving(g2);
-      const after = await ask(deps, deps.subjects.memoryMatch, request("rank files with minisearch"), MatchReply, { timeoutMs: 5000 });
+      const after = await ask(deps, Requests.memoryMatch, request("rank files with minisearch"), { timeoutMs: 5000 });
       expect(after.matches.map((m) => m.path)).toEqual(["/repo/src/ranker.ts"]);
       expect(after.matches[0]?.score).toBeGreaterThan(0.5);
     } finally {

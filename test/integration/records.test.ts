@@ -8,9 +8,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { toolKey, turnKey } from "../../actors/handler/records.js";
-import { ask } from "../../actors/serve.js";
+import { ask } from "../../actors/ask.js";
 import { silentLogger } from "../../actors/deps.js";
-import { CancelBroadcast, encode, encodeJson, EvaluateReply, ExecuteReply, RECORD_VERSION, ScriptReply, type EvaluateRequest, type ExecuteRequest, type ScriptRequest } from "../../protocol/index.js";
+import { CancelBroadcast, encode, encodeJson, RECORD_VERSION, Requests, type EvaluateRequest, type ExecuteRequest, type ScriptRequest } from "../../protocol/index.js";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { createSubjects } from "../../protocol/index.js";
 import { loadConfig } from "../../runtime/config.js";
@@ -60,7 +60,7 @@ afterAll(async () => {
 });
 
 const deps = (s: Stack) => ({ bus: s.transport.bus, subjects: s.system.subjects, log: silentLogger, now: () => new Date(), newId: () => "x" });
-const execute = (s: Stack, request: ExecuteRequest) => ask(deps(s), s.system.subjects.execute, request, ExecuteReply, { timeoutMs: 10_000 });
+const execute = (s: Stack, request: ExecuteRequest) => ask(deps(s), Requests.execute, request, { timeoutMs: 10_000 });
 const requestsFor = (prompt: string) => mock.requests.filter((r) => JSON.stringify(r.body).includes(prompt)).length;
 /** The lines the scripts appended to `<dir>/log.txt`. */
 const logOf = async (dir: string) => (await readFile(join(dir, "log.txt"), "utf8").catch(() => "")).split("\n").filter((l) => l !== "");
@@ -198,14 +198,14 @@ describe("Handler records", () => {
       timeoutMs: 10_000,
       occurrence: 1,
     };
-    const run = () => ask(deps(s), s.system.subjects.script, request, ScriptReply, { timeoutMs: 20_000 });
+    const run = () => ask(deps(s), Requests.script, request, { timeoutMs: 20_000 });
     const first = await run();
     expect(first.exitCode).toBe(0);
     expect(await run()).toEqual(first);
     // Without an occurrence nothing is recorded: the command runs each time.
     const { occurrence: _o, ...unrecorded } = request;
-    const a = await ask(deps(s), s.system.subjects.script, unrecorded, ScriptReply, { timeoutMs: 20_000 });
-    const b = await ask(deps(s), s.system.subjects.script, unrecorded, ScriptReply, { timeoutMs: 20_000 });
+    const a = await ask(deps(s), Requests.script, unrecorded, { timeoutMs: 20_000 });
+    const b = await ask(deps(s), Requests.script, unrecorded, { timeoutMs: 20_000 });
     expect(a.stdout).not.toBe(b.stdout);
   });
 });
@@ -215,7 +215,7 @@ describe("a superseded evaluation", () => {
     await using s = await startStack({ url: server.url, mock, config: { continuationTools: [] } });
     const taskId = newTaskId() as EvaluateRequest["taskId"];
     const request = (owner: string): EvaluateRequest => ({ type: "evaluator.evaluate", taskId, owner, xml: "<task><description>SLOW work</description></task>", inputs: {} });
-    const evaluate = (owner: string) => ask(deps(s), s.system.subjects.evaluate, request(owner), EvaluateReply, { timeoutMs: 10_000 });
+    const evaluate = (owner: string) => ask(deps(s), Requests.evaluate, request(owner), { timeoutMs: 10_000 });
     const old = evaluate("director-old");
     await s.transport.bus.flush();
     const fresh = evaluate("director-new");

@@ -9,7 +9,7 @@ import { startCompiler } from "../../actors/compiler/compiler.js";
 import { silentLogger } from "../../actors/deps.js";
 import { createModelClient } from "../../runtime/model/openai.js";
 import { serve } from "../../actors/serve.js";
-import { createSubjects, ExecuteRequest, type ExecuteReply, type TaskEvent } from "../../protocol/index.js";
+import { createSubjects, Requests, type ExecuteReply, type TaskEvent } from "../../protocol/index.js";
 import { startMockLlm, type MockLlmServer } from "../../runtime/model/mock-server.js";
 import { startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 import { newTaskId, startStack } from "../support/stack.js";
@@ -108,9 +108,7 @@ describe("reparse", () => {
     await using s = await startStack({ url: server.url, mock, roles: ["director", "evaluator", "memory"] });
     const deps = { bus: s.transport.bus, subjects: createSubjects(s.root), log: silentLogger, now: () => new Date(), newId: randomUUID };
     const prompts: string[] = [];
-    const handler = serve(deps, {
-      subject: deps.subjects.execute,
-      schema: ExecuteRequest,
+    const handler = serve(deps, Requests.execute, {
       concurrency: 4,
       handle: async (request): Promise<ExecuteReply> => {
         prompts.push(request.prompt);

@@ -9,8 +9,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { expect } from "vitest";
 import { silentLogger } from "../../actors/deps.js";
-import { ask } from "../../actors/serve.js";
-import { createSubjects, MatchReply, type TaskEvent, type TaskOutcome } from "../../protocol/index.js";
+import { ask } from "../../actors/ask.js";
+import { createSubjects, Requests, type TaskEvent, type TaskOutcome } from "../../protocol/index.js";
 import { startMockLlm, type MockLlmServer, type RecordedRequest } from "../../runtime/model/mock-server.js";
 import { corpusText, type CorpusRun } from "./corpus.js";
 import { startTestNatsServer } from "./nats-server.js";
@@ -120,7 +120,7 @@ async function indexWorkspace(stack: Stack, workspace: string) {
   const deps = { bus: stack.transport.bus, subjects: createSubjects(stack.root), log: silentLogger, now: () => new Date(), newId: () => "corpus-index-probe" };
   const probe = { type: "memory.match", templateDescription: "authentication login password", templateType: "atomic", inputs: {} } as const;
   for (let i = 0; i < 50; i++) {
-    const reply = await ask(deps, deps.subjects.memoryMatch, probe, MatchReply, { timeoutMs: 5000 });
+    const reply = await ask(deps, Requests.memoryMatch, probe, { timeoutMs: 5000 });
     if (reply.matches.length > 0) return;
     await new Promise((resolve) => setTimeout(resolve, 100));
   }

@@ -1,7 +1,16 @@
-/** LocalResponders and the semaphore under them: a call when a slot is free, nothing (go over NATS) otherwise. */
+/**
+ * LocalResponders and the semaphore under them: a call when a slot is free, nothing (go over NATS) otherwise; the
+ * request definitions (protocol/requests.ts) and their validation on the local path.
+ */
+import { z } from "zod";
 import { describe, expect, it } from "vitest";
+import { ask, RemoteError } from "../../actors/ask.js";
+import { silentLogger, type ActorDeps } from "../../actors/deps.js";
 import { Semaphore } from "../../actors/limit.js";
 import { LocalResponders } from "../../actors/local.js";
+import { serve } from "../../actors/serve.js";
+import { createSubjects, defineRequest, Requests, type AnyRequestDefinition, type Subjects } from "../../protocol/index.js";
+import { MemoryBus, subjectMatches } from "../../runtime/in-process/bus.js";
 
 const gate = () => {
   let open: () => void = () => undefined;
@@ -73,5 +82,116 @@ describe("Semaphore", () => {
     const slots = new Semaphore(1);
     await expect(slots.tryRun(() => { throw new Error("boom"); })).rejects.toThrow("boom");
     expect(slots.inUse).toBe(0);
+  });
+});
+
+/** Every subject `subjects` produces: its names, and its functions called with an id or a verb. */
+function produced(subjects: Subjects): Set<string> {
+  const out = new Set<string>();
+  for (const value of Object.values(subjects)) {
+    if (typeof value === "string") out.add(value);
+    else if (typeof value === "function") {
+      for (const arg of ["t-1", "get", "resume", "cancel"]) {
+        const subject = (value as (arg: string) => unknown)(arg);
+        if (typeof subject === "string") out.add(subject);
+      }
+    }
+  }
+  return out;
+}
+
+describe("request definitions", () => {
+  const all: [string, AnyRequestDefinition][] = Object.entries(Requests);
+
+  it("take their subjects from protocol/subjects.ts, for any root, each subject and name once", () => {
+    for (const root of ["dirigent", "acme.dirigent-2"]) {
+      const subjects = createSubjects(root);
+      const known = produced(subjects);
+      for (const [key, definition] of all) {
+        const served = definition.servedOn(subjects);
+        const asked = definition.at("t-1").subjectOf(subjects);
+        expect(known, `${key}: served on ${served}`).toContain(served);
+        expect(known, `${key}: asked on ${asked}`).toContain(asked);
+        expect(subjectMatches(served, asked), `${key}: ${asked} is not under ${served}`).toBe(true);
+        // Keyed like the subject it is asked on: a request without an id goes to `subjects[key]`.
+        const own = subjects[key as keyof Subjects];
+        expect(typeof own === "function" ? (own as (id: string) => string)("t-1") : own).toBe(asked);
+      }
+      expect(new Set(all.map(([, d]) => d.servedOn(subjects))).size).toBe(all.length);
+    }
+    expect(new Set(all.map(([, d]) => d.name)).size).toBe(all.length);
+  });
+
+  it("are checked by the compiler at both ends", () => {
+    const deps = { subjects: createSubjects("t") } as ActorDeps;
+    const never = () => undefined as unknown as Promise<never>;
+    // Type checks only (tsc -p tsconfig.test.json): none of these functions is called.
+    const checks = [
+      // @ts-expect-error a request about one task needs its id: `Requests.taskGet.at(taskId)`
+      () => ask(deps, Requests.taskGet, {}, { timeoutMs: 1 }),
+      // @ts-expect-error the body of memory.match lacks `inputs`
+      () => ask(deps, Requests.memoryMatch, { type: "memory.match", templateDescription: "d", templateType: "atomic" }, { timeoutMs: 1 }),
+      async () => {
+        const reply = await ask(deps, Requests.memoryMatch, { type: "memory.match", templateDescription: "d", templateType: "atomic", inputs: {} }, { timeoutMs: 1 });
+        // @ts-expect-error the answer is typed: a MatchReply has no `xml`
+        return reply.xml;
+      },
+      // @ts-expect-error a Handler answers execute with an ExecuteReply, not a MatchReply
+      () => serve(deps, Requests.execute, { concurrency: 1, handle: async () => ({ type: "memory.matched" as const, context: "", matches: [] }) }),
+      () => serve(deps, Requests.execute, { concurrency: 1, handle: never }),
+      // @ts-expect-error local dispatch finds responders by the subject asked: not for a wildcard
+      () => serve(deps, Requests.goalGet, { concurrency: 1, local: true, handle: never }),
+    ];
+    expect(checks).toHaveLength(6);
+  });
+});
+
+describe("local dispatch", () => {
+  const setup = () => {
+    const bus = new MemoryBus({ onError: () => undefined });
+    const deps: ActorDeps = { bus, subjects: createSubjects("local-test"), log: silentLogger, now: () => new Date(), newId: () => "id", local: new LocalResponders() };
+    return { bus, deps };
+  };
+  const match = { type: "memory.match" as const, templateDescription: "d", templateType: "atomic", inputs: {} };
+
+  it("refuses an answer that does not match the reply schema, naming the request, the subject and the field", async () => {
+    const { bus, deps } = setup();
+    let calls = 0;
+    const sub = serve(deps, Requests.memoryMatch, {
+      concurrency: 1,
+      local: true,
+      // A handler that lies about its answer (the compiler cannot see through a cast).
+      handle: async () => (calls++, { type: "memory.matched", context: 42, matches: [] }) as never,
+    });
+    const refused = await ask(deps, Requests.memoryMatch, match, { timeoutMs: 5000 }).catch((err: unknown) => err);
+    expect(calls).toBe(1);
+    expect(refused).toBeInstanceOf(RemoteError);
+    expect(refused).toMatchObject({ code: "INVALID_MESSAGE" });
+    expect((refused as RemoteError).message).toBe("answer of memory.match on 'local-test.memory.match': invalid message: /context: Invalid input: expected string, received number");
+    // The same answer over the bus is refused the same way.
+    const remote = await ask({ ...deps, local: undefined }, Requests.memoryMatch, match, { timeoutMs: 5000 }).catch((err: unknown) => err);
+    expect(calls).toBe(2);
+    expect(remote).toMatchObject({ code: "INVALID_MESSAGE", message: (refused as RemoteError).message });
+    await sub.unsubscribe();
+    await bus.close();
+  });
+
+  it("validates the request as a message would be: refusals, defaults and stripped fields alike", async () => {
+    const { bus, deps } = setup();
+    const Body = z.object({ n: z.int().min(1), unit: z.string().default("s") });
+    const Answer = z.object({ got: z.unknown() });
+    const echo = defineRequest("echo", (s) => `${s.root}.echo`, Body, Answer);
+    const seen: unknown[] = [];
+    const sub = serve(deps, echo, { concurrency: 1, local: true, handle: async (request) => (seen.push(request), { got: request }) });
+    expect(await ask(deps, echo, { n: 2, extra: true } as { n: number }, { timeoutMs: 5000 })).toEqual({ got: { n: 2, unit: "s" } });
+    const refused = await ask(deps, echo, { n: 0 }, { timeoutMs: 5000 }).catch((err: unknown) => err);
+    expect(refused).toMatchObject({ code: "INVALID_MESSAGE", message: expect.stringContaining("/n: Too small") });
+    expect(seen).toEqual([{ n: 2, unit: "s" }]);
+    // Over the bus: the same answer, the same refusal.
+    const remote = { ...deps, local: undefined };
+    expect(await ask(remote, echo, { n: 2, extra: true } as { n: number }, { timeoutMs: 5000 })).toEqual({ got: { n: 2, unit: "s" } });
+    expect(await ask(remote, echo, { n: 0 }, { timeoutMs: 5000 }).catch((err: unknown) => err)).toMatchObject({ code: "INVALID_MESSAGE", message: (refused as RemoteError).message });
+    await sub.unsubscribe();
+    await bus.close();
   });
 });

@@ -3,8 +3,8 @@ import { describe, expect, it } from "vitest";
 import { silentLogger, type ActorDeps } from "../../../actors/deps.js";
 import { startMemory } from "../../../actors/memory/memory.js";
 import type { IndexSnapshot, IndexStore } from "../../../actors/memory/index-store.js";
-import { ask, RemoteError } from "../../../actors/serve.js";
-import { createSubjects, MatchReply } from "../../../protocol/index.js";
+import { ask, RemoteError } from "../../../actors/ask.js";
+import { createSubjects, Requests } from "../../../protocol/index.js";
 import { MemoryBus } from "../../../runtime/in-process/bus.js";
 import { InMemoryIndexStore } from "../../../runtime/in-process/index-store.js";
 import { gate } from "../../support/recorder.js";
@@ -18,7 +18,7 @@ const deps = (): ActorDeps => ({
 });
 
 const match = (d: ActorDeps, description: string) =>
-  ask(d, d.subjects.memoryMatch, { type: "memory.match", templateDescription: description, templateType: "atomic", inputs: {} }, MatchReply, { timeoutMs: 5000 });
+  ask(d, Requests.memoryMatch, { type: "memory.match", templateDescription: description, templateType: "atomic", inputs: {} }, { timeoutMs: 5000 });
 
 /** A store whose first read waits for the test. */
 function slowStore(inner: IndexStore) {
