@@ -1,5 +1,6 @@
 /**
- * The Director role: accepts submissions, owns one {@link taskMachine} actor per task, publishes lifecycle
+ * The Director role: accepts submissions, decodes each intake delivery and runs it through the run protocol
+ * (machines/director/run.ts, its effects in ./run.ts), which owns one task machine actor per task; publishes lifecycle
  * events and the result, and answers `get` and `cancel` for any task.
  *
  * Subjects: `<root>.tasks.submit`, `<root>.tasks.*.get`, `<root>.tasks.*.cancel` (queue group `director`),
@@ -39,8 +40,6 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
   const owner = `director-${deps.newId()}`;
   /** Deliveries wait for their submission's answer from this process (actors/director/gates.ts). */
   const gates = submissionGates();
-  /** Tasks whose claim is being written, with their latest delivery. */
-  const pendingClaims = new Map<string, { item: WorkItem }>();
   /** Set by `stop`: take no new task, hand back the ones running. */
   let draining = false;
 
@@ -58,6 +57,7 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
   };
 
   const runs = new Set<RunActor>();
+  /** What the run of each delivery shares (actors/director/run.ts). */
   const env: RunEnv = {
     deps,
     store,
@@ -66,7 +66,7 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
     taskTimeoutMs: config.taskTimeoutMs,
     ...(config.lastPublished ? { lastPublished: config.lastPublished } : {}),
     owned,
-    pendingClaims,
+    pendingClaims: new Map(),
     runs,
     publishEvent,
   };
