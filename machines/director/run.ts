@@ -97,7 +97,7 @@ export const runMachine = setup({
   },
   actions: {
     startTask: () => notProvided("run.startTask"),
-    stopTask: () => undefined,
+    stopTask: () => notProvided("run.stopTask"),
     beat: () => notProvided("run.beat"),
     checkpoint: () => notProvided("run.checkpoint"),
     dueClaim: () => notProvided("run.dueClaim"),

@@ -48,7 +48,7 @@ async function heartbeating(store: FlakyStore) {
       finish: fromPromise<FinishOutput, FinishInput>(async ({ input }) => (finishes.push(input), "written")),
       readOwner: fromPromise<{ final: boolean }>(async () => ({ final: false })),
     },
-    actions: { startTask: () => undefined, beat: () => checkpoints.beat(), ack: () => undefined, nakLater: () => undefined, cancelOthers: () => undefined },
+    actions: { startTask: () => undefined, stopTask: () => undefined, beat: () => checkpoints.beat(), ack: () => undefined, nakLater: () => undefined, cancelOthers: () => undefined },
   });
   const run = createActor(machine, { clock, input: { taskId: "t1", heartbeatMs: HEARTBEAT_MS, pendingClaimMs: 400 } }).start();
   await waitFor(run, (s) => s.matches("running"));
