@@ -190,6 +190,7 @@ export async function startSystem(options: SystemOptions): Promise<SystemHandle>
         taskTimeoutMs: config.taskTimeoutMs,
         ...(transport.lastPublished ? { lastPublished: transport.lastPublished } : {}),
         sizeLimits: { submissionBytes: config.maxSubmissionBytes, inputBytes: config.maxInputBytes, templateBytes: config.maxTemplateBytes },
+        parseCache,
       }),
     );
   }

@@ -20,7 +20,8 @@ import {
 import { MAX_STORED_VALUE_BYTES, type BusMessage, type TaskStore, type WorkQueue } from "../bus.js";
 import { messageOf, type ActorDeps } from "../deps.js";
 import { checkInputs, checkSubmission, checkTemplate, DEFAULT_SIZE_LIMITS, tooLargeReply, type SizeLimits } from "../size-limits.js";
-import { parseTemplateCached } from "../../machines/language/parse-cache.js";
+import { parseTemplate } from "../../machines/language/parse.js";
+import type { ParseOutcome } from "../../machines/language/ast.js";
 
 /** A decoded, validated submission. */
 export interface Submission {
@@ -39,7 +40,11 @@ export interface Submission {
  * Decodes a submit body: JSON `{taskId?, xml|template, inputs?}` or a raw XML document. Checks the sizes against
  * `limits` (`PAYLOAD_TOO_LARGE` naming limit, size and setting) and validates the template.
  */
-export function decodeSubmission(data: Uint8Array, limits: SizeLimits = DEFAULT_SIZE_LIMITS): { ok: true; submission: Submission } | { ok: false; reply: ErrorReply } {
+export function decodeSubmission(
+  data: Uint8Array,
+  limits: SizeLimits = DEFAULT_SIZE_LIMITS,
+  parse: (xml: string) => ParseOutcome = parseTemplate,
+): { ok: true; submission: Submission } | { ok: false; reply: ErrorReply } {
   const body = checkSubmission(data.byteLength, limits);
   if (body) return { ok: false, reply: tooLargeReply(body) };
   let submission: Submission;
@@ -66,7 +71,7 @@ export function decodeSubmission(data: Uint8Array, limits: SizeLimits = DEFAULT_
   }
   const template = checkTemplate(submission.xml, limits);
   if (template) return { ok: false, reply: tooLargeReply(template) };
-  const parsed = parseTemplateCached(submission.xml);
+  const parsed = parse(submission.xml);
   if (!parsed.ok) {
     const { message, line, col } = parsed.error;
     return { ok: false, reply: errorReply("INVALID_TEMPLATE", message, { ...(line ? { line } : {}), ...(col ? { col } : {}) }) };
@@ -155,10 +160,11 @@ export async function handleSubmit(
   msg: BusMessage,
   queuing?: (taskId: TaskId) => void,
   limits: SizeLimits = DEFAULT_SIZE_LIMITS,
+  parse: (xml: string) => ParseOutcome = parseTemplate,
 ): Promise<Accepted | undefined> {
   let decoded: ReturnType<typeof decodeSubmission>;
   try {
-    decoded = decodeSubmission(msg.data, limits);
+    decoded = decodeSubmission(msg.data, limits, parse);
   } catch (err) {
     // Decoding returns its refusals; should a check throw all the same, the submitter still gets an answer.
     decoded = { ok: false, reply: errorReply("INVALID_MESSAGE", `submission could not be decoded: ${messageOf(err)}`) };

@@ -43,15 +43,3 @@ export function createParseCache(): ParseCache {
     },
   };
 }
-
-/**
- * The Director's intake's cache until it takes its system's {@link ParseCache} (actors/director/ is being rewritten):
- * the one module-level cache left, in this pure layer, holding only frozen parses of template texts.
- * @deprecated pass a {@link ParseCache} instead.
- */
-const intakeCache = createParseCache();
-
-/** {@link ParseCache.parse} of the Director's intake. @deprecated pass a {@link ParseCache} instead. */
-export function parseTemplateCached(xml: string): ParseOutcome {
-  return intakeCache.parse(xml);
-}

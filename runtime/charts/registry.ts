@@ -8,6 +8,7 @@ import { handlerSessionMachine } from "../../machines/handler/session.js";
 import { memoryMachine } from "../../machines/memory/memory.js";
 import { reduceMachine } from "../../machines/evaluator/reduce.js";
 import { sequentialMachine } from "../../machines/evaluator/sequential.js";
+import { runMachine } from "../../machines/director/run.js";
 import { taskMachine } from "../../machines/director/task.js";
 import { goalMachine } from "../../machines/supervisor/goal.js";
 import { supervisorMachine } from "../../machines/supervisor/supervisor.js";
@@ -24,6 +25,7 @@ export interface NamedMachine {
 
 /** Every machine, in the order the docs show them. A new machine is one more line here. */
 export const machines: readonly NamedMachine[] = [
+  { name: "run", file: "director/run.ts", machine: runMachine },
   { name: "task", file: "director/task.ts", machine: taskMachine },
   { name: "evaluation", file: "evaluator/evaluation.ts", machine: evaluationMachine },
   { name: "sequential", file: "evaluator/sequential.ts", machine: sequentialMachine },

@@ -1,0 +1,329 @@
+/**
+ * The effects of the run protocol (machines/director/run.ts) for one intake delivery: claim, restore, checkpoint,
+ * finish, ack and nak, provided to that delivery's run actor alone (`runMachine.provide`), so each reaches its own
+ * task. The task's machine (machines/director/task.ts) runs beside it; its end and its changes are sent to the run
+ * actor as `task.done` and `task.changed`, the checkpoints' findings as `claim.lost` and `checkpoint.refused`.
+ */
+import { createActor, fromPromise, type Actor, type Snapshot } from "xstate";
+import { runMachine, type ClaimOutput, type FinishInput, type FinishOutput, type RestoreOutput, type RunOutcome } from "../../machines/director/run.js";
+import type { TaskContext } from "../../machines/director/task.js";
+import {
+  CancelBroadcast,
+  encode,
+  Requests,
+  FINAL_STATES,
+  TaskOutcome,
+  type EvaluateRequest,
+  type TaskRecord,
+  type TaskState,
+} from "../../protocol/index.js";
+import { isPermanentStoreError, retryDelayMs, type TaskStore, type WorkItem } from "../bus.js";
+import { messageOf, type ActorDeps } from "../deps.js";
+import { inspectOption } from "../inspect-option.js";
+import { askRetrying } from "../ask.js";
+import { compilePrompt } from "./compile.js";
+import { fitOutcome } from "./message-fit.js";
+import { claimTask, holds, PENDING_CLAIM_MS, pendingClaim, readRecord, writeClaimed, type Claim } from "./records.js";
+import { restorable } from "./snapshot.js";
+import { checkpointer, createTaskActor, failedContext, heartbeatMs, outcomeOf, stateOf, unstorableMessage, type RunningTask, type TaskEffects } from "./task.js";
+
+/** Publishes a task event (`seq` is the task's next). */
+export type PublishEvent = (taskId: string, seq: number, type: string, state: TaskState, message?: string, data?: Record<string, unknown>) => void;
+
+/** The run actor of one delivery. */
+export type RunActor = Actor<typeof runMachine>;
+
+/** What the runs of one Director share. */
+export interface RunEnv {
+  deps: ActorDeps;
+  store: TaskStore;
+  /** This Director's claim owner. */
+  owner: string;
+  /** The queue's ack wait: the heartbeat beats three times in it. */
+  ackWaitMs: number;
+  /** Longest a task may run before it fails with a timeout. */
+  taskTimeoutMs: number;
+  /** The last message stored on a subject of the events stream (see DirectorConfig). */
+  lastPublished?: (subject: string) => Promise<Uint8Array | undefined>;
+  /** Tasks this process runs, by id. */
+  owned: Map<string, RunningTask>;
+  /** Tasks whose claim is being written, with their latest delivery. */
+  pendingClaims: Map<string, { item: WorkItem }>;
+  /** The run actors under way (a drain is sent to each). */
+  runs: Set<RunActor>;
+  publishEvent: PublishEvent;
+}
+
+/**
+ * Stores the final state under the claim, then publishes the last event and the result: stored before announced. An
+ * outcome the store refuses for good (too large) is replaced by a failure saying so, stored and published once.
+ */
+async function finish(env: RunEnv, task: RunningTask, context: TaskContext, state: TaskState): Promise<FinishOutput> {
+  const { deps, store } = env;
+  let outcome = outcomeOf(task.claim.record.taskId, context, state);
+  const seq = task.seq + 1;
+  const write = () => writeClaimed(store, task.claim, (current) => ({ ...current, state, result: outcome, seq, updatedAt: deps.now().toISOString() }));
+  let written: Awaited<ReturnType<typeof write>>;
+  try {
+    written = await write();
+  } catch (err) {
+    if (!isPermanentStoreError(err) || (state === "failed" && outcome.content === "")) throw err;
+    deps.log.error({ taskId: task.claim.taskId, bytes: err.bytes, err: err.message }, "task outcome refused by the store; the task fails");
+    context = failedContext(task.claim.record, unstorableMessage("outcome", err));
+    state = "failed";
+    outcome = outcomeOf(task.claim.record.taskId, context, state);
+    written = await write();
+  }
+  if (written === "lost") return "lost";
+  env.publishEvent(task.claim.taskId, seq, `task.${state}`, state, state === "failed" ? context.result?.error?.message : undefined);
+  deps.bus.publish(deps.subjects.taskResult(task.claim.taskId), encode(TaskOutcome, fitOutcome(outcome, deps.bus.maxMessageBytes)));
+  return "written";
+}
+
+/**
+ * A redelivered task is final: its owner stored the outcome, and usually published it and lost only the ack. When
+ * it died between storing and publishing, the result is not in the events stream: publish it now, once.
+ */
+async function publishLostResult(env: RunEnv, record: TaskRecord): Promise<void> {
+  const { deps } = env;
+  if (env.lastPublished === undefined || record.result === undefined) return;
+  if ((await env.lastPublished(deps.subjects.taskResult(record.taskId))) !== undefined) return;
+  deps.log.warn({ taskId: record.taskId }, "final task's result was never published; publishing it");
+  env.publishEvent(record.taskId, record.seq ?? 1, `task.${record.state}`, record.state, record.state === "failed" ? record.result.error?.message : undefined);
+  deps.bus.publish(deps.subjects.taskResult(record.taskId), encode(TaskOutcome, fitOutcome(record.result, deps.bus.maxMessageBytes)));
+}
+
+/** Claims a task on a redelivery (or for an item of an older release): reads its record first. */
+async function claimStored(env: RunEnv, delivery: { item: WorkItem }, queued: TaskRecord | undefined): Promise<ClaimOutput & { claim?: Claim }> {
+  const { deps, pendingClaims } = env;
+  // A second delivery while this process is still claiming the task (the server redelivered after a restart):
+  // the newer delivery is the one to settle, and the task is claimed once.
+  const claiming = pendingClaims.get(delivery.item.id);
+  if (claiming) {
+    claiming.item = delivery.item;
+    return { kind: "joined" };
+  }
+  pendingClaims.set(delivery.item.id, delivery);
+  let claimed: Awaited<ReturnType<typeof claimTask>>;
+  try {
+    claimed = await claimTask(env.store, delivery.item.id, env.owner, deps.now, { queued, intakeSeq: delivery.item.seq });
+  } finally {
+    pendingClaims.delete(delivery.item.id);
+  }
+  const taskId = delivery.item.id;
+  if (claimed.kind === "claimed") return { kind: "claimed", pending: claimed.claim.pending === true, claim: claimed.claim };
+  if (claimed.kind === "contended") return { kind: "contended" };
+  if (claimed.kind === "missing") deps.log.warn({ taskId }, "queued task has no record; dropped");
+  if (claimed.kind === "duplicate") deps.log.info({ taskId }, "the task was queued again after the duplicate window; dropped");
+  if (claimed.kind === "final") await publishLostResult(env, claimed.record);
+  return { kind: "done" };
+}
+
+/** The effects of a task's machine: its evaluation (compiling a task submitted in words first) and its events. */
+function taskEffects(env: RunEnv, task: RunningTask, fresh: boolean): TaskEffects {
+  const { deps, owner } = env;
+  const { claim } = task;
+  const record = claim.record;
+  return {
+    evaluate: async (input, signal) => {
+      // The compiled template is in the record (stored before the evaluation is asked for); the machine's
+      // input, restored from a snapshot taken before the compile, still holds the empty one.
+      let xml = record.xml;
+      if (xml === "" && record.prompt !== undefined) {
+        const compiled = await compilePrompt(deps, env.store, claim, record.prompt, {
+          timeoutMs: env.taskTimeoutMs,
+          signal,
+          announce: (type, message, data) => env.publishEvent(record.taskId, ++task.seq, type, "running", message, data),
+        });
+        if (!compiled.ok) return compiled.result;
+        xml = compiled.xml;
+      }
+      const request = (attempt: number): EvaluateRequest => ({
+        type: "evaluator.evaluate",
+        taskId: record.taskId,
+        // A new attempt (the Evaluator went silent) supersedes the old one, should it still run somewhere.
+        owner: attempt === 1 ? owner : `${owner}~${attempt}`,
+        // The first delivery's first request: nothing of this task ran before, so nothing is looked for or stopped.
+        ...(attempt === 1 && fresh ? { fresh: true } : {}),
+        xml,
+        inputs: input.inputs,
+        ...(record.budget ? { budget: record.budget } : {}),
+        ...(record.stream === undefined ? {} : { stream: record.stream }),
+      });
+      const reply = await askRetrying(deps, Requests.evaluate, request, {
+        timeoutMs: env.taskTimeoutMs,
+        signal,
+        // Ask again only while this Director still holds the task: a stale retry would supersede the new owner.
+        // A record that cannot be read now (NATS restarting) does not stop it: the heartbeat notices a lost claim.
+        beforeRetry: async () => {
+          const now = await readRecord(env.store, record.taskId).catch(() => "unknown" as const);
+          // A pending claim has no record yet; any record found is someone else's.
+          const lost = now === undefined ? claim.pending !== true : now !== "unknown" && !holds(now.record, claim);
+          if (lost) throw new Error(`task '${record.taskId}': claim lost; not asking again`);
+        },
+      });
+      return reply.result;
+    },
+    announce: (a) => env.publishEvent(record.taskId, ++task.seq, a.event, a.state, a.message, a.data),
+  };
+}
+
+/**
+ * Runs one intake delivery through the run protocol; resolves when its run actor has ended. `queued` is the record
+ * the item carries (absent for an item of an older release); `draining`: the process was draining when it came.
+ */
+export function runDelivery(env: RunEnv, item: WorkItem, queued: TaskRecord | undefined, draining: boolean): Promise<void> {
+  const { deps, owned } = env;
+  const { log } = deps;
+  const delivery = { item };
+  let task: RunningTask | undefined;
+  let fresh = false;
+  let checkpoints: ReturnType<typeof checkpointer> | undefined;
+  const current = () => task?.item ?? delivery.item;
+  const claimed = () => {
+    if (task === undefined) throw new Error(`task '${item.id}': no claim`);
+    return task;
+  };
+  const checkpointsOf = () => {
+    if (checkpoints === undefined) throw new Error(`task '${item.id}': no checkpoints`);
+    return checkpoints;
+  };
+
+  const machine = runMachine.provide({
+    actors: {
+      claim: fromPromise<ClaimOutput>(async () => {
+        let claim: Claim;
+        // On its first delivery nothing of the task ran before: it starts at once under a pending claim, stored by its
+        // first write (actors/director/records.ts). A redelivery reads the record first.
+        if (queued !== undefined && item.deliveries === 1) claim = pendingClaim(queued, env.owner, deps.now, item.seq);
+        else {
+          const found = await claimStored(env, delivery, queued);
+          if (found.claim === undefined) return found;
+          claim = found.claim;
+        }
+        const at = delivery.item;
+        fresh = at.deliveries === 1 && claim.previousOwner === undefined;
+        log.info({ taskId: at.id, owner: env.owner, deliveries: at.deliveries, previousOwner: claim.previousOwner }, "task claimed");
+        const seq = claim.record.seq ?? 1;
+        const running: RunningTask = { claim, item: at, seq, checkpointed: seq, lost: false, actor: undefined };
+        task = running;
+        checkpoints = checkpointer(deps, env.store, running, {
+          lost: () => {
+            log.warn({ taskId: claim.taskId }, "another Director took the task over; stopping here");
+            run.send({ type: "claim.lost" });
+          },
+          // The task's state cannot be stored (too large): retrying cannot help, and running on unstored would lose it
+          // at the next takeover. It fails once, through the normal finish.
+          refused: (err) => run.send({ type: "checkpoint.refused", message: unstorableMessage("checkpoint (its state and template)", err) }),
+        });
+        return { kind: "claimed", pending: claim.pending === true };
+      }),
+      restore: fromPromise<RestoreOutput>(async () => {
+        const running = claimed();
+        const { record, previousOwner } = running.claim;
+        const refuse = (problem: string): RestoreOutput => {
+          log.error({ taskId: record.taskId, problem }, "task snapshot cannot be restored; the task fails");
+          return { kind: "refused", message: problem };
+        };
+        // A task taken over resumes from its machine's stored snapshot (actors/director/snapshot.ts).
+        const restore = previousOwner === undefined ? ({ kind: "none" } as const) : restorable(record);
+        if (restore.kind === "refused") return refuse(restore.message);
+        if (restore.kind === "snapshot" && restore.migratedFrom !== undefined) log.info({ taskId: record.taskId, from: restore.migratedFrom }, "task snapshot migrated");
+        const actor = createTaskActor(taskEffects(env, running, fresh), {
+          ...inspectOption(deps, "director", record.taskId),
+          input: { taskId: record.taskId, xml: record.xml, inputs: record.inputs },
+          ...(restore.kind === "snapshot" ? { snapshot: restore.snapshot as Snapshot<unknown> } : {}),
+        });
+        // A snapshot xstate cannot restore leaves the actor in error before it starts: fail the task once, clearly.
+        const restored = actor.getSnapshot();
+        if (restored.status === "error") return refuse(`stored snapshot cannot be restored: ${messageOf(restored.error)}`);
+        running.actor = actor;
+        owned.set(record.taskId, running);
+        // Each change of the task's state is checkpointed at once (its snapshot and seq), not only at the heartbeat;
+        // the final state is not: the final record (finish) follows it at once.
+        let lastState = "";
+        actor.subscribe({
+          next: (snapshot) => {
+            if (snapshot.status !== "active") return;
+            const state = JSON.stringify(snapshot.value);
+            if (state === lastState) return;
+            lastState = state;
+            run.send({ type: "task.changed" });
+          },
+          // A machine error ends the task (failed, in finish); without a listener here xstate would rethrow it globally.
+          error: () => run.send({ type: "task.done" }),
+          complete: () => run.send({ type: "task.done" }),
+        });
+        return { kind: "ready" };
+      }),
+      finish: fromPromise<FinishOutput, FinishInput>(async ({ input }) => {
+        const running = claimed();
+        const { record } = running.claim;
+        if (input.failure !== undefined) return finish(env, running, failedContext(record, input.failure), "failed");
+        await checkpointsOf().idle();
+        if (running.lost || running.actor === undefined) return "lost";
+        const ended = running.actor.getSnapshot();
+        if (ended.status === "error") return finish(env, running, failedContext(record, `the task machine failed: ${messageOf(ended.error)}`), "failed");
+        return finish(env, running, ended.context, stateOf(ended));
+      }),
+      // Draining: the next Director resumes the task from its record (stored now, should its claim be pending) at once
+      // instead of after the ack wait.
+      flush: fromPromise<void>(async () => checkpointsOf().flush()),
+      readOwner: fromPromise<{ final: boolean }>(async () => {
+        const now = await readRecord(env.store, item.id);
+        return { final: now !== undefined && FINAL_STATES.has(now.record.state) };
+      }),
+    },
+    actions: {
+      startTask: () => {
+        const running = claimed();
+        const { record, previousOwner } = running.claim;
+        running.actor?.start();
+        if (previousOwner !== undefined) {
+          env.publishEvent(record.taskId, ++running.seq, "task.resumed", "running", `resumed from ${previousOwner}`, { previousOwner });
+        } else if (!fresh) {
+          // Delivered before, to a Director that stopped before it stored its claim: the task starts over (the Handler's
+          // records replay what that run finished).
+          env.publishEvent(record.taskId, ++running.seq, "task.resumed", "running", "resumed: delivered again, from its start", { deliveries: running.item.deliveries });
+        }
+        running.actor?.send(record.cancelRequested ? { type: "task.cancel" } : { type: "task.start" });
+      },
+      stopTask: () => task?.actor?.stop(),
+      beat: () => checkpointsOf().beat(),
+      checkpoint: () => checkpointsOf().checkpoint(),
+      dueClaim: () => checkpointsOf().due(),
+      // The outcome is stored before this: a lost ack only costs a redelivery that is acked and ignored, so the
+      // task's handler does not wait for the server's confirmation.
+      ack: () => void current().ack().catch((err: unknown) => log.warn({ taskId: item.id, err: messageOf(err) }, "ack failed; the redelivery will be ignored")),
+      nak: () => current().nak(),
+      nakLater: () => current().nak(retryDelayMs(current().deliveries)),
+      // What the Evaluator and the Handler still run of the task stops.
+      cancelOthers: () => deps.bus.publish(deps.subjects.cancelBroadcast, encode(CancelBroadcast, { type: "task.cancel", taskId: claimed().claim.record.taskId })),
+      report: ({ context }, { outcome }: { outcome: RunOutcome }) => {
+        if (outcome === "lost") log.info({ taskId: item.id }, "claim taken over; nothing published");
+        else if (outcome === "handedBack" && context.error !== undefined) log.error({ taskId: item.id, err: context.error }, "task handling failed");
+        else if (outcome === "handedBack") log.info({ taskId: item.id }, "task handed back: draining");
+      },
+    },
+  });
+  const run = createActor(machine, { input: { taskId: item.id, heartbeatMs: heartbeatMs(env.ackWaitMs), pendingClaimMs: PENDING_CLAIM_MS, draining } });
+  return new Promise<void>((resolve) => {
+    const ended = () => {
+      env.runs.delete(run);
+      if (task !== undefined && owned.get(task.claim.taskId) === task) owned.delete(task.claim.taskId);
+      resolve();
+    };
+    run.subscribe({
+      complete: ended,
+      // An action that threw (starting the task): the delivery comes again after a pause.
+      error: (err) => {
+        log.error({ taskId: item.id, err: messageOf(err) }, "task handling failed");
+        task?.actor?.stop();
+        current().nak(retryDelayMs(current().deliveries));
+        ended();
+      },
+    });
+    env.runs.add(run);
+    run.start();
+  });
+}

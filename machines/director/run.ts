@@ -1,0 +1,236 @@
+/**
+ * The run protocol of one delivered task: what its Director does with one intake delivery, from the claim to the
+ * ack. This is the part of a task's life that decides what survives a crash: the task's own lifecycle (queued →
+ * running → completed | failed | cancelled) is the {@link taskMachine} of ./task.ts, which the Director runs beside
+ * this one and whose end it reports here as `task.done`.
+ *
+ * claiming → restoring → running → finishing → settled. On the way a task can be handed back (`drain`: the process
+ * stops; or an effect failed: the delivery comes again after a pause), lost (another Director took the claim over),
+ * or refused (the claim was not granted: contended, already final, dropped, or claimed here under an earlier
+ * delivery). A task submitted in words compiles inside its evaluation (actors/director/run.ts), so a task resumed
+ * after the compile does not compile again.
+ *
+ * Inbound (from the shell): `drain`, `task.done`, `task.changed`, `claim.lost`, `checkpoint.refused`. Delays:
+ * `heartbeat` (signal progress on the delivery and re-write the claim's checkpoint), `claimDue` (a pending claim is
+ * stored by the first checkpoint after it). Effects, provided by actors/director/run.ts: the actors `claim`,
+ * `restore`, `finish`, `flush` and `readOwner`, and the actions `startTask`, `stopTask`, `beat`, `checkpoint`,
+ * `dueClaim`, `ack`, `nak`, `nakLater`, `cancelOthers` and `report`.
+ */
+import { assign, fromPromise, setup } from "xstate";
+import { notProvided } from "../not-provided.js";
+
+/** Input of a run actor. */
+export interface RunInput {
+  taskId: string;
+  /** Interval of the heartbeat: a third of the queue's ack wait, so one late beat does not cost the claim. */
+  heartbeatMs: number;
+  /** After this long a pending claim (first delivery: no record written yet) is stored by a checkpoint. */
+  pendingClaimMs: number;
+  /** The process was already draining when the delivery arrived. */
+  draining?: boolean;
+}
+
+/** What `claim` found: the task is this Director's, or why it is not run here. */
+export type ClaimOutput =
+  /** Claimed: `pending` when nothing is stored yet (the first delivery runs at once, its claim stored later). */
+  | { kind: "claimed"; pending: boolean }
+  /** Another Director holds a live claim: asked again after a pause. */
+  | { kind: "contended" }
+  /** Nothing to run: the task is final (its result is published), has no record, or was queued again. */
+  | { kind: "done" }
+  /** A newer delivery joined a claim this process is still writing: that run settles it. */
+  | { kind: "joined" };
+
+/** What `restore` found: the task's actor is ready to start, or its stored snapshot cannot run on. */
+export type RestoreOutput = { kind: "ready" } | { kind: "refused"; message: string };
+
+/** What `finish` did: the outcome was stored (and published), or the claim was gone. */
+export type FinishOutput = "written" | "lost";
+
+/** Input of `finish`: the failure that ends the task without its machine, when there is one. */
+export interface FinishInput {
+  failure?: string;
+}
+
+/** The final states of a run. */
+export type RunOutcome = "settled" | "handedBack" | "lost" | "refused";
+
+/** Context of a run actor. */
+export interface RunContext extends Required<RunInput> {
+  /** The claim was pending when granted. */
+  pending: boolean;
+  /** Why the task fails without its machine (its snapshot cannot be restored, its checkpoint cannot be stored). */
+  failure?: string;
+  /** Work of the task still running elsewhere (the Evaluator, the Handler) is to be cancelled once it is finished. */
+  cancelOthers: boolean;
+  /** Why the delivery went back to the queue after an effect failed. */
+  error?: string;
+}
+
+/** Events a run actor accepts. */
+export type RunEvent =
+  /** The process is draining: hand the task back. */
+  | { type: "drain" }
+  /** The task's machine ended (done, or in error). */
+  | { type: "task.done" }
+  /** The task's machine changed state: checkpoint it. */
+  | { type: "task.changed" }
+  /** A checkpoint found the claim taken over by another Director. */
+  | { type: "claim.lost" }
+  /** The store refused a checkpoint for good (too large). */
+  | { type: "checkpoint.refused"; message: string };
+
+const messageOf = (err: unknown): string => (err instanceof Error ? err.message : String(err));
+
+/** On an effect's failure: the delivery goes back to the queue, after a pause growing with its deliveries. */
+const failed = {
+  target: "#run.handedBack",
+  actions: [{ type: "recordError", params: ({ event }: { event: { error: unknown } }) => ({ error: event.error }) }, "stopTask", "nakLater"],
+} as const;
+
+/** The run protocol machine. */
+export const runMachine = setup({
+  types: {
+    input: {} as RunInput,
+    context: {} as RunContext,
+    events: {} as RunEvent,
+  },
+  actions: {
+    startTask: () => notProvided("run.startTask"),
+    stopTask: () => notProvided("run.stopTask"),
+    beat: () => notProvided("run.beat"),
+    checkpoint: () => notProvided("run.checkpoint"),
+    dueClaim: () => notProvided("run.dueClaim"),
+    ack: () => notProvided("run.ack"),
+    nak: () => notProvided("run.nak"),
+    nakLater: () => notProvided("run.nakLater"),
+    cancelOthers: () => notProvided("run.cancelOthers"),
+    /** Logs what the run came to. */
+    report: (_, _params: { outcome: RunOutcome }) => undefined,
+    markDraining: assign({ draining: true }),
+    recordError: assign((_, params: { error: unknown }) => ({ error: messageOf(params.error) })),
+  },
+  actors: {
+    claim: fromPromise<ClaimOutput>(async () => notProvided("run.claim")),
+    restore: fromPromise<RestoreOutput>(async () => notProvided("run.restore")),
+    finish: fromPromise<FinishOutput, FinishInput>(async () => notProvided("run.finish")),
+    flush: fromPromise<void>(async () => notProvided("run.flush")),
+    /** Whether the Director that took the task over has finished it (then this delivery's ack is as safe as its own). */
+    readOwner: fromPromise<{ final: boolean }>(async () => notProvided("run.readOwner")),
+  },
+  guards: {
+    claimed: (_, output: ClaimOutput) => output.kind === "claimed",
+    contended: (_, output: ClaimOutput) => output.kind === "contended",
+    nothingToRun: (_, output: ClaimOutput) => output.kind === "done",
+    restoreRefused: (_, output: RestoreOutput) => output.kind === "refused",
+    draining: ({ context }) => context.draining,
+    pending: ({ context }) => context.pending,
+    cancellingOthers: ({ context }) => context.cancelOthers,
+    writtenCancellingOthers: ({ context }, output: FinishOutput) => output === "written" && context.cancelOthers,
+    written: (_, output: FinishOutput) => output === "written",
+    takenOverFinished: (_, output: { final: boolean }) => output.final,
+  },
+  delays: {
+    heartbeat: ({ context }) => context.heartbeatMs,
+    claimDue: ({ context }) => context.pendingClaimMs,
+  },
+}).createMachine({
+  id: "run",
+  context: ({ input }) => ({ draining: false, ...input, pending: false, cancelOthers: false }),
+  initial: "claiming",
+  on: { drain: { actions: "markDraining" } },
+  states: {
+    claiming: {
+      description: "Claims the task: a first delivery under a pending claim at once, a redelivery by reading its record.",
+      invoke: {
+        src: "claim",
+        onDone: [
+          {
+            guard: { type: "claimed", params: ({ event }) => event.output },
+            target: "restoring",
+            actions: assign({ pending: ({ event }) => event.output.kind === "claimed" && event.output.pending }),
+          },
+          { guard: { type: "contended", params: ({ event }) => event.output }, target: "refused", actions: "nakLater" },
+          { guard: { type: "nothingToRun", params: ({ event }) => event.output }, target: "refused", actions: "ack" },
+          { target: "refused" },
+        ],
+        onError: failed,
+      },
+    },
+    restoring: {
+      description: "Creates the task's actor: from its stored snapshot when taken over, else from its start.",
+      invoke: {
+        src: "restore",
+        onDone: [
+          {
+            guard: { type: "restoreRefused", params: ({ event }) => event.output },
+            target: "finishing",
+            actions: assign({ failure: ({ event }) => (event.output.kind === "refused" ? `cannot resume the task: ${event.output.message}` : undefined) }),
+          },
+          { guard: "draining", target: "handingBack" },
+          { target: "running" },
+        ],
+        onError: failed,
+      },
+    },
+    running: {
+      description: "The task's machine runs; each change of its state is checkpointed under the claim.",
+      entry: "startTask",
+      initial: "beating",
+      states: {
+        beating: {
+          description: "Signals progress on the delivery and re-writes the claim's checkpoint every heartbeat.",
+          after: { heartbeat: { target: "beating", reenter: true, actions: "beat" } },
+        },
+      },
+      after: { claimDue: { guard: "pending", actions: "dueClaim" } },
+      on: {
+        "task.changed": { actions: "checkpoint" },
+        "task.done": "finishing",
+        "claim.lost": { target: "checkingOwner", actions: "stopTask" },
+        "checkpoint.refused": {
+          target: "finishing",
+          actions: [
+            "stopTask",
+            assign({ failure: ({ event }) => event.message, cancelOthers: true }),
+          ],
+        },
+        drain: "handingBack",
+      },
+    },
+    handingBack: {
+      description: "Draining: writes a last checkpoint, so the next Director resumes the task from it at once.",
+      invoke: { src: "flush", onDone: { target: "handedBack", actions: ["stopTask", "nak"] }, onError: failed },
+    },
+    finishing: {
+      description: "Stores the outcome under the claim, then publishes the last event and the result.",
+      invoke: {
+        src: "finish",
+        input: ({ context }) => (context.failure === undefined ? {} : { failure: context.failure }),
+        onDone: [
+          {
+            guard: { type: "writtenCancellingOthers", params: ({ event }) => event.output },
+            target: "settled",
+            actions: ["ack", "cancelOthers"],
+          },
+          { guard: { type: "written", params: ({ event }) => event.output }, target: "settled", actions: "ack" },
+          { guard: "cancellingOthers", target: "checkingOwner", actions: "cancelOthers" },
+          { target: "checkingOwner" },
+        ],
+        onError: failed,
+      },
+    },
+    checkingOwner: {
+      description: "The claim was taken over: nothing is published here; the delivery is acked once the new owner has finished.",
+      invoke: {
+        src: "readOwner",
+        onDone: [{ guard: { type: "takenOverFinished", params: ({ event }) => event.output }, target: "lost", actions: "ack" }, { target: "lost" }],
+        onError: failed,
+      },
+    },
+    settled: { description: "The outcome is stored and published; the delivery is acked.", type: "final", entry: { type: "report", params: { outcome: "settled" } } },
+    handedBack: { description: "The delivery went back to the queue (naked) for this or another Director.", type: "final", entry: { type: "report", params: { outcome: "handedBack" } } },
+    lost: { description: "Another Director owns the task now.", type: "final", entry: { type: "report", params: { outcome: "lost" } } },
+    refused: { description: "The task is not run here: its claim was not granted.", type: "final", entry: { type: "report", params: { outcome: "refused" } } },
+  },
+});

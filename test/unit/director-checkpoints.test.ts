@@ -1,0 +1,103 @@
+import { describe, expect, it } from "vitest";
+import { createActor, fromPromise, SimulatedClock, waitFor } from "xstate";
+import { runMachine, type ClaimOutput, type FinishInput, type FinishOutput, type RestoreOutput } from "../../machines/director/run.js";
+import { StoreRefusedError, type TaskStore } from "../../actors/bus.js";
+import type { ActorDeps, Logger } from "../../actors/deps.js";
+import { claimTask, readRecord } from "../../actors/director/records.js";
+import { checkpointer, type RunningTask } from "../../actors/director/task.js";
+import { MemoryTaskStore } from "../../runtime/in-process/store.js";
+import type { TaskId, TaskRecord } from "../../protocol/index.js";
+
+const HEARTBEAT_MS = 1000;
+const at = "2026-01-01T00:00:00.000Z";
+const queued: TaskRecord = { taskId: "t1" as TaskId, state: "queued", xml: "<task/>", inputs: {}, submittedAt: at, updatedAt: at };
+
+/** A store whose compare-and-set writes fail with the errors queued in `failures`, one per write, first. */
+class FlakyStore extends MemoryTaskStore {
+  readonly failures: Error[] = [];
+  override async update(key: string, value: Uint8Array, expectedRevision: number): Promise<number | undefined> {
+    const failure = this.failures.shift();
+    if (failure !== undefined) throw failure;
+    return super.update(key, value, expectedRevision);
+  }
+}
+
+/**
+ * A claimed task whose heartbeat is the run machine's (on a simulated clock) and whose checkpoints are the real ones,
+ * written to an in-process store.
+ */
+async function heartbeating(store: FlakyStore) {
+  const logged: string[] = [];
+  const log: Logger = { debug: () => undefined, info: () => undefined, warn: (_, msg) => void logged.push(`warn: ${msg}`), error: (_, msg) => void logged.push(`error: ${msg}`) };
+  const deps = { log, now: () => new Date(at) } as Pick<ActorDeps, "log" | "now">;
+  const claimed = await claimTask(store as TaskStore, "t1", "director-a", deps.now, { queued, intakeSeq: 1 });
+  if (claimed.kind !== "claimed") throw new Error(`expected a claim, got ${claimed.kind}`);
+  const signals: string[] = [];
+  const item = { id: "t1", data: new Uint8Array(), deliveries: 1, seq: 1, ack: async () => undefined, nak: () => undefined, working: () => void signals.push("working") };
+  const task: RunningTask = { claim: claimed.claim, item, seq: 1, checkpointed: 1, lost: false, actor: undefined };
+  const finishes: FinishInput[] = [];
+  const clock = new SimulatedClock();
+  const checkpoints = checkpointer(deps as ActorDeps, store, task, {
+    lost: () => run.send({ type: "claim.lost" }),
+    refused: (err) => run.send({ type: "checkpoint.refused", message: err.message }),
+  });
+  const machine = runMachine.provide({
+    actors: {
+      claim: fromPromise<ClaimOutput>(async () => ({ kind: "claimed", pending: false })),
+      restore: fromPromise<RestoreOutput>(async () => ({ kind: "ready" })),
+      finish: fromPromise<FinishOutput, FinishInput>(async ({ input }) => (finishes.push(input), "written")),
+      readOwner: fromPromise<{ final: boolean }>(async () => ({ final: false })),
+    },
+    actions: { startTask: () => undefined, stopTask: () => undefined, beat: () => checkpoints.beat(), ack: () => undefined, nakLater: () => undefined, cancelOthers: () => undefined },
+  });
+  const run = createActor(machine, { clock, input: { taskId: "t1", heartbeatMs: HEARTBEAT_MS, pendingClaimMs: 400 } }).start();
+  await waitFor(run, (s) => s.matches("running"));
+  /** One heartbeat, and its checkpoint written (or failed). */
+  const beat = async () => {
+    clock.increment(HEARTBEAT_MS);
+    await checkpoints.idle();
+  };
+  return { run, task, logged, signals, finishes, beat };
+}
+
+describe("the Director's heartbeat (run machine and checkpoints)", () => {
+  it("a checkpoint that fails is written again at the next heartbeat; the task keeps running", async () => {
+    const store = new FlakyStore();
+    const { run, task, logged, signals, beat } = await heartbeating(store);
+    task.seq = 4;
+    store.failures.push(new Error("no responders: the store is restarting"));
+    await beat();
+    expect(logged).toEqual(["warn: checkpoint failed; retried at the next heartbeat"]);
+    expect(task.checkpointed).toBe(1);
+    expect(run.getSnapshot().matches("running")).toBe(true);
+    await beat();
+    expect(task.checkpointed).toBe(4);
+    expect((await readRecord(store, "t1"))?.record.seq).toBe(4);
+    // Progress is signalled on the delivery at every beat, written or not.
+    expect(signals).toEqual(["working", "working"]);
+  });
+
+  it("a checkpoint the store refuses for good fails the task once, through the finish", async () => {
+    const store = new FlakyStore();
+    const { run, task, logged, finishes, beat } = await heartbeating(store);
+    task.seq = 2;
+    store.failures.push(new StoreRefusedError("value too large", "t1", 2_000_000));
+    await beat();
+    await waitFor(run, (s) => s.status === "done");
+    expect(run.getSnapshot().value).toBe("settled");
+    expect(finishes).toEqual([{ failure: "value too large" }]);
+    expect(logged).toEqual(["error: checkpoint refused by the store; the task fails"]);
+  });
+
+  it("a checkpoint that finds the claim taken over stops the run as lost", async () => {
+    const store = new FlakyStore();
+    const { run, task, beat } = await heartbeating(store);
+    // Another Director takes the claim over.
+    await claimTask(store, "t1", "director-b", () => new Date(at), { intakeSeq: 1 });
+    task.seq = 3;
+    await beat();
+    await waitFor(run, (s) => s.status === "done");
+    expect(run.getSnapshot().value).toBe("lost");
+    expect(task.lost).toBe(true);
+  });
+});
