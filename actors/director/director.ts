@@ -7,7 +7,7 @@
  * the intake work queue, `<root>.progress.*` and `<root>.control.cancel` (every Director; each acts only on the
  * tasks it owns).
  */
-import { CancelBroadcast, decode, encodeJson, errorReply, Progress, TaskEvent, type TaskId } from "../../protocol/index.js";
+import { CancelBroadcast, decode, encodeJson, errorReply, Progress, Requests, TaskEvent, type TaskId } from "../../protocol/index.js";
 import type { BusMessage, TaskStore, WorkItem, WorkQueue } from "../bus.js";
 import { messageOf, type ActorDeps, type RoleHandle } from "../deps.js";
 import { submissionGates } from "./gates.js";
@@ -124,7 +124,7 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
   const queueGroup = { queue: subjects.queue("director") };
   const subscriptions = [
     bus.subscribe(
-      subjects.submit,
+      Requests.submit.servedOn(subjects),
       async (msg) => {
         let announced: ((discarded: number | undefined) => void) | undefined;
         const queuing = (taskId: string) => void (announced = gates.submitting(taskId));
@@ -138,8 +138,8 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
       },
       queueGroup,
     ),
-    bus.subscribe(subjects.anyTaskGet, guarded("get", get), queueGroup),
-    bus.subscribe(subjects.anyTaskCancel, guarded("cancel", cancel), queueGroup),
+    bus.subscribe(Requests.taskGet.servedOn(subjects), guarded("get", get), queueGroup),
+    bus.subscribe(Requests.taskCancel.servedOn(subjects), guarded("cancel", cancel), queueGroup),
     bus.subscribe(subjects.anyProgress, (msg) => {
       const decoded = decode(Progress, msg.data);
       if (decoded.ok) owned.get(decoded.value.taskId)?.actor?.send(decoded.value);

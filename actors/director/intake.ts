@@ -7,6 +7,7 @@ import {
   encode,
   encodeJson,
   errorReply,
+  Requests,
   SubmitRequest,
   TaskRecord,
   textOf,
@@ -19,6 +20,7 @@ import {
 } from "../../protocol/index.js";
 import { MAX_STORED_VALUE_BYTES, type BusMessage, type TaskStore, type WorkQueue } from "../bus.js";
 import { messageOf, type ActorDeps } from "../deps.js";
+import { respond } from "../serve.js";
 import { checkInputs, checkSubmission, checkTemplate, DEFAULT_SIZE_LIMITS, tooLargeReply, type SizeLimits } from "../size-limits.js";
 import { parseTemplate } from "../../machines/language/parse.js";
 import type { ParseOutcome } from "../../machines/language/ast.js";
@@ -171,16 +173,16 @@ export async function handleSubmit(
   }
   if (!decoded.ok) {
     deps.log.warn({ subject: msg.subject, error: decoded.reply.error }, "rejected submission");
-    msg.respond(encodeJson(decoded.reply));
+    respond(msg, Requests.submit, decoded.reply);
     return undefined;
   }
   try {
     const accepted = await acceptSubmission(deps, store, queue, decoded.submission, queuing);
-    msg.respond(encodeJson(accepted.reply));
+    respond(msg, Requests.submit, accepted.reply);
     return accepted;
   } catch (err) {
     deps.log.error({ err: messageOf(err) }, "could not store submission");
-    msg.respond(encodeJson(errorReply("UNAVAILABLE", `could not store the task: ${messageOf(err)}`)));
+    respond(msg, Requests.submit, errorReply("UNAVAILABLE", `could not store the task: ${messageOf(err)}`));
     return undefined;
   }
 }

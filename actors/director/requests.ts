@@ -8,9 +8,9 @@ import {
   CancelBroadcast,
   decode,
   encode,
-  encodeJson,
   errorReply,
   parseTaskId,
+  Requests,
   TaskEvent,
   TaskOutcome,
   type CancelReply,
@@ -20,6 +20,7 @@ import {
 } from "../../protocol/index.js";
 import type { BusMessage, TaskStore, WorkQueue } from "../bus.js";
 import { messageOf, type ActorDeps } from "../deps.js";
+import { respond } from "../serve.js";
 import { readRecord, requestCancel } from "./records.js";
 import { queuedRecord } from "./intake.js";
 
@@ -57,26 +58,26 @@ export function taskRequests(deps: ActorDeps, store: TaskStore, queue: WorkQueue
 
   const get = async (msg: BusMessage) => {
     const taskId = parseTaskId(subjects.taskIdOf(msg.subject));
-    if (!taskId) return void msg.respond(encodeJson(errorReply("INVALID_ID", `illegal task id in subject '${msg.subject}'`)));
+    if (!taskId) return void respond(msg, Requests.taskGet, errorReply("INVALID_ID", `illegal task id in subject '${msg.subject}'`));
     const live = hooks.liveState(taskId);
     const stored = (await readRecord(store, taskId))?.record;
     const record = stored ?? (await queuedUnder(taskId))?.record;
     const state = live ?? (stored === undefined && record !== undefined ? await stateOfQueued(taskId) : record?.state);
-    if (state === undefined) return void msg.respond(encodeJson(errorReply("NOT_FOUND", `no task '${taskId}'`)));
+    if (state === undefined) return void respond(msg, Requests.taskGet, errorReply("NOT_FOUND", `no task '${taskId}'`));
     // A result too large for one message is cut to fit (actors/director/message-fit.ts); the record keeps it whole.
     const result = record?.result && fitOutcome(record.result, deps.bus.maxMessageBytes, 256);
     const reply: TaskStatusReply = { taskId, state, ...(result ? { result } : {}) };
-    msg.respond(encodeJson(reply));
+    respond(msg, Requests.taskGet, reply);
   };
 
   const cancel = async (msg: BusMessage) => {
     const taskId = parseTaskId(subjects.taskIdOf(msg.subject));
-    if (!taskId) return void msg.respond(encodeJson(errorReply("INVALID_ID", `illegal task id in subject '${msg.subject}'`)));
+    if (!taskId) return void respond(msg, Requests.taskCancel, errorReply("INVALID_ID", `illegal task id in subject '${msg.subject}'`));
     const outcome = await requestCancel(store, taskId, deps.now, () => queuedUnder(taskId));
-    if (outcome.kind === "missing") return void msg.respond(encodeJson(errorReply("NOT_FOUND", `no task '${taskId}'`)));
+    if (outcome.kind === "missing") return void respond(msg, Requests.taskCancel, errorReply("NOT_FOUND", `no task '${taskId}'`));
     if (outcome.kind === "final") {
       const reply: CancelReply = { taskId, state: outcome.record.state, cancelled: false };
-      return void msg.respond(encodeJson(reply));
+      return void respond(msg, Requests.taskCancel, reply);
     }
     if (outcome.kind === "cancelled") {
       // Cancelled while queued: stored final above, announced here; its queue item goes (a Director that started it
@@ -88,7 +89,7 @@ export function taskRequests(deps: ActorDeps, store: TaskStore, queue: WorkQueue
     }
     bus.publish(subjects.cancelBroadcast, encode(CancelBroadcast, { type: "task.cancel", taskId }));
     const reply: CancelReply = { taskId, state: "cancelled", cancelled: true };
-    msg.respond(encodeJson(reply));
+    respond(msg, Requests.taskCancel, reply);
   };
 
   return { get, cancel };
