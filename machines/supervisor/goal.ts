@@ -13,7 +13,7 @@
  * - A replan counts up; past `maxReplans` the goal is **paused** with an escalation alert and waits for an operator's
  *   resume. Otherwise in-progress sub-goals are reviewed (keep or skip; a failed review keeps), pending and failed
  *   ones are skipped (the new plan replaces them), the goal is decomposed again, and the evaluations start afresh. Major replans alert the operator.
- * - `STOP` (lease lost, cancelled, paused from outside) ends the cycle at once in `stopped`.
+ * - `stop` (lease lost, cancelled, paused from outside) ends the cycle at once in `stopped`.
  * Effects: `decompose`, `runWave`, `judge`, `review`; actions `persist` (store the goal), `publish` (a goal event),
  * `alert` (operator alert), `cancelTasks`.
  */
@@ -40,7 +40,7 @@ export interface WaveItem {
 
 /** Sent by `runWave` for each sub-goal whose task ended; `at`: when (ms since the epoch). */
 export interface SettledEvent {
-  type: "SUBGOAL.SETTLED";
+  type: "subgoal.settled";
   subGoalId: string;
   outcome: SubGoalOutcome;
   at: number;
@@ -54,7 +54,7 @@ export interface KeepResult {
 }
 
 /** Events of the goal machine. */
-export type GoalMachineEvent = SettledEvent | { type: "STOP"; reason: string };
+export type GoalMachineEvent = SettledEvent | { type: "stop"; reason: string };
 
 interface GoalContext {
   goal: Goal;
@@ -133,7 +133,7 @@ export const goalMachine = setup({
     replan: { major: false, reason: "" },
   }),
   on: {
-    STOP: { target: ".stopped", actions: assign({ stopReason: ({ event }) => event.reason }) },
+    stop: { target: ".stopped", actions: assign({ stopReason: ({ event }) => event.reason }) },
   },
   initial: "starting",
   states: {
@@ -195,7 +195,7 @@ export const goalMachine = setup({
         { guard: "waveSettled", target: "judging" },
       ],
       on: {
-        "SUBGOAL.SETTLED": {
+        "subgoal.settled": {
           guard: ({ context, event }) => context.wave.includes(event.subGoalId),
           actions: [
             assign(({ context, event }) => {

@@ -60,7 +60,7 @@ async function run(script: Script, input: Partial<GoalInput> = {}) {
         for (const item of items) {
           const outcome = script.outcome?.(item.description) ?? { success: true, content: `done: ${item.description}` };
           if (outcome === "hang") continue;
-          queueMicrotask(() => sendBack({ type: "SUBGOAL.SETTLED", subGoalId: item.subGoalId, outcome, at: NOW }));
+          queueMicrotask(() => sendBack({ type: "subgoal.settled", subGoalId: item.subGoalId, outcome, at: NOW }));
         }
       }),
       judge: fromPromise(async ({ input }: { input: { goal: Goal; subGoalIds: string[] } }) => {
@@ -214,7 +214,7 @@ describe("goal machine", () => {
   it("stops at once on STOP", async () => {
     const r = await run({ plans: [plan("a")], outcome: () => "hang" });
     expect(r.actor.getSnapshot().value).toBe("running");
-    r.actor.send({ type: "STOP", reason: "lease lost" });
+    r.actor.send({ type: "stop", reason: "lease lost" });
     expect(await r.done).toMatchObject({ status: "stopped", reason: "lease lost" });
   });
 });
