@@ -6,10 +6,8 @@ import { verdictOf, type InputRequest, type StoredVerdict, type TaskError, type 
 import { bestAttempt, clarificationQuestions, failure, history, tag, thrown, type CheckmateContext, type Prepared } from "./checkmate-types.js";
 import type { ProgressParams } from "./sequential.js";
 
-/** What an invoked effect's done event carries (named logic in `setup()` sees the machine's events untyped). */
-export const outputOf = <T>(event: { type: string; output?: unknown }): T => event.output as T;
-/** The error of an invoked effect's error event. */
-export const errorOf = (event: { type: string; error?: unknown }): unknown => event.error;
+export { errorOf, outputOf } from "../invoke-events.js";
+
 
 /** True when the intake's answer asks for clarification and the rounds of answers are spent. */
 export function clarificationsSpent(context: CheckmateContext, output: TaskResult): boolean {

@@ -44,11 +44,9 @@ import {
   clarificationsSpentFailure,
   criteriaFeedback,
   criteriaProgress,
-  errorOf,
   exhaustedProgress,
   inputProgress,
   intakeFailure,
-  outputOf,
   preparedFailure,
   preparedTask,
   roleFailure,
@@ -63,6 +61,7 @@ import {
   workerInput,
 } from "./checkmate-rules.js";
 import type { InputWaitInput } from "./continuation.js";
+import { errorOf, outputOf } from "../invoke-events.js";
 import type { Env } from "../language/env.js";
 import { notProvided } from "../not-provided.js";
 import type { ProgressParams } from "./sequential.js";
