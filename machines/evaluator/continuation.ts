@@ -17,6 +17,7 @@ import { assign, fromPromise, setup } from "xstate";
 import { EvaluationRequest, InputRequest, SubtaskRequest, type SessionState, type TaskResult } from "../../protocol/index.js";
 import { extend, find, type Env } from "../language/env.js";
 import { notProvided } from "../not-provided.js";
+import { outputOf } from "../invoke-events.js";
 import type { ProgressParams } from "./sequential.js";
 
 /** Env bindings the Evaluator reserves (`$` names cannot be written in a template). */
@@ -169,6 +170,7 @@ export const continuationMachine = setup({
     tooDeep: ({ context }) => context.chain.length + 1 > depthLimit(context),
     isCycle: ({ context }) => context.pending?.kind === "subtask" && context.chain.includes(context.pending.signature),
     evaluationsLeft: ({ context }) => context.evaluations < context.maxEvaluations,
+    subtaskFailed: ({ event }) => outputOf<TaskResult>(event).status !== "COMPLETE",
   },
 }).createMachine({
   id: "continuation",
@@ -243,7 +245,7 @@ export const continuationMachine = setup({
         },
         onDone: [
           {
-            guard: ({ event }) => event.output.status !== "COMPLETE",
+            guard: "subtaskFailed",
             target: "failed",
             actions: assign({
               failure: ({ context, event }) =>

@@ -16,6 +16,7 @@ import type { TaskError, TaskResult } from "../../protocol/index.js";
 import { extend, rootEnv, type Env } from "../language/env.js";
 import { evaluateTest } from "../language/expression.js";
 import { notProvided } from "../not-provided.js";
+import { outputOf } from "../invoke-events.js";
 import type { ProgressParams, RunStepInput } from "./sequential.js";
 
 /** Default of `<max_iterations>`. */
@@ -199,6 +200,8 @@ export const directorEvaluatorMachine = setup({
     valid: ({ context }) => context.hasDirector && context.hasEvaluator,
     succeeded: ({ context }) => context.reason !== undefined,
     exhausted: ({ context }) => context.iteration >= context.maxIterations,
+    stepCompleted: ({ event }) => complete({ output: outputOf<TaskResult>(event) }),
+    directedWithScript: ({ context, event }) => complete({ output: outputOf<TaskResult>(event) }) && context.hasScript,
   },
 }).createMachine({
   id: "directorEvaluator",
@@ -229,8 +232,8 @@ export const directorEvaluatorMachine = setup({
         src: "runStep",
         input: ({ context }) => ({ path: `${context.path}.director`, env: extend(context.env, loopBindings(context)) }),
         onDone: [
-          { guard: ({ context, event }) => complete(event) && context.hasScript, target: "scripting", actions: assign({ current: ({ context, event }) => ({ ...context.current, director: event.output }), script: undefined }) },
-          { guard: ({ event }) => complete(event), target: "evaluating", actions: assign({ current: ({ context, event }) => ({ ...context.current, director: event.output }), script: undefined }) },
+          { guard: "directedWithScript", target: "scripting", actions: assign({ current: ({ context, event }) => ({ ...context.current, director: event.output }), script: undefined }) },
+          { guard: "stepCompleted", target: "evaluating", actions: assign({ current: ({ context, event }) => ({ ...context.current, director: event.output }), script: undefined }) },
           { target: "failed", actions: assign(({ context, event }) => loopFailure(context, "director", event.output.error, event.output)) },
         ],
         onError: { target: "failed", actions: assign(({ context, event }) => loopFailure(context, "director", thrown(event.error))) },
@@ -242,7 +245,7 @@ export const directorEvaluatorMachine = setup({
         src: "runScript",
         input: ({ context }) => ({ path: `${context.path}.scriptExecution`, env: afterDirector(context) }),
         onDone: [
-          { guard: ({ event }) => complete(event), target: "evaluating", actions: assign({ current: ({ context, event }) => ({ ...context.current, script: event.output }), script: ({ event }) => readScript(event.output) }) },
+          { guard: "stepCompleted", target: "evaluating", actions: assign({ current: ({ context, event }) => ({ ...context.current, script: event.output }), script: ({ event }) => readScript(event.output) }) },
           { target: "failed", actions: assign(({ context, event }) => loopFailure(context, "script", event.output.error, event.output)) },
         ],
         onError: { target: "failed", actions: assign(({ context, event }) => loopFailure(context, "script", thrown(event.error))) },
@@ -255,7 +258,7 @@ export const directorEvaluatorMachine = setup({
         input: ({ context }) => ({ path: `${context.path}.evaluator`, env: afterDirector(context) }),
         onDone: [
           {
-            guard: ({ event }) => complete(event),
+            guard: "stepCompleted",
             target: "deciding",
             actions: assign(({ context, event }) => {
               const evaluation = readEvaluation(event.output);

@@ -11,6 +11,7 @@ import { assign, fromPromise, setup } from "xstate";
 import type { TaskError, TaskResult } from "../../protocol/index.js";
 import { extend, type Env } from "../language/env.js";
 import { notProvided } from "../not-provided.js";
+import { outputOf } from "../invoke-events.js";
 import { compositeFailure, type ProgressParams, type RunStepInput } from "./sequential.js";
 
 /** One input of a reduce task, resolved. */
@@ -96,6 +97,7 @@ export const reduceMachine = setup({
   guards: {
     hasInitialTask: ({ context }) => context.initialTask,
     hasNextInput: ({ context }) => context.index < context.items.length,
+    inputsFailed: ({ event }) => "result" in outputOf<ResolvedItems>(event),
   },
 }).createMachine({
   id: "reduce",
@@ -108,7 +110,7 @@ export const reduceMachine = setup({
         src: "resolveItems",
         input: ({ context }) => ({ path: context.path, env: context.env }),
         onDone: [
-          { guard: ({ event }) => "result" in event.output, target: "failed", actions: assign({ result: ({ context, event }) => failure(context, "inputs", "result" in event.output ? event.output.result.error : undefined) }) },
+          { guard: "inputsFailed", target: "failed", actions: assign({ result: ({ context, event }) => failure(context, "inputs", "result" in event.output ? event.output.result.error : undefined) }) },
           { target: "starting", actions: assign({ items: ({ event }) => ("items" in event.output ? event.output.items : []) }) },
         ],
         onError: { target: "failed", actions: assign({ result: ({ context, event }) => failure(context, "inputs", thrown(event.error)) }) },

@@ -14,6 +14,7 @@ import type { TaskError, TaskResult } from "../../protocol/index.js";
 import { ACCUMULATED_BINDING, accumulatedOutputs } from "./context-defaults.js";
 import { extend, type Env } from "../language/env.js";
 import { notProvided } from "../not-provided.js";
+import { outputOf } from "../invoke-events.js";
 import type { AccumulationFormat } from "../language/ast.js";
 
 /** One entry of the SequentialHistory. */
@@ -147,6 +148,7 @@ export const sequentialMachine = setup({
   },
   guards: {
     hasNextStep: ({ context }) => context.index < context.stepCount,
+    stepCompleted: ({ event }) => outputOf<TaskResult>(event).status === "COMPLETE",
   },
 }).createMachine({
   id: "sequential",
@@ -172,7 +174,7 @@ export const sequentialMachine = setup({
         input: ({ context }) => ({ path: `${context.path}.steps.${context.index}`, env: stepEnv(context) }),
         onDone: [
           {
-            guard: ({ event }) => event.output.status === "COMPLETE",
+            guard: "stepCompleted",
             target: "advancing",
             actions: assign(({ context, event }) => ({ ...recorded(context, event.output), result: event.output })),
           },
