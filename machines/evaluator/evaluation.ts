@@ -14,7 +14,7 @@
  * in a Handler), `runScript` (a `script` task's command, run by a Handler), `runCall` (a function template call), `runCond` (the first true case of a `<cond>`) and `progress`. `evaluation.cancel` aborts the node in flight.
  */
 import { assign, fromPromise, setup } from "xstate";
-import type { TaskError, TaskResult } from "../../protocol/index.js";
+import { taskFailure, type TaskError, type TaskResult } from "../../protocol/index.js";
 import type { Env } from "../language/env.js";
 import { continuationMachine, DEFAULT_MAX_EVALUATIONS, DEFAULT_MAX_SUBTASK_DEPTH, type SuspendedResult } from "./continuation.js";
 import { checkmateMachine } from "./checkmate.js";
@@ -86,9 +86,7 @@ export const MAX_HISTORY_CHARS = 64_000;
 /** Task types the atomic path executes. */
 export const ATOMIC_TYPES: ReadonlySet<string> = new Set(["atomic", "standard", "subtask", "director", "evaluator"]);
 
-function failed(reason: "not_supported" | "unexpected_error" | "execution_halted", message: string): TaskResult {
-  return { content: "", status: "FAILED", notes: {}, error: { type: "TASK_FAILURE", reason, message } };
-}
+const failed = (reason: "not_supported" | "unexpected_error" | "execution_halted", message: string) => taskFailure(reason, message);
 
 function describe(node: EvalNode): string {
   const at = node.loc ? ` at line ${node.loc.line}, column ${node.loc.col}` : "";

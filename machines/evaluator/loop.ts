@@ -12,7 +12,7 @@
  * `<script_execution>` at `<path>.scriptExecution`) and `progress`.
  */
 import { assign, fromPromise, setup } from "xstate";
-import type { TaskError, TaskResult } from "../../protocol/index.js";
+import { taskFailure, type TaskError, type TaskResult } from "../../protocol/index.js";
 import { extend, rootEnv, type Env } from "../language/env.js";
 import { evaluateTest } from "../language/expression.js";
 import { notProvided } from "../not-provided.js";
@@ -178,7 +178,7 @@ export function bestAttempt(history: readonly IterationEntry[]): IterationEntry 
   return best ?? history.at(-1);
 }
 
-const invalid = (message: string): TaskResult => ({ content: "", status: "FAILED", notes: {}, error: { type: "TASK_FAILURE", reason: "input_validation_failure", message } });
+const invalid = (message: string): TaskResult => taskFailure("input_validation_failure", message);
 
 const complete = (event: { output: TaskResult }) => event.output.status === "COMPLETE";
 
