@@ -13,7 +13,7 @@ const CONVENTION = /^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$/;
 /** The graph's labels for events that are not a machine's own: eventless, invoke results, delays, a state's done. */
 const BUILT_IN = /^(always|done|done:.+|error:.+|after:.+|xstate\..+)$/;
 /** Machines whose every action is named: a bare `assign` in their chart is a regression. */
-const NAMED_ASSIGNS = new Set(["evaluation", "sequential", "reduce", "director-evaluator", "checkmate", "memory", "goal", "supervisor"]);
+const NAMED_ASSIGNS = new Set(["evaluation", "sequential", "reduce", "director-evaluator", "continuation", "checkmate", "memory", "goal", "supervisor"]);
 
 const graphs = machines.map(({ name, machine }) => ({ name, graph: machineGraph(machine) }));
 
