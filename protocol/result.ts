@@ -95,6 +95,16 @@ export const TaskResult = z.object({
 });
 export type TaskResult = z.infer<typeof TaskResult>;
 
+/**
+ * A FAILED result with a `TASK_FAILURE` error and no output: the one way to build the failure every role returns.
+ *
+ * @example
+ * taskFailure("input_validation_failure", "missing <inputs>", { input: "x" })
+ */
+export function taskFailure(reason: FailureReason, message: string, details?: Record<string, unknown>): TaskResult {
+  return { content: "", status: "FAILED", notes: {}, error: { type: "TASK_FAILURE", reason, message, ...(details ? { details } : {}) } };
+}
+
 /** Token usage of model calls. */
 export const Usage = z.object({
   /** Prompt tokens, summed over calls. */

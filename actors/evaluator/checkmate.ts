@@ -13,7 +13,7 @@ import { fromPromise } from "xstate";
 import { checkmateMachine, type CriteriaJudgeInput, type Gap, type IntakeInput, type JudgeInput, type Prepared, type WorkerInput } from "../../machines/evaluator/checkmate.js";
 import type { InputWaitInput } from "../../machines/evaluator/continuation.js";
 import { find, type Env } from "../../machines/language/env.js";
-import type { TaskResult } from "../../protocol/index.js";
+import { taskFailure, type TaskResult } from "../../protocol/index.js";
 import { budgetScopes } from "./budget.js";
 import { inputFailure } from "./nodes.js";
 import type { Walk } from "./walk.js";
@@ -131,7 +131,7 @@ async function call(walk: Walk, node: TaskNode, path: string, role: Role, name: 
     return result;
   } catch (err) {
     if (timer?.aborted && !signal.aborted) {
-      return { content: "", status: "FAILED", notes: {}, error: { type: "TASK_FAILURE", reason: "execution_timeout", message: `the ${role.replace("_", " ")} did not answer within ${timeoutS} s` } };
+      return taskFailure("execution_timeout", `the ${role.replace("_", " ")} did not answer within ${timeoutS} s`);
     }
     throw err;
   }

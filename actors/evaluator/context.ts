@@ -22,7 +22,7 @@ import {
   type PartialContextSettings,
 } from "../../machines/evaluator/context-defaults.js";
 import { find, type Env } from "../../machines/language/env.js";
-import type { TaskResult } from "../../protocol/index.js";
+import { taskFailure, type TaskResult } from "../../protocol/index.js";
 import { commandArgv, type RunCommand } from "./script.js";
 import { inputFailure } from "./nodes.js";
 import { substitute } from "../../machines/language/substitute.js";
@@ -272,7 +272,7 @@ export async function atomicContext(
     }
   } catch (err) {
     if (!(err instanceof ContextFailure)) throw err;
-    return { ok: false, result: { content: "", status: "FAILED", notes: {}, error: { type: "TASK_FAILURE", reason: "context_retrieval_failure", message: err.message } } };
+    return { ok: false, result: taskFailure("context_retrieval_failure", err.message) };
   }
   const unique = [...new Set(files)];
   const notes: Record<string, unknown> = {

@@ -5,7 +5,7 @@
  */
 import { ATOMIC_TYPES, type EvalNode } from "../../machines/evaluator/evaluation.js";
 import type { Env } from "../../machines/language/env.js";
-import type { TaskResult } from "../../protocol/index.js";
+import { taskFailure, type TaskResult } from "../../protocol/index.js";
 import { expandText, type InlineCall } from "./inline.js";
 import type { SubstituteMode } from "../../machines/language/substitute.js";
 import type { InputBinding, StepNode, TaskNode, TemplateDocument } from "../../machines/language/ast.js";
@@ -114,7 +114,7 @@ export function reparseAllowed(node: TaskNode): boolean {
 
 /** A `TASK_FAILURE` with reason `input_validation_failure`. */
 export function inputFailure(message: string, details?: Record<string, unknown>): TaskResult {
-  return { content: "", status: "FAILED", notes: {}, error: { type: "TASK_FAILURE", reason: "input_validation_failure", message, ...(details ? { details } : {}) } };
+  return taskFailure("input_validation_failure", message, details);
 }
 
 /** The prompt-bearing fields of an atomic task, before substitution. */

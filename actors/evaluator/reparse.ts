@@ -7,7 +7,7 @@
  */
 import { extend, find, flatten, type Env } from "../../machines/language/env.js";
 import { recoverableError } from "../../machines/evaluator/evaluation.js";
-import { TaskError, type CompileReply, type CompileRequest, type TaskId, type TaskResult } from "../../protocol/index.js";
+import { TaskError, taskFailure, type CompileReply, type CompileRequest, type TaskId, type TaskResult } from "../../protocol/index.js";
 import { decomposeRequest } from "../compiler/prompt.js";
 import { prepareAtomic } from "./nodes.js";
 export { reparseAllowed } from "./nodes.js";
@@ -41,7 +41,7 @@ export interface ReparseWalk {
   progress(event: string, message: string, data?: Record<string, unknown>): void;
 }
 
-const noInline = async (): Promise<TaskResult> => ({ content: "", status: "FAILED", notes: {}, error: { type: "TASK_FAILURE", reason: "unexpected_error", message: "inline calls are not run while reparsing" } });
+const noInline = async (): Promise<TaskResult> => taskFailure("unexpected_error", "inline calls are not run while reparsing");
 
 /** Decomposes `node` after `failed` and runs the sub-tree, up to {@link MAX_REPARSE} times. */
 export async function reparseNode(walk: ReparseWalk, node: TaskNode, path: string, env: Env, failed: TaskResult, signal: AbortSignal): Promise<TaskResult> {

@@ -6,7 +6,7 @@
  */
 import { extend, find, isPath, type Env } from "../../machines/language/env.js";
 import { splitCommand } from "../../machines/language/script-argv.js";
-import type { TaskResult } from "../../protocol/index.js";
+import { taskFailure, type TaskResult } from "../../protocol/index.js";
 import { REFUSED_ENV } from "../commands.js";
 import { inputFailure } from "./nodes.js";
 import { substitute } from "../../machines/language/substitute.js";
@@ -55,12 +55,8 @@ export function scriptEnv(spec: ScriptEnvironment | undefined, env: Env): { ok: 
 /** Evaluates a node (the `<call>` of a `<script_execution>`) in an environment. */
 export type EvaluateAt = (path: string, env: Env) => Promise<TaskResult>;
 
-const halted = (reason: "execution_halted" | "execution_timeout" | "unexpected_error" | "not_supported", message: string, details?: Record<string, unknown>): TaskResult => ({
-  content: "",
-  status: "FAILED",
-  notes: {},
-  error: { type: "TASK_FAILURE", reason, message, ...(details ? { details } : {}) },
-});
+const halted = (reason: "execution_halted" | "execution_timeout" | "unexpected_error" | "not_supported", message: string, details?: Record<string, unknown>): TaskResult =>
+  taskFailure(reason, message, details);
 
 /** Splits `text` into argv and substitutes `{{var}}` from `env` in each element. */
 export function commandArgv(text: string, env: Env): { ok: true; argv: string[] } | { ok: false; result: TaskResult } {

@@ -11,7 +11,7 @@ import { boundNow, evaluationMachine, type BindOutcome, type EvaluationInput } f
 import { evaluateTest } from "../../machines/language/expression.js";
 import { reduceMachine, type ResolvedItems } from "../../machines/evaluator/reduce.js";
 import { sequentialMachine } from "../../machines/evaluator/sequential.js";
-import type { CompileReply, CompileRequest, ContinuationKind, InputRequest, SessionState, TaskResult } from "../../protocol/index.js";
+import { taskFailure, type CompileReply, type CompileRequest, type ContinuationKind, type InputRequest, type SessionState, type TaskResult } from "../../protocol/index.js";
 import { bindInputs, bindInputsNow, resolveItems, type EvaluateInputTask } from "./bind.js";
 import { budgetScopes, type BudgetScope } from "./budget.js";
 import { reparseNode } from "./reparse.js";
@@ -65,7 +65,7 @@ export interface Walk {
 }
 
 function missingNode(path: string): TaskResult {
-  return { content: "", status: "FAILED", notes: {}, error: { type: "TASK_FAILURE", reason: "unexpected_error", message: `no executable node at path ${path}` } };
+  return taskFailure("unexpected_error", `no executable node at path ${path}`);
 }
 
 /** Evaluates the node at `path` in `env` with a nested evaluation actor; aborting `signal` cancels it. */
@@ -76,7 +76,7 @@ export async function evaluateNode(walk: Walk, path: string, env: Env, depth: nu
   const node = nodeAt(walk.document, path);
   if (!node) return missingNode(path);
   if (depth > walk.maxDepth) {
-    return { content: "", status: "FAILED", notes: {}, error: { type: "TASK_FAILURE", reason: "execution_halted", message: `nesting deeper than ${walk.maxDepth} at ${path}` } };
+    return taskFailure("execution_halted", `nesting deeper than ${walk.maxDepth} at ${path}`);
   }
   const actor = walk.actors.create(walk, depth, inline, { ...inspectOption(walk, "evaluator", walk.taskId), input: { taskId: walk.taskId, path, node: summarize(node), env, entry } });
   const cancel = () => actor.send({ type: "evaluation.cancel" });

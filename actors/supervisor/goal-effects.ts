@@ -115,7 +115,7 @@ export function goalActors(deps: ActorDeps, options: GoalEffectOptions) {
             submitted.push(item.taskId);
           } catch (err) {
             if (abort.signal.aborted) return;
-            sendBack({ type: "SUBGOAL.SETTLED", subGoalId: item.subGoalId, outcome: { success: false, content: "", error: `could not submit: ${messageOf(err)}` }, at: deps.now().getTime() });
+            sendBack({ type: "subgoal.settled", subGoalId: item.subGoalId, outcome: { success: false, content: "", error: `could not submit: ${messageOf(err)}` }, at: deps.now().getTime() });
           }
         }
         await collectResults(deps, submitted, {
@@ -124,7 +124,7 @@ export function goalActors(deps: ActorDeps, options: GoalEffectOptions) {
           onSettled: (result) => {
             if (abort.signal.aborted) return;
             const item = items.find((i) => i.taskId === result.taskId);
-            if (item) sendBack({ type: "SUBGOAL.SETTLED", subGoalId: item.subGoalId, outcome: outcomeOf(result), at: deps.now().getTime() });
+            if (item) sendBack({ type: "subgoal.settled", subGoalId: item.subGoalId, outcome: outcomeOf(result), at: deps.now().getTime() });
           },
         });
       })().catch((err: unknown) => deps.log.error({ goalId: goal.id, err: messageOf(err) }, "goal wave failed"));

@@ -45,7 +45,7 @@ export function runGoalLoop(deps: ActorDeps, store: GoalStore, goalId: string, o
                   log.error({ goalId, err: messageOf(err) }, "goal write failed");
                   return undefined;
                 });
-                if (next === undefined) actor.send({ type: "STOP", reason: "the goal was changed by another process" });
+                if (next === undefined) actor.send({ type: "stop", reason: "the goal was changed by another process" });
                 else revision = next;
               });
             },
@@ -63,10 +63,10 @@ export function runGoalLoop(deps: ActorDeps, store: GoalStore, goalId: string, o
         }),
         { input: { goal: stored.goal, costThresholdUsd: options.costThresholdUsd, maxParallel: options.maxParallel }, ...inspectOption(deps, "supervisor") },
       );
-      stopMachine = (reason) => actor.send({ type: "STOP", reason });
+      stopMachine = (reason) => actor.send({ type: "stop", reason });
       const renew = setInterval(() => {
         store.acquire(goalId, options.owner, now(), options.leaseMs).then(
-          (held) => held || actor.send({ type: "STOP", reason: "the lease was lost" }),
+          (held) => held || actor.send({ type: "stop", reason: "the lease was lost" }),
           (err: unknown) => log.warn({ goalId, err: messageOf(err) }, "lease renewal failed"),
         );
       }, Math.max(50, Math.floor(options.leaseMs / 3)));

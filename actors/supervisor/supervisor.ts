@@ -73,7 +73,7 @@ export function startSupervisor(deps: ActorDeps, kv: KeyedStore, options: Superv
         loops.set(goalId, handle);
         void handle.done.finally(() => {
           loops.delete(goalId);
-          supervisor.send({ type: "LOOP.HALTED", goalId });
+          supervisor.send({ type: "loop.halted", goalId });
         });
       },
       stopLoop: (_, { goalId, reason }) => loops.get(goalId)?.stop(reason),
@@ -164,8 +164,8 @@ export function startSupervisor(deps: ActorDeps, kv: KeyedStore, options: Superv
     deps.bus.subscribe(subjects.goalControl, (msg) => {
       const decoded = decode(GoalControl, msg.data);
       if (!decoded.ok) return void log.warn({ err: decoded.error.message }, "rejected goal control message");
-      if (decoded.value.action === "reconcile") supervisor.send({ type: "RECONCILE" });
-      else supervisor.send({ type: "GOAL.STOP", goalId: decoded.value.goalId, reason: decoded.value.reason });
+      if (decoded.value.action === "reconcile") supervisor.send({ type: "reconcile" });
+      else supervisor.send({ type: "goal.stop", goalId: decoded.value.goalId, reason: decoded.value.reason });
     }),
   ];
   supervisor.start();
@@ -174,7 +174,7 @@ export function startSupervisor(deps: ActorDeps, kv: KeyedStore, options: Superv
     role: "supervisor",
     async stop() {
       await Promise.all(subs.map((s) => s.unsubscribe()));
-      supervisor.send({ type: "DRAIN" });
+      supervisor.send({ type: "drain" });
       await Promise.race([
         new Promise<void>((resolve) => supervisor.subscribe({ complete: resolve, error: () => resolve() })),
         new Promise<void>((resolve) => setTimeout(resolve, 10_000).unref()),

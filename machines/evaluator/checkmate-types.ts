@@ -2,7 +2,7 @@
  * Types and pure helpers of the checkmate machine (machines/evaluator/checkmate.ts): its input and context, what each
  * effect is given, attempts and gaps, and the best-attempt choice by typed score.
  */
-import { NEEDS_CLARIFICATION, type StoredVerdict, type TaskError, type TaskResult } from "../../protocol/index.js";
+import { NEEDS_CLARIFICATION, taskFailure, type StoredVerdict, type TaskError, type TaskResult } from "../../protocol/index.js";
 import type { Env } from "../language/env.js";
 
 /** Defaults (the checkmate seed's: 5 iterations). */
@@ -113,10 +113,8 @@ export interface CheckmateContext extends CheckmateInput {
 }
 
 export const failure = (reason: "input_validation_failure" | "execution_halted" | "execution_timeout" | "subtask_failure" | "unexpected_error", message: string, notes: Record<string, unknown> = {}, error?: TaskError): TaskResult => ({
-  content: "",
-  status: "FAILED",
+  ...taskFailure(reason, message, error ? { cause: error } : undefined),
   notes,
-  error: { type: "TASK_FAILURE", reason, message, ...(error ? { details: { cause: error } } : {}) },
 });
 
 export const thrown = (error: unknown): TaskError => ({ type: "TASK_FAILURE", reason: "unexpected_error", message: error instanceof Error ? error.message : String(error) });

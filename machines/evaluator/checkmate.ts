@@ -21,16 +21,13 @@
  * Effects: `prepare`, `runIntake`, `runCriteriaJudge`, `waitForInput`, `runWorker`, `runJudge` and `progress`.
  */
 import { assign, fromPromise, setup } from "xstate";
-import { verdictOf, type InputRequest, type StoredVerdict, type TaskResult } from "../../protocol/index.js";
+import type { TaskError, TaskResult } from "../../protocol/index.js";
 import {
-  bestAttempt,
   CHECKMATE_DEFAULTS,
   clarificationQuestions,
-  complete,
   criteriaApproved,
   failure,
   fatal,
-  history,
   tag,
   thrown,
   type CheckmateContext,
@@ -41,12 +38,44 @@ import {
   type Prepared,
   type WorkerInput,
 } from "./checkmate-types.js";
+import {
+  checkmateOutput,
+  clarificationsSpent,
+  clarificationsSpentFailure,
+  criteriaFeedback,
+  criteriaProgress,
+  exhaustedProgress,
+  inputProgress,
+  intakeFailure,
+  preparedFailure,
+  preparedTask,
+  roleFailure,
+  verdictProgress,
+  withAttempt,
+  withClarification,
+  withJudgeError,
+  withVerdict,
+  withWorkerError,
+  workerErrorProgress,
+  judgeInput,
+  workerInput,
+} from "./checkmate-rules.js";
 import type { InputWaitInput } from "./continuation.js";
+import { errorOf, outputOf } from "../invoke-events.js";
 import type { Env } from "../language/env.js";
 import { notProvided } from "../not-provided.js";
 import type { ProgressParams } from "./sequential.js";
 
 export * from "./checkmate-types.js";
+export * from "./checkmate-rules.js";
+
+type Ctx = { context: CheckmateContext };
+/** The effect's result, from its done event. */
+const result = (e: { event: { type: string; output?: unknown } }) => outputOf<TaskResult>(e.event);
+/** The effect's thrown error, as a task error. */
+const threw = (e: { event: { type: string; error?: unknown } }) => thrown(errorOf(e.event));
+/** A `progress` action whose params are built from the context. */
+const progress = (params: (context: CheckmateContext) => ProgressParams) => ({ type: "progress" as const, params: ({ context }: Ctx) => params(context) });
 
 /** The checkmate machine. Output: the passing output, the exhaustion with the best attempt, or the failure. */
 export const checkmateMachine = setup({
@@ -57,6 +86,32 @@ export const checkmateMachine = setup({
   },
   actions: {
     progress: (_, _params: ProgressParams) => undefined,
+    storePreparedTask: assign(({ event }) => preparedTask(outputOf<Prepared>(event))),
+    failPreparation: assign({ result: ({ event }) => preparedFailure(outputOf<Prepared>(event)) }),
+    failPreparationThrew: assign({ result: (e) => failure("unexpected_error", threw(e).message) }),
+    markCriteriaGiven: assign({ criteriaSource: "given" }),
+    countIntakeCall: assign({ intakeCalls: ({ context }) => context.intakeCalls + 1 }),
+    failIntake: assign({ result: (e) => intakeFailure(result(e)) }),
+    failIntakeThrew: assign({ result: (e) => failure("subtask_failure", `intake failed: ${threw(e).message}`) }),
+    failClarificationsSpent: assign({ result: ({ context }) => clarificationsSpentFailure(context) }),
+    storeQuestions: assign({ questions: (e) => clarificationQuestions(result(e).content) }),
+    storeIntakeCriteria: assign({ criteria: (e) => result(e).content.trim(), criteriaSource: "intake" }),
+    recordClarification: assign(({ context, event }) => withClarification(context, outputOf<string>(event))),
+    failInputTimeout: assign({ result: (e) => failure("execution_timeout", threw(e).message, { questions: e.context.questions }) }),
+    countCriteriaRound: assign({ intakeRounds: ({ context }) => context.intakeRounds + 1 }),
+    approveCriteria: assign({ criteriaApproved: true }),
+    keepUnapprovedCriteria: assign({ criteriaApproved: false }),
+    storeCriteriaFeedback: assign({ criteriaFeedback: (e) => criteriaFeedback(result(e)) }),
+    failCriteriaJudgeThrew: assign({ result: (e) => failure("subtask_failure", `criteria judge failed: ${threw(e).message}`) }),
+    recordAttempt: assign(({ context, event }) => withAttempt(context, outputOf<TaskResult>(event).content)),
+    failWorker: assign({ result: (e) => roleFailure(e.context, "worker", result(e).error) }),
+    recordWorkerError: assign(({ context, event }) => withWorkerError(context, errorOrDefault(outputOf<TaskResult>(event).error))),
+    recordWorkerThrew: assign(({ context, event }) => withWorkerError(context, thrown(errorOf(event)))),
+    recordVerdict: assign(({ context, event }) => withVerdict(context, outputOf<TaskResult>(event).content)),
+    failJudge: assign({ result: (e) => roleFailure(e.context, "judge", result(e).error) }),
+    recordJudgeError: assign(({ context, event }) => withJudgeError(context, outputOf<TaskResult>(event).error)),
+    failJudgeThrew: assign({ result: (e) => failure("unexpected_error", `judge failed: ${threw(e).message}`) }),
+    nextIteration: assign({ iteration: ({ context }) => context.iteration + 1 }),
   },
   actors: {
     prepare: fromPromise<Prepared, { path: string; env: Env }>(async () => notProvided("checkmate.prepare")),
@@ -71,6 +126,14 @@ export const checkmateMachine = setup({
     judgeCriteria: ({ context }) => context.criteriaJudge === true,
     passed: ({ context }) => context.attempts.at(-1)?.verdict?.result === "PASS",
     exhausted: ({ context }) => context.iteration >= context.maxIterations,
+    preparationFailed: ({ event }) => preparedFailure(outputOf<Prepared>(event)) !== undefined,
+    effectFailed: (e) => result(e).status !== "COMPLETE",
+    effectComplete: (e) => result(e).status === "COMPLETE",
+    failureIsFatal: (e) => fatal(result(e).error),
+    clarificationsSpent: (e) => clarificationsSpent(e.context, result(e)),
+    asksClarification: (e) => clarificationQuestions(result(e).content) !== undefined,
+    criteriaApproved: (e) => result(e).status === "COMPLETE" && criteriaApproved(result(e).content),
+    intakeRoundsLeft: ({ context }) => context.intakeRounds < context.maxIntakeRounds,
   },
 }).createMachine({
   id: "checkmate",
@@ -96,13 +159,10 @@ export const checkmateMachine = setup({
         src: "prepare",
         input: ({ context }) => ({ path: context.path, env: context.env }),
         onDone: [
-          { guard: ({ event }) => "result" in event.output, target: "failed", actions: assign({ result: ({ event }) => ("result" in event.output ? event.output.result : undefined) }) },
-          {
-            target: "routingIntake",
-            actions: assign(({ event }) => ("task" in event.output ? { task: event.output.task, criteria: event.output.criteria ?? "" } : {})),
-          },
+          { guard: "preparationFailed", target: "failed", actions: "failPreparation" },
+          { target: "routingIntake", actions: "storePreparedTask" },
         ],
-        onError: { target: "failed", actions: assign({ result: ({ event }) => failure("unexpected_error", thrown(event.error).message) }) },
+        onError: { target: "failed", actions: "failPreparationThrew" },
       },
     },
     routingIntake: {
@@ -111,7 +171,7 @@ export const checkmateMachine = setup({
         {
           guard: "criteriaGiven",
           target: "working",
-          actions: [assign({ criteriaSource: "given" }), { type: "progress", params: ({ context }) => ({ event: "checkmate.criteria", message: "criteria given with the task", data: { nodePath: context.path, source: "given" } }) }],
+          actions: ["markCriteriaGiven", progress((c) => criteriaProgress(c, "criteria given with the task"))],
         },
         { target: "intake" },
       ],
@@ -119,8 +179,8 @@ export const checkmateMachine = setup({
     intake: {
       description: "The intake turns the task into acceptance criteria, or asks the user questions ([NEEDS_CLARIFICATION]).",
       entry: [
-        assign({ intakeCalls: ({ context }) => context.intakeCalls + 1 }),
-        { type: "progress", params: ({ context }) => ({ event: "checkmate.intake", message: `checkmate: intake (call ${context.intakeCalls})`, data: { nodePath: context.path, call: context.intakeCalls } }) },
+        "countIntakeCall",
+        progress((c) => ({ event: "checkmate.intake", message: `checkmate: intake (call ${c.intakeCalls})`, data: { nodePath: c.path, call: c.intakeCalls } })),
       ],
       invoke: {
         src: "runIntake",
@@ -133,201 +193,107 @@ export const checkmateMachine = setup({
           ...(context.criteriaFeedback === undefined ? {} : { feedback: context.criteriaFeedback, previousDraft: context.criteria }),
         }),
         onDone: [
-          { guard: ({ event }) => !complete(event), target: "failed", actions: assign({ result: ({ event }) => failure("subtask_failure", `intake failed: ${event.output.error?.message ?? "no result"}`, {}, event.output.error) }) },
-          {
-            guard: ({ context, event }) => clarificationQuestions(event.output.content) !== undefined && context.clarifications.length >= context.maxClarifications,
-            target: "failed",
-            actions: assign({ result: ({ context }) => failure("execution_halted", `the intake still needs clarification after ${context.maxClarifications} rounds of answers`, { clarifications: context.clarifications }) }),
-          },
-          { guard: ({ event }) => clarificationQuestions(event.output.content) !== undefined, target: "awaitingInput", actions: assign({ questions: ({ event }) => clarificationQuestions(event.output.content) }) },
-          { guard: "judgeCriteria", target: "judgingCriteria", actions: assign({ criteria: ({ event }) => event.output.content.trim(), criteriaSource: "intake" }) },
-          {
-            target: "working",
-            actions: [
-              assign({ criteria: ({ event }) => event.output.content.trim(), criteriaSource: "intake" }),
-              { type: "progress", params: ({ context }) => ({ event: "checkmate.criteria", message: "criteria written by the intake", data: { nodePath: context.path, source: "intake", criteria: context.criteria } }) },
-            ],
-          },
+          { guard: "effectFailed", target: "failed", actions: "failIntake" },
+          { guard: "clarificationsSpent", target: "failed", actions: "failClarificationsSpent" },
+          { guard: "asksClarification", target: "awaitingInput", actions: "storeQuestions" },
+          { guard: "judgeCriteria", target: "judgingCriteria", actions: "storeIntakeCriteria" },
+          { target: "working", actions: ["storeIntakeCriteria", progress((c) => criteriaProgress(c, "criteria written by the intake"))] },
         ],
-        onError: { target: "failed", actions: assign({ result: ({ event }) => failure("subtask_failure", `intake failed: ${thrown(event.error).message}`) }) },
+        onError: { target: "failed", actions: "failIntakeThrew" },
       },
     },
     awaitingInput: {
       description: "The intake asked questions; the task waits for the user's answer on its input subject (awaiting_input).",
-      entry: {
-        type: "progress",
-        params: ({ context }) => ({ event: "continuation.input", message: context.questions ?? "", data: { nodePath: context.path, request: { question: context.questions ?? "" } satisfies InputRequest } }),
-      },
+      entry: progress(inputProgress),
       invoke: {
         src: "waitForInput",
         input: ({ context }) => ({ path: context.path, request: { question: context.questions ?? "" } }),
         onDone: {
           target: "intake",
-          actions: [
-            assign({ clarifications: ({ context, event }) => [...context.clarifications, { questions: context.questions ?? "", answer: event.output }], questions: undefined }),
-            { type: "progress", params: ({ context }) => ({ event: "continuation.resumed", message: "resumed after input", data: { nodePath: context.path } }) },
-          ],
+          actions: ["recordClarification", progress((c) => ({ event: "continuation.resumed", message: "resumed after input", data: { nodePath: c.path } }))],
         },
-        onError: { target: "failed", actions: assign({ result: ({ context, event }) => failure("execution_timeout", thrown(event.error).message, { questions: context.questions }) }) },
+        onError: { target: "failed", actions: "failInputTimeout" },
       },
     },
     judgingCriteria: {
       description: "The criteria judge approves the draft, or sends it back to the intake with its feedback (bounded in rounds).",
-      entry: assign({ intakeRounds: ({ context }) => context.intakeRounds + 1 }),
+      entry: "countCriteriaRound",
       invoke: {
         src: "runCriteriaJudge",
         input: ({ context }) => ({ path: context.path, env: context.env, task: context.task, criteria: context.criteria, round: context.intakeRounds }),
         onDone: [
           {
-            guard: ({ event }) => complete(event) && criteriaApproved(event.output.content),
+            guard: "criteriaApproved",
             target: "working",
-            actions: [
-              assign({ criteriaApproved: true }),
-              { type: "progress", params: ({ context }) => ({ event: "checkmate.criteria", message: `criteria approved in round ${context.intakeRounds}`, data: { nodePath: context.path, source: "intake", approved: true, criteria: context.criteria } }) },
-            ],
+            actions: ["approveCriteria", progress((c) => criteriaProgress(c, `criteria approved in round ${c.intakeRounds}`, true))],
           },
-          {
-            guard: ({ context }) => context.intakeRounds < context.maxIntakeRounds,
-            target: "intake",
-            actions: assign({ criteriaFeedback: ({ event }) => (complete(event) ? event.output.content : `the criteria judge failed: ${event.output.error?.message ?? ""}`) }),
-          },
+          { guard: "intakeRoundsLeft", target: "intake", actions: "storeCriteriaFeedback" },
           {
             target: "working",
             actions: [
-              assign({ criteriaApproved: false }),
-              {
-                type: "progress",
-                params: ({ context }) => ({ event: "checkmate.criteria", message: `criteria not approved after ${context.maxIntakeRounds} rounds; going on with the last draft`, data: { nodePath: context.path, source: "intake", approved: false, criteria: context.criteria } }),
-              },
+              "keepUnapprovedCriteria",
+              progress((c) => criteriaProgress(c, `criteria not approved after ${c.maxIntakeRounds} rounds; going on with the last draft`, false)),
             ],
           },
         ],
-        onError: { target: "failed", actions: assign({ result: ({ event }) => failure("subtask_failure", `criteria judge failed: ${thrown(event.error).message}`) }) },
+        onError: { target: "failed", actions: "failCriteriaJudgeThrew" },
       },
     },
     working: {
       description: "[checkmate: iteration n/max]: the worker produces an attempt from the task, criteria, previous attempt and all gaps.",
-      entry: { type: "progress", params: ({ context }) => ({ event: "checkmate.iteration", message: tag(context), data: { nodePath: context.path, iteration: context.iteration, maxIterations: context.maxIterations } }) },
+      entry: progress((c) => ({ event: "checkmate.iteration", message: tag(c), data: { nodePath: c.path, iteration: c.iteration, maxIterations: c.maxIterations } })),
       invoke: {
         src: "runWorker",
-        input: ({ context }) => {
-          const previous = context.attempts.findLast((a) => a.output !== undefined)?.output;
-          return { path: context.path, env: context.env, task: context.task, criteria: context.criteria, iteration: context.iteration, maxIterations: context.maxIterations, ...(previous === undefined ? {} : { previous }), gaps: context.gaps };
-        },
+        input: ({ context }) => workerInput(context),
         onDone: [
-          { guard: ({ event }) => complete(event), target: "judging", actions: assign({ attempts: ({ context, event }) => [...context.attempts, { iteration: context.iteration, output: event.output.content }] }) },
-          {
-            guard: ({ event }) => fatal(event.output.error),
-            target: "failed",
-            actions: assign({ result: ({ context, event }) => ({ ...failure("subtask_failure", `${tag(context)} worker failed: ${event.output.error?.message ?? ""}`, { iteration_history: history(context) }), error: event.output.error ?? thrown("worker failed") }) }),
-          },
-          { target: "workerFailed", actions: assign({ attempts: ({ context, event }) => [...context.attempts, { iteration: context.iteration, workerError: event.output.error ?? thrown("the worker failed without an error") }] }) },
+          { guard: "effectComplete", target: "judging", actions: "recordAttempt" },
+          { guard: "failureIsFatal", target: "failed", actions: "failWorker" },
+          { target: "workerFailed", actions: "recordWorkerError" },
         ],
-        onError: { target: "workerFailed", actions: assign({ attempts: ({ context, event }) => [...context.attempts, { iteration: context.iteration, workerError: thrown(event.error) }] }) },
+        onError: { target: "workerFailed", actions: "recordWorkerThrew" },
       },
     },
     workerFailed: {
       description: "The worker failed: a failed iteration, recorded with its error; the judge does not run.",
-      entry: {
-        type: "progress",
-        params: ({ context }) => ({
-          event: "checkmate.worker_error",
-          message: `${tag(context)} worker failed: ${context.attempts.at(-1)?.workerError?.message ?? ""}`,
-          data: { nodePath: context.path, iteration: context.iteration, error: context.attempts.at(-1)?.workerError },
-        }),
-      },
+      entry: progress(workerErrorProgress),
       always: { target: "deciding" },
     },
     judging: {
       description: "The judge returns a typed verdict on the attempt; an unparseable one, or a failing judge, counts as FAIL with a note.",
       invoke: {
         src: "runJudge",
-        input: ({ context }) => ({ path: context.path, env: context.env, task: context.task, criteria: context.criteria, iteration: context.iteration, maxIterations: context.maxIterations, output: context.attempts.at(-1)?.output ?? "" }),
+        input: ({ context }) => judgeInput(context),
         onDone: [
-          {
-            guard: ({ event }) => complete(event),
-            target: "deciding",
-            actions: assign(({ context, event }) => {
-              const verdict = verdictOf(event.output.content);
-              const attempts = [...context.attempts.slice(0, -1), { ...context.attempts.at(-1), iteration: context.iteration, verdict }];
-              const gaps = verdict.result === "FAIL" && verdict.gapSummary.trim() !== "" ? [...context.gaps, { iteration: context.iteration, gapSummary: verdict.gapSummary.trim() }] : context.gaps;
-              return { attempts, gaps };
-            }),
-          },
-          {
-            guard: ({ event }) => fatal(event.output.error),
-            target: "failed",
-            actions: assign({ result: ({ context, event }) => ({ ...failure("subtask_failure", `${tag(context)} judge failed: ${event.output.error?.message ?? ""}`, { iteration_history: history(context) }), error: event.output.error ?? thrown("judge failed") }) }),
-          },
+          { guard: "effectComplete", target: "deciding", actions: "recordVerdict" },
+          { guard: "failureIsFatal", target: "failed", actions: "failJudge" },
           {
             target: "deciding",
             actions: [
-              assign(({ context, event }) => {
-                const error = event.output.error ?? thrown("the judge failed without an error");
-                const verdict: StoredVerdict = { result: "FAIL", score: 0, criteria: [], gapSummary: "", parsed: false, note: `the judge failed (${error.message}); counted as FAIL` };
-                return { attempts: [...context.attempts.slice(0, -1), { ...context.attempts.at(-1), iteration: context.iteration, verdict, judgeError: error }] };
-              }),
-              { type: "progress", params: ({ context }) => ({ event: "checkmate.judge_error", message: `${tag(context)} judge failed: ${context.attempts.at(-1)?.judgeError?.message ?? ""}`, data: { nodePath: context.path, iteration: context.iteration } }) },
+              "recordJudgeError",
+              progress((c) => ({ event: "checkmate.judge_error", message: `${tag(c)} judge failed: ${c.attempts.at(-1)?.judgeError?.message ?? ""}`, data: { nodePath: c.path, iteration: c.iteration } })),
             ],
           },
         ],
-        onError: { target: "failed", actions: assign({ result: ({ event }) => failure("unexpected_error", `judge failed: ${thrown(event.error).message}`) }) },
+        onError: { target: "failed", actions: "failJudgeThrew" },
       },
     },
     deciding: {
       description: "PASS ends the loop; after the last iteration it is exhausted; else the next iteration.",
-      entry: {
-        type: "progress",
-        params: ({ context }) => {
-          const v = context.attempts.at(-1)?.verdict;
-          const message = v ? `${tag(context)} ${v.result} score ${v.score}${v.note ? ` (${v.note})` : ""}` : `${tag(context)} failed iteration`;
-          return { event: "checkmate.verdict", message, data: { nodePath: context.path, iteration: context.iteration, ...(v ? { result: v.result, score: v.score, parsed: v.parsed } : { result: "ERROR" }) } };
-        },
-      },
+      entry: progress(verdictProgress),
       always: [
         { guard: "passed", target: "passed" },
-        {
-          guard: "exhausted",
-          target: "exhausted",
-          actions: {
-            type: "progress",
-            params: ({ context }) => ({
-              event: "checkmate.exhausted",
-              message: `checkmate: max iterations reached. Delivering best attempt (iteration ${bestAttempt(context.attempts)?.iteration ?? "none"}) + final judge report.`,
-              data: { nodePath: context.path, bestIteration: bestAttempt(context.attempts)?.iteration ?? null },
-            }),
-          },
-        },
-        { target: "working", actions: assign({ iteration: ({ context }) => context.iteration + 1 }) },
+        { guard: "exhausted", target: "exhausted", actions: progress(exhaustedProgress) },
+        { target: "working", actions: "nextIteration" },
       ],
     },
     passed: { description: "The judge's verdict is PASS: the output is delivered.", type: "final" },
     exhausted: { description: "Max iterations without PASS: the best attempt by score, with the final judge report (C15).", type: "final" },
     failed: { description: "Preparation, intake or clarification failed, or the task's budget ran out.", type: "final" },
   },
-  output: ({ context }) => {
-    if (context.result) return context.result;
-    const last = context.attempts.at(-1);
-    const notes = {
-      criteria: context.criteria,
-      criteria_source: context.criteriaSource ?? null,
-      ...(context.criteriaApproved === undefined ? {} : { criteria_approved: context.criteriaApproved }),
-      ...(context.clarifications.length > 0 ? { clarifications: context.clarifications } : {}),
-      iteration_history: history(context),
-      iterations_completed: context.attempts.length,
-      final_verdict: context.attempts.findLast((a) => a.verdict)?.verdict ?? null,
-    };
-    if (last?.verdict?.result === "PASS") return { content: last.output ?? "", status: "COMPLETE", notes: { ...notes, termination_reason: "judge_pass" } };
-    const best = bestAttempt(context.attempts);
-    return {
-      content: best?.output ?? "",
-      status: "FAILED",
-      notes: { ...notes, termination_reason: "max_iterations_reached", best_iteration: best?.iteration ?? null, best_verdict: best?.verdict ?? null },
-      error: {
-        type: "TASK_FAILURE",
-        reason: "execution_halted",
-        message: `checkmate reached max iterations (${context.maxIterations}) without a PASS${best ? `; best attempt: iteration ${best.iteration}` : "; no iteration produced an output"}`,
-      },
-    };
-  },
+  output: ({ context }) => checkmateOutput(context),
 });
+
+/** A failed result's error, or a stand-in when the worker failed without one. */
+function errorOrDefault(error: TaskError | undefined): TaskError {
+  return error ?? thrown("the worker failed without an error");
+}

@@ -17,6 +17,7 @@ import { assign, fromPromise, setup } from "xstate";
 import { EvaluationRequest, InputRequest, SubtaskRequest, type SessionState, type TaskResult } from "../../protocol/index.js";
 import { extend, find, type Env } from "../language/env.js";
 import { notProvided } from "../not-provided.js";
+import { errorOf, outputOf } from "../invoke-events.js";
 import type { ProgressParams } from "./sequential.js";
 
 /** Env bindings the Evaluator reserves (`$` names cannot be written in a template). */
@@ -143,6 +144,30 @@ function failure(context: ContinuationContext, reason: "subtask_failure" | "exec
   };
 }
 
+const UNREADABLE = "CONTINUATION without a suspended session and a valid subtask_request, evaluation_request or input_request";
+const CYCLE = "subtask cycle: the same request is already running on this path";
+const messageOf = (error: unknown) => (error instanceof Error ? error.message : String(error));
+
+function subtaskPending(request: SubtaskRequest) {
+  return { kind: "subtask" as const, request, signature: signatureOf(request) };
+}
+
+function tooDeepFailure(context: ContinuationContext): TaskResult {
+  const limit = depthLimit(context);
+  return failure(context, "subtask_failure", `subtask depth limit of ${limit} reached`, { request: context.pending?.request, limit, kind: "depth_limit" });
+}
+
+function subtaskFailure(context: ContinuationContext, output: TaskResult): TaskResult {
+  const message = `subtask failed: ${output.error?.message ?? "no result"}`;
+  return failure(context, "subtask_failure", message, { request: context.pending?.request, subtaskError: output.error });
+}
+
+/** The evaluation's answer resumes the session; its output is kept and bound for what follows (C21). */
+function evaluationAnswer(context: ContinuationContext, outcome: EvaluationOutcome): Partial<ContinuationContext> {
+  const { answer, lastEvaluatorOutput } = outcome;
+  return { answer, lastEvaluatorOutput, env: extend(context.env, { [LAST_EVALUATOR_OUTPUT]: lastEvaluatorOutput }) };
+}
+
 const summary = (text: string) => (text.length > 80 ? `${text.slice(0, 77)}…` : text);
 
 /** The continuation machine. Its output is the node's final result. */
@@ -154,6 +179,25 @@ export const continuationMachine = setup({
   },
   actions: {
     progress: (_, _params: ProgressParams) => undefined,
+    pendSubtask: assign({ pending: ({ context }) => subtaskPending(SubtaskRequest.parse(context.result.notes["subtask_request"])) }),
+    pendEvaluation: assign({ pending: ({ context }) => ({ kind: "evaluation" as const, request: EvaluationRequest.parse(context.result.notes["evaluation_request"]) }) }),
+    pendInput: assign({ pending: ({ context }) => ({ kind: "input" as const, request: InputRequest.parse(context.result.notes["input_request"]) }) }),
+    failUnreadable: assign({ failure: ({ context }) => failure(context, "unexpected_error", UNREADABLE) }),
+    failTooDeep: assign({ failure: ({ context }) => tooDeepFailure(context) }),
+    failCycle: assign({ failure: ({ context }) => failure(context, "subtask_failure", CYCLE, { request: context.pending?.request, kind: "cycle" }) }),
+    countSubtask: assign({ subtasks: ({ context }) => context.subtasks + 1 }),
+    failSubtask: assign({ failure: ({ context, event }) => subtaskFailure(context, outputOf<TaskResult>(event)) }),
+    failSubtaskThrew: assign({ failure: ({ context, event }) => failure(context, "subtask_failure", `subtask failed: ${String(errorOf(event))}`, { request: context.pending?.request }) }),
+    answerWithSubtask: assign({ answer: ({ event }) => outputOf<TaskResult>(event).content }),
+    countEvaluation: assign({ evaluations: ({ context }) => context.evaluations + 1 }),
+    failEvaluationLimit: assign({ failure: ({ context }) => failure(context, "execution_halted", `evaluation limit of ${context.maxEvaluations} reached`, { request: context.pending?.request }) }),
+    /** C21: later evaluations and subtasks of this session see the latest evaluation's output. */
+    answerWithEvaluation: assign(({ context, event }) => evaluationAnswer(context, outputOf<EvaluationOutcome>(event))),
+    failEvaluationThrew: assign({ failure: ({ context, event }) => failure(context, "unexpected_error", `evaluation failed: ${String(errorOf(event))}`) }),
+    answerWithInput: assign({ answer: ({ event }) => outputOf<string>(event) }),
+    failInputTimeout: assign({ failure: ({ context, event }) => failure(context, "execution_timeout", messageOf(errorOf(event)), { request: context.pending?.request }) }),
+    storeResumed: assign({ result: ({ event }) => outputOf<SuspendedResult>(event), answer: "" }),
+    failResumeThrew: assign({ failure: ({ context, event }) => failure(context, "unexpected_error", `resume failed: ${String(errorOf(event))}`) }),
   },
   actors: {
     runSubtask: fromPromise<TaskResult, SubtaskInput>(async () => notProvided("continuation.runSubtask")),
@@ -169,6 +213,7 @@ export const continuationMachine = setup({
     tooDeep: ({ context }) => context.chain.length + 1 > depthLimit(context),
     isCycle: ({ context }) => context.pending?.kind === "subtask" && context.chain.includes(context.pending.signature),
     evaluationsLeft: ({ context }) => context.evaluations < context.maxEvaluations,
+    subtaskFailed: ({ event }) => outputOf<TaskResult>(event).status !== "COMPLETE",
   },
 }).createMachine({
   id: "continuation",
@@ -181,19 +226,14 @@ export const continuationMachine = setup({
         {
           guard: "asksSubtask",
           target: "checkingSubtask",
-          actions: assign({
-            pending: ({ context }) => {
-              const request = SubtaskRequest.parse(context.result.notes["subtask_request"]);
-              return { kind: "subtask" as const, request, signature: signatureOf(request) };
-            },
-          }),
+          actions: "pendSubtask",
         },
-        { guard: "asksEvaluation", target: "checkingEvaluation", actions: assign({ pending: ({ context }) => ({ kind: "evaluation" as const, request: EvaluationRequest.parse(context.result.notes["evaluation_request"]) }) }) },
-        { guard: "asksInput", target: "awaitingInput", actions: assign({ pending: ({ context }) => ({ kind: "input" as const, request: InputRequest.parse(context.result.notes["input_request"]) }) }) },
+        { guard: "asksEvaluation", target: "checkingEvaluation", actions: "pendEvaluation" },
+        { guard: "asksInput", target: "awaitingInput", actions: "pendInput" },
         {
           guard: "isContinuation",
           target: "failed",
-          actions: assign({ failure: ({ context }) => failure(context, "unexpected_error", "CONTINUATION without a suspended session and a valid subtask_request, evaluation_request or input_request") }),
+          actions: "failUnreadable",
         },
         { target: "done" },
       ],
@@ -204,18 +244,14 @@ export const continuationMachine = setup({
         {
           guard: "tooDeep",
           target: "failed",
-          actions: assign({
-            failure: ({ context }) => failure(context, "subtask_failure", `subtask depth limit of ${depthLimit(context)} reached`, { request: context.pending?.request, limit: depthLimit(context), kind: "depth_limit" }),
-          }),
+          actions: "failTooDeep",
         },
         {
           guard: "isCycle",
           target: "failed",
-          actions: assign({
-            failure: ({ context }) => failure(context, "subtask_failure", "subtask cycle: the same request is already running on this path", { request: context.pending?.request, kind: "cycle" }),
-          }),
+          actions: "failCycle",
         },
-        { target: "awaitingSubtask", actions: assign({ subtasks: ({ context }) => context.subtasks + 1 }) },
+        { target: "awaitingSubtask", actions: "countSubtask" },
       ],
     },
     awaitingSubtask: {
@@ -243,26 +279,20 @@ export const continuationMachine = setup({
         },
         onDone: [
           {
-            guard: ({ event }) => event.output.status !== "COMPLETE",
+            guard: "subtaskFailed",
             target: "failed",
-            actions: assign({
-              failure: ({ context, event }) =>
-                failure(context, "subtask_failure", `subtask failed: ${event.output.error?.message ?? "no result"}`, { request: context.pending?.request, subtaskError: event.output.error }),
-            }),
+            actions: "failSubtask",
           },
-          { target: "resuming", actions: assign({ answer: ({ event }) => event.output.content }) },
+          { target: "resuming", actions: "answerWithSubtask" },
         ],
-        onError: { target: "failed", actions: assign({ failure: ({ context, event }) => failure(context, "subtask_failure", `subtask failed: ${String(event.error)}`, { request: context.pending?.request }) }) },
+        onError: { target: "failed", actions: "failSubtaskThrew" },
       },
     },
     checkingEvaluation: {
       description: "Is an evaluation left for this session?",
       always: [
-        { guard: "evaluationsLeft", target: "awaitingEvaluation", actions: assign({ evaluations: ({ context }) => context.evaluations + 1 }) },
-        {
-          target: "failed",
-          actions: assign({ failure: ({ context }) => failure(context, "execution_halted", `evaluation limit of ${context.maxEvaluations} reached`, { request: context.pending?.request }) }),
-        },
+        { guard: "evaluationsLeft", target: "awaitingEvaluation", actions: "countEvaluation" },
+        { target: "failed", actions: "failEvaluationLimit" },
       ],
     },
     awaitingEvaluation: {
@@ -286,14 +316,9 @@ export const continuationMachine = setup({
         }),
         onDone: {
           target: "resuming",
-          actions: assign({
-            answer: ({ event }) => event.output.answer,
-            lastEvaluatorOutput: ({ event }) => event.output.lastEvaluatorOutput,
-            // Seed era: later evaluations and subtasks of this session see the latest evaluation's output.
-            env: ({ context, event }) => extend(context.env, { [LAST_EVALUATOR_OUTPUT]: event.output.lastEvaluatorOutput }),
-          }),
+          actions: "answerWithEvaluation",
         },
-        onError: { target: "failed", actions: assign({ failure: ({ context, event }) => failure(context, "unexpected_error", `evaluation failed: ${String(event.error)}`) }) },
+        onError: { target: "failed", actions: "failEvaluationThrew" },
       },
     },
     awaitingInput: {
@@ -309,15 +334,10 @@ export const continuationMachine = setup({
       invoke: {
         src: "waitForInput",
         input: ({ context }) => ({ path: context.path, request: context.pending?.kind === "input" ? context.pending.request : { question: "" } }),
-        onDone: { target: "resuming", actions: assign({ answer: ({ event }) => event.output }) },
+        onDone: { target: "resuming", actions: "answerWithInput" },
         onError: {
           target: "failed",
-          actions: assign({
-            failure: ({ context, event }) => {
-              const message = event.error instanceof Error ? event.error.message : String(event.error);
-              return failure(context, "execution_timeout", message, { request: context.pending?.request });
-            },
-          }),
+          actions: "failInputTimeout",
         },
       },
     },
@@ -330,8 +350,8 @@ export const continuationMachine = setup({
       invoke: {
         src: "resumeAtomic",
         input: ({ context }) => ({ path: context.path, session: context.result.session as SessionState, answer: context.answer ?? "" }),
-        onDone: { target: "inspecting", actions: assign({ result: ({ event }) => event.output, answer: "" }) },
-        onError: { target: "failed", actions: assign({ failure: ({ context, event }) => failure(context, "unexpected_error", `resume failed: ${String(event.error)}`) }) },
+        onDone: { target: "inspecting", actions: "storeResumed" },
+        onError: { target: "failed", actions: "failResumeThrew" },
       },
     },
     done: { description: "The session finished.", type: "final" },

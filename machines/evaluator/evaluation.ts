@@ -14,12 +14,13 @@
  * in a Handler), `runScript` (a `script` task's command, run by a Handler), `runCall` (a function template call), `runCond` (the first true case of a `<cond>`) and `progress`. `evaluation.cancel` aborts the node in flight.
  */
 import { assign, fromPromise, setup } from "xstate";
-import type { TaskError, TaskResult } from "../../protocol/index.js";
+import { taskFailure, type TaskError, type TaskResult } from "../../protocol/index.js";
 import type { Env } from "../language/env.js";
 import { continuationMachine, DEFAULT_MAX_EVALUATIONS, DEFAULT_MAX_SUBTASK_DEPTH, type SuspendedResult } from "./continuation.js";
 import { checkmateMachine } from "./checkmate.js";
 import { directorEvaluatorMachine } from "./loop.js";
 import { notProvided } from "../not-provided.js";
+import { errorOf, outputOf } from "../invoke-events.js";
 import { reduceMachine } from "./reduce.js";
 import { sequentialMachine, type ProgressParams } from "./sequential.js";
 import type { AccumulationFormat } from "../language/ast.js";
@@ -85,9 +86,7 @@ export const MAX_HISTORY_CHARS = 64_000;
 /** Task types the atomic path executes. */
 export const ATOMIC_TYPES: ReadonlySet<string> = new Set(["atomic", "standard", "subtask", "director", "evaluator"]);
 
-function failed(reason: "not_supported" | "unexpected_error" | "execution_halted", message: string): TaskResult {
-  return { content: "", status: "FAILED", notes: {}, error: { type: "TASK_FAILURE", reason, message } };
-}
+const failed = (reason: "not_supported" | "unexpected_error" | "execution_halted", message: string) => taskFailure(reason, message);
 
 function describe(node: EvalNode): string {
   const at = node.loc ? ` at line ${node.loc.line}, column ${node.loc.col}` : "";
@@ -95,8 +94,8 @@ function describe(node: EvalNode): string {
   return `<${node.kind}${node.type ? ` type="${node.type}"` : ""}${ref}>${at}`;
 }
 
-function errorResult({ event }: { event: { error: unknown } }): TaskResult {
-  return failed("unexpected_error", event.error instanceof Error ? event.error.message : String(event.error));
+function errorResult(error: unknown): TaskResult {
+  return failed("unexpected_error", error instanceof Error ? error.message : String(error));
 }
 
 /** The context with the node's inputs bound: its environment, or the failure that stopped the binding. */
@@ -145,6 +144,17 @@ const runsAs = {
 /** Nodes whose inputs are bound before they run: those routed through `bound` (reduce folds its inputs itself). */
 const bindable = (node: EvalNode) => Object.values(runsAs).some((runs) => runs(node));
 
+/** An invoke's result is the evaluation's: done with its output, failed with its thrown error. */
+const settles = {
+  onDone: { target: "done", actions: "storeResult" },
+  onError: { target: "failed", actions: "failThrew" },
+} as const;
+
+function unsupported(node: EvalNode): string {
+  const runs = "atomic, sequential, reduce, script, director_evaluator_loop and judge_loop tasks, library templates (ref), calls of function templates and cond";
+  return `${describe(node)} is not supported: dirigent executes ${runs}`;
+}
+
 /** The evaluation machine. */
 export const evaluationMachine = setup({
   types: {
@@ -156,6 +166,11 @@ export const evaluationMachine = setup({
   actions: {
     progress: (_, _params: ProgressParams) => undefined,
     bindNow: assign(() => boundNow(() => notProvided("evaluation.bindNow"))),
+    storeBinding: assign(({ event }) => withBinding(outputOf<BindOutcome>(event))),
+    storeResult: assign({ result: ({ event }) => outputOf<TaskResult>(event) }),
+    failThrew: assign({ result: ({ event }) => errorResult(errorOf(event)) }),
+    failCancelled: assign({ result: () => failed("execution_halted", "cancelled") }),
+    failUnsupported: assign({ result: ({ context }) => failed("not_supported", unsupported(context.node)) }),
   },
   actors: {
     bindInputs: fromPromise<BindOutcome, { path: string; env: Env; entry: boolean }>(async () => notProvided("evaluation.bindInputs")),
@@ -185,6 +200,9 @@ export const evaluationMachine = setup({
     bindsTasks: ({ context }) => bindable(context.node) && context.node.inputTasks === true,
     // Nothing but binding sets a result before the node runs.
     bindFailed: ({ context }) => context.result !== undefined,
+    suspended: ({ event }) => outputOf<TaskResult>(event).status === "CONTINUATION",
+    // A failure decomposition may recover from, on a node that asks for it.
+    reparseRecovers: ({ context, event }) => context.node.reparse === true && recoverable(outputOf<TaskResult>(event)),
   },
 }).createMachine({
   id: "evaluation",
@@ -193,7 +211,7 @@ export const evaluationMachine = setup({
   on: {
     "evaluation.cancel": {
       target: ".failed",
-      actions: assign({ result: () => failed("execution_halted", "cancelled") }),
+      actions: "failCancelled",
     },
   },
   states: {
@@ -214,8 +232,8 @@ export const evaluationMachine = setup({
         id: "bindInputs",
         src: "bindInputs",
         input: ({ context }) => ({ path: context.path, env: context.env, entry: context.entry }),
-        onDone: { target: "bound", actions: assign(({ event }) => withBinding(event.output)) },
-        onError: { target: "failed", actions: assign({ result: errorResult }) },
+        onDone: { target: "bound", actions: "storeBinding" },
+        onError: settles.onError,
       },
     },
     bound: {
@@ -237,11 +255,11 @@ export const evaluationMachine = setup({
         src: "runAtomic",
         input: ({ context }) => ({ path: context.path, env: context.env }),
         onDone: [
-          { guard: ({ event }) => event.output.status === "CONTINUATION", target: "continuing", actions: assign({ result: ({ event }) => event.output }) },
-          { guard: ({ context, event }) => context.node.reparse === true && recoverable(event.output), target: "reparsing", actions: assign({ result: ({ event }) => event.output }) },
-          { target: "done", actions: assign({ result: ({ event }) => event.output }) },
+          { guard: "suspended", target: "continuing", actions: "storeResult" },
+          { guard: "reparseRecovers", target: "reparsing", actions: "storeResult" },
+          settles.onDone,
         ],
-        onError: { target: "failed", actions: assign({ result: errorResult }) },
+        onError: settles.onError,
       },
     },
     continuing: {
@@ -257,10 +275,10 @@ export const evaluationMachine = setup({
         }),
         onDone: [
           // A session that runs out of a resource after resuming is decomposed like one that never suspended.
-          { guard: ({ context, event }) => context.node.reparse === true && recoverable(event.output), target: "reparsing", actions: assign({ result: ({ event }) => event.output }) },
-          { target: "done", actions: assign({ result: ({ event }) => event.output }) },
+          { guard: "reparseRecovers", target: "reparsing", actions: "storeResult" },
+          settles.onDone,
         ],
-        onError: { target: "failed", actions: assign({ result: errorResult }) },
+        onError: settles.onError,
       },
     },
     reparsing: {
@@ -268,8 +286,7 @@ export const evaluationMachine = setup({
       invoke: {
         src: "reparse",
         input: ({ context }) => ({ path: context.path, env: context.env, result: context.result ?? failed("unexpected_error", "no result to reparse") }),
-        onDone: { target: "done", actions: assign({ result: ({ event }) => event.output }) },
-        onError: { target: "failed", actions: assign({ result: errorResult }) },
+        ...settles,
       },
     },
     runningSequential: {
@@ -289,8 +306,7 @@ export const evaluationMachine = setup({
           maxHistoryChars: MAX_HISTORY_CHARS,
           ...(context.node.outputSlots ? { outputSlots: context.node.outputSlots } : {}),
         }),
-        onDone: { target: "done", actions: assign({ result: ({ event }) => event.output }) },
-        onError: { target: "failed", actions: assign({ result: errorResult }) },
+        ...settles,
       },
     },
     runningScript: {
@@ -299,8 +315,7 @@ export const evaluationMachine = setup({
       invoke: {
         src: "runScript",
         input: ({ context }) => ({ path: context.path, env: context.env }),
-        onDone: { target: "done", actions: assign({ result: ({ event }) => event.output }) },
-        onError: { target: "failed", actions: assign({ result: errorResult }) },
+        ...settles,
       },
     },
     runningLoop: {
@@ -320,8 +335,7 @@ export const evaluationMachine = setup({
             ...(loop.condition === undefined ? {} : { condition: loop.condition }),
           };
         },
-        onDone: { target: "done", actions: assign({ result: ({ event }) => event.output }) },
-        onError: { target: "failed", actions: assign({ result: errorResult }) },
+        ...settles,
       },
     },
     runningCheckmate: {
@@ -330,8 +344,7 @@ export const evaluationMachine = setup({
       invoke: {
         src: "checkmate",
         input: ({ context }) => ({ path: context.path, env: context.env, ...(context.node.checkmate ?? {}) }),
-        onDone: { target: "done", actions: assign({ result: ({ event }) => event.output }) },
-        onError: { target: "failed", actions: assign({ result: errorResult }) },
+        ...settles,
       },
     },
     runningReduce: {
@@ -340,8 +353,7 @@ export const evaluationMachine = setup({
       invoke: {
         src: "reduce",
         input: ({ context }) => ({ path: context.path, env: context.env, initialValue: context.node.initialValue ?? "", initialTask: context.node.initialTask ?? false }),
-        onDone: { target: "done", actions: assign({ result: ({ event }) => event.output }) },
-        onError: { target: "failed", actions: assign({ result: errorResult }) },
+        ...settles,
       },
     },
     runningRef: {
@@ -350,8 +362,7 @@ export const evaluationMachine = setup({
       invoke: {
         src: "runRef",
         input: ({ context }) => ({ path: context.path, env: context.env }),
-        onDone: { target: "done", actions: assign({ result: ({ event }) => event.output }) },
-        onError: { target: "failed", actions: assign({ result: errorResult }) },
+        ...settles,
       },
     },
     runningCall: {
@@ -360,8 +371,7 @@ export const evaluationMachine = setup({
       invoke: {
         src: "runCall",
         input: ({ context }) => ({ path: context.path, env: context.env }),
-        onDone: { target: "done", actions: assign({ result: ({ event }) => event.output }) },
-        onError: { target: "failed", actions: assign({ result: errorResult }) },
+        ...settles,
       },
     },
     runningCond: {
@@ -369,17 +379,13 @@ export const evaluationMachine = setup({
       invoke: {
         src: "runCond",
         input: ({ context }) => ({ path: context.path, env: context.env }),
-        onDone: { target: "done", actions: assign({ result: ({ event }) => event.output }) },
-        onError: { target: "failed", actions: assign({ result: errorResult }) },
+        ...settles,
       },
     },
     unsupported: {
       description: "A construct this release parses but does not execute yet.",
       type: "final",
-      entry: assign({
-        result: ({ context }) =>
-          failed("not_supported", `${describe(context.node)} is not supported: dirigent executes atomic, sequential, reduce, script, director_evaluator_loop and judge_loop tasks, library templates (ref), calls of function templates and cond`),
-      }),
+      entry: "failUnsupported",
     },
     done: { description: "The node produced a result.", type: "final" },
     failed: { description: "The evaluation could not be carried out, or was cancelled.", type: "final" },

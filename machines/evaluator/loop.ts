@@ -13,10 +13,11 @@
  * `<script_execution>` at `<path>.scriptExecution`) and `progress`.
  */
 import { assign, fromPromise, setup } from "xstate";
-import type { TaskError, TaskResult } from "../../protocol/index.js";
+import { taskFailure, type TaskError, type TaskResult } from "../../protocol/index.js";
 import { extend, rootEnv, type Env } from "../language/env.js";
 import { evaluateTest } from "../language/expression.js";
 import { notProvided } from "../not-provided.js";
+import { errorOf, outputOf } from "../invoke-events.js";
 import type { ProgressParams, RunStepInput } from "./sequential.js";
 
 /** Default of `<max_iterations>`. */
@@ -178,7 +179,20 @@ export function bestAttempt(history: readonly IterationEntry[]): IterationEntry 
   return best ?? history.at(-1);
 }
 
-const invalid = (message: string): TaskResult => ({ content: "", status: "FAILED", notes: {}, error: { type: "TASK_FAILURE", reason: "input_validation_failure", message } });
+const invalid = (message: string): TaskResult => taskFailure("input_validation_failure", message);
+
+/** The context once the evaluator judged the attempt: its evaluation, the iteration in the history, and why to stop. */
+export function evaluated(context: DirectorEvaluatorContext, output: TaskResult): Partial<DirectorEvaluatorContext> {
+  const evaluation = readEvaluation(output);
+  const check = context.condition === undefined || evaluation.success ? undefined : checkCondition(context.condition, evaluation, context.iteration);
+  const reason = evaluation.success ? ("evaluation_success" as const) : check?.ok && check.value ? ("termination_condition" as const) : undefined;
+  return {
+    evaluation,
+    history: [...context.history, { ...context.current, evaluator: output }],
+    conditionError: check && !check.ok ? check.error : undefined,
+    reason,
+  };
+}
 
 const complete = (event: { output: TaskResult }) => event.output.status === "COMPLETE";
 
@@ -191,6 +205,13 @@ export const directorEvaluatorMachine = setup({
   },
   actions: {
     progress: (_, _params: ProgressParams) => undefined,
+    failMalformed: assign({ result: ({ context }) => invalid(`director_evaluator_loop requires ${context.hasDirector ? "an <evaluator>" : "a <director>"}`) }),
+    recordAttempt: assign({ current: ({ context, event }) => ({ ...context.current, director: outputOf<TaskResult>(event) }), script: undefined }),
+    recordScript: assign({ current: ({ context, event }) => ({ ...context.current, script: outputOf<TaskResult>(event) }), script: ({ event }) => readScript(outputOf<TaskResult>(event)) }),
+    recordEvaluation: assign(({ context, event }) => evaluated(context, outputOf<TaskResult>(event))),
+    failStep: assign(({ context, event }, params: { phase: string }) => loopFailure(context, params.phase, outputOf<TaskResult>(event).error, outputOf<TaskResult>(event))),
+    failThrew: assign(({ context, event }, params: { phase: string }) => loopFailure(context, params.phase, thrown(errorOf(event)))),
+    nextIteration: assign({ iteration: ({ context }) => context.iteration + 1, current: ({ context }) => ({ iteration: context.iteration + 1 }) }),
   },
   actors: {
     runStep: fromPromise<TaskResult, RunStepInput>(async () => notProvided("directorEvaluator.runStep")),
@@ -200,6 +221,8 @@ export const directorEvaluatorMachine = setup({
     valid: ({ context }) => context.hasDirector && context.hasEvaluator,
     succeeded: ({ context }) => context.reason !== undefined,
     exhausted: ({ context }) => context.iteration >= context.maxIterations,
+    stepCompleted: ({ event }) => complete({ output: outputOf<TaskResult>(event) }),
+    directedWithScript: ({ context, event }) => complete({ output: outputOf<TaskResult>(event) }) && context.hasScript,
   },
 }).createMachine({
   id: "directorEvaluator",
@@ -210,10 +233,7 @@ export const directorEvaluatorMachine = setup({
       description: "A loop needs a <director> and an <evaluator>.",
       always: [
         { guard: "valid", target: "directing" },
-        {
-          target: "failed",
-          actions: assign({ result: ({ context }) => invalid(`director_evaluator_loop requires ${context.hasDirector ? "an <evaluator>" : "a <director>"}`) }),
-        },
+        { target: "failed", actions: "failMalformed" },
       ],
     },
     directing: {
@@ -230,11 +250,11 @@ export const directorEvaluatorMachine = setup({
         src: "runStep",
         input: ({ context }) => ({ path: `${context.path}.director`, env: extend(context.env, loopBindings(context)) }),
         onDone: [
-          { guard: ({ context, event }) => complete(event) && context.hasScript, target: "scripting", actions: assign({ current: ({ context, event }) => ({ ...context.current, director: event.output }), script: undefined }) },
-          { guard: ({ event }) => complete(event), target: "evaluating", actions: assign({ current: ({ context, event }) => ({ ...context.current, director: event.output }), script: undefined }) },
-          { target: "failed", actions: assign(({ context, event }) => loopFailure(context, "director", event.output.error, event.output)) },
+          { guard: "directedWithScript", target: "scripting", actions: "recordAttempt" },
+          { guard: "stepCompleted", target: "evaluating", actions: "recordAttempt" },
+          { target: "failed", actions: { type: "failStep", params: { phase: "director" } } },
         ],
-        onError: { target: "failed", actions: assign(({ context, event }) => loopFailure(context, "director", thrown(event.error))) },
+        onError: { target: "failed", actions: { type: "failThrew", params: { phase: "director" } } },
       },
     },
     scripting: {
@@ -243,10 +263,10 @@ export const directorEvaluatorMachine = setup({
         src: "runScript",
         input: ({ context }) => ({ path: `${context.path}.scriptExecution`, env: afterDirector(context) }),
         onDone: [
-          { guard: ({ event }) => complete(event), target: "evaluating", actions: assign({ current: ({ context, event }) => ({ ...context.current, script: event.output }), script: ({ event }) => readScript(event.output) }) },
-          { target: "failed", actions: assign(({ context, event }) => loopFailure(context, "script", event.output.error, event.output)) },
+          { guard: "stepCompleted", target: "evaluating", actions: "recordScript" },
+          { target: "failed", actions: { type: "failStep", params: { phase: "script" } } },
         ],
-        onError: { target: "failed", actions: assign(({ context, event }) => loopFailure(context, "script", thrown(event.error))) },
+        onError: { target: "failed", actions: { type: "failThrew", params: { phase: "script" } } },
       },
     },
     evaluating: {
@@ -256,23 +276,13 @@ export const directorEvaluatorMachine = setup({
         input: ({ context }) => ({ path: `${context.path}.evaluator`, env: afterDirector(context) }),
         onDone: [
           {
-            guard: ({ event }) => complete(event),
+            guard: "stepCompleted",
             target: "deciding",
-            actions: assign(({ context, event }) => {
-              const evaluation = readEvaluation(event.output);
-              const check = context.condition === undefined || evaluation.success ? undefined : checkCondition(context.condition, evaluation, context.iteration);
-              const reason = evaluation.success ? ("evaluation_success" as const) : check?.ok && check.value ? ("termination_condition" as const) : undefined;
-              return {
-                evaluation,
-                history: [...context.history, { ...context.current, evaluator: event.output }],
-                conditionError: check && !check.ok ? check.error : undefined,
-                reason,
-              };
-            }),
+            actions: "recordEvaluation",
           },
-          { target: "failed", actions: assign(({ context, event }) => loopFailure(context, "evaluator", event.output.error, event.output)) },
+          { target: "failed", actions: { type: "failStep", params: { phase: "evaluator" } } },
         ],
-        onError: { target: "failed", actions: assign(({ context, event }) => loopFailure(context, "evaluator", thrown(event.error))) },
+        onError: { target: "failed", actions: { type: "failThrew", params: { phase: "evaluator" } } },
       },
     },
     deciding: {
@@ -287,7 +297,7 @@ export const directorEvaluatorMachine = setup({
       always: [
         { guard: "succeeded", target: "done" },
         { guard: "exhausted", target: "exhausted" },
-        { target: "directing", actions: assign({ iteration: ({ context }) => context.iteration + 1, current: ({ context }) => ({ iteration: context.iteration + 1 }) }) },
+        { target: "directing", actions: "nextIteration" },
       ],
     },
     done: { description: "The evaluator accepted the attempt, or the termination condition held.", type: "final" },

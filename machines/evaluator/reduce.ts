@@ -11,6 +11,7 @@ import { assign, fromPromise, setup } from "xstate";
 import type { TaskError, TaskResult } from "../../protocol/index.js";
 import { extend, type Env } from "../language/env.js";
 import { notProvided } from "../not-provided.js";
+import { errorOf, outputOf } from "../invoke-events.js";
 import { compositeFailure, type ProgressParams, type RunStepInput } from "./sequential.js";
 
 /** One input of a reduce task, resolved. */
@@ -77,6 +78,14 @@ function failure(context: ReduceContext, phase: string, error: TaskError | undef
   });
 }
 
+const itemsOf = (resolved: ResolvedItems): ReduceItem[] => ("items" in resolved ? resolved.items : []);
+const resolveError = (resolved: ResolvedItems): TaskError | undefined => ("result" in resolved ? resolved.result.error : undefined);
+
+/** The context once the reduction of the current input produced `accumulator`. */
+export function folded(context: ReduceContext, accumulator: string): Partial<ReduceContext> {
+  return { accumulator, partials: [...context.partials, { index: context.index, result: context.current, accumulator }], index: context.index + 1 };
+}
+
 const ok = ({ event }: { event: { output: TaskResult } }) => event.output.status === "COMPLETE";
 
 /** The reduce machine. */
@@ -88,6 +97,14 @@ export const reduceMachine = setup({
   },
   actions: {
     progress: (_, _params: ProgressParams) => undefined,
+    storeItems: assign({ items: ({ event }) => itemsOf(outputOf<ResolvedItems>(event)) }),
+    failInputs: assign({ result: ({ context, event }) => failure(context, "inputs", resolveError(outputOf<ResolvedItems>(event))) }),
+    startAccumulator: assign({ accumulator: ({ event }) => outputOf<TaskResult>(event).content }),
+    storeInnerResult: assign({ current: ({ event }) => outputOf<TaskResult>(event).content }),
+    /** The reduction's output is the new accumulator; the input is done and recorded in the partial results. */
+    foldReduction: assign(({ context, event }) => folded(context, outputOf<TaskResult>(event).content)),
+    failStep: assign({ result: ({ context, event }, params: { phase: string }) => failure(context, params.phase, outputOf<TaskResult>(event).error) }),
+    failThrew: assign({ result: ({ context, event }, params: { phase: string }) => failure(context, params.phase, thrown(errorOf(event))) }),
   },
   actors: {
     resolveItems: fromPromise<ResolvedItems, { path: string; env: Env }>(async () => notProvided("reduce.resolveItems")),
@@ -96,6 +113,7 @@ export const reduceMachine = setup({
   guards: {
     hasInitialTask: ({ context }) => context.initialTask,
     hasNextInput: ({ context }) => context.index < context.items.length,
+    inputsFailed: ({ event }) => "result" in outputOf<ResolvedItems>(event),
   },
 }).createMachine({
   id: "reduce",
@@ -108,10 +126,10 @@ export const reduceMachine = setup({
         src: "resolveItems",
         input: ({ context }) => ({ path: context.path, env: context.env }),
         onDone: [
-          { guard: ({ event }) => "result" in event.output, target: "failed", actions: assign({ result: ({ context, event }) => failure(context, "inputs", "result" in event.output ? event.output.result.error : undefined) }) },
-          { target: "starting", actions: assign({ items: ({ event }) => ("items" in event.output ? event.output.items : []) }) },
+          { guard: "inputsFailed", target: "failed", actions: "failInputs" },
+          { target: "starting", actions: "storeItems" },
         ],
-        onError: { target: "failed", actions: assign({ result: ({ context, event }) => failure(context, "inputs", thrown(event.error)) }) },
+        onError: { target: "failed", actions: { type: "failThrew", params: { phase: "inputs" } } },
       },
     },
     starting: {
@@ -123,10 +141,10 @@ export const reduceMachine = setup({
         src: "runStep",
         input: ({ context }) => ({ path: `${context.path}.initialValue.task`, env: context.env }),
         onDone: [
-          { guard: ok, target: "advancing", actions: assign({ accumulator: ({ event }) => event.output.content }) },
-          { target: "failed", actions: assign({ result: ({ context, event }) => failure(context, "initial_value", event.output.error) }) },
+          { guard: ok, target: "advancing", actions: "startAccumulator" },
+          { target: "failed", actions: { type: "failStep", params: { phase: "initial_value" } } },
         ],
-        onError: { target: "failed", actions: assign({ result: ({ context, event }) => failure(context, "initial_value", thrown(event.error)) }) },
+        onError: { target: "failed", actions: { type: "failThrew", params: { phase: "initial_value" } } },
       },
     },
     advancing: {
@@ -154,10 +172,10 @@ export const reduceMachine = setup({
           }),
         }),
         onDone: [
-          { guard: ok, target: "reducing", actions: assign({ current: ({ event }) => event.output.content }) },
-          { target: "failed", actions: assign({ result: ({ context, event }) => failure(context, "inner_task", event.output.error) }) },
+          { guard: ok, target: "reducing", actions: "storeInnerResult" },
+          { target: "failed", actions: { type: "failStep", params: { phase: "inner_task" } } },
         ],
-        onError: { target: "failed", actions: assign({ result: ({ context, event }) => failure(context, "inner_task", thrown(event.error)) }) },
+        onError: { target: "failed", actions: { type: "failThrew", params: { phase: "inner_task" } } },
       },
     },
     reducing: {
@@ -178,15 +196,11 @@ export const reduceMachine = setup({
           {
             guard: ok,
             target: "advancing",
-            actions: assign(({ context, event }) => ({
-              accumulator: event.output.content,
-              partials: [...context.partials, { index: context.index, result: context.current, accumulator: event.output.content }],
-              index: context.index + 1,
-            })),
+            actions: "foldReduction",
           },
-          { target: "failed", actions: assign({ result: ({ context, event }) => failure(context, "reduction_task", event.output.error) }) },
+          { target: "failed", actions: { type: "failStep", params: { phase: "reduction_task" } } },
         ],
-        onError: { target: "failed", actions: assign({ result: ({ context, event }) => failure(context, "reduction_task", thrown(event.error)) }) },
+        onError: { target: "failed", actions: { type: "failThrew", params: { phase: "reduction_task" } } },
       },
     },
     done: { description: "Every input was folded in.", type: "final" },

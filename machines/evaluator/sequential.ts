@@ -14,6 +14,7 @@ import type { TaskError, TaskResult } from "../../protocol/index.js";
 import { ACCUMULATED_BINDING, accumulatedOutputs } from "./context-defaults.js";
 import { extend, type Env } from "../language/env.js";
 import { notProvided } from "../not-provided.js";
+import { errorOf, outputOf } from "../invoke-events.js";
 import type { AccumulationFormat } from "../language/ast.js";
 
 /** One entry of the SequentialHistory. */
@@ -141,12 +142,17 @@ export const sequentialMachine = setup({
   },
   actions: {
     progress: (_, _params: ProgressParams) => undefined,
+    /** The completed step's output is recorded in the history and is the result so far. */
+    recordStep: assign(({ context, event }) => ({ ...recorded(context, outputOf<TaskResult>(event)), result: outputOf<TaskResult>(event) })),
+    failStep: assign({ result: ({ context, event }) => failure(context, outputOf<TaskResult>(event).error) }),
+    failStepThrew: assign({ result: ({ context, event }) => failure(context, thrown(errorOf(event))) }),
   },
   actors: {
     runStep: fromPromise<TaskResult, RunStepInput>(async () => notProvided("sequential.runStep")),
   },
   guards: {
     hasNextStep: ({ context }) => context.index < context.stepCount,
+    stepCompleted: ({ event }) => outputOf<TaskResult>(event).status === "COMPLETE",
   },
 }).createMachine({
   id: "sequential",
@@ -172,13 +178,13 @@ export const sequentialMachine = setup({
         input: ({ context }) => ({ path: `${context.path}.steps.${context.index}`, env: stepEnv(context) }),
         onDone: [
           {
-            guard: ({ event }) => event.output.status === "COMPLETE",
+            guard: "stepCompleted",
             target: "advancing",
-            actions: assign(({ context, event }) => ({ ...recorded(context, event.output), result: event.output })),
+            actions: "recordStep",
           },
-          { target: "failed", actions: assign({ result: ({ context, event }) => failure(context, event.output.error) }) },
+          { target: "failed", actions: "failStep" },
         ],
-        onError: { target: "failed", actions: assign({ result: ({ context, event }) => failure(context, thrown(event.error)) }) },
+        onError: { target: "failed", actions: "failStepThrew" },
       },
     },
     done: { description: "Every step completed.", type: "final" },

@@ -35,6 +35,7 @@ import type {
 import { budgetExceeded } from "./budget.js";
 import { checkpointOf, errorText, initialContext, measured, recordFailure, sessionGuards, suspendedOutput, withAnswer } from "./session-steps.js";
 import { notProvided } from "../not-provided.js";
+import { outputOf } from "../invoke-events.js";
 
 export type {
   CallModelInput,
@@ -72,7 +73,7 @@ export const handlerSessionMachine = setup({
     // Without a record store there is nothing to write: recording is optional.
     recordTurn: fromPromise<void, SessionCheckpoint>(async () => undefined),
   },
-  guards: sessionGuards,
+  guards: { ...sessionGuards, toolsSuspend: ({ event }) => outputOf<ToolResults>(event).continuation !== undefined },
 }).createMachine({
   id: "handlerSession",
   context: ({ input }) => initialContext(input),
@@ -252,7 +253,7 @@ export const handlerSessionMachine = setup({
         input: ({ context }) => ({ calls: context.pendingToolCalls, turn: context.turns }),
         onDone: [
           {
-            guard: ({ event }) => event.output.continuation !== undefined,
+            guard: "toolsSuspend",
             target: "suspended",
             actions: assign(({ context, event }) => ({
               messages: [...context.messages, ...event.output.messages],

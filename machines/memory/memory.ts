@@ -57,6 +57,19 @@ export const memoryMachine = setup({
     answer: (_, _params: { request: MatchEvent; generation: string | null }) => undefined,
     /** Reports a failed load (the previous generation stays in service). */
     loadFailed: (_, _params: { error: unknown }) => undefined,
+    /** Notes the newest generation the store reported. */
+    noteWanted: assign({ wanted: ({ context, event }) => (event.type === "index.changed" ? event.generation : context.wanted) }),
+    /** The loaded generation is the one served. */
+    serveLoaded: assign((_, loaded: LoadedIndex) => ({ generation: loaded.generation, entries: loaded.entries })),
+    /** A failed first load serves the empty generation. */
+    serveEmpty: assign({ generation: "" }),
+    /** Holds a match request until the first load ends. */
+    holdRequest: assign({ held: ({ context, event }) => (event.type === "memory.match" ? [...context.held, event] : context.held) }),
+    /** The held requests, raised again to be answered. */
+    releaseHeld: enqueueActions(({ context, enqueue }) => {
+      for (const request of context.held) enqueue.raise(request);
+      enqueue.assign({ held: [] });
+    }),
   },
   actors: {
     loadIndex: fromPromise<LoadedIndex, { generation: string | null }>(async () => notProvided("memory.loadIndex")),
@@ -70,7 +83,7 @@ export const memoryMachine = setup({
   context: { generation: null, entries: 0, wanted: null, held: [] },
   initial: "loading",
   on: {
-    "index.changed": { actions: assign({ wanted: ({ event }) => event.generation }) },
+    "index.changed": { actions: "noteWanted" },
   },
   states: {
     loading: {
@@ -80,25 +93,20 @@ export const memoryMachine = setup({
         input: ({ context }) => ({ generation: context.wanted }),
         onDone: {
           target: "settling",
-          actions: assign({ generation: ({ event }) => event.output.generation, entries: ({ event }) => event.output.entries }),
+          actions: { type: "serveLoaded", params: ({ event }) => event.output },
         },
         onError: {
           target: "settling",
-          actions: [{ type: "loadFailed", params: ({ event }) => ({ error: event.error }) }, assign({ generation: "" })],
+          actions: [{ type: "loadFailed", params: ({ event }) => ({ error: event.error }) }, "serveEmpty"],
         },
       },
       on: {
-        "memory.match": { actions: assign({ held: ({ context, event }) => [...context.held, event] }) },
+        "memory.match": { actions: "holdRequest" },
       },
     },
     settling: {
       description: "Answering held requests, then reloading if the store moved on meanwhile.",
-      entry: [
-        enqueueActions(({ context, enqueue }) => {
-          for (const request of context.held) enqueue.raise(request);
-        }),
-        assign({ held: [] }),
-      ],
+      entry: "releaseHeld",
       always: [{ guard: "stillBehind", target: "reloading" }, { target: "serving" }],
     },
     serving: {
@@ -108,7 +116,7 @@ export const memoryMachine = setup({
         "index.changed": {
           guard: "isNewGeneration",
           target: "reloading",
-          actions: assign({ wanted: ({ event }) => event.generation }),
+          actions: "noteWanted",
         },
       },
     },
@@ -119,7 +127,7 @@ export const memoryMachine = setup({
         input: ({ context }) => ({ generation: context.wanted }),
         onDone: {
           target: "settling",
-          actions: assign({ generation: ({ event }) => event.output.generation, entries: ({ event }) => event.output.entries }),
+          actions: { type: "serveLoaded", params: ({ event }) => event.output },
         },
         onError: { target: "serving", actions: { type: "loadFailed", params: ({ event }) => ({ error: event.error }) } },
       },

@@ -134,3 +134,44 @@ export function statusCounts(goal: Goal): Record<string, number> {
   for (const s of goal.subGoals) counts[s.status] = (counts[s.status] ?? 0) + 1;
   return counts;
 }
+
+/** What a wave's bookkeeping changes: the goal, the sub-goals still running and those the model judges. */
+export interface WaveState {
+  goal: Goal;
+  wave: string[];
+  toJudge: string[];
+}
+
+/** A sub-goal whose task ended; `at`: when (ms since the epoch). */
+export interface Settlement {
+  subGoalId: string;
+  outcome: SubGoalOutcome;
+  at: number;
+}
+
+/**
+ * A settled sub-goal: its cost is booked on the goal (when it has one), it becomes completed or failed with its
+ * outcome, it leaves the wave, and the metric triggers evaluate it (a failure, or the goal's 24 h cost over
+ * `thresholdUsd`); an outcome no metric decided is left for the model to judge.
+ */
+export function settle(state: WaveState, settled: Settlement, thresholdUsd: number): WaveState & { lastSettled: string } {
+  const { subGoalId, outcome, at } = settled;
+  const costs = outcome.costUsd ? [...state.goal.costs, { at, usd: outcome.costUsd }] : state.goal.costs;
+  let goal = withSubGoal({ ...state.goal, costs }, subGoalId, (s) => ({ ...s, status: outcome.success ? "completed" : "failed", outcome }));
+  const metric = metricDivergence(subGoalId, outcome, costs, at, thresholdUsd);
+  if (metric) goal = { ...goal, evaluations: [...goal.evaluations, metric] };
+  return {
+    goal,
+    wave: state.wave.filter((id) => id !== subGoalId),
+    toJudge: metric ? state.toJudge : [...state.toJudge, subGoalId],
+    lastSettled: subGoalId,
+  };
+}
+
+/** The next wave starts: its sub-goals become in-progress, each with its task id. */
+export function startWave(goal: Goal, maxParallel: number): { goal: Goal; wave: string[] } {
+  const wave = nextWave(goal, maxParallel);
+  let next = goal;
+  for (const s of wave) next = withSubGoal(next, s.id, (x) => ({ ...x, status: "in-progress", taskId: x.taskId ?? subGoalTaskId(next.id, x.id) }));
+  return { goal: next, wave: wave.map((s) => s.id) };
+}

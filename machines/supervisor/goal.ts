@@ -13,13 +13,13 @@
  * - A replan counts up; past `maxReplans` the goal is **paused** with an escalation alert and waits for an operator's
  *   resume. Otherwise in-progress sub-goals are reviewed (keep or skip; a failed review keeps), pending and failed
  *   ones are skipped (the new plan replaces them), the goal is decomposed again, and the evaluations start afresh. Major replans alert the operator.
- * - `STOP` (lease lost, cancelled, paused from outside) ends the cycle at once in `stopped`.
+ * - `stop` (lease lost, cancelled, paused from outside) ends the cycle at once in `stopped`.
  * Effects: `decompose`, `runWave`, `judge`, `review`; actions `persist` (store the goal), `publish` (a goal event),
  * `alert` (operator alert), `cancelTasks`.
  */
-import { assign, enqueueActions, fromCallback, fromPromise, setup } from "xstate";
+import { assertEvent, assign, enqueueActions, fromCallback, fromPromise, setup } from "xstate";
 import type { DivergenceEvaluation, Goal, GoalPlan, SubGoalOutcome } from "../../protocol/index.js";
-import { applyPlan, goalComplete, metricDivergence, nextWave, shouldReplan, statusCounts, subGoalTaskId, withSubGoal, GOAL_DEFAULTS } from "./goal-rules.js";
+import { applyPlan, goalComplete, nextWave, settle, shouldReplan, startWave, statusCounts, subGoalTaskId, withSubGoal, GOAL_DEFAULTS } from "./goal-rules.js";
 import { notProvided } from "../not-provided.js";
 
 export * from "./goal-rules.js";
@@ -40,7 +40,7 @@ export interface WaveItem {
 
 /** Sent by `runWave` for each sub-goal whose task ended; `at`: when (ms since the epoch). */
 export interface SettledEvent {
-  type: "SUBGOAL.SETTLED";
+  type: "subgoal.settled";
   subGoalId: string;
   outcome: SubGoalOutcome;
   at: number;
@@ -54,7 +54,7 @@ export interface KeepResult {
 }
 
 /** Events of the goal machine. */
-export type GoalMachineEvent = SettledEvent | { type: "STOP"; reason: string };
+export type GoalMachineEvent = SettledEvent | { type: "stop"; reason: string };
 
 interface GoalContext {
   goal: Goal;
@@ -104,6 +104,20 @@ export const goalMachine = setup({
     publish: (_, _params: GoalEventParams) => undefined,
     alert: (_, _params: { kind: "goal.escalated" | "goal.major_replan"; reason: string; goal: Goal }) => undefined,
     cancelTasks: (_, _params: { taskIds: string[] }) => undefined,
+    recordStop: assign({ stopReason: ({ event }) => (assertEvent(event, "stop"), event.reason) }),
+    applyPlan: assign({ goal: ({ context }, params: { plan: GoalPlan }) => applyPlan(context.goal, params.plan) }),
+    replanNothingRunnable: assign({ replan: () => ({ major: false, reason: "no runnable sub-goal is left" }) }),
+    startWave: assign(({ context }) => startWave(context.goal, context.maxParallel)),
+    settleSubGoal: assign(({ context, event }) => (assertEvent(event, "subgoal.settled"), settle(context, event, context.costThresholdUsd))),
+    planReplan: assign({ replan: ({ context }) => shouldReplan(context.goal.evaluations) }),
+    recordJudgements: assign({ goal: ({ context }, params: { evaluations: DivergenceEvaluation[] }) => ({ ...context.goal, evaluations: [...context.goal.evaluations, ...params.evaluations] }), toJudge: () => [] }),
+    recordJudgementFailed: assign({ goal: ({ context }) => ({ ...context.goal, evaluations: [...context.goal.evaluations, ...context.toJudge.map(failedJudgement)] }), toJudge: () => [] }),
+    countReplan: assign({ goal: ({ context }) => ({ ...context.goal, replanCount: context.goal.replanCount + 1 }) }),
+    pauseEscalated: assign({ goal: ({ context }) => ({ ...context.goal, status: "paused", pauseReason: `escalated after ${context.goal.maxReplans} replan(s): ${context.replan.reason}` }) }),
+    skipUnkept: assign((({ context }, params: { decisions: KeepResult[] }) => skipUnkeptAndCancel(context.goal, params.decisions))),
+    keepAll: assign({ cancelled: () => [] }),
+    startAfresh: assign(({ context }) => ({ goal: { ...skipStale(context.goal, context.goal.replanCount), evaluations: [] }, wave: [], toJudge: [] })),
+    markCompleted: assign({ goal: ({ context }) => ({ ...context.goal, status: "completed" }) }),
   },
   actors: {
     decompose: fromPromise<GoalPlan, { goal: Goal }>(async () => notProvided("goal.decompose")),
@@ -112,6 +126,7 @@ export const goalMachine = setup({
     review: fromPromise<KeepResult[], { goal: Goal; subGoalIds: string[]; reason: string }>(async () => notProvided("goal.review")),
   },
   guards: {
+    inWave: ({ context, event }) => event.type === "subgoal.settled" && context.wave.includes(event.subGoalId),
     hasPlan: ({ context }) => context.goal.subGoals.length > 0,
     complete: ({ context }) => goalComplete(context.goal),
     canRun: ({ context }) => nextWave(context.goal, context.maxParallel).length > 0,
@@ -133,7 +148,7 @@ export const goalMachine = setup({
     replan: { major: false, reason: "" },
   }),
   on: {
-    STOP: { target: ".stopped", actions: assign({ stopReason: ({ event }) => event.reason }) },
+    stop: { target: ".stopped", actions: "recordStop" },
   },
   initial: "starting",
   states: {
@@ -149,7 +164,7 @@ export const goalMachine = setup({
         onDone: {
           target: "selecting",
           actions: [
-            assign({ goal: ({ context, event }) => applyPlan(context.goal, event.output) }),
+            { type: "applyPlan", params: ({ event }) => ({ plan: event.output }) },
             persist,
             event("goal.decomposed", (c) => `plan ${c.goal.rounds}: ${c.goal.subGoals.filter((s) => s.round === c.goal.rounds).length} sub-goal(s)`, (c) => ({
               round: c.goal.rounds,
@@ -168,18 +183,13 @@ export const goalMachine = setup({
       always: [
         { guard: "complete", target: "completed" },
         { guard: "canRun", target: "running" },
-        { target: "replanning", actions: assign({ replan: () => ({ major: false, reason: "no runnable sub-goal is left" }) }) },
+        { target: "replanning", actions: "replanNothingRunnable" },
       ],
     },
     running: {
       description: "The wave's tasks run; each outcome is recorded and checked by the metric triggers as it settles.",
       entry: [
-        assign(({ context }) => {
-          const wave = nextWave(context.goal, context.maxParallel);
-          let goal = context.goal;
-          for (const s of wave) goal = withSubGoal(goal, s.id, (x) => ({ ...x, status: "in-progress", taskId: x.taskId ?? subGoalTaskId(goal.id, x.id) }));
-          return { goal, wave: wave.map((s) => s.id) };
-        }),
+        "startWave",
         persist,
         event("subgoal.started", (c) => `running ${c.wave.join(", ")}`, (c) => ({ subGoals: c.wave, taskIds: c.wave.map((id) => subGoalTaskId(c.goal.id, id)) })),
       ],
@@ -191,26 +201,14 @@ export const goalMachine = setup({
         }),
       },
       always: [
-        { guard: "metricMajor", target: "replanning", actions: assign({ replan: ({ context }) => shouldReplan(context.goal.evaluations) }) },
+        { guard: "metricMajor", target: "replanning", actions: "planReplan" },
         { guard: "waveSettled", target: "judging" },
       ],
       on: {
-        "SUBGOAL.SETTLED": {
-          guard: ({ context, event }) => context.wave.includes(event.subGoalId),
+        "subgoal.settled": {
+          guard: "inWave",
           actions: [
-            assign(({ context, event }) => {
-              const { outcome } = event;
-              const costs = outcome.costUsd ? [...context.goal.costs, { at: event.at, usd: outcome.costUsd }] : context.goal.costs;
-              let goal = withSubGoal({ ...context.goal, costs }, event.subGoalId, (s) => ({ ...s, status: outcome.success ? "completed" : "failed", outcome }));
-              const metric = metricDivergence(event.subGoalId, outcome, costs, event.at, context.costThresholdUsd);
-              if (metric) goal = { ...goal, evaluations: [...goal.evaluations, metric] };
-              return {
-                goal,
-                wave: context.wave.filter((id) => id !== event.subGoalId),
-                toJudge: metric ? context.toJudge : [...context.toJudge, event.subGoalId],
-                lastSettled: event.subGoalId,
-              };
-            }),
+            "settleSubGoal",
             persist,
             event(
               "subgoal.settled",
@@ -233,7 +231,7 @@ export const goalMachine = setup({
         onDone: {
           target: "deciding",
           actions: [
-            assign({ goal: ({ context, event }) => ({ ...context.goal, evaluations: [...context.goal.evaluations, ...event.output] }), toJudge: () => [] }),
+            { type: "recordJudgements", params: ({ event }) => ({ evaluations: event.output }) },
             persist,
             event("goal.evaluation", (c) => evaluationSummary(c.goal.evaluations.slice(-1)), (c) => ({ evaluations: c.goal.evaluations })),
           ],
@@ -241,13 +239,7 @@ export const goalMachine = setup({
         onError: {
           target: "deciding",
           actions: [
-            assign({
-              goal: ({ context }) => ({
-                ...context.goal,
-                evaluations: [...context.goal.evaluations, ...context.toJudge.map((subGoalId) => ({ subGoalId, divergent: null, severity: "unknown" as const, reason: "the judgement failed", source: "model" as const }))],
-              }),
-              toJudge: () => [],
-            }),
+            "recordJudgementFailed",
             persist,
           ],
         },
@@ -255,17 +247,17 @@ export const goalMachine = setup({
     },
     deciding: {
       description: "The replan rule over the evaluations since the last replan.",
-      always: [{ guard: "replanRule", target: "replanning", actions: assign({ replan: ({ context }) => shouldReplan(context.goal.evaluations) }) }, { target: "selecting" }],
+      always: [{ guard: "replanRule", target: "replanning", actions: "planReplan" }, { target: "selecting" }],
     },
     replanning: {
       description: "A replan counts; past the limit the goal is paused and an operator alerted.",
-      entry: assign({ goal: ({ context }) => ({ ...context.goal, replanCount: context.goal.replanCount + 1 }) }),
+      entry: "countReplan",
       always: [
         {
           guard: "pastLimit",
           target: "paused",
           actions: [
-            assign({ goal: ({ context }) => ({ ...context.goal, status: "paused", pauseReason: `escalated after ${context.goal.maxReplans} replan(s): ${context.replan.reason}` }) }),
+            "pauseEscalated",
             persist,
             { type: "alert", params: ({ context }) => ({ kind: "goal.escalated" as const, reason: context.goal.pauseReason ?? context.replan.reason, goal: context.goal }) },
             event("goal.paused", (c) => `paused: ${c.goal.pauseReason ?? ""}`, (c) => ({ replanCount: c.goal.replanCount })),
@@ -281,19 +273,15 @@ export const goalMachine = setup({
         input: ({ context }) => ({ goal: context.goal, subGoalIds: context.goal.subGoals.filter((s) => s.status === "in-progress").map((s) => s.id), reason: context.replan.reason }),
         onDone: {
           target: "replanned",
-          actions: assign(({ context, event }) => {
-            const goal = skipUnkept(context.goal, event.output);
-            const skipped = context.goal.subGoals.filter((s) => s.status === "in-progress" && goal.subGoals.find((x) => x.id === s.id)?.status === "skipped");
-            return { goal, cancelled: skipped.map((s) => s.taskId ?? subGoalTaskId(goal.id, s.id)) };
-          }),
+          actions: { type: "skipUnkept", params: ({ event }) => ({ decisions: event.output }) },
         },
-        onError: { target: "replanned", actions: assign({ cancelled: () => [] }) },
+        onError: { target: "replanned", actions: "keepAll" },
       },
     },
     replanned: {
       description: "Pending sub-goals are skipped, skipped tasks cancelled, evaluations start afresh; then a new plan.",
       entry: [
-        assign(({ context }) => ({ goal: { ...skipStale(context.goal, context.goal.replanCount), evaluations: [] }, wave: [], toJudge: [] })),
+        "startAfresh",
         { type: "cancelTasks", params: ({ context }) => ({ taskIds: context.cancelled }) },
         persist,
         enqueueActions(({ context, enqueue }) => {
@@ -306,7 +294,7 @@ export const goalMachine = setup({
     completed: {
       type: "final",
       description: "Every sub-goal is completed or skipped.",
-      entry: [assign({ goal: ({ context }) => ({ ...context.goal, status: "completed" }) }), persist, event("goal.completed", (c) => `completed: ${summary(c)}`, (c) => ({ counts: statusCounts(c.goal) }))],
+      entry: ["markCompleted", persist, event("goal.completed", (c) => `completed: ${summary(c)}`, (c) => ({ counts: statusCounts(c.goal) }))],
     },
     paused: { type: "final", description: "Escalated: waits for `dirigent goal resume`." },
     stopped: { type: "final", description: "Stopped from outside (lease lost, paused or cancelled)." },
@@ -317,6 +305,18 @@ export const goalMachine = setup({
     return { status: "stopped", goal: context.goal, ...(context.stopReason ? { reason: context.stopReason } : {}) };
   },
 });
+
+/** The in-progress sub-goals the review did not keep become skipped, and their tasks are to be cancelled. */
+function skipUnkeptAndCancel(goal: Goal, decisions: readonly KeepResult[]): { goal: Goal; cancelled: string[] } {
+  const next = skipUnkept(goal, decisions);
+  const skipped = goal.subGoals.filter((s) => s.status === "in-progress" && next.subGoals.find((x) => x.id === s.id)?.status === "skipped");
+  return { goal: next, cancelled: skipped.map((s) => s.taskId ?? subGoalTaskId(next.id, s.id)) };
+}
+
+/** A sub-goal whose judgement failed: unknown. */
+function failedJudgement(subGoalId: string): DivergenceEvaluation {
+  return { subGoalId, divergent: null, severity: "unknown", reason: "the judgement failed", source: "model" };
+}
 
 /** In-progress sub-goals the review did not keep become skipped; no decision keeps (conservative). */
 function skipUnkept(goal: Goal, decisions: readonly KeepResult[]): Goal {

@@ -6,11 +6,11 @@
  * - `reconciling`: `listing` (the shell lists the active goals this process may run: lease free, expired or its own)
  *   → `idle` → after `TICK` → `listing`.
  * - `launching`: `ready` → (a goal queued and room under the cap) `starting` → after `STAGGER` → `ready`.
- * A loop counts as stopped only once it has halted (`LOOP.HALTED`): until then it holds its place under the cap
+ * A loop counts as stopped only once it has halted (`loop.halted`): until then it holds its place under the cap
  * and its goal is never started a second time (the seed's supervisor forgot the loop before it had stopped).
  * Effects: `listActive`; actions `startLoop` and `stopLoop` (the shell runs and stops the goal machine).
  */
-import { assign, enqueueActions, fromPromise, setup } from "xstate";
+import { assertEvent, assign, enqueueActions, fromPromise, setup } from "xstate";
 import { notProvided } from "../not-provided.js";
 
 /** Defaults of the Supervisor (the loom-bot seed's values). */
@@ -37,13 +37,13 @@ interface SupervisorContext {
 
 export type SupervisorEvent =
   /** A loop has halted (completed, paused, stopped or failed); its place under the cap is free. */
-  | { type: "LOOP.HALTED"; goalId: string }
+  | { type: "loop.halted"; goalId: string }
   /** Stop one goal's loop (cancelled or paused from outside, lease lost). */
-  | { type: "GOAL.STOP"; goalId: string; reason: string }
+  | { type: "goal.stop"; goalId: string; reason: string }
   /** List the active goals now instead of at the next tick (a goal was added or resumed). */
-  | { type: "RECONCILE" }
+  | { type: "reconcile" }
   /** Stop every loop and start nothing more; the machine ends once all have halted. */
-  | { type: "DRAIN" };
+  | { type: "drain" };
 
 const busy = (c: SupervisorContext) => Object.keys(c.loops).length;
 
@@ -57,6 +57,8 @@ export const supervisorMachine = setup({
   actions: {
     startLoop: (_, _params: { goalId: string }) => undefined,
     stopLoop: (_, _params: { goalId: string; reason: string }) => undefined,
+    forgetHaltedLoop: assign({ loops: ({ context, event }) => (assertEvent(event, "loop.halted"), without(context.loops, event.goalId)) }),
+    markQueuedRunning: assign(({ context }) => ({ loops: { ...context.loops, [context.queue[0] ?? ""]: "running" as const }, queue: context.queue.slice(1) })),
   },
   actors: {
     listActive: fromPromise<string[], Record<string, never>>(async () => notProvided("supervisor.listActive")),
@@ -66,6 +68,7 @@ export const supervisorMachine = setup({
     STAGGER: ({ context }) => context.staggerMs,
   },
   guards: {
+    notDraining: ({ context }) => !context.draining,
     canStart: ({ context }) => !context.draining && context.queue.length > 0 && busy(context) < context.maxConcurrent,
     allHalted: ({ context }) => context.draining && busy(context) === 0,
   },
@@ -85,8 +88,8 @@ export const supervisorMachine = setup({
       type: "parallel",
       always: { guard: "allHalted", target: "drained" },
       on: {
-        "LOOP.HALTED": { actions: assign({ loops: ({ context, event }) => without(context.loops, event.goalId) }) },
-        "GOAL.STOP": {
+        "loop.halted": { actions: "forgetHaltedLoop" },
+        "goal.stop": {
           actions: enqueueActions(({ context, event, enqueue }) => {
             if (context.loops[event.goalId] === "running") {
               enqueue({ type: "stopLoop", params: { goalId: event.goalId, reason: event.reason } });
@@ -95,7 +98,7 @@ export const supervisorMachine = setup({
             enqueue.assign({ queue: context.queue.filter((id) => id !== event.goalId) });
           }),
         },
-        DRAIN: {
+        drain: {
           actions: enqueueActions(({ context, enqueue }) => {
             for (const [goalId, state] of Object.entries(context.loops)) if (state === "running") enqueue({ type: "stopLoop", params: { goalId, reason: "the supervisor is draining" } });
             enqueue.assign({ draining: true, queue: [], loops: Object.fromEntries(Object.keys(context.loops).map((id) => [id, "stopping" as const])) });
@@ -105,7 +108,7 @@ export const supervisorMachine = setup({
       states: {
         reconciling: {
           initial: "listing",
-          on: { RECONCILE: { target: ".listing", guard: ({ context }) => !context.draining } },
+          on: { reconcile: { target: ".listing", guard: "notDraining" } },
           states: {
             listing: {
               description: "Lists the active goals this process may run.",
@@ -140,10 +143,7 @@ export const supervisorMachine = setup({
               always: {
                 guard: "canStart",
                 target: "starting",
-                actions: [
-                  { type: "startLoop", params: ({ context }) => ({ goalId: context.queue[0] ?? "" }) },
-                  assign(({ context }) => ({ loops: { ...context.loops, [context.queue[0] ?? ""]: "running" as const }, queue: context.queue.slice(1) })),
-                ],
+                actions: [{ type: "startLoop", params: ({ context }) => ({ goalId: context.queue[0] ?? "" }) }, "markQueuedRunning"],
               },
             },
             starting: {

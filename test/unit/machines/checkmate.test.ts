@@ -1,6 +1,19 @@
 import { describe, expect, it } from "vitest";
 import { createActor, fromPromise, toPromise } from "xstate";
-import { bestAttempt, checkmateMachine, clarificationQuestions, criteriaApproved, type CheckmateInput, type CriteriaJudgeInput, type IntakeInput, type JudgeInput, type Prepared, type WorkerInput } from "../../../machines/evaluator/checkmate.js";
+import {
+  bestAttempt,
+  checkmateMachine,
+  clarificationQuestions,
+  clarificationsSpent,
+  criteriaApproved,
+  judgeInput,
+  roleFailure,
+  withClarification,
+  withJudgeError,
+  withVerdict,
+  workerInput,
+  type CheckmateContext,
+  type CheckmateInput, type CriteriaJudgeInput, type IntakeInput, type JudgeInput, type Prepared, type WorkerInput } from "../../../machines/evaluator/checkmate.js";
 import { rootEnv } from "../../../machines/language/env.js";
 import type { TaskResult } from "../../../protocol/index.js";
 
@@ -133,5 +146,59 @@ describe("checkmate helpers", () => {
   it("picks the last attempt with an output when no verdict parsed", () => {
     expect(bestAttempt([{ iteration: 1, output: "a" }, { iteration: 2, workerError: { type: "TASK_FAILURE", reason: "model_error", message: "x" } }])?.iteration).toBe(1);
     expect(bestAttempt([])).toBeUndefined();
+  });
+});
+
+describe("checkmate rules (checkmate-rules.ts): the named actions' pure steps", () => {
+  const context = (extra: Partial<CheckmateContext> = {}): CheckmateContext => ({
+    path: "0",
+    env: rootEnv({}),
+    maxIterations: 3,
+    maxIntakeRounds: 3,
+    maxClarifications: 2,
+    task: "write a poem",
+    criteria: "- rhymes",
+    intakeCalls: 0,
+    intakeRounds: 0,
+    clarifications: [],
+    iteration: 2,
+    attempts: [{ iteration: 1, output: "first" }],
+    gaps: [],
+    ...extra,
+  });
+
+  it("feeds the worker the last output and every gap, and the judge the last attempt", () => {
+    const c = context({ attempts: [{ iteration: 1, output: "first" }, { iteration: 2, output: "second" }], gaps: [{ iteration: 1, gapSummary: "no rhyme" }] });
+    expect(workerInput(c)).toMatchObject({ iteration: 2, maxIterations: 3, previous: "second", gaps: [{ iteration: 1, gapSummary: "no rhyme" }] });
+    expect(workerInput(context({ attempts: [] }))).not.toHaveProperty("previous");
+    expect(judgeInput(c)).toMatchObject({ output: "second", iteration: 2 });
+    expect(judgeInput(c)).not.toHaveProperty("gaps");
+  });
+
+  it("records a FAIL verdict with its gap, and a PASS without one", () => {
+    const failed = withVerdict(context(), JSON.stringify({ result: "FAIL", score: 40, criteria: [], gapSummary: " no rhyme " }));
+    expect(failed.attempts?.at(-1)).toMatchObject({ iteration: 2, output: "first", verdict: { result: "FAIL", score: 40, parsed: true } });
+    expect(failed.gaps).toEqual([{ iteration: 2, gapSummary: "no rhyme" }]);
+    expect(withVerdict(context(), JSON.stringify({ result: "PASS", score: 90, criteria: [], gapSummary: "" })).gaps).toEqual([]);
+  });
+
+  it("counts a failing judge as an unparsed FAIL with a note, keeping its error", () => {
+    const error = { type: "TASK_FAILURE" as const, reason: "model_error" as const, message: "down" };
+    expect(withJudgeError(context(), error).attempts?.at(-1)).toMatchObject({ verdict: { result: "FAIL", score: 0, parsed: false, note: "the judge failed (down); counted as FAIL" }, judgeError: error });
+  });
+
+  it("fails on spent clarification rounds only when the intake still asks", () => {
+    const asks = ok("[NEEDS_CLARIFICATION] which metre?");
+    const answered = [{ questions: "q", answer: "a" }, { questions: "q", answer: "a" }];
+    expect(clarificationsSpent(context({ clarifications: answered }), asks)).toBe(true);
+    expect(clarificationsSpent(context({ clarifications: answered.slice(1) }), asks)).toBe(false);
+    expect(clarificationsSpent(context({ clarifications: answered }), ok("- rhymes"))).toBe(false);
+    expect(withClarification(context({ questions: "which metre?" }), "iambic")).toEqual({ clarifications: [{ questions: "which metre?", answer: "iambic" }], questions: undefined });
+  });
+
+  it("keeps a worker or judge error that ends the loop, with the history", () => {
+    const error = { type: "RESOURCE_EXHAUSTION" as const, resource: "budget" as const, message: "spent" };
+    expect(roleFailure(context(), "worker", error)).toMatchObject({ status: "FAILED", error, notes: { iteration_history: [{ iteration: 1, output: "first" }] } });
+    expect(roleFailure(context(), "judge", undefined).error).toMatchObject({ type: "TASK_FAILURE", message: "judge failed" });
   });
 });

@@ -7,6 +7,7 @@ import {
   metricDivergence,
   nextWave,
   normaliseJudgement,
+  settle,
   shouldReplan,
   type GoalInput,
   type KeepResult,
@@ -60,7 +61,7 @@ async function run(script: Script, input: Partial<GoalInput> = {}) {
         for (const item of items) {
           const outcome = script.outcome?.(item.description) ?? { success: true, content: `done: ${item.description}` };
           if (outcome === "hang") continue;
-          queueMicrotask(() => sendBack({ type: "SUBGOAL.SETTLED", subGoalId: item.subGoalId, outcome, at: NOW }));
+          queueMicrotask(() => sendBack({ type: "subgoal.settled", subGoalId: item.subGoalId, outcome, at: NOW }));
         }
       }),
       judge: fromPromise(async ({ input }: { input: { goal: Goal; subGoalIds: string[] } }) => {
@@ -214,7 +215,43 @@ describe("goal machine", () => {
   it("stops at once on STOP", async () => {
     const r = await run({ plans: [plan("a")], outcome: () => "hang" });
     expect(r.actor.getSnapshot().value).toBe("running");
-    r.actor.send({ type: "STOP", reason: "lease lost" });
+    r.actor.send({ type: "stop", reason: "lease lost" });
     expect(await r.done).toMatchObject({ status: "stopped", reason: "lease lost" });
+  });
+});
+
+describe("settle (goal-rules.ts): a settled sub-goal's cost accounting", () => {
+  const started = () => {
+    const goal = applyPlan(newGoal(), plan("a", "b"));
+    const [a, b] = goal.subGoals.map((s) => s.id) as [string, string];
+    return { a, b, state: { goal, wave: [a, b], toJudge: [] as string[] } };
+  };
+
+  it("books the outcome's cost, marks the sub-goal and leaves it to the model when no metric decides", () => {
+    const { a, b, state } = started();
+    const next = settle(state, { subGoalId: a, outcome: { success: true, content: "done", costUsd: 0.25 }, at: NOW }, 10);
+    expect(next.goal.costs).toEqual([{ at: NOW, usd: 0.25 }]);
+    expect(next.goal.subGoals.find((s) => s.id === a)).toMatchObject({ status: "completed", outcome: { costUsd: 0.25 } });
+    expect(next).toMatchObject({ wave: [b], toJudge: [a], lastSettled: a });
+    expect(next.goal.evaluations).toEqual([]);
+  });
+
+  it("books no cost entry for an outcome without cost", () => {
+    const { a, state } = started();
+    expect(settle(state, { subGoalId: a, outcome: { success: true, content: "done" }, at: NOW }, 10).goal.costs).toEqual([]);
+  });
+
+  it("records a metric major, not judged by the model, once the 24 h cost passes the threshold", () => {
+    const { a, b, state } = started();
+    const next = settle(state, { subGoalId: a, outcome: { success: true, content: "done", costUsd: 11 }, at: NOW }, 10);
+    expect(next.goal.evaluations).toMatchObject([{ subGoalId: a, source: "metric", severity: "major" }]);
+    expect(next).toMatchObject({ wave: [b], toJudge: [] });
+  });
+
+  it("does not change the state it is given", () => {
+    const { a, state } = started();
+    const before = structuredClone(state);
+    settle(state, { subGoalId: a, outcome: { success: false, content: "", error: "boom", costUsd: 1 }, at: NOW }, 10);
+    expect(state).toEqual(before);
   });
 });

@@ -34,7 +34,7 @@ describe("supervisor machine", () => {
     expect(s.started.map((x) => [x.goalId, x.at])).toEqual([["a", 0], ["b", 2_000]]);
     await s.advance(2_000);
     expect(s.started).toHaveLength(2); // at the cap: c waits
-    s.actor.send({ type: "LOOP.HALTED", goalId: "a" });
+    s.actor.send({ type: "loop.halted", goalId: "a" });
     await s.settle();
     expect(s.started.map((x) => x.goalId)).toEqual(["a", "b", "c"]);
   });
@@ -55,14 +55,14 @@ describe("supervisor machine", () => {
     let active = ["a"];
     const s = start({ maxConcurrent: 1, staggerMs: 10, tickMs: 1_000 }, () => active);
     await s.settle();
-    s.actor.send({ type: "GOAL.STOP", goalId: "a", reason: "paused by an operator" });
+    s.actor.send({ type: "goal.stop", goalId: "a", reason: "paused by an operator" });
     expect(s.stopped).toEqual([{ goalId: "a", reason: "paused by an operator" }]);
     active = ["a", "b"];
     await s.advance(1_000);
     await s.advance(1_000);
     // "a" is still stopping: it holds the only place, and is not restarted.
     expect(s.started.map((x) => x.goalId)).toEqual(["a"]);
-    s.actor.send({ type: "LOOP.HALTED", goalId: "a" });
+    s.actor.send({ type: "loop.halted", goalId: "a" });
     await s.settle();
     await s.advance(1_000);
     expect(s.started.map((x) => x.goalId)).toEqual(["a", "b"]);
@@ -72,13 +72,13 @@ describe("supervisor machine", () => {
     const s = start({ maxConcurrent: 5, staggerMs: 10, tickMs: 1_000 }, () => ["a", "b", "c"]);
     await s.settle();
     await s.advance(10);
-    s.actor.send({ type: "DRAIN" });
+    s.actor.send({ type: "drain" });
     expect(s.stopped.map((x) => x.goalId)).toEqual(["a", "b"]);
     await s.advance(1_000);
     expect(s.started.map((x) => x.goalId)).toEqual(["a", "b"]);
-    s.actor.send({ type: "LOOP.HALTED", goalId: "a" });
+    s.actor.send({ type: "loop.halted", goalId: "a" });
     expect(s.actor.getSnapshot().status).toBe("active");
-    s.actor.send({ type: "LOOP.HALTED", goalId: "b" });
+    s.actor.send({ type: "loop.halted", goalId: "b" });
     expect(s.actor.getSnapshot().status).toBe("done");
   });
 });
