@@ -48,7 +48,5 @@ export const silentLogger: Logger = {
   error: () => undefined,
 };
 
-/** Message of an unknown thrown value. */
-export function messageOf(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
-}
+/** Message of an unknown thrown value (declared in protocol/errors.ts, the lowest layer, for every layer to use). */
+export { messageOf } from "../protocol/errors.js";

@@ -6,6 +6,7 @@
  */
 import { z } from "zod";
 import { fencedBlock } from "./fence.js";
+import { messageOf } from "./errors.js";
 
 /** One criterion as the judge saw it. */
 export const VerdictCriterion = z.object({
@@ -42,7 +43,7 @@ export function parseVerdict(text: string): { ok: true; verdict: CheckmateVerdic
   try {
     value = JSON.parse(jsonText(text));
   } catch (err) {
-    return { ok: false, error: `not JSON: ${err instanceof Error ? err.message : String(err)}` };
+    return { ok: false, error: `not JSON: ${messageOf(err)}` };
   }
   if (typeof value === "object" && value !== null && !Array.isArray(value) && !("gapSummary" in value) && "gap_summary" in value) {
     value = { ...value, gapSummary: Reflect.get(value, "gap_summary") };

@@ -4,6 +4,7 @@
  */
 import type { z } from "zod";
 import { DecodeError, type DecodeFailure, type DecodeIssue } from "./errors.js";
+import { messageOf } from "./errors.js";
 
 /** The largest message body any dirigent subject accepts (1 MiB). */
 export const MAX_BODY_BYTES = 1024 * 1024;
@@ -44,7 +45,7 @@ export function decodeJson(bytes: Uint8Array, maxBytes = MAX_BODY_BYTES): Decode
   try {
     return { ok: true, value: JSON.parse(text) as unknown };
   } catch (cause) {
-    const reason = cause instanceof Error ? cause.message : String(cause);
+    const reason = messageOf(cause);
     return fail(`message is not JSON: ${reason}`, [], "not_json", cause);
   }
 }
@@ -62,7 +63,7 @@ export function validate<S extends z.ZodType>(schema: S, value: unknown): Decode
   try {
     parsed = schema.safeParse(value);
   } catch (cause) {
-    const reason = cause instanceof Error ? cause.message : String(cause);
+    const reason = messageOf(cause);
     return fail(`invalid message: it could not be validated: ${reason}`, [], "schema", cause);
   }
   if (parsed.success) return { ok: true, value: parsed.data };

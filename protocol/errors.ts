@@ -80,3 +80,8 @@ export class InvalidSubjectError extends Error {
 export function errorReply(code: ErrorCode, message: string, extra: Omit<ErrorBody, "code" | "message"> = {}): ErrorReply {
   return { error: { code, message, ...extra } };
 }
+
+/** The message of an unknown thrown value: an Error's message, anything else as a string. */
+export function messageOf(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}

@@ -7,6 +7,7 @@
 import { z } from "zod";
 import { TASK_ID_PATTERN } from "./ids.js";
 import { fencedBlock } from "./fence.js";
+import { messageOf } from "./errors.js";
 
 /** A goal id: the same alphabet as task ids, at most 40 characters (sub-goal task ids are derived from it). */
 export const GoalId = z.string().regex(TASK_ID_PATTERN, "goal ids use letters, digits, _ and -").max(40);
@@ -210,7 +211,7 @@ export function parseAnswer<T extends z.ZodType>(schema: T, text: string): { ok:
   try {
     value = JSON.parse(jsonOfAnswer(text));
   } catch (err) {
-    return { ok: false, error: `not JSON: ${err instanceof Error ? err.message : String(err)}` };
+    return { ok: false, error: `not JSON: ${messageOf(err)}` };
   }
   const parsed = schema.safeParse(value);
   if (!parsed.success) return { ok: false, error: parsed.error.issues.map((i) => `${i.path.join(".") || "(answer)"}: ${i.message}`).join("; ") };

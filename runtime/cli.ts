@@ -18,6 +18,7 @@ import { registerInspectCommand } from "./cli/inspect.js";
 import { registerCheckmateCommand } from "./cli/checkmate.js";
 import { registerGoalCommands } from "./cli/goals.js";
 import { registerHealthCommand } from "./cli/health.js";
+import { messageOf } from "../protocol/errors.js";
 
 const program = new Command()
   .name("dirigent")
@@ -49,7 +50,7 @@ try {
     process.stderr.write(`dirigent: ${err.message}\n`);
     process.exitCode = 2;
   } else {
-    process.stderr.write(`dirigent: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.stderr.write(`dirigent: ${messageOf(err)}\n`);
     process.exitCode = 1;
   }
 }

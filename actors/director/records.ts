@@ -59,7 +59,7 @@ export type ClaimOutcome =
 export type WriteOutcome = "written" | "lost";
 
 /** Reads and decodes a record with its revision. */
-export async function readRecord(store: TaskStore, taskId: string): Promise<{ record: TaskRecord; revision: number } | undefined> {
+export async function readTaskRecord(store: TaskStore, taskId: string): Promise<{ record: TaskRecord; revision: number } | undefined> {
   const entry = await store.getWithRevision(taskId);
   if (!entry) return undefined;
   // A record holds its template and snapshot: larger than a message body may be (the store keeps it in chunks).
@@ -98,7 +98,7 @@ export async function claimTask(
 ): Promise<ClaimOutcome> {
   const { queued, intakeSeq } = from;
   for (let attempt = 0; attempt < CAS_ATTEMPTS; attempt++) {
-    const current = await readRecord(store, taskId);
+    const current = await readTaskRecord(store, taskId);
     const claimedAt = now().toISOString();
     if (!current) {
       if (!queued) return { kind: "missing" };
@@ -145,7 +145,7 @@ export async function writeClaimed(store: TaskStore, claim: Claim, change: (reco
     // The record exists. This claim's own earlier write, whose answer was lost with the connection, is taken as
     // written; anything else means another Director claimed the task (this one went silent for an ack wait), or a
     // cancel request ended it while it was queued.
-    const current = await readRecord(store, claim.taskId);
+    const current = await readTaskRecord(store, claim.taskId);
     if (!current || !holds(current.record, claim)) return "lost";
     claim.pending = false;
     claim.written = current;
@@ -153,7 +153,7 @@ export async function writeClaimed(store: TaskStore, claim: Claim, change: (reco
   const known = claim.written;
   // The record this claim wrote last is tried first, on top of the attempts that read it.
   for (let attempt = known !== undefined && holds(known.record, claim) ? -1 : 0; attempt < CAS_ATTEMPTS; attempt++) {
-    const current = attempt < 0 ? known : await readRecord(store, claim.taskId);
+    const current = attempt < 0 ? known : await readTaskRecord(store, claim.taskId);
     if (!current || !holds(current.record, claim)) return "lost";
     const next = change(current.record);
     const revision = await store.update(claim.taskId, encode(TaskRecord, next), current.revision);
@@ -191,7 +191,7 @@ export async function requestCancel(
   queued: () => Promise<{ record: TaskRecord; seq: number } | undefined>,
 ): Promise<CancelOutcome> {
   for (let attempt = 0; attempt < CAS_ATTEMPTS; attempt++) {
-    const current = await readRecord(store, taskId);
+    const current = await readTaskRecord(store, taskId);
     if (!current) {
       const found = await queued();
       if (!found) return { kind: "missing" };

@@ -21,7 +21,7 @@ import {
 import type { BusMessage, TaskStore, WorkQueue } from "../bus.js";
 import { messageOf, type ActorDeps } from "../deps.js";
 import { respond } from "../serve.js";
-import { readRecord, requestCancel } from "./records.js";
+import { readTaskRecord, requestCancel } from "./records.js";
 import { queuedRecord } from "./intake.js";
 
 /** What the requests need of the Director that serves them. */
@@ -60,7 +60,7 @@ export function taskRequests(deps: ActorDeps, store: TaskStore, queue: WorkQueue
     const taskId = parseTaskId(subjects.taskIdOf(msg.subject));
     if (!taskId) return void respond(msg, Requests.taskGet, errorReply("INVALID_ID", `illegal task id in subject '${msg.subject}'`));
     const live = hooks.liveState(taskId);
-    const stored = (await readRecord(store, taskId))?.record;
+    const stored = (await readTaskRecord(store, taskId))?.record;
     const record = stored ?? (await queuedUnder(taskId))?.record;
     const state = live ?? (stored === undefined && record !== undefined ? await stateOfQueued(taskId) : record?.state);
     if (state === undefined) return void respond(msg, Requests.taskGet, errorReply("NOT_FOUND", `no task '${taskId}'`));

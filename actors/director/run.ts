@@ -23,7 +23,7 @@ import { inspectOption } from "../inspect-option.js";
 import { askRetrying } from "../ask.js";
 import { compilePrompt } from "./compile.js";
 import { fitOutcome } from "./message-fit.js";
-import { claimTask, holds, PENDING_CLAIM_MS, pendingClaim, readRecord, writeClaimed, type Claim } from "./records.js";
+import { claimTask, holds, PENDING_CLAIM_MS, pendingClaim, readTaskRecord, writeClaimed, type Claim } from "./records.js";
 import { restorable } from "./snapshot.js";
 import { checkpointer, createTaskActor, failedContext, heartbeatMs, outcomeOf, stateOf, unstorableMessage, type RunningTask, type TaskEffects } from "./task.js";
 
@@ -156,7 +156,7 @@ function taskEffects(env: RunEnv, task: RunningTask, fresh: boolean): TaskEffect
         // Ask again only while this Director still holds the task: a stale retry would supersede the new owner.
         // A record that cannot be read now (NATS restarting) does not stop it: the heartbeat notices a lost claim.
         beforeRetry: async () => {
-          const now = await readRecord(env.store, record.taskId).catch(() => "unknown" as const);
+          const now = await readTaskRecord(env.store, record.taskId).catch(() => "unknown" as const);
           // A pending claim has no record yet; any record found is someone else's.
           const lost = now === undefined ? claim.pending !== true : now !== "unknown" && !holds(now.record, claim);
           if (lost) throw new Error(`task '${record.taskId}': claim lost; not asking again`);
@@ -270,7 +270,7 @@ export function runDelivery(env: RunEnv, item: WorkItem, queued: TaskRecord | un
       // instead of after the ack wait.
       flush: fromPromise<void>(async () => checkpointsOf().flush()),
       readOwner: fromPromise<{ final: boolean }>(async () => {
-        const now = await readRecord(env.store, item.id);
+        const now = await readTaskRecord(env.store, item.id);
         return { final: now !== undefined && FINAL_STATES.has(now.record.state) };
       }),
     },

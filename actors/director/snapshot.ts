@@ -8,6 +8,7 @@
 import type { Actor, AnyStateNode } from "xstate";
 import { EVALUATE_ID, TASK_MACHINE_VERSION, taskMachine } from "../../machines/director/task.js";
 import type { TaskRecord } from "../../protocol/index.js";
+import { messageOf } from "../../protocol/errors.js";
 
 /** The machine id snapshots are stored under. */
 export const TASK_MACHINE_ID = "task";
@@ -48,7 +49,7 @@ export function restorable(record: TaskRecord, migrations: Migrations = MIGRATIO
     try {
       snapshot = migrate(snapshot);
     } catch (err) {
-      return { kind: "refused", message: `stored snapshot of task machine v${stored.version} could not be migrated from v${version}: ${err instanceof Error ? err.message : String(err)}` };
+      return { kind: "refused", message: `stored snapshot of task machine v${stored.version} could not be migrated from v${version}: ${messageOf(err)}` };
     }
   }
   const missing = missingChild(snapshot);

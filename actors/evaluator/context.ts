@@ -27,6 +27,7 @@ import { commandArgv, type RunCommand } from "./script.js";
 import { inputFailure } from "./nodes.js";
 import { substitute } from "../../machines/language/substitute.js";
 import type { FilePaths, ReturnSpec, TaskNode, TemplateDocument } from "../../machines/language/ast.js";
+import { messageOf } from "../../protocol/errors.js";
 
 export { applyOutputFormat } from "./output-format.js";
 
@@ -168,7 +169,7 @@ async function match(deps: ContextDeps, query: Omit<MatchQuery, "limit">, signal
     return matches.slice(0, MATCH_LIMIT).map((m) => m.path);
   } catch (err) {
     if (signal.aborted) throw err;
-    throw new ContextFailure(`memory match failed: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+    throw new ContextFailure(`memory match failed: ${messageOf(err)}`, { cause: err });
   }
 }
 
@@ -202,7 +203,7 @@ async function explicitFiles(deps: ContextDeps, fp: FilePaths, env: Env, prompt:
         return { ok: true, files: pathLines(outcome.stdout) };
       } catch (err) {
         if (signal.aborted) throw err;
-        errors.push(timeout.aborted ? `file_paths command timed out after ${FILE_COMMAND_TIMEOUT_MS} ms` : `file_paths command failed: ${err instanceof Error ? err.message : String(err)}`);
+        errors.push(timeout.aborted ? `file_paths command timed out after ${FILE_COMMAND_TIMEOUT_MS} ms` : `file_paths command failed: ${messageOf(err)}`);
         return { ok: true, files: [] };
       }
     }

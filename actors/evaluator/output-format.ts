@@ -7,6 +7,7 @@
 import { isSpace } from "../../protocol/fence.js";
 import type { TaskResult } from "../../protocol/index.js";
 import type { ReturnSpec, TaskNode } from "../../machines/language/ast.js";
+import { messageOf } from "../../protocol/errors.js";
 
 /** Type names a schema may check; any other name (`DataSet`, `any`, …) accepts every value. */
 const CHECKED: ReadonlySet<string> = new Set(["string", "number", "integer", "boolean", "object", "array", "null"]);
@@ -151,7 +152,7 @@ export function applyOutputFormat(node: TaskNode, result: TaskResult, returns?: 
   try {
     value = JSON.parse(text);
   } catch (err) {
-    return { ...result, notes: { ...result.notes, parseError: err instanceof Error ? err.message : String(err) } };
+    return { ...result, notes: { ...result.notes, parseError: messageOf(err) } };
   }
   // Text that merely looks like JSON (`42`, `true`) is still a fine string.
   if (expected.schema?.trim().toLowerCase() === "string" && typeof value !== "string") return { ...result, parsedContent: result.content };

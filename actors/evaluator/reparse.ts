@@ -14,6 +14,7 @@ export { reparseAllowed } from "./nodes.js";
 import type { SubstituteMode } from "../../machines/language/substitute.js";
 import { parseTemplate } from "../../machines/language/parse.js";
 import type { TaskNode, TemplateDocument } from "../../machines/language/ast.js";
+import { messageOf } from "../../protocol/errors.js";
 
 /** Decompositions of one node, and nesting of decompositions. */
 export const MAX_REPARSE = 3;
@@ -65,7 +66,7 @@ export async function reparseNode(walk: ReparseWalk, node: TaskNode, path: strin
       reply = await walk.compile(decomposeRequest({ prompt, error: last, taskId: walk.taskId as TaskId, inputNames }), signal);
     } catch (err) {
       if (signal.aborted) throw err;
-      return { ...failed, notes: { ...failed.notes, reparse_error: err instanceof Error ? err.message : String(err), reparse_attempts: attempt } };
+      return { ...failed, notes: { ...failed.notes, reparse_error: messageOf(err), reparse_attempts: attempt } };
     }
     const parsed = parseTemplate(reply.xml);
     if (!parsed.ok) return { ...failed, notes: { ...failed.notes, reparse_error: `decomposition does not parse: ${parsed.error.message}`, reparse_attempts: attempt } };

@@ -7,6 +7,7 @@ import { z } from "zod";
 import type { PendingContinuation, ToolCall } from "../../machines/handler/session.js";
 import { EvaluationRequest, InputRequest, SubtaskRequest, type ContinuationKind } from "../../protocol/index.js";
 import type { ToolDefinition } from "./toolset.js";
+import { messageOf } from "../../protocol/errors.js";
 
 const TOOLS: Record<ContinuationKind, { name: string; description: string; schema: z.ZodType }> = {
   subtask: {
@@ -64,7 +65,7 @@ export function readContinuation(call: ToolCall, kinds: readonly ContinuationKin
   try {
     raw = call.function.arguments.trim() === "" ? {} : JSON.parse(call.function.arguments);
   } catch (err) {
-    return { problem: `error: the arguments of '${call.function.name}' are not valid JSON (${err instanceof Error ? err.message : String(err)}); send a JSON object` };
+    return { problem: `error: the arguments of '${call.function.name}' are not valid JSON (${messageOf(err)}); send a JSON object` };
   }
   const parsed = TOOLS[kind].schema.safeParse(raw);
   if (!parsed.success) {

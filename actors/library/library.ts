@@ -13,6 +13,7 @@ import { join } from "node:path";
 import type { TemplateDocument } from "../../machines/language/ast.js";
 import { templatesOfFile } from "./entries.js";
 import { DEFAULT_MATCH_LIMIT, MIN_MATCH_SCORE, type MatchProfile, matchProfile, matchQuery, scoreTemplate } from "./match.js";
+import { messageOf } from "../../protocol/errors.js";
 
 /** One registered template. */
 export interface LibraryTemplate {
@@ -264,5 +265,5 @@ function code(err: unknown): string | undefined {
 }
 
 function reason(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
+  return messageOf(err);
 }

@@ -9,6 +9,7 @@ import type { FileMatch, MatchRequest } from "../../protocol/index.js";
 import type { ChatMessage } from "../../machines/handler/session-types.js";
 import type { CallModel } from "../model.js";
 import type { Ranked } from "./rank.js";
+import { messageOf } from "../../protocol/errors.js";
 
 /** Candidates the model chooses among, by default. */
 export const LLM_CANDIDATES = 30;
@@ -77,7 +78,7 @@ export function parseChoice(content: string, candidates: readonly Ranked[], limi
   try {
     json = JSON.parse(content.slice(start, end + 1));
   } catch (err) {
-    return { ok: false, reason: `the answer is not valid JSON (${err instanceof Error ? err.message : String(err)})` };
+    return { ok: false, reason: `the answer is not valid JSON (${messageOf(err)})` };
   }
   const parsed = Choice.safeParse(json);
   if (!parsed.success) return { ok: false, reason: `the answer is not an array of {path, relevance, score}: ${parsed.error.issues[0]?.message ?? "invalid"}` };
@@ -116,7 +117,7 @@ export async function chooseWithModel(
   try {
     content = (await options.callModel({ model: options.model, messages: llmMatchPrompt(request, candidates, options.limit) }, signal)).content;
   } catch (err) {
-    const why = timeout.aborted ? `the model did not answer within ${options.timeoutMs ?? LLM_MATCH_TIMEOUT_MS} ms` : `the model failed: ${err instanceof Error ? err.message : String(err)}`;
+    const why = timeout.aborted ? `the model did not answer within ${options.timeoutMs ?? LLM_MATCH_TIMEOUT_MS} ms` : `the model failed: ${messageOf(err)}`;
     return ranked(clip(why, 300));
   }
   const choice = parseChoice(content, candidates, options.limit);

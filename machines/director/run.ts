@@ -18,6 +18,7 @@
  */
 import { assign, fromPromise, setup } from "xstate";
 import { notProvided } from "../not-provided.js";
+import { messageOf } from "../../protocol/errors.js";
 
 /** Input of a run actor. */
 export interface RunInput {
@@ -80,7 +81,6 @@ export type RunEvent =
   /** The store refused a checkpoint for good (too large). */
   | { type: "checkpoint.refused"; message: string };
 
-const messageOf = (err: unknown): string => (err instanceof Error ? err.message : String(err));
 
 /** On an effect's failure: the delivery goes back to the queue, after a pause growing with its deliveries. */
 const failed = {

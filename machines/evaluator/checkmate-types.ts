@@ -4,6 +4,7 @@
  */
 import { NEEDS_CLARIFICATION, taskFailure, type StoredVerdict, type TaskError, type TaskResult } from "../../protocol/index.js";
 import type { Env } from "../language/env.js";
+import { messageOf } from "../../protocol/errors.js";
 
 /** Defaults (the checkmate seed's: 5 iterations). */
 export const CHECKMATE_DEFAULTS = { maxIterations: 5, maxIntakeRounds: 3, maxClarifications: 3 } as const;
@@ -117,7 +118,7 @@ export const failure = (reason: "input_validation_failure" | "execution_halted" 
   notes,
 });
 
-export const thrown = (error: unknown): TaskError => ({ type: "TASK_FAILURE", reason: "unexpected_error", message: error instanceof Error ? error.message : String(error) });
+export const thrown = (error: unknown): TaskError => ({ type: "TASK_FAILURE", reason: "unexpected_error", message: messageOf(error) });
 
 /** The questions of an intake answer that asks for clarification, else undefined. */
 export function clarificationQuestions(content: string): string | undefined {

@@ -287,7 +287,7 @@ export const checkmateMachine = setup({
       ],
     },
     passed: { description: "The judge's verdict is PASS: the output is delivered.", type: "final" },
-    exhausted: { description: "Max iterations without PASS: the best attempt by score, with the final judge report (C15).", type: "final" },
+    exhausted: { description: "Max iterations without PASS: the best attempt by score, with the final judge report.", type: "final" },
     failed: { description: "Preparation, intake or clarification failed, or the task's budget ran out.", type: "final" },
   },
   output: ({ context }) => checkmateOutput(context),

@@ -19,6 +19,7 @@ import { extend, find, type Env } from "../language/env.js";
 import { notProvided } from "../not-provided.js";
 import { errorOf, outputOf } from "../invoke-events.js";
 import type { ProgressParams } from "./sequential.js";
+import { messageOf } from "../../protocol/errors.js";
 
 /** Env bindings the Evaluator reserves (`$` names cannot be written in a template). */
 export const RESERVED = {
@@ -146,7 +147,6 @@ function failure(context: ContinuationContext, reason: "subtask_failure" | "exec
 
 const UNREADABLE = "CONTINUATION without a suspended session and a valid subtask_request, evaluation_request or input_request";
 const CYCLE = "subtask cycle: the same request is already running on this path";
-const messageOf = (error: unknown) => (error instanceof Error ? error.message : String(error));
 
 function subtaskPending(request: SubtaskRequest) {
   return { kind: "subtask" as const, request, signature: signatureOf(request) };

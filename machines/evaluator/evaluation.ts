@@ -24,6 +24,7 @@ import { errorOf, outputOf } from "../invoke-events.js";
 import { reduceMachine } from "./reduce.js";
 import { sequentialMachine, type ProgressParams } from "./sequential.js";
 import type { AccumulationFormat } from "../language/ast.js";
+import { messageOf } from "../../protocol/errors.js";
 
 /** The part of a template node the walk decides on: plain data, summarised by the shell. */
 export interface EvalNode {
@@ -95,7 +96,7 @@ function describe(node: EvalNode): string {
 }
 
 function errorResult(error: unknown): TaskResult {
-  return failed("unexpected_error", error instanceof Error ? error.message : String(error));
+  return failed("unexpected_error", messageOf(error));
 }
 
 /** The context with the node's inputs bound: its environment, or the failure that stopped the binding. */
@@ -111,7 +112,7 @@ export function boundNow(bind: () => BindOutcome): { env: Env } | { result: Task
   try {
     return withBinding(bind());
   } catch (error) {
-    return { result: failed("unexpected_error", error instanceof Error ? error.message : String(error)) };
+    return { result: failed("unexpected_error", messageOf(error)) };
   }
 }
 
@@ -310,7 +311,7 @@ export const evaluationMachine = setup({
       },
     },
     runningScript: {
-      description: "A script task: its command runs in a Handler, as argv, never through a shell (C17).",
+      description: "A script task: its command runs in a Handler, as argv, never through a shell.",
       entry: { type: "progress", params: ({ context }) => ({ event: "node.started", message: "script task started", data: { nodePath: context.path, kind: "script" } }) },
       invoke: {
         src: "runScript",

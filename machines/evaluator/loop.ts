@@ -19,6 +19,7 @@ import { evaluateTest } from "../language/expression.js";
 import { notProvided } from "../not-provided.js";
 import { errorOf, outputOf } from "../invoke-events.js";
 import type { ProgressParams, RunStepInput } from "./sequential.js";
+import { messageOf } from "../../protocol/errors.js";
 
 /** Default of `<max_iterations>`. */
 export const DEFAULT_MAX_ITERATIONS = 5;
@@ -143,7 +144,7 @@ function afterDirector(context: DirectorEvaluatorContext): Env {
 }
 
 function thrown(error: unknown): TaskError {
-  return { type: "TASK_FAILURE", reason: "unexpected_error", message: error instanceof Error ? error.message : String(error) };
+  return { type: "TASK_FAILURE", reason: "unexpected_error", message: messageOf(error) };
 }
 
 function loopFailure(context: DirectorEvaluatorContext, phase: string, error: TaskError | undefined, result?: TaskResult): Partial<DirectorEvaluatorContext> {
@@ -258,7 +259,7 @@ export const directorEvaluatorMachine = setup({
       },
     },
     scripting: {
-      description: "The script runs on the director's attempt; a non-zero exit is data for the evaluator (C17).",
+      description: "The script runs on the director's attempt; a non-zero exit is data for the evaluator.",
       invoke: {
         src: "runScript",
         input: ({ context }) => ({ path: `${context.path}.scriptExecution`, env: afterDirector(context) }),
@@ -301,7 +302,7 @@ export const directorEvaluatorMachine = setup({
       ],
     },
     done: { description: "The evaluator accepted the attempt, or the termination condition held.", type: "final" },
-    exhausted: { description: "Every iteration ran without meeting the success criteria (C15).", type: "final" },
+    exhausted: { description: "Every iteration ran without meeting the success criteria.", type: "final" },
     failed: { description: "A director, script or evaluator failed, or the loop was malformed.", type: "final" },
   },
   output: ({ context }) => {

@@ -13,6 +13,7 @@ import { extend, type Env } from "../language/env.js";
 import { notProvided } from "../not-provided.js";
 import { errorOf, outputOf } from "../invoke-events.js";
 import { compositeFailure, type ProgressParams, type RunStepInput } from "./sequential.js";
+import { messageOf } from "../../protocol/errors.js";
 
 /** One input of a reduce task, resolved. */
 export interface ReduceItem {
@@ -59,7 +60,7 @@ export interface ReduceContext extends ReduceInput {
 }
 
 function thrown(error: unknown): TaskError {
-  return { type: "TASK_FAILURE", reason: "unexpected_error", message: error instanceof Error ? error.message : String(error) };
+  return { type: "TASK_FAILURE", reason: "unexpected_error", message: messageOf(error) };
 }
 
 function item(context: ReduceContext): ReduceItem {

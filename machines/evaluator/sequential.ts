@@ -16,6 +16,7 @@ import { extend, type Env } from "../language/env.js";
 import { notProvided } from "../not-provided.js";
 import { errorOf, outputOf } from "../invoke-events.js";
 import type { AccumulationFormat } from "../language/ast.js";
+import { messageOf } from "../../protocol/errors.js";
 
 /** One entry of the SequentialHistory. */
 export interface HistoryEntry {
@@ -87,7 +88,7 @@ export function compositeFailure(inner: TaskError | undefined, message: string, 
 }
 
 function thrown(error: unknown): TaskError {
-  return { type: "TASK_FAILURE", reason: "unexpected_error", message: error instanceof Error ? error.message : String(error) };
+  return { type: "TASK_FAILURE", reason: "unexpected_error", message: messageOf(error) };
 }
 
 function stepEnv(context: SequentialContext): Env {

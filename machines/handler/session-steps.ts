@@ -5,9 +5,10 @@
 import type { SessionCheckpoint } from "../../protocol/index.js";
 import { budgetExceeded } from "./budget.js";
 import type { CallModelInput, HandlerSessionContext, HandlerSessionInput, ModelReply, PendingContinuation, SessionOutput, TokenCount } from "./session-types.js";
+import { messageOf } from "../../protocol/errors.js";
 
 /** The message of a failure, whatever was thrown. */
-export const errorText = (error: unknown): string => (error instanceof Error ? error.message : String(error));
+export const errorText = (error: unknown): string => (messageOf(error));
 
 /** The session's failure when its record (of the model's `answer`, or of a `turn` after its tools) cannot be written. */
 export function recordFailure(what: "answer" | "turn", context: HandlerSessionContext, error: unknown) {

@@ -7,6 +7,7 @@
  * `===` strictly. Any syntax error is reported, never thrown.
  */
 import { find, type Env } from "./env.js";
+import { messageOf } from "../../protocol/errors.js";
 
 /** Outcome of {@link evaluateTest}. */
 export type TestOutcome = { readonly ok: true; readonly value: boolean } | { readonly ok: false; readonly error: string };
@@ -141,6 +142,6 @@ export function evaluateTest(text: string, env: Env): TestOutcome {
     if (!parser.done()) return { ok: false, error: "unexpected text after the expression" };
     return { ok: true, value: truthy(value) };
   } catch (error) {
-    return { ok: false, error: error instanceof Error ? error.message : String(error) };
+    return { ok: false, error: messageOf(error) };
   }
 }

@@ -8,6 +8,7 @@ import type { SourceLocation } from "./ast.js";
 import { InvalidTemplateError } from "./errors.js";
 import { SourceText } from "./locate.js";
 import { MAX_TEMPLATE_DEPTH, prescanXml } from "./xml-scan.js";
+import { messageOf } from "../../protocol/errors.js";
 
 export { MAX_TEMPLATE_DEPTH };
 
@@ -87,7 +88,7 @@ export function readXml(text: string): XmlDocument {
   try {
     output = parser.parse(wrapped);
   } catch (cause) {
-    const reason = cause instanceof Error ? cause.message : String(cause);
+    const reason = messageOf(cause);
     const message = /nested tags/i.test(reason)
       ? `template nests elements too deeply (more than ${MAX_TEMPLATE_DEPTH} levels)`
       : `template could not be parsed: ${reason.replace(/^\[[A-Z]+\]\s*/, "")}`;

@@ -16,6 +16,7 @@ import { place } from "../nats/connect.js";
 import { embeddedModel } from "../model/embedded.js";
 import { natsAuth } from "../nats/auth.js";
 import { startSystem, type SystemHandle } from "../system.js";
+import { messageOf } from "../../protocol/errors.js";
 
 interface CheckmateFlags extends CommonFlags {
   maxIter?: string;
@@ -90,7 +91,7 @@ async function askUser(client: DirigentClient, taskId: string, question: string)
   try {
     await client.input(taskId, await rl.question(`> `));
   } catch (err) {
-    process.stderr.write(`dirigent: could not send the answer to ${question.slice(0, 40)}: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.stderr.write(`dirigent: could not send the answer to ${question.slice(0, 40)}: ${messageOf(err)}\n`);
   } finally {
     rl.close();
   }

@@ -7,6 +7,7 @@ import { checkInputs, checkTemplate, tooLargeMessage, type SizeLimits } from "..
 import { loadConfig, sizeLimitsFromEnv, type Config, type Flags } from "../config.js";
 import { createLogger } from "../logger.js";
 import { scrubSecretEnv, secretValues } from "../secrets.js";
+import { messageOf } from "../../protocol/errors.js";
 
 /** A usage error: exit code 2. */
 export class UsageError extends Error {
@@ -105,7 +106,7 @@ export async function readTemplate(file: string, limits: SizeLimits = sizeLimits
   try {
     xml = await readFile(file, "utf8");
   } catch (err) {
-    throw new UsageError(`cannot read '${file}': ${err instanceof Error ? err.message : String(err)}`);
+    throw new UsageError(`cannot read '${file}': ${messageOf(err)}`);
   }
   const tooLarge = checkTemplate(xml, limits);
   if (tooLarge) throw new UsageError(`${file}: PAYLOAD_TOO_LARGE: ${tooLargeMessage(tooLarge)}`);

@@ -3,6 +3,7 @@ import { Option, type Command } from "commander";
 import { checkRoot, DEFAULT_ROOT } from "../../protocol/index.js";
 import { UsageError } from "./common.js";
 import { renderAuthorization, renderDevAuthorization } from "../nats/permissions.js";
+import { messageOf } from "../../protocol/errors.js";
 
 /** Registers `dirigent nats-conf`. */
 export function registerNatsCommands(program: Command): void {
@@ -17,7 +18,7 @@ export function registerNatsCommands(program: Command): void {
       try {
         checkRoot(root);
       } catch (err) {
-        throw new UsageError(`--prefix '${root}': ${err instanceof Error ? err.message : String(err)}`);
+        throw new UsageError(`--prefix '${root}': ${messageOf(err)}`);
       }
       process.stdout.write(flags.dev ? renderDevAuthorization(root) : renderAuthorization(root, { admin: flags.admin === true }));
     });

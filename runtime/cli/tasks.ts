@@ -12,6 +12,7 @@ import { natsAuth } from "../nats/auth.js";
 import { embeddedModel } from "../model/embedded.js";
 import { createEventPrinter, formatOutcome } from "./output.js";
 import { startSystem, type SystemHandle } from "../system.js";
+import { messageOf } from "../../protocol/errors.js";
 
 interface RunFlags extends CommonFlags, BudgetFlags {
   prompt?: string;
@@ -159,7 +160,7 @@ async function askUser(client: DirigentClient, taskId: string, question: string)
     const answer = await rl.question(`? ${question}\n> `);
     await client.input(taskId, answer);
   } catch (err) {
-    process.stderr.write(`dirigent: could not send the answer: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.stderr.write(`dirigent: could not send the answer: ${messageOf(err)}\n`);
   } finally {
     rl.close();
   }

@@ -4,6 +4,7 @@
  * leading or inner `/` anchoring the pattern to the file's directory, `*`, `?`, `[...]` and `**`. The last matching
  * rule wins, deeper files after shallower ones, as in git.
  */
+import { messageOf } from "../../protocol/errors.js";
 
 /** A bad glob, naming it. */
 export class GlobError extends Error {
@@ -65,7 +66,7 @@ export function compileGlob(glob: string): (relativePath: string) => boolean {
   try {
     regex = new RegExp(anchored ? `^${body}$` : `(?:^|/)${body}$`);
   } catch (err) {
-    throw new GlobError(`glob '${glob}' is not valid: ${err instanceof Error ? err.message : String(err)}`);
+    throw new GlobError(`glob '${glob}' is not valid: ${messageOf(err)}`);
   }
   return (path) => regex.test(path);
 }

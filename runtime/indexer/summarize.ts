@@ -7,6 +7,7 @@ import { Semaphore } from "../../actors/limit.js";
 import type { CallModel } from "../../actors/model.js";
 import type { ChatMessage } from "../../machines/handler/session-types.js";
 import { languageOf } from "./describe.js";
+import { messageOf } from "../../protocol/errors.js";
 
 /** Characters of a file's head the model reads. */
 export const SUMMARY_HEAD_CHARS = 6000;
@@ -92,7 +93,7 @@ export function modelSummarizer(options: SummarizerOptions): Summarize {
         if (summary === undefined) options.onWarning?.(file.path, "the model answered no description");
         return summary;
       } catch (err) {
-        options.onWarning?.(file.path, err instanceof Error ? err.message : String(err));
+        options.onWarning?.(file.path, messageOf(err));
         return undefined;
       }
     });

@@ -8,6 +8,7 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import { z } from "zod";
 import type { Subjects } from "../../protocol/index.js";
 import type { ReplayedMessage, TaskReplay } from "./server.js";
+import { messageOf } from "../../protocol/errors.js";
 
 const API = "$JS.API";
 /** JetStream's error codes: no message found, stream not found. */
@@ -38,7 +39,7 @@ async function api<T>(nc: NatsConnection, subject: string, body: unknown, schema
     const reply = await nc.request(subject, JSON.stringify(body ?? {}), { timeout: TIMEOUT_MS });
     text = reply.string();
   } catch (err) {
-    throw new ReplayError(`cannot read the events stream (${subject}): ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+    throw new ReplayError(`cannot read the events stream (${subject}): ${messageOf(err)}`, { cause: err });
   }
   const parsed = schema.safeParse(JSON.parse(text));
   if (!parsed.success) throw new ReplayError(`unexpected JetStream reply on ${subject}: ${text.slice(0, 200)}`);

@@ -19,6 +19,7 @@ import { machines } from "../charts/registry.js";
 import { allowedHosts, hostLiteral, isWildcard, refusal, SECURITY_HEADERS as COMMON_HEADERS } from "./guard.js";
 import { statechartSvg } from "../charts/svg.js";
 import { InspectState, type ActorView, type TaskView } from "./state.js";
+import { messageOf } from "../../protocol/errors.js";
 
 /** A stored task message (an event or a result) read back from the events stream. */
 export interface ReplayedMessage {
@@ -141,7 +142,7 @@ export async function startInspectServer(options: InspectServerOptions): Promise
       replayError = undefined;
       return messages;
     } catch (err) {
-      replayError = `cannot replay finished tasks from the events stream: ${err instanceof Error ? err.message : String(err)}`;
+      replayError = `cannot replay finished tasks from the events stream: ${messageOf(err)}`;
       options.onReplayError?.(err);
       return [];
     }
@@ -225,7 +226,7 @@ export async function startInspectServer(options: InspectServerOptions): Promise
 
   const server = createServer((req, res) => {
     handle(req, res).catch((err: unknown) => {
-      if (!res.headersSent) json(res, 500, { error: err instanceof Error ? err.message : String(err) });
+      if (!res.headersSent) json(res, 500, { error: messageOf(err) });
       else res.end();
     });
   });

@@ -6,6 +6,7 @@ import { readFile } from "node:fs/promises";
 import { z } from "zod";
 import { validate } from "../../protocol/codec.js";
 import type { DecodeIssue } from "../../protocol/errors.js";
+import { messageOf } from "../../protocol/errors.js";
 
 /** A substring to look for, or a regular expression (`{"regex": "^plan", "flags": "i"}`). */
 export const TextMatch = z.union(
@@ -350,5 +351,5 @@ function tidy(message: string): string {
 }
 
 function reasonOf(cause: unknown): string {
-  return cause instanceof Error ? cause.message : String(cause);
+  return messageOf(cause);
 }

@@ -14,6 +14,7 @@ import {
   type MockAnswer,
   type MockScript,
 } from "./mock-script.js";
+import { messageOf } from "../../protocol/errors.js";
 
 export { loadMockScript, MockScript, MockScriptError, parseMockScript } from "./mock-script.js";
 export type { AnsweredBy, ChatRequestBody } from "./mock-script.js";
@@ -69,7 +70,7 @@ export async function startMockLlm(options: MockLlmOptions = {}): Promise<MockLl
   const state: ServerState = { script: options.script, uses: new Map(), requests: [], completions: 0, toolCalls: 0 };
   const server = createServer((req, res) => {
     handle(req, res, state, log).catch((error: unknown) => {
-      log(`mock-llm: ${req.method ?? "?"} ${req.url ?? "?"} failed: ${error instanceof Error ? error.message : String(error)}`);
+      log(`mock-llm: ${req.method ?? "?"} ${req.url ?? "?"} failed: ${messageOf(error)}`);
       if (!res.headersSent) sendError(res, 500, "mock server error");
       else res.destroy();
     });
@@ -133,7 +134,7 @@ async function handle(req: IncomingMessage, res: ServerResponse, state: ServerSt
     json = JSON.parse(text);
   } catch (error) {
     log(`mock-llm: ${route} → 400 (not JSON)`);
-    return sendError(res, 400, `request body is not JSON: ${error instanceof Error ? error.message : String(error)}`);
+    return sendError(res, 400, `request body is not JSON: ${messageOf(error)}`);
   }
   const parsed = validate(ChatRequestBody, json);
   if (!parsed.ok) {

@@ -12,6 +12,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import OpenAI from "openai";
 import type { ModelReply } from "../../machines/handler/session.js";
 import { ModelCallError, type CallModel, type ModelRequest, type RetryInfo } from "../../actors/model.js";
+import { messageOf } from "../../protocol/errors.js";
 
 /** How to reach the model. */
 export interface ModelConfig {
@@ -140,7 +141,7 @@ export function createModelClient(config: ModelConfig): CallModel {
       } catch (error) {
         if (signal.aborted) throw error;
         const { retryable, status } = classify(error);
-        const message = error instanceof Error ? error.message : String(error);
+        const message = messageOf(error);
         const tries = attempt > 1 ? ` after ${attempt} attempts` : "";
         if (!retryable) throw new ModelCallError(`model request failed${tries}: ${message}`, attempt, status, { cause: error });
         const next = nextRetry(policy, attempt, waitedMs, error instanceof OpenAI.APIError ? retryAfterMs(error.headers) : undefined);

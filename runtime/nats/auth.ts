@@ -6,6 +6,7 @@
 import { readFileSync } from "node:fs";
 import { AuthorizationError } from "@nats-io/transport-node";
 import { ConfigError, type Config } from "../config.js";
+import { messageOf } from "../../protocol/errors.js";
 
 /** What {@link connectNats} needs to authenticate. */
 export interface NatsAuth {
@@ -21,7 +22,7 @@ function readSecret(file: string, what: string): Buffer {
   try {
     return readFileSync(file);
   } catch (err) {
-    throw new ConfigError(`${what} '${file}' cannot be read: ${err instanceof Error ? err.message : String(err)}`);
+    throw new ConfigError(`${what} '${file}' cannot be read: ${messageOf(err)}`);
   }
 }
 
@@ -78,6 +79,6 @@ export function isPermissionViolation(err: unknown): boolean {
 export function permissionFailure(url: string, auth: NatsAuth | undefined, roles: readonly string[] | undefined, cause: unknown): Error {
   const who = auth?.user !== undefined ? `user '${auth.user}'` : "this user";
   const what = roles === undefined ? "all roles" : roles.length === 0 ? "a client" : `the ${roles.join(", ")} role${roles.length > 1 ? "s" : ""}`;
-  const message = cause instanceof Error ? cause.message : String(cause);
+  const message = messageOf(cause);
   return new Error(`NATS at ${url}: ${message}: ${who} lacks the permissions of ${what} (see 'dirigent nats-conf' and docs/deploy.md)`, { cause });
 }

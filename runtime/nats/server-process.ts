@@ -10,6 +10,7 @@ import { createConnection } from "node:net";
 import { tmpdir } from "node:os";
 import { delimiter, join } from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
+import { messageOf } from "../../protocol/errors.js";
 
 const BINARY = "nats-server";
 /** Where Debian and manual installs put the binary, which a non-root PATH may lack. */
@@ -186,7 +187,7 @@ export async function startNatsServer(opts: NatsServerOptions = {}): Promise<Nat
     const hint = stderrTail.includes("Duplicate 'store_dir'")
       ? " (the config file sets store_dir, so do not pass storeDir/-sd; set cwd instead)"
       : "";
-    const message = err instanceof Error ? err.message : String(err);
+    const message = messageOf(err);
     throw new NatsServerStartError(`nats-server (pid ${pid}) did not start: ${message}${hint}`, stderrTail, { cause: err });
   }
 }

@@ -20,6 +20,7 @@ import { MAX_STORED_VALUE_BYTES, StoreRefusedError, type CreateResult, type Revi
 import type { Subjects } from "../../protocol/subjects.js";
 import { chunkBytes, chunkKey, CHUNK_TOKEN, CHUNKS_HEADER, formatPointer, isChunkKey, join, parsePointer, split, type ChunkPointer } from "./chunks.js";
 import { parseApiAnswer, STORE_TIMEOUT_MS, StoreError, wireOf, WRONG_LAST_SEQUENCE, type NatsWire, type StoreOptions } from "./wire.js";
+import { messageOf } from "../../protocol/errors.js";
 
 /** How long the events stream keeps a task's events and result. */
 export const EVENTS_MAX_AGE_MS = 24 * 60 * 60 * 1000;
@@ -251,7 +252,7 @@ const MESSAGE_TOO_LARGE = 10054;
 
 /** A {@link StoreRefusedError} when `err` says the value is too large (permanent); `undefined` for any other error. */
 export function refusal(err: unknown, key: string, bytes: number): StoreRefusedError | undefined {
-  const message = err instanceof Error ? err.message : String(err);
+  const message = messageOf(err);
   const tooLarge = (err instanceof StoreError && err.errCode === MESSAGE_TOO_LARGE) || /max_payload|maximum payload|exceeds maximum|too large/i.test(message);
   return tooLarge ? new StoreRefusedError(`cannot store '${key}' (${bytes} bytes): ${message}`, key, bytes, { cause: err }) : undefined;
 }

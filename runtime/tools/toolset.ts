@@ -17,6 +17,7 @@ import { commandRefusal } from "../../actors/commands.js";
 import { createSandbox, unavailableMessage, type Sandbox, type SandboxSettings } from "./sandbox.js";
 import { createMasker, type Masker } from "../../actors/secrets.js";
 import type { Logger } from "../../actors/deps.js";
+import { messageOf } from "../../protocol/errors.js";
 
 /** Names of the direct tools. */
 export const TOOL_NAMES = ["read_file", "list_files", "run_script"] as const;
@@ -150,7 +151,7 @@ export async function createToolset(config: ToolsConfig, log?: Logger): Promise<
       try {
         raw = call.function.arguments.trim() === "" ? {} : JSON.parse(call.function.arguments);
       } catch (err) {
-        return { malformed: true, content: `error: the arguments of '${name}' are not valid JSON (${err instanceof Error ? err.message : String(err)}); send a JSON object` };
+        return { malformed: true, content: `error: the arguments of '${name}' are not valid JSON (${messageOf(err)}); send a JSON object` };
       }
       const prepared = TOOLS[name].prepare(raw);
       if (!prepared.ok) return { malformed: true, content: `error: invalid arguments for '${name}': ${prepared.problems}` };
@@ -158,7 +159,7 @@ export async function createToolset(config: ToolsConfig, log?: Logger): Promise<
         return { malformed: false, content: mask(await prepared.run(ctx, signal)) };
       } catch (err) {
         if (signal.aborted) throw err;
-        const message = err instanceof ToolError ? err.message : `${name} failed: ${err instanceof Error ? err.message : String(err)}`;
+        const message = err instanceof ToolError ? err.message : `${name} failed: ${messageOf(err)}`;
         return { malformed: false, content: mask(`error: ${message}`) };
       }
     },
@@ -172,7 +173,7 @@ export async function createToolset(config: ToolsConfig, log?: Logger): Promise<
         return { outcome: { ...outcome, stdout: mask(outcome.stdout), stderr: mask(outcome.stderr) } };
       } catch (err) {
         if (signal.aborted) throw err;
-        return { error: mask(err instanceof ToolError ? err.message : `the command failed: ${err instanceof Error ? err.message : String(err)}`) };
+        return { error: mask(err instanceof ToolError ? err.message : `the command failed: ${messageOf(err)}`) };
       }
     },
     sandbox: { mode: sandbox.mode, unavailable: sandbox.unavailable },

@@ -5,7 +5,7 @@
  */
 import { setTimeout as delay } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { readRecord } from "../../actors/director/records.js";
+import { readTaskRecord } from "../../actors/director/records.js";
 import { createSubjects, decode, TaskEvent, TaskOutcome } from "../../protocol/index.js";
 import { startMockLlm, type MockLlmServer } from "../../runtime/model/mock-server.js";
 import { JetStreamWorkQueue } from "../../runtime/nats/queue.js";
@@ -88,7 +88,7 @@ describe("a Director killed mid-task", () => {
     await stack.transport.bus.flush();
     expect(results.values).toHaveLength(1);
     expect(events.values.filter((e) => e.event.type.startsWith("task.completed"))).toHaveLength(1);
-    const record = (await readRecord(stack.transport.store, taskId))?.record;
+    const record = (await readTaskRecord(stack.transport.store, taskId))?.record;
     expect(record).toMatchObject({ state: "completed", result: { content: "slow answer" } });
     // The dead Director's evaluation ran on in this process's Evaluator and its Handler recorded the session; the
     // resumed evaluation replayed that record instead of calling the model again.

@@ -5,7 +5,7 @@
  */
 import { setTimeout as delay } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { readRecord } from "../../actors/director/records.js";
+import { readTaskRecord } from "../../actors/director/records.js";
 import { decode, encodeJson, ErrorReply, TaskId, TaskRecord, type TaskEvent } from "../../protocol/index.js";
 import { RemoteError } from "../../runtime/client.js";
 import { startMockLlm, type MockLlmServer } from "../../runtime/model/mock-server.js";
@@ -164,10 +164,10 @@ describe("compiler over a real nats-server", () => {
     // The compiled template is stored with the claim; the snapshot follows with a checkpoint (at the latest when the
     // pending claim falls due): poll for it.
     const deadline = Date.now() + 5000;
-    let record = (await readRecord(first.transport.store, taskId))?.record;
+    let record = (await readTaskRecord(first.transport.store, taskId))?.record;
     while (!record?.machine && Date.now() < deadline) {
       await delay(20);
-      record = (await readRecord(first.transport.store, taskId))?.record;
+      record = (await readTaskRecord(first.transport.store, taskId))?.record;
     }
     // The checkpointed snapshot was taken before the compile: its input still holds the empty template.
     expect(record?.machine).toMatchObject({ snapshot: { context: { xml: "" } } });

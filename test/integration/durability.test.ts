@@ -7,7 +7,7 @@ import { AckPolicy, jetstreamManager, RetentionPolicy, StorageType } from "@nats
 import { setTimeout as delay } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { retryDelayMs } from "../../actors/bus.js";
-import { claimTask, PENDING_CLAIM_MS, pendingClaim, readRecord, requestCancel, writeClaimed } from "../../actors/director/records.js";
+import { claimTask, PENDING_CLAIM_MS, pendingClaim, readTaskRecord, requestCancel, writeClaimed } from "../../actors/director/records.js";
 import { createSubjects, decode, encode, encodeJson, TaskEvent, TaskOutcome, TaskRecord } from "../../protocol/index.js";
 import { startMockLlm, type MockLlmServer } from "../../runtime/model/mock-server.js";
 import { connectNats } from "../../runtime/nats/bus.js";
@@ -122,7 +122,7 @@ describe("claims on the task record (compare-and-set, KV)", () => {
       // A cancel request from elsewhere is kept by the owner's next write.
       expect(await requestCancel(store, taskId, fixedNow, async () => undefined)).toMatchObject({ kind: "requested" });
       expect(await writeClaimed(store, first.claim, (r) => ({ ...r, seq: 4 }))).toBe("written");
-      expect((await readRecord(store, taskId))?.record).toMatchObject({ cancelRequested: true, seq: 4, owner: "director-a" });
+      expect((await readTaskRecord(store, taskId))?.record).toMatchObject({ cancelRequested: true, seq: 4, owner: "director-a" });
 
       const second = await claimTask(store, taskId, "director-b", () => new Date("2026-11-22T10:00:30.000Z"));
       expect(second).toMatchObject({ kind: "claimed", claim: { owner: "director-b", previousOwner: "director-a", record: { seq: 4 } } });
@@ -149,7 +149,7 @@ describe("claims on the task record (compare-and-set, KV)", () => {
       // Every claimer that saw the record before a rival's write retries and takes it over; the last one holds it.
       const written = await Promise.all(claimed.map((c) => writeClaimed(store, c, (r) => ({ ...r, state: "completed" }))));
       expect(written.filter((w) => w === "written")).toHaveLength(1);
-      expect((await readRecord(store, taskId))?.record.state).toBe("completed");
+      expect((await readTaskRecord(store, taskId))?.record.state).toBe("completed");
     } finally {
       await nc.close();
     }
@@ -202,7 +202,7 @@ describe("exactly one result per task", () => {
     expect(events.values[0]).toMatchObject({ type: "task.resumed", seq: 6, data: { previousOwner: "director-gone" } });
     const seqs = events.values.map((e) => e.seq);
     expect(seqs).toEqual(seqs.map((_, i) => 6 + i));
-    const record = (await readRecord(stack.transport.store, taskId))?.record;
+    const record = (await readTaskRecord(stack.transport.store, taskId))?.record;
     expect(record).toMatchObject({ state: "completed", seq: seqs.at(-1), result: { content: "Paris" } });
     expect(record?.owner).toMatch(/^director-/);
     expect(record?.owner).not.toBe("director-gone");
@@ -242,7 +242,7 @@ describe("a Director whose claim was taken over", () => {
       expect(slow.requests).toHaveLength(1);
       expect(results.values).toHaveLength(0);
       expect(events.values.some((e) => e.type.startsWith("task.completed"))).toBe(false);
-      expect((await readRecord(stack.transport.store, taskId))?.record).toMatchObject({ owner: "director-thief", result: { content: "theirs" } });
+      expect((await readTaskRecord(stack.transport.store, taskId))?.record).toMatchObject({ owner: "director-thief", result: { content: "theirs" } });
     } finally {
       await slow.close();
     }
@@ -343,13 +343,13 @@ describe("a task's record, from the intake queue to its final state", () => {
       const store = await openTaskStore(nc, createSubjects(randomRoot()));
       const taskId = newTaskId();
       const pending = pendingClaim(queuedRecord(taskId), "director-a", fixedNow, 7);
-      expect(await readRecord(store, taskId)).toBeUndefined();
+      expect(await readTaskRecord(store, taskId)).toBeUndefined();
       const other = await claimTask(store, taskId, "director-b", fixedNow, { queued: queuedRecord(taskId), intakeSeq: 7 });
       expect(other).toMatchObject({ kind: "claimed", claim: { owner: "director-b", record: { state: "running", intakeSeq: 7 } } });
       expect(await writeClaimed(store, pending, (r) => ({ ...r, state: "completed" }))).toBe("lost");
       // Another queue item of the same id is not this record's.
       expect(await claimTask(store, taskId, "director-c", fixedNow, { queued: queuedRecord(taskId), intakeSeq: 8 })).toEqual({ kind: "duplicate" });
-      expect((await readRecord(store, taskId))?.record).toMatchObject({ owner: "director-b", state: "running" });
+      expect((await readTaskRecord(store, taskId))?.record).toMatchObject({ owner: "director-b", state: "running" });
     } finally {
       await nc.close();
     }

@@ -6,7 +6,7 @@ import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { silentLogger, type ActorDeps } from "../../actors/deps.js";
 import { taskRequests } from "../../actors/director/requests.js";
-import { PENDING_CLAIM_MS, readRecord } from "../../actors/director/records.js";
+import { PENDING_CLAIM_MS, readTaskRecord } from "../../actors/director/records.js";
 import { createSubjects, decode, TaskEvent, TaskStatusReply } from "../../protocol/index.js";
 import { startMockLlm, type MockLlmServer } from "../../runtime/model/mock-server.js";
 import { startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
@@ -62,7 +62,7 @@ describe("get while a task runs under a pending claim", () => {
     const run = stack.client.run({ xml: "<task><description>take your time</description></task>", taskId });
     // The atomic node started: the model is working, and nothing of the task is stored but its queue item.
     await events.until((e) => e.some((x) => x.type === "node.started"), "node.started");
-    expect(await readRecord(stack.transport.store, taskId)).toBeUndefined();
+    expect(await readTaskRecord(stack.transport.store, taskId)).toBeUndefined();
     // The events stream stores what a subscriber saw on its own schedule: ask until it has, round trip by round trip.
     let answer = await get(taskId);
     for (let i = 0; i < 50 && answer.state === "queued"; i++) {

@@ -8,7 +8,7 @@ import { jetstreamManager } from "@nats-io/jetstream";
 import { setTimeout as delay } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createActor, fromPromise, waitFor } from "xstate";
-import { PENDING_CLAIM_MS, readRecord } from "../../actors/director/records.js";
+import { PENDING_CLAIM_MS, readTaskRecord } from "../../actors/director/records.js";
 import { restorable } from "../../actors/director/snapshot.js";
 import { TASK_MACHINE_VERSION, taskMachine, type TaskInput } from "../../machines/director/task.js";
 import { createSubjects, encode, encodeJson, TaskRecord, type TaskEvent, type TaskResult } from "../../protocol/index.js";
@@ -84,7 +84,7 @@ async function resumeOrphan(s: Stack, machine: TaskRecord["machine"]) {
   const outcome = await watch.result;
   await watch.close();
   expect(await resultsOnceSettled(s, taskId)).toBe(1);
-  expect((await readRecord(s.transport.store, taskId))?.record.state).toBe(outcome.status === "COMPLETE" ? "completed" : "failed");
+  expect((await readTaskRecord(s.transport.store, taskId))?.record.state).toBe(outcome.status === "COMPLETE" ? "completed" : "failed");
   return outcome;
 }
 
@@ -174,11 +174,11 @@ describe("task machine snapshots", () => {
     await s.client.submit({ xml: "<task><description>SLOWER one</description></task>", taskId });
     await events.until((v) => v.some((e) => e.type === "model.turn" || e.type === "node.started"), "the task to run");
     const deadline = Date.now() + 5000;
-    let record = (await readRecord(s.transport.store, taskId))?.record;
+    let record = (await readTaskRecord(s.transport.store, taskId))?.record;
     // The checkpoint follows the state change asynchronously: poll the record briefly.
     while (!record?.machine && Date.now() < deadline) {
       await new Promise((r) => setTimeout(r, 20));
-      record = (await readRecord(s.transport.store, taskId))?.record;
+      record = (await readTaskRecord(s.transport.store, taskId))?.record;
     }
     expect(record?.machine).toMatchObject({ id: "task", version: TASK_MACHINE_VERSION, snapshot: { status: "active", value: { running: "executing" } } });
     await watch.result;

@@ -19,6 +19,7 @@ import { createSubjects, type Subjects } from "../../protocol/subjects.js";
 import { randomRoot } from "./nats-server.js";
 import { workQueueContract } from "./queue-contract.js";
 import { gate, Recorder, text } from "./recorder.js";
+import { messageOf } from "../../protocol/errors.js";
 
 /** An error reported through an implementation's `onError`. */
 export interface ReportedError {
@@ -78,7 +79,7 @@ export function busContract(
       fx = await factory({
         subjects,
         ackWaitMs,
-        onError: (err, subj) => errors.push({ subject: subj, message: err instanceof Error ? err.message : String(err) }),
+        onError: (err, subj) => errors.push({ subject: subj, message: messageOf(err) }),
       });
     });
     afterEach(async () => {

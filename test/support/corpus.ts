@@ -104,7 +104,7 @@ export const RUNS: readonly CorpusRun[] = [
   {
     id: "560c5290b149",
     inputs: { task_description: "sorting", user_query: "STATIC sort a list", current_iteration: 1, last_evaluator_output: "", script_path: "$SCRIPT" },
-    shows: "the static director–script–evaluator pipeline: each step's `<output_slot>` (`last_director_output`, `script_result`) is bound for the later steps (C21)",
+    shows: "the static director–script–evaluator pipeline: each step's `<output_slot>` (`last_director_output`, `script_result`) is bound for the later steps (seed-era wiring)",
   },
   // Sequential tasks.
   { id: "4138332fd1bc", inputs: {}, shows: "steps whose inputs are nested tasks; `step n/2` events" },

@@ -3,7 +3,7 @@ import { createActor, fromPromise, SimulatedClock, waitFor } from "xstate";
 import { runMachine, type ClaimOutput, type FinishInput, type FinishOutput, type RestoreOutput } from "../../machines/director/run.js";
 import { StoreRefusedError, type TaskStore } from "../../actors/bus.js";
 import type { ActorDeps, Logger } from "../../actors/deps.js";
-import { claimTask, readRecord } from "../../actors/director/records.js";
+import { claimTask, readTaskRecord } from "../../actors/director/records.js";
 import { checkpointer, type RunningTask } from "../../actors/director/task.js";
 import { MemoryTaskStore } from "../../runtime/in-process/store.js";
 import type { TaskId, TaskRecord } from "../../protocol/index.js";
@@ -72,7 +72,7 @@ describe("the Director's heartbeat (run machine and checkpoints)", () => {
     expect(run.getSnapshot().matches("running")).toBe(true);
     await beat();
     expect(task.checkpointed).toBe(4);
-    expect((await readRecord(store, "t1"))?.record.seq).toBe(4);
+    expect((await readTaskRecord(store, "t1"))?.record.seq).toBe(4);
     // Progress is signalled on the delivery at every beat, written or not.
     expect(signals).toEqual(["working", "working"]);
   });

@@ -22,7 +22,7 @@ function task(xml: string): TaskNode {
 const done = (content: string): TaskResult => ({ content, status: "COMPLETE", notes: { usage: 1 } });
 const json = (schema?: string) => task(`<task><description>d</description><output_format type="json"${schema ? ` schema="${schema}"` : ""}/></task>`);
 
-describe("output_format (§3.6, C18)", () => {
+describe("output_format (parsedContent at the top level)", () => {
   it("parses JSON content (also in a ```json fence) into top-level parsedContent and keeps content", () => {
     expect(applyOutputFormat(json(), done('{"a": [1, 2]}'))).toEqual({ ...done('{"a": [1, 2]}'), parsedContent: { a: [1, 2] } });
     expect(applyOutputFormat(json("string[]"), done('```json\n["x", "y"]\n```')).parsedContent).toEqual(["x", "y"]);

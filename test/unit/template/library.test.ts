@@ -151,7 +151,7 @@ describe("the type:subtype registry", () => {
   });
 });
 
-describe("matching (Jaccard word overlap, §3.11)", () => {
+describe("matching (Jaccard word overlap)", () => {
   it("splits words lower-cased with punctuation stripped and stopwords left out", () => {
     expect([...wordSet("Summarize THE {{director_output}}, don't stop!")]).toEqual(["summarize", "director", "output", "dont", "stop"]);
     expect(jaccard(new Set(["a", "b"]), new Set(["b", "c"]))).toBeCloseTo(1 / 3);
