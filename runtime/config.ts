@@ -11,11 +11,23 @@ const positiveInt = z.coerce.number().int().positive();
  * A size limit: at most 1 MiB, the largest message between roles (a task's template and inputs travel in one
  * request from Director to Evaluator) and the template parser's own ceiling.
  */
-const sizeLimit = positiveInt.max(MAX_BODY_BYTES, `must be at most ${MAX_BODY_BYTES} (1 MiB, the largest message between roles); it can only be lowered`);
+const sizeLimit = positiveInt.max(
+  MAX_BODY_BYTES,
+  `must be at most ${MAX_BODY_BYTES} (1 MiB, the largest message between roles); it can only be lowered`,
+);
 const fraction = z.coerce.number().gt(0).max(1);
 /** A comma-separated list in the environment, or an array. */
 const list = <T extends z.ZodType>(item: T) =>
-  z.preprocess((v) => (typeof v === "string" ? v.split(",").map((s) => s.trim()).filter((s) => s !== "") : v), z.array(item));
+  z.preprocess(
+    (v) =>
+      typeof v === "string"
+        ? v
+            .split(",")
+            .map((s) => s.trim())
+            .filter((s) => s !== "")
+        : v,
+    z.array(item),
+  );
 /** A JSON object in the environment, or an object. */
 const json = <T extends z.ZodType>(schema: T) =>
   z.preprocess((v, ctx) => {
@@ -48,7 +60,14 @@ export const Config = z.object({
   /** A NATS `.creds` file (JWT and NKey seed; needs a server in operator mode). */
   natsCreds: z.string().min(1).optional(),
   /** Subject root. */
-  prefix: z.string().refine((v) => { try { checkRoot(v); return true; } catch { return false; } }, "must be lowercase [a-z0-9_-] tokens separated by '.'"),
+  prefix: z.string().refine((v) => {
+    try {
+      checkRoot(v);
+      return true;
+    } catch {
+      return false;
+    }
+  }, "must be lowercase [a-z0-9_-] tokens separated by '.'"),
   /** Default model id. */
   model: z.string().min(1),
   /** OpenAI-compatible base URL. */
@@ -390,7 +409,11 @@ export function ackWaitMsFromEnv(env: NodeJS.ProcessEnv = process.env): number {
  * (1 MiB each by default), for the CLI's checks before it sends anything.
  * @throws {ConfigError} when a value is not a positive integer.
  */
-export function sizeLimitsFromEnv(env: NodeJS.ProcessEnv = process.env): { submissionBytes: number; inputBytes: number; templateBytes: number } {
+export function sizeLimitsFromEnv(env: NodeJS.ProcessEnv = process.env): {
+  submissionBytes: number;
+  inputBytes: number;
+  templateBytes: number;
+} {
   const keys = ["maxSubmissionBytes", "maxInputBytes", "maxTemplateBytes"] as const;
   const config = loadConfig({}, Object.fromEntries(keys.map((k) => [ENV_NAMES[k], env[ENV_NAMES[k]]])));
   return { submissionBytes: config.maxSubmissionBytes, inputBytes: config.maxInputBytes, templateBytes: config.maxTemplateBytes };

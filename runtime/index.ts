@@ -14,7 +14,14 @@ export { type CallModel } from "../actors/model.js";
 export { createModelClient } from "./model/openai.js";
 export { parseTemplate } from "../machines/language/parse.js";
 export {
-  createLibrary, libraryFromXml, loadLibrary,
-  type LibraryError, type LibraryTemplate, type LoadedLibrary, type MatchOptions, type TemplateLibrary, type TemplateMatch,
+  createLibrary,
+  libraryFromXml,
+  loadLibrary,
+  type LibraryError,
+  type LibraryTemplate,
+  type LoadedLibrary,
+  type MatchOptions,
+  type TemplateLibrary,
+  type TemplateMatch,
 } from "../actors/library/library.js";
 export { createSubjects, DEFAULT_ROOT } from "../protocol/index.js";

@@ -128,7 +128,12 @@ export async function startSystem(options: SystemOptions): Promise<SystemHandle>
         workspaceRoot: config.workspaceRoot,
         enabled: config.tools,
         commands: config.commands,
-        sandbox: { mode: config.sandbox, network: config.sandboxNetwork === "on", readOnly: config.sandboxReadOnly, hidden: hiddenPaths(config) },
+        sandbox: {
+          mode: config.sandbox,
+          network: config.sandboxNetwork === "on",
+          readOnly: config.sandboxReadOnly,
+          hidden: hiddenPaths(config),
+        },
         secrets,
         readMaxBytes: config.readMaxBytes,
         listMaxEntries: config.listMaxEntries,
@@ -189,7 +194,11 @@ export async function startSystem(options: SystemOptions): Promise<SystemHandle>
         concurrency: config.concurrency,
         taskTimeoutMs: config.taskTimeoutMs,
         ...(transport.lastPublished ? { lastPublished: transport.lastPublished } : {}),
-        sizeLimits: { submissionBytes: config.maxSubmissionBytes, inputBytes: config.maxInputBytes, templateBytes: config.maxTemplateBytes },
+        sizeLimits: {
+          submissionBytes: config.maxSubmissionBytes,
+          inputBytes: config.maxInputBytes,
+          templateBytes: config.maxTemplateBytes,
+        },
         parseCache,
       }),
     );
@@ -213,7 +222,13 @@ export async function startSystem(options: SystemOptions): Promise<SystemHandle>
     );
   }
   // Last, so that an answer to a ping means every role of the process is serving.
-  const ping = startPingResponder({ bus: transport.bus, subjects, roles, log: deps.log, inFlight: () => (transport.bus as { readonly inFlight?: number }).inFlight });
+  const ping = startPingResponder({
+    bus: transport.bus,
+    subjects,
+    roles,
+    log: deps.log,
+    inFlight: () => (transport.bus as { readonly inFlight?: number }).inFlight,
+  });
   await transport.bus.flush();
   let pingStopped: Promise<void> | undefined;
   const stop = async () => {

@@ -6,7 +6,16 @@
  * one from its last recorded answer, using the recorded answers of its scripts. Script commands are recorded too.
  */
 import { createHash } from "node:crypto";
-import { decode, encode, RECORD_VERSION, ScriptRecord, ToolRecord, TurnRecord, type ExecuteRequest, type ScriptRequest } from "../../protocol/index.js";
+import {
+  decode,
+  encode,
+  RECORD_VERSION,
+  ScriptRecord,
+  ToolRecord,
+  TurnRecord,
+  type ExecuteRequest,
+  type ScriptRequest,
+} from "../../protocol/index.js";
 import type { z } from "zod";
 import type { TaskStore } from "../bus.js";
 import { messageOf, type Logger } from "../deps.js";
@@ -44,13 +53,21 @@ const MAX_RECORD_BYTES = 16 * 1024 * 1024;
  * Reads a record; an unreadable one, or one of another version, reads as absent (the work runs again) with a
  * warning. A store that fails reads as absent too: recording makes a re-run cheaper, it is never required.
  */
-export async function readRecord<S extends typeof TurnRecord | typeof ScriptRecord | typeof ToolRecord>(store: TaskStore, key: string, schema: S, log: Logger): Promise<z.infer<S> | undefined> {
+export async function readRecord<S extends typeof TurnRecord | typeof ScriptRecord | typeof ToolRecord>(
+  store: TaskStore,
+  key: string,
+  schema: S,
+  log: Logger,
+): Promise<z.infer<S> | undefined> {
   try {
     const bytes = await store.get(key);
     if (!bytes) return undefined;
     const decoded = decode(schema, bytes, MAX_RECORD_BYTES);
     if (decoded.ok) return decoded.value as z.infer<S>;
-    log.warn({ key, version: RECORD_VERSION, problem: decoded.error.message }, "record ignored: not a record of this version; the work runs again");
+    log.warn(
+      { key, version: RECORD_VERSION, problem: decoded.error.message },
+      "record ignored: not a record of this version; the work runs again",
+    );
   } catch (err) {
     log.warn({ key, err: messageOf(err) }, "record unreadable; the work runs again");
   }
@@ -88,7 +105,13 @@ export function recordsBehind(store: TaskStore, log: Logger): RecordsBehind {
 }
 
 /** Writes a record; a failure (a session too large for the store, an outage) is logged, never fatal. */
-export async function writeRecord<S extends typeof TurnRecord | typeof ScriptRecord | typeof ToolRecord>(store: TaskStore, key: string, schema: S, value: z.infer<S>, log: Logger): Promise<void> {
+export async function writeRecord<S extends typeof TurnRecord | typeof ScriptRecord | typeof ToolRecord>(
+  store: TaskStore,
+  key: string,
+  schema: S,
+  value: z.infer<S>,
+  log: Logger,
+): Promise<void> {
   try {
     await store.put(key, encode(schema, value));
   } catch (err) {

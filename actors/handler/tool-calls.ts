@@ -54,13 +54,23 @@ export async function runToolCalls(input: RunToolsInput, signal: AbortSignal, en
       : await runRecorded(call, index, input.turn, signal, env);
     if (answer.malformed) malformed++;
     const note = answer.malformed ? " (malformed)" : answer.replayed ? " (replayed: not run again)" : "";
-    env.progress("tool.call", `${call.function.name}${note}`, { tool: call.function.name, malformed: answer.malformed, ...(answer.replayed ? { replayed: true } : {}) });
+    env.progress("tool.call", `${call.function.name}${note}`, {
+      tool: call.function.name,
+      malformed: answer.malformed,
+      ...(answer.replayed ? { replayed: true } : {}),
+    });
     messages.push({ role: "tool", tool_call_id: call.id, content: answer.content });
   }
   return { messages, malformed, ...(continuation ? { continuation } : {}) };
 }
 
-async function runRecorded(call: ToolCall, index: number, turn: number, signal: AbortSignal, env: ToolRunEnv): Promise<ToolAnswer & { replayed?: boolean }> {
+async function runRecorded(
+  call: ToolCall,
+  index: number,
+  turn: number,
+  signal: AbortSignal,
+  env: ToolRunEnv,
+): Promise<ToolAnswer & { replayed?: boolean }> {
   const records = env.records && RECORDED_TOOLS.has(call.function.name) ? env.records : undefined;
   if (!records) return env.toolset.run(call, signal);
   const key = toolKey(records.key, turn, index, call.id);
@@ -71,7 +81,13 @@ async function runRecorded(call: ToolCall, index: number, turn: number, signal: 
   const answer = await env.toolset.run(call, signal);
   // A malformed call ran nothing; a run cut short by a cancel is no answer to replay.
   if (!answer.malformed && !signal.aborted) {
-    await writeRecord(records.store, key, ToolRecord, { v: RECORD_VERSION, tool: call.function.name, content: answer.content, malformed: false }, env.log);
+    await writeRecord(
+      records.store,
+      key,
+      ToolRecord,
+      { v: RECORD_VERSION, tool: call.function.name, content: answer.content, malformed: false },
+      env.log,
+    );
   }
   return answer;
 }

@@ -45,7 +45,10 @@ export interface Toolset {
    * Runs the argv of a `script` task with `run_script`'s confinement and limits, answering structured output
    * (never text to parse back); `error` says why it could not run (not enabled, unknown program, bad cwd).
    */
-  script(args: { argv: string[]; cwd?: string; timeoutMs?: number; env?: Readonly<Record<string, string>>; inheritEnv?: boolean }, signal: AbortSignal): Promise<{ outcome: ScriptOutcome } | { error: string }>;
+  script(
+    args: { argv: string[]; cwd?: string; timeoutMs?: number; env?: Readonly<Record<string, string>>; inheritEnv?: boolean },
+    signal: AbortSignal,
+  ): Promise<{ outcome: ScriptOutcome } | { error: string }>;
   /** How programs run here: the sandbox's mode, and why none can run when it is missing. */
   readonly sandbox: { mode: SandboxMode; unavailable: string | undefined };
 }

@@ -30,7 +30,8 @@ export function registerToolCommands(program: Command): void {
         return;
       }
       await mkdir(flags.out, { recursive: true });
-      for (const [name, schema] of Object.entries(schemas)) await writeFile(join(flags.out, `${name}.json`), JSON.stringify(schema, null, 2) + "\n");
+      for (const [name, schema] of Object.entries(schemas))
+        await writeFile(join(flags.out, `${name}.json`), JSON.stringify(schema, null, 2) + "\n");
       process.stderr.write(`dirigent: wrote ${Object.keys(schemas).length} schemas to ${flags.out}\n`);
     });
 
@@ -43,9 +44,17 @@ export function registerToolCommands(program: Command): void {
     .option("--quiet", "do not log requests")
     .action(async (flags: { port: string; host: string; script?: string; quiet?: boolean }) => {
       const port = Number(flags.port);
-      if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`--port '${flags.port}': expected an integer from 0 to 65535`);
-      const script = flags.script ? await loadMockScript(flags.script).catch((err: Error) => Promise.reject(new UsageError(err.message))) : undefined;
-      const server = await startMockLlm({ port, host: flags.host, ...(script ? { script } : {}), ...(flags.quiet ? {} : { log: (line: string) => process.stderr.write(line + "\n") }) });
+      if (!Number.isInteger(port) || port < 0 || port > 65535)
+        throw new UsageError(`--port '${flags.port}': expected an integer from 0 to 65535`);
+      const script = flags.script
+        ? await loadMockScript(flags.script).catch((err: Error) => Promise.reject(new UsageError(err.message)))
+        : undefined;
+      const server = await startMockLlm({
+        port,
+        host: flags.host,
+        ...(script ? { script } : {}),
+        ...(flags.quiet ? {} : { log: (line: string) => process.stderr.write(line + "\n") }),
+      });
       process.stdout.write(`${server.url}\n`);
       process.stderr.write(`dirigent mock-llm: listening on ${server.url} (use OPENAI_BASE_URL=${server.url})\n`);
       await untilSignal();
@@ -63,13 +72,23 @@ export function registerToolCommands(program: Command): void {
       const inputs = { topic: "the sea at dawn", ...parseInputs(flags.input ?? []) };
       const { config, subjects, log } = setup(flags, "dirigent-demo");
       const model = await embeddedModel(config);
-      const placement = await place({ ...(config.nats ? { url: config.nats } : {}), auth: natsAuth(config), subjects, log, name: "dirigent-demo", dataDir: config.dataDir, startServer: true });
+      const placement = await place({
+        ...(config.nats ? { url: config.nats } : {}),
+        auth: natsAuth(config),
+        subjects,
+        log,
+        name: "dirigent-demo",
+        dataDir: config.dataDir,
+        startServer: true,
+      });
       const system = await startSystem({ config: model.config, transport: placement.transport, log });
       process.stderr.write(`dirigent: runtime on ${placement.note}\n`);
       if (model.note) process.stderr.write(`dirigent: ${model.note}\n`);
       try {
         const client = new DirigentClient(placement.transport.bus, subjects);
-        const outcome = await client.run({ xml, inputs, taskId: `demo-${randomUUID()}` }, (e) => process.stdout.write(formatEvent(e) + "\n"));
+        const outcome = await client.run({ xml, inputs, taskId: `demo-${randomUUID()}` }, (e) =>
+          process.stdout.write(formatEvent(e) + "\n"),
+        );
         process.stdout.write(formatOutcome(outcome) + "\n");
         process.exitCode = outcome.status === "COMPLETE" ? 0 : 1;
       } finally {

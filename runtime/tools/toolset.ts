@@ -37,9 +37,6 @@ export interface ToolsConfig extends FileToolLimits, ScriptLimits {
   secrets?: readonly string[];
 }
 
-
-
-
 /** The default sandbox: bubblewrap, no network, nothing extra bound or hidden. */
 export const DEFAULT_SANDBOX: SandboxSettings = { mode: "bwrap", network: false, readOnly: [], hidden: [] };
 
@@ -105,7 +102,10 @@ const TOOLS: Record<ToolName, Tool> = {
     "Run a program (argv array, no shell) in the workspace and return its exit status and output.",
     RunScriptArgs,
     async ({ ws, config, sandbox }, args, signal) =>
-      formatOutcome(await runScript(ws, config, args, signal, sandbox), Math.min(args.timeoutMs ?? config.scriptTimeoutMs, config.scriptTimeoutMs)),
+      formatOutcome(
+        await runScript(ws, config, args, signal, sandbox),
+        Math.min(args.timeoutMs ?? config.scriptTimeoutMs, config.scriptTimeoutMs),
+      ),
   ),
 };
 
@@ -131,7 +131,10 @@ export async function createToolset(config: ToolsConfig, log?: Logger): Promise<
   const runsPrograms = enabled.has("run_script") || commands.length > 0;
   const sandbox = runsPrograms ? await createSandbox(config.sandbox ?? DEFAULT_SANDBOX) : NO_PROGRAMS;
   if (runsPrograms && sandbox.mode === "unsandboxed") {
-    log?.warn({ sandbox: "unsandboxed" }, "DIRIGENT_SANDBOX=unsandboxed: programs (run_script, template commands) run WITHOUT isolation, as this process's user, and can read its files and /proc");
+    log?.warn(
+      { sandbox: "unsandboxed" },
+      "DIRIGENT_SANDBOX=unsandboxed: programs (run_script, template commands) run WITHOUT isolation, as this process's user, and can read its files and /proc",
+    );
   } else if (runsPrograms && sandbox.unavailable !== undefined) {
     log?.error({ sandbox: "bwrap" }, `${unavailableMessage(sandbox.unavailable)}; every program will be refused`);
   }
@@ -167,7 +170,8 @@ export async function createToolset(config: ToolsConfig, log?: Logger): Promise<
       const program = args.argv[0] ?? "";
       const refused = commandRefusal(program, commands);
       if (refused !== undefined) return { error: refused };
-      if (args.env && Object.hasOwn(args.env, "PATH")) return { error: "a template command may not set PATH (the command allowlist names programs found on the Handler's PATH)" };
+      if (args.env && Object.hasOwn(args.env, "PATH"))
+        return { error: "a template command may not set PATH (the command allowlist names programs found on the Handler's PATH)" };
       try {
         const outcome = await runScript(ws, config, args, signal, sandbox);
         return { outcome: { ...outcome, stdout: mask(outcome.stdout), stderr: mask(outcome.stderr) } };

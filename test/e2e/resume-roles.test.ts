@@ -32,7 +32,9 @@ const SCRIPT_B =
   "if (fs.readFileSync('log.txt', 'utf8').split('\\n').filter((l) => l.startsWith('B ')).length === 1) setInterval(() => {}, 1000)";
 const logLines = (): string[] => {
   try {
-    return readFileSync(join(workspace, "log.txt"), "utf8").split("\n").filter((l) => l !== "");
+    return readFileSync(join(workspace, "log.txt"), "utf8")
+      .split("\n")
+      .filter((l) => l !== "");
   } catch {
     return [];
   }
@@ -82,7 +84,11 @@ const env = {
 };
 
 function worker(role: string, root: string, extraEnv: NodeJS.ProcessEnv = {}): CliProcess {
-  const p = startCli(["worker", "--role", role, "--nats", server.url, "--prefix", root, "--concurrency", "4"], { ...env, OPENAI_BASE_URL: mock.url, ...extraEnv });
+  const p = startCli(["worker", "--role", role, "--nats", server.url, "--prefix", root, "--concurrency", "4"], {
+    ...env,
+    OPENAI_BASE_URL: mock.url,
+    ...extraEnv,
+  });
   processes.push(p);
   return p;
 }
