@@ -15,7 +15,6 @@ import type {
   FilePaths,
   InitialValue,
   InputBinding,
-  KnownTaskType,
   ModelSpec,
   OutputFormat,
   ParameterSpec,

@@ -11,7 +11,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import OpenAI from "openai";
 import type { ModelReply } from "../../machines/handler/session.js";
-import { ModelCallError, type CallModel, type ModelRequest, type RetryInfo } from "../../actors/model.js";
+import { ModelCallError, type CallModel, type ModelRequest } from "../../actors/model.js";
 import { messageOf } from "../../protocol/errors.js";
 
 /** How to reach the model. */

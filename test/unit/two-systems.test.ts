@@ -47,7 +47,7 @@ describe("two systems in one process", () => {
       return [run(strict, `S${i}`, { maybe: "given" }), run(lenient, `L${i}`, {}), run(strict, `S${i}x`, {})];
     });
     const done = await Promise.all(runs);
-    for (const { stack, tag, taskId, outcome, events } of done) {
+    for (const { tag, taskId, outcome, events } of done) {
       if (tag.endsWith("x")) {
         expect(outcome.status).toBe("FAILED");
         expect(outcome.error).toMatchObject({ reason: "input_validation_failure" });
