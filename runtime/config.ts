@@ -100,6 +100,12 @@ export const Config = z.object({
   workspaceRoot: z.string().min(1),
   /** Tools offered to the model. */
   tools: list(z.enum(["read_file", "list_files", "run_script"])),
+  /** MCP servers whose tools the Handler offers: a JSON file `{"mcpServers": {...}}` (docs/tools.md). */
+  mcpConfig: z.string().min(1).optional(),
+  /** Default time one tool call (MCP, TypeScript) may take before it is answered with a timeout error. */
+  toolTimeoutMs: positiveInt,
+  /** Default cap of one tool result (MCP, TypeScript) in bytes; a longer one is cut with a note. */
+  toolResultMaxBytes: sizeLimit,
   /**
    * Programs that commands written in submitted templates may run (`script` tasks, `<script_execution>`,
    * `<file_paths source="command">`, `request_evaluation` targets): `argv[0]` must be exactly one of them (a name
@@ -209,6 +215,8 @@ export const DEFAULTS = {
   modelPrices: {},
   workspaceRoot: ".",
   tools: ["read_file", "list_files"],
+  toolTimeoutMs: 60_000,
+  toolResultMaxBytes: 65_536,
   commands: [],
   sandbox: "bwrap",
   sandboxNetwork: "off",
@@ -280,6 +288,9 @@ export const ENV_NAMES = {
   modelPrices: "DIRIGENT_MODEL_PRICES",
   workspaceRoot: "DIRIGENT_WORKSPACE_ROOT",
   tools: "DIRIGENT_TOOLS",
+  mcpConfig: "DIRIGENT_MCP_CONFIG",
+  toolTimeoutMs: "DIRIGENT_TOOL_TIMEOUT_MS",
+  toolResultMaxBytes: "DIRIGENT_TOOL_RESULT_MAX_BYTES",
   commands: "DIRIGENT_COMMANDS",
   sandbox: "DIRIGENT_SANDBOX",
   sandboxNetwork: "DIRIGENT_SANDBOX_NETWORK",
@@ -330,6 +341,7 @@ const FLAG_NAMES: Partial<Record<keyof Config, string>> = {
   concurrency: "--concurrency",
   logLevel: "--log-level",
   templates: "--templates",
+  mcpConfig: "--mcp-config",
   substitution: "--substitution",
   llmMatch: "--llm-match",
 };

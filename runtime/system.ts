@@ -14,6 +14,7 @@ import type { IndexStore } from "../actors/memory/index-store.js";
 import { answersOnly, type CallModel } from "../actors/model.js";
 import { createModelClient } from "./model/openai.js";
 import { createToolset } from "./tools/toolset.js";
+import { typeScriptSource, type TypeScriptTool } from "./tools/typescript.js";
 import { createSubjects, type Subjects } from "../protocol/index.js";
 import { loadLibrary, type TemplateLibrary } from "../actors/library/library.js";
 import { DEFAULTS, type Config } from "./config.js";
@@ -57,6 +58,8 @@ export interface SystemOptions {
   callModel?: CallModel;
   /** The template library of the Evaluator; by default loaded from `config.templates`. */
   library?: TemplateLibrary;
+  /** TypeScript tools offered to the Handler's sessions besides the configured ones ({@link defineTool}, docs/tools.md). */
+  tools?: readonly TypeScriptTool[];
 }
 
 /**
@@ -133,8 +136,11 @@ export async function startSystem(options: SystemOptions): Promise<SystemHandle>
         scriptKillGraceMs: config.scriptKillGraceMs,
         scriptOutputMaxBytes: config.scriptOutputMaxBytes,
         scriptEnv: config.scriptEnv,
+        toolTimeoutMs: config.toolTimeoutMs,
+        toolResultMaxBytes: config.toolResultMaxBytes,
       },
       deps.log,
+      { sources: options.tools?.length ? [typeScriptSource(options.tools)] : [] },
     );
     started.push(
       startHandler(

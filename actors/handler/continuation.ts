@@ -29,6 +29,9 @@ const TOOLS: Record<ContinuationKind, { name: string; description: string; schem
   },
 };
 
+/** The names of the continuation tools: no other tool may take one. */
+export const CONTINUATION_TOOL_NAMES: readonly string[] = Object.values(TOOLS).map((tool) => tool.name);
+
 /**
  * The definition of each continuation tool, its JSON Schema converted once (the conversion cost more than the rest
  * of a session) and frozen: every session shares it, and nothing may change it.

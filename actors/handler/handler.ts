@@ -269,6 +269,7 @@ export function startHandler(deps: ActorDeps, config: HandlerConfig, callModel: 
       gate?.stop();
       for (const live of sessions.values()) for (const actor of live) actor.send({ type: "session.cancel" });
       for (const live of scripts.values()) for (const controller of live) controller.abort();
+      await toolset.close?.();
     },
   };
 }

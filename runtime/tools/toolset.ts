@@ -1,12 +1,12 @@
 /**
- * The Handler's direct tools, offered to the model through the chat-completions tool-calling API. Each tool's
- * arguments are declared once as a zod schema, which gives both the JSON Schema sent to the model and the check
- * of what the model sends back. A malformed call (unknown tool, arguments that are not JSON or do not match)
- * and a failing tool both answer the model with error text; only malformed calls are counted against the
- * session's budget.
+ * The Handler's direct tools, offered to the model through the chat-completions tool-calling API: the built-in
+ * tools (a source of their own) composed with any other sources (MCP servers, TypeScript tools; runtime/tools/source.ts).
+ * Each built-in tool's arguments are declared once as a zod schema, which gives both the JSON Schema sent to the
+ * model and the check of what the model sends back. A malformed call (unknown tool, arguments that are not JSON or
+ * do not match) and a failing tool both answer the model with error text; only malformed calls are counted against
+ * the session's budget.
  */
 import { z } from "zod";
-import type { ToolCall } from "../../machines/handler/session.js";
 import { listWorkspaceFiles, readWorkspaceFile, type FileToolLimits } from "./files.js";
 import { formatOutcome, runScript, type ScriptLimits } from "./run-script.js";
 import type { ScriptOutcome, ToolAnswer, ToolDefinition, Toolset } from "../../actors/handler/toolset.js";
@@ -17,6 +17,7 @@ import { commandRefusal } from "../../actors/commands.js";
 import { createSandbox, unavailableMessage, type Sandbox, type SandboxSettings } from "./sandbox.js";
 import { createMasker, type Masker } from "../../actors/secrets.js";
 import type { Logger } from "../../actors/deps.js";
+import { composeTools, type ToolSource, type ToolSpec } from "./source.js";
 
 /** Names of the direct tools. */
 export const TOOL_NAMES = ["read_file", "list_files", "run_script"] as const;
@@ -34,6 +35,10 @@ export interface ToolsConfig extends FileToolLimits, ScriptLimits {
   sandbox?: SandboxSettings;
   /** Secret values masked in every tool answer and program output. */
   secrets?: readonly string[];
+  /** Default per-call timeout of the tools of other sources (runtime/tools/source.ts); 60 s by default. */
+  toolTimeoutMs?: number;
+  /** Default result cap of the tools of other sources, in bytes; 64 KiB by default. */
+  toolResultMaxBytes?: number;
 }
 
 
@@ -65,22 +70,26 @@ interface ToolContext {
 
 type Run = (ctx: ToolContext, signal: AbortSignal) => Promise<string>;
 
-/** A tool: its description, the JSON Schema of its arguments, and a check that yields a runnable call. */
+/** A built-in tool: its description, the JSON Schema of its arguments, and a check that yields a runnable call. */
 interface Tool {
   description: string;
   parameters: Record<string, unknown>;
+  /** Reads only: a repeat does no harm. */
+  idempotent: boolean;
   prepare(raw: unknown): { ok: true; run: Run } | { ok: false; problems: string };
 }
 
-function defineTool<S extends z.ZodType>(
+function builtinTool<S extends z.ZodType>(
   description: string,
   args: S,
+  idempotent: boolean,
   run: (ctx: ToolContext, args: z.infer<S>, signal: AbortSignal) => Promise<string>,
 ): Tool {
   const { $schema: _ignored, ...parameters } = z.toJSONSchema(args);
   return {
     description,
     parameters,
+    idempotent,
     prepare(raw) {
       const parsed = args.safeParse(raw);
       if (parsed.success) return { ok: true, run: (ctx, signal) => run(ctx, parsed.data, signal) };
@@ -90,19 +99,22 @@ function defineTool<S extends z.ZodType>(
 }
 
 const TOOLS: Record<ToolName, Tool> = {
-  read_file: defineTool(
+  read_file: builtinTool(
     "Read a text file of the workspace. Long files are cut; read on with `offset`.",
     ReadFileArgs,
+    true,
     ({ ws, config }, args) => readWorkspaceFile(ws, config, args),
   ),
-  list_files: defineTool(
+  list_files: builtinTool(
     "List a directory of the workspace. Directories end in '/', symlinks in '@'.",
     ListFilesArgs,
+    true,
     ({ ws, config }, args) => listWorkspaceFiles(ws, config, args),
   ),
-  run_script: defineTool(
+  run_script: builtinTool(
     "Run a program (argv array, no shell) in the workspace and return its exit status and output.",
     RunScriptArgs,
+    false,
     async ({ ws, config, sandbox }, args, signal) =>
       formatOutcome(await runScript(ws, config, args, signal, sandbox), Math.min(args.timeoutMs ?? config.scriptTimeoutMs, config.scriptTimeoutMs)),
   ),
@@ -122,7 +134,7 @@ const NO_PROGRAMS: Sandbox = {
  * enabled or `commands` lists programs), the sandbox is checked now: `log` gets an error when it is missing (every
  * program is then refused), a warning when the operator chose to run programs unsandboxed.
  */
-export async function createToolset(config: ToolsConfig, log?: Logger): Promise<Toolset> {
+export async function createToolset(config: ToolsConfig, log?: Logger, more: { sources?: readonly ToolSource[] } = {}): Promise<Toolset> {
   const ws = await openWorkspace(config.workspaceRoot);
   const enabled = new Set(config.enabled);
   const commands = config.commands ?? [];
@@ -135,33 +147,17 @@ export async function createToolset(config: ToolsConfig, log?: Logger): Promise<
     log?.error({ sandbox: "bwrap" }, `${unavailableMessage(sandbox.unavailable)}; every program will be refused`);
   }
   const ctx: ToolContext = { ws, config, sandbox };
-  const definitions: ToolDefinition[] = [...enabled].map((name) => ({
-    type: "function",
-    function: { name, description: TOOLS[name].description, parameters: TOOLS[name].parameters },
-  }));
+  const builtins: ToolSource = { kind: "builtin", name: "the built-in tools", tools: [...enabled].map((name) => builtinSpec(name, ctx)), close: async () => {} };
+  const composed = composeTools([builtins, ...(more.sources ?? [])], {
+    mask,
+    ...(config.toolTimeoutMs === undefined ? {} : { timeoutMs: config.toolTimeoutMs }),
+    ...(config.toolResultMaxBytes === undefined ? {} : { maxResultBytes: config.toolResultMaxBytes }),
+  });
   return {
-    definitions,
-    async run(call, signal) {
-      const name = call.function.name;
-      if (!isToolName(name) || !enabled.has(name)) {
-        return { malformed: true, content: `error: no tool named '${name}'; available: ${[...enabled].join(", ") || "none"}` };
-      }
-      let raw: unknown;
-      try {
-        raw = call.function.arguments.trim() === "" ? {} : JSON.parse(call.function.arguments);
-      } catch (err) {
-        return { malformed: true, content: `error: the arguments of '${name}' are not valid JSON (${err instanceof Error ? err.message : String(err)}); send a JSON object` };
-      }
-      const prepared = TOOLS[name].prepare(raw);
-      if (!prepared.ok) return { malformed: true, content: `error: invalid arguments for '${name}': ${prepared.problems}` };
-      try {
-        return { malformed: false, content: mask(await prepared.run(ctx, signal)) };
-      } catch (err) {
-        if (signal.aborted) throw err;
-        const message = err instanceof ToolError ? err.message : `${name} failed: ${err instanceof Error ? err.message : String(err)}`;
-        return { malformed: false, content: mask(`error: ${message}`) };
-      }
-    },
+    definitions: composed.definitions,
+    run: (call, signal) => composed.run(call, signal),
+    info: (name) => composed.info(name),
+    close: () => composed.close(),
     async script(args, signal) {
       const program = args.argv[0] ?? "";
       const refused = commandRefusal(program, commands);
@@ -179,6 +175,23 @@ export async function createToolset(config: ToolsConfig, log?: Logger): Promise<
   };
 }
 
-function isToolName(name: string): name is ToolName {
-  return (TOOL_NAMES as readonly string[]).includes(name);
+/**
+ * A built-in tool as a source's tool. Its results are capped by its own limits (`readMaxBytes`, …), not the
+ * general cap; `run_script` has its own timeout (the general one would end it first), the file tools the default.
+ */
+function builtinSpec(name: ToolName, ctx: ToolContext): ToolSpec {
+  const tool = TOOLS[name];
+  return {
+    name,
+    source: "builtin",
+    description: tool.description,
+    parameters: tool.parameters,
+    idempotent: tool.idempotent,
+    maxResultBytes: Number.POSITIVE_INFINITY,
+    ...(name === "run_script" ? { timeoutMs: ctx.config.scriptTimeoutMs + ctx.config.scriptKillGraceMs + 5_000 } : {}),
+    prepare(raw) {
+      const prepared = tool.prepare(raw);
+      return prepared.ok ? { ok: true, run: (signal) => prepared.run(ctx, signal) } : prepared;
+    },
+  };
 }
