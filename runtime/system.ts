@@ -15,6 +15,7 @@ import { answersOnly, type CallModel } from "../actors/model.js";
 import { createModelClient } from "./model/openai.js";
 import { createToolset } from "./tools/toolset.js";
 import { typeScriptSource, type TypeScriptTool } from "./tools/typescript.js";
+import { configuredSources } from "./tools/configured.js";
 import { createSubjects, type Subjects } from "../protocol/index.js";
 import { loadLibrary, type TemplateLibrary } from "../actors/library/library.js";
 import { DEFAULTS, type Config } from "./config.js";
@@ -140,7 +141,7 @@ export async function startSystem(options: SystemOptions): Promise<SystemHandle>
         toolResultMaxBytes: config.toolResultMaxBytes,
       },
       deps.log,
-      { sources: options.tools?.length ? [typeScriptSource(options.tools)] : [] },
+      { sources: [...(options.tools?.length ? [typeScriptSource(options.tools)] : []), ...(await configuredSources(config, deps.log))] },
     );
     started.push(
       startHandler(

@@ -148,11 +148,18 @@ export async function createToolset(config: ToolsConfig, log?: Logger, more: { s
   }
   const ctx: ToolContext = { ws, config, sandbox };
   const builtins: ToolSource = { kind: "builtin", name: "the built-in tools", tools: [...enabled].map((name) => builtinSpec(name, ctx)), close: async () => {} };
-  const composed = composeTools([builtins, ...(more.sources ?? [])], {
-    mask,
-    ...(config.toolTimeoutMs === undefined ? {} : { timeoutMs: config.toolTimeoutMs }),
-    ...(config.toolResultMaxBytes === undefined ? {} : { maxResultBytes: config.toolResultMaxBytes }),
-  });
+  let composed: ReturnType<typeof composeTools>;
+  try {
+    composed = composeTools([builtins, ...(more.sources ?? [])], {
+      mask,
+      ...(config.toolTimeoutMs === undefined ? {} : { timeoutMs: config.toolTimeoutMs }),
+      ...(config.toolResultMaxBytes === undefined ? {} : { maxResultBytes: config.toolResultMaxBytes }),
+    });
+  } catch (err) {
+    // The servers already started must not outlive a Handler that does not start.
+    await Promise.allSettled((more.sources ?? []).map((s) => s.close()));
+    throw err;
+  }
   return {
     definitions: composed.definitions,
     run: (call, signal) => composed.run(call, signal),
