@@ -1,7 +1,8 @@
 /**
  * The Handler's records (at most one repeated model call per crash). Each session of a node is keyed by task,
  * node path, occurrence and what it was asked. Its state is written as soon as the model answers with tool calls
- * (before any runs) and again once they ran; each `run_script` call's answer once it finished; its reply when it
+ * (before any runs) and again once they ran; each tool call's answer once it finished (a call of a tool that is not
+ * idempotent is marked before it runs too); its reply when it
  * ends. A re-run of the same call (the task resumed by another Director) replays a finished session or continues
  * one from its last recorded answer, using the recorded answers of its scripts. Script commands are recorded too.
  */
@@ -34,7 +35,10 @@ export function toolKey(sessionKey: string, turn: number, index: number, toolCal
   return `${sessionKey}.c${digest([turn, index, toolCallId])}`;
 }
 
-/** Tools with side effects, whose answers a session records and replays rather than running them again. */
+/**
+ * Tools with side effects, whose answers a session records and replays rather than running them again, when the
+ * toolset does not say (a toolset with `info` has every call of its tools recorded; actors/handler/tool-calls.ts).
+ */
 export const RECORDED_TOOLS: ReadonlySet<string> = new Set(["run_script"]);
 
 /** Largest record read back (a long session's messages). */
