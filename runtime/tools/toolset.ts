@@ -120,6 +120,12 @@ const TOOLS: Record<ToolName, Tool> = {
   ),
 };
 
+/** What `dirigent tools list` shows of a built-in tool. */
+export function builtinToolInfo(name: ToolName): { description: string; parameters: Record<string, unknown>; idempotent: boolean } {
+  const { description, parameters, idempotent } = TOOLS[name];
+  return { description, parameters, idempotent };
+}
+
 /** A sandbox of a Handler that runs no program at all. */
 const NO_PROGRAMS: Sandbox = {
   mode: "bwrap",

@@ -8,6 +8,7 @@ import { loadMcpConfig, parseMcpConfig } from "../../../runtime/tools/mcp-config
 import { formatResult, mcpToolName, startMcpSources } from "../../../runtime/tools/mcp.js";
 import { startTestMcpServer, type TestMcpServer } from "../../support/mcp-http-server.js";
 import type { ToolCall } from "../../../machines/handler/session.js";
+import { listTools } from "../../../runtime/cli/tools-list.js";
 
 const signal = new AbortController().signal;
 const call = (name: string, args: unknown): ToolCall => ({ id: "c1", type: "function", function: { name, arguments: JSON.stringify(args) } });
@@ -117,5 +118,19 @@ describe("MCP servers", () => {
     expect(formatResult({ content: [{ type: "resource", resource: { uri: "file:///a", mimeType: "text/plain", text: "A" } }, { type: "resource_link", uri: "file:///b", name: "b" }] })).toBe(
       "[resource file:///a, text/plain]\nA\n[resource link: file:///b (b)]",
     );
+  });
+
+  it("lists the tools of a configuration with their source (dirigent tools list), and refuses names that collide", async () => {
+    const file = join(dir, "list.json");
+    await writeFile(file, JSON.stringify({ mcpServers: { fs: { command: process.execPath, args: [FS_SERVER, dir] } } }));
+    const listed = await listTools({ mcpConfig: file }, { DIRIGENT_TOOLS: "read_file,run_script" });
+    expect(listed.slice(0, 2).map((t) => [t.name, t.source, t.idempotent])).toEqual([
+      ["read_file", "builtin", true],
+      ["run_script", "builtin", false],
+    ]);
+    expect(listed.find((t) => t.name === "fs__read_text_file")).toMatchObject({ source: "mcp", origin: "fs", idempotent: true, parameters: { type: "object" } });
+    // Two servers whose names sanitise alike: their tools' names collide, refused with both sources named.
+    await writeFile(file, JSON.stringify({ mcpServers: { "web.": { url: http.url }, web_: { url: http.url } } }));
+    await expect(listTools({ mcpConfig: file }, {})).rejects.toThrow("tool name 'web___echo' is offered by both the MCP server 'web.' and the MCP server 'web_'");
   });
 });
