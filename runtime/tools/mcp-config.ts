@@ -48,8 +48,11 @@ export const McpConfigFile = z.object({
   mcpServers: z.record(z.string().min(1), z.unknown()),
 });
 
-/** Servers by name. */
-export type McpConfig = Record<string, McpServer>;
+/** Servers by name, with the values taken from the environment (`${VAR}`): secrets, masked in every tool answer. */
+export type McpConfig = Record<string, McpServer> & { readonly [SECRETS]?: readonly string[] };
+
+/** Where {@link parseMcpConfig} keeps the values it took from the environment. */
+export const SECRETS: unique symbol = Symbol("secrets");
 
 /**
  * Reads and checks an MCP configuration file.
@@ -79,7 +82,8 @@ export function parseMcpConfig(raw: unknown, where: string, env: NodeJS.ProcessE
   const problems: string[] = [];
   const top = McpConfigFile.safeParse(raw);
   if (!top.success) throw new ToolSourceError(`MCP configuration ${where}: ${issues(top.error, "")}; expected {"mcpServers": {"NAME": {"command": ...} or {"url": ...}}}`);
-  const servers: McpConfig = {};
+  const servers: Record<string, McpServer> = {};
+  const secrets: string[] = [];
   for (const [name, entry] of Object.entries(top.data.mcpServers)) {
     const at = `mcpServers.${name}`;
     if (entry === null || typeof entry !== "object" || Array.isArray(entry)) {
@@ -104,6 +108,7 @@ export function parseMcpConfig(raw: unknown, where: string, env: NodeJS.ProcessE
           k,
           v.replace(/\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g, (_m, variable: string) => {
             const value = env[variable];
+            if (value !== undefined) secrets.push(value);
             if (value === undefined) problems.push(`${at}.${key}.${k}: the environment variable ${variable} is not set`);
             return value ?? "";
           }),
@@ -117,7 +122,7 @@ export function parseMcpConfig(raw: unknown, where: string, env: NodeJS.ProcessE
     }
   }
   if (problems.length > 0) throw new ToolSourceError(`MCP configuration ${where}: ${problems.join("; ")}`);
-  return servers;
+  return Object.assign(servers, { [SECRETS]: secrets });
 }
 
 function issues(error: z.ZodError, at: string): string {

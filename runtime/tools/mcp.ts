@@ -18,7 +18,7 @@ import type { CallToolResult, Tool } from "@modelcontextprotocol/sdk/types.js";
 import type { Logger } from "../../actors/deps.js";
 import { silentLogger } from "../../actors/deps.js";
 import { ToolSourceError, type ToolSource, type ToolSpec } from "./source.js";
-import type { McpConfig, McpServer } from "./mcp-config.js";
+import { SECRETS, type McpConfig, type McpServer } from "./mcp-config.js";
 
 /** Longest a server may take to start and list its tools. */
 export const MCP_START_TIMEOUT_MS = 30_000;
@@ -171,7 +171,8 @@ async function startServer(name: string, server: McpServer, options: McpOptions)
 export async function startMcpSources(config: McpConfig, options: McpOptions = {}): Promise<ToolSource[]> {
   const settled = await Promise.allSettled(Object.entries(config).map(([name, server]) => startServer(name, server, options)));
   const failed = settled.flatMap((s) => (s.status === "rejected" ? [s.reason instanceof Error ? s.reason.message : String(s.reason)] : []));
-  const sources = settled.flatMap((s) => (s.status === "fulfilled" ? [s.value] : []));
+  const secrets = config[SECRETS] ?? [];
+  const sources = settled.flatMap((s) => (s.status === "fulfilled" ? [{ ...s.value, secrets }] : []));
   if (failed.length > 0) {
     await Promise.allSettled(sources.map((s) => s.close()));
     throw new ToolSourceError(failed.join("; "));

@@ -51,6 +51,8 @@ export interface ToolSource {
   /** The source's name in messages (`builtin`, `mcp server 'fs'`, …). */
   name: string;
   tools: readonly ToolSpec[];
+  /** Secret values of its configuration (tokens taken from the environment): masked in every answer. */
+  secrets?: readonly string[];
   /** Stops what the source holds (server processes, connections). */
   close(): Promise<void>;
 }

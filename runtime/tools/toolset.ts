@@ -141,10 +141,15 @@ const NO_PROGRAMS: Sandbox = {
  * program is then refused), a warning when the operator chose to run programs unsandboxed.
  */
 export async function createToolset(config: ToolsConfig, log?: Logger, more: { sources?: readonly ToolSource[] } = {}): Promise<Toolset> {
-  const ws = await openWorkspace(config.workspaceRoot);
+  // The servers already started must not outlive a Handler that does not start.
+  const closeSources = () => Promise.allSettled((more.sources ?? []).map((s) => s.close()));
+  const ws = await openWorkspace(config.workspaceRoot).catch(async (err: unknown) => {
+    await closeSources();
+    throw err;
+  });
   const enabled = new Set(config.enabled);
   const commands = config.commands ?? [];
-  const mask: Masker = createMasker(config.secrets ?? []);
+  const mask: Masker = createMasker([...(config.secrets ?? []), ...(more.sources ?? []).flatMap((s) => s.secrets ?? [])]);
   const runsPrograms = enabled.has("run_script") || commands.length > 0;
   const sandbox = runsPrograms ? await createSandbox(config.sandbox ?? DEFAULT_SANDBOX) : NO_PROGRAMS;
   if (runsPrograms && sandbox.mode === "unsandboxed") {
@@ -162,8 +167,7 @@ export async function createToolset(config: ToolsConfig, log?: Logger, more: { s
       ...(config.toolResultMaxBytes === undefined ? {} : { maxResultBytes: config.toolResultMaxBytes }),
     });
   } catch (err) {
-    // The servers already started must not outlive a Handler that does not start.
-    await Promise.allSettled((more.sources ?? []).map((s) => s.close()));
+    await closeSources();
     throw err;
   }
   return {

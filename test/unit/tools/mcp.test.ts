@@ -9,6 +9,7 @@ import { formatResult, mcpToolName, startMcpSources } from "../../../runtime/too
 import { startTestMcpServer, type TestMcpServer } from "../../support/mcp-http-server.js";
 import type { ToolCall } from "../../../machines/handler/session.js";
 import { listTools } from "../../../runtime/cli/tools-list.js";
+import { createToolset } from "../../../runtime/tools/toolset.js";
 
 const signal = new AbortController().signal;
 const call = (name: string, args: unknown): ToolCall => ({ id: "c1", type: "function", function: { name, arguments: JSON.stringify(args) } });
@@ -70,6 +71,20 @@ describe("MCP servers", () => {
     expect((await tools.run(call("web__fails", {}), signal)).content).toBe("error: the database is down");
     expect((await tools.run(call("web__stats", {}), signal)).content).toBe('{"count":3}');
     expect(http.headers.some((h) => h["authorization"] === "Bearer t0ken-from-env")).toBe(true);
+  });
+
+  it("masks the values a configuration took from the environment in every answer", async () => {
+    const sources = await startMcpSources(parseMcpConfig({ mcpServers: { web: { url: http.url, headers: { "X-Token": "${TOK}" } } } }, "t", { TOK: "t0ken-from-env" }));
+    const set = await createToolset(
+      { workspaceRoot: dir, enabled: [], readMaxBytes: 1024, listMaxEntries: 10, scriptTimeoutMs: 1000, scriptKillGraceMs: 100, scriptOutputMaxBytes: 1024, scriptEnv: ["PATH"] },
+      undefined,
+      { sources },
+    );
+    try {
+      expect((await set.run(call("web__echo", { text: "the token is t0ken-from-env" }), signal)).content).toBe("echo: the token is [redacted]");
+    } finally {
+      await set.close?.();
+    }
   });
 
   it("answers a hanging tool with a timeout error (the server's timeoutMs)", async () => {
