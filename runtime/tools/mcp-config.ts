@@ -29,6 +29,8 @@ export const StdioServer = z.object({
   env: Strings.default({}),
   /** Working directory; relative to the configuration file's directory. */
   cwd: z.string().min(1).optional(),
+  /** Start it in the sandbox of `run_script` (DIRIGENT_SANDBOX, its network and read-only paths; cwd in the workspace). */
+  sandbox: z.boolean().optional(),
   ...Limits,
 });
 export type StdioServer = z.infer<typeof StdioServer>;

@@ -7,8 +7,8 @@
  * other content described (`[image/png, 1234 bytes]`), `isError` as `error: …`.
  *
  * A stdio server is a program the operator configured, started with a cleared environment (HOME, LOGNAME, PATH,
- * SHELL, TERM and USER, plus what its `env` lists: no secret of the Handler's own environment), and not in the
- * sandbox of `run_script` (docs/tools.md says why).
+ * SHELL, TERM and USER, plus what its `env` lists: no secret of the Handler's own environment), outside the sandbox
+ * of `run_script` unless it asks for it with `"sandbox": true` (docs/tools.md says why).
  */
 import { createHash } from "node:crypto";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
@@ -16,9 +16,10 @@ import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { CallToolResult, Tool } from "@modelcontextprotocol/sdk/types.js";
 import type { Logger } from "../../actors/deps.js";
+import type { Sandbox } from "./sandbox.js";
 import { silentLogger } from "../../actors/deps.js";
 import { ToolSourceError, type ToolSource, type ToolSpec } from "./source.js";
-import { SECRETS, type McpConfig, type McpServer } from "./mcp-config.js";
+import { SECRETS, type McpConfig, type McpServer, type StdioServer } from "./mcp-config.js";
 
 /** Longest a server may take to start and list its tools. */
 export const MCP_START_TIMEOUT_MS = 30_000;
@@ -26,9 +27,18 @@ export const MCP_START_TIMEOUT_MS = 30_000;
 /** Lines of a stdio server's stderr kept to explain a failed start. */
 const STDERR_LINES = 20;
 
+/** The sandbox of servers configured with `"sandbox": true`: the Handler's, around its workspace. */
+export interface McpSandbox {
+  sandbox: Sandbox;
+  /** The workspace's real path: bound read-write, the default working directory. */
+  workspace: string;
+}
+
 /** Options of {@link startMcpSources}. */
 export interface McpOptions {
   log?: Logger;
+  /** For servers with `"sandbox": true`; such a server does not start without it. */
+  sandbox?: McpSandbox;
   /** Longest a server may take to start and list its tools; {@link MCP_START_TIMEOUT_MS} by default. */
   startTimeoutMs?: number;
 }
@@ -53,7 +63,22 @@ class Connection {
     readonly name: string,
     private readonly server: McpServer,
     private readonly log: Logger,
+    private readonly sandbox: McpSandbox | undefined,
   ) {}
+
+  /** The stdio transport of a server: its program, or `bwrap` around it when it asks for the sandbox. */
+  private stdio(server: StdioServer): StdioClientTransport {
+    if (!server.sandbox) return new StdioClientTransport({ command: server.command, args: server.args, env: server.env, stderr: "pipe", ...(server.cwd ? { cwd: server.cwd } : {}) });
+    if (!this.sandbox) throw new Error('"sandbox": true, but this process has no sandbox for it');
+    const path = process.env["PATH"];
+    const wrapped = this.sandbox.sandbox.wrap({
+      workspace: this.sandbox.workspace,
+      cwd: server.cwd ?? this.sandbox.workspace,
+      argv: [server.command, ...server.args],
+      env: { ...(path === undefined ? {} : { PATH: path }), HOME: this.sandbox.workspace, ...server.env },
+    });
+    return new StdioClientTransport({ command: wrapped.command, args: wrapped.args, env: wrapped.env, stderr: "pipe" });
+  }
 
   /** The live client, connecting (again) when there is none. */
   get(): Promise<Client> {
@@ -66,7 +91,7 @@ class Connection {
     const client = new Client({ name: "dirigent", version: "1" });
     const transport =
       "command" in this.server
-        ? new StdioClientTransport({ command: this.server.command, args: this.server.args, env: this.server.env, stderr: "pipe", ...(this.server.cwd ? { cwd: this.server.cwd } : {}) })
+        ? this.stdio(this.server)
         : new StreamableHTTPClientTransport(new URL(this.server.url), { requestInit: { headers: this.server.headers } });
     if (transport instanceof StdioClientTransport) {
       transport.stderr?.on("data", (chunk: Buffer) => {
@@ -112,7 +137,7 @@ async function listTools(client: Client, signal: AbortSignal): Promise<Tool[]> {
 /** Starts one server and lists its tools. */
 async function startServer(name: string, server: McpServer, options: McpOptions): Promise<ToolSource> {
   const log = options.log ?? silentLogger;
-  const connection = new Connection(name, server, log);
+  const connection = new Connection(name, server, log, options.sandbox);
   const timeoutMs = options.startTimeoutMs ?? MCP_START_TIMEOUT_MS;
   let tools: Tool[];
   try {

@@ -10,6 +10,8 @@ import { startTestMcpServer, type TestMcpServer } from "../../support/mcp-http-s
 import type { ToolCall } from "../../../machines/handler/session.js";
 import { listTools } from "../../../runtime/cli/tools-list.js";
 import { createToolset } from "../../../runtime/tools/toolset.js";
+import { configuredSources } from "../../../runtime/tools/configured.js";
+import { dirname } from "node:path";
 
 const signal = new AbortController().signal;
 const call = (name: string, args: unknown): ToolCall => ({ id: "c1", type: "function", function: { name, arguments: JSON.stringify(args) } });
@@ -84,6 +86,26 @@ describe("MCP servers", () => {
       expect((await set.run(call("web__echo", { text: "the token is t0ken-from-env" }), signal)).content).toBe("echo: the token is [redacted]");
     } finally {
       await set.close?.();
+    }
+  });
+
+  it("starts a server with \"sandbox\": true in the sandbox of run_script: the workspace and read-only paths, nothing else", async () => {
+    const outside = await mkdtemp(join(tmpdir(), "dirigent-mcp-outside-"));
+    await writeFile(join(outside, "secret.txt"), "outside the workspace");
+    const file = join(dir, "boxed.json");
+    // The server may read anything ("/"); the sandbox shows it only the workspace, the system and its own package.
+    const config = { mcpServers: { boxed: { command: process.execPath, args: [FS_SERVER, "/"], sandbox: true }, open: { command: process.execPath, args: [FS_SERVER, "/"] } } };
+    await writeFile(file, JSON.stringify(config));
+    const packages = dirname(dirname(dirname(dirname(FS_SERVER))));
+    const sources = await configuredSources({ mcpConfig: file, workspaceRoot: dir, sandbox: "bwrap", sandboxNetwork: "off", sandboxReadOnly: [packages], dataDir: join(dir, ".data") });
+    const set = composeTools(sources);
+    try {
+      expect((await set.run(call("boxed__read_text_file", { path: join(dir, "notes.txt") }), signal)).content).toBe("the notes\n");
+      expect((await set.run(call("boxed__read_text_file", { path: join(outside, "secret.txt") }), signal)).content).toMatch(/^error: .*(ENOENT|no such file|not exist)/i);
+      expect((await set.run(call("open__read_text_file", { path: join(outside, "secret.txt") }), signal)).content).toBe("outside the workspace");
+    } finally {
+      await set.close();
+      await rm(outside, { recursive: true, force: true });
     }
   });
 
