@@ -56,6 +56,8 @@ export function mcpToolName(server: string, tool: string): string {
 class Connection {
   private client: Client | undefined;
   private connecting: Promise<Client> | undefined;
+  /** The client being connected: closed by {@link close} even before it answered. */
+  private starting: Client | undefined;
   private closed = false;
   readonly stderr: string[] = [];
 
@@ -109,16 +111,28 @@ class Connection {
         if (!this.closed) this.log.warn({ mcpServer: this.name }, `MCP server '${this.name}' closed its connection; the next call of one of its tools starts it again`);
       }
     };
-    await client.connect(transport);
+    this.starting = client;
+    try {
+      await client.connect(transport);
+    } catch (err) {
+      await client.close().catch(() => {});
+      throw err;
+    } finally {
+      this.starting = undefined;
+    }
+    if (this.closed) {
+      await client.close().catch(() => {});
+      throw new Error(`MCP server '${this.name}' is closed (the Handler is stopping)`);
+    }
     this.client = client;
     return client;
   }
 
   async close(): Promise<void> {
     this.closed = true;
-    const client = this.client ?? (await this.connecting?.catch(() => undefined));
+    const clients = [this.client, this.starting].filter((c): c is Client => c !== undefined);
     this.client = undefined;
-    await client?.close().catch(() => {});
+    await Promise.all(clients.map((c) => c.close().catch(() => {})));
   }
 }
 
@@ -142,11 +156,11 @@ async function startServer(name: string, server: McpServer, options: McpOptions)
   let tools: Tool[];
   try {
     const signal = AbortSignal.timeout(timeoutMs);
-    const client = await Promise.race([
-      connection.get(),
-      new Promise<never>((_, reject) => signal.addEventListener("abort", () => reject(new Error(`no answer within ${timeoutMs} ms`)), { once: true })),
-    ]);
-    tools = await listTools(client, signal);
+    const timedOut = new Promise<never>((_, reject) => signal.addEventListener("abort", () => reject(new Error(`no answer within ${timeoutMs} ms`)), { once: true }));
+    // Once the server answered, the timeout firing later rejects nothing anyone waits for.
+    timedOut.catch(() => {});
+    const client = await Promise.race([connection.get(), timedOut]);
+    tools = await Promise.race([listTools(client, signal), timedOut]);
   } catch (err) {
     await connection.close();
     const said = connection.stderr.length ? `; its stderr: ${connection.stderr.join(" | ")}` : "";

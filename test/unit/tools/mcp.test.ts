@@ -145,6 +145,10 @@ describe("MCP servers", () => {
     await expect(startMcpSources(parseMcpConfig({ mcpServers: { broken: { command: process.execPath, args: ["-e", "console.error('no config'); process.exit(3)"] } } }, "t"))).rejects.toThrow(
       /MCP server 'broken' \('.*node -e .*'\) did not start: .*its stderr: no config/,
     );
+    // A server that starts but never answers: refused at the start timeout.
+    await expect(startMcpSources(parseMcpConfig({ mcpServers: { mute: { command: process.execPath, args: ["-e", "setInterval(() => {}, 1000)"] } } }, "t"), { startTimeoutMs: 300 })).rejects.toThrow(
+      /MCP server 'mute' .* did not start: no answer within 300 ms/,
+    );
   });
 
   it("names tools within the chat-completions rules", () => {
