@@ -8,7 +8,7 @@ import { loadMcpConfig, parseMcpConfig } from "../../../runtime/tools/mcp-config
 import { formatResult, mcpToolName, startMcpSources } from "../../../runtime/tools/mcp.js";
 import { startTestMcpServer, type TestMcpServer } from "../../support/mcp-http-server.js";
 import type { ToolCall } from "../../../machines/handler/session.js";
-import { listTools } from "../../../runtime/cli/tools-list.js";
+import { listTools } from "../../../runtime/cli/tools.js";
 import { createToolset } from "../../../runtime/tools/toolset.js";
 import { configuredSources } from "../../../runtime/tools/configured.js";
 import { dirname } from "node:path";
