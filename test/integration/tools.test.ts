@@ -3,6 +3,7 @@
  * `openai` SDK → `dirigent mock-llm`, the Handler calling the reference MCP filesystem server (npm, over stdio), a
  * Streamable HTTP MCP server started here, and TypeScript tools of `startSystem({ tools })`.
  */
+import { spawnSync } from "node:child_process";
 import { createRequire } from "node:module";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -86,6 +87,8 @@ describe("MCP tools in a session", () => {
       ["web__fails", "mcp", false],
     ]);
     for (const c of calls) expect(c.durationMs).toBeGreaterThanOrEqual(0);
+    // The stack has stopped: the Handler closed the server it started.
+    expect(spawnSync("pgrep", ["-P", String(process.pid), "-f", FS_SERVER]).stdout.toString().trim()).toBe("");
   });
 
   it("refuses to start a Handler with a bad MCP configuration, naming the file and the key", async () => {
