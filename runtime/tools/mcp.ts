@@ -169,7 +169,9 @@ async function startServer(name: string, server: McpServer, options: McpOptions)
   }
   const specs: ToolSpec[] = [];
   for (const tool of tools) {
-    const schema = tool.inputSchema as Record<string, unknown>;
+    // As the model API wants it: no `$schema`, and `properties` even when there are none.
+    const { $schema: _dialect, ...given } = tool.inputSchema as Record<string, unknown>;
+    const schema: Record<string, unknown> = { ...given, properties: given["properties"] ?? {} };
     if (schema["type"] !== "object") throw new ToolSourceError(`MCP server '${name}': tool '${tool.name}' has an input schema of type '${String(schema["type"])}', not 'object'`);
     const annotations = tool.annotations ?? {};
     const toolTimeout = server.timeoutMs;
