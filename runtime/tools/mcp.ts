@@ -15,6 +15,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { CallToolResult, Tool } from "@modelcontextprotocol/sdk/types.js";
+import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv";
 import type { Logger } from "../../actors/deps.js";
 import type { Sandbox } from "./sandbox.js";
 import { silentLogger } from "../../actors/deps.js";
@@ -149,7 +150,7 @@ async function listTools(client: Client, signal: AbortSignal): Promise<Tool[]> {
 }
 
 /** Starts one server and lists its tools. */
-async function startServer(name: string, server: McpServer, options: McpOptions): Promise<ToolSource> {
+async function startServer(name: string, server: McpServer, options: McpOptions, validator: AjvJsonSchemaValidator): Promise<ToolSource> {
   const log = options.log ?? silentLogger;
   const connection = new Connection(name, server, log, options.sandbox);
   const timeoutMs = options.startTimeoutMs ?? MCP_START_TIMEOUT_MS;
@@ -172,7 +173,15 @@ async function startServer(name: string, server: McpServer, options: McpOptions)
     // As the model API wants it: no `$schema`, and `properties` even when there are none.
     const { $schema: _dialect, ...given } = tool.inputSchema as Record<string, unknown>;
     const schema: Record<string, unknown> = { ...given, properties: given["properties"] ?? {} };
-    if (schema["type"] !== "object") throw new ToolSourceError(`MCP server '${name}': tool '${tool.name}' has an input schema of type '${String(schema["type"])}', not 'object'`);
+    // A tool whose schema is unusable is left out (logged): the server's other tools stay offered.
+    let check: (args: unknown) => { valid: boolean; errorMessage?: string | undefined };
+    try {
+      if (schema["type"] !== "object") throw new Error(`its type is '${String(schema["type"])}', not 'object'`);
+      check = validator.getValidator(schema as Parameters<AjvJsonSchemaValidator["getValidator"]>[0]);
+    } catch (err) {
+      log.error({ mcpServer: name, tool: tool.name }, `MCP server '${name}': tool '${tool.name}' left out: its input schema is not a usable JSON Schema (${err instanceof Error ? err.message : String(err)})`);
+      continue;
+    }
     const annotations = tool.annotations ?? {};
     const toolTimeout = server.timeoutMs;
     specs.push({
@@ -186,11 +195,13 @@ async function startServer(name: string, server: McpServer, options: McpOptions)
       ...(server.maxResultBytes === undefined ? {} : { maxResultBytes: server.maxResultBytes }),
       prepare(args) {
         if (args === null || typeof args !== "object" || Array.isArray(args)) return { ok: false, problems: "(arguments): expected a JSON object" };
+        const checked = check(args);
+        if (!checked.valid) return { ok: false, problems: checked.errorMessage ?? "they do not match the tool's input schema" };
         return {
           ok: true,
           run: async (signal) => {
             const client = await connection.get();
-            // The server checks the arguments against its schema; the toolset's timeout ends the call first.
+            // The toolset's timeout ends the call first.
             const result = (await client.callTool({ name: tool.name, arguments: args as Record<string, unknown> }, undefined, {
               signal,
               timeout: 24 * 3600_000,
@@ -210,7 +221,8 @@ async function startServer(name: string, server: McpServer, options: McpOptions)
  * @throws {ToolSourceError} naming each server that did not start (the others are closed again).
  */
 export async function startMcpSources(config: McpConfig, options: McpOptions = {}): Promise<ToolSource[]> {
-  const settled = await Promise.allSettled(Object.entries(config).map(([name, server]) => startServer(name, server, options)));
+  const validator = new AjvJsonSchemaValidator();
+  const settled = await Promise.allSettled(Object.entries(config).map(([name, server]) => startServer(name, server, options, validator)));
   const failed = settled.flatMap((s) => (s.status === "rejected" ? [s.reason instanceof Error ? s.reason.message : String(s.reason)] : []));
   const secrets = config[SECRETS] ?? [];
   const sources = settled.flatMap((s) => (s.status === "fulfilled" ? [{ ...s.value, secrets }] : []));

@@ -2,6 +2,8 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createRequire } from "node:module";
+import { fileURLToPath } from "node:url";
+import { silentLogger } from "../../../actors/deps.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { composeTools, ToolSourceError, type ComposedTools } from "../../../runtime/tools/source.js";
 import { loadMcpConfig, parseMcpConfig } from "../../../runtime/tools/mcp-config.js";
@@ -149,6 +151,21 @@ describe("MCP servers", () => {
     await expect(startMcpSources(parseMcpConfig({ mcpServers: { mute: { command: process.execPath, args: ["-e", "setInterval(() => {}, 1000)"] } } }, "t"), { startTimeoutMs: 300 })).rejects.toThrow(
       /MCP server 'mute' .* did not start: no answer within 300 ms/,
     );
+  });
+
+  it("leaves out a tool whose input schema is not valid JSON Schema, logged; checks arguments against the schema of the others", async () => {
+    const logged: string[] = [];
+    const log = { ...silentLogger, error: (_o: object, msg?: string) => logged.push(msg ?? "") };
+    const server = fileURLToPath(new URL("../../support/mcp-bad-schema-server.mjs", import.meta.url));
+    const set = composeTools(await startMcpSources(parseMcpConfig({ mcpServers: { odd: { command: process.execPath, args: [server] } } }, "t"), { log }));
+    try {
+      expect(set.definitions.map((d) => d.function.name)).toEqual(["odd__good"]);
+      expect(logged).toEqual([expect.stringMatching(/^MCP server 'odd': tool 'bad' left out: its input schema is not a usable JSON Schema \(type must be JSONType/)]);
+      expect(await set.run(call("odd__good", { n: "three" }), signal)).toEqual({ malformed: true, content: "error: invalid arguments for 'odd__good': data/n must be integer" });
+      expect(await set.run(call("odd__good", { n: 3 }), signal)).toEqual({ malformed: false, content: 'good: {"n":3}' });
+    } finally {
+      await set.close();
+    }
   });
 
   it("names tools within the chat-completions rules", () => {
