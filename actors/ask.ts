@@ -32,7 +32,11 @@ function throwIfErrorReply(answer: unknown): void {
  * A local call's answer, or its timeout, or the caller's abort, as over NATS: the answer, should it still come, is
  * dropped (the work goes on until the task's cancellation reaches it, as it would in another process).
  */
-function localAnswer<T>(subject: string, running: Promise<T>, options: { timeoutMs: number; signal?: AbortSignal | undefined }): Promise<T> {
+function localAnswer<T>(
+  subject: string,
+  running: Promise<T>,
+  options: { timeoutMs: number; signal?: AbortSignal | undefined },
+): Promise<T> {
   const { signal, timeoutMs } = options;
   return new Promise<T>((resolve, reject) => {
     const done = () => {
@@ -76,8 +80,10 @@ export async function ask<Req extends z.ZodType, Rep extends z.ZodType>(
   try {
     bytes = await deps.bus.request(subject, encodeJson(body), options);
   } catch (err) {
-    if (err instanceof NoRespondersError) throw new RemoteError("NO_RESPONDERS", `no responders on '${subject}': is the role running?`, { cause: err });
-    if (err instanceof RequestTimeoutError) throw new RemoteError("TIMEOUT", `no answer on '${subject}' within ${options.timeoutMs} ms`, { cause: err });
+    if (err instanceof NoRespondersError)
+      throw new RemoteError("NO_RESPONDERS", `no responders on '${subject}': is the role running?`, { cause: err });
+    if (err instanceof RequestTimeoutError)
+      throw new RemoteError("TIMEOUT", `no answer on '${subject}' within ${options.timeoutMs} ms`, { cause: err });
     if (err instanceof RequestAbortedError) throw new RemoteError("UNAVAILABLE", `request on '${subject}' was aborted`, { cause: err });
     // The responder stopped sending keepalives: gone, or its answer was lost in a NATS restart.
     if (err instanceof ResponderSilentError) throw new RemoteError("UNAVAILABLE", err.message, { cause: err });

@@ -63,7 +63,8 @@ export class ModelCallError extends Error {
  * {@link answersOnly}.
  */
 export function unanswered(reply: ModelReply): string | undefined {
-  if (reply.finishReason === "content_filter") return "the model's output was blocked by the server's content filter (finish_reason 'content_filter')";
+  if (reply.finishReason === "content_filter")
+    return "the model's output was blocked by the server's content filter (finish_reason 'content_filter')";
   if (reply.refusal !== undefined && reply.refusal.trim() !== "") return `the model refused: ${reply.refusal}`;
   return undefined;
 }
@@ -77,4 +78,3 @@ export function answersOnly(call: CallModel): CallModel {
     return reply;
   };
 }
-

@@ -45,7 +45,9 @@ export function serve<Req extends z.ZodType, Rep extends z.ZodType, Key extends 
   };
   const refused = (subject: string, decoded: Decoded<unknown> & { ok: false }) => {
     deps.log.warn({ subject, err: decoded.error.message }, "rejected message");
-    return errorReply(decoded.error.kind === "too_large" ? "PAYLOAD_TOO_LARGE" : "INVALID_MESSAGE", decoded.error.message, { details: decoded.error.issues });
+    return errorReply(decoded.error.kind === "too_large" ? "PAYLOAD_TOO_LARGE" : "INVALID_MESSAGE", decoded.error.message, {
+      details: decoded.error.issues,
+    });
   };
   const unregister =
     options.local === true && deps.local !== undefined
@@ -117,11 +119,14 @@ function localMessage(subject: string): BusMessage {
   return { subject, data: new Uint8Array(0), expectsReply: false, respond: () => false };
 }
 
-
 /**
  * Answers `msg` with `reply`, typed by `definition`: for responders that subscribe on their own (a raw XML body, one
  * task's input, an answer from every process) rather than through {@link serve}.
  */
-export function respond<Rep extends z.ZodType, Key extends string[]>(msg: BusMessage, _definition: RequestDefinition<z.ZodType, Rep, Key>, reply: z.input<Rep> | ErrorReply): boolean {
+export function respond<Rep extends z.ZodType, Key extends string[]>(
+  msg: BusMessage,
+  _definition: RequestDefinition<z.ZodType, Rep, Key>,
+  reply: z.input<Rep> | ErrorReply,
+): boolean {
   return msg.respond(encodeJson(reply));
 }

@@ -56,13 +56,17 @@ function utf8Bytes(text: string, limit: number): number {
 
 /** Checks a submission body's size. */
 export function checkSubmission(bytes: number, limits: SizeLimits): TooLarge | undefined {
-  return bytes > limits.submissionBytes ? { what: "submission", bytes, limit: limits.submissionBytes, setting: SIZE_SETTINGS.submissionBytes } : undefined;
+  return bytes > limits.submissionBytes
+    ? { what: "submission", bytes, limit: limits.submissionBytes, setting: SIZE_SETTINGS.submissionBytes }
+    : undefined;
 }
 
 /** Checks a template's size. */
 export function checkTemplate(xml: string, limits: SizeLimits): TooLarge | undefined {
   const bytes = utf8Bytes(xml, limits.templateBytes);
-  return bytes > limits.templateBytes ? { what: "template", bytes, limit: limits.templateBytes, setting: SIZE_SETTINGS.templateBytes } : undefined;
+  return bytes > limits.templateBytes
+    ? { what: "template", bytes, limit: limits.templateBytes, setting: SIZE_SETTINGS.templateBytes }
+    : undefined;
 }
 
 /** Checks the size of each input value; the first one too large. */

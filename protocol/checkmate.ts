@@ -19,7 +19,10 @@ export type VerdictCriterion = z.infer<typeof VerdictCriterion>;
 /** A judge's verdict on one attempt. `score`: 0–100, higher is better. */
 export const CheckmateVerdict = z.object({
   result: z.preprocess((v) => (typeof v === "string" ? v.trim().toUpperCase() : v), z.enum(["PASS", "FAIL"])),
-  score: z.preprocess((v) => (typeof v === "string" && v.trim() !== "" && Number.isFinite(Number(v)) ? Number(v) : v), z.number().finite().min(0).max(100)),
+  score: z.preprocess(
+    (v) => (typeof v === "string" && v.trim() !== "" && Number.isFinite(Number(v)) ? Number(v) : v),
+    z.number().finite().min(0).max(100),
+  ),
   criteria: z.array(VerdictCriterion).default([]),
   gapSummary: z.string().default(""),
 });
@@ -49,7 +52,8 @@ export function parseVerdict(text: string): { ok: true; verdict: CheckmateVerdic
     value = { ...value, gapSummary: Reflect.get(value, "gap_summary") };
   }
   const parsed = CheckmateVerdict.safeParse(value);
-  if (!parsed.success) return { ok: false, error: parsed.error.issues.map((i) => `${i.path.join(".") || "(verdict)"}: ${i.message}`).join("; ") };
+  if (!parsed.success)
+    return { ok: false, error: parsed.error.issues.map((i) => `${i.path.join(".") || "(verdict)"}: ${i.message}`).join("; ") };
   return { ok: true, verdict: parsed.data };
 }
 
@@ -57,7 +61,14 @@ export function parseVerdict(text: string): { ok: true; verdict: CheckmateVerdic
 export function verdictOf(text: string): StoredVerdict {
   const got = parseVerdict(text);
   if (got.ok) return { ...got.verdict, parsed: true };
-  return { result: "FAIL", score: 0, criteria: [], gapSummary: "", parsed: false, note: `the judge's verdict could not be parsed (${got.error}); counted as FAIL` };
+  return {
+    result: "FAIL",
+    score: 0,
+    criteria: [],
+    gapSummary: "",
+    parsed: false,
+    note: `the judge's verdict could not be parsed (${got.error}); counted as FAIL`,
+  };
 }
 
 /** Marker an intake answer uses to ask the user questions instead of writing criteria, as the seed's intake does. */

@@ -104,7 +104,8 @@ function nestingExceeds(bytes: Uint8Array, limit: number): boolean {
   for (let i = 0; i < bytes.length; i++) {
     const b = bytes[i];
     if (inString) {
-      if (b === 0x5c) i++; // a backslash escapes the next byte (\" and \\ included)
+      if (b === 0x5c)
+        i++; // a backslash escapes the next byte (\" and \\ included)
       else if (b === 0x22) inString = false;
     } else if (b === 0x22) inString = true;
     else if (b === 0x5b || b === 0x7b) {

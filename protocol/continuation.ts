@@ -52,7 +52,11 @@ export type EvaluationRequest = z.infer<typeof EvaluationRequest>;
 /** Evaluation types that run their `target` as a command before judging. */
 export const SCRIPT_EVALUATION_TYPES: ReadonlySet<string> = new Set(["script", "bash_script", "test", "tests", "run_script"]);
 
-const ToolCallMessage = z.object({ id: z.string(), type: z.literal("function"), function: z.object({ name: z.string(), arguments: z.string() }) });
+const ToolCallMessage = z.object({
+  id: z.string(),
+  type: z.literal("function"),
+  function: z.object({ name: z.string(), arguments: z.string() }),
+});
 
 /** A chat message of a suspended session (chat-completions shape). */
 export const SessionMessage = z.union([

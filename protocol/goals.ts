@@ -124,7 +124,15 @@ export const GoalGetReply = z.object({ goal: Goal });
 export type GoalGetReply = z.infer<typeof GoalGetReply>;
 
 /** One line of `<root>.goals.list`. */
-export const GoalSummary = Goal.pick({ id: true, description: true, status: true, priority: true, replanCount: true, pauseReason: true, updatedAt: true }).extend({
+export const GoalSummary = Goal.pick({
+  id: true,
+  description: true,
+  status: true,
+  priority: true,
+  replanCount: true,
+  pauseReason: true,
+  updatedAt: true,
+}).extend({
   /** Sub-goals by status. */
   counts: z.record(z.string(), z.int()),
 });
@@ -214,6 +222,7 @@ export function parseAnswer<T extends z.ZodType>(schema: T, text: string): { ok:
     return { ok: false, error: `not JSON: ${messageOf(err)}` };
   }
   const parsed = schema.safeParse(value);
-  if (!parsed.success) return { ok: false, error: parsed.error.issues.map((i) => `${i.path.join(".") || "(answer)"}: ${i.message}`).join("; ") };
+  if (!parsed.success)
+    return { ok: false, error: parsed.error.issues.map((i) => `${i.path.join(".") || "(answer)"}: ${i.message}`).join("; ") };
   return { ok: true, value: parsed.data };
 }

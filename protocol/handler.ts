@@ -88,7 +88,9 @@ export const ScriptRequest = z.object({
   /** Timeout in milliseconds, capped by the Handler's limit. */
   timeoutMs: z.int().positive(),
   /** Variables set for the program (a script's `<environment>`), over the Handler's allowlisted ones. */
-  env: z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "variable names are [A-Za-z_][A-Za-z0-9_]*"), z.string().max(65_536)).optional(),
+  env: z
+    .record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "variable names are [A-Za-z_][A-Za-z0-9_]*"), z.string().max(65_536))
+    .optional(),
   /** `false`: the program gets only `env`, none of the Handler's allowlisted variables. */
   inheritEnv: z.boolean().optional(),
   /** As in `handler.execute`: keys the record of the outcome, so a re-run does not run the command again. */

@@ -7,10 +7,7 @@ import { z } from "zod";
 export const TASK_ID_PATTERN = /^[A-Za-z0-9_-]{1,64}$/;
 
 /** A task id, chosen by the client (for idempotent submission) or by the runtime. */
-export const TaskId = z
-  .string()
-  .regex(TASK_ID_PATTERN, "task id must be 1–64 characters of [A-Za-z0-9_-]")
-  .brand<"TaskId">();
+export const TaskId = z.string().regex(TASK_ID_PATTERN, "task id must be 1–64 characters of [A-Za-z0-9_-]").brand<"TaskId">();
 export type TaskId = z.infer<typeof TaskId>;
 
 /** Returns the id when `value` is a valid task id, otherwise `undefined`. */

@@ -84,7 +84,15 @@ function definition<Req extends z.ZodType, Rep extends z.ZodType, Key extends st
 ): RequestDefinition<Req, Rep, Key> {
   const anyBody = options.anyBody === true;
   const at = (...key: Key): RequestDefinition<Req, Rep> => {
-    const addressed: RequestDefinition<Req, Rep> = { name, request, reply, anyBody, subjectOf: (subjects) => subjectOf(subjects, ...key), servedOn, at: () => addressed };
+    const addressed: RequestDefinition<Req, Rep> = {
+      name,
+      request,
+      reply,
+      anyBody,
+      subjectOf: (subjects) => subjectOf(subjects, ...key),
+      servedOn,
+      at: () => addressed,
+    };
     return addressed;
   };
   return { name, request, reply, anyBody, subjectOf, servedOn, at };
@@ -103,11 +111,31 @@ export const Requests = {
   /** Public: submit a task; a raw XML body is accepted too (the Director's own decoding). */
   submit: defineRequest("tasks.submit", (s) => s.submit, SubmitRequest, SubmitReply),
   /** Public: a task's state and result. */
-  taskGet: defineRequestById("tasks.get", (s, id) => s.taskGet(id), (s) => s.anyTaskGet, NoBody, TaskStatusReply, { anyBody: true }),
+  taskGet: defineRequestById(
+    "tasks.get",
+    (s, id) => s.taskGet(id),
+    (s) => s.anyTaskGet,
+    NoBody,
+    TaskStatusReply,
+    { anyBody: true },
+  ),
   /** Public: cancel a task. */
-  taskCancel: defineRequestById("tasks.cancel", (s, id) => s.taskCancel(id), (s) => s.anyTaskCancel, NoBody, CancelReply, { anyBody: true }),
+  taskCancel: defineRequestById(
+    "tasks.cancel",
+    (s, id) => s.taskCancel(id),
+    (s) => s.anyTaskCancel,
+    NoBody,
+    CancelReply,
+    { anyBody: true },
+  ),
   /** Public: the answer to a task's pending `request_user_input`; only the Evaluator waiting for it subscribes. */
-  taskInput: defineRequestById("tasks.input", (s, id) => s.taskInput(id), (s) => s.anyTaskInput, UserInput, UserInputReply),
+  taskInput: defineRequestById(
+    "tasks.input",
+    (s, id) => s.taskInput(id),
+    (s) => s.anyTaskInput,
+    UserInput,
+    UserInputReply,
+  ),
   /** Internal: Director → Evaluator. */
   evaluate: defineRequest("evaluator.evaluate", (s) => s.evaluate, EvaluateRequest, EvaluateReply),
   /** Internal: Evaluator → Handler, an atomic task. */
@@ -123,11 +151,32 @@ export const Requests = {
   /** Public: list the goals. */
   goalsList: defineRequest("goals.list", (s) => s.goalsList, NoBody, GoalListReply, { anyBody: true }),
   /** Public: a goal with its sub-goals. */
-  goalGet: defineRequestById("goals.get", (s, id) => s.goalGet(id), (s) => s.anyGoalRequest("get"), NoBody, GoalGetReply, { anyBody: true }),
+  goalGet: defineRequestById(
+    "goals.get",
+    (s, id) => s.goalGet(id),
+    (s) => s.anyGoalRequest("get"),
+    NoBody,
+    GoalGetReply,
+    { anyBody: true },
+  ),
   /** Public: resume a paused goal. */
-  goalResume: defineRequestById("goals.resume", (s, id) => s.goalResume(id), (s) => s.anyGoalRequest("resume"), NoBody, GoalReply, { anyBody: true }),
+  goalResume: defineRequestById(
+    "goals.resume",
+    (s, id) => s.goalResume(id),
+    (s) => s.anyGoalRequest("resume"),
+    NoBody,
+    GoalReply,
+    { anyBody: true },
+  ),
   /** Public: cancel a goal and its tasks. */
-  goalCancel: defineRequestById("goals.cancel", (s, id) => s.goalCancel(id), (s) => s.anyGoalRequest("cancel"), NoBody, GoalReply, { anyBody: true }),
+  goalCancel: defineRequestById(
+    "goals.cancel",
+    (s, id) => s.goalCancel(id),
+    (s) => s.anyGoalRequest("cancel"),
+    NoBody,
+    GoalReply,
+    { anyBody: true },
+  ),
   /** Public: liveness; every process answers (no queue group), an empty body is `{}`. */
   ping: defineRequest("ping", (s) => s.ping, PingRequest, PingReply),
 } as const;

@@ -8,7 +8,10 @@ import { TaskId } from "./ids.js";
 import { Notes, TaskError } from "./result.js";
 
 /** Values bound to `{{var}}` placeholders of the template. */
-export const TaskInputs = z.record(z.string().regex(/^[A-Za-z_][\w.-]*$/, "input names start with a letter or _ and hold letters, digits, _ . -"), z.unknown());
+export const TaskInputs = z.record(
+  z.string().regex(/^[A-Za-z_][\w.-]*$/, "input names start with a letter or _ and hold letters, digits, _ . -"),
+  z.unknown(),
+);
 export type TaskInputs = z.infer<typeof TaskInputs>;
 
 /** Spending limits of a whole task, its subtasks included (checked by the Handler before each model call). */
@@ -169,5 +172,3 @@ export const TaskRecord = z.object({
   machine: z.object({ id: z.string(), version: z.int().nonnegative(), snapshot: z.unknown() }).optional(),
 });
 export type TaskRecord = z.infer<typeof TaskRecord>;
-
-

@@ -74,15 +74,20 @@ export class DirigentClient {
    */
   submit(input: SubmitInput): Promise<SubmitReply> {
     const body = input.prompt === undefined ? { xml: input.xml } : { prompt: input.prompt };
-    return ask(this.deps(), Requests.submit, {
+    return ask(
+      this.deps(),
+      Requests.submit,
+      {
         ...body,
         inputs: input.inputs ?? {},
         ...(input.taskId ? { taskId: input.taskId } : {}),
         ...(input.budget ? { budget: input.budget } : {}),
         ...(input.stream === undefined ? {} : { stream: input.stream }),
-      }, {
-      timeoutMs: this.timeoutMs,
-    });
+      },
+      {
+        timeoutMs: this.timeoutMs,
+      },
+    );
   }
 
   /**

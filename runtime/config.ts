@@ -11,11 +11,23 @@ const positiveInt = z.coerce.number().int().positive();
  * A size limit: at most 1 MiB, the largest message between roles (a task's template and inputs travel in one
  * request from Director to Evaluator) and the template parser's own ceiling.
  */
-const sizeLimit = positiveInt.max(MAX_BODY_BYTES, `must be at most ${MAX_BODY_BYTES} (1 MiB, the largest message between roles); it can only be lowered`);
+const sizeLimit = positiveInt.max(
+  MAX_BODY_BYTES,
+  `must be at most ${MAX_BODY_BYTES} (1 MiB, the largest message between roles); it can only be lowered`,
+);
 const fraction = z.coerce.number().gt(0).max(1);
 /** A comma-separated list in the environment, or an array. */
 const list = <T extends z.ZodType>(item: T) =>
-  z.preprocess((v) => (typeof v === "string" ? v.split(",").map((s) => s.trim()).filter((s) => s !== "") : v), z.array(item));
+  z.preprocess(
+    (v) =>
+      typeof v === "string"
+        ? v
+            .split(",")
+            .map((s) => s.trim())
+            .filter((s) => s !== "")
+        : v,
+    z.array(item),
+  );
 /** A JSON object in the environment, or an object. */
 const json = <T extends z.ZodType>(schema: T) =>
   z.preprocess((v, ctx) => {
@@ -48,7 +60,14 @@ export const Config = z.object({
   /** A NATS `.creds` file (JWT and NKey seed; needs a server in operator mode). */
   natsCreds: z.string().min(1).optional(),
   /** Subject root. */
-  prefix: z.string().refine((v) => { try { checkRoot(v); return true; } catch { return false; } }, "must be lowercase [a-z0-9_-] tokens separated by '.'"),
+  prefix: z.string().refine((v) => {
+    try {
+      checkRoot(v);
+      return true;
+    } catch {
+      return false;
+    }
+  }, "must be lowercase [a-z0-9_-] tokens separated by '.'"),
   /** Default model id. */
   model: z.string().min(1),
   /** OpenAI-compatible base URL. */
@@ -100,6 +119,12 @@ export const Config = z.object({
   workspaceRoot: z.string().min(1),
   /** Tools offered to the model. */
   tools: list(z.enum(["read_file", "list_files", "run_script"])),
+  /** MCP servers whose tools the Handler offers: a JSON file `{"mcpServers": {...}}` (docs/tools.md). */
+  mcpConfig: z.string().min(1).optional(),
+  /** Default time one tool call (MCP, TypeScript) may take before it is answered with a timeout error. */
+  toolTimeoutMs: positiveInt,
+  /** Default cap of one tool result (MCP, TypeScript) in bytes; a longer one is cut with a note. */
+  toolResultMaxBytes: sizeLimit,
   /**
    * Programs that commands written in submitted templates may run (`script` tasks, `<script_execution>`,
    * `<file_paths source="command">`, `request_evaluation` targets): `argv[0]` must be exactly one of them (a name
@@ -209,6 +234,8 @@ export const DEFAULTS = {
   modelPrices: {},
   workspaceRoot: ".",
   tools: ["read_file", "list_files"],
+  toolTimeoutMs: 60_000,
+  toolResultMaxBytes: 65_536,
   commands: [],
   sandbox: "bwrap",
   sandboxNetwork: "off",
@@ -280,6 +307,9 @@ export const ENV_NAMES = {
   modelPrices: "DIRIGENT_MODEL_PRICES",
   workspaceRoot: "DIRIGENT_WORKSPACE_ROOT",
   tools: "DIRIGENT_TOOLS",
+  mcpConfig: "DIRIGENT_MCP_CONFIG",
+  toolTimeoutMs: "DIRIGENT_TOOL_TIMEOUT_MS",
+  toolResultMaxBytes: "DIRIGENT_TOOL_RESULT_MAX_BYTES",
   commands: "DIRIGENT_COMMANDS",
   sandbox: "DIRIGENT_SANDBOX",
   sandboxNetwork: "DIRIGENT_SANDBOX_NETWORK",
@@ -330,6 +360,7 @@ const FLAG_NAMES: Partial<Record<keyof Config, string>> = {
   concurrency: "--concurrency",
   logLevel: "--log-level",
   templates: "--templates",
+  mcpConfig: "--mcp-config",
   substitution: "--substitution",
   llmMatch: "--llm-match",
 };
@@ -390,7 +421,11 @@ export function ackWaitMsFromEnv(env: NodeJS.ProcessEnv = process.env): number {
  * (1 MiB each by default), for the CLI's checks before it sends anything.
  * @throws {ConfigError} when a value is not a positive integer.
  */
-export function sizeLimitsFromEnv(env: NodeJS.ProcessEnv = process.env): { submissionBytes: number; inputBytes: number; templateBytes: number } {
+export function sizeLimitsFromEnv(env: NodeJS.ProcessEnv = process.env): {
+  submissionBytes: number;
+  inputBytes: number;
+  templateBytes: number;
+} {
   const keys = ["maxSubmissionBytes", "maxInputBytes", "maxTemplateBytes"] as const;
   const config = loadConfig({}, Object.fromEntries(keys.map((k) => [ENV_NAMES[k], env[ENV_NAMES[k]]])));
   return { submissionBytes: config.maxSubmissionBytes, inputBytes: config.maxInputBytes, templateBytes: config.maxTemplateBytes };

@@ -5,7 +5,17 @@
 import type { Bus, BusSubscription } from "../actors/bus.js";
 import { ask } from "../actors/ask.js";
 import { clientDeps } from "./client.js";
-import { decode, GoalEvent, GoalGetReply, GoalListReply, GoalReply, OperatorAlert, Requests, type GoalSubmitRequest, type Subjects } from "../protocol/index.js";
+import {
+  decode,
+  GoalEvent,
+  GoalGetReply,
+  GoalListReply,
+  GoalReply,
+  OperatorAlert,
+  Requests,
+  type GoalSubmitRequest,
+  type Subjects,
+} from "../protocol/index.js";
 
 /** Client of the goal API. */
 export class GoalClient {

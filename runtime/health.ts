@@ -88,7 +88,10 @@ export type SelfCheck = "ok" | "lost" | "unknown";
 /** Pings this process through the server. `lost`: the server knows no subscription of it on the ping subject. */
 export async function checkSelf(bus: Bus, subjects: Subjects, processId: string, timeoutMs: number): Promise<SelfCheck> {
   try {
-    const answer = decode(Requests.ping.reply, await bus.request(Requests.ping.subjectOf(subjects), encode(Requests.ping.request, { processId }), { timeoutMs }));
+    const answer = decode(
+      Requests.ping.reply,
+      await bus.request(Requests.ping.subjectOf(subjects), encode(Requests.ping.request, { processId }), { timeoutMs }),
+    );
     return answer.ok && answer.value.processId === processId ? "ok" : "unknown";
   } catch (err) {
     // A timeout or a broken connection says nothing of the subscriptions: the connection's own status loop handles those.
@@ -148,7 +151,9 @@ export function superviseConnection(options: SuperviseOptions): { stop(): void }
       }
       lost++;
       if (lost >= maxLost) {
-        fatal(`this process's subscriptions no longer reach it (no responders on its own ping, ${lost} checks in a row, each followed by a reconnect)`);
+        fatal(
+          `this process's subscriptions no longer reach it (no responders on its own ping, ${lost} checks in a row, each followed by a reconnect)`,
+        );
         return;
       }
       log.error({ checks: lost }, "this process's subscriptions no longer reach it: reconnecting to send them again");

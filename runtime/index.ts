@@ -11,10 +11,19 @@ export { place, DEFAULT_NATS_URL, type Placement } from "./nats/connect.js";
 export { startMockLlm, loadMockScript, MockScript, type MockLlmServer } from "./model/mock-server.js";
 export { startNatsServer, findNatsServer, NatsServerNotFoundError } from "./nats/server-process.js";
 export { type CallModel } from "../actors/model.js";
+export { silentLogger, type Logger } from "../actors/deps.js";
+export { defineTool, type ToolDeclaration, type ToolRunContext, type TypeScriptTool } from "./tools/typescript.js";
 export { createModelClient } from "./model/openai.js";
 export { parseTemplate } from "../machines/language/parse.js";
 export {
-  createLibrary, libraryFromXml, loadLibrary,
-  type LibraryError, type LibraryTemplate, type LoadedLibrary, type MatchOptions, type TemplateLibrary, type TemplateMatch,
+  createLibrary,
+  libraryFromXml,
+  loadLibrary,
+  type LibraryError,
+  type LibraryTemplate,
+  type LoadedLibrary,
+  type MatchOptions,
+  type TemplateLibrary,
+  type TemplateMatch,
 } from "../actors/library/library.js";
 export { createSubjects, DEFAULT_ROOT } from "../protocol/index.js";

@@ -7,7 +7,12 @@ import type { Logger } from "../actors/deps.js";
 import { createMasker, maskDeep } from "../actors/secrets.js";
 
 /** Creates the process logger; `secrets` are masked as `[redacted]` in every line. Writes to stderr unless given `destination`. */
-export function createLogger(level: string, name: string, secrets: readonly string[] = [], destination: DestinationStream = pino.destination(2)): Logger & PinoLogger {
+export function createLogger(
+  level: string,
+  name: string,
+  secrets: readonly string[] = [],
+  destination: DestinationStream = pino.destination(2),
+): Logger & PinoLogger {
   const mask = createMasker(secrets);
   const masking = secrets.length > 0;
   return pino(
@@ -20,7 +25,10 @@ export function createLogger(level: string, name: string, secrets: readonly stri
             formatters: { log: (object: Record<string, unknown>) => maskDeep(errorsAsText(object), mask) },
             hooks: {
               logMethod(args: unknown[], method: (...a: unknown[]) => void) {
-                method.apply(this, args.map((a) => (typeof a === "string" ? mask(a) : a)));
+                method.apply(
+                  this,
+                  args.map((a) => (typeof a === "string" ? mask(a) : a)),
+                );
               },
             },
           }

@@ -37,7 +37,7 @@ export const PUBLIC_SCHEMAS = {
   "user-input-reply": UserInputReply,
   "goal-submit-request": GoalSubmitRequest,
   "goal-reply": GoalReply,
-  "goal": Goal,
+  goal: Goal,
   "goal-list-reply": GoalListReply,
   "goal-event": GoalEvent,
   "operator-alert": OperatorAlert,

@@ -28,7 +28,12 @@ export function secretValues(config: SecretConfig): string[] {
   const values = [config.openaiApiKey, config.natsPassword, config.natsToken];
   if (config.natsPasswordFile !== undefined) values.push(linesOf(config.natsPasswordFile)[0]);
   // A creds file holds a JWT and an NKey seed between its marker lines.
-  if (config.natsCreds !== undefined) values.push(...linesOf(config.natsCreds).map((l) => l.trim()).filter((l) => l.length >= 16 && !/^[-*]|\s/.test(l)));
+  if (config.natsCreds !== undefined)
+    values.push(
+      ...linesOf(config.natsCreds)
+        .map((l) => l.trim())
+        .filter((l) => l.length >= 16 && !/^[-*]|\s/.test(l)),
+    );
   return [...new Set(values.filter((v): v is string => typeof v === "string" && v.trim() !== ""))];
 }
 

@@ -14,6 +14,8 @@ import type { IndexStore } from "../actors/memory/index-store.js";
 import { answersOnly, type CallModel } from "../actors/model.js";
 import { createModelClient } from "./model/openai.js";
 import { createToolset } from "./tools/toolset.js";
+import { typeScriptSource, type TypeScriptTool } from "./tools/typescript.js";
+import { configuredSources } from "./tools/configured.js";
 import { createSubjects, type Subjects } from "../protocol/index.js";
 import { loadLibrary, type TemplateLibrary } from "../actors/library/library.js";
 import { DEFAULTS, type Config } from "./config.js";
@@ -58,6 +60,8 @@ export interface SystemOptions {
   callModel?: CallModel;
   /** The template library of the Evaluator; by default loaded from `config.templates`. */
   library?: TemplateLibrary;
+  /** TypeScript tools offered to the Handler's sessions besides the configured ones ({@link defineTool}, docs/tools.md). */
+  tools?: readonly TypeScriptTool[];
 }
 
 /**
@@ -128,7 +132,12 @@ export async function startSystem(options: SystemOptions): Promise<SystemHandle>
         workspaceRoot: config.workspaceRoot,
         enabled: config.tools,
         commands: config.commands,
-        sandbox: { mode: config.sandbox, network: config.sandboxNetwork === "on", readOnly: config.sandboxReadOnly, hidden: hiddenPaths(config) },
+        sandbox: {
+          mode: config.sandbox,
+          network: config.sandboxNetwork === "on",
+          readOnly: config.sandboxReadOnly,
+          hidden: hiddenPaths(config),
+        },
         secrets,
         readMaxBytes: config.readMaxBytes,
         listMaxEntries: config.listMaxEntries,
@@ -136,8 +145,11 @@ export async function startSystem(options: SystemOptions): Promise<SystemHandle>
         scriptKillGraceMs: config.scriptKillGraceMs,
         scriptOutputMaxBytes: config.scriptOutputMaxBytes,
         scriptEnv: config.scriptEnv,
+        toolTimeoutMs: config.toolTimeoutMs,
+        toolResultMaxBytes: config.toolResultMaxBytes,
       },
       deps.log,
+      { sources: [...(options.tools?.length ? [typeScriptSource(options.tools)] : []), ...(await configuredSources(config, deps.log))] },
     );
     started.push(
       startHandler(
@@ -189,7 +201,11 @@ export async function startSystem(options: SystemOptions): Promise<SystemHandle>
         concurrency: config.concurrency,
         taskTimeoutMs: config.taskTimeoutMs,
         ...(transport.lastPublished ? { lastPublished: transport.lastPublished } : {}),
-        sizeLimits: { submissionBytes: config.maxSubmissionBytes, inputBytes: config.maxInputBytes, templateBytes: config.maxTemplateBytes },
+        sizeLimits: {
+          submissionBytes: config.maxSubmissionBytes,
+          inputBytes: config.maxInputBytes,
+          templateBytes: config.maxTemplateBytes,
+        },
         parseCache,
       }),
     );
@@ -213,7 +229,13 @@ export async function startSystem(options: SystemOptions): Promise<SystemHandle>
     );
   }
   // Last, so that an answer to a ping means every role of the process is serving.
-  const ping = startPingResponder({ bus: transport.bus, subjects, roles, log: deps.log, inFlight: () => (transport.bus as { readonly inFlight?: number }).inFlight });
+  const ping = startPingResponder({
+    bus: transport.bus,
+    subjects,
+    roles,
+    log: deps.log,
+    inFlight: () => (transport.bus as { readonly inFlight?: number }).inFlight,
+  });
   await transport.bus.flush();
   let pingStopped: Promise<void> | undefined;
   const stop = async () => {

@@ -82,11 +82,15 @@ export async function compileWithModel(
     }
   }
   const what = request.mode === "decompose" ? "decomposition" : "template";
-  return errorReply("INVALID_TEMPLATE", `compiler: no valid ${what} after ${maxAttempts} attempt${maxAttempts === 1 ? "" : "s"}: ${last.errors.join("; ")}`, {
-    ...(last.line ? { line: last.line } : {}),
-    ...(last.col ? { col: last.col } : {}),
-    details: { attempts: maxAttempts, errors: seen },
-  });
+  return errorReply(
+    "INVALID_TEMPLATE",
+    `compiler: no valid ${what} after ${maxAttempts} attempt${maxAttempts === 1 ? "" : "s"}: ${last.errors.join("; ")}`,
+    {
+      ...(last.line ? { line: last.line } : {}),
+      ...(last.col ? { col: last.col } : {}),
+      details: { attempts: maxAttempts, errors: seen },
+    },
+  );
 }
 
 /** Starts the Compiler role on the same model client as the Handler. */

@@ -23,7 +23,13 @@ export interface CompileOptions {
 export type CompileOutcome = { ok: true; xml: string } | { ok: false; result: TaskResult };
 
 /** Compiles the claimed task's prompt, stores the template under the claim, and announces it. */
-export async function compilePrompt(deps: ActorDeps, store: TaskStore, claim: Claim, prompt: string, options: CompileOptions): Promise<CompileOutcome> {
+export async function compilePrompt(
+  deps: ActorDeps,
+  store: TaskStore,
+  claim: Claim,
+  prompt: string,
+  options: CompileOptions,
+): Promise<CompileOutcome> {
   const { record } = claim;
   const request: CompileRequest = { type: "compiler.compile", prompt, taskId: record.taskId, inputNames: Object.keys(record.inputs) };
   let reply: CompileReply;
@@ -35,7 +41,12 @@ export async function compilePrompt(deps: ActorDeps, store: TaskStore, claim: Cl
     const error: TaskResult["error"] =
       err.code === "INVALID_TEMPLATE"
         ? { type: "XML_PARSE_ERROR", message }
-        : { type: "TASK_FAILURE", reason: err.code === "UNAVAILABLE" ? "model_error" : "unexpected_error", message, details: { code: err.code } };
+        : {
+            type: "TASK_FAILURE",
+            reason: err.code === "UNAVAILABLE" ? "model_error" : "unexpected_error",
+            message,
+            details: { code: err.code },
+          };
     return { ok: false, result: { content: "", status: "FAILED", notes: {}, error } };
   }
   const written = await writeClaimed(store, claim, (current) => ({ ...current, xml: reply.xml, updatedAt: deps.now().toISOString() }));

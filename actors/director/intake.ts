@@ -55,7 +55,8 @@ export function decodeSubmission(
     submission = { xml: textOf(data), inputs: {} };
   } else {
     const json = decodeJson(data, limits.submissionBytes);
-    if (!json.ok) return { ok: false, reply: errorReply("INVALID_MESSAGE", `${json.error.message} (send JSON {"xml": "..."} or a raw XML document)`) };
+    if (!json.ok)
+      return { ok: false, reply: errorReply("INVALID_MESSAGE", `${json.error.message} (send JSON {"xml": "..."} or a raw XML document)`) };
     const parsed = validate(SubmitRequest, json.value);
     if (!parsed.ok) {
       const idIssue = parsed.error.issues.find((i) => i.path === "/taskId");
@@ -63,7 +64,12 @@ export function decodeSubmission(
       return { ok: false, reply: errorReply(code, parsed.error.message, { details: parsed.error.issues }) };
     }
     const { taskId, xml, template, prompt, inputs, budget, stream } = parsed.value;
-    submission = { xml: xml ?? template ?? "", inputs: inputs ?? {}, ...(taskId ? { taskId } : {}), ...(prompt === undefined ? {} : { prompt }) };
+    submission = {
+      xml: xml ?? template ?? "",
+      inputs: inputs ?? {},
+      ...(taskId ? { taskId } : {}),
+      ...(prompt === undefined ? {} : { prompt }),
+    };
     if (budget) submission.budget = budget;
     if (stream !== undefined) submission.stream = stream;
     const input = checkInputs(submission.inputs, limits);
@@ -79,7 +85,10 @@ export function decodeSubmission(
     return { ok: false, reply: errorReply("INVALID_TEMPLATE", message, { ...(line ? { line } : {}), ...(col ? { col } : {}) }) };
   }
   if (!parsed.document.entry) {
-    return { ok: false, reply: errorReply("INVALID_TEMPLATE", "the template defines no task to run (no top-level <task>, <call> or <cond>)") };
+    return {
+      ok: false,
+      reply: errorReply("INVALID_TEMPLATE", "the template defines no task to run (no top-level <task>, <call> or <cond>)"),
+    };
   }
   return { ok: true, submission };
 }
@@ -131,7 +140,13 @@ export async function acceptSubmission(
  * A queued record too large for one queue item (a large template): stored in the task store first (which keeps large
  * values in chunks), and queued as `{taskId}`, the item a Director claims by reading the record.
  */
-async function acceptLarge(store: TaskStore, queue: WorkQueue, taskId: TaskId, record: Uint8Array, queuing?: (taskId: TaskId) => void): Promise<Accepted> {
+async function acceptLarge(
+  store: TaskStore,
+  queue: WorkQueue,
+  taskId: TaskId,
+  record: Uint8Array,
+  queuing?: (taskId: TaskId) => void,
+): Promise<Accepted> {
   if ((await store.create(taskId, record)) === "exists") return { reply: { taskId, status: "duplicate" } };
   queuing?.(taskId);
   const { duplicate } = await queue.enqueue(taskId, encodeJson({ taskId }));
@@ -149,7 +164,8 @@ export function queuedRecord(data: Uint8Array): { ok: true; record: TaskRecord |
   const json = decodeJson(data, MAX_STORED_VALUE_BYTES);
   if (!json.ok) return { ok: false, message: json.error.message };
   const value = json.value;
-  if (typeof value === "object" && value !== null && Object.keys(value).length === 1 && "taskId" in value) return { ok: true, record: undefined };
+  if (typeof value === "object" && value !== null && Object.keys(value).length === 1 && "taskId" in value)
+    return { ok: true, record: undefined };
   const decoded = validate(TaskRecord, value);
   return decoded.ok ? { ok: true, record: decoded.value } : { ok: false, message: decoded.error.message };
 }
@@ -189,7 +205,8 @@ export async function handleSubmit(
 
 function firstNonSpace(data: Uint8Array): string | undefined {
   for (const byte of data) {
-    if (byte !== 0x20 && byte !== 0x0a && byte !== 0x0d && byte !== 0x09 && byte !== 0xef && byte !== 0xbb && byte !== 0xbf) return String.fromCharCode(byte);
+    if (byte !== 0x20 && byte !== 0x0a && byte !== 0x0d && byte !== 0x09 && byte !== 0xef && byte !== 0xbb && byte !== 0xbf)
+      return String.fromCharCode(byte);
   }
   return undefined;
 }

@@ -21,7 +21,9 @@ export function fitEvent(event: TaskEvent, maxBytes: number | undefined): Uint8A
   const { message, data: _data, ...rest } = event;
   const cut: TaskEvent = {
     ...rest,
-    ...(message === undefined ? {} : { message: message.length > KEPT_MESSAGE_CHARS ? `${message.slice(0, KEPT_MESSAGE_CHARS)}…` : message }),
+    ...(message === undefined
+      ? {}
+      : { message: message.length > KEPT_MESSAGE_CHARS ? `${message.slice(0, KEPT_MESSAGE_CHARS)}…` : message }),
     data: { truncated: true, bytes: body.byteLength },
   };
   return encode(TaskEvent, cut);

@@ -70,7 +70,15 @@ export async function readTaskRecord(store: TaskStore, taskId: string): Promise<
 
 /** The record of `queued` claimed by `owner` now, from the queue item at `intakeSeq`. */
 function claimed(queued: TaskRecord, owner: string, claimedAt: string, intakeSeq: number | undefined): TaskRecord {
-  return { ...queued, state: "running", owner, claimedAt, seq: queued.seq ?? 1, updatedAt: claimedAt, ...(intakeSeq === undefined ? {} : { intakeSeq }) };
+  return {
+    ...queued,
+    state: "running",
+    owner,
+    claimedAt,
+    seq: queued.seq ?? 1,
+    updatedAt: claimedAt,
+    ...(intakeSeq === undefined ? {} : { intakeSeq }),
+  };
 }
 
 /**
@@ -115,7 +123,14 @@ export async function claimTask(
     if (written !== undefined) {
       return {
         kind: "claimed",
-        claim: { taskId, owner, claimedAt, record: next, written: { record: next, revision: written }, ...(record.owner === undefined ? {} : { previousOwner: record.owner }) },
+        claim: {
+          taskId,
+          owner,
+          claimedAt,
+          record: next,
+          written: { record: next, revision: written },
+          ...(record.owner === undefined ? {} : { previousOwner: record.owner }),
+        },
       };
     }
   }
@@ -197,8 +212,17 @@ export async function requestCancel(
       if (!found) return { kind: "missing" };
       const at = now().toISOString();
       const result: TaskOutcome = { taskId: found.record.taskId, status: "CANCELLED", content: "", notes: {} };
-      const record: TaskRecord = { ...found.record, state: "cancelled", cancelRequested: true, result, seq: (found.record.seq ?? 1) + 1, updatedAt: at, intakeSeq: found.seq };
-      if ((await store.createWithRevision(taskId, encode(TaskRecord, record))) !== undefined) return { kind: "cancelled", record, seq: found.seq };
+      const record: TaskRecord = {
+        ...found.record,
+        state: "cancelled",
+        cancelRequested: true,
+        result,
+        seq: (found.record.seq ?? 1) + 1,
+        updatedAt: at,
+        intakeSeq: found.seq,
+      };
+      if ((await store.createWithRevision(taskId, encode(TaskRecord, record))) !== undefined)
+        return { kind: "cancelled", record, seq: found.seq };
       continue;
     }
     if (FINAL_STATES.has(current.record.state)) return { kind: "final", record: current.record };

@@ -85,7 +85,9 @@ export function taskRequests(deps: ActorDeps, store: TaskStore, queue: WorkQueue
       const { record } = outcome;
       hooks.publishEvent(taskId, record.seq ?? 2, "task.cancelled", "cancelled", "cancelled");
       if (record.result) bus.publish(subjects.taskResult(taskId), encode(TaskOutcome, record.result));
-      await queue.discard(taskId, outcome.seq).catch((err: unknown) => log.warn({ taskId, err: messageOf(err) }, "could not remove the cancelled task's queue item"));
+      await queue
+        .discard(taskId, outcome.seq)
+        .catch((err: unknown) => log.warn({ taskId, err: messageOf(err) }, "could not remove the cancelled task's queue item"));
     }
     bus.publish(subjects.cancelBroadcast, encode(CancelBroadcast, { type: "task.cancel", taskId }));
     const reply: CancelReply = { taskId, state: "cancelled", cancelled: true };

@@ -5,7 +5,14 @@
  * actor as `task.done` and `task.changed`, the checkpoints' findings as `claim.lost` and `checkpoint.refused`.
  */
 import { createActor, fromPromise, type Actor, type Snapshot } from "xstate";
-import { runMachine, type ClaimOutput, type FinishInput, type FinishOutput, type RestoreOutput, type RunOutcome } from "../../machines/director/run.js";
+import {
+  runMachine,
+  type ClaimOutput,
+  type FinishInput,
+  type FinishOutput,
+  type RestoreOutput,
+  type RunOutcome,
+} from "../../machines/director/run.js";
 import type { TaskContext } from "../../machines/director/task.js";
 import {
   CancelBroadcast,
@@ -25,10 +32,27 @@ import { compilePrompt } from "./compile.js";
 import { fitOutcome } from "./message-fit.js";
 import { claimTask, holds, PENDING_CLAIM_MS, pendingClaim, readTaskRecord, writeClaimed, type Claim } from "./records.js";
 import { restorable } from "./snapshot.js";
-import { checkpointer, createTaskActor, failedContext, heartbeatMs, outcomeOf, stateOf, unstorableMessage, type RunningTask, type TaskEffects } from "./task.js";
+import {
+  checkpointer,
+  createTaskActor,
+  failedContext,
+  heartbeatMs,
+  outcomeOf,
+  stateOf,
+  unstorableMessage,
+  type RunningTask,
+  type TaskEffects,
+} from "./task.js";
 
 /** Publishes a task event (`seq` is the task's next). */
-export type PublishEvent = (taskId: string, seq: number, type: string, state: TaskState, message?: string, data?: Record<string, unknown>) => void;
+export type PublishEvent = (
+  taskId: string,
+  seq: number,
+  type: string,
+  state: TaskState,
+  message?: string,
+  data?: Record<string, unknown>,
+) => void;
 
 /** The run actor of one delivery. */
 export type RunActor = Actor<typeof runMachine>;
@@ -62,7 +86,8 @@ async function finish(env: RunEnv, task: RunningTask, context: TaskContext, stat
   const { deps, store } = env;
   let outcome = outcomeOf(task.claim.record.taskId, context, state);
   const seq = task.seq + 1;
-  const write = () => writeClaimed(store, task.claim, (current) => ({ ...current, state, result: outcome, seq, updatedAt: deps.now().toISOString() }));
+  const write = () =>
+    writeClaimed(store, task.claim, (current) => ({ ...current, state, result: outcome, seq, updatedAt: deps.now().toISOString() }));
   let written: Awaited<ReturnType<typeof write>>;
   try {
     written = await write();
@@ -89,12 +114,22 @@ async function publishLostResult(env: RunEnv, record: TaskRecord): Promise<void>
   if (env.lastPublished === undefined || record.result === undefined) return;
   if ((await env.lastPublished(deps.subjects.taskResult(record.taskId))) !== undefined) return;
   deps.log.warn({ taskId: record.taskId }, "final task's result was never published; publishing it");
-  env.publishEvent(record.taskId, record.seq ?? 1, `task.${record.state}`, record.state, record.state === "failed" ? record.result.error?.message : undefined);
+  env.publishEvent(
+    record.taskId,
+    record.seq ?? 1,
+    `task.${record.state}`,
+    record.state,
+    record.state === "failed" ? record.result.error?.message : undefined,
+  );
   deps.bus.publish(deps.subjects.taskResult(record.taskId), encode(TaskOutcome, fitOutcome(record.result, deps.bus.maxMessageBytes)));
 }
 
 /** Claims a task on a redelivery (or for an item of an older release): reads its record first. */
-async function claimStored(env: RunEnv, delivery: { item: WorkItem }, queued: TaskRecord | undefined): Promise<ClaimOutput & { claim?: Claim }> {
+async function claimStored(
+  env: RunEnv,
+  delivery: { item: WorkItem },
+  queued: TaskRecord | undefined,
+): Promise<ClaimOutput & { claim?: Claim }> {
   const { deps, pendingClaims } = env;
   // A second delivery while this process is still claiming the task (the server redelivered after a restart):
   // the newer delivery is the one to settle, and the task is claimed once.
@@ -214,7 +249,8 @@ export function runDelivery(env: RunEnv, item: WorkItem, queued: TaskRecord | un
           },
           // The task's state cannot be stored (too large): retrying cannot help, and running on unstored would lose it
           // at the next takeover. It fails once, through the normal finish.
-          refused: (err) => run.send({ type: "checkpoint.refused", message: unstorableMessage("checkpoint (its state and template)", err) }),
+          refused: (err) =>
+            run.send({ type: "checkpoint.refused", message: unstorableMessage("checkpoint (its state and template)", err) }),
         });
         return { kind: "claimed", pending: claim.pending === true };
       }),
@@ -228,7 +264,8 @@ export function runDelivery(env: RunEnv, item: WorkItem, queued: TaskRecord | un
         // A task taken over resumes from its machine's stored snapshot (actors/director/snapshot.ts).
         const restore = previousOwner === undefined ? ({ kind: "none" } as const) : restorable(record);
         if (restore.kind === "refused") return refuse(restore.message);
-        if (restore.kind === "snapshot" && restore.migratedFrom !== undefined) log.info({ taskId: record.taskId, from: restore.migratedFrom }, "task snapshot migrated");
+        if (restore.kind === "snapshot" && restore.migratedFrom !== undefined)
+          log.info({ taskId: record.taskId, from: restore.migratedFrom }, "task snapshot migrated");
         const actor = createTaskActor(taskEffects(env, running, fresh), {
           ...inspectOption(deps, "director", record.taskId),
           input: { taskId: record.taskId, xml: record.xml, inputs: record.inputs },
@@ -263,7 +300,8 @@ export function runDelivery(env: RunEnv, item: WorkItem, queued: TaskRecord | un
         await checkpointsOf().idle();
         if (running.lost || running.actor === undefined) return "lost";
         const ended = running.actor.getSnapshot();
-        if (ended.status === "error") return finish(env, running, failedContext(record, `the task machine failed: ${messageOf(ended.error)}`), "failed");
+        if (ended.status === "error")
+          return finish(env, running, failedContext(record, `the task machine failed: ${messageOf(ended.error)}`), "failed");
         return finish(env, running, ended.context, stateOf(ended));
       }),
       // Draining: the next Director resumes the task from its record (stored now, should its claim be pending) at once
@@ -284,7 +322,9 @@ export function runDelivery(env: RunEnv, item: WorkItem, queued: TaskRecord | un
         } else if (!fresh) {
           // Delivered before, to a Director that stopped before it stored its claim: the task starts over (the Handler's
           // records replay what that run finished).
-          env.publishEvent(record.taskId, ++running.seq, "task.resumed", "running", "resumed: delivered again, from its start", { deliveries: running.item.deliveries });
+          env.publishEvent(record.taskId, ++running.seq, "task.resumed", "running", "resumed: delivered again, from its start", {
+            deliveries: running.item.deliveries,
+          });
         }
         running.actor?.send(record.cancelRequested ? { type: "task.cancel" } : { type: "task.start" });
       },
@@ -294,19 +334,29 @@ export function runDelivery(env: RunEnv, item: WorkItem, queued: TaskRecord | un
       dueClaim: () => checkpointsOf().due(),
       // The outcome is stored before this: a lost ack only costs a redelivery that is acked and ignored, so the
       // task's handler does not wait for the server's confirmation.
-      ack: () => void current().ack().catch((err: unknown) => log.warn({ taskId: item.id, err: messageOf(err) }, "ack failed; the redelivery will be ignored")),
+      ack: () =>
+        void current()
+          .ack()
+          .catch((err: unknown) => log.warn({ taskId: item.id, err: messageOf(err) }, "ack failed; the redelivery will be ignored")),
       nak: () => current().nak(),
       nakLater: () => current().nak(retryDelayMs(current().deliveries)),
       // What the Evaluator and the Handler still run of the task stops.
-      cancelOthers: () => deps.bus.publish(deps.subjects.cancelBroadcast, encode(CancelBroadcast, { type: "task.cancel", taskId: claimed().claim.record.taskId })),
+      cancelOthers: () =>
+        deps.bus.publish(
+          deps.subjects.cancelBroadcast,
+          encode(CancelBroadcast, { type: "task.cancel", taskId: claimed().claim.record.taskId }),
+        ),
       report: ({ context }, { outcome }: { outcome: RunOutcome }) => {
         if (outcome === "lost") log.info({ taskId: item.id }, "claim taken over; nothing published");
-        else if (outcome === "handedBack" && context.error !== undefined) log.error({ taskId: item.id, err: context.error }, "task handling failed");
+        else if (outcome === "handedBack" && context.error !== undefined)
+          log.error({ taskId: item.id, err: context.error }, "task handling failed");
         else if (outcome === "handedBack") log.info({ taskId: item.id }, "task handed back: draining");
       },
     },
   });
-  const run = createActor(machine, { input: { taskId: item.id, heartbeatMs: heartbeatMs(env.ackWaitMs), pendingClaimMs: PENDING_CLAIM_MS, draining } });
+  const run = createActor(machine, {
+    input: { taskId: item.id, heartbeatMs: heartbeatMs(env.ackWaitMs), pendingClaimMs: PENDING_CLAIM_MS, draining },
+  });
   return new Promise<void>((resolve) => {
     const ended = () => {
       env.runs.delete(run);

@@ -21,7 +21,9 @@ const isObject = (value: unknown): value is Record<string, unknown> => typeof va
 /** v1 → v2: the evaluation, invoked without an id in v1, is the child `evaluate`. */
 function nameEvaluateChild(snapshot: unknown): unknown {
   if (!isObject(snapshot) || !isObject(snapshot.children)) return snapshot;
-  const children = Object.fromEntries(Object.entries(snapshot.children).map(([key, child]) => [key === "0.task.running" ? EVALUATE_ID : key, child]));
+  const children = Object.fromEntries(
+    Object.entries(snapshot.children).map(([key, child]) => [key === "0.task.running" ? EVALUATE_ID : key, child]),
+  );
   return { ...snapshot, children };
 }
 
@@ -29,7 +31,10 @@ function nameEvaluateChild(snapshot: unknown): unknown {
 export const MIGRATIONS: Migrations = { 1: nameEvaluateChild };
 
 /** What to restore a task from: a snapshot of the current version, or why the stored one cannot be used. */
-export type Restorable = { kind: "none" } | { kind: "snapshot"; snapshot: unknown; migratedFrom?: number } | { kind: "refused"; message: string };
+export type Restorable =
+  | { kind: "none" }
+  | { kind: "snapshot"; snapshot: unknown; migratedFrom?: number }
+  | { kind: "refused"; message: string };
 
 /**
  * Decides what a record's stored snapshot restores to.
@@ -38,18 +43,29 @@ export type Restorable = { kind: "none" } | { kind: "snapshot"; snapshot: unknow
 export function restorable(record: TaskRecord, migrations: Migrations = MIGRATIONS): Restorable {
   const stored = record.machine;
   if (!stored) return { kind: "none" };
-  if (stored.id !== TASK_MACHINE_ID) return { kind: "refused", message: `stored snapshot is of machine '${stored.id}', not '${TASK_MACHINE_ID}'` };
+  if (stored.id !== TASK_MACHINE_ID)
+    return { kind: "refused", message: `stored snapshot is of machine '${stored.id}', not '${TASK_MACHINE_ID}'` };
   if (stored.version > TASK_MACHINE_VERSION) {
-    return { kind: "refused", message: `stored snapshot is of task machine v${stored.version}, newer than this release's v${TASK_MACHINE_VERSION}: resume it with a newer dirigent` };
+    return {
+      kind: "refused",
+      message: `stored snapshot is of task machine v${stored.version}, newer than this release's v${TASK_MACHINE_VERSION}: resume it with a newer dirigent`,
+    };
   }
   let snapshot = stored.snapshot;
   for (let version = stored.version; version < TASK_MACHINE_VERSION; version++) {
     const migrate = migrations[version];
-    if (!migrate) return { kind: "refused", message: `stored snapshot is of task machine v${stored.version}; this release (v${TASK_MACHINE_VERSION}) has no migration from v${version}` };
+    if (!migrate)
+      return {
+        kind: "refused",
+        message: `stored snapshot is of task machine v${stored.version}; this release (v${TASK_MACHINE_VERSION}) has no migration from v${version}`,
+      };
     try {
       snapshot = migrate(snapshot);
     } catch (err) {
-      return { kind: "refused", message: `stored snapshot of task machine v${stored.version} could not be migrated from v${version}: ${messageOf(err)}` };
+      return {
+        kind: "refused",
+        message: `stored snapshot of task machine v${stored.version} could not be migrated from v${version}: ${messageOf(err)}`,
+      };
     }
   }
   const missing = missingChild(snapshot);
@@ -81,7 +97,9 @@ function missingChild(snapshot: unknown): string | undefined {
   if (problem !== undefined) return problem;
   const children = isObject(snapshot.children) ? snapshot.children : {};
   const absent = invoked.find((id) => !(id in children));
-  return absent === undefined ? undefined : `stored snapshot has no child '${absent}' for the work its state invokes; restored, it would wait forever`;
+  return absent === undefined
+    ? undefined
+    : `stored snapshot has no child '${absent}' for the work its state invokes; restored, it would wait forever`;
 }
 
 /** The record field holding `actor`'s persisted snapshot. */

@@ -4,7 +4,14 @@
  */
 import { createActor, fromPromise, type Actor, type InspectionEvent, type Snapshot } from "xstate";
 import { taskMachine, type Announcement, type TaskContext, type TaskInput } from "../../machines/director/task.js";
-import { TaskState as TaskStateSchema, type TaskId, type TaskOutcome, type TaskRecord, type TaskResult, type TaskState } from "../../protocol/index.js";
+import {
+  TaskState as TaskStateSchema,
+  type TaskId,
+  type TaskOutcome,
+  type TaskRecord,
+  type TaskResult,
+  type TaskState,
+} from "../../protocol/index.js";
 import { isPermanentStoreError, type StoreRefusedError, type TaskStore, type WorkItem } from "../bus.js";
 import { messageOf, type ActorDeps } from "../deps.js";
 import { writeClaimed, type Claim } from "./records.js";
@@ -75,7 +82,12 @@ export function stateOf(snapshot: { readonly tags?: Iterable<string> | undefined
 
 /** The context of a task that fails with `message` without its machine (it could not be restored, or it broke). */
 export function failedContext(record: TaskRecord, message: string): TaskContext {
-  const result: TaskResult = { content: "", status: "FAILED", notes: {}, error: { type: "TASK_FAILURE", reason: "unexpected_error", message } };
+  const result: TaskResult = {
+    content: "",
+    status: "FAILED",
+    notes: {},
+    error: { type: "TASK_FAILURE", reason: "unexpected_error", message },
+  };
   return { taskId: record.taskId, xml: record.xml, inputs: record.inputs, result, cancelled: false };
 }
 
@@ -120,7 +132,12 @@ export function checkpointer(deps: ActorDeps, store: TaskStore, task: RunningTas
     if (refusal) return;
     try {
       const machine = task.actor ? { machine: persisted(task.actor) } : {};
-      const written = await writeClaimed(store, task.claim, (current) => ({ ...current, ...machine, seq, updatedAt: deps.now().toISOString() }));
+      const written = await writeClaimed(store, task.claim, (current) => ({
+        ...current,
+        ...machine,
+        seq,
+        updatedAt: deps.now().toISOString(),
+      }));
       if (written === "lost") {
         task.lost = true;
         reports.lost();
@@ -128,7 +145,10 @@ export function checkpointer(deps: ActorDeps, store: TaskStore, task: RunningTas
     } catch (err) {
       if (isPermanentStoreError(err)) {
         refusal = err;
-        deps.log.error({ taskId: task.claim.taskId, bytes: err.bytes, err: err.message }, "checkpoint refused by the store; the task fails");
+        deps.log.error(
+          { taskId: task.claim.taskId, bytes: err.bytes, err: err.message },
+          "checkpoint refused by the store; the task fails",
+        );
         reports.refused(err);
       } else deps.log.warn({ taskId: task.claim.taskId, err: messageOf(err) }, "checkpoint failed; retried at the next heartbeat");
     }

@@ -22,7 +22,8 @@ function valueNow(input: InputBinding | undefined, env: Env): InputValue {
   if (!input) return { skip: true };
   if (input.from !== undefined) {
     const found = find(env, input.from);
-    if (!found.found) return { result: inputFailure(`missing required input: '${input.from}' (bound to '${input.name}')`, { missing: [input.from] }) };
+    if (!found.found)
+      return { result: inputFailure(`missing required input: '${input.from}' (bound to '${input.name}')`, { missing: [input.from] }) };
     return { value: found.value };
   }
   if (input.value !== undefined && input.value !== "") return { value: input.value };
@@ -46,7 +47,10 @@ function* bindSteps(node: TaskNode, env: Env, entry: boolean): Generator<number,
   if (node.inputSource !== undefined) {
     // Seed-era wiring: `<input_source>x</input_source>` makes the value of `x` this task's `input`.
     const found = find(env, node.inputSource);
-    if (!found.found) return { result: inputFailure(`missing required input: '${node.inputSource}' (the task's <input_source>)`, { missing: [node.inputSource] }) };
+    if (!found.found)
+      return {
+        result: inputFailure(`missing required input: '${node.inputSource}' (the task's <input_source>)`, { missing: [node.inputSource] }),
+      };
     bindings["input"] = found.value;
   }
   for (let i = 0; i < node.inputs.length; i++) {
@@ -69,7 +73,13 @@ export function bindInputsNow(node: TaskNode, env: Env, entry: boolean): BindOut
 }
 
 /** Binds the inputs of the node at `path`, evaluating those that are nested tasks, one after the other. */
-export async function bindInputs(evaluate: EvaluateInputTask, node: TaskNode, path: string, env: Env, entry: boolean): Promise<BindOutcome> {
+export async function bindInputs(
+  evaluate: EvaluateInputTask,
+  node: TaskNode,
+  path: string,
+  env: Env,
+  entry: boolean,
+): Promise<BindOutcome> {
   const steps = bindSteps(node, env, entry);
   let step = steps.next();
   while (!step.done) step = steps.next(await taskValue(evaluate, path, step.value, env));

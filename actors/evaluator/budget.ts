@@ -86,7 +86,11 @@ export interface SpendReport {
 
 /** A task's spend, with the submitted budget `budget`; `report` hears of every charged call. */
 export function createTaskSpend(budget: TaskBudget | undefined, report?: (spent: SpendReport) => void): TaskSpend {
-  const root: BudgetScope = { id: "task", ...(budget?.max_tokens === undefined ? {} : { tokens: budget.max_tokens }), ...(budget?.max_cost === undefined ? {} : { cost: budget.max_cost }) };
+  const root: BudgetScope = {
+    id: "task",
+    ...(budget?.max_tokens === undefined ? {} : { tokens: budget.max_tokens }),
+    ...(budget?.max_cost === undefined ? {} : { cost: budget.max_cost }),
+  };
   const spent = new Map<string, { tokens: number; cost: number }>();
   const total = { promptTokens: 0, completionTokens: 0, cost: 0, priced: false, calls: 0 };
   const suspended = new Map<string, { scopes: readonly BudgetScope[]; cost: number }>();
@@ -109,7 +113,9 @@ export function createTaskSpend(budget: TaskBudget | undefined, report?: (spent:
     const tokens = tightest(scopes, "tokens");
     const cost = tightest(scopes, "cost");
     if (!tokens && !cost) return {};
-    return { budget: { ...(tokens ? { tokens: Math.max(0, tokens.left) } : {}), ...(cost ? { cost: Math.max(0, round(cost.left)) } : {}) } };
+    return {
+      budget: { ...(tokens ? { tokens: Math.max(0, tokens.left) } : {}), ...(cost ? { cost: Math.max(0, round(cost.left)) } : {}) },
+    };
   };
 
   return {
@@ -169,6 +175,11 @@ export function createTaskSpend(budget: TaskBudget | undefined, report?: (spent:
 /** One line for a `task.usage` event: `task: 1200+800 tokens, cost 2; left 0 tokens`. */
 export function usageLine(spent: SpendReport): string {
   const cost = spent.cost === undefined ? "" : `, cost ${spent.cost}`;
-  const left = [spent.left.tokens === undefined ? "" : `${spent.left.tokens} tokens`, spent.left.cost === undefined ? "" : `cost ${spent.left.cost}`].filter(Boolean).join(", ");
+  const left = [
+    spent.left.tokens === undefined ? "" : `${spent.left.tokens} tokens`,
+    spent.left.cost === undefined ? "" : `cost ${spent.left.cost}`,
+  ]
+    .filter(Boolean)
+    .join(", ");
   return `task: ${spent.usage.promptTokens}+${spent.usage.completionTokens} tokens${cost}${left ? `; left ${left}` : ""}`;
 }

@@ -10,7 +10,15 @@
  * `judge_timeout` (seconds), `criteria_judge="true"`, `max_intake_rounds`.
  */
 import { fromPromise } from "xstate";
-import { checkmateMachine, type CriteriaJudgeInput, type Gap, type IntakeInput, type JudgeInput, type Prepared, type WorkerInput } from "../../machines/evaluator/checkmate.js";
+import {
+  checkmateMachine,
+  type CriteriaJudgeInput,
+  type Gap,
+  type IntakeInput,
+  type JudgeInput,
+  type Prepared,
+  type WorkerInput,
+} from "../../machines/evaluator/checkmate.js";
 import type { InputWaitInput } from "../../machines/evaluator/continuation.js";
 import { find, type Env } from "../../machines/language/env.js";
 import { taskFailure, type TaskResult } from "../../protocol/index.js";
@@ -55,8 +63,18 @@ export function intakePrompt(input: IntakeInput): string {
       "If the task is too ambiguous to write criteria, answer instead with [NEEDS_CLARIFICATION] followed by numbered questions for the user.",
     ].join("\n"),
   ];
-  if (input.clarifications.length > 0) parts.push(section("THE USER ANSWERED YOUR QUESTIONS", input.clarifications.map((c) => `Questions:\n${c.questions}\nAnswer:\n${c.answer}`).join("\n\n")));
-  if (input.feedback !== undefined) parts.push(section("YOUR PREVIOUS DRAFT", input.previousDraft ?? ""), section("CRITERIA JUDGE FEEDBACK (fix these issues)", input.feedback));
+  if (input.clarifications.length > 0)
+    parts.push(
+      section(
+        "THE USER ANSWERED YOUR QUESTIONS",
+        input.clarifications.map((c) => `Questions:\n${c.questions}\nAnswer:\n${c.answer}`).join("\n\n"),
+      ),
+    );
+  if (input.feedback !== undefined)
+    parts.push(
+      section("YOUR PREVIOUS DRAFT", input.previousDraft ?? ""),
+      section("CRITERIA JUDGE FEEDBACK (fix these issues)", input.feedback),
+    );
   return parts.join("\n\n");
 }
 
@@ -77,11 +95,17 @@ export function gapList(gaps: readonly Gap[]): string {
 
 /** The worker prompt: the seed's handoff template, with all accumulated gaps, not only the last. */
 export function workerPrompt(input: WorkerInput): string {
-  const parts = [`You are the worker in a checkmate loop (iteration ${input.iteration}/${input.maxIterations}).`, section("TASK", input.task), section("ACCEPTANCE CRITERIA", input.criteria)];
+  const parts = [
+    `You are the worker in a checkmate loop (iteration ${input.iteration}/${input.maxIterations}).`,
+    section("TASK", input.task),
+    section("ACCEPTANCE CRITERIA", input.criteria),
+  ];
   if (input.previous !== undefined) parts.push(section("PREVIOUS ATTEMPT", input.previous));
   if (input.gaps.length > 0) {
     parts.push(section("JUDGE FEEDBACK (what to fix; every gap so far)", gapList(input.gaps)));
-    parts.push("Produce an improved version that directly addresses the judge's feedback.\nDo not address non-blocking observations unless the blocking criteria are all met.");
+    parts.push(
+      "Produce an improved version that directly addresses the judge's feedback.\nDo not address non-blocking observations unless the blocking criteria are all met.",
+    );
   }
   parts.push("Do the work yourself. Answer with the deliverable only.");
   return parts.join("\n\n");
@@ -106,7 +130,8 @@ export function judgePrompt(input: JudgeInput): string {
 export function prepareCheckmate(walk: Walk, node: TaskNode, env: Env): Prepared {
   const task = [node.description, node.instructions].filter((t): t is string => !!t && t.trim() !== "").join("\n\n");
   if (task.trim() === "") return { result: inputFailure("a judge_loop task needs a <description>: the task for the worker") };
-  const criteria = node.criteria === undefined ? "" : typeof node.criteria === "string" ? node.criteria : node.criteria.map((c) => `- ${c}`).join("\n");
+  const criteria =
+    node.criteria === undefined ? "" : typeof node.criteria === "string" ? node.criteria : node.criteria.map((c) => `- ${c}`).join("\n");
   const missing = new Set<string>();
   const fill = (text: string) => {
     const done = substitute(text, (p) => find(env, p), walk.substitution ?? "strict");
@@ -115,12 +140,23 @@ export function prepareCheckmate(walk: Walk, node: TaskNode, env: Env): Prepared
     return text;
   };
   const filled = { task: fill(task), criteria: fill(criteria) };
-  if (missing.size > 0) return { result: inputFailure(`missing required input: ${[...missing].map((m) => `'${m}'`).join(", ")}`, { missing: [...missing] }) };
+  if (missing.size > 0)
+    return { result: inputFailure(`missing required input: ${[...missing].map((m) => `'${m}'`).join(", ")}`, { missing: [...missing] }) };
   return filled.criteria.trim() === "" ? { task: filled.task } : filled;
 }
 
 /** One atomic Handler call of the loop, bounded by the role's timeout; a timeout is a FAILED `execution_timeout` result. */
-async function call(walk: Walk, node: TaskNode, path: string, role: Role, name: string, prompt: string, env: Env, signal: AbortSignal, timeoutS?: number): Promise<TaskResult> {
+async function call(
+  walk: Walk,
+  node: TaskNode,
+  path: string,
+  role: Role,
+  name: string,
+  prompt: string,
+  env: Env,
+  signal: AbortSignal,
+  timeoutS?: number,
+): Promise<TaskResult> {
   const system = promptOf(node, role);
   const model = node.model?.name?.trim();
   const fields = { prompt, ...(system ? { system } : {}), ...(model ? { model } : {}), continuations: [] };
@@ -152,18 +188,49 @@ export function provideCheckmate(walkOf: (system: unknown) => Walk, taskAt: (wal
       }),
       runCriteriaJudge: fromPromise<TaskResult, CriteriaJudgeInput>(({ input, signal, system }) => {
         const walk = walkOf(system);
-        return call(walk, taskAt(walk, input.path), input.path, "criteria_judge", `criteria${input.round}`, criteriaJudgePrompt(input), input.env, signal);
+        return call(
+          walk,
+          taskAt(walk, input.path),
+          input.path,
+          "criteria_judge",
+          `criteria${input.round}`,
+          criteriaJudgePrompt(input),
+          input.env,
+          signal,
+        );
       }),
-      waitForInput: fromPromise<string, InputWaitInput>(({ input, signal, system }) => walkOf(system).waitForInput(input.path, input.request, signal)),
+      waitForInput: fromPromise<string, InputWaitInput>(({ input, signal, system }) =>
+        walkOf(system).waitForInput(input.path, input.request, signal),
+      ),
       runWorker: fromPromise<TaskResult, WorkerInput>(({ input, signal, system }) => {
         const walk = walkOf(system);
         const node = taskAt(walk, input.path);
-        return call(walk, node, input.path, "worker", `worker${input.iteration}`, workerPrompt(input), input.env, signal, seconds(node, "worker_timeout"));
+        return call(
+          walk,
+          node,
+          input.path,
+          "worker",
+          `worker${input.iteration}`,
+          workerPrompt(input),
+          input.env,
+          signal,
+          seconds(node, "worker_timeout"),
+        );
       }),
       runJudge: fromPromise<TaskResult, JudgeInput>(({ input, signal, system }) => {
         const walk = walkOf(system);
         const node = taskAt(walk, input.path);
-        return call(walk, node, input.path, "judge", `judge${input.iteration}`, judgePrompt(input), input.env, signal, seconds(node, "judge_timeout"));
+        return call(
+          walk,
+          node,
+          input.path,
+          "judge",
+          `judge${input.iteration}`,
+          judgePrompt(input),
+          input.env,
+          signal,
+          seconds(node, "judge_timeout"),
+        );
       }),
     },
   });

@@ -24,13 +24,18 @@ export function templateCommands(document: TemplateDocument): { where: string; t
     }
     const node = value as Record<string, unknown>;
     const execution = node["execution"] as { command?: unknown } | undefined;
-    if (node["type"] === "script" && typeof execution?.command === "string") found.push({ where: "script task <command>", text: execution.command });
-    const se = node["scriptExecution"] as { command?: unknown; call?: { templateName?: unknown; args?: { value?: unknown }[] } } | undefined;
-    if (typeof se?.command === "string" && se.command.trim() !== "") found.push({ where: "<script_execution> <command>", text: se.command });
+    if (node["type"] === "script" && typeof execution?.command === "string")
+      found.push({ where: "script task <command>", text: execution.command });
+    const se = node["scriptExecution"] as
+      | { command?: unknown; call?: { templateName?: unknown; args?: { value?: unknown }[] } }
+      | undefined;
+    if (typeof se?.command === "string" && se.command.trim() !== "")
+      found.push({ where: "<script_execution> <command>", text: se.command });
     const arg = se?.call?.templateName === "system:run_script" ? se.call.args?.[0]?.value : undefined;
     if (typeof arg === "string" && !isPath(arg.trim())) found.push({ where: '<call task="system:run_script">', text: arg });
     const fp = node["filePaths"] as { source?: unknown; command?: unknown } | undefined;
-    if (fp?.source === "command" && typeof fp.command === "string") found.push({ where: '<file_paths source="command">', text: fp.command });
+    if (fp?.source === "command" && typeof fp.command === "string")
+      found.push({ where: '<file_paths source="command">', text: fp.command });
     for (const child of Object.values(node)) visit(child);
   };
   visit([document.entry, document.templates]);

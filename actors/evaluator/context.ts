@@ -127,7 +127,10 @@ type Substituted = { ok: true; text: string } | { ok: false; result: TaskResult 
 function substituted(text: string, env: Env): Substituted {
   const done = substitute(text, (p) => find(env, p), "strict");
   if (done.ok) return { ok: true, text: done.text };
-  return { ok: false, result: inputFailure(`missing required input: ${done.missing.map((m) => `'${m}'`).join(", ")}`, { missing: done.missing }) };
+  return {
+    ok: false,
+    result: inputFailure(`missing required input: ${done.missing.map((m) => `'${m}'`).join(", ")}`, { missing: done.missing }),
+  };
 }
 
 class ContextFailure extends Error {
@@ -154,7 +157,10 @@ function askerOf(node: TaskNode, env: Env, parent: InheritedContext | undefined)
     else if ((JSON.stringify(bound.value)?.length ?? Infinity) <= MATCH_INPUT_CHARS) inputs[input.name] = bound.value;
   }
   const subtype = subtypeOf(node);
-  const inheritedText = [parent?.text, parent && parent.files.length > 0 ? `Inherited files: ${parent.files.join(", ")}` : undefined].filter((t) => t !== undefined);
+  const inheritedText = [
+    parent?.text,
+    parent && parent.files.length > 0 ? `Inherited files: ${parent.files.join(", ")}` : undefined,
+  ].filter((t) => t !== undefined);
   return {
     templateType: node.type,
     ...(subtype === undefined ? {} : { templateSubtype: subtype }),
@@ -174,7 +180,15 @@ async function match(deps: ContextDeps, query: Omit<MatchQuery, "limit">, signal
 }
 
 /** The files of a `<file_paths>` block; problems are collected in `errors` (they never fail the task). */
-async function explicitFiles(deps: ContextDeps, fp: FilePaths, env: Env, prompt: string, asker: Asker, errors: string[], signal: AbortSignal): Promise<{ ok: true; files: string[] } | { ok: false; result: TaskResult }> {
+async function explicitFiles(
+  deps: ContextDeps,
+  fp: FilePaths,
+  env: Env,
+  prompt: string,
+  asker: Asker,
+  errors: string[],
+  signal: AbortSignal,
+): Promise<{ ok: true; files: string[] } | { ok: false; result: TaskResult }> {
   const noFiles = (why: string) => {
     errors.push(why);
     return { ok: true as const, files: [] };
@@ -203,13 +217,22 @@ async function explicitFiles(deps: ContextDeps, fp: FilePaths, env: Env, prompt:
         return { ok: true, files: pathLines(outcome.stdout) };
       } catch (err) {
         if (signal.aborted) throw err;
-        errors.push(timeout.aborted ? `file_paths command timed out after ${FILE_COMMAND_TIMEOUT_MS} ms` : `file_paths command failed: ${messageOf(err)}`);
+        errors.push(
+          timeout.aborted
+            ? `file_paths command timed out after ${FILE_COMMAND_TIMEOUT_MS} ms`
+            : `file_paths command failed: ${messageOf(err)}`,
+        );
         return { ok: true, files: [] };
       }
     }
     case "description":
     case "context_description": {
-      const query = fp.source === "description" ? (fp.description?.trim() ? substituted(fp.description, env) : { ok: true as const, text: prompt }) : substituted(fp.contextQuery ?? "", env);
+      const query =
+        fp.source === "description"
+          ? fp.description?.trim()
+            ? substituted(fp.description, env)
+            : { ok: true as const, text: prompt }
+          : substituted(fp.contextQuery ?? "", env);
       if (!query.ok) return query;
       if (query.text.trim() === "") return noFiles(`file_paths source '${fp.source}' has no query text`);
       return { ok: true, files: await match(deps, { ...asker, text: query.text }, signal) };
@@ -298,7 +321,8 @@ export function contextFields(context: AtomicContext): { files?: string[]; conte
 /** {@link ContextDeps} for the walk of a document: Memory through `memoryMatch`, commands through the walk's script route. */
 export function walkContextDeps(walk: { memoryMatch?: ContextDeps["memoryMatch"]; script: RunCommand }, nodePath: string): ContextDeps {
   return {
-    memoryMatch: (query, signal) => (walk.memoryMatch ? walk.memoryMatch(query, signal) : Promise.reject(new Error("no Memory route in this Evaluator"))),
+    memoryMatch: (query, signal) =>
+      walk.memoryMatch ? walk.memoryMatch(query, signal) : Promise.reject(new Error("no Memory route in this Evaluator")),
     runCommand: async (argv, signal) => {
       const outcome = await walk.script(nodePath, { argv, timeoutMs: FILE_COMMAND_TIMEOUT_MS }, signal);
       if (outcome.error) throw new Error(outcome.error);
@@ -322,7 +346,10 @@ export function compositeContextBindings(node: TaskNode, env: Env): Record<strin
   if (settings.inheritContext === "none") return { ...reset, [CONTEXT_BINDING]: { files: own } satisfies InheritedContext };
   if (own.length === 0) return reset;
   const parent = inherited(env);
-  const context: InheritedContext = { files: [...new Set([...(parent?.files ?? []), ...own])], ...(parent?.text ? { text: parent.text } : {}) };
+  const context: InheritedContext = {
+    files: [...new Set([...(parent?.files ?? []), ...own])],
+    ...(parent?.text ? { text: parent.text } : {}),
+  };
   return { ...reset, [CONTEXT_BINDING]: context };
 }
 

@@ -17,7 +17,13 @@ import {
 import { CONTEXT_BINDING, CONTEXT_OVERRIDE_BINDING, type PartialContextSettings } from "../../machines/evaluator/context-defaults.js";
 import { find, flatten, rootEnv, type Env } from "../../machines/language/env.js";
 import { splitCommand } from "../../machines/language/script-argv.js";
-import { SCRIPT_EVALUATION_TYPES, type InputRequest, type SessionState, type SubtaskRequest, type TaskResult } from "../../protocol/index.js";
+import {
+  SCRIPT_EVALUATION_TYPES,
+  type InputRequest,
+  type SessionState,
+  type SubtaskRequest,
+  type TaskResult,
+} from "../../protocol/index.js";
 import { withoutFenceMarks } from "../../protocol/fence.js";
 import { DEFAULT_SCRIPT_TIMEOUT_S, type CommandOutcome } from "./script.js";
 import type { TemplateLibrary } from "../library/library.js";
@@ -52,14 +58,18 @@ function generated(xml: string): TemplateDocument {
 }
 
 /** The template a subtask request runs: a hinted name, else the best match of its type, else a generated atomic task. */
-export function chooseSubtaskTemplate(library: TemplateLibrary, request: SubtaskRequest): { document: TemplateDocument; name: string; source: "library" | "generated" } {
+export function chooseSubtaskTemplate(
+  library: TemplateLibrary,
+  request: SubtaskRequest,
+): { document: TemplateDocument; name: string; source: "library" | "generated" } {
   for (const hint of request.template_hints ?? []) {
     const named = library.get(hint);
     if (named) return { document: named.document, name: named.name, source: "library" };
   }
   const options = { type: request.type, hints: request.template_hints ?? [], limit: 1 };
   const best =
-    (request.subtype ? library.match(request.description, { ...options, subtype: request.subtype })[0] : undefined) ?? library.match(request.description, options)[0];
+    (request.subtype ? library.match(request.description, { ...options, subtype: request.subtype })[0] : undefined) ??
+    library.match(request.description, options)[0];
   if (best && best.score >= MIN_SUBTASK_SCORE) return { document: best.template.document, name: best.template.name, source: "library" };
   const subtype = escapeAttr(request.subtype ?? "subtask") || "subtask";
   return {
@@ -84,7 +94,10 @@ Output to evaluate:
  * The evaluator template of an evaluation: the best `atomic:evaluator` match on `text` (the request's criteria and
  * target, and the director task's own `<criteria>`), else a built-in one.
  */
-export function chooseEvaluationTemplate(library: TemplateLibrary, text: string): { document: TemplateDocument; name: string; source: "library" | "generated" } {
+export function chooseEvaluationTemplate(
+  library: TemplateLibrary,
+  text: string,
+): { document: TemplateDocument; name: string; source: "library" | "generated" } {
   const best = library.match(text, { type: "atomic", subtype: "evaluator", limit: 1 })[0];
   if (best) return { document: best.template.document, name: best.template.name, source: "library" };
   return { document: generated(EVALUATOR_XML), name: "builtin:evaluator", source: "generated" };
@@ -124,7 +137,12 @@ async function runSubtask(walk: ContinuationWalk, input: SubtaskInput, signal: A
     [CONTEXT_OVERRIDE_BINDING]: contextOverride(request),
     ...(request.file_paths ? { [CONTEXT_BINDING]: { files: request.file_paths } } : {}),
   });
-  walk.progress("subtask.template", `subtask ${input.number}: template ${chosen.name}`, { nodePath: input.path, subtask: input.number, template: chosen.name, source: chosen.source });
+  walk.progress("subtask.template", `subtask ${input.number}: template ${chosen.name}`, {
+    nodePath: input.path,
+    subtask: input.number,
+    template: chosen.name,
+    source: chosen.source,
+  });
   const result = await walk.evaluateDocument(chosen.document, env, signal, `${input.path}/subtask${input.number}:`);
   return { ...result, notes: { ...result.notes, template_used: chosen.name } };
 }
@@ -135,7 +153,8 @@ function successOf(result: TaskResult): boolean | undefined {
   const text = withoutFenceMarks(result.content.trim());
   try {
     const value: unknown = JSON.parse(text);
-    if (typeof value === "object" && value !== null && typeof Reflect.get(value, "success") === "boolean") return Reflect.get(value, "success") as boolean;
+    if (typeof value === "object" && value !== null && typeof Reflect.get(value, "success") === "boolean")
+      return Reflect.get(value, "success") as boolean;
   } catch {
     // Not JSON: the evaluation's text is the feedback.
   }
@@ -183,7 +202,17 @@ async function runEvaluation(walk: ContinuationWalk, input: EvaluationStepInput,
     ...(success === undefined ? {} : { success }),
     [LAST_EVALUATOR_OUTPUT]: lastEvaluatorOutput,
     template_used: chosen.name,
-    ...(script ? { script: { exitCode: script.exitCode, timedOut: script.timedOut, stdout: script.stdout, stderr: script.stderr, ...(script.error ? { error: script.error } : {}) } } : {}),
+    ...(script
+      ? {
+          script: {
+            exitCode: script.exitCode,
+            timedOut: script.timedOut,
+            stdout: script.stdout,
+            stderr: script.stderr,
+            ...(script.error ? { error: script.error } : {}),
+          },
+        }
+      : {}),
   });
   return { result, answer, lastEvaluatorOutput };
 }
@@ -212,12 +241,18 @@ export function provideContinuationFor(scopeOf: (system: unknown) => Continuatio
     actions: { progress: ({ system }, p) => scopeOf(system).walk.progress(p.event, p.message, p.data) },
     actors: {
       runSubtask: fromPromise<TaskResult, SubtaskInput>(({ input, signal, system }) => runSubtask(scopeOf(system).walk, input, signal)),
-      runEvaluation: fromPromise<EvaluationOutcome, EvaluationStepInput>(({ input, signal, system }) => runEvaluation(scopeOf(system).walk, input, signal)),
-      waitForInput: fromPromise<string, InputWaitInput>(({ input, signal, system }) => scopeOf(system).walk.waitForInput(input.path, input.request, signal)),
-      resumeAtomic: fromPromise<SuspendedResult, { path: string; session: SessionState; answer: string }>(async ({ input, signal, system }) => {
-        const { walk, applyFormat } = scopeOf(system);
-        return applyFormat(input.path, await walk.resume(input.path, input.session, input.answer, signal));
-      }),
+      runEvaluation: fromPromise<EvaluationOutcome, EvaluationStepInput>(({ input, signal, system }) =>
+        runEvaluation(scopeOf(system).walk, input, signal),
+      ),
+      waitForInput: fromPromise<string, InputWaitInput>(({ input, signal, system }) =>
+        scopeOf(system).walk.waitForInput(input.path, input.request, signal),
+      ),
+      resumeAtomic: fromPromise<SuspendedResult, { path: string; session: SessionState; answer: string }>(
+        async ({ input, signal, system }) => {
+          const { walk, applyFormat } = scopeOf(system);
+          return applyFormat(input.path, await walk.resume(input.path, input.session, input.answer, signal));
+        },
+      ),
     },
   });
 }

@@ -109,7 +109,13 @@ export function startEvaluator(deps: ActorDeps, config: EvaluatorConfig): RoleHa
     const document = parsed.document;
     const path = entryPath(document);
     const node = path === undefined ? undefined : nodeAt(document, path);
-    if (path === undefined || !node) return reply({ content: "", status: "FAILED", notes: {}, error: { type: "XML_PARSE_ERROR", message: "the template defines no task to run" } });
+    if (path === undefined || !node)
+      return reply({
+        content: "",
+        status: "FAILED",
+        notes: {},
+        error: { type: "XML_PARSE_ERROR", message: "the template defines no task to run" },
+      });
     const refused = config.commands === undefined ? undefined : templateCommandRefusal(document, config.commands);
     if (refused !== undefined) return reply(inputFailure(refused));
     // Every Handler call of the task is charged to it and sent what is left of its budgets.
@@ -142,25 +148,48 @@ export function startEvaluator(deps: ActorDeps, config: EvaluatorConfig): RoleHa
         };
         // Read-only, so safe to ask again: a Memory process that dies mid-request costs the idle timeout, not all of it.
         const answer = await askRetrying(deps, Requests.memoryMatch, match, { timeoutMs: MEMORY_TIMEOUT_MS, signal });
-        return answer.matches.slice(0, query.limit ?? answer.matches.length).map((m) => ({ path: m.path, ...(m.score === undefined ? {} : { score: m.score }) }));
+        return answer.matches
+          .slice(0, query.limit ?? answer.matches.length)
+          .map((m) => ({ path: m.path, ...(m.score === undefined ? {} : { score: m.score }) }));
       },
       progress: (event, message, data) => progress(taskId, event, message, data),
       library,
       continuationTools: config.continuationTools ?? ["subtask", "input"],
       ...(config.reparse === false
         ? {}
-        : { compile: async (compile: CompileRequest, signal: AbortSignal) => ask(deps, Requests.compile, compile, { timeoutMs: config.taskTimeoutMs, signal }) }),
+        : {
+            compile: async (compile: CompileRequest, signal: AbortSignal) =>
+              ask(deps, Requests.compile, compile, { timeoutMs: config.taskTimeoutMs, signal }),
+          }),
       execute: async (nodePath, fields, signal, budgets = []) => {
-        const execute: ExecuteRequest = { type: "handler.execute", taskId, nodePath, ...fields, ...stream, ...spend.remaining(budgets), occurrence: occurrence(`x:${nodePath}`) };
+        const execute: ExecuteRequest = {
+          type: "handler.execute",
+          taskId,
+          nodePath,
+          ...fields,
+          ...stream,
+          ...spend.remaining(budgets),
+          occurrence: occurrence(`x:${nodePath}`),
+        };
         // Asked again when the Handler goes silent (died, NATS restarted): the same occurrence continues from its record.
         const body = (attempt: number): ExecuteRequest => (request.fresh === true && attempt === 1 ? { ...execute, fresh: true } : execute);
         const answer = await askRetrying(deps, Requests.execute, body, { timeoutMs: config.taskTimeoutMs, signal });
         return spend.charge(nodePath, answer.session ? { ...answer.result, session: answer.session } : answer.result, budgets);
       },
-      waitForInput: (_nodePath, input, signal) => waitForInput(deps, taskId, input, config.inputTimeoutMs ?? DEFAULT_INPUT_TIMEOUT_MS, signal),
+      waitForInput: (_nodePath, input, signal) =>
+        waitForInput(deps, taskId, input, config.inputTimeoutMs ?? DEFAULT_INPUT_TIMEOUT_MS, signal),
       resume: async (nodePath, session, answer, signal) => {
         const budgets = spend.scopesOfSession(nodePath, session);
-        const execute: ExecuteRequest = { type: "handler.execute", taskId, nodePath, prompt: "", resume: { session, answer }, ...stream, ...spend.remaining(budgets), occurrence: occurrence(`r:${nodePath}`) };
+        const execute: ExecuteRequest = {
+          type: "handler.execute",
+          taskId,
+          nodePath,
+          prompt: "",
+          resume: { session, answer },
+          ...stream,
+          ...spend.remaining(budgets),
+          occurrence: occurrence(`r:${nodePath}`),
+        };
         const reply = await askRetrying(deps, Requests.execute, execute, { timeoutMs: config.taskTimeoutMs, signal });
         return spend.charge(nodePath, reply.session ? { ...reply.result, session: reply.session } : reply.result, budgets, session);
       },
@@ -171,14 +200,18 @@ export function startEvaluator(deps: ActorDeps, config: EvaluatorConfig): RoleHa
         return answer;
       },
     };
-    const actor = actors.create(walk, 0, 0, { ...inspectOption(deps, "evaluator", taskId), input: { taskId, path, node: summarize(node), env: extend(rootEnv(limits), request.inputs ?? {}), entry: true } });
+    const actor = actors.create(walk, 0, 0, {
+      ...inspectOption(deps, "evaluator", taskId),
+      input: { taskId, path, node: summarize(node), env: extend(rootEnv(limits), request.inputs ?? {}), entry: true },
+    });
     const set = live.get(taskId) ?? new Set();
     live.set(taskId, set.add(actor));
     if (request.owner !== undefined) {
       owners.set(actor, request.owner);
       // Another Director took the task over: an evaluation still running for the old owner (here or in another
       // Evaluator) stops, so two walks never advance one task. A fresh task has no older evaluation.
-      if (request.fresh !== true) deps.bus.publish(deps.subjects.superseded, encode(Superseded, { type: "task.superseded", taskId, owner: request.owner }));
+      if (request.fresh !== true)
+        deps.bus.publish(deps.subjects.superseded, encode(Superseded, { type: "task.superseded", taskId, owner: request.owner }));
     }
     try {
       const done = toPromise(actor);

@@ -63,7 +63,12 @@ export type ExpandResult = { ok: true; text: string } | { ok: false; missing: st
  * unresolved variable is collected; lenient: it becomes the marker `{{undefined:name}}`; a failing call fails
  * the whole text with its result). Other brace text stays.
  */
-export async function expandText(text: string, env: Env, call: (c: InlineCall) => Promise<TaskResult>, mode: SubstituteMode = "strict"): Promise<ExpandResult> {
+export async function expandText(
+  text: string,
+  env: Env,
+  call: (c: InlineCall) => Promise<TaskResult>,
+  mode: SubstituteMode = "strict",
+): Promise<ExpandResult> {
   const pieces: string[] = [];
   const missing: string[] = [];
   let last = 0;

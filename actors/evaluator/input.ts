@@ -11,7 +11,13 @@ import { respond } from "../serve.js";
 export const DEFAULT_INPUT_TIMEOUT_MS = 600_000;
 
 /** Waits for the answer to `request` of task `taskId`; rejects on timeout or when `signal` aborts. */
-export function waitForInput(deps: ActorDeps, taskId: string, request: InputRequest, maxTimeoutMs: number, signal: AbortSignal): Promise<string> {
+export function waitForInput(
+  deps: ActorDeps,
+  taskId: string,
+  request: InputRequest,
+  maxTimeoutMs: number,
+  signal: AbortSignal,
+): Promise<string> {
   const timeoutMs = Math.min(request.timeout_s === undefined ? maxTimeoutMs : request.timeout_s * 1000, maxTimeoutMs);
   const subject = Requests.taskInput.subjectOf(deps.subjects, taskId);
   return new Promise<string>((resolve, reject) => {
@@ -34,7 +40,10 @@ export function waitForInput(deps: ActorDeps, taskId: string, request: InputRequ
       respond(msg, Requests.taskInput, { taskId, status: "accepted" });
       finish(() => resolve(decoded.value.text));
     });
-    const timer = setTimeout(() => finish(() => reject(new Error(`no answer on ${subject} within ${Math.round(timeoutMs / 1000)} s`))), timeoutMs);
+    const timer = setTimeout(
+      () => finish(() => reject(new Error(`no answer on ${subject} within ${Math.round(timeoutMs / 1000)} s`))),
+      timeoutMs,
+    );
     const aborted = () => finish(() => reject(signal.reason instanceof Error ? signal.reason : new Error("cancelled")));
     if (signal.aborted) aborted();
     else signal.addEventListener("abort", aborted, { once: true });

@@ -26,7 +26,8 @@ export function nodeAt(document: TemplateDocument, path: string): StepNode | und
   let current: unknown = first === "templates" ? document.templates : /^\d+$/.test(first ?? "") ? document.nodes[Number(first)] : undefined;
   for (const segment of rest) {
     if (Array.isArray(current) && /^\d+$/.test(segment)) current = current[Number(segment)];
-    else if (typeof current === "object" && current !== null && !Array.isArray(current) && Object.hasOwn(current, segment)) current = Reflect.get(current, segment);
+    else if (typeof current === "object" && current !== null && !Array.isArray(current) && Object.hasOwn(current, segment))
+      current = Reflect.get(current, segment);
     else return undefined;
   }
   return isStepNode(current) ? current : undefined;
@@ -160,7 +161,10 @@ export async function prepareAtomic(
   const criteria = criteriaText(node);
   if (fields.prompt.trim() === "") {
     const at = node.loc ? ` at line ${node.loc.line}, column ${node.loc.col}` : "";
-    return { ok: false, result: inputFailure(`the atomic task${at} has no <description> or <instructions>: there is nothing to ask the model`) };
+    return {
+      ok: false,
+      result: inputFailure(`the atomic task${at} has no <description> or <instructions>: there is nothing to ask the model`),
+    };
   }
   const out: Record<string, string> = {};
   const missing = new Set<string>();
@@ -179,7 +183,11 @@ export async function prepareAtomic(
   }
   return {
     ok: true,
-    fields: { prompt: out["prompt"] ?? "", ...(out["system"] !== undefined ? { system: out["system"] } : {}), ...(out["model"] !== undefined ? { model: out["model"] } : {}) },
+    fields: {
+      prompt: out["prompt"] ?? "",
+      ...(out["system"] !== undefined ? { system: out["system"] } : {}),
+      ...(out["model"] !== undefined ? { model: out["model"] } : {}),
+    },
     ...(out["criteria"] !== undefined ? { criteria: out["criteria"] } : {}),
   };
 }
@@ -207,7 +215,11 @@ export function checkParam(type: string | undefined, value: unknown): { ok: true
       return fits ? { ok: true, value: n } : { ok: false };
     }
     case "boolean":
-      return typeof value === "boolean" ? { ok: true, value } : text === "true" || text === "false" ? { ok: true, value: text === "true" } : { ok: false };
+      return typeof value === "boolean"
+        ? { ok: true, value }
+        : text === "true" || text === "false"
+          ? { ok: true, value: text === "true" }
+          : { ok: false };
     case "array": {
       const v = json();
       return Array.isArray(v) ? { ok: true, value: v } : { ok: false };

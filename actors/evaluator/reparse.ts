@@ -45,7 +45,14 @@ export interface ReparseWalk {
 const noInline = async (): Promise<TaskResult> => taskFailure("unexpected_error", "inline calls are not run while reparsing");
 
 /** Decomposes `node` after `failed` and runs the sub-tree, up to {@link MAX_REPARSE} times. */
-export async function reparseNode(walk: ReparseWalk, node: TaskNode, path: string, env: Env, failed: TaskResult, signal: AbortSignal): Promise<TaskResult> {
+export async function reparseNode(
+  walk: ReparseWalk,
+  node: TaskNode,
+  path: string,
+  env: Env,
+  failed: TaskResult,
+  signal: AbortSignal,
+): Promise<TaskResult> {
   const levelFound = find(env, REPARSE_LEVEL);
   const level = levelFound.found && typeof levelFound.value === "number" ? levelFound.value : 0;
   if (level >= MAX_REPARSE) return failed;
@@ -56,11 +63,15 @@ export async function reparseNode(walk: ReparseWalk, node: TaskNode, path: strin
   let last = failed.error;
   for (let attempt = 1; attempt <= MAX_REPARSE; attempt++) {
     if (!last) break;
-    walk.progress("node.reparse", `reparse ${attempt}/${MAX_REPARSE}: decomposing after ${last.type === "RESOURCE_EXHAUSTION" ? `${last.resource} exhaustion` : "a recoverable failure"}`, {
-      nodePath: path,
-      attempt,
-      level: level + 1,
-    });
+    walk.progress(
+      "node.reparse",
+      `reparse ${attempt}/${MAX_REPARSE}: decomposing after ${last.type === "RESOURCE_EXHAUSTION" ? `${last.resource} exhaustion` : "a recoverable failure"}`,
+      {
+        nodePath: path,
+        attempt,
+        level: level + 1,
+      },
+    );
     let reply: CompileReply;
     try {
       reply = await walk.compile(decomposeRequest({ prompt, error: last, taskId: walk.taskId as TaskId, inputNames }), signal);
@@ -69,8 +80,16 @@ export async function reparseNode(walk: ReparseWalk, node: TaskNode, path: strin
       return { ...failed, notes: { ...failed.notes, reparse_error: messageOf(err), reparse_attempts: attempt } };
     }
     const parsed = parseTemplate(reply.xml);
-    if (!parsed.ok) return { ...failed, notes: { ...failed.notes, reparse_error: `decomposition does not parse: ${parsed.error.message}`, reparse_attempts: attempt } };
-    walk.progress("node.reparsed", `reparse ${attempt}/${MAX_REPARSE}: running the decomposition`, { nodePath: path, attempt, xml: reply.xml });
+    if (!parsed.ok)
+      return {
+        ...failed,
+        notes: { ...failed.notes, reparse_error: `decomposition does not parse: ${parsed.error.message}`, reparse_attempts: attempt },
+      };
+    walk.progress("node.reparsed", `reparse ${attempt}/${MAX_REPARSE}: running the decomposition`, {
+      nodePath: path,
+      attempt,
+      xml: reply.xml,
+    });
     const result = await walk.evaluateDocument(parsed.document, childEnv, signal, `${path}/reparse${attempt}:`);
     if (result.status === "COMPLETE") return { ...result, notes: { ...result.notes, reparsed: { attempts: attempt, xml: reply.xml } } };
     // A decomposition that failed for another reason is the answer; one that ran out of a resource again (in

@@ -33,30 +33,47 @@ export type RunCommand = (
 ) => Promise<CommandOutcome>;
 
 /** A script's `<environment>`: its variables substituted (strict), and whether the Handler's allowlist is inherited. */
-export function scriptEnv(spec: ScriptEnvironment | undefined, env: Env): { ok: true; value: { env?: Record<string, string>; inheritEnv?: boolean } } | { ok: false; result: TaskResult } {
+export function scriptEnv(
+  spec: ScriptEnvironment | undefined,
+  env: Env,
+): { ok: true; value: { env?: Record<string, string>; inheritEnv?: boolean } } | { ok: false; result: TaskResult } {
   if (!spec) return { ok: true, value: {} };
   const inherit = spec.inherit?.trim().toLowerCase();
   if (inherit !== undefined && inherit !== "none" && inherit !== "allowlist" && inherit !== "true" && inherit !== "false") {
-    return { ok: false, result: inputFailure(`<environment inherit="${spec.inherit ?? ""}">: use "none" (only the listed variables) or "allowlist" (the Handler's allowlisted variables too; the default)`) };
+    return {
+      ok: false,
+      result: inputFailure(
+        `<environment inherit="${spec.inherit ?? ""}">: use "none" (only the listed variables) or "allowlist" (the Handler's allowlisted variables too; the default)`,
+      ),
+    };
   }
   const vars: Record<string, string> = Object.create(null) as Record<string, string>;
   const missing = new Set<string>();
   for (const v of spec.variables) {
-    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(v.name)) return { ok: false, result: inputFailure(`<environment>: '${v.name}' is not a variable name`) };
-    if (REFUSED_ENV.test(v.name) || v.name === "PATH") return { ok: false, result: inputFailure(`<environment>: '${v.name}' may not be set by a template`) };
+    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(v.name))
+      return { ok: false, result: inputFailure(`<environment>: '${v.name}' is not a variable name`) };
+    if (REFUSED_ENV.test(v.name) || v.name === "PATH")
+      return { ok: false, result: inputFailure(`<environment>: '${v.name}' may not be set by a template`) };
     const done = substitute(v.value, (p) => find(env, p), "strict");
     if (done.ok) vars[v.name] = done.text;
     else for (const m of done.missing) missing.add(m);
   }
-  if (missing.size > 0) return { ok: false, result: inputFailure(`missing required input: ${[...missing].map((m) => `'${m}'`).join(", ")}`, { missing: [...missing] }) };
+  if (missing.size > 0)
+    return {
+      ok: false,
+      result: inputFailure(`missing required input: ${[...missing].map((m) => `'${m}'`).join(", ")}`, { missing: [...missing] }),
+    };
   return { ok: true, value: { env: vars, ...(inherit === "none" || inherit === "false" ? { inheritEnv: false } : {}) } };
 }
 
 /** Evaluates a node (the `<call>` of a `<script_execution>`) in an environment. */
 export type EvaluateAt = (path: string, env: Env) => Promise<TaskResult>;
 
-const halted = (reason: "execution_halted" | "execution_timeout" | "unexpected_error" | "not_supported", message: string, details?: Record<string, unknown>): TaskResult =>
-  taskFailure(reason, message, details);
+const halted = (
+  reason: "execution_halted" | "execution_timeout" | "unexpected_error" | "not_supported",
+  message: string,
+  details?: Record<string, unknown>,
+): TaskResult => taskFailure(reason, message, details);
 
 /** Splits `text` into argv and substitutes `{{var}}` from `env` in each element. */
 export function commandArgv(text: string, env: Env): { ok: true; argv: string[] } | { ok: false; result: TaskResult } {
@@ -69,7 +86,11 @@ export function commandArgv(text: string, env: Env): { ok: true; argv: string[] 
     if (done.ok) argv.push(done.text);
     else for (const m of done.missing) missing.add(m);
   }
-  if (missing.size > 0) return { ok: false, result: inputFailure(`missing required input: ${[...missing].map((m) => `'${m}'`).join(", ")}`, { missing: [...missing] }) };
+  if (missing.size > 0)
+    return {
+      ok: false,
+      result: inputFailure(`missing required input: ${[...missing].map((m) => `'${m}'`).join(", ")}`, { missing: [...missing] }),
+    };
   return { ok: true, argv };
 }
 
@@ -112,13 +133,21 @@ export async function runScriptTask(run: RunCommand, node: TaskNode, path: strin
  * `<call task="system:run_script">` whose first argument is the command text, or a call of another template. A
  * non-zero exit is data for the evaluator, not a failure.
  */
-export async function runScriptExecution(run: RunCommand, evaluate: EvaluateAt, se: ScriptExecution, path: string, env: Env, signal: AbortSignal): Promise<TaskResult> {
+export async function runScriptExecution(
+  run: RunCommand,
+  evaluate: EvaluateAt,
+  se: ScriptExecution,
+  path: string,
+  env: Env,
+  signal: AbortSignal,
+): Promise<TaskResult> {
   // No prototype: an input may be named `__proto__` (template names are the submitter's).
   const bindings: Record<string, unknown> = Object.create(null) as Record<string, unknown>;
   for (const input of se.inputs) {
     if (input.from !== undefined) {
       const found = find(env, input.from);
-      if (!found.found) return inputFailure(`missing required input: '${input.from}' (bound to '${input.name}')`, { missing: [input.from] });
+      if (!found.found)
+        return inputFailure(`missing required input: '${input.from}' (bound to '${input.name}')`, { missing: [input.from] });
       bindings[input.name] = found.value;
     } else if (input.value !== undefined && input.value !== "") bindings[input.name] = input.value;
   }
@@ -128,7 +157,8 @@ export async function runScriptExecution(run: RunCommand, evaluate: EvaluateAt, 
   if (!se.call) return inputFailure("a <script_execution> needs a <command> or a <call>");
   if (se.call.templateName !== "system:run_script") return evaluate(`${path}.call`, scoped);
   const arg = se.call.args[0]?.value;
-  if (typeof arg !== "string" || arg.trim() === "") return inputFailure('<call task="system:run_script"> needs the command as its first argument');
+  if (typeof arg !== "string" || arg.trim() === "")
+    return inputFailure('<call task="system:run_script"> needs the command as its first argument');
   // A bare variable name stands for its value as one argument, like `{{name}}`.
   const text = isPath(arg.trim()) && find(scoped, arg.trim()).found ? `{{${arg.trim()}}}` : arg;
   return runCommand(run, path, text, timeout, scoped, false, signal);

@@ -11,13 +11,29 @@ import { boundNow, evaluationMachine, type BindOutcome, type EvaluationInput } f
 import { evaluateTest } from "../../machines/language/expression.js";
 import { reduceMachine, type ResolvedItems } from "../../machines/evaluator/reduce.js";
 import { sequentialMachine } from "../../machines/evaluator/sequential.js";
-import { taskFailure, type CompileReply, type CompileRequest, type ContinuationKind, type InputRequest, type SessionState, type TaskResult } from "../../protocol/index.js";
+import {
+  taskFailure,
+  type CompileReply,
+  type CompileRequest,
+  type ContinuationKind,
+  type InputRequest,
+  type SessionState,
+  type TaskResult,
+} from "../../protocol/index.js";
 import { bindInputs, bindInputsNow, resolveItems, type EvaluateInputTask } from "./bind.js";
 import { budgetScopes, type BudgetScope } from "./budget.js";
 import { reparseNode } from "./reparse.js";
 import { provideContinuationFor, type ContinuationScope } from "./continuation.js";
 import { provideCheckmate } from "./checkmate.js";
-import { applyOutputFormat, atomicContext, contextFields, returnsOf, walkContextDeps, withContextNotes, type ContextDeps } from "./context.js";
+import {
+  applyOutputFormat,
+  atomicContext,
+  contextFields,
+  returnsOf,
+  walkContextDeps,
+  withContextNotes,
+  type ContextDeps,
+} from "./context.js";
 import { MAX_INLINE_DEPTH, type InlineCall } from "./inline.js";
 import { checkParam, criteriaText, entryPath, inputFailure, nodeAt, prepareAtomic, summarize, type AtomicFields } from "./nodes.js";
 import { runScriptExecution, runScriptTask, type RunCommand } from "./script.js";
@@ -43,7 +59,12 @@ export interface Walk {
   /** Publish a progress report of the task. */
   progress(event: string, message: string, data?: Record<string, unknown>): void;
   /** Run substituted atomic fields in a Handler; a CONTINUATION result carries the suspended session. */
-  execute(path: string, fields: AtomicFields & { continuations?: ContinuationKind[] }, signal: AbortSignal, budgets?: readonly BudgetScope[]): Promise<SuspendedResult>;
+  execute(
+    path: string,
+    fields: AtomicFields & { continuations?: ContinuationKind[] },
+    signal: AbortSignal,
+    budgets?: readonly BudgetScope[],
+  ): Promise<SuspendedResult>;
   /** Wait for the user's answer to a `request_user_input` question of the task. */
   waitForInput(path: string, request: InputRequest, signal: AbortSignal): Promise<string>;
   /** Resume a suspended Handler session with `answer` as the response to its pending tool call. */
@@ -69,7 +90,15 @@ function missingNode(path: string): TaskResult {
 }
 
 /** Evaluates the node at `path` in `env` with a nested evaluation actor; aborting `signal` cancels it. */
-export async function evaluateNode(walk: Walk, path: string, env: Env, depth: number, signal: AbortSignal, inline = 0, entry = false): Promise<TaskResult> {
+export async function evaluateNode(
+  walk: Walk,
+  path: string,
+  env: Env,
+  depth: number,
+  signal: AbortSignal,
+  inline = 0,
+  entry = false,
+): Promise<TaskResult> {
   // XState starts an invoked child before the parent's own entry actions run on its first step; yielding once
   // lets the parent report (e.g. `step 1/3`) before anything the nested evaluation reports.
   await Promise.resolve();
@@ -78,7 +107,10 @@ export async function evaluateNode(walk: Walk, path: string, env: Env, depth: nu
   if (depth > walk.maxDepth) {
     return taskFailure("execution_halted", `nesting deeper than ${walk.maxDepth} at ${path}`);
   }
-  const actor = walk.actors.create(walk, depth, inline, { ...inspectOption(walk, "evaluator", walk.taskId), input: { taskId: walk.taskId, path, node: summarize(node), env, entry } });
+  const actor = walk.actors.create(walk, depth, inline, {
+    ...inspectOption(walk, "evaluator", walk.taskId),
+    input: { taskId: walk.taskId, path, node: summarize(node), env, entry },
+  });
   const cancel = () => actor.send({ type: "evaluation.cancel" });
   signal.addEventListener("abort", cancel, { once: true });
   try {
@@ -91,7 +123,14 @@ export async function evaluateNode(walk: Walk, path: string, env: Env, depth: nu
 }
 
 /** Evaluates the entry node of another document (a library template) as the document's entry, in `env`. */
-export function evaluateDocument(walk: Walk, document: TemplateDocument, env: Env, depth: number, signal: AbortSignal, scope: string): Promise<TaskResult> {
+export function evaluateDocument(
+  walk: Walk,
+  document: TemplateDocument,
+  env: Env,
+  depth: number,
+  signal: AbortSignal,
+  scope: string,
+): Promise<TaskResult> {
   const path = entryPath(document);
   if (path === undefined) return Promise.resolve(missingNode("(entry)"));
   return evaluateNode(scoped(walk, document, scope), path, env, depth, signal, 0, true);
@@ -106,7 +145,8 @@ function scoped(walk: Walk, document: TemplateDocument, scope: string): Walk {
   return {
     ...walk,
     document,
-    progress: (event, message, data) => walk.progress(event, message, typeof data?.["nodePath"] === "string" ? { ...data, nodePath: at(data["nodePath"]) } : data),
+    progress: (event, message, data) =>
+      walk.progress(event, message, typeof data?.["nodePath"] === "string" ? { ...data, nodePath: at(data["nodePath"]) } : data),
     execute: (path, ...rest) => walk.execute(at(path), ...rest),
     resume: (path, ...rest) => walk.resume(at(path), ...rest),
     script: (path, ...rest) => walk.script(at(path), ...rest),
@@ -147,7 +187,12 @@ type WalkMachine = ReturnType<typeof buildWalkMachine>;
 /** Creates the evaluation actors of one Evaluator. */
 export interface WalkActors {
   /** Creates the evaluation actor of a node of `walk` at nesting `depth` (`inline`: inline calls around it). */
-  create(walk: Walk, depth: number, inline: number, options: { input: EvaluationInput; inspect?: (event: InspectionEvent) => void }): Actor<WalkMachine>;
+  create(
+    walk: Walk,
+    depth: number,
+    inline: number,
+    options: { input: EvaluationInput; inspect?: (event: InspectionEvent) => void },
+  ): Actor<WalkMachine>;
 }
 
 /**
@@ -177,12 +222,14 @@ function continuationScope(scope: WalkScope): ContinuationScope {
         return done?.ok ? done.text : text;
       },
     },
-    applyFormat: (path, result) => (result.status === "COMPLETE" ? applyOutputFormat(taskAt(walk, path), result, returnsOf(walk.document, path)) : result),
+    applyFormat: (path, result) =>
+      result.status === "COMPLETE" ? applyOutputFormat(taskAt(walk, path), result, returnsOf(walk.document, path)) : result,
   });
 }
 
 function buildWalkMachine(scopeOf: ScopeOf) {
-  const progress = ({ system }: { system: unknown }, p: { event: string; message: string; data?: Record<string, unknown> }) => scopeOf(system).walk.progress(p.event, p.message, p.data);
+  const progress = ({ system }: { system: unknown }, p: { event: string; message: string; data?: Record<string, unknown> }) =>
+    scopeOf(system).walk.progress(p.event, p.message, p.data);
   const runStep = fromPromise<TaskResult, { path: string; env: Env }>(({ input, signal, system }) => {
     const { walk, depth, inline } = scopeOf(system);
     return evaluateNode(walk, input.path, input.env, depth + 1, signal, inline);
@@ -213,14 +260,24 @@ function buildWalkMachine(scopeOf: ScopeOf) {
         if (!prepared.ok) return prepared.result;
         const context = await atomicContext(walkContextDeps(walk, input.path), node, input.env, prepared.fields.prompt, signal);
         if (!context.ok) return context.result;
-        const result = await walk.execute(input.path, { ...prepared.fields, ...contextFields(context.value), continuations: continuationsFor(walk, node) }, signal, budgetScopes(input.env));
+        const result = await walk.execute(
+          input.path,
+          { ...prepared.fields, ...contextFields(context.value), continuations: continuationsFor(walk, node) },
+          signal,
+          budgetScopes(input.env),
+        );
         return applyOutputFormat(node, withContextNotes(result, context.value), returnsOf(walk.document, input.path));
       }),
       reparse: fromPromise<TaskResult, { path: string; env: Env; result: TaskResult }>(async ({ input, signal, system }) => {
         const { walk, depth } = scopeOf(system);
         const compile = walk.compile;
         if (!compile) return input.result;
-        const reparseWalk = { ...walk, compile, evaluateDocument: (document: TemplateDocument, env: Env, s: AbortSignal, scope: string) => evaluateDocument(walk, document, env, depth + 1, s, scope) };
+        const reparseWalk = {
+          ...walk,
+          compile,
+          evaluateDocument: (document: TemplateDocument, env: Env, s: AbortSignal, scope: string) =>
+            evaluateDocument(walk, document, env, depth + 1, s, scope),
+        };
         return reparseNode(reparseWalk, taskAt(walk, input.path), input.path, input.env, input.result, signal);
       }),
       runRef: fromPromise<TaskResult, { path: string; env: Env }>(async ({ input, signal, system }) => {
@@ -235,7 +292,10 @@ function buildWalkMachine(scopeOf: ScopeOf) {
         const { walk, depth, inline } = scopeOf(system);
         const node = nodeAt(walk.document, input.path);
         if (node?.kind !== "call") return missingNode(input.path);
-        const args = node.args.map((arg, i) => ({ ...(arg.name ? { name: arg.name } : {}), ...(typeof arg.value === "string" ? { text: arg.value } : { nodePath: `${input.path}.args.${i}.value` }) }));
+        const args = node.args.map((arg, i) => ({
+          ...(arg.name ? { name: arg.name } : {}),
+          ...(typeof arg.value === "string" ? { text: arg.value } : { nodePath: `${input.path}.args.${i}.value` }),
+        }));
         const bound = await bindArgs(walk, node.templateName, args, input.env, depth, signal);
         if ("result" in bound) return bound.result;
         return evaluateNode(walk, `templates.${bound.template}.body`, bound.env, depth + 1, signal, inline);
@@ -306,7 +366,14 @@ export function argumentValue(text: string, env: Env, mode: SubstituteMode = "st
 type ArgSource = { name?: string; text: string } | { name?: string; nodePath: string };
 
 /** Binds arguments to the parameters of template `name`: positional in declared order, then named, then defaults. */
-async function bindArgs(walk: Walk, name: string, args: readonly ArgSource[], env: Env, depth: number, signal: AbortSignal): Promise<{ template: number; env: Env } | { result: TaskResult }> {
+async function bindArgs(
+  walk: Walk,
+  name: string,
+  args: readonly ArgSource[],
+  env: Env,
+  depth: number,
+  signal: AbortSignal,
+): Promise<{ template: number; env: Env } | { result: TaskResult }> {
   const index = walk.document.templates.findIndex((t) => t.name === name);
   const template = walk.document.templates[index];
   if (!template) return { result: inputFailure(`unknown template '${name}'`) };
@@ -315,11 +382,13 @@ async function bindArgs(walk: Walk, name: string, args: readonly ArgSource[], en
   let position = 0;
   for (const arg of args) {
     const param = arg.name ?? template.params[position++];
-    if (param === undefined) return { result: inputFailure(`too many arguments for template '${template.name}' (it takes ${template.params.length})`) };
+    if (param === undefined)
+      return { result: inputFailure(`too many arguments for template '${template.name}' (it takes ${template.params.length})`) };
     if (!template.params.includes(param)) return { result: inputFailure(`template '${template.name}' has no parameter '${param}'`) };
     if ("text" in arg) {
       const got = argumentValue(arg.text, env, walk.substitution);
-      if ("missing" in got) return { result: inputFailure(`missing required input: ${got.missing.map((m) => `'${m}'`).join(", ")}`, { missing: got.missing }) };
+      if ("missing" in got)
+        return { result: inputFailure(`missing required input: ${got.missing.map((m) => `'${m}'`).join(", ")}`, { missing: got.missing }) };
       params[param] = got.value;
     } else {
       const result = await evaluateNode(walk, arg.nodePath, env, depth + 1, signal);
@@ -334,7 +403,8 @@ async function bindArgs(walk: Walk, name: string, args: readonly ArgSource[], en
       else return { result: inputFailure(`missing argument '${spec.name}' of template '${template.name}'`, { missing: [spec.name] }) };
     }
     const checked = checkParam(spec.type, params[spec.name]);
-    if (!checked.ok) return { result: inputFailure(`argument '${spec.name}' of template '${template.name}' is not of type ${spec.type ?? ""}`) };
+    if (!checked.ok)
+      return { result: inputFailure(`argument '${spec.name}' of template '${template.name}' is not of type ${spec.type ?? ""}`) };
     params[spec.name] = checked.value;
   }
   // A function template sees only its parameters (no caller's variables), and the Evaluator's reserved `$` bindings.

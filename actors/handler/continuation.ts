@@ -30,6 +30,9 @@ const TOOLS: Record<ContinuationKind, { name: string; description: string; schem
   },
 };
 
+/** The names of the continuation tools: no other tool may take one. */
+export const CONTINUATION_TOOL_NAMES: readonly string[] = Object.values(TOOLS).map((tool) => tool.name);
+
 function deepFreeze<T>(value: T): T {
   if (typeof value === "object" && value !== null && !Object.isFrozen(value)) {
     Object.freeze(value);
@@ -45,7 +48,13 @@ function deepFreeze<T>(value: T): T {
 const DEFINITIONS: ReadonlyMap<ContinuationKind, ToolDefinition> = new Map(
   (Object.keys(TOOLS) as ContinuationKind[]).map((kind) => {
     const { $schema: _ignored, ...parameters } = z.toJSONSchema(TOOLS[kind].schema);
-    return [kind, deepFreeze<ToolDefinition>({ type: "function", function: { name: TOOLS[kind].name, description: TOOLS[kind].description, parameters } })];
+    return [
+      kind,
+      deepFreeze<ToolDefinition>({
+        type: "function",
+        function: { name: TOOLS[kind].name, description: TOOLS[kind].description, parameters },
+      }),
+    ];
   }),
 );
 
@@ -58,7 +67,10 @@ export function continuationTools(kinds: readonly ContinuationKind[]): ToolDefin
  * Reads a tool call as a continuation request: `undefined` when it is not a continuation tool offered to the
  * session, `problem` when its arguments are malformed (answered to the model as an error), else the request.
  */
-export function readContinuation(call: ToolCall, kinds: readonly ContinuationKind[]): { continuation: PendingContinuation } | { problem: string } | undefined {
+export function readContinuation(
+  call: ToolCall,
+  kinds: readonly ContinuationKind[],
+): { continuation: PendingContinuation } | { problem: string } | undefined {
   const kind = kinds.find((k) => TOOLS[k].name === call.function.name);
   if (!kind) return undefined;
   let raw: unknown;

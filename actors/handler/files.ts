@@ -22,7 +22,12 @@ const escapeAttribute = (value: string) => value.replace(/&/g, "&amp;").replace(
  * Reads `files` through `toolset` and formats them, then `context`. `read_file` answers an error as text starting
  * with `error: `; such an answer (or a malformed call, when the tool is not enabled) leaves the file out.
  */
-export async function attachContext(toolset: Toolset, files: readonly string[] | undefined, context: string | undefined, signal: AbortSignal): Promise<AttachedContext> {
+export async function attachContext(
+  toolset: Toolset,
+  files: readonly string[] | undefined,
+  context: string | undefined,
+  signal: AbortSignal,
+): Promise<AttachedContext> {
   const blocks: string[] = [];
   const errors: { path: string; error: string }[] = [];
   let read = 0;
@@ -31,7 +36,10 @@ export async function attachContext(toolset: Toolset, files: readonly string[] |
       errors.push({ path, error: `more than ${MAX_CONTEXT_FILES} context files` });
       continue;
     }
-    const answer = await toolset.run({ id: `context-file-${i}`, type: "function", function: { name: "read_file", arguments: JSON.stringify({ path }) } }, signal);
+    const answer = await toolset.run(
+      { id: `context-file-${i}`, type: "function", function: { name: "read_file", arguments: JSON.stringify({ path }) } },
+      signal,
+    );
     if (answer.malformed || answer.content.startsWith("error: ")) {
       errors.push({ path, error: answer.content.replace(/^error: /, "") });
       continue;

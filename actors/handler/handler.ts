@@ -111,7 +111,13 @@ export async function runScriptRequest(toolset: Toolset, request: ScriptRequest,
  * calls that carry an `occurrence` are recorded answer by answer (and their `run_script` calls one by one) and
  * replayed on a re-run (actors/handler/records.ts, actors/handler/tool-calls.ts).
  */
-export function startHandler(deps: ActorDeps, config: HandlerConfig, callModel: CallModel, toolset: Toolset = NO_TOOLS, records?: TaskStore): RoleHandle {
+export function startHandler(
+  deps: ActorDeps,
+  config: HandlerConfig,
+  callModel: CallModel,
+  toolset: Toolset = NO_TOOLS,
+  records?: TaskStore,
+): RoleHandle {
   const mask = createMasker(config.secrets ?? []);
   // This Handler's session actors: the machine provided once, its effects acting for this Handler's sessions only.
   const actors = sessionActors();
@@ -142,10 +148,20 @@ export function startHandler(deps: ActorDeps, config: HandlerConfig, callModel: 
   const execute = async (request: ExecuteRequest): Promise<ExecuteReply> => {
     const key = records ? turnKey(request) : undefined;
     if (key === undefined || gate === undefined) return runSession(request, undefined, false, () => undefined);
-    return gate.run(request.taskId, key, (before, releaseAfter) => runSession(request, key, before, releaseAfter), joinedEvent(request, "session"));
+    return gate.run(
+      request.taskId,
+      key,
+      (before, releaseAfter) => runSession(request, key, before, releaseAfter),
+      joinedEvent(request, "session"),
+    );
   };
   /** Runs a session, or replays or continues its record (`key`); `before`: another run of it came first. */
-  const runSession = async (request: ExecuteRequest, key: string | undefined, before: boolean, releaseAfter: (written: Promise<unknown>) => void): Promise<ExecuteReply> => {
+  const runSession = async (
+    request: ExecuteRequest,
+    key: string | undefined,
+    before: boolean,
+    releaseAfter: (written: Promise<unknown>) => void,
+  ): Promise<ExecuteReply> => {
     const { taskId, nodePath } = request;
     const kinds = request.continuations ?? [];
     const tools = toolsFor(kinds);
@@ -157,7 +173,13 @@ export function startHandler(deps: ActorDeps, config: HandlerConfig, callModel: 
     const recorded = key && behind && (request.fresh !== true || before) ? await behind.read(key, TurnRecord) : undefined;
     if (recorded?.status === "done") {
       progress("model.replayed", "replayed the recorded session: no model call", { turns: recorded.result.notes["turns"] });
-      return { type: "handler.result", taskId, nodePath, result: recorded.result, ...(recorded.session ? { session: recorded.session } : {}) };
+      return {
+        type: "handler.result",
+        taskId,
+        nodePath,
+        result: recorded.result,
+        ...(recorded.session ? { session: recorded.session } : {}),
+      };
     }
     if (recorded) {
       const last = recorded.session.messages.at(-1);
@@ -168,17 +190,30 @@ export function startHandler(deps: ActorDeps, config: HandlerConfig, callModel: 
     // Servers answer with a dated id (gpt-4o-mini-2024-07-18), so the requested id is the fallback key.
     const cost = (answered: string, usage: Usage) => {
       const prices = config.prices ?? {};
-      const value = costOf(usage, Object.hasOwn(prices, answered) ? prices[answered] : Object.hasOwn(prices, model) ? prices[model] : undefined);
+      const value = costOf(
+        usage,
+        Object.hasOwn(prices, answered) ? prices[answered] : Object.hasOwn(prices, model) ? prices[model] : undefined,
+      );
       return value === undefined ? {} : { cost: value };
     };
     const effects: SessionEffects = {
       callModel: (input, signal) =>
         callModel({ ...input, tools, ...(config.maxOutputTokens ? { maxTokens: config.maxOutputTokens } : {}) }, signal, {
-          onRetry: (retry) => progress("model.retry", `retry ${retry.attempt}/${retry.maxRetries} in ${retry.delayMs} ms${retry.fromRetryAfter ? " (retry-after)" : ""}: ${retry.message}`, { ...retry }),
+          onRetry: (retry) =>
+            progress(
+              "model.retry",
+              `retry ${retry.attempt}/${retry.maxRetries} in ${retry.delayMs} ms${retry.fromRetryAfter ? " (retry-after)" : ""}: ${retry.message}`,
+              { ...retry },
+            ),
           ...((request.stream ?? config.streamDeltas) ? { onDelta: (text: string) => progress("model.delta", text, { text }) } : {}),
         }),
       countTokens: (input) => countRequestTokens(input.model, input.messages, tools),
-      ...(key && records ? { recordTurn: (input: SessionCheckpoint) => writeRecord(records, key, TurnRecord, { v: RECORD_VERSION, status: "running", session: input }, deps.log) } : {}),
+      ...(key && records
+        ? {
+            recordTurn: (input: SessionCheckpoint) =>
+              writeRecord(records, key, TurnRecord, { v: RECORD_VERSION, status: "running", session: input }, deps.log),
+          }
+        : {}),
       runTools: (input, signal) =>
         runToolCalls(input, signal, {
           toolset,
@@ -187,11 +222,19 @@ export function startHandler(deps: ActorDeps, config: HandlerConfig, callModel: 
           progress,
           ...(key && records ? { records: { store: records, key, ...(recorded ? { restoredTurn: recorded.session.turns } : {}) } } : {}),
         }),
-      turnCompleted: (context, params) => progress("model.turn", `turn ${params.turn}/${params.maxTurns}`, { ...params, ...cost(context.model, params.usage) }),
+      turnCompleted: (context, params) =>
+        progress("model.turn", `turn ${params.turn}/${params.maxTurns}`, { ...params, ...cost(context.model, params.usage) }),
       contextWarning: (params) =>
-        progress("context.warning", `context at ${params.used}/${params.limit} tokens (warning at ${Math.round(params.threshold * 100)} %)`, { ...params }),
+        progress(
+          "context.warning",
+          `context at ${params.used}/${params.limit} tokens (warning at ${Math.round(params.threshold * 100)} %)`,
+          { ...params },
+        ),
     };
-    const attached = request.resume || recorded ? { text: "", notes: {} } : await attachContext(toolset, request.files, request.context, request.files?.length ? AbortSignal.timeout(30_000) : NO_SIGNAL);
+    const attached =
+      request.resume || recorded
+        ? { text: "", notes: {} }
+        : await attachContext(toolset, request.files, request.context, request.files?.length ? AbortSignal.timeout(30_000) : NO_SIGNAL);
     const actor = actors.create(effects, {
       ...inspectOption(deps, "handler", taskId),
       input: {
@@ -203,7 +246,11 @@ export function startHandler(deps: ActorDeps, config: HandlerConfig, callModel: 
         warningThreshold: config.warningThreshold ?? 0.8,
         maxMalformedToolCalls: config.maxMalformedToolCalls ?? 3,
         ...(config.maxOutputTokens ? { maxOutputTokens: config.maxOutputTokens } : {}),
-        ...(recorded ? { restore: recorded.session } : request.resume ? { restore: { ...request.resume.session, answer: request.resume.answer } } : {}),
+        ...(recorded
+          ? { restore: recorded.session }
+          : request.resume
+            ? { restore: { ...request.resume.session, answer: request.resume.answer } }
+            : {}),
         ...sessionBudget(request, priceOf(config.prices, request.resume?.session.model ?? model, model)),
       },
     });
@@ -215,10 +262,22 @@ export function startHandler(deps: ActorDeps, config: HandlerConfig, callModel: 
       const { session, ...result }: SessionOutput = await done;
       const usage = Usage.safeParse(result.notes["usage"]);
       const priced = usage.success ? { ...result, notes: { ...result.notes, ...cost(String(result.notes["model"]), usage.data) } } : result;
-      const reply: ExecuteReply = maskDeep({ type: "handler.result", taskId, nodePath, result: { ...priced, notes: { ...attached.notes, ...priced.notes } }, ...(session ? { session } : {}) }, mask);
+      const reply: ExecuteReply = maskDeep(
+        {
+          type: "handler.result",
+          taskId,
+          nodePath,
+          result: { ...priced, notes: { ...attached.notes, ...priced.notes } },
+          ...(session ? { session } : {}),
+        },
+        mask,
+      );
       // A session stopped by a cancel or a shutdown is not an answer to replay.
       const halted = result.error?.type === "TASK_FAILURE" && result.error.reason === "execution_halted";
-      if (key && behind && !halted) releaseAfter(behind.write(key, TurnRecord, { v: RECORD_VERSION, status: "done", result: reply.result, ...(session ? { session } : {}) }));
+      if (key && behind && !halted)
+        releaseAfter(
+          behind.write(key, TurnRecord, { v: RECORD_VERSION, status: "done", result: reply.result, ...(session ? { session } : {}) }),
+        );
       return reply;
     } finally {
       live.delete(actor);
@@ -276,6 +335,7 @@ export function startHandler(deps: ActorDeps, config: HandlerConfig, callModel: 
       gate?.stop();
       for (const live of sessions.values()) for (const actor of live) actor.send({ type: "session.cancel" });
       for (const live of scripts.values()) for (const controller of live) controller.abort();
+      await toolset.close?.();
     },
   };
 }

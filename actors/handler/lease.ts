@@ -128,7 +128,11 @@ export function createLeases(store: TaskStore, log: Logger, timing: LeaseTiming 
           const expired = decoded.ok && decoded.value.until < now && now - seen.since > heartbeatMs * 1.5;
           const free = !decoded.ok || decoded.value.released === true || decoded.value.owner === owner || expired;
           if (free) {
-            if (decoded.ok && expired) log.warn({ key, owner: decoded.value.owner }, "the Handler running this session stopped renewing its lease: taking the session over");
+            if (decoded.ok && expired)
+              log.warn(
+                { key, owner: decoded.value.owner },
+                "the Handler running this session stopped renewing its lease: taking the session over",
+              );
             const taken = await store.update(marker, held(), current.revision);
             if (taken !== undefined) return hold(key, taken, true);
             continue;
@@ -177,7 +181,12 @@ export interface RunGate {
    * the release back until its final record is written (`releaseAfter`).
    * @throws a {@link RemoteError} `UNAVAILABLE` when the task is cancelled or the Handler stops while it waits.
    */
-  run<T>(taskId: string, key: string, run: (before: boolean, releaseAfter: (written: Promise<unknown>) => void) => Promise<T>, joined: (at: JoinedAt) => void): Promise<T>;
+  run<T>(
+    taskId: string,
+    key: string,
+    run: (before: boolean, releaseAfter: (written: Promise<unknown>) => void) => Promise<T>,
+    joined: (at: JoinedAt) => void,
+  ): Promise<T>;
   /** Stops the waits of a task's requests (the task was cancelled). */
   cancel(taskId: string): void;
   /** Stops every wait (the Handler stops). */
@@ -192,7 +201,12 @@ export function createRunGate(leases: Leases): RunGate {
     for (const controller of controllers) controller.abort(new RemoteError("UNAVAILABLE", why));
   };
   return {
-    run<T>(taskId: string, key: string, run: (before: boolean, releaseAfter: (written: Promise<unknown>) => void) => Promise<T>, joined: (at: JoinedAt) => void): Promise<T> {
+    run<T>(
+      taskId: string,
+      key: string,
+      run: (before: boolean, releaseAfter: (written: Promise<unknown>) => void) => Promise<T>,
+      joined: (at: JoinedAt) => void,
+    ): Promise<T> {
       const going = inflight.get(key);
       if (going !== undefined) {
         joined("here");
@@ -219,11 +233,9 @@ export function createRunGate(leases: Leases): RunGate {
         } finally {
           // Until released, a request for the key here joins this run (its answer is already known).
           const release = () => lease.release();
-          void written
-            .then(release, release)
-            .finally(() => {
-              if (inflight.get(key) === running) inflight.delete(key);
-            });
+          void written.then(release, release).finally(() => {
+            if (inflight.get(key) === running) inflight.delete(key);
+          });
         }
       })();
       inflight.set(key, running);

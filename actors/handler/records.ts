@@ -1,12 +1,22 @@
 /**
  * The Handler's records (at most one repeated model call per crash). Each session of a node is keyed by task,
  * node path, occurrence and what it was asked. Its state is written as soon as the model answers with tool calls
- * (before any runs) and again once they ran; each `run_script` call's answer once it finished; its reply when it
+ * (before any runs) and again once they ran; each tool call's answer once it finished (a call of a tool that is not
+ * idempotent is marked before it runs too); its reply when it
  * ends. A re-run of the same call (the task resumed by another Director) replays a finished session or continues
  * one from its last recorded answer, using the recorded answers of its scripts. Script commands are recorded too.
  */
 import { createHash } from "node:crypto";
-import { decode, encode, RECORD_VERSION, ScriptRecord, ToolRecord, TurnRecord, type ExecuteRequest, type ScriptRequest } from "../../protocol/index.js";
+import {
+  decode,
+  encode,
+  RECORD_VERSION,
+  ScriptRecord,
+  ToolRecord,
+  TurnRecord,
+  type ExecuteRequest,
+  type ScriptRequest,
+} from "../../protocol/index.js";
 import type { z } from "zod";
 import type { TaskStore } from "../bus.js";
 import { messageOf, type Logger } from "../deps.js";
@@ -34,7 +44,10 @@ export function toolKey(sessionKey: string, turn: number, index: number, toolCal
   return `${sessionKey}.c${digest([turn, index, toolCallId])}`;
 }
 
-/** Tools with side effects, whose answers a session records and replays rather than running them again. */
+/**
+ * Tools with side effects, whose answers a session records and replays rather than running them again, when the
+ * toolset does not say (a toolset with `info` has every call of its tools recorded; actors/handler/tool-calls.ts).
+ */
 export const RECORDED_TOOLS: ReadonlySet<string> = new Set(["run_script"]);
 
 /** Largest record read back (a long session's messages). */
@@ -44,13 +57,21 @@ const MAX_RECORD_BYTES = 16 * 1024 * 1024;
  * Reads a record; an unreadable one, or one of another version, reads as absent (the work runs again) with a
  * warning. A store that fails reads as absent too: recording makes a re-run cheaper, it is never required.
  */
-export async function readRecord<S extends typeof TurnRecord | typeof ScriptRecord | typeof ToolRecord>(store: TaskStore, key: string, schema: S, log: Logger): Promise<z.infer<S> | undefined> {
+export async function readRecord<S extends typeof TurnRecord | typeof ScriptRecord | typeof ToolRecord>(
+  store: TaskStore,
+  key: string,
+  schema: S,
+  log: Logger,
+): Promise<z.infer<S> | undefined> {
   try {
     const bytes = await store.get(key);
     if (!bytes) return undefined;
     const decoded = decode(schema, bytes, MAX_RECORD_BYTES);
     if (decoded.ok) return decoded.value as z.infer<S>;
-    log.warn({ key, version: RECORD_VERSION, problem: decoded.error.message }, "record ignored: not a record of this version; the work runs again");
+    log.warn(
+      { key, version: RECORD_VERSION, problem: decoded.error.message },
+      "record ignored: not a record of this version; the work runs again",
+    );
   } catch (err) {
     log.warn({ key, err: messageOf(err) }, "record unreadable; the work runs again");
   }
@@ -88,7 +109,13 @@ export function recordsBehind(store: TaskStore, log: Logger): RecordsBehind {
 }
 
 /** Writes a record; a failure (a session too large for the store, an outage) is logged, never fatal. */
-export async function writeRecord<S extends typeof TurnRecord | typeof ScriptRecord | typeof ToolRecord>(store: TaskStore, key: string, schema: S, value: z.infer<S>, log: Logger): Promise<void> {
+export async function writeRecord<S extends typeof TurnRecord | typeof ScriptRecord | typeof ToolRecord>(
+  store: TaskStore,
+  key: string,
+  schema: S,
+  value: z.infer<S>,
+  log: Logger,
+): Promise<void> {
   try {
     await store.put(key, encode(schema, value));
   } catch (err) {

@@ -27,7 +27,10 @@ export interface SessionEffects {
   /** Records the session; absent: it is not recorded. */
   recordTurn?: ((checkpoint: SessionCheckpoint) => Promise<void>) | undefined;
   runTools(input: RunToolsInput, signal: AbortSignal): Promise<ToolResults>;
-  turnCompleted(context: HandlerSessionContext, params: { turn: number; maxTurns: number; usage: Usage; toolCalls: number; context: ContextMetrics }): void;
+  turnCompleted(
+    context: HandlerSessionContext,
+    params: { turn: number; maxTurns: number; usage: Usage; toolCalls: number; context: ContextMetrics },
+  ): void;
   contextWarning(params: { used: number; limit: number; threshold: number }): void;
 }
 
@@ -48,7 +51,10 @@ const provideSession = (effectsOf: (system: unknown) => SessionEffects) =>
 /** Creates the session actors of one Handler. */
 export interface SessionActors {
   /** Creates the actor of one session with `effects`. */
-  create(effects: SessionEffects, options: { input: HandlerSessionInput; inspect?: (event: InspectionEvent) => void }): Actor<ReturnType<typeof provideSession>>;
+  create(
+    effects: SessionEffects,
+    options: { input: HandlerSessionInput; inspect?: (event: InspectionEvent) => void },
+  ): Actor<ReturnType<typeof provideSession>>;
 }
 
 /** The session actors of one Handler: the machine provided once, its effects found by the session's actor system. */

@@ -54,7 +54,8 @@ export function templatesOfFile(file: string, xml: string): FileTemplates {
       const children = (others[i]?.children ?? []).filter((c): c is XmlElement => c.type === "element");
       node.entries.forEach((child, k) => {
         if (child.kind === "task" && child.name) add(child.name, child, standalone(children[k]));
-        else if (child.kind !== "element") warnings.push({ ...at(file, child), message: `unnamed <${child.kind}> in <library> is not registered: give it a name` });
+        else if (child.kind !== "element")
+          warnings.push({ ...at(file, child), message: `unnamed <${child.kind}> in <library> is not registered: give it a name` });
       });
       return;
     }

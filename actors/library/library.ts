@@ -116,7 +116,9 @@ export function createLibrary(templates: readonly LibraryTemplate[]): TemplateLi
     byName.set(t.name, t);
   });
   const list: readonly LibraryTemplate[] = Object.freeze([...templates]);
-  const profiles: readonly MatchProfile[] = list.map((t) => matchProfile(t.name, t.criteria === undefined ? t.description : `${t.description} ${t.criteria}`));
+  const profiles: readonly MatchProfile[] = list.map((t) =>
+    matchProfile(t.name, t.criteria === undefined ? t.description : `${t.description} ${t.criteria}`),
+  );
   return {
     templates: list,
     get: (name) => (typeof name === "string" ? byName.get(name) : undefined),
@@ -198,7 +200,8 @@ export async function loadLibrary(dir: string, options: { required?: boolean } =
     else if (info.isFile() && /\.xml$/i.test(dir)) files = [dir];
     else return empty({ file: dir, message: `templates directory '${dir}' is not a directory or an .xml file` });
   } catch (err) {
-    if (code(err) === "ENOENT") return options.required ? empty({ file: dir, message: `templates directory '${dir}' does not exist` }) : empty();
+    if (code(err) === "ENOENT")
+      return options.required ? empty({ file: dir, message: `templates directory '${dir}' does not exist` }) : empty();
     return empty({ file: dir, message: `cannot read templates directory '${dir}': ${reason(err)}` });
   }
   const entries: { file: string; xml: string }[] = [];
@@ -220,13 +223,17 @@ async function xmlFiles(root: string, rel: string): Promise<string[]> {
     if (entry.name.startsWith(".")) continue;
     const path = rel === "" ? entry.name : join(rel, entry.name);
     if (entry.isDirectory()) found.push(...(await xmlFiles(root, path)));
-    else if (/\.xml$/i.test(entry.name) && (entry.isFile() || (entry.isSymbolicLink() && (await isFile(join(root, path)))))) found.push(path);
+    else if (/\.xml$/i.test(entry.name) && (entry.isFile() || (entry.isSymbolicLink() && (await isFile(join(root, path))))))
+      found.push(path);
   }
   return found;
 }
 
 async function isFile(path: string): Promise<boolean> {
-  return stat(path).then((s) => s.isFile(), () => false);
+  return stat(path).then(
+    (s) => s.isFile(),
+    () => false,
+  );
 }
 
 function byPath(a: string, b: string): number {
@@ -240,7 +247,8 @@ function checkTemplate(t: unknown, i: number): asserts t is LibraryTemplate {
   if (typeof t.type !== "string" || t.type === "") throw bad(`'${t.name}': type must be a non-empty string`);
   if (t.subtype !== undefined && typeof t.subtype !== "string") throw bad(`'${t.name}': subtype must be a string`);
   if (t.criteria !== undefined && typeof t.criteria !== "string") throw bad(`'${t.name}': criteria must be a string`);
-  for (const key of ["description", "file", "xml"] as const) if (typeof t[key] !== "string") throw bad(`'${t.name}': ${key} must be a string`);
+  for (const key of ["description", "file", "xml"] as const)
+    if (typeof t[key] !== "string") throw bad(`'${t.name}': ${key} must be a string`);
   if (!isRecord(t.document) || !Array.isArray(t.document.nodes)) throw bad(`'${t.name}': document must be a TemplateDocument`);
 }
 
@@ -250,8 +258,10 @@ function checkMatch(query: unknown, options: unknown): MatchOptions {
   const { type, subtype, hints, limit, atomicOnly } = options;
   if (type !== undefined && typeof type !== "string") throw new TypeError("match: type must be a string");
   if (subtype !== undefined && typeof subtype !== "string") throw new TypeError("match: subtype must be a string");
-  if (hints !== undefined && (!Array.isArray(hints) || hints.some((h) => typeof h !== "string"))) throw new TypeError("match: hints must be an array of strings");
-  if (limit !== undefined && (typeof limit !== "number" || !Number.isInteger(limit) || limit < 1)) throw new RangeError(`match: limit must be a positive integer, got '${String(limit)}'`);
+  if (hints !== undefined && (!Array.isArray(hints) || hints.some((h) => typeof h !== "string")))
+    throw new TypeError("match: hints must be an array of strings");
+  if (limit !== undefined && (typeof limit !== "number" || !Number.isInteger(limit) || limit < 1))
+    throw new RangeError(`match: limit must be a positive integer, got '${String(limit)}'`);
   if (atomicOnly !== undefined && typeof atomicOnly !== "boolean") throw new TypeError("match: atomicOnly must be a boolean");
   return options as MatchOptions;
 }

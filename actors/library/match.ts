@@ -27,7 +27,10 @@ const STOPWORDS: ReadonlySet<string> = new Set(
  */
 export function wordSet(text: string): Set<string> {
   const words = new Set<string>();
-  for (const word of text.toLowerCase().replace(/['’]/g, "").split(/[^\p{L}\p{N}]+/u)) {
+  for (const word of text
+    .toLowerCase()
+    .replace(/['’]/g, "")
+    .split(/[^\p{L}\p{N}]+/u)) {
     if (word !== "" && !STOPWORDS.has(word)) words.add(word);
   }
   return words;

@@ -42,9 +42,12 @@ function clip(text: string, max = MAX_FIELD): string {
 
 /** The messages asking the model to choose among `candidates` for `request`. */
 export function llmMatchPrompt(request: MatchRequest, candidates: readonly Ranked[], limit: number): ChatMessage[] {
-  const lines = [`Task: ${clip(request.templateDescription, 2000)}`, `Task type: ${request.templateType}${request.templateSubtype ? `:${request.templateSubtype}` : ""}`];
+  const lines = [
+    `Task: ${clip(request.templateDescription, 2000)}`,
+    `Task type: ${request.templateType}${request.templateSubtype ? `:${request.templateSubtype}` : ""}`,
+  ];
   if (request.taskText) lines.push(`Task text: ${clip(request.taskText, 2000)}`);
-  const inputs = Object.entries(request.inputs).map(([k, v]) => `${k}=${clip(typeof v === "string" ? v : JSON.stringify(v) ?? "", 200)}`);
+  const inputs = Object.entries(request.inputs).map(([k, v]) => `${k}=${clip(typeof v === "string" ? v : (JSON.stringify(v) ?? ""), 200)}`);
   if (inputs.length > 0) lines.push(`Inputs: ${inputs.join("; ")}`);
   if (request.inheritedContext) lines.push(`Inherited context: ${clip(request.inheritedContext)}`);
   for (const [i, output] of (request.previousOutputs ?? []).slice(-3).entries()) lines.push(`Earlier output ${i + 1}: ${clip(output)}`);
@@ -70,7 +73,11 @@ const Choice = z.array(
  * (the model's order for equal or missing scores); scores are clamped to [0, 1].
  * @returns the matches, or the reason the answer is unusable.
  */
-export function parseChoice(content: string, candidates: readonly Ranked[], limit: number): { ok: true; matches: FileMatch[] } | { ok: false; reason: string } {
+export function parseChoice(
+  content: string,
+  candidates: readonly Ranked[],
+  limit: number,
+): { ok: true; matches: FileMatch[] } | { ok: false; reason: string } {
   const start = content.indexOf("[");
   const end = content.lastIndexOf("]");
   if (start < 0 || end < start) return { ok: false, reason: "the answer holds no JSON array" };
@@ -81,7 +88,8 @@ export function parseChoice(content: string, candidates: readonly Ranked[], limi
     return { ok: false, reason: `the answer is not valid JSON (${messageOf(err)})` };
   }
   const parsed = Choice.safeParse(json);
-  if (!parsed.success) return { ok: false, reason: `the answer is not an array of {path, relevance, score}: ${parsed.error.issues[0]?.message ?? "invalid"}` };
+  if (!parsed.success)
+    return { ok: false, reason: `the answer is not an array of {path, relevance, score}: ${parsed.error.issues[0]?.message ?? "invalid"}` };
   const known = new Map(candidates.map((c) => [c.entry.path, c]));
   const seen = new Set<string>();
   const kept: { match: FileMatch; order: number }[] = [];
@@ -90,7 +98,9 @@ export function parseChoice(content: string, candidates: readonly Ranked[], limi
     if (candidate === undefined || seen.has(candidate.entry.path)) continue;
     seen.add(candidate.entry.path);
     const score = item.score === undefined || !Number.isFinite(item.score) ? undefined : Math.min(1, Math.max(0, item.score));
-    const relevance = item.relevance?.trim() ? clip(item.relevance.trim(), 300) : `chosen by the model: ${clip(candidate.entry.metadata, 160)}`;
+    const relevance = item.relevance?.trim()
+      ? clip(item.relevance.trim(), 300)
+      : `chosen by the model: ${clip(candidate.entry.metadata, 160)}`;
     kept.push({ match: { path: candidate.entry.path, relevance, ...(score === undefined ? {} : { score }) }, order });
   }
   if (parsed.data.length > 0 && kept.length === 0) return { ok: false, reason: "the answer names none of the candidate paths" };
@@ -109,21 +119,30 @@ export async function chooseWithModel(
   fallback: readonly FileMatch[],
   options: LlmMatchOptions & { limit: number; total: number; signal: AbortSignal },
 ): Promise<{ context: string; matches: FileMatch[] }> {
-  const ranked = (note: string) => ({ context: `${describeCount(fallback.length, options.total)}, ranked by MiniSearch (${note})`, matches: [...fallback] });
+  const ranked = (note: string) => ({
+    context: `${describeCount(fallback.length, options.total)}, ranked by MiniSearch (${note})`,
+    matches: [...fallback],
+  });
   if (candidates.length === 0) return { context: "no relevant files found", matches: [] };
   const timeout = AbortSignal.timeout(options.timeoutMs ?? LLM_MATCH_TIMEOUT_MS);
   const signal = AbortSignal.any([options.signal, timeout]);
   let content: string;
   try {
-    content = (await options.callModel({ model: options.model, messages: llmMatchPrompt(request, candidates, options.limit) }, signal)).content;
+    content = (await options.callModel({ model: options.model, messages: llmMatchPrompt(request, candidates, options.limit) }, signal))
+      .content;
   } catch (err) {
-    const why = timeout.aborted ? `the model did not answer within ${options.timeoutMs ?? LLM_MATCH_TIMEOUT_MS} ms` : `the model failed: ${messageOf(err)}`;
+    const why = timeout.aborted
+      ? `the model did not answer within ${options.timeoutMs ?? LLM_MATCH_TIMEOUT_MS} ms`
+      : `the model failed: ${messageOf(err)}`;
     return ranked(clip(why, 300));
   }
   const choice = parseChoice(content, candidates, options.limit);
   if (!choice.ok) return ranked(`the model's answer was unusable: ${choice.reason}`);
   if (choice.matches.length === 0) return { context: `the model found none of ${candidates.length} candidates relevant`, matches: [] };
-  return { context: `${describeCount(choice.matches.length, options.total)}, chosen by the model among ${candidates.length} candidates`, matches: choice.matches };
+  return {
+    context: `${describeCount(choice.matches.length, options.total)}, chosen by the model among ${candidates.length} candidates`,
+    matches: choice.matches,
+  };
 }
 
 /** `3 relevant files of 1835 indexed`. */

@@ -74,10 +74,12 @@ export function startMemory(deps: ActorDeps, options: MemoryOptions): MemoryHand
     }),
     { ...inspectOption(deps, "memory"), input: {} },
   ).start();
-  const watch = store.watch((generation) => actor.send({ type: "index.changed", generation })).catch((err: unknown) => {
-    deps.log.error({ err: messageOf(err) }, "watching the index failed; serving the index loaded at start");
-    return undefined;
-  });
+  const watch = store
+    .watch((generation) => actor.send({ type: "index.changed", generation }))
+    .catch((err: unknown) => {
+      deps.log.error({ err: messageOf(err) }, "watching the index failed; serving the index loaded at start");
+      return undefined;
+    });
   const subscription = serve(deps, Requests.memoryMatch, {
     queue: deps.subjects.queue("memory"),
     concurrency: options.concurrency,
@@ -100,7 +102,8 @@ export function startMemory(deps: ActorDeps, options: MemoryOptions): MemoryHand
       stopped.abort(new Error("the Memory role stopped"));
       await (await watch)?.stop();
       // Requests held while an index loads would otherwise keep the subscription from closing.
-      for (const { reject } of pending.values()) reject(new RemoteError("UNAVAILABLE", "the Memory role stopped before the index was loaded"));
+      for (const { reject } of pending.values())
+        reject(new RemoteError("UNAVAILABLE", "the Memory role stopped before the index was loaded"));
       pending.clear();
       await subscription.unsubscribe();
       actor.stop();

@@ -11,7 +11,9 @@ import { WordLists, type Candidate, type ListedWord } from "./lists.js";
 export const DEFAULT_MATCH_LIMIT = 20;
 
 const STOPWORDS: ReadonlySet<string> = new Set(
-  "a an and are as at be by for from has have in into is it its of on or that the this to was were will with what which who how all any can do does".split(" "),
+  "a an and are as at be by for from has have in into is it its of on or that the this to was were will with what which who how all any can do does".split(
+    " ",
+  ),
 );
 const SPLIT = /[^\p{L}\p{N}]+/u;
 /** A word with an inner capital (`parseTemplate`, `XMLParser`): only those are split further. */
@@ -298,20 +300,27 @@ export class IndexRanker {
       } else {
         listed.set(term, { source: term, weight: 1 });
       }
-      if (f === 0) for (const word of this.#lists.commonFor(term)) if (!listed.has(word)) listed.set(word, { source: term, weight: DERIVED_WEIGHT });
+      if (f === 0)
+        for (const word of this.#lists.commonFor(term)) if (!listed.has(word)) listed.set(word, { source: term, weight: DERIVED_WEIGHT });
     }
     // Expanding a word already in many entries costs much and adds little: only unknown or rare words grow.
     const prefix = (term: string) => term.length >= 3 && frequency(term) <= LISTED_ABOVE;
     const fuzzy = (term: string) => term.length >= 5 && frequency(term) === 0;
     const pool = new Map<number, Candidate>();
     if (searched.length > 0) {
-      const results = this.#search.search(searched.join(" "), { prefix, fuzzy: (term) => (fuzzy(term) ? 0.2 : false), maxFuzzy: 2, combineWith: "OR" });
+      const results = this.#search.search(searched.join(" "), {
+        prefix,
+        fuzzy: (term) => (fuzzy(term) ? 0.2 : false),
+        maxFuzzy: 2,
+        combineWith: "OR",
+      });
       // The words scored from id lists can lift any result, so all of them (within a bound) are candidates then.
       for (const r of results.slice(0, listed.size > 0 ? Math.max(limit * 5, MAX_POOL) : Math.max(limit * 5, 100))) {
         const id = r.id as number;
         pool.set(id, { id, raw: r.score / Math.max(1, r.queryTerms.length), matched: new Set(r.queryTerms), score: 0 });
       }
-      for (const term of searched) if (frequency(term) <= LISTED_ABOVE) this.#lists.scoreSingles(term, { prefix: prefix(term), fuzzy: fuzzy(term) }, pool);
+      for (const term of searched)
+        if (frequency(term) <= LISTED_ABOVE) this.#lists.scoreSingles(term, { prefix: prefix(term), fuzzy: fuzzy(term) }, pool);
     }
     let candidates = [...pool.values()];
     for (const candidate of candidates) {
@@ -349,7 +358,10 @@ function toTokens(entry: IndexEntry): string[] {
  * clause (the file name is ranked from the path already): words every entry has only cost time.
  */
 function unlabelled(metadata: string): string {
-  return metadata.replace(/(^|;)\s*size:\s*[\d.]+\s*[KMG]?B\s*(?=;|$)/g, "$1").replace(/(^|;)\s*name:[^;]*/g, "$1").replace(/\b(?:language|exports|defines):/g, " ");
+  return metadata
+    .replace(/(^|;)\s*size:\s*[\d.]+\s*[KMG]?B\s*(?=;|$)/g, "$1")
+    .replace(/(^|;)\s*name:[^;]*/g, "$1")
+    .replace(/\b(?:language|exports|defines):/g, " ");
 }
 
 /** A ranked entry as a match of the reply: `relevance` names the matched words and repeats the metadata. */

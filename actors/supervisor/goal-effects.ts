@@ -45,12 +45,26 @@ function escapeXml(text: string): string {
 }
 
 /** Submits an atomic task whose texts travel as inputs (never parsed as XML nor scanned for `{{…}}`). */
-export async function submitTask(deps: ActorDeps, taskId: string, request: string, system: string, model: string | undefined): Promise<void> {
+export async function submitTask(
+  deps: ActorDeps,
+  taskId: string,
+  request: string,
+  system: string,
+  model: string | undefined,
+): Promise<void> {
   await ask(deps, Requests.submit, { taskId, xml: ATOMIC(model), inputs: { request, system } }, { timeoutMs: 10_000 });
 }
 
 /** Submits a task (or finds it, after a takeover) and waits for its outcome. */
-async function runTask(deps: ActorDeps, taskId: string, request: string, system: string, model: string | undefined, timeoutMs: number, signal?: AbortSignal): Promise<TaskOutcome> {
+async function runTask(
+  deps: ActorDeps,
+  taskId: string,
+  request: string,
+  system: string,
+  model: string | undefined,
+  timeoutMs: number,
+  signal?: AbortSignal,
+): Promise<TaskOutcome> {
   await submitTask(deps, taskId, request, system, model);
   const [result] = await collectResults(deps, [taskId], { timeoutMs, ...(signal ? { signal } : {}) });
   if (!result || !("outcome" in result)) throw new Error(`task ${taskId}: ${result && "error" in result ? result.error : "no result"}`);
@@ -77,7 +91,10 @@ function progressOf(goal: Goal): string {
 }
 
 export function planRequest(goal: Goal): string {
-  const history = goal.subGoals.length === 0 ? "" : `\n\nWhat happened so far (sub-goal: status):\n${goal.subGoals.map((s) => `- ${s.description}: ${s.status}${s.outcome?.error ? ` (${s.outcome.error})` : ""}`).join("\n")}`;
+  const history =
+    goal.subGoals.length === 0
+      ? ""
+      : `\n\nWhat happened so far (sub-goal: status):\n${goal.subGoals.map((s) => `- ${s.description}: ${s.status}${s.outcome?.error ? ` (${s.outcome.error})` : ""}`).join("\n")}`;
   return `Decompose this goal into 1 to 10 concrete sub-goals, each small enough for one task.\n\nGOAL: ${goal.description}${history}\n\nAnswer with JSON only: {"subGoals": [{"id": "1", "description": "…", "dependsOn": [], "priority": 50}]}. "dependsOn" lists ids of sub-goals that must be completed first; a lower priority number runs first.`;
 }
 
@@ -97,7 +114,15 @@ export function goalActors(deps: ActorDeps, options: GoalEffectOptions) {
   return {
     decompose: fromPromise<GoalPlan, { goal: Goal }>(async ({ input: { goal }, signal }) => {
       const taskId = `${goal.id}-plan${goal.rounds + 1}-r${goal.replanCount}`;
-      const outcome = await runTask(deps, taskId, planRequest(goal), "You plan work. Answer with JSON only.", undefined, options.stepTimeoutMs, signal);
+      const outcome = await runTask(
+        deps,
+        taskId,
+        planRequest(goal),
+        "You plan work. Answer with JSON only.",
+        undefined,
+        options.stepTimeoutMs,
+        signal,
+      );
       if (outcome.status !== "COMPLETE") throw new Error(`the decomposition task failed: ${outcome.error?.message ?? outcome.status}`);
       const plan = parseAnswer(GoalPlan, outcome.content);
       if (!plan.ok) throw new Error(`the decomposition is not a plan: ${plan.error}`);
@@ -106,7 +131,8 @@ export function goalActors(deps: ActorDeps, options: GoalEffectOptions) {
 
     runWave: fromCallback<{ type: "noop" }, { goal: Goal; items: WaveItem[] }>(({ input: { goal, items }, sendBack }) => {
       const abort = new AbortController();
-      const system = (item: WaveItem) => `You work on one step of a larger goal. GOAL: ${goal.description}\nDone so far:\n${progressOf(goal)}\nDo only this step: ${item.description}`;
+      const system = (item: WaveItem) =>
+        `You work on one step of a larger goal. GOAL: ${goal.description}\nDone so far:\n${progressOf(goal)}\nDo only this step: ${item.description}`;
       void (async () => {
         const submitted: string[] = [];
         for (const item of items) {
@@ -115,7 +141,12 @@ export function goalActors(deps: ActorDeps, options: GoalEffectOptions) {
             submitted.push(item.taskId);
           } catch (err) {
             if (abort.signal.aborted) return;
-            sendBack({ type: "subgoal.settled", subGoalId: item.subGoalId, outcome: { success: false, content: "", error: `could not submit: ${messageOf(err)}` }, at: deps.now().getTime() });
+            sendBack({
+              type: "subgoal.settled",
+              subGoalId: item.subGoalId,
+              outcome: { success: false, content: "", error: `could not submit: ${messageOf(err)}` },
+              at: deps.now().getTime(),
+            });
           }
         }
         await collectResults(deps, submitted, {
@@ -124,7 +155,8 @@ export function goalActors(deps: ActorDeps, options: GoalEffectOptions) {
           onSettled: (result) => {
             if (abort.signal.aborted) return;
             const item = items.find((i) => i.taskId === result.taskId);
-            if (item) sendBack({ type: "subgoal.settled", subGoalId: item.subGoalId, outcome: outcomeOf(result), at: deps.now().getTime() });
+            if (item)
+              sendBack({ type: "subgoal.settled", subGoalId: item.subGoalId, outcome: outcomeOf(result), at: deps.now().getTime() });
           },
         });
       })().catch((err: unknown) => deps.log.error({ goalId: goal.id, err: messageOf(err) }, "goal wave failed"));
@@ -135,10 +167,21 @@ export function goalActors(deps: ActorDeps, options: GoalEffectOptions) {
       Promise.all(
         subGoalIds.map(async (id) => {
           try {
-            const outcome = await runTask(deps, `${goal.id}-judge-${id}`, judgeRequest(goal, id), "You judge progress towards a goal. Answer with JSON only.", cheap, options.stepTimeoutMs, signal);
-            if (outcome.status !== "COMPLETE") return unknownJudgement(id, `the judgement task failed: ${outcome.error?.message ?? outcome.status}`);
+            const outcome = await runTask(
+              deps,
+              `${goal.id}-judge-${id}`,
+              judgeRequest(goal, id),
+              "You judge progress towards a goal. Answer with JSON only.",
+              cheap,
+              options.stepTimeoutMs,
+              signal,
+            );
+            if (outcome.status !== "COMPLETE")
+              return unknownJudgement(id, `the judgement task failed: ${outcome.error?.message ?? outcome.status}`);
             const judgement = parseAnswer(DivergenceJudgement, outcome.content);
-            return judgement.ok ? normaliseJudgement(id, judgement.value) : unknownJudgement(id, `the judgement is not valid: ${judgement.error}`);
+            return judgement.ok
+              ? normaliseJudgement(id, judgement.value)
+              : unknownJudgement(id, `the judgement is not valid: ${judgement.error}`);
           } catch (err) {
             return unknownJudgement(id, `the judgement failed: ${messageOf(err)}`);
           }
@@ -146,19 +189,30 @@ export function goalActors(deps: ActorDeps, options: GoalEffectOptions) {
       ),
     ),
 
-    review: fromPromise<KeepResult[], { goal: Goal; subGoalIds: string[]; reason: string }>(async ({ input: { goal, subGoalIds, reason }, signal }) =>
-      Promise.all(
-        subGoalIds.map(async (id): Promise<KeepResult> => {
-          try {
-            const outcome = await runTask(deps, `${goal.id}-keep-${id}-r${goal.replanCount}`, reviewRequest(goal, id, reason), "You review plans. Answer with JSON only.", cheap, options.stepTimeoutMs, signal);
-            const decision = outcome.status === "COMPLETE" ? parseAnswer(KeepDecision, outcome.content) : undefined;
-            // Conservative: anything but a clear "no" keeps it.
-            return decision?.ok ? { subGoalId: id, keep: decision.value.keep, reason: decision.value.reason } : { subGoalId: id, keep: true, reason: "kept: the review failed" };
-          } catch (err) {
-            return { subGoalId: id, keep: true, reason: `kept: the review failed (${messageOf(err)})` };
-          }
-        }),
-      ),
+    review: fromPromise<KeepResult[], { goal: Goal; subGoalIds: string[]; reason: string }>(
+      async ({ input: { goal, subGoalIds, reason }, signal }) =>
+        Promise.all(
+          subGoalIds.map(async (id): Promise<KeepResult> => {
+            try {
+              const outcome = await runTask(
+                deps,
+                `${goal.id}-keep-${id}-r${goal.replanCount}`,
+                reviewRequest(goal, id, reason),
+                "You review plans. Answer with JSON only.",
+                cheap,
+                options.stepTimeoutMs,
+                signal,
+              );
+              const decision = outcome.status === "COMPLETE" ? parseAnswer(KeepDecision, outcome.content) : undefined;
+              // Conservative: anything but a clear "no" keeps it.
+              return decision?.ok
+                ? { subGoalId: id, keep: decision.value.keep, reason: decision.value.reason }
+                : { subGoalId: id, keep: true, reason: "kept: the review failed" };
+            } catch (err) {
+              return { subGoalId: id, keep: true, reason: `kept: the review failed (${messageOf(err)})` };
+            }
+          }),
+        ),
     ),
   };
 }

@@ -31,7 +31,15 @@ export function runGoalLoop(deps: ActorDeps, store: GoalStore, goalId: string, o
     try {
       const stored = await store.get(goalId);
       if (!stored || stored.goal.status !== "active" || stopRequest !== undefined) return undefined;
-      const started: GoalEvent = { goalId, type: "goal.started", status: "active", message: `run by ${options.owner}`, supervisor: options.owner, at: now(), data: { replanCount: stored.goal.replanCount, subGoals: stored.goal.subGoals.length } };
+      const started: GoalEvent = {
+        goalId,
+        type: "goal.started",
+        status: "active",
+        message: `run by ${options.owner}`,
+        supervisor: options.owner,
+        at: now(),
+        data: { replanCount: stored.goal.replanCount, subGoals: stored.goal.subGoals.length },
+      };
       deps.bus.publish(deps.subjects.goalEvents(goalId), encodeJson(started));
       let revision = stored.revision;
       let writes: Promise<void> = Promise.resolve();
@@ -51,7 +59,15 @@ export function runGoalLoop(deps: ActorDeps, store: GoalStore, goalId: string, o
             },
             // Events and alerts go out after the writes before them: what they announce is stored.
             publish: ({ context }, p) => {
-              const message: GoalEvent = { goalId, type: p.type, status: context.goal.status, message: p.message, supervisor: options.owner, at: now(), ...(p.data ? { data: p.data } : {}) };
+              const message: GoalEvent = {
+                goalId,
+                type: p.type,
+                status: context.goal.status,
+                message: p.message,
+                supervisor: options.owner,
+                at: now(),
+                ...(p.data ? { data: p.data } : {}),
+              };
               writes = writes.then(() => deps.bus.publish(deps.subjects.goalEvents(goalId), encodeJson(message)));
             },
             alert: (_, p) => {
@@ -61,15 +77,21 @@ export function runGoalLoop(deps: ActorDeps, store: GoalStore, goalId: string, o
           },
           actors: goalActors(deps, options.effects),
         }),
-        { input: { goal: stored.goal, costThresholdUsd: options.costThresholdUsd, maxParallel: options.maxParallel }, ...inspectOption(deps, "supervisor") },
+        {
+          input: { goal: stored.goal, costThresholdUsd: options.costThresholdUsd, maxParallel: options.maxParallel },
+          ...inspectOption(deps, "supervisor"),
+        },
       );
       stopMachine = (reason) => actor.send({ type: "stop", reason });
-      const renew = setInterval(() => {
-        store.acquire(goalId, options.owner, now(), options.leaseMs).then(
-          (held) => held || actor.send({ type: "stop", reason: "the lease was lost" }),
-          (err: unknown) => log.warn({ goalId, err: messageOf(err) }, "lease renewal failed"),
-        );
-      }, Math.max(50, Math.floor(options.leaseMs / 3)));
+      const renew = setInterval(
+        () => {
+          store.acquire(goalId, options.owner, now(), options.leaseMs).then(
+            (held) => held || actor.send({ type: "stop", reason: "the lease was lost" }),
+            (err: unknown) => log.warn({ goalId, err: messageOf(err) }, "lease renewal failed"),
+          );
+        },
+        Math.max(50, Math.floor(options.leaseMs / 3)),
+      );
       try {
         actor.start();
         const output = await toPromise(actor);
@@ -97,7 +119,13 @@ export function runGoalLoop(deps: ActorDeps, store: GoalStore, goalId: string, o
 }
 
 /** Publishes an operator alert and POSTs it to the webhook, if one is configured (failures are logged, never fatal). */
-async function sendAlert(deps: ActorDeps, options: SupervisorOptions, kind: OperatorAlert["kind"], goal: Goal, reason: string): Promise<void> {
+async function sendAlert(
+  deps: ActorDeps,
+  options: SupervisorOptions,
+  kind: OperatorAlert["kind"],
+  goal: Goal,
+  reason: string,
+): Promise<void> {
   const alert: OperatorAlert = {
     kind,
     goalId: goal.id,
@@ -110,7 +138,12 @@ async function sendAlert(deps: ActorDeps, options: SupervisorOptions, kind: Oper
   deps.bus.publish(deps.subjects.operatorAlerts, encodeJson(alert));
   if (!options.alertWebhook) return;
   try {
-    const response = await fetch(options.alertWebhook, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(alert), signal: AbortSignal.timeout(5_000) });
+    const response = await fetch(options.alertWebhook, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify(alert),
+      signal: AbortSignal.timeout(5_000),
+    });
     if (!response.ok) deps.log.warn({ goalId: goal.id, status: response.status }, "alert webhook refused the alert");
   } catch (err) {
     deps.log.warn({ goalId: goal.id, err: messageOf(err) }, "alert webhook unreachable");

@@ -40,7 +40,11 @@ export function settledOf(outcome: TaskOutcome): CollectedResult {
  * this process was disconnected is found that way) before reporting them as timeouts.
  * @returns one entry per id, in the order of `taskIds`.
  */
-export async function collectResults(deps: ActorDeps, taskIds: readonly string[], options: CollectOptions = {}): Promise<CollectedResult[]> {
+export async function collectResults(
+  deps: ActorDeps,
+  taskIds: readonly string[],
+  options: CollectOptions = {},
+): Promise<CollectedResult[]> {
   const timeoutMs = options.timeoutMs ?? 300_000;
   const requestTimeoutMs = options.requestTimeoutMs ?? 10_000;
   const results: (CollectedResult | undefined)[] = taskIds.map(() => undefined);
@@ -78,7 +82,8 @@ export async function collectResults(deps: ActorDeps, taskIds: readonly string[]
     } catch (err) {
       if (err instanceof RemoteError && err.code === "NOT_FOUND") settle({ taskId: id, status: "unknown", error: `no task '${id}'` });
       else if (final) settle({ taskId: id, status: "timeout", error: `timeout after ${timeoutMs} ms (${messageOf(err)})` });
-      else deps.log.warn({ taskId: id, err: messageOf(err) }, "result collection: the task's state could not be read; waiting for its result");
+      else
+        deps.log.warn({ taskId: id, err: messageOf(err) }, "result collection: the task's state could not be read; waiting for its result");
     }
   };
 

@@ -102,7 +102,10 @@ export function startSupervisor(deps: ActorDeps, kv: KeyedStore, options: Superv
     return stored.goal;
   };
   const event = (goal: Goal, type: string, message: string) =>
-    deps.bus.publish(subjects.goalEvents(goal.id), encodeJson({ goalId: goal.id, type, status: goal.status, message, supervisor: options.owner, at: deps.now().getTime() }));
+    deps.bus.publish(
+      subjects.goalEvents(goal.id),
+      encodeJson({ goalId: goal.id, type, status: goal.status, message, supervisor: options.owner, at: deps.now().getTime() }),
+    );
 
   const queue = subjects.queue("supervisor");
   const common = { queue, concurrency: options.concurrency };
@@ -153,7 +156,9 @@ export function startSupervisor(deps: ActorDeps, kv: KeyedStore, options: Superv
       ...common,
       handle: async (_, msg) => {
         const goal = await getGoal(msg.subject);
-        const result = await store.modify(goal.id, (g) => (g.status === "completed" || g.status === "cancelled" ? undefined : { ...g, status: "cancelled", updatedAt: deps.now().getTime() }));
+        const result = await store.modify(goal.id, (g) =>
+          g.status === "completed" || g.status === "cancelled" ? undefined : { ...g, status: "cancelled", updatedAt: deps.now().getTime() },
+        );
         if (!result?.changed) return { goalId: goal.id, status: "already_final" } satisfies GoalReply;
         control({ action: "stop", goalId: goal.id, reason: "the goal was cancelled" });
         const cancelled = await cancelGoalTree(deps, result.goal);

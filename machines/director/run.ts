@@ -81,11 +81,14 @@ export type RunEvent =
   /** The store refused a checkpoint for good (too large). */
   | { type: "checkpoint.refused"; message: string };
 
-
 /** On an effect's failure: the delivery goes back to the queue, after a pause growing with its deliveries. */
 const failed = {
   target: "#run.handedBack",
-  actions: [{ type: "recordError", params: ({ event }: { event: { error: unknown } }) => ({ error: event.error }) }, "stopTask", "nakLater"],
+  actions: [
+    { type: "recordError", params: ({ event }: { event: { error: unknown } }) => ({ error: event.error }) },
+    "stopTask",
+    "nakLater",
+  ],
 } as const;
 
 /** The run protocol machine. */
@@ -165,7 +168,9 @@ export const runMachine = setup({
           {
             guard: { type: "restoreRefused", params: ({ event }) => event.output },
             target: "finishing",
-            actions: assign({ failure: ({ event }) => (event.output.kind === "refused" ? `cannot resume the task: ${event.output.message}` : undefined) }),
+            actions: assign({
+              failure: ({ event }) => (event.output.kind === "refused" ? `cannot resume the task: ${event.output.message}` : undefined),
+            }),
           },
           { guard: "draining", target: "handingBack" },
           { target: "running" },
@@ -190,10 +195,7 @@ export const runMachine = setup({
         "claim.lost": { target: "checkingOwner", actions: "stopTask" },
         "checkpoint.refused": {
           target: "finishing",
-          actions: [
-            "stopTask",
-            assign({ failure: ({ event }) => event.message, cancelOthers: true }),
-          ],
+          actions: ["stopTask", assign({ failure: ({ event }) => event.message, cancelOthers: true })],
         },
         drain: "handingBack",
       },
@@ -224,13 +226,28 @@ export const runMachine = setup({
       description: "The claim was taken over: nothing is published here; the delivery is acked once the new owner has finished.",
       invoke: {
         src: "readOwner",
-        onDone: [{ guard: { type: "takenOverFinished", params: ({ event }) => event.output }, target: "lost", actions: "ack" }, { target: "lost" }],
+        onDone: [
+          { guard: { type: "takenOverFinished", params: ({ event }) => event.output }, target: "lost", actions: "ack" },
+          { target: "lost" },
+        ],
         onError: failed,
       },
     },
-    settled: { description: "The outcome is stored and published; the delivery is acked.", type: "final", entry: { type: "report", params: { outcome: "settled" } } },
-    handedBack: { description: "The delivery went back to the queue (naked) for this or another Director.", type: "final", entry: { type: "report", params: { outcome: "handedBack" } } },
+    settled: {
+      description: "The outcome is stored and published; the delivery is acked.",
+      type: "final",
+      entry: { type: "report", params: { outcome: "settled" } },
+    },
+    handedBack: {
+      description: "The delivery went back to the queue (naked) for this or another Director.",
+      type: "final",
+      entry: { type: "report", params: { outcome: "handedBack" } },
+    },
     lost: { description: "Another Director owns the task now.", type: "final", entry: { type: "report", params: { outcome: "lost" } } },
-    refused: { description: "The task is not run here: its claim was not granted.", type: "final", entry: { type: "report", params: { outcome: "refused" } } },
+    refused: {
+      description: "The task is not run here: its claim was not granted.",
+      type: "final",
+      entry: { type: "report", params: { outcome: "refused" } },
+    },
   },
 });

@@ -29,10 +29,7 @@ export interface TaskContext extends TaskInput {
 }
 
 /** Events a task lifecycle actor accepts. */
-export type TaskEvent =
-  | { type: "task.start" }
-  | { type: "task.cancel" }
-  | Progress;
+export type TaskEvent = { type: "task.start" } | { type: "task.cancel" } | Progress;
 
 /** Progress events that move a running task into or out of a CONTINUATION. */
 export const CONTINUATION_EVENTS = {
@@ -54,7 +51,12 @@ export interface Announcement {
 function relayIn(state: TaskState) {
   return ({ event }: { event: TaskEvent }): Announcement =>
     event.type === "task.progress"
-      ? { event: event.event, state, ...(event.message === undefined ? {} : { message: event.message }), ...(event.data === undefined ? {} : { data: event.data }) }
+      ? {
+          event: event.event,
+          state,
+          ...(event.message === undefined ? {} : { message: event.message }),
+          ...(event.data === undefined ? {} : { data: event.data }),
+        }
       : { event: event.type, state };
 }
 

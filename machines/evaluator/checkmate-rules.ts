@@ -3,11 +3,19 @@
  * and what each progress event says, as functions of the context and the effect's output, so each can be unit-tested.
  */
 import { verdictOf, type InputRequest, type StoredVerdict, type TaskError, type TaskResult } from "../../protocol/index.js";
-import { bestAttempt, clarificationQuestions, failure, history, tag, thrown, type CheckmateContext, type Prepared } from "./checkmate-types.js";
+import {
+  bestAttempt,
+  clarificationQuestions,
+  failure,
+  history,
+  tag,
+  thrown,
+  type CheckmateContext,
+  type Prepared,
+} from "./checkmate-types.js";
 import type { ProgressParams } from "./sequential.js";
 
 export { errorOf, outputOf } from "../invoke-events.js";
-
 
 /** True when the intake's answer asks for clarification and the rounds of answers are spent. */
 export function clarificationsSpent(context: CheckmateContext, output: TaskResult): boolean {
@@ -70,7 +78,9 @@ export function withWorkerError(context: CheckmateContext, error: TaskError): Pa
 
 /** A worker or judge failure that ends the loop (a spent budget, a cancel), with the iteration history. */
 export function roleFailure(context: CheckmateContext, role: "worker" | "judge", error: TaskError | undefined): TaskResult {
-  const result = failure("subtask_failure", `${tag(context)} ${role} failed: ${error?.message ?? ""}`, { iteration_history: history(context) });
+  const result = failure("subtask_failure", `${tag(context)} ${role} failed: ${error?.message ?? ""}`, {
+    iteration_history: history(context),
+  });
   return { ...result, error: error ?? thrown(`${role} failed`) };
 }
 
@@ -87,13 +97,20 @@ export function withJudgeError(context: CheckmateContext, error: TaskError | und
   const judgeError = error ?? thrown("the judge failed without an error");
   const note = `the judge failed (${judgeError.message}); counted as FAIL`;
   const verdict: StoredVerdict = { result: "FAIL", score: 0, criteria: [], gapSummary: "", parsed: false, note };
-  return { attempts: [...context.attempts.slice(0, -1), { ...context.attempts.at(-1), iteration: context.iteration, verdict, judgeError }] };
+  return {
+    attempts: [...context.attempts.slice(0, -1), { ...context.attempts.at(-1), iteration: context.iteration, verdict, judgeError }],
+  };
 }
 
 /** `checkmate.criteria`: where the criteria came from, and whether the criteria judge approved them. */
 export function criteriaProgress(context: CheckmateContext, message: string, approved?: boolean): ProgressParams {
   const source = context.criteriaSource ?? "intake";
-  const data = { nodePath: context.path, source, ...(approved === undefined ? {} : { approved }), ...(source === "intake" ? { criteria: context.criteria } : {}) };
+  const data = {
+    nodePath: context.path,
+    source,
+    ...(approved === undefined ? {} : { approved }),
+    ...(source === "intake" ? { criteria: context.criteria } : {}),
+  };
   return { event: "checkmate.criteria", message, data };
 }
 
@@ -106,7 +123,11 @@ export function inputProgress(context: CheckmateContext): ProgressParams {
 /** `checkmate.worker_error`: the failed iteration's error. */
 export function workerErrorProgress(context: CheckmateContext): ProgressParams {
   const error = context.attempts.at(-1)?.workerError;
-  return { event: "checkmate.worker_error", message: `${tag(context)} worker failed: ${error?.message ?? ""}`, data: { nodePath: context.path, iteration: context.iteration, error } };
+  return {
+    event: "checkmate.worker_error",
+    message: `${tag(context)} worker failed: ${error?.message ?? ""}`,
+    data: { nodePath: context.path, iteration: context.iteration, error },
+  };
 }
 
 /** `checkmate.verdict`: the iteration's verdict and score, or that it failed. */
@@ -137,14 +158,20 @@ export function checkmateOutput(context: CheckmateContext): TaskResult {
     iterations_completed: context.attempts.length,
     final_verdict: context.attempts.findLast((a) => a.verdict)?.verdict ?? null,
   };
-  if (last?.verdict?.result === "PASS") return { content: last.output ?? "", status: "COMPLETE", notes: { ...notes, termination_reason: "judge_pass" } };
+  if (last?.verdict?.result === "PASS")
+    return { content: last.output ?? "", status: "COMPLETE", notes: { ...notes, termination_reason: "judge_pass" } };
   const best = bestAttempt(context.attempts);
   const bestNote = best ? `; best attempt: iteration ${best.iteration}` : "; no iteration produced an output";
   const message = `checkmate reached max iterations (${context.maxIterations}) without a PASS${bestNote}`;
   return {
     content: best?.output ?? "",
     status: "FAILED",
-    notes: { ...notes, termination_reason: "max_iterations_reached", best_iteration: best?.iteration ?? null, best_verdict: best?.verdict ?? null },
+    notes: {
+      ...notes,
+      termination_reason: "max_iterations_reached",
+      best_iteration: best?.iteration ?? null,
+      best_verdict: best?.verdict ?? null,
+    },
     error: { type: "TASK_FAILURE", reason: "execution_halted", message },
   };
 }

@@ -113,7 +113,12 @@ export interface CheckmateContext extends CheckmateInput {
   result?: TaskResult;
 }
 
-export const failure = (reason: "input_validation_failure" | "execution_halted" | "execution_timeout" | "subtask_failure" | "unexpected_error", message: string, notes: Record<string, unknown> = {}, error?: TaskError): TaskResult => ({
+export const failure = (
+  reason: "input_validation_failure" | "execution_halted" | "execution_timeout" | "subtask_failure" | "unexpected_error",
+  message: string,
+  notes: Record<string, unknown> = {},
+  error?: TaskError,
+): TaskResult => ({
   ...taskFailure(reason, message, error ? { cause: error } : undefined),
   notes,
 });
@@ -136,7 +141,10 @@ export function criteriaApproved(content: string): boolean {
 /** A failure that ends the loop rather than the iteration: the task's budget is spent, or it was cancelled. */
 export function fatal(error: TaskError | undefined): boolean {
   if (!error) return false;
-  return (error.type === "RESOURCE_EXHAUSTION" && error.resource === "budget") || (error.type === "TASK_FAILURE" && error.reason === "execution_halted");
+  return (
+    (error.type === "RESOURCE_EXHAUSTION" && error.resource === "budget") ||
+    (error.type === "TASK_FAILURE" && error.reason === "execution_halted")
+  );
 }
 
 /** The best attempt: the highest score among parsed verdicts (ties: the later), else the last with an output. */

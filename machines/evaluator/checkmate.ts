@@ -75,7 +75,10 @@ const result = (e: { event: { type: string; output?: unknown } }) => outputOf<Ta
 /** The effect's thrown error, as a task error. */
 const threw = (e: { event: { type: string; error?: unknown } }) => thrown(errorOf(e.event));
 /** A `progress` action whose params are built from the context. */
-const progress = (params: (context: CheckmateContext) => ProgressParams) => ({ type: "progress" as const, params: ({ context }: Ctx) => params(context) });
+const progress = (params: (context: CheckmateContext) => ProgressParams) => ({
+  type: "progress" as const,
+  params: ({ context }: Ctx) => params(context),
+});
 
 /** The checkmate machine. Output: the passing output, the exhaustion with the best attempt, or the failure. */
 export const checkmateMachine = setup({
@@ -180,7 +183,11 @@ export const checkmateMachine = setup({
       description: "The intake turns the task into acceptance criteria, or asks the user questions ([NEEDS_CLARIFICATION]).",
       entry: [
         "countIntakeCall",
-        progress((c) => ({ event: "checkmate.intake", message: `checkmate: intake (call ${c.intakeCalls})`, data: { nodePath: c.path, call: c.intakeCalls } })),
+        progress((c) => ({
+          event: "checkmate.intake",
+          message: `checkmate: intake (call ${c.intakeCalls})`,
+          data: { nodePath: c.path, call: c.intakeCalls },
+        })),
       ],
       invoke: {
         src: "runIntake",
@@ -210,7 +217,10 @@ export const checkmateMachine = setup({
         input: ({ context }) => ({ path: context.path, request: { question: context.questions ?? "" } }),
         onDone: {
           target: "intake",
-          actions: ["recordClarification", progress((c) => ({ event: "continuation.resumed", message: "resumed after input", data: { nodePath: c.path } }))],
+          actions: [
+            "recordClarification",
+            progress((c) => ({ event: "continuation.resumed", message: "resumed after input", data: { nodePath: c.path } })),
+          ],
         },
         onError: { target: "failed", actions: "failInputTimeout" },
       },
@@ -220,7 +230,13 @@ export const checkmateMachine = setup({
       entry: "countCriteriaRound",
       invoke: {
         src: "runCriteriaJudge",
-        input: ({ context }) => ({ path: context.path, env: context.env, task: context.task, criteria: context.criteria, round: context.intakeRounds }),
+        input: ({ context }) => ({
+          path: context.path,
+          env: context.env,
+          task: context.task,
+          criteria: context.criteria,
+          round: context.intakeRounds,
+        }),
         onDone: [
           {
             guard: "criteriaApproved",
@@ -232,7 +248,9 @@ export const checkmateMachine = setup({
             target: "working",
             actions: [
               "keepUnapprovedCriteria",
-              progress((c) => criteriaProgress(c, `criteria not approved after ${c.maxIntakeRounds} rounds; going on with the last draft`, false)),
+              progress((c) =>
+                criteriaProgress(c, `criteria not approved after ${c.maxIntakeRounds} rounds; going on with the last draft`, false),
+              ),
             ],
           },
         ],
@@ -241,7 +259,11 @@ export const checkmateMachine = setup({
     },
     working: {
       description: "[checkmate: iteration n/max]: the worker produces an attempt from the task, criteria, previous attempt and all gaps.",
-      entry: progress((c) => ({ event: "checkmate.iteration", message: tag(c), data: { nodePath: c.path, iteration: c.iteration, maxIterations: c.maxIterations } })),
+      entry: progress((c) => ({
+        event: "checkmate.iteration",
+        message: tag(c),
+        data: { nodePath: c.path, iteration: c.iteration, maxIterations: c.maxIterations },
+      })),
       invoke: {
         src: "runWorker",
         input: ({ context }) => workerInput(context),
@@ -270,7 +292,11 @@ export const checkmateMachine = setup({
             target: "deciding",
             actions: [
               "recordJudgeError",
-              progress((c) => ({ event: "checkmate.judge_error", message: `${tag(c)} judge failed: ${c.attempts.at(-1)?.judgeError?.message ?? ""}`, data: { nodePath: c.path, iteration: c.iteration } })),
+              progress((c) => ({
+                event: "checkmate.judge_error",
+                message: `${tag(c)} judge failed: ${c.attempts.at(-1)?.judgeError?.message ?? ""}`,
+                data: { nodePath: c.path, iteration: c.iteration },
+              })),
             ],
           },
         ],

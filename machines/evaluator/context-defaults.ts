@@ -9,7 +9,6 @@ import type { AccumulationFormat, ContextManagement, FreshContext, InheritContex
  * path cannot start with `$`.
  */
 
-
 /** The four context settings of a task, all decided. */
 export interface ContextSettings {
   inheritContext: InheritContext;
@@ -21,7 +20,12 @@ export interface ContextSettings {
 /** Settings a template or a request states; absent ones fall through to the next layer. */
 export type PartialContextSettings = Partial<ContextSettings>;
 
-const row = (inheritContext: InheritContext, accumulateData: boolean, accumulationFormat: AccumulationFormat, freshContext: FreshContext): ContextSettings => ({
+const row = (
+  inheritContext: InheritContext,
+  accumulateData: boolean,
+  accumulationFormat: AccumulationFormat,
+  freshContext: FreshContext,
+): ContextSettings => ({
   inheritContext,
   accumulateData,
   accumulationFormat,
@@ -68,7 +72,12 @@ function stated(from: PartialContextSettings | ContextManagement | undefined): P
  * @example
  * effectiveContext("atomic", "subtask", { inheritContext: "full" }); // → full / false / notes_only / enabled
  */
-export function effectiveContext(type: string, subtype?: string, explicit?: PartialContextSettings | ContextManagement, override?: PartialContextSettings): ContextSettings {
+export function effectiveContext(
+  type: string,
+  subtype?: string,
+  explicit?: PartialContextSettings | ContextManagement,
+  override?: PartialContextSettings,
+): ContextSettings {
   return { ...contextDefaults(type, subtype), ...stated(explicit), ...stated(override) };
 }
 

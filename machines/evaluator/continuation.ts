@@ -136,7 +136,12 @@ function depthLimit(context: ContinuationContext): number {
   return reservedLimit(context.env, RESERVED.maxDepth, context.maxDepth);
 }
 
-function failure(context: ContinuationContext, reason: "subtask_failure" | "execution_halted" | "execution_timeout" | "unexpected_error", message: string, details?: Record<string, unknown>): TaskResult {
+function failure(
+  context: ContinuationContext,
+  reason: "subtask_failure" | "execution_halted" | "execution_timeout" | "unexpected_error",
+  message: string,
+  details?: Record<string, unknown>,
+): TaskResult {
   return {
     content: context.result.content,
     status: "FAILED",
@@ -154,7 +159,11 @@ function subtaskPending(request: SubtaskRequest) {
 
 function tooDeepFailure(context: ContinuationContext): TaskResult {
   const limit = depthLimit(context);
-  return failure(context, "subtask_failure", `subtask depth limit of ${limit} reached`, { request: context.pending?.request, limit, kind: "depth_limit" });
+  return failure(context, "subtask_failure", `subtask depth limit of ${limit} reached`, {
+    request: context.pending?.request,
+    limit,
+    kind: "depth_limit",
+  });
 }
 
 function subtaskFailure(context: ContinuationContext, output: TaskResult): TaskResult {
@@ -180,35 +189,64 @@ export const continuationMachine = setup({
   actions: {
     progress: (_, _params: ProgressParams) => undefined,
     pendSubtask: assign({ pending: ({ context }) => subtaskPending(SubtaskRequest.parse(context.result.notes["subtask_request"])) }),
-    pendEvaluation: assign({ pending: ({ context }) => ({ kind: "evaluation" as const, request: EvaluationRequest.parse(context.result.notes["evaluation_request"]) }) }),
-    pendInput: assign({ pending: ({ context }) => ({ kind: "input" as const, request: InputRequest.parse(context.result.notes["input_request"]) }) }),
+    pendEvaluation: assign({
+      pending: ({ context }) => ({
+        kind: "evaluation" as const,
+        request: EvaluationRequest.parse(context.result.notes["evaluation_request"]),
+      }),
+    }),
+    pendInput: assign({
+      pending: ({ context }) => ({ kind: "input" as const, request: InputRequest.parse(context.result.notes["input_request"]) }),
+    }),
     failUnreadable: assign({ failure: ({ context }) => failure(context, "unexpected_error", UNREADABLE) }),
     failTooDeep: assign({ failure: ({ context }) => tooDeepFailure(context) }),
-    failCycle: assign({ failure: ({ context }) => failure(context, "subtask_failure", CYCLE, { request: context.pending?.request, kind: "cycle" }) }),
+    failCycle: assign({
+      failure: ({ context }) => failure(context, "subtask_failure", CYCLE, { request: context.pending?.request, kind: "cycle" }),
+    }),
     countSubtask: assign({ subtasks: ({ context }) => context.subtasks + 1 }),
     failSubtask: assign({ failure: ({ context, event }) => subtaskFailure(context, outputOf<TaskResult>(event)) }),
-    failSubtaskThrew: assign({ failure: ({ context, event }) => failure(context, "subtask_failure", `subtask failed: ${String(errorOf(event))}`, { request: context.pending?.request }) }),
+    failSubtaskThrew: assign({
+      failure: ({ context, event }) =>
+        failure(context, "subtask_failure", `subtask failed: ${String(errorOf(event))}`, { request: context.pending?.request }),
+    }),
     answerWithSubtask: assign({ answer: ({ event }) => outputOf<TaskResult>(event).content }),
     countEvaluation: assign({ evaluations: ({ context }) => context.evaluations + 1 }),
-    failEvaluationLimit: assign({ failure: ({ context }) => failure(context, "execution_halted", `evaluation limit of ${context.maxEvaluations} reached`, { request: context.pending?.request }) }),
+    failEvaluationLimit: assign({
+      failure: ({ context }) =>
+        failure(context, "execution_halted", `evaluation limit of ${context.maxEvaluations} reached`, {
+          request: context.pending?.request,
+        }),
+    }),
     /** C21: later evaluations and subtasks of this session see the latest evaluation's output. */
     answerWithEvaluation: assign(({ context, event }) => evaluationAnswer(context, outputOf<EvaluationOutcome>(event))),
-    failEvaluationThrew: assign({ failure: ({ context, event }) => failure(context, "unexpected_error", `evaluation failed: ${String(errorOf(event))}`) }),
+    failEvaluationThrew: assign({
+      failure: ({ context, event }) => failure(context, "unexpected_error", `evaluation failed: ${String(errorOf(event))}`),
+    }),
     answerWithInput: assign({ answer: ({ event }) => outputOf<string>(event) }),
-    failInputTimeout: assign({ failure: ({ context, event }) => failure(context, "execution_timeout", messageOf(errorOf(event)), { request: context.pending?.request }) }),
+    failInputTimeout: assign({
+      failure: ({ context, event }) =>
+        failure(context, "execution_timeout", messageOf(errorOf(event)), { request: context.pending?.request }),
+    }),
     storeResumed: assign({ result: ({ event }) => outputOf<SuspendedResult>(event), answer: "" }),
-    failResumeThrew: assign({ failure: ({ context, event }) => failure(context, "unexpected_error", `resume failed: ${String(errorOf(event))}`) }),
+    failResumeThrew: assign({
+      failure: ({ context, event }) => failure(context, "unexpected_error", `resume failed: ${String(errorOf(event))}`),
+    }),
   },
   actors: {
     runSubtask: fromPromise<TaskResult, SubtaskInput>(async () => notProvided("continuation.runSubtask")),
     runEvaluation: fromPromise<EvaluationOutcome, EvaluationStepInput>(async () => notProvided("continuation.runEvaluation")),
-    resumeAtomic: fromPromise<SuspendedResult, { path: string; session: SessionState; answer: string }>(async () => notProvided("continuation.resumeAtomic")),
+    resumeAtomic: fromPromise<SuspendedResult, { path: string; session: SessionState; answer: string }>(async () =>
+      notProvided("continuation.resumeAtomic"),
+    ),
     waitForInput: fromPromise<string, InputWaitInput>(async () => notProvided("continuation.waitForInput")),
   },
   guards: {
-    asksSubtask: ({ context }) => context.result.session !== undefined && SubtaskRequest.safeParse(context.result.notes["subtask_request"]).success,
-    asksEvaluation: ({ context }) => context.result.session !== undefined && EvaluationRequest.safeParse(context.result.notes["evaluation_request"]).success,
-    asksInput: ({ context }) => context.result.session !== undefined && InputRequest.safeParse(context.result.notes["input_request"]).success,
+    asksSubtask: ({ context }) =>
+      context.result.session !== undefined && SubtaskRequest.safeParse(context.result.notes["subtask_request"]).success,
+    asksEvaluation: ({ context }) =>
+      context.result.session !== undefined && EvaluationRequest.safeParse(context.result.notes["evaluation_request"]).success,
+    asksInput: ({ context }) =>
+      context.result.session !== undefined && InputRequest.safeParse(context.result.notes["input_request"]).success,
     isContinuation: ({ context }) => context.result.status === "CONTINUATION",
     tooDeep: ({ context }) => context.chain.length + 1 > depthLimit(context),
     isCycle: ({ context }) => context.pending?.kind === "subtask" && context.chain.includes(context.pending.signature),
@@ -217,7 +255,13 @@ export const continuationMachine = setup({
   },
 }).createMachine({
   id: "continuation",
-  context: ({ input }) => ({ ...input, maxEvaluations: reservedLimit(input.env, RESERVED.maxEvaluations, input.maxEvaluations), chain: chainOf(input.env), subtasks: 0, evaluations: 0 }),
+  context: ({ input }) => ({
+    ...input,
+    maxEvaluations: reservedLimit(input.env, RESERVED.maxEvaluations, input.maxEvaluations),
+    chain: chainOf(input.env),
+    subtasks: 0,
+    evaluations: 0,
+  }),
   initial: "inspecting",
   states: {
     inspecting: {
@@ -333,7 +377,10 @@ export const continuationMachine = setup({
       },
       invoke: {
         src: "waitForInput",
-        input: ({ context }) => ({ path: context.path, request: context.pending?.kind === "input" ? context.pending.request : { question: "" } }),
+        input: ({ context }) => ({
+          path: context.path,
+          request: context.pending?.kind === "input" ? context.pending.request : { question: "" },
+        }),
         onDone: { target: "resuming", actions: "answerWithInput" },
         onError: {
           target: "failed",
@@ -345,7 +392,11 @@ export const continuationMachine = setup({
       description: "The parent's session continues with the answer as its tool response.",
       entry: {
         type: "progress",
-        params: ({ context }) => ({ event: "continuation.resumed", message: `resumed after ${context.pending?.kind ?? "continuation"}`, data: { nodePath: context.path } }),
+        params: ({ context }) => ({
+          event: "continuation.resumed",
+          message: `resumed after ${context.pending?.kind ?? "continuation"}`,
+          data: { nodePath: context.path },
+        }),
       },
       invoke: {
         src: "resumeAtomic",

@@ -152,7 +152,8 @@ const settles = {
 } as const;
 
 function unsupported(node: EvalNode): string {
-  const runs = "atomic, sequential, reduce, script, director_evaluator_loop and judge_loop tasks, library templates (ref), calls of function templates and cond";
+  const runs =
+    "atomic, sequential, reduce, script, director_evaluator_loop and judge_loop tasks, library templates (ref), calls of function templates and cond";
   return `${describe(node)} is not supported: dirigent executes ${runs}`;
 }
 
@@ -217,7 +218,8 @@ export const evaluationMachine = setup({
   },
   states: {
     routing: {
-      description: "Choose how to evaluate the node by its kind and type. A task's <inputs> are bound first: at once (`bindNow`), or by the `bindInputs` actor when one of them is a nested task to evaluate.",
+      description:
+        "Choose how to evaluate the node by its kind and type. A task's <inputs> are bound first: at once (`bindNow`), or by the `bindInputs` actor when one of them is a nested task to evaluate.",
       always: [
         { guard: "bindsTasks", target: "binding" },
         { guard: "isBindable", target: "bound", actions: "bindNow" },
@@ -238,7 +240,8 @@ export const evaluationMachine = setup({
       },
     },
     bound: {
-      description: "The task's inputs are bound (env variables, literals, nested tasks' results) into a child environment: run it by its type.",
+      description:
+        "The task's inputs are bound (env variables, literals, nested tasks' results) into a child environment: run it by its type.",
       always: [
         { guard: "bindFailed", target: "failed" },
         { guard: "isRef", target: "runningRef" },
@@ -251,7 +254,14 @@ export const evaluationMachine = setup({
     },
     runningAtomic: {
       description: "One atomic task: one Handler session.",
-      entry: { type: "progress", params: ({ context }) => ({ event: "node.started", message: "atomic task started", data: { nodePath: context.path, kind: "atomic" } }) },
+      entry: {
+        type: "progress",
+        params: ({ context }) => ({
+          event: "node.started",
+          message: "atomic task started",
+          data: { nodePath: context.path, kind: "atomic" },
+        }),
+      },
       invoke: {
         src: "runAtomic",
         input: ({ context }) => ({ path: context.path, env: context.env }),
@@ -264,7 +274,8 @@ export const evaluationMachine = setup({
       },
     },
     continuing: {
-      description: "CONTINUATION: the session asked for a subtask or an evaluation; the `continuation` child machine answers it and resumes the session.",
+      description:
+        "CONTINUATION: the session asked for a subtask or an evaluation; the `continuation` child machine answers it and resumes the session.",
       invoke: {
         src: "continuation",
         input: ({ context }) => ({
@@ -286,7 +297,11 @@ export const evaluationMachine = setup({
       description: "The task ran out of a resource: the Compiler decomposes it into a sub-tree that runs in its place (at most 3 times).",
       invoke: {
         src: "reparse",
-        input: ({ context }) => ({ path: context.path, env: context.env, result: context.result ?? failed("unexpected_error", "no result to reparse") }),
+        input: ({ context }) => ({
+          path: context.path,
+          env: context.env,
+          result: context.result ?? failed("unexpected_error", "no result to reparse"),
+        }),
         ...settles,
       },
     },
@@ -294,7 +309,11 @@ export const evaluationMachine = setup({
       description: "A sequential task: its steps run in the `sequential` child machine.",
       entry: {
         type: "progress",
-        params: ({ context }) => ({ event: "node.started", message: `sequential task started: ${context.node.stepCount ?? 0} steps`, data: { nodePath: context.path, kind: "sequential" } }),
+        params: ({ context }) => ({
+          event: "node.started",
+          message: `sequential task started: ${context.node.stepCount ?? 0} steps`,
+          data: { nodePath: context.path, kind: "sequential" },
+        }),
       },
       invoke: {
         src: "sequential",
@@ -312,7 +331,14 @@ export const evaluationMachine = setup({
     },
     runningScript: {
       description: "A script task: its command runs in a Handler, as argv, never through a shell.",
-      entry: { type: "progress", params: ({ context }) => ({ event: "node.started", message: "script task started", data: { nodePath: context.path, kind: "script" } }) },
+      entry: {
+        type: "progress",
+        params: ({ context }) => ({
+          event: "node.started",
+          message: "script task started",
+          data: { nodePath: context.path, kind: "script" },
+        }),
+      },
       invoke: {
         src: "runScript",
         input: ({ context }) => ({ path: context.path, env: context.env }),
@@ -321,7 +347,14 @@ export const evaluationMachine = setup({
     },
     runningLoop: {
       description: "A director–evaluator loop: its iterations run in the `directorEvaluator` child machine.",
-      entry: { type: "progress", params: ({ context }) => ({ event: "node.started", message: "director-evaluator loop started", data: { nodePath: context.path, kind: "director_evaluator_loop" } }) },
+      entry: {
+        type: "progress",
+        params: ({ context }) => ({
+          event: "node.started",
+          message: "director-evaluator loop started",
+          data: { nodePath: context.path, kind: "director_evaluator_loop" },
+        }),
+      },
       invoke: {
         src: "directorEvaluator",
         input: ({ context }) => {
@@ -341,7 +374,14 @@ export const evaluationMachine = setup({
     },
     runningCheckmate: {
       description: "A judge_loop (checkmate): intake, then worker and judge iterations in the `checkmate` child machine.",
-      entry: { type: "progress", params: ({ context }) => ({ event: "node.started", message: "checkmate loop started", data: { nodePath: context.path, kind: "judge_loop" } }) },
+      entry: {
+        type: "progress",
+        params: ({ context }) => ({
+          event: "node.started",
+          message: "checkmate loop started",
+          data: { nodePath: context.path, kind: "judge_loop" },
+        }),
+      },
       invoke: {
         src: "checkmate",
         input: ({ context }) => ({ path: context.path, env: context.env, ...(context.node.checkmate ?? {}) }),
@@ -350,16 +390,35 @@ export const evaluationMachine = setup({
     },
     runningReduce: {
       description: "A reduce task: its inputs are folded in the `reduce` child machine.",
-      entry: { type: "progress", params: ({ context }) => ({ event: "node.started", message: "reduce task started", data: { nodePath: context.path, kind: "reduce" } }) },
+      entry: {
+        type: "progress",
+        params: ({ context }) => ({
+          event: "node.started",
+          message: "reduce task started",
+          data: { nodePath: context.path, kind: "reduce" },
+        }),
+      },
       invoke: {
         src: "reduce",
-        input: ({ context }) => ({ path: context.path, env: context.env, initialValue: context.node.initialValue ?? "", initialTask: context.node.initialTask ?? false }),
+        input: ({ context }) => ({
+          path: context.path,
+          env: context.env,
+          initialValue: context.node.initialValue ?? "",
+          initialTask: context.node.initialTask ?? false,
+        }),
         ...settles,
       },
     },
     runningRef: {
       description: "A task with `ref`: the library template of that name runs with the task's inputs.",
-      entry: { type: "progress", params: ({ context }) => ({ event: "call.started", message: `template ${context.node.ref ?? ""}`, data: { nodePath: context.path, template: context.node.ref } }) },
+      entry: {
+        type: "progress",
+        params: ({ context }) => ({
+          event: "call.started",
+          message: `template ${context.node.ref ?? ""}`,
+          data: { nodePath: context.path, template: context.node.ref },
+        }),
+      },
       invoke: {
         src: "runRef",
         input: ({ context }) => ({ path: context.path, env: context.env }),
@@ -368,7 +427,14 @@ export const evaluationMachine = setup({
     },
     runningCall: {
       description: "A call of a function template: arguments bound, the template's body evaluated.",
-      entry: { type: "progress", params: ({ context }) => ({ event: "call.started", message: `call ${context.node.name ?? ""}`, data: { nodePath: context.path, template: context.node.name } }) },
+      entry: {
+        type: "progress",
+        params: ({ context }) => ({
+          event: "call.started",
+          message: `call ${context.node.name ?? ""}`,
+          data: { nodePath: context.path, template: context.node.name },
+        }),
+      },
       invoke: {
         src: "runCall",
         input: ({ context }) => ({ path: context.path, env: context.env }),

@@ -111,43 +111,80 @@ export function readEvaluation(result: TaskResult): Evaluation {
   const feedback = success === undefined ? INVALID_EVALUATION_FEEDBACK : typeof given === "string" ? given : result.content;
   const rawScore = source["score"] ?? source["successScore"];
   const score = typeof rawScore === "number" && Number.isFinite(rawScore) ? rawScore : undefined;
-  return { success: success === true, feedback, ...(score === undefined ? {} : { score }), notes: { ...source, success: success === true, feedback }, content: result.content };
+  return {
+    success: success === true,
+    feedback,
+    ...(score === undefined ? {} : { score }),
+    notes: { ...source, success: success === true, feedback },
+    content: result.content,
+  };
 }
 
 /** Reads a script's result: `notes.scriptOutput {stdout, stderr, exitCode|exit_code}`, else its content (as Python). */
 export function readScript(result: TaskResult): ScriptData {
   const out = record(result.notes["scriptOutput"]);
   const code = out["exitCode"] ?? out["exit_code"];
-  if (typeof out["stdout"] !== "string" || typeof code !== "number") return { stdout: result.content, stderr: "Script output format error", exitCode: -1 };
+  if (typeof out["stdout"] !== "string" || typeof code !== "number")
+    return { stdout: result.content, stderr: "Script output format error", exitCode: -1 };
   return { stdout: out["stdout"], stderr: typeof out["stderr"] === "string" ? out["stderr"] : "", exitCode: code };
 }
 
 /** Evaluates the termination condition; `evaluation.success` is an alias of `evaluation.notes.success`. */
-export function checkCondition(condition: string, evaluation: Evaluation, iteration: number): { ok: true; value: boolean } | { ok: false; error: string } {
-  const env = rootEnv({ evaluation: { success: evaluation.success, feedback: evaluation.feedback, content: evaluation.content, notes: evaluation.notes }, iteration, current_iteration: iteration });
+export function checkCondition(
+  condition: string,
+  evaluation: Evaluation,
+  iteration: number,
+): { ok: true; value: boolean } | { ok: false; error: string } {
+  const env = rootEnv({
+    evaluation: { success: evaluation.success, feedback: evaluation.feedback, content: evaluation.content, notes: evaluation.notes },
+    iteration,
+    current_iteration: iteration,
+  });
   return evaluateTest(condition, env);
 }
 
 function loopBindings(context: DirectorEvaluatorContext): Record<string, unknown> {
   const e = context.evaluation;
-  return { current_iteration: context.iteration, evaluation_feedback: e?.feedback ?? "", evaluation_success: e?.success ?? false, last_evaluation: e ? e.notes : null };
+  return {
+    current_iteration: context.iteration,
+    evaluation_feedback: e?.feedback ?? "",
+    evaluation_success: e?.success ?? false,
+    last_evaluation: e ? e.notes : null,
+  };
 }
 
 function scriptBindings(script: ScriptData | undefined): Record<string, unknown> {
   if (!script) return {};
-  return { script_output: script.stdout, script_stdout: script.stdout, script_errors: script.stderr, script_stderr: script.stderr, script_exit_code: script.exitCode };
+  return {
+    script_output: script.stdout,
+    script_stdout: script.stdout,
+    script_errors: script.stderr,
+    script_stderr: script.stderr,
+    script_exit_code: script.exitCode,
+  };
 }
 
 function afterDirector(context: DirectorEvaluatorContext): Env {
   const director = context.current.director?.content ?? "";
-  return extend(context.env, { ...loopBindings(context), director_result: director, script_input: director, solution: director, ...scriptBindings(context.script) });
+  return extend(context.env, {
+    ...loopBindings(context),
+    director_result: director,
+    script_input: director,
+    solution: director,
+    ...scriptBindings(context.script),
+  });
 }
 
 function thrown(error: unknown): TaskError {
   return { type: "TASK_FAILURE", reason: "unexpected_error", message: messageOf(error) };
 }
 
-function loopFailure(context: DirectorEvaluatorContext, phase: string, error: TaskError | undefined, result?: TaskResult): Partial<DirectorEvaluatorContext> {
+function loopFailure(
+  context: DirectorEvaluatorContext,
+  phase: string,
+  error: TaskError | undefined,
+  result?: TaskResult,
+): Partial<DirectorEvaluatorContext> {
   const entry: IterationEntry = { ...context.current, ...(result ? { [phase]: result } : {}), ...(error ? { error } : {}) };
   const history = [...context.history, entry];
   return {
@@ -185,8 +222,13 @@ const invalid = (message: string): TaskResult => taskFailure("input_validation_f
 /** The context once the evaluator judged the attempt: its evaluation, the iteration in the history, and why to stop. */
 export function evaluated(context: DirectorEvaluatorContext, output: TaskResult): Partial<DirectorEvaluatorContext> {
   const evaluation = readEvaluation(output);
-  const check = context.condition === undefined || evaluation.success ? undefined : checkCondition(context.condition, evaluation, context.iteration);
-  const reason = evaluation.success ? ("evaluation_success" as const) : check?.ok && check.value ? ("termination_condition" as const) : undefined;
+  const check =
+    context.condition === undefined || evaluation.success ? undefined : checkCondition(context.condition, evaluation, context.iteration);
+  const reason = evaluation.success
+    ? ("evaluation_success" as const)
+    : check?.ok && check.value
+      ? ("termination_condition" as const)
+      : undefined;
   return {
     evaluation,
     history: [...context.history, { ...context.current, evaluator: output }],
@@ -206,13 +248,26 @@ export const directorEvaluatorMachine = setup({
   },
   actions: {
     progress: (_, _params: ProgressParams) => undefined,
-    failMalformed: assign({ result: ({ context }) => invalid(`director_evaluator_loop requires ${context.hasDirector ? "an <evaluator>" : "a <director>"}`) }),
-    recordAttempt: assign({ current: ({ context, event }) => ({ ...context.current, director: outputOf<TaskResult>(event) }), script: undefined }),
-    recordScript: assign({ current: ({ context, event }) => ({ ...context.current, script: outputOf<TaskResult>(event) }), script: ({ event }) => readScript(outputOf<TaskResult>(event)) }),
+    failMalformed: assign({
+      result: ({ context }) => invalid(`director_evaluator_loop requires ${context.hasDirector ? "an <evaluator>" : "a <director>"}`),
+    }),
+    recordAttempt: assign({
+      current: ({ context, event }) => ({ ...context.current, director: outputOf<TaskResult>(event) }),
+      script: undefined,
+    }),
+    recordScript: assign({
+      current: ({ context, event }) => ({ ...context.current, script: outputOf<TaskResult>(event) }),
+      script: ({ event }) => readScript(outputOf<TaskResult>(event)),
+    }),
     recordEvaluation: assign(({ context, event }) => evaluated(context, outputOf<TaskResult>(event))),
-    failStep: assign(({ context, event }, params: { phase: string }) => loopFailure(context, params.phase, outputOf<TaskResult>(event).error, outputOf<TaskResult>(event))),
+    failStep: assign(({ context, event }, params: { phase: string }) =>
+      loopFailure(context, params.phase, outputOf<TaskResult>(event).error, outputOf<TaskResult>(event)),
+    ),
     failThrew: assign(({ context, event }, params: { phase: string }) => loopFailure(context, params.phase, thrown(errorOf(event)))),
-    nextIteration: assign({ iteration: ({ context }) => context.iteration + 1, current: ({ context }) => ({ iteration: context.iteration + 1 }) }),
+    nextIteration: assign({
+      iteration: ({ context }) => context.iteration + 1,
+      current: ({ context }) => ({ iteration: context.iteration + 1 }),
+    }),
   },
   actors: {
     runStep: fromPromise<TaskResult, RunStepInput>(async () => notProvided("directorEvaluator.runStep")),
@@ -227,7 +282,13 @@ export const directorEvaluatorMachine = setup({
   },
 }).createMachine({
   id: "directorEvaluator",
-  context: ({ input }) => ({ ...input, maxIterations: input.maxIterations ?? DEFAULT_MAX_ITERATIONS, iteration: 1, history: [], current: { iteration: 1 } }),
+  context: ({ input }) => ({
+    ...input,
+    maxIterations: input.maxIterations ?? DEFAULT_MAX_ITERATIONS,
+    iteration: 1,
+    history: [],
+    current: { iteration: 1 },
+  }),
   initial: "validating",
   states: {
     validating: {
@@ -292,8 +353,16 @@ export const directorEvaluatorMachine = setup({
         type: "progress",
         params: ({ context }) =>
           context.conditionError === undefined
-            ? { event: "iteration.evaluated", message: `iteration ${context.iteration}/${context.maxIterations}: ${context.evaluation?.success ? "success" : "not yet"}`, data: { nodePath: context.path, iteration: context.iteration, success: context.evaluation?.success ?? false } }
-            : { event: "loop.condition_error", message: `termination condition counts as false: ${context.conditionError}`, data: { nodePath: context.path, iteration: context.iteration, condition: context.condition } },
+            ? {
+                event: "iteration.evaluated",
+                message: `iteration ${context.iteration}/${context.maxIterations}: ${context.evaluation?.success ? "success" : "not yet"}`,
+                data: { nodePath: context.path, iteration: context.iteration, success: context.evaluation?.success ?? false },
+              }
+            : {
+                event: "loop.condition_error",
+                message: `termination condition counts as false: ${context.conditionError}`,
+                data: { nodePath: context.path, iteration: context.iteration, condition: context.condition },
+              },
       },
       always: [
         { guard: "succeeded", target: "done" },
@@ -308,7 +377,11 @@ export const directorEvaluatorMachine = setup({
   output: ({ context }) => {
     if (context.result) return context.result;
     const last = context.history.at(-1);
-    const notes = { iteration_history: context.history, final_evaluation: context.evaluation?.notes ?? null, iterations_completed: context.history.length };
+    const notes = {
+      iteration_history: context.history,
+      final_evaluation: context.evaluation?.notes ?? null,
+      iterations_completed: context.history.length,
+    };
     if (context.reason !== undefined) {
       return { content: last?.director?.content ?? "", status: "COMPLETE", notes: { ...notes, termination_reason: context.reason } };
     }
@@ -317,7 +390,11 @@ export const directorEvaluatorMachine = setup({
       content: best?.director?.content ?? "",
       status: "FAILED",
       notes: { ...notes, termination_reason: "max_iterations_reached", best_iteration: best?.iteration ?? null },
-      error: { type: "TASK_FAILURE", reason: "execution_halted", message: `Director-Evaluator loop reached max iterations (${context.maxIterations}) without meeting success criteria` },
+      error: {
+        type: "TASK_FAILURE",
+        reason: "execution_halted",
+        message: `Director-Evaluator loop reached max iterations (${context.maxIterations}) without meeting success criteria`,
+      },
     };
   },
 });

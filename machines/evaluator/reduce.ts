@@ -84,7 +84,11 @@ const resolveError = (resolved: ResolvedItems): TaskError | undefined => ("resul
 
 /** The context once the reduction of the current input produced `accumulator`. */
 export function folded(context: ReduceContext, accumulator: string): Partial<ReduceContext> {
-  return { accumulator, partials: [...context.partials, { index: context.index, result: context.current, accumulator }], index: context.index + 1 };
+  return {
+    accumulator,
+    partials: [...context.partials, { index: context.index, result: context.current, accumulator }],
+    index: context.index + 1,
+  };
 }
 
 const ok = ({ event }: { event: { output: TaskResult } }) => event.output.status === "COMPLETE";
@@ -104,8 +108,12 @@ export const reduceMachine = setup({
     storeInnerResult: assign({ current: ({ event }) => outputOf<TaskResult>(event).content }),
     /** The reduction's output is the new accumulator; the input is done and recorded in the partial results. */
     foldReduction: assign(({ context, event }) => folded(context, outputOf<TaskResult>(event).content)),
-    failStep: assign({ result: ({ context, event }, params: { phase: string }) => failure(context, params.phase, outputOf<TaskResult>(event).error) }),
-    failThrew: assign({ result: ({ context, event }, params: { phase: string }) => failure(context, params.phase, thrown(errorOf(event))) }),
+    failStep: assign({
+      result: ({ context, event }, params: { phase: string }) => failure(context, params.phase, outputOf<TaskResult>(event).error),
+    }),
+    failThrew: assign({
+      result: ({ context, event }, params: { phase: string }) => failure(context, params.phase, thrown(errorOf(event))),
+    }),
   },
   actors: {
     resolveItems: fromPromise<ResolvedItems, { path: string; env: Env }>(async () => notProvided("reduce.resolveItems")),
@@ -207,6 +215,5 @@ export const reduceMachine = setup({
     done: { description: "Every input was folded in.", type: "final" },
     failed: { description: "An input, the initial value or a task failed; the error carries the partial results.", type: "final" },
   },
-  output: ({ context }) =>
-    context.result ?? { content: context.accumulator, status: "COMPLETE", notes: { inputs: context.items.length } },
+  output: ({ context }) => context.result ?? { content: context.accumulator, status: "COMPLETE", notes: { inputs: context.items.length } },
 });

@@ -92,7 +92,11 @@ function thrown(error: unknown): TaskError {
 }
 
 function stepEnv(context: SequentialContext): Env {
-  const bindings: Record<string, unknown> = { ...context.slots, step_results: context.outputs, previous_result: context.outputs.at(-1) ?? "" };
+  const bindings: Record<string, unknown> = {
+    ...context.slots,
+    step_results: context.outputs,
+    previous_result: context.outputs.at(-1) ?? "",
+  };
   if (context.accumulate) {
     bindings["history"] = context.history;
     bindings[ACCUMULATED_BINDING] = accumulatedOutputs(context.history);
@@ -121,7 +125,13 @@ function recorded(context: SequentialContext, result: TaskResult): Partial<Seque
   if (typeof evaluated === "string") slots["last_evaluator_output"] = evaluated;
   const slot = context.outputSlots?.[context.index];
   if (slot !== undefined) slots[slot] = result.content;
-  return { outputs: [...context.outputs, result.content], history: [...context.history, entry], historyChars: chars, slots, index: context.index + 1 };
+  return {
+    outputs: [...context.outputs, result.content],
+    history: [...context.history, entry],
+    historyChars: chars,
+    slots,
+    index: context.index + 1,
+  };
 }
 
 function failure(context: SequentialContext, error: TaskError | undefined): TaskResult {
@@ -144,7 +154,10 @@ export const sequentialMachine = setup({
   actions: {
     progress: (_, _params: ProgressParams) => undefined,
     /** The completed step's output is recorded in the history and is the result so far. */
-    recordStep: assign(({ context, event }) => ({ ...recorded(context, outputOf<TaskResult>(event)), result: outputOf<TaskResult>(event) })),
+    recordStep: assign(({ context, event }) => ({
+      ...recorded(context, outputOf<TaskResult>(event)),
+      result: outputOf<TaskResult>(event),
+    })),
     failStep: assign({ result: ({ context, event }) => failure(context, outputOf<TaskResult>(event).error) }),
     failStepThrew: assign({ result: ({ context, event }) => failure(context, thrown(errorOf(event))) }),
   },

@@ -22,7 +22,8 @@ export interface SessionBudget {
 }
 
 /** Cost of `promptTokens` and `completionTokens` at `price`, unrounded. */
-const priced = (price: TokenPrice, promptTokens: number, completionTokens: number) => (promptTokens * price.input + completionTokens * price.output) / 1_000_000;
+const priced = (price: TokenPrice, promptTokens: number, completionTokens: number) =>
+  (promptTokens * price.input + completionTokens * price.output) / 1_000_000;
 
 const round6 = (n: number) => Math.round(n * 1e6) / 1e6;
 

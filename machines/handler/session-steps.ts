@@ -4,15 +4,28 @@
  */
 import type { SessionCheckpoint } from "../../protocol/index.js";
 import { budgetExceeded } from "./budget.js";
-import type { CallModelInput, HandlerSessionContext, HandlerSessionInput, ModelReply, PendingContinuation, SessionOutput, TokenCount } from "./session-types.js";
+import type {
+  CallModelInput,
+  HandlerSessionContext,
+  HandlerSessionInput,
+  ModelReply,
+  PendingContinuation,
+  SessionOutput,
+  TokenCount,
+} from "./session-types.js";
 import { messageOf } from "../../protocol/errors.js";
 
 /** The message of a failure, whatever was thrown. */
-export const errorText = (error: unknown): string => (messageOf(error));
+export const errorText = (error: unknown): string => messageOf(error);
 
 /** The session's failure when its record (of the model's `answer`, or of a `turn` after its tools) cannot be written. */
 export function recordFailure(what: "answer" | "turn", context: HandlerSessionContext, error: unknown) {
-  return { type: "TASK_FAILURE" as const, reason: "unexpected_error" as const, message: `cannot record the ${what}: ${errorText(error)}`, content: context.content };
+  return {
+    type: "TASK_FAILURE" as const,
+    reason: "unexpected_error" as const,
+    message: `cannot record the ${what}: ${errorText(error)}`,
+    content: context.content,
+  };
 }
 
 /**
@@ -49,10 +62,14 @@ export function initialContext(input: HandlerSessionInput): HandlerSessionContex
   };
   if (!restore) return fresh;
   // After a continuation, the answer responds to its pending call.
-  const answer = restore.toolCallId !== undefined ? [{ role: "tool" as const, tool_call_id: restore.toolCallId, content: restore.answer ?? "" }] : [];
+  const answer =
+    restore.toolCallId !== undefined ? [{ role: "tool" as const, tool_call_id: restore.toolCallId, content: restore.answer ?? "" }] : [];
   const messages = [...restore.messages, ...answer];
   const last = messages.at(-1);
-  const pending = last?.role === "assistant" && last.tool_calls && last.tool_calls.length > 0 ? { calls: last.tool_calls, content: last.content ?? "" } : undefined;
+  const pending =
+    last?.role === "assistant" && last.tool_calls && last.tool_calls.length > 0
+      ? { calls: last.tool_calls, content: last.content ?? "" }
+      : undefined;
   return {
     ...fresh,
     messages,
@@ -85,7 +102,9 @@ export function withAnswer(context: HandlerSessionContext, reply: ModelReply): P
     },
     messages: [
       ...context.messages,
-      reply.toolCalls.length > 0 ? { role: "assistant", content: reply.content || null, tool_calls: reply.toolCalls } : { role: "assistant", content: reply.content },
+      reply.toolCalls.length > 0
+        ? { role: "assistant", content: reply.content || null, tool_calls: reply.toolCalls }
+        : { role: "assistant", content: reply.content },
     ],
   };
 }
@@ -100,7 +119,14 @@ export function measured(context: HandlerSessionContext, count: (input: CallMode
   try {
     counted = count({ model: context.model, messages: context.messages });
   } catch (error) {
-    return { error: { type: "TASK_FAILURE", reason: "unexpected_error", message: `cannot count tokens: ${errorText(error)}`, content: context.content } };
+    return {
+      error: {
+        type: "TASK_FAILURE",
+        reason: "unexpected_error",
+        message: `cannot count tokens: ${errorText(error)}`,
+        content: context.content,
+      },
+    };
   }
   const used = counted.exact ? counted.tokens : Math.max(counted.tokens, context.reportedTokens);
   return { context: { used, limit: context.context.limit, peak: Math.max(context.context.peak, used) } };
@@ -141,7 +167,11 @@ export function checkpointOf(context: HandlerSessionContext): SessionCheckpoint 
 }
 
 /** The output of a session suspended at a continuation tool call. */
-export function suspendedOutput(context: HandlerSessionContext, notes: Record<string, unknown>, pending: PendingContinuation): SessionOutput {
+export function suspendedOutput(
+  context: HandlerSessionContext,
+  notes: Record<string, unknown>,
+  pending: PendingContinuation,
+): SessionOutput {
   const key = { subtask: "subtask_request", evaluation: "evaluation_request", input: "input_request" }[pending.kind];
   return {
     content: context.content,

@@ -33,7 +33,16 @@ import type {
   ToolResults,
 } from "./session-types.js";
 import { budgetExceeded } from "./budget.js";
-import { checkpointOf, errorText, initialContext, measured, recordFailure, sessionGuards, suspendedOutput, withAnswer } from "./session-steps.js";
+import {
+  checkpointOf,
+  errorText,
+  initialContext,
+  measured,
+  recordFailure,
+  sessionGuards,
+  suspendedOutput,
+  withAnswer,
+} from "./session-steps.js";
 import { notProvided } from "../not-provided.js";
 import { outputOf } from "../invoke-events.js";
 
@@ -94,7 +103,8 @@ export const handlerSessionMachine = setup({
   },
   states: {
     starting: {
-      description: "A session restored from a record taken right after the model answered runs that answer's tool calls; any other asks the model.",
+      description:
+        "A session restored from a record taken right after the model answered runs that answer's tool calls; any other asks the model.",
       always: [{ guard: "wantsTools", target: "runningTool" }, { target: "checkingLimits" }],
     },
     checkingLimits: {
@@ -190,7 +200,8 @@ export const handlerSessionMachine = setup({
       },
     },
     deciding: {
-      description: "The model answered: fail if its output was blocked or it refused, stop if its output was cut, else run its tool calls, or finish.",
+      description:
+        "The model answered: fail if its output was blocked or it refused, stop if its output was cut, else run its tool calls, or finish.",
       always: [
         {
           guard: "outputFiltered",
@@ -235,7 +246,8 @@ export const handlerSessionMachine = setup({
       ],
     },
     recordingAnswer: {
-      description: "The model asked for tools: record its answer before any of them runs, so a re-run runs them without asking the model again.",
+      description:
+        "The model asked for tools: record its answer before any of them runs, so a re-run runs them without asking the model again.",
       invoke: {
         src: "recordTurn",
         input: ({ context }) => checkpointOf(context),
@@ -304,7 +316,8 @@ export const handlerSessionMachine = setup({
       ],
     },
     recording: {
-      description: "The turn's tools ran: record the session with their results before the next model call, so a re-run continues from here.",
+      description:
+        "The turn's tools ran: record the session with their results before the next model call, so a re-run continues from here.",
       invoke: {
         src: "recordTurn",
         input: ({ context }) => checkpointOf(context),
@@ -321,7 +334,10 @@ export const handlerSessionMachine = setup({
     },
     done: { description: "The model finished without asking for tools.", type: "final" },
     exhausted: { description: "A hard limit ended the session.", type: "final" },
-    failed: { description: "The model or a tool failed, the model's output was blocked or refused, or the session was cancelled.", type: "final" },
+    failed: {
+      description: "The model or a tool failed, the model's output was blocked or refused, or the session was cancelled.",
+      type: "final",
+    },
   },
   output: ({ context }): SessionOutput => {
     const notes = { usage: context.usage, turns: context.turns, model: context.model, context: context.context };

@@ -72,11 +72,18 @@ export function resolvePath(bindings: Readonly<Record<string, unknown>>, path: s
   if (!PATH.test(trimmed)) return { found: false };
   let current: unknown = bindings;
   for (const [, key, index] of trimmed.matchAll(SEGMENT)) {
-    const position = index !== undefined ? Number(index) : key !== undefined && Array.isArray(current) && /^\d+$/.test(key) ? Number(key) : undefined;
+    const position =
+      index !== undefined ? Number(index) : key !== undefined && Array.isArray(current) && /^\d+$/.test(key) ? Number(key) : undefined;
     if (position !== undefined) {
       if (!Array.isArray(current) || position >= current.length) return { found: false };
       current = current[position];
-    } else if (key !== undefined && typeof current === "object" && current !== null && !Array.isArray(current) && Object.hasOwn(current, key)) {
+    } else if (
+      key !== undefined &&
+      typeof current === "object" &&
+      current !== null &&
+      !Array.isArray(current) &&
+      Object.hasOwn(current, key)
+    ) {
       current = Reflect.get(current, key);
     } else return { found: false };
   }

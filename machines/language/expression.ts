@@ -12,9 +12,14 @@ import { messageOf } from "../../protocol/errors.js";
 /** Outcome of {@link evaluateTest}. */
 export type TestOutcome = { readonly ok: true; readonly value: boolean } | { readonly ok: false; readonly error: string };
 
-type Token = { kind: "num"; value: number } | { kind: "str"; value: string } | { kind: "path"; value: string } | { kind: "op"; value: string };
+type Token =
+  | { kind: "num"; value: number }
+  | { kind: "str"; value: string }
+  | { kind: "path"; value: string }
+  | { kind: "op"; value: string };
 
-const TOKEN = /\s*(?:(\d+(?:\.\d+)?)|"((?:[^"\\]|\\.)*)"|'((?:[^'\\]|\\.)*)'|([A-Za-z_][\w-]*(?:(?:\?\.|\.)[A-Za-z_0-9][\w-]*|\[\d+\])*)|(===|!==|==|!=|<=|>=|&&|\|\||[<>!()]))/y;
+const TOKEN =
+  /\s*(?:(\d+(?:\.\d+)?)|"((?:[^"\\]|\\.)*)"|'((?:[^'\\]|\\.)*)'|([A-Za-z_][\w-]*(?:(?:\?\.|\.)[A-Za-z_0-9][\w-]*|\[\d+\])*)|(===|!==|==|!=|<=|>=|&&|\|\||[<>!()]))/y;
 
 function tokenize(text: string): Token[] | string {
   const tokens: Token[] = [];

@@ -158,9 +158,24 @@ export function buildTask(ctx: BuildContext, el: XmlElement, origin?: ImplicitTa
 const TASK_CHILDREN = new Set([
   ...PROSE,
   ...WRAPPERS,
-  "criteria", "model", "context_management", "file_paths", "output_format", "steps", "initial_value",
-  "script_execution", "max_iterations", "termination_condition", "execution", "script",
-  "disable_reparsing", "manual_xml", "parameters", "returns", "output_slot", "input_source",
+  "criteria",
+  "model",
+  "context_management",
+  "file_paths",
+  "output_format",
+  "steps",
+  "initial_value",
+  "script_execution",
+  "max_iterations",
+  "termination_condition",
+  "execution",
+  "script",
+  "disable_reparsing",
+  "manual_xml",
+  "parameters",
+  "returns",
+  "output_slot",
+  "input_source",
 ]);
 
 function setSlot(task: Mutable<TaskNode>, name: "output_slot" | "input_source", variable: string): void {
@@ -191,7 +206,11 @@ function wrapperBody(ctx: BuildContext, el: XmlElement): StepNode {
   if (children.length === 1 && only !== undefined && isExecutable(only.name) && directText(el) === "") {
     return buildStep(ctx, only);
   }
-  return buildTask(ctx, el, WRAPPERS.find((origin) => origin === el.name));
+  return buildTask(
+    ctx,
+    el,
+    WRAPPERS.find((origin) => origin === el.name),
+  );
 }
 
 // Loose <command>/<timeout>/<environment> fill what <execution> leaves open.
@@ -291,7 +310,14 @@ export function buildTemplate(ctx: BuildContext, el: XmlElement): TemplateNode {
   }
   if (body === undefined) return fail(el, `<template> '${name}' has no body: expected a <task>, <call> or <cond>`);
   const template: Mutable<TemplateNode> = {
-    kind: "template", loc: el.loc, name, params, paramSpecs: params.map((p) => ({ name: p })), body, form: "template", extra,
+    kind: "template",
+    loc: el.loc,
+    name,
+    params,
+    paramSpecs: params.map((p) => ({ name: p })),
+    body,
+    form: "template",
+    extra,
   };
   if (el.attrs.returns !== undefined) template.returns = { type: el.attrs.returns.trim() };
   return template;
@@ -302,7 +328,14 @@ export function buildTaskTemplate(ctx: BuildContext, el: XmlElement): TemplateNo
   const task = buildTask(ctx, el);
   const specs: readonly ParameterSpec[] = task.parameters ?? [];
   const template: Mutable<TemplateNode> = {
-    kind: "template", loc: el.loc, name: task.name ?? "", params: specs.map((s) => s.name), paramSpecs: specs, body: task, form: "task", extra: [],
+    kind: "template",
+    loc: el.loc,
+    name: task.name ?? "",
+    params: specs.map((s) => s.name),
+    paramSpecs: specs,
+    body: task,
+    form: "task",
+    extra: [],
   };
   if (task.returns !== undefined) template.returns = task.returns;
   return template;

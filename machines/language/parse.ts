@@ -3,14 +3,7 @@
  * `INVALID_TEMPLATE` error. Well-formedness comes from fast-xml-parser (`./xml.ts`); the language
  * rules (aliases, enum checks, defaults: docs/design.md) live in the builders (`./nodes.ts`, `./pieces.ts`).
  */
-import type {
-  ExecutableNode,
-  FragmentPiece,
-  ParseOutcome,
-  TemplateNode,
-  TemplateWarning,
-  TopLevelNode,
-} from "./ast.js";
+import type { ExecutableNode, FragmentPiece, ParseOutcome, TemplateNode, TemplateWarning, TopLevelNode } from "./ast.js";
 import { InvalidTemplateError } from "./errors.js";
 import {
   buildCall,

@@ -55,7 +55,8 @@ export function contextManagement(ctx: BuildContext, el: XmlElement): ContextMan
     const known = ["inherit_context", "accumulate_data", "accumulation_format", "fresh_context"].includes(child.name);
     if (known && !firstOnly(ctx, seen, child, el.name)) continue;
     const text = directText(child);
-    if (child.name === "inherit_context") cm.inheritContext = readEnum(ctx, child, text, INHERIT, { aliases: { true: "full", false: "none" } });
+    if (child.name === "inherit_context")
+      cm.inheritContext = readEnum(ctx, child, text, INHERIT, { aliases: { true: "full", false: "none" } });
     else if (child.name === "accumulate_data") cm.accumulateData = readBoolean(child, text);
     else if (child.name === "accumulation_format") {
       cm.accumulationFormat = readEnum(ctx, child, text, ACCUMULATION, { aliases: { minimal: "notes_only", full: "full_output" } });
@@ -76,7 +77,11 @@ export function checkContext(ctx: BuildContext, cm: ContextManagement, hasFilePa
     );
   }
   if (cm.inheritContext === "none" && cm.accumulateData === false && cm.freshContext === "disabled" && !hasFilePaths) {
-    ctx.warn("no-context", "inherit_context 'none', accumulate_data 'false' and fresh_context 'disabled': the task gets no context", cm.loc);
+    ctx.warn(
+      "no-context",
+      "inherit_context 'none', accumulate_data 'false' and fresh_context 'disabled': the task gets no context",
+      cm.loc,
+    );
   }
 }
 

@@ -2,12 +2,7 @@
  * Small readers shared by the element builders: text content, attributes, enum/boolean/number
  * values with located errors, and the fallback for elements the runtime does not model.
  */
-import type {
-  ElementNode,
-  SourceLocation,
-  StepNode,
-  TemplateWarningKind,
-} from "./ast.js";
+import type { ElementNode, SourceLocation, StepNode, TemplateWarningKind } from "./ast.js";
 import { InvalidTemplateError } from "./errors.js";
 import type { SourceText } from "./locate.js";
 import type { XmlElement } from "./xml.js";
@@ -38,9 +33,7 @@ export function directText(el: XmlElement): string {
 
 /** Prose content of `el`, trimmed; markup inside it (e.g. `<b>` in a prompt) is kept as written. */
 export function prose(ctx: BuildContext, el: XmlElement): string {
-  return el.children.some((child) => child.type === "element")
-    ? ctx.source.innerText(el.start, el.end).trim()
-    : directText(el);
+  return el.children.some((child) => child.type === "element") ? ctx.source.innerText(el.start, el.end).trim() : directText(el);
 }
 
 /** Warn about non-blank character data directly inside a container element; returns it trimmed. */

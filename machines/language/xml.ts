@@ -118,8 +118,7 @@ interface ValidatorIssue {
 
 function wellFormednessError(err: ValidatorIssue, source: SourceText, wrapped: string): InvalidTemplateError {
   const wrappedSource = new SourceText(wrapped);
-  const toUser = (line: number, col: number): SourceLocation =>
-    source.locate(wrappedSource.offsetOf(line, col) - PREFIX.length);
+  const toUser = (line: number, col: number): SourceLocation => source.locate(wrappedSource.offsetOf(line, col) - PREFIX.length);
   const at = toUser(err.line, err.col ?? 1);
   const fail = (message: string, loc: SourceLocation = at): InvalidTemplateError =>
     new InvalidTemplateError(`not well-formed XML: ${message}`, loc);

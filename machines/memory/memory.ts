@@ -112,7 +112,9 @@ export const memoryMachine = setup({
     serving: {
       description: "Answering match requests from the loaded generation.",
       on: {
-        "memory.match": { actions: { type: "answer", params: ({ context, event }) => ({ request: event, generation: context.generation }) } },
+        "memory.match": {
+          actions: { type: "answer", params: ({ context, event }) => ({ request: event, generation: context.generation }) },
+        },
         "index.changed": {
           guard: "isNewGeneration",
           target: "reloading",
@@ -132,7 +134,9 @@ export const memoryMachine = setup({
         onError: { target: "serving", actions: { type: "loadFailed", params: ({ event }) => ({ error: event.error }) } },
       },
       on: {
-        "memory.match": { actions: { type: "answer", params: ({ context, event }) => ({ request: event, generation: context.generation }) } },
+        "memory.match": {
+          actions: { type: "answer", params: ({ context, event }) => ({ request: event, generation: context.generation }) },
+        },
       },
     },
   },

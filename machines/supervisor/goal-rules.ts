@@ -21,7 +21,9 @@ const DAY_MS = 24 * 60 * 60 * 1000;
 
 /** Whether every sub-goal is `completed` or `skipped`, and at least one completed (an empty plan is not a success). */
 export function goalComplete(goal: Goal): boolean {
-  return goal.subGoals.some((s) => s.status === "completed") && goal.subGoals.every((s) => s.status === "completed" || s.status === "skipped");
+  return (
+    goal.subGoals.some((s) => s.status === "completed") && goal.subGoals.every((s) => s.status === "completed" || s.status === "skipped")
+  );
 }
 
 /** Pending sub-goals whose dependencies are all completed, highest priority (lowest number) first, then plan order. */
@@ -55,19 +57,47 @@ export function cost24h(costs: readonly CostEntry[], now: number): number {
  * The metric triggers, at no model cost: a failed sub-goal is a major divergence; so is a goal whose cost over the
  * last 24 h passed the threshold. `undefined`: no metric decides, the model judges.
  */
-export function metricDivergence(subGoalId: string, outcome: SubGoalOutcome, costs: readonly CostEntry[], now: number, thresholdUsd: number): DivergenceEvaluation | undefined {
-  if (!outcome.success) return { subGoalId, divergent: true, severity: "major", reason: `Sub-goal failed: ${outcome.error ?? "no reason given"}`, source: "metric" };
+export function metricDivergence(
+  subGoalId: string,
+  outcome: SubGoalOutcome,
+  costs: readonly CostEntry[],
+  now: number,
+  thresholdUsd: number,
+): DivergenceEvaluation | undefined {
+  if (!outcome.success)
+    return {
+      subGoalId,
+      divergent: true,
+      severity: "major",
+      reason: `Sub-goal failed: ${outcome.error ?? "no reason given"}`,
+      source: "metric",
+    };
   const spent = cost24h(costs, now);
   if (spent > thresholdUsd) {
-    return { subGoalId, divergent: true, severity: "major", reason: `Goal cost over the last 24 h is ${spent.toFixed(4)} USD, over the ${thresholdUsd} USD threshold`, source: "metric" };
+    return {
+      subGoalId,
+      divergent: true,
+      severity: "major",
+      reason: `Goal cost over the last 24 h is ${spent.toFixed(4)} USD, over the ${thresholdUsd} USD threshold`,
+      source: "metric",
+    };
   }
   return undefined;
 }
 
 /** Normalises a model judgement as the seed does: divergent with severity none → minor; not divergent → none. */
-export function normaliseJudgement(subGoalId: string, judgement: { divergent: boolean; severity: "none" | "minor" | "major"; reason: string }): DivergenceEvaluation {
+export function normaliseJudgement(
+  subGoalId: string,
+  judgement: { divergent: boolean; severity: "none" | "minor" | "major"; reason: string },
+): DivergenceEvaluation {
   if (!judgement.divergent) return { subGoalId, divergent: false, severity: "none", reason: judgement.reason, source: "model" };
-  return { subGoalId, divergent: true, severity: judgement.severity === "none" ? "minor" : judgement.severity, reason: judgement.reason, source: "model" };
+  return {
+    subGoalId,
+    divergent: true,
+    severity: judgement.severity === "none" ? "minor" : judgement.severity,
+    reason: judgement.reason,
+    source: "model",
+  };
 }
 
 /** A judgement that failed: unknown, never "not divergent". */
@@ -94,7 +124,8 @@ export function shouldReplan(evaluations: readonly DivergenceEvaluation[]): Repl
   const minors = known.filter((e) => e.severity === "minor").length;
   if (minors > 2) return { replan: true, major: false, reason: `${minors} minor divergences` };
   const divergent = known.filter((e) => e.divergent === true).length;
-  if (known.length >= 4 && divergent > known.length / 2) return { replan: true, major: false, reason: `${divergent} of ${known.length} evaluations divergent` };
+  if (known.length >= 4 && divergent > known.length / 2)
+    return { replan: true, major: false, reason: `${divergent} of ${known.length} evaluations divergent` };
   return { replan: false, major: false, reason: "" };
 }
 
@@ -172,6 +203,7 @@ export function settle(state: WaveState, settled: Settlement, thresholdUsd: numb
 export function startWave(goal: Goal, maxParallel: number): { goal: Goal; wave: string[] } {
   const wave = nextWave(goal, maxParallel);
   let next = goal;
-  for (const s of wave) next = withSubGoal(next, s.id, (x) => ({ ...x, status: "in-progress", taskId: x.taskId ?? subGoalTaskId(next.id, x.id) }));
+  for (const s of wave)
+    next = withSubGoal(next, s.id, (x) => ({ ...x, status: "in-progress", taskId: x.taskId ?? subGoalTaskId(next.id, x.id) }));
   return { goal: next, wave: wave.map((s) => s.id) };
 }

@@ -19,7 +19,18 @@
  */
 import { assertEvent, assign, enqueueActions, fromCallback, fromPromise, setup } from "xstate";
 import type { DivergenceEvaluation, Goal, GoalPlan, SubGoalOutcome } from "../../protocol/index.js";
-import { applyPlan, goalComplete, nextWave, settle, shouldReplan, startWave, statusCounts, subGoalTaskId, withSubGoal, GOAL_DEFAULTS } from "./goal-rules.js";
+import {
+  applyPlan,
+  goalComplete,
+  nextWave,
+  settle,
+  shouldReplan,
+  startWave,
+  statusCounts,
+  subGoalTaskId,
+  withSubGoal,
+  GOAL_DEFAULTS,
+} from "./goal-rules.js";
 import { notProvided } from "../not-provided.js";
 
 export * from "./goal-rules.js";
@@ -87,7 +98,11 @@ export interface GoalEventParams {
 
 const event = (type: string, message: (c: GoalContext) => string, data?: (c: GoalContext) => Record<string, unknown>) => ({
   type: "publish" as const,
-  params: ({ context }: { context: GoalContext }): GoalEventParams => ({ type, message: message(context), ...(data ? { data: data(context) } : {}) }),
+  params: ({ context }: { context: GoalContext }): GoalEventParams => ({
+    type,
+    message: message(context),
+    ...(data ? { data: data(context) } : {}),
+  }),
 });
 const persist = { type: "persist" as const, params: ({ context }: { context: GoalContext }) => ({ goal: context.goal }) };
 
@@ -108,15 +123,36 @@ export const goalMachine = setup({
     applyPlan: assign({ goal: ({ context }, params: { plan: GoalPlan }) => applyPlan(context.goal, params.plan) }),
     replanNothingRunnable: assign({ replan: () => ({ major: false, reason: "no runnable sub-goal is left" }) }),
     startWave: assign(({ context }) => startWave(context.goal, context.maxParallel)),
-    settleSubGoal: assign(({ context, event }) => (assertEvent(event, "subgoal.settled"), settle(context, event, context.costThresholdUsd))),
+    settleSubGoal: assign(
+      ({ context, event }) => (assertEvent(event, "subgoal.settled"), settle(context, event, context.costThresholdUsd)),
+    ),
     planReplan: assign({ replan: ({ context }) => shouldReplan(context.goal.evaluations) }),
-    recordJudgements: assign({ goal: ({ context }, params: { evaluations: DivergenceEvaluation[] }) => ({ ...context.goal, evaluations: [...context.goal.evaluations, ...params.evaluations] }), toJudge: () => [] }),
-    recordJudgementFailed: assign({ goal: ({ context }) => ({ ...context.goal, evaluations: [...context.goal.evaluations, ...context.toJudge.map(failedJudgement)] }), toJudge: () => [] }),
+    recordJudgements: assign({
+      goal: ({ context }, params: { evaluations: DivergenceEvaluation[] }) => ({
+        ...context.goal,
+        evaluations: [...context.goal.evaluations, ...params.evaluations],
+      }),
+      toJudge: () => [],
+    }),
+    recordJudgementFailed: assign({
+      goal: ({ context }) => ({ ...context.goal, evaluations: [...context.goal.evaluations, ...context.toJudge.map(failedJudgement)] }),
+      toJudge: () => [],
+    }),
     countReplan: assign({ goal: ({ context }) => ({ ...context.goal, replanCount: context.goal.replanCount + 1 }) }),
-    pauseEscalated: assign({ goal: ({ context }) => ({ ...context.goal, status: "paused", pauseReason: `escalated after ${context.goal.maxReplans} replan(s): ${context.replan.reason}` }) }),
-    skipUnkept: assign((({ context }, params: { decisions: KeepResult[] }) => skipUnkeptAndCancel(context.goal, params.decisions))),
+    pauseEscalated: assign({
+      goal: ({ context }) => ({
+        ...context.goal,
+        status: "paused",
+        pauseReason: `escalated after ${context.goal.maxReplans} replan(s): ${context.replan.reason}`,
+      }),
+    }),
+    skipUnkept: assign(({ context }, params: { decisions: KeepResult[] }) => skipUnkeptAndCancel(context.goal, params.decisions)),
     keepAll: assign({ cancelled: () => [] }),
-    startAfresh: assign(({ context }) => ({ goal: { ...skipStale(context.goal, context.goal.replanCount), evaluations: [] }, wave: [], toJudge: [] })),
+    startAfresh: assign(({ context }) => ({
+      goal: { ...skipStale(context.goal, context.goal.replanCount), evaluations: [] },
+      wave: [],
+      toJudge: [],
+    })),
     markCompleted: assign({ goal: ({ context }) => ({ ...context.goal, status: "completed" }) }),
   },
   actors: {
@@ -131,7 +167,8 @@ export const goalMachine = setup({
     complete: ({ context }) => goalComplete(context.goal),
     canRun: ({ context }) => nextWave(context.goal, context.maxParallel).length > 0,
     waveSettled: ({ context }) => context.wave.length === 0,
-    metricMajor: ({ context }) => context.goal.evaluations.at(-1)?.source === "metric" && context.goal.evaluations.at(-1)?.severity === "major",
+    metricMajor: ({ context }) =>
+      context.goal.evaluations.at(-1)?.source === "metric" && context.goal.evaluations.at(-1)?.severity === "major",
     nothingToJudge: ({ context }) => context.toJudge.length === 0,
     replanRule: ({ context }) => shouldReplan(context.goal.evaluations).replan,
     pastLimit: ({ context }) => context.goal.replanCount > context.goal.maxReplans,
@@ -166,15 +203,25 @@ export const goalMachine = setup({
           actions: [
             { type: "applyPlan", params: ({ event }) => ({ plan: event.output }) },
             persist,
-            event("goal.decomposed", (c) => `plan ${c.goal.rounds}: ${c.goal.subGoals.filter((s) => s.round === c.goal.rounds).length} sub-goal(s)`, (c) => ({
-              round: c.goal.rounds,
-              subGoals: c.goal.subGoals.filter((s) => s.round === c.goal.rounds).map((s) => ({ id: s.id, description: s.description, dependsOn: s.dependsOn, priority: s.priority })),
-            })),
+            event(
+              "goal.decomposed",
+              (c) => `plan ${c.goal.rounds}: ${c.goal.subGoals.filter((s) => s.round === c.goal.rounds).length} sub-goal(s)`,
+              (c) => ({
+                round: c.goal.rounds,
+                subGoals: c.goal.subGoals
+                  .filter((s) => s.round === c.goal.rounds)
+                  .map((s) => ({ id: s.id, description: s.description, dependsOn: s.dependsOn, priority: s.priority })),
+              }),
+            ),
           ],
         },
         onError: {
           target: "selecting",
-          actions: event("goal.decompose_failed", () => "the decomposition failed", () => ({})),
+          actions: event(
+            "goal.decompose_failed",
+            () => "the decomposition failed",
+            () => ({}),
+          ),
         },
       },
     },
@@ -191,13 +238,19 @@ export const goalMachine = setup({
       entry: [
         "startWave",
         persist,
-        event("subgoal.started", (c) => `running ${c.wave.join(", ")}`, (c) => ({ subGoals: c.wave, taskIds: c.wave.map((id) => subGoalTaskId(c.goal.id, id)) })),
+        event(
+          "subgoal.started",
+          (c) => `running ${c.wave.join(", ")}`,
+          (c) => ({ subGoals: c.wave, taskIds: c.wave.map((id) => subGoalTaskId(c.goal.id, id)) }),
+        ),
       ],
       invoke: {
         src: "runWave",
         input: ({ context }) => ({
           goal: context.goal,
-          items: context.goal.subGoals.filter((s) => context.wave.includes(s.id)).map((s) => ({ subGoalId: s.id, taskId: s.taskId ?? subGoalTaskId(context.goal.id, s.id), description: s.description })),
+          items: context.goal.subGoals
+            .filter((s) => context.wave.includes(s.id))
+            .map((s) => ({ subGoalId: s.id, taskId: s.taskId ?? subGoalTaskId(context.goal.id, s.id), description: s.description })),
         }),
       },
       always: [
@@ -233,15 +286,16 @@ export const goalMachine = setup({
           actions: [
             { type: "recordJudgements", params: ({ event }) => ({ evaluations: event.output }) },
             persist,
-            event("goal.evaluation", (c) => evaluationSummary(c.goal.evaluations.slice(-1)), (c) => ({ evaluations: c.goal.evaluations })),
+            event(
+              "goal.evaluation",
+              (c) => evaluationSummary(c.goal.evaluations.slice(-1)),
+              (c) => ({ evaluations: c.goal.evaluations }),
+            ),
           ],
         },
         onError: {
           target: "deciding",
-          actions: [
-            "recordJudgementFailed",
-            persist,
-          ],
+          actions: ["recordJudgementFailed", persist],
         },
       },
     },
@@ -259,8 +313,19 @@ export const goalMachine = setup({
           actions: [
             "pauseEscalated",
             persist,
-            { type: "alert", params: ({ context }) => ({ kind: "goal.escalated" as const, reason: context.goal.pauseReason ?? context.replan.reason, goal: context.goal }) },
-            event("goal.paused", (c) => `paused: ${c.goal.pauseReason ?? ""}`, (c) => ({ replanCount: c.goal.replanCount })),
+            {
+              type: "alert",
+              params: ({ context }) => ({
+                kind: "goal.escalated" as const,
+                reason: context.goal.pauseReason ?? context.replan.reason,
+                goal: context.goal,
+              }),
+            },
+            event(
+              "goal.paused",
+              (c) => `paused: ${c.goal.pauseReason ?? ""}`,
+              (c) => ({ replanCount: c.goal.replanCount }),
+            ),
           ],
         },
         { target: "reviewing", actions: persist },
@@ -270,7 +335,11 @@ export const goalMachine = setup({
       description: "Each in-progress sub-goal is kept or skipped (a failed review keeps it).",
       invoke: {
         src: "review",
-        input: ({ context }) => ({ goal: context.goal, subGoalIds: context.goal.subGoals.filter((s) => s.status === "in-progress").map((s) => s.id), reason: context.replan.reason }),
+        input: ({ context }) => ({
+          goal: context.goal,
+          subGoalIds: context.goal.subGoals.filter((s) => s.status === "in-progress").map((s) => s.id),
+          reason: context.replan.reason,
+        }),
         onDone: {
           target: "replanned",
           actions: { type: "skipUnkept", params: ({ event }) => ({ decisions: event.output }) },
@@ -285,23 +354,37 @@ export const goalMachine = setup({
         { type: "cancelTasks", params: ({ context }) => ({ taskIds: context.cancelled }) },
         persist,
         enqueueActions(({ context, enqueue }) => {
-          if (context.replan.major) enqueue({ type: "alert", params: { kind: "goal.major_replan", reason: context.replan.reason, goal: context.goal } });
+          if (context.replan.major)
+            enqueue({ type: "alert", params: { kind: "goal.major_replan", reason: context.replan.reason, goal: context.goal } });
         }),
-        event("goal.replanned", (c) => `replan ${c.goal.replanCount}/${c.goal.maxReplans}: ${c.replan.reason}`, (c) => ({ replanCount: c.goal.replanCount, major: c.replan.major, reason: c.replan.reason })),
+        event(
+          "goal.replanned",
+          (c) => `replan ${c.goal.replanCount}/${c.goal.maxReplans}: ${c.replan.reason}`,
+          (c) => ({ replanCount: c.goal.replanCount, major: c.replan.major, reason: c.replan.reason }),
+        ),
       ],
       always: { target: "decomposing" },
     },
     completed: {
       type: "final",
       description: "Every sub-goal is completed or skipped.",
-      entry: ["markCompleted", persist, event("goal.completed", (c) => `completed: ${summary(c)}`, (c) => ({ counts: statusCounts(c.goal) }))],
+      entry: [
+        "markCompleted",
+        persist,
+        event(
+          "goal.completed",
+          (c) => `completed: ${summary(c)}`,
+          (c) => ({ counts: statusCounts(c.goal) }),
+        ),
+      ],
     },
     paused: { type: "final", description: "Escalated: waits for `dirigent goal resume`." },
     stopped: { type: "final", description: "Stopped from outside (lease lost, paused or cancelled)." },
   },
   output: ({ context }) => {
     if (context.goal.status === "completed") return { status: "completed", goal: context.goal };
-    if (context.goal.status === "paused") return { status: "paused", goal: context.goal, ...(context.goal.pauseReason ? { reason: context.goal.pauseReason } : {}) };
+    if (context.goal.status === "paused")
+      return { status: "paused", goal: context.goal, ...(context.goal.pauseReason ? { reason: context.goal.pauseReason } : {}) };
     return { status: "stopped", goal: context.goal, ...(context.stopReason ? { reason: context.stopReason } : {}) };
   },
 });
@@ -323,7 +406,8 @@ function skipUnkept(goal: Goal, decisions: readonly KeepResult[]): Goal {
   let next = goal;
   for (const d of decisions) {
     const s = goal.subGoals.find((x) => x.id === d.subGoalId);
-    if (s?.status === "in-progress" && !d.keep) next = withSubGoal(next, s.id, (x) => ({ ...x, status: "skipped", skipReason: d.reason || "not kept by the replan" }));
+    if (s?.status === "in-progress" && !d.keep)
+      next = withSubGoal(next, s.id, (x) => ({ ...x, status: "skipped", skipReason: d.reason || "not kept by the replan" }));
   }
   return next;
 }

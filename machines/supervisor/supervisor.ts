@@ -58,7 +58,10 @@ export const supervisorMachine = setup({
     startLoop: (_, _params: { goalId: string }) => undefined,
     stopLoop: (_, _params: { goalId: string; reason: string }) => undefined,
     forgetHaltedLoop: assign({ loops: ({ context, event }) => (assertEvent(event, "loop.halted"), without(context.loops, event.goalId)) }),
-    markQueuedRunning: assign(({ context }) => ({ loops: { ...context.loops, [context.queue[0] ?? ""]: "running" as const }, queue: context.queue.slice(1) })),
+    markQueuedRunning: assign(({ context }) => ({
+      loops: { ...context.loops, [context.queue[0] ?? ""]: "running" as const },
+      queue: context.queue.slice(1),
+    })),
   },
   actors: {
     listActive: fromPromise<string[], Record<string, never>>(async () => notProvided("supervisor.listActive")),
@@ -100,8 +103,13 @@ export const supervisorMachine = setup({
         },
         drain: {
           actions: enqueueActions(({ context, enqueue }) => {
-            for (const [goalId, state] of Object.entries(context.loops)) if (state === "running") enqueue({ type: "stopLoop", params: { goalId, reason: "the supervisor is draining" } });
-            enqueue.assign({ draining: true, queue: [], loops: Object.fromEntries(Object.keys(context.loops).map((id) => [id, "stopping" as const])) });
+            for (const [goalId, state] of Object.entries(context.loops))
+              if (state === "running") enqueue({ type: "stopLoop", params: { goalId, reason: "the supervisor is draining" } });
+            enqueue.assign({
+              draining: true,
+              queue: [],
+              loops: Object.fromEntries(Object.keys(context.loops).map((id) => [id, "stopping" as const])),
+            });
           }),
         },
       },
@@ -121,7 +129,8 @@ export const supervisorMachine = setup({
                   actions: enqueueActions(({ context, event, enqueue }) => {
                     const next = reconcile(context, event.output);
                     for (const [goalId, state] of Object.entries(next.loops ?? {})) {
-                      if (state === "stopping" && context.loops[goalId] === "running") enqueue({ type: "stopLoop", params: { goalId, reason: "the goal is no longer active" } });
+                      if (state === "stopping" && context.loops[goalId] === "running")
+                        enqueue({ type: "stopLoop", params: { goalId, reason: "the goal is no longer active" } });
                     }
                     enqueue.assign(next);
                   }),

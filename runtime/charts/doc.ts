@@ -24,7 +24,16 @@ export function machinesMarkdown(list: readonly NamedMachine[]): string {
   ];
   for (const { name, file, machine } of list) {
     const graph = machineGraph(machine);
-    out.push(`## ${name}`, "", `Source: \`machines/${file}\` (machine id \`${graph.id}\`).`, "", "```mermaid", toMermaid(graph).trimEnd(), "```", "");
+    out.push(
+      `## ${name}`,
+      "",
+      `Source: \`machines/${file}\` (machine id \`${graph.id}\`).`,
+      "",
+      "```mermaid",
+      toMermaid(graph).trimEnd(),
+      "```",
+      "",
+    );
     out.push("| state | kind | tags | description |", "| --- | --- | --- | --- |");
     for (const s of graph.states.slice(1)) {
       const path = s.id.slice(graph.id.length + 1);

@@ -130,7 +130,10 @@ function collectStates(node: AnyStateNode, out: GraphState[]): void {
 }
 
 function collectTransitions(node: AnyStateNode, out: GraphTransition[]): void {
-  const groups: Array<[string, NonNullable<AnyStateNode["always"]>]> = [...node.transitions.entries()].map(([type, ts]) => [eventLabel(node, type), ts]);
+  const groups: Array<[string, NonNullable<AnyStateNode["always"]>]> = [...node.transitions.entries()].map(([type, ts]) => [
+    eventLabel(node, type),
+    ts,
+  ]);
   if (node.always) groups.push(["always", node.always]);
   for (const [event, definitions] of groups) {
     for (const def of definitions) {

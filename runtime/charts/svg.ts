@@ -145,16 +145,21 @@ function stateSvg(box: Box, out: string[]): void {
   const title = escapeXml([s.id, s.description, s.tags.length ? `tags: ${s.tags.join(", ")}` : ""].filter(Boolean).join("\n"));
   out.push(`<g class="state ${escapeXml(kind)}" data-state="${escapeXml(s.id)}"><title>${title}</title>`);
   out.push(`<rect x="${box.x}" y="${box.y}" width="${box.w}" height="${box.h}" rx="${box.children.length ? 10 : 16}"/>`);
-  if (s.type === "final") out.push(`<rect class="inner" x="${box.x + 4}" y="${box.y + 4}" width="${box.w - 8}" height="${box.h - 8}" rx="13"/>`);
+  if (s.type === "final")
+    out.push(`<rect class="inner" x="${box.x + 4}" y="${box.y + 4}" width="${box.w - 8}" height="${box.h - 8}" rx="13"/>`);
   const ty = box.children.length ? box.y + 18 : box.y + box.h / 2 + 4;
   const tx = box.children.length ? box.x + 12 : box.x + box.w / 2;
-  out.push(`<text x="${tx}" y="${ty}"${box.children.length ? "" : ' text-anchor="middle"'}>${escapeXml(s.parent === undefined ? `machine ${s.key}` : s.key)}</text>`);
+  out.push(
+    `<text x="${tx}" y="${ty}"${box.children.length ? "" : ' text-anchor="middle"'}>${escapeXml(s.parent === undefined ? `machine ${s.key}` : s.key)}</text>`,
+  );
   out.push(`</g>`);
   const initial = box.children.find((c) => c.state.key === s.initial);
   if (initial) {
     const ix = box.x + PAD;
     const iy = initial.y + initial.h / 2;
-    out.push(`<g class="initial"><circle cx="${ix}" cy="${iy}" r="5"/><path d="M ${ix + 5} ${iy} L ${initial.x - 2} ${iy}" marker-end="url(#arrow)"/></g>`);
+    out.push(
+      `<g class="initial"><circle cx="${ix}" cy="${iy}" r="5"/><path d="M ${ix + 5} ${iy} L ${initial.x - 2} ${iy}" marker-end="url(#arrow)"/></g>`,
+    );
   }
   for (const child of box.children) stateSvg(child, out);
 }

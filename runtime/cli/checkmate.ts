@@ -57,7 +57,8 @@ export function checkmateXml(options: CheckmateOptions): string {
 function positive(flag: string, value: string | undefined, integer: boolean): number | undefined {
   if (value === undefined) return undefined;
   const n = Number(value);
-  if (!Number.isFinite(n) || n <= 0 || (integer && !Number.isInteger(n))) throw new UsageError(`${flag} '${value}': must be a positive ${integer ? "integer" : "number"}`);
+  if (!Number.isFinite(n) || n <= 0 || (integer && !Number.isInteger(n)))
+    throw new UsageError(`${flag} '${value}': must be a positive ${integer ? "integer" : "number"}`);
   return n;
 }
 
@@ -81,7 +82,10 @@ export function formatCheckmate(outcome: TaskOutcome): string {
     lines.push("", "final judge report:", JSON.stringify(notes["final_verdict"] ?? null, null, 2));
   } else {
     const e = outcome.error;
-    lines.push(`checkmate: ${outcome.status}`, ...(e ? [`error: ${e.type}${e.type === "TASK_FAILURE" ? ` (${e.reason})` : ""}: ${e.message}`] : []));
+    lines.push(
+      `checkmate: ${outcome.status}`,
+      ...(e ? [`error: ${e.type}${e.type === "TASK_FAILURE" ? ` (${e.reason})` : ""}: ${e.message}`] : []),
+    );
   }
   return lines.join("\n");
 }
@@ -117,7 +121,9 @@ export function registerCheckmateCommand(program: Command): void {
   commonOptions(
     program
       .command("checkmate")
-      .description("run a checkmate loop: intake → worker → judge until PASS or max iterations (runs an embedded runtime when none is reachable)")
+      .description(
+        "run a checkmate loop: intake → worker → judge until PASS or max iterations (runs an embedded runtime when none is reachable)",
+      )
       .argument("[task]", "the task, in words")
       .option("--max-iter <n>", "most iterations (default 5)")
       .option("--criteria <file>", "acceptance criteria (skips the intake)")
@@ -129,10 +135,14 @@ export function registerCheckmateCommand(program: Command): void {
   ).action(async (task: string | undefined, flags: CheckmateFlags) => {
     const taskId = flags.resume ?? flags.taskId ?? randomUUID();
     if (!parseTaskId(taskId)) throw new UsageError(`task id '${taskId}': must be 1–64 characters of [A-Za-z0-9_-]`);
-    if ((task === undefined || task.trim() === "") && flags.resume === undefined) throw new UsageError("give the task: dirigent checkmate \"TASK\" (or --resume ID)");
-    const criteria = flags.criteria === undefined ? undefined : await readFile(flags.criteria, "utf8").catch(() => {
-      throw new UsageError(`--criteria: cannot read ${flags.criteria ?? ""}`);
-    });
+    if ((task === undefined || task.trim() === "") && flags.resume === undefined)
+      throw new UsageError('give the task: dirigent checkmate "TASK" (or --resume ID)');
+    const criteria =
+      flags.criteria === undefined
+        ? undefined
+        : await readFile(flags.criteria, "utf8").catch(() => {
+            throw new UsageError(`--criteria: cannot read ${flags.criteria ?? ""}`);
+          });
     const options: CheckmateOptions = {
       ...(positive("--max-iter", flags.maxIter, true) === undefined ? {} : { maxIterations: Number(flags.maxIter) }),
       ...(criteria !== undefined && criteria.trim() !== "" ? { hasCriteria: true } : {}),
@@ -140,7 +150,16 @@ export function registerCheckmateCommand(program: Command): void {
       ...(positive("--judge-timeout", flags.judgeTimeout, false) === undefined ? {} : { judgeTimeoutS: Number(flags.judgeTimeout) }),
     };
     const { config, subjects, log } = setup(flags, "dirigent-checkmate");
-    const placement = await place({ ...(config.nats ? { url: config.nats } : {}), auth: natsAuth(config), roles: [], subjects, log, name: "dirigent-checkmate", dataDir: config.dataDir, startServer: false });
+    const placement = await place({
+      ...(config.nats ? { url: config.nats } : {}),
+      auth: natsAuth(config),
+      roles: [],
+      subjects,
+      log,
+      name: "dirigent-checkmate",
+      dataDir: config.dataDir,
+      startServer: false,
+    });
     let system: SystemHandle | undefined;
     let stopModel: (() => Promise<void>) | undefined;
     const startEmbedded = async () => {
@@ -160,7 +179,8 @@ export function registerCheckmateCommand(program: Command): void {
         if (e.type === "continuation.input" && process.stdin.isTTY) void askUser(client, taskId, e.message ?? "");
       };
       const submit = () => {
-        if (task === undefined || task.trim() === "") throw new UsageError(`no task ${taskId} to resume: give the task too, to submit it under that id`);
+        if (task === undefined || task.trim() === "")
+          throw new UsageError(`no task ${taskId} to resume: give the task too, to submit it under that id`);
         const inputs = { checkmate_task: task, ...(options.hasCriteria ? { checkmate_criteria: criteria } : {}) };
         return client.run({ xml: checkmateXml(options), inputs, taskId }, onEvent);
       };

@@ -24,13 +24,15 @@ interface CompileFlags extends CommonFlags {
 function attemptsFlag(value: string | undefined): number | undefined {
   if (value === undefined) return undefined;
   const n = Number(value);
-  if (!Number.isInteger(n) || n < 1 || n > MAX_COMPILE_ATTEMPTS) throw new UsageError(`--max-attempts '${value}': must be an integer from 1 to ${MAX_COMPILE_ATTEMPTS}`);
+  if (!Number.isInteger(n) || n < 1 || n > MAX_COMPILE_ATTEMPTS)
+    throw new UsageError(`--max-attempts '${value}': must be an integer from 1 to ${MAX_COMPILE_ATTEMPTS}`);
   return n;
 }
 
 /** Invalid requests are usage errors (exit 2); a model that never wrote a valid template is a failure (exit 1). */
 function rethrow(err: unknown): never {
-  if (err instanceof RemoteError && (err.code === "INVALID_MESSAGE" || err.code === "INVALID_ID")) throw new UsageError(`${err.code}: ${err.message}`);
+  if (err instanceof RemoteError && (err.code === "INVALID_MESSAGE" || err.code === "INVALID_ID"))
+    throw new UsageError(`${err.code}: ${err.message}`);
   if (err instanceof RemoteError) throw new Error(`${err.code}: ${err.message}`, { cause: err });
   throw err;
 }
@@ -46,7 +48,16 @@ async function withRuntime<T>(
   fn: (client: DirigentClient, timeoutMs: number) => Promise<T>,
 ): Promise<T> {
   const { config, subjects, log } = setup(flags, name);
-  const placement = await place({ ...(config.nats ? { url: config.nats } : {}), auth: natsAuth(config), roles: [], subjects, log, name, dataDir: config.dataDir, startServer: false });
+  const placement = await place({
+    ...(config.nats ? { url: config.nats } : {}),
+    auth: natsAuth(config),
+    roles: [],
+    subjects,
+    log,
+    name,
+    dataDir: config.dataDir,
+    startServer: false,
+  });
   let system: SystemHandle | undefined;
   let stopModel: (() => Promise<void>) | undefined;
   const startEmbedded = async () => {
@@ -90,7 +101,8 @@ export function registerCompileCommand(program: Command): void {
   ).action(async (text: string, flags: CompileFlags) => {
     const maxAttempts = attemptsFlag(flags.maxAttempts);
     const inputs = parseInputs(flags.input ?? []);
-    if (flags.taskId !== undefined && !parseTaskId(flags.taskId)) throw new UsageError(`--task-id '${flags.taskId}': must be 1–64 characters of [A-Za-z0-9_-]`);
+    if (flags.taskId !== undefined && !parseTaskId(flags.taskId))
+      throw new UsageError(`--task-id '${flags.taskId}': must be 1–64 characters of [A-Za-z0-9_-]`);
     if (text.trim() === "") throw new UsageError("the request text is empty");
     // Compiling alone needs only the Compiler, which runs with the Handler role.
     const roles: readonly Role[] = flags.run ? ROLES : ["handler"];
@@ -100,7 +112,8 @@ export function registerCompileCommand(program: Command): void {
         { prompt: text, ...(maxAttempts ? { maxAttempts } : {}), ...(inputNames.length > 0 ? { inputNames } : {}) },
         { timeoutMs },
       );
-      if (reply.attempts > 1) process.stderr.write(`dirigent: valid after ${reply.attempts} attempts; fixed: ${(reply.errors ?? []).join("; ")}\n`);
+      if (reply.attempts > 1)
+        process.stderr.write(`dirigent: valid after ${reply.attempts} attempts; fixed: ${(reply.errors ?? []).join("; ")}\n`);
       if (flags.out !== undefined) {
         await writeFile(flags.out, reply.xml.endsWith("\n") ? reply.xml : `${reply.xml}\n`);
         process.stderr.write(`dirigent: wrote ${flags.out}\n`);

@@ -28,17 +28,29 @@ function intFlag(name: string, value: string | undefined, max: number): number |
 }
 
 function rethrow(err: unknown): never {
-  if (err instanceof RemoteError && err.code === "NO_RESPONDERS") throw new Error(`${err.message} (start a Supervisor: 'dirigent up' or 'dirigent worker --role supervisor')`);
-  if (err instanceof RemoteError && (err.code === "INVALID_MESSAGE" || err.code === "NOT_FOUND")) throw new UsageError(`${err.code}: ${err.message}`);
+  if (err instanceof RemoteError && err.code === "NO_RESPONDERS")
+    throw new Error(`${err.message} (start a Supervisor: 'dirigent up' or 'dirigent worker --role supervisor')`);
+  if (err instanceof RemoteError && (err.code === "INVALID_MESSAGE" || err.code === "NOT_FOUND"))
+    throw new UsageError(`${err.code}: ${err.message}`);
   throw err;
 }
 
 /** Connects to a running runtime (goals need Supervisors, which an embedded runtime would stop with this command). */
 async function withGoals(flags: CommonFlags, fn: (client: GoalClient) => Promise<void>): Promise<void> {
   const { config, subjects, log } = setup(flags, "dirigent-goal");
-  const placement = await place({ ...(config.nats ? { url: config.nats } : {}), auth: natsAuth(config), roles: [], subjects, log, name: "dirigent-goal", dataDir: config.dataDir, startServer: false });
+  const placement = await place({
+    ...(config.nats ? { url: config.nats } : {}),
+    auth: natsAuth(config),
+    roles: [],
+    subjects,
+    log,
+    name: "dirigent-goal",
+    dataDir: config.dataDir,
+    startServer: false,
+  });
   try {
-    if (placement.transport.kind === "memory") throw new Error("no NATS server reachable: start the runtime with 'dirigent up' or pass --nats URL");
+    if (placement.transport.kind === "memory")
+      throw new Error("no NATS server reachable: start the runtime with 'dirigent up' or pass --nats URL");
     await fn(new GoalClient(placement.transport.bus, subjects));
   } finally {
     await placement.close();
@@ -55,10 +67,16 @@ export function formatAlert(a: OperatorAlert): string {
 }
 
 function formatGoal(goal: Goal): string {
-  const lines = [`goal ${goal.id}: ${goal.status}${goal.pauseReason ? ` (${goal.pauseReason})` : ""}`, `  ${goal.description}`, `  replans ${goal.replanCount}/${goal.maxReplans}, plans ${goal.rounds}`];
+  const lines = [
+    `goal ${goal.id}: ${goal.status}${goal.pauseReason ? ` (${goal.pauseReason})` : ""}`,
+    `  ${goal.description}`,
+    `  replans ${goal.replanCount}/${goal.maxReplans}, plans ${goal.rounds}`,
+  ];
   for (const s of goal.subGoals) {
     const deps = s.dependsOn.length > 0 ? ` after ${s.dependsOn.join(",")}` : "";
-    lines.push(`  ${s.id.padEnd(4)} ${s.status.padEnd(11)} ${s.description}${deps}${s.skipReason ? ` [${s.skipReason}]` : ""}${s.outcome?.error ? ` [${s.outcome.error}]` : ""}`);
+    lines.push(
+      `  ${s.id.padEnd(4)} ${s.status.padEnd(11)} ${s.description}${deps}${s.skipReason ? ` [${s.skipReason}]` : ""}${s.outcome?.error ? ` [${s.outcome.error}]` : ""}`,
+    );
   }
   for (const e of goal.evaluations) lines.push(`  eval ${e.subGoalId}: ${e.severity} (${e.source})${e.reason ? ` ${e.reason}` : ""}`);
   return lines.join("\n");
@@ -92,7 +110,9 @@ async function follow(client: GoalClient, id: string, json: boolean): Promise<{ 
 
 /** Registers `dirigent goal …` and `dirigent alerts`. */
 export function registerGoalCommands(program: Command): void {
-  const goal = program.command("goal").description("autonomous goals: decomposed into sub-goals, checked for divergence, replanned (needs a Supervisor)");
+  const goal = program
+    .command("goal")
+    .description("autonomous goals: decomposed into sub-goals, checked for divergence, replanned (needs a Supervisor)");
 
   commonOptions(
     goal
@@ -111,7 +131,14 @@ export function registerGoalCommands(program: Command): void {
     await withGoals(flags, async (client) => {
       // Listen first, so that no event of the goal is missed.
       const watching = flags.watch ? await follow(client, id, false) : undefined;
-      const reply = await client.submit({ description, goalId: id, ...(priority !== undefined ? { priority } : {}), ...(maxReplans !== undefined ? { maxReplans } : {}) }).catch(rethrow);
+      const reply = await client
+        .submit({
+          description,
+          goalId: id,
+          ...(priority !== undefined ? { priority } : {}),
+          ...(maxReplans !== undefined ? { maxReplans } : {}),
+        })
+        .catch(rethrow);
       process.stdout.write(`${reply.goalId}${reply.status === "duplicate" ? " (duplicate: already submitted)" : ""}\n`);
       if (watching) {
         const status = await watching.wait();
@@ -120,28 +147,40 @@ export function registerGoalCommands(program: Command): void {
     });
   });
 
-  commonOptions(goal.command("list").description("list the goals").option("--json", "print JSON")).action(async (flags: CommonFlags & { json?: boolean }) => {
-    await withGoals(flags, async (client) => {
-      const { goals } = await client.list().catch(rethrow);
-      if (flags.json) return void process.stdout.write(JSON.stringify(goals, null, 2) + "\n");
-      if (goals.length === 0) return void process.stdout.write("no goals\n");
-      for (const g of goals) {
-        const counts = Object.entries(g.counts).map(([k, v]) => `${v} ${k}`).join(", ");
-        process.stdout.write(`${g.id}  ${g.status.padEnd(9)} p${g.priority}  ${g.description.slice(0, 60)}${counts ? `  (${counts})` : ""}\n`);
-      }
-    });
-  });
-
-  commonOptions(goal.command("status").description("print a goal with its sub-goals and evaluations").argument("<id>", "goal id").option("--json", "print JSON")).action(
-    async (id: string, flags: CommonFlags & { json?: boolean }) => {
+  commonOptions(goal.command("list").description("list the goals").option("--json", "print JSON")).action(
+    async (flags: CommonFlags & { json?: boolean }) => {
       await withGoals(flags, async (client) => {
-        const { goal: g } = await client.get(goalId(id)).catch(rethrow);
-        process.stdout.write((flags.json ? JSON.stringify(g, null, 2) : formatGoal(g)) + "\n");
+        const { goals } = await client.list().catch(rethrow);
+        if (flags.json) return void process.stdout.write(JSON.stringify(goals, null, 2) + "\n");
+        if (goals.length === 0) return void process.stdout.write("no goals\n");
+        for (const g of goals) {
+          const counts = Object.entries(g.counts)
+            .map(([k, v]) => `${v} ${k}`)
+            .join(", ");
+          process.stdout.write(
+            `${g.id}  ${g.status.padEnd(9)} p${g.priority}  ${g.description.slice(0, 60)}${counts ? `  (${counts})` : ""}\n`,
+          );
+        }
       });
     },
   );
 
-  commonOptions(goal.command("resume").description("resume a paused goal (its replan count starts again)").argument("<id>", "goal id")).action(async (id: string, flags: CommonFlags) => {
+  commonOptions(
+    goal
+      .command("status")
+      .description("print a goal with its sub-goals and evaluations")
+      .argument("<id>", "goal id")
+      .option("--json", "print JSON"),
+  ).action(async (id: string, flags: CommonFlags & { json?: boolean }) => {
+    await withGoals(flags, async (client) => {
+      const { goal: g } = await client.get(goalId(id)).catch(rethrow);
+      process.stdout.write((flags.json ? JSON.stringify(g, null, 2) : formatGoal(g)) + "\n");
+    });
+  });
+
+  commonOptions(
+    goal.command("resume").description("resume a paused goal (its replan count starts again)").argument("<id>", "goal id"),
+  ).action(async (id: string, flags: CommonFlags) => {
     await withGoals(flags, async (client) => {
       const reply = await client.resume(goalId(id)).catch(rethrow);
       process.stdout.write(JSON.stringify(reply) + "\n");
@@ -149,34 +188,43 @@ export function registerGoalCommands(program: Command): void {
     });
   });
 
-  commonOptions(goal.command("cancel").description("cancel a goal and every task of its tree").argument("<id>", "goal id")).action(async (id: string, flags: CommonFlags) => {
+  commonOptions(goal.command("cancel").description("cancel a goal and every task of its tree").argument("<id>", "goal id")).action(
+    async (id: string, flags: CommonFlags) => {
+      await withGoals(flags, async (client) => {
+        const reply = await client.cancel(goalId(id)).catch(rethrow);
+        process.stdout.write(JSON.stringify(reply) + "\n");
+        process.exitCode = reply.status === "cancelled" ? 0 : 1;
+      });
+    },
+  );
+
+  commonOptions(
+    goal
+      .command("watch")
+      .description("print a goal's events until it completes, pauses or is cancelled")
+      .argument("<id>", "goal id")
+      .option("--json", "print JSON lines"),
+  ).action(async (id: string, flags: CommonFlags & { json?: boolean }) => {
     await withGoals(flags, async (client) => {
-      const reply = await client.cancel(goalId(id)).catch(rethrow);
-      process.stdout.write(JSON.stringify(reply) + "\n");
-      process.exitCode = reply.status === "cancelled" ? 0 : 1;
+      const status = await (await follow(client, goalId(id), flags.json === true)).wait();
+      process.exitCode = status === "completed" ? 0 : 1;
     });
   });
 
-  commonOptions(goal.command("watch").description("print a goal's events until it completes, pauses or is cancelled").argument("<id>", "goal id").option("--json", "print JSON lines")).action(
-    async (id: string, flags: CommonFlags & { json?: boolean }) => {
-      await withGoals(flags, async (client) => {
-        const status = await (await follow(client, goalId(id), flags.json === true)).wait();
-        process.exitCode = status === "completed" ? 0 : 1;
+  commonOptions(
+    program
+      .command("alerts")
+      .description("print operator alerts as they are published (escalated goals, major replans)")
+      .option("--json", "print JSON lines"),
+  ).action(async (flags: CommonFlags & { json?: boolean }) => {
+    await withGoals(flags, async (client) => {
+      client.alerts((a) => process.stdout.write((flags.json ? JSON.stringify(a) : formatAlert(a)) + "\n"));
+      await client.flush();
+      process.stderr.write("dirigent: listening for operator alerts (Ctrl-C to stop)\n");
+      await new Promise<void>((resolve) => {
+        process.once("SIGINT", resolve);
+        process.once("SIGTERM", resolve);
       });
-    },
-  );
-
-  commonOptions(program.command("alerts").description("print operator alerts as they are published (escalated goals, major replans)").option("--json", "print JSON lines")).action(
-    async (flags: CommonFlags & { json?: boolean }) => {
-      await withGoals(flags, async (client) => {
-        client.alerts((a) => process.stdout.write((flags.json ? JSON.stringify(a) : formatAlert(a)) + "\n"));
-        await client.flush();
-        process.stderr.write("dirigent: listening for operator alerts (Ctrl-C to stop)\n");
-        await new Promise<void>((resolve) => {
-          process.once("SIGINT", resolve);
-          process.once("SIGTERM", resolve);
-        });
-      });
-    },
-  );
+    });
+  });
 }

@@ -50,7 +50,8 @@ export function parseRoles(value: string | undefined): Role[] {
   const roles: Role[] = [];
   for (const name of names) {
     const role = ROLES.find((r) => r === name);
-    if (role === undefined) throw new UsageError(`--roles '${value}': '${name}' is not a role (expected a comma-separated list of ${ROLES.join(", ")})`);
+    if (role === undefined)
+      throw new UsageError(`--roles '${value}': '${name}' is not a role (expected a comma-separated list of ${ROLES.join(", ")})`);
     if (!roles.includes(role)) roles.push(role);
   }
   return roles;
@@ -60,7 +61,9 @@ export function parseRoles(value: string | undefined): Role[] {
 export function healthReport(required: readonly Role[], answers: readonly PingReply[], invalid: readonly string[] = []): HealthReport {
   const seen = new Set(answers.flatMap((a) => a.roles));
   const missing = required.filter((r) => !seen.has(r));
-  const processes = [...answers].sort((a, b) => (a.roles[0] ?? "").localeCompare(b.roles[0] ?? "") || a.processId.localeCompare(b.processId));
+  const processes = [...answers].sort(
+    (a, b) => (a.roles[0] ?? "").localeCompare(b.roles[0] ?? "") || a.processId.localeCompare(b.processId),
+  );
   return { ok: missing.length === 0, required: [...required], missing, processes, invalid: [...invalid] };
 }
 
@@ -94,7 +97,15 @@ export function formatHealth(report: HealthReport): string {
     for (const role of p.roles) rows.push([role, p.processId, p.host, String(p.pid), formatUptime(p.uptimeMs), p.version]);
   }
   const widths = rows[0]?.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? "").length))) ?? [];
-  const lines = report.processes.length === 0 ? ["no process answered"] : rows.map((r) => r.map((cell, i) => cell.padEnd(widths[i] ?? 0)).join("  ").trimEnd());
+  const lines =
+    report.processes.length === 0
+      ? ["no process answered"]
+      : rows.map((r) =>
+          r
+            .map((cell, i) => cell.padEnd(widths[i] ?? 0))
+            .join("  ")
+            .trimEnd(),
+        );
   for (const message of report.invalid) lines.push(`invalid answer ignored: ${message}`);
   lines.push(
     report.ok
@@ -112,14 +123,23 @@ export function registerHealthCommand(program: Command): void {
       .description("ping every runtime process; list the roles and processes that answer; exit 1 naming the required roles none answers")
       .option("--timeout <ms>", `how long to collect answers (default ${DEFAULT_HEALTH_TIMEOUT_MS})`)
       .option("--roles <list>", `comma-separated roles that must answer (default ${REQUIRED_ROLES.join(",")})`)
-      .option("--host <name>", "count only the processes on this host (a liveness probe of one machine or pod: --host \"$(hostname)\")")
+      .option("--host <name>", 'count only the processes on this host (a liveness probe of one machine or pod: --host "$(hostname)")')
       .option("--json", "print the report as JSON"),
   ).action(async (flags: HealthFlags) => {
     const timeoutMs = parseTimeout(flags.timeout);
     const required = parseRoles(flags.roles);
     if (flags.host !== undefined && flags.host.trim() === "") throw new UsageError("--host: expected a host name");
     const { config, subjects, log } = setup(flags, "dirigent-health");
-    const placement = await place({ ...(config.nats ? { url: config.nats } : {}), auth: natsAuth(config), roles: [], subjects, log, name: "dirigent-health", dataDir: config.dataDir, startServer: false });
+    const placement = await place({
+      ...(config.nats ? { url: config.nats } : {}),
+      auth: natsAuth(config),
+      roles: [],
+      subjects,
+      log,
+      name: "dirigent-health",
+      dataDir: config.dataDir,
+      startServer: false,
+    });
     try {
       const bus = placement.transport.bus;
       if (!(bus instanceof NatsBus)) throw new Error("no NATS server reachable: pass --nats URL or set NATS_URL");

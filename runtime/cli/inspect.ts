@@ -31,7 +31,8 @@ function port(value: string, flag: string): number {
 
 function address(value: string, flag: string): string {
   const bare = value.replace(/^\[|\]$/g, "");
-  if (bare !== "localhost" && isIP(bare) === 0) throw new UsageError(`${flag} '${value}': expected an IP address of this machine's interface (or localhost)`);
+  if (bare !== "localhost" && isIP(bare) === 0)
+    throw new UsageError(`${flag} '${value}': expected an IP address of this machine's interface (or localhost)`);
   return bare;
 }
 
@@ -46,10 +47,17 @@ export function registerInspectCommand(program: Command): void {
   commonOptions(
     program
       .command("inspect")
-      .description("serve the inspector page: every machine's chart, the live actors of the cluster, task timelines (processes publish with DIRIGENT_INSPECT=on)")
+      .description(
+        "serve the inspector page: every machine's chart, the live actors of the cluster, task timelines (processes publish with DIRIGENT_INSPECT=on)",
+      )
       .option("--port <n>", "port of the page (0: any free port)", String(DEFAULT_INSPECT_PORT))
       .option("--host <address>", "interface the page listens on (beyond loopback, anyone reaching it sees every task)", "127.0.0.1")
-      .option("--allowed-host <name>", "also answer requests for this host name (NAME or NAME:PORT, repeatable; e.g. behind a proxy)", collect, [])
+      .option(
+        "--allowed-host <name>",
+        "also answer requests for this host name (NAME or NAME:PORT, repeatable; e.g. behind a proxy)",
+        collect,
+        [],
+      )
       .option("--stately", "also forward the inspection events through @statelyai/inspect to the Stately inspector (needs the internet)")
       .option("--stately-port <n>", "port of the Stately bridge page and WebSocket", "8080")
       .option("--stately-host <address>", "interface the Stately bridge listens on", "127.0.0.1"),
@@ -82,7 +90,11 @@ export function registerInspectCommand(program: Command): void {
         host,
         allowedHosts,
         replay: natsTaskReplay(nc, subjects),
-        onReplayError: (err) => log.warn({ err: messageOf(err) }, "cannot replay finished tasks from the events stream (does this NATS user have read access to it?)"),
+        onReplayError: (err) =>
+          log.warn(
+            { err: messageOf(err) },
+            "cannot replay finished tasks from the events stream (does this NATS user have read access to it?)",
+          ),
         ...(bridge ? { onMessage: (m) => bridge?.forward(m) } : {}),
       });
     } catch (err) {

@@ -39,10 +39,12 @@ export function exportText(format: ExportFormat): string {
 export function exportFiles(format: ExportFormat): Record<string, string> {
   if (format === "markdown") return { "machines.md": machinesMarkdown(machines) };
   const ext = format === "json" ? "json" : "mmd";
-  return Object.fromEntries(machines.map((m) => {
-    const graph = machineGraph(m.machine);
-    return [`${m.name}.${ext}`, format === "json" ? json(graph) : toMermaid(graph)];
-  }));
+  return Object.fromEntries(
+    machines.map((m) => {
+      const graph = machineGraph(m.machine);
+      return [`${m.name}.${ext}`, format === "json" ? json(graph) : toMermaid(graph)];
+    }),
+  );
 }
 
 /** Registers `dirigent machines export`. */

@@ -43,7 +43,11 @@ export function parseSize(text: string): number {
 }
 
 /** Registers `dirigent memory …`; `write` prints results, `note` progress and warnings (stderr by default). */
-export function registerMemoryCommands(program: Command, write: Write = (text) => process.stdout.write(text), note: Write = (text) => process.stderr.write(text)): void {
+export function registerMemoryCommands(
+  program: Command,
+  write: Write = (text) => process.stdout.write(text),
+  note: Write = (text) => process.stderr.write(text),
+): void {
   const memory = program.command("memory").description("the global file-metadata index the Memory role matches against");
 
   commonOptions(
@@ -52,7 +56,9 @@ export function registerMemoryCommands(program: Command, write: Write = (text) =
       .description("index the files of a directory (respecting .gitignore) into the shared index; unchanged files are not read again")
       .argument("<dir>", "directory to index; entries below it are replaced, entries elsewhere kept")
       .addOption(new Option("--include <glob>", "index only files matching this glob (repeatable)").argParser(collect).default([]))
-      .addOption(new Option("--exclude <glob>", "skip files and directories matching this glob (repeatable)").argParser(collect).default([]))
+      .addOption(
+        new Option("--exclude <glob>", "skip files and directories matching this glob (repeatable)").argParser(collect).default([]),
+      )
       .option("--max-file-size <bytes>", "skip larger files (512k, 2M; default 1M)")
       .option("--summarize", "let the model write each new or changed file's description from the file's head")
       .option("--summarize-concurrency <n>", `model calls at once with --summarize (default ${SUMMARY_CONCURRENCY})`)
@@ -60,24 +66,30 @@ export function registerMemoryCommands(program: Command, write: Write = (text) =
   ).action(async (dir: string, flags: IndexFlags) => {
     const maxFileSize = flags.maxFileSize === undefined ? undefined : parseSize(flags.maxFileSize);
     const concurrency = Number(flags.summarizeConcurrency ?? SUMMARY_CONCURRENCY);
-    if (!Number.isInteger(concurrency) || concurrency < 1) throw new UsageError(`--summarize-concurrency '${flags.summarizeConcurrency}': expected a positive integer`);
+    if (!Number.isInteger(concurrency) || concurrency < 1)
+      throw new UsageError(`--summarize-concurrency '${flags.summarizeConcurrency}': expected a positive integer`);
     await withIndex(flags, "dirigent-memory-index", async (placement, config) => {
       let result;
       const offline = !config.openaiApiKey && !config.openaiBaseUrl;
       // The offline mock model cannot describe a file: its answers would be stored as descriptions.
-      if (flags.summarize && offline) note("dirigent: no OPENAI_API_KEY or OPENAI_BASE_URL set: the offline mock model writes no descriptions, so the extracted ones are kept\n");
+      if (flags.summarize && offline)
+        note(
+          "dirigent: no OPENAI_API_KEY or OPENAI_BASE_URL set: the offline mock model writes no descriptions, so the extracted ones are kept\n",
+        );
       const model = flags.summarize && !offline ? await embeddedModel(config) : undefined;
       try {
         let warnings = 0;
-        const summarize: Summarize | undefined = model && modelSummarizer({
-          callModel: memoryModelClient(model.config),
-          model: model.config.model,
-          concurrency,
-          onWarning: (path, message) => {
-            warnings++;
-            note(`warning: ${path}: the model wrote no description (${message.split("\n")[0]}); the extracted one is kept\n`);
-          },
-        });
+        const summarize: Summarize | undefined =
+          model &&
+          modelSummarizer({
+            callModel: memoryModelClient(model.config),
+            model: model.config.model,
+            concurrency,
+            onWarning: (path, message) => {
+              warnings++;
+              note(`warning: ${path}: the model wrote no description (${message.split("\n")[0]}); the extracted one is kept\n`);
+            },
+          });
         const every = Math.max(1, concurrency * 5);
         result = await updateIndex(placement.transport.index, dir, {
           include: flags.include,
@@ -101,7 +113,11 @@ export function registerMemoryCommands(program: Command, write: Write = (text) =
       }
       const { stats, generation, written } = result;
       const counts = `${stats.files} files (read ${stats.read}, unchanged ${stats.reused}, skipped ${stats.skipped})`;
-      write(written ? `indexed ${counts} as generation ${generation} on ${placement.transport.description}\n` : `nothing changed in ${counts}: generation ${generation} stays\n`);
+      write(
+        written
+          ? `indexed ${counts} as generation ${generation} on ${placement.transport.description}\n`
+          : `nothing changed in ${counts}: generation ${generation} stays\n`,
+      );
     });
   });
 
@@ -129,17 +145,27 @@ export function registerMemoryCommands(program: Command, write: Write = (text) =
           const request: MatchRequest = { type: "memory.match", templateDescription: query, templateType: "atomic", inputs: {} };
           const candidates = ranker.rank(query, Math.max(limit, LLM_CANDIDATES));
           const signal = AbortSignal.timeout(config.modelTimeoutMs * (config.modelMaxRetries + 1) + config.modelRetryBudgetMs);
-          ({ context, matches } = await chooseWithModel(request, candidates, candidates.slice(0, limit).map(toFileMatch), { ...llm, limit, total: entries.length, signal, timeoutMs: config.modelTimeoutMs }));
+          ({ context, matches } = await chooseWithModel(request, candidates, candidates.slice(0, limit).map(toFileMatch), {
+            ...llm,
+            limit,
+            total: entries.length,
+            signal,
+            timeoutMs: config.modelTimeoutMs,
+          }));
         } finally {
           await model.stop();
         }
       }
       const outside = await outsideWorkspace(matches, config.workspaceRoot);
       if (outside.length > 0) {
-        note(`warning: ${outside.length} of ${matches.length} matches lie outside the workspace root '${config.workspaceRoot}' (DIRIGENT_WORKSPACE_ROOT), such as ${outside[0]}: a task cannot attach them (they land in context_file_errors)\n`);
+        note(
+          `warning: ${outside.length} of ${matches.length} matches lie outside the workspace root '${config.workspaceRoot}' (DIRIGENT_WORKSPACE_ROOT), such as ${outside[0]}: a task cannot attach them (they land in context_file_errors)\n`,
+        );
       }
       if (flags.json) {
-        write(JSON.stringify({ generation, entries: entries.length, ...(context === undefined ? {} : { context }), matches }, null, 2) + "\n");
+        write(
+          JSON.stringify({ generation, entries: entries.length, ...(context === undefined ? {} : { context }), matches }, null, 2) + "\n",
+        );
         return;
       }
       if (entries.length === 0) write("the index is empty: build it with 'dirigent memory index DIR'\n");
@@ -160,9 +186,19 @@ async function outsideWorkspace(matches: readonly FileMatch[], root: string): Pr
 /** Connects to NATS (the index is shared there; an in-process index would vanish with this command). */
 async function withIndex(flags: CommonFlags, name: string, run: (placement: Placement, config: Config) => Promise<void>): Promise<void> {
   const { config, subjects, log } = setup(flags, name);
-  const placement = await place({ ...(config.nats ? { url: config.nats } : {}), auth: natsAuth(config), roles: ["memory"], subjects, log, name, dataDir: config.dataDir, startServer: false });
+  const placement = await place({
+    ...(config.nats ? { url: config.nats } : {}),
+    auth: natsAuth(config),
+    roles: ["memory"],
+    subjects,
+    log,
+    name,
+    dataDir: config.dataDir,
+    startServer: false,
+  });
   try {
-    if (placement.transport.kind === "memory") throw new Error("no NATS server reachable: the index lives in NATS; start one with 'dirigent up' or pass --nats URL");
+    if (placement.transport.kind === "memory")
+      throw new Error("no NATS server reachable: the index lives in NATS; start one with 'dirigent up' or pass --nats URL");
     await run(placement, config);
   } finally {
     await placement.close();

@@ -21,7 +21,8 @@ export function formatOutcome(outcome: TaskOutcome): string {
   if (usage && typeof usage === "object") lines.push(`usage: ${JSON.stringify(usage)}`);
   const task = outcome.notes["task_usage"];
   const cost = outcome.notes["task_cost"];
-  if (task && typeof task === "object") lines.push(`task usage: ${JSON.stringify(task)}${typeof cost === "number" ? `, cost ${cost}` : ""}`);
+  if (task && typeof task === "object")
+    lines.push(`task usage: ${JSON.stringify(task)}${typeof cost === "number" ? `, cost ${cost}` : ""}`);
   if (outcome.content) lines.push("", outcome.content);
   return lines.join("\n");
 }

@@ -38,7 +38,9 @@ async function serveUntilSignal(flags: RuntimeFlags, roles: readonly Role[], nam
   const model = needsModel ? await embeddedModel(config) : { config, stop: async () => undefined };
   if (model.note) process.stderr.write(`dirigent: ${model.note}\n`);
   const system = await startSystem({ config: model.config, transport: placement.transport, roles, log });
-  process.stderr.write(`dirigent: ${roles.join(", ")} on ${placement.note}, subjects under '${subjects.root}', concurrency ${config.concurrency}\n`);
+  process.stderr.write(
+    `dirigent: ${roles.join(", ")} on ${placement.note}, subjects under '${subjects.root}', concurrency ${config.concurrency}\n`,
+  );
   // A connection closed for good (the server refused the credentials, or stayed away past the reconnect budget), or
   // subscriptions that stay lost, leave a process that cannot serve: it exits non-zero for its supervisor to restart it.
   const bus = placement.transport.bus;

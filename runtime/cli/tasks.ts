@@ -35,7 +35,10 @@ function checkedId(value: string): string {
 
 /** Turns an error answer into the right exit: invalid input is a usage error. */
 function rethrow(err: unknown): never {
-  if (err instanceof RemoteError && (err.code === "INVALID_TEMPLATE" || err.code === "INVALID_MESSAGE" || err.code === "INVALID_ID" || err.code === "PAYLOAD_TOO_LARGE")) {
+  if (
+    err instanceof RemoteError &&
+    (err.code === "INVALID_TEMPLATE" || err.code === "INVALID_MESSAGE" || err.code === "INVALID_ID" || err.code === "PAYLOAD_TOO_LARGE")
+  ) {
     throw new UsageError(`${err.code}: ${err.message}`);
   }
   if (err instanceof RemoteError && err.code === "NO_RESPONDERS") {
@@ -64,7 +67,16 @@ export function registerTaskCommands(program: Command): void {
     const inputs = parseInputs(flags.input ?? []);
     const taskId = taskIdFlag(flags.taskId) ?? randomUUID();
     const { config, subjects, log } = setup(flags, "dirigent-run");
-    const placement = await place({ ...(config.nats ? { url: config.nats } : {}), auth: natsAuth(config), roles: [], subjects, log, name: "dirigent-run", dataDir: config.dataDir, startServer: false });
+    const placement = await place({
+      ...(config.nats ? { url: config.nats } : {}),
+      auth: natsAuth(config),
+      roles: [],
+      subjects,
+      log,
+      name: "dirigent-run",
+      dataDir: config.dataDir,
+      startServer: false,
+    });
     let system: SystemHandle | undefined;
     let stopModel: (() => Promise<void>) | undefined;
     const startEmbedded = async () => {
@@ -133,7 +145,11 @@ export function registerTaskCommands(program: Command): void {
   );
 
   commonOptions(
-    program.command("input").description("answer a task that waits for user input (request_user_input)").argument("<id>", "task id").argument("<text>", "the answer"),
+    program
+      .command("input")
+      .description("answer a task that waits for user input (request_user_input)")
+      .argument("<id>", "task id")
+      .argument("<text>", "the answer"),
   ).action(async (id: string, text: string, flags: CommonFlags) => {
     await withClient(flags, async (client) => {
       const reply = await client.input(checkedId(id), text).catch((err: unknown) => {
@@ -144,13 +160,15 @@ export function registerTaskCommands(program: Command): void {
     });
   });
 
-  commonOptions(program.command("cancel").description("cancel a task").argument("<id>", "task id")).action(async (id: string, flags: CommonFlags) => {
-    await withClient(flags, async (client) => {
-      const reply = await client.cancel(checkedId(id)).catch(rethrow);
-      process.stdout.write(JSON.stringify(reply, null, 2) + "\n");
-      process.exitCode = reply.cancelled ? 0 : 1;
-    });
-  });
+  commonOptions(program.command("cancel").description("cancel a task").argument("<id>", "task id")).action(
+    async (id: string, flags: CommonFlags) => {
+      await withClient(flags, async (client) => {
+        const reply = await client.cancel(checkedId(id)).catch(rethrow);
+        process.stdout.write(JSON.stringify(reply, null, 2) + "\n");
+        process.exitCode = reply.cancelled ? 0 : 1;
+      });
+    },
+  );
 }
 
 /** Asks the user a task's question on the terminal and sends the answer. */
@@ -169,9 +187,19 @@ async function askUser(client: DirigentClient, taskId: string, question: string)
 /** Connects to a running runtime (never an embedded one: it would end with this command). */
 async function withClient(flags: CommonFlags, fn: (client: DirigentClient) => Promise<void>): Promise<void> {
   const { config, subjects, log } = setup(flags, "dirigent-client");
-  const placement = await place({ ...(config.nats ? { url: config.nats } : {}), auth: natsAuth(config), roles: [], subjects, log, name: "dirigent-client", dataDir: config.dataDir, startServer: false });
+  const placement = await place({
+    ...(config.nats ? { url: config.nats } : {}),
+    auth: natsAuth(config),
+    roles: [],
+    subjects,
+    log,
+    name: "dirigent-client",
+    dataDir: config.dataDir,
+    startServer: false,
+  });
   try {
-    if (placement.transport.kind === "memory") throw new Error("no NATS server reachable: start the runtime with 'dirigent up' or pass --nats URL");
+    if (placement.transport.kind === "memory")
+      throw new Error("no NATS server reachable: start the runtime with 'dirigent up' or pass --nats URL");
     await fn(new DirigentClient(placement.transport.bus, subjects));
   } finally {
     await placement.close();

@@ -40,10 +40,21 @@ export function registerTemplateCommands(program: Command, write: Write = (text)
       const { loaded, where } = await load(dir, flags);
       const { library, errors } = loaded;
       if (flags.json) {
-        const rows = library.templates.map(({ name, type, subtype, file, description }) => ({ name, type, ...(subtype ? { subtype } : {}), file, description }));
+        const rows = library.templates.map(({ name, type, subtype, file, description }) => ({
+          name,
+          type,
+          ...(subtype ? { subtype } : {}),
+          file,
+          description,
+        }));
         write(JSON.stringify({ dir: where, templates: rows, errors }, null, 2) + "\n");
       } else {
-        const rows = library.templates.map((t) => [t.name, t.subtype ? `${t.type}:${t.subtype}` : t.type, t.file, oneLine(t.description, 70)]);
+        const rows = library.templates.map((t) => [
+          t.name,
+          t.subtype ? `${t.type}:${t.subtype}` : t.type,
+          t.file,
+          oneLine(t.description, 70),
+        ]);
         write(table(["NAME", "TYPE", "FILE", "DESCRIPTION"], rows));
         write(`${library.templates.length} template${library.templates.length === 1 ? "" : "s"} in ${where}\n`);
         for (const e of errors) process.stderr.write(formatLibraryError(e) + "\n");
@@ -63,7 +74,9 @@ export function registerTemplateCommands(program: Command, write: Write = (text)
       const { library, errors, warnings } = loaded;
       const files = new Set(library.templates.map((t) => t.file)).size;
       if (flags.json) {
-        write(JSON.stringify({ dir: where, ok: errors.length === 0, templates: library.templates.length, errors, warnings }, null, 2) + "\n");
+        write(
+          JSON.stringify({ dir: where, ok: errors.length === 0, templates: library.templates.length, errors, warnings }, null, 2) + "\n",
+        );
       } else {
         for (const e of errors) write(formatLibraryError(e) + "\n");
         if (flags.warnings) for (const w of warnings) write(formatLibraryError(w, "warning") + "\n");
@@ -84,18 +97,28 @@ async function load(dir: string | undefined, flags: TemplateFlags): Promise<{ lo
   }
   const where = dir ?? loadConfig({ templates: flags.templates }).templates;
   if (where.trim() === "") throw new UsageError("the templates directory must not be empty");
-  const exists = await stat(where).then(() => true, () => false);
-  if (!exists) throw new UsageError(`templates directory '${where}' does not exist (give one as an argument, with --templates DIR or DIRIGENT_TEMPLATES)`);
+  const exists = await stat(where).then(
+    () => true,
+    () => false,
+  );
+  if (!exists)
+    throw new UsageError(
+      `templates directory '${where}' does not exist (give one as an argument, with --templates DIR or DIRIGENT_TEMPLATES)`,
+    );
   return { loaded: await loadLibrary(where, { required: true }), where };
 }
 
-function oneLine(text: string, max: number): string {
+export function oneLine(text: string, max: number): string {
   const flat = text.replace(/\s+/g, " ").trim();
   return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
 }
 
-function table(header: readonly string[], rows: readonly (readonly string[])[]): string {
+export function table(header: readonly string[], rows: readonly (readonly string[])[]): string {
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? "").length)));
-  const line = (cells: readonly string[]) => cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i] ?? 0))).join("  ").trimEnd() + "\n";
+  const line = (cells: readonly string[]) =>
+    cells
+      .map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i] ?? 0)))
+      .join("  ")
+      .trimEnd() + "\n";
   return [header, ...rows].map(line).join("");
 }

@@ -3,7 +3,15 @@
  * semantics as the JetStream one, nothing durable.
  */
 import { randomBytes } from "node:crypto";
-import { checkEntries, IndexConflictError, type IndexEntry, type IndexSnapshot, type IndexStore, type IndexWatch, type UpdateIndexOptions } from "../../actors/memory/index-store.js";
+import {
+  checkEntries,
+  IndexConflictError,
+  type IndexEntry,
+  type IndexSnapshot,
+  type IndexStore,
+  type IndexWatch,
+  type UpdateIndexOptions,
+} from "../../actors/memory/index-store.js";
 
 /** A new generation id: sortable by time, unique across processes, a valid KV key token. */
 export function newGeneration(): string {

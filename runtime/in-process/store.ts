@@ -74,7 +74,11 @@ export class MemoryTaskStore implements TaskStore {
 
   #write(key: string, value: Uint8Array): number {
     if (value.byteLength > this.#maxValueBytes) {
-      throw new StoreRefusedError(`value of ${value.byteLength} bytes for '${key}' exceeds the store's maximum of ${this.#maxValueBytes} bytes`, key, value.byteLength);
+      throw new StoreRefusedError(
+        `value of ${value.byteLength} bytes for '${key}' exceeds the store's maximum of ${this.#maxValueBytes} bytes`,
+        key,
+        value.byteLength,
+      );
     }
     this.#revision += 1;
     this.#values.set(key, { value: copyOf(value), revision: this.#revision });
@@ -176,7 +180,8 @@ export class MemoryWorkQueue implements WorkQueue {
 
   consume(handler: (item: WorkItem) => Promise<void>, options: { concurrency: number }): BusSubscription {
     const { concurrency } = options;
-    if (!Number.isInteger(concurrency) || concurrency < 1) throw new RangeError(`concurrency must be a positive integer, got '${concurrency}'`);
+    if (!Number.isInteger(concurrency) || concurrency < 1)
+      throw new RangeError(`concurrency must be a positive integer, got '${concurrency}'`);
     const consumer: Consumer = { handler, concurrency, running: 0, inFlight: new Set() };
     this.#consumers.push(consumer);
     this.#schedulePump();

@@ -5,19 +5,51 @@
 import { basename, extname } from "node:path";
 
 const LANGUAGES: Record<string, string> = {
-  ".ts": "TypeScript", ".tsx": "TypeScript", ".mts": "TypeScript", ".cts": "TypeScript",
-  ".js": "JavaScript", ".jsx": "JavaScript", ".mjs": "JavaScript", ".cjs": "JavaScript",
-  ".py": "Python", ".md": "Markdown", ".markdown": "Markdown", ".json": "JSON", ".yaml": "YAML", ".yml": "YAML",
-  ".toml": "TOML", ".xml": "XML", ".html": "HTML", ".css": "CSS", ".sh": "Shell", ".bash": "Shell",
-  ".go": "Go", ".rs": "Rust", ".java": "Java", ".kt": "Kotlin", ".c": "C", ".h": "C", ".cc": "C++", ".cpp": "C++",
-  ".hpp": "C++", ".rb": "Ruby", ".php": "PHP", ".cs": "C#", ".swift": "Swift", ".sql": "SQL", ".txt": "Text",
-  ".conf": "Config", ".ini": "Config",
+  ".ts": "TypeScript",
+  ".tsx": "TypeScript",
+  ".mts": "TypeScript",
+  ".cts": "TypeScript",
+  ".js": "JavaScript",
+  ".jsx": "JavaScript",
+  ".mjs": "JavaScript",
+  ".cjs": "JavaScript",
+  ".py": "Python",
+  ".md": "Markdown",
+  ".markdown": "Markdown",
+  ".json": "JSON",
+  ".yaml": "YAML",
+  ".yml": "YAML",
+  ".toml": "TOML",
+  ".xml": "XML",
+  ".html": "HTML",
+  ".css": "CSS",
+  ".sh": "Shell",
+  ".bash": "Shell",
+  ".go": "Go",
+  ".rs": "Rust",
+  ".java": "Java",
+  ".kt": "Kotlin",
+  ".c": "C",
+  ".h": "C",
+  ".cc": "C++",
+  ".cpp": "C++",
+  ".hpp": "C++",
+  ".rb": "Ruby",
+  ".php": "PHP",
+  ".cs": "C#",
+  ".swift": "Swift",
+  ".sql": "SQL",
+  ".txt": "Text",
+  ".conf": "Config",
+  ".ini": "Config",
 };
 const NAMES: Record<string, string> = { Dockerfile: "Dockerfile", Makefile: "Makefile", LICENSE: "Text", README: "Text" };
 
 /** Extensions never read: their contents are binary. */
 export const BINARY_EXTENSIONS: ReadonlySet<string> = new Set(
-  ".png .jpg .jpeg .gif .webp .ico .pdf .zip .gz .tgz .bz2 .xz .7z .tar .jar .class .so .dylib .dll .exe .o .a .wasm .woff .woff2 .ttf .otf .mp3 .mp4 .mov .avi .bin .sqlite .db .pyc".split(" "),
+  ".png .jpg .jpeg .gif .webp .ico .pdf .zip .gz .tgz .bz2 .xz .7z .tar .jar .class .so .dylib .dll .exe .o .a .wasm .woff .woff2 .ttf .otf .mp3 .mp4 .mov .avi .bin .sqlite .db .pyc".split(
+    " ",
+  ),
 );
 
 /** The language of a file by its name, or `undefined`. */
@@ -50,13 +82,17 @@ export function describe(path: string, text: string): string {
     const lead = blockComment(text) ?? leadingComment(text, "//");
     if (lead) parts.push(firstSentence(lead));
     const names = [
-      ...text.matchAll(/^export\s+(?:default\s+)?(?:declare\s+)?(?:abstract\s+)?(?:async\s+)?(?:function\*?|class|const|let|var|interface|type|enum)\s+([A-Za-z_$][\w$]*)/gm),
+      ...text.matchAll(
+        /^export\s+(?:default\s+)?(?:declare\s+)?(?:abstract\s+)?(?:async\s+)?(?:function\*?|class|const|let|var|interface|type|enum)\s+([A-Za-z_$][\w$]*)/gm,
+      ),
     ].map((m) => m[1] ?? "");
     if (names.length > 0) parts.push(`exports: ${list(names)}`);
   } else if (language === "Go" || language === "Rust" || language === "Java" || language === "C" || language === "C++") {
     const lead = blockComment(text) ?? leadingComment(text, "//");
     if (lead) parts.push(firstSentence(lead));
-    const names = [...text.matchAll(/^(?:pub\s+)?(?:func|fn|struct|trait|type|class|interface)\s+(?:\([^)]*\)\s*)?([A-Za-z_]\w*)/gm)].map((m) => m[1] ?? "");
+    const names = [...text.matchAll(/^(?:pub\s+)?(?:func|fn|struct|trait|type|class|interface)\s+(?:\([^)]*\)\s*)?([A-Za-z_]\w*)/gm)].map(
+      (m) => m[1] ?? "",
+    );
     if (names.length > 0) parts.push(`defines: ${list(names)}`);
   } else {
     const lead = leadingComment(text.replace(/^#!.*\n/, ""), "#") ?? blockComment(text);
@@ -72,7 +108,9 @@ export function describe(path: string, text: string): string {
 
 /** The metadata line stored in the index for a file. */
 export function metadataOf(path: string, size: number, description: string): string {
-  return [`language: ${languageOf(path) ?? "unknown"}`, `size: ${formatSize(size)}`, `name: ${basename(path)}`, description].filter((p) => p !== "").join("; ");
+  return [`language: ${languageOf(path) ?? "unknown"}`, `size: ${formatSize(size)}`, `name: ${basename(path)}`, description]
+    .filter((p) => p !== "")
+    .join("; ");
 }
 
 function formatSize(bytes: number): string {
@@ -83,14 +121,24 @@ function formatSize(bytes: number): string {
 
 function blockComment(text: string): string | undefined {
   const match = /^\s*(?:#!.*\n\s*)?\/\*\*?([\s\S]*?)\*\//.exec(text);
-  return match?.[1]?.split("\n").map((l) => l.replace(/^\s*\*\s?/, "").trim()).filter((l) => l !== "" && !l.startsWith("@")).join(" ");
+  return match?.[1]
+    ?.split("\n")
+    .map((l) => l.replace(/^\s*\*\s?/, "").trim())
+    .filter((l) => l !== "" && !l.startsWith("@"))
+    .join(" ");
 }
 
 function leadingComment(text: string, marker: string): string | undefined {
   const lines: string[] = [];
   for (const line of text.split("\n")) {
     const trimmed = line.trim();
-    if (trimmed.startsWith(marker)) lines.push(trimmed.slice(marker.length).replace(/^[!/]\s?/, "").trim());
+    if (trimmed.startsWith(marker))
+      lines.push(
+        trimmed
+          .slice(marker.length)
+          .replace(/^[!/]\s?/, "")
+          .trim(),
+      );
     else if (trimmed === "" && lines.length === 0) continue;
     else break;
   }

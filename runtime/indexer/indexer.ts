@@ -89,7 +89,8 @@ export async function indexDirectory(dir: string, options: IndexOptions = {}): P
   const includes = (options.include ?? []).map(compileGlob);
   const excludes = (options.exclude ?? []).map(compileGlob);
   const maxFileSize = options.maxFileSize ?? DEFAULT_MAX_FILE_SIZE;
-  if (!Number.isInteger(maxFileSize) || maxFileSize <= 0) throw new RangeError(`max file size must be a positive integer, got '${maxFileSize}'`);
+  if (!Number.isInteger(maxFileSize) || maxFileSize <= 0)
+    throw new RangeError(`max file size must be a positive integer, got '${maxFileSize}'`);
   const read = options.readHead ?? readHead;
   const previous = new Map((options.previous ?? []).map((e) => [e.path, e]));
   const stats: IndexStats = { files: 0, read: 0, reused: 0, skipped: 0 };
@@ -140,7 +141,9 @@ export async function indexDirectory(dir: string, options: IndexOptions = {}): P
       }
       const text = new TextDecoder().decode(head);
       const extracted = describe(file.path, text);
-      const summary = summarize ? await summarize({ path: file.path, relative: relativePath(root, file.path), text, extracted }) : undefined;
+      const summary = summarize
+        ? await summarize({ path: file.path, relative: relativePath(root, file.path), text, extracted })
+        : undefined;
       if (summary === undefined) return { path: file.path, metadata: metadataOf(file.path, file.size, extracted), stamp: file.stamp };
       stats.summarized = (stats.summarized ?? 0) + 1;
       return { path: file.path, metadata: metadataOf(file.path, file.size, summary), stamp: `${file.stamp}${SUMMARIZED}` };
@@ -178,7 +181,9 @@ export async function updateIndex(
   }
   for (let attempt = 1, base = current; ; attempt++) {
     try {
-      const generation = await store.updateGlobalIndex([...base.entries.filter((e) => !inside(e.path)), ...result.entries], { ifGeneration: base.generation });
+      const generation = await store.updateGlobalIndex([...base.entries.filter((e) => !inside(e.path)), ...result.entries], {
+        ifGeneration: base.generation,
+      });
       return { ...result, generation, written: true };
     } catch (err) {
       if (!(err instanceof IndexConflictError) || attempt >= MERGE_ATTEMPTS) throw err;

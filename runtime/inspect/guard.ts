@@ -84,7 +84,11 @@ export interface Refusal {
  * against the server's own origin (`http://` or `https://` with the request's host) and `extraOrigins` (403).
  * Browsers send `Origin` with cross-origin requests and every WebSocket upgrade; tools like curl send none.
  */
-export function refusal(req: IncomingMessage, hosts: ReadonlySet<string>, extraOrigins: (origin: string) => boolean = () => false): Refusal | undefined {
+export function refusal(
+  req: IncomingMessage,
+  hosts: ReadonlySet<string>,
+  extraOrigins: (origin: string) => boolean = () => false,
+): Refusal | undefined {
   const host = (req.headers.host ?? "").toLowerCase();
   if (!hosts.has(host)) return { status: 421, reason: `misdirected request: this server does not answer for host '${host.slice(0, 100)}'` };
   const origin = req.headers.origin;

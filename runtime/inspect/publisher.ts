@@ -193,13 +193,24 @@ export function createInspectPublisher(options: InspectPublisherOptions): Inspec
           if (!take()) return drop();
           const source = event.sourceRef as unknown as RefLike | undefined;
           const sanitized = sanitize(event.event, limits) as Record<string, unknown>;
-          send({ type: "inspect.event", ...common, ...(source ? { sourceId: idOf(source.sessionId) } : {}), event: { ...sanitized, type: event.event.type } });
+          send({
+            type: "inspect.event",
+            ...common,
+            ...(source ? { sourceId: idOf(source.sessionId) } : {}),
+            event: { ...sanitized, type: event.event.type },
+          });
           return;
         }
         case "@xstate.microstep": {
           if (!take()) return drop();
           const transitions = event._transitions.map((t) => ({ source: t.source.id, targets: (t.target ?? []).map((n) => n.id) }));
-          send({ type: "inspect.microstep", ...common, eventType: event.event.type, value: sanitize(field(event.snapshot, "value"), limits), transitions });
+          send({
+            type: "inspect.microstep",
+            ...common,
+            eventType: event.event.type,
+            value: sanitize(field(event.snapshot, "value"), limits),
+            transitions,
+          });
           return;
         }
         default:
@@ -238,5 +249,11 @@ export interface InspectSettings extends SecretSettings {
 /** The process's inspection hook when `DIRIGENT_INSPECT` is on; `undefined` (no inspection, no cost) otherwise. */
 export function inspectHookFor(config: InspectSettings, bus: Bus, subjects: Subjects): InspectHook | undefined {
   if (!config.inspect) return undefined;
-  return createInspectPublisher({ bus, subjects, maxPerSec: config.inspectMaxPerSec, sample: config.inspectSample, secrets: secretValues(config) }).hook;
+  return createInspectPublisher({
+    bus,
+    subjects,
+    maxPerSec: config.inspectMaxPerSec,
+    sample: config.inspectSample,
+    secrets: secretValues(config),
+  }).hook;
 }

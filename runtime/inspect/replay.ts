@@ -103,7 +103,9 @@ async function readSubject(nc: NatsConnection, stream: string, subject: string):
 /** One task's stored events and result, in order; none when the stream does not exist. */
 export async function readStoredTask(nc: NatsConnection, subjects: Subjects, taskId: string): Promise<ReplayedMessage[]> {
   if (!(await streamRange(nc, subjects.eventsStream))) return [];
-  const parts = await Promise.all([subjects.taskEvents(taskId), subjects.taskResult(taskId)].map((s) => readSubject(nc, subjects.eventsStream, s)));
+  const parts = await Promise.all(
+    [subjects.taskEvents(taskId), subjects.taskResult(taskId)].map((s) => readSubject(nc, subjects.eventsStream, s)),
+  );
   return parts
     .flat()
     .sort((a, b) => a.seq - b.seq)

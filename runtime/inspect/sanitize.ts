@@ -13,7 +13,6 @@ export { MIN_SECRET_LENGTH, REDACTED };
  */
 export const SECRET_KEY = /keys?$|token$|secret|passw|authoriz|credential|cookie/i;
 
-
 /** Limits applied by {@link sanitize}. */
 export interface SanitizeLimits {
   /** Longest string kept whole; longer ones are cut and end with `…(+N chars)`. Default 2000. */

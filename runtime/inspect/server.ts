@@ -75,7 +75,7 @@ export interface InspectServer extends AsyncDisposable {
 export function packagedAssetsDir(): string {
   const here = dirname(fileURLToPath(import.meta.url));
   const candidates = [resolve(here, "../../inspector"), resolve(here, "../../../inspector")];
-  return candidates.find((dir) => existsSync(join(dir, "index.html"))) ?? candidates[1] as string;
+  return candidates.find((dir) => existsSync(join(dir, "index.html"))) ?? (candidates[1] as string);
 }
 
 const ASSETS: Record<string, string> = {
@@ -83,9 +83,14 @@ const ASSETS: Record<string, string> = {
   "/app.js": "app.js",
   "/app.css": "app.css",
 };
-const TYPES: Record<string, string> = { html: "text/html; charset=utf-8", js: "text/javascript; charset=utf-8", css: "text/css; charset=utf-8" };
+const TYPES: Record<string, string> = {
+  html: "text/html; charset=utf-8",
+  js: "text/javascript; charset=utf-8",
+  css: "text/css; charset=utf-8",
+};
 /** The page's script and style come from this server only; no inline script or style, no frame, no form target. */
-export const PAGE_CSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+export const PAGE_CSP =
+  "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 const SECURITY_HEADERS = { ...COMMON_HEADERS, "content-security-policy": PAGE_CSP };
 
 /** The machines' charts, as the page loads them: name, machine id, SVG and graph. */
@@ -104,13 +109,21 @@ export interface ViewFilter {
 }
 
 /** The part of a view that passes `filter`. */
-export function filterView(view: { actors: ActorView[]; tasks: TaskView[] }, filter: ViewFilter): { actors: ActorView[]; tasks: TaskView[] } {
+export function filterView(
+  view: { actors: ActorView[]; tasks: TaskView[] },
+  filter: ViewFilter,
+): { actors: ActorView[]; tasks: TaskView[] } {
   const actors = view.actors.filter(
     (a) =>
-      (!filter.task || (a.taskId ?? "").includes(filter.task)) && (!filter.role || a.role === filter.role) && (!filter.process || a.process === filter.process),
+      (!filter.task || (a.taskId ?? "").includes(filter.task)) &&
+      (!filter.role || a.role === filter.role) &&
+      (!filter.process || a.process === filter.process),
   );
   const tasks = view.tasks.filter(
-    (t) => (!filter.task || t.taskId.includes(filter.task)) && (!filter.role || t.roles.includes(filter.role)) && (!filter.process || t.processes.includes(filter.process)),
+    (t) =>
+      (!filter.task || t.taskId.includes(filter.task)) &&
+      (!filter.role || t.roles.includes(filter.role)) &&
+      (!filter.process || t.processes.includes(filter.process)),
   );
   return { actors, tasks };
 }
@@ -203,7 +216,11 @@ export async function startInspectServer(options: InspectServerOptions): Promise
     if (url.pathname === "/api/machines") return json(res, 200, charts);
     if (url.pathname === "/api/state") {
       const q = url.searchParams;
-      const view = filterView(state.view(), { task: q.get("task") ?? undefined, role: q.get("role") ?? undefined, process: q.get("process") ?? undefined });
+      const view = filterView(state.view(), {
+        task: q.get("task") ?? undefined,
+        role: q.get("role") ?? undefined,
+        process: q.get("process") ?? undefined,
+      });
       return json(res, 200, replayError === undefined ? view : { ...view, replayError });
     }
     const taskMatch = /^\/api\/tasks\/([^/]+)$/.exec(url.pathname);
@@ -212,7 +229,9 @@ export async function startInspectServer(options: InspectServerOptions): Promise
       if (!state.hasTask(taskId) && replay) for (const m of await replayed(() => replay.task(taskId))) applyStored(m);
       const task = state.task(taskId);
       if (task) return json(res, 200, task);
-      return replayError !== undefined ? json(res, 502, { error: replayError }) : json(res, 404, { error: `no task '${taskId}' live or in the events stream` });
+      return replayError !== undefined
+        ? json(res, 502, { error: replayError })
+        : json(res, 404, { error: `no task '${taskId}' live or in the events stream` });
     }
     if (url.pathname === "/api/stream") {
       res.writeHead(200, { "content-type": "text/event-stream", connection: "keep-alive", ...SECURITY_HEADERS });

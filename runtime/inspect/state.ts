@@ -93,7 +93,10 @@ export class InspectState {
   readonly #changedActors = new Set<string>();
   readonly #changedTasks = new Set<string>();
 
-  constructor(limits: Partial<InspectStateLimits> = {}, private readonly now: () => number = Date.now) {
+  constructor(
+    limits: Partial<InspectStateLimits> = {},
+    private readonly now: () => number = Date.now,
+  ) {
     this.#limits = { maxActors: 20_000, maxTasks: 2000, maxTimeline: 1000, ...limits };
   }
 
@@ -135,7 +138,14 @@ export class InspectState {
       if (m.event.type.startsWith("xstate.") && m.event.type !== "xstate.init" && !m.event.type.startsWith("xstate.done")) return;
       const task = this.#task(m.taskId, m.at);
       const path = nodePathOf(actor.snapshot.context);
-      this.#addTimeline(task, { at: m.at, kind: "xstate", type: m.event.type, actorId: m.actorId, ...(m.sourceId ? { sourceId: m.sourceId } : {}), ...(path ? { nodePath: path } : {}) });
+      this.#addTimeline(task, {
+        at: m.at,
+        kind: "xstate",
+        type: m.event.type,
+        actorId: m.actorId,
+        ...(m.sourceId ? { sourceId: m.sourceId } : {}),
+        ...(path ? { nodePath: path } : {}),
+      });
     }
   }
 
@@ -146,14 +156,26 @@ export class InspectState {
     task.state = event.state;
     const nodePath = nodePathOf(event.data);
     if (nodePath !== undefined) task.nodeSet.add(nodePath);
-    this.#addTimeline(task, { at, kind: "task", type: event.type, state: event.state, ...(event.message ? { message: event.message } : {}), ...(nodePath ? { nodePath } : {}) });
+    this.#addTimeline(task, {
+      at,
+      kind: "task",
+      type: event.type,
+      state: event.state,
+      ...(event.message ? { message: event.message } : {}),
+      ...(nodePath ? { nodePath } : {}),
+    });
   }
 
   /** Applies a task's final result (live or replayed). */
   applyOutcome(outcome: TaskOutcome, replayed = false): void {
     const task = this.#task(outcome.taskId, this.now(), replayed);
     task.status = outcome.status;
-    this.#addTimeline(task, { at: this.now(), kind: "result", type: `result.${outcome.status.toLowerCase()}`, message: outcome.error?.message ?? outcome.content.slice(0, 120) });
+    this.#addTimeline(task, {
+      at: this.now(),
+      kind: "result",
+      type: `result.${outcome.status.toLowerCase()}`,
+      message: outcome.error?.message ?? outcome.content.slice(0, 120),
+    });
   }
 
   /** Every actor and task (the page's first load). */
@@ -208,7 +230,18 @@ export class InspectState {
   #task(taskId: string, at: number, replayed = false): TaskRecord {
     let task = this.#tasks.get(taskId);
     if (!task) {
-      task = { taskId, nodes: [], processes: [], roles: [], updatedAt: at, timeline: [], nodeSet: new Set(), processSet: new Set(), roleSet: new Set(), ...(replayed ? { replayed } : {}) };
+      task = {
+        taskId,
+        nodes: [],
+        processes: [],
+        roles: [],
+        updatedAt: at,
+        timeline: [],
+        nodeSet: new Set(),
+        processSet: new Set(),
+        roleSet: new Set(),
+        ...(replayed ? { replayed } : {}),
+      };
       this.#tasks.set(taskId, task);
       this.#evictTasks();
     }

@@ -135,7 +135,9 @@ export async function startStatelyBridge(options: StatelyBridgeOptions): Promise
   const wss = new ws.WebSocketServer({ noServer: true, maxPayload: 4096 });
   const refuseUpgrade = (socket: Socket, { status, reason }: Refusal) => {
     const text = status === 421 ? "Misdirected Request" : "Forbidden";
-    socket.end(`HTTP/1.1 ${status} ${text}\r\ncontent-type: text/plain; charset=utf-8\r\nconnection: close\r\ncontent-length: ${Buffer.byteLength(reason) + 1}\r\n\r\n${reason}\n`);
+    socket.end(
+      `HTTP/1.1 ${status} ${text}\r\ncontent-type: text/plain; charset=utf-8\r\nconnection: close\r\ncontent-length: ${Buffer.byteLength(reason) + 1}\r\n\r\n${reason}\n`,
+    );
   };
   server.on("upgrade", (req: IncomingMessage, socket: Socket, head: Buffer) => {
     socket.on("error", () => socket.destroy());
@@ -196,10 +198,14 @@ export async function startStatelyBridge(options: StatelyBridgeOptions): Promise
     forward(m) {
       switch (m.type) {
         case "inspect.actor":
-          inspector.actor(refOf(m.actorId, m.isMachine ? m.machine : undefined, m.parentId), { ...m.snapshot, status: m.snapshot.status as "active" }, {
-            ...(m.parentId ? { parentId: m.parentId } : {}),
-            rootId: m.rootId,
-          });
+          inspector.actor(
+            refOf(m.actorId, m.isMachine ? m.machine : undefined, m.parentId),
+            { ...m.snapshot, status: m.snapshot.status as "active" },
+            {
+              ...(m.parentId ? { parentId: m.parentId } : {}),
+              rootId: m.rootId,
+            },
+          );
           return;
         case "inspect.event":
           inspector.event(refOf(m.actorId), m.event, m.sourceId ? { source: refOf(m.sourceId) } : {});

@@ -6,15 +6,17 @@ import type { Config } from "../config.js";
 
 /** A {@link CallModel} over the `openai` SDK, from `config` (base URL, API key, timeout, retries); a filtered or refused reply is an error. */
 export function memoryModelClient(config: Config): CallModel {
-  return answersOnly(createModelClient({
-    timeoutMs: config.modelTimeoutMs,
-    maxRetries: config.modelMaxRetries,
-    retryBaseMs: config.modelRetryBaseMs,
-    retryMaxMs: config.modelRetryMaxMs,
-    retryBudgetMs: config.modelRetryBudgetMs,
-    ...(config.openaiBaseUrl ? { baseURL: config.openaiBaseUrl } : {}),
-    ...(config.openaiApiKey ? { apiKey: config.openaiApiKey } : {}),
-  }));
+  return answersOnly(
+    createModelClient({
+      timeoutMs: config.modelTimeoutMs,
+      maxRetries: config.modelMaxRetries,
+      retryBaseMs: config.modelRetryBaseMs,
+      retryMaxMs: config.modelRetryMaxMs,
+      retryBudgetMs: config.modelRetryBudgetMs,
+      ...(config.openaiBaseUrl ? { baseURL: config.openaiBaseUrl } : {}),
+      ...(config.openaiApiKey ? { apiKey: config.openaiApiKey } : {}),
+    }),
+  );
 }
 
 /** The Memory role's model options when `llmMatch` is on, else nothing. */

@@ -287,7 +287,8 @@ function plan(reply: MockReply, answeredBy: AnsweredBy, facts: Facts): MockAnswe
   const refusal = reply.refusal ?? null;
   // A function replacer, so `$&` and friends in the user's text are not interpreted.
   const content = text === null ? null : text.replaceAll("{{lastUser}}", () => facts.lastUser);
-  const completionChars = (content?.length ?? 0) + (refusal?.length ?? 0) + toolCalls.reduce((n, c) => n + c.name.length + c.arguments.length, 0);
+  const completionChars =
+    (content?.length ?? 0) + (refusal?.length ?? 0) + toolCalls.reduce((n, c) => n + c.name.length + c.arguments.length, 0);
   const prompt = reply.usage?.prompt_tokens ?? estimateTokens(facts.promptChars);
   const completion = reply.usage?.completion_tokens ?? estimateTokens(completionChars);
   const cap = facts.maxTokens;

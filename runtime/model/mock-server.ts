@@ -6,14 +6,7 @@
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { validate } from "../../protocol/codec.js";
-import {
-  answerFor,
-  ChatRequestBody,
-  modelsOf,
-  type AnsweredBy,
-  type MockAnswer,
-  type MockScript,
-} from "./mock-script.js";
+import { answerFor, ChatRequestBody, modelsOf, type AnsweredBy, type MockAnswer, type MockScript } from "./mock-script.js";
 import { messageOf } from "../../protocol/errors.js";
 
 export { loadMockScript, MockScript, MockScriptError, parseMockScript } from "./mock-script.js";
@@ -270,7 +263,13 @@ function sendJson(res: ServerResponse, status: number, body: object, headers: Re
   res.end(JSON.stringify(body));
 }
 
-function sendError(res: ServerResponse, status: number, message: string, param: string | null = null, extra: Record<string, string> = {}): void {
+function sendError(
+  res: ServerResponse,
+  status: number,
+  message: string,
+  param: string | null = null,
+  extra: Record<string, string> = {},
+): void {
   const type = status === 429 ? "rate_limit_error" : status >= 500 ? "server_error" : "invalid_request_error";
   const code = status === 429 ? "rate_limit_exceeded" : status === 404 ? "not_found" : null;
   // Clients honour retry-after(-ms), so retries of a scripted 429 do not wait seconds unless the script asks for it.

@@ -81,13 +81,23 @@ export type RetryDecision = { retry: true; delayMs: number; fromRetryAfter: bool
  * server's `serverMs` (capped at `maxMs`) when it asked for a wait, else a full-jitter backoff (cut to what is left of
  * the budget). No retry once `maxRetries` are used, the budget is spent, or the server asks for more than is left.
  */
-export function nextRetry(policy: RetryPolicy, attempt: number, waitedMs: number, serverMs: number | undefined, random: () => number = Math.random): RetryDecision {
-  if (attempt > policy.maxRetries) return { retry: false, why: `${policy.maxRetries} ${policy.maxRetries === 1 ? "retry" : "retries"} used up` };
+export function nextRetry(
+  policy: RetryPolicy,
+  attempt: number,
+  waitedMs: number,
+  serverMs: number | undefined,
+  random: () => number = Math.random,
+): RetryDecision {
+  if (attempt > policy.maxRetries)
+    return { retry: false, why: `${policy.maxRetries} ${policy.maxRetries === 1 ? "retry" : "retries"} used up` };
   const left = policy.budgetMs - waitedMs;
   if (serverMs !== undefined) {
     if (serverMs > left) {
       const leftText = waitedMs > 0 ? `the ${seconds(Math.max(0, left))} s left of ` : "";
-      return { retry: false, why: `not retried: the server asked to wait ${seconds(serverMs)} s (retry-after), more than ${leftText}the model retry budget of ${seconds(policy.budgetMs)} s` };
+      return {
+        retry: false,
+        why: `not retried: the server asked to wait ${seconds(serverMs)} s (retry-after), more than ${leftText}the model retry budget of ${seconds(policy.budgetMs)} s`,
+      };
     }
     return { retry: true, delayMs: Math.min(serverMs, policy.maxMs), fromRetryAfter: true };
   }
@@ -105,9 +115,23 @@ export function createModelClient(config: ModelConfig): CallModel {
     maxRetries: 0,
     ...(config.baseURL ? { baseURL: config.baseURL } : {}),
   });
-  const policy: RetryPolicy = { maxRetries: config.maxRetries, baseMs: config.retryBaseMs ?? 500, maxMs: config.retryMaxMs ?? 30_000, budgetMs: config.retryBudgetMs ?? 60_000 };
-  const once = async ({ model, messages, tools, maxTokens }: ModelRequest, signal: AbortSignal, onDelta?: (text: string) => void): Promise<ModelReply> => {
-    const body = { model, messages, ...(tools && tools.length > 0 ? { tools: [...tools] } : {}), ...(maxTokens === undefined ? {} : { max_tokens: maxTokens }) };
+  const policy: RetryPolicy = {
+    maxRetries: config.maxRetries,
+    baseMs: config.retryBaseMs ?? 500,
+    maxMs: config.retryMaxMs ?? 30_000,
+    budgetMs: config.retryBudgetMs ?? 60_000,
+  };
+  const once = async (
+    { model, messages, tools, maxTokens }: ModelRequest,
+    signal: AbortSignal,
+    onDelta?: (text: string) => void,
+  ): Promise<ModelReply> => {
+    const body = {
+      model,
+      messages,
+      ...(tools && tools.length > 0 ? { tools: [...tools] } : {}),
+      ...(maxTokens === undefined ? {} : { max_tokens: maxTokens }),
+    };
     let completion: OpenAI.ChatCompletion;
     if (onDelta) {
       const stream = client.chat.completions.stream({ ...body, stream_options: { include_usage: true } }, { signal });
@@ -119,7 +143,9 @@ export function createModelClient(config: ModelConfig): CallModel {
     const choice = completion.choices[0];
     if (!choice) throw new Error(`model '${model}' returned no choices`);
     const toolCalls = (choice.message.tool_calls ?? []).flatMap((call) =>
-      call.type === "function" ? [{ id: call.id, type: "function" as const, function: { name: call.function.name, arguments: call.function.arguments } }] : [],
+      call.type === "function"
+        ? [{ id: call.id, type: "function" as const, function: { name: call.function.name, arguments: call.function.arguments } }]
+        : [],
     );
     return {
       content: choice.message.content ?? "",
@@ -145,9 +171,17 @@ export function createModelClient(config: ModelConfig): CallModel {
         const tries = attempt > 1 ? ` after ${attempt} attempts` : "";
         if (!retryable) throw new ModelCallError(`model request failed${tries}: ${message}`, attempt, status, { cause: error });
         const next = nextRetry(policy, attempt, waitedMs, error instanceof OpenAI.APIError ? retryAfterMs(error.headers) : undefined);
-        if (!next.retry) throw new ModelCallError(`model request failed${tries}: ${message}; ${next.why}`, attempt, status, { cause: error });
+        if (!next.retry)
+          throw new ModelCallError(`model request failed${tries}: ${message}; ${next.why}`, attempt, status, { cause: error });
         waitedMs += next.delayMs;
-        hooks.onRetry?.({ attempt, maxRetries: policy.maxRetries, delayMs: next.delayMs, fromRetryAfter: next.fromRetryAfter, message, ...(status !== undefined ? { status } : {}) });
+        hooks.onRetry?.({
+          attempt,
+          maxRetries: policy.maxRetries,
+          delayMs: next.delayMs,
+          fromRetryAfter: next.fromRetryAfter,
+          message,
+          ...(status !== undefined ? { status } : {}),
+        });
         await sleep(next.delayMs, undefined, { signal });
       }
     }

@@ -34,10 +34,13 @@ export function natsAuth(config: AuthConfig): NatsAuth {
   const auth: NatsAuth = {};
   const pass =
     config.natsPasswordFile !== undefined
-      ? (readSecret(config.natsPasswordFile, "NATS password file (--nats-password-file / NATS_PASSWORD_FILE)").toString("utf8").split(/\r?\n/)[0] ?? "")
+      ? (readSecret(config.natsPasswordFile, "NATS password file (--nats-password-file / NATS_PASSWORD_FILE)")
+          .toString("utf8")
+          .split(/\r?\n/)[0] ?? "")
       : config.natsPassword;
   if (config.natsUser !== undefined) {
-    if (pass === undefined || pass === "") throw new ConfigError("NATS user given without a password: set NATS_PASSWORD or NATS_PASSWORD_FILE (--nats-password-file)");
+    if (pass === undefined || pass === "")
+      throw new ConfigError("NATS user given without a password: set NATS_PASSWORD or NATS_PASSWORD_FILE (--nats-password-file)");
     auth.user = config.natsUser;
     auth.pass = pass;
   } else if (pass !== undefined) {
@@ -59,7 +62,13 @@ export function isAuthorizationError(err: unknown): boolean {
 /** The error a process reports when the server refuses its credentials: names the server and where credentials come from. */
 export function authorizationFailure(url: string, auth: NatsAuth | undefined, cause: unknown): Error {
   const given =
-    auth?.user !== undefined ? `as user '${auth.user}'` : auth?.token !== undefined ? "with a token" : auth?.creds !== undefined ? "with a creds file" : "without credentials";
+    auth?.user !== undefined
+      ? `as user '${auth.user}'`
+      : auth?.token !== undefined
+        ? "with a token"
+        : auth?.creds !== undefined
+          ? "with a creds file"
+          : "without credentials";
   return new Error(
     `NATS at ${url}: authorization violation: the server refused the connection ${given} ` +
       "(set NATS_USER with NATS_PASSWORD or NATS_PASSWORD_FILE, NATS_TOKEN, or NATS_CREDS; or --nats-user/--nats-password-file/--nats-creds)",
@@ -78,7 +87,10 @@ export function isPermissionViolation(err: unknown): boolean {
 /** The error a process reports when its user lacks a permission its roles need. */
 export function permissionFailure(url: string, auth: NatsAuth | undefined, roles: readonly string[] | undefined, cause: unknown): Error {
   const who = auth?.user !== undefined ? `user '${auth.user}'` : "this user";
-  const what = roles === undefined ? "all roles" : roles.length === 0 ? "a client" : `the ${roles.join(", ")} role${roles.length > 1 ? "s" : ""}`;
+  const what =
+    roles === undefined ? "all roles" : roles.length === 0 ? "a client" : `the ${roles.join(", ")} role${roles.length > 1 ? "s" : ""}`;
   const message = messageOf(cause);
-  return new Error(`NATS at ${url}: ${message}: ${who} lacks the permissions of ${what} (see 'dirigent nats-conf' and docs/deploy.md)`, { cause });
+  return new Error(`NATS at ${url}: ${message}: ${who} lacks the permissions of ${what} (see 'dirigent nats-conf' and docs/deploy.md)`, {
+    cause,
+  });
 }

@@ -207,7 +207,8 @@ export class NatsBus implements ClosableBus {
   async request(subject: string, data: Uint8Array, options: RequestOptions): Promise<Uint8Array> {
     const { signal, timeoutMs } = options;
     if (signal?.aborted === true) throw aborted(subject, signal);
-    if (options.idleTimeoutMs !== undefined) return this.#requestWithKeepalives(subject, data, { ...options, idleTimeoutMs: options.idleTimeoutMs });
+    if (options.idleTimeoutMs !== undefined)
+      return this.#requestWithKeepalives(subject, data, { ...options, idleTimeoutMs: options.idleTimeoutMs });
     const reply = this.#wire.request(subject, data, { timeoutMs }).then(
       (msg) => msg.data,
       (err: unknown) => Promise.reject(mapClosed(err, subject)),
@@ -253,13 +254,22 @@ export class NatsBus implements ClosableBus {
       const armIdle = () => {
         clearTimeout(idleTimer);
         idleTimer = setTimeout(
-          () => finish(new ResponderSilentError(`no answer and no keepalive on '${subject}' for ${idleTimeoutMs} ms: the responder stopped or the connection broke`, subject)),
+          () =>
+            finish(
+              new ResponderSilentError(
+                `no answer and no keepalive on '${subject}' for ${idleTimeoutMs} ms: the responder stopped or the connection broke`,
+                subject,
+              ),
+            ),
           idleTimeoutMs,
         );
       };
       const onAbort = () => finish(aborted(subject, signal as AbortSignal));
       signal?.addEventListener("abort", onAbort, { once: true });
-      const totalTimer = setTimeout(() => finish(new RequestTimeoutError(`no answer on '${subject}' within ${timeoutMs} ms`, subject)), timeoutMs);
+      const totalTimer = setTimeout(
+        () => finish(new RequestTimeoutError(`no answer on '${subject}' within ${timeoutMs} ms`, subject)),
+        timeoutMs,
+      );
       try {
         cancel = this.#wire.requestMany(
           subject,

@@ -59,15 +59,14 @@ export async function place(options: PlaceOptions): Promise<Placement> {
       ...(options.auth ? { auth: options.auth } : {}),
       ...(options.roles ? { roles: options.roles } : {}),
       ...(options.maxReconnects !== undefined ? { maxReconnects: options.maxReconnects } : {}),
-    }).catch(
-      (err: unknown) =>
-        Promise.reject(
-          isAuthorizationError(err)
-            ? authorizationFailure(url, options.auth, err)
-            : isPermissionViolation(err)
-              ? permissionFailure(url, options.auth, options.roles, err)
-              : err,
-        ),
+    }).catch((err: unknown) =>
+      Promise.reject(
+        isAuthorizationError(err)
+          ? authorizationFailure(url, options.auth, err)
+          : isPermissionViolation(err)
+            ? permissionFailure(url, options.auth, options.roles, err)
+            : err,
+      ),
     );
   if (options.url) {
     const transport = await open(options.url);
@@ -91,7 +90,11 @@ export async function place(options: PlaceOptions): Promise<Placement> {
       const server = await startNatsServer({ binary, configFile: PACKAGED_NATS_CONF, cwd, port: 4222, monitorPort: 0 });
       try {
         const transport = await open(server.url);
-        return wrap(transport, `NATS at ${server.url} (nats-server started as a child, JetStream data in ${join(cwd, ".dirigent", "jetstream")})`, server);
+        return wrap(
+          transport,
+          `NATS at ${server.url} (nats-server started as a child, JetStream data in ${join(cwd, ".dirigent", "jetstream")})`,
+          server,
+        );
       } catch (err) {
         await server.stop();
         throw err;
@@ -101,7 +104,9 @@ export async function place(options: PlaceOptions): Promise<Placement> {
   return wrap(
     openMemoryTransport(log),
     "in-process bus (no NATS server reachable" +
-      (options.startServer ? " and no nats-server binary: install it with 'apt-get install nats-server' for durability and multi-process use)" : ")"),
+      (options.startServer
+        ? " and no nats-server binary: install it with 'apt-get install nats-server' for durability and multi-process use)"
+        : ")"),
   );
 }
 

@@ -11,7 +11,15 @@ import { StorageType, jetstreamManager, type JetStreamManager } from "@nats-io/j
 import { Kvm, type KV } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { z } from "zod";
-import { checkEntries, IndexConflictError, type IndexEntry, type IndexSnapshot, type IndexStore, type IndexWatch, type UpdateIndexOptions } from "../../actors/memory/index-store.js";
+import {
+  checkEntries,
+  IndexConflictError,
+  type IndexEntry,
+  type IndexSnapshot,
+  type IndexStore,
+  type IndexWatch,
+  type UpdateIndexOptions,
+} from "../../actors/memory/index-store.js";
 import type { Subjects } from "../../protocol/subjects.js";
 import { newGeneration } from "../in-process/index-store.js";
 
@@ -48,7 +56,9 @@ export class NatsIndexStore implements IndexStore {
     for (let attempt = 0; attempt < 5; attempt++) {
       const pointer = await this.#pointer();
       if (pointer === undefined) return { generation: "", entries: [] };
-      const chunks = await Promise.all(Array.from({ length: pointer.value.chunks }, (_, n) => this.#kv.get(chunkKey(pointer.value.generation, n))));
+      const chunks = await Promise.all(
+        Array.from({ length: pointer.value.chunks }, (_, n) => this.#kv.get(chunkKey(pointer.value.generation, n))),
+      );
       if (chunks.every((c) => c !== null && c.operation === "PUT")) {
         const entries = chunks.flatMap((c) => parseJson(Chunk, c?.value, `chunk of generation ${pointer.value.generation}`));
         return { generation: pointer.value.generation, entries };

@@ -8,9 +8,23 @@ import type { KeyedStore } from "../../actors/supervisor/goal-store.js";
 import type { BusErrorHandler } from "../bus-support.js";
 
 /** What a process running `roles` opens at start; `undefined` roles: everything (the default). */
-export function eagerStores(roles: readonly string[] | undefined): { tasks: boolean; intake: boolean; events: boolean; index: boolean; turns: boolean; goals: boolean } {
+export function eagerStores(roles: readonly string[] | undefined): {
+  tasks: boolean;
+  intake: boolean;
+  events: boolean;
+  index: boolean;
+  turns: boolean;
+  goals: boolean;
+} {
   const has = (role: string) => roles === undefined || roles.includes(role);
-  return { tasks: has("director"), intake: has("director"), events: has("director"), index: has("memory"), turns: has("handler"), goals: has("supervisor") };
+  return {
+    tasks: has("director"),
+    intake: has("director"),
+    events: has("director"),
+    index: has("memory"),
+    turns: has("handler"),
+    goals: has("supervisor"),
+  };
 }
 
 function once<T>(open: () => Promise<T>): () => Promise<T> {
@@ -60,11 +74,22 @@ export function lazyIndexStore(open: () => Promise<IndexStore>): IndexStore {
  * A {@link WorkQueue} opened on its first call; `consume` starts once it is open (errors go to `onError`). Its
  * {@link WorkQueue.maxItemBytes} is `maxItemBytes()`, known before it opens.
  */
-export function lazyWorkQueue(open: () => Promise<WorkQueue>, ackWaitMs: number, onError: BusErrorHandler, maxItemBytes?: () => number): WorkQueue {
+export function lazyWorkQueue(
+  open: () => Promise<WorkQueue>,
+  ackWaitMs: number,
+  onError: BusErrorHandler,
+  maxItemBytes?: () => number,
+): WorkQueue {
   const queue = once(open);
   return {
     ackWaitMs,
-    ...(maxItemBytes === undefined ? {} : { get maxItemBytes() { return maxItemBytes(); } }),
+    ...(maxItemBytes === undefined
+      ? {}
+      : {
+          get maxItemBytes() {
+            return maxItemBytes();
+          },
+        }),
     enqueue: async (id, data) => (await queue()).enqueue(id, data),
     peek: async (id) => (await queue()).peek(id),
     discard: async (id, seq) => (await queue()).discard(id, seq),

@@ -142,7 +142,13 @@ function ownPermissions(root: string): Record<NatsRole, RolePermissions> {
     },
     memory: {
       // The index is written by `dirigent memory index` (as this user), which purges replaced generations.
-      publish: [inbox("evaluator"), `${API}.INFO`, ...kvReadWrite(s.indexBucket), ...kvWatch(s.indexBucket), `${API}.STREAM.PURGE.KV_${s.indexBucket}`],
+      publish: [
+        inbox("evaluator"),
+        `${API}.INFO`,
+        ...kvReadWrite(s.indexBucket),
+        ...kvWatch(s.indexBucket),
+        `${API}.STREAM.PURGE.KV_${s.indexBucket}`,
+      ],
       subscribe: [s.memoryMatch, control, inbox("memory")],
     },
     // Runs goals: submits their tasks like a client, keeps goals and leases in the goals bucket (listing its keys

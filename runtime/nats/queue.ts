@@ -7,7 +7,17 @@
  * `concurrency` items, with one request per batch instead of a subscription and a request per item.
  */
 import { chunkBytes } from "./chunks.js";
-import { AckPolicy, DeliverPolicy, JetStreamApiCodes, JetStreamApiError, jetstream, jetstreamManager, RetentionPolicy, StorageType, type JetStreamManager } from "@nats-io/jetstream";
+import {
+  AckPolicy,
+  DeliverPolicy,
+  JetStreamApiCodes,
+  JetStreamApiError,
+  jetstream,
+  jetstreamManager,
+  RetentionPolicy,
+  StorageType,
+  type JetStreamManager,
+} from "@nats-io/jetstream";
 import { createInbox, nanos, type Msg, type NatsConnection } from "@nats-io/transport-node";
 import { retryDelayMs, type BusSubscription, type WorkItem, type WorkQueue } from "../../actors/bus.js";
 import type { Subjects } from "../../protocol/subjects.js";
@@ -287,7 +297,14 @@ export class JetStreamWorkQueue implements WorkQueue {
           if (status === 100) return; // an idle heartbeat
           if (current?.id === msg.subject.slice(inbox.length)) current = undefined;
           if (status === 408 || status === 404) return pull();
-          return failed(new StoreError(`intake pull: ${status === 503 ? "no responders (JetStream not ready, or the stream is gone)" : `${status} ${msg.headers?.description ?? ""}`.trim()}`, next, 0, status));
+          return failed(
+            new StoreError(
+              `intake pull: ${status === 503 ? "no responders (JetStream not ready, or the stream is gone)" : `${status} ${msg.headers?.description ?? ""}`.trim()}`,
+              next,
+              0,
+              status,
+            ),
+          );
         }
         if (current !== undefined && --current.remaining <= 0) current = undefined;
         if (stopped) return void nc.publish(msg.reply, NAK);
@@ -348,7 +365,10 @@ export class JetStreamWorkQueue implements WorkQueue {
         if (settled) return;
         settled = true;
         // NAK with a delay is honoured by nats-server since 2.7.1 (2.9.10 included).
-        nc.publish(reply, delayMs === undefined || delayMs <= 0 ? NAK : encoder.encode(`-NAK ${JSON.stringify({ delay: nanos(delayMs) })}`));
+        nc.publish(
+          reply,
+          delayMs === undefined || delayMs <= 0 ? NAK : encoder.encode(`-NAK ${JSON.stringify({ delay: nanos(delayMs) })}`),
+        );
       },
       working() {
         if (!settled) nc.publish(reply, WORKING);

@@ -125,9 +125,12 @@ export async function startNatsServer(opts: NatsServerOptions = {}): Promise<Nat
   const portsDir = await mkdtemp(join(tmpdir(), "dirigent-nats-ports-"));
   const args = [
     ...(opts.configFile !== undefined ? ["-c", opts.configFile] : []),
-    "-a", host,
-    "-p", String(opts.port ?? -1),
-    "--ports_file_dir", portsDir,
+    "-a",
+    host,
+    "-p",
+    String(opts.port ?? -1),
+    "--ports_file_dir",
+    portsDir,
     ...(opts.monitorPort !== undefined ? ["-m", String(opts.monitorPort)] : []),
     ...(opts.jetstream === true ? ["-js"] : opts.jetstream === false ? ["-js=false"] : []),
     ...(opts.storeDir !== undefined ? ["-sd", opts.storeDir] : []),

@@ -18,7 +18,18 @@ import { nanos, type NatsConnection } from "@nats-io/transport-node";
 import { randomBytes } from "node:crypto";
 import { MAX_STORED_VALUE_BYTES, StoreRefusedError, type CreateResult, type Revisioned, type TaskStore } from "../../actors/bus.js";
 import type { Subjects } from "../../protocol/subjects.js";
-import { chunkBytes, chunkKey, CHUNK_TOKEN, CHUNKS_HEADER, formatPointer, isChunkKey, join, parsePointer, split, type ChunkPointer } from "./chunks.js";
+import {
+  chunkBytes,
+  chunkKey,
+  CHUNK_TOKEN,
+  CHUNKS_HEADER,
+  formatPointer,
+  isChunkKey,
+  join,
+  parsePointer,
+  split,
+  type ChunkPointer,
+} from "./chunks.js";
 import { parseApiAnswer, STORE_TIMEOUT_MS, StoreError, wireOf, WRONG_LAST_SEQUENCE, type NatsWire, type StoreOptions } from "./wire.js";
 import { messageOf } from "../../protocol/errors.js";
 
@@ -158,7 +169,11 @@ export class NatsTaskStore implements TaskStore {
   /** Writes if the key's last revision is `expected` (0: the key has none); `undefined` when it is not. */
   async #write(key: string, value: Uint8Array, expected: number): Promise<number | undefined> {
     if (value.byteLength > MAX_STORED_VALUE_BYTES) {
-      throw new StoreRefusedError(`value of ${value.byteLength} bytes for '${key}' exceeds the store's maximum of ${MAX_STORED_VALUE_BYTES} bytes`, key, value.byteLength);
+      throw new StoreRefusedError(
+        `value of ${value.byteLength} bytes for '${key}' exceeds the store's maximum of ${MAX_STORED_VALUE_BYTES} bytes`,
+        key,
+        value.byteLength,
+      );
     }
     if (value.byteLength > this.#fits()) return this.#writeChunked(key, value, expected);
     const seq = await this.#store(key, value, { expectedLastSubjectSequence: expected });
@@ -178,7 +193,10 @@ export class NatsTaskStore implements TaskStore {
 
   /** Chunks first, then the pointer (compare-and-set), then the key's older chunks are purged. */
   async #writeChunked(key: string, value: Uint8Array, expected: number): Promise<number | undefined> {
-    this.#maxValueSize ??= this.#kv.status().then((status) => status.maxValueSize, () => -1);
+    this.#maxValueSize ??= this.#kv.status().then(
+      (status) => status.maxValueSize,
+      () => -1,
+    );
     const size = chunkBytes(this.#nc.info?.max_payload ?? DEFAULT_MAX_PAYLOAD, await this.#maxValueSize);
     const pieces = split(value, size);
     const pointer: ChunkPointer = { id: randomBytes(8).toString("hex"), count: pieces.length, bytes: value.byteLength };
@@ -191,7 +209,10 @@ export class NatsTaskStore implements TaskStore {
       });
       seqs.push(...(await Promise.all(batch)));
     }
-    const seq = await this.#store(key, EMPTY, { expectedLastSubjectSequence: expected, headers: { [CHUNKS_HEADER]: formatPointer(pointer) } });
+    const seq = await this.#store(key, EMPTY, {
+      expectedLastSubjectSequence: expected,
+      headers: { [CHUNKS_HEADER]: formatPointer(pointer) },
+    });
     if (seq === undefined) {
       // Refused: the key changed, or this very pointer landed and was sent again after a reconnect.
       const last = await this.#last(key);
@@ -217,7 +238,8 @@ export class NatsTaskStore implements TaskStore {
       }
     }
     const bytes = pieces.reduce((sum, p) => sum + p.byteLength, 0);
-    if (bytes !== pointer.bytes) throw new StoreError(`the chunks of '${key}' hold ${bytes} bytes, not ${pointer.bytes}`, this.#subject(key), 0, 0);
+    if (bytes !== pointer.bytes)
+      throw new StoreError(`the chunks of '${key}' hold ${bytes} bytes, not ${pointer.bytes}`, this.#subject(key), 0, 0);
     return join(pieces, bytes);
   }
 
@@ -253,13 +275,19 @@ const MESSAGE_TOO_LARGE = 10054;
 /** A {@link StoreRefusedError} when `err` says the value is too large (permanent); `undefined` for any other error. */
 export function refusal(err: unknown, key: string, bytes: number): StoreRefusedError | undefined {
   const message = messageOf(err);
-  const tooLarge = (err instanceof StoreError && err.errCode === MESSAGE_TOO_LARGE) || /max_payload|maximum payload|exceeds maximum|too large/i.test(message);
+  const tooLarge =
+    (err instanceof StoreError && err.errCode === MESSAGE_TOO_LARGE) ||
+    /max_payload|maximum payload|exceeds maximum|too large/i.test(message);
   return tooLarge ? new StoreRefusedError(`cannot store '${key}' (${bytes} bytes): ${message}`, key, bytes, { cause: err }) : undefined;
 }
 
 /** Opens (creating on first use) the KV bucket `bucket` as a {@link NatsTaskStore}: file storage, history 1. */
 export async function openKvStore(nc: NatsConnection, bucket: string, options: { ttlMs?: number } = {}): Promise<NatsTaskStore> {
-  const kv = await new Kvm(nc).create(bucket, { history: 1, storage: StorageType.File, ...(options.ttlMs === undefined ? {} : { ttl: options.ttlMs }) });
+  const kv = await new Kvm(nc).create(bucket, {
+    history: 1,
+    storage: StorageType.File,
+    ...(options.ttlMs === undefined ? {} : { ttl: options.ttlMs }),
+  });
   return new NatsTaskStore(kv, nc, bucket);
 }
 

@@ -98,7 +98,10 @@ export class NatsWire {
       if (pending.settle === undefined || (pending.resend !== undefined && !closed)) continue;
       this.#pending.delete(token);
       clearTimeout(pending.timer);
-      pending.settle(new TransportError(`connection to NATS ${closed ? "closed" : "lost"} before the answer on '${pending.subject}'`, pending.subject), undefined);
+      pending.settle(
+        new TransportError(`connection to NATS ${closed ? "closed" : "lost"} before the answer on '${pending.subject}'`, pending.subject),
+        undefined,
+      );
     }
   }
 
@@ -120,7 +123,8 @@ export class NatsWire {
     if (pending.each !== undefined) return pending.each(msg);
     this.#pending.delete(token);
     clearTimeout(pending.timer);
-    if (msg.data.length === 0 && msg.headers?.code === 503) pending.settle?.(new NoRespondersError(`no responders on '${pending.subject}'`, pending.subject), undefined);
+    if (msg.data.length === 0 && msg.headers?.code === 503)
+      pending.settle?.(new NoRespondersError(`no responders on '${pending.subject}'`, pending.subject), undefined);
     else pending.settle?.(undefined, msg);
   }
 
@@ -140,7 +144,12 @@ export class NatsWire {
       const pending: Pending = {
         subject,
         settle: (err, msg) => (err === undefined ? resolve(msg as Msg) : reject(err)),
-        ...(options.resend === true ? { resend: (reply: string) => this.#nc.publish(subject, data, { reply, ...(options.headers ? { headers: options.headers } : {}) }) } : {}),
+        ...(options.resend === true
+          ? {
+              resend: (reply: string) =>
+                this.#nc.publish(subject, data, { reply, ...(options.headers ? { headers: options.headers } : {}) }),
+            }
+          : {}),
       };
       // Checked once more after the event loop's next I/O phase: under load the answer may be waiting, unread, in the
       // socket when the timer runs (timers run before I/O in each turn of the loop).
@@ -190,7 +199,13 @@ export class NatsWire {
     const answer = await this.request(direct, new Uint8Array(0), { timeoutMs: STORE_TIMEOUT_MS });
     const h = answer.headers;
     if (h?.code === 404) return undefined;
-    if (h === undefined || h.hasError) throw new StoreError(`cannot read '${subject}' of ${stream}: ${h?.code ?? ""} ${h?.description ?? "no headers in the answer"}`, direct, 0, h?.code ?? 0);
+    if (h === undefined || h.hasError)
+      throw new StoreError(
+        `cannot read '${subject}' of ${stream}: ${h?.code ?? ""} ${h?.description ?? "no headers in the answer"}`,
+        direct,
+        0,
+        h?.code ?? 0,
+      );
     return { data: answer.data, seq: Number(h.get("Nats-Sequence")), header: (name) => h.get(name) || undefined };
   }
 
@@ -212,7 +227,9 @@ export class NatsWire {
   /** {@link lastBySubject} through the stream API (its answer carries the message and its headers in base64). */
   async #lastBySubjectApi(stream: string, subject: string): Promise<StoredMessage | undefined> {
     const api = `$JS.API.STREAM.MSG.GET.${stream}`;
-    const answer = await this.request(api, new TextEncoder().encode(JSON.stringify({ last_by_subj: subject })), { timeoutMs: STORE_TIMEOUT_MS });
+    const answer = await this.request(api, new TextEncoder().encode(JSON.stringify({ last_by_subj: subject })), {
+      timeoutMs: STORE_TIMEOUT_MS,
+    });
     let body: Record<string, unknown>;
     try {
       body = parseApiAnswer(answer, api);
@@ -240,19 +257,25 @@ export class NatsWire {
       h = natsHeaders();
       for (const [name, value] of Object.entries(options.headers ?? {})) h.set(name, value);
       if (options.msgId !== undefined) h.set("Nats-Msg-Id", options.msgId);
-      if (options.expectedLastSubjectSequence !== undefined) h.set("Nats-Expected-Last-Subject-Sequence", String(options.expectedLastSubjectSequence));
+      if (options.expectedLastSubjectSequence !== undefined)
+        h.set("Nats-Expected-Last-Subject-Sequence", String(options.expectedLastSubjectSequence));
     }
     let answer: Msg;
     try {
       // Sent again after a reconnect: safe, since a write that did land is refused the second time (a message id seen, or
       // an expected sequence passed), and its writer reads the record to tell (see actors/director/records.ts).
-      answer = await this.request(subject, data, { timeoutMs: options.timeoutMs ?? STORE_TIMEOUT_MS, resend: true, ...(h ? { headers: h } : {}) });
+      answer = await this.request(subject, data, {
+        timeoutMs: options.timeoutMs ?? STORE_TIMEOUT_MS,
+        resend: true,
+        ...(h ? { headers: h } : {}),
+      });
     } catch (err) {
       if (err instanceof NoRespondersError) throw new StoreError(`no stream stores '${subject}' (is JetStream enabled?)`, subject, 0, 503);
       throw err;
     }
     const ack = parseApiAnswer(answer, subject) as { stream?: unknown; seq?: unknown; duplicate?: unknown };
-    if (typeof ack.stream !== "string" || typeof ack.seq !== "number") throw new StoreError(`unexpected acknowledgement for '${subject}'`, subject, 0, 0);
+    if (typeof ack.stream !== "string" || typeof ack.seq !== "number")
+      throw new StoreError(`unexpected acknowledgement for '${subject}'`, subject, 0, 0);
     return { stream: ack.stream, seq: ack.seq, duplicate: ack.duplicate === true };
   }
 }
@@ -267,7 +290,8 @@ export function parseApiAnswer(answer: Msg, subject: string): Record<string, unk
   }
   if (typeof body !== "object" || body === null) throw new StoreError(`unreadable answer for '${subject}'`, subject, 0, 0);
   const error = (body as { error?: { code?: number; err_code?: number; description?: string } }).error;
-  if (error !== undefined) throw new StoreError(`${error.description ?? "JetStream error"} ('${subject}')`, subject, error.err_code ?? 0, error.code ?? 0);
+  if (error !== undefined)
+    throw new StoreError(`${error.description ?? "JetStream error"} ('${subject}')`, subject, error.err_code ?? 0, error.code ?? 0);
   return body as Record<string, unknown>;
 }
 

@@ -22,7 +22,11 @@ export interface FileToolLimits {
 }
 
 /** Reads a text file of the workspace, at most `readMaxBytes` of it from `offset`. */
-export async function readWorkspaceFile(ws: Workspace, limits: FileToolLimits, args: { path: string; offset?: number | undefined }): Promise<string> {
+export async function readWorkspaceFile(
+  ws: Workspace,
+  limits: FileToolLimits,
+  args: { path: string; offset?: number | undefined },
+): Promise<string> {
   const path = await ws.resolve(args.path);
   const { handle, info } = await openInside(ws, path, args.path, "file");
   try {
@@ -43,7 +47,11 @@ export async function readWorkspaceFile(ws: Workspace, limits: FileToolLimits, a
  * Lists a workspace directory: directories end in `/`, symlinks in `@` (never followed). With `recursive`, walks
  * breadth-first. Stops at `listMaxEntries` with a note.
  */
-export async function listWorkspaceFiles(ws: Workspace, limits: FileToolLimits, args: { path?: string | undefined; recursive?: boolean | undefined }): Promise<string> {
+export async function listWorkspaceFiles(
+  ws: Workspace,
+  limits: FileToolLimits,
+  args: { path?: string | undefined; recursive?: boolean | undefined },
+): Promise<string> {
   const start = await ws.resolve(args.path ?? ".");
   const lines: string[] = [];
   const queue = [start];
@@ -59,7 +67,8 @@ export async function listWorkspaceFiles(ws: Workspace, limits: FileToolLimits, 
         await handle.close();
       }
     } catch (err) {
-      if (dir === start) throw err instanceof ToolError ? err : new ToolError(`'${args.path ?? "."}' is not a readable directory`, { cause: err });
+      if (dir === start)
+        throw err instanceof ToolError ? err : new ToolError(`'${args.path ?? "."}' is not a readable directory`, { cause: err });
       continue;
     }
     entries.sort((a, b) => a.name.localeCompare(b.name));
@@ -97,7 +106,10 @@ function kindOf(info: Stats): string {
 async function openInside(ws: Workspace, path: string, shown: string, kind: "file" | "dir"): Promise<{ handle: FileHandle; info: Stats }> {
   let handle: FileHandle;
   try {
-    handle = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK | (kind === "dir" ? constants.O_DIRECTORY : 0));
+    handle = await open(
+      path,
+      constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK | (kind === "dir" ? constants.O_DIRECTORY : 0),
+    );
   } catch (err) {
     const code = err instanceof Error && "code" in err ? String(err.code) : "";
     if (code === "ELOOP") throw new ToolError(`'${shown}' is a symlink (it changed after it was checked); not followed`);
@@ -107,11 +119,13 @@ async function openInside(ws: Workspace, path: string, shown: string, kind: "fil
   }
   try {
     const info = await handle.stat();
-    if (kind === "file" && !info.isFile()) throw new ToolError(`'${shown}' is not a regular file but ${kindOf(info)}: read_file reads regular files only`);
+    if (kind === "file" && !info.isFile())
+      throw new ToolError(`'${shown}' is not a regular file but ${kindOf(info)}: read_file reads regular files only`);
     if (kind === "dir" && !info.isDirectory()) throw new ToolError(`'${shown}' is not a directory`);
     if (LINUX) {
       const actual = await readlink(`/proc/self/fd/${handle.fd}`);
-      if (!isInside(ws.root, actual.replace(/ \(deleted\)$/, ""))) throw new ToolError(`path '${shown}' resolves outside the workspace (it changed after it was checked)`);
+      if (!isInside(ws.root, actual.replace(/ \(deleted\)$/, "")))
+        throw new ToolError(`path '${shown}' resolves outside the workspace (it changed after it was checked)`);
     }
     return { handle, info };
   } catch (err) {

@@ -28,7 +28,6 @@ export interface ScriptLimits {
   scriptEnv: readonly string[];
 }
 
-
 /** The environment of a script: only allowlisted variables present in `source`, none of {@link REFUSED_ENV}. */
 export function scriptEnvironment(allow: readonly string[], source: NodeJS.ProcessEnv): Record<string, string> {
   const env: Record<string, string> = {};
@@ -46,7 +45,13 @@ const EXEC_FAILED = /^bwrap: execvp [^:]*: (.*)$/m;
 export async function runScript(
   ws: Workspace,
   limits: ScriptLimits,
-  args: { argv: string[]; cwd?: string | undefined; timeoutMs?: number | undefined; env?: Readonly<Record<string, string>> | undefined; inheritEnv?: boolean | undefined },
+  args: {
+    argv: string[];
+    cwd?: string | undefined;
+    timeoutMs?: number | undefined;
+    env?: Readonly<Record<string, string>> | undefined;
+    inheritEnv?: boolean | undefined;
+  },
   signal: AbortSignal,
   sandbox: Sandbox,
 ): Promise<ScriptOutcome> {

@@ -19,8 +19,6 @@ import type { SandboxMode } from "../../actors/handler/toolset.js";
 export { REFUSED_ENV, withoutRefused };
 export type { SandboxMode };
 
-
-
 /** Top-level system directories bound read-only (or recreated as the symlinks they are on a merged-/usr system). */
 export const SYSTEM_DIRS = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"] as const;
 
@@ -126,7 +124,12 @@ export interface SandboxSettings {
  * The arguments of `bwrap` for one run: namespaces, mounts, the cleared environment, then `--` and the argv. Pure:
  * `host` says what the host has, `hidden` lists the paths to cover with their kind.
  */
-export function bwrapArgs(run: SandboxRun, settings: Pick<SandboxSettings, "network" | "readOnly">, host: HostLayout, hidden: readonly HostPath[] = []): string[] {
+export function bwrapArgs(
+  run: SandboxRun,
+  settings: Pick<SandboxSettings, "network" | "readOnly">,
+  host: HostLayout,
+  hidden: readonly HostPath[] = [],
+): string[] {
   const args = ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent", "--new-session", "--cap-drop", "ALL"];
   if (!settings.network) args.push("--unshare-net");
   for (const entry of [...host.system, ...host.etc]) {
@@ -202,7 +205,11 @@ function onPath(name: string): string | undefined {
  */
 export async function createSandbox(settings: SandboxSettings): Promise<Sandbox> {
   if (settings.mode === "unsandboxed") {
-    return { mode: "unsandboxed", unavailable: undefined, wrap: (run) => ({ command: run.argv[0] ?? "", args: run.argv.slice(1), env: { ...run.env } }) };
+    return {
+      mode: "unsandboxed",
+      unavailable: undefined,
+      wrap: (run) => ({ command: run.argv[0] ?? "", args: run.argv.slice(1), env: { ...run.env } }),
+    };
   }
   const host = hostLayout();
   const bwrap = onPath(settings.bwrapPath ?? "bwrap");

@@ -17,8 +17,22 @@ const MEASURED = [1, 2, 3, 4, 5];
 
 /** Rows for workloads measured elsewhere, when their bench recorded nothing in this run. */
 const POINTERS: Row[] = [
-  { order: 6, workload: "6 crash resume", variant: "kill -9 of a Director → its tasks resume", unit: "s", target: "≤ 5 s", note: "see test/bench/durability.bench.ts (its figure lands here when it records one)" },
-  { order: 7, workload: "7 inspector lag", variant: "update lag with 1,000 live actors", unit: "ms", target: "≤ 500 ms", note: "see inspector bench (not available yet)" },
+  {
+    order: 6,
+    workload: "6 crash resume",
+    variant: "kill -9 of a Director → its tasks resume",
+    unit: "s",
+    target: "≤ 5 s",
+    note: "see test/bench/durability.bench.ts (its figure lands here when it records one)",
+  },
+  {
+    order: 7,
+    workload: "7 inspector lag",
+    variant: "update lag with 1,000 live actors",
+    unit: "ms",
+    target: "≤ 500 ms",
+    note: "see inspector bench (not available yet)",
+  },
 ];
 
 export default function setup(): () => void {
@@ -31,7 +45,13 @@ export default function setup(): () => void {
     // Crash resume is measured by the durability bench (its rows are numbered 9): its figure is shown as row 6.
     const resume = rows.find((r) => r.figure && r.workload.includes("kill -9"));
     if (resume && !rows.some((r) => Math.floor(r.order) === 6)) {
-      rows.push({ ...resume, order: 6, workload: "6 crash resume", note: `(${resume.variant}; from test/bench/durability.bench.ts, row 9)`, variant: "kill -9 of a Director → task.resumed" });
+      rows.push({
+        ...resume,
+        order: 6,
+        workload: "6 crash resume",
+        note: `(${resume.variant}; from test/bench/durability.bench.ts, row 9)`,
+        variant: "kill -9 of a Director → task.resumed",
+      });
     }
     for (const pointer of POINTERS) if (!rows.some((r) => Math.floor(r.order) === pointer.order)) rows.push(pointer);
     rows.sort((a, b) => a.order - b.order);
@@ -50,7 +70,10 @@ export default function setup(): () => void {
     const text = existsSync(BENCHMARKS) ? readFileSync(BENCHMARKS, "utf8") : `# Benchmarks\n\n${START}\n${END}\n`;
     const from = text.indexOf(START);
     const to = text.indexOf(END);
-    const next = from >= 0 && to > from ? `${text.slice(0, from + START.length)}\n${section}\n${text.slice(to)}` : `${text}\n${START}\n${section}\n${END}\n`;
+    const next =
+      from >= 0 && to > from
+        ? `${text.slice(0, from + START.length)}\n${section}\n${text.slice(to)}`
+        : `${text}\n${START}\n${section}\n${END}\n`;
     writeFileSync(BENCHMARKS, next);
     console.log(`wrote the table to ${BENCHMARKS}`);
   };

@@ -30,7 +30,9 @@ interface PageGlobals {
 }
 const CHROMIUM = "/usr/bin/chromium";
 
-const toggle = setup({ types: { context: {} as { n: number; taskId: string }, input: {} as { taskId: string }, events: {} as { type: "flip" } } }).createMachine({
+const toggle = setup({
+  types: { context: {} as { n: number; taskId: string }, input: {} as { taskId: string }, events: {} as { type: "flip" } },
+}).createMachine({
   id: "toggle",
   context: ({ input }) => ({ n: 0, taskId: input.taskId }),
   initial: "off",
@@ -45,13 +47,14 @@ let publisher: InspectPublisher;
 let buses: NatsBus[] = [];
 const actors: Array<Actor<AnyStateMachine>> = [];
 
-
 async function lags(): Promise<number[]> {
   return page.evaluate(() => (globalThis as unknown as PageGlobals).__inspector.lags.splice(0));
 }
 
 function report(label: string, values: number[]): void {
-  console.log(`${label}: ${values.length} updates, lag p50 ${percentile(values, 50)} ms, p95 ${percentile(values, 95)} ms, max ${percentile(values, 100)} ms`);
+  console.log(
+    `${label}: ${values.length} updates, lag p50 ${percentile(values, 50)} ms, p95 ${percentile(values, 95)} ms, max ${percentile(values, 100)} ms`,
+  );
 }
 
 /** The id the publisher gives the i-th actor: each root actor is its own actor system, numbered from 1 here. */
@@ -60,20 +63,35 @@ const actorIdOf = (i: number) => `bench:1/${i + 1}/${actors[i]?.sessionId ?? "?"
 /** Waits until the page shows every actor in the state it is in now. */
 async function pageCaughtUp(): Promise<void> {
   const expected = Object.fromEntries(actors.map((a, i) => [actorIdOf(i), String(a.getSnapshot().value)]));
-  await page.waitForFunction(
-    (want) => Object.entries(want).every(([id, state]) => (globalThis as unknown as PageGlobals).document.querySelector(`.actor[data-actor-id="${id}"]`)?.getAttribute("data-state") === state),
-    expected,
-    { timeout: 60_000, polling: 50 },
-  ).catch(async (err: unknown) => {
-    const rows = await page.evaluate(() => Array.from((globalThis as unknown as PageGlobals).document.querySelectorAll(".actor")).slice(0, 3).map((r) => `${r.getAttribute("data-actor-id")}=${r.getAttribute("data-state")}`));
-    const count = await page.evaluate(() => (globalThis as unknown as PageGlobals).document.querySelectorAll(".actor").length);
-    throw new Error(`page did not catch up: ${count} actor rows, e.g. ${rows.join(", ")}`, { cause: err });
-  });
+  await page
+    .waitForFunction(
+      (want) =>
+        Object.entries(want).every(
+          ([id, state]) =>
+            (globalThis as unknown as PageGlobals).document.querySelector(`.actor[data-actor-id="${id}"]`)?.getAttribute("data-state") ===
+            state,
+        ),
+      expected,
+      { timeout: 60_000, polling: 50 },
+    )
+    .catch(async (err: unknown) => {
+      const rows = await page.evaluate(() =>
+        Array.from((globalThis as unknown as PageGlobals).document.querySelectorAll(".actor"))
+          .slice(0, 3)
+          .map((r) => `${r.getAttribute("data-actor-id")}=${r.getAttribute("data-state")}`),
+      );
+      const count = await page.evaluate(() => (globalThis as unknown as PageGlobals).document.querySelectorAll(".actor").length);
+      throw new Error(`page did not catch up: ${count} actor rows, e.g. ${rows.join(", ")}`, { cause: err });
+    });
 }
 
 beforeAll(async () => {
   if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing (apt-get install -y chromium)`);
-  console.log(`machine: ${cpus().length} × ${cpus()[0]?.model ?? "?"}, node ${process.version}, load average ${loadavg().map((l) => l.toFixed(1)).join(" ")}`);
+  console.log(
+    `machine: ${cpus().length} × ${cpus()[0]?.model ?? "?"}, node ${process.version}, load average ${loadavg()
+      .map((l) => l.toFixed(1))
+      .join(" ")}`,
+  );
   nats = await startTestNatsServer();
   const subjects = createSubjects(randomRoot());
   const serverBus = new NatsBus(await connectNats({ servers: nats.url, name: "bench-inspector" }), { onError: () => undefined });
@@ -81,14 +99,22 @@ beforeAll(async () => {
   buses = [serverBus, actorBus];
   server = await startInspectServer({ bus: serverBus, subjects, port: 0 });
   publisher = createInspectPublisher({ bus: actorBus, subjects, maxPerSec: 50_000, process: "bench:1" });
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"] });
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+  });
   page = await browser.newPage();
   await page.goto(server.url);
   await page.waitForSelector("body[data-ready=true]");
   const start = performance.now();
   for (let i = 0; i < ACTORS; i++) {
     const taskId = `bench-${Math.floor(i / 10)}`;
-    actors.push(createActor(toggle, { ...inspectOption({ inspect: publisher.hook }, "handler", taskId), input: { taskId } }).start() as unknown as Actor<AnyStateMachine>);
+    actors.push(
+      createActor(toggle, {
+        ...inspectOption({ inspect: publisher.hook }, "handler", taskId),
+        input: { taskId },
+      }).start() as unknown as Actor<AnyStateMachine>,
+    );
   }
   await pageCaughtUp();
   console.log(`${ACTORS} actors created and shown in ${(performance.now() - start).toFixed(0)} ms`);
@@ -110,18 +136,30 @@ beforeAll(async () => {
     await pageCaughtUp();
     const burst = await lags();
     report(`burst of ${ACTORS} transitions`, burst);
-    report("  of which actor → inspector server", server.state.view().actors.map((a) => a.receivedAt - a.updatedAt));
+    report(
+      "  of which actor → inspector server",
+      server.state.view().actors.map((a) => a.receivedAt - a.updatedAt),
+    );
     burstP50.push(percentile(burst, 50));
     burstP95.push(percentile(burst, 95));
   }
   const p95 = figureOf(burstP95);
-  record({ order: 7.1, workload: "7 inspector lag", variant: `burst: all ${ACTORS} live actors transition at once, p95 lag to the page`, unit: "ms", figure: p95, target: "≤ 500 ms", met: p95.median <= 500, note: `p50 ${fmt(figureOf(burstP50).median)} ms` });
+  record({
+    order: 7.1,
+    workload: "7 inspector lag",
+    variant: `burst: all ${ACTORS} live actors transition at once, p95 lag to the page`,
+    unit: "ms",
+    figure: p95,
+    target: "≤ 500 ms",
+    met: p95.median <= 500,
+    note: `p50 ${fmt(figureOf(burstP50).median)} ms`,
+  });
 
   // Steady: 500 transitions per second for 4 seconds.
   const perTick = 25;
   let next = 0;
   for (let tick = 0; tick < 80; tick++) {
-    for (let k = 0; k < perTick; k++) actors[(next++) % ACTORS]?.send({ type: "flip" });
+    for (let k = 0; k < perTick; k++) actors[next++ % ACTORS]?.send({ type: "flip" });
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
   await pageCaughtUp();
@@ -129,14 +167,32 @@ beforeAll(async () => {
   report("steady 500 transitions/s", steady);
   const sorted = [...steady].sort((x, y) => x - y);
   const steadyP95 = percentile(sorted, 95);
-  record({ order: 7.2, workload: "7 inspector lag", variant: `steady 500 transitions/s over ${ACTORS} live actors, p95 lag`, unit: "ms", figure: figureOf([steadyP95]), target: "≤ 500 ms", met: steadyP95 <= 500, note: `p50 ${fmt(percentile(sorted, 50))} ms, max ${fmt(percentile(sorted, 100))} ms` });
+  record({
+    order: 7.2,
+    workload: "7 inspector lag",
+    variant: `steady 500 transitions/s over ${ACTORS} live actors, p95 lag`,
+    unit: "ms",
+    figure: figureOf([steadyP95]),
+    target: "≤ 500 ms",
+    met: steadyP95 <= 500,
+    note: `p50 ${fmt(percentile(sorted, 50))} ms, max ${fmt(percentile(sorted, 100))} ms`,
+  });
 
   const cdp = await page.context().newCDPSession(page);
   await cdp.send("Performance.enable");
   const { metrics } = (await cdp.send("Performance.getMetrics")) as { metrics: Array<{ name: string; value: number }> };
   const metric = (name: string) => metrics.find((m) => m.name === name)?.value ?? Number.NaN;
-  record({ order: 7.3, workload: "7 inspector lag", variant: `page memory with ${ACTORS} live actors (JS heap used)`, unit: "MiB", figure: figureOf([metric("JSHeapUsedSize") / 2 ** 20]), note: `${metric("Nodes")} DOM nodes` });
-  console.log(`page: JS heap ${(metric("JSHeapUsedSize") / 2 ** 20).toFixed(1)} MiB used of ${(metric("JSHeapTotalSize") / 2 ** 20).toFixed(1)} MiB, ${metric("Nodes")} DOM nodes; inspector server RSS ${(process.memoryUsage().rss / 2 ** 20).toFixed(0)} MiB (bench process)`);
+  record({
+    order: 7.3,
+    workload: "7 inspector lag",
+    variant: `page memory with ${ACTORS} live actors (JS heap used)`,
+    unit: "MiB",
+    figure: figureOf([metric("JSHeapUsedSize") / 2 ** 20]),
+    note: `${metric("Nodes")} DOM nodes`,
+  });
+  console.log(
+    `page: JS heap ${(metric("JSHeapUsedSize") / 2 ** 20).toFixed(1)} MiB used of ${(metric("JSHeapTotalSize") / 2 ** 20).toFixed(1)} MiB, ${metric("Nodes")} DOM nodes; inspector server RSS ${(process.memoryUsage().rss / 2 ** 20).toFixed(0)} MiB (bench process)`,
+  );
   console.log(`publisher: ${JSON.stringify(publisher.stats())}`);
 }, 180_000);
 
@@ -158,14 +214,18 @@ describe(`inspector with ${ACTORS} live actors`, () => {
       if (!actor) return;
       actor.send({ type: "flip" });
       const value = String(actor.getSnapshot().value);
-      await page.waitForFunction(
-        ([id, state]) => (globalThis as unknown as PageGlobals).document.querySelector(`.actor[data-actor-id="${id}"]`)?.getAttribute("data-state") === state,
-        [actorIdOf(index), value] as const,
-        { timeout: 10_000, polling: "raf" },
-      ).catch((err: unknown) => {
-        console.error(`round trip failed: ${String(err)}`);
-        throw err;
-      });
+      await page
+        .waitForFunction(
+          ([id, state]) =>
+            (globalThis as unknown as PageGlobals).document.querySelector(`.actor[data-actor-id="${id}"]`)?.getAttribute("data-state") ===
+            state,
+          [actorIdOf(index), value] as const,
+          { timeout: 10_000, polling: "raf" },
+        )
+        .catch((err: unknown) => {
+          console.error(`round trip failed: ${String(err)}`);
+          throw err;
+        });
     },
     { iterations: 50, time: 0 },
   );

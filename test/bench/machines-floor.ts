@@ -7,12 +7,25 @@ import { assign, createActor, fromPromise, toPromise } from "xstate";
 import type { SuspendedResult } from "../../machines/evaluator/continuation.js";
 import { rootEnv, type Env } from "../../machines/language/env.js";
 import { evaluationMachine } from "../../machines/evaluator/evaluation.js";
-import { handlerSessionMachine, measured, type CallModelInput, type ModelReply, type RunToolsInput, type ToolResults } from "../../machines/handler/session.js";
+import {
+  handlerSessionMachine,
+  measured,
+  type CallModelInput,
+  type ModelReply,
+  type RunToolsInput,
+  type ToolResults,
+} from "../../machines/handler/session.js";
 import { taskMachine } from "../../machines/director/task.js";
 import type { SessionCheckpoint, TaskResult } from "../../protocol/index.js";
 
 const RESULT: TaskResult = { content: "ok", status: "COMPLETE", notes: {} };
-const REPLY: ModelReply = { content: "ok", toolCalls: [], usage: { promptTokens: 12, completionTokens: 1 }, model: "stub", finishReason: "stop" };
+const REPLY: ModelReply = {
+  content: "ok",
+  toolCalls: [],
+  usage: { promptTokens: 12, completionTokens: 1 },
+  model: "stub",
+  finishReason: "stop",
+};
 
 const task = taskMachine.provide({ actors: { evaluate: fromPromise(async () => RESULT) }, actions: { announce: () => undefined } });
 const evaluation = evaluationMachine.provide({
@@ -28,7 +41,11 @@ const session = handlerSessionMachine.provide({
     recordTurn: fromPromise<void, SessionCheckpoint>(async () => undefined),
     runTools: fromPromise<ToolResults, RunToolsInput>(async () => ({ messages: [], malformed: 0 })),
   },
-  actions: { turnCompleted: () => undefined, contextWarning: () => undefined, measure: assign(({ context }) => measured(context, () => ({ tokens: 40, exact: true }))) },
+  actions: {
+    turnCompleted: () => undefined,
+    contextWarning: () => undefined,
+    measure: assign(({ context }) => measured(context, () => ({ tokens: 40, exact: true }))),
+  },
 });
 
 const SESSION_INPUT = {
@@ -47,7 +64,9 @@ async function oneTask(i: number): Promise<void> {
   const tDone = toPromise(t);
   t.start();
   t.send({ type: "task.start" });
-  const e = createActor(evaluation, { input: { taskId: `t-${i}`, path: "0", node: { kind: "task", type: "atomic" }, env: rootEnv({}), entry: true } });
+  const e = createActor(evaluation, {
+    input: { taskId: `t-${i}`, path: "0", node: { kind: "task", type: "atomic" }, env: rootEnv({}), entry: true },
+  });
   const eDone = toPromise(e);
   e.start();
   const s = createActor(session, { input: SESSION_INPUT });

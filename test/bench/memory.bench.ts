@@ -22,7 +22,10 @@ import { syntheticIndex, syntheticQueries } from "./synthetic.js";
 const ENTRIES = 100_000;
 const { entries, words } = syntheticIndex(ENTRIES);
 const queries = syntheticQueries(words, 1000);
-const NEEDLE = { path: "/repo/needle/quasar-flux-capacitor.ts", metadata: "language: TypeScript; Calibrates the quasar flux capacitor; exports: calibrateFlux" };
+const NEEDLE = {
+  path: "/repo/needle/quasar-flux-capacitor.ts",
+  metadata: "language: TypeScript; Calibrates the quasar flux capacitor; exports: calibrateFlux",
+};
 const timings = { ranker: [] as number[], role: [] as number[], nats: [] as number[] };
 let ranker: IndexRanker;
 let memory: MemoryHandle;
@@ -41,7 +44,9 @@ function report(label: string, values: number[], row?: { order: number; target?:
   const sorted = [...values].sort((a, b) => a - b);
   const p50 = percentile(sorted, 50);
   const p99 = percentile(sorted, 99);
-  console.log(`${label}: ${sorted.length} matches, p50 ${p50.toFixed(2)} ms, p99 ${p99.toFixed(2)} ms, max ${percentile(sorted, 100).toFixed(2)} ms`);
+  console.log(
+    `${label}: ${sorted.length} matches, p50 ${p50.toFixed(2)} ms, p99 ${p99.toFixed(2)} ms, max ${percentile(sorted, 100).toFixed(2)} ms`,
+  );
   if (row === undefined || sorted.length === 0) return;
   // The table of `npm run bench`: p50, with the fastest match and the p99 as its range.
   record({
@@ -61,11 +66,23 @@ beforeAll(async () => {
   const cpu = process.cpuUsage();
   ranker = new IndexRanker(entries);
   const used = process.cpuUsage(cpu);
-  console.log(`machine: ${cpus().length} × ${cpus()[0]?.model ?? "?"}, node ${process.version}, load average ${loadavg().map((l) => l.toFixed(1)).join(" ")}`);
-  console.log(`ranker over ${ENTRIES} entries built in ${(performance.now() - start).toFixed(0)} ms (CPU ${((used.user + used.system) / 1000).toFixed(0)} ms)`);
+  console.log(
+    `machine: ${cpus().length} × ${cpus()[0]?.model ?? "?"}, node ${process.version}, load average ${loadavg()
+      .map((l) => l.toFixed(1))
+      .join(" ")}`,
+  );
+  console.log(
+    `ranker over ${ENTRIES} entries built in ${(performance.now() - start).toFixed(0)} ms (CPU ${((used.user + used.system) / 1000).toFixed(0)} ms)`,
+  );
   const store = new InMemoryIndexStore();
   const generation = await store.updateGlobalIndex(entries);
-  deps = { bus: new MemoryBus({ onError: (err) => console.error(err) }), subjects: createSubjects("bench"), log: silentLogger, now: () => new Date(), newId: () => randomUUID() };
+  deps = {
+    bus: new MemoryBus({ onError: (err) => console.error(err) }),
+    subjects: createSubjects("bench"),
+    log: silentLogger,
+    now: () => new Date(),
+    newId: () => randomUUID(),
+  };
   start = performance.now();
   memory = startMemory(deps, { concurrency: 1, store });
   await memory.serving(generation, 120_000);
@@ -114,7 +131,12 @@ describe(`match over ${ENTRIES} entries`, () => {
     async () => {
       const query = queries[next++ % queries.length] ?? "";
       const start = performance.now();
-      await ask(deps, Requests.memoryMatch, { type: "memory.match", templateDescription: query, templateType: "atomic", inputs: {} }, { timeoutMs: 5000 });
+      await ask(
+        deps,
+        Requests.memoryMatch,
+        { type: "memory.match", templateDescription: query, templateType: "atomic", inputs: {} },
+        { timeoutMs: 5000 },
+      );
       timings.role.push(performance.now() - start);
     },
     { time: 5000, warmupIterations: 50 },
@@ -125,7 +147,12 @@ describe(`match over ${ENTRIES} entries`, () => {
     async () => {
       const query = queries[next++ % queries.length] ?? "";
       const start = performance.now();
-      await ask(natsDeps, Requests.memoryMatch, { type: "memory.match", templateDescription: query, templateType: "atomic", inputs: {} }, { timeoutMs: 5000 });
+      await ask(
+        natsDeps,
+        Requests.memoryMatch,
+        { type: "memory.match", templateDescription: query, templateType: "atomic", inputs: {} },
+        { timeoutMs: 5000 },
+      );
       timings.nats.push(performance.now() - start);
     },
     { time: 5000, warmupIterations: 50 },

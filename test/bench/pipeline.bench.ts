@@ -32,7 +32,10 @@ beforeAll(async () => {
   if (hasRedis()) redis = await startTestRedis();
   else console.log("[bench] redis-server is not on PATH: the BullMQ columns are skipped");
   pipeline = await startPipeline(server.url, { concurrency: 64, callModel: stubModel() });
-  raw = { clients: await startRawPipeline(server.url, { concurrency: 64, io: "clients" }), wire: await startRawPipeline(server.url, { concurrency: 64, io: "wire" }) };
+  raw = {
+    clients: await startRawPipeline(server.url, { concurrency: 64, io: "clients" }),
+    wire: await startRawPipeline(server.url, { concurrency: 64, io: "wire" }),
+  };
 });
 
 afterAll(async () => {
@@ -49,7 +52,12 @@ const skipped = "skipped: redis-server not on PATH";
  * `run`, adding to `into` the CPU this process spent on it per task (user + system, all threads), `tasks` tasks a run,
  * and to `server.into` the CPU the server process `server.pid` spent in the same time.
  */
-function withCpu<T>(into: number[] | undefined, tasks: number, run: () => Promise<T>, server?: { pid: number; into: number[] | undefined }): () => Promise<T> {
+function withCpu<T>(
+  into: number[] | undefined,
+  tasks: number,
+  run: () => Promise<T>,
+  server?: { pid: number; into: number[] | undefined },
+): () => Promise<T> {
   return async () => {
     const serverBefore = server && processCpuUs(server.pid);
     const before = process.cpuUsage();
@@ -85,7 +93,10 @@ describe("dirigent vs BullMQ vs raw NATS", () => {
       };
       if (redis) {
         const connection = redis.connection;
-        variants["bullmq"] = withCpu(cpu.bullmq, TASKS, () => bullThroughput(connection, TASKS, 50), { pid: redis.pid, into: serverCpu.bullmq });
+        variants["bullmq"] = withCpu(cpu.bullmq, TASKS, () => bullThroughput(connection, TASKS, 50), {
+          pid: redis.pid,
+          into: serverCpu.bullmq,
+        });
       }
       const runs = await alternate(variants, REPEATS);
       // The warm-up round is the first entry of each list.
@@ -103,23 +114,76 @@ describe("dirigent vs BullMQ vs raw NATS", () => {
         target: "≥ 1.0× BullMQ",
         ...(ratio === undefined ? { note: "(no BullMQ to compare)" } : { met: ratio >= 1, note: `(${fmt(ratio)}× BullMQ)` }),
       });
-      if (theirs) record({ order: 1.2, workload, variant: "BullMQ add + process, worker concurrency 50", unit: "jobs/s", figure: figureOf(theirs) });
+      if (theirs)
+        record({ order: 1.2, workload, variant: "BullMQ add + process, worker concurrency 50", unit: "jobs/s", figure: figureOf(theirs) });
       else record({ order: 1.2, workload, variant: "BullMQ add + process", unit: "jobs/s", note: skipped });
       const versus = (runs: number[]) => (theirs ? { note: `(${fmt(median(runs) / median(theirs))}× BullMQ)` } : {});
       const clients = runs["clients"] ?? [];
       const wire = runs["wire"] ?? [];
-      record({ order: 1.21, workload, variant: `raw NATS, no runtime: the same messages and stores, by hand with nats.js' JetStream and KV clients`, unit: "tasks/s", figure: figureOf(clients), ...versus(clients) });
-      record({ order: 1.22, workload, variant: `raw NATS, no runtime: the same messages and stores over dirigent's wire and intake pull`, unit: "tasks/s", figure: figureOf(wire), ...versus(wire) });
-      record({ order: 1.3, workload, variant: "dirigent: CPU of this process per task (submitter and the four roles; nats-server's not included)", unit: "µs", figure: figureOf(cpu["dirigent"] ?? []) });
-      record({ order: 1.31, workload, variant: "dirigent: CPU of nats-server per task", unit: "µs", figure: figureOf(serverCpu["dirigent"] ?? []) });
-      record({ order: 1.35, workload, variant: "raw NATS over dirigent's wire: CPU of this process per task", unit: "µs", figure: figureOf(cpu["wire"] ?? []) });
-      record({ order: 1.36, workload, variant: "raw NATS over dirigent's wire: CPU of nats-server per task", unit: "µs", figure: figureOf(serverCpu["wire"] ?? []) });
-      if (theirs) record({ order: 1.4, workload, variant: "BullMQ: CPU of this process per job (queue and worker; Redis's not included)", unit: "µs", figure: figureOf(cpu["bullmq"] ?? []) });
-      if (theirs) record({ order: 1.41, workload, variant: "BullMQ: CPU of Redis per job", unit: "µs", figure: figureOf(serverCpu["bullmq"] ?? []) });
+      record({
+        order: 1.21,
+        workload,
+        variant: `raw NATS, no runtime: the same messages and stores, by hand with nats.js' JetStream and KV clients`,
+        unit: "tasks/s",
+        figure: figureOf(clients),
+        ...versus(clients),
+      });
+      record({
+        order: 1.22,
+        workload,
+        variant: `raw NATS, no runtime: the same messages and stores over dirigent's wire and intake pull`,
+        unit: "tasks/s",
+        figure: figureOf(wire),
+        ...versus(wire),
+      });
+      record({
+        order: 1.3,
+        workload,
+        variant: "dirigent: CPU of this process per task (submitter and the four roles; nats-server's not included)",
+        unit: "µs",
+        figure: figureOf(cpu["dirigent"] ?? []),
+      });
+      record({
+        order: 1.31,
+        workload,
+        variant: "dirigent: CPU of nats-server per task",
+        unit: "µs",
+        figure: figureOf(serverCpu["dirigent"] ?? []),
+      });
+      record({
+        order: 1.35,
+        workload,
+        variant: "raw NATS over dirigent's wire: CPU of this process per task",
+        unit: "µs",
+        figure: figureOf(cpu["wire"] ?? []),
+      });
+      record({
+        order: 1.36,
+        workload,
+        variant: "raw NATS over dirigent's wire: CPU of nats-server per task",
+        unit: "µs",
+        figure: figureOf(serverCpu["wire"] ?? []),
+      });
+      if (theirs)
+        record({
+          order: 1.4,
+          workload,
+          variant: "BullMQ: CPU of this process per job (queue and worker; Redis's not included)",
+          unit: "µs",
+          figure: figureOf(cpu["bullmq"] ?? []),
+        });
+      if (theirs)
+        record({ order: 1.41, workload, variant: "BullMQ: CPU of Redis per job", unit: "µs", figure: figureOf(serverCpu["bullmq"] ?? []) });
       // The floor: what the three machines of one such task cost in XState alone, with effects that answer at once.
       const floor: number[] = [];
       for (let i = 0; i < 3; i++) floor.push(await machinesPerTask());
-      record({ order: 1.5, workload, variant: "floor: the task's three machines alone (task, evaluation, session; no I/O), per task", unit: "µs", figure: figureOf(floor) });
+      record({
+        order: 1.5,
+        workload,
+        variant: "floor: the task's three machines alone (task, evaluation, session; no I/O), per task",
+        unit: "µs",
+        figure: figureOf(floor),
+      });
     }),
     WHOLE,
   );
@@ -150,16 +214,26 @@ describe("dirigent vs BullMQ vs raw NATS", () => {
         return samples;
       };
       const variants: Record<string, () => Promise<number>> = {
-        dirigent: withCpu(cpu.dirigent, LATENCY_TASKS, async () => {
-          return note("dirigent", await oneAtATime(pipeline));
-        }, { pid: server.pid, into: serverCpu.dirigent }),
+        dirigent: withCpu(
+          cpu.dirigent,
+          LATENCY_TASKS,
+          async () => {
+            return note("dirigent", await oneAtATime(pipeline));
+          },
+          { pid: server.pid, into: serverCpu.dirigent },
+        ),
         nats: async () => note("nats", await natsRound()),
         clients: async () => note("clients", await oneAtATime(raw.clients)),
         wire: async () => note("wire", await oneAtATime(raw.wire)),
       };
       if (redis) {
         const connection = redis.connection;
-        variants["bullmq"] = withCpu(cpu.bullmq, LATENCY_TASKS, async () => note("bullmq", await bullLatencies(connection, LATENCY_TASKS, 50)), { pid: redis.pid, into: serverCpu.bullmq });
+        variants["bullmq"] = withCpu(
+          cpu.bullmq,
+          LATENCY_TASKS,
+          async () => note("bullmq", await bullLatencies(connection, LATENCY_TASKS, 50)),
+          { pid: redis.pid, into: serverCpu.bullmq },
+        );
       }
       await alternate(variants, REPEATS);
       await echo.unsubscribe();
@@ -182,15 +256,65 @@ describe("dirigent vs BullMQ vs raw NATS", () => {
       record({ order: 2.2, workload, variant: "dirigent submit → result, p99", unit: "ms", figure: figureOf(p99["dirigent"] ?? []) });
       record({ order: 2.3, workload, variant: "raw NATS request/reply round trip, p50", unit: "ms", figure: figureOf(p50["nats"] ?? []) });
       record({ order: 2.4, workload, variant: "raw NATS request/reply round trip, p99", unit: "ms", figure: figureOf(p99["nats"] ?? []) });
-      record({ order: 2.41, workload, variant: "raw NATS, no runtime, nats.js' JetStream and KV clients: submit → result, p50", unit: "ms", figure: figureOf(p50["clients"] ?? []) });
-      record({ order: 2.42, workload, variant: "raw NATS, no runtime, over dirigent's wire: submit → result, p50", unit: "ms", figure: figureOf(p50["wire"] ?? []) });
-      record({ order: 2.7, workload, variant: "dirigent: CPU of this process per task, one at a time (submitter and the four roles)", unit: "µs", figure: figureOf(cpu["dirigent"] ?? []) });
-      record({ order: 2.71, workload, variant: "dirigent: CPU of nats-server per task, one at a time", unit: "µs", figure: figureOf(serverCpu["dirigent"] ?? []) });
-      if (redis) record({ order: 2.8, workload, variant: "BullMQ: CPU of this process per job, one at a time (queue, worker and QueueEvents)", unit: "µs", figure: figureOf(cpu["bullmq"] ?? []) });
-      if (redis) record({ order: 2.81, workload, variant: "BullMQ: CPU of Redis per job, one at a time", unit: "µs", figure: figureOf(serverCpu["bullmq"] ?? []) });
+      record({
+        order: 2.41,
+        workload,
+        variant: "raw NATS, no runtime, nats.js' JetStream and KV clients: submit → result, p50",
+        unit: "ms",
+        figure: figureOf(p50["clients"] ?? []),
+      });
+      record({
+        order: 2.42,
+        workload,
+        variant: "raw NATS, no runtime, over dirigent's wire: submit → result, p50",
+        unit: "ms",
+        figure: figureOf(p50["wire"] ?? []),
+      });
+      record({
+        order: 2.7,
+        workload,
+        variant: "dirigent: CPU of this process per task, one at a time (submitter and the four roles)",
+        unit: "µs",
+        figure: figureOf(cpu["dirigent"] ?? []),
+      });
+      record({
+        order: 2.71,
+        workload,
+        variant: "dirigent: CPU of nats-server per task, one at a time",
+        unit: "µs",
+        figure: figureOf(serverCpu["dirigent"] ?? []),
+      });
+      if (redis)
+        record({
+          order: 2.8,
+          workload,
+          variant: "BullMQ: CPU of this process per job, one at a time (queue, worker and QueueEvents)",
+          unit: "µs",
+          figure: figureOf(cpu["bullmq"] ?? []),
+        });
+      if (redis)
+        record({
+          order: 2.81,
+          workload,
+          variant: "BullMQ: CPU of Redis per job, one at a time",
+          unit: "µs",
+          figure: figureOf(serverCpu["bullmq"] ?? []),
+        });
       if (redis) {
-        record({ order: 2.5, workload, variant: "BullMQ add → completed (QueueEvents), p50", unit: "ms", figure: figureOf(p50["bullmq"] ?? []) });
-        record({ order: 2.6, workload, variant: "BullMQ add → completed (QueueEvents), p99", unit: "ms", figure: figureOf(p99["bullmq"] ?? []) });
+        record({
+          order: 2.5,
+          workload,
+          variant: "BullMQ add → completed (QueueEvents), p50",
+          unit: "ms",
+          figure: figureOf(p50["bullmq"] ?? []),
+        });
+        record({
+          order: 2.6,
+          workload,
+          variant: "BullMQ add → completed (QueueEvents), p99",
+          unit: "ms",
+          figure: figureOf(p99["bullmq"] ?? []),
+        });
       } else record({ order: 2.5, workload, variant: "BullMQ add → completed", unit: "ms", note: skipped });
     }),
     WHOLE,
@@ -212,8 +336,23 @@ describe("dirigent vs BullMQ vs raw NATS", () => {
         clearInterval(sampler);
         const perTask = (peak - base) / SCALE_TASKS / 1024;
         const workload = `3 scale (${SCALE_TASKS} tasks submitted at once, model answers after 1 s, roles' concurrency ${SCALE_CONCURRENCY})`;
-        record({ order: 3.1, workload, variant: "wall time until every result", unit: "s", figure: figureOf([wall]), target: "≤ 3 s", met: wall <= 3, note: `(floor: the model's 1 s)` });
-        record({ order: 3.3, workload, variant: "peak heap growth per task submitted, garbage included (sampled every 50 ms)", unit: "KB", figure: figureOf([perTask]) });
+        record({
+          order: 3.1,
+          workload,
+          variant: "wall time until every result",
+          unit: "s",
+          figure: figureOf([wall]),
+          target: "≤ 3 s",
+          met: wall <= 3,
+          note: `(floor: the model's 1 s)`,
+        });
+        record({
+          order: 3.3,
+          workload,
+          variant: "peak heap growth per task submitted, garbage included (sampled every 50 ms)",
+          unit: "KB",
+          figure: figureOf([perTask]),
+        });
       } finally {
         await scale.stop();
       }
@@ -230,7 +369,15 @@ describe("dirigent vs BullMQ vs raw NATS", () => {
         model.open();
         await Promise.all(results);
         const workload = `3 scale (${SCALE_TASKS} tasks submitted at once, model answers after 1 s, roles' concurrency ${SCALE_CONCURRENCY})`;
-        record({ order: 3.2, workload, variant: `live heap per task in flight: all ${SCALE_TASKS} inside their model call, after a full GC (submitter included)`, unit: "KB", figure: figureOf([live]), target: "≤ 50 KB", met: live <= 50 });
+        record({
+          order: 3.2,
+          workload,
+          variant: `live heap per task in flight: all ${SCALE_TASKS} inside their model call, after a full GC (submitter included)`,
+          unit: "KB",
+          figure: figureOf([live]),
+          target: "≤ 50 KB",
+          met: live <= 50,
+        });
       } finally {
         await held.stop();
       }

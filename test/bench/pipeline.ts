@@ -93,12 +93,15 @@ export async function startPipeline(url: string, options: { concurrency: number;
 
 /** Connects a {@link Submitter} for the tasks of `subjects` to the server at `url`. */
 export async function startSubmitter(url: string, subjects: Subjects): Promise<Submitter> {
-  const client = new NatsBus(await connectNats({ servers: url, name: `bench-client-${subjects.submit}` }), { onError: (err) => console.error(err) });
+  const client = new NatsBus(await connectNats({ servers: url, name: `bench-client-${subjects.submit}` }), {
+    onError: (err) => console.error(err),
+  });
   const waiting = new Map<string, (outcome: TaskOutcome) => void>();
   const results = client.subscribe(subjects.anyTaskResult, (msg) => {
     const decoded = decode(TaskOutcome, msg.data);
     if (!decoded.ok) return;
-    if (decoded.value.status !== "COMPLETE") console.error(`task ${decoded.value.taskId} ${decoded.value.status}: ${decoded.value.error?.message ?? ""}`);
+    if (decoded.value.status !== "COMPLETE")
+      console.error(`task ${decoded.value.taskId} ${decoded.value.status}: ${decoded.value.error?.message ?? ""}`);
     waiting.get(decoded.value.taskId)?.(decoded.value);
   });
   await client.flush();
@@ -109,11 +112,14 @@ export async function startSubmitter(url: string, subjects: Subjects): Promise<S
     const result = new Promise<TaskOutcome>((resolve) => waiting.set(taskId, resolve));
     const raw = await client.request(subjects.submit, encodeJson({ taskId, xml: TRIVIAL_TASK, inputs: {} }), { timeoutMs: 120_000 });
     const reply = decode(SubmitReply, raw);
-    if (!reply.ok || reply.value.status !== "accepted") throw new Error(`submission not accepted: ${reply.ok ? reply.value.status : new TextDecoder().decode(raw)}`);
+    if (!reply.ok || reply.value.status !== "accepted")
+      throw new Error(`submission not accepted: ${reply.ok ? reply.value.status : new TextDecoder().decode(raw)}`);
     return { done: result.then(() => void waiting.delete(taskId)) };
   };
   const submit = async (): Promise<void> => {
-    await (await accepted()).done;
+    await (
+      await accepted()
+    ).done;
   };
 
   return {

@@ -42,14 +42,25 @@ const json = (value: unknown): Uint8Array => Buffer.from(JSON.stringify(value));
 export async function startRawPipeline(url: string, options: { concurrency: number; io: RawIo }): Promise<Submitter> {
   const root = randomRoot();
   const subjects = createSubjects(root);
-  const nc: NatsConnection = options.io === "wire" ? await connectNats({ servers: url, name: `bench-raw-${root}` }) : await connect({ servers: url, name: `bench-raw-${root}` });
+  const nc: NatsConnection =
+    options.io === "wire"
+      ? await connectNats({ servers: url, name: `bench-raw-${root}` })
+      : await connect({ servers: url, name: `bench-raw-${root}` });
   const jsm = await jetstreamManager(nc);
-  await jsm.streams.add({ name: subjects.eventsStream, subjects: [subjects.anyTaskEvents, subjects.anyTaskResult], storage: StorageType.File, max_age: nanos(24 * 60 * 60 * 1000) });
+  await jsm.streams.add({
+    name: subjects.eventsStream,
+    subjects: [subjects.anyTaskEvents, subjects.anyTaskResult],
+    storage: StorageType.File,
+    max_age: nanos(24 * 60 * 60 * 1000),
+  });
   const io = options.io === "wire" ? await wireIo(nc, subjects, options.concurrency) : await clientsIo(nc, subjects, options.concurrency);
 
   let seq = 0;
   const event = (taskId: string, type: string, state: string) =>
-    nc.publish(subjects.taskEvents(taskId), json({ taskId, seq: ++seq, type, state, at: new Date().toISOString(), message: `${type} ${taskId}` }));
+    nc.publish(
+      subjects.taskEvents(taskId),
+      json({ taskId, seq: ++seq, type, state, at: new Date().toISOString(), message: `${type} ${taskId}` }),
+    );
 
   const submissions = nc.subscribe(subjects.submit, {
     callback: (err, msg) => {
@@ -69,7 +80,9 @@ export async function startRawPipeline(url: string, options: { concurrency: numb
     event(taskId, "step.started", "running");
     event(taskId, "model.turn", "running");
     const content = "ok";
-    void io.put("turns", `${taskId}.t1`, json({ taskId, turn: 1, content, usage: { promptTokens: 12, completionTokens: 1 } })).catch(() => undefined);
+    void io
+      .put("turns", `${taskId}.t1`, json({ taskId, turn: 1, content, usage: { promptTokens: 12, completionTokens: 1 } }))
+      .catch(() => undefined);
     await io.put("tasks", taskId, json({ taskId, state: "completed", result: { taskId, status: "COMPLETE", content, notes: {} } }));
     event(taskId, "task.completed", "completed");
     nc.publish(subjects.taskResult(taskId), json({ taskId, status: "COMPLETE", content, notes: { model: "stub" } }));
@@ -97,9 +110,20 @@ async function buckets(nc: NatsConnection, subjects: Subjects) {
 
 async function clientsIo(nc: NatsConnection, subjects: Subjects, concurrency: number): Promise<Io> {
   const jsm = await jetstreamManager(nc);
-  await jsm.streams.add({ name: subjects.intakeStream, subjects: [subjects.anyIntake], retention: RetentionPolicy.Workqueue, storage: StorageType.File, duplicate_window: nanos(120_000) });
+  await jsm.streams.add({
+    name: subjects.intakeStream,
+    subjects: [subjects.anyIntake],
+    retention: RetentionPolicy.Workqueue,
+    storage: StorageType.File,
+    duplicate_window: nanos(120_000),
+  });
   // At most `concurrency` deliveries unacknowledged: the bound dirigent's roles have as their concurrency.
-  await jsm.consumers.add(subjects.intakeStream, { durable_name: "workers", ack_policy: AckPolicy.Explicit, ack_wait: nanos(30_000), max_ack_pending: concurrency });
+  await jsm.consumers.add(subjects.intakeStream, {
+    durable_name: "workers",
+    ack_policy: AckPolicy.Explicit,
+    ack_wait: nanos(30_000),
+    max_ack_pending: concurrency,
+  });
   const kv = await buckets(nc, subjects);
   const js = jetstream(nc);
   return {
@@ -108,7 +132,11 @@ async function clientsIo(nc: NatsConnection, subjects: Subjects, concurrency: nu
     async consume(run, max) {
       const messages = await (await js.consumers.get(subjects.intakeStream, "workers")).consume({ max_messages: max });
       const consuming = (async () => {
-        for await (const m of messages) void run(m.data).then(() => m.ack(), (error: unknown) => console.error("raw task", error));
+        for await (const m of messages)
+          void run(m.data).then(
+            () => m.ack(),
+            (error: unknown) => console.error("raw task", error),
+          );
       })();
       return async () => {
         await messages.close();
@@ -123,13 +151,17 @@ async function wireIo(nc: NatsConnection, subjects: Subjects, concurrency: numbe
   const { names } = await buckets(nc, subjects);
   const wire = wireOf(nc);
   return {
-    intake: (subject, data, taskId) => Promise.all([wire.store(subject, data, { msgId: taskId }), wire.lastBySubject(`KV_${names.tasks}`, `$KV.${names.tasks}.${taskId}`)]),
+    intake: (subject, data, taskId) =>
+      Promise.all([wire.store(subject, data, { msgId: taskId }), wire.lastBySubject(`KV_${names.tasks}`, `$KV.${names.tasks}.${taskId}`)]),
     put: (bucket, key, data) => wire.store(`$KV.${names[bucket]}.${key}`, data),
     async consume(run, max) {
-      const sub = queue.consume(async (item) => {
-        await run(item.data);
-        await item.ack();
-      }, { concurrency: max });
+      const sub = queue.consume(
+        async (item) => {
+          await run(item.data);
+          await item.ack();
+        },
+        { concurrency: max },
+      );
       return async () => void (await sub.unsubscribe());
     },
   };

@@ -64,7 +64,10 @@ export function figureOf(values: readonly number[]): Figure {
  * Runs the variants `repeats` times, alternating their order each round (A B, B A, …) so drift of a shared machine
  * hits all alike, after one unrecorded warm-up round. Returns each variant's per-repeat values.
  */
-export async function alternate<K extends string>(variants: Record<K, () => Promise<number>>, repeats: number): Promise<Record<K, number[]>> {
+export async function alternate<K extends string>(
+  variants: Record<K, () => Promise<number>>,
+  repeats: number,
+): Promise<Record<K, number[]>> {
   const names = Object.keys(variants) as K[];
   const out = Object.fromEntries(names.map((n) => [n, [] as number[]])) as Record<K, number[]>;
   for (const name of names) await variants[name]();
@@ -140,7 +143,9 @@ export function table(rows: readonly Row[]): string {
     const value = r.figure ? `${fmt(r.figure.median)} ${r.unit} (${fmt(r.figure.min)}–${fmt(r.figure.max)})` : "—";
     const met = r.met === undefined ? "" : r.met ? "yes" : "**no**";
     const note = r.note ? ` ${r.note}` : "";
-    lines.push(`| ${Math.floor(r.order)} | ${r.workload} | ${r.variant}${r.figure ? note : ""} | ${r.figure ? value : (r.note ?? "—")} | ${r.figure?.runs ?? ""} | ${r.target ?? ""} | ${met} |`);
+    lines.push(
+      `| ${Math.floor(r.order)} | ${r.workload} | ${r.variant}${r.figure ? note : ""} | ${r.figure ? value : (r.note ?? "—")} | ${r.figure?.runs ?? ""} | ${r.target ?? ""} | ${met} |`,
+    );
   }
   return lines.join("\n");
 }

@@ -1,9 +1,19 @@
 /** Synthetic file-index entries and task descriptions for the Memory benchmark (deterministic). */
 import type { IndexEntry } from "../../machines/memory/memory.js";
 
-const DEV = "parse template xml task handler memory index match rank bus nats stream queue worker config load save user account payment invoice order cart search cache token session auth login logout render view model route api client server test fixture mock schema event message retry backoff limit budget report export import upload download image video audio email notify schedule cron job batch sync async lock mutex graph tree node edge path file folder dir walk ignore glob pattern filter sort merge split diff patch commit branch tag release build deploy docker kube helm metric trace log error panic recover".split(" ");
+const DEV =
+  "parse template xml task handler memory index match rank bus nats stream queue worker config load save user account payment invoice order cart search cache token session auth login logout render view model route api client server test fixture mock schema event message retry backoff limit budget report export import upload download image video audio email notify schedule cron job batch sync async lock mutex graph tree node edge path file folder dir walk ignore glob pattern filter sort merge split diff patch commit branch tag release build deploy docker kube helm metric trace log error panic recover".split(
+    " ",
+  );
 const SYLLABLES = "ka lo mi ne ru sa te vo zi pa da fe gu hi jo ku la me no pi qu re si to".split(" ");
-const LANGS: [string, string][] = [["ts", "TypeScript"], ["py", "Python"], ["md", "Markdown"], ["go", "Go"], ["rs", "Rust"], ["js", "JavaScript"]];
+const LANGS: [string, string][] = [
+  ["ts", "TypeScript"],
+  ["py", "Python"],
+  ["md", "Markdown"],
+  ["go", "Go"],
+  ["rs", "Rust"],
+  ["js", "JavaScript"],
+];
 
 /** A small deterministic PRNG (mulberry32). */
 export function random(seed: number): () => number {
@@ -48,6 +58,8 @@ export function syntheticQueries(words: readonly string[], count: number, seed =
   const rand = random(seed);
   const filler = ["the", "and", "of", "a", "to", "fix", "add", "update", "in"];
   return Array.from({ length: count }, () =>
-    Array.from({ length: 6 + Math.floor(rand() * 9) }, () => (rand() < 0.3 ? filler[Math.floor(rand() * filler.length)] : words[Math.floor(Math.pow(rand(), 2) * words.length)])).join(" "),
+    Array.from({ length: 6 + Math.floor(rand() * 9) }, () =>
+      rand() < 0.3 ? filler[Math.floor(rand() * filler.length)] : words[Math.floor(Math.pow(rand(), 2) * words.length)],
+    ).join(" "),
   );
 }

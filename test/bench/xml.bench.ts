@@ -34,7 +34,9 @@ let largest: { file: string; xml: string };
 beforeAll(() => {
   typical = readFileSync(fileURLToPath(new URL("../../examples/sequential.xml", import.meta.url)), "utf8");
   corpusIndex(); // throws, naming the path, when the corpus is missing
-  const files = readdirSync(join(CORPUS_DIR, "templates")).filter((f) => f.endsWith(".xml")).map((f) => join("templates", f));
+  const files = readdirSync(join(CORPUS_DIR, "templates"))
+    .filter((f) => f.endsWith(".xml"))
+    .map((f) => join("templates", f));
   if (files.length === 0) throw new Error(`no templates in the seeds-xml corpus at '${CORPUS_DIR}'`);
   const file = files.reduce((a, b) => (statSync(join(CORPUS_DIR, b)).size > statSync(join(CORPUS_DIR, a)).size ? b : a));
   largest = { file, xml: readFileSync(join(CORPUS_DIR, file), "utf8") };
@@ -49,7 +51,13 @@ describe("5 XML parse + validate", () => {
       const typicalUs = measure(typical);
       const largestUs = measure(largest.xml);
       const parsed = parseTemplate(largest.xml);
-      record({ order: 5.1, workload: "5 XML parse + validate", variant: `typical template (examples/sequential.xml, ${typical.length} B)`, unit: "µs", figure: figureOf(typicalUs) });
+      record({
+        order: 5.1,
+        workload: "5 XML parse + validate",
+        variant: `typical template (examples/sequential.xml, ${typical.length} B)`,
+        unit: "µs",
+        figure: figureOf(typicalUs),
+      });
       record({
         order: 5.2,
         workload: "5 XML parse + validate",

@@ -48,7 +48,12 @@ describe("dirigent run --stream, --max-tokens, --max-cost", () => {
   it("prints no deltas without --stream", async () => {
     const cli = run();
     expect(await cli.exited).toBe(0);
-    expect(cli.output().split("\n").filter((l) => l === ANSWER)).toHaveLength(1); // the result's content only
+    expect(
+      cli
+        .output()
+        .split("\n")
+        .filter((l) => l === ANSWER),
+    ).toHaveLength(1); // the result's content only
   });
 
   it("--max-tokens ends the task with RESOURCE_EXHAUSTION budget and exit code 1", async () => {
@@ -63,7 +68,10 @@ describe("dirigent run --stream, --max-tokens, --max-cost", () => {
     expect(await within.exited).toBe(0);
     // 700 × 1 + 300 × 2 per 1M tokens.
     expect(within.output()).toMatch(/task usage: \{"promptTokens":700,"completionTokens":300\}, cost 0\.0013/);
-    const over = startCli(["run", file, "--nats", server.url, "--prefix", randomRoot(), "--max-cost", "0.000001"], { ...modelEnv(), ...prices });
+    const over = startCli(["run", file, "--nats", server.url, "--prefix", randomRoot(), "--max-cost", "0.000001"], {
+      ...modelEnv(),
+      ...prices,
+    });
     expect(await over.exited).toBe(1);
     expect(over.output()).toMatch(/RESOURCE_EXHAUSTION \(budget\): the task's cost budget of 0\.000001 reached/);
   });

@@ -47,7 +47,11 @@ beforeAll(async () => {
           toolCalls: [{ name: "run_subtask", arguments: { type: "atomic", description: "GREEDY list the workspace, then count" } }],
           usage: usage(PARENT_TURN.promptTokens, PARENT_TURN.completionTokens),
         },
-        { match: { lastUser: { regex: "^GREEDY" }, turn: 1 }, toolCalls: [{ name: "list_files", arguments: { path: "." } }], usage: usage(CHILD.promptTokens, CHILD.completionTokens) },
+        {
+          match: { lastUser: { regex: "^GREEDY" }, turn: 1 },
+          toolCalls: [{ name: "list_files", arguments: { path: "." } }],
+          usage: usage(CHILD.promptTokens, CHILD.completionTokens),
+        },
         { match: { lastUser: { regex: "^GREEDY" }, hasToolResult: true }, reply: "listed, one two three" },
         {
           match: { lastUser: { regex: "^PARENT" }, hasToolResult: { regex: "one two three" } },
@@ -112,7 +116,8 @@ const lastUser = (r: RecordedRequest) => String([...r.body.messages].reverse().f
 const resumed = (r: RecordedRequest) => r.body.messages.some((m) => m["role"] === "tool");
 const KEYS = { a: "key-handler-a", b: "key-handler-b" } as const;
 /** Which Handler process made a model call, by the API key it sent. */
-const servedBy = (r: RecordedRequest) => (r.headers.authorization === `Bearer ${KEYS.a}` ? "a" : r.headers.authorization === `Bearer ${KEYS.b}` ? "b" : "?");
+const servedBy = (r: RecordedRequest) =>
+  r.headers.authorization === `Bearer ${KEYS.a}` ? "a" : r.headers.authorization === `Bearer ${KEYS.b}` ? "b" : "?";
 
 function handler(root: string, baseUrl: string, apiKey: string): CliProcess {
   const p = startCli(["worker", "--role", "handler", "--nats", server.url, "--prefix", root, "--concurrency", "4"], {
@@ -153,7 +158,11 @@ async function runAcrossTwoHandlers(description: string, budget: { max_tokens: n
     const a = handler(root, proxy.url, KEYS.a);
     await a.waitFor(/ready/);
     const before = mock.requests.length;
-    const outcome: Promise<TaskOutcome> = stack.client.run({ xml: `<task type="atomic"><description>${description}</description></task>`, taskId: newTaskId(), budget });
+    const outcome: Promise<TaskOutcome> = stack.client.run({
+      xml: `<task type="atomic"><description>${description}</description></task>`,
+      taskId: newTaskId(),
+      budget,
+    });
     outcome.catch(() => undefined); // awaited below
 
     await proxy.held.count(1, "Handler A's model call for the parent", 15_000);

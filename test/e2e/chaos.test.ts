@@ -94,11 +94,18 @@ describe("chaos: kill -9 role processes and restart nats-server under load", () 
     for (const role of ["memory", "handler", "evaluator", "director"] as const) for (let i = 0; i < LAYOUT[role]; i++) void start(role);
     await allStarted();
 
-    const nc: NatsConnection = await connect({ servers: server.url, name: "chaos-client", maxReconnectAttempts: -1, reconnectTimeWait: 250 });
+    const nc: NatsConnection = await connect({
+      servers: server.url,
+      name: "chaos-client",
+      maxReconnectAttempts: -1,
+      reconnectTimeWait: 250,
+    });
     const js = jetstream(nc);
     /** Reads the events stream with an ordered consumer; short heartbeats make it recover soon after the restart. */
     const follow = async (filter: string, each: (m: JsMsg) => void) => {
-      const messages: ConsumerMessages = await (await js.consumers.get(subjects.eventsStream, { filter_subjects: filter })).consume({ expires: 2000 });
+      const messages: ConsumerMessages = await (
+        await js.consumers.get(subjects.eventsStream, { filter_subjects: filter })
+      ).consume({ expires: 2000 });
       const reading = (async () => {
         for await (const m of messages) each(m);
       })();
@@ -173,7 +180,11 @@ describe("chaos: kill -9 role processes and restart nats-server under load", () 
       } catch (err) {
         const seen = new Set(results.values.map((r) => r.taskId));
         const missing = Array.from({ length: TASKS }, (_, n) => taskIdOf(n)).filter((id) => !seen.has(id));
-        const states = await Promise.all(missing.map(async (id) => `${id}: ${(await nc.request(`${root}.tasks.${id}.get`, "", { timeout: 5000 })).string().slice(0, 300)}`));
+        const states = await Promise.all(
+          missing.map(
+            async (id) => `${id}: ${(await nc.request(`${root}.tasks.${id}.get`, "", { timeout: 5000 })).string().slice(0, 300)}`,
+          ),
+        );
         console.log(`missing:\n${states.join("\n")}`);
         for (const [role, ps] of Object.entries(live)) for (const p of ps) console.log(`--- ${role}\n${p.output().slice(-4000)}`);
         throw err;
@@ -185,7 +196,8 @@ describe("chaos: kill -9 role processes and restart nats-server under load", () 
       for (;;) {
         const info = await (await js.consumers.get(subjects.intakeStream, subjects.directorConsumer)).info();
         if (info.num_pending + info.num_ack_pending === 0) break;
-        if (Date.now() > deadline) throw new Error(`intake not drained: ${JSON.stringify({ pending: info.num_pending, ackPending: info.num_ack_pending })}`);
+        if (Date.now() > deadline)
+          throw new Error(`intake not drained: ${JSON.stringify({ pending: info.num_pending, ackPending: info.num_ack_pending })}`);
         await delay(100);
       }
       await nc.flush();
@@ -194,7 +206,8 @@ describe("chaos: kill -9 role processes and restart nats-server under load", () 
 
       // Exactly one result per task, stored and delivered; all complete.
       const byTask = new Map<string, string[]>();
-      for (const r of results.values) byTask.set(r.taskId, [...(byTask.get(r.taskId) ?? []), r.error ? `${r.status} ${JSON.stringify(r.error)}` : r.status]);
+      for (const r of results.values)
+        byTask.set(r.taskId, [...(byTask.get(r.taskId) ?? []), r.error ? `${r.status} ${JSON.stringify(r.error)}` : r.status]);
       const ids = Array.from({ length: TASKS }, (_, n) => taskIdOf(n));
       expect([...byTask.keys()].sort()).toEqual([...ids].sort());
       const summary = (id: string) => `${id}: results ${JSON.stringify(byTask.get(id))}, stored ${perSubject[subjects.taskResult(id)]}`;
@@ -203,7 +216,9 @@ describe("chaos: kill -9 role processes and restart nats-server under load", () 
       expect(ids.filter((id) => perSubject[subjects.taskResult(id)] !== 1).map(summary)).toEqual([]);
 
       // `get` answers the final state for each.
-      const states = await Promise.all(ids.map(async (id) => (await nc.request(`${root}.tasks.${id}.get`, "", { timeout: 5000 })).json<{ state: string }>().state));
+      const states = await Promise.all(
+        ids.map(async (id) => (await nc.request(`${root}.tasks.${id}.get`, "", { timeout: 5000 })).json<{ state: string }>().state),
+      );
       expect(states.filter((s) => s !== "completed")).toEqual([]);
 
       // Model calls: every step called; a task repeats calls at most once per Handler kill or restart while it was
@@ -224,7 +239,8 @@ describe("chaos: kill -9 role processes and restart nats-server under load", () 
         const hit = marks.filter((m) => m.time <= span.to && m.until >= span.from);
         const allowed = hit.filter((m) => m.kind === "handler" || m.kind === "nats").length;
         repeats += extra;
-        if (extra > allowed) excess.push(`${id}: ${extra} repeated calls; incidents while it ran: ${hit.map((m) => m.kind).join(", ") || "none"}`);
+        if (extra > allowed)
+          excess.push(`${id}: ${extra} repeated calls; incidents while it ran: ${hit.map((m) => m.kind).join(", ") || "none"}`);
       }
       expect(excess).toEqual([]);
       console.log(

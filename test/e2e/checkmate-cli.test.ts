@@ -12,7 +12,8 @@ let mock: MockLlmServer;
 let dir: string;
 let criteria: string;
 
-const verdict = (result: "PASS" | "FAIL", score: number, gapSummary = "") => JSON.stringify({ result, score, criteria: [{ item: "has a title", pass: result === "PASS", evidence: "-" }], gapSummary });
+const verdict = (result: "PASS" | "FAIL", score: number, gapSummary = "") =>
+  JSON.stringify({ result, score, criteria: [{ item: "has a title", pass: result === "PASS", evidence: "-" }], gapSummary });
 const role = (name: string, key: string, n: number) => ({ regex: `${name} in a checkmate loop \\(iteration ${n}/\\d+\\)[\\s\\S]*${key}` });
 
 const script = () => ({
@@ -50,15 +51,27 @@ afterAll(async () => {
 });
 
 const modelEnv = () => ({ OPENAI_BASE_URL: mock.url, OPENAI_API_KEY: "test", DIRIGENT_MODEL_MAX_RETRIES: "0" });
-const checkmate = (prefix: string, ...args: string[]) => startCli(["checkmate", ...args, "--nats", server.url, "--prefix", prefix], modelEnv());
+const checkmate = (prefix: string, ...args: string[]) =>
+  startCli(["checkmate", ...args, "--nats", server.url, "--prefix", prefix], modelEnv());
 
 describe("dirigent checkmate", () => {
   it("prints each iteration and verdict, then the output on PASS; --resume re-attaches without calling the model", async () => {
     const prefix = randomRoot();
-    const cli = checkmate(prefix, "CLI-PASS write a poem with {{braces}} & <tags>", "--criteria", criteria, "--max-iter", "3", "--task-id", "cm-cli-pass");
+    const cli = checkmate(
+      prefix,
+      "CLI-PASS write a poem with {{braces}} & <tags>",
+      "--criteria",
+      criteria,
+      "--max-iter",
+      "3",
+      "--task-id",
+      "cm-cli-pass",
+    );
     expect(await cli.exited).toBe(0);
     const out = cli.output();
-    expect(out).toContain("[checkmate: iteration 1/3]\n[checkmate: iteration 1/3] FAIL score 30\n[checkmate: iteration 2/3]\n[checkmate: iteration 2/3] PASS score 90");
+    expect(out).toContain(
+      "[checkmate: iteration 1/3]\n[checkmate: iteration 1/3] FAIL score 30\n[checkmate: iteration 2/3]\n[checkmate: iteration 2/3] PASS score 90",
+    );
     expect(out).toContain("checkmate: PASS after 2 iteration(s)\n\n# Title\npoem");
     // The task's text reached the worker verbatim: never parsed as XML nor substituted.
     expect(mock.requests.some((r) => JSON.stringify(r.body).includes("CLI-PASS write a poem with {{braces}} & <tags>"))).toBe(true);
@@ -70,7 +83,18 @@ describe("dirigent checkmate", () => {
   });
 
   it("ends exhausted with the best attempt and the final judge report, exit code 1", async () => {
-    const cli = checkmate(randomRoot(), "CLI-EXHAUST write a poem", "--criteria", criteria, "--max-iter", "2", "--worker-timeout", "30", "--judge-timeout", "30");
+    const cli = checkmate(
+      randomRoot(),
+      "CLI-EXHAUST write a poem",
+      "--criteria",
+      criteria,
+      "--max-iter",
+      "2",
+      "--worker-timeout",
+      "30",
+      "--judge-timeout",
+      "30",
+    );
     expect(await cli.exited).toBe(1);
     const out = cli.output();
     expect(out).toContain("checkmate: max iterations reached. Delivering best attempt (iteration 1) + final judge report.");
@@ -82,7 +106,8 @@ describe("dirigent checkmate", () => {
     const prefix = randomRoot();
     const env = { ...modelEnv(), DIRIGENT_ACK_WAIT_MS: "1500" };
     const start = (...args: string[]) => startCli(["checkmate", ...args, "--nats", server.url, "--prefix", prefix], env);
-    const judged = () => mock.requests.filter((r) => /judge in a checkmate loop \(iteration 1\/3\)[\s\S]*CLI-KILL/.test(JSON.stringify(r.body))).length;
+    const judged = () =>
+      mock.requests.filter((r) => /judge in a checkmate loop \(iteration 1\/3\)[\s\S]*CLI-KILL/.test(JSON.stringify(r.body))).length;
     const first = start("CLI-KILL write a poem", "--criteria", criteria, "--max-iter", "3", "--task-id", "cm-cli-kill");
     await first.waitFor(/\[checkmate: iteration 2\/3\]\n/);
     first.child.kill("SIGKILL");

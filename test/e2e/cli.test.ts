@@ -44,14 +44,17 @@ describe("dirigent CLI", () => {
 
   it("run prints each step (step n/N) and each iteration (iteration n/max) as it happens", async () => {
     const steps = join(dir, "steps.xml");
-    writeFileSync(steps, "<task type=\"sequential\"><steps><task><description>first</description></task><task><description>second</description></task></steps></task>");
+    writeFileSync(
+      steps,
+      '<task type="sequential"><steps><task><description>first</description></task><task><description>second</description></task></steps></task>',
+    );
     const seq = startCli(["run", steps, "--nats", server.url, "--prefix", randomRoot()], modelEnv());
     expect(await seq.exited).toBe(0);
     expect(seq.output()).toMatch(/step\.started\s+step 1\/2[\s\S]*step\.started\s+step 2\/2[\s\S]*result: COMPLETE/);
     const loop = join(dir, "loop.xml");
     writeFileSync(
       loop,
-      "<task type=\"director_evaluator_loop\"><max_iterations>2</max_iterations><director><description>draft</description></director><evaluator><description>judge</description></evaluator></task>",
+      '<task type="director_evaluator_loop"><max_iterations>2</max_iterations><director><description>draft</description></director><evaluator><description>judge</description></evaluator></task>',
     );
     // The mock's evaluator never answers success: the loop is exhausted after both iterations (exit code 1).
     const de = startCli(["run", loop, "--nats", server.url, "--prefix", randomRoot()], modelEnv());

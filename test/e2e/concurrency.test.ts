@@ -33,7 +33,13 @@ describe("a Director process's --concurrency", () => {
     const root = randomRoot();
     const subjects = createSubjects(root);
     // The other roles may run many tasks at once; only the Director bounds them here.
-    await using stack = await startStack({ url: server.url, mock, root, roles: ["evaluator", "handler", "memory"], config: { concurrency: 16 } });
+    await using stack = await startStack({
+      url: server.url,
+      mock,
+      root,
+      roles: ["evaluator", "handler", "memory"],
+      config: { concurrency: 16 },
+    });
     director = startCli(["worker", "--role", "director", "--nats", server.url, "--prefix", root, "--concurrency", String(CONCURRENCY)]);
     await director.waitFor(/ready/);
 

@@ -41,7 +41,9 @@ describe("a Director killed mid-task", () => {
     // consumer sets its ack wait.
     await using stack = await startStack({ url: server.url, mock, root, roles: ["evaluator", "handler", "memory"] });
     const env = { DIRIGENT_ACK_WAIT_MS: String(ACK_WAIT_MS), DIRIGENT_LOG_LEVEL: "info" };
-    const directors = ["a", "b"].map(() => startCli(["worker", "--role", "director", "--nats", server.url, "--prefix", root, "--concurrency", "2"], env));
+    const directors = ["a", "b"].map(() =>
+      startCli(["worker", "--role", "director", "--nats", server.url, "--prefix", root, "--concurrency", "2"], env),
+    );
     processes.push(...directors);
     await Promise.all(directors.map((d) => d.waitFor(/ready/)));
 

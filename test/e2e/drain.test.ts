@@ -49,8 +49,16 @@ const env = { DIRIGENT_ACK_WAIT_MS: String(ACK_WAIT_MS), DIRIGENT_LOG_LEVEL: "in
 describe("SIGTERM drains a role process", () => {
   it("a Director hands its task back: another Director resumes it at once, and the process exits 0", async () => {
     const root = randomRoot();
-    await using stack = await startStack({ url: server.url, mock, root, roles: ["evaluator", "handler", "memory"], config: { ackWaitMs: ACK_WAIT_MS } });
-    const directors = ["a", "b"].map(() => startCli(["worker", "--role", "director", "--nats", server.url, "--prefix", root, "--concurrency", "2"], env));
+    await using stack = await startStack({
+      url: server.url,
+      mock,
+      root,
+      roles: ["evaluator", "handler", "memory"],
+      config: { ackWaitMs: ACK_WAIT_MS },
+    });
+    const directors = ["a", "b"].map(() =>
+      startCli(["worker", "--role", "director", "--nats", server.url, "--prefix", root, "--concurrency", "2"], env),
+    );
     processes.push(...directors);
     await Promise.all(directors.map((d) => d.waitFor(/ready/)));
 
@@ -81,7 +89,13 @@ describe("SIGTERM drains a role process", () => {
 
   it("a Handler finishes its session in flight, answers it, and exits 0; the task makes no second model call", async () => {
     const root = randomRoot();
-    await using stack = await startStack({ url: server.url, mock, root, roles: ["director", "evaluator", "memory"], config: { ackWaitMs: ACK_WAIT_MS } });
+    await using stack = await startStack({
+      url: server.url,
+      mock,
+      root,
+      roles: ["director", "evaluator", "memory"],
+      config: { ackWaitMs: ACK_WAIT_MS },
+    });
     const handler = startCli(["worker", "--role", "handler", "--nats", server.url, "--prefix", root], {
       ...env,
       OPENAI_BASE_URL: mock.url,

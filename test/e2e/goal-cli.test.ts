@@ -19,9 +19,23 @@ beforeAll(async () => {
     port: 0,
     script: {
       rules: [
-        { match: { lastUser: { regex: "Decompose this goal[\\s\\S]*GOAL-CLI" } }, reply: JSON.stringify({ subGoals: [{ id: "1", description: "CLI-STEP-ONE" }, { id: "2", description: "CLI-STEP-TWO", dependsOn: ["1"] }] }) },
-        { match: { lastUser: { regex: "Decompose this goal[\\s\\S]*GOAL-BROKEN" } }, reply: JSON.stringify({ subGoals: [{ description: "BROKEN-STEP" }] }) },
-        { match: { lastUser: { regex: "Does this outcome diverge" } }, reply: JSON.stringify({ divergent: false, severity: "none", reason: "fine" }) },
+        {
+          match: { lastUser: { regex: "Decompose this goal[\\s\\S]*GOAL-CLI" } },
+          reply: JSON.stringify({
+            subGoals: [
+              { id: "1", description: "CLI-STEP-ONE" },
+              { id: "2", description: "CLI-STEP-TWO", dependsOn: ["1"] },
+            ],
+          }),
+        },
+        {
+          match: { lastUser: { regex: "Decompose this goal[\\s\\S]*GOAL-BROKEN" } },
+          reply: JSON.stringify({ subGoals: [{ description: "BROKEN-STEP" }] }),
+        },
+        {
+          match: { lastUser: { regex: "Does this outcome diverge" } },
+          reply: JSON.stringify({ divergent: false, severity: "none", reason: "fine" }),
+        },
         { match: { lastUser: "BROKEN-STEP" }, status: 500 },
       ],
     },
@@ -59,7 +73,9 @@ describe("dirigent goal", () => {
     await alerts.waitFor(/listening for operator alerts/);
     const add = startCli(["goal", "add", "GOAL-BROKEN: fails", "--goal-id", "cli-broken", "--max-replans", "0", "--watch", ...flags]);
     expect(await add.exited).toBe(1);
-    expect(add.output()).toMatch(/ALERT goal\.escalated goal cli-broken \(replans 1\): escalated after 0 replan\(s\): major divergence at s1: Sub-goal failed: .* — dirigent goal resume cli-broken/);
+    expect(add.output()).toMatch(
+      /ALERT goal\.escalated goal cli-broken \(replans 1\): escalated after 0 replan\(s\): major divergence at s1: Sub-goal failed: .* — dirigent goal resume cli-broken/,
+    );
     expect(add.output()).toMatch(/goal\.paused/);
     await alerts.waitFor(/ALERT goal\.escalated goal cli-broken/);
     await alerts.stop();

@@ -36,7 +36,14 @@ let op: NatsConnection;
 const workers = new Map<string, CliProcess>();
 const others: CliProcess[] = [];
 
-const workerEnv = () => ({ NATS_USER: "worker", NATS_PASSWORD: "worker-1", OPENAI_BASE_URL: mock.url, OPENAI_API_KEY: "test", DIRIGENT_MODEL_MAX_RETRIES: "0", DIRIGENT_LOG_LEVEL: "warn" });
+const workerEnv = () => ({
+  NATS_USER: "worker",
+  NATS_PASSWORD: "worker-1",
+  OPENAI_BASE_URL: mock.url,
+  OPENAI_API_KEY: "test",
+  DIRIGENT_MODEL_MAX_RETRIES: "0",
+  DIRIGENT_LOG_LEVEL: "warn",
+});
 
 function startWorker(role: string): CliProcess {
   const p = startCli(["worker", "--role", role, "--nats", server.url, "--prefix", root, "--concurrency", "4"], workerEnv());
@@ -92,7 +99,12 @@ describe("dirigent health", () => {
     expect(json.code).toBe(0);
     const report = JSON.parse(json.output) as { ok: boolean; processes: PingReply[] };
     expect(report.ok).toBe(true);
-    expect(report.processes.map((p) => p.roles).flat().sort()).toEqual([...ROLES].sort());
+    expect(
+      report.processes
+        .map((p) => p.roles)
+        .flat()
+        .sort(),
+    ).toEqual([...ROLES].sort());
     // One machine's processes only: all four here, none on another host.
     expect((await health("--host", hostname(), "--timeout", "500")).code).toBe(0);
     const elsewhere = await health("--host", "no-such-host", "--roles", "handler", "--timeout", "500");
@@ -127,7 +139,12 @@ describe("a Handler dropped as a slow consumer", () => {
       handler.child.kill("SIGCONT");
     }
     expect((await untilAnswers(pid, 20_000)).roles).toEqual(["handler"]);
-    const client = await openNatsTransport(server.url, subjects, { name: "health-submitter", log: silentLogger, auth: { user: "op", pass: "op-pass" }, roles: [] });
+    const client = await openNatsTransport(server.url, subjects, {
+      name: "health-submitter",
+      log: silentLogger,
+      auth: { user: "op", pass: "op-pass" },
+      roles: [],
+    });
     try {
       const outcome = await new DirigentClient(client.bus, subjects).run({ xml: "<task><description>Still serving?</description></task>" });
       expect(outcome).toMatchObject({ status: "COMPLETE", content: "alive" });
@@ -172,7 +189,10 @@ describe("a server gone for good", () => {
   it("ends a process with a reconnect budget (exit 1, with the reason), and SIGTERM ends one that reconnects forever", async () => {
     await using gone = await startTestNatsServer();
     const env = { OPENAI_BASE_URL: mock.url, OPENAI_API_KEY: "test", DIRIGENT_DRAIN_GRACE_MS: "1000" };
-    const budget = startCli(["worker", "--role", "memory", "--nats", gone.url, "--prefix", root], { ...env, DIRIGENT_NATS_MAX_RECONNECTS: "2" });
+    const budget = startCli(["worker", "--role", "memory", "--nats", gone.url, "--prefix", root], {
+      ...env,
+      DIRIGENT_NATS_MAX_RECONNECTS: "2",
+    });
     const forever = startCli(["worker", "--role", "memory", "--nats", gone.url, "--prefix", root], env);
     others.push(budget, forever);
     await Promise.all([budget.waitFor(/ready/), forever.waitFor(/ready/)]);

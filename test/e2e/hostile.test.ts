@@ -105,29 +105,113 @@ const TEMPLATE = "<task><description>Say hi about {{topic}}</description></task>
 function targets(root: string): Target[] {
   const s = (rest: string) => `${root}.${rest}`;
   return [
-    { name: "tasks.submit", subject: s("tasks.submit"), valid: { taskId: "h-valid", xml: TEMPLATE, inputs: { topic: "cats" } }, reply: SubmitReply, count: 420 },
+    {
+      name: "tasks.submit",
+      subject: s("tasks.submit"),
+      valid: { taskId: "h-valid", xml: TEMPLATE, inputs: { topic: "cats" } },
+      reply: SubmitReply,
+      count: 420,
+    },
     { name: "tasks.<id>.get", subject: s("tasks.h-none.get"), valid: { any: 1 }, reply: TaskStatusReply, count: 120 },
     { name: "tasks.<id>.cancel", subject: s("tasks.h-none.cancel"), valid: { any: 1 }, reply: CancelReply, count: 120 },
-    { name: "tasks.<id>.input", subject: s("tasks.h-none.input"), valid: { text: "Oslo" }, reply: UserInputReply, count: 80, maybeNobody: true },
-    { name: "goals.submit", subject: s("goals.submit"), valid: { description: "grow", priority: 1, maxReplans: 0 }, reply: GoalReply, count: 150 },
+    {
+      name: "tasks.<id>.input",
+      subject: s("tasks.h-none.input"),
+      valid: { text: "Oslo" },
+      reply: UserInputReply,
+      count: 80,
+      maybeNobody: true,
+    },
+    {
+      name: "goals.submit",
+      subject: s("goals.submit"),
+      valid: { description: "grow", priority: 1, maxReplans: 0 },
+      reply: GoalReply,
+      count: 150,
+    },
     { name: "goals.list", subject: s("goals.list"), valid: {}, reply: GoalListReply, count: 80 },
     { name: "goals.<id>.get", subject: s("goals.h-none.get"), valid: {}, reply: GoalGetReply, count: 60 },
     { name: "goals.<id>.resume", subject: s("goals.h-none.resume"), valid: {}, reply: GoalReply, count: 60 },
     { name: "goals.<id>.cancel", subject: s("goals.h-none.cancel"), valid: {}, reply: GoalReply, count: 60 },
-    { name: "compiler.compile", subject: s("compiler.compile"), valid: { type: "compiler.compile", prompt: "Summarise", inputNames: ["topic"], maxAttempts: 1 }, reply: CompileReply, count: 150 },
-    { name: "evaluator.evaluate", subject: s("evaluator.evaluate"), valid: { type: "evaluator.evaluate", taskId: "h-eval", xml: TEMPLATE, inputs: { topic: "cats" } }, reply: EvaluateReply, count: 300 },
-    { name: "handler.execute", subject: s("handler.execute"), valid: { type: "handler.execute", taskId: "h-exec", nodePath: "0", prompt: "hi" }, reply: ExecuteReply, count: 250 },
-    { name: "handler.script", subject: s("handler.script"), valid: { type: "handler.script", taskId: "h-script", nodePath: "0", argv: ["true"], timeoutMs: 2000 }, reply: ScriptReply, count: 200 },
-    { name: "memory.match", subject: s("memory.match"), valid: { type: "memory.match", templateDescription: "d", templateType: "atomic", inputs: { topic: "cats" } }, reply: MatchReply, count: 200 },
+    {
+      name: "compiler.compile",
+      subject: s("compiler.compile"),
+      valid: { type: "compiler.compile", prompt: "Summarise", inputNames: ["topic"], maxAttempts: 1 },
+      reply: CompileReply,
+      count: 150,
+    },
+    {
+      name: "evaluator.evaluate",
+      subject: s("evaluator.evaluate"),
+      valid: { type: "evaluator.evaluate", taskId: "h-eval", xml: TEMPLATE, inputs: { topic: "cats" } },
+      reply: EvaluateReply,
+      count: 300,
+    },
+    {
+      name: "handler.execute",
+      subject: s("handler.execute"),
+      valid: { type: "handler.execute", taskId: "h-exec", nodePath: "0", prompt: "hi" },
+      reply: ExecuteReply,
+      count: 250,
+    },
+    {
+      name: "handler.script",
+      subject: s("handler.script"),
+      valid: { type: "handler.script", taskId: "h-script", nodePath: "0", argv: ["true"], timeoutMs: 2000 },
+      reply: ScriptReply,
+      count: 200,
+    },
+    {
+      name: "memory.match",
+      subject: s("memory.match"),
+      valid: { type: "memory.match", templateDescription: "d", templateType: "atomic", inputs: { topic: "cats" } },
+      reply: MatchReply,
+      count: 200,
+    },
     { name: "control.cancel", subject: s("control.cancel"), valid: { type: "task.cancel", taskId: "h-none" }, count: 60, publish: true },
-    { name: "control.superseded", subject: s("control.superseded"), valid: { type: "task.superseded", taskId: "h-none", owner: "x" }, count: 60, publish: true },
-    { name: "control.goals", subject: s("control.goals"), valid: { action: "stop", goalId: "h-none", reason: "x" }, count: 60, publish: true },
-    { name: "progress.<id>", subject: s("progress.h-none"), valid: { type: "task.progress", taskId: "h-none", event: "x" }, count: 60, publish: true },
+    {
+      name: "control.superseded",
+      subject: s("control.superseded"),
+      valid: { type: "task.superseded", taskId: "h-none", owner: "x" },
+      count: 60,
+      publish: true,
+    },
+    {
+      name: "control.goals",
+      subject: s("control.goals"),
+      valid: { action: "stop", goalId: "h-none", reason: "x" },
+      count: 60,
+      publish: true,
+    },
+    {
+      name: "progress.<id>",
+      subject: s("progress.h-none"),
+      valid: { type: "task.progress", taskId: "h-none", event: "x" },
+      count: 60,
+      publish: true,
+    },
   ];
 }
 
 /** Ids in a subject's id token: wildcards are delivered as they are, dots make another subject, spaces cannot be sent. */
-const SUBJECT_IDS = ["*", ">", "a.b", "$JS.API.STREAM.LIST", "a b", "tab\there", "nul\u0000x", "esc\u001b[31m", "del\u007f", "é", "😀", "x".repeat(65), "x".repeat(300), "__proto__", "constructor", "prototype"];
+const SUBJECT_IDS = [
+  "*",
+  ">",
+  "a.b",
+  "$JS.API.STREAM.LIST",
+  "a b",
+  "tab\there",
+  "nul\u0000x",
+  "esc\u001b[31m",
+  "del\u007f",
+  "é",
+  "😀",
+  "x".repeat(65),
+  "x".repeat(300),
+  "__proto__",
+  "constructor",
+  "prototype",
+];
 
 describe("hostile input against the roles in separate processes", () => {
   it("answers every hostile request in time with a structured error or an acceptance, and keeps serving", async () => {
@@ -136,7 +220,10 @@ describe("hostile input against the roles in separate processes", () => {
     const rand = prng(seed);
     const root = randomRoot();
     const script = join(dir, "script.json");
-    writeFileSync(script, JSON.stringify({ rules: [{ match: { lastUser: "EVIL" }, reply: "polluted" }], default: { reply: "still alive" } }));
+    writeFileSync(
+      script,
+      JSON.stringify({ rules: [{ match: { lastUser: "EVIL" }, reply: "polluted" }], default: { reply: "still alive" } }),
+    );
     const mock = startCli(["mock-llm", "--port", "0", "--script", script, "--quiet"]);
     processes.push(mock);
     const begun = Date.now();
@@ -166,7 +253,16 @@ describe("hostile input against the roles in separate processes", () => {
       for (const target of targets(root)) {
         for (const hostile of hostileCases(rand, target.valid, target.count)) jobs.push({ target, subject: target.subject, hostile });
         if (target.subject.includes(".h-none.")) {
-          for (const id of SUBJECT_IDS) jobs.push({ target, subject: target.subject.replace(".h-none.", `.${id}.`), hostile: { kind: `id ${JSON.stringify(id.slice(0, 12))} in the subject`, body: new TextEncoder().encode(JSON.stringify(target.valid)) }, id });
+          for (const id of SUBJECT_IDS)
+            jobs.push({
+              target,
+              subject: target.subject.replace(".h-none.", `.${id}.`),
+              hostile: {
+                kind: `id ${JSON.stringify(id.slice(0, 12))} in the subject`,
+                body: new TextEncoder().encode(JSON.stringify(target.valid)),
+              },
+              id,
+            });
         }
       }
       // Shuffled, so every role is under attack at the same time.
@@ -207,7 +303,8 @@ describe("hostile input against the roles in separate processes", () => {
         }
         const error = ErrorReply.safeParse(json);
         if (error.success) {
-          if (!ErrorCode.options.includes(error.data.error.code) || error.data.error.message.length === 0) failures.push(`${where}: error without code or message: ${answer.text.slice(0, 200)}`);
+          if (!ErrorCode.options.includes(error.data.error.code) || error.data.error.message.length === 0)
+            failures.push(`${where}: error without code or message: ${answer.text.slice(0, 200)}`);
           return void count(error.data.error.code);
         }
         const good = target.reply?.safeParse(json);
@@ -229,20 +326,38 @@ describe("hostile input against the roles in separate processes", () => {
           }
         }),
       );
-      console.log(`hostile e2e: ${Date.now() - started} ms; outcomes ${JSON.stringify(Object.fromEntries(outcomes))}; ${acceptedTasks.length} tasks and ${acceptedGoals.length} goals accepted`);
+      console.log(
+        `hostile e2e: ${Date.now() - started} ms; outcomes ${JSON.stringify(Object.fromEntries(outcomes))}; ${acceptedTasks.length} tasks and ${acceptedGoals.length} goals accepted`,
+      );
       expect(failures, `seed ${seed}: ${failures.length} failures:\n${failures.slice(0, 40).join("\n")}`).toEqual([]);
 
       // Bodies of 900 KB, one per subject (a huge string in a field that reaches the model, or a huge object), after
       // the others: a process they block would make every other request time out too.
-      const huge = targets(root).flatMap((target) => hostileCases(rand, target.valid, 0, { huge: 2 }).map((hostile) => ({ target, subject: target.subject, hostile })));
+      const huge = targets(root).flatMap((target) =>
+        hostileCases(rand, target.valid, 0, { huge: 2 }).map((hostile) => ({ target, subject: target.subject, hostile })),
+      );
       const bigText = "a".repeat(900 * 1024);
       const bigXml = `<task><description>${bigText}</description></task>`;
       for (const target of targets(root)) {
-        const field = target.name === "handler.execute" ? { prompt: bigText } : target.name === "evaluator.evaluate" || target.name === "tasks.submit" ? { xml: bigXml } : undefined;
-        if (field) huge.push({ target, subject: target.subject, hostile: { kind: "900 KB body", body: new TextEncoder().encode(JSON.stringify({ ...target.valid, ...field, taskId: `h-huge-${target.name.length}` })) } });
+        const field =
+          target.name === "handler.execute"
+            ? { prompt: bigText }
+            : target.name === "evaluator.evaluate" || target.name === "tasks.submit"
+              ? { xml: bigXml }
+              : undefined;
+        if (field)
+          huge.push({
+            target,
+            subject: target.subject,
+            hostile: {
+              kind: "900 KB body",
+              body: new TextEncoder().encode(JSON.stringify({ ...target.valid, ...field, taskId: `h-huge-${target.name.length}` })),
+            },
+          });
       }
       await Promise.all(huge.map(check));
-      for (const taskId of acceptedTasks.splice(0)) expect(await replyOf(nc, `${root}.tasks.${taskId}.cancel`, "")).toMatchObject({ taskId });
+      for (const taskId of acceptedTasks.splice(0))
+        expect(await replyOf(nc, `${root}.tasks.${taskId}.cancel`, "")).toMatchObject({ taskId });
       expect(
         failures,
         `seed ${seed}: bodies of 900 KB: ${failures.length} failures (a Handler counting the tokens of 900 KB spins: token counting is another branch's, confirm after merging it):\n${failures.join("\n")}`,
@@ -261,11 +376,23 @@ describe("hostile input against the roles in separate processes", () => {
       expect(await replyOf(nc, `${root}.tasks.h-nothing.get`, "")).toMatchObject({ error: { code: "NOT_FOUND" } });
       expect(await replyOf(nc, `${root}.goals.list`, "{}")).toMatchObject({ goals: expect.any(Array) });
       expect(await replyOf(nc, `${root}.memory.match`, JSON.stringify(targets(root)[13]?.valid))).toMatchObject({ type: "memory.matched" });
-      expect(await replyOf(nc, `${root}.handler.execute`, JSON.stringify({ type: "handler.execute", taskId: "h-final-exec", nodePath: "0", prompt: "are you there?" }))).toMatchObject({
+      expect(
+        await replyOf(
+          nc,
+          `${root}.handler.execute`,
+          JSON.stringify({ type: "handler.execute", taskId: "h-final-exec", nodePath: "0", prompt: "are you there?" }),
+        ),
+      ).toMatchObject({
         type: "handler.result",
         result: { status: "COMPLETE", content: "still alive" },
       });
-      expect(await replyOf(nc, `${root}.evaluator.evaluate`, JSON.stringify({ type: "evaluator.evaluate", taskId: "h-final-eval", xml: TEMPLATE, inputs: { topic: "dogs" } }))).toMatchObject({
+      expect(
+        await replyOf(
+          nc,
+          `${root}.evaluator.evaluate`,
+          JSON.stringify({ type: "evaluator.evaluate", taskId: "h-final-eval", xml: TEMPLATE, inputs: { topic: "dogs" } }),
+        ),
+      ).toMatchObject({
         type: "evaluator.result",
         result: { status: "COMPLETE", content: "still alive" },
       });
@@ -274,20 +401,38 @@ describe("hostile input against the roles in separate processes", () => {
       // the placeholder is missing (the task fails), whatever the prototype key carried.
       const proto = async (taskId: string, xml: string, inputs: string) => {
         const results = nc.subscribe(`${root}.tasks.${taskId}.result`, { max: 1 });
-        const accepted = await replyOf(nc, `${root}.tasks.submit`, `{"taskId":${JSON.stringify(taskId)},"xml":${JSON.stringify(xml)},"inputs":${inputs}}`);
+        const accepted = await replyOf(
+          nc,
+          `${root}.tasks.submit`,
+          `{"taskId":${JSON.stringify(taskId)},"xml":${JSON.stringify(xml)},"inputs":${inputs}}`,
+        );
         expect(accepted, `${taskId}: ${inputs}`).toEqual({ taskId, status: "accepted" });
         for await (const m of results) return TaskOutcome.parse(m.json());
         throw new Error(`no result for ${taskId}`);
       };
       const stamp = Date.now().toString(36);
-      expect(await proto(`h-proto-own-${stamp}`, TEMPLATE, '{"__proto__":{"topic":"EVIL","polluted":"EVIL"},"topic":"cats"}')).toMatchObject({ status: "COMPLETE", content: "still alive" });
-      for (const [i, inputs] of ['{"__proto__":{"topic":"EVIL"}}', '{"constructor":{"prototype":{"topic":"EVIL"}}}', '{"a":{"__proto__":{"topic":"EVIL"}}}', "{}"].entries()) {
+      expect(
+        await proto(`h-proto-own-${stamp}`, TEMPLATE, '{"__proto__":{"topic":"EVIL","polluted":"EVIL"},"topic":"cats"}'),
+      ).toMatchObject({ status: "COMPLETE", content: "still alive" });
+      for (const [i, inputs] of [
+        '{"__proto__":{"topic":"EVIL"}}',
+        '{"constructor":{"prototype":{"topic":"EVIL"}}}',
+        '{"a":{"__proto__":{"topic":"EVIL"}}}',
+        "{}",
+      ].entries()) {
         const outcome = await proto(`h-proto-${i}-${stamp}`, TEMPLATE, inputs);
         expect(outcome.content, inputs).not.toMatch(/polluted/);
         expect(outcome, inputs).toMatchObject({ status: "FAILED", error: { reason: "input_validation_failure" } });
       }
-      const inherited = await proto(`h-proto-ctor-${stamp}`, "<task><description>Say {{constructor}} {{toString}}</description></task>", "{}");
-      expect(inherited, "an Object.prototype member bound as an input").toMatchObject({ status: "FAILED", error: { reason: "input_validation_failure" } });
+      const inherited = await proto(
+        `h-proto-ctor-${stamp}`,
+        "<task><description>Say {{constructor}} {{toString}}</description></task>",
+        "{}",
+      );
+      expect(inherited, "an Object.prototype member bound as an input").toMatchObject({
+        status: "FAILED",
+        error: { reason: "input_validation_failure" },
+      });
 
       // A good task submitted afterwards completes.
       const good = await proto(`h-good-${stamp}`, TEMPLATE, '{"topic":"the sea"}');

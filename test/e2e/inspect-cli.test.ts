@@ -97,12 +97,31 @@ describe("dirigent inspect --host, --allowed-host", () => {
 
   it("warns loudly when listening beyond loopback, and answers only the allowed host names", async () => {
     const root = randomRoot();
-    const cli = startCli(["inspect", "--port", "0", "--host", "0.0.0.0", "--allowed-host", "inspect.example", "--stately", "--stately-port", "0", "--stately-host", "0.0.0.0", "--nats", nats.url, "--prefix", root]);
+    const cli = startCli([
+      "inspect",
+      "--port",
+      "0",
+      "--host",
+      "0.0.0.0",
+      "--allowed-host",
+      "inspect.example",
+      "--stately",
+      "--stately-port",
+      "0",
+      "--stately-host",
+      "0.0.0.0",
+      "--nats",
+      nats.url,
+      "--prefix",
+      root,
+    ]);
     try {
       const [, pageUrl = ""] = await cli.waitFor(/inspector on (http:\/\/\S+)/);
       const [, bridgeUrl = ""] = await cli.waitFor(/Stately bridge on (http:\/\/\S+)/);
       await cli.waitFor(/WARNING: the Stately bridge listens on 0\.0\.0\.0/);
-      expect(cli.output()).toMatch(/WARNING: the inspector listens on 0\.0\.0\.0, not on loopback: anyone who can reach this address sees every task's content; it answers only requests for that address, and for inspect\.example/);
+      expect(cli.output()).toMatch(
+        /WARNING: the inspector listens on 0\.0\.0\.0, not on loopback: anyone who can reach this address sees every task's content; it answers only requests for that address, and for inspect\.example/,
+      );
       for (const url of [pageUrl, bridgeUrl]) {
         const port = new URL(url).port;
         expect(await status(url, "inspect.example"), url).toBe(pageUrl === url ? 200 : 404);
@@ -127,7 +146,18 @@ describe("dirigent inspect --stately", () => {
   it("starts the bridge and relays an actor published on NATS to the bridge's WebSocket clients", async () => {
     const root = randomRoot();
     const statelyPort = await freePort();
-    const inspector = startCli(["inspect", "--port", "0", "--stately", "--stately-port", String(statelyPort), "--nats", nats.url, "--prefix", root]);
+    const inspector = startCli([
+      "inspect",
+      "--port",
+      "0",
+      "--stately",
+      "--stately-port",
+      String(statelyPort),
+      "--nats",
+      nats.url,
+      "--prefix",
+      root,
+    ]);
     const nc = await connect({ servers: nats.url, name: "inspect-cli-test" });
     try {
       const [, pageUrl] = (await inspector.waitFor(/Stately bridge on (http:\/\/\S+)/)) as unknown as [string, string];

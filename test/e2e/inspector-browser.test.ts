@@ -30,10 +30,14 @@ let dir: string;
 const processes: CliProcess[] = [];
 
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: the browser test needs Debian's Chromium (apt-get install -y chromium; .ci/run does it)`);
+  if (!existsSync(CHROMIUM))
+    throw new Error(`${CHROMIUM} is missing: the browser test needs Debian's Chromium (apt-get install -y chromium; .ci/run does it)`);
   server = await startTestNatsServer();
   dir = mkdtempSync(join(tmpdir(), "dirigent-inspect-"));
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"] });
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+  });
 });
 
 afterAll(async () => {
@@ -51,7 +55,10 @@ describe("dirigent inspect in a browser", () => {
     const rules = [
       { match: { lastUser: "slowly" }, reply: "Paris", delayMs: 1200 },
       // A session that asks for a subtask (CONTINUATION), then answers with its result.
-      { match: { lastUser: { regex: "^PARENT" }, turn: 1 }, toolCalls: [{ name: "run_subtask", arguments: { type: "atomic", description: "CHILD name a city" } }] },
+      {
+        match: { lastUser: { regex: "^PARENT" }, turn: 1 },
+        toolCalls: [{ name: "run_subtask", arguments: { type: "atomic", description: "CHILD name a city" } }],
+      },
       { match: { lastUser: { regex: "^CHILD" } }, reply: "Oslo" },
       { match: { lastUser: { regex: "^PARENT" }, hasToolResult: { regex: "Oslo" } }, reply: "Visit Oslo" },
     ];
@@ -59,7 +66,12 @@ describe("dirigent inspect in a browser", () => {
     const mock = startCli(["mock-llm", "--port", "0", "--script", script, "--quiet"]);
     processes.push(mock);
     const [modelUrl] = await mock.waitFor(/http:\/\/127\.0\.0\.1:\d+\/v1/);
-    const env = { OPENAI_BASE_URL: modelUrl, OPENAI_API_KEY: "sk-browser-test-secret", DIRIGENT_MODEL_MAX_RETRIES: "0", DIRIGENT_INSPECT: "on" };
+    const env = {
+      OPENAI_BASE_URL: modelUrl,
+      OPENAI_API_KEY: "sk-browser-test-secret",
+      DIRIGENT_MODEL_MAX_RETRIES: "0",
+      DIRIGENT_INSPECT: "on",
+    };
     const inspector = startCli(["inspect", "--port", "0", "--nats", server.url, "--prefix", root]);
     processes.push(inspector);
     const [, pageUrl] = (await inspector.waitFor(/inspector on (http:\/\/127\.0\.0\.1:\d+\/)/)) as unknown as [string, string];
@@ -86,7 +98,11 @@ describe("dirigent inspect in a browser", () => {
 
     const nc = await connect({ servers: server.url, name: "browser-test-client" });
     try {
-      const body = JSON.stringify({ taskId, xml: "<task><description>Answer slowly: what is the capital of {{country}}?</description></task>", inputs: { country: "France" } });
+      const body = JSON.stringify({
+        taskId,
+        xml: "<task><description>Answer slowly: what is the capital of {{country}}?</description></task>",
+        inputs: { country: "France" },
+      });
       expect((await nc.request(`${root}.tasks.submit`, body, { timeout: 10_000 })).json()).toEqual({ taskId, status: "accepted" });
 
       // The task's own machine is focused and its running state highlighted while the model answers.
@@ -94,7 +110,10 @@ describe("dirigent inspect in a browser", () => {
       expect(await page.locator('#focus-chart g.state.active[data-state="task.running.executing"]').count()).toBe(1);
       // Its actors come from several processes: the Director's task machine, the Evaluator's walk, the Handler's session.
       await page.waitForSelector(`.process .group[data-task="${taskId}"] .actor[data-machine="handlerSession"]`, { timeout: 15_000 });
-      const processesOfTask = await page.locator(".process").filter({ has: page.locator(`.group[data-task="${taskId}"]`) }).count();
+      const processesOfTask = await page
+        .locator(".process")
+        .filter({ has: page.locator(`.group[data-task="${taskId}"]`) })
+        .count();
       expect(processesOfTask).toBeGreaterThanOrEqual(3);
 
       await page.waitForSelector('#focus-chart svg[data-machine="task"] g.state.active[data-state="task.completed"]', { timeout: 15_000 });
@@ -103,7 +122,8 @@ describe("dirigent inspect in a browser", () => {
       await page.waitForSelector(`#tasks .task[data-task-id="${taskId}"][data-state="completed"]`);
       // The gallery highlights the states of every actor of the selected task, each on its own machine's chart.
       await page.waitForSelector('#machines svg[data-machine="task"] g.state.in-task[data-state="task.completed"]');
-      for (const machine of ["evaluation", "handlerSession"]) await page.waitForSelector(`#machines svg[data-machine="${machine}"] g.state.in-task`);
+      for (const machine of ["evaluation", "handlerSession"])
+        await page.waitForSelector(`#machines svg[data-machine="${machine}"] g.state.in-task`);
       expect(await page.locator('#machines svg[data-machine="checkmate"] g.state.in-task').count()).toBe(0);
       mkdirSync(ARTIFACTS, { recursive: true });
       await page.screenshot({ path: join(ARTIFACTS, "inspector.png"), fullPage: false });
@@ -111,7 +131,10 @@ describe("dirigent inspect in a browser", () => {
       // A task with a subtask: its tree shows the subtask's node under the task's.
       const parentId = `browser-parent-${Date.now()}`;
       const parentBody = JSON.stringify({ taskId: parentId, xml: "<task><description>PARENT plan a trip</description></task>" });
-      expect((await nc.request(`${root}.tasks.submit`, parentBody, { timeout: 10_000 })).json()).toEqual({ taskId: parentId, status: "accepted" });
+      expect((await nc.request(`${root}.tasks.submit`, parentBody, { timeout: 10_000 })).json()).toEqual({
+        taskId: parentId,
+        status: "accepted",
+      });
       await page.fill("#filter-task", "");
       await page.click(`#tasks .task[data-task-id="${parentId}"][data-state="completed"]`, { timeout: 15_000 });
       await page.waitForSelector('#tree li[data-node="0"] li[data-node="0/subtask1:0"]');
@@ -125,7 +148,10 @@ describe("dirigent inspect in a browser", () => {
       expect(await page.locator(`.actor.hidden[data-role="director"]`).count()).toBeGreaterThan(0);
       // The process filter leaves only one process's actors visible.
       await page.selectOption("#filter-role", "");
-      const handlerProcess = await page.locator('.actor[data-machine="handlerSession"]').first().evaluate((r) => r.closest(".process")?.getAttribute("data-process") ?? "");
+      const handlerProcess = await page
+        .locator('.actor[data-machine="handlerSession"]')
+        .first()
+        .evaluate((r) => r.closest(".process")?.getAttribute("data-process") ?? "");
       expect(await page.locator("#filter-process option").count()).toBeGreaterThanOrEqual(4);
       await page.selectOption("#filter-process", handlerProcess);
       const processes = await shown().evaluateAll((rows) => rows.map((r) => r.closest(".process")?.getAttribute("data-process")));

@@ -27,12 +27,16 @@ let pageUrl: string;
 const root = randomRoot();
 
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: the browser test needs Debian's Chromium (apt-get install -y chromium; .ci/run does it)`);
+  if (!existsSync(CHROMIUM))
+    throw new Error(`${CHROMIUM} is missing: the browser test needs Debian's Chromium (apt-get install -y chromium; .ci/run does it)`);
   nats = await startTestNatsServer();
   nc = await connect({ servers: nats.url, name: "inspector-xss-test" });
   inspector = startCli(["inspect", "--port", "0", "--nats", nats.url, "--prefix", root]);
   [, pageUrl = ""] = await inspector.waitFor(/inspector on (http:\/\/127\.0\.0\.1:\d+\/)/);
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"] });
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+  });
 });
 
 afterAll(async () => {
@@ -72,7 +76,13 @@ async function expectNothingInjected(page: Page, allowed: RegExp = /$^/): Promis
     scripts: [...document.querySelectorAll("script")].map((s) => s.getAttribute("src")),
     handlers: [...document.querySelectorAll("*")].flatMap((e) => [...e.attributes].map((a) => a.name)).filter((name) => name.startsWith("on")),
   })`)) as Injected;
-  expect({ ...found, violations: found.violations.filter((v) => !allowed.test(v)) }).toEqual({ xss: undefined, violations: [], elements: 0, scripts: ["/app.js"], handlers: [] });
+  expect({ ...found, violations: found.violations.filter((v) => !allowed.test(v)) }).toEqual({
+    xss: undefined,
+    violations: [],
+    elements: 0,
+    scripts: ["/app.js"],
+    handlers: [],
+  });
 }
 
 describe("the inspector page with hostile runtime data", () => {
@@ -81,13 +91,34 @@ describe("the inspector page with hostile runtime data", () => {
     const taskId = `task-${EVIL}`;
     const base = { process: `proc-${EVIL}`, role: "director" as const, taskId, rootId: `a1-${EVIL}`, at: Date.now() };
     const messages: InspectMessage[] = [
-      { type: "inspect.actor", ...base, actorId: `a1-${EVIL}`, machine: "task", isMachine: true, snapshot: { status: "active", value: { running: `state-${EVIL}` } } },
-      { type: "inspect.actor", ...base, actorId: `a2-${EVIL}`, machine: `m-${EVIL}`, isMachine: true, snapshot: { status: "active", value: `v-${EVIL}` } },
+      {
+        type: "inspect.actor",
+        ...base,
+        actorId: `a1-${EVIL}`,
+        machine: "task",
+        isMachine: true,
+        snapshot: { status: "active", value: { running: `state-${EVIL}` } },
+      },
+      {
+        type: "inspect.actor",
+        ...base,
+        actorId: `a2-${EVIL}`,
+        machine: `m-${EVIL}`,
+        isMachine: true,
+        snapshot: { status: "active", value: `v-${EVIL}` },
+      },
       { type: "inspect.event", ...base, actorId: `a1-${EVIL}`, event: { type: `ev-${EVIL}` } },
     ];
     for (const m of messages) nc.publish(subjects.inspect("director", m.type.slice("inspect.".length)), JSON.stringify(m));
     const plainTask = `xss-${Date.now()}`;
-    const event = { taskId: plainTask, seq: 1, type: `type-${EVIL}`, state: "running", at: new Date().toISOString(), message: `msg-${EVIL}` };
+    const event = {
+      taskId: plainTask,
+      seq: 1,
+      type: `type-${EVIL}`,
+      state: "running",
+      at: new Date().toISOString(),
+      message: `msg-${EVIL}`,
+    };
     nc.publish(subjects.taskEvents(plainTask), JSON.stringify(event));
     await nc.flush();
 
@@ -136,7 +167,12 @@ describe("the inspector page with hostile runtime data", () => {
       `<path d="M 0 0" marker-end="url(https://attacker.example/x.svg#a)"/>`,
       `</svg>`,
     ].join("");
-    await page.route("**/api/machines", (route) => route.fulfill({ contentType: "application/json", body: JSON.stringify([{ name: "forged", id: "forged", svg: forged, states: ["forged.a"] }]) }));
+    await page.route("**/api/machines", (route) =>
+      route.fulfill({
+        contentType: "application/json",
+        body: JSON.stringify([{ name: "forged", id: "forged", svg: forged, states: ["forged.a"] }]),
+      }),
+    );
     await page.goto(pageUrl);
     await page.waitForSelector("body[data-ready=true]");
     const chart = page.locator('#machines svg[data-machine="forged"]');
@@ -144,9 +180,9 @@ describe("the inspector page with hostile runtime data", () => {
     // Kept: the state group with its data attributes and its rectangle; dropped: everything that could run or load.
     expect(await chart.locator('g.state[data-state="forged.a"] rect').count()).toBe(1);
     expect(await chart.evaluate((svg) => [...svg.querySelectorAll("*")].map((e) => e.localName))).toEqual(["g", "title", "rect", "path"]);
-    expect(await chart.evaluate((svg) => [svg, ...svg.querySelectorAll("*")].flatMap((e) => [...e.attributes].map((a) => a.name)).sort())).toEqual(
-      ["class", "class", "d", "data-machine", "data-state", "height", "rx", "width", "x", "y"].sort(),
-    );
+    expect(
+      await chart.evaluate((svg) => [svg, ...svg.querySelectorAll("*")].flatMap((e) => [...e.attributes].map((a) => a.name)).sort()),
+    ).toEqual(["class", "class", "d", "data-machine", "data-state", "height", "rx", "width", "x", "y"].sort());
     // The page's own #tasks list is still the one its script finds.
     expect(await page.locator("#tasks").evaluate((e) => e.localName)).toBe("ul");
     // Parsing the forged text (in a detached document, before the allowlist drops them) trips the CSP on its inline

@@ -41,7 +41,13 @@ async function slowModel(delayMs: number): Promise<MockLlmServer> {
 }
 
 function worker(role: string, root: string, model: MockLlmServer, concurrency: number): CliProcess {
-  const env = { OPENAI_BASE_URL: model.url, OPENAI_API_KEY: "test", DIRIGENT_MODEL_MAX_RETRIES: "0", DIRIGENT_ACK_WAIT_MS: String(ACK_WAIT_MS), DIRIGENT_LOG_LEVEL: "warn" };
+  const env = {
+    OPENAI_BASE_URL: model.url,
+    OPENAI_API_KEY: "test",
+    DIRIGENT_MODEL_MAX_RETRIES: "0",
+    DIRIGENT_ACK_WAIT_MS: String(ACK_WAIT_MS),
+    DIRIGENT_LOG_LEVEL: "warn",
+  };
   const p = startCli(["worker", "--role", role, "--nats", server.url, "--prefix", root, "--concurrency", String(concurrency)], env);
   processes.push(p);
   return p;
@@ -86,7 +92,9 @@ async function run(stack: Stack, tag: string) {
     if (d.ok) results.push(d.value);
   });
   await stack.transport.bus.flush();
-  await Promise.all(ids(tag).map((taskId) => stack.client.submit({ taskId, xml: `<task><description>[${taskId}] answer slowly</description></task>` })));
+  await Promise.all(
+    ids(tag).map((taskId) => stack.client.submit({ taskId, xml: `<task><description>[${taskId}] answer slowly</description></task>` })),
+  );
   /** Every result, once the intake is drained (nothing more can come). */
   const settled = async (): Promise<readonly TaskOutcome[]> => {
     await results.until((v) => new Set(v.map((r) => r.taskId)).size === TASKS, "every result", 60_000);

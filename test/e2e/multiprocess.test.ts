@@ -44,7 +44,11 @@ describe("four roles in four processes", () => {
       const taskId = `e2e-${Date.now()}`;
       const result = nc.subscribe(`${root}.tasks.${taskId}.result`, { max: 1 });
       const events = nc.subscribe(`${root}.tasks.${taskId}.events`);
-      const body = JSON.stringify({ taskId, xml: "<task><description>What is the capital of {{country}}?</description></task>", inputs: { country: "France" } });
+      const body = JSON.stringify({
+        taskId,
+        xml: "<task><description>What is the capital of {{country}}?</description></task>",
+        inputs: { country: "France" },
+      });
       const reply = await nc.request(`${root}.tasks.submit`, body, { timeout: 10_000 });
       expect(reply.json()).toEqual({ taskId, status: "accepted" });
       let outcome: unknown;

@@ -37,7 +37,13 @@ describe("a nats-server restart mid-task", () => {
   it("is survived by every role process: the running tasks complete, and later ones too", async () => {
     const root = randomRoot();
     const subjects = createSubjects(root);
-    const env = { OPENAI_BASE_URL: mock.url, OPENAI_API_KEY: "test", DIRIGENT_MODEL_MAX_RETRIES: "0", DIRIGENT_ACK_WAIT_MS: "3000", DIRIGENT_LOG_LEVEL: "info" };
+    const env = {
+      OPENAI_BASE_URL: mock.url,
+      OPENAI_API_KEY: "test",
+      DIRIGENT_MODEL_MAX_RETRIES: "0",
+      DIRIGENT_ACK_WAIT_MS: "3000",
+      DIRIGENT_LOG_LEVEL: "info",
+    };
     for (const role of ["memory", "handler", "evaluator", "director"]) {
       const p = startCli(["worker", "--role", role, "--nats", server.url, "--prefix", root, "--concurrency", "4"], env);
       processes.push(p);

@@ -25,7 +25,15 @@ import { natsTaskReplay } from "../../runtime/inspect/replay.js";
 import { startInspectServer } from "../../runtime/inspect/server.js";
 import type { TaskView } from "../../runtime/inspect/state.js";
 import { connectNats, NatsBus, type NatsConnection } from "../../runtime/nats/bus.js";
-import { GENERATED_BEGIN, GENERATED_END, NATS_ROLES, passwordVariable, renderAuthorization, renderDevAuthorization, type NatsRole } from "../../runtime/nats/permissions.js";
+import {
+  GENERATED_BEGIN,
+  GENERATED_END,
+  NATS_ROLES,
+  passwordVariable,
+  renderAuthorization,
+  renderDevAuthorization,
+  type NatsRole,
+} from "../../runtime/nats/permissions.js";
 import { startSystem, type SystemHandle } from "../../runtime/system.js";
 import { openNatsTransport, type OpenTransport } from "../../runtime/transport.js";
 import { randomRoot, startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
@@ -45,7 +53,11 @@ const systems: SystemHandle[] = [];
 const connections: NatsConnection[] = [];
 
 const as = (role: NatsRole) => ({ user: role, pass: passwords[role] });
-const violations = () => server.stderr().split("\n").filter((line) => /violation/i.test(line));
+const violations = () =>
+  server
+    .stderr()
+    .split("\n")
+    .filter((line) => /violation/i.test(line));
 
 beforeAll(async () => {
   // The production form: passwords from variables (here set in the file), no `dev` user, no anonymous clients.
@@ -56,15 +68,42 @@ beforeAll(async () => {
     // log then goes to the file, so the tests that read violations from stderr fail).
     ...(process.env["PERM_TRACE"] ? { args: ["-DV", "-l", process.env["PERM_TRACE"]] } : {}),
   });
-  mock = await startMockLlm({ port: 0, script: { rules: [
+  mock = await startMockLlm({
+    port: 0,
+    script: {
+      rules: [
         { match: { lastUser: "slowly" }, reply: "slow answer", delayMs: 3000 },
-        { match: { lastUser: { regex: "Decompose this goal[\\s\\S]*PERMITTED-GOAL" } }, reply: JSON.stringify({ subGoals: [{ description: "PERMITTED-STEP" }] }) },
-        { match: { lastUser: { regex: "Does this outcome diverge" } }, reply: JSON.stringify({ divergent: false, severity: "none", reason: "fine" }) },
-      ], default: { reply: "permitted answer" } } });
-  config = { ...loadConfig({}, {}), supervisorTickMs: 200, supervisorStaggerMs: 0, prefix: root, openaiBaseUrl: mock.url, openaiApiKey: "test-key", modelMaxRetries: 0, model: "mock-model", inspect: true };
+        {
+          match: { lastUser: { regex: "Decompose this goal[\\s\\S]*PERMITTED-GOAL" } },
+          reply: JSON.stringify({ subGoals: [{ description: "PERMITTED-STEP" }] }),
+        },
+        {
+          match: { lastUser: { regex: "Does this outcome diverge" } },
+          reply: JSON.stringify({ divergent: false, severity: "none", reason: "fine" }),
+        },
+      ],
+      default: { reply: "permitted answer" },
+    },
+  });
+  config = {
+    ...loadConfig({}, {}),
+    supervisorTickMs: 200,
+    supervisorStaggerMs: 0,
+    prefix: root,
+    openaiBaseUrl: mock.url,
+    openaiApiKey: "test-key",
+    modelMaxRetries: 0,
+    model: "mock-model",
+    inspect: true,
+  };
   // Each role in its own connection, as its own user, opening only its own stores.
   for (const role of RUNTIME) {
-    const transport = await openNatsTransport(server.url, subjects, { name: `perm-${role}`, log: silentLogger, auth: as(role), roles: [role] });
+    const transport = await openNatsTransport(server.url, subjects, {
+      name: `perm-${role}`,
+      log: silentLogger,
+      auth: as(role),
+      roles: [role],
+    });
     transports.push(transport);
     systems.push(await startSystem({ config, transport, roles: [role] }));
   }
@@ -86,7 +125,12 @@ async function connectAs(role: NatsRole): Promise<NatsConnection> {
 
 describe("each role as its own user", () => {
   it("runs a task end to end, with get and cancel from a submitter, and no permission violation", async () => {
-    const client = await openNatsTransport(server.url, subjects, { name: "perm-submitter", log: silentLogger, auth: as("submitter"), roles: [] });
+    const client = await openNatsTransport(server.url, subjects, {
+      name: "perm-submitter",
+      log: silentLogger,
+      auth: as("submitter"),
+      roles: [],
+    });
     transports.push(client);
     const api = new DirigentClient(client.bus, subjects);
     const taskId = newTaskId();
@@ -98,15 +142,26 @@ describe("each role as its own user", () => {
     const director = transports[3];
     expect(director?.lastPublished).toBeDefined();
     if (director?.lastPublished) {
-      expect(decode(TaskOutcome, (await director.lastPublished(subjects.taskResult(taskId))) ?? new Uint8Array(0))).toMatchObject({ ok: true, value: { taskId } });
-      expect(decode(TaskEvent, (await director.lastPublished(subjects.taskEvents(taskId))) ?? new Uint8Array(0))).toMatchObject({ ok: true, value: { state: "completed" } });
+      expect(decode(TaskOutcome, (await director.lastPublished(subjects.taskResult(taskId))) ?? new Uint8Array(0))).toMatchObject({
+        ok: true,
+        value: { taskId },
+      });
+      expect(decode(TaskEvent, (await director.lastPublished(subjects.taskEvents(taskId))) ?? new Uint8Array(0))).toMatchObject({
+        ok: true,
+        value: { state: "completed" },
+      });
       expect(await director.lastPublished(subjects.taskResult(newTaskId()))).toBeUndefined();
     }
     expect(violations()).toEqual([]);
   });
 
   it("runs a task longer than the keepalive interval: keepalives and answers reach the requesting roles", async () => {
-    const client = await openNatsTransport(server.url, subjects, { name: "perm-submitter-slow", log: silentLogger, auth: as("submitter"), roles: [] });
+    const client = await openNatsTransport(server.url, subjects, {
+      name: "perm-submitter-slow",
+      log: silentLogger,
+      auth: as("submitter"),
+      roles: [],
+    });
     transports.push(client);
     const outcome = await new DirigentClient(client.bus, subjects).run({ xml: "<task><description>Answer slowly</description></task>" });
     expect(outcome).toMatchObject({ status: "COMPLETE", content: "slow answer" });
@@ -114,7 +169,12 @@ describe("each role as its own user", () => {
   });
 
   it("runs a goal for a submitter: the supervisor user decomposes it, runs its task and stores it, with no violation", async () => {
-    const client = await openNatsTransport(server.url, subjects, { name: "perm-submitter-goal", log: silentLogger, auth: as("submitter"), roles: [] });
+    const client = await openNatsTransport(server.url, subjects, {
+      name: "perm-submitter-goal",
+      log: silentLogger,
+      auth: as("submitter"),
+      roles: [],
+    });
     transports.push(client);
     const goals = new GoalClient(client.bus, subjects);
     const events: string[] = [];
@@ -161,22 +221,50 @@ describe("the inspector user", () => {
     const replayErrors: unknown[] = [];
     const replay = natsTaskReplay(nc, subjects);
     {
-      await using live = await startInspectServer({ bus: busOf(nc), subjects, port: 0, replay, onMessage, onReplayError: (err) => void replayErrors.push(err) });
-      const client = await openNatsTransport(server.url, subjects, { name: "perm-submitter-inspect", log: silentLogger, auth: as("submitter"), roles: [] });
+      await using live = await startInspectServer({
+        bus: busOf(nc),
+        subjects,
+        port: 0,
+        replay,
+        onMessage,
+        onReplayError: (err) => void replayErrors.push(err),
+      });
+      const client = await openNatsTransport(server.url, subjects, {
+        name: "perm-submitter-inspect",
+        log: silentLogger,
+        auth: as("submitter"),
+        roles: [],
+      });
       transports.push(client);
-      expect(await new DirigentClient(client.bus, subjects).run({ taskId, xml: "<task><description>Be inspected</description></task>" })).toMatchObject({ status: "COMPLETE" });
+      expect(
+        await new DirigentClient(client.bus, subjects).run({ taskId, xml: "<task><description>Be inspected</description></task>" }),
+      ).toMatchObject({ status: "COMPLETE" });
       let timer: NodeJS.Timeout | undefined;
       const deadline = new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`inspection messages seen only from [${[...roles].join(", ")}]; violations: ${violations().join("\n")}`)), 10_000);
+        timer = setTimeout(
+          () => reject(new Error(`inspection messages seen only from [${[...roles].join(", ")}]; violations: ${violations().join("\n")}`)),
+          10_000,
+        );
       });
       await Promise.race([allRoles, deadline]).finally(() => clearTimeout(timer));
-      expect(live.state.view().actors.filter((a) => a.taskId === taskId).map((a) => a.machine)).toEqual(expect.arrayContaining(["task", "evaluation", "handlerSession"]));
+      expect(
+        live.state
+          .view()
+          .actors.filter((a) => a.taskId === taskId)
+          .map((a) => a.machine),
+      ).toEqual(expect.arrayContaining(["task", "evaluation", "handlerSession"]));
     }
     // Finished: a new inspector reads it back from the events stream, as this user.
     const stored = await replay.task(taskId);
     expect(stored.map((m) => m.subject)).toEqual(expect.arrayContaining([subjects.taskEvents(taskId), subjects.taskResult(taskId)]));
     expect(stored.at(-1)?.subject).toBe(subjects.taskResult(taskId));
-    await using later = await startInspectServer({ bus: busOf(nc), subjects, port: 0, replay, onReplayError: (err) => void replayErrors.push(err) });
+    await using later = await startInspectServer({
+      bus: busOf(nc),
+      subjects,
+      port: 0,
+      replay,
+      onReplayError: (err) => void replayErrors.push(err),
+    });
     const state = (await (await fetch(new URL("/api/state", later.url))).json()) as { tasks: TaskView[]; replayError?: string };
     expect(state.replayError).toBeUndefined();
     expect(state.tasks.find((t) => t.taskId === taskId)).toMatchObject({ state: "completed", status: "COMPLETE", replayed: true });
@@ -214,9 +302,16 @@ describe("dirigent worker", () => {
       const inProcess = systems[2];
       if (!inProcess) throw new Error("no evaluator system");
       await inProcess.stop();
-      const client = await openNatsTransport(server.url, subjects, { name: "perm-submitter-2", log: silentLogger, auth: as("submitter"), roles: [] });
+      const client = await openNatsTransport(server.url, subjects, {
+        name: "perm-submitter-2",
+        log: silentLogger,
+        auth: as("submitter"),
+        roles: [],
+      });
       transports.push(client);
-      const outcome = await new DirigentClient(client.bus, subjects).run({ xml: "<task><description>Through the worker</description></task>" });
+      const outcome = await new DirigentClient(client.bus, subjects).run({
+        xml: "<task><description>Through the worker</description></task>",
+      });
       expect(outcome).toMatchObject({ status: "COMPLETE", content: "permitted answer" });
       expect(violations()).toEqual([]);
     } finally {
@@ -266,7 +361,8 @@ describe("an inspector", () => {
       `$JS.API.STREAM.PURGE.${subjects.eventsStream}`,
       `$JS.API.STREAM.DELETE.${subjects.eventsStream}`,
     ];
-    for (const subject of forbidden) await expect(nc.request(subject, new Uint8Array(), { timeout: 2000 })).rejects.toThrow(/permissions violation/i);
+    for (const subject of forbidden)
+      await expect(nc.request(subject, new Uint8Array(), { timeout: 2000 })).rejects.toThrow(/permissions violation/i);
   });
 
   it("a runtime role cannot publish inspection messages as another role", async () => {
@@ -277,7 +373,13 @@ describe("an inspector", () => {
   it("a user without read access to the events stream gets the replay error reported, not an empty list", async () => {
     const nc = await connectAs("submitter");
     const errors: unknown[] = [];
-    await using inspector = await startInspectServer({ bus: new NatsBus(nc, { onError: () => undefined }), subjects, port: 0, replay: natsTaskReplay(nc, subjects), onReplayError: (err) => void errors.push(err) });
+    await using inspector = await startInspectServer({
+      bus: new NatsBus(nc, { onError: () => undefined }),
+      subjects,
+      port: 0,
+      replay: natsTaskReplay(nc, subjects),
+      onReplayError: (err) => void errors.push(err),
+    });
     expect(String(errors[0])).toMatch(/cannot read the events stream.*permissions violation/i);
     const state = (await (await fetch(new URL("/api/state", inspector.url))).json()) as { replayError?: string };
     expect(state.replayError).toMatch(/permissions violation/i);
@@ -292,25 +394,56 @@ describe("authentication", () => {
   });
 
   it("refuses a wrong password with a clear error", async () => {
-    await expect(place({ url: server.url, auth: { user: "submitter", pass: "wrong" }, roles: [], subjects, log: silentLogger, name: "wrong", dataDir: server.dir, startServer: false })).rejects.toThrow(
-      /NATS at .*: authorization violation: the server refused the connection as user 'submitter'/,
-    );
+    await expect(
+      place({
+        url: server.url,
+        auth: { user: "submitter", pass: "wrong" },
+        roles: [],
+        subjects,
+        log: silentLogger,
+        name: "wrong",
+        dataDir: server.dir,
+        startServer: false,
+      }),
+    ).rejects.toThrow(/NATS at .*: authorization violation: the server refused the connection as user 'submitter'/);
   });
 
   it("refuses a user running a role it has no permissions for with a clear error", async () => {
-    await expect(place({ url: server.url, auth: as("submitter"), roles: ["director"], subjects, log: silentLogger, name: "wrong-role", dataDir: server.dir, startServer: false })).rejects.toThrow(
-      /Permissions Violation.*user 'submitter' lacks the permissions of the director role/,
-    );
+    await expect(
+      place({
+        url: server.url,
+        auth: as("submitter"),
+        roles: ["director"],
+        subjects,
+        log: silentLogger,
+        name: "wrong-role",
+        dataDir: server.dir,
+        startServer: false,
+      }),
+    ).rejects.toThrow(/Permissions Violation.*user 'submitter' lacks the permissions of the director role/);
   });
 
   it("the CLI exits 1 with 'authorization violation' on a wrong password, and works with the right one from a file", async () => {
-    const bad = startCli(["status", "nope", "--nats", server.url, "--prefix", root, "--nats-user", "submitter"], { NATS_PASSWORD: "wrong" });
+    const bad = startCli(["status", "nope", "--nats", server.url, "--prefix", root, "--nats-user", "submitter"], {
+      NATS_PASSWORD: "wrong",
+    });
     expect(await bad.exited).toBe(1);
     expect(bad.output()).toMatch(/authorization violation/i);
     expect(bad.output()).not.toContain("wrong");
     const file = join(server.dir, "submitter.password");
     await writeFile(file, `${passwords.submitter}\n`, { mode: 0o600 });
-    const good = startCli(["status", "nope", "--nats", server.url, "--prefix", root, "--nats-user", "submitter", "--nats-password-file", file]);
+    const good = startCli([
+      "status",
+      "nope",
+      "--nats",
+      server.url,
+      "--prefix",
+      root,
+      "--nats-user",
+      "submitter",
+      "--nats-password-file",
+      file,
+    ]);
     expect(await good.exited).toBe(1);
     expect(good.output()).toMatch(/no task 'nope'/);
     expect(violations()).not.toEqual(expect.arrayContaining([expect.stringContaining(".get")]));

@@ -41,11 +41,18 @@ beforeAll(async () => {
   writeFileSync(passwordFile, `${passwords.handler}\n`, { mode: 0o600 });
   writeFileSync(join(dataDir, "state"), `data ${passwords.handler}\n`);
   const variables = Object.fromEntries(NATS_ROLES.map((role) => [passwordVariable(role), passwords[role]]));
-  server = await startTestNatsServer({ config: `jetstream { store_dir: ".dirigent/jetstream" }\n${renderAuthorization(root, { variables })}` });
+  server = await startTestNatsServer({
+    config: `jetstream { store_dir: ".dirigent/jetstream" }\n${renderAuthorization(root, { variables })}`,
+  });
   mock = await startMockLlm({ port: 0, script: { rules: [], default: { reply: "unused" } } });
   const config = { ...loadConfig({}, {}), prefix: root, openaiBaseUrl: mock.url, openaiApiKey: "other-key", commands: ["sh"] };
   for (const role of ["memory", "evaluator", "director"] as const) {
-    const transport = await openNatsTransport(server.url, subjects, { name: `secrets-${role}`, log: silentLogger, auth: { user: role, pass: passwords[role] }, roles: [role] });
+    const transport = await openNatsTransport(server.url, subjects, {
+      name: `secrets-${role}`,
+      log: silentLogger,
+      auth: { user: role, pass: passwords[role] },
+      roles: [role],
+    });
     transports.push(transport);
     systems.push(await startSystem({ config, transport, roles: [role] }));
   }
@@ -77,7 +84,12 @@ const xmlText = (text: string) => text.replace(/&/g, "&amp;").replace(/</g, "&lt
 
 describe("a script task in a Handler started with secrets", () => {
   it("sees none of them: not in any /proc it can read, not in the password file, not in the data directory", async () => {
-    const client = await openNatsTransport(server.url, subjects, { name: "secrets-submitter", log: silentLogger, auth: { user: "submitter", pass: passwords.submitter }, roles: [] });
+    const client = await openNatsTransport(server.url, subjects, {
+      name: "secrets-submitter",
+      log: silentLogger,
+      auth: { user: "submitter", pass: passwords.submitter },
+      roles: [],
+    });
     transports.push(client);
     const snoop = [
       "echo SCRIPT-RAN",

@@ -26,14 +26,18 @@ let standIn: Server;
 let standInUrl: string;
 
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: the browser test needs Debian's Chromium (apt-get install -y chromium; .ci/run does it)`);
+  if (!existsSync(CHROMIUM))
+    throw new Error(`${CHROMIUM} is missing: the browser test needs Debian's Chromium (apt-get install -y chromium; .ci/run does it)`);
   standIn = createServer((_req, res) => {
     res.writeHead(200, { "content-type": "text/html; charset=utf-8" });
     res.end(STAND_IN);
   });
   await new Promise<void>((resolve) => standIn.listen(0, "127.0.0.1", resolve));
   standInUrl = `http://localhost:${(standIn.address() as AddressInfo).port}/inspect`;
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"] });
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+  });
 });
 
 afterAll(async () => {
@@ -70,7 +74,8 @@ document.addEventListener("securitypolicyviolation", (e) => window.__violations.
       await frame.locator("title").waitFor({ state: "attached" });
       const inner = page.frames().find((f) => f.url() === standInUrl);
       expect(inner).toBeDefined();
-      const received = async () => (await inner?.evaluate("window.received")) as Array<{ origin: string; data: { type?: string; sessionId?: string } }>;
+      const received = async () =>
+        (await inner?.evaluate("window.received")) as Array<{ origin: string; data: { type?: string; sessionId?: string } }>;
       await inner?.waitForFunction("window.received.length >= 1");
       bridge.forward(actor(1));
       await inner?.waitForFunction("window.received.length >= 2");

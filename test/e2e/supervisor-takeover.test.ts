@@ -23,8 +23,14 @@ beforeAll(async () => {
     port: 0,
     script: {
       rules: [
-        { match: { lastUser: { regex: "Decompose this goal[\\s\\S]*GOAL: TAKEOVER" } }, reply: JSON.stringify({ subGoals: [{ id: "1", description: "TAKEOVER-STEP" }] }) },
-        { match: { lastUser: { regex: "Does this outcome diverge" } }, reply: JSON.stringify({ divergent: false, severity: "none", reason: "fine" }) },
+        {
+          match: { lastUser: { regex: "Decompose this goal[\\s\\S]*GOAL: TAKEOVER" } },
+          reply: JSON.stringify({ subGoals: [{ id: "1", description: "TAKEOVER-STEP" }] }),
+        },
+        {
+          match: { lastUser: { regex: "Does this outcome diverge" } },
+          reply: JSON.stringify({ divergent: false, severity: "none", reason: "fine" }),
+        },
         { match: { lastUser: "TAKEOVER-STEP" }, reply: "step done", delayMs: 2_500 },
       ],
     },
@@ -41,7 +47,12 @@ describe("a Supervisor killed mid-goal", () => {
   it("is replaced by another Supervisor process, which carries the goal on without re-running its task", async () => {
     const root = randomRoot();
     await using stack = await startStack({ url: server.url, mock, root, roles: ["director", "evaluator", "handler", "memory"] });
-    const env = { DIRIGENT_SUPERVISOR_TICK_MS: "200", DIRIGENT_SUPERVISOR_STAGGER_MS: "0", DIRIGENT_GOAL_LEASE_MS: String(LEASE_MS), DIRIGENT_LOG_LEVEL: "info" };
+    const env = {
+      DIRIGENT_SUPERVISOR_TICK_MS: "200",
+      DIRIGENT_SUPERVISOR_STAGGER_MS: "0",
+      DIRIGENT_GOAL_LEASE_MS: String(LEASE_MS),
+      DIRIGENT_LOG_LEVEL: "info",
+    };
     const supervisors = ["a", "b"].map(() => startCli(["worker", "--role", "supervisor", "--nats", server.url, "--prefix", root], env));
     processes.push(...supervisors);
     await Promise.all(supervisors.map((s) => s.waitFor(/ready/)));
@@ -74,7 +85,8 @@ describe("a Supervisor killed mid-goal", () => {
     expect(goal.status).toBe("completed");
     expect(goal.subGoals.map((s) => [s.status, s.outcome?.content])).toEqual([["completed", "step done"]]);
     // The decomposition and the sub-goal's task each ran once: the new Supervisor found them by their ids.
-    const asked = (text: string) => mock.requests.filter((r) => JSON.stringify(r.body).includes(text) && !JSON.stringify(r.body).includes("diverge")).length;
+    const asked = (text: string) =>
+      mock.requests.filter((r) => JSON.stringify(r.body).includes(text) && !JSON.stringify(r.body).includes("diverge")).length;
     expect(asked("Decompose this goal")).toBe(1);
     expect(asked("TAKEOVER-STEP")).toBe(1);
   });

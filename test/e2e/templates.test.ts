@@ -16,7 +16,10 @@ beforeAll(() => {
   mkdirSync(join(good, "eval"), { recursive: true });
   mkdirSync(bad);
   writeFileSync(join(good, "summarize.xml"), '<task name="summarize"><description>Summarize {{text}}</description></task>');
-  writeFileSync(join(good, "eval", "judge.xml"), '<task name="judge" subtype="evaluator"><description>Judge {{output}}</description></task>');
+  writeFileSync(
+    join(good, "eval", "judge.xml"),
+    '<task name="judge" subtype="evaluator"><description>Judge {{output}}</description></task>',
+  );
   writeFileSync(join(bad, "ok.xml"), '<task name="ok"><description>fine</description></task>');
   writeFileSync(join(bad, "broken.xml"), "<task>\n  <description>no end</task>");
   writeFileSync(join(bad, "again.xml"), '<task name="ok"><description>twice</description></task>');
@@ -29,7 +32,9 @@ describe("dirigent templates", () => {
     const list = startCli(["templates", "list", good]);
     expect(await list.exited).toBe(0);
     expect(list.output()).toMatch(/^NAME\s+TYPE\s+FILE\s+DESCRIPTION$/m);
-    expect(list.output()).toMatch(new RegExp(`^judge\\s+atomic:evaluator\\s+${join(good, "eval", "judge.xml")}\\s+Judge \\{\\{output\\}\\}$`, "m"));
+    expect(list.output()).toMatch(
+      new RegExp(`^judge\\s+atomic:evaluator\\s+${join(good, "eval", "judge.xml")}\\s+Judge \\{\\{output\\}\\}$`, "m"),
+    );
     expect(list.output()).toMatch(/^summarize\s+atomic\s+\S+summarize\.xml\s+Summarize \{\{text\}\}$/m);
     expect(list.output()).toMatch(/2 templates in /);
   });
@@ -39,7 +44,10 @@ describe("dirigent templates", () => {
     expect(await list.exited).toBe(0);
     const parsed = JSON.parse(list.output()) as { dir: string; templates: { name: string; subtype?: string }[]; errors: unknown[] };
     expect(parsed.dir).toBe(good);
-    expect(parsed.templates.map((t) => [t.name, t.subtype])).toEqual([["judge", "evaluator"], ["summarize", undefined]]);
+    expect(parsed.templates.map((t) => [t.name, t.subtype])).toEqual([
+      ["judge", "evaluator"],
+      ["summarize", undefined],
+    ]);
     expect(parsed.errors).toEqual([]);
   });
 

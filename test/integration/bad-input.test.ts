@@ -26,9 +26,27 @@ function generators(rand: () => number): Array<() => Uint8Array> {
     () => enc(JSON.stringify({ [junk(5)]: junk(8) })),
     () => enc(JSON.stringify({ xml: pick([42, null, [], {}, ""]) })),
     () => enc(JSON.stringify({ xml: "<task/>", template: "<task/>" })),
-    () => enc(JSON.stringify({ taskId: pick(["", "a b", "x".repeat(65), "a.b", "*", ">", "é"]), xml: "<task><description>x</description></task>" })),
+    () =>
+      enc(
+        JSON.stringify({
+          taskId: pick(["", "a b", "x".repeat(65), "a.b", "*", ">", "é"]),
+          xml: "<task><description>x</description></task>",
+        }),
+      ),
     () => enc(JSON.stringify({ xml: "<task><description>x</description></task>", inputs: pick([[], "s", 3, null]) })),
-    () => enc(JSON.stringify({ xml: pick(["<task>", "<task></tsk>", "<task a=1/>", "<<>>", "<task><description>x</task>", "<template name='f'><task/></template>"]) })),
+    () =>
+      enc(
+        JSON.stringify({
+          xml: pick([
+            "<task>",
+            "<task></tsk>",
+            "<task a=1/>",
+            "<<>>",
+            "<task><description>x</task>",
+            "<template name='f'><task/></template>",
+          ]),
+        }),
+      ),
     () => enc(pick(["<task>", "<task><description>unclosed", "<a></b>", "<task attr='1' attr='2'/>"])),
     () => enc("[".repeat(5000)),
     () => new Uint8Array([0xc3, 0x28, 0x7b, 0x7d]),

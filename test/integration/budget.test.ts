@@ -24,7 +24,11 @@ beforeAll(async () => {
         { match: { lastUser: { regex: "^FIRST" } }, reply: "first done", usage: usage(1200, 800) },
         { match: { lastUser: { regex: "^SECOND" } }, reply: "second done", usage: usage(10, 10) },
         // A parent that asks for a child, then finishes with its answer.
-        { match: { lastUser: { regex: "^PARENT" }, turn: 1 }, toolCalls: [{ name: "run_subtask", arguments: { type: "atomic", description: "CHILD count" } }], usage: usage(600, 400) },
+        {
+          match: { lastUser: { regex: "^PARENT" }, turn: 1 },
+          toolCalls: [{ name: "run_subtask", arguments: { type: "atomic", description: "CHILD count" } }],
+          usage: usage(600, 400),
+        },
         { match: { lastUser: { regex: "^CHILD" } }, reply: "one two three", usage: usage(150, 50) },
         { match: { lastUser: { regex: "^PARENT" }, hasToolResult: true }, reply: "parent done", usage: usage(250, 50) },
         { match: { lastUser: { regex: "^STREAM" } }, reply: "Small actors listen, a message crosses the bus." },
@@ -96,13 +100,21 @@ describe("task budgets", () => {
     await using s = await stack();
     const outcome = await s.client.run({ xml: sequential(` max_tokens="1900"`), taskId: newTaskId() });
     expect(outcome.status).toBe("FAILED");
-    expect(rootCause(outcome)).toMatchObject({ resource: "budget", metrics: { used: 2000, limit: 1900 }, message: "a template node's token budget of 1900 reached (2000 used)" });
+    expect(rootCause(outcome)).toMatchObject({
+      resource: "budget",
+      metrics: { used: 2000, limit: 1900 },
+      message: "a template node's token budget of 1900 reached (2000 used)",
+    });
   });
 
   it("completes within the budget and reports the task's usage", async () => {
     await using s = await stack();
     const outcome = await s.client.run({ xml: sequential(), taskId: newTaskId(), budget: { max_tokens: 10_000 } });
-    expect(outcome).toMatchObject({ status: "COMPLETE", content: "second done", notes: { task_usage: { promptTokens: 1210, completionTokens: 810 } } });
+    expect(outcome).toMatchObject({
+      status: "COMPLETE",
+      content: "second done",
+      notes: { task_usage: { promptTokens: 1210, completionTokens: 810 } },
+    });
   });
 
   it("passes the remaining budget to a subtask and counts only the resumed session's new usage", async () => {
@@ -111,7 +123,10 @@ describe("task budgets", () => {
     const outcome = await s.client.run({ xml: atomic("PARENT work"), taskId: newTaskId(), budget: { max_tokens: 10_000 } });
     expect(outcome).toMatchObject({ status: "COMPLETE", content: "parent done" });
     // Parent 1,000, child 200, resumed parent 300 (its reply reports 1,300 for the whole session).
-    expect(outcome.notes).toMatchObject({ task_usage: { promptTokens: 1000, completionTokens: 500 }, usage: { promptTokens: 850, completionTokens: 450 } });
+    expect(outcome.notes).toMatchObject({
+      task_usage: { promptTokens: 1000, completionTokens: 500 },
+      usage: { promptTokens: 850, completionTokens: 450 },
+    });
     const sent = executes.map((e) => ({ prompt: e.prompt.slice(0, 6), resumed: e.resume !== undefined, budget: e.budget }));
     expect(sent).toEqual([
       { prompt: "PARENT", resumed: false, budget: { tokens: 10_000 } },
@@ -123,7 +138,8 @@ describe("task budgets", () => {
   it("stops a subtask that would exceed the budget it inherited", async () => {
     await using s = await stack();
     const executes = recordExecutes(s);
-    const childCalls = () => mock.requests.filter((r) => JSON.stringify(r.body).includes("CHILD count") && !JSON.stringify(r.body).includes("PARENT")).length;
+    const childCalls = () =>
+      mock.requests.filter((r) => JSON.stringify(r.body).includes("CHILD count") && !JSON.stringify(r.body).includes("PARENT")).length;
     const before = childCalls();
     const outcome = await s.client.run({ xml: atomic("PARENT work"), taskId: newTaskId(), budget: { max_tokens: 1100 } });
     expect(outcome.status).toBe("FAILED");
@@ -137,7 +153,10 @@ describe("task budgets", () => {
   it("carries a template node's budget into the subtasks below it", async () => {
     await using s = await stack();
     const executes = recordExecutes(s);
-    const outcome = await s.client.run({ xml: `<task type="atomic" max_tokens="1100"><description>PARENT work</description></task>`, taskId: newTaskId() });
+    const outcome = await s.client.run({
+      xml: `<task type="atomic" max_tokens="1100"><description>PARENT work</description></task>`,
+      taskId: newTaskId(),
+    });
     expect(outcome.error).toMatchObject({ type: "TASK_FAILURE", reason: "subtask_failure" });
     expect(executes.map((e) => e.budget)).toEqual([{ tokens: 1100 }, { tokens: 100 }]);
   });
@@ -158,7 +177,11 @@ describe("task budgets", () => {
   it("refuses a budget attribute that is not a number", async () => {
     await using s = await stack();
     const outcome = await s.client.run({ xml: sequential(` max_cost="cheap"`), taskId: newTaskId() });
-    expect(outcome.error).toMatchObject({ type: "TASK_FAILURE", reason: "input_validation_failure", message: expect.stringContaining('max_cost="cheap"') });
+    expect(outcome.error).toMatchObject({
+      type: "TASK_FAILURE",
+      reason: "input_validation_failure",
+      message: expect.stringContaining('max_cost="cheap"'),
+    });
   });
 });
 

@@ -45,7 +45,10 @@ beforeAll(async () => {
         { match: { lastUser: judge("CM-EXHAUST", 2) }, reply: verdict("FAIL", 80, "almost") },
         { match: { lastUser: judge("CM-EXHAUST", 3) }, reply: verdict("FAIL", 50, "worse again") },
         // [NEEDS_CLARIFICATION]: the intake asks, the user answers, the intake writes criteria.
-        { match: { lastUser: { regex: "intake of a checkmate loop[\\s\\S]*CM-ASK[\\s\\S]*THE USER ANSWERED[\\s\\S]*Python please" } }, reply: "# Acceptance Criteria: script\n## Must Pass (blocking)\n- [ ] written in Python" },
+        {
+          match: { lastUser: { regex: "intake of a checkmate loop[\\s\\S]*CM-ASK[\\s\\S]*THE USER ANSWERED[\\s\\S]*Python please" } },
+          reply: "# Acceptance Criteria: script\n## Must Pass (blocking)\n- [ ] written in Python",
+        },
         { match: { lastUser: { regex: "intake of a checkmate loop[\\s\\S]*CM-ASK" } }, reply: "[NEEDS_CLARIFICATION]\n1. Which language?" },
         { match: { lastUser: worker("CM-ASK", 1) }, reply: "print('hi')" },
         { match: { lastUser: judge("CM-ASK", 1) }, reply: verdict("PASS", 88) },
@@ -81,7 +84,10 @@ const loop = (task: string, extra = "<criteria><item>mentions the sea</item></cr
   ${extra}
 </task>`;
 
-async function run(xml: string, onEvent: (e: TaskEvent, taskId: string, s: Awaited<ReturnType<typeof startStack>>) => void = () => undefined): Promise<{ outcome: TaskOutcome; events: TaskEvent[] }> {
+async function run(
+  xml: string,
+  onEvent: (e: TaskEvent, taskId: string, s: Awaited<ReturnType<typeof startStack>>) => void = () => undefined,
+): Promise<{ outcome: TaskOutcome; events: TaskEvent[] }> {
   await using s = await startStack({ url: server.url, mock });
   const taskId = newTaskId();
   const events: TaskEvent[] = [];
@@ -94,14 +100,26 @@ async function run(xml: string, onEvent: (e: TaskEvent, taskId: string, s: Await
 
 const prompts = (pattern: RegExp) =>
   mock.requests
-    .map((r) => (r.body as { messages: { role: string; content: string | null }[] }).messages.findLast((m) => m.role === "user")?.content ?? "")
+    .map(
+      (r) =>
+        (r.body as { messages: { role: string; content: string | null }[] }).messages.findLast((m) => m.role === "user")?.content ?? "",
+    )
     .filter((text) => pattern.test(text));
 
 describe("checkmate loop", () => {
   it("delivers the output when the judge passes iteration 1", async () => {
     const { outcome, events } = await run(loop("CM-ONE write a line about the sea"));
-    expect(outcome).toMatchObject({ status: "COMPLETE", content: "The sea at dawn.", notes: { termination_reason: "judge_pass", iterations_completed: 1, criteria_source: "given" } });
-    expect(outcome.notes["final_verdict"]).toMatchObject({ result: "PASS", score: 92, parsed: true, criteria: [{ item: "mentions the sea", pass: true }] });
+    expect(outcome).toMatchObject({
+      status: "COMPLETE",
+      content: "The sea at dawn.",
+      notes: { termination_reason: "judge_pass", iterations_completed: 1, criteria_source: "given" },
+    });
+    expect(outcome.notes["final_verdict"]).toMatchObject({
+      result: "PASS",
+      score: 92,
+      parsed: true,
+      criteria: [{ item: "mentions the sea", pass: true }],
+    });
     expect(events.filter((e) => e.type === "checkmate.iteration").map((e) => e.message)).toEqual(["[checkmate: iteration 1/5]"]);
     expect(events.find((e) => e.type === "checkmate.verdict")?.message).toBe("[checkmate: iteration 1/5] PASS score 92");
   });
@@ -109,7 +127,9 @@ describe("checkmate loop", () => {
   it("passes on iteration 3, the worker seeing the previous attempt and every gap so far", async () => {
     const { outcome, events } = await run(loop("CM-THREE write a poem"));
     expect(outcome).toMatchObject({ status: "COMPLETE", content: "attempt three", notes: { iterations_completed: 3 } });
-    expect(events.filter((e) => e.type === "checkmate.iteration").map((e) => e.message)).toEqual([1, 2, 3].map((n) => `[checkmate: iteration ${n}/5]`));
+    expect(events.filter((e) => e.type === "checkmate.iteration").map((e) => e.message)).toEqual(
+      [1, 2, 3].map((n) => `[checkmate: iteration ${n}/5]`),
+    );
     const [third] = prompts(/worker in a checkmate loop \(iteration 3\/5\)[\s\S]*CM-THREE/);
     expect(third).toContain("PREVIOUS ATTEMPT:\nattempt two");
     expect(third).toContain("- Iteration 1: GAP-ONE: no title.");
@@ -119,7 +139,9 @@ describe("checkmate loop", () => {
   });
 
   it("ends exhausted with the best attempt by score and the final judge report", async () => {
-    const { outcome, events } = await run(loop("CM-EXHAUST write a poem", "<criteria>a good poem</criteria><max_iterations>3</max_iterations>"));
+    const { outcome, events } = await run(
+      loop("CM-EXHAUST write a poem", "<criteria>a good poem</criteria><max_iterations>3</max_iterations>"),
+    );
     expect(outcome).toMatchObject({
       status: "FAILED",
       content: "exhaust two",
@@ -135,7 +157,11 @@ describe("checkmate loop", () => {
     const { outcome, events } = await run(loop("CM-ASK write a script", ""), (e, taskId, s) => {
       if (e.type === "continuation.input") void s.client.input(taskId, "Python please");
     });
-    expect(outcome).toMatchObject({ status: "COMPLETE", content: "print('hi')", notes: { criteria_source: "intake", clarifications: [{ questions: "1. Which language?", answer: "Python please" }] } });
+    expect(outcome).toMatchObject({
+      status: "COMPLETE",
+      content: "print('hi')",
+      notes: { criteria_source: "intake", clarifications: [{ questions: "1. Which language?", answer: "Python please" }] },
+    });
     expect(String(outcome.notes["criteria"])).toContain("written in Python");
     expect(events.map((e) => e.state)).toContain("awaiting_input");
     expect(events.find((e) => e.type === "continuation.input")?.message).toBe("1. Which language?");
@@ -149,7 +175,9 @@ describe("checkmate loop", () => {
     const history = outcome.notes["iteration_history"] as { verdict?: { result: string; parsed: boolean; note?: string } }[];
     expect(history[0]?.verdict).toMatchObject({ result: "FAIL", parsed: false, score: 0 });
     expect(history[0]?.verdict?.note).toMatch(/could not be parsed/);
-    expect(events.find((e) => e.type === "checkmate.verdict")?.message).toMatch(/iteration 1\/5\] FAIL score 0 \(the judge's verdict could not be parsed/);
+    expect(events.find((e) => e.type === "checkmate.verdict")?.message).toMatch(
+      /iteration 1\/5\] FAIL score 0 \(the judge's verdict could not be parsed/,
+    );
   });
 
   it("reports a worker's model error as a failed iteration, without a judge call", async () => {
@@ -165,7 +193,9 @@ describe("checkmate loop", () => {
 
 describe("checkmate timeouts", () => {
   it("ends a worker call at worker_timeout: a failed iteration with execution_timeout", async () => {
-    const { outcome, events } = await run(`<task type="judge_loop" worker_timeout="0.3"><description>CM-SLOW a poem</description><criteria>x</criteria></task>`);
+    const { outcome, events } = await run(
+      `<task type="judge_loop" worker_timeout="0.3"><description>CM-SLOW a poem</description><criteria>x</criteria></task>`,
+    );
     expect(outcome).toMatchObject({ status: "COMPLETE", content: "in time", notes: { iterations_completed: 2 } });
     const history = outcome.notes["iteration_history"] as { workerError?: unknown }[];
     expect(history[0]?.workerError).toMatchObject({ reason: "execution_timeout", message: "the worker did not answer within 0.3 s" });
@@ -185,21 +215,40 @@ describe("checkmate durability", () => {
   it("replays recorded worker and judge calls on a re-run: a stored verdict is never flipped", async () => {
     const own = await startMockLlm({
       port: 0,
-      script: { rules: [{ match: { lastUser: worker("CM-REPLAY", 1) }, reply: "replay one" }, { match: { lastUser: judge("CM-REPLAY", 1) }, reply: verdict("FAIL", 20, "GAP-R") }] },
+      script: {
+        rules: [
+          { match: { lastUser: worker("CM-REPLAY", 1) }, reply: "replay one" },
+          { match: { lastUser: judge("CM-REPLAY", 1) }, reply: verdict("FAIL", 20, "GAP-R") },
+        ],
+      },
     });
     try {
       await using s = await startStack({ url: server.url, mock: own });
       const taskId = newTaskId() as EvaluateRequest["taskId"];
-      const request: EvaluateRequest = { type: "evaluator.evaluate", taskId, owner: "director-a", xml: loop("CM-REPLAY a poem", "<criteria>x</criteria><max_iterations>1</max_iterations>"), inputs: {} };
+      const request: EvaluateRequest = {
+        type: "evaluator.evaluate",
+        taskId,
+        owner: "director-a",
+        xml: loop("CM-REPLAY a poem", "<criteria>x</criteria><max_iterations>1</max_iterations>"),
+        inputs: {},
+      };
       const deps = { bus: s.transport.bus, subjects: s.system.subjects, log: silentLogger, now: () => new Date(), newId: () => "x" };
       const evaluate = (owner: string) => ask(deps, Requests.evaluate, { ...request, owner }, { timeoutMs: 10_000 });
       const first = await evaluate("director-a");
-      expect(first.result).toMatchObject({ status: "FAILED", content: "replay one", notes: { final_verdict: { result: "FAIL", score: 20 } } });
+      expect(first.result).toMatchObject({
+        status: "FAILED",
+        content: "replay one",
+        notes: { final_verdict: { result: "FAIL", score: 20 } },
+      });
       expect(own.requests).toHaveLength(2);
       // The model would now pass the attempt; the resumed walk replays the recorded verdict instead of asking again.
       own.setScript({ rules: [{ match: { lastUser: judge("CM-REPLAY", 1) }, reply: verdict("PASS", 99) }], default: { reply: "changed" } });
       const again = await evaluate("director-b");
-      expect(again.result).toMatchObject({ status: "FAILED", content: "replay one", notes: { final_verdict: { result: "FAIL", score: 20, gapSummary: "GAP-R" } } });
+      expect(again.result).toMatchObject({
+        status: "FAILED",
+        content: "replay one",
+        notes: { final_verdict: { result: "FAIL", score: 20, gapSummary: "GAP-R" } },
+      });
       expect(own.requests).toHaveLength(2);
     } finally {
       await own.close();

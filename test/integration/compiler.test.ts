@@ -35,7 +35,10 @@ beforeAll(async () => {
     script: {
       rules: [
         // Retry: an invalid first answer, then a valid one once the errors are fed back.
-        { match: { system: COMPILER, anyMessage: "REQ-RETRY", lastUser: { regex: "mismatched tag" } }, reply: "Fixed:\n```xml\n" + GOOD + "\n```" },
+        {
+          match: { system: COMPILER, anyMessage: "REQ-RETRY", lastUser: { regex: "mismatched tag" } },
+          reply: "Fixed:\n```xml\n" + GOOD + "\n```",
+        },
         { match: { system: COMPILER, anyMessage: "REQ-RETRY" }, reply: "<task><description>Write a haiku.</descriptio></task>" },
         // Never valid.
         { match: { system: COMPILER, anyMessage: "REQ-NEVER" }, reply: "I would rather write prose." },
@@ -61,13 +64,19 @@ afterAll(async () => {
 });
 
 const requestsWith = (token: string) => mock.requests.filter((r) => JSON.stringify(r.body.messages).includes(token));
-const lastUserOf = (messages: readonly Record<string, unknown>[]) => String([...messages].reverse().find((m) => m["role"] === "user")?.["content"]);
+const lastUserOf = (messages: readonly Record<string, unknown>[]) =>
+  String([...messages].reverse().find((m) => m["role"] === "user")?.["content"]);
 
 describe("compiler over a real nats-server", () => {
   it("feeds validation errors back and returns the first valid template", async () => {
     await using stack = await startStack({ url: server.url, mock });
     const reply = await stack.client.compile({ prompt: "REQ-RETRY: a haiku about a topic", inputNames: ["topic"] });
-    expect(reply).toMatchObject({ type: "compiler.result", xml: GOOD, attempts: 2, errors: [expect.stringMatching(/^attempt 1: line 1, col \d+: not well-formed XML: mismatched tag/)] });
+    expect(reply).toMatchObject({
+      type: "compiler.result",
+      xml: GOOD,
+      attempts: 2,
+      errors: [expect.stringMatching(/^attempt 1: line 1, col \d+: not well-formed XML: mismatched tag/)],
+    });
     expect(reply.usage?.completionTokens).toBeGreaterThan(0);
     const [first, second] = requestsWith("REQ-RETRY").map((r) => r.body.messages as Record<string, unknown>[]);
     expect(first).toHaveLength(2);
@@ -76,7 +85,9 @@ describe("compiler over a real nats-server", () => {
     // The second request carries the bad answer and the parser's error, located.
     expect(second).toHaveLength(4);
     expect(second?.[2]).toMatchObject({ role: "assistant", content: "<task><description>Write a haiku.</descriptio></task>" });
-    expect(lastUserOf(second ?? [])).toMatch(/^That answer is not a valid template:\n- line 1, col \d+: not well-formed XML: mismatched tag/);
+    expect(lastUserOf(second ?? [])).toMatch(
+      /^That answer is not a valid template:\n- line 1, col \d+: not well-formed XML: mismatched tag/,
+    );
   });
 
   it("gives up after maxAttempts with INVALID_TEMPLATE naming the last errors", async () => {
@@ -84,14 +95,20 @@ describe("compiler over a real nats-server", () => {
     const before = requestsWith("REQ-NEVER").length;
     const error = await stack.client.compile({ prompt: "REQ-NEVER", maxAttempts: 2 }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(RemoteError);
-    expect(error).toMatchObject({ code: "INVALID_TEMPLATE", message: expect.stringMatching(/no valid template after 2 attempts: .*not XML/) });
+    expect(error).toMatchObject({
+      code: "INVALID_TEMPLATE",
+      message: expect.stringMatching(/no valid template after 2 attempts: .*not XML/),
+    });
     expect(requestsWith("REQ-NEVER").length - before).toBe(2);
   });
 
   it("fails at once, naming the reason, when the server's content filter blocks the answer or the model refuses", async () => {
     await using stack = await startStack({ url: server.url, mock });
     const filtered = await stack.client.compile({ prompt: "REQ-FILTERED", maxAttempts: 3 }).catch((e: unknown) => e);
-    expect(filtered).toMatchObject({ code: "UNAVAILABLE", message: expect.stringContaining("blocked by the server's content filter (finish_reason 'content_filter')") });
+    expect(filtered).toMatchObject({
+      code: "UNAVAILABLE",
+      message: expect.stringContaining("blocked by the server's content filter (finish_reason 'content_filter')"),
+    });
     expect(requestsWith("REQ-FILTERED")).toHaveLength(1);
     const refused = await stack.client.compile({ prompt: "REQ-REFUSED", maxAttempts: 3 }).catch((e: unknown) => e);
     expect(refused).toMatchObject({ code: "UNAVAILABLE", message: expect.stringContaining("the model refused: I can't help with that.") });
@@ -103,33 +120,61 @@ describe("compiler over a real nats-server", () => {
     const reply = await stack.client.compile({
       mode: "decompose",
       prompt: "REQ-SPLIT: summarise {{text}}",
-      failed: { error: "context window exhausted: 130000/102400 tokens", xml: "<task><description>Summarise {{text}}.</description></task>" },
+      failed: {
+        error: "context window exhausted: 130000/102400 tokens",
+        xml: "<task><description>Summarise {{text}}.</description></task>",
+      },
       inputNames: ["text"],
     });
-    expect(reply).toMatchObject({ xml: SPLIT, attempts: 2, errors: [expect.stringMatching(/a decomposition must be one <task type="sequential">.*got type 'atomic'/)] });
+    expect(reply).toMatchObject({
+      xml: SPLIT,
+      attempts: 2,
+      errors: [expect.stringMatching(/a decomposition must be one <task type="sequential">.*got type 'atomic'/)],
+    });
     const [first] = requestsWith("REQ-SPLIT").map((r) => r.body.messages as Record<string, unknown>[]);
     expect(lastUserOf(first ?? [])).toContain("ran out of resources: context window exhausted: 130000/102400 tokens");
   });
 
   it("refuses a malformed compile request with INVALID_MESSAGE", async () => {
     await using stack = await startStack({ url: server.url, mock });
-    const raw = await stack.transport.bus.request(stack.system.subjects.compile, encodeJson({ type: "compiler.compile", prompt: "x", mode: "decompose" }), { timeoutMs: 5000 });
+    const raw = await stack.transport.bus.request(
+      stack.system.subjects.compile,
+      encodeJson({ type: "compiler.compile", prompt: "x", mode: "decompose" }),
+      { timeoutMs: 5000 },
+    );
     const reply = decode(ErrorReply, raw);
-    expect(reply.ok && reply.value.error).toMatchObject({ code: "INVALID_MESSAGE", message: expect.stringContaining("'failed' is required in decompose mode") });
+    expect(reply.ok && reply.value.error).toMatchObject({
+      code: "INVALID_MESSAGE",
+      message: expect.stringContaining("'failed' is required in decompose mode"),
+    });
   });
 
   it("runs a task submitted with a prompt: stored as is, compiled, announced, then evaluated", async () => {
     await using stack = await startStack({ url: server.url, mock });
     const taskId = newTaskId();
     const events = new Recorder<TaskEvent>();
-    const outcome = await stack.client.run({ prompt: "REQ-HAIKU: a haiku about a topic", inputs: { topic: "autumn" }, taskId }, (e) => events.push(e));
+    const outcome = await stack.client.run({ prompt: "REQ-HAIKU: a haiku about a topic", inputs: { topic: "autumn" }, taskId }, (e) =>
+      events.push(e),
+    );
     expect(outcome).toMatchObject({ status: "COMPLETE", content: "leaves let go softly" });
     await events.until((v) => v.some((e) => e.type === "task.completed"), "the completed event");
-    expect(events.values.map((e) => e.type)).toEqual(["task.queued", "task.running", "task.compiled", "node.started", "model.turn", "task.completed"]);
+    expect(events.values.map((e) => e.type)).toEqual([
+      "task.queued",
+      "task.running",
+      "task.compiled",
+      "node.started",
+      "model.turn",
+      "task.completed",
+    ]);
     expect(events.values.find((e) => e.type === "task.compiled")).toMatchObject({ state: "running", data: { xml: GOOD, attempts: 1 } });
     const stored = await stack.transport.store.get(taskId);
     const record = stored ? decode(TaskRecord, stored) : undefined;
-    expect(record?.ok && record.value).toMatchObject({ state: "completed", prompt: "REQ-HAIKU: a haiku about a topic", xml: GOOD, inputs: { topic: "autumn" } });
+    expect(record?.ok && record.value).toMatchObject({
+      state: "completed",
+      prompt: "REQ-HAIKU: a haiku about a topic",
+      xml: GOOD,
+      inputs: { topic: "autumn" },
+    });
     expect(lastUserOf(requestsWith("REQ-HAIKU")[0]?.body.messages ?? [])).toContain("{{topic}}");
   });
 
@@ -138,7 +183,18 @@ describe("compiler over a real nats-server", () => {
     const taskId = TaskId.parse(newTaskId());
     const at = new Date().toISOString();
     // The record as a Director that compiled the prompt and then died leaves it.
-    const record: TaskRecord = { taskId, state: "running", xml: GOOD, prompt: "REQ-RESUMED", inputs: { topic: "autumn" }, submittedAt: at, updatedAt: at, owner: "director-dead", claimedAt: at, seq: 3 };
+    const record: TaskRecord = {
+      taskId,
+      state: "running",
+      xml: GOOD,
+      prompt: "REQ-RESUMED",
+      inputs: { topic: "autumn" },
+      submittedAt: at,
+      updatedAt: at,
+      owner: "director-dead",
+      claimedAt: at,
+      seq: 3,
+    };
     const events = new Recorder<TaskEvent>();
     const watch = stack.client.watch(taskId, (e) => events.push(e));
     await stack.transport.bus.flush();
@@ -187,7 +243,10 @@ describe("compiler over a real nats-server", () => {
     const outcome = await stack.client.run({ prompt: "REQ-NEVER again", taskId: newTaskId() }, (e) => events.push(e));
     expect(outcome).toMatchObject({
       status: "FAILED",
-      error: { type: "XML_PARSE_ERROR", message: expect.stringMatching(/could not compile the prompt.*no valid template after 3 attempts/) },
+      error: {
+        type: "XML_PARSE_ERROR",
+        message: expect.stringMatching(/could not compile the prompt.*no valid template after 3 attempts/),
+      },
     });
     await events.until((v) => v.some((e) => e.type === "task.failed"), "the failed event");
     expect(events.values.filter((e) => e.type === "compile.retry").map((e) => e.data?.["attempt"])).toEqual([1, 2]);
@@ -208,8 +267,13 @@ describe("compiler over a real nats-server", () => {
 
   it("refuses a submission with both xml and prompt with INVALID_MESSAGE", async () => {
     await using stack = await startStack({ url: server.url, mock });
-    const raw = await stack.transport.bus.request(stack.system.subjects.submit, encodeJson({ xml: GOOD, prompt: "REQ-HAIKU" }), { timeoutMs: 5000 });
+    const raw = await stack.transport.bus.request(stack.system.subjects.submit, encodeJson({ xml: GOOD, prompt: "REQ-HAIKU" }), {
+      timeoutMs: 5000,
+    });
     const reply = decode(ErrorReply, raw);
-    expect(reply.ok && reply.value.error).toMatchObject({ code: "INVALID_MESSAGE", message: expect.stringContaining("exactly one of 'xml', 'template' or 'prompt' is required") });
+    expect(reply.ok && reply.value.error).toMatchObject({
+      code: "INVALID_MESSAGE",
+      message: expect.stringContaining("exactly one of 'xml', 'template' or 'prompt' is required"),
+    });
   });
 });

@@ -75,10 +75,13 @@ function systemPrompts(from: number): string[] {
 describe("context over a real nats-server", () => {
   it("reads literal file_paths through the Handler and puts them in the system prompt, tagged with the path", async () => {
     const before = mock.requests.length;
-    const outcome = await run(`<task>
+    const outcome = await run(
+      `<task>
   <description>Edit the text for {{who}}.</description>
   <file_paths><path>docs/style.md</path><path>docs/missing.md</path><path>../escape.md</path></file_paths>
-</task>`, { who: "Ada" });
+</task>`,
+      { who: "Ada" },
+    );
     expect(outcome).toMatchObject({
       status: "COMPLETE",
       content: "saw the style guide",
@@ -90,18 +93,29 @@ describe("context over a real nats-server", () => {
         context_file_errors: [{ path: "docs/missing.md", error: "path 'docs/missing.md' does not exist" }],
       },
     });
-    expect(systemPrompts(before)[0]).toContain('<file path="docs/style.md">\n# Style guide\nLITERAL_MARK_7: write short sentences.\n\n</file>');
+    expect(systemPrompts(before)[0]).toContain(
+      '<file path="docs/style.md">\n# Style guide\nLITERAL_MARK_7: write short sentences.\n\n</file>',
+    );
   });
 
   it("asks Memory for fresh_context with the substituted description, and attaches what it finds", async () => {
     const asked = matchRequests.length;
-    const outcome = await run(`<task subtype="survey">
+    const outcome = await run(
+      `<task subtype="survey">
   <description>Summarise the {{topic}} survey.</description>
   <inputs><input name="topic">moraine</input></inputs>
   <context_management><inherit_context>none</inherit_context><fresh_context>enabled</fresh_context></context_management>
-</task>`, { topic: "glacier" });
+</task>`,
+      { topic: "glacier" },
+    );
     expect(matchRequests.slice(asked)).toEqual([
-      { type: "memory.match", templateDescription: "Summarise the glacier survey.", templateType: "atomic", templateSubtype: "survey", inputs: { topic: "glacier" } },
+      {
+        type: "memory.match",
+        templateDescription: "Summarise the glacier survey.",
+        templateType: "atomic",
+        templateSubtype: "survey",
+        inputs: { topic: "glacier" },
+      },
     ]);
     expect(outcome).toMatchObject({
       status: "COMPLETE",
@@ -141,16 +155,25 @@ describe("context over a real nats-server", () => {
 </task>`);
     expect(outcome).toMatchObject({ status: "COMPLETE", notes: { context_source: "inherited+fresh_context" } });
     expect(matchRequests.slice(asked)).toEqual([
-      { type: "memory.match", templateDescription: "Summarise the glacier survey.", templateType: "atomic", inputs: {}, inheritedContext: "Inherited files: docs/style.md" },
+      {
+        type: "memory.match",
+        templateDescription: "Summarise the glacier survey.",
+        templateType: "atomic",
+        inputs: {},
+        inheritedContext: "Inherited files: docs/style.md",
+      },
     ]);
   });
 
   it("matches file_paths source=description on the block's description, or on the prompt without one", async () => {
     const asked = matchRequests.length;
-    const described = await run(`<task>
+    const described = await run(
+      `<task>
   <description>Summarise what you are given.</description>
   <file_paths source="description"><description>the {{place}} survey</description></file_paths>
-</task>`, { place: "glacier" });
+</task>`,
+      { place: "glacier" },
+    );
     expect(described).toMatchObject({
       status: "COMPLETE",
       content: "saw the glacier survey",
@@ -160,36 +183,54 @@ describe("context over a real nats-server", () => {
   <description>Write to the style guide.</description>
   <file_paths source="description"/>
 </task>`);
-    expect(fromPrompt).toMatchObject({ status: "COMPLETE", content: "saw the style guide", notes: { context_source: "file_paths:description", context_files_count: 1 } });
+    expect(fromPrompt).toMatchObject({
+      status: "COMPLETE",
+      content: "saw the style guide",
+      notes: { context_source: "file_paths:description", context_files_count: 1 },
+    });
     expect(matchRequests.slice(asked).map((r) => r.templateDescription)).toEqual(["the glacier survey", "Write to the style guide."]);
   });
 
   it("matches file_paths source=context_description on the substituted context_query", async () => {
     const asked = matchRequests.length;
-    const outcome = await run(`<task>
+    const outcome = await run(
+      `<task>
   <description>Summarise what you are given.</description>
   <file_paths source="context_description"><context_query>{{kind}} guide</context_query></file_paths>
-</task>`, { kind: "style" });
+</task>`,
+      { kind: "style" },
+    );
     expect(outcome).toMatchObject({
       status: "COMPLETE",
       content: "saw the style guide",
       notes: { context_source: "file_paths:context_description", context_files_count: 1, context_files: 1 },
     });
     expect(matchRequests.slice(asked).map((r) => r.templateDescription)).toEqual(["style guide"]);
-    const empty = await run(`<task>
+    const empty = await run(
+      `<task>
   <description>Summarise what you are given.</description>
   <file_paths source="context_description"><context_query>{{kind}}</context_query></file_paths>
-</task>`, { kind: " " });
-    expect(empty).toMatchObject({ status: "COMPLETE", content: "no context", notes: { file_paths_error: ["file_paths source 'context_description' has no query text"], context_files_count: 0 } });
+</task>`,
+      { kind: " " },
+    );
+    expect(empty).toMatchObject({
+      status: "COMPLETE",
+      content: "no context",
+      notes: { file_paths_error: ["file_paths source 'context_description' has no query text"], context_files_count: 0 },
+    });
   });
 
   it("carries prior outputs into the next step with accumulate_data (full_output), or their notes only", async () => {
     const steps = `<steps><task><description>STEP_ONE</description></task><task><description>STEP_TWO</description></task></steps>`;
-    const full = await run(`<task type="sequential"><context_management><accumulation_format>full_output</accumulation_format></context_management>${steps}</task>`);
+    const full = await run(
+      `<task type="sequential"><context_management><accumulation_format>full_output</accumulation_format></context_management>${steps}</task>`,
+    );
     expect(full).toMatchObject({ status: "COMPLETE", content: "saw the first output", notes: { context_source: "accumulated" } });
     const notesOnly = await run(`<task type="sequential">${steps}</task>`);
     expect(notesOnly).toMatchObject({ status: "COMPLETE", content: "saw notes only" });
-    const none = await run(`<task type="sequential"><context_management><accumulate_data>false</accumulate_data></context_management>${steps}</task>`);
+    const none = await run(
+      `<task type="sequential"><context_management><accumulate_data>false</accumulate_data></context_management>${steps}</task>`,
+    );
     expect(none).toMatchObject({ content: "no context", notes: { context_source: "none" } });
   });
 

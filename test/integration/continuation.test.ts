@@ -19,7 +19,10 @@ let workspace: string;
 let templates: string;
 
 const NODE = process.execPath;
-const subtask = (description: string, extra: Record<string, unknown> = {}) => ({ name: "run_subtask", arguments: { type: "atomic", description, ...extra } });
+const subtask = (description: string, extra: Record<string, unknown> = {}) => ({
+  name: "run_subtask",
+  arguments: { type: "atomic", description, ...extra },
+});
 
 beforeAll(async () => {
   server = await startTestNatsServer();
@@ -36,7 +39,10 @@ beforeAll(async () => {
     script: {
       rules: [
         // Parent → child → parent resumes with the child's answer as the tool response.
-        { match: { lastUser: { regex: "^PARENT" }, turn: 1 }, toolCalls: [subtask("CHILD name three cities", { inputs: { country: "anywhere" } })] },
+        {
+          match: { lastUser: { regex: "^PARENT" }, turn: 1 },
+          toolCalls: [subtask("CHILD name three cities", { inputs: { country: "anywhere" } })],
+        },
         { match: { lastUser: { regex: "^CHILD" } }, reply: "Paris, Rome, Oslo" },
         { match: { lastUser: { regex: "^PARENT" }, hasToolResult: { regex: "Paris, Rome, Oslo" } }, reply: "Plan: Paris, Rome, Oslo" },
         // A library template chosen by hint.
@@ -57,18 +63,32 @@ beforeAll(async () => {
         // Dynamic director–evaluator: the director asks for an evaluation with a script, then finishes.
         {
           match: { lastUser: { regex: "^DIRECTOR" }, turn: 1 },
-          toolCalls: [{ name: "request_evaluation", arguments: { type: "script", criteria: ["all tests pass"], target: `${NODE} check.js` } }],
+          toolCalls: [
+            { name: "request_evaluation", arguments: { type: "script", criteria: ["all tests pass"], target: `${NODE} check.js` } },
+          ],
         },
         { match: { lastUser: { regex: "^Evaluate the output below" } }, reply: '{"success": false, "feedback": "one test fails"}' },
         { match: { lastUser: { regex: "^DIRECTOR" }, hasToolResult: { regex: "one test fails" } }, reply: "fixed the failing test" },
         // A director with <criteria> whose evaluation the starter library's run-tests-evaluation template answers.
-        { match: { lastUser: { regex: "^LIBDIRECTOR" }, turn: 1 }, toolCalls: [{ name: "request_evaluation", arguments: { type: "llm", criteria: ["tests pass", "no failing tests"] } }] },
-        { match: { lastUser: { regex: "^Evaluate the test run results against the criteria" } }, reply: '{"success": true, "feedback": "all green"}' },
+        {
+          match: { lastUser: { regex: "^LIBDIRECTOR" }, turn: 1 },
+          toolCalls: [{ name: "request_evaluation", arguments: { type: "llm", criteria: ["tests pass", "no failing tests"] } }],
+        },
+        {
+          match: { lastUser: { regex: "^Evaluate the test run results against the criteria" } },
+          reply: '{"success": true, "feedback": "all green"}',
+        },
         { match: { lastUser: { regex: "^LIBDIRECTOR" }, hasToolResult: { regex: "all green" } }, reply: "shipped" },
         // request_user_input: the task waits for the answer on its input subject.
-        { match: { lastUser: { regex: "^ASK" }, turn: 1 }, toolCalls: [{ name: "request_user_input", arguments: { question: "Which city?" } }] },
+        {
+          match: { lastUser: { regex: "^ASK" }, turn: 1 },
+          toolCalls: [{ name: "request_user_input", arguments: { question: "Which city?" } }],
+        },
         { match: { lastUser: { regex: "^ASK" }, hasToolResult: true }, reply: "Going to {{lastUser}}" },
-        { match: { lastUser: { regex: "^IMPATIENT" } }, toolCalls: [{ name: "request_user_input", arguments: { question: "Anyone?", timeout_s: 0.3 } }] },
+        {
+          match: { lastUser: { regex: "^IMPATIENT" } },
+          toolCalls: [{ name: "request_user_input", arguments: { question: "Anyone?", timeout_s: 0.3 } }],
+        },
         // A malformed request is answered as an error, and the session goes on.
         { match: { lastUser: { regex: "^SLOPPY" }, turn: 1 }, toolCalls: [{ name: "run_subtask", arguments: { description: "" } }] },
         { match: { lastUser: { regex: "^SLOPPY" }, hasToolResult: { regex: "invalid arguments" } }, reply: "did it myself" },
@@ -85,10 +105,15 @@ afterAll(async () => {
 });
 
 function stack(config: Record<string, unknown> = {}) {
-  return startStack({ url: server.url, mock, config: { tools: ["read_file", "list_files", "run_script"], commands: [NODE], workspaceRoot: workspace, templates, ...config } });
+  return startStack({
+    url: server.url,
+    mock,
+    config: { tools: ["read_file", "list_files", "run_script"], commands: [NODE], workspaceRoot: workspace, templates, ...config },
+  });
 }
 
-const atomic = (description: string, subtype = "") => `<task type="atomic"${subtype ? ` subtype="${subtype}"` : ""}><description>${description}</description></task>`;
+const atomic = (description: string, subtype = "") =>
+  `<task type="atomic"${subtype ? ` subtype="${subtype}"` : ""}><description>${description}</description></task>`;
 
 describe("subtasks", () => {
   it("runs a child for run_subtask and resumes the parent's session with its result", async () => {
@@ -102,7 +127,10 @@ describe("subtasks", () => {
     const resumed = events.findIndex((e) => e.type === "continuation.resumed");
     expect(resumed).toBeGreaterThan(states.indexOf("awaiting_subtask"));
     expect(events[resumed]?.state).toBe("running");
-    expect(events.find((e) => e.type === "subtask.template")?.data).toMatchObject({ template: "generated:atomic:subtask", source: "generated" });
+    expect(events.find((e) => e.type === "subtask.template")?.data).toMatchObject({
+      template: "generated:atomic:subtask",
+      source: "generated",
+    });
     // The child's nodes are reported under the node that asked for it.
     expect(events.filter((e) => e.type === "node.started").map((e) => e.data?.["nodePath"])).toEqual(["0", "0/subtask1:0"]);
     // The resumed call carried the whole conversation: the tool response answers the pending call.
@@ -187,7 +215,10 @@ describe("request_user_input", () => {
     expect(replies[0]).toMatchObject({ code: "INVALID_MESSAGE" });
     expect(replies[1]).toEqual({ taskId, status: "accepted" });
     const resumed = mock.requests.findLast((r) => JSON.stringify(r.body).includes("ASK where to go"));
-    expect((resumed?.body as { messages: { role: string; content: string | null }[] }).messages.at(-1)).toMatchObject({ role: "tool", content: "Oslo" });
+    expect((resumed?.body as { messages: { role: string; content: string | null }[] }).messages.at(-1)).toMatchObject({
+      role: "tool",
+      content: "Oslo",
+    });
   });
 
   it("fails with execution_timeout when no answer comes in time", async () => {
@@ -219,7 +250,11 @@ describe("dynamic director–evaluator (evaluation_request)", () => {
     const resumed = mock.requests.findLast((r) => JSON.stringify(r.body).includes("DIRECTOR write the code"));
     const tool = (resumed?.body as { messages: { role: string; content: string | null }[] }).messages.at(-1);
     expect(tool?.role).toBe("tool");
-    expect(JSON.parse(tool?.content ?? "{}")).toMatchObject({ success: false, last_evaluator_output: '{"success": false, "feedback": "one test fails"}', script: { exitCode: 1 } });
+    expect(JSON.parse(tool?.content ?? "{}")).toMatchObject({
+      success: false,
+      last_evaluator_output: '{"success": false, "feedback": "one test fails"}',
+      script: { exitCode: 1 },
+    });
   });
 
   it("binds last_evaluator_output, <output_slot> and <input_source> for the later steps of a sequence (C21)", async () => {
@@ -232,7 +267,9 @@ describe("dynamic director–evaluator (evaluation_request)", () => {
     const outcome = await s.client.run({ xml, taskId: newTaskId() });
     expect(outcome.status).toBe("COMPLETE");
     const review = mock.requests.find((r) => JSON.stringify(r.body).includes("REVIEW evaluation="));
-    expect(JSON.stringify(review?.body)).toContain(JSON.stringify('REVIEW evaluation={"success": false, "feedback": "one test fails"} draft=fixed the failing test').slice(1, -1));
+    expect(JSON.stringify(review?.body)).toContain(
+      JSON.stringify('REVIEW evaluation={"success": false, "feedback": "one test fails"} draft=fixed the failing test').slice(1, -1),
+    );
     expect(outcome.content).toContain("JUDGE fixed the failing test");
   });
 
@@ -251,7 +288,10 @@ describe("dynamic director–evaluator (evaluation_request)", () => {
   it("fails a director whose <criteria> names a missing variable, before any model call (C13, C14)", async () => {
     await using s = await stack();
     const before = mock.requests.length;
-    const outcome = await s.client.run({ xml: `<task subtype="director"><description>LIBDIRECTOR x</description><criteria>{{nowhere}}</criteria></task>`, taskId: newTaskId() });
+    const outcome = await s.client.run({
+      xml: `<task subtype="director"><description>LIBDIRECTOR x</description><criteria>{{nowhere}}</criteria></task>`,
+      taskId: newTaskId(),
+    });
     expect(outcome.error).toMatchObject({ reason: "input_validation_failure", details: { missing: ["nowhere"] } });
     expect(mock.requests.length).toBe(before);
   });
@@ -268,7 +308,10 @@ describe("dynamic director–evaluator (evaluation_request)", () => {
 
 describe("examples", () => {
   it("runs examples/ask-user.xml, answering its question, and examples/ref.xml through the starter library", async () => {
-    const example = await startMockLlm({ port: 0, script: await loadMockScript(join(import.meta.dirname, "../../examples/mock-script.json")) });
+    const example = await startMockLlm({
+      port: 0,
+      script: await loadMockScript(join(import.meta.dirname, "../../examples/mock-script.json")),
+    });
     try {
       await using s = await startStack({ url: server.url, mock: example });
       const taskId = newTaskId();
@@ -276,7 +319,10 @@ describe("examples", () => {
       const outcome = await s.client.run({ xml: ask, taskId }, (e) => {
         if (e.type === "continuation.input") void s.client.input(taskId, "6");
       });
-      expect(outcome).toMatchObject({ status: "COMPLETE", content: "A dinner plan for the number of guests you gave: soup, risotto, lemon tart." });
+      expect(outcome).toMatchObject({
+        status: "COMPLETE",
+        content: "A dinner plan for the number of guests you gave: soup, risotto, lemon tart.",
+      });
       const ref = await readFile(join(import.meta.dirname, "../../examples/ref.xml"), "utf8");
       const summary = await s.client.run({ xml: ref, inputs: { notes: "NATS carries the messages." }, taskId: newTaskId() });
       expect(summary).toMatchObject({ status: "COMPLETE", notes: { template_used: "summarize" } });
@@ -290,7 +336,10 @@ describe("examples", () => {
     ["subtask.xml", "Day 1: Belém Tower. Day 2: Alfama. Day 3: LX Factory.", "awaiting_subtask"],
     ["dynamic-de.xml", "dirigent: actors, orchestrated.", "awaiting_evaluation"],
   ])("runs examples/%s against the example mock script", async (file, content, state) => {
-    const example = await startMockLlm({ port: 0, script: await loadMockScript(join(import.meta.dirname, "../../examples/mock-script.json")) });
+    const example = await startMockLlm({
+      port: 0,
+      script: await loadMockScript(join(import.meta.dirname, "../../examples/mock-script.json")),
+    });
     try {
       await using s = await startStack({ url: server.url, mock: example });
       const events: TaskEvent[] = [];

@@ -41,7 +41,13 @@ afterAll(async () => {
   await h?.stop();
 });
 
-const NESTED_TWO_STEPS = ["Load data file", "Process raw data", "Transform data format", "Load config settings", "Combine processed results"];
+const NESTED_TWO_STEPS = [
+  "Load data file",
+  "Process raw data",
+  "Transform data format",
+  "Load config settings",
+  "Combine processed results",
+];
 const LOAD_FILTER = ["Load dataset", "Filter invalid rows"];
 
 /** The documented outcome of each runnable example. */
@@ -76,7 +82,12 @@ const CHECKS: Record<string, (ran: Ran) => void | Promise<void>> = {
   "25ab2e572ead": fresh("Start with completely fresh context"),
   "64e63be98e84": fresh("Process data with fresh context only"),
   "63d692d8f6f7": literalFiles("Analyze the main source files", ["./src/main.py", "./src/utils.py"], []),
-  "62abdbfa3f37": literalFiles("Analyze code with base context and specific files", ["./src/main.py", "./src/utils.py"], [], "file_paths:literal+fresh_context"),
+  "62abdbfa3f37": literalFiles(
+    "Analyze code with base context and specific files",
+    ["./src/main.py", "./src/utils.py"],
+    [],
+    "file_paths:literal+fresh_context",
+  ),
   "84671f2bc428": literalFiles("Task with specific file context", ["./src/main.py"], ["/absolute/path/file.txt"]),
   "0d37710bc581": literalFiles("Task with specific file context", ["./src/main.py"], ["/absolute/path/file.txt"]),
   ffc4c9ca5655: literalFiles("Task with specific file context", ["./src/main.py"], ["/absolute/path/file.txt"]),
@@ -93,7 +104,10 @@ const CHECKS: Record<string, (ran: Ran) => void | Promise<void>> = {
     // The parent waited in awaiting_subtask for a generated child, then resumed with the child's answer as the tool response.
     expect(ran.events.map((e) => e.state)).toContain("awaiting_subtask");
     expect(ran.events.find((e) => e.type === "continuation.subtask")?.data).toMatchObject({ depth: 1, request: SUBTASK_REQUEST });
-    expect(ran.events.find((e) => e.type === "subtask.template")?.data).toMatchObject({ template: "generated:atomic:subtask", source: "generated" });
+    expect(ran.events.find((e) => e.type === "subtask.template")?.data).toMatchObject({
+      template: "generated:atomic:subtask",
+      source: "generated",
+    });
     expect(messages(ran, "continuation.resumed")).toHaveLength(1);
     expect(ran.requests[2]?.body.messages.at(-1)).toMatchObject({ role: "tool", content: MODULES });
   },
@@ -136,7 +150,11 @@ const CHECKS: Record<string, (ran: Ran) => void | Promise<void>> = {
   ab5749aceef7: (ran) => expectSequential(ran, LOAD_FILTER, 2),
   "49548d5ca76a": (ran) => expectSequential(ran, LOAD_FILTER, 2),
   "4b65420b008d": (ran) =>
-    expectSequential(ran, ["Generate Initial Solution", "Execute evaluation script via bash", "Bash Script Callback", "Refine Solution"], 3),
+    expectSequential(
+      ran,
+      ["Generate Initial Solution", "Execute evaluation script via bash", "Bash Script Callback", "Refine Solution"],
+      3,
+    ),
   cef58ebebd47: (ran) => {
     expectComplete(ran);
     const perItem = ["Load metadata for processing", "Processing for each input", "Combine current result with accumulator"];
@@ -181,7 +199,11 @@ const CHECKS: Record<string, (ran: Ran) => void | Promise<void>> = {
   },
   "00f0c4d55772": (ran) => {
     expect(ran.outcome.status).toBe("FAILED");
-    expect(ran.outcome.error).toMatchObject({ type: "TASK_FAILURE", reason: "input_validation_failure", details: { missing: ["user_name"] } });
+    expect(ran.outcome.error).toMatchObject({
+      type: "TASK_FAILURE",
+      reason: "input_validation_failure",
+      details: { missing: ["user_name"] },
+    });
     expect(ran.outcome.error?.message).toContain("'user_name'");
     expect(ran.requests).toHaveLength(0);
   },
@@ -226,14 +248,17 @@ describe("corpus examples executing end to end", () => {
 });
 
 describe("corpus examples the table says are refused", () => {
-  it.each(Object.entries(REFUSED).map(([id, refusal]) => [id, refusal.reason, refusal] as const))("%s fails with %s", async (id, _reason, refusal) => {
-    expect(NOT_RUN[id]).toBeDefined();
-    const ran = await h.runExample({ id, inputs: refusal.inputs ?? {}, shows: "" });
-    expect(ran.outcome.status).toBe("FAILED");
-    expect(ran.outcome.error).toMatchObject({ type: "TASK_FAILURE", reason: refusal.reason });
-    expect(ran.outcome.error?.message).toContain(refusal.message);
-    expect(ran.events.at(-1)?.type).toBe("task.failed");
-  });
+  it.each(Object.entries(REFUSED).map(([id, refusal]) => [id, refusal.reason, refusal] as const))(
+    "%s fails with %s",
+    async (id, _reason, refusal) => {
+      expect(NOT_RUN[id]).toBeDefined();
+      const ran = await h.runExample({ id, inputs: refusal.inputs ?? {}, shows: "" });
+      expect(ran.outcome.status).toBe("FAILED");
+      expect(ran.outcome.error).toMatchObject({ type: "TASK_FAILURE", reason: refusal.reason });
+      expect(ran.outcome.error?.message).toContain(refusal.message);
+      expect(ran.events.at(-1)?.type).toBe("task.failed");
+    },
+  );
 
   it.each(EMPTY)("%s: a skeleton completes without asking the model", async (id) => {
     expect(NOT_RUN[id]).toContain("completes with no work");
@@ -247,7 +272,9 @@ describe("corpus examples the table says are refused", () => {
     const ran = await h.runExample({ id: "26b7a8980cc0", inputs: {}, shows: "" });
     expect(ran.outcome.status).toBe("FAILED");
     expect(ran.outcome.error).toMatchObject({ type: "TASK_FAILURE", reason: "input_validation_failure" });
-    expect(ran.outcome.error?.message).toMatch(/^<file_paths source="command">: program 'find' is not allowed for template commands \(DIRIGENT_COMMANDS=/);
+    expect(ran.outcome.error?.message).toMatch(
+      /^<file_paths source="command">: program 'find' is not allowed for template commands \(DIRIGENT_COMMANDS=/,
+    );
     expect(ran.requests).toHaveLength(0);
   });
 

@@ -68,9 +68,20 @@ describe("the intake stream", () => {
       const queue = await openWorkQueue(nc, subjects, { ackWaitMs: 4000 });
       const jsm = await jetstreamManager(nc);
       const { config } = await jsm.streams.info(subjects.intakeStream);
-      expect(config).toMatchObject({ subjects: [subjects.anyIntake], retention: RetentionPolicy.Workqueue, storage: StorageType.File, duplicate_window: 120_000 * 1_000_000, allow_direct: true });
+      expect(config).toMatchObject({
+        subjects: [subjects.anyIntake],
+        retention: RetentionPolicy.Workqueue,
+        storage: StorageType.File,
+        duplicate_window: 120_000 * 1_000_000,
+        allow_direct: true,
+      });
       const consumer = await jsm.consumers.info(subjects.intakeStream, subjects.directorConsumer);
-      expect(consumer.config).toMatchObject({ durable_name: subjects.directorConsumer, ack_policy: AckPolicy.Explicit, ack_wait: 4000 * 1_000_000, max_ack_pending: DEFAULT_MAX_ACK_PENDING });
+      expect(consumer.config).toMatchObject({
+        durable_name: subjects.directorConsumer,
+        ack_policy: AckPolicy.Explicit,
+        ack_wait: 4000 * 1_000_000,
+        max_ack_pending: DEFAULT_MAX_ACK_PENDING,
+      });
       expect(await queue.enqueue("t-1", encodeJson({ taskId: "t-1" }))).toEqual({ duplicate: false, seq: 1 });
       expect(await queue.enqueue("t-1", encodeJson({ taskId: "t-1" }))).toEqual({ duplicate: true, seq: 1 });
       expect((await jsm.streams.info(subjects.intakeStream)).state.messages).toBe(1);
@@ -86,10 +97,13 @@ describe("the intake stream", () => {
       const queue = await openWorkQueue(nc, subjects, { onError: () => undefined });
       await queue.enqueue("t-fails", encodeJson({ taskId: "t-fails" }));
       const deliveries = new Recorder<{ n: number; at: number }>();
-      const consuming = queue.consume(async (item) => {
-        deliveries.push({ n: item.deliveries, at: Date.now() });
-        throw new Error("cannot handle this item");
-      }, { concurrency: 1 });
+      const consuming = queue.consume(
+        async (item) => {
+          deliveries.push({ n: item.deliveries, at: Date.now() });
+          throw new Error("cannot handle this item");
+        },
+        { concurrency: 1 },
+      );
       await deliveries.count(4, "four deliveries", 10_000);
       await consuming.unsubscribe();
       const [first, ...later] = deliveries.values.slice(0, 4);
@@ -130,7 +144,10 @@ describe("claims on the task record (compare-and-set, KV)", () => {
       expect(await writeClaimed(store, first.claim, (r) => ({ ...r, state: "completed" }))).toBe("lost");
 
       expect(await writeClaimed(store, second.claim, (r) => ({ ...r, state: "completed" }))).toBe("written");
-      expect(await claimTask(store, taskId, "director-c", fixedNow)).toMatchObject({ kind: "final", record: { state: "completed", owner: "director-b" } });
+      expect(await claimTask(store, taskId, "director-c", fixedNow)).toMatchObject({
+        kind: "final",
+        record: { state: "completed", owner: "director-b" },
+      });
       expect(await writeClaimed(store, second.claim, (r) => ({ ...r, state: "failed" }))).toBe("lost");
       expect(await claimTask(store, newTaskId(), "director-c", fixedNow)).toEqual({ kind: "missing" });
     } finally {
@@ -242,7 +259,10 @@ describe("a Director whose claim was taken over", () => {
       expect(slow.requests).toHaveLength(1);
       expect(results.values).toHaveLength(0);
       expect(events.values.some((e) => e.type.startsWith("task.completed"))).toBe(false);
-      expect((await readTaskRecord(stack.transport.store, taskId))?.record).toMatchObject({ owner: "director-thief", result: { content: "theirs" } });
+      expect((await readTaskRecord(stack.transport.store, taskId))?.record).toMatchObject({
+        owner: "director-thief",
+        result: { content: "theirs" },
+      });
     } finally {
       await slow.close();
     }
@@ -261,7 +281,10 @@ describe("a task's record, from the intake queue to its final state", () => {
   }
 
   it("writes a short task's record once, final, and a longer one's claim while it runs", async () => {
-    const slow = await startMockLlm({ port: 0, script: { rules: [{ match: { lastUser: "slowly" }, reply: "late", delayMs: PENDING_CLAIM_MS + 400 }, { reply: "soon" }] } });
+    const slow = await startMockLlm({
+      port: 0,
+      script: { rules: [{ match: { lastUser: "slowly" }, reply: "late", delayMs: PENDING_CLAIM_MS + 400 }, { reply: "soon" }] },
+    });
     try {
       await using stack = await startStack({ url: server.url, mock: slow });
       const quick = newTaskId();
@@ -269,11 +292,21 @@ describe("a task's record, from the intake queue to its final state", () => {
       const quickWrites = recordWrites(stack, quick);
       const longWrites = recordWrites(stack, long);
       await stack.transport.bus.flush();
-      expect(await stack.client.run({ xml: "<task><description>answer</description></task>", taskId: quick })).toMatchObject({ status: "COMPLETE", content: "soon" });
-      expect(await stack.client.run({ xml: "<task><description>answer slowly</description></task>", taskId: long })).toMatchObject({ status: "COMPLETE", content: "late" });
+      expect(await stack.client.run({ xml: "<task><description>answer</description></task>", taskId: quick })).toMatchObject({
+        status: "COMPLETE",
+        content: "soon",
+      });
+      expect(await stack.client.run({ xml: "<task><description>answer slowly</description></task>", taskId: long })).toMatchObject({
+        status: "COMPLETE",
+        content: "late",
+      });
       await stack.transport.bus.flush();
       expect(quickWrites.values.map((r) => r.state)).toEqual(["completed"]);
-      expect(quickWrites.values[0]).toMatchObject({ owner: expect.stringMatching(/^director-/), intakeSeq: expect.any(Number), result: { content: "soon" } });
+      expect(quickWrites.values[0]).toMatchObject({
+        owner: expect.stringMatching(/^director-/),
+        intakeSeq: expect.any(Number),
+        result: { content: "soon" },
+      });
       // Claimed while it waited for the model (the pending claim fell due), then final.
       expect(longWrites.values[0]).toMatchObject({ state: "running", owner: expect.stringMatching(/^director-/) });
       expect(longWrites.values.at(-1)).toMatchObject({ state: "completed", result: { content: "late" } });
@@ -283,7 +316,10 @@ describe("a task's record, from the intake queue to its final state", () => {
   });
 
   it("answers status and cancel for a task still in the queue: queued, then cancelled without ever running", async () => {
-    const slow = await startMockLlm({ port: 0, script: { rules: [{ match: { lastUser: "blocker" }, reply: "done", delayMs: 1500 }, { reply: "ran" }] } });
+    const slow = await startMockLlm({
+      port: 0,
+      script: { rules: [{ match: { lastUser: "blocker" }, reply: "done", delayMs: 1500 }, { reply: "ran" }] },
+    });
     try {
       // One task at a time: the second waits in the queue behind the first.
       await using stack = await startStack({ url: server.url, mock: slow, config: { concurrency: 1 } });
@@ -301,7 +337,9 @@ describe("a task's record, from the intake queue to its final state", () => {
       expect(events.values.map((e) => e.type)).toEqual(["task.queued", "task.cancelled"]);
       expect(await stack.client.get(waiting)).toMatchObject({ state: "cancelled" });
       // The blocker ends; the cancelled task's queue item is gone, so it never runs.
-      expect(await stack.client.run({ xml: "<task><description>third</description></task>", taskId: newTaskId() })).toMatchObject({ content: "ran" });
+      expect(await stack.client.run({ xml: "<task><description>third</description></task>", taskId: newTaskId() })).toMatchObject({
+        content: "ran",
+      });
       expect(slow.requests.map((r) => JSON.stringify(r.body)).filter((b) => b.includes("second"))).toHaveLength(0);
       expect(writes.values.map((r) => r.state)).toEqual(["cancelled"]);
       expect(await stack.client.cancel(waiting)).toEqual({ taskId: waiting, state: "cancelled", cancelled: false });
@@ -317,7 +355,14 @@ describe("a task's record, from the intake queue to its final state", () => {
     const nc = await connectNats({ servers: server.url, name: "durability-window" });
     try {
       const jsm = await jetstreamManager(nc);
-      await jsm.streams.add({ name: subjects.intakeStream, subjects: [subjects.anyIntake], retention: RetentionPolicy.Workqueue, storage: StorageType.File, duplicate_window: 1_000_000_000, allow_direct: true });
+      await jsm.streams.add({
+        name: subjects.intakeStream,
+        subjects: [subjects.anyIntake],
+        retention: RetentionPolicy.Workqueue,
+        storage: StorageType.File,
+        duplicate_window: 1_000_000_000,
+        allow_direct: true,
+      });
       await using stack = await startStack({ url: server.url, mock, root });
       const taskId = newTaskId();
       const { events, results } = watch(stack, taskId);
@@ -348,7 +393,9 @@ describe("a task's record, from the intake queue to its final state", () => {
       expect(other).toMatchObject({ kind: "claimed", claim: { owner: "director-b", record: { state: "running", intakeSeq: 7 } } });
       expect(await writeClaimed(store, pending, (r) => ({ ...r, state: "completed" }))).toBe("lost");
       // Another queue item of the same id is not this record's.
-      expect(await claimTask(store, taskId, "director-c", fixedNow, { queued: queuedRecord(taskId), intakeSeq: 8 })).toEqual({ kind: "duplicate" });
+      expect(await claimTask(store, taskId, "director-c", fixedNow, { queued: queuedRecord(taskId), intakeSeq: 8 })).toEqual({
+        kind: "duplicate",
+      });
       expect((await readTaskRecord(store, taskId))?.record).toMatchObject({ owner: "director-b", state: "running" });
     } finally {
       await nc.close();

@@ -50,7 +50,10 @@ beforeAll(async () => {
         { match: judgeFor("MINOR-STEP-"), reply: verdict(true, "minor", "a bit off") },
         { match: { lastUser: { regex: "Does this outcome diverge" } }, reply: verdict(false, "none", "on track") },
         // A goal that completes: B depends on A.
-        { match: planFor("GOAL-OK"), reply: plan({ id: "a", description: "OK-STEP-A" }, { id: "b", description: "OK-STEP-B", dependsOn: ["a"] }) },
+        {
+          match: planFor("GOAL-OK"),
+          reply: plan({ id: "a", description: "OK-STEP-A" }, { id: "b", description: "OK-STEP-B", dependsOn: ["a"] }),
+        },
         { match: { lastUser: "OK-STEP-A" }, reply: "result of A" },
         { match: { lastUser: "OK-STEP-B" }, reply: "result of B" },
         // A major divergence judged by the model, then a second plan.
@@ -58,13 +61,23 @@ beforeAll(async () => {
         { match: planFor("GOAL-MAJOR"), reply: plan({ id: "1", description: "MAJOR-STEP-1" }) },
         // Three minor divergences, then a second plan.
         { match: planFor("GOAL-MINOR", "[\\s\\S]*MINOR-STEP-C: completed"), reply: plan({ id: "1", description: "MINOR-FIX" }) },
-        { match: planFor("GOAL-MINOR"), reply: plan({ id: "1", description: "MINOR-STEP-A" }, { id: "2", description: "MINOR-STEP-B" }, { id: "3", description: "MINOR-STEP-C" }) },
+        {
+          match: planFor("GOAL-MINOR"),
+          reply: plan(
+            { id: "1", description: "MINOR-STEP-A" },
+            { id: "2", description: "MINOR-STEP-B" },
+            { id: "3", description: "MINOR-STEP-C" },
+          ),
+        },
         // Escalation: the step's model call fails twice (the task fails: a metric major), then succeeds.
         { match: planFor("GOAL-ESC"), reply: plan({ id: "1", description: "ESC-STEP" }) },
         { match: planFor("GOAL-COST"), reply: plan({ id: "1", description: "COST-STEP" }) },
         { match: { lastUser: "ESC-STEP" }, status: 500, times: 2 },
         // Cancellation: slow steps.
-        { match: planFor("GOAL-CANCEL"), reply: plan({ id: "1", description: "CANCEL-STEP-1" }, { id: "2", description: "CANCEL-STEP-2" }) },
+        {
+          match: planFor("GOAL-CANCEL"),
+          reply: plan({ id: "1", description: "CANCEL-STEP-1" }, { id: "2", description: "CANCEL-STEP-2" }),
+        },
         { match: { lastUser: "CANCEL-STEP" }, reply: "too late", delayMs: 20_000 },
         // Cap and stagger: each goal has one step of 600 ms.
         { match: planFor("GOAL-CAP-(\\d)"), reply: plan({ id: "1", description: "CAP-STEP" }) },
@@ -103,14 +116,27 @@ afterAll(async () => {
 
 /** Waits until the goal's events include `type`. */
 const eventOf = (goalId: string, type: string, timeoutMs = 15_000) =>
-  events.until((es) => es.some((e) => e.goalId === goalId && e.type === type), `${type} of ${goalId}`, timeoutMs).then((es) => es.filter((e) => e.goalId === goalId));
+  events
+    .until((es) => es.some((e) => e.goalId === goalId && e.type === type), `${type} of ${goalId}`, timeoutMs)
+    .then((es) => es.filter((e) => e.goalId === goalId));
 const goalOf = async (goalId: string): Promise<Goal> => (await goals.get(goalId)).goal;
 
 describe("autonomous goals", () => {
   it("decomposes a goal, runs sub-goals in dependency order with earlier results, judges each on the cheap model and completes", async () => {
     const { goalId } = await goals.submit({ goalId: "g-ok", description: "GOAL-OK: write a report" });
     const seen = await eventOf(goalId, "goal.completed");
-    expect(seen.map((e) => e.type)).toEqual(["goal.submitted", "goal.started", "goal.decomposed", "subgoal.started", "subgoal.settled", "goal.evaluation", "subgoal.started", "subgoal.settled", "goal.evaluation", "goal.completed"]);
+    expect(seen.map((e) => e.type)).toEqual([
+      "goal.submitted",
+      "goal.started",
+      "goal.decomposed",
+      "subgoal.started",
+      "subgoal.settled",
+      "goal.evaluation",
+      "subgoal.started",
+      "subgoal.settled",
+      "goal.evaluation",
+      "goal.completed",
+    ]);
     const goal = await goalOf(goalId);
     expect(goal.status).toBe("completed");
     expect(goal.subGoals.map((s) => [s.description, s.status, s.taskId, s.outcome?.content])).toEqual([
@@ -122,9 +148,14 @@ describe("autonomous goals", () => {
     const bRequest = mock.requests.find((r) => JSON.stringify(r.body).includes("OK-STEP-B") && !JSON.stringify(r.body).includes("diverge"));
     expect(JSON.stringify(bRequest)).toContain("result of A");
     // Judgements ran on the cheap tier, the work on the default model.
-    const judgements = mock.requests.filter((r) => JSON.stringify(r.body).includes("Does this outcome diverge") && JSON.stringify(r.body).includes("OK-STEP"));
+    const judgements = mock.requests.filter(
+      (r) => JSON.stringify(r.body).includes("Does this outcome diverge") && JSON.stringify(r.body).includes("OK-STEP"),
+    );
     expect(judgements.map((r) => (r.body as { model: string }).model)).toEqual(["cheap-model", "cheap-model"]);
-    expect(goal.evaluations.map((e) => [e.severity, e.source])).toEqual([["none", "model"], ["none", "model"]]);
+    expect(goal.evaluations.map((e) => [e.severity, e.source])).toEqual([
+      ["none", "model"],
+      ["none", "model"],
+    ]);
   });
 
   it("replans on a major divergence judged by the model, and alerts the operator of it", async () => {
@@ -132,10 +163,17 @@ describe("autonomous goals", () => {
     await eventOf(goalId, "goal.completed");
     const goal = await goalOf(goalId);
     expect(goal.replanCount).toBe(1);
-    expect(goal.subGoals.map((s) => [s.description, s.status, s.round])).toEqual([["MAJOR-STEP-1", "completed", 1], ["MAJOR-STEP-2", "completed", 2]]);
-    const alert = (await alerts.until((as) => as.some((a) => a.goalId === goalId), "the major replan alert")).find((a) => a.goalId === goalId);
+    expect(goal.subGoals.map((s) => [s.description, s.status, s.round])).toEqual([
+      ["MAJOR-STEP-1", "completed", 1],
+      ["MAJOR-STEP-2", "completed", 2],
+    ]);
+    const alert = (await alerts.until((as) => as.some((a) => a.goalId === goalId), "the major replan alert")).find(
+      (a) => a.goalId === goalId,
+    );
     expect(alert).toMatchObject({ kind: "goal.major_replan", reason: "major divergence at s1: it built the wrong thing", replanCount: 1 });
-    expect((await posted.until((as) => as.some((a) => a.goalId === goalId), "the webhook POST")).filter((a) => a.goalId === goalId)).toHaveLength(1);
+    expect(
+      (await posted.until((as) => as.some((a) => a.goalId === goalId), "the webhook POST")).filter((a) => a.goalId === goalId),
+    ).toHaveLength(1);
   });
 
   it("replans after more than two minor divergences, without an alert", async () => {
@@ -143,7 +181,12 @@ describe("autonomous goals", () => {
     const seen = await eventOf(goalId, "goal.completed");
     expect(seen.find((e) => e.type === "goal.replanned")?.message).toBe("replan 1/5: 3 minor divergences");
     const goal = await goalOf(goalId);
-    expect(goal.subGoals.filter((s) => s.status === "completed").map((s) => s.description)).toEqual(["MINOR-STEP-A", "MINOR-STEP-B", "MINOR-STEP-C", "MINOR-FIX"]);
+    expect(goal.subGoals.filter((s) => s.status === "completed").map((s) => s.description)).toEqual([
+      "MINOR-STEP-A",
+      "MINOR-STEP-B",
+      "MINOR-STEP-C",
+      "MINOR-FIX",
+    ]);
     expect(alerts.values.filter((a) => a.goalId === goalId)).toEqual([]);
   });
 
@@ -153,7 +196,9 @@ describe("autonomous goals", () => {
     const paused = await goalOf(goalId);
     expect(paused.status).toBe("paused");
     expect(paused.pauseReason).toMatch(/^escalated after 1 replan\(s\): major divergence at s2: Sub-goal failed: /);
-    const escalation = (await alerts.until((as) => as.some((a) => a.goalId === goalId && a.kind === "goal.escalated"), "the escalation")).find((a) => a.kind === "goal.escalated" && a.goalId === goalId);
+    const escalation = (
+      await alerts.until((as) => as.some((a) => a.goalId === goalId && a.kind === "goal.escalated"), "the escalation")
+    ).find((a) => a.kind === "goal.escalated" && a.goalId === goalId);
     expect(escalation).toMatchObject({ action: "dirigent goal resume g-esc", replanCount: 2 });
     await posted.until((as) => as.some((a) => a.goalId === goalId && a.kind === "goal.escalated"), "the escalation POST");
     // Paused is not abandoned: a resume starts again with a fresh replan count.
@@ -206,7 +251,11 @@ describe("the Supervisor's cap and stagger", () => {
     client.events("*", (e) => seen.push({ e, at: Date.now() }));
     await capped.transport.bus.flush();
     for (const n of [1, 2, 3]) await client.submit({ goalId: `cap-${n}`, description: `GOAL-CAP-${n}` });
-    await seen.until((v) => ["cap-1", "cap-2", "cap-3"].every((id) => v.some((x) => x.e.goalId === id && x.e.type === "goal.completed")), "three goals completed", 20_000);
+    await seen.until(
+      (v) => ["cap-1", "cap-2", "cap-3"].every((id) => v.some((x) => x.e.goalId === id && x.e.type === "goal.completed")),
+      "three goals completed",
+      20_000,
+    );
     const first = (id: string, type: string) => seen.values.find((x) => x.e.goalId === id && x.e.type === type)?.at ?? Number.NaN;
     const starts = ["cap-1", "cap-2", "cap-3"].map((id) => first(id, "goal.started")).sort((a, b) => a - b);
     expect(starts[1]! - starts[0]!).toBeGreaterThanOrEqual(350);
@@ -222,7 +271,12 @@ describe("the cost trigger", () => {
       url: server.url,
       mock,
       // 1 USD per 1,000 tokens: one small task costs a few cents, over a 0.01 threshold.
-      config: { supervisorTickMs: 200, supervisorStaggerMs: 0, goalCostThreshold: 0.01, modelPrices: { "mock-model": { input: 1_000, output: 1_000 } } },
+      config: {
+        supervisorTickMs: 200,
+        supervisorStaggerMs: 0,
+        goalCostThreshold: 0.01,
+        modelPrices: { "mock-model": { input: 1_000, output: 1_000 } },
+      },
     });
     const client = new GoalClient(priced.transport.bus, priced.system.subjects);
     const judged = () => mock.requests.filter((r) => JSON.stringify(r.body).includes("SUB-GOAL: COST-STEP")).length;
@@ -253,7 +307,10 @@ describe("result collection", () => {
     const order: string[] = [];
     const deps = { bus: stack.transport.bus, subjects: stack.system.subjects, log: silentLogger, now: () => new Date(), newId: newTaskId };
     const started = Date.now();
-    const results: CollectedResult[] = await collectResults(deps, [slow, "never-submitted", fast, late], { timeoutMs: 1_500, onSettled: (r) => order.push(r.taskId) });
+    const results: CollectedResult[] = await collectResults(deps, [slow, "never-submitted", fast, late], {
+      timeoutMs: 1_500,
+      onSettled: (r) => order.push(r.taskId),
+    });
     expect(results.map((r) => r.status)).toEqual(["timeout", "unknown", "completed", "completed"]);
     expect(results[0]).toMatchObject({ taskId: slow, error: expect.stringMatching(/^timeout after 1500 ms/) });
     expect(results[1]).toMatchObject({ taskId: "never-submitted", error: "no task 'never-submitted'" });

@@ -141,8 +141,18 @@ describe("the run gate", () => {
     let finish!: (value: string) => void;
     const answer = new Promise<string>((resolve) => (finish = resolve));
     const joins: JoinedAt[] = [];
-    const first = gate.run("t", key, async () => (runs++, answer), (at) => joins.push(at));
-    const second = gate.run("t", key, async () => (runs++, "second"), (at) => joins.push(at));
+    const first = gate.run(
+      "t",
+      key,
+      async () => (runs++, answer),
+      (at) => joins.push(at),
+    );
+    const second = gate.run(
+      "t",
+      key,
+      async () => (runs++, "second"),
+      (at) => joins.push(at),
+    );
     finish("the answer");
     expect(await Promise.all([first, second])).toEqual(["the answer", "the answer"]);
     expect(runs).toBe(1);
@@ -158,16 +168,26 @@ describe("the run gate", () => {
     let finish!: () => void;
     const answer = new Promise<void>((resolve) => (finish = resolve));
     const ran: string[] = [];
-    const first = here.run("t", key, async (waited, releaseAfter) => {
-      await answer;
-      releaseAfter(written);
-      ran.push(`first waited=${waited}`);
-      return "first";
-    }, () => undefined);
+    const first = here.run(
+      "t",
+      key,
+      async (waited, releaseAfter) => {
+        await answer;
+        releaseAfter(written);
+        ran.push(`first waited=${waited}`);
+        return "first";
+      },
+      () => undefined,
+    );
     // The first run has its marker before the second asks.
     while ((await store.get(markerKey(key))) === undefined) await delay(5);
     const joins: JoinedAt[] = [];
-    const second = there.run("t", key, async (waited) => (ran.push(`second waited=${waited}`), "second"), (at) => joins.push(at));
+    const second = there.run(
+      "t",
+      key,
+      async (waited) => (ran.push(`second waited=${waited}`), "second"),
+      (at) => joins.push(at),
+    );
     finish();
     expect(await first).toBe("first");
     // Answered, but its record not yet written: the other process still waits.
@@ -185,11 +205,21 @@ describe("the run gate", () => {
     const key = newKey();
     let finish!: () => void;
     const answer = new Promise<void>((resolve) => (finish = resolve));
-    const first = here.run("t1", key, async () => (await answer, "first"), () => undefined);
+    const first = here.run(
+      "t1",
+      key,
+      async () => (await answer, "first"),
+      () => undefined,
+    );
     while ((await store.get(markerKey(key))) === undefined) await delay(5);
     let joined!: () => void;
     const waiting = new Promise<void>((resolve) => (joined = resolve));
-    const second = there.run("t1", key, async () => "second", () => joined());
+    const second = there.run(
+      "t1",
+      key,
+      async () => "second",
+      () => joined(),
+    );
     await waiting;
     there.cancel("t1");
     await expect(second).rejects.toMatchObject({ code: "UNAVAILABLE" });
@@ -199,18 +229,33 @@ describe("the run gate", () => {
 });
 
 describe("two Handlers asked for the same run at once", () => {
-  const deps = (s: Stack) => ({ bus: s.transport.bus, subjects: s.system.subjects, log: silentLogger, now: () => new Date(), newId: () => "x" });
+  const deps = (s: Stack) => ({
+    bus: s.transport.bus,
+    subjects: s.system.subjects,
+    log: silentLogger,
+    now: () => new Date(),
+    newId: () => "x",
+  });
   const twoHandlers = async () => {
     const root = randomRoot();
     const config = { workspaceRoot: workspace, tools: ["run_script" as const], continuationTools: [], commands: [process.execPath] };
-    return [await startStack({ url: server.url, mock, root, roles: ["handler"], config }), await startStack({ url: server.url, mock, root, roles: ["handler"], config })] as const;
+    return [
+      await startStack({ url: server.url, mock, root, roles: ["handler"], config }),
+      await startStack({ url: server.url, mock, root, roles: ["handler"], config }),
+    ] as const;
   };
 
   it("make one session: every request gets its answer, the model is asked once", async () => {
     const [a, b] = await twoHandlers();
     await using _a = a;
     await using _b = b;
-    const request: ExecuteRequest = { type: "handler.execute", taskId: newTaskId() as ExecuteRequest["taskId"], nodePath: "0", prompt: "JOINED once", occurrence: 1 };
+    const request: ExecuteRequest = {
+      type: "handler.execute",
+      taskId: newTaskId() as ExecuteRequest["taskId"],
+      nodePath: "0",
+      prompt: "JOINED once",
+      occurrence: 1,
+    };
     const asked = () => mock.requests.filter((r) => JSON.stringify(r.body).includes("JOINED once")).length;
     // Sent over NATS from both sides: the queue group hands them to either Handler.
     const replies = await Promise.all([a, b, a, b, a, b].map((s) => ask(deps(s), Requests.execute, request, { timeoutMs: 20_000 })));
@@ -223,7 +268,14 @@ describe("two Handlers asked for the same run at once", () => {
     const [a, b] = await twoHandlers();
     await using _a = a;
     await using _b = b;
-    const request: ExecuteRequest = { type: "handler.execute", taskId: newTaskId() as ExecuteRequest["taskId"], nodePath: "0", prompt: "FRESH again", occurrence: 1, fresh: true };
+    const request: ExecuteRequest = {
+      type: "handler.execute",
+      taskId: newTaskId() as ExecuteRequest["taskId"],
+      nodePath: "0",
+      prompt: "FRESH again",
+      occurrence: 1,
+      fresh: true,
+    };
     const asked = () => mock.requests.filter((r) => JSON.stringify(r.body).includes("FRESH again")).length;
     const first = await ask(deps(a), Requests.execute, request, { timeoutMs: 20_000 });
     const turns = await openKvStore(nc, a.system.subjects.turnsBucket);
@@ -249,7 +301,11 @@ describe("two Handlers asked for the same run at once", () => {
       type: "handler.script",
       taskId: newTaskId() as ScriptRequest["taskId"],
       nodePath: "0",
-      argv: [process.execPath, "-e", `require('node:fs').appendFileSync(${JSON.stringify(log)}, 'ran\\n'); setTimeout(() => console.log('done'), 600)`],
+      argv: [
+        process.execPath,
+        "-e",
+        `require('node:fs').appendFileSync(${JSON.stringify(log)}, 'ran\\n'); setTimeout(() => console.log('done'), 600)`,
+      ],
       timeoutMs: 10_000,
       occurrence: 1,
     };

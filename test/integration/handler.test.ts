@@ -39,7 +39,11 @@ afterAll(async () => {
 
 /** Runs TASK on a fresh stack with `script` and `config`; returns the outcome, the events and the model's requests. */
 async function run(script: MockScript, config: Partial<Config> = {}) {
-  await using stack = await startStack({ url: server.url, script, config: { workspaceRoot: workspace, modelRetryBaseMs: 1, reparse: false, ...config } });
+  await using stack = await startStack({
+    url: server.url,
+    script,
+    config: { workspaceRoot: workspace, modelRetryBaseMs: 1, reparse: false, ...config },
+  });
   const events = new Recorder<TaskEvent>();
   const outcome = await stack.client.run({ xml: TASK, taskId: newTaskId() }, (e) => events.push(e));
   await events.until((v) => v.some((e) => e.type.startsWith("task.") && e.state !== "running" && e.state !== "queued"), "the final event");
@@ -48,7 +52,9 @@ async function run(script: MockScript, config: Partial<Config> = {}) {
 
 /** Completion tokens of the last turn: the difference of the last two `model.turn` usage sums. */
 function mockUsageOfLastTurn(events: readonly TaskEvent[]): number {
-  const sums = events.filter((e) => e.type === "model.turn").map((e) => Number((e.data?.["usage"] as { completionTokens?: number } | undefined)?.completionTokens ?? 0));
+  const sums = events
+    .filter((e) => e.type === "model.turn")
+    .map((e) => Number((e.data?.["usage"] as { completionTokens?: number } | undefined)?.completionTokens ?? 0));
   return (sums.at(-1) ?? 0) - (sums.at(-2) ?? 0);
 }
 
@@ -65,7 +71,13 @@ describe("handler tools", () => {
   it("offers the tools, reads a workspace file and refuses a symlink pointing out of the workspace", async () => {
     const { outcome, requests } = await run({
       rules: [
-        { match: { turn: 1 }, toolCalls: [{ name: "read_file", arguments: { path: "notes.md" } }, { name: "read_file", arguments: { path: "secret-link.txt" } }] },
+        {
+          match: { turn: 1 },
+          toolCalls: [
+            { name: "read_file", arguments: { path: "notes.md" } },
+            { name: "read_file", arguments: { path: "secret-link.txt" } },
+          ],
+        },
         { match: { hasToolResult: true }, reply: "Tuesday." },
       ],
     });
@@ -81,7 +93,13 @@ describe("handler tools", () => {
   it("refuses '..' and answers a tool call with invalid JSON with an error; the model's next turn succeeds", async () => {
     const { outcome, requests, events } = await run({
       rules: [
-        { match: { turn: 1 }, toolCalls: [{ name: "list_files", arguments: { path: "../" } }, { name: "read_file", arguments: '{"path": "notes.md"' }] },
+        {
+          match: { turn: 1 },
+          toolCalls: [
+            { name: "list_files", arguments: { path: "../" } },
+            { name: "read_file", arguments: '{"path": "notes.md"' },
+          ],
+        },
         { match: { hasToolResult: "not valid JSON" }, reply: "recovered" },
       ],
     });
@@ -99,7 +117,10 @@ describe("handler tools", () => {
       const { outcome, requests } = await run(
         {
           rules: [
-            { match: { turn: 1 }, toolCalls: [{ name: "run_script", arguments: { argv: ["sh", "-c", 'pwd; echo "key=$OPENAI_API_KEY"; ls'] } }] },
+            {
+              match: { turn: 1 },
+              toolCalls: [{ name: "run_script", arguments: { argv: ["sh", "-c", 'pwd; echo "key=$OPENAI_API_KEY"; ls'] } }],
+            },
             { match: { hasToolResult: "exit code 0" }, reply: "ran it" },
           ],
         },
@@ -127,7 +148,11 @@ describe("handler tools", () => {
       { tools: ["run_script"], scriptTimeoutMs: 300, scriptKillGraceMs: 100 },
     );
     expect(outcome).toMatchObject({ status: "COMPLETE", content: "it hung" });
-    const [, child] = /--- stdout ---\n(\d+) (\d+)\n/.exec(toolMessages(requests[1])[0] ?? "")?.slice(1).map(Number) ?? [];
+    const [, child] =
+      /--- stdout ---\n(\d+) (\d+)\n/
+        .exec(toolMessages(requests[1])[0] ?? "")
+        ?.slice(1)
+        .map(Number) ?? [];
     expect(child).toBeGreaterThan(0);
     await noneRunning("sleep 7301");
   });
@@ -136,7 +161,12 @@ describe("handler tools", () => {
     const pidFile = `pids-${randomUUID()}.txt`;
     await using stack = await startStack({
       url: server.url,
-      script: { rules: [{ match: { turn: 1 }, toolCalls: [{ name: "run_script", arguments: { argv: stubborn(7302, ` > ${pidFile}`) } }] }, { reply: "never" }] },
+      script: {
+        rules: [
+          { match: { turn: 1 }, toolCalls: [{ name: "run_script", arguments: { argv: stubborn(7302, ` > ${pidFile}`) } }] },
+          { reply: "never" },
+        ],
+      },
       config: { workspaceRoot: workspace, tools: ["run_script"], scriptKillGraceMs: 100, reparse: false },
     });
     const taskId = newTaskId();
@@ -159,14 +189,19 @@ describe("handler tools", () => {
     const { outcome, requests } = await run(
       {
         rules: [
-          { match: { turn: 1 }, toolCalls: [{ name: "run_script", arguments: { argv: ["sh", "-c", "head -c 5000 /dev/zero | tr '\\000' x; echo err >&2"] } }] },
+          {
+            match: { turn: 1 },
+            toolCalls: [{ name: "run_script", arguments: { argv: ["sh", "-c", "head -c 5000 /dev/zero | tr '\\000' x; echo err >&2"] } }],
+          },
           { match: { hasToolResult: "exit code 0" }, reply: "capped" },
         ],
       },
       { tools: ["run_script"], scriptOutputMaxBytes: 100 },
     );
     expect(outcome).toMatchObject({ status: "COMPLETE", content: "capped" });
-    expect(toolMessages(requests[1])[0]).toBe(`exit code 0\n--- stdout ---\n${"x".repeat(100)}\n[truncated: 4900 more bytes dropped]\n--- stderr ---\nerr\n`);
+    expect(toolMessages(requests[1])[0]).toBe(
+      `exit code 0\n--- stdout ---\n${"x".repeat(100)}\n[truncated: 4900 more bytes dropped]\n--- stderr ---\nerr\n`,
+    );
   });
 
   it("cuts a read_file of a file larger than readMaxBytes, naming the offset to read on from", async () => {
@@ -181,7 +216,9 @@ describe("handler tools", () => {
     );
     expect(outcome).toMatchObject({ status: "COMPLETE", content: "read part" });
     const body = "lorem ipsum dolor sit amet ".repeat(200);
-    expect(toolMessages(requests[1])[0]).toBe(`${body.slice(0, 100)}\n[truncated: bytes 0–100 of ${body.length}; call read_file with offset 100 for more]`);
+    expect(toolMessages(requests[1])[0]).toBe(
+      `${body.slice(0, 100)}\n[truncated: bytes 0–100 of ${body.length}; call read_file with offset 100 for more]`,
+    );
   });
 
   it("fails with model_error once the model exceeds the malformed tool call budget", async () => {
@@ -198,15 +235,28 @@ describe("handler tools", () => {
 
 describe("handler limits", () => {
   it("ends with RESOURCE_EXHAUSTION turns at the turn limit, with the partial content", async () => {
-    const { outcome, requests } = await run({ rules: [{ reply: "still looking", toolCalls: [{ name: "list_files", arguments: {} }] }] }, { maxTurns: 2 });
+    const { outcome, requests } = await run(
+      { rules: [{ reply: "still looking", toolCalls: [{ name: "list_files", arguments: {} }] }] },
+      { maxTurns: 2 },
+    );
     expect(outcome.status).toBe("FAILED");
-    expect(outcome.error).toMatchObject({ type: "RESOURCE_EXHAUSTION", resource: "turns", metrics: { used: 2, limit: 2 }, content: "still looking" });
+    expect(outcome.error).toMatchObject({
+      type: "RESOURCE_EXHAUSTION",
+      resource: "turns",
+      metrics: { used: 2, limit: 2 },
+      content: "still looking",
+    });
     expect(requests).toHaveLength(2);
   });
 
   it("ends with RESOURCE_EXHAUSTION context before sending more than the limit, after a warning", async () => {
     const { outcome, requests, events } = await run(
-      { rules: [{ match: { turn: 1 }, reply: "reading", toolCalls: [{ name: "read_file", arguments: { path: "big.txt" } }] }, { reply: "never" }] },
+      {
+        rules: [
+          { match: { turn: 1 }, reply: "reading", toolCalls: [{ name: "read_file", arguments: { path: "big.txt" } }] },
+          { reply: "never" },
+        ],
+      },
       // Without the continuation tools, whose definitions alone would fill this tiny window.
       { contextWindowTokens: 1000, maxContextWindowFraction: 0.5, warningThreshold: 0.2, continuationTools: [] },
     );
@@ -219,25 +269,46 @@ describe("handler limits", () => {
   });
 
   it("ends with RESOURCE_EXHAUSTION output when the model stops at its length limit", async () => {
-    const { outcome } = await run({ rules: [{ reply: "a long answer that was cu", finishReason: "length", usage: { completion_tokens: 32 } }] });
+    const { outcome } = await run({
+      rules: [{ reply: "a long answer that was cu", finishReason: "length", usage: { completion_tokens: 32 } }],
+    });
     expect(outcome.status).toBe("FAILED");
-    expect(outcome.error).toMatchObject({ type: "RESOURCE_EXHAUSTION", resource: "output", metrics: { used: 32, limit: 32 }, content: "a long answer that was cu" });
+    expect(outcome.error).toMatchObject({
+      type: "RESOURCE_EXHAUSTION",
+      resource: "output",
+      metrics: { used: 32, limit: 32 },
+      content: "a long answer that was cu",
+    });
   });
 
   it("sends DIRIGENT_MAX_OUTPUT_TOKENS as max_tokens and reports it as the output limit when the model is cut there", async () => {
     const { outcome, requests } = await run({ rules: [{ reply: "a long answer that goes on and on" }] }, { maxOutputTokens: 5 });
     expect(requests[0]?.["max_tokens"]).toBe(5);
-    expect(outcome.error).toMatchObject({ type: "RESOURCE_EXHAUSTION", resource: "output", metrics: { used: 5, limit: 5 }, content: "a long answer that g" });
+    expect(outcome.error).toMatchObject({
+      type: "RESOURCE_EXHAUSTION",
+      resource: "output",
+      metrics: { used: 5, limit: 5 },
+      content: "a long answer that g",
+    });
   });
 });
 
 describe("handler model faults", () => {
   it("recovers from a 429 storm, reporting each retry, and prices the usage", async () => {
     const { outcome, events, requests } = await run(
-      { rules: [{ status: 429, times: 3 }, { reply: "after the storm", usage: { prompt_tokens: 1000, completion_tokens: 500 } }] },
+      {
+        rules: [
+          { status: 429, times: 3 },
+          { reply: "after the storm", usage: { prompt_tokens: 1000, completion_tokens: 500 } },
+        ],
+      },
       { modelMaxRetries: 3, modelPrices: { "mock-model": { input: 2, output: 10 } } },
     );
-    expect(outcome).toMatchObject({ status: "COMPLETE", content: "after the storm", notes: { usage: { promptTokens: 1000, completionTokens: 500 }, cost: 0.007 } });
+    expect(outcome).toMatchObject({
+      status: "COMPLETE",
+      content: "after the storm",
+      notes: { usage: { promptTokens: 1000, completionTokens: 500 }, cost: 0.007 },
+    });
     expect(requests).toHaveLength(4);
     const retries = events.filter((e) => e.type === "model.retry");
     expect(retries.map((e) => e.data?.["status"])).toEqual([429, 429, 429]);
@@ -270,7 +341,10 @@ describe("handler model faults", () => {
   });
 
   it("retries a request that timed out", async () => {
-    const { outcome, events } = await run({ rules: [{ reply: "slow", delayMs: 10_000, times: 1 }, { reply: "in time" }] }, { modelTimeoutMs: 200, modelMaxRetries: 2 });
+    const { outcome, events } = await run(
+      { rules: [{ reply: "slow", delayMs: 10_000, times: 1 }, { reply: "in time" }] },
+      { modelTimeoutMs: 200, modelMaxRetries: 2 },
+    );
     expect(outcome).toMatchObject({ status: "COMPLETE", content: "in time" });
     expect(events.find((e) => e.type === "model.retry")?.message).toMatch(/timed out/i);
   });

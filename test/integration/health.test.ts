@@ -35,15 +35,27 @@ describe("the ping responder", () => {
     const rb = startPingResponder({ bus: b, subjects, roles: ["handler"], log: silentLogger });
     await Promise.all([a.flush(), b.flush()]);
     const answers: PingReply[] = [];
-    const all = await asker.connection.requestMany(subjects.ping, encode(PingRequest, {}), { strategy: "count", maxMessages: 2, maxWait: 5000 });
+    const all = await asker.connection.requestMany(subjects.ping, encode(PingRequest, {}), {
+      strategy: "count",
+      maxMessages: 2,
+      maxWait: 5000,
+    });
     for await (const m of all) {
       const decoded = decode(PingReply, m.data);
       if (decoded.ok) answers.push(decoded.value);
     }
     expect(answers.map((r) => r.processId).sort()).toEqual([ra.processId, rb.processId].sort());
-    expect(answers.find((r) => r.processId === ra.processId)).toMatchObject({ roles: ["director", "memory"], pid: process.pid, version: VERSION, inFlight: 0 });
+    expect(answers.find((r) => r.processId === ra.processId)).toMatchObject({
+      roles: ["director", "memory"],
+      pid: process.pid,
+      version: VERSION,
+      inFlight: 0,
+    });
     expect(VERSION).toMatch(/^\d+\.\d+\.\d+/);
-    const one = decode(PingReply, await asker.request(subjects.ping, encode(PingRequest, { processId: rb.processId }), { timeoutMs: 5000 }));
+    const one = decode(
+      PingReply,
+      await asker.request(subjects.ping, encode(PingRequest, { processId: rb.processId }), { timeoutMs: 5000 }),
+    );
     expect(one).toMatchObject({ ok: true, value: { processId: rb.processId, roles: ["handler"] } });
     // An empty body is a ping too.
     expect(decode(PingReply, await asker.request(subjects.ping, new Uint8Array(0), { timeoutMs: 5000 })).ok).toBe(true);
@@ -84,14 +96,26 @@ describe("the connection watch", () => {
     const bus = await newBus("closed-under");
     const reasons: string[] = [];
     const fatal = new Promise<string>((resolve) => {
-      superviseConnection({ connection: bus, selfCheck: async () => "ok", checkIntervalMs: 0, log: silentLogger, onFatal: (r) => (reasons.push(r), resolve(r)) });
+      superviseConnection({
+        connection: bus,
+        selfCheck: async () => "ok",
+        checkIntervalMs: 0,
+        log: silentLogger,
+        onFatal: (r) => (reasons.push(r), resolve(r)),
+      });
     });
     // Closed by code that is not the process's shutdown (nats.js itself closes it the same way after an auth error).
     await bus.connection.close();
     expect(await fatal).toBe("the connection to NATS closed (no error given)");
 
     const other = await newBus("closed-by-us");
-    const watch = superviseConnection({ connection: other, selfCheck: async () => "ok", checkIntervalMs: 0, log: silentLogger, onFatal: (r) => reasons.push(r) });
+    const watch = superviseConnection({
+      connection: other,
+      selfCheck: async () => "ok",
+      checkIntervalMs: 0,
+      log: silentLogger,
+      onFatal: (r) => reasons.push(r),
+    });
     watch.stop();
     await other.close();
     await other.closed();

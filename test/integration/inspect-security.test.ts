@@ -38,7 +38,17 @@ function get(port: number, path: string, headers: Record<string, string> = {}): 
   });
 }
 
-const PATHS = ["/", "/app.js", "/app.css", "/api/machines", "/api/state", "/api/state?task=sec", "/api/tasks/sec-task-1", "/api/stream", "/nothing"];
+const PATHS = [
+  "/",
+  "/app.js",
+  "/app.css",
+  "/api/machines",
+  "/api/state",
+  "/api/state?task=sec",
+  "/api/tasks/sec-task-1",
+  "/api/stream",
+  "/nothing",
+];
 const TASK = "sec-task-1";
 
 function expectSecurityHeaders(answer: Answer): void {
@@ -90,7 +100,13 @@ describe("inspector server: Host and Origin checks", () => {
   });
 
   it("refuses another host with 421 on every path, the event stream and the files included, and shows nothing", async () => {
-    for (const host of [`attacker.example:${server.port}`, "attacker.example", `127.0.0.1:${server.port + 1}`, `localhost`, `127.0.0.1.attacker.example:${server.port}`]) {
+    for (const host of [
+      `attacker.example:${server.port}`,
+      "attacker.example",
+      `127.0.0.1:${server.port + 1}`,
+      `localhost`,
+      `127.0.0.1.attacker.example:${server.port}`,
+    ]) {
       for (const path of PATHS) {
         const answer = await get(server.port, path, { host });
         expect(answer.status, `${host} ${path}`).toBe(421);
@@ -104,7 +120,13 @@ describe("inspector server: Host and Origin checks", () => {
 
   it("refuses a request from another origin with 403, and accepts its own origin", async () => {
     const host = `127.0.0.1:${server.port}`;
-    for (const origin of ["http://attacker.example", `http://attacker.example:${server.port}`, `http://localhost:${server.port}`, "null", `https://127.0.0.1:${server.port + 1}`]) {
+    for (const origin of [
+      "http://attacker.example",
+      `http://attacker.example:${server.port}`,
+      `http://localhost:${server.port}`,
+      "null",
+      `https://127.0.0.1:${server.port + 1}`,
+    ]) {
       for (const path of PATHS) {
         const answer = await get(server.port, path, { host, origin });
         expect(answer.status, `${origin} ${path}`).toBe(403);
@@ -125,9 +147,17 @@ describe("inspector server: Host and Origin checks", () => {
     for (const host of ["inspect.example", `inspect.example:${named.port}`, "proxy.example:8443"]) {
       expect((await get(named.port, "/api/state", { host })).status, host).toBe(200);
     }
-    for (const host of ["other.example", "proxy.example", `proxy.example:${named.port}`]) expect((await get(named.port, "/api/state", { host })).status, host).toBe(421);
+    for (const host of ["other.example", "proxy.example", `proxy.example:${named.port}`])
+      expect((await get(named.port, "/api/state", { host })).status, host).toBe(421);
     expect((await get(named.port, "/api/state", { host: "inspect.example", origin: "https://inspect.example" })).status).toBe(200);
-    for (const bad of ["http://inspect.example", "*.example", "inspect.example/path", "user@inspect.example", "inspect.example:99999", ""]) {
+    for (const bad of [
+      "http://inspect.example",
+      "*.example",
+      "inspect.example/path",
+      "user@inspect.example",
+      "inspect.example:99999",
+      "",
+    ]) {
       await expect(startInspectServer({ bus, subjects, port: 0, allowedHosts: [bad] }), bad).rejects.toThrow(`allowed host '${bad}'`);
     }
   });

@@ -22,7 +22,14 @@ interface WsClient {
 const WebSocket = createRequire(import.meta.url)("ws") as new (url: string, options?: { origin?: string }) => WsClient;
 
 const base = { process: "h:1", role: "director" as const, taskId: "t-1", rootId: "h:1/1/x:0", at: Date.now() };
-const actorMessage: InspectMessage = { type: "inspect.actor", ...base, actorId: "h:1/1/x:0", machine: "task", isMachine: true, snapshot: { status: "active", value: "queued", context: { taskId: "t-1" } } };
+const actorMessage: InspectMessage = {
+  type: "inspect.actor",
+  ...base,
+  actorId: "h:1/1/x:0",
+  machine: "task",
+  isMachine: true,
+  snapshot: { status: "active", value: "queued", context: { taskId: "t-1" } },
+};
 
 /** A raw WebSocket upgrade request: resolves with the answer's status (101 when accepted) and body. */
 function upgrade(port: number, headers: Record<string, string>): Promise<{ status: number; body: string }> {
@@ -31,7 +38,13 @@ function upgrade(port: number, headers: Record<string, string>): Promise<{ statu
       host: "127.0.0.1",
       port,
       path: "/",
-      headers: { connection: "Upgrade", upgrade: "websocket", "sec-websocket-version": "13", "sec-websocket-key": randomBytes(16).toString("base64"), ...headers },
+      headers: {
+        connection: "Upgrade",
+        upgrade: "websocket",
+        "sec-websocket-version": "13",
+        "sec-websocket-key": randomBytes(16).toString("base64"),
+        ...headers,
+      },
     });
     req.on("upgrade", (res, socket) => {
       socket.destroy();
@@ -49,7 +62,10 @@ function upgrade(port: number, headers: Record<string, string>): Promise<{ statu
 }
 
 /** Opens a viewer; resolves once connected, with every frame it receives collected. */
-async function viewer(url: string, origin?: string): Promise<{ client: WsClient; received: string[]; next: (test: (frame: string) => boolean) => Promise<string> }> {
+async function viewer(
+  url: string,
+  origin?: string,
+): Promise<{ client: WsClient; received: string[]; next: (test: (frame: string) => boolean) => Promise<string> }> {
   const client = new WebSocket(url, origin ? { origin } : {});
   const received: string[] = [];
   const waiting = new Set<() => void>();
@@ -81,7 +97,15 @@ describe("Stately bridge", () => {
     const messages: InspectMessage[] = [
       actorMessage,
       { type: "inspect.event", ...base, actorId: "h:1/1/x:0", event: { type: "task.start" } },
-      { type: "inspect.snapshot", ...base, actorId: "h:1/1/x:0", machine: "task", isMachine: true, eventType: "task.start", snapshot: { status: "active", value: { running: "executing" } } },
+      {
+        type: "inspect.snapshot",
+        ...base,
+        actorId: "h:1/1/x:0",
+        machine: "task",
+        isMachine: true,
+        eventType: "task.start",
+        snapshot: { status: "active", value: { running: "executing" } },
+      },
     ];
     for (const m of messages) bridge.forward(m);
     const page = await fetch(bridge.pageUrl);
@@ -101,7 +125,10 @@ describe("Stately bridge", () => {
     expect(actor).toMatchObject({ name: "task", sessionId: "h:1/1/x:0" });
     expect(String(actor?.["definition"])).toContain('"id":"task"');
     expect(events.find((e) => e["type"] === "@xstate.event")).toMatchObject({ event: { type: "task.start" }, sessionId: "h:1/1/x:0" });
-    expect(events.find((e) => e["type"] === "@xstate.snapshot")).toMatchObject({ snapshot: { value: { running: "executing" } }, event: { type: "task.start" } });
+    expect(events.find((e) => e["type"] === "@xstate.snapshot")).toMatchObject({
+      snapshot: { value: { running: "executing" } },
+      event: { type: "task.start" },
+    });
   });
 
   it("listens on 127.0.0.1 only, unless told otherwise", async () => {
@@ -120,7 +147,13 @@ describe("Stately bridge", () => {
     const host = `127.0.0.1:${port}`;
     try {
       bridge.forward(actorMessage);
-      for (const origin of ["https://attacker.example", "http://stately.ai", "https://stately.ai.attacker.example", "null", `http://attacker.example:${port}`]) {
+      for (const origin of [
+        "https://attacker.example",
+        "http://stately.ai",
+        "https://stately.ai.attacker.example",
+        "null",
+        `http://attacker.example:${port}`,
+      ]) {
         const answer = await upgrade(port, { host, origin });
         expect(answer.status, origin).toBe(403);
         expect(answer.body).toMatch(/^forbidden: requests from origin/);
@@ -130,7 +163,13 @@ describe("Stately bridge", () => {
         expect((await upgrade(port, { host: other })).status, other).toBe(421);
         expect((await upgrade(port, { host: other, origin: "https://stately.ai" })).status, other).toBe(421);
       }
-      const page = await new Promise<number>((resolve, reject) => request({ host: "127.0.0.1", port, path: "/", headers: { host: `attacker.example:${port}` } }, (res) => resolve(res.statusCode ?? 0)).on("error", reject).end());
+      const page = await new Promise<number>((resolve, reject) =>
+        request({ host: "127.0.0.1", port, path: "/", headers: { host: `attacker.example:${port}` } }, (res) =>
+          resolve(res.statusCode ?? 0),
+        )
+          .on("error", reject)
+          .end(),
+      );
       expect(page).toBe(421);
       for (const origin of ["https://stately.ai", "http://localhost:5173", `http://127.0.0.1:${port}`, "http://[::1]:3000"]) {
         expect((await upgrade(port, { host, origin })).status, origin).toBe(101);

@@ -27,7 +27,10 @@ describe("inspector over the in-process bus", () => {
     const rules = [
       { match: { lastUser: "hello" }, reply: "Hello, Ada" },
       // A session that asks for a subtask (CONTINUATION), then answers with its result.
-      { match: { lastUser: { regex: "^PARENT" }, turn: 1 }, toolCalls: [{ name: "run_subtask", arguments: { type: "atomic", description: "CHILD name a city" } }] },
+      {
+        match: { lastUser: { regex: "^PARENT" }, turn: 1 },
+        toolCalls: [{ name: "run_subtask", arguments: { type: "atomic", description: "CHILD name a city" } }],
+      },
       { match: { lastUser: { regex: "^CHILD" } }, reply: "Oslo" },
       { match: { lastUser: "LEAK" }, status: 400, error: `invalid request: the key ${SECRET} is not allowed here` },
       { match: { lastUser: { regex: "^PARENT" }, hasToolResult: { regex: "Oslo" } }, reply: "Visit Oslo" },
@@ -68,7 +71,10 @@ describe("inspector over the in-process bus", () => {
     const { body } = await get<{ actors: ActorView[]; tasks: TaskView[] }>("/api/state");
     const taskActor = body.actors.find((a) => a.taskId === taskId && a.machine === "task");
     expect(taskActor).toMatchObject({ role: "director", isMachine: true, snapshot: { status: "done", value: "completed" } });
-    expect(body.actors.find((a) => a.taskId === taskId && a.machine === "handlerSession")).toMatchObject({ role: "handler", snapshot: { status: "done" } });
+    expect(body.actors.find((a) => a.taskId === taskId && a.machine === "handlerSession")).toMatchObject({
+      role: "handler",
+      snapshot: { status: "done" },
+    });
     const task = body.tasks.find((t) => t.taskId === taskId);
     expect(task).toMatchObject({ state: "completed", status: "COMPLETE" });
     expect(task?.roles).toEqual(expect.arrayContaining(["director", "evaluator", "handler"]));
@@ -104,7 +110,9 @@ describe("inspector over the in-process bus", () => {
     expect(body.nodes).toEqual(expect.arrayContaining(["0", "0/subtask1:0"]));
     expect(body.timeline.map((e) => e.type)).toContain("continuation.subtask");
     expect(body.actors.filter((a) => a.machine === "handlerSession").length).toBeGreaterThanOrEqual(2);
-    const values = raw.map((m) => JSON.parse(m) as { taskId?: string; machine?: string; snapshot?: { value?: unknown } }).filter((m) => m.taskId === parent && m.machine === "task");
+    const values = raw
+      .map((m) => JSON.parse(m) as { taskId?: string; machine?: string; snapshot?: { value?: unknown } })
+      .filter((m) => m.taskId === parent && m.machine === "task");
     expect(values.map((m) => m.snapshot?.value)).toContainEqual({ running: "awaitingSubtask" });
   });
 
@@ -129,7 +137,9 @@ describe("inspector over the in-process bus", () => {
     const inInput = newTaskId();
     const inError = newTaskId();
     expect((await stack.client.run({ taskId: inInput, xml, inputs: { name: `Ada (key ${SECRET})` } })).status).toBe("COMPLETE");
-    expect((await stack.client.run({ taskId: inError, xml: "<task><description>LEAK the key</description></task>" })).status).not.toBe("COMPLETE");
+    expect((await stack.client.run({ taskId: inError, xml: "<task><description>LEAK the key</description></task>" })).status).not.toBe(
+      "COMPLETE",
+    );
     await stack.transport.bus.flush();
     const of = (taskId: string) => raw.filter((m) => m.includes(`"taskId":"${taskId}"`));
     // The secret did reach the machines (the input in the contexts, the error in events and contexts) and was masked.
@@ -172,7 +182,9 @@ describe("inspector replay from the events stream", () => {
     const state = (await (await fetch(new URL("/api/state", server.url))).json()) as { tasks: TaskView[] };
     expect(state.tasks.find((t) => t.taskId === taskId)).toMatchObject({ state: "completed", status: "COMPLETE", replayed: true });
     const task = (await (await fetch(new URL(`/api/tasks/${taskId}`, server.url))).json()) as { timeline: TimelineEntry[] };
-    expect(task.timeline.map((e) => e.type)).toEqual(expect.arrayContaining(["task.queued", "task.running", "task.completed", "result.complete"]));
+    expect(task.timeline.map((e) => e.type)).toEqual(
+      expect.arrayContaining(["task.queued", "task.running", "task.completed", "result.complete"]),
+    );
     await server.close();
     await bus.close();
   });

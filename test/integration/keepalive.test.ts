@@ -28,7 +28,13 @@ afterAll(async () => {
   await server?.stop();
 });
 
-const deps = (): ActorDeps => ({ bus, subjects: createSubjects(randomRoot()), log: silentLogger, now: () => new Date(), newId: () => "id" });
+const deps = (): ActorDeps => ({
+  bus,
+  subjects: createSubjects(randomRoot()),
+  log: silentLogger,
+  now: () => new Date(),
+  newId: () => "id",
+});
 const Echo = z.object({ value: z.string() });
 /** An echo request on a subject of the test's own. */
 const echo = (subject: string) => defineRequest("echo", () => subject, Echo, Echo);
@@ -57,7 +63,9 @@ describe("keepalives", () => {
     const dead = bus.subscribe(subject, () => undefined, { queue: "q" });
     await bus.flush();
     const started = Date.now();
-    await expect(bus.request(subject, text.encode("{}"), { timeoutMs: 30_000, idleTimeoutMs: 500 })).rejects.toBeInstanceOf(ResponderSilentError);
+    await expect(bus.request(subject, text.encode("{}"), { timeoutMs: 30_000, idleTimeoutMs: 500 })).rejects.toBeInstanceOf(
+      ResponderSilentError,
+    );
     expect(Date.now() - started).toBeLessThan(3000);
 
     // askRetrying: the first attempt lands on the dead one; then it leaves, a live one starts and takes the retry.

@@ -24,7 +24,8 @@ jetstream {
 
 const bytes = (n: number): Uint8Array => new Uint8Array(randomBytes(n));
 /** Byte equality (a deep `toEqual` of megabytes takes minutes). */
-const same = (a: Uint8Array | undefined, b: Uint8Array): boolean => a !== undefined && Buffer.from(a.buffer, a.byteOffset, a.byteLength).equals(Buffer.from(b.buffer, b.byteOffset, b.byteLength));
+const same = (a: Uint8Array | undefined, b: Uint8Array): boolean =>
+  a !== undefined && Buffer.from(a.buffer, a.byteOffset, a.byteLength).equals(Buffer.from(b.buffer, b.byteOffset, b.byteLength));
 let bucketNo = 0;
 const bucket = () => `LARGE_${process.pid}_${++bucketNo}`;
 

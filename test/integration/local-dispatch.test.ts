@@ -29,7 +29,8 @@ afterAll(async () => {
 function spy(stack: Stack) {
   const subjects = createSubjects(stack.root);
   const seen = new Recorder<string>();
-  for (const subject of [subjects.evaluate, subjects.execute, subjects.anyProgress]) stack.transport.bus.subscribe(subject, (m) => seen.push(m.subject));
+  for (const subject of [subjects.evaluate, subjects.execute, subjects.anyProgress])
+    stack.transport.bus.subscribe(subject, (m) => seen.push(m.subject));
   return seen;
 }
 

@@ -42,7 +42,11 @@ afterAll(async () => {
 });
 
 function stack() {
-  return startStack({ url: server.url, mock, config: { tools: ["read_file", "list_files"], commands: [NODE, "node"], workspaceRoot: workspace } });
+  return startStack({
+    url: server.url,
+    mock,
+    config: { tools: ["read_file", "list_files"], commands: [NODE, "node"], workspaceRoot: workspace },
+  });
 }
 
 const script = (command: string, attrs = "") => `<task type="script"${attrs}>
@@ -56,7 +60,11 @@ describe("script tasks", () => {
     await using s = await stack();
     const xml = script(`${NODE} -e "console.log('hi ' + process.argv[1]); console.error('warn')" {{word}}`);
     const outcome = await s.client.run({ xml, inputs: { word: "sea" }, taskId: newTaskId() });
-    expect(outcome).toMatchObject({ status: "COMPLETE", content: "hi sea\n", notes: { scriptOutput: { stdout: "hi sea\n", stderr: "warn\n", exitCode: 0 } } });
+    expect(outcome).toMatchObject({
+      status: "COMPLETE",
+      content: "hi sea\n",
+      notes: { scriptOutput: { stdout: "hi sea\n", stderr: "warn\n", exitCode: 0 } },
+    });
   });
 
   it("fails on a non-zero exit with the output in the details", async () => {
@@ -64,30 +72,44 @@ describe("script tasks", () => {
     const xml = script(`${NODE} -e "console.log('partial'); process.exit(3)"`);
     const outcome = await s.client.run({ xml, inputs: { word: "x" }, taskId: newTaskId() });
     expect(outcome.status).toBe("FAILED");
-    expect(outcome.error).toMatchObject({ type: "TASK_FAILURE", reason: "execution_halted", message: "script exited with code 3", details: { stdout: "partial\n", exitCode: 3 } });
+    expect(outcome.error).toMatchObject({
+      type: "TASK_FAILURE",
+      reason: "execution_halted",
+      message: "script exited with code 3",
+      details: { stdout: "partial\n", exitCode: 3 },
+    });
   });
 
-  it("completes on a non-zero exit with fail_on_nonzero=\"false\"", async () => {
+  it('completes on a non-zero exit with fail_on_nonzero="false"', async () => {
     await using s = await stack();
     const xml = script(`${NODE} -e "console.log('partial'); process.exit(3)"`, ' fail_on_nonzero="false"');
     const outcome = await s.client.run({ xml, inputs: { word: "x" }, taskId: newTaskId() });
     expect(outcome).toMatchObject({ status: "COMPLETE", content: "partial\n", notes: { scriptOutput: { exitCode: 3 } } });
   });
 
-  it("passes <environment> variables, substituted, over the allowlist or alone with inherit=\"none\"", async () => {
+  it('passes <environment> variables, substituted, over the allowlist or alone with inherit="none"', async () => {
     await using s = await stack();
     const show = `${NODE} -e "console.log([process.env.GREETING, process.env.PATH === undefined ? 'no-path' : 'path'].join(' '))"`;
     const withAllowlist = `<task type="script"><command>${show}</command><environment><var name="GREETING">hi {{word}}</var></environment></task>`;
     const alone = `<task type="script"><command>${show}</command><environment inherit="none"><var name="GREETING">hi {{word}}</var></environment></task>`;
-    expect(await s.client.run({ xml: withAllowlist, inputs: { word: "sea" }, taskId: newTaskId() })).toMatchObject({ status: "COMPLETE", content: "hi sea path\n" });
-    expect(await s.client.run({ xml: alone, inputs: { word: "sea" }, taskId: newTaskId() })).toMatchObject({ status: "COMPLETE", content: "hi sea no-path\n" });
+    expect(await s.client.run({ xml: withAllowlist, inputs: { word: "sea" }, taskId: newTaskId() })).toMatchObject({
+      status: "COMPLETE",
+      content: "hi sea path\n",
+    });
+    expect(await s.client.run({ xml: alone, inputs: { word: "sea" }, taskId: newTaskId() })).toMatchObject({
+      status: "COMPLETE",
+      content: "hi sea no-path\n",
+    });
   });
 
   it("refuses <environment> variables that inject code or leak secrets", async () => {
     await using s = await stack();
     const xml = `<task type="script"><command>${NODE} -e "1"</command><environment><var name="NODE_OPTIONS">--require /tmp/x.js</var></environment></task>`;
     const outcome = await s.client.run({ xml, taskId: newTaskId() });
-    expect(outcome.error).toMatchObject({ reason: "input_validation_failure", message: "<environment>: 'NODE_OPTIONS' may not be set by a template" });
+    expect(outcome.error).toMatchObject({
+      reason: "input_validation_failure",
+      message: "<environment>: 'NODE_OPTIONS' may not be set by a template",
+    });
   });
 
   it("fails with execution_timeout when the command outlives its <timeout>", async () => {
@@ -98,13 +120,20 @@ describe("script tasks", () => {
   });
 
   it("gives a script task without <timeout> 300 s, which the default Handler limit does not cut", async () => {
-    await using s = await startStack({ url: server.url, mock, config: { commands: [NODE], workspaceRoot: workspace, scriptTimeoutMs: DEFAULTS.scriptTimeoutMs, localDispatch: false } });
+    await using s = await startStack({
+      url: server.url,
+      mock,
+      config: { commands: [NODE], workspaceRoot: workspace, scriptTimeoutMs: DEFAULTS.scriptTimeoutMs, localDispatch: false },
+    });
     const requested: number[] = [];
     const sub = s.transport.bus.subscribe(createSubjects(s.root).script, (msg) => {
       requested.push((JSON.parse(new TextDecoder().decode(msg.data)) as { timeoutMs: number }).timeoutMs);
     });
     try {
-      const outcome = await s.client.run({ xml: `<task type="script"><command>${NODE} -e "console.log(1)"</command></task>`, taskId: newTaskId() });
+      const outcome = await s.client.run({
+        xml: `<task type="script"><command>${NODE} -e "console.log(1)"</command></task>`,
+        taskId: newTaskId(),
+      });
       expect(outcome.status).toBe("COMPLETE");
     } finally {
       await sub.unsubscribe();
@@ -139,8 +168,14 @@ describe("director–evaluator loops", () => {
     const before = mock.requests.length;
     const xml = LOOP(4, "DIRECT {{current_iteration}} {{evaluation_feedback}}", "JUDGE {{director_result}}");
     const outcome = await s.client.run({ xml, taskId: newTaskId() }, (e) => events.push(e));
-    expect(outcome).toMatchObject({ status: "COMPLETE", content: "echo:DIRECT 2 add detail", notes: { iterations_completed: 2, termination_reason: "evaluation_success" } });
-    const prompts = mock.requests.slice(before).map((r) => String(r.body.messages.filter((m) => m["role"] === "user").at(-1)?.["content"] ?? ""));
+    expect(outcome).toMatchObject({
+      status: "COMPLETE",
+      content: "echo:DIRECT 2 add detail",
+      notes: { iterations_completed: 2, termination_reason: "evaluation_success" },
+    });
+    const prompts = mock.requests
+      .slice(before)
+      .map((r) => String(r.body.messages.filter((m) => m["role"] === "user").at(-1)?.["content"] ?? ""));
     expect(prompts).toEqual(["DIRECT 1 ", "JUDGE echo:DIRECT 1 ", "DIRECT 2 add detail", "JUDGE echo:DIRECT 2 add detail"]);
     await events.until((v) => v.some((e) => e.type === "task.completed"), "the completed event");
     expect(events.values.filter((e) => e.type === "iteration.started").map((e) => e.message)).toEqual(["iteration 1/4", "iteration 2/4"]);
@@ -151,9 +186,18 @@ describe("director–evaluator loops", () => {
     const xml = LOOP(3, "DRAFT {{current_iteration}}", "SCORE {{director_result}}");
     const outcome = await s.client.run({ xml, taskId: newTaskId() });
     expect(outcome.status).toBe("FAILED");
-    expect(outcome.error).toMatchObject({ type: "TASK_FAILURE", reason: "execution_halted", message: expect.stringContaining("max iterations (3)") });
+    expect(outcome.error).toMatchObject({
+      type: "TASK_FAILURE",
+      reason: "execution_halted",
+      message: expect.stringContaining("max iterations (3)"),
+    });
     expect(outcome.content).toBe("echo:DRAFT 2");
-    expect(outcome.notes).toMatchObject({ termination_reason: "max_iterations_reached", iterations_completed: 3, best_iteration: 2, final_evaluation: { feedback: "no", score: 1 } });
+    expect(outcome.notes).toMatchObject({
+      termination_reason: "max_iterations_reached",
+      iterations_completed: 3,
+      best_iteration: 2,
+      final_evaluation: { feedback: "no", score: 1 },
+    });
   });
 
   it("stops early when the termination condition holds, before max iterations", async () => {
@@ -167,7 +211,11 @@ describe("director–evaluator loops", () => {
 </task>`;
     const outcome = await s.client.run({ xml, taskId: newTaskId() }, (e) => events.push(e));
     // SCORE answers score 9 for the second draft (never success): the condition, not max_iterations, ends the loop.
-    expect(outcome).toMatchObject({ status: "COMPLETE", content: "echo:DRAFT 2", notes: { termination_reason: "termination_condition", iterations_completed: 2 } });
+    expect(outcome).toMatchObject({
+      status: "COMPLETE",
+      content: "echo:DRAFT 2",
+      notes: { termination_reason: "termination_condition", iterations_completed: 2 },
+    });
     await events.until((v) => v.some((e) => e.type === "task.completed"), "the completed event");
     expect(events.values.filter((e) => e.type === "iteration.started").map((e) => e.message)).toEqual(["iteration 1/5", "iteration 2/5"]);
   });
@@ -187,12 +235,14 @@ describe("director–evaluator loops", () => {
     const before = mock.requests.length;
     const outcome = await s.client.run({ xml, taskId: newTaskId() });
     expect(outcome.notes).toMatchObject({ termination_reason: "max_iterations_reached" });
-    const prompts = mock.requests.slice(before).map((r) => String(r.body.messages.filter((m) => m["role"] === "user").at(-1)?.["content"] ?? ""));
+    const prompts = mock.requests
+      .slice(before)
+      .map((r) => String(r.body.messages.filter((m) => m["role"] === "user").at(-1)?.["content"] ?? ""));
     expect(prompts).toEqual(["CODE", "CHECK echo:CODE\n exit 2"]);
   });
 });
 
-describe("director–evaluator loops with <call task=\"system:run_script\">", () => {
+describe('director–evaluator loops with <call task="system:run_script">', () => {
   it("runs the command given as the call's argument, the director's result one argument", async () => {
     await using s = await stack();
     const xml = `<task type="director_evaluator_loop">
@@ -206,7 +256,9 @@ describe("director–evaluator loops with <call task=\"system:run_script\">", ()
 </task>`;
     const before = mock.requests.length;
     await s.client.run({ xml, taskId: newTaskId() });
-    const prompts = mock.requests.slice(before).map((r) => String(r.body.messages.filter((m) => m["role"] === "user").at(-1)?.["content"] ?? ""));
+    const prompts = mock.requests
+      .slice(before)
+      .map((r) => String(r.body.messages.filter((m) => m["role"] === "user").at(-1)?.["content"] ?? ""));
     expect(prompts).toEqual(["CODE; rm -rf keep.txt", 'CHECK ["echo:CODE; rm -rf keep.txt"]\n']);
     expect(await readdir(workspace)).toContain("keep.txt");
   });
@@ -225,9 +277,15 @@ describe("examples", () => {
   it("runs examples/de-loop.xml: the echoing mock never passes, so it ends exhausted after 3 iterations", async () => {
     await using s = await stack();
     const events = new Recorder<TaskEvent>();
-    const outcome = await s.client.run({ xml: await example("de-loop.xml"), inputs: { topic: "rain" }, taskId: newTaskId() }, (e) => events.push(e));
+    const outcome = await s.client.run({ xml: await example("de-loop.xml"), inputs: { topic: "rain" }, taskId: newTaskId() }, (e) =>
+      events.push(e),
+    );
     expect(outcome.notes).toMatchObject({ termination_reason: "max_iterations_reached", iterations_completed: 3 });
     await events.until((v) => v.some((e) => e.type === "task.failed"), "the failed event");
-    expect(events.values.filter((e) => e.type === "iteration.started").map((e) => e.message)).toEqual(["iteration 1/3", "iteration 2/3", "iteration 3/3"]);
+    expect(events.values.filter((e) => e.type === "iteration.started").map((e) => e.message)).toEqual([
+      "iteration 1/3",
+      "iteration 2/3",
+      "iteration 3/3",
+    ]);
   });
 });

@@ -39,7 +39,10 @@ beforeAll(async () => {
     script: {
       rules: [
         // --summarize: one description per file, one file the model cannot describe.
-        { match: { system: "You describe files", lastUser: "File: src/parse.ts" }, reply: "Description: Turns XML task templates into syntax trees." },
+        {
+          match: { system: "You describe files", lastUser: "File: src/parse.ts" },
+          reply: "Description: Turns XML task templates into syntax trees.",
+        },
         { match: { system: "You describe files", lastUser: "File: src/broken.ts" }, status: 400, error: "this file upsets the model" },
         { match: { system: "You describe files", lastUser: "File: notes.md" }, reply: "```\n\n```" },
         { match: { system: "You describe files" }, reply: "A helper module of the quasar flux capacitor." },
@@ -57,7 +60,12 @@ afterAll(async () => {
   await server?.stop();
 });
 
-const request = (description: string): MatchRequest => ({ type: "memory.match", templateDescription: description, templateType: "atomic", inputs: {} });
+const request = (description: string): MatchRequest => ({
+  type: "memory.match",
+  templateDescription: description,
+  templateType: "atomic",
+  inputs: {},
+});
 
 describe("dirigent memory index --summarize", () => {
   it("stores the model's descriptions, keeps the extracted one when the model fails, and re-describes only what needs it", async () => {
@@ -70,7 +78,11 @@ describe("dirigent memory index --summarize", () => {
     const notes: string[] = [];
     const run = async (...args: string[]) => {
       const program = new Command().exitOverride();
-      registerMemoryCommands(program, (text) => out.push(text), (text) => notes.push(text));
+      registerMemoryCommands(
+        program,
+        (text) => out.push(text),
+        (text) => notes.push(text),
+      );
       await program.parseAsync(["node", "dirigent", "memory", ...args, "--nats", server.url, "--prefix", root]);
     };
     const transport = await openNatsTransport(server.url, createSubjects(root), { name: "test", log: silentLogger });
@@ -84,10 +96,14 @@ describe("dirigent memory index --summarize", () => {
       expect(out.at(-1)).toMatch(/^indexed 4 files \(read 4, unchanged 0, skipped 0\)/);
       const byPath = async () => new Map((await transport.index.getGlobalIndex()).entries.map((e) => [e.path, e]));
       let entries = await byPath();
-      expect(entries.get(join(dir, "src/parse.ts"))?.metadata).toMatch(/^language: TypeScript; size: \d+ B; name: parse\.ts; Turns XML task templates into syntax trees\.$/);
+      expect(entries.get(join(dir, "src/parse.ts"))?.metadata).toMatch(
+        /^language: TypeScript; size: \d+ B; name: parse\.ts; Turns XML task templates into syntax trees\.$/,
+      );
       expect(entries.get(join(dir, "src/parse.ts"))?.stamp).toMatch(new RegExp(`${SUMMARIZED}$`));
       expect(entries.get(join(dir, "src/flux.ts"))?.metadata).toContain("A helper module of the quasar flux capacitor.");
-      expect(entries.get(join(dir, "src/broken.ts"))?.metadata).toMatch(/^language: TypeScript; size: \d+ B; name: broken\.ts; Extracted here\.; exports: broken$/);
+      expect(entries.get(join(dir, "src/broken.ts"))?.metadata).toMatch(
+        /^language: TypeScript; size: \d+ B; name: broken\.ts; Extracted here\.; exports: broken$/,
+      );
       expect(entries.get(join(dir, "notes.md"))?.metadata).toMatch(/^language: Markdown; size: \d+ B; name: notes\.md; Notes on the bus$/);
       const warnings = notes.filter((n) => n.startsWith("warning:")).sort();
       expect(warnings).toHaveLength(2);
@@ -138,9 +154,15 @@ describe("dirigent memory index --summarize without a model", () => {
     try {
       await writeFile(join(dir, "a.ts"), "/** Extracted. */\nexport const a = 1;\n");
       const program = new Command().exitOverride();
-      registerMemoryCommands(program, () => undefined, (text) => notes.push(text));
+      registerMemoryCommands(
+        program,
+        () => undefined,
+        (text) => notes.push(text),
+      );
       await program.parseAsync(["node", "dirigent", "memory", "index", dir, "--summarize", "--nats", server.url, "--prefix", root]);
-      expect(notes.join("")).toMatch(/no OPENAI_API_KEY or OPENAI_BASE_URL set: the offline mock model writes no descriptions, so the extracted ones are kept/);
+      expect(notes.join("")).toMatch(
+        /no OPENAI_API_KEY or OPENAI_BASE_URL set: the offline mock model writes no descriptions, so the extracted ones are kept/,
+      );
       const [entry] = (await transport.index.getGlobalIndex()).entries;
       expect(entry?.metadata).toMatch(/; Extracted\.; exports: a$/);
       expect(entry?.stamp).not.toMatch(new RegExp(`${SUMMARIZED}$`));
@@ -176,12 +198,18 @@ describe("Memory role with --llm-match", () => {
         { path: BUS, relevance: "the bus itself", score: 0.6 },
       ]);
       expect(reply.context).toBe("2 relevant files of 3 indexed, chosen by the model among 2 candidates");
-      const prompt = mock.requests.at(-1)?.body.messages.map((m) => String(m.content)).join("\n") ?? "";
+      const prompt =
+        mock.requests
+          .at(-1)
+          ?.body.messages.map((m) => String(m.content))
+          .join("\n") ?? "";
       expect(prompt).toContain(`- ${BUS} :: language: TypeScript; The bus over NATS`);
       expect(prompt).not.toContain(PARSE);
 
       const ranked = await match("GARBAGE nats bus");
-      expect(ranked.context).toMatch(/^2 relevant files of 3 indexed, ranked by MiniSearch \(the model's answer was unusable: the answer holds no JSON array\)$/);
+      expect(ranked.context).toMatch(
+        /^2 relevant files of 3 indexed, ranked by MiniSearch \(the model's answer was unusable: the answer holds no JSON array\)$/,
+      );
       expect(ranked.matches.map((m) => m.path)).toEqual([BUS, DOC]);
 
       const failed = await match("FAIL nats bus");

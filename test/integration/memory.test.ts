@@ -37,20 +37,35 @@ async function twoProcesses(root = randomRoot()): Promise<[OpenTransport, OpenTr
   const subjects = createSubjects(root);
   const a = await openNatsTransport(server.url, subjects, { name: "a", log: silentLogger });
   const b = await openNatsTransport(server.url, subjects, { name: "b", log: silentLogger });
-  return Object.assign([a, b] as [OpenTransport, OpenTransport], { [Symbol.asyncDispose]: async () => void (await Promise.all([a.close(), b.close()])) });
+  return Object.assign([a, b] as [OpenTransport, OpenTransport], {
+    [Symbol.asyncDispose]: async () => void (await Promise.all([a.close(), b.close()])),
+  });
 }
 
-const entry = (n: number, tag: string) => ({ path: `/repo/src/file-${n}.ts`, metadata: `language: TypeScript; ${tag}; ${"filler words ".repeat(15)}` });
+const entry = (n: number, tag: string) => ({
+  path: `/repo/src/file-${n}.ts`,
+  metadata: `language: TypeScript; ${tag}; ${"filler words ".repeat(15)}`,
+});
 
-const request = (description: string): MatchRequest => ({ type: "memory.match", templateDescription: description, templateType: "atomic", inputs: {} });
+const request = (description: string): MatchRequest => ({
+  type: "memory.match",
+  templateDescription: description,
+  templateType: "atomic",
+  inputs: {},
+});
 
 describe("index store over JetStream KV", () => {
   it("is one index for every process: what one writes the other reads, generation and all", async () => {
     await using pair = await twoProcesses();
     const [a, b] = pair;
     expect(await b.index.getGlobalIndex()).toEqual({ generation: "", entries: [] });
-    const generation = await a.index.updateGlobalIndex([{ path: "/repo/a.ts", metadata: "language: TypeScript; exports: a", stamp: "10:1" }]);
-    expect(await b.index.getGlobalIndex()).toEqual({ generation, entries: [{ path: "/repo/a.ts", metadata: "language: TypeScript; exports: a", stamp: "10:1" }] });
+    const generation = await a.index.updateGlobalIndex([
+      { path: "/repo/a.ts", metadata: "language: TypeScript; exports: a", stamp: "10:1" },
+    ]);
+    expect(await b.index.getGlobalIndex()).toEqual({
+      generation,
+      entries: [{ path: "/repo/a.ts", metadata: "language: TypeScript; exports: a", stamp: "10:1" }],
+    });
   });
 
   it("writes large generations in chunks and purges the replaced generation after the flip", async () => {
@@ -59,7 +74,9 @@ describe("index store over JetStream KV", () => {
     const [a, b] = pair;
     const first = Array.from({ length: 5000 }, (_, n) => entry(n, "first"));
     const g1 = await a.index.updateGlobalIndex(first);
-    const g2 = await a.index.updateGlobalIndex(first.slice(0, 3000).map((e) => ({ ...e, metadata: e.metadata.replace("first", "second") })));
+    const g2 = await a.index.updateGlobalIndex(
+      first.slice(0, 3000).map((e) => ({ ...e, metadata: e.metadata.replace("first", "second") })),
+    );
     const read = await b.index.getGlobalIndex();
     expect(read.generation).toBe(g2);
     expect(read.entries).toHaveLength(3000);
@@ -82,7 +99,8 @@ describe("index store over JetStream KV", () => {
     const root = randomRoot();
     await using pair = await twoProcesses(root);
     const [a, b] = pair;
-    const write = (store: OpenTransport, tag: string) => store.index.updateGlobalIndex(Array.from({ length: 2000 }, (_, n) => entry(n, tag)));
+    const write = (store: OpenTransport, tag: string) =>
+      store.index.updateGlobalIndex(Array.from({ length: 2000 }, (_, n) => entry(n, tag)));
     const written = await Promise.all([write(a, "a1"), write(b, "b1"), write(a, "a2"), write(b, "b2")]);
     const current = await a.index.getGlobalIndex();
     expect(written).toContain(current.generation);
@@ -154,7 +172,8 @@ describe("index store over JetStream KV", () => {
     const sizes = [4000, 1500, 3000, 2500, 3500];
     let writing = true;
     const writes = (async () => {
-      for (const [i, size] of sizes.entries()) await writer.index.updateGlobalIndex(Array.from({ length: size }, (_, n) => entry(n, `gen-${i}`)));
+      for (const [i, size] of sizes.entries())
+        await writer.index.updateGlobalIndex(Array.from({ length: size }, (_, n) => entry(n, `gen-${i}`)));
       writing = false;
     })();
     const seen: { tags: string[]; count: number }[] = [];
@@ -177,7 +196,13 @@ describe("Memory role over NATS", () => {
     const root = randomRoot();
     await using pair = await twoProcesses(root);
     const [a, b] = pair;
-    const deps: ActorDeps = { bus: a.bus, subjects: createSubjects(root), log: silentLogger, now: () => new Date(), newId: () => randomUUID() };
+    const deps: ActorDeps = {
+      bus: a.bus,
+      subjects: createSubjects(root),
+      log: silentLogger,
+      now: () => new Date(),
+      newId: () => randomUUID(),
+    };
     const g1 = await b.index.updateGlobalIndex([
       { path: "/repo/src/template/parse.ts", metadata: "language: TypeScript; Parses XML task templates; exports: parseTemplate" },
       { path: "/repo/src/nats-bus.ts", metadata: "language: TypeScript; The bus over NATS; exports: NatsBus" },
@@ -190,7 +215,9 @@ describe("Memory role over NATS", () => {
       expect(reply.matches[0]?.path).toBe("/repo/src/template/parse.ts");
       expect(reply.context).toBe("1 relevant file of 3 indexed");
 
-      const g2 = await b.index.updateGlobalIndex([{ path: "/repo/src/ranker.ts", metadata: "language: TypeScript; Ranks files with MiniSearch; exports: IndexRanker" }]);
+      const g2 = await b.index.updateGlobalIndex([
+        { path: "/repo/src/ranker.ts", metadata: "language: TypeScript; Ranks files with MiniSearch; exports: IndexRanker" },
+      ]);
       await memory.serving(g2);
       const after = await ask(deps, Requests.memoryMatch, request("rank files with minisearch"), { timeoutMs: 5000 });
       expect(after.matches.map((m) => m.path)).toEqual(["/repo/src/ranker.ts"]);
@@ -205,7 +232,9 @@ describe("a Memory process dying mid-request", () => {
   it("is replaced: the Evaluator asks again after the idle timeout and another Memory process answers", async () => {
     const root = randomRoot();
     const subjects = createSubjects(root);
-    await using mock = Object.assign(await startMockLlm({ port: 0, script: { rules: [], default: { reply: "done without memory" } } }), { [Symbol.asyncDispose]: () => mock.close() });
+    await using mock = Object.assign(await startMockLlm({ port: 0, script: { rules: [], default: { reply: "done without memory" } } }), {
+      [Symbol.asyncDispose]: () => mock.close(),
+    });
     await using workers = await startStack({ url: server.url, mock, root, roles: ["director", "evaluator", "handler"] });
     // The first Memory process takes the request, signals that it works on it, and dies without answering.
     const dying = new NatsBus(await connectNats({ servers: server.url, name: "memory-dying" }), { onError: () => undefined });
@@ -254,7 +283,11 @@ describe("dirigent memory index / match", () => {
       const notes: string[] = [];
       const run = async (...args: string[]) => {
         const program = new Command().exitOverride();
-        registerMemoryCommands(program, (text) => out.push(text), (text) => notes.push(text));
+        registerMemoryCommands(
+          program,
+          (text) => out.push(text),
+          (text) => notes.push(text),
+        );
         await program.parseAsync(["node", "dirigent", "memory", ...args, "--nats", server.url, "--prefix", root]);
       };
       await run("index", dir);

@@ -58,7 +58,11 @@ describe("mock-llm: errors, times and delays", () => {
     expect([millis?.get("retry-after-ms"), millis?.get("retry-after"), millis?.get("x-request-id")]).toEqual(["1500", null, "req-1"]);
     expect((await headersOf("date"))?.get("retry-after")).toBe("Wed, 21 Oct 2065 07:28:00 GMT");
     const other = await headersOf("other");
-    expect([other?.get("retry-after"), other?.get("retry-after-ms"), other?.get("x-ratelimit-remaining-requests")]).toEqual(["0", "0", "0"]);
+    expect([other?.get("retry-after"), other?.get("retry-after-ms"), other?.get("x-ratelimit-remaining-requests")]).toEqual([
+      "0",
+      "0",
+      "0",
+    ]);
     const { response } = await client.chat.completions.create({ model: "mock-model", messages: [user("fine")] }).withResponse();
     expect(response.headers.get("x-ratelimit-remaining-tokens")).toBe("42");
     expect(response.headers.get("content-type")).toBe("application/json");
@@ -138,7 +142,11 @@ describe("mock-llm: errors, times and delays", () => {
 
 describe("mock-llm: HTTP surface", () => {
   async function post(server: MockLlmServer, body: string): Promise<{ status: number; json: unknown }> {
-    const response = await fetch(`${server.url}/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body });
+    const response = await fetch(`${server.url}/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body,
+    });
     return { status: response.status, json: await response.json() };
   }
 
@@ -151,7 +159,6 @@ describe("mock-llm: HTTP surface", () => {
     const noMessages = await post(server, JSON.stringify({ model: "mock-model" }));
     expect(noMessages.status).toBe(400);
     expect(noMessages.json).toMatchObject({ error: { message: expect.stringContaining("/messages"), param: "messages" } });
-
 
     const notArray = await post(server, JSON.stringify({ model: "mock-model", messages: "hi" }));
     expect(notArray.status).toBe(400);
@@ -171,7 +178,12 @@ describe("mock-llm: HTTP surface", () => {
   });
 
   it("lists mock-model and the models the script names", async () => {
-    const { client, server } = await start({ rules: [{ match: { model: "gpt-x" }, reply: "a" }, { match: { model: "gpt-x" }, reply: "b" }] });
+    const { client, server } = await start({
+      rules: [
+        { match: { model: "gpt-x" }, reply: "a" },
+        { match: { model: "gpt-x" }, reply: "b" },
+      ],
+    });
     const ids: string[] = [];
     for await (const model of client.models.list()) ids.push(model.id);
     expect(ids).toEqual(["mock-model", "gpt-x"]);
@@ -231,7 +243,13 @@ describe("mock-llm: script files", () => {
   it("refuses header names and values HTTP cannot carry, and an empty refusal", async () => {
     const path = await scriptFile(
       "headers.json",
-      JSON.stringify({ rules: [{ status: 429, headers: { "retry after": "1" } }, { status: 429, headers: { "retry-after": "1\r\nx-evil: 1" } }, { refusal: "" }] }),
+      JSON.stringify({
+        rules: [
+          { status: 429, headers: { "retry after": "1" } },
+          { status: 429, headers: { "retry-after": "1\r\nx-evil: 1" } },
+          { refusal: "" },
+        ],
+      }),
     );
     const error = await loadError(path);
     expect(error.message).toContain(`${path}: /rules/0/headers/retry after: must be an HTTP header name`);

@@ -43,7 +43,13 @@ describe("mock-llm: plain replies", () => {
   it("reads the text parts of array content", async () => {
     const { client } = await start({ rules: [{ match: { lastUser: "needle" }, reply: "found" }] });
     const completion = await ask(client, [
-      { role: "user", content: [{ type: "text", text: "hay " }, { type: "text", text: "needle" }] },
+      {
+        role: "user",
+        content: [
+          { type: "text", text: "hay " },
+          { type: "text", text: "needle" },
+        ],
+      },
     ]);
     expect(textOf(completion)).toBe("found");
   });
@@ -93,7 +99,13 @@ describe("mock-llm: rule matching", () => {
   it("requires every condition of a rule", async () => {
     const { client } = await start(script);
     const turn1 = [user("remember this")];
-    const turn3: Message[] = [...turn1, { role: "assistant", content: "ok" }, user("next"), { role: "assistant", content: "ok" }, user("go")];
+    const turn3: Message[] = [
+      ...turn1,
+      { role: "assistant", content: "ok" },
+      user("next"),
+      { role: "assistant", content: "ok" },
+      user("go"),
+    ];
     expect(textOf(await ask(client, turn1))).toBe("mock: remember this");
     expect(textOf(await ask(client, turn3))).toBe("any-message rule");
   });

@@ -45,23 +45,31 @@ const retriesOf = (events: readonly TaskEvent[]) => events.filter((e) => e.type 
 
 describe("rate limits with the default retry settings", () => {
   it("survives three 429s in a row, waiting the server's retry-after each time", async () => {
-    const { outcome, events, requests } = await run({ rules: [{ status: 429, times: 3, error: "Rate limit reached", headers: { "retry-after": "1" } }, { reply: "after the storm" }] });
+    const { outcome, events, requests } = await run({
+      rules: [{ status: 429, times: 3, error: "Rate limit reached", headers: { "retry-after": "1" } }, { reply: "after the storm" }],
+    });
     expect(outcome).toMatchObject({ status: "COMPLETE", content: "after the storm" });
     expect(requests).toHaveLength(4);
     expect(requests.map((r) => r.answeredBy)).toEqual([0, 0, 0, 1]);
-    expect(retriesOf(events)).toEqual([1, 2, 3].map((attempt) => expect.objectContaining({ attempt, maxRetries: 5, delayMs: 1000, fromRetryAfter: true, status: 429 })));
+    expect(retriesOf(events)).toEqual(
+      [1, 2, 3].map((attempt) => expect.objectContaining({ attempt, maxRetries: 5, delayMs: 1000, fromRetryAfter: true, status: 429 })),
+    );
     expect(events.find((e) => e.type === "model.retry")?.message).toBe("retry 1/5 in 1000 ms (retry-after): 429 Rate limit reached");
   });
 
   it("survives five 429s in a row", async () => {
-    const { outcome, events, requests } = await run({ rules: [{ status: 429, times: 5, headers: { "retry-after": "1" } }, { reply: "finally" }] });
+    const { outcome, events, requests } = await run({
+      rules: [{ status: 429, times: 5, headers: { "retry-after": "1" } }, { reply: "finally" }],
+    });
     expect(outcome).toMatchObject({ status: "COMPLETE", content: "finally" });
     expect(requests).toHaveLength(6);
     expect(retriesOf(events).map((d) => d?.["attempt"])).toEqual([1, 2, 3, 4, 5]);
   });
 
   it("fails at once, saying why, when the server asks to wait longer than the retry budget", async () => {
-    const { outcome, events, requests } = await run({ rules: [{ status: 429, error: "Rate limit reached", headers: { "retry-after": "120" } }, { reply: "never asked" }] });
+    const { outcome, events, requests } = await run({
+      rules: [{ status: 429, error: "Rate limit reached", headers: { "retry-after": "120" } }, { reply: "never asked" }],
+    });
     expect(outcome.status).toBe("FAILED");
     expect(outcome.error).toMatchObject({ type: "TASK_FAILURE", reason: "model_error" });
     expect(outcome.error?.message).toContain(
@@ -88,7 +96,11 @@ describe("answers the server blocked or the model refused", () => {
     for (const streamDeltas of [false, true]) {
       const { outcome, requests } = await run({ rules: [{ refusal: "I'm sorry, but I can't help with that." }] }, { streamDeltas });
       expect(outcome.status).toBe("FAILED");
-      expect(outcome.error).toMatchObject({ type: "TASK_FAILURE", reason: "model_error", message: expect.stringContaining("the model refused: I'm sorry, but I can't help with that.") });
+      expect(outcome.error).toMatchObject({
+        type: "TASK_FAILURE",
+        reason: "model_error",
+        message: expect.stringContaining("the model refused: I'm sorry, but I can't help with that."),
+      });
       expect(requests.map((r) => r.body.stream ?? false)).toEqual([streamDeltas]);
     }
   });

@@ -55,10 +55,13 @@ describe("NatsBus over a real server", () => {
     expect(text.decode((await store.get("t1")) ?? new Uint8Array())).toBe("record");
     expect(await queue.enqueue("t2", text.encode("again"))).toMatchObject({ duplicate: true });
     const got = new Recorder<string>();
-    const sub = queue.consume(async (item) => {
-      await item.ack();
-      got.push(`${item.id}:${item.deliveries}`);
-    }, { concurrency: 2 });
+    const sub = queue.consume(
+      async (item) => {
+        await item.ack();
+        got.push(`${item.id}:${item.deliveries}`);
+      },
+      { concurrency: 2 },
+    );
     await got.count(3);
     expect([...got.values].sort()).toEqual(["t1:1", "t2:1", "t3:1"]);
     await sub.unsubscribe();
@@ -71,10 +74,13 @@ describe("NatsBus over a real server", () => {
     const errors = new Recorder<string>();
     const queue = await openWorkQueue(nc, subjects, { onError: (err) => errors.push(String(err)) });
     const got = new Recorder<string>();
-    const sub = queue.consume(async (item) => {
-      await item.ack();
-      got.push(item.id);
-    }, { concurrency: 2 });
+    const sub = queue.consume(
+      async (item) => {
+        await item.ack();
+        got.push(item.id);
+      },
+      { concurrency: 2 },
+    );
     await queue.enqueue("before", text.encode("x"));
     await got.count(1);
 

@@ -38,7 +38,12 @@ function otherDirector(stack: Stack, withEvents: boolean) {
   });
   return async (taskId: string): Promise<TaskStatusReply> => {
     let answer: Uint8Array | undefined;
-    await get({ subject: subjects.taskGet(taskId), data: new Uint8Array(0), expectsReply: true, respond: (data) => ((answer = data), true) });
+    await get({
+      subject: subjects.taskGet(taskId),
+      data: new Uint8Array(0),
+      expectsReply: true,
+      respond: (data) => ((answer = data), true),
+    });
     const reply = decode(TaskStatusReply, answer ?? new Uint8Array(0));
     if (!reply.ok) throw reply.error;
     return reply.value;

@@ -38,7 +38,11 @@ describe("pipeline over a real nats-server", () => {
     await using stack = await startStack({ url: server.url, mock });
     const events = new Recorder<TaskEvent>();
     const outcome = await stack.client.run({ xml: HAIKU, inputs: { topic: "the sea" }, taskId: newTaskId() }, (e) => events.push(e));
-    expect(outcome).toMatchObject({ status: "COMPLETE", content: "waves fold into foam", notes: { usage: { promptTokens: 11, completionTokens: 4 }, model: "scripted-model" } });
+    expect(outcome).toMatchObject({
+      status: "COMPLETE",
+      content: "waves fold into foam",
+      notes: { usage: { promptTokens: 11, completionTokens: 4 }, model: "scripted-model" },
+    });
     await events.until((v) => v.some((e) => e.type === "task.completed"), "the completed event");
     expect(events.values.map((e) => e.type)).toEqual(["task.queued", "task.running", "node.started", "model.turn", "task.completed"]);
     expect(events.values.map((e) => e.seq)).toEqual([1, 2, 3, 4, 5]);
@@ -105,7 +109,11 @@ describe("pipeline over a real nats-server", () => {
     const err = await stack.client.submit({ xml: "<task>\n  <description>x</descr>\n</task>" }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(RemoteError);
     expect(err).toMatchObject({ code: "INVALID_TEMPLATE" });
-    const raw = await stack.transport.bus.request(`${stack.root}.tasks.submit`, new TextEncoder().encode("<task>\n  <description>x</descr>\n</task>"), { timeoutMs: 5000 });
+    const raw = await stack.transport.bus.request(
+      `${stack.root}.tasks.submit`,
+      new TextEncoder().encode("<task>\n  <description>x</descr>\n</task>"),
+      { timeoutMs: 5000 },
+    );
     const body = JSON.parse(new TextDecoder().decode(raw)) as { error: { code: string; line: number; col: number } };
     expect(body.error).toMatchObject({ code: "INVALID_TEMPLATE", line: 2 });
     expect(body.error.col).toBeGreaterThan(0);
@@ -113,7 +121,11 @@ describe("pipeline over a real nats-server", () => {
 
   it("cancels a running task: the model request in flight is aborted and the result is CANCELLED", async () => {
     const log = new Recorder<string>();
-    const slowMock = await startMockLlm({ port: 0, script: { rules: [{ reply: "too late", delayMs: 60_000 }] }, log: (line) => log.push(line) });
+    const slowMock = await startMockLlm({
+      port: 0,
+      script: { rules: [{ reply: "too late", delayMs: 60_000 }] },
+      log: (line) => log.push(line),
+    });
     const stack = await startStack({ url: server.url, mock: slowMock });
     const taskId = newTaskId();
     const watch = stack.client.watch(taskId);

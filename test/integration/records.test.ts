@@ -1,7 +1,7 @@
 /**
  * The Handler's records over a real nats-server (the turns KV bucket) with the mock model: a finished session is
  * replayed without a model call, an interrupted one continues after its last recorded turn or answer (a recorded
- * `run_script` call is not run again), script outcomes are replayed, and a record of another version is ignored.
+ * `run_script` call is not run again, nor one left in flight), script outcomes are replayed, and a record of another version is ignored.
  */
 import { mkdir, mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -10,7 +10,16 @@ import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { toolKey, turnKey } from "../../actors/handler/records.js";
 import { ask } from "../../actors/ask.js";
 import { silentLogger } from "../../actors/deps.js";
-import { CancelBroadcast, encode, encodeJson, RECORD_VERSION, Requests, type EvaluateRequest, type ExecuteRequest, type ScriptRequest } from "../../protocol/index.js";
+import {
+  CancelBroadcast,
+  encode,
+  encodeJson,
+  RECORD_VERSION,
+  Requests,
+  type EvaluateRequest,
+  type ExecuteRequest,
+  type ScriptRequest,
+} from "../../protocol/index.js";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { createSubjects } from "../../protocol/index.js";
 import { loadConfig } from "../../runtime/config.js";
@@ -59,7 +68,13 @@ afterAll(async () => {
   if (workspace) await rm(workspace, { recursive: true, force: true });
 });
 
-const deps = (s: Stack) => ({ bus: s.transport.bus, subjects: s.system.subjects, log: silentLogger, now: () => new Date(), newId: () => "x" });
+const deps = (s: Stack) => ({
+  bus: s.transport.bus,
+  subjects: s.system.subjects,
+  log: silentLogger,
+  now: () => new Date(),
+  newId: () => "x",
+});
 const execute = (s: Stack, request: ExecuteRequest) => ask(deps(s), Requests.execute, request, { timeoutMs: 10_000 });
 const requestsFor = (prompt: string) => mock.requests.filter((r) => JSON.stringify(r.body).includes(prompt)).length;
 /** The lines the scripts appended to `<dir>/log.txt`. */
@@ -68,7 +83,13 @@ const logOf = async (dir: string) => (await readFile(join(dir, "log.txt"), "utf8
 describe("Handler records", () => {
   it("replays a finished session without calling the model again", async () => {
     await using s = await startStack({ url: server.url, mock, config: { workspaceRoot: workspace, continuationTools: [] } });
-    const request: ExecuteRequest = { type: "handler.execute", taskId: newTaskId() as ExecuteRequest["taskId"], nodePath: "0", prompt: "RECORDED one", occurrence: 1 };
+    const request: ExecuteRequest = {
+      type: "handler.execute",
+      taskId: newTaskId() as ExecuteRequest["taskId"],
+      nodePath: "0",
+      prompt: "RECORDED one",
+      occurrence: 1,
+    };
     const first = await execute(s, request);
     expect(first.result).toMatchObject({ status: "COMPLETE", content: "final answer", notes: { turns: 2 } });
     expect(requestsFor("RECORDED one")).toBe(2);
@@ -82,7 +103,13 @@ describe("Handler records", () => {
 
   it("continues an interrupted session after its last recorded turn", async () => {
     await using s = await startStack({ url: server.url, mock, config: { workspaceRoot: workspace, continuationTools: [] } });
-    const request: ExecuteRequest = { type: "handler.execute", taskId: newTaskId() as ExecuteRequest["taskId"], nodePath: "0.steps.1", prompt: "RECORDED two", occurrence: 1 };
+    const request: ExecuteRequest = {
+      type: "handler.execute",
+      taskId: newTaskId() as ExecuteRequest["taskId"],
+      nodePath: "0.steps.1",
+      prompt: "RECORDED two",
+      occurrence: 1,
+    };
     const key = turnKey(request);
     if (!key || !s.transport.turns) throw new Error("expected a record key and a turns store");
     // What the Handler writes after turn 1 (the model asked for list_files, the tool answered).
@@ -95,7 +122,11 @@ describe("Handler records", () => {
           messages: [
             { role: "system", content: "base" },
             { role: "user", content: "RECORDED two" },
-            { role: "assistant", content: null, tool_calls: [{ id: "c1", type: "function", function: { name: "list_files", arguments: "{}" } }] },
+            {
+              role: "assistant",
+              content: null,
+              tool_calls: [{ id: "c1", type: "function", function: { name: "list_files", arguments: "{}" } }],
+            },
             { role: "tool", tool_call_id: "c1", content: "recorded listing" },
           ],
           turns: 1,
@@ -116,11 +147,21 @@ describe("Handler records", () => {
     expect(JSON.stringify(sent?.body)).toContain("recorded listing");
   });
 
-  it("interrupted while a session's scripts run, asks the model nothing again and runs only the unfinished script again", async () => {
+  it("interrupted while a session's scripts run, asks the model nothing again, runs no script again and tells the model the unfinished one's outcome is unknown", async () => {
     const dir = join(workspace, "crash");
     await mkdir(dir);
-    await using s = await startStack({ url: server.url, mock, config: { workspaceRoot: workspace, tools: ["run_script"], continuationTools: [] } });
-    const request: ExecuteRequest = { type: "handler.execute", taskId: newTaskId() as ExecuteRequest["taskId"], nodePath: "0", prompt: "SCRIPTED crash", occurrence: 1 };
+    await using s = await startStack({
+      url: server.url,
+      mock,
+      config: { workspaceRoot: workspace, tools: ["run_script"], continuationTools: [] },
+    });
+    const request: ExecuteRequest = {
+      type: "handler.execute",
+      taskId: newTaskId() as ExecuteRequest["taskId"],
+      nodePath: "0",
+      prompt: "SCRIPTED crash",
+      occurrence: 1,
+    };
     const interrupted = execute(s, request);
     // B runs once the log holds it: by then the model's answer was recorded, and A's answer once A finished.
     await vi.waitFor(async () => expect(await logOf(dir)).toEqual(["A", "B"]), { timeout: 10_000, interval: 20 });
@@ -132,19 +173,35 @@ describe("Handler records", () => {
 
     const reply = await execute(s, request);
     expect(reply.result).toMatchObject({ status: "COMPLETE", content: "scripts done", notes: { turns: 2 } });
-    // Turn 1 was not asked again; A was not run again; B, started but unrecorded, ran once more.
+    // Turn 1 was not asked again; A was not run again; B, started but unanswered and not idempotent, neither.
     expect(requestsFor("SCRIPTED crash")).toBe(2);
-    expect(await logOf(dir)).toEqual(["A", "B", "B"]);
+    expect(await logOf(dir)).toEqual(["A", "B"]);
+    const sent = JSON.stringify(mock.requests.filter((r) => JSON.stringify(r.body).includes("SCRIPTED crash")).at(-1)?.body);
+    expect(sent).toContain("the outcome of this call of 'run_script' is unknown");
   });
 
   it("resumes from a recorded answer: uses a script's recorded result, runs an unrecorded one, and asks the model only the next turn", async () => {
     const dir = join(workspace, "replay");
     await mkdir(dir);
-    await using s = await startStack({ url: server.url, mock, config: { workspaceRoot: workspace, tools: ["run_script"], continuationTools: [] } });
-    const request: ExecuteRequest = { type: "handler.execute", taskId: newTaskId() as ExecuteRequest["taskId"], nodePath: "0", prompt: "SCRIPTED replay", occurrence: 1 };
+    await using s = await startStack({
+      url: server.url,
+      mock,
+      config: { workspaceRoot: workspace, tools: ["run_script"], continuationTools: [] },
+    });
+    const request: ExecuteRequest = {
+      type: "handler.execute",
+      taskId: newTaskId() as ExecuteRequest["taskId"],
+      nodePath: "0",
+      prompt: "SCRIPTED replay",
+      occurrence: 1,
+    };
     const key = turnKey(request);
     if (!key || !s.transport.turns) throw new Error("expected a record key and a turns store");
-    const runScript = (id: string, code: string) => ({ id, type: "function", function: { name: "run_script", arguments: JSON.stringify({ argv: [process.execPath, "-e", code], cwd: "replay" }) } });
+    const runScript = (id: string, code: string) => ({
+      id,
+      type: "function",
+      function: { name: "run_script", arguments: JSON.stringify({ argv: [process.execPath, "-e", code], cwd: "replay" }) },
+    });
     // What the Handler writes when the model answers turn 1 with two scripts, before either runs...
     await s.transport.turns.put(
       key,
@@ -168,7 +225,10 @@ describe("Handler records", () => {
       }),
     );
     // ... and once the first script finished.
-    await s.transport.turns.put(toolKey(key, 1, 0, "c1"), encodeJson({ v: RECORD_VERSION, tool: "run_script", content: "exit code 0 (recorded)", malformed: false }));
+    await s.transport.turns.put(
+      toolKey(key, 1, 0, "c1"),
+      encodeJson({ v: RECORD_VERSION, tool: "run_script", content: "exit code 0 (recorded)", malformed: false }),
+    );
     const reply = await execute(s, request);
     expect(reply.result).toMatchObject({ status: "COMPLETE", content: "scripts done", notes: { turns: 2 } });
     expect(await logOf(dir)).toEqual(["B"]);
@@ -179,7 +239,13 @@ describe("Handler records", () => {
 
   it("ignores a record of another version, and runs the session again", async () => {
     await using s = await startStack({ url: server.url, mock, config: { workspaceRoot: workspace, continuationTools: [] } });
-    const request: ExecuteRequest = { type: "handler.execute", taskId: newTaskId() as ExecuteRequest["taskId"], nodePath: "0", prompt: "RECORDED three", occurrence: 1 };
+    const request: ExecuteRequest = {
+      type: "handler.execute",
+      taskId: newTaskId() as ExecuteRequest["taskId"],
+      nodePath: "0",
+      prompt: "RECORDED three",
+      occurrence: 1,
+    };
     const key = turnKey(request);
     if (!key || !s.transport.turns) throw new Error("expected a record key and a turns store");
     await s.transport.turns.put(key, encodeJson({ v: 99, status: "done", result: { content: "stale", status: "COMPLETE", notes: {} } }));
@@ -214,7 +280,13 @@ describe("a superseded evaluation", () => {
   it("stops when the task's evaluation starts for another owner, and the new one runs", async () => {
     await using s = await startStack({ url: server.url, mock, config: { continuationTools: [] } });
     const taskId = newTaskId() as EvaluateRequest["taskId"];
-    const request = (owner: string): EvaluateRequest => ({ type: "evaluator.evaluate", taskId, owner, xml: "<task><description>SLOW work</description></task>", inputs: {} });
+    const request = (owner: string): EvaluateRequest => ({
+      type: "evaluator.evaluate",
+      taskId,
+      owner,
+      xml: "<task><description>SLOW work</description></task>",
+      inputs: {},
+    });
     const evaluate = (owner: string) => ask(deps(s), Requests.evaluate, request(owner), { timeoutMs: 10_000 });
     const old = evaluate("director-old");
     await s.transport.bus.flush();
@@ -234,10 +306,18 @@ describe("an embedded runtime on a client's transport", () => {
     const transport = await openNatsTransport(server.url, subjects, { name: "records-embedded", log: silentLogger, roles: [] });
     if (!(transport.bus instanceof NatsBus)) throw new Error("expected a NATS transport");
     const jsm = await jetstreamManager(transport.bus.connection);
-    const exists = (stream: string) => jsm.streams.info(stream).then(() => true, () => false);
+    const exists = (stream: string) =>
+      jsm.streams.info(stream).then(
+        () => true,
+        () => false,
+      );
     try {
       expect(await exists(`KV_${subjects.turnsBucket}`)).toBe(false);
-      const system = await startSystem({ config: { ...loadConfig({}, {}), prefix: root, openaiBaseUrl: mock.url, openaiApiKey: "test-key" }, transport, roles: ["director", "evaluator", "handler"] });
+      const system = await startSystem({
+        config: { ...loadConfig({}, {}), prefix: root, openaiBaseUrl: mock.url, openaiApiKey: "test-key" },
+        transport,
+        roles: ["director", "evaluator", "handler"],
+      });
       try {
         expect(await exists(`KV_${subjects.turnsBucket}`)).toBe(true);
         expect(await exists(`KV_${subjects.tasksBucket}`)).toBe(true);

@@ -29,10 +29,16 @@ beforeAll(async () => {
     script: {
       rules: [
         // The Compiler's decompose requests.
-        { match: { system: "dirigent task compiler", lastUser: { regex: "STUBBORN" } }, reply: `<task type="sequential"><steps><task><description>STUBBORN again</description></task><task><description>STUBBORN more</description></task></steps></task>` },
+        {
+          match: { system: "dirigent task compiler", lastUser: { regex: "STUBBORN" } },
+          reply: `<task type="sequential"><steps><task><description>STUBBORN again</description></task><task><description>STUBBORN more</description></task></steps></task>`,
+        },
         { match: { system: "dirigent task compiler", lastUser: { regex: "ran out of resources" } }, reply: DECOMPOSED },
         // A session that asks for a subtask, then runs out of turns after resuming.
-        { match: { lastUser: { regex: "^RESUMED" }, turn: 1 }, toolCalls: [{ name: "run_subtask", arguments: { type: "atomic", description: "PART child" } }] },
+        {
+          match: { lastUser: { regex: "^RESUMED" }, turn: 1 },
+          toolCalls: [{ name: "run_subtask", arguments: { type: "atomic", description: "PART child" } }],
+        },
         { match: { lastUser: { regex: "^RESUMED" }, hasToolResult: true }, toolCalls: [{ name: "list_files", arguments: {} }] },
         // Tasks that never finish within one turn: they keep calling a tool.
         { match: { lastUser: { regex: "^(BIG|STUBBORN)" } }, toolCalls: [{ name: "list_files", arguments: {} }] },
@@ -67,7 +73,9 @@ describe("reparse", () => {
   it("gives up after 3 decompositions that fail the same way, keeping the last failure", async () => {
     await using s = await startStack({ url: server.url, mock, config: { maxTurns: 1 } });
     const events: TaskEvent[] = [];
-    const outcome = await s.client.run({ xml: `<task><description>STUBBORN task</description></task>`, taskId: newTaskId() }, (e) => events.push(e));
+    const outcome = await s.client.run({ xml: `<task><description>STUBBORN task</description></task>`, taskId: newTaskId() }, (e) =>
+      events.push(e),
+    );
     expect(outcome.status).toBe("FAILED");
     expect(outcome.error).toMatchObject({ type: "RESOURCE_EXHAUSTION", resource: "turns" });
     // Three decompositions of the top node; nodes inside decompositions are reparsed too, down to 3 levels.
@@ -79,7 +87,11 @@ describe("reparse", () => {
   it("does not reparse a task with <disable_reparsing>true</disable_reparsing>", async () => {
     await using s = await startStack({ url: server.url, mock, config: { maxTurns: 1 } });
     const before = mock.requests.length;
-    const outcome = await s.client.run({ xml: big("<disable_reparsing>true</disable_reparsing>"), inputs: { topic: "x" }, taskId: newTaskId() });
+    const outcome = await s.client.run({
+      xml: big("<disable_reparsing>true</disable_reparsing>"),
+      inputs: { topic: "x" },
+      taskId: newTaskId(),
+    });
     expect(outcome.error).toMatchObject({ type: "RESOURCE_EXHAUSTION", resource: "turns" });
     expect(mock.requests.slice(before).some((r) => JSON.stringify(r.body).includes("dirigent task compiler"))).toBe(false);
   });
@@ -95,7 +107,10 @@ describe("reparse", () => {
   it("decomposes a session that runs out of turns after resuming from a CONTINUATION", async () => {
     await using s = await startStack({ url: server.url, mock, config: { maxTurns: 2 } });
     const events: TaskEvent[] = [];
-    const outcome = await s.client.run({ xml: `<task><description>RESUMED essay on {{topic}}</description></task>`, inputs: { topic: "tides" }, taskId: newTaskId() }, (e) => events.push(e));
+    const outcome = await s.client.run(
+      { xml: `<task><description>RESUMED essay on {{topic}}</description></task>`, inputs: { topic: "tides" }, taskId: newTaskId() },
+      (e) => events.push(e),
+    );
     expect(outcome).toMatchObject({ status: "COMPLETE", content: "part done", notes: { reparsed: { attempts: 1 } } });
     const types = events.map((e) => e.type);
     expect(types.indexOf("continuation.resumed")).toBeGreaterThan(-1);
@@ -114,15 +129,30 @@ describe("reparse", () => {
         prompts.push(request.prompt);
         const base = { type: "handler.result" as const, taskId: request.taskId, nodePath: request.nodePath };
         if (request.prompt.startsWith("FRAGILE")) {
-          return { ...base, result: { content: "", status: "FAILED", notes: {}, error: { type: "TASK_FAILURE", reason: "unexpected_error", message: "too much at once", details: { recoverable: true } } } };
+          return {
+            ...base,
+            result: {
+              content: "",
+              status: "FAILED",
+              notes: {},
+              error: { type: "TASK_FAILURE", reason: "unexpected_error", message: "too much at once", details: { recoverable: true } },
+            },
+          };
         }
         return { ...base, result: { content: `scripted: ${request.prompt}`, status: "COMPLETE", notes: {} } };
       },
     });
-    const compiler = startCompiler(deps, { defaultModel: "mock-model", concurrency: 2 }, createModelClient({ baseURL: mock.url, apiKey: "test-key", timeoutMs: 10_000, maxRetries: 0 }));
+    const compiler = startCompiler(
+      deps,
+      { defaultModel: "mock-model", concurrency: 2 },
+      createModelClient({ baseURL: mock.url, apiKey: "test-key", timeoutMs: 10_000, maxRetries: 0 }),
+    );
     try {
       const events: TaskEvent[] = [];
-      const outcome = await s.client.run({ xml: `<task><description>FRAGILE essay on {{topic}}</description></task>`, inputs: { topic: "tides" }, taskId: newTaskId() }, (e) => events.push(e));
+      const outcome = await s.client.run(
+        { xml: `<task><description>FRAGILE essay on {{topic}}</description></task>`, inputs: { topic: "tides" }, taskId: newTaskId() },
+        (e) => events.push(e),
+      );
       expect(outcome).toMatchObject({ status: "COMPLETE", content: "scripted: PART two of tides", notes: { reparsed: { attempts: 1 } } });
       expect(events.find((e) => e.type === "node.reparse")?.message).toContain("a recoverable failure");
       expect(prompts).toEqual(["FRAGILE essay on tides", "PART one of tides", "PART two of tides"]);

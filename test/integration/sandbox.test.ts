@@ -45,7 +45,8 @@ afterAll(async () => {
   await rm(workspace, { recursive: true, force: true });
 });
 
-const stack = (config: Record<string, unknown> = {}) => startStack({ url: server.url, mock, config: { workspaceRoot: workspace, reparse: false, ...config } });
+const stack = (config: Record<string, unknown> = {}) =>
+  startStack({ url: server.url, mock, config: { workspaceRoot: workspace, reparse: false, ...config } });
 
 describe("the sandbox of script tasks", () => {
   it("fails a script task on its own timeout when a process it started left the group, and leaves none running", async () => {
@@ -71,7 +72,8 @@ describe("the command allowlist", () => {
     expect(outcome.status).toBe("FAILED");
     expect(outcome.error).toMatchObject({
       reason: "input_validation_failure",
-      message: "script task <command>: program 'touch' is not allowed for template commands (DIRIGENT_COMMANDS=python3; add it there to allow it)",
+      message:
+        "script task <command>: program 'touch' is not allowed for template commands (DIRIGENT_COMMANDS=python3; add it there to allow it)",
     });
     // Not even the first step ran, and run_script for the model does not open template commands.
     expect(mock.requests.length).toBe(before);
@@ -92,7 +94,12 @@ describe("files", () => {
     expect(outcome).toMatchObject({ status: "COMPLETE", content: "read the notes" });
     const request = mock.requests.filter((r) => JSON.stringify(r.body).includes("READ-PIPE")).at(1);
     const answers = (request?.body.messages ?? []).filter((m) => m["role"] === "tool").map((m) => String(m["content"]));
-    expect(answers).toEqual(Array.from({ length: 6 }, () => "error: 'pipe' is not a regular file but a FIFO: read_file reads regular files only"));
-    expect(await s.client.run({ xml: "<task><description>another task</description></task>", taskId: newTaskId() })).toMatchObject({ status: "COMPLETE", content: "plain answer" });
+    expect(answers).toEqual(
+      Array.from({ length: 6 }, () => "error: 'pipe' is not a regular file but a FIFO: read_file reads regular files only"),
+    );
+    expect(await s.client.run({ xml: "<task><description>another task</description></task>", taskId: newTaskId() })).toMatchObject({
+      status: "COMPLETE",
+      content: "plain answer",
+    });
   });
 });

@@ -47,7 +47,15 @@ afterAll(async () => {
 /** Starts every role on `transport` with the mock model and a recording logger. */
 async function start(transport: OpenTransport, root: string, config: Partial<Config> = {}) {
   const log = recordingLogger();
-  const full: Config = { ...loadConfig({}, {}), prefix: root, openaiBaseUrl: mock.url, openaiApiKey: "test-key", modelMaxRetries: 0, model: "mock-model", ...config };
+  const full: Config = {
+    ...loadConfig({}, {}),
+    prefix: root,
+    openaiBaseUrl: mock.url,
+    openaiApiKey: "test-key",
+    modelMaxRetries: 0,
+    model: "mock-model",
+    ...config,
+  };
   const system = await startSystem({ config: full, transport, log });
   const client = new DirigentClient(transport.bus, createSubjects(root));
   const stop = async () => {
@@ -94,9 +102,13 @@ describe("sizes over NATS", () => {
       const taskId = newTaskId();
       const xml = `<task><description>${"x".repeat(150_000)}</description></task>`;
       const raw = await transport.bus.request(createSubjects(root).submit, encodeJson({ taskId, xml }), { timeoutMs: 10_000 });
-      const reply = JSON.parse(new TextDecoder().decode(raw)) as { error: { code: string; message: string; details: Record<string, unknown> } };
+      const reply = JSON.parse(new TextDecoder().decode(raw)) as {
+        error: { code: string; message: string; details: Record<string, unknown> };
+      };
       expect(reply.error.code).toBe("PAYLOAD_TOO_LARGE");
-      expect(reply.error.message).toMatch(/^submission of 15\d{4} bytes exceeds the limit of 100000 bytes \(DIRIGENT_MAX_SUBMISSION_BYTES\)$/);
+      expect(reply.error.message).toMatch(
+        /^submission of 15\d{4} bytes exceeds the limit of 100000 bytes \(DIRIGENT_MAX_SUBMISSION_BYTES\)$/,
+      );
       expect(reply.error.details).toMatchObject({ what: "submission", limit: 100_000, setting: "DIRIGENT_MAX_SUBMISSION_BYTES" });
       await notFound(client, taskId);
 
@@ -126,7 +138,9 @@ describe("a checkpoint the store refuses for good", () => {
       const outcome = await client.run({ xml: `<task><description>SLOW ${"lorem ipsum ".repeat(10_000)}</description></task>`, taskId });
       expect(outcome.status).toBe("FAILED");
       expect(outcome.error).toMatchObject({ type: "TASK_FAILURE" });
-      expect(outcome.error?.message).toMatch(/^the task's checkpoint \(its state and template\) \(\d+ bytes\) cannot be stored: value of \d+ bytes for '.+' exceeds the store's maximum of 200000 bytes$/);
+      expect(outcome.error?.message).toMatch(
+        /^the task's checkpoint \(its state and template\) \(\d+ bytes\) cannot be stored: value of \d+ bytes for '.+' exceeds the store's maximum of 200000 bytes$/,
+      );
       expect((await client.get(taskId)).state).toBe("failed");
       expect(log.lines.filter((l) => l.msg === "checkpoint refused by the store; the task fails")).toHaveLength(1);
       expect(log.lines.filter((l) => l.msg.startsWith("checkpoint failed"))).toEqual([]);
@@ -138,7 +152,9 @@ describe("a checkpoint the store refuses for good", () => {
 
 describe("a submission whose queued record does not fit one intake message (max_payload 64 KiB)", () => {
   it("is stored in the tasks bucket, queued by reference, and runs to its end", async () => {
-    const small = await startTestNatsServer({ config: `max_payload: 65536\njetstream {\n  store_dir: "js"\n  max_memory_store: 64MB\n  max_file_store: 1GB\n}\n` });
+    const small = await startTestNatsServer({
+      config: `max_payload: 65536\njetstream {\n  store_dir: "js"\n  max_memory_store: 64MB\n  max_file_store: 1GB\n}\n`,
+    });
     try {
       const root = randomRoot();
       const transport = await openNatsTransport(small.url, createSubjects(root), { name: "sizes-small", log: recordingLogger() });

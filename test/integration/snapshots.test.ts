@@ -24,7 +24,16 @@ let mock: MockLlmServer;
 
 beforeAll(async () => {
   server = await startTestNatsServer();
-  mock = await startMockLlm({ port: 0, script: { rules: [{ match: { lastUser: "SLOWER" }, reply: "slower", delayMs: PENDING_CLAIM_MS + 600 }, { match: { lastUser: "SLOW" }, reply: "slow", delayMs: 600 }], default: { reply: "resumed answer" } } });
+  mock = await startMockLlm({
+    port: 0,
+    script: {
+      rules: [
+        { match: { lastUser: "SLOWER" }, reply: "slower", delayMs: PENDING_CLAIM_MS + 600 },
+        { match: { lastUser: "SLOW" }, reply: "slow", delayMs: 600 },
+      ],
+      default: { reply: "resumed answer" },
+    },
+  });
 });
 
 afterAll(async () => {
@@ -37,14 +46,28 @@ const XML = "<task><description>resume me</description></task>";
 /** Stores a record as a dead Director left it (claimed, running) and queues the task again. */
 async function orphan(s: Stack, taskId: string, machine: TaskRecord["machine"]): Promise<void> {
   const at = new Date(Date.now() - 60_000).toISOString();
-  const record: TaskRecord = { taskId: taskId as TaskRecord["taskId"], state: "running", xml: XML, inputs: {}, submittedAt: at, updatedAt: at, owner: "director-dead", claimedAt: at, seq: 3, ...(machine ? { machine } : {}) };
+  const record: TaskRecord = {
+    taskId: taskId as TaskRecord["taskId"],
+    state: "running",
+    xml: XML,
+    inputs: {},
+    submittedAt: at,
+    updatedAt: at,
+    owner: "director-dead",
+    claimedAt: at,
+    seq: 3,
+    ...(machine ? { machine } : {}),
+  };
   await s.transport.store.put(taskId, encode(TaskRecord, record));
   await s.transport.queue.enqueue(taskId, encodeJson({ taskId }));
 }
 
 /** A persisted snapshot of a task machine that is running its evaluation. */
 async function runningSnapshot(taskId: string): Promise<unknown> {
-  const actor = createActor(taskMachine.provide({ actors: { evaluate: fromPromise<TaskResult, TaskInput>(() => new Promise(() => undefined)) } }), { input: { taskId, xml: XML, inputs: {} } }).start();
+  const actor = createActor(
+    taskMachine.provide({ actors: { evaluate: fromPromise<TaskResult, TaskInput>(() => new Promise(() => undefined)) } }),
+    { input: { taskId, xml: XML, inputs: {} } },
+  ).start();
   actor.send({ type: "task.start" });
   await waitFor(actor, (s) => s.hasTag("running"));
   const snapshot = actor.getPersistedSnapshot();
@@ -66,7 +89,10 @@ async function resultsOnceSettled(s: Stack, taskId: string): Promise<number> {
     for (;;) {
       const info = await jsm.consumers.info(subjects.intakeStream, subjects.directorConsumer);
       if (info.num_pending + info.num_ack_pending === 0) break;
-      if (Date.now() > deadline) throw new Error(`intake message never acked: ${JSON.stringify({ pending: info.num_pending, ackPending: info.num_ack_pending, redelivered: info.num_redelivered })}`);
+      if (Date.now() > deadline)
+        throw new Error(
+          `intake message never acked: ${JSON.stringify({ pending: info.num_pending, ackPending: info.num_ack_pending, redelivered: info.num_redelivered })}`,
+        );
       await delay(50);
     }
     return (await readTaskEvents(nc, subjects, taskId)).filter((m) => m.subject === subjects.taskResult(taskId)).length;
@@ -113,7 +139,9 @@ describe("task machine snapshots", () => {
     const outcome = await watch.result;
     await watch.close();
     expect(outcome.status).toBe("FAILED");
-    expect(outcome.error?.message).toContain(`cannot resume the task: stored snapshot is of task machine v${TASK_MACHINE_VERSION + 1}, newer than this release's v${TASK_MACHINE_VERSION}`);
+    expect(outcome.error?.message).toContain(
+      `cannot resume the task: stored snapshot is of task machine v${TASK_MACHINE_VERSION + 1}, newer than this release's v${TASK_MACHINE_VERSION}`,
+    );
     // The Director goes on with other work.
     expect(await s.client.run({ xml: XML, taskId: newTaskId() })).toMatchObject({ status: "COMPLETE" });
   });
@@ -147,20 +175,38 @@ describe("task machine snapshots", () => {
     await using s = await startStack({ url: server.url, mock });
     const outcome = await resumeOrphan(s, { id: "task", version: 0, snapshot: await runningSnapshot(newTaskId()) });
     expect(outcome.status).toBe("FAILED");
-    expect(outcome.error?.message).toContain(`cannot resume the task: stored snapshot is of task machine v0; this release (v${TASK_MACHINE_VERSION}) has no migration from v0`);
+    expect(outcome.error?.message).toContain(
+      `cannot resume the task: stored snapshot is of task machine v0; this release (v${TASK_MACHINE_VERSION}) has no migration from v0`,
+    );
   });
 
   it("applies the migrations it is given, in order, and refuses a migration that throws", async () => {
     const snapshot = await runningSnapshot("t-migrate");
     const at = new Date().toISOString();
-    const record = (version: number): TaskRecord => ({ taskId: "t-migrate" as TaskRecord["taskId"], state: "running", xml: XML, inputs: {}, submittedAt: at, updatedAt: at, machine: { id: "task", version, snapshot: { old: true } } });
+    const record = (version: number): TaskRecord => ({
+      taskId: "t-migrate" as TaskRecord["taskId"],
+      state: "running",
+      xml: XML,
+      inputs: {},
+      submittedAt: at,
+      updatedAt: at,
+      machine: { id: "task", version, snapshot: { old: true } },
+    });
     const steps: number[] = [];
     const migrations = Object.fromEntries(
-      Array.from({ length: TASK_MACHINE_VERSION }, (_, v) => [v, (old: unknown) => (steps.push(v), v === TASK_MACHINE_VERSION - 1 ? snapshot : old)]),
+      Array.from({ length: TASK_MACHINE_VERSION }, (_, v) => [
+        v,
+        (old: unknown) => (steps.push(v), v === TASK_MACHINE_VERSION - 1 ? snapshot : old),
+      ]),
     );
     expect(restorable(record(0), migrations)).toEqual({ kind: "snapshot", snapshot, migratedFrom: 0 });
     expect(steps).toEqual(Array.from({ length: TASK_MACHINE_VERSION }, (_, v) => v));
-    const broken = restorable(record(0), { ...migrations, 0: () => { throw new Error("bad shape"); } });
+    const broken = restorable(record(0), {
+      ...migrations,
+      0: () => {
+        throw new Error("bad shape");
+      },
+    });
     expect(broken).toEqual({ kind: "refused", message: expect.stringContaining("could not be migrated from v0: bad shape") });
   });
 
@@ -180,7 +226,11 @@ describe("task machine snapshots", () => {
       await new Promise((r) => setTimeout(r, 20));
       record = (await readTaskRecord(s.transport.store, taskId))?.record;
     }
-    expect(record?.machine).toMatchObject({ id: "task", version: TASK_MACHINE_VERSION, snapshot: { status: "active", value: { running: "executing" } } });
+    expect(record?.machine).toMatchObject({
+      id: "task",
+      version: TASK_MACHINE_VERSION,
+      snapshot: { status: "active", value: { running: "executing" } },
+    });
     await watch.result;
     await watch.close();
   });

@@ -61,8 +61,16 @@ describe("task language over a real nats-server", () => {
     const events = new Recorder<TaskEvent>();
     const before = mock.requests.length;
     const outcome = await stack.client.run({ xml: SEQUENTIAL, inputs: { topic: "tides" }, taskId: newTaskId() }, (e) => events.push(e));
-    expect(lastUsers(before)).toEqual(["OUTLINE tides", "DRAFT from outline-of-tides", "POLISH outline-of-tides + echo:DRAFT from outline-of-tides"]);
-    expect(outcome).toMatchObject({ status: "COMPLETE", content: "echo:POLISH outline-of-tides + echo:DRAFT from outline-of-tides", notes: { steps: 3 } });
+    expect(lastUsers(before)).toEqual([
+      "OUTLINE tides",
+      "DRAFT from outline-of-tides",
+      "POLISH outline-of-tides + echo:DRAFT from outline-of-tides",
+    ]);
+    expect(outcome).toMatchObject({
+      status: "COMPLETE",
+      content: "echo:POLISH outline-of-tides + echo:DRAFT from outline-of-tides",
+      notes: { steps: 3 },
+    });
     await events.until((v) => v.some((e) => e.type === "task.completed"), "the completed event");
     expect(events.values.filter((e) => e.type === "step.started").map((e) => e.message)).toEqual(["step 1/3", "step 2/3", "step 3/3"]);
   });
@@ -120,7 +128,13 @@ describe("task language over a real nats-server", () => {
     const outcome = await stack.client.run({ xml, taskId: newTaskId() });
     expect(outcome.status).toBe("FAILED");
     expect(outcome.error).toMatchObject({
-      details: { failedInputIndex: 1, totalInputs: 3, processedInputs: 1, currentAccumulator: "[FOLD +doubled:DOUBLE 1]", partialResults: [{ index: 0, result: "doubled:DOUBLE 1" }] },
+      details: {
+        failedInputIndex: 1,
+        totalInputs: 3,
+        processedInputs: 1,
+        currentAccumulator: "[FOLD +doubled:DOUBLE 1]",
+        partialResults: [{ index: 0, result: "doubled:DOUBLE 1" }],
+      },
     });
   });
 
@@ -183,7 +197,11 @@ describe("task language over a real nats-server", () => {
 </task>`;
     const outcome = await stack.client.run({ xml, taskId: newTaskId() });
     expect(outcome.status).toBe("FAILED");
-    expect(outcome.error).toMatchObject({ type: "TASK_FAILURE", reason: "input_validation_failure", details: { failedStep: 1, totalSteps: 2 } });
+    expect(outcome.error).toMatchObject({
+      type: "TASK_FAILURE",
+      reason: "input_validation_failure",
+      details: { failedStep: 1, totalSteps: 2 },
+    });
     expect(outcome.error?.message).toContain("'no_such_var'");
   });
 
@@ -218,7 +236,7 @@ describe("task language over a real nats-server", () => {
     expect(outcome).toMatchObject({ status: "COMPLETE", content: "echo:SUMMARISE echo:TITLE for outline-of-tides" });
   });
 
-  it("runs inline calls {{f(a, \"lit\", 3, k=v)}} in prompt text, and stops recursion at the depth limit", async () => {
+  it('runs inline calls {{f(a, "lit", 3, k=v)}} in prompt text, and stops recursion at the depth limit', async () => {
     await using stack = await startStack({ url: server.url, mock });
     const xml = `<template name="label" params="who, tag, n, sep"><task><description>LABEL {{who}}{{sep}}{{tag}}{{sep}}{{n}}</description></task></template>
 <task><description>REPORT {{label(user, "a, b", 3, sep=":")}} done</description></task>`;
@@ -280,8 +298,14 @@ describe("task language over a real nats-server", () => {
   <description>REPEAT {{word}} {{n}} times</description>
 </task>
 <call task="repeat"><arg>${arg}</arg></call>`;
-    expect(await stack.client.run({ xml: xml("count"), inputs: { count: "3" }, taskId: newTaskId() })).toMatchObject({ status: "COMPLETE", content: "echo:REPEAT ho 3 times" });
+    expect(await stack.client.run({ xml: xml("count"), inputs: { count: "3" }, taskId: newTaskId() })).toMatchObject({
+      status: "COMPLETE",
+      content: "echo:REPEAT ho 3 times",
+    });
     const wrong = await stack.client.run({ xml: xml('"many"'), taskId: newTaskId() });
-    expect(wrong.error).toMatchObject({ reason: "input_validation_failure", message: "argument 'n' of template 'repeat' is not of type integer" });
+    expect(wrong.error).toMatchObject({
+      reason: "input_validation_failure",
+      message: "argument 'n' of template 'repeat' is not of type integer",
+    });
   });
 });

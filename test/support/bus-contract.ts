@@ -215,7 +215,9 @@ export function busContract(
         fx.bus.subscribe(subject("slow"), (m) => received.push(text.decode(m.data)));
         await fx.bus.flush();
         const controller = new AbortController();
-        const pending = fx.bus.request(subject("slow"), text.encode("1"), { timeoutMs: 10_000, signal: controller.signal }).catch((e: unknown) => e);
+        const pending = fx.bus
+          .request(subject("slow"), text.encode("1"), { timeoutMs: 10_000, signal: controller.signal })
+          .catch((e: unknown) => e);
         await received.count(1);
         controller.abort(new Error("user cancelled"));
         const err = await pending;

@@ -41,7 +41,10 @@ export const SORTED = "sorted: [1, 2, 3]";
 
 /** The workspace's files, read by `<file_paths>` examples and indexed for Memory. */
 export const SOURCES: Readonly<Record<string, { text: string; metadata: string }>> = {
-  "src/auth.py": { text: "def login(user, password):\n    return check_password(user, password)\n", metadata: "language: Python; authentication: user login and password checks; defines: login" },
+  "src/auth.py": {
+    text: "def login(user, password):\n    return check_password(user, password)\n",
+    metadata: "language: Python; authentication: user login and password checks; defines: login",
+  },
   "src/main.py": { text: "import utils\nprint(utils.add(1, 2))\n", metadata: "language: Python; the program's entry point; imports utils" },
   "src/utils.py": { text: "def add(a, b):\n    return a + b\n", metadata: "language: Python; small arithmetic helpers; defines: add" },
 };
@@ -70,10 +73,17 @@ export async function startCorpusHarness(): Promise<CorpusHarness> {
         { match: { lastUser: "List files in directory" }, reply: FILES },
         { match: { lastUser: "Get repository statistics" }, reply: STATS },
         { match: { lastUser: "Combine current result with accumulator" }, reply: "ACC" },
-        { match: { lastUser: "Evaluate solution against LOOP-A" }, reply: '{"success": false, "feedback": "handle empty lists", "score": 3}', times: 1 },
+        {
+          match: { lastUser: "Evaluate solution against LOOP-A" },
+          reply: '{"success": false, "feedback": "handle empty lists", "score": 3}',
+          times: 1,
+        },
         { match: { lastUser: "Evaluate solution against LOOP-" }, reply: '{"success": true, "feedback": "good", "score": 9}' },
         // 4bb39876dd93: the parent asks for the subtask its second snippet sketches, then answers with the child's result.
-        { match: { lastUser: { regex: "^Analyze code repository structure" }, turn: 1 }, toolCalls: [{ name: "run_subtask", arguments: SUBTASK_REQUEST }] },
+        {
+          match: { lastUser: { regex: "^Analyze code repository structure" }, turn: 1 },
+          toolCalls: [{ name: "run_subtask", arguments: SUBTASK_REQUEST }],
+        },
         { match: { lastUser: { regex: "^Analyze specific module dependencies" } }, reply: MODULES },
         { match: { lastUser: { regex: "^Analyze code repository structure" }, hasToolResult: MODULES }, reply: STRUCTURE },
         // 5e468bd92cfd: the director asks for an evaluation of a script run, then finishes.
@@ -90,7 +100,12 @@ export async function startCorpusHarness(): Promise<CorpusHarness> {
   const stack = await startStack({
     url: server.url,
     mock,
-    config: { tools: ["read_file", "list_files", "run_script"], commands: [scriptPath, envScriptPath], workspaceRoot: workspace, templates: join(workspace, "templates") },
+    config: {
+      tools: ["read_file", "list_files", "run_script"],
+      commands: [scriptPath, envScriptPath],
+      workspaceRoot: workspace,
+      templates: join(workspace, "templates"),
+    },
   });
   await indexWorkspace(stack, workspace);
   const parts = { stack, mock, workspace, scriptPath, envScriptPath };
@@ -116,8 +131,16 @@ export const SUBTASK_REQUEST = {
 
 /** Indexes the workspace's sources for Memory and waits until Memory serves them. */
 async function indexWorkspace(stack: Stack, workspace: string) {
-  await stack.transport.index.updateGlobalIndex(Object.entries(SOURCES).map(([path, { metadata }]) => ({ path: join(workspace, path), metadata })));
-  const deps = { bus: stack.transport.bus, subjects: createSubjects(stack.root), log: silentLogger, now: () => new Date(), newId: () => "corpus-index-probe" };
+  await stack.transport.index.updateGlobalIndex(
+    Object.entries(SOURCES).map(([path, { metadata }]) => ({ path: join(workspace, path), metadata })),
+  );
+  const deps = {
+    bus: stack.transport.bus,
+    subjects: createSubjects(stack.root),
+    log: silentLogger,
+    now: () => new Date(),
+    newId: () => "corpus-index-probe",
+  };
   const probe = { type: "memory.match", templateDescription: "authentication login password", templateType: "atomic", inputs: {} } as const;
   for (let i = 0; i < 50; i++) {
     const reply = await ask(deps, Requests.memoryMatch, probe, { timeoutMs: 5000 });
@@ -140,9 +163,15 @@ export const lastUser = (r: RecordedRequest) => String(r.body.messages.filter((m
 export const systemOf = (r: RecordedRequest) => String(r.body.messages.find((m) => m["role"] === "system")?.["content"] ?? "");
 export const messages = (ran: Ran, type: string) => ran.events.filter((e) => e.type === type).map((e) => e.message);
 
-async function runExample(h: Omit<CorpusHarness, "runExample" | "stop">, run: CorpusRun, inputs: Record<string, unknown> = { ...run.inputs }): Promise<Ran> {
+async function runExample(
+  h: Omit<CorpusHarness, "runExample" | "stop">,
+  run: CorpusRun,
+  inputs: Record<string, unknown> = { ...run.inputs },
+): Promise<Ran> {
   const xml = [...(run.with ?? []), run.id].map((id) => corpusText(id)).join("\n");
-  const bound = Object.fromEntries(Object.entries(inputs).map(([k, v]) => [k, v === "$SCRIPT" ? h.scriptPath : v === "$ENV_SCRIPT" ? h.envScriptPath : v]));
+  const bound = Object.fromEntries(
+    Object.entries(inputs).map(([k, v]) => [k, v === "$SCRIPT" ? h.scriptPath : v === "$ENV_SCRIPT" ? h.envScriptPath : v]),
+  );
   const events: TaskEvent[] = [];
   const before = h.mock.requests.length;
   const outcome = await h.stack.client.run({ xml, inputs: bound, taskId: newTaskId() }, (e) => events.push(e));
@@ -194,12 +223,14 @@ export const fresh = (prompt: string) => (ran: Ran) => {
 };
 
 /** An atomic task whose literal `<file_paths>` are read from the workspace; paths outside it are reported. */
-export const literalFiles = (prompt: string, attached: readonly string[], outside: readonly string[], source = "file_paths:literal") => (ran: Ran) => {
-  plain(prompt)(ran);
-  expect(filesOf(ran.requests[0]!)).toEqual(attached);
-  for (const path of attached) expect(systemOf(ran.requests[0]!)).toContain(SOURCES[path.replace(/^\.\//, "")]!.text);
-  expect(ran.outcome.notes).toMatchObject({ context_source: source, context_files: attached.length });
-  const errors = (ran.outcome.notes["context_file_errors"] ?? []) as Array<{ path: string; error: string }>;
-  expect(errors.map((e) => e.path)).toEqual(outside);
-  for (const e of errors) expect(e.error).toContain("outside the workspace");
-};
+export const literalFiles =
+  (prompt: string, attached: readonly string[], outside: readonly string[], source = "file_paths:literal") =>
+  (ran: Ran) => {
+    plain(prompt)(ran);
+    expect(filesOf(ran.requests[0]!)).toEqual(attached);
+    for (const path of attached) expect(systemOf(ran.requests[0]!)).toContain(SOURCES[path.replace(/^\.\//, "")]!.text);
+    expect(ran.outcome.notes).toMatchObject({ context_source: source, context_files: attached.length });
+    const errors = (ran.outcome.notes["context_file_errors"] ?? []) as Array<{ path: string; error: string }>;
+    expect(errors.map((e) => e.path)).toEqual(outside);
+    for (const e of errors) expect(e.error).toContain("outside the workspace");
+  };

@@ -93,13 +93,19 @@ export interface HostileOptions {
  * `count` hostile cases built around `valid`, a well-formed body of the subject (mutated field by field), in a
  * deterministic order for the given PRNG.
  */
-export function hostileCases(rand: () => number, valid: Record<string, unknown>, count: number, options: HostileOptions = {}): HostileCase[] {
+export function hostileCases(
+  rand: () => number,
+  valid: Record<string, unknown>,
+  count: number,
+  options: HostileOptions = {},
+): HostileCase[] {
   const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rand() * xs.length)] as T;
   const int = (n: number) => Math.floor(rand() * n);
   const junk = (n: number) => Array.from({ length: n }, () => String.fromCharCode(32 + int(95))).join("");
   const keys = Object.keys(valid);
   const key = () => (keys.length > 0 && rand() < 0.8 ? pick(keys) : pick(["inputs", "data", "extra", junk(6)]));
-  const objectKey = () => pick(keys.filter((k) => typeof valid[k] === "object" && valid[k] !== null && !Array.isArray(valid[k])).concat(["inputs", "data"]));
+  const objectKey = () =>
+    pick(keys.filter((k) => typeof valid[k] === "object" && valid[k] !== null && !Array.isArray(valid[k])).concat(["inputs", "data"]));
   const stringKey = () => pick(keys.filter((k) => typeof valid[k] === "string").concat(["xml"]));
   const idKey = () => pick(keys.filter((k) => /id$|owner/i.test(k)).concat(["taskId"]));
   const json = (text: string): HostileCase["body"] => bytesOf(text);
@@ -144,12 +150,34 @@ export function hostileCases(rand: () => number, valid: Record<string, unknown>,
     [
       "wrong type",
       5,
-      () => json(JSON.stringify({ ...valid, [key()]: pick<unknown>([0, -1, 1.5, true, null, [], [1, "a"], {}, { a: { b: 1 } }, "", "x", junk(20)]) })),
+      () =>
+        json(
+          JSON.stringify({
+            ...valid,
+            [key()]: pick<unknown>([0, -1, 1.5, true, null, [], [1, "a"], {}, { a: { b: 1 } }, "", "x", junk(20)]),
+          }),
+        ),
     ],
     [
       "huge number",
       3,
-      () => json(withRaw(valid, key(), pick(["1e308", "1e400", "-1e400", "9".repeat(400), "-0", "9007199254740993", "0.0000000000000000001", "123456789012345678901234567890"]))),
+      () =>
+        json(
+          withRaw(
+            valid,
+            key(),
+            pick([
+              "1e308",
+              "1e400",
+              "-1e400",
+              "9".repeat(400),
+              "-0",
+              "9007199254740993",
+              "0.0000000000000000001",
+              "123456789012345678901234567890",
+            ]),
+          ),
+        ),
     ],
     ["unknown fields", 2, () => json(JSON.stringify({ ...valid, [junk(1 + int(10))]: junk(10), nested: { [junk(4)]: [junk(3)] } }))],
     [
@@ -181,7 +209,10 @@ export function hostileCases(rand: () => number, valid: Record<string, unknown>,
   }
   for (let i = 0; i < (options.huge ?? 0); i++) {
     const big = "a".repeat(900 * 1024);
-    cases.push({ kind: "900 KB body", body: json(rand() < 0.5 ? JSON.stringify({ ...valid, [stringKey()]: big }) : JSON.stringify({ ...valid, [objectKey()]: { big } })) });
+    cases.push({
+      kind: "900 KB body",
+      body: json(rand() < 0.5 ? JSON.stringify({ ...valid, [stringKey()]: big }) : JSON.stringify({ ...valid, [objectKey()]: { big } })),
+    });
   }
   return cases;
 }

@@ -63,4 +63,5 @@ export function pidsRunning(command: string): number[] {
 }
 
 /** Resolves once no live process runs `command` (a PID namespace is torn down asynchronously: polled). */
-export const noneRunning = (command: string, timeoutMs = 5_000) => pollUntil(() => (pidsRunning(command).length === 0 ? true : undefined), `no process running '${command}'`, timeoutMs);
+export const noneRunning = (command: string, timeoutMs = 5_000) =>
+  pollUntil(() => (pidsRunning(command).length === 0 ? true : undefined), `no process running '${command}'`, timeoutMs);

@@ -29,10 +29,12 @@ export function startCli(args: string[], env: NodeJS.ProcessEnv = {}): CliProces
   };
   child.stdout?.on("data", onData);
   child.stderr?.on("data", onData);
-  const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => {
-    for (const l of listeners) l();
-    resolve(code);
-  }));
+  const exited = new Promise<number | null>((resolve) =>
+    child.on("exit", (code) => {
+      for (const l of listeners) l();
+      resolve(code);
+    }),
+  );
   let done = false;
   void exited.then(() => (done = true));
   return {
@@ -44,7 +46,8 @@ export function startCli(args: string[], env: NodeJS.ProcessEnv = {}): CliProces
         const check = () => {
           const m = text.match(pattern);
           if (m) return finish(() => resolve(m));
-          if (done || child.exitCode !== null) return finish(() => reject(new Error(`process exited (${child.exitCode}) before ${pattern}:\n${text}`)));
+          if (done || child.exitCode !== null)
+            return finish(() => reject(new Error(`process exited (${child.exitCode}) before ${pattern}:\n${text}`)));
         };
         const timer = setTimeout(() => finish(() => reject(new Error(`timed out waiting for ${pattern}:\n${text}`))), timeoutMs);
         const finish = (f: () => void) => {

@@ -30,7 +30,11 @@ describe("actorScopes", () => {
 
   it("does not leave a scope behind when creating the actor throws", () => {
     const scopes = actorScopes<string>("none");
-    expect(() => scopes.create("lost", () => { throw new Error("boom"); })).toThrow("boom");
+    expect(() =>
+      scopes.create("lost", () => {
+        throw new Error("boom");
+      }),
+    ).toThrow("boom");
     expect(() => scopes.of({})).toThrow("none");
   });
 });

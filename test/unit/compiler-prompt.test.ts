@@ -70,7 +70,10 @@ describe("checkTemplate", () => {
   });
 
   it("in decompose mode requires a sequential task of two steps or more, or a reduce task", () => {
-    expect(checkTemplate(TASK, "decompose")).toMatchObject({ ok: false, errors: [expect.stringMatching(/must be one <task type="sequential">.*got type 'atomic'/)] });
+    expect(checkTemplate(TASK, "decompose")).toMatchObject({
+      ok: false,
+      errors: [expect.stringMatching(/must be one <task type="sequential">.*got type 'atomic'/)],
+    });
     const one = `<task type="sequential"><steps>${TASK}</steps></task>`;
     expect(checkTemplate(one, "decompose")).toMatchObject({ ok: false, errors: [expect.stringMatching(/at least two <steps>/)] });
     expect(checkTemplate(`<task type="sequential"><steps>${TASK}${TASK}</steps></task>`, "decompose")).toEqual({ ok: true });
@@ -102,7 +105,10 @@ describe("compiler messages", () => {
       type: "compiler.compile",
       mode: "decompose",
       prompt: "Summarise every file of the repository.",
-      failed: { error: "context window exhausted: 130000/102400 tokens", xml: "<task><description>Summarise every file</description></task>" },
+      failed: {
+        error: "context window exhausted: 130000/102400 tokens",
+        xml: "<task><description>Summarise every file</description></task>",
+      },
       inputNames: ["repo"],
     });
     expect(message).toContain("ran out of resources: context window exhausted: 130000/102400 tokens");
@@ -115,7 +121,12 @@ describe("compiler messages", () => {
   it("decomposeRequest describes a resource exhaustion and fits the protocol's limits", () => {
     const request = decomposeRequest({
       prompt: "Summarise every file.",
-      error: { type: "RESOURCE_EXHAUSTION", resource: "context", message: "context window exhausted", metrics: { used: 130000, limit: 102400 } },
+      error: {
+        type: "RESOURCE_EXHAUSTION",
+        resource: "context",
+        message: "context window exhausted",
+        metrics: { used: 130000, limit: 102400 },
+      },
       xml: "x".repeat(70_000),
       inputNames: ["repo"],
     });

@@ -22,7 +22,9 @@ describe("config", () => {
   it("switches local dispatch off with DIRIGENT_LOCAL_DISPATCH, and refuses a value that is no switch", () => {
     expect(loadConfig({}, {}).localDispatch).toBe(true);
     expect(loadConfig({}, { DIRIGENT_LOCAL_DISPATCH: "off" }).localDispatch).toBe(false);
-    expect(() => loadConfig({}, { DIRIGENT_LOCAL_DISPATCH: "sometimes" })).toThrow(/environment variable DIRIGENT_LOCAL_DISPATCH: .*got 'sometimes'/);
+    expect(() => loadConfig({}, { DIRIGENT_LOCAL_DISPATCH: "sometimes" })).toThrow(
+      /environment variable DIRIGENT_LOCAL_DISPATCH: .*got 'sometimes'/,
+    );
   });
 
   it("names the environment variable, and never prints the API key", () => {
@@ -36,13 +38,16 @@ describe("config", () => {
 
 describe("config of the Handler's tools and limits", () => {
   it("parses lists, JSON price tables, booleans and fractions from the environment", () => {
-    const config = loadConfig({}, {
-      DIRIGENT_TOOLS: "read_file, run_script",
-      DIRIGENT_MODEL_PRICES: '{"gpt-4o-mini":{"input":0.15,"output":0.6}}',
-      DIRIGENT_STREAM: "true",
-      DIRIGENT_MAX_CONTEXT_WINDOW_FRACTION: "0.5",
-      DIRIGENT_MAX_OUTPUT_TOKENS: "4096",
-    });
+    const config = loadConfig(
+      {},
+      {
+        DIRIGENT_TOOLS: "read_file, run_script",
+        DIRIGENT_MODEL_PRICES: '{"gpt-4o-mini":{"input":0.15,"output":0.6}}',
+        DIRIGENT_STREAM: "true",
+        DIRIGENT_MAX_CONTEXT_WINDOW_FRACTION: "0.5",
+        DIRIGENT_MAX_OUTPUT_TOKENS: "4096",
+      },
+    );
     expect(config.tools).toEqual(["read_file", "run_script"]);
     expect(config.modelPrices).toEqual({ "gpt-4o-mini": { input: 0.15, output: 0.6 } });
     expect(config.streamDeltas).toBe(true);
@@ -53,8 +58,21 @@ describe("config of the Handler's tools and limits", () => {
 
   it("keeps template commands off, programs sandboxed and offline by default; reads the allowlist and the sandbox settings", () => {
     expect(loadConfig({}, {})).toMatchObject({ commands: [], sandbox: "bwrap", sandboxNetwork: "off", sandboxReadOnly: [] });
-    const config = loadConfig({}, { DIRIGENT_COMMANDS: "python3, pytest,/usr/bin/make", DIRIGENT_SANDBOX: "unsandboxed", DIRIGENT_SANDBOX_NETWORK: "on", DIRIGENT_SANDBOX_RO_BIND: "/opt/venv" });
-    expect(config).toMatchObject({ commands: ["python3", "pytest", "/usr/bin/make"], sandbox: "unsandboxed", sandboxNetwork: "on", sandboxReadOnly: ["/opt/venv"] });
+    const config = loadConfig(
+      {},
+      {
+        DIRIGENT_COMMANDS: "python3, pytest,/usr/bin/make",
+        DIRIGENT_SANDBOX: "unsandboxed",
+        DIRIGENT_SANDBOX_NETWORK: "on",
+        DIRIGENT_SANDBOX_RO_BIND: "/opt/venv",
+      },
+    );
+    expect(config).toMatchObject({
+      commands: ["python3", "pytest", "/usr/bin/make"],
+      sandbox: "unsandboxed",
+      sandboxNetwork: "on",
+      sandboxReadOnly: ["/opt/venv"],
+    });
   });
 
   it.each([

@@ -1,7 +1,12 @@
 import { describe, expect, it } from "vitest";
 import { accumulatedOutputs, CONTEXT_DEFAULTS, contextDefaults, effectiveContext } from "../../machines/evaluator/context-defaults.js";
 
-const row = (inheritContext: string, accumulateData: boolean, accumulationFormat: string, freshContext: string) => ({ inheritContext, accumulateData, accumulationFormat, freshContext });
+const row = (inheritContext: string, accumulateData: boolean, accumulationFormat: string, freshContext: string) => ({
+  inheritContext,
+  accumulateData,
+  accumulationFormat,
+  freshContext,
+});
 
 describe("context defaults (C1, C4)", () => {
   it.each([
@@ -33,8 +38,12 @@ describe("context defaults (C1, C4)", () => {
 
 describe("effectiveContext", () => {
   it("merges override > explicit > defaults, setting by setting", () => {
-    expect(effectiveContext("atomic", "subtask", { inheritContext: "subset" }, { freshContext: "disabled" })).toEqual(row("subset", false, "notes_only", "disabled"));
-    expect(effectiveContext("reduce", undefined, { accumulationFormat: "full_output", freshContext: "disabled" }, { freshContext: "enabled" })).toEqual(row("none", true, "full_output", "enabled"));
+    expect(effectiveContext("atomic", "subtask", { inheritContext: "subset" }, { freshContext: "disabled" })).toEqual(
+      row("subset", false, "notes_only", "disabled"),
+    );
+    expect(
+      effectiveContext("reduce", undefined, { accumulationFormat: "full_output", freshContext: "disabled" }, { freshContext: "enabled" }),
+    ).toEqual(row("none", true, "full_output", "enabled"));
   });
 
   it("takes a parsed <context_management> block and ignores what it does not state", () => {
@@ -47,6 +56,8 @@ describe("effectiveContext", () => {
 describe("accumulated outputs", () => {
   it("formats notes only, or output and notes, one string per step (1-based)", () => {
     expect(accumulatedOutputs([{ step: 0, notes: { a: 1 } }])).toEqual(['step 1 notes: {"a":1}']);
-    expect(accumulatedOutputs([{ step: 1, output: "text", notes: {}, truncated: true }])).toEqual(["step 2 output (truncated):\ntext\nstep 2 notes: {}"]);
+    expect(accumulatedOutputs([{ step: 1, output: "text", notes: {}, truncated: true }])).toEqual([
+      "step 2 output (truncated):\ntext\nstep 2 notes: {}",
+    ]);
   });
 });

@@ -28,12 +28,25 @@ class FlakyStore extends MemoryTaskStore {
  */
 async function heartbeating(store: FlakyStore) {
   const logged: string[] = [];
-  const log: Logger = { debug: () => undefined, info: () => undefined, warn: (_, msg) => void logged.push(`warn: ${msg}`), error: (_, msg) => void logged.push(`error: ${msg}`) };
+  const log: Logger = {
+    debug: () => undefined,
+    info: () => undefined,
+    warn: (_, msg) => void logged.push(`warn: ${msg}`),
+    error: (_, msg) => void logged.push(`error: ${msg}`),
+  };
   const deps = { log, now: () => new Date(at) } as Pick<ActorDeps, "log" | "now">;
   const claimed = await claimTask(store as TaskStore, "t1", "director-a", deps.now, { queued, intakeSeq: 1 });
   if (claimed.kind !== "claimed") throw new Error(`expected a claim, got ${claimed.kind}`);
   const signals: string[] = [];
-  const item = { id: "t1", data: new Uint8Array(), deliveries: 1, seq: 1, ack: async () => undefined, nak: () => undefined, working: () => void signals.push("working") };
+  const item = {
+    id: "t1",
+    data: new Uint8Array(),
+    deliveries: 1,
+    seq: 1,
+    ack: async () => undefined,
+    nak: () => undefined,
+    working: () => void signals.push("working"),
+  };
   const task: RunningTask = { claim: claimed.claim, item, seq: 1, checkpointed: 1, lost: false, actor: undefined };
   const finishes: FinishInput[] = [];
   const clock = new SimulatedClock();
@@ -48,7 +61,14 @@ async function heartbeating(store: FlakyStore) {
       finish: fromPromise<FinishOutput, FinishInput>(async ({ input }) => (finishes.push(input), "written")),
       readOwner: fromPromise<{ final: boolean }>(async () => ({ final: false })),
     },
-    actions: { startTask: () => undefined, stopTask: () => undefined, beat: () => checkpoints.beat(), ack: () => undefined, nakLater: () => undefined, cancelOthers: () => undefined },
+    actions: {
+      startTask: () => undefined,
+      stopTask: () => undefined,
+      beat: () => checkpoints.beat(),
+      ack: () => undefined,
+      nakLater: () => undefined,
+      cancelOthers: () => undefined,
+    },
   });
   const run = createActor(machine, { clock, input: { taskId: "t1", heartbeatMs: HEARTBEAT_MS, pendingClaimMs: 400 } }).start();
   await waitFor(run, (s) => s.matches("running"));

@@ -49,9 +49,23 @@ describe("task spend", () => {
   it("charges a resumed session only what it used since it suspended, cost included", () => {
     const spend = createTaskSpend({ max_tokens: 1000, max_cost: 1 });
     const suspended = session(100, 20);
-    spend.charge("0", { ...used(100, 20), notes: { usage: { promptTokens: 100, completionTokens: 20 }, cost: 0.1 }, status: "CONTINUATION", session: suspended }, []);
+    spend.charge(
+      "0",
+      {
+        ...used(100, 20),
+        notes: { usage: { promptTokens: 100, completionTokens: 20 }, cost: 0.1 },
+        status: "CONTINUATION",
+        session: suspended,
+      },
+      [],
+    );
     spend.charge("0", { ...used(30, 5), notes: { usage: { promptTokens: 30, completionTokens: 5 }, cost: 0.02 } }, []); // the child
-    spend.charge("0", { ...used(250, 40), notes: { usage: { promptTokens: 250, completionTokens: 40 }, cost: 0.25 } }, spend.scopesOfSession("0", suspended), suspended);
+    spend.charge(
+      "0",
+      { ...used(250, 40), notes: { usage: { promptTokens: 250, completionTokens: 40 }, cost: 0.25 } },
+      spend.scopesOfSession("0", suspended),
+      suspended,
+    );
     const totals = spend.withTotals(used(0, 0)).notes;
     expect(totals).toMatchObject({ task_usage: { promptTokens: 280, completionTokens: 45 }, task_cost: 0.27 });
     expect(spend.remaining([])).toEqual({ budget: { tokens: 1000 - 325, cost: 0.73 } });
@@ -60,8 +74,19 @@ describe("task spend", () => {
   it("restates a budget exhaustion in the task's terms", () => {
     const spend = createTaskSpend({ max_tokens: 50 });
     spend.charge("0", used(40, 20), []);
-    const refused = spend.charge("1", used(0, 0, { status: "FAILED", error: { type: "RESOURCE_EXHAUSTION", resource: "budget", budget: "tokens", message: "x", metrics: { used: 0, limit: 0 } } }), []);
-    expect(refused.error).toMatchObject({ resource: "budget", metrics: { used: 60, limit: 50 }, message: "the task's token budget of 50 reached (60 used)" });
+    const refused = spend.charge(
+      "1",
+      used(0, 0, {
+        status: "FAILED",
+        error: { type: "RESOURCE_EXHAUSTION", resource: "budget", budget: "tokens", message: "x", metrics: { used: 0, limit: 0 } },
+      }),
+      [],
+    );
+    expect(refused.error).toMatchObject({
+      resource: "budget",
+      metrics: { used: 60, limit: 50 },
+      message: "the task's token budget of 50 reached (60 used)",
+    });
   });
 
   it("gives a node's budget to its subtree; the smaller remainder wins", () => {
@@ -75,6 +100,8 @@ describe("task spend", () => {
     spend.charge("0", used(20, 5), scopes);
     expect(spend.remaining(scopes)).toEqual({ budget: { tokens: 5, cost: 0.5 } });
     expect(spend.remaining([])).toEqual({ budget: { tokens: 75 } });
-    expect(nodeBudgetBinding(task(`<task max_tokens="lots"><description>d</description></task>`), rootEnv({}))).toEqual({ error: 'max_tokens="lots" is not a positive integer' });
+    expect(nodeBudgetBinding(task(`<task max_tokens="lots"><description>d</description></task>`), rootEnv({}))).toEqual({
+      error: 'max_tokens="lots" is not a positive integer',
+    });
   });
 });

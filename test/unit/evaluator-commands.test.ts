@@ -3,7 +3,6 @@ import { templateCommandRefusal, templateCommands } from "../../actors/evaluator
 import { parseTemplate } from "../../machines/language/parse.js";
 import type { TemplateDocument } from "../../machines/language/ast.js";
 
-
 function doc(xml: string): TemplateDocument {
   const parsed = parseTemplate(xml);
   if (!parsed.ok) throw new Error(parsed.error.message);
@@ -17,7 +16,10 @@ const LOOP = `<task type="director_evaluator_loop">
   <script_execution><command>pytest -q</command></script_execution>
   <evaluator><description>e</description></evaluator>
 </task>`;
-const CALL_LOOP = LOOP.replace("<command>pytest -q</command>", '<call task="system:run_script"><arg>node -e "1" {{director_result}}</arg></call>');
+const CALL_LOOP = LOOP.replace(
+  "<command>pytest -q</command>",
+  '<call task="system:run_script"><arg>node -e "1" {{director_result}}</arg></call>',
+);
 const FILE_PATHS = `<task type="sequential"><steps>
   <task><description>a</description><file_paths source="command"><command>git ls-files</command></file_paths></task>
 </steps></task>`;
@@ -35,7 +37,9 @@ describe("template commands against the allowlist", () => {
     expect(templateCommandRefusal(doc(SCRIPT), [])).toBe(
       "script task <command>: template commands are off: program 'python3' may not run (set DIRIGENT_COMMANDS to the programs templates may run, e.g. DIRIGENT_COMMANDS=python3,pytest)",
     );
-    expect(templateCommandRefusal(doc(LOOP), ["python3"])).toBe("<script_execution> <command>: program 'pytest' is not allowed for template commands (DIRIGENT_COMMANDS=python3; add it there to allow it)");
+    expect(templateCommandRefusal(doc(LOOP), ["python3"])).toBe(
+      "<script_execution> <command>: program 'pytest' is not allowed for template commands (DIRIGENT_COMMANDS=python3; add it there to allow it)",
+    );
     expect(templateCommandRefusal(doc(FILE_PATHS), ["python3"])).toMatch(/^<file_paths source="command">: program 'git'/);
     expect(templateCommandRefusal(doc(CALL_LOOP), ["python3"])).toMatch(/program 'node'/);
   });

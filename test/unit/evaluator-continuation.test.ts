@@ -8,14 +8,22 @@ import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { createActor, toPromise } from "xstate";
-import { chooseEvaluationTemplate, chooseSubtaskTemplate, MIN_SUBTASK_SCORE, provideContinuation } from "../../actors/evaluator/continuation.js";
+import {
+  chooseEvaluationTemplate,
+  chooseSubtaskTemplate,
+  MIN_SUBTASK_SCORE,
+  provideContinuation,
+} from "../../actors/evaluator/continuation.js";
 import { libraryFromXml } from "../../actors/library/library.js";
 import { CONTEXT_OVERRIDE_BINDING } from "../../machines/evaluator/context-defaults.js";
 import { find, rootEnv, type Env } from "../../machines/language/env.js";
 import type { SessionState, TaskResult } from "../../protocol/index.js";
 
 const library = libraryFromXml([
-  { file: "cities.xml", xml: `<task name="list_cities" type="atomic" subtype="subtask"><description>list european capital cities</description></task>` },
+  {
+    file: "cities.xml",
+    xml: `<task name="list_cities" type="atomic" subtype="subtask"><description>list european capital cities</description></task>`,
+  },
   { file: "sums.xml", xml: `<task name="add_numbers" type="atomic"><description>add two numbers together carefully</description></task>` },
 ]).library;
 
@@ -28,14 +36,24 @@ describe("chooseSubtaskTemplate", () => {
   it("keeps a match scoring exactly the threshold, and generates an atomic task below it", () => {
     // list_cities has the words list, european, capital, cities: "visit cities" shares 1 of 5 words, "visit old cities" 1 of 6.
     expect(library.match("visit cities", { type: "atomic", limit: 1 })[0]?.score).toBeCloseTo(MIN_SUBTASK_SCORE, 10);
-    expect(chooseSubtaskTemplate(library, { type: "atomic", description: "visit cities" })).toMatchObject({ name: "list_cities", source: "library" });
+    expect(chooseSubtaskTemplate(library, { type: "atomic", description: "visit cities" })).toMatchObject({
+      name: "list_cities",
+      source: "library",
+    });
     expect(library.match("visit old cities", { type: "atomic", limit: 1 })[0]?.score).toBeLessThan(MIN_SUBTASK_SCORE);
-    expect(chooseSubtaskTemplate(library, { type: "atomic", description: "visit old cities" })).toMatchObject({ name: "generated:atomic:subtask", source: "generated" });
+    expect(chooseSubtaskTemplate(library, { type: "atomic", description: "visit old cities" })).toMatchObject({
+      name: "generated:atomic:subtask",
+      source: "generated",
+    });
   });
 
   it("prefers the request's subtype, and a hinted name over any match", () => {
-    expect(chooseSubtaskTemplate(library, { type: "atomic", subtype: "subtask", description: "add european capital cities" })).toMatchObject({ name: "list_cities" });
-    expect(chooseSubtaskTemplate(library, { type: "atomic", description: "list capital cities", template_hints: ["add_numbers"] })).toMatchObject({ name: "add_numbers" });
+    expect(
+      chooseSubtaskTemplate(library, { type: "atomic", subtype: "subtask", description: "add european capital cities" }),
+    ).toMatchObject({ name: "list_cities" });
+    expect(
+      chooseSubtaskTemplate(library, { type: "atomic", description: "list capital cities", template_hints: ["add_numbers"] }),
+    ).toMatchObject({ name: "add_numbers" });
   });
 });
 
@@ -43,10 +61,18 @@ describe("chooseEvaluationTemplate", () => {
   it("matches the starter templates' <criteria>, and falls back to the built-in evaluator", async () => {
     const dir = join(import.meta.dirname, "../../templates");
     const files = ["evaluate-output.xml", "run-tests-evaluation.xml", "summarize.xml", "subtask-generic.xml"];
-    const starter = libraryFromXml(await Promise.all(files.map(async (file) => ({ file, xml: await readFile(join(dir, file), "utf8") })))).library;
+    const starter = libraryFromXml(
+      await Promise.all(files.map(async (file) => ({ file, xml: await readFile(join(dir, file), "utf8") }))),
+    ).library;
     expect(starter.get("run-tests-evaluation")?.criteria).toContain("failing tests");
-    expect(chooseEvaluationTemplate(starter, "- tests pass\n- no failing tests")).toMatchObject({ name: "run-tests-evaluation", source: "library" });
-    expect(chooseEvaluationTemplate(starter, "the answer is correct and complete")).toMatchObject({ name: "evaluate-output", source: "library" });
+    expect(chooseEvaluationTemplate(starter, "- tests pass\n- no failing tests")).toMatchObject({
+      name: "run-tests-evaluation",
+      source: "library",
+    });
+    expect(chooseEvaluationTemplate(starter, "the answer is correct and complete")).toMatchObject({
+      name: "evaluate-output",
+      source: "library",
+    });
     expect(chooseEvaluationTemplate(starter, "a haiku about rain")).toMatchObject({ name: "builtin:evaluator", source: "generated" });
   });
 });
@@ -66,12 +92,21 @@ describe("dynamic evaluation", () => {
       },
       (_, result) => result,
     );
-    const result = { content: "draft", status: "CONTINUATION" as const, notes: { evaluation_request: { type: "llm", criteria: "good" } }, session };
+    const result = {
+      content: "draft",
+      status: "CONTINUATION" as const,
+      notes: { evaluation_request: { type: "llm", criteria: "good" } },
+      session,
+    };
     const actor = createActor(machine, { input: { path: "0", env: rootEnv(), result, maxDepth: 5, maxEvaluations: 5 } });
     const done = toPromise(actor);
     actor.start();
     const output = await done;
-    expect(output).toMatchObject({ status: "COMPLETE", content: "done", notes: { evaluations: 1, last_evaluator_output: '{"success": true}' } });
+    expect(output).toMatchObject({
+      status: "COMPLETE",
+      content: "done",
+      notes: { evaluations: 1, last_evaluator_output: '{"success": true}' },
+    });
     expect(envs).toHaveLength(1);
     expect(find(envs[0]!, CONTEXT_OVERRIDE_BINDING)).toEqual({ found: true, value: { inheritContext: "subset", accumulateData: true } });
     expect(find(envs[0]!, "director_output")).toEqual({ found: true, value: "draft" });

@@ -31,18 +31,32 @@ describe("node paths", () => {
   });
 
   it("answers undefined for paths that do not lead to an executable node", () => {
-    for (const path of ["1", "0.steps.0", "0.inputs.0", "0.loc", "templates.3.body", "x", "0.inputs.constructor"]) expect(nodeAt(doc, path), path).toBeUndefined();
+    for (const path of ["1", "0.steps.0", "0.inputs.0", "0.loc", "templates.3.body", "x", "0.inputs.constructor"])
+      expect(nodeAt(doc, path), path).toBeUndefined();
   });
 
   it("summarises a node as plain data", () => {
     const node = nodeAt(doc, "0");
-    expect(node && summarize(node)).toEqual({ kind: "task", type: "reduce", loc: { line: 2, col: 1 }, inputTasks: true, initialValue: "", initialTask: true });
+    expect(node && summarize(node)).toEqual({
+      kind: "task",
+      type: "reduce",
+      loc: { line: 2, col: 1 },
+      inputTasks: true,
+      initialValue: "",
+      initialTask: true,
+    });
   });
 
   it("marks a task with a nested task among its inputs (bound by an actor), not one whose inputs are variables or literals", () => {
-    const plain = parse(`<task><inputs><input name="a" from="x"/><input name="b">literal</input></inputs><description>d</description></task>`);
-    const fromWins = parse(`<task><inputs><input name="a" from="x"><task><description>n</description></task></input></inputs><description>d</description></task>`);
-    const nested = parse(`<task><inputs><input name="a">lit</input><input name="b"><task><description>n</description></task></input></inputs><description>d</description></task>`);
+    const plain = parse(
+      `<task><inputs><input name="a" from="x"/><input name="b">literal</input></inputs><description>d</description></task>`,
+    );
+    const fromWins = parse(
+      `<task><inputs><input name="a" from="x"><task><description>n</description></task></input></inputs><description>d</description></task>`,
+    );
+    const nested = parse(
+      `<task><inputs><input name="a">lit</input><input name="b"><task><description>n</description></task></input></inputs><description>d</description></task>`,
+    );
     const summary = (doc: ReturnType<typeof parse>) => summarize(nodeAt(doc, "0") ?? expect.fail("no entry"));
     expect(summary(plain).inputTasks).toBeUndefined();
     expect(summary(fromWins).inputTasks).toBeUndefined();
@@ -103,10 +117,14 @@ describe("expandText", () => {
 
   it("substitutes variables and inline calls in one pass, never re-scanning what it inserted", async () => {
     const calls: string[] = [];
-    const out = await expandText("{{name}} {{data}} {{f(name)}} {{ not a path }}", rootEnv({ ...env.bindings, name: "{{g()}}" }), async (c) => {
-      calls.push(c.template);
-      return ok("{{name}}");
-    });
+    const out = await expandText(
+      "{{name}} {{data}} {{f(name)}} {{ not a path }}",
+      rootEnv({ ...env.bindings, name: "{{g()}}" }),
+      async (c) => {
+        calls.push(c.template);
+        return ok("{{name}}");
+      },
+    );
     expect(out).toEqual({ ok: true, text: '{{g()}} {"n":1} {{name}} {{ not a path }}' });
     expect(calls).toEqual(["f"]);
   });

@@ -4,7 +4,14 @@ import { formatHealth, healthReport, parseRoles, parseTimeout, REQUIRED_ROLES } 
 import { UsageError } from "../../runtime/cli/common.js";
 import { rolePermissions } from "../../runtime/nats/permissions.js";
 
-const reply = (roles: string[], pid: number): PingReply => ({ processId: `h:${pid}:abcd1234`, host: "h", pid, roles, version: "0.1.0", uptimeMs: 300_000 });
+const reply = (roles: string[], pid: number): PingReply => ({
+  processId: `h:${pid}:abcd1234`,
+  host: "h",
+  pid,
+  roles,
+  version: "0.1.0",
+  uptimeMs: 300_000,
+});
 
 describe("the ping", () => {
   it("is spelled under the subject root", () => {
@@ -18,7 +25,10 @@ describe("the ping", () => {
     const unknown = decode(PingRequest, new TextEncoder().encode('{"processId":"x","extra":1}'));
     expect(unknown.ok).toBe(false);
     expect(decode(PingRequest, new TextEncoder().encode('{"processId":""}')).ok).toBe(false);
-    expect(decode(PingReply, encode(PingReply, { ...reply(["handler"], 7), inFlight: 2 }))).toMatchObject({ ok: true, value: { roles: ["handler"], inFlight: 2 } });
+    expect(decode(PingReply, encode(PingReply, { ...reply(["handler"], 7), inFlight: 2 }))).toMatchObject({
+      ok: true,
+      value: { roles: ["handler"], inFlight: 2 },
+    });
     const bad = decode(PingReply, new TextEncoder().encode('{"processId":"p","host":"h","pid":-1,"roles":[],"version":"1","uptimeMs":0}'));
     expect(bad.ok).toBe(false);
     if (!bad.ok) expect(bad.error.message).toMatch(/pid/);

@@ -22,7 +22,11 @@ const OLD = {
     return (/^```[ \t]*(?:json)?[ \t]*\r?\n([\s\S]*?)\r?\n?```$/i.exec(trimmed)?.[1] ?? trimmed).trim();
   },
   withoutFenceMarks: (text: string) => text.replace(/^```(?:json)?\s*|\s*```$/g, ""),
-  camelParts: (token: string) => token.replace(/([a-z0-9])([A-Z])/g, "$1 $2").replace(/([A-Z]+)([A-Z][a-z])/g, "$1 $2").split(" "),
+  camelParts: (token: string) =>
+    token
+      .replace(/([a-z0-9])([A-Z])/g, "$1 $2")
+      .replace(/([A-Z]+)([A-Z][a-z])/g, "$1 $2")
+      .split(" "),
 };
 
 /** Random strings over `alphabet`, deterministic. */
@@ -49,11 +53,13 @@ describe("scans equal the expressions they replaced", () => {
   });
 
   it("withoutFenceMarks", () => {
-    for (const text of strings(FENCE_ALPHABET, 5_000, 10)) expect(withoutFenceMarks(text), JSON.stringify(text)).toBe(OLD.withoutFenceMarks(text));
+    for (const text of strings(FENCE_ALPHABET, 5_000, 10))
+      expect(withoutFenceMarks(text), JSON.stringify(text)).toBe(OLD.withoutFenceMarks(text));
   });
 
   it("camelParts", () => {
-    for (const text of strings(["a", "B", "c", "D", "0", "9", "X", "y"], 5_000, 10)) expect(camelParts(text), text).toEqual(OLD.camelParts(text));
+    for (const text of strings(["a", "B", "c", "D", "0", "9", "X", "y"], 5_000, 10))
+      expect(camelParts(text), text).toEqual(OLD.camelParts(text));
     expect(camelParts("HTMLParser")).toEqual(["HTML", "Parser"]);
     expect(camelParts("parseXml2Go")).toEqual(["parse", "Xml2", "Go"]);
   });

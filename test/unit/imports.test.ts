@@ -35,7 +35,10 @@ function files(dir: string): string[] {
 }
 
 function imports(source: string): string[] {
-  return [...source.matchAll(/(?:^|\n)\s*(?:import|export)\s[^;]*?from\s+["']([^"']+)["']/g), ...source.matchAll(/import\(\s*["']([^"']+)["']\s*\)/g)].map((m) => m[1] ?? "");
+  return [
+    ...source.matchAll(/(?:^|\n)\s*(?:import|export)\s[^;]*?from\s+["']([^"']+)["']/g),
+    ...source.matchAll(/import\(\s*["']([^"']+)["']\s*\)/g),
+  ].map((m) => m[1] ?? "");
 }
 
 describe("import direction protocol ← language ← machines ← actors ← runtime", () => {
@@ -49,9 +52,11 @@ describe("import direction protocol ← language ← machines ← actors ← run
         for (const spec of imports(readFileSync(file, "utf8"))) {
           if (spec.startsWith(".")) {
             const target = layerOf(relative(root, join(file, "..", spec)));
-            if (target === undefined || LAYERS.indexOf(target) > LAYERS.indexOf(layer)) violations.push(`${from} imports '${spec}' (${layer} may not import ${target ?? "outside the layers"})`);
+            if (target === undefined || LAYERS.indexOf(target) > LAYERS.indexOf(layer))
+              violations.push(`${from} imports '${spec}' (${layer} may not import ${target ?? "outside the layers"})`);
           } else if (spec.startsWith("node:")) {
-            if (LAYERS.indexOf(layer) < LAYERS.indexOf("actors")) violations.push(`${from} imports '${spec}' (no node: modules in ${layer})`);
+            if (LAYERS.indexOf(layer) < LAYERS.indexOf("actors"))
+              violations.push(`${from} imports '${spec}' (no node: modules in ${layer})`);
           } else if (!PACKAGES[layer](spec)) {
             violations.push(`${from} imports package '${spec}' (not allowed in ${layer})`);
           }

@@ -31,7 +31,10 @@ function record(b: MemoryBus): { raw: string[]; messages: InspectMessage[]; subj
 }
 
 const machine = setup({
-  types: { context: {} as { taskId: string; apiKey: string; notes: string; items: number[] }, events: {} as { type: "go"; token: string } | { type: "finish" } },
+  types: {
+    context: {} as { taskId: string; apiKey: string; notes: string; items: number[] },
+    events: {} as { type: "go"; token: string } | { type: "finish" },
+  },
   actors: { work: fromPromise(async () => "ok") },
 }).createMachine({
   id: "probe",
@@ -63,7 +66,14 @@ describe("inspection publisher", () => {
     expect(kinds).toEqual(new Set(["inspect.actor", "inspect.event", "inspect.snapshot", "inspect.microstep"]));
     expect(seen.subjects).toContain("insp.inspect.evaluator.actor");
     const [root, child] = seen.messages.filter((m) => m.type === "inspect.actor");
-    expect(root).toMatchObject({ process: "host:1", role: "evaluator", taskId: "t-1", machine: "probe", isMachine: true, snapshot: { value: "idle" } });
+    expect(root).toMatchObject({
+      process: "host:1",
+      role: "evaluator",
+      taskId: "t-1",
+      machine: "probe",
+      isMachine: true,
+      snapshot: { value: "idle" },
+    });
     expect(child).toMatchObject({ machine: "work", isMachine: false, parentId: root?.actorId, rootId: root?.actorId });
     const done = seen.messages.find((m) => m.type === "inspect.event" && m.event.type.startsWith("xstate.done.actor"));
     expect(done).toMatchObject({ actorId: root?.actorId, sourceId: child?.actorId });
@@ -83,7 +93,10 @@ describe("inspection publisher", () => {
     expect(all).not.toContain("tok-123");
     expect(all).not.toContain("n".repeat(301));
     const created = seen.messages.find((m) => m.type === "inspect.actor");
-    expect(created?.type === "inspect.actor" && created.snapshot.context).toMatchObject({ apiKey: REDACTED, items: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, "…(+90 items)"] });
+    expect(created?.type === "inspect.actor" && created.snapshot.context).toMatchObject({
+      apiKey: REDACTED,
+      items: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, "…(+90 items)"],
+    });
     const go = seen.messages.find((m) => m.type === "inspect.event" && m.event.type === "go");
     expect(go?.type === "inspect.event" && go.event).toEqual({ type: "go", token: REDACTED });
   });
@@ -127,7 +140,9 @@ describe("inspection publisher", () => {
     const seen = record(bus);
     const out = Array.from({ length: 50 }, (_, i) => `t-${i}`).find((id) => samplePoint(id) >= 0.1) as string;
     const publisher = createInspectPublisher({ bus, subjects, maxPerSec: 1000, sample: 0.1 });
-    createActor(machine, inspectOption({ inspect: publisher.hook }, "director", out)).start().send({ type: "go", token: "x" });
+    createActor(machine, inspectOption({ inspect: publisher.hook }, "director", out))
+      .start()
+      .send({ type: "go", token: "x" });
     await bus.flush();
     expect(seen.messages).toEqual([]);
     expect(inspectHookFor({ inspect: false, inspectMaxPerSec: 10, inspectSample: 1 }, bus, subjects)).toBeUndefined();
@@ -144,9 +159,20 @@ describe("inspection publisher", () => {
     bus = new MemoryBus({ onError: () => undefined });
     const seen: string[] = [];
     bus.subscribe(subjects.anyInspect, (msg) => void seen.push(new TextDecoder().decode(msg.data)));
-    const hook = inspectHookFor({ inspect: true, inspectMaxPerSec: 1000, inspectSample: 1, openaiApiKey: "sk-config-key-1", natsToken: "nats-token-42" }, bus, subjects);
-    const machine = createMachine({ id: "m", context: { note: "" }, initial: "a", states: { a: { on: { go: { actions: assign({ note: ({ event }) => String(event["text"]) }) } } } } });
-    createActor(machine, inspectOption({ inspect: hook }, "director", "t1")).start().send({ type: "go", text: "with sk-config-key-1 and nats-token-42" });
+    const hook = inspectHookFor(
+      { inspect: true, inspectMaxPerSec: 1000, inspectSample: 1, openaiApiKey: "sk-config-key-1", natsToken: "nats-token-42" },
+      bus,
+      subjects,
+    );
+    const machine = createMachine({
+      id: "m",
+      context: { note: "" },
+      initial: "a",
+      states: { a: { on: { go: { actions: assign({ note: ({ event }) => String(event["text"]) }) } } } },
+    });
+    createActor(machine, inspectOption({ inspect: hook }, "director", "t1"))
+      .start()
+      .send({ type: "go", text: "with sk-config-key-1 and nats-token-42" });
     await bus.flush();
     expect(seen.join("\n")).toContain(`with ${REDACTED} and ${REDACTED}`);
     expect(seen.join("\n")).not.toMatch(/sk-config-key-1|nats-token-42/);

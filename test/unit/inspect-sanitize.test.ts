@@ -24,7 +24,15 @@ describe("sanitize", () => {
   });
 
   it("keeps token counts and ordinary words visible", () => {
-    const usage = { tokens: 120, promptTokens: 100, completionTokens: 20, reportedTokens: 118, maxTokens: 4096, tokenBudget: 9000, keyword: "oslo" };
+    const usage = {
+      tokens: 120,
+      promptTokens: 100,
+      completionTokens: 20,
+      reportedTokens: 118,
+      maxTokens: 4096,
+      tokenBudget: 9000,
+      keyword: "oslo",
+    };
     expect(sanitize(usage)).toEqual(usage);
     expect(sanitize({ natsToken: "t", NATS_TOKEN: "t", apiKeys: ["k"], privateKey: "p", cookie: "c", credentials: {} })).toEqual({
       natsToken: REDACTED,
@@ -69,7 +77,18 @@ describe("sanitize", () => {
     const cyclic: Record<string, unknown> = { name: "a" };
     cyclic["self"] = cyclic;
     const shared = { v: 1 };
-    const out = sanitize({ cyclic, twice: [shared, shared], fn: () => 1, err: new TypeError("bad"), big: 10n, when: new Date(0), deep: { a: { b: { c: 1 } } } }, { maxDepth: 3 });
+    const out = sanitize(
+      {
+        cyclic,
+        twice: [shared, shared],
+        fn: () => 1,
+        err: new TypeError("bad"),
+        big: 10n,
+        when: new Date(0),
+        deep: { a: { b: { c: 1 } } },
+      },
+      { maxDepth: 3 },
+    );
     expect(out).toEqual({
       cyclic: { name: "a", self: "[circular]" },
       twice: [{ v: 1 }, { v: 1 }],
@@ -83,7 +102,12 @@ describe("sanitize", () => {
   });
 
   it("sanitises an XState snapshot through its toJSON, masking secrets in context", () => {
-    const machine = createMachine({ id: "m", context: { apiKey: "sk-snap", note: "y".repeat(5000) }, initial: "idle", states: { idle: {} } });
+    const machine = createMachine({
+      id: "m",
+      context: { apiKey: "sk-snap", note: "y".repeat(5000) },
+      initial: "idle",
+      states: { idle: {} },
+    });
     const actor = createActor(machine).start();
     const out = sanitize(actor.getSnapshot());
     actor.stop();

@@ -15,7 +15,9 @@ describe("statechart SVG of every machine", () => {
       for (const t of graph.transitions) expect(svg).toContain(`>${escapeXml(transitionLabel(t))}</text>`);
       // A child's rectangle lies inside its parent's.
       const rect = (id: string) => {
-        const m = new RegExp(`data-state="${escapeXml(id).replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}"><title>[^<]*</title>\\s*<rect x="([\\d.-]+)" y="([\\d.-]+)" width="([\\d.]+)" height="([\\d.]+)"`).exec(svg);
+        const m = new RegExp(
+          `data-state="${escapeXml(id).replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}"><title>[^<]*</title>\\s*<rect x="([\\d.-]+)" y="([\\d.-]+)" width="([\\d.]+)" height="([\\d.]+)"`,
+        ).exec(svg);
         return m ? m.slice(1).map(Number) : undefined;
       };
       for (const state of graph.states.filter((s) => s.parent !== undefined)) {
@@ -28,7 +30,8 @@ describe("statechart SVG of every machine", () => {
 
   it("draws the task machine's CONTINUATION states inside running", () => {
     const svg = statechartSvg(machineGraph(machines.find((m) => m.name === "task")!.machine));
-    for (const id of ["task.running.awaitingSubtask", "task.running.awaitingEvaluation", "task.running.awaitingInput"]) expect(svg).toContain(`data-state="${id}"`);
+    for (const id of ["task.running.awaitingSubtask", "task.running.awaitingEvaluation", "task.running.awaitingInput"])
+      expect(svg).toContain(`data-state="${id}"`);
   });
 });
 
@@ -37,8 +40,28 @@ describe("statechart SVG of hostile names", () => {
   const graph: MachineGraph = {
     id: `m${evil}`,
     states: [
-      { id: `m${evil}`, key: `m${evil}`, initial: `a${evil}`, type: "compound", description: evil, tags: [evil], entry: [], exit: [], invokes: [] },
-      { id: `m${evil}.a${evil}`, key: `a${evil}`, parent: `m${evil}`, type: "atomic", description: evil, tags: [], entry: [], exit: [], invokes: [] },
+      {
+        id: `m${evil}`,
+        key: `m${evil}`,
+        initial: `a${evil}`,
+        type: "compound",
+        description: evil,
+        tags: [evil],
+        entry: [],
+        exit: [],
+        invokes: [],
+      },
+      {
+        id: `m${evil}.a${evil}`,
+        key: `a${evil}`,
+        parent: `m${evil}`,
+        type: "atomic",
+        description: evil,
+        tags: [],
+        entry: [],
+        exit: [],
+        invokes: [],
+      },
       { id: `m${evil}.b`, key: "b", parent: `m${evil}`, type: "final", tags: [], entry: [], exit: [], invokes: [] },
     ],
     transitions: [
@@ -58,11 +81,15 @@ describe("statechart SVG of hostile names", () => {
     expect([...tags].sort()).toEqual(["circle", "defs", "g", "marker", "path", "rect", "svg", "text", "title"]);
     // Attributes are only the generator's own, each with a quoted value free of quotes.
     const attrs = new Set([...svg.matchAll(/\s([a-zA-Z-]+)="[^"<]*"/g)].map((m) => m[1]));
-    for (const name of attrs) expect(name).toMatch(/^(xmlns|class|data-[a-z]+|viewBox|width|height|x|y|rx|d|marker-end|text-anchor|id|refX|refY|markerWidth|markerHeight|orient|cx|cy|r)$/);
+    for (const name of attrs)
+      expect(name).toMatch(
+        /^(xmlns|class|data-[a-z]+|viewBox|width|height|x|y|rx|d|marker-end|text-anchor|id|refX|refY|markerWidth|markerHeight|orient|cx|cy|r)$/,
+      );
   });
 
   it("keeps the names readable once parsed: state ids, events and the label come back as written", () => {
-    const unescape = (text: string) => text.replace(/&(lt|gt|quot|#39|amp);/g, (_, e: string) => ({ lt: "<", gt: ">", quot: '"', "#39": "'", amp: "&" })[e] ?? "");
+    const unescape = (text: string) =>
+      text.replace(/&(lt|gt|quot|#39|amp);/g, (_, e: string) => ({ lt: "<", gt: ">", quot: '"', "#39": "'", amp: "&" })[e] ?? "");
     const states = [...svg.matchAll(/data-state="([^"]*)"/g)].map((m) => unescape(m[1] ?? ""));
     expect(states).toEqual(graph.states.map((s) => s.id));
     const events = [...svg.matchAll(/data-event="([^"]*)"/g)].map((m) => unescape(m[1] ?? ""));

@@ -52,6 +52,7 @@ describe("docs/inspector.md, Security", () => {
       expect(cli).toContain(`"${flag} <`);
       expect(security).toContain(flag);
     }
-    for (const text of ["421 Misdirected Request", "403", "127.0.0.1:4280", "127.0.0.1:8080", "https://stately.ai"]) expect(security).toContain(text);
+    for (const text of ["421 Misdirected Request", "403", "127.0.0.1:4280", "127.0.0.1:8080", "https://stately.ai"])
+      expect(security).toContain(text);
   });
 });

@@ -80,7 +80,11 @@ describe("Semaphore", () => {
 
   it("frees the slot of a call that throws at once", async () => {
     const slots = new Semaphore(1);
-    await expect(slots.tryRun(() => { throw new Error("boom"); })).rejects.toThrow("boom");
+    await expect(
+      slots.tryRun(() => {
+        throw new Error("boom");
+      }),
+    ).rejects.toThrow("boom");
     expect(slots.inUse).toBe(0);
   });
 });
@@ -132,12 +136,21 @@ describe("request definitions", () => {
       // @ts-expect-error the body of memory.match lacks `inputs`
       () => ask(deps, Requests.memoryMatch, { type: "memory.match", templateDescription: "d", templateType: "atomic" }, { timeoutMs: 1 }),
       async () => {
-        const reply = await ask(deps, Requests.memoryMatch, { type: "memory.match", templateDescription: "d", templateType: "atomic", inputs: {} }, { timeoutMs: 1 });
+        const reply = await ask(
+          deps,
+          Requests.memoryMatch,
+          { type: "memory.match", templateDescription: "d", templateType: "atomic", inputs: {} },
+          { timeoutMs: 1 },
+        );
         // @ts-expect-error the answer is typed: a MatchReply has no `xml`
         return reply.xml;
       },
       // @ts-expect-error a Handler answers execute with an ExecuteReply, not a MatchReply
-      () => serve(deps, Requests.execute, { concurrency: 1, handle: async () => ({ type: "memory.matched" as const, context: "", matches: [] }) }),
+      () =>
+        serve(deps, Requests.execute, {
+          concurrency: 1,
+          handle: async () => ({ type: "memory.matched" as const, context: "", matches: [] }),
+        }),
       () => serve(deps, Requests.execute, { concurrency: 1, handle: never }),
       // @ts-expect-error local dispatch finds responders by the subject asked: not for a wildcard
       () => serve(deps, Requests.goalGet, { concurrency: 1, local: true, handle: never }),
@@ -149,7 +162,14 @@ describe("request definitions", () => {
 describe("local dispatch", () => {
   const setup = () => {
     const bus = new MemoryBus({ onError: () => undefined });
-    const deps: ActorDeps = { bus, subjects: createSubjects("local-test"), log: silentLogger, now: () => new Date(), newId: () => "id", local: new LocalResponders() };
+    const deps: ActorDeps = {
+      bus,
+      subjects: createSubjects("local-test"),
+      log: silentLogger,
+      now: () => new Date(),
+      newId: () => "id",
+      local: new LocalResponders(),
+    };
     return { bus, deps };
   };
   const match = { type: "memory.match" as const, templateDescription: "d", templateType: "atomic", inputs: {} };
@@ -167,7 +187,9 @@ describe("local dispatch", () => {
     expect(calls).toBe(1);
     expect(refused).toBeInstanceOf(RemoteError);
     expect(refused).toMatchObject({ code: "INVALID_MESSAGE" });
-    expect((refused as RemoteError).message).toBe("answer of memory.match on 'local-test.memory.match': invalid message: /context: Invalid input: expected string, received number");
+    expect((refused as RemoteError).message).toBe(
+      "answer of memory.match on 'local-test.memory.match': invalid message: /context: Invalid input: expected string, received number",
+    );
     // The same answer over the bus is refused the same way.
     const remote = await ask({ ...deps, local: undefined }, Requests.memoryMatch, match, { timeoutMs: 5000 }).catch((err: unknown) => err);
     expect(calls).toBe(2);
@@ -190,7 +212,10 @@ describe("local dispatch", () => {
     // Over the bus: the same answer, the same refusal.
     const remote = { ...deps, local: undefined };
     expect(await ask(remote, echo, { n: 2, extra: true } as { n: number }, { timeoutMs: 5000 })).toEqual({ got: { n: 2, unit: "s" } });
-    expect(await ask(remote, echo, { n: 0 }, { timeoutMs: 5000 }).catch((err: unknown) => err)).toMatchObject({ code: "INVALID_MESSAGE", message: (refused as RemoteError).message });
+    expect(await ask(remote, echo, { n: 0 }, { timeoutMs: 5000 }).catch((err: unknown) => err)).toMatchObject({
+      code: "INVALID_MESSAGE",
+      message: (refused as RemoteError).message,
+    });
     await sub.unsubscribe();
     await bus.close();
   });

@@ -98,7 +98,8 @@ describe.each(machines.map((m) => [m.name, m.machine] as const))("machine graph 
     expect(mermaidProblems(text)).toEqual([]);
     const edgeLines = text.split("\n").filter((l) => / --> /.test(l) && !l.includes("[*]"));
     expect(edgeLines).toHaveLength(graph.transitions.length);
-    for (const s of graph.states.slice(1)) expect(text).toMatch(new RegExp(`state (("${s.key}" as )?${mermaidId(graph, s.id)})( \\{)?$`, "m"));
+    for (const s of graph.states.slice(1))
+      expect(text).toMatch(new RegExp(`state (("${s.key}" as )?${mermaidId(graph, s.id)})( \\{)?$`, "m"));
     for (const s of graph.states.filter((st) => st.type === "final")) expect(text).toContain(`${mermaidId(graph, s.id)} --> [*]`);
   });
 });
@@ -109,11 +110,27 @@ describe("task machine graph", () => {
   const state = (id: string) => graph.states.find((s) => s.id === id);
 
   it("shows the CONTINUATION states and the transitions into and out of them", () => {
-    expect(state("task.running.awaitingEvaluation")).toMatchObject({ parent: "task.running", type: "atomic", tags: ["awaiting_evaluation"] });
+    expect(state("task.running.awaitingEvaluation")).toMatchObject({
+      parent: "task.running",
+      type: "atomic",
+      tags: ["awaiting_evaluation"],
+    });
     expect(state("task.running.awaitingSubtask")).toMatchObject({ parent: "task.running", type: "atomic", tags: ["awaiting_subtask"] });
     for (const target of ["task.running.awaitingEvaluation", "task.running.awaitingSubtask"]) {
-      expect(graph.transitions).toContainEqual({ source: "task.running.executing", target, event: "task.progress", guard: "isProgress", actions: ["announce"] });
-      expect(graph.transitions).toContainEqual({ source: target, target: "task.running.executing", event: "task.progress", guard: "isProgress", actions: ["announce"] });
+      expect(graph.transitions).toContainEqual({
+        source: "task.running.executing",
+        target,
+        event: "task.progress",
+        guard: "isProgress",
+        actions: ["announce"],
+      });
+      expect(graph.transitions).toContainEqual({
+        source: target,
+        target: "task.running.executing",
+        event: "task.progress",
+        guard: "isProgress",
+        actions: ["announce"],
+      });
     }
   });
 
@@ -122,7 +139,13 @@ describe("task machine graph", () => {
     expect(state("task.running")?.invokes).toEqual([{ src: "evaluate", onDone: "task.completed", onError: "task.failed" }]);
     expect(state("task.running")?.entry).toEqual(["announce"]);
     expect(state("task.cancelled")?.entry).toEqual(["assign"]);
-    expect(graph.transitions).toContainEqual({ source: "task.running", target: "task.completed", event: "done:evaluate", guard: "succeeded", actions: ["assign"] });
+    expect(graph.transitions).toContainEqual({
+      source: "task.running",
+      target: "task.completed",
+      event: "done:evaluate",
+      guard: "succeeded",
+      actions: ["assign"],
+    });
   });
 
   it("renders the expected Mermaid lines", () => {
@@ -139,7 +162,8 @@ describe("task machine graph", () => {
       "  queued --> running : task.start",
       "  running --> completed : done:evaluate [succeeded]",
       "  running --> failed : error:evaluate",
-    ]) expect(lines).toContain(expected);
+    ])
+      expect(lines).toContain(expected);
   });
 });
 
@@ -165,9 +189,21 @@ describe("conversion details", () => {
 
   it("labels delayed, eventless, compound-done and inline-guarded transitions", () => {
     expect(graph.transitions).toContainEqual({ source: "demo.idle", target: "demo.both", event: "after:100", actions: [] });
-    expect(graph.transitions).toContainEqual({ source: "demo.idle", target: "demo.both", event: "always", guard: "ready", actions: ["log"] });
+    expect(graph.transitions).toContainEqual({
+      source: "demo.idle",
+      target: "demo.both",
+      event: "always",
+      guard: "ready",
+      actions: ["log"],
+    });
     expect(graph.transitions).toContainEqual({ source: "demo.both", target: "demo.finished", event: "done", actions: [] });
-    expect(graph.transitions).toContainEqual({ source: "demo.both.b.b1", target: "demo.both.b.b2", event: "go", guard: "inline", actions: [] });
+    expect(graph.transitions).toContainEqual({
+      source: "demo.both.b.b1",
+      target: "demo.both.b.b2",
+      event: "go",
+      guard: "inline",
+      actions: [],
+    });
   });
 
   it("draws parallel regions separated by '--' and root transitions outside the root block", () => {

@@ -13,7 +13,9 @@ const readme = join(import.meta.dirname, "../../README.md");
 describe("docs/machines.md", () => {
   it("matches the machines (run 'dirigent machines export --format markdown > docs/machines.md' after changing one)", () => {
     const stored = readFileSync(doc, "utf8");
-    expect(stored, "docs/machines.md is stale: regenerate it with 'dirigent machines export --format markdown > docs/machines.md'").toBe(exportText("markdown"));
+    expect(stored, "docs/machines.md is stale: regenerate it with 'dirigent machines export --format markdown > docs/machines.md'").toBe(
+      exportText("markdown"),
+    );
   });
 
   it("has a section and a Mermaid chart for every registered machine", () => {

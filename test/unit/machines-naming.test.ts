@@ -13,14 +13,26 @@ const CONVENTION = /^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$/;
 /** The graph's labels for events that are not a machine's own: eventless, invoke results, delays, a state's done. */
 const BUILT_IN = /^(always|done|done:.+|error:.+|after:.+|xstate\..+)$/;
 /** Machines whose every action is named: a bare `assign` in their chart is a regression. */
-const NAMED_ASSIGNS = new Set(["evaluation", "sequential", "reduce", "director-evaluator", "continuation", "checkmate", "memory", "goal", "supervisor"]);
+const NAMED_ASSIGNS = new Set([
+  "evaluation",
+  "sequential",
+  "reduce",
+  "director-evaluator",
+  "continuation",
+  "checkmate",
+  "memory",
+  "goal",
+  "supervisor",
+]);
 
 const graphs = machines.map(({ name, machine }) => ({ name, graph: machineGraph(machine) }));
 
 describe("named logic in the machines (runtime/charts/registry.ts)", () => {
   it("names every event after the convention: lowercase dotted words", () => {
     const wrong = graphs.flatMap(({ name, graph }) =>
-      [...new Set(graph.transitions.map((t) => t.event))].filter((e) => !BUILT_IN.test(e) && !CONVENTION.test(e)).map((e) => `${name}: ${e}`),
+      [...new Set(graph.transitions.map((t) => t.event))]
+        .filter((e) => !BUILT_IN.test(e) && !CONVENTION.test(e))
+        .map((e) => `${name}: ${e}`),
     );
     expect(wrong).toEqual([]);
   });

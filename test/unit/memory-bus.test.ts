@@ -4,15 +4,19 @@ import { TransportError } from "../../actors/bus.js";
 import { busContract } from "../support/bus-contract.js";
 import { Recorder, text } from "../support/recorder.js";
 
-busContract("MemoryBus", async ({ onError, ackWaitMs }) => {
-  const bus = new MemoryBus({ onError });
-  return {
-    bus,
-    store: new MemoryTaskStore(),
-    queue: new MemoryWorkQueue({ onError, ackWaitMs }),
-    close: () => bus.close(),
-  };
-}, { ackWaitMs: 50 });
+busContract(
+  "MemoryBus",
+  async ({ onError, ackWaitMs }) => {
+    const bus = new MemoryBus({ onError });
+    return {
+      bus,
+      store: new MemoryTaskStore(),
+      queue: new MemoryWorkQueue({ onError, ackWaitMs }),
+      close: () => bus.close(),
+    };
+  },
+  { ackWaitMs: 50 },
+);
 
 describe("subjectMatches", () => {
   it.each([

@@ -99,9 +99,15 @@ describe("nextRetry", () => {
 
   it("gives up at once when the server asks for more than is left of the budget, saying so", () => {
     const fresh = nextRetry(policy, 1, 0, 120_000, top);
-    expect(fresh).toEqual({ retry: false, why: "not retried: the server asked to wait 120 s (retry-after), more than the model retry budget of 60 s" });
+    expect(fresh).toEqual({
+      retry: false,
+      why: "not retried: the server asked to wait 120 s (retry-after), more than the model retry budget of 60 s",
+    });
     const later = nextRetry(policy, 3, 50_000, 20_000, top);
-    expect(later).toEqual({ retry: false, why: "not retried: the server asked to wait 20 s (retry-after), more than the 10 s left of the model retry budget of 60 s" });
+    expect(later).toEqual({
+      retry: false,
+      why: "not retried: the server asked to wait 20 s (retry-after), more than the 10 s left of the model retry budget of 60 s",
+    });
   });
 
   it("allows maxRetries retries, then gives up", () => {
@@ -113,14 +119,21 @@ describe("nextRetry", () => {
 
   it("cuts a backoff to what is left of the budget, and gives up once it is spent", () => {
     expect(nextRetry(policy, 4, 59_000, undefined, top)).toEqual({ retry: true, delayMs: 1000, fromRetryAfter: false });
-    expect(nextRetry({ ...policy, maxRetries: 20 }, 9, 60_000, undefined, top)).toEqual({ retry: false, why: "the model retry budget of 60 s is used up" });
+    expect(nextRetry({ ...policy, maxRetries: 20 }, 9, 60_000, undefined, top)).toEqual({
+      retry: false,
+      why: "the model retry budget of 60 s is used up",
+    });
   });
 
   it("keeps the waits of a whole call within the budget, whichever way they come", () => {
     const wide: RetryPolicy = { maxRetries: 20, baseMs: 1000, maxMs: 30_000, budgetMs: 60_000 };
     let waited = 0;
     let attempt = 1;
-    for (let decision = nextRetry(wide, attempt, waited, undefined, top); decision.retry; decision = nextRetry(wide, ++attempt, waited, attempt % 2 ? 4000 : undefined, top)) {
+    for (
+      let decision = nextRetry(wide, attempt, waited, undefined, top);
+      decision.retry;
+      decision = nextRetry(wide, ++attempt, waited, attempt % 2 ? 4000 : undefined, top)
+    ) {
       waited += decision.delayMs;
     }
     expect(waited).toBeLessThanOrEqual(60_000);

@@ -14,8 +14,7 @@ const root = join(import.meta.dirname, "../..");
 /**
  * Findings allowed, as `file:line-text`, each with its reason. Keep it short: fix rather than allow.
  */
-const ALLOWED: Record<string, string> = {
-};
+const ALLOWED: Record<string, string> = {};
 
 const COLLECTIONS = new Set(["Map", "Set", "WeakMap", "WeakSet"]);
 
@@ -54,7 +53,9 @@ function findings(file: string, text: string): { key: string; where: string }[] 
 }
 
 describe("module-level state", () => {
-  const all = ["actors", "runtime"].flatMap((dir) => files(join(root, dir))).flatMap((path) => findings(relative(root, path), readFileSync(path, "utf8")));
+  const all = ["actors", "runtime"]
+    .flatMap((dir) => files(join(root, dir)))
+    .flatMap((path) => findings(relative(root, path), readFileSync(path, "utf8")));
 
   it("actors/ and runtime/ keep none that two systems in one process would share", () => {
     expect(all.filter((f) => !(f.key in ALLOWED)).map((f) => f.where)).toEqual([]);

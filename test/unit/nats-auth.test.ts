@@ -37,12 +37,16 @@ describe("per-role permissions", () => {
     const p = rolePermissions("acme.dirigent");
     for (const role of ["submitter", "inspector"] as const) {
       // The inspector reads the events stream, nothing else of JetStream, and never writes to it.
-      const readEvents = (subject: string) => role === "inspector" && /^\$JS\.API\.STREAM\.(INFO|MSG\.GET)\.ACME_DIRIGENT_EVENTS$/.test(subject);
+      const readEvents = (subject: string) =>
+        role === "inspector" && /^\$JS\.API\.STREAM\.(INFO|MSG\.GET)\.ACME_DIRIGENT_EVENTS$/.test(subject);
       const all = [...p[role].publish.filter((s) => !readEvents(s)), ...p[role].subscribe].join(" ");
       expect(all).not.toMatch(/\$JS|\$KV|intake|handler|evaluator\.|memory\.match|progress|control/);
       expect(p[role].publish.join(" ")).not.toContain(".inspect.");
     }
-    expect(p.inspector.publish.filter((s) => s.startsWith("$JS"))).toEqual(["$JS.API.STREAM.INFO.ACME_DIRIGENT_EVENTS", "$JS.API.STREAM.MSG.GET.ACME_DIRIGENT_EVENTS"]);
+    expect(p.inspector.publish.filter((s) => s.startsWith("$JS"))).toEqual([
+      "$JS.API.STREAM.INFO.ACME_DIRIGENT_EVENTS",
+      "$JS.API.STREAM.MSG.GET.ACME_DIRIGENT_EVENTS",
+    ]);
     expect(p.inspector.subscribe).toContain("acme.dirigent.inspect.>");
     expect(p.director.publish).toContain("$JS.ACK.ACME_DIRIGENT_INTAKE.>");
     expect(inboxPrefixFor(["handler"])).toBe("_INBOX_handler");

@@ -14,10 +14,20 @@ describe("secret values", () => {
       writeFileSync(join(dir, "pass"), "file-password-1\nsecond line\n");
       const jwt = "eyJ0eXAiOiJKV1QiLCJhbGciOiJlZDI1NTE5LW5rZXkifQ.payload.sig";
       const seed = "SUAIBDPBAUTWCWBKIO6XHQNINK5FWJW4OHLXC3HQ2KFE4PEJUA44CNHTC4";
-      writeFileSync(join(dir, "creds"), `-----BEGIN NATS USER JWT-----\n${jwt}\n------END NATS USER JWT------\n\n************************* IMPORTANT *************************\n-----BEGIN USER NKEY SEED-----\n${seed}\n------END USER NKEY SEED------\n`);
-      const values = secretValues({ openaiApiKey: "sk-abc-123456", natsToken: "token-xyz-1", natsPasswordFile: join(dir, "pass"), natsCreds: join(dir, "creds") });
+      writeFileSync(
+        join(dir, "creds"),
+        `-----BEGIN NATS USER JWT-----\n${jwt}\n------END NATS USER JWT------\n\n************************* IMPORTANT *************************\n-----BEGIN USER NKEY SEED-----\n${seed}\n------END USER NKEY SEED------\n`,
+      );
+      const values = secretValues({
+        openaiApiKey: "sk-abc-123456",
+        natsToken: "token-xyz-1",
+        natsPasswordFile: join(dir, "pass"),
+        natsCreds: join(dir, "creds"),
+      });
       expect(values).toEqual(["sk-abc-123456", "token-xyz-1", "file-password-1", jwt, seed]);
-      expect(hiddenPaths({ natsPasswordFile: join(dir, "pass"), dataDir: join(dir, "nowhere") })).toEqual([join(dir, "pass"), join(dir, "nowhere")].map((p) => p.replace(tmpdir(), realpathSync(tmpdir()))));
+      expect(hiddenPaths({ natsPasswordFile: join(dir, "pass"), dataDir: join(dir, "nowhere") })).toEqual(
+        [join(dir, "pass"), join(dir, "nowhere")].map((p) => p.replace(tmpdir(), realpathSync(tmpdir()))),
+      );
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

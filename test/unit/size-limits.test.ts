@@ -12,26 +12,50 @@ const xml = (description: string) => `<task><description>${description}</descrip
 
 describe("size limits", () => {
   it("name the same settings and defaults as the configuration", () => {
-    expect(SIZE_SETTINGS).toEqual({ submissionBytes: ENV_NAMES.maxSubmissionBytes, inputBytes: ENV_NAMES.maxInputBytes, templateBytes: ENV_NAMES.maxTemplateBytes });
-    expect(DEFAULT_SIZE_LIMITS).toEqual({ submissionBytes: DEFAULTS.maxSubmissionBytes, inputBytes: DEFAULTS.maxInputBytes, templateBytes: DEFAULTS.maxTemplateBytes });
+    expect(SIZE_SETTINGS).toEqual({
+      submissionBytes: ENV_NAMES.maxSubmissionBytes,
+      inputBytes: ENV_NAMES.maxInputBytes,
+      templateBytes: ENV_NAMES.maxTemplateBytes,
+    });
+    expect(DEFAULT_SIZE_LIMITS).toEqual({
+      submissionBytes: DEFAULTS.maxSubmissionBytes,
+      inputBytes: DEFAULTS.maxInputBytes,
+      templateBytes: DEFAULTS.maxTemplateBytes,
+    });
     expect(sizeLimitsFromEnv({ DIRIGENT_MAX_INPUT_BYTES: "5" })).toEqual({ ...DEFAULT_SIZE_LIMITS, inputBytes: 5 });
     expect(() => sizeLimitsFromEnv({ DIRIGENT_MAX_TEMPLATE_BYTES: "-1" })).toThrow(/DIRIGENT_MAX_TEMPLATE_BYTES/);
     // Lowered only: a task's template and inputs travel between roles in one request of at most 1 MiB.
-    expect(() => sizeLimitsFromEnv({ DIRIGENT_MAX_SUBMISSION_BYTES: "2000000" })).toThrow(/DIRIGENT_MAX_SUBMISSION_BYTES: must be at most 1048576/);
+    expect(() => sizeLimitsFromEnv({ DIRIGENT_MAX_SUBMISSION_BYTES: "2000000" })).toThrow(
+      /DIRIGENT_MAX_SUBMISSION_BYTES: must be at most 1048576/,
+    );
   });
 
   it("measure UTF-8 bytes, not characters", () => {
     // 400 characters of three bytes each: 1200 bytes, over a 1000-byte limit.
-    expect(checkTemplate("€".repeat(400), limits)).toEqual({ what: "template", bytes: 1200, limit: 1000, setting: "DIRIGENT_MAX_TEMPLATE_BYTES" });
+    expect(checkTemplate("€".repeat(400), limits)).toEqual({
+      what: "template",
+      bytes: 1200,
+      limit: 1000,
+      setting: "DIRIGENT_MAX_TEMPLATE_BYTES",
+    });
     expect(checkTemplate("a".repeat(1000), limits)).toBeUndefined();
     expect(checkInputs({ a: "ok", b: ["x".repeat(200)] }, limits)).toMatchObject({ what: "input 'b'", bytes: 204 });
   });
 
   it("refuse a submission, an input or a template over its limit with PAYLOAD_TOO_LARGE naming the setting", () => {
     const cases: Array<[Uint8Array, RegExp]> = [
-      [new TextEncoder().encode(xml("x".repeat(20_000))), /^submission of \d+ bytes exceeds the limit of 10000 bytes \(DIRIGENT_MAX_SUBMISSION_BYTES\)$/],
-      [encodeJson({ xml: xml("{{a}}"), inputs: { a: "y".repeat(101) } }), /^input 'a' of 101 bytes exceeds the limit of 100 bytes \(DIRIGENT_MAX_INPUT_BYTES\)$/],
-      [new TextEncoder().encode(xml("z".repeat(2000))), /^template of \d+ bytes exceeds the limit of 1000 bytes \(DIRIGENT_MAX_TEMPLATE_BYTES\)$/],
+      [
+        new TextEncoder().encode(xml("x".repeat(20_000))),
+        /^submission of \d+ bytes exceeds the limit of 10000 bytes \(DIRIGENT_MAX_SUBMISSION_BYTES\)$/,
+      ],
+      [
+        encodeJson({ xml: xml("{{a}}"), inputs: { a: "y".repeat(101) } }),
+        /^input 'a' of 101 bytes exceeds the limit of 100 bytes \(DIRIGENT_MAX_INPUT_BYTES\)$/,
+      ],
+      [
+        new TextEncoder().encode(xml("z".repeat(2000))),
+        /^template of \d+ bytes exceeds the limit of 1000 bytes \(DIRIGENT_MAX_TEMPLATE_BYTES\)$/,
+      ],
     ];
     for (const [body, message] of cases) {
       const decoded = decodeSubmission(body, limits);
@@ -46,13 +70,23 @@ describe("size limits", () => {
 
   it("make a CLI --input value over the limit a usage error", () => {
     expect(() => parseInputs([`doc=${"q".repeat(101)}`], limits)).toThrow(UsageError);
-    expect(() => parseInputs([`doc=${"q".repeat(101)}`], limits)).toThrow("--input: PAYLOAD_TOO_LARGE: input 'doc' of 101 bytes exceeds the limit of 100 bytes (DIRIGENT_MAX_INPUT_BYTES)");
+    expect(() => parseInputs([`doc=${"q".repeat(101)}`], limits)).toThrow(
+      "--input: PAYLOAD_TOO_LARGE: input 'doc' of 101 bytes exceeds the limit of 100 bytes (DIRIGENT_MAX_INPUT_BYTES)",
+    );
     expect(parseInputs(["doc=short"], limits)).toEqual({ doc: "short" });
   });
 });
 
 describe("events and results cut to fit one message", () => {
-  const event: TaskEvent = { taskId: "t1" as TaskId, seq: 3, type: "model.turn", state: "running", at: "2026-01-01T00:00:00.000Z", message: "m".repeat(10_000), data: { big: "d".repeat(50_000) } };
+  const event: TaskEvent = {
+    taskId: "t1" as TaskId,
+    seq: 3,
+    type: "model.turn",
+    state: "running",
+    at: "2026-01-01T00:00:00.000Z",
+    message: "m".repeat(10_000),
+    data: { big: "d".repeat(50_000) },
+  };
 
   it("keep an event that fits as it is, and cut one that does not by the documented rule", () => {
     expect(JSON.parse(new TextDecoder().decode(fitEvent(event, 100_000)))).toEqual(event);
@@ -65,7 +99,13 @@ describe("events and results cut to fit one message", () => {
   });
 
   it("cut a result's content to fit and say so in its notes", () => {
-    const outcome: TaskOutcome = { taskId: "t1" as TaskId, status: "COMPLETE", content: "é\"".repeat(30_000), notes: { model: "m" }, parsedContent: { x: 1 } };
+    const outcome: TaskOutcome = {
+      taskId: "t1" as TaskId,
+      status: "COMPLETE",
+      content: 'é"'.repeat(30_000),
+      notes: { model: "m" },
+      parsedContent: { x: 1 },
+    };
     expect(fitOutcome(outcome, 1_000_000)).toBe(outcome);
     const cut = fitOutcome(outcome, 10_000);
     expect(encode(TaskOutcome, cut).byteLength).toBeLessThanOrEqual(10_000);

@@ -28,8 +28,10 @@ afterAll(async () => {
   await lenient?.stop();
 });
 
-const userTexts = (stack: Stack) => stack.mock.requests.map((r) => String(r.body.messages.filter((m) => m["role"] === "user").at(-1)?.["content"] ?? ""));
-const systemTexts = (stack: Stack) => stack.mock.requests.map((r) => String(r.body.messages.find((m) => m["role"] === "system")?.["content"] ?? ""));
+const userTexts = (stack: Stack) =>
+  stack.mock.requests.map((r) => String(r.body.messages.filter((m) => m["role"] === "user").at(-1)?.["content"] ?? ""));
+const systemTexts = (stack: Stack) =>
+  stack.mock.requests.map((r) => String(r.body.messages.find((m) => m["role"] === "system")?.["content"] ?? ""));
 
 describe("two systems in one process", () => {
   it("run concurrent tasks each with its own Evaluator, Handler and model", async () => {
@@ -37,7 +39,9 @@ describe("two systems in one process", () => {
       const run = (stack: Stack, tag: string, inputs: Record<string, unknown>) => {
         const events: TaskEvent[] = [];
         const taskId = newTaskId();
-        return stack.client.run({ xml: XML, inputs: { tag, ...inputs }, taskId }, (e) => events.push(e)).then((outcome) => ({ stack, tag, taskId, outcome, events }));
+        return stack.client
+          .run({ xml: XML, inputs: { tag, ...inputs }, taskId }, (e) => events.push(e))
+          .then((outcome) => ({ stack, tag, taskId, outcome, events }));
       };
       // Strict tasks get `maybe` (strict fails without it); lenient tasks do not, so their prompts show the marker.
       return [run(strict, `S${i}`, { maybe: "given" }), run(lenient, `L${i}`, {}), run(strict, `S${i}x`, {})];
@@ -53,8 +57,16 @@ describe("two systems in one process", () => {
       expect(events.every((e) => !("taskId" in e) || e.taskId === taskId)).toBe(true);
     }
     // Each model was asked only by its own system's Handler, with its own system prompt and substitution.
-    expect(userTexts(strict).sort()).toEqual(Array.from({ length: 6 }, (_, i) => [`first S${i} given`, `SHOUT second S${i}`]).flat().sort());
-    expect(userTexts(lenient).sort()).toEqual(Array.from({ length: 6 }, (_, i) => [`first L${i} {{undefined:maybe}}`, `SHOUT second L${i}`]).flat().sort());
+    expect(userTexts(strict).sort()).toEqual(
+      Array.from({ length: 6 }, (_, i) => [`first S${i} given`, `SHOUT second S${i}`])
+        .flat()
+        .sort(),
+    );
+    expect(userTexts(lenient).sort()).toEqual(
+      Array.from({ length: 6 }, (_, i) => [`first L${i} {{undefined:maybe}}`, `SHOUT second L${i}`])
+        .flat()
+        .sort(),
+    );
     expect(systemTexts(strict).every((s) => s.startsWith("system S"))).toBe(true);
     expect(systemTexts(lenient).every((s) => s.startsWith("system L"))).toBe(true);
   });

@@ -13,13 +13,25 @@ import {
   withVerdict,
   workerInput,
   type CheckmateContext,
-  type CheckmateInput, type CriteriaJudgeInput, type IntakeInput, type JudgeInput, type Prepared, type WorkerInput } from "../../../machines/evaluator/checkmate.js";
+  type CheckmateInput,
+  type CriteriaJudgeInput,
+  type IntakeInput,
+  type JudgeInput,
+  type Prepared,
+  type WorkerInput,
+} from "../../../machines/evaluator/checkmate.js";
 import { rootEnv } from "../../../machines/language/env.js";
 import type { TaskResult } from "../../../protocol/index.js";
 
 const ok = (content: string): TaskResult => ({ content, status: "COMPLETE", notes: {} });
-const bad = (message: string, reason: "model_error" | "execution_halted" = "model_error"): TaskResult => ({ content: "", status: "FAILED", notes: {}, error: { type: "TASK_FAILURE", reason, message } });
-const verdict = (result: "PASS" | "FAIL", score: number, gapSummary = "") => ok(JSON.stringify({ result, score, criteria: [], gapSummary }));
+const bad = (message: string, reason: "model_error" | "execution_halted" = "model_error"): TaskResult => ({
+  content: "",
+  status: "FAILED",
+  notes: {},
+  error: { type: "TASK_FAILURE", reason, message },
+});
+const verdict = (result: "PASS" | "FAIL", score: number, gapSummary = "") =>
+  ok(JSON.stringify({ result, score, criteria: [], gapSummary }));
 
 interface Script {
   criteria?: string;
@@ -37,9 +49,13 @@ async function run(script: Script, input: Partial<CheckmateInput> = {}) {
   const machine = checkmateMachine.provide({
     actions: { progress: (_, p) => progress.push({ event: p.event, message: p.message }) },
     actors: {
-      prepare: fromPromise(async (): Promise<Prepared> => ({ task: "write a poem", ...(script.criteria ? { criteria: script.criteria } : {}) })),
+      prepare: fromPromise(
+        async (): Promise<Prepared> => ({ task: "write a poem", ...(script.criteria ? { criteria: script.criteria } : {}) }),
+      ),
       runIntake: fromPromise(async ({ input: i }: { input: IntakeInput }) => (intakes.push(i), script.intake?.(i) ?? bad("no intake"))),
-      runCriteriaJudge: fromPromise(async ({ input: i }: { input: CriteriaJudgeInput }) => script.criteriaJudge?.(i) ?? bad("no criteria judge")),
+      runCriteriaJudge: fromPromise(
+        async ({ input: i }: { input: CriteriaJudgeInput }) => script.criteriaJudge?.(i) ?? bad("no criteria judge"),
+      ),
       waitForInput: fromPromise(async () => {
         if (script.answer === undefined) throw new Error("no answer within 1 s");
         return script.answer;
@@ -57,9 +73,17 @@ async function run(script: Script, input: Partial<CheckmateInput> = {}) {
 
 describe("checkmate machine", () => {
   it("passes on iteration 1 with given criteria, skipping the intake", async () => {
-    const { output, state, progress, intakes } = await run({ criteria: "- rhymes", worker: () => ok("a poem"), judge: () => verdict("PASS", 90) });
+    const { output, state, progress, intakes } = await run({
+      criteria: "- rhymes",
+      worker: () => ok("a poem"),
+      judge: () => verdict("PASS", 90),
+    });
     expect(state).toBe("passed");
-    expect(output).toMatchObject({ status: "COMPLETE", content: "a poem", notes: { termination_reason: "judge_pass", criteria_source: "given", iterations_completed: 1 } });
+    expect(output).toMatchObject({
+      status: "COMPLETE",
+      content: "a poem",
+      notes: { termination_reason: "judge_pass", criteria_source: "given", iterations_completed: 1 },
+    });
     expect(intakes).toEqual([]);
     expect(progress.filter((p) => p.event === "checkmate.iteration").map((p) => p.message)).toEqual(["[checkmate: iteration 1/5]"]);
   });
@@ -72,18 +96,39 @@ describe("checkmate machine", () => {
     });
     expect(output).toMatchObject({ status: "COMPLETE", content: "attempt 3" });
     expect(workers[0]).not.toHaveProperty("previous");
-    expect(workers[2]).toMatchObject({ previous: "attempt 2", gaps: [{ iteration: 1, gapSummary: "gap 1" }, { iteration: 2, gapSummary: "gap 2" }] });
+    expect(workers[2]).toMatchObject({
+      previous: "attempt 2",
+      gaps: [
+        { iteration: 1, gapSummary: "gap 1" },
+        { iteration: 2, gapSummary: "gap 2" },
+      ],
+    });
   });
 
   it("ends exhausted with the best attempt by typed score (ties: the later one)", async () => {
     const scores = [40, 80, 80, 20];
-    const { output, state } = await run({ criteria: "c", worker: (i) => ok(`attempt ${i.iteration}`), judge: (i) => verdict("FAIL", scores[i.iteration - 1] ?? 0, "more") }, { maxIterations: 4 });
+    const { output, state } = await run(
+      { criteria: "c", worker: (i) => ok(`attempt ${i.iteration}`), judge: (i) => verdict("FAIL", scores[i.iteration - 1] ?? 0, "more") },
+      { maxIterations: 4 },
+    );
     expect(state).toBe("exhausted");
-    expect(output).toMatchObject({ status: "FAILED", content: "attempt 3", notes: { best_iteration: 3, final_verdict: { score: 20 } }, error: { reason: "execution_halted" } });
+    expect(output).toMatchObject({
+      status: "FAILED",
+      content: "attempt 3",
+      notes: { best_iteration: 3, final_verdict: { score: 20 } },
+      error: { reason: "execution_halted" },
+    });
   });
 
   it("never picks an unparsed verdict as the best attempt", async () => {
-    const { output } = await run({ criteria: "c", worker: (i) => ok(`attempt ${i.iteration}`), judge: (i) => (i.iteration === 1 ? verdict("FAIL", 5) : ok("garbage")) }, { maxIterations: 2 });
+    const { output } = await run(
+      {
+        criteria: "c",
+        worker: (i) => ok(`attempt ${i.iteration}`),
+        judge: (i) => (i.iteration === 1 ? verdict("FAIL", 5) : ok("garbage")),
+      },
+      { maxIterations: 2 },
+    );
     expect(output).toMatchObject({ content: "attempt 1", notes: { best_iteration: 1 } });
   });
 
@@ -95,12 +140,19 @@ describe("checkmate machine", () => {
       judge: () => (judged++, verdict("PASS", 70)),
     });
     expect(judged).toBe(1);
-    expect(output.notes["iteration_history"]).toMatchObject([{ iteration: 1, workerError: { message: "boom" } }, { iteration: 2, output: "fine" }]);
+    expect(output.notes["iteration_history"]).toMatchObject([
+      { iteration: 1, workerError: { message: "boom" } },
+      { iteration: 2, output: "fine" },
+    ]);
     expect(progress.find((p) => p.event === "checkmate.worker_error")?.message).toBe("[checkmate: iteration 1/5] worker failed: boom");
   });
 
   it("fails the loop when the worker was halted (a spent budget, a cancellation)", async () => {
-    const { output, state } = await run({ criteria: "c", worker: () => bad("cancelled", "execution_halted"), judge: () => verdict("PASS", 1) });
+    const { output, state } = await run({
+      criteria: "c",
+      worker: () => bad("cancelled", "execution_halted"),
+      judge: () => verdict("PASS", 1),
+    });
     expect(state).toBe("failed");
     expect(output.error).toMatchObject({ reason: "execution_halted" });
   });
@@ -108,24 +160,37 @@ describe("checkmate machine", () => {
   it("asks the user on [NEEDS_CLARIFICATION] and gives the answer to the next intake", async () => {
     const { output, intakes, progress } = await run({
       answer: "in French",
-      intake: (i) => ok(i.clarifications.length === 0 ? "[NEEDS_CLARIFICATION]\n1. Which language?" : "## Must Pass (blocking)\n- [ ] French"),
+      intake: (i) =>
+        ok(i.clarifications.length === 0 ? "[NEEDS_CLARIFICATION]\n1. Which language?" : "## Must Pass (blocking)\n- [ ] French"),
       worker: () => ok("un poème"),
       judge: () => verdict("PASS", 80),
     });
-    expect(output).toMatchObject({ status: "COMPLETE", notes: { criteria_source: "intake", criteria: "## Must Pass (blocking)\n- [ ] French" } });
+    expect(output).toMatchObject({
+      status: "COMPLETE",
+      notes: { criteria_source: "intake", criteria: "## Must Pass (blocking)\n- [ ] French" },
+    });
     expect(intakes[1]?.clarifications).toEqual([{ questions: "1. Which language?", answer: "in French" }]);
     expect(progress.map((p) => p.event)).toEqual(expect.arrayContaining(["continuation.input", "continuation.resumed"]));
   });
 
   it("fails with execution_timeout when no answer comes", async () => {
-    const { output } = await run({ intake: () => ok("[NEEDS_CLARIFICATION] why?"), worker: () => ok("x"), judge: () => verdict("PASS", 1) });
+    const { output } = await run({
+      intake: () => ok("[NEEDS_CLARIFICATION] why?"),
+      worker: () => ok("x"),
+      judge: () => verdict("PASS", 1),
+    });
     expect(output.error).toMatchObject({ reason: "execution_timeout", message: "no answer within 1 s" });
   });
 
   it("bounds the criteria judge in rounds, then goes on with the last draft", async () => {
     let rounds = 0;
     const { output, progress, intakes } = await run(
-      { intake: (i) => ok(`draft ${i.round}`), criteriaJudge: () => (rounds++, ok("**Result:** NEEDS_WORK\n## Issues\nvague")), worker: () => ok("x"), judge: () => verdict("PASS", 1) },
+      {
+        intake: (i) => ok(`draft ${i.round}`),
+        criteriaJudge: () => (rounds++, ok("**Result:** NEEDS_WORK\n## Issues\nvague")),
+        worker: () => ok("x"),
+        judge: () => verdict("PASS", 1),
+      },
       { criteriaJudge: true, maxIntakeRounds: 2 },
     );
     expect(rounds).toBe(2);
@@ -144,7 +209,12 @@ describe("checkmate helpers", () => {
   });
 
   it("picks the last attempt with an output when no verdict parsed", () => {
-    expect(bestAttempt([{ iteration: 1, output: "a" }, { iteration: 2, workerError: { type: "TASK_FAILURE", reason: "model_error", message: "x" } }])?.iteration).toBe(1);
+    expect(
+      bestAttempt([
+        { iteration: 1, output: "a" },
+        { iteration: 2, workerError: { type: "TASK_FAILURE", reason: "model_error", message: "x" } },
+      ])?.iteration,
+    ).toBe(1);
     expect(bestAttempt([])).toBeUndefined();
   });
 });
@@ -168,8 +238,19 @@ describe("checkmate rules (checkmate-rules.ts): the named actions' pure steps", 
   });
 
   it("feeds the worker the last output and every gap, and the judge the last attempt", () => {
-    const c = context({ attempts: [{ iteration: 1, output: "first" }, { iteration: 2, output: "second" }], gaps: [{ iteration: 1, gapSummary: "no rhyme" }] });
-    expect(workerInput(c)).toMatchObject({ iteration: 2, maxIterations: 3, previous: "second", gaps: [{ iteration: 1, gapSummary: "no rhyme" }] });
+    const c = context({
+      attempts: [
+        { iteration: 1, output: "first" },
+        { iteration: 2, output: "second" },
+      ],
+      gaps: [{ iteration: 1, gapSummary: "no rhyme" }],
+    });
+    expect(workerInput(c)).toMatchObject({
+      iteration: 2,
+      maxIterations: 3,
+      previous: "second",
+      gaps: [{ iteration: 1, gapSummary: "no rhyme" }],
+    });
     expect(workerInput(context({ attempts: [] }))).not.toHaveProperty("previous");
     expect(judgeInput(c)).toMatchObject({ output: "second", iteration: 2 });
     expect(judgeInput(c)).not.toHaveProperty("gaps");
@@ -184,21 +265,34 @@ describe("checkmate rules (checkmate-rules.ts): the named actions' pure steps", 
 
   it("counts a failing judge as an unparsed FAIL with a note, keeping its error", () => {
     const error = { type: "TASK_FAILURE" as const, reason: "model_error" as const, message: "down" };
-    expect(withJudgeError(context(), error).attempts?.at(-1)).toMatchObject({ verdict: { result: "FAIL", score: 0, parsed: false, note: "the judge failed (down); counted as FAIL" }, judgeError: error });
+    expect(withJudgeError(context(), error).attempts?.at(-1)).toMatchObject({
+      verdict: { result: "FAIL", score: 0, parsed: false, note: "the judge failed (down); counted as FAIL" },
+      judgeError: error,
+    });
   });
 
   it("fails on spent clarification rounds only when the intake still asks", () => {
     const asks = ok("[NEEDS_CLARIFICATION] which metre?");
-    const answered = [{ questions: "q", answer: "a" }, { questions: "q", answer: "a" }];
+    const answered = [
+      { questions: "q", answer: "a" },
+      { questions: "q", answer: "a" },
+    ];
     expect(clarificationsSpent(context({ clarifications: answered }), asks)).toBe(true);
     expect(clarificationsSpent(context({ clarifications: answered.slice(1) }), asks)).toBe(false);
     expect(clarificationsSpent(context({ clarifications: answered }), ok("- rhymes"))).toBe(false);
-    expect(withClarification(context({ questions: "which metre?" }), "iambic")).toEqual({ clarifications: [{ questions: "which metre?", answer: "iambic" }], questions: undefined });
+    expect(withClarification(context({ questions: "which metre?" }), "iambic")).toEqual({
+      clarifications: [{ questions: "which metre?", answer: "iambic" }],
+      questions: undefined,
+    });
   });
 
   it("keeps a worker or judge error that ends the loop, with the history", () => {
     const error = { type: "RESOURCE_EXHAUSTION" as const, resource: "budget" as const, message: "spent" };
-    expect(roleFailure(context(), "worker", error)).toMatchObject({ status: "FAILED", error, notes: { iteration_history: [{ iteration: 1, output: "first" }] } });
+    expect(roleFailure(context(), "worker", error)).toMatchObject({
+      status: "FAILED",
+      error,
+      notes: { iteration_history: [{ iteration: 1, output: "first" }] },
+    });
     expect(roleFailure(context(), "judge", undefined).error).toMatchObject({ type: "TASK_FAILURE", message: "judge failed" });
   });
 });

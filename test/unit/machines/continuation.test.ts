@@ -1,6 +1,12 @@
 import { describe, expect, it } from "vitest";
 import { createActor, fromPromise, waitFor } from "xstate";
-import { continuationMachine, LAST_EVALUATOR_OUTPUT, RESERVED, signatureOf, type SuspendedResult } from "../../../machines/evaluator/continuation.js";
+import {
+  continuationMachine,
+  LAST_EVALUATOR_OUTPUT,
+  RESERVED,
+  signatureOf,
+  type SuspendedResult,
+} from "../../../machines/evaluator/continuation.js";
 import { find, rootEnv, type Env } from "../../../machines/language/env.js";
 import type { SessionState, SubtaskRequest, TaskResult } from "../../../protocol/index.js";
 
@@ -19,22 +25,49 @@ const session: SessionState = {
   model: "m",
 };
 const ok = (content: string): TaskResult => ({ content, status: "COMPLETE", notes: {} });
-const asking = (notes: Record<string, unknown>, content = "so far"): SuspendedResult => ({ content, status: "CONTINUATION", notes, session });
+const asking = (notes: Record<string, unknown>, content = "so far"): SuspendedResult => ({
+  content,
+  status: "CONTINUATION",
+  notes,
+  session,
+});
 const child: SubtaskRequest = { type: "atomic", description: "child work" };
 
-function run(result: SuspendedResult, options: { env?: Env; resume?: (answer: string, n: number) => SuspendedResult; subtask?: (env: Env) => TaskResult; maxEvaluations?: number } = {}) {
+function run(
+  result: SuspendedResult,
+  options: {
+    env?: Env;
+    resume?: (answer: string, n: number) => SuspendedResult;
+    subtask?: (env: Env) => TaskResult;
+    maxEvaluations?: number;
+  } = {},
+) {
   const progress: string[] = [];
   const seen: { subtaskEnv?: Env; evaluationEnvs?: Env[]; answers: string[] } = { answers: [] };
   const machine = continuationMachine.provide({
     actions: { progress: (_, p) => progress.push(p.event) },
     actors: {
-      runSubtask: fromPromise(async ({ input }) => ((seen.subtaskEnv = input.env), options.subtask ? options.subtask(input.env) : ok("child answer"))),
-      runEvaluation: fromPromise(async ({ input }) => ((seen.evaluationEnvs ??= []).push(input.env), { result: ok("{}"), answer: "evaluated", lastEvaluatorOutput: `verdict ${input.iteration}` })),
+      runSubtask: fromPromise(
+        async ({ input }) => ((seen.subtaskEnv = input.env), options.subtask ? options.subtask(input.env) : ok("child answer")),
+      ),
+      runEvaluation: fromPromise(
+        async ({ input }) => (
+          (seen.evaluationEnvs ??= []).push(input.env),
+          { result: ok("{}"), answer: "evaluated", lastEvaluatorOutput: `verdict ${input.iteration}` }
+        ),
+      ),
       waitForInput: fromPromise(async () => "user answer"),
-      resumeAtomic: fromPromise(async ({ input }) => (seen.answers.push(input.answer), options.resume ? options.resume(input.answer, seen.answers.length) : ok(`final after ${input.answer}`))),
+      resumeAtomic: fromPromise(
+        async ({ input }) => (
+          seen.answers.push(input.answer),
+          options.resume ? options.resume(input.answer, seen.answers.length) : ok(`final after ${input.answer}`)
+        ),
+      ),
     },
   });
-  const actor = createActor(machine, { input: { path: "0", env: options.env ?? rootEnv(), result, maxDepth: 5, maxEvaluations: options.maxEvaluations ?? 5 } }).start();
+  const actor = createActor(machine, {
+    input: { path: "0", env: options.env ?? rootEnv(), result, maxDepth: 5, maxEvaluations: options.maxEvaluations ?? 5 },
+  }).start();
   return { actor, progress, seen };
 }
 
@@ -63,7 +96,11 @@ describe("continuation machine", () => {
     const { actor } = run(asking({ subtask_request: child }), { env });
     const snap = await waitFor(actor, (s) => s.status === "done");
     expect(snap.value).toBe("failed");
-    expect(snap.output?.error).toMatchObject({ reason: "subtask_failure", message: "subtask depth limit of 2 reached", details: { kind: "depth_limit", limit: 2 } });
+    expect(snap.output?.error).toMatchObject({
+      reason: "subtask_failure",
+      message: "subtask depth limit of 2 reached",
+      details: { kind: "depth_limit", limit: 2 },
+    });
     expect(snap.output?.content).toBe("so far");
   });
 
@@ -82,10 +119,19 @@ describe("continuation machine", () => {
   });
 
   it("fails the parent with subtask_failure and the request when the child fails", async () => {
-    const failing: TaskResult = { content: "", status: "FAILED", notes: {}, error: { type: "TASK_FAILURE", reason: "model_error", message: "boom" } };
+    const failing: TaskResult = {
+      content: "",
+      status: "FAILED",
+      notes: {},
+      error: { type: "TASK_FAILURE", reason: "model_error", message: "boom" },
+    };
     const { actor } = run(asking({ subtask_request: child }), { subtask: () => failing });
     const snap = await waitFor(actor, (s) => s.status === "done");
-    expect(snap.output?.error).toMatchObject({ reason: "subtask_failure", message: "subtask failed: boom", details: { request: child, subtaskError: { message: "boom" } } });
+    expect(snap.output?.error).toMatchObject({
+      reason: "subtask_failure",
+      message: "subtask failed: boom",
+      details: { request: child, subtaskError: { message: "boom" } },
+    });
   });
 
   it("binds last_evaluator_output for the later continuations and returns it in the notes (C21)", async () => {

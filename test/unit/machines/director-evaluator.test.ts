@@ -5,7 +5,12 @@ import { directorEvaluatorMachine, readEvaluation, type DirectorEvaluatorInput }
 import type { TaskResult } from "../../../protocol/index.js";
 
 const ok = (content: string, notes: Record<string, unknown> = {}): TaskResult => ({ content, status: "COMPLETE", notes });
-const bad = (message: string): TaskResult => ({ content: "", status: "FAILED", notes: {}, error: { type: "TASK_FAILURE", reason: "model_error", message } });
+const bad = (message: string): TaskResult => ({
+  content: "",
+  status: "FAILED",
+  notes: {},
+  error: { type: "TASK_FAILURE", reason: "model_error", message },
+});
 const verdict = (success: boolean, feedback: string, extra: Record<string, unknown> = {}) => ok("", { success, feedback, ...extra });
 const get = (env: Env, name: string): unknown => {
   const found = find(env, name);
@@ -39,7 +44,14 @@ async function run(steps: Script, input: Partial<DirectorEvaluatorInput> = {}) {
     actions: { progress: (_, p) => progress.push(`${p.event}: ${p.message}`) },
   });
   const actor = createActor(machine, {
-    input: { path: "0", env: rootEnv({ user_query: "q" }), hasDirector: true, hasEvaluator: true, hasScript: steps.script !== undefined, ...input },
+    input: {
+      path: "0",
+      env: rootEnv({ user_query: "q" }),
+      hasDirector: true,
+      hasEvaluator: true,
+      hasScript: steps.script !== undefined,
+      ...input,
+    },
   });
   const done = toPromise(actor);
   actor.start();
@@ -53,7 +65,11 @@ describe("director–evaluator machine", () => {
     expect(state).toBe("done");
     expect(output.status).toBe("COMPLETE");
     expect(output.content).toBe("answer");
-    expect(output.notes).toMatchObject({ iterations_completed: 1, termination_reason: "evaluation_success", final_evaluation: { success: true, feedback: "good" } });
+    expect(output.notes).toMatchObject({
+      iterations_completed: 1,
+      termination_reason: "evaluation_success",
+      final_evaluation: { success: true, feedback: "good" },
+    });
     expect(progress[0]).toBe("iteration.started: iteration 1/5");
   });
 
@@ -66,9 +82,22 @@ describe("director–evaluator machine", () => {
     expect(state).toBe("exhausted");
     expect(output.status).toBe("FAILED");
     expect(output.content).toBe("attempt 2");
-    expect(output.error).toMatchObject({ type: "TASK_FAILURE", reason: "execution_halted", message: expect.stringContaining("max iterations (3)") });
-    expect(output.notes).toMatchObject({ termination_reason: "max_iterations_reached", iterations_completed: 3, best_iteration: 2, final_evaluation: { feedback: "try again 3" } });
-    expect(progress.filter((p) => p.startsWith("iteration.started"))).toEqual(["iteration.started: iteration 1/3", "iteration.started: iteration 2/3", "iteration.started: iteration 3/3"]);
+    expect(output.error).toMatchObject({
+      type: "TASK_FAILURE",
+      reason: "execution_halted",
+      message: expect.stringContaining("max iterations (3)"),
+    });
+    expect(output.notes).toMatchObject({
+      termination_reason: "max_iterations_reached",
+      iterations_completed: 3,
+      best_iteration: 2,
+      final_evaluation: { feedback: "try again 3" },
+    });
+    expect(progress.filter((p) => p.startsWith("iteration.started"))).toEqual([
+      "iteration.started: iteration 1/3",
+      "iteration.started: iteration 2/3",
+      "iteration.started: iteration 3/3",
+    ]);
   });
 
   it("carries the last attempt when the evaluator gives no score, and defaults to 5 iterations", async () => {
@@ -90,7 +119,10 @@ describe("director–evaluator machine", () => {
   });
 
   it("treats a condition that cannot be evaluated as false and reports a warning", async () => {
-    const { state, progress } = await run({ director: () => ok("a"), evaluator: () => verdict(false, "no") }, { condition: "iteration >>> 2", maxIterations: 2 });
+    const { state, progress } = await run(
+      { director: () => ok("a"), evaluator: () => verdict(false, "no") },
+      { condition: "iteration >>> 2", maxIterations: 2 },
+    );
     expect(state).toBe("exhausted");
     expect(progress.some((p) => p.startsWith("loop.condition_error"))).toBe(true);
   });
@@ -106,20 +138,31 @@ describe("director–evaluator machine", () => {
     expect(script && get(script.env, "director_result")).toBe("print('hi')");
     const evaluator = seen.find((s) => s.path === "0.evaluator");
     if (!evaluator) throw new Error("evaluator did not run");
-    expect(["script_output", "script_stdout", "script_errors", "script_stderr", "script_exit_code", "director_result"].map((n) => get(evaluator.env, n))).toEqual(["hi\n", "hi\n", "warn", "warn", 3, "print('hi')"]);
+    expect(
+      ["script_output", "script_stdout", "script_errors", "script_stderr", "script_exit_code", "director_result"].map((n) =>
+        get(evaluator.env, n),
+      ),
+    ).toEqual(["hi\n", "hi\n", "warn", "warn", 3, "print('hi')"]);
   });
 
   it("binds the script's content with exit code -1 when it gives no scriptOutput", async () => {
     const { seen } = await run({ director: () => ok("d"), script: () => ok("raw"), evaluator: () => verdict(true, "") });
     const evaluator = seen.find((s) => s.path === "0.evaluator");
-    expect(evaluator && [get(evaluator.env, "script_stdout"), get(evaluator.env, "script_stderr"), get(evaluator.env, "script_exit_code")]).toEqual(["raw", "Script output format error", -1]);
+    expect(
+      evaluator && [get(evaluator.env, "script_stdout"), get(evaluator.env, "script_stderr"), get(evaluator.env, "script_exit_code")],
+    ).toEqual(["raw", "Script output format error", -1]);
   });
 
   it("gives the evaluator's feedback to the next director, with 1-based current_iteration", async () => {
-    const { output, seen } = await run({ director: (_, i) => ok(`attempt ${i}`), evaluator: (_, i) => verdict(i === 2, i === 1 ? "add detail" : "fine") });
+    const { output, seen } = await run({
+      director: (_, i) => ok(`attempt ${i}`),
+      evaluator: (_, i) => verdict(i === 2, i === 1 ? "add detail" : "fine"),
+    });
     expect(output.content).toBe("attempt 2");
     const directors = seen.filter((s) => s.path === "0.director");
-    expect(directors.map((d) => [get(d.env, "current_iteration"), get(d.env, "evaluation_feedback"), get(d.env, "evaluation_success")])).toEqual([
+    expect(
+      directors.map((d) => [get(d.env, "current_iteration"), get(d.env, "evaluation_feedback"), get(d.env, "evaluation_success")]),
+    ).toEqual([
       [1, "", false],
       [2, "add detail", false],
     ]);
@@ -167,17 +210,26 @@ describe("director–evaluator machine", () => {
   it("treats an evaluator without success as a failed evaluation with the default feedback", async () => {
     const { output, seen } = await run({ director: () => ok("d"), evaluator: () => ok("not json") }, { maxIterations: 2 });
     expect(output.notes["final_evaluation"]).toMatchObject({ success: false, feedback: "Evaluation failed or structure invalid." });
-    expect(get(seen.filter((s) => s.path === "0.director")[1]?.env ?? rootEnv(), "evaluation_feedback")).toBe("Evaluation failed or structure invalid.");
+    expect(get(seen.filter((s) => s.path === "0.director")[1]?.env ?? rootEnv(), "evaluation_feedback")).toBe(
+      "Evaluation failed or structure invalid.",
+    );
   });
 
   it("parses the evaluator's content as JSON {success, feedback} when its notes lack success", () => {
-    expect(readEvaluation(ok('{"success": true, "feedback": "nice", "score": 7}'))).toMatchObject({ success: true, feedback: "nice", score: 7 });
+    expect(readEvaluation(ok('{"success": true, "feedback": "nice", "score": 7}'))).toMatchObject({
+      success: true,
+      feedback: "nice",
+      score: 7,
+    });
     expect(readEvaluation(ok("x", { successScore: 0.5 }))).toMatchObject({ success: false, score: 0.5 });
   });
 
   it("turns an unexpected exception of a step into a loop failure", async () => {
     const { output, state } = await run({ director: () => ok("d"), evaluator: () => Promise.reject(new Error("kaput")) });
     expect(state).toBe("failed");
-    expect(output.error).toMatchObject({ reason: "subtask_failure", details: { phase: "evaluator", cause: { reason: "unexpected_error", message: "kaput" } } });
+    expect(output.error).toMatchObject({
+      reason: "subtask_failure",
+      details: { phase: "evaluator", cause: { reason: "unexpected_error", message: "kaput" } },
+    });
   });
 });

@@ -27,7 +27,11 @@ function run(node: EvalNode, runAtomic: (input: { path: string; env: Env }) => P
       bindNow: assign(({ context }) => (bindings.push("now"), boundNow(() => (bind ? bind() : { env: context.env })))),
     },
   });
-  return { actor: createActor(machine, { input: { taskId: "t", path: "0", node, env: rootEnv(), entry: true } }).start(), progress, bindings };
+  return {
+    actor: createActor(machine, { input: { taskId: "t", path: "0", node, env: rootEnv(), entry: true } }).start(),
+    progress,
+    bindings,
+  };
 }
 
 describe("evaluation machine", () => {
@@ -42,7 +46,11 @@ describe("evaluation machine", () => {
 
   it("binds the inputs of a task with a nested task among them through the bindInputs actor", async () => {
     const seen: unknown[] = [];
-    const { actor, bindings } = run({ kind: "task", inputTasks: true }, async ({ env }) => (seen.push(env.bindings), ok("z")), () => ({ env: rootEnv({ summary: "nested" }) }));
+    const { actor, bindings } = run(
+      { kind: "task", inputTasks: true },
+      async ({ env }) => (seen.push(env.bindings), ok("z")),
+      () => ({ env: rootEnv({ summary: "nested" }) }),
+    );
     const snap = await waitFor(actor, (s) => s.status === "done");
     expect(snap.output).toEqual(ok("z"));
     expect(bindings).toEqual(["actor"]);
@@ -50,7 +58,15 @@ describe("evaluation machine", () => {
   });
 
   it("fails with the error of a binding that throws, and never runs the task", async () => {
-    const { actor } = run({ kind: "task" }, async () => { throw new Error("must not run"); }, () => { throw new Error("no such variable table"); });
+    const { actor } = run(
+      { kind: "task" },
+      async () => {
+        throw new Error("must not run");
+      },
+      () => {
+        throw new Error("no such variable table");
+      },
+    );
     const snap = await waitFor(actor, (s) => s.status === "done");
     expect(snap.value).toBe("failed");
     expect(snap.output?.error).toMatchObject({ reason: "unexpected_error", message: "no such variable table" });
@@ -66,14 +82,29 @@ describe("evaluation machine", () => {
   it("runs the atomic task in the environment its inputs were bound into", async () => {
     const seen: unknown[] = [];
     const bound = { env: rootEnv({ topic: "sea" }) };
-    const { actor } = run({ kind: "task" }, async ({ env }) => (seen.push(env.bindings), ok("y")), () => bound);
+    const { actor } = run(
+      { kind: "task" },
+      async ({ env }) => (seen.push(env.bindings), ok("y")),
+      () => bound,
+    );
     await waitFor(actor, (s) => s.status === "done");
     expect(seen).toEqual([{ topic: "sea" }]);
   });
 
   it("fails with the binding's failure and never runs the task", async () => {
-    const failure: TaskResult = { content: "", status: "FAILED", notes: {}, error: { type: "TASK_FAILURE", reason: "input_validation_failure", message: "missing required input: 'x'" } };
-    const { actor } = run({ kind: "task" }, async () => { throw new Error("must not run"); }, () => ({ result: failure }));
+    const failure: TaskResult = {
+      content: "",
+      status: "FAILED",
+      notes: {},
+      error: { type: "TASK_FAILURE", reason: "input_validation_failure", message: "missing required input: 'x'" },
+    };
+    const { actor } = run(
+      { kind: "task" },
+      async () => {
+        throw new Error("must not run");
+      },
+      () => ({ result: failure }),
+    );
     const snap = await waitFor(actor, (s) => s.status === "done");
     expect(snap.output).toEqual(failure);
   });
@@ -88,7 +119,9 @@ describe("evaluation machine", () => {
       },
       actions: { bindNow: () => undefined },
     });
-    const actor = createActor(withSteps, { input: { taskId: "t", path: "0", node: { kind: "task", type: "sequential", stepCount: 2 }, env: rootEnv(), entry: true } }).start();
+    const actor = createActor(withSteps, {
+      input: { taskId: "t", path: "0", node: { kind: "task", type: "sequential", stepCount: 2 }, env: rootEnv(), entry: true },
+    }).start();
     const snap = await waitFor(actor, (s) => s.status === "done");
     expect(paths).toEqual(["0.steps.0", "0.steps.1"]);
     expect(snap.output).toMatchObject({ status: "COMPLETE", content: "0.steps.1", notes: { steps: 2 } });
@@ -108,7 +141,9 @@ describe("evaluation machine", () => {
       },
       actions: { bindNow: assign({ env: () => rootEnv({ file: "a.csv" }) }) },
     });
-    const actor = createActor(machine, { input: { taskId: "t", path: "0", node: { kind: "task", type: "atomic", ref: "load_csv" }, env: rootEnv(), entry: true } }).start();
+    const actor = createActor(machine, {
+      input: { taskId: "t", path: "0", node: { kind: "task", type: "atomic", ref: "load_csv" }, env: rootEnv(), entry: true },
+    }).start();
     const snap = await waitFor(actor, (s) => s.status === "done");
     expect(snap.output).toMatchObject({ status: "COMPLETE", content: "ref with a.csv" });
   });
@@ -128,12 +163,20 @@ describe("evaluation machine", () => {
   });
 
   it("hands a director_evaluator_loop without its evaluator to the loop machine, which refuses it", async () => {
-    const node = { kind: "task", type: "director_evaluator_loop", loc: { line: 3, col: 5 }, loop: { director: true, evaluator: false, script: false } };
+    const node = {
+      kind: "task",
+      type: "director_evaluator_loop",
+      loc: { line: 3, col: 5 },
+      loop: { director: true, evaluator: false, script: false },
+    };
     const { actor } = run(node, async () => {
       throw new Error("must not run");
     });
     const snap = await waitFor(actor, (s) => s.status === "done");
-    expect(snap.output?.error).toMatchObject({ reason: "input_validation_failure", message: "director_evaluator_loop requires an <evaluator>" });
+    expect(snap.output?.error).toMatchObject({
+      reason: "input_validation_failure",
+      message: "director_evaluator_loop requires an <evaluator>",
+    });
   });
 
   it("runs a CONTINUATION through the continuation machine and ends with the resumed result", async () => {
@@ -143,7 +186,20 @@ describe("evaluation machine", () => {
           content: "asking",
           status: "CONTINUATION" as const,
           notes: { subtask_request: { type: "atomic", description: "child" } },
-          session: { messages: [{ role: "system" as const, content: "s" }, { role: "user" as const, content: "u" }], toolCallId: "c1", turns: 1, usage: { promptTokens: 1, completionTokens: 1 }, context: { used: 1, limit: 10, peak: 1 }, reportedTokens: 0, warned: false, malformedToolCalls: 0, model: "m" },
+          session: {
+            messages: [
+              { role: "system" as const, content: "s" },
+              { role: "user" as const, content: "u" },
+            ],
+            toolCallId: "c1",
+            turns: 1,
+            usage: { promptTokens: 1, completionTokens: 1 },
+            context: { used: 1, limit: 10, peak: 1 },
+            reportedTokens: 0,
+            warned: false,
+            malformedToolCalls: 0,
+            model: "m",
+          },
         })),
         continuation: continuationMachine.provide({
           actors: {
@@ -154,7 +210,9 @@ describe("evaluation machine", () => {
       },
       actions: { bindNow: () => undefined },
     });
-    const actor = createActor(machine, { input: { taskId: "t", path: "0", node: { kind: "task", type: "atomic" }, env: rootEnv(), entry: true } }).start();
+    const actor = createActor(machine, {
+      input: { taskId: "t", path: "0", node: { kind: "task", type: "atomic" }, env: rootEnv(), entry: true },
+    }).start();
     const snap = await waitFor(actor, (s) => s.status === "done");
     expect(snap.output).toMatchObject({ status: "COMPLETE", content: "resumed with child answer", notes: { subtasks: 1 } });
   });
@@ -167,7 +225,9 @@ describe("evaluation machine", () => {
       },
       actions: { bindNow: assign({ env: () => rootEnv({ name: "x" }) }) },
     });
-    const actor = createActor(machine, { input: { taskId: "t", path: "0", node: { kind: "task", type: "script" }, env: rootEnv(), entry: true } }).start();
+    const actor = createActor(machine, {
+      input: { taskId: "t", path: "0", node: { kind: "task", type: "script" }, env: rootEnv(), entry: true },
+    }).start();
     const snap = await waitFor(actor, (s) => s.status === "done");
     expect(snap.value).toBe("done");
     expect(snap.output?.content).toBe("stdout");
@@ -181,13 +241,22 @@ describe("evaluation machine", () => {
       actors: {
         directorEvaluator: directorEvaluatorMachine.provide({
           actors: {
-            runStep: fromPromise(async ({ input }) => (paths.push(input.path), input.path.endsWith("director") ? ok("draft") : { ...ok(""), notes: { success: true } })),
+            runStep: fromPromise(
+              async ({ input }) => (
+                paths.push(input.path),
+                input.path.endsWith("director") ? ok("draft") : { ...ok(""), notes: { success: true } }
+              ),
+            ),
           },
         }),
       },
       actions: { progress: (_, p) => progress.push(`${p.event}: ${p.message}`), bindNow: () => undefined },
     });
-    const node = { kind: "task", type: "director_evaluator_loop", loop: { director: true, evaluator: true, script: false, maxIterations: 2 } };
+    const node = {
+      kind: "task",
+      type: "director_evaluator_loop",
+      loop: { director: true, evaluator: true, script: false, maxIterations: 2 },
+    };
     const actor = createActor(machine, { input: { taskId: "t", path: "0", node, env: rootEnv(), entry: true } }).start();
     const snap = await waitFor(actor, (s) => s.status === "done");
     expect(snap.output).toMatchObject({ status: "COMPLETE", content: "draft" });

@@ -16,11 +16,17 @@ import {
 import { Goal, type DivergenceEvaluation, type GoalPlan, type SubGoalOutcome } from "../../../protocol/index.js";
 
 const NOW = 1_800_000_000_000;
-const newGoal = (extra: Partial<Goal> = {}): Goal => Goal.parse({ id: "g1", description: "ship the release", status: "active", createdAt: NOW, updatedAt: NOW, ...extra });
+const newGoal = (extra: Partial<Goal> = {}): Goal =>
+  Goal.parse({ id: "g1", description: "ship the release", status: "active", createdAt: NOW, updatedAt: NOW, ...extra });
 const plan = (...items: (string | { id: string; description: string; dependsOn?: string[]; priority?: number })[]): GoalPlan => ({
-  subGoals: items.map((i) => (typeof i === "string" ? { description: i, dependsOn: [], priority: 50 } : { dependsOn: [], priority: 50, ...i })),
+  subGoals: items.map((i) =>
+    typeof i === "string" ? { description: i, dependsOn: [], priority: 50 } : { dependsOn: [], priority: 50, ...i },
+  ),
 });
-const ev = (severity: DivergenceEvaluation["severity"], divergent: boolean | null = severity === "none" ? false : true): DivergenceEvaluation => ({
+const ev = (
+  severity: DivergenceEvaluation["severity"],
+  divergent: boolean | null = severity === "none" ? false : true,
+): DivergenceEvaluation => ({
   subGoalId: "s1",
   divergent: severity === "unknown" ? null : divergent,
   severity,
@@ -68,11 +74,16 @@ async function run(script: Script, input: Partial<GoalInput> = {}) {
         if (!script.judge) throw new Error("the cheap model is down");
         return script.judge(input.subGoalIds);
       }),
-      review: fromPromise(async ({ input }: { input: { goal: Goal; subGoalIds: string[]; reason: string } }) => script.review?.(input.subGoalIds) ?? []),
+      review: fromPromise(
+        async ({ input }: { input: { goal: Goal; subGoalIds: string[]; reason: string } }) => script.review?.(input.subGoalIds) ?? [],
+      ),
     },
   });
   const actor = createActor(machine, { input: { goal: newGoal(), ...input } });
-  if (process.env.GOAL_DEBUG) actor.subscribe((s) => console.log(JSON.stringify(s.value), s.context.wave, s.context.goal.subGoals.map((x) => x.id + ":" + x.status).join(" ")));
+  if (process.env.GOAL_DEBUG)
+    actor.subscribe((s) =>
+      console.log(JSON.stringify(s.value), s.context.wave, s.context.goal.subGoals.map((x) => x.id + ":" + x.status).join(" ")),
+    );
   const done = toPromise(actor);
   actor.start();
   return { actor, done, events, alerts, persisted, cancelled, waves };
@@ -83,8 +94,19 @@ const minor = (ids: string[]) => ids.map((id) => normaliseJudgement(id, { diverg
 
 describe("goal rules", () => {
   it("runs sub-goals whose dependencies completed, highest priority first", () => {
-    let goal = applyPlan(newGoal(), plan({ id: "a", description: "A", priority: 60 }, { id: "b", description: "B", dependsOn: ["a"] }, { id: "c", description: "C", priority: 10 }));
-    expect(goal.subGoals.map((s) => [s.id, s.dependsOn])).toEqual([["s1", []], ["s2", ["s1"]], ["s3", []]]);
+    let goal = applyPlan(
+      newGoal(),
+      plan(
+        { id: "a", description: "A", priority: 60 },
+        { id: "b", description: "B", dependsOn: ["a"] },
+        { id: "c", description: "C", priority: 10 },
+      ),
+    );
+    expect(goal.subGoals.map((s) => [s.id, s.dependsOn])).toEqual([
+      ["s1", []],
+      ["s2", ["s1"]],
+      ["s3", []],
+    ]);
     expect(nextWave(goal, 5).map((s) => s.id)).toEqual(["s3", "s1"]);
     expect(nextWave(goal, 1).map((s) => s.id)).toEqual(["s3"]);
     goal = { ...goal, subGoals: goal.subGoals.map((s) => (s.id === "s1" ? { ...s, status: "completed" } : s)) };
@@ -94,25 +116,49 @@ describe("goal rules", () => {
   it("completes when every sub-goal is completed or skipped, never on an empty plan", () => {
     expect(goalComplete(newGoal())).toBe(false);
     const goal = applyPlan(newGoal(), plan("A", "B"));
-    const statuses = (a: string, b: string) => ({ ...goal, subGoals: [{ ...goal.subGoals[0]!, status: a }, { ...goal.subGoals[1]!, status: b }] }) as Goal;
+    const statuses = (a: string, b: string) =>
+      ({
+        ...goal,
+        subGoals: [
+          { ...goal.subGoals[0]!, status: a },
+          { ...goal.subGoals[1]!, status: b },
+        ],
+      }) as Goal;
     expect(goalComplete(statuses("completed", "skipped"))).toBe(true);
     expect(goalComplete(statuses("skipped", "skipped"))).toBe(false);
     expect(goalComplete(statuses("completed", "failed"))).toBe(false);
   });
 
   it("decides failures and spending over the 24 h threshold by metric, and nothing else", () => {
-    expect(metricDivergence("s1", { success: false, content: "", error: "boom" }, [], NOW, 5)).toMatchObject({ severity: "major", source: "metric", reason: "Sub-goal failed: boom" });
-    const costs = [{ at: NOW - 25 * 3_600_000, usd: 10 }, { at: NOW - 3_600_000, usd: 3 }];
+    expect(metricDivergence("s1", { success: false, content: "", error: "boom" }, [], NOW, 5)).toMatchObject({
+      severity: "major",
+      source: "metric",
+      reason: "Sub-goal failed: boom",
+    });
+    const costs = [
+      { at: NOW - 25 * 3_600_000, usd: 10 },
+      { at: NOW - 3_600_000, usd: 3 },
+    ];
     expect(metricDivergence("s1", { success: true, content: "" }, costs, NOW, 5)).toBeUndefined();
-    expect(metricDivergence("s1", { success: true, content: "" }, [...costs, { at: NOW, usd: 2.5 }], NOW, 5)).toMatchObject({ severity: "major", source: "metric" });
+    expect(metricDivergence("s1", { success: true, content: "" }, [...costs, { at: NOW, usd: 2.5 }], NOW, 5)).toMatchObject({
+      severity: "major",
+      source: "metric",
+    });
   });
 
   it("replans on any major, on more than 2 minor, and on a divergent majority of at least 4", () => {
     expect(shouldReplan([])).toMatchObject({ replan: false });
     expect(shouldReplan([ev("none"), ev("major")])).toMatchObject({ replan: true, major: true });
     expect(shouldReplan([ev("minor"), ev("minor")])).toMatchObject({ replan: false });
-    expect(shouldReplan([ev("minor"), ev("minor"), ev("minor")])).toMatchObject({ replan: true, major: false, reason: "3 minor divergences" });
-    expect(shouldReplan([ev("none", true), ev("none", true), ev("none", true), ev("none")])).toMatchObject({ replan: true, reason: "3 of 4 evaluations divergent" });
+    expect(shouldReplan([ev("minor"), ev("minor"), ev("minor")])).toMatchObject({
+      replan: true,
+      major: false,
+      reason: "3 minor divergences",
+    });
+    expect(shouldReplan([ev("none", true), ev("none", true), ev("none", true), ev("none")])).toMatchObject({
+      replan: true,
+      reason: "3 of 4 evaluations divergent",
+    });
     expect(shouldReplan([ev("none", true), ev("none", true), ev("none"), ev("none")])).toMatchObject({ replan: false });
     // Unknown judgements count on neither side: three of them are not "at least 4 evaluations".
     expect(shouldReplan([ev("none", true), ev("none", true), ev("unknown"), ev("unknown")])).toMatchObject({ replan: false });
@@ -121,13 +167,28 @@ describe("goal rules", () => {
 
 describe("goal machine", () => {
   it("decomposes, runs the waves in dependency order, judges each outcome and completes", async () => {
-    const r = await run({ plans: [plan({ id: "1", description: "build" }, { id: "2", description: "test", dependsOn: ["1"] })], judge: none });
+    const r = await run({
+      plans: [plan({ id: "1", description: "build" }, { id: "2", description: "test", dependsOn: ["1"] })],
+      judge: none,
+    });
     const out = await r.done;
     expect(out.status).toBe("completed");
-    expect(out.goal.subGoals.map((s) => [s.id, s.status, s.taskId])).toEqual([["s1", "completed", "g1-s1"], ["s2", "completed", "g1-s2"]]);
+    expect(out.goal.subGoals.map((s) => [s.id, s.status, s.taskId])).toEqual([
+      ["s1", "completed", "g1-s1"],
+      ["s2", "completed", "g1-s2"],
+    ]);
     expect(r.waves.map((w) => w.map((i) => i.subGoalId))).toEqual([["s1"], ["s2"]]);
     expect(out.goal.evaluations.map((e) => e.severity)).toEqual(["none", "none"]);
-    expect(r.events.map((e) => e.type)).toEqual(["goal.decomposed", "subgoal.started", "subgoal.settled", "goal.evaluation", "subgoal.started", "subgoal.settled", "goal.evaluation", "goal.completed"]);
+    expect(r.events.map((e) => e.type)).toEqual([
+      "goal.decomposed",
+      "subgoal.started",
+      "subgoal.settled",
+      "goal.evaluation",
+      "subgoal.started",
+      "subgoal.settled",
+      "goal.evaluation",
+      "goal.completed",
+    ]);
     expect(r.persisted.at(-1)?.status).toBe("completed");
     expect(r.alerts).toEqual([]);
   });
@@ -166,11 +227,16 @@ describe("goal machine", () => {
     const r = await run({ plans: [plan("a")] });
     const out = await r.done;
     expect(out.status).toBe("completed");
-    expect(out.goal.evaluations).toEqual([{ subGoalId: "s1", divergent: null, severity: "unknown", reason: "the judgement failed", source: "model" }]);
+    expect(out.goal.evaluations).toEqual([
+      { subGoalId: "s1", divergent: null, severity: "unknown", reason: "the judgement failed", source: "model" },
+    ]);
   });
 
   it("pauses the goal with an escalation alert past its replan limit", async () => {
-    const r = await run({ plans: [plan("a"), plan("b")], outcome: () => ({ success: false, content: "", error: "broken" }) }, { goal: newGoal({ maxReplans: 1 }) });
+    const r = await run(
+      { plans: [plan("a"), plan("b")], outcome: () => ({ success: false, content: "", error: "broken" }) },
+      { goal: newGoal({ maxReplans: 1 }) },
+    );
     const out = await r.done;
     expect(out.status).toBe("paused");
     expect(out.goal.status).toBe("paused");
@@ -195,7 +261,12 @@ describe("goal machine", () => {
     });
     const out = await r.done;
     expect(out.status).toBe("completed");
-    expect(out.goal.subGoals.map((s) => [s.description, s.status])).toEqual([["fail fast", "skipped"], ["slow kept", "completed"], ["slow dropped", "skipped"], ["retry", "completed"]]);
+    expect(out.goal.subGoals.map((s) => [s.description, s.status])).toEqual([
+      ["fail fast", "skipped"],
+      ["slow kept", "completed"],
+      ["slow dropped", "skipped"],
+      ["retry", "completed"],
+    ]);
     expect(out.goal.subGoals[2]?.skipReason).toBe("no longer needed");
     expect(r.cancelled).toEqual(["g1-s3"]);
     // The kept sub-goal is awaited again under the same task id.
@@ -204,7 +275,13 @@ describe("goal machine", () => {
 
   it("resumes a stored goal where it was: in-progress sub-goals are awaited again, nothing is decomposed twice", async () => {
     const stored = applyPlan(newGoal(), plan("a", "b"));
-    const goal = { ...stored, subGoals: [{ ...stored.subGoals[0]!, status: "completed" as const, taskId: "g1-s1" }, { ...stored.subGoals[1]!, status: "in-progress" as const, taskId: "g1-s2" }] };
+    const goal = {
+      ...stored,
+      subGoals: [
+        { ...stored.subGoals[0]!, status: "completed" as const, taskId: "g1-s1" },
+        { ...stored.subGoals[1]!, status: "in-progress" as const, taskId: "g1-s2" },
+      ],
+    };
     const r = await run({ plans: [], judge: none }, { goal });
     const out = await r.done;
     expect(out.status).toBe("completed");

@@ -1,9 +1,23 @@
 import { describe, expect, it } from "vitest";
 import { assign, createActor, fromPromise, waitFor } from "xstate";
 import { budgetExceeded } from "../../../machines/handler/budget.js";
-import { handlerSessionMachine, measured, type HandlerSessionInput, type ModelReply, type ToolCall } from "../../../machines/handler/session.js";
+import {
+  handlerSessionMachine,
+  measured,
+  type HandlerSessionInput,
+  type ModelReply,
+  type ToolCall,
+} from "../../../machines/handler/session.js";
 
-const base = { system: "sys", prompt: "do it", model: "m", maxTurns: 5, contextLimit: 10_000, warningThreshold: 0.8, maxMalformedToolCalls: 3 };
+const base = {
+  system: "sys",
+  prompt: "do it",
+  model: "m",
+  maxTurns: 5,
+  contextLimit: 10_000,
+  warningThreshold: 0.8,
+  maxMalformedToolCalls: 3,
+};
 const call = (id: string): ToolCall => ({ id, type: "function", function: { name: "read_file", arguments: "{}" } });
 const reply = (content: string, toolCalls: ToolCall[] = []): ModelReply => ({
   content,
@@ -24,7 +38,10 @@ function run(replies: ModelReply[], input: Partial<HandlerSessionInput>) {
         if (!next) throw new Error("script exhausted");
         return next;
       }),
-      runTools: fromPromise(async ({ input: i }) => ({ messages: i.calls.map((c) => ({ role: "tool" as const, tool_call_id: c.id, content: "ok" })), malformed: 0 })),
+      runTools: fromPromise(async ({ input: i }) => ({
+        messages: i.calls.map((c) => ({ role: "tool" as const, tool_call_id: c.id, content: "ok" })),
+        malformed: 0,
+      })),
     },
     actions: { measure: assign(({ context }) => measured(context, () => ({ tokens: 20, exact: true }))) },
   });
@@ -65,7 +82,10 @@ describe("task budget in the handler session", () => {
 
   it("counts a resumed session's earlier usage against its budget", () => {
     expect(budgetExceeded({ tokens: 120 }, { promptTokens: 80, completionTokens: 20 }, 20)).toBeUndefined();
-    expect(budgetExceeded({ tokens: 120 }, { promptTokens: 80, completionTokens: 20 }, 21)).toMatchObject({ resource: "budget", metrics: { used: 100, limit: 120 } });
+    expect(budgetExceeded({ tokens: 120 }, { promptTokens: 80, completionTokens: 20 }, 21)).toMatchObject({
+      resource: "budget",
+      metrics: { used: 100, limit: 120 },
+    });
     expect(budgetExceeded(undefined, { promptTokens: 1e9, completionTokens: 0 }, 1)).toBeUndefined();
   });
 });

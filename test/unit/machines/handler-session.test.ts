@@ -10,9 +10,23 @@ import {
   type ToolCall,
 } from "../../../machines/handler/session.js";
 
-const base = { system: "sys", prompt: "do it", model: "m", maxTurns: 3, contextLimit: 1000, warningThreshold: 0.8, maxMalformedToolCalls: 3 };
+const base = {
+  system: "sys",
+  prompt: "do it",
+  model: "m",
+  maxTurns: 3,
+  contextLimit: 1000,
+  warningThreshold: 0.8,
+  maxMalformedToolCalls: 3,
+};
 const usage = { promptTokens: 10, completionTokens: 5 };
-const reply = (content: string, toolCalls: ToolCall[] = []): ModelReply => ({ content, toolCalls, usage, model: "m-actual", finishReason: toolCalls.length ? "tool_calls" : "stop" });
+const reply = (content: string, toolCalls: ToolCall[] = []): ModelReply => ({
+  content,
+  toolCalls,
+  usage,
+  model: "m-actual",
+  finishReason: toolCalls.length ? "tool_calls" : "stop",
+});
 const call = (id: string): ToolCall => ({ id, type: "function", function: { name: "read_file", arguments: "{}" } });
 
 interface Options {
@@ -43,7 +57,10 @@ function session(replies: Array<ModelReply | Error>, options: Options | number =
       }),
       runTools: fromPromise(async ({ input }) => {
         steps.push(`tools ${input.turn}`);
-        return { messages: input.calls.map((c) => ({ role: "tool" as const, tool_call_id: c.id, content: "file body" })), malformed: opts.malformed?.shift() ?? 0 };
+        return {
+          messages: input.calls.map((c) => ({ role: "tool" as const, tool_call_id: c.id, content: "file body" })),
+          malformed: opts.malformed?.shift() ?? 0,
+        };
       }),
       recordTurn: fromPromise(async ({ input }) => {
         steps.push(`record ${input.turns} ${input.messages.at(-1)?.role ?? "none"}`);
@@ -111,9 +128,15 @@ describe("handler session machine", () => {
       { role: "tool", tool_call_id: "c1", content: "file body" },
       { role: "tool", tool_call_id: "c2", content: "file body" },
     ]);
-    expect(snap.output).toMatchObject({ status: "COMPLETE", content: "final", notes: { turns: 2, usage: { promptTokens: 20, completionTokens: 10 } } });
+    expect(snap.output).toMatchObject({
+      status: "COMPLETE",
+      content: "final",
+      notes: { turns: 2, usage: { promptTokens: 20, completionTokens: 10 } },
+    });
     // Restored after its tools ran, a session asks the model first.
-    const after = session([reply("final")], { input: { restore: { ...restore, messages: [...restore.messages, ...seen[0]!.messages.slice(-2)] } } });
+    const after = session([reply("final")], {
+      input: { restore: { ...restore, messages: [...restore.messages, ...seen[0]!.messages.slice(-2)] } },
+    });
     await waitFor(after.actor, (s) => s.status === "done");
     expect(after.steps).toEqual(["model"]);
   });
@@ -173,7 +196,11 @@ describe("handler session machine", () => {
     });
     const snap = await waitFor(createActor(machine, { input: base }).start(), (s) => s.status === "done");
     expect(snap.value).toBe("failed");
-    expect(snap.output?.error).toMatchObject({ type: "TASK_FAILURE", reason: "unexpected_error", message: "cannot count tokens: tokenizer broke" });
+    expect(snap.output?.error).toMatchObject({
+      type: "TASK_FAILURE",
+      reason: "unexpected_error",
+      message: "cannot count tokens: tokenizer broke",
+    });
     expect({ counted, called }).toEqual({ counted: 1, called: 0 });
   });
 
@@ -185,7 +212,10 @@ describe("handler session machine", () => {
 
   it("ends in exhausted with RESOURCE_EXHAUSTION context before a call over the limit, with the partial content", async () => {
     const { actor, seen, warnings } = session([reply("partial", [call("1")]), reply("never")], {
-      counts: [{ tokens: 500, exact: true }, { tokens: 1200, exact: true }],
+      counts: [
+        { tokens: 500, exact: true },
+        { tokens: 1200, exact: true },
+      ],
     });
     const snap = await waitFor(actor, (s) => s.status === "done");
     expect(snap.value).toBe("exhausted");
@@ -201,7 +231,11 @@ describe("handler session machine", () => {
 
   it("warns once when the context passes the warning threshold", async () => {
     const { actor, warnings } = session([reply("a", [call("1")]), reply("b", [call("2")]), reply("done")], {
-      counts: [{ tokens: 100, exact: true }, { tokens: 850, exact: true }, { tokens: 900, exact: true }],
+      counts: [
+        { tokens: 100, exact: true },
+        { tokens: 850, exact: true },
+        { tokens: 900, exact: true },
+      ],
     });
     const snap = await waitFor(actor, (s) => s.status === "done");
     expect(snap.output?.status).toBe("COMPLETE");
@@ -210,7 +244,12 @@ describe("handler session machine", () => {
 
   it("for a model the tokenizer does not know, takes the server's reported usage as a floor", async () => {
     const big = { ...reply("a", [call("1")]), usage: { promptTokens: 990, completionTokens: 20 } };
-    const { actor, seen } = session([big, reply("never")], { counts: [{ tokens: 50, exact: false }, { tokens: 60, exact: false }] });
+    const { actor, seen } = session([big, reply("never")], {
+      counts: [
+        { tokens: 50, exact: false },
+        { tokens: 60, exact: false },
+      ],
+    });
     const snap = await waitFor(actor, (s) => s.status === "done");
     expect(seen).toHaveLength(1);
     expect(snap.output?.error).toMatchObject({ type: "RESOURCE_EXHAUSTION", resource: "context", metrics: { used: 1010, limit: 1000 } });
@@ -222,7 +261,12 @@ describe("handler session machine", () => {
     const snap = await waitFor(actor, (s) => s.status === "done");
     expect(snap.value).toBe("exhausted");
     // The last call's completion tokens, not the session's (5 + 64).
-    expect(snap.output?.error).toMatchObject({ type: "RESOURCE_EXHAUSTION", resource: "output", metrics: { used: 64, limit: 64 }, content: "cut off mid-sen" });
+    expect(snap.output?.error).toMatchObject({
+      type: "RESOURCE_EXHAUSTION",
+      resource: "output",
+      metrics: { used: 64, limit: 64 },
+      content: "cut off mid-sen",
+    });
     // With an output limit of the Handler's own, that is the limit reported.
     const limited = session([cut], { input: { maxOutputTokens: 80 } });
     const limitedSnap = await waitFor(limited.actor, (s) => s.status === "done");
@@ -237,7 +281,12 @@ describe("handler session machine", () => {
     expect(snap.output).toMatchObject({
       status: "FAILED",
       content: "partial",
-      error: { type: "TASK_FAILURE", reason: "model_error", message: "the model's output was blocked by the server's content filter (finish_reason 'content_filter')", content: "partial" },
+      error: {
+        type: "TASK_FAILURE",
+        reason: "model_error",
+        message: "the model's output was blocked by the server's content filter (finish_reason 'content_filter')",
+        content: "partial",
+      },
     });
     // Usage of the blocked call still counts.
     expect(snap.output?.notes["usage"]).toEqual({ promptTokens: 20, completionTokens: 10 });
@@ -249,7 +298,12 @@ describe("handler session machine", () => {
     const { actor } = session([refusal]);
     const snap = await waitFor(actor, (s) => s.status === "done");
     expect(snap.value).toBe("failed");
-    expect(snap.output?.error).toEqual({ type: "TASK_FAILURE", reason: "model_error", message: "the model refused: I can't help with that.", content: "" });
+    expect(snap.output?.error).toEqual({
+      type: "TASK_FAILURE",
+      reason: "model_error",
+      message: "the model refused: I can't help with that.",
+      content: "",
+    });
     const withTools = session([{ ...reply("", [call("1")]), refusal: "No." }]);
     const toolsSnap = await waitFor(withTools.actor, (s) => s.status === "done");
     expect(toolsSnap.output?.error).toMatchObject({ message: "the model refused: No." });
@@ -263,7 +317,10 @@ describe("handler session machine", () => {
     const replies = [reply("", [call("1")]), reply("", [call("2")]), reply("", [call("3")]), reply("ok")];
     const tolerated = session([...replies], { malformed: [1, 1, 1], maxTurns: 5 });
     expect((await waitFor(tolerated.actor, (s) => s.status === "done")).output?.status).toBe("COMPLETE");
-    const failing = session([reply("", [call("1")]), reply("", [call("2")]), reply("never")], { malformed: [2, 2], input: { maxMalformedToolCalls: 3 } });
+    const failing = session([reply("", [call("1")]), reply("", [call("2")]), reply("never")], {
+      malformed: [2, 2],
+      input: { maxMalformedToolCalls: 3 },
+    });
     const snap = await waitFor(failing.actor, (s) => s.status === "done");
     expect(failing.seen).toHaveLength(2);
     expect(snap.output?.error).toMatchObject({ type: "TASK_FAILURE", reason: "model_error", details: { malformedToolCalls: 4 } });

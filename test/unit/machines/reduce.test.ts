@@ -11,7 +11,12 @@ const ITEMS: ReduceItem[] = [
   { name: "c", value: "3" },
 ];
 
-const missing: TaskResult = { content: "", status: "FAILED", notes: {}, error: { type: "TASK_FAILURE", reason: "input_validation_failure", message: "missing required input: 'x'" } };
+const missing: TaskResult = {
+  content: "",
+  status: "FAILED",
+  notes: {},
+  error: { type: "TASK_FAILURE", reason: "input_validation_failure", message: "missing required input: 'x'" },
+};
 
 function run(input: Partial<ReduceInput>, step: (path: string, env: Env) => TaskResult, items: ReduceItem[] | "fail" = ITEMS) {
   const progress: string[] = [];
@@ -59,7 +64,8 @@ describe("reduce machine", () => {
 
   it("fails at an input with failedInputIndex, processedInputs, currentAccumulator and partial results", async () => {
     const { actor } = run({}, (path, env) => {
-      if (path === "0.innerTask" && flatten(env)["current_input"] === "3") return { content: "", status: "FAILED", notes: {}, error: { type: "TASK_FAILURE", reason: "model_error", message: "down" } };
+      if (path === "0.innerTask" && flatten(env)["current_input"] === "3")
+        return { content: "", status: "FAILED", notes: {}, error: { type: "TASK_FAILURE", reason: "model_error", message: "down" } };
       return arithmetic(path, env);
     });
     const snap = await waitFor(actor, (s) => s.status === "done");

@@ -1,6 +1,13 @@
 import { describe, expect, it } from "vitest";
 import { createActor, fromPromise, SimulatedClock, waitFor } from "xstate";
-import { runMachine, type ClaimOutput, type FinishInput, type FinishOutput, type RestoreOutput, type RunOutcome } from "../../../machines/director/run.js";
+import {
+  runMachine,
+  type ClaimOutput,
+  type FinishInput,
+  type FinishOutput,
+  type RestoreOutput,
+  type RunOutcome,
+} from "../../../machines/director/run.js";
 
 /** A promise settled from the test. */
 function deferred<T>() {
@@ -30,7 +37,9 @@ function harness(fakes: Fakes = {}, draining = false) {
   const log = (name: string) => () => void effects.push(name);
   const machine = runMachine.provide({
     actors: {
-      claim: fromPromise(async () => (effects.push("claim"), (fakes.claim ?? (async () => ({ kind: "claimed", pending: false }) as const))())),
+      claim: fromPromise(
+        async () => (effects.push("claim"), (fakes.claim ?? (async () => ({ kind: "claimed", pending: false }) as const))()),
+      ),
       restore: fromPromise(async () => (effects.push("restore"), (fakes.restore ?? (async () => ({ kind: "ready" }) as const))())),
       finish: fromPromise(async ({ input }: { input: FinishInput }) => {
         effects.push("finish");
@@ -53,7 +62,10 @@ function harness(fakes: Fakes = {}, draining = false) {
       report: (_, { outcome }) => void outcomes.push(outcome),
     },
   });
-  const actor = createActor(machine, { clock, input: { taskId: "t1", heartbeatMs: HEARTBEAT_MS, pendingClaimMs: PENDING_CLAIM_MS, draining } }).start();
+  const actor = createActor(machine, {
+    clock,
+    input: { taskId: "t1", heartbeatMs: HEARTBEAT_MS, pendingClaimMs: PENDING_CLAIM_MS, draining },
+  }).start();
   const settledIn = async (outcome: RunOutcome) => {
     const done = await waitFor(actor, (s) => s.status === "done");
     expect(done.value).toBe(outcome);
@@ -189,7 +201,9 @@ describe("run protocol machine", () => {
   });
 
   it("a snapshot that cannot be restored fails the task once, through the finish", async () => {
-    const { finishes, settledIn } = harness({ restore: async () => ({ kind: "refused", message: "stored snapshot is of task machine v9" }) });
+    const { finishes, settledIn } = harness({
+      restore: async () => ({ kind: "refused", message: "stored snapshot is of task machine v9" }),
+    });
     await settledIn("settled");
     expect(finishes).toEqual([{ failure: "cannot resume the task: stored snapshot is of task machine v9" }]);
   });

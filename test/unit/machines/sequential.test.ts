@@ -12,7 +12,15 @@ function run(input: Partial<SequentialInput>, step: (path: string, env: Env) => 
     actors: { runStep: fromPromise(async ({ input: i }) => step(i.path, i.env)) },
     actions: { progress: (_, p) => progress.push(p.message) },
   });
-  const full: SequentialInput = { path: "0", stepCount: 3, env: rootEnv({ topic: "tides" }), accumulate: true, format: "notes_only", maxHistoryChars: 1000, ...input };
+  const full: SequentialInput = {
+    path: "0",
+    stepCount: 3,
+    env: rootEnv({ topic: "tides" }),
+    accumulate: true,
+    format: "notes_only",
+    maxHistoryChars: 1000,
+    ...input,
+  };
   return { actor: createActor(machine, { input: full }).start(), progress };
 }
 
@@ -37,7 +45,10 @@ describe("sequential machine", () => {
       return ok("abc", { k: 1 });
     });
     await waitFor(actor, (s) => s.status === "done");
-    expect(histories[1]).toEqual([{ found: true, value: "abc" }, { found: true, value: [{ step: 0, output: "abc", notes: { k: 1 } }] }]);
+    expect(histories[1]).toEqual([
+      { found: true, value: "abc" },
+      { found: true, value: [{ step: 0, output: "abc", notes: { k: 1 } }] },
+    ]);
   });
 
   it("binds no history when accumulate_data is false", async () => {
@@ -51,7 +62,8 @@ describe("sequential machine", () => {
     const calls: string[] = [];
     const { actor } = run({}, (path) => {
       calls.push(path);
-      if (path === "0.steps.1") return { content: "", status: "FAILED", notes: {}, error: { type: "TASK_FAILURE", reason: "model_error", message: "boom" } };
+      if (path === "0.steps.1")
+        return { content: "", status: "FAILED", notes: {}, error: { type: "TASK_FAILURE", reason: "model_error", message: "boom" } };
       return ok("first", { a: 1 });
     });
     const snap = await waitFor(actor, (s) => s.status === "done");
@@ -66,18 +78,28 @@ describe("sequential machine", () => {
   });
 
   it("keeps output in partial results with full_output, bounded by maxHistoryChars", async () => {
-    const { actor } = run({ format: "full_output", maxHistoryChars: 4 }, (path) => (path.endsWith("2") ? { content: "", status: "FAILED", notes: {} } : ok("abc")));
+    const { actor } = run({ format: "full_output", maxHistoryChars: 4 }, (path) =>
+      path.endsWith("2") ? { content: "", status: "FAILED", notes: {} } : ok("abc"),
+    );
     const snap = await waitFor(actor, (s) => s.status === "done");
     expect(snap.output?.error).toMatchObject({
       reason: "subtask_failure",
-      details: { failedStep: 2, partialResults: [{ step: 0, output: "abc", notes: {} }, { step: 1, output: "a", notes: {}, truncated: true }] },
+      details: {
+        failedStep: 2,
+        partialResults: [
+          { step: 0, output: "abc", notes: {} },
+          { step: 1, output: "a", notes: {}, truncated: true },
+        ],
+      },
     });
   });
 
   it("bounds serialized notes by maxHistoryChars too, in notes_only mode", async () => {
     const notes = { summary: "x".repeat(30) };
     const size = JSON.stringify(notes).length;
-    const { actor } = run({ maxHistoryChars: size + 5 }, (path) => (path.endsWith("2") ? { content: "", status: "FAILED", notes: {} } : ok("out", notes)));
+    const { actor } = run({ maxHistoryChars: size + 5 }, (path) =>
+      path.endsWith("2") ? { content: "", status: "FAILED", notes: {} } : ok("out", notes),
+    );
     const snap = await waitFor(actor, (s) => s.status === "done");
     const error = snap.output?.error;
     expect(error?.type === "TASK_FAILURE" ? error.details?.["partialResults"] : undefined).toEqual([
@@ -104,8 +126,15 @@ describe("sequential machine", () => {
     const thrown = run({}, () => {
       throw new Error("gone");
     });
-    expect((await waitFor(thrown.actor, (s) => s.status === "done")).output?.error).toMatchObject({ reason: "unexpected_error", message: "step 1/3 failed: gone" });
+    expect((await waitFor(thrown.actor, (s) => s.status === "done")).output?.error).toMatchObject({
+      reason: "unexpected_error",
+      message: "step 1/3 failed: gone",
+    });
     const empty = run({ stepCount: 0 }, () => ok("never"));
-    expect((await waitFor(empty.actor, (s) => s.status === "done")).output).toEqual({ content: "", status: "COMPLETE", notes: { steps: 0 } });
+    expect((await waitFor(empty.actor, (s) => s.status === "done")).output).toEqual({
+      content: "",
+      status: "COMPLETE",
+      notes: { steps: 0 },
+    });
   });
 });

@@ -31,7 +31,10 @@ describe("supervisor machine", () => {
     await s.settle();
     expect(s.started).toEqual([{ goalId: "a", at: 0 }]);
     await s.advance(2_000);
-    expect(s.started.map((x) => [x.goalId, x.at])).toEqual([["a", 0], ["b", 2_000]]);
+    expect(s.started.map((x) => [x.goalId, x.at])).toEqual([
+      ["a", 0],
+      ["b", 2_000],
+    ]);
     await s.advance(2_000);
     expect(s.started).toHaveLength(2); // at the cap: c waits
     s.actor.send({ type: "loop.halted", goalId: "a" });

@@ -40,7 +40,12 @@ describe("task lifecycle machine", () => {
   });
 
   it("fails when the result is FAILED, keeping the error", async () => {
-    const failed: TaskResult = { content: "", status: "FAILED", notes: {}, error: { type: "TASK_FAILURE", reason: "model_error", message: "boom" } };
+    const failed: TaskResult = {
+      content: "",
+      status: "FAILED",
+      notes: {},
+      error: { type: "TASK_FAILURE", reason: "model_error", message: "boom" },
+    };
     const { actor } = harness(async () => failed);
     actor.send({ type: "task.start" });
     const done = await waitFor(actor, (s) => s.status === "done");
@@ -67,7 +72,9 @@ describe("task lifecycle machine", () => {
   });
 
   it("cancels while running and aborts the evaluation in flight", async () => {
-    const { actor, signals } = harness((signal) => new Promise((_, reject) => signal.addEventListener("abort", () => reject(new Error("aborted")))));
+    const { actor, signals } = harness(
+      (signal) => new Promise((_, reject) => signal.addEventListener("abort", () => reject(new Error("aborted")))),
+    );
     actor.send({ type: "task.start" });
     expect(signals).toHaveLength(1);
     actor.send({ type: "task.cancel" });

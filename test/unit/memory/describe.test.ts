@@ -7,12 +7,14 @@ suite("file descriptions", () => {
   });
 
   it("takes the leading comment and exported names of TypeScript", () => {
-    const text = "/**\n * Parses XML task templates. More text.\n * @module\n */\nexport function parseTemplate() {}\nexport class Parser {}\nconst hidden = 1;\n";
+    const text =
+      "/**\n * Parses XML task templates. More text.\n * @module\n */\nexport function parseTemplate() {}\nexport class Parser {}\nconst hidden = 1;\n";
     expect(describe("/r/parse.ts", text)).toBe("Parses XML task templates.; exports: parseTemplate, Parser");
   });
 
   it("takes the module docstring and def/class names of Python", () => {
-    const text = '#!/usr/bin/env python\n"""Train the classifier.\n\nDetails."""\nimport os\n\nclass Model:\n    def inner(self): pass\n\ndef train():\n    pass\n';
+    const text =
+      '#!/usr/bin/env python\n"""Train the classifier.\n\nDetails."""\nimport os\n\nclass Model:\n    def inner(self): pass\n\ndef train():\n    pass\n';
     expect(describe("/r/train.py", text)).toBe("Train the classifier.; defines: Model, train");
   });
 

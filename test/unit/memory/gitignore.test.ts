@@ -24,7 +24,9 @@ describe("globs", () => {
 });
 
 describe(".gitignore rules", () => {
-  const file = new IgnoreFile(["# comment", "", "*.log", "!keep.log", "build/", "/top.txt", "docs/*.tmp", "**/cache", "\\#hash", "trailing   "].join("\n"));
+  const file = new IgnoreFile(
+    ["# comment", "", "*.log", "!keep.log", "build/", "/top.txt", "docs/*.tmp", "**/cache", "\\#hash", "trailing   "].join("\n"),
+  );
 
   it("applies patterns, negation, dir-only, anchoring and escapes", () => {
     expect(file.verdict("a.log", false)).toBe(true);

@@ -48,7 +48,16 @@ const relativePaths = (entries: readonly { path: string }[]) => entries.map((e) 
 describe("indexer", () => {
   it("walks the directory respecting nested .gitignore files and skipping binaries and .git", async () => {
     const { entries, stats } = await indexDirectory(dir);
-    expect(relativePaths(entries)).toEqual([".gitignore", "README.md", "keep.log", "scripts/train.py", "src/.gitignore", "src/bus.ts", "src/parse.ts", "sub/secret.txt"]);
+    expect(relativePaths(entries)).toEqual([
+      ".gitignore",
+      "README.md",
+      "keep.log",
+      "scripts/train.py",
+      "src/.gitignore",
+      "src/bus.ts",
+      "src/parse.ts",
+      "sub/secret.txt",
+    ]);
     expect(stats.files).toBe(8);
     const parse = entries.find((e) => e.path.endsWith("parse.ts"));
     expect(parse?.metadata).toBe("language: TypeScript; size: 69 B; name: parse.ts; Parses XML task templates.; exports: parseTemplate");

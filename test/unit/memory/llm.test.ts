@@ -4,7 +4,11 @@ import type { Ranked } from "../../../actors/memory/rank.js";
 import { loadConfig } from "../../../runtime/config.js";
 import { cleanSummary, summaryPrompt } from "../../../runtime/indexer/summarize.js";
 
-const candidates: Ranked[] = ["/r/a.ts", "/r/b.ts", "/r/c.md"].map((path) => ({ entry: { path, metadata: `about ${path}` }, matched: ["x"], score: 0.5 }));
+const candidates: Ranked[] = ["/r/a.ts", "/r/b.ts", "/r/c.md"].map((path) => ({
+  entry: { path, metadata: `about ${path}` },
+  matched: ["x"],
+  score: 0.5,
+}));
 
 describe("the model's choice of files (--llm-match)", () => {
   it("keeps candidate paths once each, orders them by the model's score, clamps scores and honours the limit", () => {
@@ -29,9 +33,18 @@ describe("the model's choice of files (--llm-match)", () => {
   it("accepts an empty choice and names what makes an answer unusable", () => {
     expect(parseChoice("[]", candidates, 5)).toEqual({ ok: true, matches: [] });
     expect(parseChoice("the parser", candidates, 5)).toEqual({ ok: false, reason: "the answer holds no JSON array" });
-    expect(parseChoice("[{path: 1}]", candidates, 5)).toMatchObject({ ok: false, reason: expect.stringMatching(/^the answer is not valid JSON/) });
-    expect(parseChoice('[{"file": "/r/a.ts"}]', candidates, 5)).toMatchObject({ ok: false, reason: expect.stringMatching(/^the answer is not an array of \{path, relevance, score\}/) });
-    expect(parseChoice('[{"path": "/nope.ts", "score": 1}]', candidates, 5)).toEqual({ ok: false, reason: "the answer names none of the candidate paths" });
+    expect(parseChoice("[{path: 1}]", candidates, 5)).toMatchObject({
+      ok: false,
+      reason: expect.stringMatching(/^the answer is not valid JSON/),
+    });
+    expect(parseChoice('[{"file": "/r/a.ts"}]', candidates, 5)).toMatchObject({
+      ok: false,
+      reason: expect.stringMatching(/^the answer is not an array of \{path, relevance, score\}/),
+    });
+    expect(parseChoice('[{"path": "/nope.ts", "score": 1}]', candidates, 5)).toEqual({
+      ok: false,
+      reason: "the answer names none of the candidate paths",
+    });
   });
 });
 

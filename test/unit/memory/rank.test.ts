@@ -2,8 +2,14 @@ import { describe, expect, it } from "vitest";
 import { IndexRanker, queryText, words } from "../../../actors/memory/rank.js";
 
 const entries = [
-  { path: "/repo/machines/language/parse.ts", metadata: "language: TypeScript; size: 9 KB; Parses XML task templates into nodes. exports: parseTemplate, ParseResult" },
-  { path: "/repo/machines/language/substitute.ts", metadata: "language: TypeScript; size: 3 KB; Substitutes {{var}} placeholders. exports: substitute" },
+  {
+    path: "/repo/machines/language/parse.ts",
+    metadata: "language: TypeScript; size: 9 KB; Parses XML task templates into nodes. exports: parseTemplate, ParseResult",
+  },
+  {
+    path: "/repo/machines/language/substitute.ts",
+    metadata: "language: TypeScript; size: 3 KB; Substitutes {{var}} placeholders. exports: substitute",
+  },
   { path: "/repo/runtime/nats/bus.ts", metadata: "language: TypeScript; size: 8 KB; Bus over NATS core. exports: NatsBus, connectNats" },
   { path: "/repo/docs/memory.md", metadata: "language: Markdown; size: 4 KB; Memory: the global file-metadata index" },
   { path: "/repo/scripts/train_model.py", metadata: "language: Python; size: 2 KB; Trains the classifier. defines: train, Classifier" },
@@ -13,7 +19,16 @@ describe("ranking with MiniSearch", () => {
   const ranker = new IndexRanker(entries);
 
   it("splits words at camelCase and punctuation and drops stop words", () => {
-    expect(words("parseTemplate for the XMLParser, nats-bus")).toEqual(["parsetemplate", "parse", "template", "xmlparser", "xml", "parser", "nats", "bus"]);
+    expect(words("parseTemplate for the XMLParser, nats-bus")).toEqual([
+      "parsetemplate",
+      "parse",
+      "template",
+      "xmlparser",
+      "xml",
+      "parser",
+      "nats",
+      "bus",
+    ]);
   });
 
   it("puts the obviously right file first, with scores in [0, 1] best first", () => {
@@ -38,12 +53,21 @@ describe("ranking with MiniSearch", () => {
   });
 
   it("queries with the description, the seed-era text and short string inputs", () => {
-    const text = queryText({ type: "memory.match", templateDescription: "fix", templateType: "atomic", taskText: "bus", inputs: { a: "nats", b: 3, c: "x".repeat(300) } });
+    const text = queryText({
+      type: "memory.match",
+      templateDescription: "fix",
+      templateType: "atomic",
+      taskText: "bus",
+      inputs: { a: "nats", b: 3, c: "x".repeat(300) },
+    });
     expect(text).toBe("fix bus nats");
   });
 
   it("lets words common in a large index re-order the candidates without selecting them", () => {
-    const many = Array.from({ length: 1200 }, (_, n) => ({ path: `/big/src/module-${n}.ts`, metadata: `language: TypeScript; helper number ${n}` }));
+    const many = Array.from({ length: 1200 }, (_, n) => ({
+      path: `/big/src/module-${n}.ts`,
+      metadata: `language: TypeScript; helper number ${n}`,
+    }));
     const big = new IndexRanker([
       ...many,
       { path: "/big/src/widget.py", metadata: "language: Python; draws the widget" },
@@ -56,7 +80,10 @@ describe("ranking with MiniSearch", () => {
   });
 
   it("lets an unknown word stand for the common words it starts, and ranks a query of common words alone", () => {
-    const many = Array.from({ length: 1200 }, (_, n) => ({ path: `/big/src/module-${n}.ts`, metadata: `language: TypeScript; helper number ${n}${n % 2 === 0 ? " with extras" : ""}` }));
+    const many = Array.from({ length: 1200 }, (_, n) => ({
+      path: `/big/src/module-${n}.ts`,
+      metadata: `language: TypeScript; helper number ${n}${n % 2 === 0 ? " with extras" : ""}`,
+    }));
     const big = new IndexRanker([
       ...many,
       { path: "/big/src/widget.py", metadata: "language: Python; draws the widget" },

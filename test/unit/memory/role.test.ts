@@ -18,7 +18,12 @@ const deps = (): ActorDeps => ({
 });
 
 const match = (d: ActorDeps, description: string) =>
-  ask(d, Requests.memoryMatch, { type: "memory.match", templateDescription: description, templateType: "atomic", inputs: {} }, { timeoutMs: 5000 });
+  ask(
+    d,
+    Requests.memoryMatch,
+    { type: "memory.match", templateDescription: description, templateType: "atomic", inputs: {} },
+    { timeoutMs: 5000 },
+  );
 
 /** A store whose first read waits for the test. */
 function slowStore(inner: IndexStore) {

@@ -3,8 +3,13 @@ import { parseVerdict, verdictOf } from "../../../protocol/index.js";
 
 describe("checkmate verdict parser", () => {
   it("reads plain JSON", () => {
-    const got = parseVerdict('{"result": "PASS", "score": 90, "criteria": [{"item": "a", "pass": true, "evidence": "q"}], "gapSummary": ""}');
-    expect(got).toEqual({ ok: true, verdict: { result: "PASS", score: 90, criteria: [{ item: "a", pass: true, evidence: "q" }], gapSummary: "" } });
+    const got = parseVerdict(
+      '{"result": "PASS", "score": 90, "criteria": [{"item": "a", "pass": true, "evidence": "q"}], "gapSummary": ""}',
+    );
+    expect(got).toEqual({
+      ok: true,
+      verdict: { result: "PASS", score: 90, criteria: [{ item: "a", pass: true, evidence: "q" }], gapSummary: "" },
+    });
   });
 
   it("reads a fenced block among prose, gap_summary and a lower-case result", () => {
@@ -13,7 +18,10 @@ describe("checkmate verdict parser", () => {
   });
 
   it("reads the outermost object of unfenced text", () => {
-    expect(parseVerdict('Here: {"result": "FAIL", "score": 0, "criteria": [{"item": "x", "pass": false}]} done')).toMatchObject({ ok: true, verdict: { criteria: [{ item: "x", pass: false, evidence: "" }] } });
+    expect(parseVerdict('Here: {"result": "FAIL", "score": 0, "criteria": [{"item": "x", "pass": false}]} done')).toMatchObject({
+      ok: true,
+      verdict: { criteria: [{ item: "x", pass: false, evidence: "" }] },
+    });
   });
 
   it("rejects text, a missing score and an unknown result", () => {
@@ -24,7 +32,12 @@ describe("checkmate verdict parser", () => {
   });
 
   it("counts an unparseable answer as FAIL with a note", () => {
-    expect(verdictOf("ship it")).toMatchObject({ result: "FAIL", score: 0, parsed: false, note: expect.stringContaining("could not be parsed") });
+    expect(verdictOf("ship it")).toMatchObject({
+      result: "FAIL",
+      score: 0,
+      parsed: false,
+      note: expect.stringContaining("could not be parsed"),
+    });
     expect(verdictOf('{"result": "PASS", "score": 10}')).toMatchObject({ result: "PASS", parsed: true });
   });
 });

@@ -13,7 +13,9 @@ import { deepJson, hostileCases, hostileSeed, prng, withRaw, type HostileCase } 
 const seed = hostileSeed();
 console.log(`hostile decoder fuzz: seed ${seed} (HOSTILE_SEED=${seed} reproduces it)`);
 
-const schemas: Array<[string, z.ZodType]> = Object.entries(protocol as Record<string, unknown>).flatMap(([name, value]) => (value instanceof z.ZodType ? [[name, value] as [string, z.ZodType]] : []));
+const schemas: Array<[string, z.ZodType]> = Object.entries(protocol as Record<string, unknown>).flatMap(([name, value]) =>
+  value instanceof z.ZodType ? [[name, value] as [string, z.ZodType]] : [],
+);
 const bytes = (text: string) => new TextEncoder().encode(text);
 
 /** Names and descriptors of the built-in prototypes, to compare before and after. */
@@ -48,7 +50,19 @@ function expectResult(name: string, hostile: HostileCase, run: () => unknown): v
 
 describe("hostile bodies through the decoders", () => {
   it(`lists the protocol schemas (${schemas.length})`, () => {
-    expect(schemas.map(([name]) => name)).toEqual(expect.arrayContaining(["SubmitRequest", "EvaluateRequest", "ExecuteRequest", "ScriptRequest", "MatchRequest", "CompileRequest", "GoalSubmitRequest", "UserInput", "TaskRecord"]));
+    expect(schemas.map(([name]) => name)).toEqual(
+      expect.arrayContaining([
+        "SubmitRequest",
+        "EvaluateRequest",
+        "ExecuteRequest",
+        "ScriptRequest",
+        "MatchRequest",
+        "CompileRequest",
+        "GoalSubmitRequest",
+        "UserInput",
+        "TaskRecord",
+      ]),
+    );
   });
 
   it("every schema returns a result for every hostile body, and no prototype is polluted", () => {
@@ -57,7 +71,16 @@ describe("hostile bodies through the decoders", () => {
     const cases = hostileCases(rand, sample, 40);
     // A body of 900 KB through the request schemas only: slow, and the same code path for every schema.
     const huge = hostileCases(rand, sample, 0, { huge: 1 });
-    const requests = new Set(["SubmitRequest", "EvaluateRequest", "ExecuteRequest", "ScriptRequest", "MatchRequest", "CompileRequest", "GoalSubmitRequest", "UserInput"]);
+    const requests = new Set([
+      "SubmitRequest",
+      "EvaluateRequest",
+      "ExecuteRequest",
+      "ScriptRequest",
+      "MatchRequest",
+      "CompileRequest",
+      "GoalSubmitRequest",
+      "UserInput",
+    ]);
     for (const [name, schema] of schemas) {
       for (const hostile of requests.has(name) ? [...cases, ...huge] : cases) {
         expectResult(name, hostile, () => decode(schema, hostile.body));
@@ -90,8 +113,13 @@ describe("hostile bodies through the decoders", () => {
     expect(shallow.ok).toBe(true);
     const inString = decodeJson(bytes(JSON.stringify({ text: "[".repeat(5000) + '\\"{'.repeat(100) })));
     expect(inString.ok).toBe(true);
-    const submitted = decodeSubmission(bytes(withRaw({ xml: "<task><description>x</description></task>" }, "inputs", `{"a":${deepJson(3000)}}`)));
-    expect(submitted).toMatchObject({ ok: false, reply: { error: { code: "INVALID_MESSAGE", message: expect.stringMatching(/levels deep/) } } });
+    const submitted = decodeSubmission(
+      bytes(withRaw({ xml: "<task><description>x</description></task>" }, "inputs", `{"a":${deepJson(3000)}}`)),
+    );
+    expect(submitted).toMatchObject({
+      ok: false,
+      reply: { error: { code: "INVALID_MESSAGE", message: expect.stringMatching(/levels deep/) } },
+    });
   });
 
   it("a schema that throws while validating is a refusal, not an exception", () => {

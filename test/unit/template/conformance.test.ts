@@ -87,7 +87,7 @@ describe("seeds-xml conformance: templates", () => {
     // `… === 0 && iteration >= 2` inside <condition>: a bare ampersand.
     "4c9ea69cd436": { line: 28, col: 88, says: "unescaped '&'", at: "&&" },
     // The snippet stops after the start tag.
-    "f00380213f0a": { line: 1, col: 1, says: "unclosed tag '<template>'", at: "<template" },
+    f00380213f0a: { line: 1, col: 1, says: "unclosed tag '<template>'", at: "<template" },
   };
 
   it.each(Object.entries(expectedErrors))("refuses malformed %s at the real problem", (id, expected) => {
@@ -115,7 +115,11 @@ describe("seeds-xml conformance: grammar examples", () => {
     if (outcome.ok) expect.fail(`${entry.file} parsed`);
     const lines = source.split("\n");
     const line = lines.findIndex((l) => l.includes("<inherit_context>")) + 1;
-    expect(outcome.error).toMatchObject({ element: "inherit_context", line, col: (lines[line - 1] ?? "").indexOf("<inherit_context>") + 1 });
+    expect(outcome.error).toMatchObject({
+      element: "inherit_context",
+      line,
+      col: (lines[line - 1] ?? "").indexOf("<inherit_context>") + 1,
+    });
     expect(outcome.error.message).toMatch(/<inherit_context> value '(full|none)\|/);
   });
 
@@ -138,7 +142,10 @@ describe("seeds-xml conformance: AST content", () => {
 
     const mixed = entryTask("a5d762e91af7").steps ?? [];
     expect(mixed.map((s) => s.kind)).toEqual(["task", "call", "call"]);
-    expect((mixed[1] as CallNode).args.map((a) => a.value)).toEqual(["loaded_data", '{"required": ["name", "email"], "format": {"email": "email"}}']);
+    expect((mixed[1] as CallNode).args.map((a) => a.value)).toEqual([
+      "loaded_data",
+      '{"required": ["name", "email"], "format": {"email": "email"}}',
+    ]);
   });
 
   it("reads director-evaluator loops", () => {
@@ -146,7 +153,12 @@ describe("seeds-xml conformance: AST content", () => {
     expect(loop).toMatchObject({ type: "director_evaluator_loop", maxIterations: 3 });
     expect(loop.scriptExecution).toMatchObject({ command: 'python3 -c "{{script_input}}"', timeout: 5 });
     expect(loop.evaluator).toMatchObject({ kind: "task", origin: "evaluator" });
-    expect((loop.evaluator as TaskNode).inputs.map((i) => i.from)).toEqual(["director_result", "script_output", "script_errors", "script_exit_code"]);
+    expect((loop.evaluator as TaskNode).inputs.map((i) => i.from)).toEqual([
+      "director_result",
+      "script_output",
+      "script_errors",
+      "script_exit_code",
+    ]);
     expect(loop.terminationCondition?.conditions).toEqual(["evaluation.success === true || iteration >= 3"]);
     expect(entryTask("3df504a17226").maxIterations).toBe(5);
   });
@@ -183,10 +195,20 @@ describe("seeds-xml conformance: AST content", () => {
     expect((library.nodes[0] as LibraryNode).entries[0]).toMatchObject({ name: "load_csv" });
     expect((library.entry as TaskNode).steps?.[0]).toMatchObject({ ref: "load_csv" });
 
-    expect(doc("7201be24ed20").nodes[0] as FunctionNode).toMatchObject({ name: "analyze_peaks", params: [{ name: "dataset" }, { name: "threshold" }] });
-    expect(entryTask("d8dbc8ca2332").execution).toMatchObject({ command: "{{script_path}}", timeout: 300, environment: { inherit: "none" } });
+    expect(doc("7201be24ed20").nodes[0] as FunctionNode).toMatchObject({
+      name: "analyze_peaks",
+      params: [{ name: "dataset" }, { name: "threshold" }],
+    });
+    expect(entryTask("d8dbc8ca2332").execution).toMatchObject({
+      command: "{{script_path}}",
+      timeout: 300,
+      environment: { inherit: "none" },
+    });
     expect(entryTask("47d1cdc5340b")).toMatchObject({
-      instructions: "Analyze the given code for readability issues.", model: { name: "claude-3-sonnet" }, criteria: "validate, log", manualXml: false,
+      instructions: "Analyze the given code for readability issues.",
+      model: { name: "claude-3-sonnet" },
+      criteria: "validate, log",
+      manualXml: false,
     });
   });
 
@@ -195,7 +217,10 @@ describe("seeds-xml conformance: AST content", () => {
     expect(cm.entry).toBeUndefined();
     expect((cm.nodes[0] as FragmentNode).piece).toMatchObject({ kind: "context_management", accumulationFormat: "notes_only" });
     expect((doc("16888fb9681b").nodes[0] as FragmentNode).piece).toMatchObject({ paths: ["./src/main.py", "/absolute/path/file.txt"] });
-    expect((doc("6282f5fe0d3f").nodes[0] as FragmentNode).piece).toMatchObject({ kind: "text", text: 'Analysis results: {{calculate_metrics(data, method="advanced")}}' });
+    expect((doc("6282f5fe0d3f").nodes[0] as FragmentNode).piece).toMatchObject({
+      kind: "text",
+      text: 'Analysis results: {{calculate_metrics(data, method="advanced")}}',
+    });
     const sources = doc("ffc4c9ca5655").nodes.map((n) => (n as TaskNode).filePaths?.source);
     expect(sources).toEqual(["literal", "command", "description", "context_description"]);
   });

@@ -7,7 +7,18 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { parseTemplate } from "../../../machines/language/parse.js";
-import { corpusIndex, corpusTable, corpusText, EMPTY, NOT_RUN, REFUSED, RUNS, TABLE_BEGIN, TABLE_END, unclassified } from "../../support/corpus.js";
+import {
+  corpusIndex,
+  corpusTable,
+  corpusText,
+  EMPTY,
+  NOT_RUN,
+  REFUSED,
+  RUNS,
+  TABLE_BEGIN,
+  TABLE_END,
+  unclassified,
+} from "../../support/corpus.js";
 
 const DOC = join(import.meta.dirname, "../../../docs/corpus.md");
 
@@ -43,7 +54,10 @@ describe("docs/corpus.md", () => {
     const table = corpusTable();
     const fresh = `${stored.slice(0, begin + TABLE_BEGIN.length)}\n${table}${stored.slice(end)}`;
     if (process.env["DIRIGENT_WRITE_CORPUS_DOC"] === "1") writeFileSync(DOC, fresh);
-    expect(stored, "docs/corpus.md is stale: regenerate it with DIRIGENT_WRITE_CORPUS_DOC=1 npx vitest run test/unit/template/corpus-doc.test.ts").toBe(fresh);
+    expect(
+      stored,
+      "docs/corpus.md is stale: regenerate it with DIRIGENT_WRITE_CORPUS_DOC=1 npx vitest run test/unit/template/corpus-doc.test.ts",
+    ).toBe(fresh);
   });
 
   it("states the number of runnable examples", () => {

@@ -15,7 +15,10 @@ describe("judge_loop templates", () => {
     expect(parsed.warnings).toEqual([]);
     const task = parsed.document.entry;
     if (task?.kind !== "task") throw new Error("no task");
-    expect(task.extra.map((e) => [e.name, e.text])).toEqual([["worker", "Be brief."], ["judge", "Be strict."]]);
+    expect(task.extra.map((e) => [e.name, e.text])).toEqual([
+      ["worker", "Be brief."],
+      ["judge", "Be strict."],
+    ]);
     expect(task.criteria).toEqual(["short"]);
     expect(summarize(task)).toMatchObject({ type: "judge_loop", checkmate: { maxIterations: 4, criteriaJudge: true, maxIntakeRounds: 2 } });
   });

@@ -21,7 +21,10 @@ function write(rel: string, text: string): string {
 }
 
 function atomic(name: string, description: string, subtype?: string): { file: string; xml: string } {
-  return { file: `${name}.xml`, xml: `<task name="${name}"${subtype ? ` subtype="${subtype}"` : ""}><description>${description}</description></task>` };
+  return {
+    file: `${name}.xml`,
+    xml: `<task name="${name}"${subtype ? ` subtype="${subtype}"` : ""}><description>${description}</description></task>`,
+  };
 }
 
 beforeAll(() => {
@@ -34,7 +37,7 @@ describe("loading a template directory", () => {
   it("reads *.xml recursively in path order, skips hidden entries and reports a malformed file with file, line and column", async () => {
     const root = join(dir, "lib");
     write("lib/b/summarize.xml", '<task name="summarize"><description>Summarize {{text}}</description></task>');
-    write("lib/a.xml", "<task subtype=\"subtask\">\n  <description>Do {{description}}</description>\n</task>");
+    write("lib/a.xml", '<task subtype="subtask">\n  <description>Do {{description}}</description>\n</task>');
     write("lib/bad.xml", "<task>\n  <description>unclosed\n</task>");
     write("lib/.hidden/x.xml", "<task/>");
     write("lib/notes.txt", "not a template");
@@ -42,7 +45,12 @@ describe("loading a template directory", () => {
 
     const { library, errors } = await loadLibrary(root);
     expect(errors).toEqual([
-      { file: join(root, "bad.xml"), line: 3, col: 1, message: expect.stringMatching(/'<\/task>' closes '<description>' opened at line 2, col 3/) },
+      {
+        file: join(root, "bad.xml"),
+        line: 3,
+        col: 1,
+        message: expect.stringMatching(/'<\/task>' closes '<description>' opened at line 2, col 3/),
+      },
     ]);
     // The symlink registers a.xml's unnamed task again, under its own base name.
     expect(library.templates.map((t) => [t.name, t.file])).toEqual([
@@ -75,7 +83,9 @@ describe("loading a template directory", () => {
       { file: "lib/one.xml", xml: '<task name="review"><description>first</description></task>' },
       { file: "lib/two.xml", xml: '<!-- c -->\n<task name="review"><description>second</description></task>' },
     ]);
-    expect(errors).toEqual([{ file: "lib/two.xml", line: 2, col: 1, message: "duplicate template name 'review': already defined in lib/one.xml:1:1" }]);
+    expect(errors).toEqual([
+      { file: "lib/two.xml", line: 2, col: 1, message: "duplicate template name 'review': already defined in lib/one.xml:1:1" },
+    ]);
     expect(library.get("review")?.description).toBe("first");
     expect(() => createLibrary([...library.templates, { ...library.templates[0]!, file: "other.xml" }])).toThrow(
       /duplicate template name 'review': defined in lib\/one.xml and other.xml/,
@@ -93,12 +103,23 @@ describe("loading a template directory", () => {
     ].join("\n");
     const { library, errors, warnings } = libraryFromXml([{ file: "dir/multi.xml", xml }]);
     expect(library.templates.map((t) => `${t.name}=${t.type}${t.subtype ? `:${t.subtype}` : ""}`)).toEqual([
-      "translate=atomic", "shout=atomic", "greet=atomic", "wave=atomic:gesture", "multi=atomic",
+      "translate=atomic",
+      "shout=atomic",
+      "greet=atomic",
+      "wave=atomic:gesture",
+      "multi=atomic",
     ]);
     expect(errors).toEqual([
-      { file: "dir/multi.xml", line: 6, col: 1, message: "a second unnamed <call>: the name 'multi' is taken by the one at line 5; give this one a name attribute" },
+      {
+        file: "dir/multi.xml",
+        line: 6,
+        col: 1,
+        message: "a second unnamed <call>: the name 'multi' is taken by the one at line 5; give this one a name attribute",
+      },
     ]);
-    expect(warnings).toContainEqual(expect.objectContaining({ file: "dir/multi.xml", line: 4, message: expect.stringMatching(/unnamed <task> in <library>/) }));
+    expect(warnings).toContainEqual(
+      expect.objectContaining({ file: "dir/multi.xml", line: 4, message: expect.stringMatching(/unnamed <task> in <library>/) }),
+    );
 
     const multi = library.get("multi")!;
     expect(multi.document.entry).toBe(multi.document.nodes[0]);
@@ -106,7 +127,9 @@ describe("loading a template directory", () => {
     // The xml of a template that is not the file's entry runs that template, with the file's function templates.
     const description = (text: string) => {
       const outcome = parseTemplate(text);
-      return outcome.ok && outcome.document.entry?.kind === "task" ? [outcome.document.entry.description, outcome.document.templates.map((t) => t.name)] : [];
+      return outcome.ok && outcome.document.entry?.kind === "task"
+        ? [outcome.document.entry.description, outcome.document.templates.map((t) => t.name)]
+        : [];
     };
     expect(description(multi.xml)).toEqual(["the file itself", ["translate", "shout"]]);
     expect(description(library.get("wave")!.xml)).toEqual(["Wave", ["translate", "shout"]]);
@@ -115,7 +138,9 @@ describe("loading a template directory", () => {
   });
 
   it("reports a file that parses but defines nothing to register", () => {
-    const { errors } = libraryFromXml([{ file: "frag.xml", xml: "<context_management><accumulate_data>true</accumulate_data></context_management>" }]);
+    const { errors } = libraryFromXml([
+      { file: "frag.xml", xml: "<context_management><accumulate_data>true</accumulate_data></context_management>" },
+    ]);
     expect(errors).toEqual([{ file: "frag.xml", line: 1, col: 1, message: "defines no task or template to register" }]);
   });
 
@@ -183,7 +208,10 @@ describe("matching (Jaccard word overlap)", () => {
     const { library } = libraryFromXml([
       atomic("judge", "check the code", "evaluator"),
       atomic("write", "write the code", "subtask"),
-      { file: "seq.xml", xml: '<task name="seq" type="sequential"><description>check code steps</description><steps><task/></steps></task>' },
+      {
+        file: "seq.xml",
+        xml: '<task name="seq" type="sequential"><description>check code steps</description><steps><task/></steps></task>',
+      },
     ]);
     expect(library.match("check code").map((m) => m.template.name)).toEqual(["judge", "write"]);
     expect(library.match("check code", { subtype: "evaluator" }).map((m) => m.template.name)).toEqual(["judge"]);
@@ -192,7 +220,11 @@ describe("matching (Jaccard word overlap)", () => {
   });
 
   it("boosts a template a hint names exactly or in part, and counts the hints' words", () => {
-    const { library } = libraryFromXml([atomic("code_review", "review code"), atomic("style_check", "lint style"), atomic("other", "something else")]);
+    const { library } = libraryFromXml([
+      atomic("code_review", "review code"),
+      atomic("style_check", "lint style"),
+      atomic("other", "something else"),
+    ]);
     const exact = library.match("review code", { hints: ["style_check"] });
     expect(exact.map((m) => m.template.name)).toEqual(["style_check", "code_review"]);
     expect(exact[0]?.score).toBeGreaterThan(0.5);
@@ -202,7 +234,13 @@ describe("matching (Jaccard word overlap)", () => {
 
   it("keeps the five best of 2,000 templates, best first", () => {
     const [model] = libraryFromXml([atomic("model", "x")]).library.templates;
-    const library = createLibrary(Array.from({ length: 2000 }, (_, i) => ({ ...model!, name: `t${i}`, description: `task number ${i} about topic ${i % 37} and data ${i % 11}` })));
+    const library = createLibrary(
+      Array.from({ length: 2000 }, (_, i) => ({
+        ...model!,
+        name: `t${i}`,
+        description: `task number ${i} about topic ${i % 37} and data ${i % 11}`,
+      })),
+    );
     const found = library.match("a task about topic 5 and data 3");
     expect(found).toHaveLength(5);
     expect(found.map((m) => m.score)).toEqual([...found.map((m) => m.score)].sort((a, b) => b - a));
@@ -213,7 +251,12 @@ describe("the starter library (templates/)", () => {
   it("validates, and registers its evaluators and the generic subtask", async () => {
     const { library, errors } = await loadLibrary(STARTER, { required: true });
     expect(errors).toEqual([]);
-    expect(library.byType("atomic", "evaluator").map((t) => t.name).sort()).toEqual(["evaluate-output", "run-tests-evaluation"]);
+    expect(
+      library
+        .byType("atomic", "evaluator")
+        .map((t) => t.name)
+        .sort(),
+    ).toEqual(["evaluate-output", "run-tests-evaluation"]);
     expect(library.byType("atomic", "subtask").map((t) => t.name)).toEqual(["subtask-generic"]);
     expect(library.get("summarize")?.type).toBe("atomic");
   });
@@ -221,8 +264,12 @@ describe("the starter library (templates/)", () => {
   it("matches task descriptions to the right starter template", async () => {
     const { library } = await loadLibrary(STARTER);
     expect(library.match("summarize the key points of this article")[0]?.template.name).toBe("summarize");
-    expect(library.match("evaluate whether the output meets the criteria", { subtype: "evaluator" })[0]?.template.name).toBe("evaluate-output");
-    expect(library.match("evaluate the test run results: exit code and output", { subtype: "evaluator" })[0]?.template.name).toBe("run-tests-evaluation");
+    expect(library.match("evaluate whether the output meets the criteria", { subtype: "evaluator" })[0]?.template.name).toBe(
+      "evaluate-output",
+    );
+    expect(library.match("evaluate the test run results: exit code and output", { subtype: "evaluator" })[0]?.template.name).toBe(
+      "run-tests-evaluation",
+    );
     expect(library.match("carry out a subtask", { subtype: "subtask" })[0]?.template.name).toBe("subtask-generic");
   });
 });

@@ -59,7 +59,7 @@ describe("parseTemplate: tasks", () => {
   it("locates nodes in the user's text after comments, a BOM, an XML declaration and CRLF line ends", () => {
     const { document } = parsed('\ufeff<?xml version="1.0"?><!-- c --><task><description>a</description></task>');
     expect(document.entry?.loc).toEqual({ line: 1, col: 33 });
-    const crlf = entryTask("<task>\r\n  <inputs>\r\n    <input name=\"a\" from=\"b\"/>\r\n  </inputs>\r\n</task>");
+    const crlf = entryTask('<task>\r\n  <inputs>\r\n    <input name="a" from="b"/>\r\n  </inputs>\r\n</task>');
     expect(crlf.inputs[0]?.loc).toEqual({ line: 3, col: 5 });
   });
 
@@ -69,8 +69,16 @@ describe("parseTemplate: tasks", () => {
       <model preferred="m1" fallback="m2, m3"/><criteria><item>a</item><item>b</item></criteria>
       <manual_xml>false</manual_xml><disable_reparsing>TRUE</disable_reparsing></task>`);
     expect(task).toMatchObject({
-      subtype: "director", name: "n", ref: "r", instructions: "Do it", system: "Be brief", provider: "anthropic",
-      criteria: ["a", "b"], manualXml: false, disableReparsing: true, attributes: { color: "blue" },
+      subtype: "director",
+      name: "n",
+      ref: "r",
+      instructions: "Do it",
+      system: "Be brief",
+      provider: "anthropic",
+      criteria: ["a", "b"],
+      manualXml: false,
+      disableReparsing: true,
+      attributes: { color: "blue" },
     });
     expect(task.model).toMatchObject({ kind: "model", name: "m1", fallback: ["m2", "m3"] });
   });
@@ -97,7 +105,10 @@ describe("parseTemplate: tasks", () => {
     </context_management></task>`);
     const task = document.entry as TaskNode;
     expect(task.contextManagement).toMatchObject({
-      inheritContext: "full", accumulateData: true, accumulationFormat: "notes_only", freshContext: "enabled",
+      inheritContext: "full",
+      accumulateData: true,
+      accumulationFormat: "notes_only",
+      freshContext: "enabled",
     });
     expect(kinds(warnings)).toEqual(["value-alias", "value-alias", "fresh-context-conflict"]);
     expect(warnings[2]).toMatchObject({ line: 1, col: 7 });
@@ -109,7 +120,8 @@ describe("parseTemplate: tasks", () => {
   });
 
   it("reads file paths for each source and output formats", () => {
-    const { document } = parsed(`<task><file_paths><path> a.py </path><path/></file_paths><output_format type="json" schema="string[]"/></task>
+    const { document } =
+      parsed(`<task><file_paths><path> a.py </path><path/></file_paths><output_format type="json" schema="string[]"/></task>
       <task><file_paths source="command"><command>ls *.py</command></file_paths><output_format/></task>
       <task><file_paths source="context_description"><context_query>about {{x}}</context_query></file_paths></task>`);
     const [a, b, c] = document.nodes as TaskNode[];
@@ -150,7 +162,10 @@ describe("parseTemplate: tasks", () => {
     const task = entryTask(`<task type="script"><command>echo hi</command><execution><timeout>30</timeout>
       <environment inherit="none"><var name="A">1</var></environment></execution></task>`);
     expect(task.execution).toMatchObject({
-      kind: "execution", command: "echo hi", timeout: 30, environment: { inherit: "none", variables: [{ name: "A", value: "1" }] },
+      kind: "execution",
+      command: "echo hi",
+      timeout: 30,
+      environment: { inherit: "none", variables: [{ name: "A", value: "1" }] },
     });
   });
 
@@ -166,7 +181,7 @@ describe("parseTemplate: tasks", () => {
 
   it("keeps unsupported children, duplicate and stray text with warnings", () => {
     const { document, warnings } = parsed(
-      "<task type=\"map\"><description>a</description><description>b</description><continuation_policy>s</continuation_policy>...</task>",
+      '<task type="map"><description>a</description><description>b</description><continuation_policy>s</continuation_policy>...</task>',
     );
     const task = document.entry as TaskNode;
     expect(task).toMatchObject({ type: "map", description: "a", text: "..." });
@@ -177,7 +192,9 @@ describe("parseTemplate: tasks", () => {
 
 describe("parseTemplate: seed-era slots (C21)", () => {
   it("reads <output_slot> and <input_source> as variable names", () => {
-    const { document, warnings } = parsed("<task><description>d</description><output_slot> last_director_output </output_slot><input_source>x</input_source></task>");
+    const { document, warnings } = parsed(
+      "<task><description>d</description><output_slot> last_director_output </output_slot><input_source>x</input_source></task>",
+    );
     expect(document.entry).toMatchObject({ outputSlot: "last_director_output", inputSource: "x", extra: [] });
     expect(warnings).toEqual([]);
   });
@@ -189,7 +206,9 @@ describe("parseTemplate: calls, conditionals, templates, fragments", () => {
       <call><template> c </template><arg><task><description>inner</description></task></arg><arg>{"x": 1}</arg></call>`);
     const calls = document.nodes as CallNode[];
     expect(calls.map((c) => [c.templateName, c.syntax])).toEqual([
-      ["a", "template-attribute"], ["b", "task-attribute"], ["c", "template-element"],
+      ["a", "template-attribute"],
+      ["b", "task-attribute"],
+      ["c", "template-element"],
     ]);
     expect(calls[1]?.args).toEqual([{ loc: { line: 1, col: 36 }, name: "k", value: "v" }]);
     expect(calls[2]?.args[0]?.value).toMatchObject({ kind: "task", description: "inner" });
@@ -198,15 +217,23 @@ describe("parseTemplate: calls, conditionals, templates, fragments", () => {
   });
 
   it("reads cond cases in order", () => {
-    const cond = parsed(`<cond><case test="a == 1"><task/></case><case test="b"><call template="t"/></case></cond>`).document.entry as CondNode;
-    expect(cond.cases.map((c) => [c.test, c.body[0]?.kind])).toEqual([["a == 1", "task"], ["b", "call"]]);
+    const cond = parsed(`<cond><case test="a == 1"><task/></case><case test="b"><call template="t"/></case></cond>`).document
+      .entry as CondNode;
+    expect(cond.cases.map((c) => [c.test, c.body[0]?.kind])).toEqual([
+      ["a == 1", "task"],
+      ["b", "call"],
+    ]);
   });
 
   it("collects <template> and function-style <task> definitions (C8) apart from the entry", () => {
-    const { document } = parsed(`<template name="t" params=" a , b ,," returns="object"><task><description>{{a}}</description></task></template>
+    const { document } =
+      parsed(`<template name="t" params=" a , b ,," returns="object"><task><description>{{a}}</description></task></template>
       <task name="f" type="atomic" parameters="x,y"><description>{{x}}</description></task>
       <call template="t"><arg>1</arg><arg>2</arg></call>`);
-    expect(document.templates.map((t) => [t.name, t.params, t.form])).toEqual([["t", ["a", "b"], "template"], ["f", ["x", "y"], "task"]]);
+    expect(document.templates.map((t) => [t.name, t.params, t.form])).toEqual([
+      ["t", ["a", "b"], "template"],
+      ["f", ["x", "y"], "task"],
+    ]);
     expect(document.templates[0]?.returns).toEqual({ type: "object" });
     expect(document.templates[1]?.body).toMatchObject({ kind: "task", name: "f" });
     expect(document.entry).toMatchObject({ kind: "call", templateName: "t" });
@@ -214,7 +241,8 @@ describe("parseTemplate: calls, conditionals, templates, fragments", () => {
   });
 
   it("parses fragment documents into typed pieces with no entry", () => {
-    const { document, warnings } = parsed(`<context_management><inherit_context>subset</inherit_context><fresh_context>enabled</fresh_context></context_management>
+    const { document, warnings } =
+      parsed(`<context_management><inherit_context>subset</inherit_context><fresh_context>enabled</fresh_context></context_management>
       <description>just text</description><input name="q" from="user_query"/><file_paths><path>/a</path></file_paths>`);
     expect(document.entry).toBeUndefined();
     const pieces = (document.nodes as FragmentNode[]).map((n) => n.piece);
@@ -224,7 +252,9 @@ describe("parseTemplate: calls, conditionals, templates, fragments", () => {
   });
 
   it("keeps unknown top-level elements and library/function definitions", () => {
-    const { document, warnings } = parsed(`<library><task name="l"/></library><function name="f"><parameters><param name="p" type="T"/></parameters><body><task/></body></function><foo a="1"><bar/></foo>`);
+    const { document, warnings } = parsed(
+      `<library><task name="l"/></library><function name="f"><parameters><param name="p" type="T"/></parameters><body><task/></body></function><foo a="1"><bar/></foo>`,
+    );
     expect(document.nodes.map((n) => n.kind)).toEqual(["library", "function", "element"]);
     expect(document.nodes[1]).toMatchObject({ name: "f", params: [{ name: "p", type: "T" }], body: [{ kind: "task" }] });
     expect(document.nodes[2]).toMatchObject({ name: "foo", attributes: { a: "1" }, children: [{ name: "bar" }] });
@@ -252,38 +282,50 @@ describe("parseTemplate: errors", () => {
   });
 
   it("reports an unclosed tag at its start tag", () => {
-    expect(failure("<task>\n  <description>x</description>")).toMatchObject({ line: 1, col: 1, message: expect.stringContaining("unclosed tag '<task>'") });
+    expect(failure("<task>\n  <description>x</description>")).toMatchObject({
+      line: 1,
+      col: 1,
+      message: expect.stringContaining("unclosed tag '<task>'"),
+    });
     expect(failure("<a/>\n</b>").message).toContain("'</b>' has no matching start tag");
     expect(failure("<task><!-- never closed</task>").message).toContain("unexpected end of text");
   });
 
   it("reports bad attributes", () => {
-    expect(failure('<task type=atomic/>')).toMatchObject({ line: 1, col: 7 });
+    expect(failure("<task type=atomic/>")).toMatchObject({ line: 1, col: 7 });
     expect(failure('<task type="a" type="b"/>').message).toContain("repeated");
     expect(failure("<task\n  type='a/>").message).toContain("open quote");
   });
 
   it("reports an unescaped ampersand with a hint", () => {
     expect(failure("<task><description>a && b</description></task>")).toMatchObject({
-      line: 1, col: 22, message: expect.stringContaining("'&amp;'"),
+      line: 1,
+      col: 22,
+      message: expect.stringContaining("'&amp;'"),
     });
   });
 
   it("refuses enum values outside the documented set (C20) at the element", () => {
-    const error = failure("<task>\n  <context_management>\n    <inherit_context>optional</inherit_context>\n  </context_management>\n</task>");
+    const error = failure(
+      "<task>\n  <context_management>\n    <inherit_context>optional</inherit_context>\n  </context_management>\n</task>",
+    );
     expect(error).toMatchObject({ line: 3, col: 5, element: "inherit_context" });
     expect(error.message).toBe("invalid <inherit_context> value 'optional': expected 'full', 'none' or 'subset'");
-    expect(failure("<task><context_management><accumulate_data>yes</accumulate_data></context_management></task>").element).toBe("accumulate_data");
+    expect(failure("<task><context_management><accumulate_data>yes</accumulate_data></context_management></task>").element).toBe(
+      "accumulate_data",
+    );
     expect(failure('<task><file_paths source="glob"/></task>').message).toContain("source attribute of <file_paths>");
     expect(failure('<task><output_format type="xml"/></task>').element).toBe("output_format");
   });
 
   it("refuses non-numeric max_iterations and timeout", () => {
     expect(failure('<task type="director_evaluator_loop">\n <max_iterations>many</max_iterations></task>')).toMatchObject({
-      line: 2, col: 2, element: "max_iterations",
+      line: 2,
+      col: 2,
+      element: "max_iterations",
     });
     expect(failure("<task><max_iterations>0</max_iterations></task>").element).toBe("max_iterations");
-    expect(failure("<task type=\"script\"><timeout>soon</timeout></task>").element).toBe("timeout");
+    expect(failure('<task type="script"><timeout>soon</timeout></task>').element).toBe("timeout");
   });
 
   it("refuses misplaced and incomplete constructs", () => {

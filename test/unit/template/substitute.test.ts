@@ -15,7 +15,9 @@ const lookup: Lookup = (path) => resolvePath(bindings, path);
 
 describe("substitute", () => {
   it("replaces simple, dotted and indexed paths", () => {
-    expect(substitute("Hi {{name}} from {{user.address.city}}; {{results[1].name}} {{user.tags[0]}} {{user.tags.1}}", lookup, "strict")).toEqual({
+    expect(
+      substitute("Hi {{name}} from {{user.address.city}}; {{results[1].name}} {{user.tags[0]}} {{user.tags.1}}", lookup, "strict"),
+    ).toEqual({
       ok: true,
       text: "Hi Ada from Arlington; second a b",
     });
@@ -71,7 +73,18 @@ describe("resolvePath", () => {
   });
 
   it("does not find prototype members, out-of-range items or indexes into non-arrays", () => {
-    for (const path of ["constructor", "user.toString", "__proto__", "results[2]", "user[0]", "name[0]", "name.length", "gone", "a b", ""]) {
+    for (const path of [
+      "constructor",
+      "user.toString",
+      "__proto__",
+      "results[2]",
+      "user[0]",
+      "name[0]",
+      "name.length",
+      "gone",
+      "a b",
+      "",
+    ]) {
       expect(resolvePath(bindings, path), path).toEqual({ found: false });
     }
   });

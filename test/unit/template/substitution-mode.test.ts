@@ -64,7 +64,10 @@ describe("prepareAtomic", () => {
     const prepared = await prepareAtomic(NODE, env, call, "lenient");
     expect(prepared).toEqual({
       ok: true,
-      fields: { prompt: "Write about tides for {{undefined:audience}}; out-of-shout", system: "You write for Ada and {{undefined:user.team}}." },
+      fields: {
+        prompt: "Write about tides for {{undefined:audience}}; out-of-shout",
+        system: "You write for Ada and {{undefined:user.team}}.",
+      },
     });
   });
 });

@@ -41,7 +41,10 @@ describe("template XML: entity declarations", () => {
   });
 
   it("refuses external entities and a bare ENTITY declaration, with their location", () => {
-    expect(failure('<!DOCTYPE t [<!ENTITY x SYSTEM "file:///etc/passwd">]>\n<task><description>&x;</description></task>')).toMatchObject({ line: 1, col: 1 });
+    expect(failure('<!DOCTYPE t [<!ENTITY x SYSTEM "file:///etc/passwd">]>\n<task><description>&x;</description></task>')).toMatchObject({
+      line: 1,
+      col: 1,
+    });
     expect(failure('<task>\n  <!ENTITY x "y">\n<description>x</description></task>')).toMatchObject({ line: 2, col: 3 });
   });
 

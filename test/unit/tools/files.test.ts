@@ -77,7 +77,12 @@ describe("read_file", () => {
 describe("list_files", () => {
   it("lists with markers and caps the entries", async () => {
     const listing = await listWorkspaceFiles(ws, limits, {});
-    expect(listing.split("\n")).toEqual(["escape-dir@", "escape.txt@", "inner-link.txt@", "[truncated: more than 3 entries; list a subdirectory]"]);
+    expect(listing.split("\n")).toEqual([
+      "escape-dir@",
+      "escape.txt@",
+      "inner-link.txt@",
+      "[truncated: more than 3 entries; list a subdirectory]",
+    ]);
   });
 
   it("walks subdirectories when recursive, without following symlinks", async () => {

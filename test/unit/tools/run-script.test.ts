@@ -12,7 +12,8 @@ let ws: Workspace;
 let sandbox: Sandbox;
 let unsandboxed: Sandbox;
 /** Runs in the bubblewrap sandbox (the default of every Handler). */
-const runScript = (w: Workspace, l: ScriptLimits, args: Parameters<typeof run>[2], signal: AbortSignal): Promise<ScriptOutcome> => run(w, l, args, signal, sandbox);
+const runScript = (w: Workspace, l: ScriptLimits, args: Parameters<typeof run>[2], signal: AbortSignal): Promise<ScriptOutcome> =>
+  run(w, l, args, signal, sandbox);
 const limits: ScriptLimits = { scriptTimeoutMs: 10_000, scriptKillGraceMs: 200, scriptOutputMaxBytes: 1000, scriptEnv: ["PATH"] };
 const never = new AbortController().signal;
 
@@ -47,7 +48,8 @@ function pidsOf(command: string): number[] {
   for (const name of readdirSync("/proc")) {
     if (!/^\d+$/.test(name)) continue;
     try {
-      if (readFileSync(`/proc/${name}/cmdline`, "utf8").split("\0").join(" ").trim() === command && alive(Number(name))) found.push(Number(name));
+      if (readFileSync(`/proc/${name}/cmdline`, "utf8").split("\0").join(" ").trim() === command && alive(Number(name)))
+        found.push(Number(name));
     } catch {
       // Gone meanwhile.
     }
@@ -124,7 +126,13 @@ describe("run_script", () => {
   });
 
   it("unsandboxed, still ends on its own timeout when an escaped process holds the pipes, and kills the group", async () => {
-    const out = await run(ws, { ...limits, scriptTimeoutMs: 1000 }, { argv: ["sh", "-c", 'trap "" TERM; setsid -f sleep 7104; sleep 1000 & echo $!; wait; wait'] }, never, unsandboxed);
+    const out = await run(
+      ws,
+      { ...limits, scriptTimeoutMs: 1000 },
+      { argv: ["sh", "-c", 'trap "" TERM; setsid -f sleep 7104; sleep 1000 & echo $!; wait; wait'] },
+      never,
+      unsandboxed,
+    );
     try {
       expect(out.timedOut).toBe(true);
       expect(out.signal).toBe("SIGKILL");
@@ -137,7 +145,12 @@ describe("run_script", () => {
   });
 
   it("caps stdout and stderr with a note", async () => {
-    const out = await runScript(ws, { ...limits, scriptOutputMaxBytes: 10 }, { argv: ["sh", "-c", "head -c 5000 /dev/zero | tr '\\0' x; echo err-err-err-err >&2"] }, never);
+    const out = await runScript(
+      ws,
+      { ...limits, scriptOutputMaxBytes: 10 },
+      { argv: ["sh", "-c", "head -c 5000 /dev/zero | tr '\\0' x; echo err-err-err-err >&2"] },
+      never,
+    );
     expect(out.stdout).toBe(`${"x".repeat(10)}\n[truncated: 4990 more bytes dropped]`);
     expect(out.stderr).toBe("err-err-er\n[truncated: 6 more bytes dropped]");
   });

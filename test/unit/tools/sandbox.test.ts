@@ -27,7 +27,8 @@ function after(args: readonly string[], flag: string, n = 1): string[][] {
 describe("bwrapArgs", () => {
   it("builds new namespaces that die with the Handler, no capabilities and no network by default", () => {
     const args = bwrapArgs(run, { network: false, readOnly: [] }, host);
-    for (const flag of ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--die-with-parent", "--new-session"]) expect(args).toContain(flag);
+    for (const flag of ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--die-with-parent", "--new-session"])
+      expect(args).toContain(flag);
     expect(after(args, "--cap-drop")).toEqual([["ALL"]]);
     expect(bwrapArgs(run, { network: true, readOnly: [] }, host)).not.toContain("--unshare-net");
   });
@@ -71,7 +72,25 @@ describe("bwrapArgs", () => {
   });
 
   it("refuses variables that change which code runs, and the runtime's secrets", () => {
-    for (const name of ["LD_PRELOAD", "LD_LIBRARY_PATH", "DYLD_INSERT_LIBRARIES", "NODE_OPTIONS", "NODE_PATH", "PYTHONPATH", "PYTHONSTARTUP", "PERL5LIB", "PERL5OPT", "JAVA_TOOL_OPTIONS", "GIT_DIR", "GIT_SSH_COMMAND", "BASH_ENV", "ENV", "OPENAI_API_KEY", "NATS_PASSWORD", "NATS_TOKEN"]) {
+    for (const name of [
+      "LD_PRELOAD",
+      "LD_LIBRARY_PATH",
+      "DYLD_INSERT_LIBRARIES",
+      "NODE_OPTIONS",
+      "NODE_PATH",
+      "PYTHONPATH",
+      "PYTHONSTARTUP",
+      "PERL5LIB",
+      "PERL5OPT",
+      "JAVA_TOOL_OPTIONS",
+      "GIT_DIR",
+      "GIT_SSH_COMMAND",
+      "BASH_ENV",
+      "ENV",
+      "OPENAI_API_KEY",
+      "NATS_PASSWORD",
+      "NATS_TOKEN",
+    ]) {
       expect(REFUSED_ENV.test(name), name).toBe(true);
     }
     for (const name of ["PATH", "HOME", "LANG", "ENVIRONMENT", "MY_ENV", "GITHUB_SHA"]) expect(REFUSED_ENV.test(name), name).toBe(false);
@@ -83,9 +102,15 @@ describe("the bubblewrap sandbox", () => {
   let outside: string;
   let ws: Workspace;
   let sandbox: Sandbox;
-  const limits: ScriptLimits = { scriptTimeoutMs: 10_000, scriptKillGraceMs: 200, scriptOutputMaxBytes: 100_000, scriptEnv: ["PATH", "HOME", "NODE_OPTIONS", "DIRIGENT_TEST_SB"] };
+  const limits: ScriptLimits = {
+    scriptTimeoutMs: 10_000,
+    scriptKillGraceMs: 200,
+    scriptOutputMaxBytes: 100_000,
+    scriptEnv: ["PATH", "HOME", "NODE_OPTIONS", "DIRIGENT_TEST_SB"],
+  };
   const never = new AbortController().signal;
-  const sh = (script: string, env?: Record<string, string>) => runScript(ws, limits, { argv: ["sh", "-c", script], ...(env ? { env } : {}) }, never, sandbox);
+  const sh = (script: string, env?: Record<string, string>) =>
+    runScript(ws, limits, { argv: ["sh", "-c", script], ...(env ? { env } : {}) }, never, sandbox);
 
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), "dirigent-sandbox-"));
@@ -95,7 +120,12 @@ describe("the bubblewrap sandbox", () => {
     await writeFile(join(dir, "data", "store"), "data-dir-content");
     await writeFile(join(dir, "nats.pass"), "password-in-workspace");
     ws = await openWorkspace(dir);
-    sandbox = await createSandbox({ mode: "bwrap", network: false, readOnly: [], hidden: [join(ws.root, "data"), join(ws.root, "nats.pass"), join(outside, "secret.txt")] });
+    sandbox = await createSandbox({
+      mode: "bwrap",
+      network: false,
+      readOnly: [],
+      hidden: [join(ws.root, "data"), join(ws.root, "nats.pass"), join(outside, "secret.txt")],
+    });
     expect(sandbox.unavailable).toBeUndefined();
   });
 
@@ -105,7 +135,9 @@ describe("the bubblewrap sandbox", () => {
   });
 
   it("writes only in the workspace; the rest of the host is read-only or absent", async () => {
-    const out = await sh(`echo ok > made.txt; cat made.txt; echo x > /usr/x 2>/dev/null || echo usr-ro; cat ${outside}/secret.txt 2>/dev/null || echo outside-absent; ls /root 2>/dev/null || echo no-home; ls /etc`);
+    const out = await sh(
+      `echo ok > made.txt; cat made.txt; echo x > /usr/x 2>/dev/null || echo usr-ro; cat ${outside}/secret.txt 2>/dev/null || echo outside-absent; ls /root 2>/dev/null || echo no-home; ls /etc`,
+    );
     const lines = out.stdout.trim().split("\n");
     expect(lines.slice(0, 4)).toEqual(["ok", "usr-ro", "outside-absent", "no-home"]);
     expect(lines.slice(4)).not.toContain("shadow");
@@ -134,8 +166,18 @@ describe("the bubblewrap sandbox", () => {
     process.env["DIRIGENT_TEST_SB"] = "visible";
     process.env["NODE_OPTIONS"] = "--require /nonexistent.js";
     try {
-      const out = await runScript(ws, limits, { argv: ["env"], env: { LD_PRELOAD: "/tmp/evil.so", PYTHONPATH: "/tmp", OWN: "mine" } }, never, sandbox);
-      const names = out.stdout.trim().split("\n").map((l) => l.split("=")[0]).sort();
+      const out = await runScript(
+        ws,
+        limits,
+        { argv: ["env"], env: { LD_PRELOAD: "/tmp/evil.so", PYTHONPATH: "/tmp", OWN: "mine" } },
+        never,
+        sandbox,
+      );
+      const names = out.stdout
+        .trim()
+        .split("\n")
+        .map((l) => l.split("=")[0])
+        .sort();
       // bwrap sets PWD to the working directory.
       expect(names).toEqual(["DIRIGENT_TEST_SB", "HOME", "OWN", "PATH", "PWD"]);
       expect(out.stdout).toContain("HOME=/tmp\n");
@@ -147,21 +189,31 @@ describe("the bubblewrap sandbox", () => {
 
   it("has no network but loopback by default", async () => {
     const out = await sh("cat /proc/net/dev");
-    const interfaces = out.stdout.split("\n").slice(2).map((l) => l.split(":")[0]?.trim()).filter((n) => n);
+    const interfaces = out.stdout
+      .split("\n")
+      .slice(2)
+      .map((l) => l.split(":")[0]?.trim())
+      .filter((n) => n);
     expect(interfaces).toEqual(["lo"]);
   });
 
   it("reports a program it cannot find", async () => {
-    await expect(runScript(ws, limits, { argv: ["no-such-program-xyz"] }, never, sandbox)).rejects.toThrow(/cannot run 'no-such-program-xyz': No such file or directory/);
+    await expect(runScript(ws, limits, { argv: ["no-such-program-xyz"] }, never, sandbox)).rejects.toThrow(
+      /cannot run 'no-such-program-xyz': No such file or directory/,
+    );
   });
 
   it("refuses every program, saying how to install bubblewrap, when bwrap is missing", async () => {
     const missing = await createSandbox({ mode: "bwrap", network: false, readOnly: [], hidden: [], bwrapPath: "/nonexistent/bwrap" });
     expect(missing.unavailable).toMatch(/not installed/);
-    await expect(runScript(ws, limits, { argv: ["true"] }, never, missing)).rejects.toThrow(/apt-get install bubblewrap.*DIRIGENT_SANDBOX=unsandboxed/);
+    await expect(runScript(ws, limits, { argv: ["true"] }, never, missing)).rejects.toThrow(
+      /apt-get install bubblewrap.*DIRIGENT_SANDBOX=unsandboxed/,
+    );
   });
 
   it("covers only hidden paths that a bound directory holds, and never the workspace itself", () => {
-    expect(coveredPaths([join(ws.root, "data"), join(outside, "secret.txt"), ws.root, tmpdir()], [ws.root]).map((p) => p.path)).toEqual([join(ws.root, "data")]);
+    expect(coveredPaths([join(ws.root, "data"), join(outside, "secret.txt"), ws.root, tmpdir()], [ws.root]).map((p) => p.path)).toEqual([
+      join(ws.root, "data"),
+    ]);
   });
 });

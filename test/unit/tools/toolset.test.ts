@@ -65,15 +65,26 @@ describe("toolset", () => {
 });
 
 describe("template commands and the model's run_script are separate switches", () => {
-  const base = { workspaceRoot: "", readMaxBytes: 1024, listMaxEntries: 10, scriptTimeoutMs: 5000, scriptKillGraceMs: 100, scriptOutputMaxBytes: 1024, scriptEnv: ["PATH"] };
+  const base = {
+    workspaceRoot: "",
+    readMaxBytes: 1024,
+    listMaxEntries: 10,
+    scriptTimeoutMs: 5000,
+    scriptKillGraceMs: 100,
+    scriptOutputMaxBytes: 1024,
+    scriptEnv: ["PATH"],
+  };
 
   it("refuses every template command when DIRIGENT_COMMANDS is empty, even with run_script on, naming the program and the setting", async () => {
     const set = await createToolset({ ...base, workspaceRoot: dir, enabled: ["run_script"] });
     expect(await set.script({ argv: ["sh", "-c", "echo hi"] }, signal)).toEqual({
-      error: "template commands are off: program 'sh' may not run (set DIRIGENT_COMMANDS to the programs templates may run, e.g. DIRIGENT_COMMANDS=python3,pytest)",
+      error:
+        "template commands are off: program 'sh' may not run (set DIRIGENT_COMMANDS to the programs templates may run, e.g. DIRIGENT_COMMANDS=python3,pytest)",
     });
     // The model's own tool still runs.
-    expect((await set.run(call("run_script", '{"argv":["sh","-c","echo model"]}'), signal)).content).toBe("exit code 0\n--- stdout ---\nmodel\n\n--- stderr ---\n");
+    expect((await set.run(call("run_script", '{"argv":["sh","-c","echo model"]}'), signal)).content).toBe(
+      "exit code 0\n--- stdout ---\nmodel\n\n--- stderr ---\n",
+    );
   });
 
   it("runs exactly the listed programs: a name, not a path to a file of that name", async () => {
@@ -81,14 +92,24 @@ describe("template commands and the model's run_script are separate switches", (
     expect(set.definitions.map((d) => d.function.name)).toEqual(["read_file"]);
     expect(await set.script({ argv: ["sh", "-c", "echo hi"] }, signal)).toMatchObject({ outcome: { exitCode: 0, stdout: "hi\n" } });
     expect(await set.script({ argv: ["/usr/bin/env", "true"] }, signal)).toMatchObject({ outcome: { exitCode: 0 } });
-    expect(await set.script({ argv: ["./sh"] }, signal)).toEqual({ error: "program './sh' is not allowed for template commands (DIRIGENT_COMMANDS=sh,/usr/bin/env; add it there to allow it)" });
+    expect(await set.script({ argv: ["./sh"] }, signal)).toEqual({
+      error: "program './sh' is not allowed for template commands (DIRIGENT_COMMANDS=sh,/usr/bin/env; add it there to allow it)",
+    });
     expect(await set.script({ argv: ["env"] }, signal)).toMatchObject({ error: expect.stringMatching(/program 'env' is not allowed/) });
-    expect(await set.script({ argv: ["sh", "-c", "true"], env: { PATH: dir } }, signal)).toEqual({ error: expect.stringMatching(/may not set PATH/) });
+    expect(await set.script({ argv: ["sh", "-c", "true"], env: { PATH: dir } }, signal)).toEqual({
+      error: expect.stringMatching(/may not set PATH/),
+    });
   });
 
   it("masks the secret values it knows in program output and tool answers", async () => {
     await writeFile(join(dir, "leak.txt"), "key=sk-test-secret-value-1\n");
-    const set = await createToolset({ ...base, workspaceRoot: dir, enabled: ["read_file", "run_script"], commands: ["cat"], secrets: ["sk-test-secret-value-1"] });
+    const set = await createToolset({
+      ...base,
+      workspaceRoot: dir,
+      enabled: ["read_file", "run_script"],
+      commands: ["cat"],
+      secrets: ["sk-test-secret-value-1"],
+    });
     expect(await set.run(call("read_file", '{"path":"leak.txt"}'), signal)).toEqual({ malformed: false, content: "key=[redacted]\n" });
     expect((await set.run(call("run_script", '{"argv":["cat","leak.txt"]}'), signal)).content).toContain("key=[redacted]\n");
     expect(await set.script({ argv: ["cat", "leak.txt"] }, signal)).toMatchObject({ outcome: { stdout: "key=[redacted]\n" } });
@@ -96,7 +117,14 @@ describe("template commands and the model's run_script are separate switches", (
 });
 
 describe("the sandbox of a toolset", () => {
-  const base = { readMaxBytes: 1024, listMaxEntries: 10, scriptTimeoutMs: 5000, scriptKillGraceMs: 100, scriptOutputMaxBytes: 1024, scriptEnv: ["PATH"] };
+  const base = {
+    readMaxBytes: 1024,
+    listMaxEntries: 10,
+    scriptTimeoutMs: 5000,
+    scriptKillGraceMs: 100,
+    scriptOutputMaxBytes: 1024,
+    scriptEnv: ["PATH"],
+  };
   const logged = () => {
     const lines: { level: string; msg: string }[] = [];
     const at = (level: string) => (_obj: object, msg?: string) => void lines.push({ level, msg: msg ?? "" });
@@ -105,23 +133,60 @@ describe("the sandbox of a toolset", () => {
 
   it("logs an error at start and refuses every program, saying how to install bubblewrap, when bwrap is missing", async () => {
     const { lines, log } = logged();
-    const set = await createToolset({ ...base, workspaceRoot: dir, enabled: ["run_script"], commands: ["sh"], sandbox: { mode: "bwrap", network: false, readOnly: [], hidden: [], bwrapPath: "/nonexistent/bwrap" } }, log);
-    expect(lines).toEqual([{ level: "error", msg: expect.stringMatching(/no sandbox to run programs in: '\/nonexistent\/bwrap' is not installed.*apt-get install bubblewrap.*every program will be refused/) }]);
-    expect(await set.script({ argv: ["sh", "-c", "true"] }, signal)).toEqual({ error: expect.stringMatching(/apt-get install bubblewrap/) });
+    const set = await createToolset(
+      {
+        ...base,
+        workspaceRoot: dir,
+        enabled: ["run_script"],
+        commands: ["sh"],
+        sandbox: { mode: "bwrap", network: false, readOnly: [], hidden: [], bwrapPath: "/nonexistent/bwrap" },
+      },
+      log,
+    );
+    expect(lines).toEqual([
+      {
+        level: "error",
+        msg: expect.stringMatching(
+          /no sandbox to run programs in: '\/nonexistent\/bwrap' is not installed.*apt-get install bubblewrap.*every program will be refused/,
+        ),
+      },
+    ]);
+    expect(await set.script({ argv: ["sh", "-c", "true"] }, signal)).toEqual({
+      error: expect.stringMatching(/apt-get install bubblewrap/),
+    });
     expect((await set.run(call("run_script", '{"argv":["sh"]}'), signal)).content).toMatch(/^error: no sandbox to run programs in/);
   });
 
   it("warns once at start when the operator runs programs unsandboxed, and runs them", async () => {
     const { lines, log } = logged();
-    const set = await createToolset({ ...base, workspaceRoot: dir, enabled: [], commands: ["sh"], sandbox: { mode: "unsandboxed", network: false, readOnly: [], hidden: [] } }, log);
-    expect(lines).toEqual([{ level: "warn", msg: expect.stringMatching(/DIRIGENT_SANDBOX=unsandboxed: programs .* run WITHOUT isolation/) }]);
+    const set = await createToolset(
+      {
+        ...base,
+        workspaceRoot: dir,
+        enabled: [],
+        commands: ["sh"],
+        sandbox: { mode: "unsandboxed", network: false, readOnly: [], hidden: [] },
+      },
+      log,
+    );
+    expect(lines).toEqual([
+      { level: "warn", msg: expect.stringMatching(/DIRIGENT_SANDBOX=unsandboxed: programs .* run WITHOUT isolation/) },
+    ]);
     expect(await set.script({ argv: ["sh", "-c", "echo $$"] }, signal)).toMatchObject({ outcome: { exitCode: 0 } });
     expect(set.sandbox).toEqual({ mode: "unsandboxed", unavailable: undefined });
   });
 
   it("checks nothing and logs nothing when no program may run", async () => {
     const { lines, log } = logged();
-    const set = await createToolset({ ...base, workspaceRoot: dir, enabled: ["read_file"], sandbox: { mode: "bwrap", network: false, readOnly: [], hidden: [], bwrapPath: "/nonexistent/bwrap" } }, log);
+    const set = await createToolset(
+      {
+        ...base,
+        workspaceRoot: dir,
+        enabled: ["read_file"],
+        sandbox: { mode: "bwrap", network: false, readOnly: [], hidden: [], bwrapPath: "/nonexistent/bwrap" },
+      },
+      log,
+    );
     expect(lines).toEqual([]);
     expect(await set.script({ argv: ["sh"] }, signal)).toEqual({ error: expect.stringMatching(/template commands are off/) });
   });
