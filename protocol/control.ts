@@ -47,3 +47,26 @@ export const Progress = z.object({
   data: z.record(z.string(), z.unknown()).optional(),
 });
 export type Progress = z.infer<typeof Progress>;
+
+/** Where a tool of a Handler comes from (runtime/tools/, docs/tools.md). */
+export const ToolSourceKind = z.enum(["builtin", "mcp", "ts", "nats", "template", "continuation"]);
+export type ToolSourceKind = z.infer<typeof ToolSourceKind>;
+
+/** The `data` of a `tool.call` progress event: one tool call of a Handler session, once answered. */
+export const ToolCallEventData = z.object({
+  /** The node of the session. */
+  nodePath: z.string().optional(),
+  /** The tool's name as the model called it. */
+  tool: z.string(),
+  /** Where the tool comes from; absent for a name no source has (a malformed call). */
+  source: ToolSourceKind.optional(),
+  /** Milliseconds the call took (0 for a replayed or malformed one). */
+  durationMs: z.number().nonnegative().optional(),
+  /** The call was malformed (unknown tool, bad arguments). */
+  malformed: z.boolean(),
+  /** Answered from the session's record: not run again. */
+  replayed: z.boolean().optional(),
+  /** The call was in flight in a Handler that stopped and is not idempotent: answered with an error, not run again. */
+  unknownOutcome: z.boolean().optional(),
+});
+export type ToolCallEventData = z.infer<typeof ToolCallEventData>;

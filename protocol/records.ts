@@ -40,11 +40,14 @@ export const ScriptRecord = z.object({
 export type ScriptRecord = z.infer<typeof ScriptRecord>;
 
 /**
- * A side-effecting tool call's record (`run_script` in a session), keyed by session, turn and tool-call id: the
- * answer the model was given, written once the tool finished and before the next model call.
+ * A tool call's record, keyed by session, turn and tool-call id: the answer the model was given, written once the
+ * tool finished and before the next model call. A tool that is not idempotent is marked `started` before it runs:
+ * a re-run that finds only the marker does not call it again (its outcome is unknown).
  */
 export const ToolRecord = z.object({
   v: z.literal(RECORD_VERSION),
+  /** `started`: the call began and has no answer yet (`content` is empty); absent or `done`: `content` is its answer. */
+  status: z.enum(["started", "done"]).optional(),
   /** The tool's name, as the model called it. */
   tool: z.string(),
   /** The text of the `tool` message. */

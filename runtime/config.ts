@@ -5,6 +5,9 @@
  */
 import { z } from "zod";
 import { checkRoot, DEFAULT_ROOT, MAX_BODY_BYTES } from "../protocol/index.js";
+import { ENV_NAMES, FLAG_NAMES } from "./config-names.js";
+
+export { ENV_NAMES };
 
 const positiveInt = z.coerce.number().int().positive();
 /**
@@ -119,6 +122,12 @@ export const Config = z.object({
   workspaceRoot: z.string().min(1),
   /** Tools offered to the model. */
   tools: list(z.enum(["read_file", "list_files", "run_script"])),
+  /** MCP servers whose tools the Handler offers: a JSON file `{"mcpServers": {...}}` (docs/tools.md). */
+  mcpConfig: z.string().min(1).optional(),
+  /** Default time one tool call (MCP, TypeScript) may take before it is answered with a timeout error. */
+  toolTimeoutMs: positiveInt,
+  /** Default cap of one tool result (MCP, TypeScript) in bytes; a longer one is cut with a note. */
+  toolResultMaxBytes: sizeLimit,
   /**
    * Programs that commands written in submitted templates may run (`script` tasks, `<script_execution>`,
    * `<file_paths source="command">`, `request_evaluation` targets): `argv[0]` must be exactly one of them (a name
@@ -228,6 +237,8 @@ export const DEFAULTS = {
   modelPrices: {},
   workspaceRoot: ".",
   tools: ["read_file", "list_files"],
+  toolTimeoutMs: 60_000,
+  toolResultMaxBytes: 65_536,
   commands: [],
   sandbox: "bwrap",
   sandboxNetwork: "off",
@@ -266,94 +277,6 @@ export const DEFAULTS = {
   maxTemplateBytes: 1_048_576,
 } as const;
 
-/** Environment variable of each key. */
-export const ENV_NAMES = {
-  nats: "NATS_URL",
-  natsUser: "NATS_USER",
-  natsPassword: "NATS_PASSWORD",
-  natsPasswordFile: "NATS_PASSWORD_FILE",
-  natsToken: "NATS_TOKEN",
-  natsCreds: "NATS_CREDS",
-  prefix: "DIRIGENT_PREFIX",
-  model: "DIRIGENT_MODEL",
-  openaiBaseUrl: "OPENAI_BASE_URL",
-  openaiApiKey: "OPENAI_API_KEY",
-  concurrency: "DIRIGENT_CONCURRENCY",
-  localDispatch: "DIRIGENT_LOCAL_DISPATCH",
-  taskTimeoutMs: "DIRIGENT_TASK_TIMEOUT_MS",
-  ackWaitMs: "DIRIGENT_ACK_WAIT_MS",
-  maxTurns: "DIRIGENT_MAX_TURNS",
-  modelTimeoutMs: "DIRIGENT_MODEL_TIMEOUT_MS",
-  modelMaxRetries: "DIRIGENT_MODEL_MAX_RETRIES",
-  logLevel: "DIRIGENT_LOG_LEVEL",
-  dataDir: "DIRIGENT_DATA_DIR",
-  baseSystemPrompt: "DIRIGENT_SYSTEM_PROMPT",
-  modelRetryBaseMs: "DIRIGENT_MODEL_RETRY_BASE_MS",
-  modelRetryMaxMs: "DIRIGENT_MODEL_RETRY_MAX_MS",
-  modelRetryBudgetMs: "DIRIGENT_MODEL_RETRY_BUDGET_MS",
-  contextWindowTokens: "DIRIGENT_CONTEXT_WINDOW_TOKENS",
-  maxContextWindowFraction: "DIRIGENT_MAX_CONTEXT_WINDOW_FRACTION",
-  warningThreshold: "DIRIGENT_CONTEXT_WARNING_THRESHOLD",
-  maxMalformedToolCalls: "DIRIGENT_MAX_MALFORMED_TOOL_CALLS",
-  maxOutputTokens: "DIRIGENT_MAX_OUTPUT_TOKENS",
-  modelPrices: "DIRIGENT_MODEL_PRICES",
-  workspaceRoot: "DIRIGENT_WORKSPACE_ROOT",
-  tools: "DIRIGENT_TOOLS",
-  commands: "DIRIGENT_COMMANDS",
-  sandbox: "DIRIGENT_SANDBOX",
-  sandboxNetwork: "DIRIGENT_SANDBOX_NETWORK",
-  sandboxReadOnly: "DIRIGENT_SANDBOX_RO_BIND",
-  readMaxBytes: "DIRIGENT_READ_MAX_BYTES",
-  listMaxEntries: "DIRIGENT_LIST_MAX_ENTRIES",
-  scriptTimeoutMs: "DIRIGENT_SCRIPT_TIMEOUT_MS",
-  scriptKillGraceMs: "DIRIGENT_SCRIPT_KILL_GRACE_MS",
-  scriptOutputMaxBytes: "DIRIGENT_SCRIPT_OUTPUT_MAX_BYTES",
-  scriptEnv: "DIRIGENT_SCRIPT_ENV",
-  templates: "DIRIGENT_TEMPLATES",
-  maxSubtaskDepth: "DIRIGENT_MAX_SUBTASK_DEPTH",
-  maxEvaluations: "DIRIGENT_MAX_EVALUATIONS",
-  continuationTools: "DIRIGENT_CONTINUATION_TOOLS",
-  inputTimeoutMs: "DIRIGENT_INPUT_TIMEOUT_MS",
-  reparse: "DIRIGENT_REPARSE",
-  streamDeltas: "DIRIGENT_STREAM",
-  substitution: "DIRIGENT_SUBSTITUTION",
-  llmMatch: "DIRIGENT_LLM_MATCH",
-  inspect: "DIRIGENT_INSPECT",
-  inspectMaxPerSec: "DIRIGENT_INSPECT_MAX_PER_SEC",
-  inspectSample: "DIRIGENT_INSPECT_SAMPLE",
-  supervisorMaxGoals: "DIRIGENT_SUPERVISOR_MAX_GOALS",
-  supervisorStaggerMs: "DIRIGENT_SUPERVISOR_STAGGER_MS",
-  supervisorTickMs: "DIRIGENT_SUPERVISOR_TICK_MS",
-  goalLeaseMs: "DIRIGENT_GOAL_LEASE_MS",
-  goalMaxParallel: "DIRIGENT_GOAL_MAX_PARALLEL",
-  goalCostThreshold: "DIRIGENT_GOAL_COST_THRESHOLD",
-  goalMaxReplans: "DIRIGENT_GOAL_MAX_REPLANS",
-  goalSubtaskTimeoutMs: "DIRIGENT_GOAL_SUBTASK_TIMEOUT_MS",
-  cheapModel: "DIRIGENT_CHEAP_MODEL",
-  alertWebhook: "DIRIGENT_ALERT_WEBHOOK",
-  natsMaxReconnects: "DIRIGENT_NATS_MAX_RECONNECTS",
-  selfCheckMs: "DIRIGENT_SELF_CHECK_MS",
-  maxSubmissionBytes: "DIRIGENT_MAX_SUBMISSION_BYTES",
-  maxInputBytes: "DIRIGENT_MAX_INPUT_BYTES",
-  maxTemplateBytes: "DIRIGENT_MAX_TEMPLATE_BYTES",
-} as const satisfies Record<keyof Config, string>;
-
-/** Command-line flag of each key (for error messages). */
-const FLAG_NAMES: Partial<Record<keyof Config, string>> = {
-  nats: "--nats",
-  natsUser: "--nats-user",
-  natsPasswordFile: "--nats-password-file",
-  natsCreds: "--nats-creds",
-  prefix: "--prefix",
-  model: "--model",
-  concurrency: "--concurrency",
-  logLevel: "--log-level",
-  templates: "--templates",
-  substitution: "--substitution",
-  llmMatch: "--llm-match",
-};
-
-/** Keys whose values are secrets: never shown in errors or logs. */
 /** The configuration keys whose values are secrets: hidden in errors, masked in inspection messages. */
 export const SECRET_CONFIG_KEYS = ["openaiApiKey", "natsPassword", "natsToken"] as const satisfies ReadonlyArray<keyof Config>;
 const SECRET_KEYS: ReadonlySet<string> = new Set(SECRET_CONFIG_KEYS);

@@ -11,6 +11,8 @@ export { place, DEFAULT_NATS_URL, type Placement } from "./nats/connect.js";
 export { startMockLlm, loadMockScript, MockScript, type MockLlmServer } from "./model/mock-server.js";
 export { startNatsServer, findNatsServer, NatsServerNotFoundError } from "./nats/server-process.js";
 export { type CallModel } from "../actors/model.js";
+export { silentLogger, type Logger } from "../actors/deps.js";
+export { defineTool, type ToolDeclaration, type ToolRunContext, type TypeScriptTool } from "./tools/typescript.js";
 export { createModelClient } from "./model/openai.js";
 export { parseTemplate } from "../machines/language/parse.js";
 export {

@@ -14,6 +14,8 @@ import type { IndexStore } from "../actors/memory/index-store.js";
 import { answersOnly, type CallModel } from "../actors/model.js";
 import { createModelClient } from "./model/openai.js";
 import { createToolset } from "./tools/toolset.js";
+import { typeScriptSource, type TypeScriptTool } from "./tools/typescript.js";
+import { configuredSources } from "./tools/configured.js";
 import { createSubjects, type Subjects } from "../protocol/index.js";
 import { loadLibrary, type TemplateLibrary } from "../actors/library/library.js";
 import { DEFAULTS, type Config } from "./config.js";
@@ -58,6 +60,8 @@ export interface SystemOptions {
   callModel?: CallModel;
   /** The template library of the Evaluator; by default loaded from `config.templates`. */
   library?: TemplateLibrary;
+  /** TypeScript tools offered to the Handler's sessions besides the configured ones ({@link defineTool}, docs/tools.md). */
+  tools?: readonly TypeScriptTool[];
 }
 
 /**
@@ -141,8 +145,11 @@ export async function startSystem(options: SystemOptions): Promise<SystemHandle>
         scriptKillGraceMs: config.scriptKillGraceMs,
         scriptOutputMaxBytes: config.scriptOutputMaxBytes,
         scriptEnv: config.scriptEnv,
+        toolTimeoutMs: config.toolTimeoutMs,
+        toolResultMaxBytes: config.toolResultMaxBytes,
       },
       deps.log,
+      { sources: [...(options.tools?.length ? [typeScriptSource(options.tools)] : []), ...(await configuredSources(config, deps.log))] },
     );
     started.push(
       startHandler(

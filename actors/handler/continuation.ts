@@ -30,6 +30,9 @@ const TOOLS: Record<ContinuationKind, { name: string; description: string; schem
   },
 };
 
+/** The names of the continuation tools: no other tool may take one. */
+export const CONTINUATION_TOOL_NAMES: readonly string[] = Object.values(TOOLS).map((tool) => tool.name);
+
 function deepFreeze<T>(value: T): T {
   if (typeof value === "object" && value !== null && !Object.isFrozen(value)) {
     Object.freeze(value);

@@ -27,7 +27,7 @@ import type { ActorDeps, RoleHandle } from "../deps.js";
 import { inspectOption } from "../inspect-option.js";
 import { publishProgress } from "../local.js";
 import { sessionActors, type SessionActors, type SessionEffects } from "./session.js";
-import { readRecord, recordsBehind, scriptKey, turnKey, writeRecord } from "./records.js";
+import { readSessionRecord, recordsBehind, scriptKey, turnKey, writeRecord } from "./records.js";
 import { createLeases, createRunGate, type JoinedAt } from "./lease.js";
 import { continuationTools } from "./continuation.js";
 import { runToolCalls } from "./tool-calls.js";
@@ -297,7 +297,7 @@ export function startHandler(
     const live = scripts.get(request.taskId) ?? new Set();
     scripts.set(request.taskId, live.add(controller));
     try {
-      const recorded = key && records ? await readRecord(records, key, ScriptRecord, deps.log) : undefined;
+      const recorded = key && records ? await readSessionRecord(records, key, ScriptRecord, deps.log) : undefined;
       if (recorded) {
         const { v: _v, ...outcome } = recorded;
         return { type: "handler.script_result", taskId: request.taskId, nodePath: request.nodePath, ...outcome };
@@ -335,6 +335,7 @@ export function startHandler(
       gate?.stop();
       for (const live of sessions.values()) for (const actor of live) actor.send({ type: "session.cancel" });
       for (const live of scripts.values()) for (const controller of live) controller.abort();
+      await toolset.close?.();
     },
   };
 }

@@ -1,7 +1,8 @@
 /**
  * The Handler's records (at most one repeated model call per crash). Each session of a node is keyed by task,
  * node path, occurrence and what it was asked. Its state is written as soon as the model answers with tool calls
- * (before any runs) and again once they ran; each `run_script` call's answer once it finished; its reply when it
+ * (before any runs) and again once they ran; each tool call's answer once it finished (a call of a tool that is not
+ * idempotent is marked before it runs too); its reply when it
  * ends. A re-run of the same call (the task resumed by another Director) replays a finished session or continues
  * one from its last recorded answer, using the recorded answers of its scripts. Script commands are recorded too.
  */
@@ -43,7 +44,10 @@ export function toolKey(sessionKey: string, turn: number, index: number, toolCal
   return `${sessionKey}.c${digest([turn, index, toolCallId])}`;
 }
 
-/** Tools with side effects, whose answers a session records and replays rather than running them again. */
+/**
+ * Tools with side effects, whose answers a session records and replays rather than running them again, when the
+ * toolset does not say (a toolset with `info` has every call of its tools recorded; actors/handler/tool-calls.ts).
+ */
 export const RECORDED_TOOLS: ReadonlySet<string> = new Set(["run_script"]);
 
 /** Largest record read back (a long session's messages). */
@@ -53,7 +57,7 @@ const MAX_RECORD_BYTES = 16 * 1024 * 1024;
  * Reads a record; an unreadable one, or one of another version, reads as absent (the work runs again) with a
  * warning. A store that fails reads as absent too: recording makes a re-run cheaper, it is never required.
  */
-export async function readRecord<S extends typeof TurnRecord | typeof ScriptRecord | typeof ToolRecord>(
+export async function readSessionRecord<S extends typeof TurnRecord | typeof ScriptRecord | typeof ToolRecord>(
   store: TaskStore,
   key: string,
   schema: S,
@@ -82,7 +86,7 @@ export async function readRecord<S extends typeof TurnRecord | typeof ScriptReco
 export interface RecordsBehind {
   /** Writes a record behind the reply; the returned promise never rejects (as with {@link writeRecord}, a failure is logged). */
   write<S extends typeof TurnRecord | typeof ScriptRecord | typeof ToolRecord>(key: string, schema: S, value: z.infer<S>): Promise<void>;
-  /** {@link readRecord}, once a write of `key` still under way has resolved. */
+  /** {@link readSessionRecord}, once a write of `key` still under way has resolved. */
   read<S extends typeof TurnRecord | typeof ScriptRecord | typeof ToolRecord>(key: string, schema: S): Promise<z.infer<S> | undefined>;
 }
 
@@ -99,7 +103,7 @@ export function recordsBehind(store: TaskStore, log: Logger): RecordsBehind {
     },
     async read(key, schema) {
       await writing.get(key);
-      return readRecord(store, key, schema, log);
+      return readSessionRecord(store, key, schema, log);
     },
   };
 }

@@ -3,6 +3,7 @@
  * of `script` tasks. The runtime builds the tools (runtime/tools/); the Handler only sees this seam.
  */
 import type { ToolCall } from "../../machines/handler/session.js";
+import type { ToolSourceKind } from "../../protocol/index.js";
 
 /** How programs are run: in a bubblewrap sandbox (default), or without isolation (an explicit operator choice). */
 export type SandboxMode = "bwrap" | "unsandboxed";
@@ -35,6 +36,16 @@ export interface ToolAnswer {
   malformed: boolean;
 }
 
+/** What the Handler knows of one tool beyond its definition: where it comes from, whether a repeat is harmless. */
+export interface ToolInfo {
+  source: ToolSourceKind;
+  /**
+   * Calling it again with the same arguments does no harm (a read, or an idempotent write): a call that was in flight
+   * in a Handler that stopped runs again; any other such call is answered with an error saying its outcome is unknown.
+   */
+  idempotent: boolean;
+}
+
 /** The tools of one Handler. */
 export interface Toolset {
   /** Definitions sent to the model; empty when no tool is enabled. */
@@ -51,4 +62,8 @@ export interface Toolset {
   ): Promise<{ outcome: ScriptOutcome } | { error: string }>;
   /** How programs run here: the sandbox's mode, and why none can run when it is missing. */
   readonly sandbox: { mode: SandboxMode; unavailable: string | undefined };
+  /** Where the tool `name` comes from and whether it is idempotent; undefined for a name no source has. */
+  info?(name: string): ToolInfo | undefined;
+  /** Stops what the tools hold (MCP server processes and connections); called when the Handler stops. */
+  close?(): Promise<void>;
 }

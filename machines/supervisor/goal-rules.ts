@@ -207,3 +207,52 @@ export function startWave(goal: Goal, maxParallel: number): { goal: Goal; wave: 
     next = withSubGoal(next, s.id, (x) => ({ ...x, status: "in-progress", taskId: x.taskId ?? subGoalTaskId(next.id, x.id) }));
   return { goal: next, wave: wave.map((s) => s.id) };
 }
+
+/** A review decision of an in-progress sub-goal during a replan. */
+export interface KeepResult {
+  subGoalId: string;
+  keep: boolean;
+  reason: string;
+}
+
+/** The in-progress sub-goals the review did not keep become skipped, and their tasks are to be cancelled. */
+export function skipUnkeptAndCancel(goal: Goal, decisions: readonly KeepResult[]): { goal: Goal; cancelled: string[] } {
+  const next = skipUnkept(goal, decisions);
+  const skipped = goal.subGoals.filter((s) => s.status === "in-progress" && next.subGoals.find((x) => x.id === s.id)?.status === "skipped");
+  return { goal: next, cancelled: skipped.map((s) => s.taskId ?? subGoalTaskId(next.id, s.id)) };
+}
+
+/** A sub-goal whose judgement failed: unknown. */
+export function failedJudgement(subGoalId: string): DivergenceEvaluation {
+  return { subGoalId, divergent: null, severity: "unknown", reason: "the judgement failed", source: "model" };
+}
+
+/** In-progress sub-goals the review did not keep become skipped; no decision keeps (conservative). */
+export function skipUnkept(goal: Goal, decisions: readonly KeepResult[]): Goal {
+  let next = goal;
+  for (const d of decisions) {
+    const s = goal.subGoals.find((x) => x.id === d.subGoalId);
+    if (s?.status === "in-progress" && !d.keep)
+      next = withSubGoal(next, s.id, (x) => ({ ...x, status: "skipped", skipReason: d.reason || "not kept by the replan" }));
+  }
+  return next;
+}
+
+/**
+ * Every pending sub-goal becomes skipped, and so does every failed one: the new plan replaces it (its outcome, with
+ * the error, stays on it), so a goal can still complete after a replan.
+ */
+export function skipStale(goal: Goal, replan: number): Goal {
+  return {
+    ...goal,
+    subGoals: goal.subGoals.map((s) => {
+      if (s.status === "pending") return { ...s, status: "skipped" as const, skipReason: `skipped by replan ${replan}` };
+      if (s.status === "failed") return { ...s, status: "skipped" as const, skipReason: `failed; replaced by replan ${replan}` };
+      return s;
+    }),
+  };
+}
+
+export function evaluationSummary(evaluations: readonly DivergenceEvaluation[]): string {
+  return evaluations.map((e) => `${e.subGoalId}: ${e.severity}${e.reason ? ` (${e.reason})` : ""}`).join("; ");
+}

@@ -32,6 +32,9 @@ export function commonOptions(command: Command): Command {
     .addOption(
       new Option("--templates <dir>", "template library directory of an Evaluator run here (env DIRIGENT_TEMPLATES, default 'templates')"),
     )
+    .addOption(
+      new Option("--mcp-config <file>", "MCP servers whose tools a Handler run here offers (env DIRIGENT_MCP_CONFIG; docs/tools.md)"),
+    )
     .addOption(new Option("--llm-match", "a Memory role run here lets the model choose among the best matches (env DIRIGENT_LLM_MATCH)"));
 }
 
@@ -47,6 +50,7 @@ export interface CommonFlags {
   model?: string;
   substitution?: string;
   templates?: string;
+  mcpConfig?: string;
   llmMatch?: boolean;
 }
 
@@ -63,6 +67,7 @@ export function setup(flags: CommonFlags, name: string) {
     model: flags.model,
     substitution: flags.substitution,
     templates: flags.templates,
+    mcpConfig: flags.mcpConfig,
     llmMatch: flags.llmMatch === true ? "true" : undefined,
   };
   const config: Config = loadConfig(configFlags);

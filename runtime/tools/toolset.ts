@@ -1,15 +1,15 @@
 /**
- * The Handler's direct tools, offered to the model through the chat-completions tool-calling API. Each tool's
- * arguments are declared once as a zod schema, which gives both the JSON Schema sent to the model and the check
- * of what the model sends back. A malformed call (unknown tool, arguments that are not JSON or do not match)
- * and a failing tool both answer the model with error text; only malformed calls are counted against the
- * session's budget.
+ * The Handler's direct tools, offered to the model through the chat-completions tool-calling API: the built-in
+ * tools (a source of their own) composed with any other sources (MCP servers, TypeScript tools; runtime/tools/source.ts).
+ * Each built-in tool's arguments are declared once as a zod schema, which gives both the JSON Schema sent to the
+ * model and the check of what the model sends back. A malformed call (unknown tool, arguments that are not JSON or
+ * do not match) and a failing tool both answer the model with error text; only malformed calls are counted against
+ * the session's budget.
  */
 import { z } from "zod";
-import type { ToolCall } from "../../machines/handler/session.js";
 import { listWorkspaceFiles, readWorkspaceFile, type FileToolLimits } from "./files.js";
 import { formatOutcome, runScript, type ScriptLimits } from "./run-script.js";
-import type { ScriptOutcome, ToolAnswer, ToolDefinition, Toolset } from "../../actors/handler/toolset.js";
+import type { ToolAnswer, ToolDefinition, Toolset } from "../../actors/handler/toolset.js";
 
 export type { ToolAnswer, ToolDefinition, Toolset };
 import { openWorkspace, ToolError, type Workspace } from "./workspace.js";
@@ -18,6 +18,7 @@ import { createSandbox, unavailableMessage, type Sandbox, type SandboxSettings }
 import { createMasker, type Masker } from "../../actors/secrets.js";
 import type { Logger } from "../../actors/deps.js";
 import { messageOf } from "../../protocol/errors.js";
+import { composeTools, type ToolSource, type ToolSpec } from "./source.js";
 
 /** Names of the direct tools. */
 export const TOOL_NAMES = ["read_file", "list_files", "run_script"] as const;
@@ -35,6 +36,10 @@ export interface ToolsConfig extends FileToolLimits, ScriptLimits {
   sandbox?: SandboxSettings;
   /** Secret values masked in every tool answer and program output. */
   secrets?: readonly string[];
+  /** Default per-call timeout of the tools of other sources (runtime/tools/source.ts); 60 s by default. */
+  toolTimeoutMs?: number;
+  /** Default result cap of the tools of other sources, in bytes; 64 KiB by default. */
+  toolResultMaxBytes?: number;
 }
 
 /** The default sandbox: bubblewrap, no network, nothing extra bound or hidden. */
@@ -63,22 +68,26 @@ interface ToolContext {
 
 type Run = (ctx: ToolContext, signal: AbortSignal) => Promise<string>;
 
-/** A tool: its description, the JSON Schema of its arguments, and a check that yields a runnable call. */
+/** A built-in tool: its description, the JSON Schema of its arguments, and a check that yields a runnable call. */
 interface Tool {
   description: string;
   parameters: Record<string, unknown>;
+  /** Reads only: a repeat does no harm. */
+  idempotent: boolean;
   prepare(raw: unknown): { ok: true; run: Run } | { ok: false; problems: string };
 }
 
-function defineTool<S extends z.ZodType>(
+function builtinTool<S extends z.ZodType>(
   description: string,
   args: S,
+  idempotent: boolean,
   run: (ctx: ToolContext, args: z.infer<S>, signal: AbortSignal) => Promise<string>,
 ): Tool {
   const { $schema: _ignored, ...parameters } = z.toJSONSchema(args);
   return {
     description,
     parameters,
+    idempotent,
     prepare(raw) {
       const parsed = args.safeParse(raw);
       if (parsed.success) return { ok: true, run: (ctx, signal) => run(ctx, parsed.data, signal) };
@@ -88,19 +97,22 @@ function defineTool<S extends z.ZodType>(
 }
 
 const TOOLS: Record<ToolName, Tool> = {
-  read_file: defineTool(
+  read_file: builtinTool(
     "Read a text file of the workspace. Long files are cut; read on with `offset`.",
     ReadFileArgs,
+    true,
     ({ ws, config }, args) => readWorkspaceFile(ws, config, args),
   ),
-  list_files: defineTool(
+  list_files: builtinTool(
     "List a directory of the workspace. Directories end in '/', symlinks in '@'.",
     ListFilesArgs,
+    true,
     ({ ws, config }, args) => listWorkspaceFiles(ws, config, args),
   ),
-  run_script: defineTool(
+  run_script: builtinTool(
     "Run a program (argv array, no shell) in the workspace and return its exit status and output.",
     RunScriptArgs,
+    false,
     async ({ ws, config, sandbox }, args, signal) =>
       formatOutcome(
         await runScript(ws, config, args, signal, sandbox),
@@ -108,6 +120,12 @@ const TOOLS: Record<ToolName, Tool> = {
       ),
   ),
 };
+
+/** What `dirigent tools list` shows of a built-in tool. */
+export function builtinToolInfo(name: ToolName): { description: string; parameters: Record<string, unknown>; idempotent: boolean } {
+  const { description, parameters, idempotent } = TOOLS[name];
+  return { description, parameters, idempotent };
+}
 
 /** A sandbox of a Handler that runs no program at all. */
 const NO_PROGRAMS: Sandbox = {
@@ -123,11 +141,16 @@ const NO_PROGRAMS: Sandbox = {
  * enabled or `commands` lists programs), the sandbox is checked now: `log` gets an error when it is missing (every
  * program is then refused), a warning when the operator chose to run programs unsandboxed.
  */
-export async function createToolset(config: ToolsConfig, log?: Logger): Promise<Toolset> {
-  const ws = await openWorkspace(config.workspaceRoot);
+export async function createToolset(config: ToolsConfig, log?: Logger, more: { sources?: readonly ToolSource[] } = {}): Promise<Toolset> {
+  // The servers already started must not outlive a Handler that does not start.
+  const closeSources = () => Promise.allSettled((more.sources ?? []).map((s) => s.close()));
+  const ws = await openWorkspace(config.workspaceRoot).catch(async (err: unknown) => {
+    await closeSources();
+    throw err;
+  });
   const enabled = new Set(config.enabled);
   const commands = config.commands ?? [];
-  const mask: Masker = createMasker(config.secrets ?? []);
+  const mask: Masker = createMasker([...(config.secrets ?? []), ...(more.sources ?? []).flatMap((s) => s.secrets ?? [])]);
   const runsPrograms = enabled.has("run_script") || commands.length > 0;
   const sandbox = runsPrograms ? await createSandbox(config.sandbox ?? DEFAULT_SANDBOX) : NO_PROGRAMS;
   if (runsPrograms && sandbox.mode === "unsandboxed") {
@@ -139,33 +162,28 @@ export async function createToolset(config: ToolsConfig, log?: Logger): Promise<
     log?.error({ sandbox: "bwrap" }, `${unavailableMessage(sandbox.unavailable)}; every program will be refused`);
   }
   const ctx: ToolContext = { ws, config, sandbox };
-  const definitions: ToolDefinition[] = [...enabled].map((name) => ({
-    type: "function",
-    function: { name, description: TOOLS[name].description, parameters: TOOLS[name].parameters },
-  }));
+  const builtins: ToolSource = {
+    kind: "builtin",
+    name: "the built-in tools",
+    tools: [...enabled].map((name) => builtinSpec(name, ctx)),
+    close: async () => {},
+  };
+  let composed: ReturnType<typeof composeTools>;
+  try {
+    composed = composeTools([builtins, ...(more.sources ?? [])], {
+      mask,
+      ...(config.toolTimeoutMs === undefined ? {} : { timeoutMs: config.toolTimeoutMs }),
+      ...(config.toolResultMaxBytes === undefined ? {} : { maxResultBytes: config.toolResultMaxBytes }),
+    });
+  } catch (err) {
+    await closeSources();
+    throw err;
+  }
   return {
-    definitions,
-    async run(call, signal) {
-      const name = call.function.name;
-      if (!isToolName(name) || !enabled.has(name)) {
-        return { malformed: true, content: `error: no tool named '${name}'; available: ${[...enabled].join(", ") || "none"}` };
-      }
-      let raw: unknown;
-      try {
-        raw = call.function.arguments.trim() === "" ? {} : JSON.parse(call.function.arguments);
-      } catch (err) {
-        return { malformed: true, content: `error: the arguments of '${name}' are not valid JSON (${messageOf(err)}); send a JSON object` };
-      }
-      const prepared = TOOLS[name].prepare(raw);
-      if (!prepared.ok) return { malformed: true, content: `error: invalid arguments for '${name}': ${prepared.problems}` };
-      try {
-        return { malformed: false, content: mask(await prepared.run(ctx, signal)) };
-      } catch (err) {
-        if (signal.aborted) throw err;
-        const message = err instanceof ToolError ? err.message : `${name} failed: ${messageOf(err)}`;
-        return { malformed: false, content: mask(`error: ${message}`) };
-      }
-    },
+    definitions: composed.definitions,
+    run: (call, signal) => composed.run(call, signal),
+    info: (name) => composed.info(name),
+    close: () => composed.close(),
     async script(args, signal) {
       const program = args.argv[0] ?? "";
       const refused = commandRefusal(program, commands);
@@ -184,6 +202,23 @@ export async function createToolset(config: ToolsConfig, log?: Logger): Promise<
   };
 }
 
-function isToolName(name: string): name is ToolName {
-  return (TOOL_NAMES as readonly string[]).includes(name);
+/**
+ * A built-in tool as a source's tool. Its results are capped by its own limits (`readMaxBytes`, …), not the
+ * general cap; `run_script` has its own timeout (the general one would end it first), the file tools the default.
+ */
+function builtinSpec(name: ToolName, ctx: ToolContext): ToolSpec {
+  const tool = TOOLS[name];
+  return {
+    name,
+    source: "builtin",
+    description: tool.description,
+    parameters: tool.parameters,
+    idempotent: tool.idempotent,
+    maxResultBytes: Number.POSITIVE_INFINITY,
+    ...(name === "run_script" ? { timeoutMs: ctx.config.scriptTimeoutMs + ctx.config.scriptKillGraceMs + 5_000 } : {}),
+    prepare(raw) {
+      const prepared = tool.prepare(raw);
+      return prepared.ok ? { ok: true, run: (signal) => prepared.run(ctx, signal) } : prepared;
+    },
+  };
 }

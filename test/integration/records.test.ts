@@ -1,7 +1,7 @@
 /**
  * The Handler's records over a real nats-server (the turns KV bucket) with the mock model: a finished session is
  * replayed without a model call, an interrupted one continues after its last recorded turn or answer (a recorded
- * `run_script` call is not run again), script outcomes are replayed, and a record of another version is ignored.
+ * `run_script` call is not run again, nor one left in flight), script outcomes are replayed, and a record of another version is ignored.
  */
 import { mkdir, mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -147,7 +147,7 @@ describe("Handler records", () => {
     expect(JSON.stringify(sent?.body)).toContain("recorded listing");
   });
 
-  it("interrupted while a session's scripts run, asks the model nothing again and runs only the unfinished script again", async () => {
+  it("interrupted while a session's scripts run, asks the model nothing again, runs no script again and tells the model the unfinished one's outcome is unknown", async () => {
     const dir = join(workspace, "crash");
     await mkdir(dir);
     await using s = await startStack({
@@ -173,9 +173,11 @@ describe("Handler records", () => {
 
     const reply = await execute(s, request);
     expect(reply.result).toMatchObject({ status: "COMPLETE", content: "scripts done", notes: { turns: 2 } });
-    // Turn 1 was not asked again; A was not run again; B, started but unrecorded, ran once more.
+    // Turn 1 was not asked again; A was not run again; B, started but unanswered and not idempotent, neither.
     expect(requestsFor("SCRIPTED crash")).toBe(2);
-    expect(await logOf(dir)).toEqual(["A", "B", "B"]);
+    expect(await logOf(dir)).toEqual(["A", "B"]);
+    const sent = JSON.stringify(mock.requests.filter((r) => JSON.stringify(r.body).includes("SCRIPTED crash")).at(-1)?.body);
+    expect(sent).toContain("the outcome of this call of 'run_script' is unknown");
   });
 
   it("resumes from a recorded answer: uses a script's recorded result, runs an unrecorded one, and asks the model only the next turn", async () => {

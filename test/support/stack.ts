@@ -9,6 +9,7 @@ import { startSystem, type Role, type SystemHandle } from "../../runtime/system.
 import { createSubjects } from "../../protocol/index.js";
 import { silentLogger } from "../../actors/deps.js";
 import { randomRoot } from "./nats-server.js";
+import type { TypeScriptTool } from "../../runtime/tools/typescript.js";
 
 /** Options of {@link startStack}. */
 export interface StackOptions {
@@ -22,6 +23,8 @@ export interface StackOptions {
   mock?: MockLlmServer;
   roles?: readonly Role[];
   config?: Partial<Config>;
+  /** TypeScript tools of the Handler (`startSystem({ tools })`). */
+  tools?: readonly TypeScriptTool[];
 }
 
 /** A running stack. */
@@ -56,7 +59,12 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   const transport = options.url
     ? await openNatsTransport(options.url, subjects, { name: `test-${root}`, log: silentLogger })
     : openMemoryTransport(silentLogger);
-  const system = await startSystem({ config, transport, ...(options.roles ? { roles: options.roles } : {}) });
+  const system = await startSystem({
+    config,
+    transport,
+    ...(options.roles ? { roles: options.roles } : {}),
+    ...(options.tools ? { tools: options.tools } : {}),
+  });
   const client = new DirigentClient(transport.bus, subjects);
   const stop = async () => {
     await system.stop();

@@ -79,4 +79,15 @@ describe("one concern per folder", () => {
     for (const top of ["machines", "actors", "runtime"]) visit(join(root, top));
     expect(crowded).toEqual([]);
   });
+
+  it("no source file of protocol/, machines/, actors/, runtime/ or test/ is longer than 400 lines", () => {
+    const long: string[] = [];
+    for (const top of ["protocol", "machines", "actors", "runtime", "test"]) {
+      for (const file of files(join(root, top))) {
+        const lines = readFileSync(file, "utf8").split("\n").length - 1;
+        if (lines > 400) long.push(`${relative(root, file)}: ${lines} lines`);
+      }
+    }
+    expect(long).toEqual([]);
+  });
 });
