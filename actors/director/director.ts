@@ -7,15 +7,15 @@
  * the intake work queue, `<root>.progress.*` and `<root>.control.cancel` (every Director; each acts only on the
  * tasks it owns).
  */
-import { CancelBroadcast, decode, encodeJson, errorReply, Progress, Requests, TaskEvent, type TaskId } from "../../protocol/index.js";
+import { CancelBroadcast, decode, encodeJson, errorReply, Progress, Requests } from "../../protocol/index.js";
 import type { BusMessage, TaskStore, WorkItem, WorkQueue } from "../bus.js";
 import { messageOf, type ActorDeps, type RoleHandle } from "../deps.js";
 import { submissionGates } from "./gates.js";
 import { stateOf, type RunningTask } from "./task.js";
 import { handleSubmit, queuedRecord } from "./intake.js";
 import { taskRequests } from "./requests.js";
-import { fitEvent } from "./message-fit.js";
-import { runDelivery, type PublishEvent, type RunActor, type RunEnv } from "./run.js";
+import { eventPublisher } from "./message-fit.js";
+import { runDelivery, type RunActor, type RunEnv } from "./run.js";
 import type { SizeLimits } from "../size-limits.js";
 import { createParseCache, type ParseCache } from "../../machines/language/parse-cache.js";
 
@@ -47,18 +47,7 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
   /** Set by `stop`: take no new task, hand back the ones running. */
   let draining = false;
 
-  const publishEvent: PublishEvent = (taskId, seq, type, state, message, data) => {
-    const event: TaskEvent = {
-      taskId: taskId as TaskId,
-      seq,
-      type,
-      state,
-      at: deps.now().toISOString(),
-      ...(message === undefined ? {} : { message }),
-      ...(data === undefined ? {} : { data }),
-    };
-    bus.publish(subjects.taskEvents(taskId), fitEvent(event, bus.maxMessageBytes));
-  };
+  const publishEvent = eventPublisher(deps);
 
   const runs = new Set<RunActor>();
   /** What the run of each delivery shares (actors/director/run.ts). */

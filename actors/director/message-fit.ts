@@ -7,7 +7,8 @@
  * - a result too large has its `content` cut to fit, `parsedContent` dropped, and the note `truncated` set to
  *   `{"bytes": <size of the whole result>}`. The task's record keeps the whole result (the store holds large values).
  */
-import { encode, TaskEvent, TaskOutcome } from "../../protocol/index.js";
+import { encode, TaskEvent, TaskOutcome, type TaskId, type TaskState } from "../../protocol/index.js";
+import type { ActorDeps } from "../deps.js";
 
 const encoder = new TextEncoder();
 
@@ -45,4 +46,30 @@ export function fitOutcome(outcome: TaskOutcome, maxBytes: number | undefined, o
     const keep = 1 - (size - maxBytes + 64) / contentBytes;
     content = keep <= 0 ? "" : content.slice(0, Math.floor(content.length * keep));
   }
+}
+
+/** Publishes a task event (`seq` is the task's next). */
+export type PublishEvent = (
+  taskId: string,
+  seq: number,
+  type: string,
+  state: TaskState,
+  message?: string,
+  data?: Record<string, unknown>,
+) => void;
+
+/** Publishes each task event on the task's events subject, cut to fit one message ({@link fitEvent}). */
+export function eventPublisher(deps: ActorDeps): PublishEvent {
+  return (taskId, seq, type, state, message, data) => {
+    const event: TaskEvent = {
+      taskId: taskId as TaskId,
+      seq,
+      type,
+      state,
+      at: deps.now().toISOString(),
+      ...(message === undefined ? {} : { message }),
+      ...(data === undefined ? {} : { data }),
+    };
+    deps.bus.publish(deps.subjects.taskEvents(taskId), fitEvent(event, deps.bus.maxMessageBytes));
+  };
 }

@@ -29,7 +29,9 @@ import { messageOf, type ActorDeps } from "../deps.js";
 import { inspectOption } from "../inspect-option.js";
 import { askRetrying } from "../ask.js";
 import { compilePrompt } from "./compile.js";
-import { fitOutcome } from "./message-fit.js";
+import { fitOutcome, type PublishEvent } from "./message-fit.js";
+
+export type { PublishEvent };
 import { claimTask, holds, PENDING_CLAIM_MS, pendingClaim, readTaskRecord, writeClaimed, type Claim } from "./records.js";
 import { restorable } from "./snapshot.js";
 import {
@@ -43,16 +45,6 @@ import {
   type RunningTask,
   type TaskEffects,
 } from "./task.js";
-
-/** Publishes a task event (`seq` is the task's next). */
-export type PublishEvent = (
-  taskId: string,
-  seq: number,
-  type: string,
-  state: TaskState,
-  message?: string,
-  data?: Record<string, unknown>,
-) => void;
 
 /** The run actor of one delivery. */
 export type RunActor = Actor<typeof runMachine>;
