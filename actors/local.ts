@@ -36,7 +36,9 @@ export class LocalResponders {
 
   /** Registers `handle` on `subject`, run in a slot of `slots`; returns the function that removes it. */
   register(subject: string, slots: Semaphore, handle: (request: unknown) => Promise<unknown>): () => void {
-    const responder: Responder = (request) => slots.tryRun(() => handle(request));
+    // The slot is taken at once; the handler runs on the next microtask, never inside the asker's stack (an XState
+    // action that asks would otherwise run the responder's actors inside that action).
+    const responder: Responder = (request) => slots.tryRun(() => Promise.resolve(request).then(handle));
     const list = this.#bySubject.get(subject) ?? [];
     this.#bySubject.set(subject, [...list, responder]);
     return () => {

@@ -3,7 +3,7 @@
  * requests and progress never cross NATS; switched off, or with the role elsewhere, they do, and the task ends the
  * same way.
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { createSubjects, type TaskEvent } from "../../protocol/index.js";
 import { startMockLlm, type MockLlmServer } from "../../runtime/model/mock-server.js";
 import { startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
@@ -51,6 +51,20 @@ describe("local dispatch between the roles of one process", () => {
     expect(types).toEqual(["task.queued", "task.running", "node.started", "model.turn", "task.completed"]);
     await stack.transport.bus.flush();
     expect(seen.values).toEqual([]);
+  });
+
+  it("runs the asked role outside the asker's stack: XState warns about nothing", async () => {
+    // A responder run inside the XState action that asked would create its actors while that action executes, and
+    // XState warns ("Custom actions should not call `assign()` directly") for every task.
+    const warn = vi.spyOn(console, "warn");
+    try {
+      await using stack = await startStack({ url: server.url, mock });
+      const { outcome } = await runOne(stack);
+      expect(outcome).toMatchObject({ status: "COMPLETE", content: "white" });
+      expect(warn.mock.calls.map((args) => String(args[0]))).toEqual([]);
+    } finally {
+      warn.mockRestore();
+    }
   });
 
   it("sends them over NATS when switched off, with the same outcome and events", async () => {
