@@ -3,7 +3,7 @@
  * required role answers, 1 naming the roles missing.
  */
 import type { Command } from "commander";
-import { decode, encode, PingReply, PingRequest, type Subjects } from "../../protocol/index.js";
+import { decode, encode, Requests, type PingReply, type Subjects } from "../../protocol/index.js";
 import { commonOptions, setup, UsageError, type CommonFlags } from "./common.js";
 import { place } from "../nats/connect.js";
 import { natsAuth } from "../nats/auth.js";
@@ -71,9 +71,11 @@ export function healthReport(required: readonly Role[], answers: readonly PingRe
 async function collect(bus: NatsBus, subjects: Subjects, timeoutMs: number): Promise<{ answers: PingReply[]; invalid: string[] }> {
   const answers: PingReply[] = [];
   const invalid: string[] = [];
-  const cancel = wireOf(bus.connection).requestMany(subjects.ping, encode(PingRequest, {}), (msg) => {
+  // The ping is the one request answered by every process: its definition (Requests.ping) gives subject and schemas.
+  const ping = Requests.ping;
+  const cancel = wireOf(bus.connection).requestMany(ping.subjectOf(subjects), encode(ping.request, {}), (msg) => {
     if (msg.data.length === 0) return; // 503: nobody listens
-    const reply = decode(PingReply, msg.data);
+    const reply = decode(ping.reply, msg.data);
     if (reply.ok) answers.push(reply.value);
     else invalid.push(reply.error.message);
   });
