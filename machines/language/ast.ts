@@ -294,7 +294,9 @@ export type TemplateWarningKind =
   /** A single-valued child written twice; the first one is used. */
   | "duplicate-element"
   /** Non-blank text where only elements are expected; ignored (or kept in `TaskNode.text`). */
-  | "stray-text";
+  | "stray-text"
+  /** `<tools>`, `max_turns`, `temperature` or `max_output_tokens` on a task that runs no session of its own (a sequential, …). */
+  | "ignored-setting";
 
 /** A non-fatal finding, located at the element it concerns. */
 export interface TemplateWarning {

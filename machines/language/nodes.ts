@@ -156,6 +156,7 @@ export function buildTask(ctx: BuildContext, el: XmlElement, origin?: ImplicitTa
   task.inputs = inputs;
   task.extra = extra;
   if (task.contextManagement !== undefined) checkContext(ctx, task.contextManagement, task.filePaths !== undefined);
+  if (NO_SESSION.has(type)) ignoredSettings(ctx, task);
   return task;
 }
 
@@ -182,6 +183,20 @@ const TASK_CHILDREN = new Set([
   "output_slot",
   "input_source",
 ]);
+
+/** Task types that run no model session of their own: a session's settings on them are ignored. */
+const NO_SESSION = new Set(["sequential", "reduce", "script", "director_evaluator_loop", "judge_loop"]);
+
+function ignoredSettings(ctx: BuildContext, task: TaskNode): void {
+  const set = [
+    task.tools ? "<tools>" : "",
+    task.maxTurns === undefined ? "" : "max_turns",
+    task.temperature === undefined ? "" : "temperature",
+    task.maxOutputTokens === undefined ? "" : "max_output_tokens",
+  ].filter((s) => s !== "");
+  if (set.length > 0)
+    ctx.warn("ignored-setting", `${set.join(", ")} set the session of an atomic task; on a ${task.type} task they are ignored`, task.loc);
+}
 
 function setSlot(task: Mutable<TaskNode>, name: "output_slot" | "input_source", variable: string): void {
   if (variable === "") return;

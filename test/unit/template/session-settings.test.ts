@@ -90,3 +90,20 @@ describe("tool lists", () => {
     expect(splitToolList(" a, b\n c ,, ")).toEqual(["a", "b", "c"]);
   });
 });
+
+describe("settings on a task without a session of its own", () => {
+  it("are kept but warned about: a sequential runs no session", () => {
+    const outcome = parseTemplate(
+      `<task type="sequential" temperature="0.5">\n<tools>read_file</tools><steps><task><description>x</description></task></steps></task>`,
+    );
+    if (!outcome.ok) throw new Error(outcome.error.message);
+    expect(outcome.warnings).toEqual([
+      {
+        kind: "ignored-setting",
+        message: "<tools>, temperature set the session of an atomic task; on a sequential task they are ignored",
+        line: 1,
+        col: 1,
+      },
+    ]);
+  });
+});
