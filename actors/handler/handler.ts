@@ -272,7 +272,7 @@ export function startHandler(
           ...(key && records ? { records: { store: records, key, ...(recorded ? { restoredTurn: recorded.session.turns } : {}) } } : {}),
         }),
       turnCompleted: (context, params) =>
-        progress("model.turn", `turn ${params.turn}/${params.maxTurns} (${context.model})`, {
+        progress("model.turn", `turn ${params.turn}/${params.maxTurns}`, {
           ...params,
           model: context.model,
           ...cost(context.model, params.usage),
