@@ -7,6 +7,7 @@ import { modelUnavailable, missingToolsMessage, toolChoice, withFallback } from 
 import type { Toolset } from "../../../actors/handler/toolset.js";
 import { ModelCallError } from "../../../actors/model.js";
 import { toolSelection } from "../../../runtime/tools/toolset.js";
+import { loadConfig } from "../../../runtime/config.js";
 
 const toolset = (names: string[]): Toolset => ({
   definitions: names.map((name) => ({ type: "function", function: { name, description: name, parameters: { type: "object" } } })),
@@ -38,6 +39,12 @@ describe("toolChoice", () => {
 });
 
 describe("DIRIGENT_TOOLS", () => {
+  it("takes names and globs, separated by commas; anything else is refused naming the variable", () => {
+    expect(loadConfig({}, { DIRIGENT_TOOLS: "read_file, fs__*,get_weather" }).tools).toEqual(["read_file", "fs__*", "get_weather"]);
+    expect(loadConfig({}, {}).tools).toEqual(["read_file", "list_files"]);
+    expect(() => loadConfig({}, { DIRIGENT_TOOLS: "read_file,fs/read" })).toThrow(/environment variable DIRIGENT_TOOLS/);
+  });
+
   it("built-in names only: those built-ins, every other tool by default (the form of before)", () => {
     expect(toolSelection(["read_file", "run_script"])).toEqual({ enabled: ["read_file", "run_script"] });
   });
