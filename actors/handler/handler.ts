@@ -15,7 +15,6 @@ import {
   Requests,
   ScriptRecord,
   ScriptRequest,
-  selectTools,
   TurnRecord,
   Usage,
   taskFailure,
@@ -129,18 +128,12 @@ export function startHandler(
   const actors = sessionActors();
   const sessions = new Map<string, Set<ReturnType<SessionActors["create"]>>>();
   /** The tools of a session: its task's `<tools>` or the default, with its continuation tools. */
-  const chooseTools = toolChoice(toolset, config.defaultTools);
-  const unmatched = config.defaultTools
-    ? selectTools(
-        config.defaultTools,
-        toolset.definitions.map((d) => d.function.name),
-      ).missing
-    : [];
-  if (unmatched.length > 0)
+  const chooseTools = toolChoice(toolset, config.defaultTools, (unmatched) =>
     deps.log.warn(
       { tools: unmatched },
       `DIRIGENT_TOOLS names tools this Handler does not have: ${unmatched.join(", ")}; they are left out`,
-    );
+    ),
+  );
   // One run per record key: a request for a session or script still running (here or in another Handler) joins it.
   const gate = records ? createRunGate(createLeases(records, deps.log)) : undefined;
   // Session records this Handler writes behind its replies; a read of one waits for its write.

@@ -39,10 +39,14 @@ const KEPT = 64;
 
 /**
  * The tool choice of a Handler whose tools are `toolset`'s; `defaults` is the selection of a task that names none
- * (`DIRIGENT_TOOLS`; absent: every tool). A default entry no tool matches is left out (logged at start); a task's is
- * missing.
+ * (`DIRIGENT_TOOLS`; absent: every tool). A default entry no tool matches is left out (`unmatched` hears of it); a
+ * task's is missing.
  */
-export function toolChoice(toolset: Toolset, defaults: readonly string[] | undefined): ChooseTools {
+export function toolChoice(
+  toolset: Toolset,
+  defaults: readonly string[] | undefined,
+  unmatched?: (patterns: string[]) => void,
+): ChooseTools {
   const names = toolset.definitions.map((d) => d.function.name);
   const byName = new Map(toolset.definitions.map((d) => [d.function.name, d]));
   const kept = new Map<string, SessionTools>();
@@ -59,7 +63,9 @@ export function toolChoice(toolset: Toolset, defaults: readonly string[] | undef
     kept.set(key, made);
     return made;
   };
-  const fallback = defaults === undefined ? undefined : selectTools(defaults, names).selected;
+  const selection = defaults === undefined ? undefined : selectTools(defaults, names);
+  if (selection && selection.missing.length > 0) unmatched?.(selection.missing);
+  const fallback = selection?.selected;
   return (patterns, kinds) => {
     if (patterns === undefined) return choose(fallback, kinds);
     const { selected, missing } = selectTools(patterns, names);

@@ -23,7 +23,9 @@ describe("toolChoice", () => {
 
   it("offers every tool without a default, the default's selection otherwise, and a task's own list over both", () => {
     expect(names(toolChoice(tools, undefined)(undefined, []))).toEqual(["read_file", "fs__read", "fs__write", "get_weather"]);
-    expect(names(toolChoice(tools, ["fs__*", "nowhere"])(undefined, []))).toEqual(["fs__read", "fs__write"]);
+    const unmatched: string[][] = [];
+    expect(names(toolChoice(tools, ["fs__*", "nowhere"], (p) => unmatched.push(p))(undefined, []))).toEqual(["fs__read", "fs__write"]);
+    expect(unmatched).toEqual([["nowhere"]]);
     expect(names(toolChoice(tools, ["fs__*"])(["get_weather"], ["subtask"]))).toEqual(["get_weather", "run_subtask"]);
     expect(names(toolChoice(tools, undefined)([], []))).toEqual([]);
   });
