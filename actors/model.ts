@@ -29,6 +29,8 @@ export interface ModelRequest {
   tools?: readonly ToolDefinition[];
   /** Largest completion, sent as `max_tokens`; the server's own limit otherwise. */
   maxTokens?: number;
+  /** Sampling temperature (0–2), sent as `temperature`; the server's default otherwise. */
+  temperature?: number;
 }
 
 /** Observers of one model call. */

@@ -7,6 +7,26 @@
  */
 import { z } from "zod";
 import { Usage } from "./result.js";
+import { ToolPattern } from "./tool-selection.js";
+
+/**
+ * What a task sets for its own session (`<tools>`, `max_turns`, `temperature`, `max_output_tokens`, `<model
+ * fallback>`), over the Handler's defaults. Sent in `ExecuteRequest`, and kept in a suspended session's state so
+ * that its resume, in any Handler, runs under the same settings.
+ */
+export const SessionSettings = z.object({
+  /** The tools offered (names and globs); absent: the Handler's default (`DIRIGENT_TOOLS`); empty: none. */
+  tools: z.array(ToolPattern).max(256).optional(),
+  /** Hard limit on assistant messages, instead of the Handler's `DIRIGENT_MAX_TURNS`. */
+  maxTurns: z.int().min(1).max(100).optional(),
+  /** Sampling temperature sent with every model call. */
+  temperature: z.number().min(0).max(2).optional(),
+  /** Largest completion of one model call, instead of the Handler's `DIRIGENT_MAX_OUTPUT_TOKENS`. */
+  maxOutputTokens: z.int().min(1).max(1_000_000).optional(),
+  /** Models tried in order when the model is unavailable (not found, overloaded after the retries, unreachable). */
+  fallbackModels: z.array(z.string().min(1).max(200)).max(8).optional(),
+});
+export type SessionSettings = z.infer<typeof SessionSettings>;
 
 /** Context settings a subtask request imposes on its child (names as in `<context_management>`). */
 export const ContextOverride = z.strictObject({
@@ -86,6 +106,8 @@ export const SessionState = z.object({
   malformedToolCalls: z.int().nonnegative(),
   /** The model that answered. */
   model: z.string(),
+  /** The task's own settings of the session, when it set any. */
+  settings: SessionSettings.optional(),
 });
 export type SessionState = z.infer<typeof SessionState>;
 

@@ -5,11 +5,11 @@
  */
 import { z } from "zod";
 import { TaskId } from "./ids.js";
-import { ContinuationKind, SessionState } from "./continuation.js";
+import { ContinuationKind, SessionSettings, SessionState } from "./continuation.js";
 import { TaskResult } from "./result.js";
 
 /** Run one atomic task. All text is fully substituted; the Handler never sees `{{var}}`. */
-export const ExecuteRequest = z.object({
+export const ExecuteRequest = SessionSettings.extend({
   type: z.literal("handler.execute"),
   /** The task this node belongs to. */
   taskId: TaskId,
@@ -40,7 +40,10 @@ export const ExecuteRequest = z.object({
   occurrence: z.int().positive().optional(),
   /** No earlier run of this call can have left a record (its task's first evaluation, first request): none is looked for. */
   fresh: z.boolean().optional(),
-  /** Resume a suspended session: `answer` becomes the response to its pending tool call; `prompt` is then ignored. */
+  /**
+   * Resume a suspended session: `answer` becomes the response to its pending tool call; `prompt` is then ignored,
+   * and so are the settings (`tools`, `maxTurns`, …): the session's own (`session.settings`) apply.
+   */
   resume: z.object({ session: SessionState, answer: z.string() }).optional(),
   /**
    * What is left of the task's budget (and of any node's budget around this one) for this call: tokens, and cost

@@ -19,3 +19,4 @@ export * from "./goals.js";
 export * from "./health.js";
 export * from "./subjects.js";
 export * from "./requests.js";
+export * from "./tool-selection.js";

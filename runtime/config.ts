@@ -4,7 +4,7 @@
  * Secrets (the API key, the NATS password and token) are kept in the config object only and are never logged or sent.
  */
 import { z } from "zod";
-import { checkRoot, DEFAULT_ROOT, MAX_BODY_BYTES } from "../protocol/index.js";
+import { checkRoot, DEFAULT_ROOT, MAX_BODY_BYTES, ToolPattern } from "../protocol/index.js";
 import { ENV_NAMES, FLAG_NAMES } from "./config-names.js";
 
 export { ENV_NAMES };
@@ -120,8 +120,11 @@ export const Config = z.object({
   modelPrices: json(z.record(z.string(), ModelPrice)),
   /** Directory the Handler's tools are confined to. */
   workspaceRoot: z.string().min(1),
-  /** Tools offered to the model. */
-  tools: list(z.enum(["read_file", "list_files", "run_script"])),
+  /**
+   * Tools offered to a session whose task names none: names and globs (`read_file,fs__*`). A built-in tool exists
+   * only when named here; a list of built-in names only offers every tool of the other sources too (docs/tools.md).
+   */
+  tools: list(ToolPattern),
   /** MCP servers whose tools the Handler offers: a JSON file `{"mcpServers": {...}}` (docs/tools.md). */
   mcpConfig: z.string().min(1).optional(),
   /** Default time one tool call (MCP, TypeScript) may take before it is answered with a timeout error. */

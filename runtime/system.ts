@@ -13,7 +13,7 @@ import { startMemory } from "../actors/memory/memory.js";
 import type { IndexStore } from "../actors/memory/index-store.js";
 import { answersOnly, type CallModel } from "../actors/model.js";
 import { createModelClient } from "./model/openai.js";
-import { createToolset } from "./tools/toolset.js";
+import { createToolset, toolSelection } from "./tools/toolset.js";
 import { typeScriptSource, type TypeScriptTool } from "./tools/typescript.js";
 import { configuredSources } from "./tools/configured.js";
 import { createSubjects, type Subjects } from "../protocol/index.js";
@@ -127,10 +127,11 @@ export async function startSystem(options: SystemOptions): Promise<SystemHandle>
         ...(config.openaiApiKey ? { apiKey: config.openaiApiKey } : {}),
       });
     const secrets = secretValues(config);
+    const selection = toolSelection(config.tools);
     const toolset = await createToolset(
       {
         workspaceRoot: config.workspaceRoot,
-        enabled: config.tools,
+        enabled: selection.enabled,
         commands: config.commands,
         sandbox: {
           mode: config.sandbox,
@@ -164,6 +165,7 @@ export async function startSystem(options: SystemOptions): Promise<SystemHandle>
           warningThreshold: config.warningThreshold,
           maxMalformedToolCalls: config.maxMalformedToolCalls,
           ...(config.maxOutputTokens > 0 ? { maxOutputTokens: config.maxOutputTokens } : {}),
+          ...(selection.defaultTools ? { defaultTools: selection.defaultTools } : {}),
           prices: config.modelPrices,
           streamDeltas: config.streamDeltas,
           secrets,

@@ -5,7 +5,7 @@
  */
 import { ATOMIC_TYPES, type EvalNode } from "../../machines/evaluator/evaluation.js";
 import type { Env } from "../../machines/language/env.js";
-import { taskFailure, type TaskResult } from "../../protocol/index.js";
+import { taskFailure, type SessionSettings, type TaskResult } from "../../protocol/index.js";
 import { expandText, type InlineCall } from "./inline.js";
 import type { SubstituteMode } from "../../machines/language/substitute.js";
 import type { InputBinding, StepNode, TaskNode, TemplateDocument } from "../../machines/language/ast.js";
@@ -118,8 +118,8 @@ export function inputFailure(message: string, details?: Record<string, unknown>)
   return taskFailure("input_validation_failure", message, details);
 }
 
-/** The prompt-bearing fields of an atomic task, before substitution. */
-export interface AtomicFields {
+/** The prompt-bearing fields of an atomic task, before substitution, and its own session settings. */
+export interface AtomicFields extends SessionSettings {
   prompt: string;
   system?: string;
   model?: string;
@@ -135,6 +135,18 @@ function atomicFields(node: TaskNode): AtomicFields {
     prompt,
     ...(node.system ? { system: node.system } : {}),
     ...(node.model?.name ? { model: node.model.name.trim() } : {}),
+    ...sessionSettings(node),
+  };
+}
+
+/** What the task sets of its session: `<tools>`, `max_turns`, `temperature`, `max_output_tokens`, `<model fallback>`. */
+export function sessionSettings(node: TaskNode): SessionSettings {
+  return {
+    ...(node.tools ? { tools: [...node.tools.patterns] } : {}),
+    ...(node.maxTurns === undefined ? {} : { maxTurns: node.maxTurns }),
+    ...(node.temperature === undefined ? {} : { temperature: node.temperature }),
+    ...(node.maxOutputTokens === undefined ? {} : { maxOutputTokens: node.maxOutputTokens }),
+    ...(node.model?.fallback.length ? { fallbackModels: [...node.model.fallback] } : {}),
   };
 }
 
@@ -184,6 +196,7 @@ export async function prepareAtomic(
   return {
     ok: true,
     fields: {
+      ...sessionSettings(node),
       prompt: out["prompt"] ?? "",
       ...(out["system"] !== undefined ? { system: out["system"] } : {}),
       ...(out["model"] !== undefined ? { model: out["model"] } : {}),

@@ -17,7 +17,7 @@ import {
   ScriptRequest,
   TurnRecord,
   Usage,
-  type ContinuationKind,
+  taskFailure,
   type ExecuteReply,
   type ScriptReply,
   type SessionCheckpoint,
@@ -29,14 +29,14 @@ import { publishProgress } from "../local.js";
 import { sessionActors, type SessionActors, type SessionEffects } from "./session.js";
 import { readSessionRecord, recordsBehind, scriptKey, turnKey, writeRecord } from "./records.js";
 import { createLeases, createRunGate, type JoinedAt } from "./lease.js";
-import { continuationTools } from "./continuation.js";
 import { runToolCalls } from "./tool-calls.js";
 import { priceOf, sessionBudget } from "./budget.js";
 import { attachContext } from "./files.js";
 import type { CallModel } from "../model.js";
 import { serve } from "../serve.js";
 import { contextWindowOf, costOf, tokenCounter, type ModelPrice } from "./tokens.js";
-import type { ToolDefinition, Toolset } from "./toolset.js";
+import type { Toolset } from "./toolset.js";
+import { missingToolsMessage, settingsOf, toolChoice, withFallback } from "./settings.js";
 import { createMasker, maskDeep } from "../secrets.js";
 
 /** Handler configuration, immutable for the life of every session it starts. */
@@ -59,6 +59,11 @@ export interface HandlerConfig {
   maxMalformedToolCalls?: number;
   /** Largest completion of one model call, sent to the model as `max_tokens`. Default: none sent. */
   maxOutputTokens?: number;
+  /**
+   * The tools (names and globs) offered to a session whose task names none (`DIRIGENT_TOOLS`); default: every tool
+   * of the toolset. A task's `<tools>` chooses among all of the toolset's tools.
+   */
+  defaultTools?: readonly string[];
   /** Per-1M-token prices by model id; usage of a listed model gets a `cost`. */
   prices?: Readonly<Record<string, ModelPrice>>;
   /**
@@ -122,15 +127,13 @@ export function startHandler(
   // This Handler's session actors: the machine provided once, its effects acting for this Handler's sessions only.
   const actors = sessionActors();
   const sessions = new Map<string, Set<ReturnType<SessionActors["create"]>>>();
-  /** The tools offered with each set of continuation kinds: one array per set, so its token count is kept too. */
-  const toolSets = new Map<string, readonly ToolDefinition[]>();
-  const toolsFor = (kinds: readonly ContinuationKind[]): readonly ToolDefinition[] => {
-    if (kinds.length === 0) return toolset.definitions;
-    const key = kinds.join(",");
-    let tools = toolSets.get(key);
-    if (tools === undefined) toolSets.set(key, (tools = [...toolset.definitions, ...continuationTools(kinds)]));
-    return tools;
-  };
+  /** The tools of a session: its task's `<tools>` or the default, with its continuation tools. */
+  const chooseTools = toolChoice(toolset, config.defaultTools, (unmatched) =>
+    deps.log.warn(
+      { tools: unmatched },
+      `DIRIGENT_TOOLS names tools this Handler does not have: ${unmatched.join(", ")}; they are left out`,
+    ),
+  );
   // One run per record key: a request for a session or script still running (here or in another Handler) joins it.
   const gate = records ? createRunGate(createLeases(records, deps.log)) : undefined;
   // Session records this Handler writes behind its replies; a read of one waits for its write.
@@ -146,6 +149,18 @@ export function startHandler(
       data: { nodePath: request.nodePath, at },
     });
   const execute = async (request: ExecuteRequest): Promise<ExecuteReply> => {
+    // A task naming tools this Handler lacks is refused before anything runs: no record, no model call.
+    const chosen = chooseTools(settingsOf(request).tools, request.continuations ?? []);
+    if ("missing" in chosen) {
+      const { taskId, nodePath } = request;
+      const message = missingToolsMessage(chosen.missing, toolset);
+      return {
+        type: "handler.result",
+        taskId,
+        nodePath,
+        result: taskFailure("input_validation_failure", message, { missingTools: chosen.missing }),
+      };
+    }
     const key = records ? turnKey(request) : undefined;
     if (key === undefined || gate === undefined) return runSession(request, undefined, false, () => undefined);
     return gate.run(
@@ -164,7 +179,11 @@ export function startHandler(
   ): Promise<ExecuteReply> => {
     const { taskId, nodePath } = request;
     const kinds = request.continuations ?? [];
-    const tools = toolsFor(kinds);
+    const settings = settingsOf(request);
+    const chosen = chooseTools(settings.tools, kinds);
+    // Checked in `execute` before the run: the toolset does not change.
+    const { definitions: tools, offered } = "missing" in chosen ? { definitions: [], offered: new Set<string>() } : chosen;
+    const maxOutputTokens = settings.maxOutputTokens ?? config.maxOutputTokens;
     const progress = (event: string, message: string, data: Record<string, unknown>) =>
       publishProgress(deps, maskDeep({ type: "task.progress" as const, taskId, event, message, data: { nodePath, ...data } }, mask));
     // A fresh call (its task's first evaluation, first request) has no record to replay, unless a run of it came
@@ -198,15 +217,37 @@ export function startHandler(
     };
     const effects: SessionEffects = {
       callModel: (input, signal) =>
-        callModel({ ...input, tools, ...(config.maxOutputTokens ? { maxTokens: config.maxOutputTokens } : {}) }, signal, {
-          onRetry: (retry) =>
-            progress(
-              "model.retry",
-              `retry ${retry.attempt}/${retry.maxRetries} in ${retry.delayMs} ms${retry.fromRetryAfter ? " (retry-after)" : ""}: ${retry.message}`,
-              { ...retry },
+        withFallback(
+          input.model,
+          settings.fallbackModels ?? [],
+          (model) =>
+            callModel(
+              {
+                ...input,
+                model,
+                tools,
+                ...(maxOutputTokens ? { maxTokens: maxOutputTokens } : {}),
+                ...(settings.temperature === undefined ? {} : { temperature: settings.temperature }),
+              },
+              signal,
+              {
+                onRetry: (retry) =>
+                  progress(
+                    "model.retry",
+                    `retry ${retry.attempt}/${retry.maxRetries} in ${retry.delayMs} ms${retry.fromRetryAfter ? " (retry-after)" : ""}: ${retry.message}`,
+                    { ...retry, model },
+                  ),
+                ...((request.stream ?? config.streamDeltas) ? { onDelta: (text: string) => progress("model.delta", text, { text }) } : {}),
+              },
             ),
-          ...((request.stream ?? config.streamDeltas) ? { onDelta: (text: string) => progress("model.delta", text, { text }) } : {}),
-        }),
+          (from, to, error) =>
+            progress("model.fallback", `model '${from}' is unavailable (${error.message}): trying '${to}'`, {
+              from,
+              to,
+              ...(error.status === undefined ? {} : { status: error.status }),
+            }),
+          () => signal.aborted,
+        ),
       countTokens: (input) => countRequestTokens(input.model, input.messages, tools),
       ...(key && records
         ? {
@@ -218,12 +259,17 @@ export function startHandler(
         runToolCalls(input, signal, {
           toolset,
           kinds,
+          ...(offered ? { offered } : {}),
           log: deps.log,
           progress,
           ...(key && records ? { records: { store: records, key, ...(recorded ? { restoredTurn: recorded.session.turns } : {}) } } : {}),
         }),
       turnCompleted: (context, params) =>
-        progress("model.turn", `turn ${params.turn}/${params.maxTurns}`, { ...params, ...cost(context.model, params.usage) }),
+        progress("model.turn", `turn ${params.turn}/${params.maxTurns}`, {
+          ...params,
+          model: context.model,
+          ...cost(context.model, params.usage),
+        }),
       contextWarning: (params) =>
         progress(
           "context.warning",
@@ -241,11 +287,11 @@ export function startHandler(
         system: buildSystemPrompt(config.baseSystemPrompt, request.system) + attached.text,
         prompt: request.prompt,
         model,
-        maxTurns: config.maxTurns,
+        maxTurns: settings.maxTurns ?? config.maxTurns,
         contextLimit: Math.floor(contextWindowOf(model, config.contextWindowTokens ?? 128_000) * (config.maxContextWindowFraction ?? 0.8)),
         warningThreshold: config.warningThreshold ?? 0.8,
         maxMalformedToolCalls: config.maxMalformedToolCalls ?? 3,
-        ...(config.maxOutputTokens ? { maxOutputTokens: config.maxOutputTokens } : {}),
+        ...(maxOutputTokens ? { maxOutputTokens } : {}),
         ...(recorded
           ? { restore: recorded.session }
           : request.resume
@@ -259,7 +305,9 @@ export function startHandler(
     try {
       const done = toPromise(actor);
       actor.start();
-      const { session, ...result }: SessionOutput = await done;
+      const { session: suspended, ...result }: SessionOutput = await done;
+      // A suspended session keeps the task's settings, for its resume in any Handler.
+      const session = suspended && Object.keys(settings).length > 0 ? { ...suspended, settings } : suspended;
       const usage = Usage.safeParse(result.notes["usage"]);
       const priced = usage.success ? { ...result, notes: { ...result.notes, ...cost(String(result.notes["model"]), usage.data) } } : result;
       const reply: ExecuteReply = maskDeep(

@@ -29,6 +29,8 @@ export interface ToolRunEnv {
   toolset: Toolset;
   /** Continuation tools offered to the session. */
   kinds: readonly ContinuationKind[];
+  /** The toolset's tools offered to the session (its `<tools>` selection); absent: all of them. */
+  offered?: ReadonlySet<string>;
   records?: ToolRecords;
   log: Logger;
   /** Publishes a progress event of the task. */
@@ -59,7 +61,9 @@ export async function runToolCalls(input: RunToolsInput, signal: AbortSignal, en
       ? "problem" in asked
         ? { malformed: true, content: asked.problem }
         : { malformed: false, content: "error: one continuation per message; call it again after the first one has answered" }
-      : await runRecorded(call, index, input.turn, signal, env);
+      : env.offered && !env.offered.has(call.function.name)
+        ? { malformed: true, content: notOffered(call.function.name, env.offered) }
+        : await runRecorded(call, index, input.turn, signal, env);
     if (answer.malformed) malformed++;
     const note = answer.malformed
       ? " (malformed)"
@@ -86,6 +90,10 @@ export async function runToolCalls(input: RunToolsInput, signal: AbortSignal, en
   }
   return { messages, malformed, ...(continuation ? { continuation } : {}) };
 }
+
+// A tool of this Handler the task did not select is no tool of the session: the model is told the ones it has.
+const notOffered = (name: string, offered: ReadonlySet<string>) =>
+  `error: no tool named '${name}' is available; available: ${offered.size === 0 ? "none" : [...offered].join(", ")}`;
 
 const event = (data: ToolCallEventData): Record<string, unknown> => data;
 

@@ -132,6 +132,14 @@ export interface ModelSpec {
   readonly fallback: readonly string[];
 }
 
+/** `<tools>`: the tools the task's session is offered, by name or glob (`fs__*`); empty: none. */
+export interface ToolList {
+  readonly kind: "tools";
+  readonly loc: SourceLocation;
+  /** Names and globs, in the order written. */
+  readonly patterns: readonly string[];
+}
+
 /** `<script_execution>` of a director–evaluator loop: a command or a call. */
 export interface ScriptExecution {
   readonly kind: "script_execution";

@@ -24,6 +24,7 @@ import type {
   SourceLocation,
   TaskType,
   TerminationCondition,
+  ToolList,
 } from "./ast-parts.js";
 
 /** The element that produced an implicit task (a body written directly inside the wrapper). */
@@ -53,6 +54,14 @@ export interface TaskNode {
   readonly system?: string;
   /** `<model>`. */
   readonly model?: ModelSpec;
+  /** `<tools>`: the tools its session is offered instead of the Handler's default. */
+  readonly tools?: ToolList;
+  /** `max_turns` attribute (1–100): the session's turn limit instead of the Handler's. */
+  readonly maxTurns?: number;
+  /** `temperature` attribute (0–2), sent with every model call of the session. */
+  readonly temperature?: number;
+  /** `max_output_tokens` attribute: the largest completion of one model call, instead of the Handler's. */
+  readonly maxOutputTokens?: number;
   /** `<provider>` id. */
   readonly provider?: string;
   /** `<criteria>`: free text, or a list of `<criterion>`/`<item>` children (the seeds use both). */
@@ -99,7 +108,7 @@ export interface TaskNode {
   readonly origin?: ImplicitTaskOrigin;
   /** Non-blank text written directly inside the task (e.g. `...`), trimmed. */
   readonly text?: string;
-  /** Attributes other than type/subtype/name/ref/parameters/params/returns. */
+  /** Attributes other than type/subtype/name/ref/parameters/params/returns/max_turns/temperature/max_output_tokens. */
   readonly attributes: Readonly<Record<string, string>>;
   /** Child elements the runtime does not model (`code`, `continuation_policy`, …), in document order. */
   readonly extra: readonly ElementNode[];
@@ -285,7 +294,9 @@ export type TemplateWarningKind =
   /** A single-valued child written twice; the first one is used. */
   | "duplicate-element"
   /** Non-blank text where only elements are expected; ignored (or kept in `TaskNode.text`). */
-  | "stray-text";
+  | "stray-text"
+  /** `<tools>`, `max_turns`, `temperature` or `max_output_tokens` on a task that runs no session of its own (a sequential, …). */
+  | "ignored-setting";
 
 /** A non-fatal finding, located at the element it concerns. */
 export interface TemplateWarning {

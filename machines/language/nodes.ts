@@ -37,7 +37,10 @@ import {
   returnsElement,
   scriptExecution,
   scriptSpec,
+  SESSION_ATTRIBUTE_NAMES,
+  sessionAttributes,
   terminationCondition,
+  toolList,
 } from "./pieces.js";
 import {
   type BuildContext,
@@ -59,7 +62,7 @@ import type { XmlElement } from "./xml.js";
 const KNOWN_TYPES: readonly KnownTaskType[] = ["atomic", "sequential", "reduce", "script", "director_evaluator_loop", "judge_loop"];
 /** judge_loop: its `<worker>`/`<judge>`/`<intake>` system prompts, kept as elements in `extra`. */
 const JUDGE_LOOP_PROMPTS = new Set(["worker", "judge", "intake", "criteria_judge"]);
-const TASK_ATTRIBUTES = new Set(["type", "subtype", "name", "ref", "parameters", "params", "returns"]);
+const TASK_ATTRIBUTES = new Set(["type", "subtype", "name", "ref", "parameters", "params", "returns", ...SESSION_ATTRIBUTE_NAMES]);
 const PROSE = new Set(["description", "instructions", "system", "provider", "expected_output"]);
 const WRAPPERS: readonly ImplicitTaskOrigin[] = ["director", "evaluator", "inner_task", "reduction_task"];
 
@@ -83,7 +86,7 @@ export function buildTask(ctx: BuildContext, el: XmlElement, origin?: ImplicitTa
     const expected = `${KNOWN_TYPES.slice(0, -1).join(", ")} or ${KNOWN_TYPES.at(-1) ?? ""}`;
     ctx.warn("unsupported-task-type", `unknown task type '${type}' (expected ${expected})`, el.loc);
   }
-  const task: Mutable<TaskNode> = { kind: "task", loc: el.loc, type, inputs: [], attributes: {}, extra: [] };
+  const task: Mutable<TaskNode> = { kind: "task", loc: el.loc, type, inputs: [], attributes: {}, extra: [], ...sessionAttributes(el) };
   const attributes: Record<string, string> = {};
   for (const [key, value] of Object.entries(el.attrs)) if (!TASK_ATTRIBUTES.has(key)) attributes[key] = value;
   task.attributes = attributes;
@@ -131,6 +134,7 @@ export function buildTask(ctx: BuildContext, el: XmlElement, origin?: ImplicitTa
     if (PROSE.has(name)) setProse(task, name, prose(ctx, child));
     else if (name === "criteria") task.criteria = criteria(ctx, child);
     else if (name === "model") task.model = modelSpec(child);
+    else if (name === "tools") task.tools = toolList(ctx, child);
     else if (name === "context_management") task.contextManagement = contextManagement(ctx, child);
     else if (name === "file_paths") task.filePaths = filePaths(ctx, child);
     else if (name === "output_format") task.outputFormat = outputFormat(ctx, child);
@@ -152,6 +156,7 @@ export function buildTask(ctx: BuildContext, el: XmlElement, origin?: ImplicitTa
   task.inputs = inputs;
   task.extra = extra;
   if (task.contextManagement !== undefined) checkContext(ctx, task.contextManagement, task.filePaths !== undefined);
+  if (NO_SESSION.has(type)) ignoredSettings(ctx, task);
   return task;
 }
 
@@ -160,6 +165,7 @@ const TASK_CHILDREN = new Set([
   ...WRAPPERS,
   "criteria",
   "model",
+  "tools",
   "context_management",
   "file_paths",
   "output_format",
@@ -177,6 +183,20 @@ const TASK_CHILDREN = new Set([
   "output_slot",
   "input_source",
 ]);
+
+/** Task types that run no model session of their own: a session's settings on them are ignored. */
+const NO_SESSION = new Set(["sequential", "reduce", "script", "director_evaluator_loop", "judge_loop"]);
+
+function ignoredSettings(ctx: BuildContext, task: TaskNode): void {
+  const set = [
+    task.tools ? "<tools>" : "",
+    task.maxTurns === undefined ? "" : "max_turns",
+    task.temperature === undefined ? "" : "temperature",
+    task.maxOutputTokens === undefined ? "" : "max_output_tokens",
+  ].filter((s) => s !== "");
+  if (set.length > 0)
+    ctx.warn("ignored-setting", `${set.join(", ")} set the session of an atomic task; on a ${task.type} task they are ignored`, task.loc);
+}
 
 function setSlot(task: Mutable<TaskNode>, name: "output_slot" | "input_source", variable: string): void {
   if (variable === "") return;

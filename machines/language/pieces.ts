@@ -20,11 +20,14 @@ import type {
   ScriptExecution,
   ScriptSpec,
   TerminationCondition,
+  ToolList,
 } from "./ast.js";
+import { badToolPatterns, splitToolList } from "../../protocol/tool-selection.js";
 import {
   type BuildContext,
   type Mutable,
   childElements,
+  clip,
   directText,
   fail,
   firstOnly,
@@ -252,6 +255,45 @@ export function modelSpec(el: XmlElement): ModelSpec {
   const name = directText(el) || el.attrs.preferred?.trim() || el.attrs.name?.trim() || "";
   if (name !== "") model.name = name;
   return model;
+}
+
+/** `<tools>read_file, fs__*</tools>`: tool names and globs, separated by commas or whitespace; empty: no tools. */
+export function toolList(ctx: BuildContext, el: XmlElement): ToolList {
+  for (const child of childElements(el)) misplacedOr(ctx, child, el.name);
+  const patterns = splitToolList(directText(el));
+  const bad = badToolPatterns(patterns);
+  if (bad.length > 0) {
+    const names = bad.map((b) => `'${clip(b)}'`).join(", ");
+    fail(el, `invalid tool name or glob in <tools>: ${names} (letters, digits, '_', '-' and '*', at most 64 characters)`);
+  }
+  return { kind: "tools", loc: el.loc, patterns: [...new Set(patterns)] };
+}
+
+/** The session settings a `<task>` sets by attribute, with their ranges. */
+const SESSION_ATTRIBUTES = {
+  max_turns: { key: "maxTurns", min: 1, max: 100, integer: true },
+  temperature: { key: "temperature", min: 0, max: 2, integer: false },
+  max_output_tokens: { key: "maxOutputTokens", min: 1, max: 1_000_000, integer: true },
+} as const;
+
+/** Names of the attributes {@link sessionAttributes} reads. */
+export const SESSION_ATTRIBUTE_NAMES: readonly string[] = Object.keys(SESSION_ATTRIBUTES);
+
+/** `max_turns`, `temperature`, `max_output_tokens` of a `<task>`; a value out of its range is refused at the task. */
+export function sessionAttributes(el: XmlElement): { maxTurns?: number; temperature?: number; maxOutputTokens?: number } {
+  const out: { maxTurns?: number; temperature?: number; maxOutputTokens?: number } = {};
+  for (const [name, rule] of Object.entries(SESSION_ATTRIBUTES)) {
+    const raw = el.attrs[name];
+    if (raw === undefined) continue;
+    const text = raw.trim();
+    const value = (rule.integer ? /^\d+$/ : /^\d+(\.\d+)?$/).test(text) ? Number(text) : Number.NaN;
+    if (!(value >= rule.min && value <= rule.max)) {
+      const kind = rule.integer ? "an integer" : "a number";
+      fail(el, `invalid ${name} attribute of <${el.name}> '${clip(text)}': expected ${kind} from ${rule.min} to ${rule.max}`);
+    }
+    out[rule.key] = value;
+  }
+  return out;
 }
 
 /** `<parameters>` with `<parameter>`/`<param name type required default>` children. */

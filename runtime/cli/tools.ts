@@ -16,7 +16,7 @@ import { startSystem } from "../system.js";
 import { loadConfig } from "../config.js";
 import { configuredSources } from "../tools/configured.js";
 import { composeTools, type ToolSource } from "../tools/source.js";
-import { builtinToolInfo } from "../tools/toolset.js";
+import { builtinToolInfo, toolSelection } from "../tools/toolset.js";
 import { oneLine, table, type Write } from "./templates.js";
 
 /** The example task `dirigent demo` runs. */
@@ -129,7 +129,7 @@ export async function listTools(flags: { mcpConfig?: string } = {}, env: NodeJS.
   const builtins: ToolSource = {
     kind: "builtin",
     name: "the built-in tools",
-    tools: config.tools.map((name) => ({
+    tools: toolSelection(config.tools).enabled.map((name) => ({
       name,
       source: "builtin",
       ...builtinToolInfo(name),

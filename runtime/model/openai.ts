@@ -122,7 +122,7 @@ export function createModelClient(config: ModelConfig): CallModel {
     budgetMs: config.retryBudgetMs ?? 60_000,
   };
   const once = async (
-    { model, messages, tools, maxTokens }: ModelRequest,
+    { model, messages, tools, maxTokens, temperature }: ModelRequest,
     signal: AbortSignal,
     onDelta?: (text: string) => void,
   ): Promise<ModelReply> => {
@@ -131,6 +131,7 @@ export function createModelClient(config: ModelConfig): CallModel {
       messages,
       ...(tools && tools.length > 0 ? { tools: [...tools] } : {}),
       ...(maxTokens === undefined ? {} : { max_tokens: maxTokens }),
+      ...(temperature === undefined ? {} : { temperature }),
     };
     let completion: OpenAI.ChatCompletion;
     if (onDelta) {

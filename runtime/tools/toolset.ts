@@ -24,6 +24,18 @@ import { composeTools, type ToolSource, type ToolSpec } from "./source.js";
 export const TOOL_NAMES = ["read_file", "list_files", "run_script"] as const;
 export type ToolName = (typeof TOOL_NAMES)[number];
 
+const isToolName = (name: string): name is ToolName => TOOL_NAMES.some((n) => n === name);
+
+/**
+ * What `DIRIGENT_TOOLS` (names and globs) means for a Handler: the built-in tools it names (only those exist, so
+ * `run_script` stays opt-in, by its name), and the default selection of a session whose task names no tools. A list
+ * of built-in names only (the form of before, and the default) selects every tool of the other sources too.
+ */
+export function toolSelection(list: readonly string[]): { enabled: ToolName[]; defaultTools?: string[] } {
+  const enabled = list.filter(isToolName);
+  return enabled.length === list.length ? { enabled } : { enabled, defaultTools: [...list] };
+}
+
 /** Configuration of the tools of a Handler. */
 export interface ToolsConfig extends FileToolLimits, ScriptLimits {
   /** The directory the tools are confined to. */

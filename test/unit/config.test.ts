@@ -76,7 +76,7 @@ describe("config of the Handler's tools and limits", () => {
   });
 
   it.each([
-    ["DIRIGENT_TOOLS", "read_file,rm_rf"],
+    ["DIRIGENT_TOOLS", "read_file,web.search"],
     ["DIRIGENT_MODEL_PRICES", "{not json"],
     ["DIRIGENT_STREAM", "perhaps"],
     ["DIRIGENT_MAX_CONTEXT_WINDOW_FRACTION", "1.5"],

@@ -1,0 +1,117 @@
+/**
+ * What a task sets of its own Handler session (docs/tools.md#which-tools-a-task-gets): the tools it is offered
+ * (`<tools>`, else the Handler's default `DIRIGENT_TOOLS`), and the models tried when the first is unavailable
+ * (`<model fallback>`). Turn limit, temperature and output limit are applied where the session starts.
+ */
+import { selectTools, type ContinuationKind, type ExecuteRequest, type SessionSettings } from "../../protocol/index.js";
+import { ModelCallError } from "../model.js";
+import { continuationTools } from "./continuation.js";
+import type { ToolDefinition, Toolset } from "./toolset.js";
+
+/** The settings a request runs under: its own, or for a resume those of the session it resumes. */
+export function settingsOf(request: ExecuteRequest): SessionSettings {
+  if (request.resume) return request.resume.session.settings ?? {};
+  const { tools, maxTurns, temperature, maxOutputTokens, fallbackModels } = request;
+  return {
+    ...(tools === undefined ? {} : { tools }),
+    ...(maxTurns === undefined ? {} : { maxTurns }),
+    ...(temperature === undefined ? {} : { temperature }),
+    ...(maxOutputTokens === undefined ? {} : { maxOutputTokens }),
+    ...(fallbackModels === undefined ? {} : { fallbackModels }),
+  };
+}
+
+/** The tools of one session: what the model is offered, and which of the toolset's tools it may call. */
+export interface SessionTools {
+  definitions: readonly ToolDefinition[];
+  /** The toolset's tools offered; absent: all of them. */
+  offered?: ReadonlySet<string>;
+}
+
+/** Chooses the tools of sessions; `missing`: the task named tools (or globs) this Handler does not have. */
+export type ChooseTools = (
+  patterns: readonly string[] | undefined,
+  kinds: readonly ContinuationKind[],
+) => SessionTools | { missing: string[] };
+
+/** Distinct tool sets kept: one array per set, so the token count of each is kept too (the counter keys on it). */
+const KEPT = 64;
+
+/**
+ * The tool choice of a Handler whose tools are `toolset`'s; `defaults` is the selection of a task that names none
+ * (`DIRIGENT_TOOLS`; absent: every tool). A default entry no tool matches is left out (`unmatched` hears of it); a
+ * task's is missing.
+ */
+export function toolChoice(
+  toolset: Toolset,
+  defaults: readonly string[] | undefined,
+  unmatched?: (patterns: string[]) => void,
+): ChooseTools {
+  const names = toolset.definitions.map((d) => d.function.name);
+  const byName = new Map(toolset.definitions.map((d) => [d.function.name, d]));
+  const kept = new Map<string, SessionTools>();
+  const choose = (selected: readonly string[] | undefined, kinds: readonly ContinuationKind[]): SessionTools => {
+    const key = `${selected?.join(",") ?? "*"}|${kinds.join(",")}`;
+    const known = kept.get(key);
+    if (known) return known;
+    const direct = selected === undefined ? toolset.definitions : selected.flatMap((n) => byName.get(n) ?? []);
+    const made: SessionTools = {
+      definitions: kinds.length === 0 ? direct : [...direct, ...continuationTools(kinds)],
+      ...(selected === undefined ? {} : { offered: new Set(selected) }),
+    };
+    if (kept.size >= KEPT) kept.clear();
+    kept.set(key, made);
+    return made;
+  };
+  const selection = defaults === undefined ? undefined : selectTools(defaults, names);
+  if (selection && selection.missing.length > 0) unmatched?.(selection.missing);
+  const fallback = selection?.selected;
+  return (patterns, kinds) => {
+    if (patterns === undefined) return choose(fallback, kinds);
+    const { selected, missing } = selectTools(patterns, names);
+    return missing.length > 0 ? { missing } : choose(selected, kinds);
+  };
+}
+
+/** The message of a task refused because it names tools this Handler does not have. */
+export function missingToolsMessage(missing: readonly string[], toolset: Toolset): string {
+  const names = toolset.definitions.map((d) => d.function.name);
+  const has = names.length === 0 ? "none" : names.length > 30 ? `${names.slice(0, 30).join(", ")}, …` : names.join(", ");
+  const which = missing.map((m) => `'${m}'`).join(", ");
+  return `the task's <tools> names ${missing.length === 1 ? "a tool" : "tools"} this Handler does not have: ${which} (its tools: ${has})`;
+}
+
+/**
+ * Whether a failed model call says the model is unavailable, so another may answer: not found or not allowed (404,
+ * 403), overloaded or failing after the retries (408, 409, 429, 5xx), or unreachable (no HTTP status). A request the
+ * server refused for its content (400, 413, 422) or a bad API key (401) would fail with any model.
+ */
+export function modelUnavailable(error: unknown): error is ModelCallError {
+  if (!(error instanceof ModelCallError)) return false;
+  const status = error.status;
+  return status === undefined || status === 403 || status === 404 || status === 408 || status === 409 || status === 429 || status >= 500;
+}
+
+/**
+ * Calls `first`, then each of `fallbacks` in order while the previous is unavailable ({@link modelUnavailable});
+ * `onFallback` hears of each switch. The last failure is thrown when none answers.
+ */
+export async function withFallback<T>(
+  first: string,
+  fallbacks: readonly string[],
+  call: (model: string) => Promise<T>,
+  onFallback: (from: string, to: string, error: ModelCallError) => void,
+  aborted: () => boolean,
+): Promise<T> {
+  const models = [first, ...fallbacks.filter((m) => m !== first)];
+  for (const [index, model] of models.entries()) {
+    try {
+      return await call(model);
+    } catch (error) {
+      const next = models[index + 1];
+      if (next === undefined || aborted() || !modelUnavailable(error)) throw error;
+      onFallback(model, next, error);
+    }
+  }
+  throw new Error("no model to call");
+}
