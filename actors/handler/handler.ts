@@ -124,8 +124,14 @@ export function startHandler(
   const sessions = new Map<string, Set<ReturnType<SessionActors["create"]>>>();
   /** The tools offered with each set of continuation kinds: one array per set, so its token count is kept too. */
   const toolSets = new Map<string, readonly ToolDefinition[]>();
+  let toolSetsOf = toolset.definitions;
   const toolsFor = (kinds: readonly ContinuationKind[]): readonly ToolDefinition[] => {
     if (kinds.length === 0) return toolset.definitions;
+    // The toolset's tools changed (NATS services found again): the sets are made anew.
+    if (toolset.definitions !== toolSetsOf) {
+      toolSets.clear();
+      toolSetsOf = toolset.definitions;
+    }
     const key = kinds.join(",");
     let tools = toolSets.get(key);
     if (tools === undefined) toolSets.set(key, (tools = [...toolset.definitions, ...continuationTools(kinds)]));
