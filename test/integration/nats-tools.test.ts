@@ -124,6 +124,30 @@ describe("the NATS service tool source", () => {
       await tools.close();
     }
   });
+
+  it("works as the Handler's NATS user of nats.conf: may ask $SRV.INFO and call under <root>.tools.>", async () => {
+    await startService("dirigent");
+    const handler = await connectNats({
+      servers: server.url,
+      name: "test-handler",
+      user: "handler",
+      pass: "dev-handler",
+      inboxPrefix: "_INBOX_handler",
+    });
+    const source = await startNatsToolSource(handler, { subjects: createSubjects("dirigent"), rediscoverMs: 0 });
+    const tools = composeTools([source]);
+    try {
+      expect(source.tools.map((t) => t.name)).toEqual(["get_weather", "lookup_stock", "wait_forever"]);
+      const answer = await tools.run(
+        { id: "c1", type: "function", function: { name: "get_weather", arguments: '{"city":"Oslo"}' } },
+        new AbortController().signal,
+      );
+      expect(answer.content).toBe(WEATHER);
+    } finally {
+      await tools.close();
+      await handler.close();
+    }
+  });
 });
 
 describe("NATS service tools in a session", () => {
