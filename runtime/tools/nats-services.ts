@@ -195,10 +195,12 @@ export async function startNatsToolSource(nc: NatsConnection, options: NatsToolO
         cancel();
         signal.removeEventListener("abort", onAbort);
         if (msg.data.length === 0 && msg.headers?.code === 503) {
-          void discover();
-          reject(
-            new ToolError(
-              `'${found.name}' has no responders on '${found.subject}' now (its service stopped); the tools are being discovered again. Go on without it or try later`,
+          // Answered once the services were asked again: the model's next turn is offered what is left.
+          void discover().then(() =>
+            reject(
+              new ToolError(
+                `'${found.name}' has no responders on '${found.subject}' now (its service stopped); the tools offered were updated. Go on without it or try later`,
+              ),
             ),
           );
           return;

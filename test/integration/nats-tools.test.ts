@@ -117,7 +117,9 @@ describe("the NATS service tool source", () => {
         { id: "c1", type: "function", function: { name: "get_weather", arguments: '{"city":"Oslo"}' } },
         new AbortController().signal,
       );
-      expect(answer.content).toMatch(/^error: 'get_weather' has no responders on '.*\.tools\.get_weather' now/);
+      expect(answer.content).toMatch(
+        /^error: 'get_weather' has no responders on '.*\.tools\.get_weather' now \(its service stopped\); the tools offered were updated/,
+      );
       await changed;
       expect(tools.definitions).toEqual([]);
     } finally {
@@ -193,6 +195,33 @@ describe("NATS service tools in a session", () => {
       ["get_weather", "nats", false],
       ["lookup_stock", "nats", false],
     ]);
+  });
+
+  it("stops offering a tool whose service stopped to the sessions after its call had no responders", async () => {
+    const root = randomRoot();
+    const child = await startService(root);
+    await using stack = await startStack({
+      url: server.url,
+      root,
+      script: {
+        rules: [
+          { match: { turn: 1 }, toolCalls: [{ name: "get_weather", arguments: { city: "Oslo" } }] },
+          { match: { hasToolResult: true }, reply: "No weather today." },
+        ],
+      },
+      // The continuation tools on: the Handler's sets of tools with them are made anew too.
+      config: { natsTools: "on", reparse: false },
+    });
+    await stopService(child);
+    const task = () => stack.client.run({ xml: "<task><description>Weather in Oslo?</description></task>", taskId: newTaskId() });
+    expect(await task()).toMatchObject({ status: "COMPLETE", content: "No weather today." });
+    // A session keeps the tools it started with; the next one gets what the services offer now.
+    expect(await task()).toMatchObject({ status: "COMPLETE" });
+    const requests = stack.mock.requests.map((r) => r.body as { tools?: Array<{ function: { name: string } }> });
+    const names = (i: number) => (requests[i]?.tools ?? []).map((t) => t.function.name);
+    expect(names(0)).toEqual(expect.arrayContaining(["get_weather", "run_subtask"]));
+    expect(names(2)).toContain("run_subtask");
+    expect(names(2)).not.toContain("get_weather");
   });
 
   it("is off unless DIRIGENT_NATS_TOOLS is on; `dirigent tools list` shows the services' tools with their source", async () => {
