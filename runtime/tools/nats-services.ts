@@ -79,8 +79,9 @@ async function gatherInfo(nc: NatsConnection, subjects: Subjects, windowMs: numb
   return answers;
 }
 
-/** The tools of a set of `$SRV.INFO` answers; what is wrong with one endpoint is logged, and it is left out. */
-export function toolsOfInfo(answers: readonly Uint8Array[], subjects: Subjects, log: Logger): Found[] {
+/** The tools of a set of `$SRV.INFO` answers, and what is wrong with the endpoints left out. */
+export function toolsOfInfo(answers: readonly Uint8Array[], subjects: Subjects): { found: Found[]; problems: string[] } {
+  const problems: string[] = [];
   const byName = new Map<string, Found>();
   const ambiguous = new Set<string>();
   for (const data of answers) {
@@ -99,8 +100,7 @@ export function toolsOfInfo(answers: readonly Uint8Array[], subjects: Subjects, 
       if (typeof description !== "string" || description.trim() === "") continue;
       const name = String(endpoint["name"]);
       const subject = String(endpoint["subject"]);
-      const leftOut = (why: string) =>
-        log.error({ natsService: service, tool: name }, `NATS service '${service}': endpoint '${name}' left out: ${why}`);
+      const leftOut = (why: string) => problems.push(`NATS service '${service}': endpoint '${name}' left out: ${why}`);
       if (!TOOL_NAME_PATTERN.test(name)) {
         leftOut(`its name does not match ${TOOL_NAME_PATTERN.source}`);
         continue;
@@ -127,8 +127,7 @@ export function toolsOfInfo(answers: readonly Uint8Array[], subjects: Subjects, 
       // Instances of one service answer alike: one tool. Two subjects for one name: which one is meant is unknown.
       if (taken && taken.subject !== subject) {
         if (!ambiguous.has(name))
-          log.error(
-            { tool: name },
+          problems.push(
             `NATS services: tool '${name}' left out: offered on both '${taken.subject}' (${taken.service}) and '${subject}' (${service})`,
           );
         ambiguous.add(name);
@@ -136,7 +135,7 @@ export function toolsOfInfo(answers: readonly Uint8Array[], subjects: Subjects, 
     }
   }
   for (const name of ambiguous) byName.delete(name);
-  return [...byName.values()].sort((a, b) => a.name.localeCompare(b.name));
+  return { found: [...byName.values()].sort((a, b) => a.name.localeCompare(b.name)), problems };
 }
 
 /**
@@ -218,20 +217,22 @@ export async function startNatsToolSource(nc: NatsConnection, options: NatsToolO
 
   const discoverOnce = async () => {
     let found: Found[];
+    let problems: string[];
     try {
       const answers = await gatherInfo(nc, subjects, windowMs);
-      found = toolsOfInfo(
+      ({ found, problems } = toolsOfInfo(
         answers.map((m) => m.data),
         subjects,
-        log,
-      );
+      ));
     } catch (err) {
       log.error({}, `NATS service tools: discovery failed: ${messageOf(err)}; the tools found before stay offered`);
       return;
     }
-    const fingerprint = JSON.stringify(found);
+    // Logged and offered anew only when something changed: not every interval.
+    const fingerprint = JSON.stringify([found, problems]);
     if (closed || fingerprint === seen) return;
     seen = fingerprint;
+    for (const problem of problems) log.error({}, problem);
     specs = found.flatMap((f) => specOf(f) ?? []);
     log.info({ tools: specs.map((s) => s.name) }, `NATS service tools: ${specs.length} found`);
     for (const watcher of watchers) watcher();
