@@ -127,6 +127,13 @@ export function createSubjects(root: string = DEFAULT_ROOT) {
     goalsBucket: `${upper}_GOALS`,
     /** Public: liveness ping (`PingRequest`, protocol/health.ts); every runtime process answers, no queue group. */
     ping: `${root}.ping`,
+    /** Tools: the subjects of NATS service endpoints the Handler calls as tools (`<root>.tools.<name>`, docs/tools.md). */
+    anyTool: `${root}.tools.>`,
+    /** Tools: the start every tool endpoint's subject must have. */
+    toolPrefix: `${root}.tools.`,
+    /** The NATS service protocol's discovery subjects (not under the root: every service answers them). */
+    serviceInfo: "$SRV.INFO",
+    servicePing: "$SRV.PING",
     /** Durable consumer name of Directors on the intake stream. */
     directorConsumer: "directors",
   } as const;

@@ -39,6 +39,8 @@ export const ENV_NAMES = {
   tools: "DIRIGENT_TOOLS",
   mcpConfig: "DIRIGENT_MCP_CONFIG",
   toolTimeoutMs: "DIRIGENT_TOOL_TIMEOUT_MS",
+  natsTools: "DIRIGENT_NATS_TOOLS",
+  toolDiscoveryMs: "DIRIGENT_TOOL_DISCOVERY_MS",
   toolResultMaxBytes: "DIRIGENT_TOOL_RESULT_MAX_BYTES",
   commands: "DIRIGENT_COMMANDS",
   sandbox: "DIRIGENT_SANDBOX",

@@ -129,6 +129,10 @@ export const Config = z.object({
   mcpConfig: z.string().min(1).optional(),
   /** Default time one tool call (MCP, TypeScript) may take before it is answered with a timeout error. */
   toolTimeoutMs: positiveInt,
+  /** `on`: the Handler offers the endpoints of NATS services found through `$SRV.INFO` as tools (docs/tools.md). */
+  natsTools: z.enum(["off", "on"]),
+  /** Interval of the re-discovery of NATS service tools (ms). */
+  toolDiscoveryMs: positiveInt,
   /** Default cap of one tool result (MCP, TypeScript) in bytes; a longer one is cut with a note. */
   toolResultMaxBytes: sizeLimit,
   /**
@@ -241,6 +245,8 @@ export const DEFAULTS = {
   workspaceRoot: ".",
   tools: ["read_file", "list_files"],
   toolTimeoutMs: 60_000,
+  natsTools: "off",
+  toolDiscoveryMs: 30_000,
   toolResultMaxBytes: 65_536,
   commands: [],
   sandbox: "bwrap",

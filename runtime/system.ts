@@ -16,6 +16,7 @@ import { createModelClient } from "./model/openai.js";
 import { createToolset, toolSelection } from "./tools/toolset.js";
 import { typeScriptSource, type TypeScriptTool } from "./tools/typescript.js";
 import { configuredSources } from "./tools/configured.js";
+import { NatsBus } from "./nats/bus.js";
 import { createSubjects, type Subjects } from "../protocol/index.js";
 import { loadLibrary, type TemplateLibrary } from "../actors/library/library.js";
 import { DEFAULTS, type Config } from "./config.js";
@@ -150,7 +151,16 @@ export async function startSystem(options: SystemOptions): Promise<SystemHandle>
         toolResultMaxBytes: config.toolResultMaxBytes,
       },
       deps.log,
-      { sources: [...(options.tools?.length ? [typeScriptSource(options.tools)] : []), ...(await configuredSources(config, deps.log))] },
+      {
+        sources: [
+          ...(options.tools?.length ? [typeScriptSource(options.tools)] : []),
+          ...(await configuredSources(
+            config,
+            deps.log,
+            transport.bus instanceof NatsBus ? { connection: transport.bus.connection, subjects } : undefined,
+          )),
+        ],
+      },
     );
     started.push(
       startHandler(

@@ -47,9 +47,26 @@ export function toolChoice(
   defaults: readonly string[] | undefined,
   unmatched?: (patterns: string[]) => void,
 ): ChooseTools {
-  const names = toolset.definitions.map((d) => d.function.name);
-  const byName = new Map(toolset.definitions.map((d) => [d.function.name, d]));
+  // The toolset's tools may change (NATS services found again): names, sets and the default selection follow.
+  let seen: readonly ToolDefinition[] | undefined;
+  let names: string[] = [];
+  let byName = new Map<string, ToolDefinition>();
   const kept = new Map<string, SessionTools>();
+  let fallback: readonly string[] | undefined;
+  let warned = false;
+  const refresh = () => {
+    if (toolset.definitions === seen) return;
+    seen = toolset.definitions;
+    names = seen.map((d) => d.function.name);
+    byName = new Map(seen.map((d) => [d.function.name, d]));
+    kept.clear();
+    const selection = defaults === undefined ? undefined : selectTools(defaults, names);
+    if (selection && selection.missing.length > 0 && !warned) {
+      warned = true;
+      unmatched?.(selection.missing);
+    }
+    fallback = selection?.selected;
+  };
   const choose = (selected: readonly string[] | undefined, kinds: readonly ContinuationKind[]): SessionTools => {
     const key = `${selected?.join(",") ?? "*"}|${kinds.join(",")}`;
     const known = kept.get(key);
@@ -63,10 +80,9 @@ export function toolChoice(
     kept.set(key, made);
     return made;
   };
-  const selection = defaults === undefined ? undefined : selectTools(defaults, names);
-  if (selection && selection.missing.length > 0) unmatched?.(selection.missing);
-  const fallback = selection?.selected;
+  refresh();
   return (patterns, kinds) => {
+    refresh();
     if (patterns === undefined) return choose(fallback, kinds);
     const { selected, missing } = selectTools(patterns, names);
     return missing.length > 0 ? { missing } : choose(selected, kinds);

@@ -13,7 +13,11 @@ import { loadMockScript, startMockLlm } from "../model/mock-server.js";
 import { formatEvent, formatOutcome } from "./output.js";
 import { jsonSchemas } from "../schemas.js";
 import { startSystem } from "../system.js";
-import { loadConfig } from "../config.js";
+import { loadConfig, type Config } from "../config.js";
+import { connectNats, type NatsConnection } from "../nats/bus.js";
+import { DEFAULT_NATS_URL } from "../nats/connect.js";
+import { inboxPrefixFor } from "../nats/permissions.js";
+import { createSubjects } from "../../protocol/index.js";
 import { configuredSources } from "../tools/configured.js";
 import { composeTools, type ToolSource } from "../tools/source.js";
 import { builtinToolInfo, toolSelection } from "../tools/toolset.js";
@@ -106,6 +110,7 @@ export function registerToolCommands(program: Command): void {
 
 interface ListFlags {
   mcpConfig?: string;
+  nats?: string;
   json?: boolean;
 }
 
@@ -120,12 +125,35 @@ export interface ListedTool {
 }
 
 /**
- * The tools of a configuration: the enabled built-ins and the tools of the MCP servers (started to list them, then
- * closed). TypeScript tools exist only in the program that passes them to `startSystem`, so they are not here.
+ * The tools of a configuration: the enabled built-ins, the tools of the MCP servers (started to list them, then
+ * closed) and, when `DIRIGENT_NATS_TOOLS` is on, those of the NATS services found now (on a connection of the
+ * Handler's kind: its credentials work). TypeScript tools exist only in the program that passes them to
+ * `startSystem`, so they are not here.
  * @throws {ToolSourceError} for a bad MCP configuration, a server that does not start, or a name taken twice.
  */
-export async function listTools(flags: { mcpConfig?: string } = {}, env: NodeJS.ProcessEnv = process.env): Promise<ListedTool[]> {
-  const config = loadConfig({ mcpConfig: flags.mcpConfig }, env);
+export async function listTools(
+  flags: { mcpConfig?: string; nats?: string } = {},
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<ListedTool[]> {
+  const config = loadConfig({ mcpConfig: flags.mcpConfig, nats: flags.nats }, env);
+  const nc =
+    config.natsTools === "on"
+      ? await connectNats({
+          servers: config.nats ?? DEFAULT_NATS_URL,
+          name: "dirigent-tools-list",
+          inboxPrefix: inboxPrefixFor(["handler"]),
+          maxReconnectAttempts: 0,
+          ...natsAuth(config),
+        })
+      : undefined;
+  try {
+    return await listConfigured(config, nc);
+  } finally {
+    await nc?.close();
+  }
+}
+
+async function listConfigured(config: Config, nc: NatsConnection | undefined): Promise<ListedTool[]> {
   const builtins: ToolSource = {
     kind: "builtin",
     name: "the built-in tools",
@@ -137,7 +165,8 @@ export async function listTools(flags: { mcpConfig?: string } = {}, env: NodeJS.
     })),
     close: async () => {},
   };
-  const composed = composeTools([builtins, ...(await configuredSources(config))]);
+  const nats = nc ? { connection: nc, subjects: createSubjects(config.prefix) } : undefined;
+  const composed = composeTools([builtins, ...(await configuredSources({ ...config, toolDiscoveryMs: 0 }, undefined, nats))]);
   try {
     return [...composed.specs.values()].map((s) => ({
       name: s.name,
@@ -154,11 +183,14 @@ export async function listTools(flags: { mcpConfig?: string } = {}, env: NodeJS.
 
 /** Registers `dirigent tools …`. */
 export function registerToolsListCommand(program: Command, write: Write = (text) => process.stdout.write(text)): void {
-  const tools = program.command("tools").description("the tools a Handler offers to the model: built-in, MCP servers (see docs/tools.md)");
+  const tools = program
+    .command("tools")
+    .description("the tools a Handler offers to the model: built-in, MCP servers, NATS services (see docs/tools.md)");
   tools
     .command("list")
-    .description("list the tools of this configuration with their source (starts the MCP servers to ask them)")
+    .description("list the tools of this configuration with their source (starts the MCP servers, asks the NATS services)")
     .option("--mcp-config <file>", "MCP servers configuration (env DIRIGENT_MCP_CONFIG)")
+    .option("--nats <url>", "NATS server whose services are asked, with DIRIGENT_NATS_TOOLS=on (env NATS_URL)")
     .option("--json", "print the tools as JSON (with their parameters)")
     .action(async (flags: ListFlags) => {
       const listed = await listTools(flags);

@@ -137,7 +137,18 @@ function ownPermissions(root: string): Record<NatsRole, RolePermissions> {
       subscribe: [s.evaluate, `${root}.tasks.*.input`, control, inbox("evaluator")],
     },
     handler: {
-      publish: [inbox("evaluator"), inbox("director"), clients, s.anyProgress, `${API}.INFO`, ...kvStore(s.turnsBucket)],
+      // Tools of NATS services: discovery (`$SRV.INFO`, `$SRV.PING`) and calls of endpoints under `<root>.tools.>`.
+      publish: [
+        inbox("evaluator"),
+        inbox("director"),
+        clients,
+        s.anyProgress,
+        `${API}.INFO`,
+        ...kvStore(s.turnsBucket),
+        s.serviceInfo,
+        s.servicePing,
+        s.anyTool,
+      ],
       subscribe: [s.execute, s.script, s.compile, control, inbox("handler")],
     },
     memory: {

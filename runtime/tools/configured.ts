@@ -1,24 +1,51 @@
-/** The tool sources a configuration names besides the built-in tools: the MCP servers of `DIRIGENT_MCP_CONFIG`. */
+/**
+ * The tool sources a configuration names besides the built-in tools: the MCP servers of `DIRIGENT_MCP_CONFIG`, and
+ * the NATS services' tools when `DIRIGENT_NATS_TOOLS` is on.
+ */
 import { realpath } from "node:fs/promises";
 import type { Logger } from "../../actors/deps.js";
-import type { Config } from "../config.js";
+import { DEFAULTS, type Config } from "../config.js";
 import { hiddenPaths } from "../secrets.js";
 import { loadMcpConfig } from "./mcp-config.js";
 import { startMcpSources, type McpSandbox } from "./mcp.js";
 import { createSandbox, unavailableMessage } from "./sandbox.js";
 import { ToolSourceError, type ToolSource } from "./source.js";
+import type { NatsConnection } from "@nats-io/transport-node";
+import type { Subjects } from "../../protocol/index.js";
+import { startNatsToolSource } from "./nats-services.js";
 
 type SourceConfig = Pick<
   Config,
   "mcpConfig" | "workspaceRoot" | "sandbox" | "sandboxNetwork" | "sandboxReadOnly" | "natsPasswordFile" | "natsCreds" | "dataDir"
->;
+> &
+  Partial<Pick<Config, "natsTools" | "toolDiscoveryMs">>;
 
 /**
  * Starts the configured sources. Servers with `"sandbox": true` run in the sandbox of `run_script`.
  * @throws {ToolSourceError} when the MCP configuration is bad, a server does not start, or one asks for a sandbox
  * this host cannot give.
  */
-export async function configuredSources(config: SourceConfig, log?: Logger): Promise<ToolSource[]> {
+export async function configuredSources(
+  config: SourceConfig,
+  log?: Logger,
+  nats?: { connection: NatsConnection; subjects: Subjects },
+): Promise<ToolSource[]> {
+  const mcp = await mcpSources(config, log);
+  if (config.natsTools !== "on") return mcp;
+  if (nats === undefined) {
+    await Promise.allSettled(mcp.map((s) => s.close()));
+    throw new ToolSourceError("DIRIGENT_NATS_TOOLS=on, but this process has no NATS connection (it runs on the in-process bus)");
+  }
+  const found = await startNatsToolSource(nats.connection, {
+    subjects: nats.subjects,
+    rediscoverMs: config.toolDiscoveryMs ?? DEFAULTS.toolDiscoveryMs,
+    ...(log ? { log } : {}),
+  });
+  return [...mcp, found];
+}
+
+/** The MCP servers of `DIRIGENT_MCP_CONFIG`, started. */
+async function mcpSources(config: SourceConfig, log?: Logger): Promise<ToolSource[]> {
   if (config.mcpConfig === undefined) return [];
   const servers = await loadMcpConfig(config.mcpConfig);
   let sandbox: McpSandbox | undefined;

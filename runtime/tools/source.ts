@@ -56,6 +56,11 @@ export interface ToolSource {
   secrets?: readonly string[];
   /** Stops what the source holds (server processes, connections). */
   close(): Promise<void>;
+  /**
+   * A source whose tools change while it runs (NATS services found again) calls `changed` after its `tools` did;
+   * a name that then collides with another source's is left out (logged), not an error.
+   */
+  watch?(changed: () => void): void;
 }
 
 /** Options of {@link composeTools}. */
@@ -66,12 +71,15 @@ export interface ComposeOptions {
   maxResultBytes?: number;
   /** Masks secret values in every answer. */
   mask?: Masker;
+  /** Told what was left out when a changing source's tools were composed again. */
+  onProblem?: (message: string) => void;
 }
 
 /** The composed tools of a Handler. */
 export interface ComposedTools {
-  definitions: ToolDefinition[];
-  specs: ReadonlyMap<string, ToolSpec>;
+  /** The current definitions: a new array after a source's tools changed, the same one until then. */
+  readonly definitions: ToolDefinition[];
+  readonly specs: ReadonlyMap<string, ToolSpec>;
   run(call: ToolCall, signal: AbortSignal): Promise<ToolAnswer>;
   info(name: string): ToolInfo | undefined;
   close(): Promise<void>;
@@ -87,31 +95,53 @@ export class ToolSourceError extends Error {
  * @throws {ToolSourceError} when a name breaks the chat-completions rules, is a continuation tool's, or is taken twice.
  */
 export function composeTools(sources: readonly ToolSource[], options: ComposeOptions = {}): ComposedTools {
-  const specs = new Map<string, { spec: ToolSpec; from: string }>();
-  const problems: string[] = [];
-  for (const source of sources) {
-    for (const spec of source.tools) {
-      const taken = specs.get(spec.name);
-      if (!TOOL_NAME_PATTERN.test(spec.name))
-        problems.push(`${source.name}: tool name '${spec.name}' does not match ${TOOL_NAME_PATTERN.source}`);
-      else if (CONTINUATION_TOOL_NAMES.includes(spec.name))
-        problems.push(`${source.name}: tool name '${spec.name}' is a continuation tool's`);
-      else if (taken)
-        problems.push(
-          `tool name '${spec.name}' is offered by both ${taken.from} and ${source.name}; rename one (an MCP server's tools are named SERVER__TOOL)`,
-        );
-      else specs.set(spec.name, { spec, from: source.name });
+  let specs = new Map<string, { spec: ToolSpec; from: string }>();
+  const compose = () => {
+    const composed = new Map<string, { spec: ToolSpec; from: string }>();
+    const problems: string[] = [];
+    for (const source of sources) {
+      for (const spec of source.tools) {
+        const taken = composed.get(spec.name);
+        if (!TOOL_NAME_PATTERN.test(spec.name))
+          problems.push(`${source.name}: tool name '${spec.name}' does not match ${TOOL_NAME_PATTERN.source}`);
+        else if (CONTINUATION_TOOL_NAMES.includes(spec.name))
+          problems.push(`${source.name}: tool name '${spec.name}' is a continuation tool's`);
+        else if (taken)
+          problems.push(
+            `tool name '${spec.name}' is offered by both ${taken.from} and ${source.name}; rename one (an MCP server's tools are named SERVER__TOOL)`,
+          );
+        else composed.set(spec.name, { spec, from: source.name });
+      }
     }
-  }
-  if (problems.length > 0) throw new ToolSourceError(`tools: ${problems.join("; ")}`);
+    return { composed, problems };
+  };
+  const first = compose();
+  if (first.problems.length > 0) throw new ToolSourceError(`tools: ${first.problems.join("; ")}`);
+  specs = first.composed;
+  const definitionsOf = () =>
+    [...specs.values()].map(
+      ({ spec }): ToolDefinition => ({
+        type: "function",
+        function: { name: spec.name, description: spec.description, parameters: spec.parameters },
+      }),
+    );
+  let definitions = definitionsOf();
+  const changed = () => {
+    const again = compose();
+    for (const problem of again.problems) options.onProblem?.(`tool left out: ${problem}`);
+    specs = again.composed;
+    definitions = definitionsOf();
+  };
+  for (const source of sources) source.watch?.(changed);
   const mask = options.mask ?? ((text: string) => text);
   const available = () => [...specs.keys()].join(", ") || "none";
   return {
-    definitions: [...specs.values()].map(({ spec }) => ({
-      type: "function",
-      function: { name: spec.name, description: spec.description, parameters: spec.parameters },
-    })),
-    specs: new Map([...specs].map(([name, { spec }]) => [name, spec])),
+    get definitions() {
+      return definitions;
+    },
+    get specs() {
+      return new Map([...specs].map(([name, { spec }]) => [name, spec]));
+    },
     info(name) {
       const found = specs.get(name)?.spec;
       return found ? { source: found.source, idempotent: found.idempotent } : undefined;

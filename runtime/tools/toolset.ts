@@ -184,6 +184,7 @@ export async function createToolset(config: ToolsConfig, log?: Logger, more: { s
   try {
     composed = composeTools([builtins, ...(more.sources ?? [])], {
       mask,
+      onProblem: (message) => log?.error({}, message),
       ...(config.toolTimeoutMs === undefined ? {} : { timeoutMs: config.toolTimeoutMs }),
       ...(config.toolResultMaxBytes === undefined ? {} : { maxResultBytes: config.toolResultMaxBytes }),
     });
@@ -192,7 +193,9 @@ export async function createToolset(config: ToolsConfig, log?: Logger, more: { s
     throw err;
   }
   return {
-    definitions: composed.definitions,
+    get definitions() {
+      return composed.definitions;
+    },
     run: (call, signal) => composed.run(call, signal),
     info: (name) => composed.info(name),
     close: () => composed.close(),

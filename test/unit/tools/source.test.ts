@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
-import { capResult, composeTools, ToolSourceError } from "../../../runtime/tools/source.js";
+import { capResult, composeTools, ToolSourceError, type ToolSource, type ToolSpec } from "../../../runtime/tools/source.js";
 import { createToolset } from "../../../runtime/tools/toolset.js";
 import { defineTool, typeScriptSource } from "../../../runtime/tools/typescript.js";
 import type { ToolCall } from "../../../machines/handler/session.js";
@@ -101,6 +101,47 @@ describe("tool sources", () => {
       malformed: true,
       content: "error: no tool named 'nope'; available: hang, boom",
     });
+  });
+
+  it("composes again when a changing source's tools change: new definitions, a colliding name left out and told", async () => {
+    const fixed = typeScriptSource([defineTool({ name: "lookup", description: "x", parameters: z.object({}), run: () => "fixed" })]);
+    let changed = () => {};
+    let offered: ToolSpec[] = [];
+    const spec = (name: string): ToolSpec => ({
+      name,
+      source: "nats",
+      description: name,
+      parameters: { type: "object", properties: {} },
+      idempotent: false,
+      prepare: () => ({ ok: true, run: async () => `${name} from the service` }),
+    });
+    const changing: ToolSource = {
+      kind: "nats",
+      name: "the NATS services",
+      get tools() {
+        return offered;
+      },
+      watch: (listener) => (changed = listener),
+      close: async () => {},
+    };
+    const problems: string[] = [];
+    const tools = composeTools([fixed, changing], { onProblem: (m) => problems.push(m) });
+    const before = tools.definitions;
+    expect(before.map((d) => d.function.name)).toEqual(["lookup"]);
+    offered = [spec("get_weather"), spec("lookup")];
+    changed();
+    expect(tools.definitions).not.toBe(before);
+    expect(tools.definitions.map((d) => d.function.name)).toEqual(["lookup", "get_weather"]);
+    expect(problems).toEqual([
+      expect.stringMatching(
+        /^tool left out: tool name 'lookup' is offered by both the TypeScript tools \(startSystem tools\) and the NATS services;/,
+      ),
+    ]);
+    expect((await tools.run(call("lookup", {}), signal)).content).toBe("fixed");
+    expect((await tools.run(call("get_weather", {}), signal)).content).toBe("get_weather from the service");
+    offered = [];
+    changed();
+    expect(tools.info("get_weather")).toBeUndefined();
   });
 
   it("cuts a result past the cap with a note, at a character boundary, and masks secrets", async () => {
