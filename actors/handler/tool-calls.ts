@@ -76,7 +76,7 @@ export async function runToolCalls(input: RunToolsInput, signal: AbortSignal, en
     const durationMs = answer.replayed || answer.unknownOutcome ? 0 : now() - started;
     env.progress(
       "tool.call",
-      `${call.function.name}${note}${answer.malformed || durationMs === 0 ? "" : ` in ${durationMs} ms`}`,
+      `${call.function.name}${source ? ` (${source})` : ""}${note}${answer.malformed || durationMs === 0 ? "" : ` in ${durationMs} ms`}`,
       event({
         tool: call.function.name,
         ...(source ? { source } : {}),

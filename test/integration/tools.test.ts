@@ -60,8 +60,9 @@ async function run(script: MockScript, config: Partial<Config> = {}, tools?: rea
   const events = new Recorder<TaskEvent>();
   const outcome = await stack.client.run({ xml: TASK, taskId: newTaskId() }, (e) => events.push(e));
   await events.until((v) => v.some((e) => e.type.startsWith("task.") && e.state !== "running" && e.state !== "queued"), "the final event");
-  const calls = events.values.filter((e) => e.type === "tool.call").map((e) => ToolCallEventData.parse(e.data));
-  return { outcome, calls, requests: stack.mock.requests.map((r) => r.body) };
+  const toolEvents = events.values.filter((e) => e.type === "tool.call");
+  const calls = toolEvents.map((e) => ToolCallEventData.parse(e.data));
+  return { outcome, calls, lines: toolEvents.map((e) => e.message ?? ""), requests: stack.mock.requests.map((r) => r.body) };
 }
 
 const offered = (body: Record<string, unknown> | undefined) =>
@@ -71,7 +72,7 @@ const toolMessages = (body: { messages: Array<Record<string, unknown>> } | undef
 
 describe("MCP tools in a session", () => {
   it("reads a file through the reference filesystem server started by the Handler, and calls a Streamable HTTP server's tool", async () => {
-    const { outcome, calls, requests } = await run(
+    const { outcome, calls, lines, requests } = await run(
       {
         rules: [
           {
@@ -98,6 +99,8 @@ describe("MCP tools in a session", () => {
       ["web__fails", "mcp", false],
     ]);
     for (const c of calls) expect(c.durationMs).toBeGreaterThanOrEqual(0);
+    // The event's line (the inspector's timeline, `dirigent run`) names the tool's source and how long it took.
+    expect(lines[0]).toMatch(/^fs__read_text_file \(mcp\) in \d+ ms$/);
     // The stack has stopped: the Handler closed the server it started.
     expect(
       spawnSync("pgrep", ["-P", String(process.pid), "-f", FS_SERVER])
