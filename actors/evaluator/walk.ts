@@ -135,14 +135,14 @@ export function evaluateDocument(
 ): Promise<TaskResult> {
   const path = entryPath(document);
   if (path === undefined) return Promise.resolve(missingNode("(entry)"));
-  return evaluateNode(scoped(walk, document, scope), path, env, depth, signal, 0, true);
+  return evaluateNode(scopedWalk(walk, document, scope), path, env, depth, signal, 0, true);
 }
 
 /**
  * A walk of another document (a subtask's template, an evaluator, a decomposition) whose node paths are reported
  * and sent to Handlers under `scope` (`0/subtask1:0`), so they never collide with the task's own paths.
  */
-function scoped(walk: Walk, document: TemplateDocument, scope: string): Walk {
+export function scopedWalk(walk: Walk, document: TemplateDocument, scope: string): Walk {
   const at = (path: string) => `${scope}${path}`;
   return {
     ...walk,
@@ -253,9 +253,9 @@ function buildWalkMachine(scopeOf: ScopeOf) {
         const { walk, depth, inline } = scopeOf(system);
         const callInline = async (c: InlineCall): Promise<TaskResult> => {
           if (inline >= MAX_INLINE_DEPTH) return inputFailure(`inline call ${c.template}() nested deeper than ${MAX_INLINE_DEPTH}`);
-          const bound = await bindArgs(walk, c.template, c.args, input.env, depth, signal);
+          const bound = await bindArgs(walk, c.template, c.args, input.env, depth, signal, `${input.path}/call:`);
           if ("result" in bound) return bound.result;
-          return evaluateNode(walk, `templates.${bound.template}.body`, bound.env, depth + 1, signal, inline + 1);
+          return evaluateNode(bound.walk, `templates.${bound.template}.body`, bound.env, depth + 1, signal, inline + 1);
         };
         const node = taskAt(walk, input.path);
         const prepared = await prepareAtomic(node, input.env, callInline, walk.substitution);
@@ -298,9 +298,9 @@ function buildWalkMachine(scopeOf: ScopeOf) {
           ...(arg.name ? { name: arg.name } : {}),
           ...(typeof arg.value === "string" ? { text: arg.value } : { nodePath: `${input.path}.args.${i}.value` }),
         }));
-        const bound = await bindArgs(walk, node.templateName, args, input.env, depth, signal);
+        const bound = await bindArgs(walk, node.templateName, args, input.env, depth, signal, `${input.path}/call:`);
         if ("result" in bound) return bound.result;
-        return evaluateNode(walk, `templates.${bound.template}.body`, bound.env, depth + 1, signal, inline);
+        return evaluateNode(bound.walk, `templates.${bound.template}.body`, bound.env, depth + 1, signal, inline);
       }),
       runCond: fromPromise<TaskResult, { path: string; env: Env }>(async ({ input, signal, system }) => {
         const { walk, depth } = scopeOf(system);
