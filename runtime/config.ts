@@ -121,7 +121,7 @@ export const Config = z.object({
   /** Directory the Handler's tools are confined to. */
   workspaceRoot: z.string().min(1),
   /** Tools offered to the model. */
-  tools: list(z.enum(["read_file", "list_files", "run_script"])),
+  tools: list(z.enum(["read_file", "list_files", "run_script", "write_file", "edit_file"])),
   /** MCP servers whose tools the Handler offers: a JSON file `{"mcpServers": {...}}` (docs/tools.md). */
   mcpConfig: z.string().min(1).optional(),
   /** Default time one tool call (MCP, TypeScript) may take before it is answered with a timeout error. */
