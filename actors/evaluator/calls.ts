@@ -6,7 +6,7 @@ import type { TaskResult } from "../../protocol/index.js";
 import { find, isPath, rootEnv, type Env } from "../../machines/language/env.js";
 import { evaluateTest } from "../../machines/language/expression.js";
 import { substitute, type SubstituteMode } from "../../machines/language/substitute.js";
-import type { CondNode } from "../../machines/language/ast.js";
+import type { CondNode, TemplateDocument, TemplateNode } from "../../machines/language/ast.js";
 import { checkParam, inputFailure } from "./nodes.js";
 import { evaluateNode, reservedOf, scopedWalk, type Walk } from "./walk.js";
 const QUOTED = /^"([\s\S]*)"$|^'([\s\S]*)'$/;
@@ -90,6 +90,14 @@ export async function bindArgs(
       params[param] = result.content;
     }
   }
+  const checked = applyParamSpecs(template, params);
+  if ("result" in checked) return checked;
+  // A function template sees only its parameters (no caller's variables), and the Evaluator's reserved `$` bindings.
+  return { walk, template: index, env: rootEnv({ ...reservedOf(env), ...params }) };
+}
+
+/** Fills in the defaults of `template`'s parameters missing from `params` and checks the declared types, in place. */
+function applyParamSpecs(template: TemplateNode, params: Record<string, unknown>): { ok: true } | { result: TaskResult } {
   for (const spec of template.paramSpecs) {
     if (!(spec.name in params)) {
       if (spec.default !== undefined) params[spec.name] = spec.default;
@@ -101,8 +109,24 @@ export async function bindArgs(
       return { result: inputFailure(`argument '${spec.name}' of template '${template.name}' is not of type ${spec.type ?? ""}`) };
     params[spec.name] = checked.value;
   }
-  // A function template sees only its parameters (no caller's variables), and the Evaluator's reserved `$` bindings.
-  return { walk, template: index, env: rootEnv({ ...reservedOf(env), ...params }) };
+  return { ok: true };
+}
+
+/**
+ * The inputs of a subtask that runs library template `name` (`document`, as the library registered it): when it is a
+ * function template (a template tool's call, or a `run_subtask` hint naming one), its parameters' defaults fill in
+ * and their declared types are checked; other inputs are kept as they are.
+ */
+export function bindTemplateInputs(
+  document: TemplateDocument,
+  name: string,
+  inputs: Readonly<Record<string, unknown>>,
+): { inputs: Record<string, unknown>; function: boolean } | { result: TaskResult } {
+  const template = document.templates.find((t) => t.name === name);
+  const bound: Record<string, unknown> = Object.assign(Object.create(null) as Record<string, unknown>, inputs);
+  if (!template || template.body !== document.entry) return { inputs: bound, function: false };
+  const checked = applyParamSpecs(template, bound);
+  return "result" in checked ? checked : { inputs: bound, function: true };
 }
 
 /**

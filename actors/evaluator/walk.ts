@@ -18,6 +18,7 @@ import {
   type InputRequest,
   type SessionState,
   type TaskResult,
+  type TemplateTool,
 } from "../../protocol/index.js";
 import { bindInputs, bindInputsNow, resolveItems, type EvaluateInputTask } from "./bind.js";
 import { budgetScopes, type BudgetScope } from "./budget.js";
@@ -63,7 +64,7 @@ export interface Walk {
   /** Run substituted atomic fields in a Handler; a CONTINUATION result carries the suspended session. */
   execute(
     path: string,
-    fields: AtomicFields & { continuations?: ContinuationKind[] },
+    fields: AtomicFields & { continuations?: ContinuationKind[]; templateTools?: TemplateTool[] },
     signal: AbortSignal,
     budgets?: readonly BudgetScope[],
   ): Promise<SuspendedResult>;
@@ -73,6 +74,8 @@ export interface Walk {
   resume(path: string, session: SessionState, answer: string, signal: AbortSignal): Promise<SuspendedResult>;
   /** Templates subtasks and evaluations are chosen from. */
   library: TemplateLibrary;
+  /** Library templates offered as tools to every atomic session of the walk (`DIRIGENT_TEMPLATE_TOOLS`). */
+  templateTools?: readonly TemplateTool[];
   /** Continuation tools offered to every atomic session (`subtask`, `input`); directors also get `evaluation`. */
   continuationTools: readonly ContinuationKind[];
   /** Ask the Compiler to decompose a node; absent: no reparsing. */
@@ -264,7 +267,12 @@ function buildWalkMachine(scopeOf: ScopeOf) {
         if (!context.ok) return context.result;
         const result = await walk.execute(
           input.path,
-          { ...prepared.fields, ...contextFields(context.value), continuations: continuationsFor(walk, node) },
+          {
+            ...prepared.fields,
+            ...contextFields(context.value),
+            continuations: continuationsFor(walk, node),
+            ...(walk.templateTools?.length ? { templateTools: [...walk.templateTools] } : {}),
+          },
           signal,
           budgetScopes(input.env),
         );

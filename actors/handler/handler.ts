@@ -21,6 +21,8 @@ import {
   type ExecuteReply,
   type ScriptReply,
   type SessionCheckpoint,
+  type TemplateTool,
+  taskFailure,
 } from "../../protocol/index.js";
 import type { TaskStore } from "../bus.js";
 import type { ActorDeps, RoleHandle } from "../deps.js";
@@ -29,7 +31,8 @@ import { publishProgress } from "../local.js";
 import { sessionActors, type SessionActors, type SessionEffects } from "./session.js";
 import { readSessionRecord, recordsBehind, scriptKey, turnKey, writeRecord } from "./records.js";
 import { createLeases, createRunGate, type JoinedAt } from "./lease.js";
-import { continuationTools } from "./continuation.js";
+import { CONTINUATION_TOOL_NAMES, continuationTools } from "./continuation.js";
+import { templateToolCollisions, templateToolDefinition } from "./template-tools.js";
 import { runToolCalls } from "./tool-calls.js";
 import { priceOf, sessionBudget } from "./budget.js";
 import { attachContext } from "./files.js";
@@ -124,11 +127,13 @@ export function startHandler(
   const sessions = new Map<string, Set<ReturnType<SessionActors["create"]>>>();
   /** The tools offered with each set of continuation kinds: one array per set, so its token count is kept too. */
   const toolSets = new Map<string, readonly ToolDefinition[]>();
-  const toolsFor = (kinds: readonly ContinuationKind[]): readonly ToolDefinition[] => {
-    if (kinds.length === 0) return toolset.definitions;
-    const key = kinds.join(",");
+  const toolsFor = (kinds: readonly ContinuationKind[], templateTools: readonly TemplateTool[]): readonly ToolDefinition[] => {
+    if (kinds.length === 0 && templateTools.length === 0) return toolset.definitions;
+    const key = templateTools.length === 0 ? kinds.join(",") : `${kinds.join(",")}|${JSON.stringify(templateTools)}`;
     let tools = toolSets.get(key);
-    if (tools === undefined) toolSets.set(key, (tools = [...toolset.definitions, ...continuationTools(kinds)]));
+    if (toolSets.size >= 64) toolSets.clear();
+    if (tools === undefined)
+      toolSets.set(key, (tools = [...toolset.definitions, ...continuationTools(kinds), ...templateTools.map(templateToolDefinition)]));
     return tools;
   };
   // One run per record key: a request for a session or script still running (here or in another Handler) joins it.
@@ -164,7 +169,13 @@ export function startHandler(
   ): Promise<ExecuteReply> => {
     const { taskId, nodePath } = request;
     const kinds = request.continuations ?? [];
-    const tools = toolsFor(kinds);
+    const templateTools = request.templateTools ?? [];
+    const taken = templateToolCollisions(templateTools, [...toolset.definitions.map((d) => d.function.name), ...CONTINUATION_TOOL_NAMES]);
+    if (taken.length > 0) {
+      const message = `library templates offered as tools (DIRIGENT_TEMPLATE_TOOLS) take names this Handler's tools already have: ${taken.join(", ")}`;
+      return { type: "handler.result", taskId, nodePath, result: taskFailure("input_validation_failure", message, { names: taken }) };
+    }
+    const tools = toolsFor(kinds, templateTools);
     const progress = (event: string, message: string, data: Record<string, unknown>) =>
       publishProgress(deps, maskDeep({ type: "task.progress" as const, taskId, event, message, data: { nodePath, ...data } }, mask));
     // A fresh call (its task's first evaluation, first request) has no record to replay, unless a run of it came
@@ -218,6 +229,7 @@ export function startHandler(
         runToolCalls(input, signal, {
           toolset,
           kinds,
+          templateTools,
           log: deps.log,
           progress,
           ...(key && records ? { records: { store: records, key, ...(recorded ? { restoredTurn: recorded.session.turns } : {}) } } : {}),

@@ -1,6 +1,7 @@
 /**
  * Library templates used from submitted documents over a real nats-server with the mock model: `<call template>`
- * (and inline calls) of a function template of the library when the document does not define one.
+ * (and inline calls) of a function template of the library when the document does not define one, and library
+ * templates offered to sessions as tools (`DIRIGENT_TEMPLATE_TOOLS`), run as subtasks through the Evaluator.
  */
 import { mkdtemp, mkdir, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -30,7 +31,31 @@ beforeAll(async () => {
 </template>`,
   );
   await writeFile(join(templates, "plain.xml"), `<task name="plain" type="atomic"><description>PLAIN</description></task>`);
-  mock = await startMockLlm({ port: 0, script: { rules: [], default: { reply: "echo:{{lastUser}}" } } });
+  await writeFile(
+    join(templates, "weather.xml"),
+    `<task name="weather" type="atomic">
+  <parameters>
+    <parameter name="city" type="string">The city to look up.</parameter>
+    <parameter name="days" type="integer" default="1"/>
+  </parameters>
+  <description>LOOKUP weather in {{city}} for {{days}} days</description>
+</task>`,
+  );
+  const call = (args: Record<string, unknown>) => ({ name: "weather", arguments: args });
+  mock = await startMockLlm({
+    port: 0,
+    script: {
+      rules: [
+        { match: { lastUser: { regex: "^TOOLUSER" }, turn: 1 }, toolCalls: [call({ city: "Oslo", days: 2 })] },
+        { match: { lastUser: { regex: "^TOOLUSER" }, hasToolResult: { regex: "echo:LOOKUP" } }, reply: "forecast done" },
+        { match: { lastUser: { regex: "^DEFAULTS" }, turn: 1 }, toolCalls: [call({ city: "Rome" })] },
+        { match: { lastUser: { regex: "^DEFAULTS" }, hasToolResult: true }, reply: "got it" },
+        { match: { lastUser: { regex: "^SLOPPY" }, turn: 1 }, toolCalls: [call({ town: "Oslo", days: "two" })] },
+        { match: { lastUser: { regex: "^SLOPPY" }, hasToolResult: { regex: "invalid arguments" } }, reply: "gave up" },
+      ],
+      default: { reply: "echo:{{lastUser}}" },
+    },
+  });
 });
 
 afterAll(async () => {
@@ -39,7 +64,8 @@ afterAll(async () => {
   if (workspace) await rm(workspace, { recursive: true, force: true });
 });
 
-const stack = () => startStack({ url: server.url, mock, config: { workspaceRoot: workspace, templates } });
+const stack = (config: Record<string, unknown> = {}) =>
+  startStack({ url: server.url, mock, config: { workspaceRoot: workspace, templates, ...config } });
 
 describe("<call> of a library function template", () => {
   it("runs a function template of the library that the document does not define", async () => {
@@ -82,5 +108,63 @@ describe("<call> of a library function template", () => {
     const outcome = await s.client.run({ xml: `<call template="plain"/>`, taskId: newTaskId() });
     expect(outcome.status).toBe("FAILED");
     expect(outcome.error?.message).toContain(`not a function template: run it with <task ref="plain"/>`);
+  });
+});
+
+describe("library templates as tools (DIRIGENT_TEMPLATE_TOOLS)", () => {
+  const atomic = (description: string) => `<task type="atomic"><description>${description}</description></task>`;
+  type Body = { messages: { role: string; content: string | null }[]; tools?: { function: { name: string; parameters: unknown } }[] };
+  const lastBody = (text: string) => mock.requests.findLast((r) => JSON.stringify(r.body).includes(text))?.body as Body | undefined;
+
+  it("offers the template with its parameters' schema, runs a call as a subtask and resumes the session with its result", async () => {
+    await using s = await stack({ templateTools: ["weather"] });
+    const events: TaskEvent[] = [];
+    const outcome = await s.client.run({ xml: atomic("TOOLUSER plan a picnic"), taskId: newTaskId() }, (e) => events.push(e));
+    expect(outcome).toMatchObject({ status: "COMPLETE", content: "forecast done", notes: { subtasks: 1 } });
+    const first = mock.requests.find((r) => JSON.stringify(r.body).includes("TOOLUSER plan a picnic"))?.body as Body;
+    expect(first.tools?.find((t) => t.function.name === "weather")?.function.parameters).toEqual({
+      type: "object",
+      properties: { city: { type: "string", description: "The city to look up." }, days: { type: "integer" } },
+      required: ["city"],
+      additionalProperties: false,
+    });
+    // The call is a tool.call of source `template`; the task waits for the subtask, which runs that template.
+    expect(events.find((e) => e.type === "tool.call")?.data).toMatchObject({ tool: "weather", source: "template" });
+    expect(events.map((e) => e.state)).toContain("awaiting_subtask");
+    expect(events.find((e) => e.type === "subtask.template")?.data).toMatchObject({ template: "weather", source: "library" });
+    // The resumed session still offers the tool, and its answer is the subtask's result.
+    const resumed = lastBody("TOOLUSER plan a picnic");
+    expect(resumed?.tools?.map((t) => t.function.name)).toContain("weather");
+    expect(resumed?.messages.at(-1)).toMatchObject({ role: "tool", content: "echo:LOOKUP weather in Oslo for 2 days" });
+  });
+
+  it("applies the template's defaults to parameters the model left out", async () => {
+    await using s = await stack({ templateTools: ["weather"] });
+    const outcome = await s.client.run({ xml: atomic("DEFAULTS go"), taskId: newTaskId() });
+    expect(outcome).toMatchObject({ status: "COMPLETE", content: "got it" });
+    expect(lastBody("DEFAULTS go")?.messages.at(-1)).toMatchObject({ role: "tool", content: "echo:LOOKUP weather in Rome for 1 days" });
+  });
+
+  it("answers arguments that do not fit the parameters with an error, and the session goes on", async () => {
+    await using s = await stack({ templateTools: ["weather"] });
+    const outcome = await s.client.run({ xml: atomic("SLOPPY go"), taskId: newTaskId() });
+    expect(outcome).toMatchObject({ status: "COMPLETE", content: "gave up" });
+    const answer = lastBody("SLOPPY go")?.messages.at(-1)?.content ?? "";
+    expect(answer).toContain("error: invalid arguments for 'weather'");
+    expect(answer).toContain("town: not a parameter of 'weather'");
+    expect(answer).toContain("city: required");
+    expect(answer).toContain("days: expected integer");
+  });
+
+  it("is not offered unless named", async () => {
+    await using s = await stack();
+    await s.client.run({ xml: atomic("NOTOOLS hello"), taskId: newTaskId() });
+    expect(lastBody("NOTOOLS hello")?.tools?.map((t) => t.function.name) ?? []).not.toContain("weather");
+  });
+
+  it("stops the start when a name is no function template of the library", async () => {
+    await expect(stack({ templateTools: ["weather", "plain", "nowhere"] })).rejects.toThrow(
+      /DIRIGENT_TEMPLATE_TOOLS: 'plain' \(.*plain\.xml\) is a atomic task, not a function template.*; 'nowhere' is not a template of the library/,
+    );
   });
 });
