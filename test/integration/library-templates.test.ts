@@ -41,6 +41,10 @@ beforeAll(async () => {
   <description>LOOKUP weather in {{city}} for {{days}} days</description>
 </task>`,
   );
+  await writeFile(
+    join(templates, "collide.xml"),
+    `<template name="list_files" params="path"><task><description>LIST {{path}}</description></task></template>`,
+  );
   const call = (args: Record<string, unknown>) => ({ name: "weather", arguments: args });
   mock = await startMockLlm({
     port: 0,
@@ -160,6 +164,14 @@ describe("library templates as tools (DIRIGENT_TEMPLATE_TOOLS)", () => {
     await using s = await stack();
     await s.client.run({ xml: atomic("NOTOOLS hello"), taskId: newTaskId() });
     expect(lastBody("NOTOOLS hello")?.tools?.map((t) => t.function.name) ?? []).not.toContain("weather");
+  });
+
+  it("fails the task naming a template tool that takes the name of one of the Handler's tools", async () => {
+    await using s = await stack({ templateTools: ["list_files"], tools: ["read_file", "list_files"] });
+    const outcome = await s.client.run({ xml: atomic("CLASH hello"), taskId: newTaskId() });
+    expect(outcome.status).toBe("FAILED");
+    expect(outcome.error).toMatchObject({ reason: "input_validation_failure", details: { names: ["list_files"] } });
+    expect(outcome.error?.message).toContain("take names this Handler's tools already have: list_files");
   });
 
   it("stops the start when a name is no function template of the library", async () => {
