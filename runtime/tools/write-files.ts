@@ -2,8 +2,9 @@
  * `write_file` and `edit_file`: the workspace's files changed by the model, under the confinement of `read_file`
  * (runtime/tools/files.ts). A path is checked lexically and after `realpath` ({@link Workspace.resolve}); a file is
  * opened with `O_NOFOLLOW | O_NONBLOCK` (a symlink swapped in for the last component fails to open), without
- * `O_TRUNC`; the opened descriptor must be a regular file whose real path (`/proc/self/fd/N` on Linux) is still
- * inside the workspace. Only then is it truncated and written, through that descriptor.
+ * `O_TRUNC`, on Linux through its directory's descriptor (so that `O_CREAT` never creates a file outside); the opened
+ * descriptor must be a regular file whose real path (`/proc/self/fd/N` on Linux) is still inside the workspace. Only
+ * then is it truncated and written, through that descriptor.
  *
  * A missing parent directory of `write_file` is created one component at a time below the deepest existing one
  * (itself resolved inside the workspace); `mkdir` never follows a symlink at the component it creates.
@@ -118,16 +119,35 @@ async function ensureDirectory(ws: Workspace, dir: string, shown: string): Promi
 /**
  * Opens `path` (a real path inside the workspace) for reading and writing without following a symlink and without
  * blocking (`extra`: `O_CREAT` for `write_file`), and checks it is a regular file whose real path is inside.
- * @throws {ToolError} naming the problem; the descriptor is closed then.
+ *
+ * On Linux the file is opened through its directory: the directory is opened first (`O_DIRECTORY | O_NOFOLLOW`) and
+ * its real path checked, then the file is opened as `/proc/self/fd/N/NAME` (in effect `openat`): a directory on the
+ * way swapped for a symlink after the check cannot make `O_CREAT` create a file outside the workspace.
+ * @throws {ToolError} naming the problem; the descriptors are closed then.
  */
 async function openInsideForWrite(ws: Workspace, path: string, shown: string, extra: number): Promise<FileHandle> {
+  const flags = constants.O_RDWR | constants.O_NOFOLLOW | constants.O_NONBLOCK | extra;
   let handle: FileHandle;
   try {
-    handle = await open(path, constants.O_RDWR | constants.O_NOFOLLOW | constants.O_NONBLOCK | extra, 0o644);
+    if (LINUX) {
+      const dir = await open(dirname(path), constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW);
+      try {
+        const actual = await readlink(`/proc/self/fd/${dir.fd}`);
+        if (!isInside(ws.root, actual))
+          throw new ToolError(`path '${shown}' resolves outside the workspace (it changed after it was checked)`);
+        handle = await open(`/proc/self/fd/${dir.fd}/${basename(path)}`, flags, 0o644);
+      } finally {
+        await dir.close();
+      }
+    } else {
+      handle = await open(path, flags, 0o644);
+    }
   } catch (err) {
+    if (err instanceof ToolError) throw err;
     const code = err instanceof Error && "code" in err ? String(err.code) : "";
     if (code === "ELOOP") throw new ToolError(`'${shown}' is a symlink (it changed after it was checked); not followed`);
     if (code === "ENOENT") throw new ToolError(`path '${shown}' does not exist`);
+    if (code === "ENOTDIR") throw new ToolError(`a directory of '${shown}' is not a directory (it changed after it was checked)`);
     if (code === "EISDIR") throw new ToolError(`'${shown}' is a directory`);
     if (code === "ENXIO") throw new ToolError(`'${shown}' is not a regular file`);
     throw new ToolError(`'${shown}' cannot be opened for writing (${code || "error"})`);

@@ -1,4 +1,4 @@
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import { mkdir, mkdtemp, readFile, readlink, rm, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -133,5 +133,52 @@ describe("in the toolset", () => {
     });
     await Promise.all([off.close?.(), set.close?.()]);
     await secretUntouched();
+  });
+});
+
+describe("writes without races", () => {
+  it("never writes or creates a file outside while symlinks are swapped in after the check", async () => {
+    const race = await mkdtemp(join(tmpdir(), "dirigent-wrace-"));
+    const away = await mkdtemp(join(tmpdir(), "dirigent-wrace-outside-"));
+    await writeFile(join(away, "f.txt"), "OUTSIDE-SECRET");
+    await writeFile(join(race, "f-real"), "inside");
+    await symlink(join(away, "f.txt"), join(race, "f-link"));
+    await mkdir(join(race, "sub-real"));
+    await writeFile(join(race, "sub-real", "f.txt"), "inside");
+    await symlink(away, join(race, "sub-link"));
+    const raceWs = await openWorkspace(race);
+    // Another process swaps `f.txt` (the last component) and `sub` (a directory on the way) between an inside entry
+    // and a symlink to the outside, as fast as it can, while this one writes, creates and edits.
+    const swap = `const fs = require("node:fs"); process.chdir(${JSON.stringify(raceWs.root)});
+      const mv = (a, b) => { try { fs.renameSync(a, b); } catch {} };
+      for (;;) { mv("f-real", "f.txt"); mv("sub-real", "sub"); mv("f.txt", "f-real"); mv("sub", "sub-real");
+                 mv("f-link", "f.txt"); mv("sub-link", "sub"); mv("f.txt", "f-link"); mv("sub", "sub-link"); }`;
+    const swapper = spawn(process.execPath, ["-e", swap], { stdio: "ignore" });
+    let written = 0;
+    try {
+      for (let i = 0; i < 250; i++) {
+        for (const path of ["f.txt", "sub/f.txt", `sub/new-${i}.txt`]) {
+          try {
+            await writeWorkspaceFile(raceWs, { path, content: "inside" });
+            written++;
+          } catch (err) {
+            expect(err).toBeInstanceOf(ToolError);
+          }
+          await editWorkspaceFile(raceWs, { path, old: "inside", new: "inside" }).catch((err: unknown) => {
+            expect(err).toBeInstanceOf(ToolError);
+          });
+        }
+      }
+    } finally {
+      swapper.kill("SIGKILL");
+    }
+    try {
+      expect(await readFile(join(away, "f.txt"), "utf8")).toBe("OUTSIDE-SECRET");
+      expect(execFileSync("ls", ["-A", away], { encoding: "utf8" }).trim()).toBe("f.txt");
+      expect(written).toBeGreaterThan(0);
+    } finally {
+      await rm(race, { recursive: true, force: true });
+      await rm(away, { recursive: true, force: true });
+    }
   });
 });
