@@ -8,6 +8,31 @@ import { TaskId } from "./ids.js";
 import { ContinuationKind, SessionSettings, SessionState } from "./continuation.js";
 import { TaskResult } from "./result.js";
 
+/** A parameter of a {@link TemplateTool}. */
+export const TemplateToolParam = z.strictObject({
+  name: z
+    .string()
+    .regex(/^[A-Za-z_][\w-]*$/, "parameter names are identifiers")
+    .max(64),
+  /** Declared type (`string`, `integer`, `number`, `boolean`, `array`, `object`; any other: any value). */
+  type: z.string().max(64).optional(),
+  /** The model must give it (no default, not `required="false"`). */
+  required: z.boolean(),
+  description: z.string().max(4_000).optional(),
+});
+export type TemplateToolParam = z.infer<typeof TemplateToolParam>;
+
+/**
+ * A function template of the Evaluator's library offered to the session as a tool (`DIRIGENT_TEMPLATE_TOOLS`): a call
+ * suspends the session with a `subtask_request` naming the template, and the Evaluator runs it as a subtask.
+ */
+export const TemplateTool = z.strictObject({
+  name: z.string().regex(/^[a-zA-Z0-9_-]{1,64}$/, "tool names match ^[a-zA-Z0-9_-]{1,64}$"),
+  description: z.string().max(8_000),
+  params: z.array(TemplateToolParam).max(64),
+});
+export type TemplateTool = z.infer<typeof TemplateTool>;
+
 /** Run one atomic task. All text is fully substituted; the Handler never sees `{{var}}`. */
 export const ExecuteRequest = SessionSettings.extend({
   type: z.literal("handler.execute"),
@@ -32,6 +57,8 @@ export const ExecuteRequest = SessionSettings.extend({
   context: z.string().optional(),
   /** Continuation tools offered to the model: `run_subtask`, `request_evaluation`. None by default. */
   continuations: z.array(ContinuationKind).max(3).optional(),
+  /** Library templates offered as tools; a call of one is a `run_subtask` of that template. */
+  templateTools: z.array(TemplateTool).max(64).optional(),
   /**
    * Which call of this node within the task's walk this is (1, 2, …): with the node path it keys the Handler's
    * record of the session's turns, so a re-run of the task after a crash replays recorded turns instead of

@@ -56,6 +56,7 @@ export const ENV_NAMES = {
   maxSubtaskDepth: "DIRIGENT_MAX_SUBTASK_DEPTH",
   maxEvaluations: "DIRIGENT_MAX_EVALUATIONS",
   continuationTools: "DIRIGENT_CONTINUATION_TOOLS",
+  templateTools: "DIRIGENT_TEMPLATE_TOOLS",
   inputTimeoutMs: "DIRIGENT_INPUT_TIMEOUT_MS",
   reparse: "DIRIGENT_REPARSE",
   streamDeltas: "DIRIGENT_STREAM",

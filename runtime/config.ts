@@ -176,6 +176,8 @@ export const Config = z.object({
    * Their definitions cost about 300 prompt tokens per model call; an empty list offers none.
    */
   continuationTools: list(z.enum(["subtask", "input"])),
+  /** Function templates of the library offered to atomic sessions as tools (docs/tools.md); none by default. */
+  templateTools: list(z.string().min(1)),
   /** Longest a task waits for the answer to `request_user_input` (a question may ask for less). */
   inputTimeoutMs: positiveInt,
   /** Memory lets the model choose among MiniSearch's best candidates (`--llm-match`); falls back to MiniSearch. */
@@ -262,6 +264,7 @@ export const DEFAULTS = {
   maxSubtaskDepth: 5,
   maxEvaluations: 5,
   continuationTools: ["subtask", "input"],
+  templateTools: [],
   inputTimeoutMs: 600_000,
   reparse: true,
   streamDeltas: false,

@@ -199,6 +199,7 @@ export async function startSystem(options: SystemOptions): Promise<SystemHandle>
         maxSubtaskDepth: config.maxSubtaskDepth,
         maxEvaluations: config.maxEvaluations,
         continuationTools: config.continuationTools,
+        templateTools: config.templateTools,
         inputTimeoutMs: config.inputTimeoutMs,
         reparse: config.reparse,
         commands: config.commands,

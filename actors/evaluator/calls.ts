@@ -6,9 +6,9 @@ import type { TaskResult } from "../../protocol/index.js";
 import { find, isPath, rootEnv, type Env } from "../../machines/language/env.js";
 import { evaluateTest } from "../../machines/language/expression.js";
 import { substitute, type SubstituteMode } from "../../machines/language/substitute.js";
-import type { CondNode } from "../../machines/language/ast.js";
+import type { CondNode, TemplateDocument, TemplateNode } from "../../machines/language/ast.js";
 import { checkParam, inputFailure } from "./nodes.js";
-import { evaluateNode, reservedOf, type Walk } from "./walk.js";
+import { evaluateNode, reservedOf, scopedWalk, type Walk } from "./walk.js";
 const QUOTED = /^"([\s\S]*)"$|^'([\s\S]*)'$/;
 
 /** An argument's value: a variable (path) first, a literal second, as the seed design resolves arguments. */
@@ -33,16 +33,42 @@ export function argumentValue(text: string, env: Env, mode: SubstituteMode = "st
 /** An argument of a call: text (a variable or a literal), or a node to evaluate. */
 type ArgSource = { name?: string; text: string } | { name?: string; nodePath: string };
 
-/** Binds arguments to the parameters of template `name`: positional in declared order, then named, then defaults. */
+/**
+ * The function template `name`: the document's own first, else a function template of the template library (its
+ * walk is then the library template's document, under `scope`, so that its node paths never collide with the
+ * caller's and the templates of its own file resolve).
+ */
+export function resolveTemplate(walk: Walk, name: string, scope: string): { walk: Walk; index: number } | { error: string } {
+  const own = walk.document.templates.findIndex((t) => t.name === name);
+  if (own >= 0) return { walk, index: own };
+  const entry = walk.library.get(name);
+  const index = entry ? entry.document.templates.findIndex((t) => t.name === name) : -1;
+  if (entry && index >= 0) return { walk: scopedWalk(walk, entry.document, scope), index };
+  if (entry)
+    return {
+      error: `template '${name}' of the template library (${entry.file}) is a ${entry.type} task, not a function template: run it with <task ref="${name}"/>`,
+    };
+  return {
+    error: `unknown template '${name}': neither the document nor the template library (--templates) defines a function template of that name`,
+  };
+}
+
+/**
+ * Binds arguments to the parameters of template `name` (the document's, else the library's: {@link resolveTemplate}):
+ * positional in declared order, then named, then defaults. The body to run is `templates.<template>.body` of `walk`.
+ */
 export async function bindArgs(
-  walk: Walk,
+  caller: Walk,
   name: string,
   args: readonly ArgSource[],
   env: Env,
   depth: number,
   signal: AbortSignal,
-): Promise<{ template: number; env: Env } | { result: TaskResult }> {
-  const index = walk.document.templates.findIndex((t) => t.name === name);
+  scope: string,
+): Promise<{ walk: Walk; template: number; env: Env } | { result: TaskResult }> {
+  const resolved = resolveTemplate(caller, name, scope);
+  if ("error" in resolved) return { result: inputFailure(resolved.error, { template: name }) };
+  const { walk, index } = resolved;
   const template = walk.document.templates[index];
   if (!template) return { result: inputFailure(`unknown template '${name}'`) };
   // No prototype: a parameter may be named `constructor` or `__proto__` (template names are the submitter's).
@@ -54,16 +80,24 @@ export async function bindArgs(
       return { result: inputFailure(`too many arguments for template '${template.name}' (it takes ${template.params.length})`) };
     if (!template.params.includes(param)) return { result: inputFailure(`template '${template.name}' has no parameter '${param}'`) };
     if ("text" in arg) {
-      const got = argumentValue(arg.text, env, walk.substitution);
+      const got = argumentValue(arg.text, env, caller.substitution);
       if ("missing" in got)
         return { result: inputFailure(`missing required input: ${got.missing.map((m) => `'${m}'`).join(", ")}`, { missing: got.missing }) };
       params[param] = got.value;
     } else {
-      const result = await evaluateNode(walk, arg.nodePath, env, depth + 1, signal);
+      const result = await evaluateNode(caller, arg.nodePath, env, depth + 1, signal);
       if (result.status !== "COMPLETE") return { result };
       params[param] = result.content;
     }
   }
+  const checked = applyParamSpecs(template, params);
+  if ("result" in checked) return checked;
+  // A function template sees only its parameters (no caller's variables), and the Evaluator's reserved `$` bindings.
+  return { walk, template: index, env: rootEnv({ ...reservedOf(env), ...params }) };
+}
+
+/** Fills in the defaults of `template`'s parameters missing from `params` and checks the declared types, in place. */
+function applyParamSpecs(template: TemplateNode, params: Record<string, unknown>): { ok: true } | { result: TaskResult } {
   for (const spec of template.paramSpecs) {
     if (!(spec.name in params)) {
       if (spec.default !== undefined) params[spec.name] = spec.default;
@@ -75,8 +109,24 @@ export async function bindArgs(
       return { result: inputFailure(`argument '${spec.name}' of template '${template.name}' is not of type ${spec.type ?? ""}`) };
     params[spec.name] = checked.value;
   }
-  // A function template sees only its parameters (no caller's variables), and the Evaluator's reserved `$` bindings.
-  return { template: index, env: rootEnv({ ...reservedOf(env), ...params }) };
+  return { ok: true };
+}
+
+/**
+ * The inputs of a subtask that runs library template `name` (`document`, as the library registered it): when it is a
+ * function template (a template tool's call, or a `run_subtask` hint naming one), its parameters' defaults fill in
+ * and their declared types are checked; other inputs are kept as they are.
+ */
+export function bindTemplateInputs(
+  document: TemplateDocument,
+  name: string,
+  inputs: Readonly<Record<string, unknown>>,
+): { inputs: Record<string, unknown>; function: boolean } | { result: TaskResult } {
+  const template = document.templates.find((t) => t.name === name);
+  const bound: Record<string, unknown> = Object.assign(Object.create(null) as Record<string, unknown>, inputs);
+  if (!template || template.body !== document.entry) return { inputs: bound, function: false };
+  const checked = applyParamSpecs(template, bound);
+  return "result" in checked ? checked : { inputs: bound, function: true };
 }
 
 /**

@@ -27,6 +27,7 @@ import {
 import { withoutFenceMarks } from "../../protocol/fence.js";
 import { DEFAULT_SCRIPT_TIMEOUT_S, type CommandOutcome } from "./script.js";
 import type { TemplateLibrary } from "../library/library.js";
+import { bindTemplateInputs } from "./calls.js";
 import { parseTemplate } from "../../machines/language/parse.js";
 import type { TemplateDocument } from "../../machines/language/ast.js";
 
@@ -130,10 +131,15 @@ async function runSubtask(walk: ContinuationWalk, input: SubtaskInput, signal: A
   await Promise.resolve();
   const { request } = input;
   const chosen = chooseSubtaskTemplate(walk.library, request);
+  // A function template (a template tool's call, or a hint naming one): its parameters' defaults and types apply,
+  // and a parameter named `description` is the argument, not the request's description.
+  const bound = bindTemplateInputs(chosen.document, chosen.name, request.inputs ?? {});
+  if ("result" in bound) return bound.result;
   const env = rootEnv({
     ...reservedBindings(input.env),
-    ...(request.inputs ?? {}),
-    description: request.description,
+    ...(bound.function ? { description: request.description } : {}),
+    ...bound.inputs,
+    ...(bound.function ? {} : { description: request.description }),
     [CONTEXT_OVERRIDE_BINDING]: contextOverride(request),
     ...(request.file_paths ? { [CONTEXT_BINDING]: { files: request.file_paths } } : {}),
   });

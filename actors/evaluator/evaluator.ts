@@ -34,6 +34,7 @@ import { walkActors, type Walk } from "./walk.js";
 import { ask, askRetrying, RemoteError } from "../ask.js";
 import { serve } from "../serve.js";
 import { createLibrary, type TemplateLibrary } from "../library/library.js";
+import { templateToolsOf } from "../library/template-tools.js";
 import { createParseCache, type ParseCache } from "../../machines/language/parse-cache.js";
 
 /** Deepest nesting of evaluations (steps, calls, nested inputs) in one task; guards against recursive templates. */
@@ -59,6 +60,8 @@ export interface EvaluatorConfig {
   maxSubtaskDepth?: number;
   /** Evaluations one director session may ask for. Default 5. */
   maxEvaluations?: number;
+  /** Function templates of the library offered to atomic sessions as tools (`DIRIGENT_TEMPLATE_TOOLS`). None by default. */
+  templateTools?: readonly string[];
   /** Continuation tools offered to atomic sessions. Default `subtask` and `input`. */
   continuationTools?: readonly ContinuationKind[];
   /** Longest wait for the answer to `request_user_input`. Default 10 minutes. */
@@ -82,6 +85,9 @@ export function startEvaluator(deps: ActorDeps, config: EvaluatorConfig): RoleHa
   /** Evaluations stopped because another owner took their task over. */
   const superseded = new WeakSet<Actor<typeof evaluationMachine>>();
   const library = config.library ?? createLibrary([]);
+  // Checked at start: a name that is no function template of the library stops the Evaluator with the names.
+  const templateTools = templateToolsOf(library, config.templateTools ?? []);
+  const offered = templateTools.length > 0 ? { templateTools } : {};
   const parseCache = config.parseCache ?? createParseCache();
   // This Evaluator's evaluation actors: the machine provided once, its effects acting for this Evaluator's walks only.
   const actors = walkActors();
@@ -154,6 +160,7 @@ export function startEvaluator(deps: ActorDeps, config: EvaluatorConfig): RoleHa
       },
       progress: (event, message, data) => progress(taskId, event, message, data),
       library,
+      ...offered,
       continuationTools: config.continuationTools ?? ["subtask", "input"],
       ...(config.reparse === false
         ? {}
@@ -186,6 +193,7 @@ export function startEvaluator(deps: ActorDeps, config: EvaluatorConfig): RoleHa
           nodePath,
           prompt: "",
           resume: { session, answer },
+          ...offered,
           ...stream,
           ...spend.remaining(budgets),
           occurrence: occurrence(`r:${nodePath}`),

@@ -18,6 +18,7 @@ import {
   type InputRequest,
   type SessionState,
   type TaskResult,
+  type TemplateTool,
 } from "../../protocol/index.js";
 import { bindInputs, bindInputsNow, resolveItems, type EvaluateInputTask } from "./bind.js";
 import { budgetScopes, type BudgetScope } from "./budget.js";
@@ -63,7 +64,7 @@ export interface Walk {
   /** Run substituted atomic fields in a Handler; a CONTINUATION result carries the suspended session. */
   execute(
     path: string,
-    fields: AtomicFields & { continuations?: ContinuationKind[] },
+    fields: AtomicFields & { continuations?: ContinuationKind[]; templateTools?: TemplateTool[] },
     signal: AbortSignal,
     budgets?: readonly BudgetScope[],
   ): Promise<SuspendedResult>;
@@ -73,6 +74,8 @@ export interface Walk {
   resume(path: string, session: SessionState, answer: string, signal: AbortSignal): Promise<SuspendedResult>;
   /** Templates subtasks and evaluations are chosen from. */
   library: TemplateLibrary;
+  /** Library templates offered as tools to every atomic session of the walk (`DIRIGENT_TEMPLATE_TOOLS`). */
+  templateTools?: readonly TemplateTool[];
   /** Continuation tools offered to every atomic session (`subtask`, `input`); directors also get `evaluation`. */
   continuationTools: readonly ContinuationKind[];
   /** Ask the Compiler to decompose a node; absent: no reparsing. */
@@ -135,14 +138,14 @@ export function evaluateDocument(
 ): Promise<TaskResult> {
   const path = entryPath(document);
   if (path === undefined) return Promise.resolve(missingNode("(entry)"));
-  return evaluateNode(scoped(walk, document, scope), path, env, depth, signal, 0, true);
+  return evaluateNode(scopedWalk(walk, document, scope), path, env, depth, signal, 0, true);
 }
 
 /**
  * A walk of another document (a subtask's template, an evaluator, a decomposition) whose node paths are reported
  * and sent to Handlers under `scope` (`0/subtask1:0`), so they never collide with the task's own paths.
  */
-function scoped(walk: Walk, document: TemplateDocument, scope: string): Walk {
+export function scopedWalk(walk: Walk, document: TemplateDocument, scope: string): Walk {
   const at = (path: string) => `${scope}${path}`;
   return {
     ...walk,
@@ -253,9 +256,9 @@ function buildWalkMachine(scopeOf: ScopeOf) {
         const { walk, depth, inline } = scopeOf(system);
         const callInline = async (c: InlineCall): Promise<TaskResult> => {
           if (inline >= MAX_INLINE_DEPTH) return inputFailure(`inline call ${c.template}() nested deeper than ${MAX_INLINE_DEPTH}`);
-          const bound = await bindArgs(walk, c.template, c.args, input.env, depth, signal);
+          const bound = await bindArgs(walk, c.template, c.args, input.env, depth, signal, `${input.path}/call:`);
           if ("result" in bound) return bound.result;
-          return evaluateNode(walk, `templates.${bound.template}.body`, bound.env, depth + 1, signal, inline + 1);
+          return evaluateNode(bound.walk, `templates.${bound.template}.body`, bound.env, depth + 1, signal, inline + 1);
         };
         const node = taskAt(walk, input.path);
         const prepared = await prepareAtomic(node, input.env, callInline, walk.substitution);
@@ -264,7 +267,12 @@ function buildWalkMachine(scopeOf: ScopeOf) {
         if (!context.ok) return context.result;
         const result = await walk.execute(
           input.path,
-          { ...prepared.fields, ...contextFields(context.value), continuations: continuationsFor(walk, node) },
+          {
+            ...prepared.fields,
+            ...contextFields(context.value),
+            continuations: continuationsFor(walk, node),
+            ...(walk.templateTools?.length ? { templateTools: [...walk.templateTools] } : {}),
+          },
           signal,
           budgetScopes(input.env),
         );
@@ -298,9 +306,9 @@ function buildWalkMachine(scopeOf: ScopeOf) {
           ...(arg.name ? { name: arg.name } : {}),
           ...(typeof arg.value === "string" ? { text: arg.value } : { nodePath: `${input.path}.args.${i}.value` }),
         }));
-        const bound = await bindArgs(walk, node.templateName, args, input.env, depth, signal);
+        const bound = await bindArgs(walk, node.templateName, args, input.env, depth, signal, `${input.path}/call:`);
         if ("result" in bound) return bound.result;
-        return evaluateNode(walk, `templates.${bound.template}.body`, bound.env, depth + 1, signal, inline);
+        return evaluateNode(bound.walk, `templates.${bound.template}.body`, bound.env, depth + 1, signal, inline);
       }),
       runCond: fromPromise<TaskResult, { path: string; env: Env }>(async ({ input, signal, system }) => {
         const { walk, depth } = scopeOf(system);

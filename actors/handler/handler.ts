@@ -29,6 +29,8 @@ import { publishProgress } from "../local.js";
 import { sessionActors, type SessionActors, type SessionEffects } from "./session.js";
 import { readSessionRecord, recordsBehind, scriptKey, turnKey, writeRecord } from "./records.js";
 import { createLeases, createRunGate, type JoinedAt } from "./lease.js";
+import { CONTINUATION_TOOL_NAMES } from "./continuation.js";
+import { templateToolCollisions } from "./template-tools.js";
 import { runToolCalls } from "./tool-calls.js";
 import { priceOf, sessionBudget } from "./budget.js";
 import { attachContext } from "./files.js";
@@ -150,7 +152,7 @@ export function startHandler(
     });
   const execute = async (request: ExecuteRequest): Promise<ExecuteReply> => {
     // A task naming tools this Handler lacks is refused before anything runs: no record, no model call.
-    const chosen = chooseTools(settingsOf(request).tools, request.continuations ?? []);
+    const chosen = chooseTools(settingsOf(request).tools, request.continuations ?? [], request.templateTools ?? []);
     if ("missing" in chosen) {
       const { taskId, nodePath } = request;
       const message = missingToolsMessage(chosen.missing, toolset);
@@ -180,7 +182,13 @@ export function startHandler(
     const { taskId, nodePath } = request;
     const kinds = request.continuations ?? [];
     const settings = settingsOf(request);
-    const chosen = chooseTools(settings.tools, kinds);
+    const templateTools = request.templateTools ?? [];
+    const taken = templateToolCollisions(templateTools, [...toolset.definitions.map((d) => d.function.name), ...CONTINUATION_TOOL_NAMES]);
+    if (taken.length > 0) {
+      const message = `library templates offered as tools (DIRIGENT_TEMPLATE_TOOLS) take names this Handler's tools already have: ${taken.join(", ")}`;
+      return { type: "handler.result", taskId, nodePath, result: taskFailure("input_validation_failure", message, { names: taken }) };
+    }
+    const chosen = chooseTools(settings.tools, kinds, templateTools);
     // Checked in `execute` before the run: the toolset does not change.
     const { definitions: tools, offered } = "missing" in chosen ? { definitions: [], offered: new Set<string>() } : chosen;
     const maxOutputTokens = settings.maxOutputTokens ?? config.maxOutputTokens;
@@ -260,6 +268,7 @@ export function startHandler(
           toolset,
           kinds,
           ...(offered ? { offered } : {}),
+          templateTools,
           log: deps.log,
           progress,
           ...(key && records ? { records: { store: records, key, ...(recorded ? { restoredTurn: recorded.session.turns } : {}) } } : {}),

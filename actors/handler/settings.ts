@@ -3,7 +3,8 @@
  * (`<tools>`, else the Handler's default `DIRIGENT_TOOLS`), and the models tried when the first is unavailable
  * (`<model fallback>`). Turn limit, temperature and output limit are applied where the session starts.
  */
-import { selectTools, type ContinuationKind, type ExecuteRequest, type SessionSettings } from "../../protocol/index.js";
+import { selectTools, type ContinuationKind, type ExecuteRequest, type SessionSettings, type TemplateTool } from "../../protocol/index.js";
+import { templateToolDefinition } from "./template-tools.js";
 import { ModelCallError } from "../model.js";
 import { continuationTools } from "./continuation.js";
 import type { ToolDefinition, Toolset } from "./toolset.js";
@@ -32,6 +33,7 @@ export interface SessionTools {
 export type ChooseTools = (
   patterns: readonly string[] | undefined,
   kinds: readonly ContinuationKind[],
+  templateTools?: readonly TemplateTool[],
 ) => SessionTools | { missing: string[] };
 
 /** Distinct tool sets kept: one array per set, so the token count of each is kept too (the counter keys on it). */
@@ -67,13 +69,20 @@ export function toolChoice(
     }
     fallback = selection?.selected;
   };
-  const choose = (selected: readonly string[] | undefined, kinds: readonly ContinuationKind[]): SessionTools => {
-    const key = `${selected?.join(",") ?? "*"}|${kinds.join(",")}`;
+  const choose = (
+    selected: readonly string[] | undefined,
+    kinds: readonly ContinuationKind[],
+    templateTools: readonly TemplateTool[],
+  ): SessionTools => {
+    const key = `${selected?.join(",") ?? "*"}|${kinds.join(",")}${templateTools.length === 0 ? "" : `|${JSON.stringify(templateTools)}`}`;
     const known = kept.get(key);
     if (known) return known;
     const direct = selected === undefined ? toolset.definitions : selected.flatMap((n) => byName.get(n) ?? []);
     const made: SessionTools = {
-      definitions: kinds.length === 0 ? direct : [...direct, ...continuationTools(kinds)],
+      definitions:
+        kinds.length === 0 && templateTools.length === 0
+          ? direct
+          : [...direct, ...continuationTools(kinds), ...templateTools.map(templateToolDefinition)],
       ...(selected === undefined ? {} : { offered: new Set(selected) }),
     };
     if (kept.size >= KEPT) kept.clear();
@@ -81,11 +90,11 @@ export function toolChoice(
     return made;
   };
   refresh();
-  return (patterns, kinds) => {
+  return (patterns, kinds, templateTools = []) => {
     refresh();
-    if (patterns === undefined) return choose(fallback, kinds);
+    if (patterns === undefined) return choose(fallback, kinds, templateTools);
     const { selected, missing } = selectTools(patterns, names);
-    return missing.length > 0 ? { missing } : choose(selected, kinds);
+    return missing.length > 0 ? { missing } : choose(selected, kinds, templateTools);
   };
 }
 

@@ -8,10 +8,11 @@
  * Each call is a `tool.call` progress event with the tool's source and the call's duration.
  */
 import type { ChatMessage, PendingContinuation, RunToolsInput, ToolCall, ToolResults } from "../../machines/handler/session.js";
-import { RECORD_VERSION, ToolRecord, type ContinuationKind, type ToolCallEventData } from "../../protocol/index.js";
+import { RECORD_VERSION, ToolRecord, type ContinuationKind, type TemplateTool, type ToolCallEventData } from "../../protocol/index.js";
 import type { TaskStore } from "../bus.js";
 import type { Logger } from "../deps.js";
 import { readContinuation } from "./continuation.js";
+import { readTemplateCall } from "./template-tools.js";
 import { readSessionRecord, RECORDED_TOOLS, toolKey, writeRecord } from "./records.js";
 import type { ToolAnswer, Toolset } from "./toolset.js";
 
@@ -31,6 +32,8 @@ export interface ToolRunEnv {
   kinds: readonly ContinuationKind[];
   /** The toolset's tools offered to the session (its `<tools>` selection); absent: all of them. */
   offered?: ReadonlySet<string>;
+  /** Library templates offered as tools: a call of one suspends the session like `run_subtask`. */
+  templateTools?: readonly TemplateTool[];
   records?: ToolRecords;
   log: Logger;
   /** Publishes a progress event of the task. */
@@ -50,10 +53,12 @@ export async function runToolCalls(input: RunToolsInput, signal: AbortSignal, en
   for (const [index, call] of input.calls.entries()) {
     // A cancelled session has gone: nothing more runs for it.
     if (signal.aborted) break;
-    const asked = readContinuation(call, env.kinds);
+    const continued = readContinuation(call, env.kinds);
+    const asked = continued ?? readTemplateCall(call, env.templateTools ?? []);
+    const kind = continued ? "continuation" : "template";
     if (asked && "continuation" in asked && !continuation) {
       continuation = asked.continuation;
-      env.progress("tool.call", call.function.name, event({ tool: call.function.name, source: "continuation", malformed: false }));
+      env.progress("tool.call", call.function.name, event({ tool: call.function.name, source: kind, malformed: false }));
       continue;
     }
     const started = now();
@@ -72,7 +77,7 @@ export async function runToolCalls(input: RunToolsInput, signal: AbortSignal, en
         : answer.unknownOutcome
           ? " (outcome unknown: not run again)"
           : "";
-    const source = asked ? "continuation" : env.toolset.info?.(call.function.name)?.source;
+    const source = asked ? kind : env.toolset.info?.(call.function.name)?.source;
     const durationMs = answer.replayed || answer.unknownOutcome ? 0 : now() - started;
     env.progress(
       "tool.call",

@@ -8,6 +8,7 @@
  */
 import { z } from "zod";
 import { listWorkspaceFiles, readWorkspaceFile, type FileToolLimits } from "./files.js";
+import { editWorkspaceFile, writeWorkspaceFile } from "./write-files.js";
 import { formatOutcome, runScript, type ScriptLimits } from "./run-script.js";
 import type { ToolAnswer, ToolDefinition, Toolset } from "../../actors/handler/toolset.js";
 
@@ -21,7 +22,7 @@ import { messageOf } from "../../protocol/errors.js";
 import { composeTools, type ToolSource, type ToolSpec } from "./source.js";
 
 /** Names of the direct tools. */
-export const TOOL_NAMES = ["read_file", "list_files", "run_script"] as const;
+export const TOOL_NAMES = ["read_file", "list_files", "run_script", "write_file", "edit_file"] as const;
 export type ToolName = (typeof TOOL_NAMES)[number];
 
 const isToolName = (name: string): name is ToolName => TOOL_NAMES.some((n) => n === name);
@@ -69,6 +70,16 @@ const RunScriptArgs = z.strictObject({
   argv: z.array(z.string()).min(1).describe("Program and arguments; no shell is involved."),
   cwd: z.string().optional().describe("Working directory relative to the workspace root."),
   timeoutMs: z.int().positive().optional().describe("Timeout in milliseconds (capped by the Handler's limit)."),
+});
+
+const WriteFileArgs = z.strictObject({
+  path: z.string().min(1).describe("File path relative to the workspace root; missing directories are created."),
+  content: z.string().describe("The whole new content of the file (UTF-8)."),
+});
+const EditFileArgs = z.strictObject({
+  path: z.string().min(1).describe("File path relative to the workspace root."),
+  old: z.string().min(1).describe("The exact text to replace; it must occur exactly once in the file."),
+  new: z.string().describe("The text to put in its place."),
 });
 
 /** What a tool runs with. */
@@ -130,6 +141,17 @@ const TOOLS: Record<ToolName, Tool> = {
         await runScript(ws, config, args, signal, sandbox),
         Math.min(args.timeoutMs ?? config.scriptTimeoutMs, config.scriptTimeoutMs),
       ),
+  ),
+  // Writing the same content again leaves the same file: a repeat does no harm.
+  write_file: builtinTool("Create or replace a file of the workspace with the given content.", WriteFileArgs, true, ({ ws }, args) =>
+    writeWorkspaceFile(ws, args),
+  ),
+  // A repeat of an edit that was done finds `old` gone (or edits a second occurrence): not idempotent.
+  edit_file: builtinTool(
+    "Replace exactly one occurrence of `old` by `new` in a text file of the workspace (an error if it occurs zero or several times).",
+    EditFileArgs,
+    false,
+    ({ ws }, args) => editWorkspaceFile(ws, args),
   ),
 };
 
