@@ -11,11 +11,11 @@ import { CancelBroadcast, decode, encodeJson, errorReply, Progress, Requests } f
 import type { BusMessage, TaskStore, WorkItem, WorkQueue } from "../bus.js";
 import { messageOf, type ActorDeps, type RoleHandle } from "../deps.js";
 import { submissionGates } from "./gates.js";
-import { stateOf, type RunningTask } from "./task.js";
+import { stateOf, taskActors, type RunningTask } from "./task.js";
 import { handleSubmit, queuedRecord } from "./intake.js";
 import { taskRequests } from "./requests.js";
 import { eventPublisher } from "./message-fit.js";
-import { runDelivery, type RunActor, type RunEnv } from "./run.js";
+import { runActors, runDelivery, type RunActor, type RunEnv } from "./run.js";
 import type { SizeLimits } from "../size-limits.js";
 import { createParseCache, type ParseCache } from "../../machines/language/parse-cache.js";
 
@@ -62,6 +62,8 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
     pendingClaims: new Map(),
     runs,
     publishEvent,
+    runActors: runActors(),
+    taskActors: taskActors(),
   };
 
   /** Decodes one intake delivery and runs it through the run protocol (actors/director/run.ts). */

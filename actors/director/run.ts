@@ -1,18 +1,21 @@
 /**
  * The effects of the run protocol (machines/director/run.ts) for one intake delivery: claim, restore, checkpoint,
- * finish, ack and nak, provided to that delivery's run actor alone (`runMachine.provide`), so each reaches its own
- * task. The task's machine (machines/director/task.ts) runs beside it; its end and its changes are sent to the run
+ * finish, ack and nak of that delivery's own task ({@link RunEffects}), reached by the run machine the Director
+ * provides once ({@link runActors}). The task's machine (machines/director/task.ts) runs beside it; its end and its changes are sent to the run
  * actor as `task.done` and `task.changed`, the checkpoints' findings as `claim.lost` and `checkpoint.refused`.
  */
-import { createActor, fromPromise, type Actor, type Snapshot } from "xstate";
+import type { Snapshot } from "xstate";
 import {
-  runMachine,
   type ClaimOutput,
   type FinishInput,
   type FinishOutput,
   type RestoreOutput,
+  type RunContext,
   type RunOutcome,
 } from "../../machines/director/run.js";
+import { runActors, type RunActor, type RunActors, type RunEffects } from "./run-actors.js";
+
+export { runActors, type RunActor };
 import type { TaskContext } from "../../machines/director/task.js";
 import {
   CancelBroadcast,
@@ -36,18 +39,15 @@ import { claimTask, holds, PENDING_CLAIM_MS, pendingClaim, readTaskRecord, write
 import { restorable } from "./snapshot.js";
 import {
   checkpointer,
-  createTaskActor,
   failedContext,
   heartbeatMs,
   outcomeOf,
   stateOf,
   unstorableMessage,
   type RunningTask,
+  type TaskActors,
   type TaskEffects,
 } from "./task.js";
-
-/** The run actor of one delivery. */
-export type RunActor = Actor<typeof runMachine>;
 
 /** What the runs of one Director share. */
 export interface RunEnv {
@@ -68,6 +68,10 @@ export interface RunEnv {
   /** The run actors under way (a drain is sent to each). */
   runs: Set<RunActor>;
   publishEvent: PublishEvent;
+  /** The run machine, provided once per Director ({@link runActors}). */
+  runActors: RunActors;
+  /** The task machine, provided once per Director (actors/director/task.ts). */
+  taskActors: TaskActors;
 }
 
 /**
@@ -216,137 +220,133 @@ export function runDelivery(env: RunEnv, item: WorkItem, queued: TaskRecord | un
     return checkpoints;
   };
 
-  const machine = runMachine.provide({
-    actors: {
-      claim: fromPromise<ClaimOutput>(async () => {
-        let claim: Claim;
-        // On its first delivery nothing of the task ran before: it starts at once under a pending claim, stored by its
-        // first write (actors/director/records.ts). A redelivery reads the record first.
-        if (queued !== undefined && item.deliveries === 1) claim = pendingClaim(queued, env.owner, deps.now, item.seq);
-        else {
-          const found = await claimStored(env, delivery, queued);
-          if (found.claim === undefined) return found;
-          claim = found.claim;
-        }
-        const at = delivery.item;
-        fresh = at.deliveries === 1 && claim.previousOwner === undefined;
-        log.info({ taskId: at.id, owner: env.owner, deliveries: at.deliveries, previousOwner: claim.previousOwner }, "task claimed");
-        const seq = claim.record.seq ?? 1;
-        const running: RunningTask = { claim, item: at, seq, checkpointed: seq, lost: false, actor: undefined };
-        task = running;
-        checkpoints = checkpointer(deps, env.store, running, {
-          lost: () => {
-            log.warn({ taskId: claim.taskId }, "another Director took the task over; stopping here");
-            run.send({ type: "claim.lost" });
-          },
-          // The task's state cannot be stored (too large): retrying cannot help, and running on unstored would lose it
-          // at the next takeover. It fails once, through the normal finish.
-          refused: (err) =>
-            run.send({ type: "checkpoint.refused", message: unstorableMessage("checkpoint (its state and template)", err) }),
-        });
-        return { kind: "claimed", pending: claim.pending === true };
-      }),
-      restore: fromPromise<RestoreOutput>(async () => {
-        const running = claimed();
-        const { record, previousOwner } = running.claim;
-        const refuse = (problem: string): RestoreOutput => {
-          log.error({ taskId: record.taskId, problem }, "task snapshot cannot be restored; the task fails");
-          return { kind: "refused", message: problem };
-        };
-        // A task taken over resumes from its machine's stored snapshot (actors/director/snapshot.ts).
-        const restore = previousOwner === undefined ? ({ kind: "none" } as const) : restorable(record);
-        if (restore.kind === "refused") return refuse(restore.message);
-        if (restore.kind === "snapshot" && restore.migratedFrom !== undefined)
-          log.info({ taskId: record.taskId, from: restore.migratedFrom }, "task snapshot migrated");
-        const actor = createTaskActor(taskEffects(env, running, fresh), {
-          ...inspectOption(deps, "director", record.taskId),
-          input: { taskId: record.taskId, xml: record.xml, inputs: record.inputs },
-          ...(restore.kind === "snapshot" ? { snapshot: restore.snapshot as Snapshot<unknown> } : {}),
-        });
-        // A snapshot xstate cannot restore leaves the actor in error before it starts: fail the task once, clearly.
-        const restored = actor.getSnapshot();
-        if (restored.status === "error") return refuse(`stored snapshot cannot be restored: ${messageOf(restored.error)}`);
-        running.actor = actor;
-        owned.set(record.taskId, running);
-        // Each change of the task's state is checkpointed at once (its snapshot and seq), not only at the heartbeat;
-        // the final state is not: the final record (finish) follows it at once.
-        let lastState = "";
-        actor.subscribe({
-          next: (snapshot) => {
-            if (snapshot.status !== "active") return;
-            const state = JSON.stringify(snapshot.value);
-            if (state === lastState) return;
-            lastState = state;
-            run.send({ type: "task.changed" });
-          },
-          // A machine error ends the task (failed, in finish); without a listener here xstate would rethrow it globally.
-          error: () => run.send({ type: "task.done" }),
-          complete: () => run.send({ type: "task.done" }),
-        });
-        return { kind: "ready" };
-      }),
-      finish: fromPromise<FinishOutput, FinishInput>(async ({ input }) => {
-        const running = claimed();
-        const { record } = running.claim;
-        if (input.failure !== undefined) return finish(env, running, failedContext(record, input.failure), "failed");
-        await checkpointsOf().idle();
-        if (running.lost || running.actor === undefined) return "lost";
-        const ended = running.actor.getSnapshot();
-        if (ended.status === "error")
-          return finish(env, running, failedContext(record, `the task machine failed: ${messageOf(ended.error)}`), "failed");
-        return finish(env, running, ended.context, stateOf(ended));
-      }),
-      // Draining: the next Director resumes the task from its record (stored now, should its claim be pending) at once
-      // instead of after the ack wait.
-      flush: fromPromise<void>(async () => checkpointsOf().flush()),
-      readOwner: fromPromise<{ final: boolean }>(async () => {
-        const now = await readTaskRecord(env.store, item.id);
-        return { final: now !== undefined && FINAL_STATES.has(now.record.state) };
-      }),
+  // This delivery's effects, reached by the Director's run machine (provided once: {@link runActors}) through its system.
+  const effects: RunEffects = {
+    claim: async (): Promise<ClaimOutput> => {
+      let claim: Claim;
+      // On its first delivery nothing of the task ran before: it starts at once under a pending claim, stored by its
+      // first write (actors/director/records.ts). A redelivery reads the record first.
+      if (queued !== undefined && item.deliveries === 1) claim = pendingClaim(queued, env.owner, deps.now, item.seq);
+      else {
+        const found = await claimStored(env, delivery, queued);
+        if (found.claim === undefined) return found;
+        claim = found.claim;
+      }
+      const at = delivery.item;
+      fresh = at.deliveries === 1 && claim.previousOwner === undefined;
+      log.info({ taskId: at.id, owner: env.owner, deliveries: at.deliveries, previousOwner: claim.previousOwner }, "task claimed");
+      const seq = claim.record.seq ?? 1;
+      const running: RunningTask = { claim, item: at, seq, checkpointed: seq, lost: false, actor: undefined };
+      task = running;
+      checkpoints = checkpointer(deps, env.store, running, {
+        lost: () => {
+          log.warn({ taskId: claim.taskId }, "another Director took the task over; stopping here");
+          run.send({ type: "claim.lost" });
+        },
+        // The task's state cannot be stored (too large): retrying cannot help, and running on unstored would lose it
+        // at the next takeover. It fails once, through the normal finish.
+        refused: (err) => run.send({ type: "checkpoint.refused", message: unstorableMessage("checkpoint (its state and template)", err) }),
+      });
+      return { kind: "claimed", pending: claim.pending === true };
     },
-    actions: {
-      startTask: () => {
-        const running = claimed();
-        const { record, previousOwner } = running.claim;
-        running.actor?.start();
-        if (previousOwner !== undefined) {
-          env.publishEvent(record.taskId, ++running.seq, "task.resumed", "running", `resumed from ${previousOwner}`, { previousOwner });
-        } else if (!fresh) {
-          // Delivered before, to a Director that stopped before it stored its claim: the task starts over (the Handler's
-          // records replay what that run finished).
-          env.publishEvent(record.taskId, ++running.seq, "task.resumed", "running", "resumed: delivered again, from its start", {
-            deliveries: running.item.deliveries,
-          });
-        }
-        running.actor?.send(record.cancelRequested ? { type: "task.cancel" } : { type: "task.start" });
-      },
-      stopTask: () => task?.actor?.stop(),
-      beat: () => checkpointsOf().beat(),
-      checkpoint: () => checkpointsOf().checkpoint(),
-      dueClaim: () => checkpointsOf().due(),
-      // The outcome is stored before this: a lost ack only costs a redelivery that is acked and ignored, so the
-      // task's handler does not wait for the server's confirmation.
-      ack: () =>
-        void current()
-          .ack()
-          .catch((err: unknown) => log.warn({ taskId: item.id, err: messageOf(err) }, "ack failed; the redelivery will be ignored")),
-      nak: () => current().nak(),
-      nakLater: () => current().nak(retryDelayMs(current().deliveries)),
-      // What the Evaluator and the Handler still run of the task stops.
-      cancelOthers: () =>
-        deps.bus.publish(
-          deps.subjects.cancelBroadcast,
-          encode(CancelBroadcast, { type: "task.cancel", taskId: claimed().claim.record.taskId }),
-        ),
-      report: ({ context }, { outcome }: { outcome: RunOutcome }) => {
-        if (outcome === "lost") log.info({ taskId: item.id }, "claim taken over; nothing published");
-        else if (outcome === "handedBack" && context.error !== undefined)
-          log.error({ taskId: item.id, err: context.error }, "task handling failed");
-        else if (outcome === "handedBack") log.info({ taskId: item.id }, "task handed back: draining");
-      },
+    restore: async (): Promise<RestoreOutput> => {
+      const running = claimed();
+      const { record, previousOwner } = running.claim;
+      const refuse = (problem: string): RestoreOutput => {
+        log.error({ taskId: record.taskId, problem }, "task snapshot cannot be restored; the task fails");
+        return { kind: "refused", message: problem };
+      };
+      // A task taken over resumes from its machine's stored snapshot (actors/director/snapshot.ts).
+      const restore = previousOwner === undefined ? ({ kind: "none" } as const) : restorable(record);
+      if (restore.kind === "refused") return refuse(restore.message);
+      if (restore.kind === "snapshot" && restore.migratedFrom !== undefined)
+        log.info({ taskId: record.taskId, from: restore.migratedFrom }, "task snapshot migrated");
+      const actor = env.taskActors.create(taskEffects(env, running, fresh), {
+        ...inspectOption(deps, "director", record.taskId),
+        input: { taskId: record.taskId, xml: record.xml, inputs: record.inputs },
+        ...(restore.kind === "snapshot" ? { snapshot: restore.snapshot as Snapshot<unknown> } : {}),
+      });
+      // A snapshot xstate cannot restore leaves the actor in error before it starts: fail the task once, clearly.
+      const restored = actor.getSnapshot();
+      if (restored.status === "error") return refuse(`stored snapshot cannot be restored: ${messageOf(restored.error)}`);
+      running.actor = actor;
+      owned.set(record.taskId, running);
+      // Each change of the task's state is checkpointed at once (its snapshot and seq), not only at the heartbeat;
+      // the final state is not: the final record (finish) follows it at once.
+      let lastState = "";
+      actor.subscribe({
+        next: (snapshot) => {
+          if (snapshot.status !== "active") return;
+          const state = JSON.stringify(snapshot.value);
+          if (state === lastState) return;
+          lastState = state;
+          run.send({ type: "task.changed" });
+        },
+        // A machine error ends the task (failed, in finish); without a listener here xstate would rethrow it globally.
+        error: () => run.send({ type: "task.done" }),
+        complete: () => run.send({ type: "task.done" }),
+      });
+      return { kind: "ready" };
     },
-  });
-  const run = createActor(machine, {
+    finish: async (input: FinishInput): Promise<FinishOutput> => {
+      const running = claimed();
+      const { record } = running.claim;
+      if (input.failure !== undefined) return finish(env, running, failedContext(record, input.failure), "failed");
+      await checkpointsOf().idle();
+      if (running.lost || running.actor === undefined) return "lost";
+      const ended = running.actor.getSnapshot();
+      if (ended.status === "error")
+        return finish(env, running, failedContext(record, `the task machine failed: ${messageOf(ended.error)}`), "failed");
+      return finish(env, running, ended.context, stateOf(ended));
+    },
+    // Draining: the next Director resumes the task from its record (stored now, should its claim be pending) at once
+    // instead of after the ack wait.
+    flush: async () => checkpointsOf().flush(),
+    readOwner: async (): Promise<{ final: boolean }> => {
+      const now = await readTaskRecord(env.store, item.id);
+      return { final: now !== undefined && FINAL_STATES.has(now.record.state) };
+    },
+    startTask: () => {
+      const running = claimed();
+      const { record, previousOwner } = running.claim;
+      running.actor?.start();
+      if (previousOwner !== undefined) {
+        env.publishEvent(record.taskId, ++running.seq, "task.resumed", "running", `resumed from ${previousOwner}`, { previousOwner });
+      } else if (!fresh) {
+        // Delivered before, to a Director that stopped before it stored its claim: the task starts over (the Handler's
+        // records replay what that run finished).
+        env.publishEvent(record.taskId, ++running.seq, "task.resumed", "running", "resumed: delivered again, from its start", {
+          deliveries: running.item.deliveries,
+        });
+      }
+      running.actor?.send(record.cancelRequested ? { type: "task.cancel" } : { type: "task.start" });
+    },
+    stopTask: () => task?.actor?.stop(),
+    beat: () => checkpointsOf().beat(),
+    checkpoint: () => checkpointsOf().checkpoint(),
+    dueClaim: () => checkpointsOf().due(),
+    // The outcome is stored before this: a lost ack only costs a redelivery that is acked and ignored, so the
+    // task's handler does not wait for the server's confirmation.
+    ack: () =>
+      void current()
+        .ack()
+        .catch((err: unknown) => log.warn({ taskId: item.id, err: messageOf(err) }, "ack failed; the redelivery will be ignored")),
+    nak: () => current().nak(),
+    nakLater: () => current().nak(retryDelayMs(current().deliveries)),
+    // What the Evaluator and the Handler still run of the task stops.
+    cancelOthers: () =>
+      deps.bus.publish(
+        deps.subjects.cancelBroadcast,
+        encode(CancelBroadcast, { type: "task.cancel", taskId: claimed().claim.record.taskId }),
+      ),
+    report: (context: RunContext, outcome: RunOutcome) => {
+      if (outcome === "lost") log.info({ taskId: item.id }, "claim taken over; nothing published");
+      else if (outcome === "handedBack" && context.error !== undefined)
+        log.error({ taskId: item.id, err: context.error }, "task handling failed");
+      else if (outcome === "handedBack") log.info({ taskId: item.id }, "task handed back: draining");
+    },
+  };
+  const run = env.runActors.create(effects, {
     input: { taskId: item.id, heartbeatMs: heartbeatMs(env.ackWaitMs), pendingClaimMs: PENDING_CLAIM_MS, draining },
   });
   return new Promise<void>((resolve) => {

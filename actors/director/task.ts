@@ -1,5 +1,5 @@
 /**
- * One task as its Director runs it under a claim: its actor (with its effects provided to it alone), the public state
+ * One task as its Director runs it under a claim: its actor (the machine provided once per Director), the public state
  * of its machine, its outcome, and the checkpoints of its seq and snapshot.
  */
 import { createActor, fromPromise, type Actor, type InspectionEvent, type Snapshot } from "xstate";
@@ -16,6 +16,7 @@ import { isPermanentStoreError, type StoreRefusedError, type TaskStore, type Wor
 import { messageOf, type ActorDeps } from "../deps.js";
 import { writeClaimed, type Claim } from "./records.js";
 import { persisted } from "./snapshot.js";
+import { actorScopes } from "../actor-scopes.js";
 
 /** The effects of one task's machine, as its Director provides them. */
 export interface TaskEffects {
@@ -26,19 +27,26 @@ export interface TaskEffects {
 /** The task machine as the Director runs it. */
 export type TaskActor = Actor<typeof taskMachine>;
 
+/** Creates task actors, each acting through the effects of its own task. */
+export interface TaskActors {
+  /** The actor of one task (a restored snapshot, when given, is not started yet). */
+  create(
+    effects: TaskEffects,
+    options: { input: TaskInput; snapshot?: Snapshot<unknown>; inspect?: (event: InspectionEvent) => void },
+  ): TaskActor;
+}
+
 /**
- * Creates the actor of one task with `effects`, provided to this actor alone (a restored snapshot, when given, is not
- * started yet).
+ * The task machine provided once per Director (a machine built per task cost as much heap as the task itself): its
+ * `evaluate` and `announce` find their task's {@link TaskEffects} through the task actor's system.
  */
-export function createTaskActor(
-  effects: TaskEffects,
-  options: { input: TaskInput; snapshot?: Snapshot<unknown>; inspect?: (event: InspectionEvent) => void },
-): TaskActor {
+export function taskActors(): TaskActors {
+  const scopes = actorScopes<TaskEffects>("a task actor created without its effects");
   const machine = taskMachine.provide({
-    actors: { evaluate: fromPromise<TaskResult, TaskInput>(({ input, signal }) => effects.evaluate(input, signal)) },
-    actions: { announce: (_, a) => effects.announce(a) },
+    actors: { evaluate: fromPromise<TaskResult, TaskInput>(({ input, signal, system }) => scopes.of(system).evaluate(input, signal)) },
+    actions: { announce: ({ system }, a) => scopes.of(system).announce(a) },
   });
-  return createActor(machine, options);
+  return { create: (effects, options) => scopes.create(effects, () => createActor(machine, options)) };
 }
 
 /** A task this process runs under a claim. */
