@@ -185,7 +185,7 @@ export function startEvaluator(deps: ActorDeps, config: EvaluatorConfig): RoleHa
       },
       waitForInput: (_nodePath, input, signal) =>
         waitForInput(deps, taskId, input, config.inputTimeoutMs ?? DEFAULT_INPUT_TIMEOUT_MS, signal),
-      resume: async (nodePath, session, answer, signal) => {
+      resume: async (nodePath, session, answer, signal, continuations) => {
         const budgets = spend.scopesOfSession(nodePath, session);
         const execute: ExecuteRequest = {
           type: "handler.execute",
@@ -193,6 +193,7 @@ export function startEvaluator(deps: ActorDeps, config: EvaluatorConfig): RoleHa
           nodePath,
           prompt: "",
           resume: { session, answer },
+          ...(continuations === undefined ? {} : { continuations }),
           ...offered,
           ...stream,
           ...spend.remaining(budgets),

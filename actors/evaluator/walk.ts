@@ -70,8 +70,17 @@ export interface Walk {
   ): Promise<SuspendedResult>;
   /** Wait for the user's answer to a `request_user_input` question of the task. */
   waitForInput(path: string, request: InputRequest, signal: AbortSignal): Promise<string>;
-  /** Resume a suspended Handler session with `answer` as the response to its pending tool call. */
-  resume(path: string, session: SessionState, answer: string, signal: AbortSignal): Promise<SuspendedResult>;
+  /**
+   * Resume a suspended Handler session with `answer` as the response to its pending tool call; `continuations`: the
+   * continuation tools the resumed session is offered again (it may ask for another subtask).
+   */
+  resume(
+    path: string,
+    session: SessionState,
+    answer: string,
+    signal: AbortSignal,
+    continuations?: ContinuationKind[],
+  ): Promise<SuspendedResult>;
   /** Templates subtasks and evaluations are chosen from. */
   library: TemplateLibrary;
   /** Library templates offered as tools to every atomic session of the walk (`DIRIGENT_TEMPLATE_TOOLS`). */
@@ -216,7 +225,8 @@ function continuationScope(scope: WalkScope): ContinuationScope {
     walk: {
       library: walk.library,
       script: walk.script,
-      resume: walk.resume,
+      // The resumed session is offered the continuation tools its first request had: it may ask again.
+      resume: (path, session, answer, signal) => walk.resume(path, session, answer, signal, continuationsFor(walk, taskAt(walk, path))),
       waitForInput: walk.waitForInput,
       progress: walk.progress,
       evaluateDocument: (document, env, signal, docScope) => evaluateDocument(walk, document, env, depth + 1, signal, docScope),

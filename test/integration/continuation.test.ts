@@ -138,6 +138,9 @@ describe("subtasks", () => {
     const messages = (last?.body as { messages: { role: string; content: string | null }[] }).messages;
     expect(messages.map((m) => m.role)).toEqual(["system", "user", "assistant", "tool"]);
     expect(messages[3]?.content).toBe("Paris, Rome, Oslo");
+    // The resumed session is offered the continuation tools again: it may ask for another subtask.
+    const offered = ((last?.body as { tools?: { function: { name: string } }[] }).tools ?? []).map((t) => t.function.name);
+    expect(offered).toContain("run_subtask");
   });
 
   it("chooses a library template named in template_hints", async () => {
