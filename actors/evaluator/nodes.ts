@@ -67,6 +67,7 @@ export function summarize(node: StepNode): EvalNode {
         ...(ATOMIC_TYPES.has(node.type) && !node.ref && reparseAllowed(node) ? { reparse: true } : {}),
         ...(node.steps ? { stepCount: node.steps.length } : {}),
         ...(node.steps ? outputSlotsOf(node.steps) : {}),
+        ...(node.map ? { map: { ...node.map } } : {}),
         ...(cm?.accumulateData !== undefined ? { accumulate: cm.accumulateData } : {}),
         ...(cm?.accumulationFormat ? { format: cm.accumulationFormat } : {}),
         ...(node.initialValue ? { initialValue: node.initialValue.value ?? "", initialTask: node.initialValue.task !== undefined } : {}),

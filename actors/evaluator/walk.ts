@@ -10,6 +10,7 @@ import { directorEvaluatorMachine } from "../../machines/evaluator/loop.js";
 import { boundNow, evaluationMachine, type BindOutcome, type EvaluationInput } from "../../machines/evaluator/evaluation.js";
 import { reduceMachine, type ResolvedItems } from "../../machines/evaluator/reduce.js";
 import { sequentialMachine } from "../../machines/evaluator/sequential.js";
+import { mapMachine, type BranchInput } from "../../machines/evaluator/map.js";
 import {
   taskFailure,
   type CompileReply,
@@ -332,6 +333,17 @@ function buildWalkMachine(scopeOf: ScopeOf) {
       }),
       continuation: provideContinuationFor((system) => continuationScope(scopeOf(system))),
       sequential: sequentialMachine.provide({ actions: { progress }, actors: { runStep } }),
+      map: mapMachine.provide({
+        actions: { progress },
+        actors: {
+          // A branch of a map over a list runs the map's one step; its node paths are its own (`0/map:2:0.steps.0`).
+          runBranch: fromPromise<TaskResult, BranchInput>(({ input, signal, system }) => {
+            const { walk, depth, inline } = scopeOf(system);
+            const branchWalk = input.scope === undefined ? walk : scopedWalk(walk, walk.document, input.scope);
+            return evaluateNode(branchWalk, input.path, input.env, depth + 1, signal, inline);
+          }),
+        },
+      }),
       directorEvaluator: directorEvaluatorMachine.provide({
         actions: { progress },
         actors: {

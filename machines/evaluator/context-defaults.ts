@@ -43,6 +43,8 @@ export const CONTEXT_DEFAULTS: Readonly<Record<string, ContextSettings>> = {
   "atomic:director": row("full", false, "notes_only", "disabled"),
   "atomic:evaluator": row("full", false, "notes_only", "disabled"),
   sequential: row("full", true, "notes_only", "disabled"),
+  // Branches run at once: none can accumulate what a sibling produced.
+  map: row("full", false, "notes_only", "disabled"),
   reduce: row("none", true, "notes_only", "enabled"),
   script: row("full", false, "notes_only", "disabled"),
   director_evaluator_loop: row("none", true, "notes_only", "enabled"),

@@ -31,6 +31,8 @@ export interface EvalNode {
    * inputs are bound at once (the `bindNow` action).
    */
   inputTasks?: boolean;
+  /** map: `max_parallel`, `on_failure`, and for a map over a list `over` and `as` (reduce: `over`). */
+  map?: { maxParallel?: number; onFailure?: "fail_fast" | "collect"; over?: string; as?: string };
   /** reduce: literal `<initial_value>` text. */
   initialValue?: string;
   /** reduce: whether `<initial_value>` holds a task. */

@@ -1,11 +1,11 @@
 /**
  * The Evaluator's walk of one node of a task template.
  *
- * routing → (binding →) bound → runningAtomic | runningSequential | runningScript | runningLoop | runningCheckmate, or →
+ * routing → (binding →) bound → runningAtomic | runningSequential | runningMap | runningScript | runningLoop | runningCheckmate, or →
  * runningReduce | runningCall | runningCond, each → done | failed;
  * → unsupported for task types it does not know. The machine knows nodes by *path* (`0`, `0.steps.2`,
  * `templates.1.body`) and a plain summary ({@link EvalNode}); the shell resolves paths to typed AST nodes.
- * Composites are child machines registered by name: `sequential`, `reduce`, `directorEvaluator`, `checkmate` (a
+ * Composites are child machines registered by name: `sequential`, `map`, `reduce`, `directorEvaluator`, `checkmate` (a
  * `judge_loop`), and
  * `continuation` for an atomic task whose session returned CONTINUATION (a subtask or an evaluation). An atomic
  * task that fails recoverably ({@link recoverable}), before or after a continuation, goes to `reparsing`.
@@ -22,6 +22,7 @@ import { directorEvaluatorMachine } from "./loop.js";
 import { notProvided } from "../not-provided.js";
 import { errorOf, outputOf } from "../invoke-events.js";
 import { reduceMachine } from "./reduce.js";
+import { DEFAULT_MAX_PARALLEL, mapMachine } from "./map.js";
 import { sequentialMachine, type ProgressParams } from "./sequential.js";
 import {
   ATOMIC_TYPES,
@@ -47,6 +48,7 @@ const runsAs = {
   ref: (node: EvalNode) => node.kind === "task" && node.ref !== undefined,
   atomic: (node: EvalNode) => node.kind === "task" && node.ref === undefined && ATOMIC_TYPES.has(node.type ?? "atomic"),
   sequential: (node: EvalNode) => isTask(node, "sequential"),
+  map: (node: EvalNode) => node.ref === undefined && isTask(node, "map"),
   script: (node: EvalNode) => node.ref === undefined && isTask(node, "script"),
   // A loop without its director or evaluator reaches the child machine, which answers input_validation_failure.
   loop: (node: EvalNode) => node.ref === undefined && isTask(node, "director_evaluator_loop"),
@@ -56,6 +58,17 @@ const runsAs = {
 /** Nodes whose inputs are bound before they run: those routed through `bound` (reduce folds its inputs itself). */
 const bindable = (node: EvalNode) => Object.values(runsAs).some((runs) => runs(node));
 
+/** The `node.started` report a composite state enters with. */
+const started = (kind: string, message: (context: EvaluationContext) => string) =>
+  ({
+    type: "progress",
+    params: ({ context }: { context: EvaluationContext }) => ({
+      event: "node.started",
+      message: message(context),
+      data: { nodePath: context.path, kind },
+    }),
+  }) as const;
+
 /** An invoke's result is the evaluation's: done with its output, failed with its thrown error. */
 const settles = {
   onDone: { target: "done", actions: "storeResult" },
@@ -64,7 +77,7 @@ const settles = {
 
 function unsupported(node: EvalNode): string {
   const runs =
-    "atomic, sequential, reduce, script, director_evaluator_loop and judge_loop tasks, library templates (ref), calls of function templates and cond";
+    "atomic, sequential, map, reduce, script, director_evaluator_loop and judge_loop tasks, library templates (ref), calls of function templates and cond";
   return `${describe(node)} is not supported: dirigent executes ${runs}`;
 }
 
@@ -95,6 +108,7 @@ export const evaluationMachine = setup({
     runRef: fromPromise<TaskResult, { path: string; env: Env }>(async () => notProvided("evaluation.runRef")),
     reparse: fromPromise<TaskResult, { path: string; env: Env; result: TaskResult }>(async () => notProvided("evaluation.reparse")),
     sequential: sequentialMachine,
+    map: mapMachine,
     directorEvaluator: directorEvaluatorMachine,
     checkmate: checkmateMachine,
     reduce: reduceMachine,
@@ -103,6 +117,7 @@ export const evaluationMachine = setup({
     isAtomic: ({ context }) => runsAs.atomic(context.node),
     isRef: ({ context }) => runsAs.ref(context.node),
     isSequential: ({ context }) => runsAs.sequential(context.node),
+    isMap: ({ context }) => runsAs.map(context.node),
     isReduce: ({ context }) => isTask(context.node, "reduce"),
     isScript: ({ context }) => runsAs.script(context.node),
     isLoop: ({ context }) => runsAs.loop(context.node),
@@ -157,6 +172,7 @@ export const evaluationMachine = setup({
         { guard: "bindFailed", target: "failed" },
         { guard: "isRef", target: "runningRef" },
         { guard: "isSequential", target: "runningSequential" },
+        { guard: "isMap", target: "runningMap" },
         { guard: "isScript", target: "runningScript" },
         { guard: "isLoop", target: "runningLoop" },
         { guard: "isCheckmate", target: "runningCheckmate" },
@@ -165,14 +181,7 @@ export const evaluationMachine = setup({
     },
     runningAtomic: {
       description: "One atomic task: one Handler session.",
-      entry: {
-        type: "progress",
-        params: ({ context }) => ({
-          event: "node.started",
-          message: "atomic task started",
-          data: { nodePath: context.path, kind: "atomic" },
-        }),
-      },
+      entry: started("atomic", () => "atomic task started"),
       invoke: {
         src: "runAtomic",
         input: ({ context }) => ({ path: context.path, env: context.env }),
@@ -218,14 +227,7 @@ export const evaluationMachine = setup({
     },
     runningSequential: {
       description: "A sequential task: its steps run in the `sequential` child machine.",
-      entry: {
-        type: "progress",
-        params: ({ context }) => ({
-          event: "node.started",
-          message: `sequential task started: ${context.node.stepCount ?? 0} steps`,
-          data: { nodePath: context.path, kind: "sequential" },
-        }),
-      },
+      entry: started("sequential", (context) => `sequential task started: ${context.node.stepCount ?? 0} steps`),
       invoke: {
         src: "sequential",
         input: ({ context }) => ({
@@ -240,16 +242,25 @@ export const evaluationMachine = setup({
         ...settles,
       },
     },
+    runningMap: {
+      description: "A map task: its branches run at once (at most max_parallel) in the `map` child machine.",
+      invoke: {
+        src: "map",
+        input: ({ context }) => ({
+          path: context.path,
+          stepCount: context.node.stepCount ?? 0,
+          env: context.env,
+          maxParallel: context.node.map?.maxParallel ?? DEFAULT_MAX_PARALLEL,
+          onFailure: context.node.map?.onFailure ?? "fail_fast",
+          ...(context.node.map?.over === undefined ? {} : { over: context.node.map.over }),
+          as: context.node.map?.as ?? "item",
+        }),
+        ...settles,
+      },
+    },
     runningScript: {
       description: "A script task: its command runs in a Handler, as argv, never through a shell.",
-      entry: {
-        type: "progress",
-        params: ({ context }) => ({
-          event: "node.started",
-          message: "script task started",
-          data: { nodePath: context.path, kind: "script" },
-        }),
-      },
+      entry: started("script", () => "script task started"),
       invoke: {
         src: "runScript",
         input: ({ context }) => ({ path: context.path, env: context.env }),
@@ -258,14 +269,7 @@ export const evaluationMachine = setup({
     },
     runningLoop: {
       description: "A director–evaluator loop: its iterations run in the `directorEvaluator` child machine.",
-      entry: {
-        type: "progress",
-        params: ({ context }) => ({
-          event: "node.started",
-          message: "director-evaluator loop started",
-          data: { nodePath: context.path, kind: "director_evaluator_loop" },
-        }),
-      },
+      entry: started("director_evaluator_loop", () => "director-evaluator loop started"),
       invoke: {
         src: "directorEvaluator",
         input: ({ context }) => {
@@ -285,14 +289,7 @@ export const evaluationMachine = setup({
     },
     runningCheckmate: {
       description: "A judge_loop (checkmate): intake, then worker and judge iterations in the `checkmate` child machine.",
-      entry: {
-        type: "progress",
-        params: ({ context }) => ({
-          event: "node.started",
-          message: "checkmate loop started",
-          data: { nodePath: context.path, kind: "judge_loop" },
-        }),
-      },
+      entry: started("judge_loop", () => "checkmate loop started"),
       invoke: {
         src: "checkmate",
         input: ({ context }) => ({ path: context.path, env: context.env, ...(context.node.checkmate ?? {}) }),
@@ -301,14 +298,7 @@ export const evaluationMachine = setup({
     },
     runningReduce: {
       description: "A reduce task: its inputs are folded in the `reduce` child machine.",
-      entry: {
-        type: "progress",
-        params: ({ context }) => ({
-          event: "node.started",
-          message: "reduce task started",
-          data: { nodePath: context.path, kind: "reduce" },
-        }),
-      },
+      entry: started("reduce", () => "reduce task started"),
       invoke: {
         src: "reduce",
         input: ({ context }) => ({

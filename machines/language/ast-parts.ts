@@ -14,7 +14,7 @@ export interface SourceLocation {
 }
 
 /** Task types the runtime knows (XSD enum). */
-export type KnownTaskType = "atomic" | "sequential" | "reduce" | "script" | "director_evaluator_loop" | "judge_loop";
+export type KnownTaskType = "atomic" | "sequential" | "map" | "reduce" | "script" | "director_evaluator_loop" | "judge_loop";
 
 /** A task `type`: a known type, or any other value seen in the wild (`map`, `reparse`, …). */
 export type TaskType = KnownTaskType | (string & {});
@@ -198,4 +198,19 @@ export interface InitialValue {
   readonly value?: string;
   /** A nested task (or call) producing the value. */
   readonly task?: StepNode;
+}
+
+/** What `on_failure` of a map does when a branch fails. */
+export type MapFailurePolicy = "fail_fast" | "collect";
+
+/** The attributes of a `map` task (`over` also on a `reduce`, to fold over the elements of a list). */
+export interface MapSpec {
+  /** `max_parallel`: branches running at once (1–1000). */
+  readonly maxParallel?: number;
+  /** `on_failure`: `fail_fast` cancels the running branches at the first failure; `collect` waits for all. */
+  readonly onFailure?: MapFailurePolicy;
+  /** `over`: the variable path of the list whose elements the single step runs once for. */
+  readonly over?: string;
+  /** `as`: the name the element is bound to in its branch (`item` by default). */
+  readonly as?: string;
 }

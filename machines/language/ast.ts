@@ -15,6 +15,7 @@ import type {
   FilePaths,
   InitialValue,
   InputBinding,
+  MapSpec,
   ModelSpec,
   OutputFormat,
   ParameterSpec,
@@ -78,6 +79,8 @@ export interface TaskNode {
   readonly outputFormat?: OutputFormat;
   /** `<steps>` children, in order; present only when `<steps>` is written. */
   readonly steps?: readonly StepNode[];
+  /** map (and reduce's `over`/`as`): the fan-out attributes. */
+  readonly map?: MapSpec;
   /** reduce: `<initial_value>`. */
   readonly initialValue?: InitialValue;
   /** reduce: `<inner_task>`. */
@@ -108,7 +111,7 @@ export interface TaskNode {
   readonly origin?: ImplicitTaskOrigin;
   /** Non-blank text written directly inside the task (e.g. `...`), trimmed. */
   readonly text?: string;
-  /** Attributes other than type/subtype/name/ref/parameters/params/returns/max_turns/temperature/max_output_tokens. */
+  /** Attributes other than type/subtype/name/ref/parameters/params/returns/max_turns/temperature/max_output_tokens (and a map's or reduce's max_parallel/on_failure/over/as). */
   readonly attributes: Readonly<Record<string, string>>;
   /** Child elements the runtime does not model (`code`, `continuation_policy`, …), in document order. */
   readonly extra: readonly ElementNode[];

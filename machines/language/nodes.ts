@@ -37,6 +37,8 @@ import {
   returnsElement,
   scriptExecution,
   scriptSpec,
+  MAP_ATTRIBUTE_NAMES,
+  mapAttributes,
   SESSION_ATTRIBUTE_NAMES,
   sessionAttributes,
   terminationCondition,
@@ -46,6 +48,8 @@ import {
   type BuildContext,
   type Mutable,
   childElements,
+  criteria,
+  mergeScript,
   directText,
   fail,
   firstOnly,
@@ -59,10 +63,20 @@ import {
 } from "./values.js";
 import type { XmlElement } from "./xml.js";
 
-const KNOWN_TYPES: readonly KnownTaskType[] = ["atomic", "sequential", "reduce", "script", "director_evaluator_loop", "judge_loop"];
+const KNOWN_TYPES: readonly KnownTaskType[] = ["atomic", "sequential", "map", "reduce", "script", "director_evaluator_loop", "judge_loop"];
 /** judge_loop: its `<worker>`/`<judge>`/`<intake>` system prompts, kept as elements in `extra`. */
 const JUDGE_LOOP_PROMPTS = new Set(["worker", "judge", "intake", "criteria_judge"]);
-const TASK_ATTRIBUTES = new Set(["type", "subtype", "name", "ref", "parameters", "params", "returns", ...SESSION_ATTRIBUTE_NAMES]);
+const TASK_ATTRIBUTES = new Set([
+  "type",
+  "subtype",
+  "name",
+  "ref",
+  "parameters",
+  "params",
+  "returns",
+  ...SESSION_ATTRIBUTE_NAMES,
+  ...MAP_ATTRIBUTE_NAMES,
+]);
 const PROSE = new Set(["description", "instructions", "system", "provider", "expected_output"]);
 const WRAPPERS: readonly ImplicitTaskOrigin[] = ["director", "evaluator", "inner_task", "reduction_task"];
 
@@ -155,6 +169,8 @@ export function buildTask(ctx: BuildContext, el: XmlElement, origin?: ImplicitTa
   if (script !== undefined) task.execution = script;
   task.inputs = inputs;
   task.extra = extra;
+  const map = mapAttributes(el, type, task.steps?.length);
+  if (map !== undefined) task.map = map;
   if (task.contextManagement !== undefined) checkContext(ctx, task.contextManagement, task.filePaths !== undefined);
   if (NO_SESSION.has(type)) ignoredSettings(ctx, task);
   return task;
@@ -185,7 +201,7 @@ const TASK_CHILDREN = new Set([
 ]);
 
 /** Task types that run no model session of their own: a session's settings on them are ignored. */
-const NO_SESSION = new Set(["sequential", "reduce", "script", "director_evaluator_loop", "judge_loop"]);
+const NO_SESSION = new Set(["sequential", "map", "reduce", "script", "director_evaluator_loop", "judge_loop"]);
 
 function ignoredSettings(ctx: BuildContext, task: TaskNode): void {
   const set = [
@@ -231,25 +247,6 @@ function wrapperBody(ctx: BuildContext, el: XmlElement): StepNode {
     el,
     WRAPPERS.find((origin) => origin === el.name),
   );
-}
-
-// Loose <command>/<timeout>/<environment> fill what <execution> leaves open.
-function mergeScript(execution: ScriptSpec | undefined, loose: ScriptSpec | undefined): ScriptSpec | undefined {
-  if (execution === undefined || loose === undefined) return execution ?? loose;
-  const merged: Mutable<ScriptSpec> = { ...execution };
-  if (merged.command === undefined && loose.command !== undefined) merged.command = loose.command;
-  if (merged.timeout === undefined && loose.timeout !== undefined) merged.timeout = loose.timeout;
-  if (merged.environment === undefined && loose.environment !== undefined) merged.environment = loose.environment;
-  return merged;
-}
-
-// Free text, or a list of <criterion>/<item> children: the seeds use both.
-function criteria(ctx: BuildContext, el: XmlElement): string | string[] {
-  const children = childElements(el);
-  if (children.length > 0 && children.every((c) => c.name === "criterion" || c.name === "item")) {
-    return children.map((c) => prose(ctx, c));
-  }
-  return prose(ctx, el);
 }
 
 function steps(ctx: BuildContext, el: XmlElement): StepNode[] {

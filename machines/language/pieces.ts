@@ -4,6 +4,7 @@
  */
 import type {
   AccumulationFormat,
+  MapSpec,
   ContextManagement,
   ElementNode,
   FilePathSource,
@@ -41,6 +42,7 @@ import {
   unsupported,
 } from "./values.js";
 import type { XmlElement } from "./xml.js";
+import { isPath } from "./env.js";
 
 const INHERIT: readonly InheritContext[] = ["full", "none", "subset"];
 const ACCUMULATION: readonly AccumulationFormat[] = ["notes_only", "full_output"];
@@ -332,4 +334,48 @@ export function returnsElement(el: XmlElement): ReturnSpec {
 export function misplacedOr(ctx: BuildContext, el: XmlElement, parent: string): ElementNode {
   rejectMisplaced(el, parent);
   return unsupported(ctx, el, parent);
+}
+
+/** Names of the attributes {@link mapAttributes} reads. */
+export const MAP_ATTRIBUTE_NAMES: readonly string[] = ["max_parallel", "on_failure", "over", "as"];
+
+const NAME = /^[A-Za-z_][\w-]*$/;
+
+/**
+ * `max_parallel`, `on_failure`, `over` and `as` of a `map` task (`over` of a `reduce`); a bad value, or a
+ * map over a list without exactly one step, is refused at the task. `undefined` when none is written.
+ */
+export function mapAttributes(el: XmlElement, type: string, stepCount: number | undefined): MapSpec | undefined {
+  const spec: Mutable<MapSpec> = {};
+  const allowed = type === "map" ? MAP_ATTRIBUTE_NAMES : type === "reduce" ? ["over"] : [];
+  for (const name of MAP_ATTRIBUTE_NAMES) {
+    const raw = el.attrs[name];
+    if (raw === undefined) continue;
+    const text = raw.trim();
+    if (!allowed.includes(name))
+      fail(el, `the ${name} attribute belongs to a map${name === "over" ? " or reduce" : ""} task, not to a ${type} task`);
+    if (name === "max_parallel") {
+      const value = /^\d+$/.test(text) ? Number(text) : Number.NaN;
+      if (!(value >= 1 && value <= 1000))
+        fail(el, `invalid max_parallel attribute of <${el.name}> '${clip(text)}': expected an integer from 1 to 1000`);
+      spec.maxParallel = value;
+    } else if (name === "on_failure") {
+      if (text !== "fail_fast" && text !== "collect")
+        fail(el, `invalid on_failure attribute of <${el.name}> '${clip(text)}': expected fail_fast or collect`);
+      spec.onFailure = text;
+    } else if (name === "over") {
+      if (!isPath(text))
+        fail(el, `invalid over attribute of <${el.name}> '${clip(text)}': expected a variable path such as files or step_results[0]`);
+      spec.over = text;
+    } else {
+      if (!NAME.test(text)) fail(el, `invalid as attribute of <${el.name}> '${clip(text)}': expected a variable name`);
+      spec.as = text;
+    }
+  }
+  if (spec.as !== undefined && spec.over === undefined)
+    fail(el, `the as attribute of <${el.name}> needs an over attribute: the list to bind it from`);
+  if (type === "map" && spec.over !== undefined && stepCount !== 1)
+    fail(el, `a map over a list runs one step template per element: it needs exactly one step in <steps>, found ${stepCount ?? 0}`);
+  if (type === "map" && spec.over === undefined && !stepCount) fail(el, `a map task needs <steps> (its branches) or an over attribute`);
+  return Object.keys(spec).length > 0 ? spec : undefined;
 }

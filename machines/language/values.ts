@@ -2,7 +2,7 @@
  * Small readers shared by the element builders: text content, attributes, enum/boolean/number
  * values with located errors, and the fallback for elements the runtime does not model.
  */
-import type { ElementNode, SourceLocation, StepNode, TemplateWarningKind } from "./ast.js";
+import type { ElementNode, ScriptSpec, SourceLocation, StepNode, TemplateWarningKind } from "./ast.js";
 import { InvalidTemplateError } from "./errors.js";
 import type { SourceText } from "./locate.js";
 import type { XmlElement } from "./xml.js";
@@ -160,4 +160,23 @@ export function rejectMisplaced(el: XmlElement, parent: string): void {
 export function clip(value: string, max = 40): string {
   const flat = value.replace(/\s+/g, " ");
   return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
+}
+
+// Loose <command>/<timeout>/<environment> fill what <execution> leaves open.
+export function mergeScript(execution: ScriptSpec | undefined, loose: ScriptSpec | undefined): ScriptSpec | undefined {
+  if (execution === undefined || loose === undefined) return execution ?? loose;
+  const merged: Mutable<ScriptSpec> = { ...execution };
+  if (merged.command === undefined && loose.command !== undefined) merged.command = loose.command;
+  if (merged.timeout === undefined && loose.timeout !== undefined) merged.timeout = loose.timeout;
+  if (merged.environment === undefined && loose.environment !== undefined) merged.environment = loose.environment;
+  return merged;
+}
+
+// Free text, or a list of <criterion>/<item> children: the seeds use both.
+export function criteria(ctx: BuildContext, el: XmlElement): string | string[] {
+  const children = childElements(el);
+  if (children.length > 0 && children.every((c) => c.name === "criterion" || c.name === "item")) {
+    return children.map((c) => prose(ctx, c));
+  }
+  return prose(ctx, el);
 }

@@ -7,6 +7,7 @@ import { evaluationMachine } from "../../machines/evaluator/evaluation.js";
 import { handlerSessionMachine } from "../../machines/handler/session.js";
 import { memoryMachine } from "../../machines/memory/memory.js";
 import { reduceMachine } from "../../machines/evaluator/reduce.js";
+import { mapMachine } from "../../machines/evaluator/map.js";
 import { sequentialMachine } from "../../machines/evaluator/sequential.js";
 import { runMachine } from "../../machines/director/run.js";
 import { taskMachine } from "../../machines/director/task.js";
@@ -29,6 +30,7 @@ export const machines: readonly NamedMachine[] = [
   { name: "task", file: "director/task.ts", machine: taskMachine },
   { name: "evaluation", file: "evaluator/evaluation.ts", machine: evaluationMachine },
   { name: "sequential", file: "evaluator/sequential.ts", machine: sequentialMachine },
+  { name: "map", file: "evaluator/map.ts", machine: mapMachine },
   { name: "reduce", file: "evaluator/reduce.ts", machine: reduceMachine },
   { name: "director-evaluator", file: "evaluator/loop.ts", machine: directorEvaluatorMachine },
   { name: "continuation", file: "evaluator/continuation.ts", machine: continuationMachine },

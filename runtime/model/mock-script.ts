@@ -95,6 +95,12 @@ export const MockRule = z.strictObject({
   match: RuleMatch.optional(),
   /** Apply the rule this many times, then skip it (e.g. three 429s, then a later rule answers). */
   times: z.int().positive().optional(),
+  /**
+   * Hold every answer of this rule until the rule has matched this many requests: they are all in flight at once
+   * (proof of parallel callers). An answer held longer than 10 s (or `holdTimeoutMs`) gets a 504 instead.
+   */
+  holdUntil: z.int().positive().optional(),
+  holdTimeoutMs: z.int().positive().optional(),
 });
 export type MockRule = z.infer<typeof MockRule>;
 

@@ -60,7 +60,7 @@ export interface MockLlmServer {
 export async function startMockLlm(options: MockLlmOptions = {}): Promise<MockLlmServer> {
   const host = options.host ?? "127.0.0.1";
   const log = options.log ?? (() => {});
-  const state: ServerState = { script: options.script, uses: new Map(), requests: [], completions: 0, toolCalls: 0 };
+  const state: ServerState = { script: options.script, uses: new Map(), requests: [], completions: 0, toolCalls: 0, held: new Map() };
   const server = createServer((req, res) => {
     handle(req, res, state, log).catch((error: unknown) => {
       log(`mock-llm: ${req.method ?? "?"} ${req.url ?? "?"} failed: ${messageOf(error)}`);
@@ -104,6 +104,33 @@ interface ServerState {
   requests: RecordedRequest[];
   completions: number;
   toolCalls: number;
+  /** Answers held by a rule's `holdUntil`, by rule index: each is woken when another request matches the rule. */
+  held: Map<number, Set<() => void>>;
+}
+
+const DEFAULT_HOLD_MS = 10_000;
+
+/** Waits until rule `index` has matched `count` requests; false after the hold timeout or when the client goes away. */
+function hold(state: ServerState, index: number, count: number, timeoutMs: number, res: ServerResponse): Promise<boolean> {
+  const waiters = state.held.get(index) ?? new Set<() => void>();
+  state.held.set(index, waiters);
+  for (const wake of [...waiters]) wake();
+  if ((state.uses.get(index) ?? 0) >= count) return Promise.resolve(true);
+  return new Promise<boolean>((resolve) => {
+    const done = (ok: boolean) => {
+      clearTimeout(timer);
+      waiters.delete(check);
+      res.off("close", gone);
+      resolve(ok);
+    };
+    const check = () => {
+      if ((state.uses.get(index) ?? 0) >= count) done(true);
+    };
+    const gone = () => done(false);
+    const timer = setTimeout(() => done(false), timeoutMs);
+    waiters.add(check);
+    res.on("close", gone);
+  });
 }
 
 async function handle(req: IncomingMessage, res: ServerResponse, state: ServerState, log: (line: string) => void): Promise<void> {
@@ -142,6 +169,20 @@ async function handle(req: IncomingMessage, res: ServerResponse, state: ServerSt
   const id = `chatcmpl-mock-${++state.completions}`;
   const summary = `mock-llm: ${id} model=${body.model} answeredBy=${answer.answeredBy}`;
 
+  const rule = typeof answer.answeredBy === "number" ? state.script?.rules[answer.answeredBy] : undefined;
+  if (rule?.holdUntil !== undefined && typeof answer.answeredBy === "number") {
+    const timeoutMs = rule.holdTimeoutMs ?? DEFAULT_HOLD_MS;
+    if (!(await hold(state, answer.answeredBy, rule.holdUntil, timeoutMs, res))) {
+      if (res.destroyed || res.writableEnded) return;
+      const seen = state.uses.get(answer.answeredBy) ?? 0;
+      log(`${summary} → 504 (held: ${seen} of ${rule.holdUntil} requests arrived)`);
+      return sendError(
+        res,
+        504,
+        `mock hold: only ${seen} of ${rule.holdUntil} requests of rule ${answer.answeredBy} arrived within ${timeoutMs} ms`,
+      );
+    }
+  }
   if (answer.delayMs > 0) {
     log(`${summary} delaying ${answer.delayMs} ms`);
     if (!(await delay(answer.delayMs, res))) {

@@ -251,3 +251,23 @@ describe("mock-llm: usage", () => {
     expect(Number.isInteger(big?.completion_tokens)).toBe(true);
   });
 });
+
+describe("mock-llm: holding answers until requests are in flight together", () => {
+  it("answers none of a holdUntil rule's requests before that many have arrived", async () => {
+    const { server, client } = await start({ rules: [{ match: { lastUser: "branch" }, holdUntil: 3, reply: "together" }] });
+    const answers: string[] = [];
+    const first = ask(client, [user("branch a")]).then((c) => answers.push(textOf(c)));
+    const second = ask(client, [user("branch b")]).then((c) => answers.push(textOf(c)));
+    // Two requests are held: neither is answered while the third has not arrived.
+    await expect.poll(() => server.requests.length).toBe(2);
+    expect(answers).toEqual([]);
+    await ask(client, [user("branch c")]);
+    await Promise.all([first, second]);
+    expect(answers).toEqual(["together", "together"]);
+  });
+
+  it("gives a held request a 504 naming how many arrived when the rest never come", async () => {
+    const { client } = await start({ rules: [{ holdUntil: 2, holdTimeoutMs: 100, reply: "never" }] });
+    await expect(ask(client, [user("alone")])).rejects.toThrow(/504 mock hold: only 1 of 2 requests of rule 0 arrived within 100 ms/);
+  });
+});

@@ -57,10 +57,10 @@ describe("checkTemplate", () => {
   });
 
   it("treats unknown elements, unknown task types, stray text and no entry as errors", () => {
-    const unknown = checkTemplate('<task type="map"><foo>1</foo><description>x</description></task>');
+    const unknown = checkTemplate('<task type="parallel"><foo>1</foo><description>x</description></task>');
     expect(unknown.ok).toBe(false);
     if (!unknown.ok) {
-      expect(unknown.errors.join("\n")).toMatch(/unknown task type 'map'/);
+      expect(unknown.errors.join("\n")).toMatch(/unknown task type 'parallel'/);
       expect(unknown.errors.join("\n")).toMatch(/<foo> is not supported/);
     }
     const none = checkTemplate('<template name="f"><task><description>x</description></task></template>');

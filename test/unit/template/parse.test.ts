@@ -181,10 +181,10 @@ describe("parseTemplate: tasks", () => {
 
   it("keeps unsupported children, duplicate and stray text with warnings", () => {
     const { document, warnings } = parsed(
-      '<task type="map"><description>a</description><description>b</description><continuation_policy>s</continuation_policy>...</task>',
+      '<task type="parallel"><description>a</description><description>b</description><continuation_policy>s</continuation_policy>...</task>',
     );
     const task = document.entry as TaskNode;
-    expect(task).toMatchObject({ type: "map", description: "a", text: "..." });
+    expect(task).toMatchObject({ type: "parallel", description: "a", text: "..." });
     expect(task.extra).toMatchObject([{ kind: "element", name: "continuation_policy", text: "s" }]);
     expect(kinds(warnings).sort()).toEqual(["duplicate-element", "stray-text", "unsupported-element", "unsupported-task-type"]);
   });

@@ -1,0 +1,351 @@
+/**
+ * A `map` task (docs/task-language.md#map): its branches run at once, at most `max_parallel` of them at a time.
+ *
+ * A map of steps has one branch per `<steps>` child, at the step's own path (`0.steps.2`); a map over a list (`over`)
+ * runs its single step once per element of the list, the element bound to `as` (`item`) and its 0-based index to
+ * `<as>_index`, each branch under the scope `<path>/map:<i>:`. Every branch sees the map's environment only: no branch
+ * sees a sibling's result.
+ *
+ * resolving → running → done | failed, or running → cancelling → failed. Each branch is a `runBranch` actor spawned
+ * as the child `branch:<i>` (the shell evaluates the node at its path); a branch that finishes frees its slot for the
+ * next. With `on_failure="fail_fast"` (the default) the first failed branch stops the running ones (`CANCELLED`) and
+ * the map fails naming it; with `collect` every branch runs and the map fails after all of them, naming each failed
+ * branch, with the results of the others. Output: `content` is the JSON list of the branch contents, `parsedContent`
+ * their values (a branch's parsed JSON, or its text), and `notes.step_results` one `{content, status, parsedContent?,
+ * notes?}` per branch, in branch order.
+ */
+import { fromPromise, setup } from "xstate";
+import type { TaskResult } from "../../protocol/index.js";
+import { extend, find, type Env } from "../language/env.js";
+import type { MapFailurePolicy } from "../language/ast.js";
+import { notProvided } from "../not-provided.js";
+import { compositeFailure, type ProgressParams } from "./sequential.js";
+import { messageOf } from "../../protocol/errors.js";
+
+/** Branches of a map running at once when the task does not say (`max_parallel`). */
+export const DEFAULT_MAX_PARALLEL = 10;
+
+/** Input of a map actor. */
+export interface MapInput {
+  /** Path of the map task node; its steps are `<path>.steps.<i>`. */
+  path: string;
+  /** Number of `<steps>`. */
+  stepCount: number;
+  /** The environment of the map (its inputs bound). */
+  env: Env;
+  maxParallel: number;
+  onFailure: MapFailurePolicy;
+  /** The variable path of the list a map over a list runs its step for. */
+  over?: string;
+  /** The name each element is bound to (`item`). */
+  as: string;
+}
+
+/** How one branch stands. */
+export type BranchStatus = "pending" | "running" | "COMPLETE" | "FAILED" | "CANCELLED";
+
+/** One entry of `step_results`. */
+export interface StepResult {
+  content: string;
+  status: "COMPLETE" | "FAILED" | "CANCELLED" | "NOT_STARTED";
+  parsedContent?: unknown;
+  notes?: Record<string, unknown>;
+  error?: TaskResult["error"];
+}
+
+/** Context of a map actor. */
+export interface MapContext extends MapInput {
+  /** Branches in all. */
+  total: number;
+  /** The elements of the list, for a map over a list. */
+  items: unknown[];
+  branches: { status: BranchStatus; result?: TaskResult }[];
+  /** Index of the next branch to start. */
+  next: number;
+  /** Branches finished (whatever their status). */
+  finished: number;
+  /** The list could not be read. */
+  failure?: TaskResult;
+}
+
+/** What the `runBranch` actor evaluates: the node at `path` in `env`, its node paths reported under `scope`. */
+export interface BranchInput {
+  path: string;
+  env: Env;
+  /** `<map path>/map:<i>:` for the branches of a map over a list. */
+  scope?: string;
+}
+
+/** The value of a result for a program: its parsed JSON, or its text. */
+export function parsedOf(result: TaskResult): unknown {
+  if (result.parsedContent !== undefined) return result.parsedContent;
+  const text = result.content.trim();
+  if (!text.startsWith("{") && !text.startsWith("[")) return undefined;
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The list a map over `over` runs for: a list value, or text holding a JSON list. */
+export function listOf(env: Env, over: string): { items: unknown[] } | { error: string } {
+  const found = find(env, over);
+  if (!found.found) return { error: `over="${over}": no variable '${over}' is bound here` };
+  let value = found.value;
+  if (typeof value === "string") {
+    try {
+      value = JSON.parse(value) as unknown;
+    } catch (err) {
+      return { error: `over="${over}": its text is not a JSON list (${messageOf(err)})` };
+    }
+  }
+  if (!Array.isArray(value))
+    return { error: `over="${over}": expected a list (a JSON array), got ${value === null ? "null" : typeof value}` };
+  return { items: value };
+}
+
+function initial(input: MapInput): MapContext {
+  const base = { ...input, items: [] as unknown[], next: 0, finished: 0 };
+  if (input.over === undefined) return { ...base, total: input.stepCount, branches: pendingBranches(input.stepCount) };
+  const list = listOf(input.env, input.over);
+  if ("error" in list) {
+    const failure: TaskResult = {
+      content: "",
+      status: "FAILED",
+      notes: {},
+      error: { type: "TASK_FAILURE", reason: "input_validation_failure", message: list.error },
+    };
+    return { ...base, total: 0, branches: [], failure };
+  }
+  return { ...base, items: list.items, total: list.items.length, branches: pendingBranches(list.items.length) };
+}
+
+const pendingBranches = (n: number) => Array.from({ length: n }, () => ({ status: "pending" as BranchStatus }));
+
+const branchId = (i: number) => `branch:${i}`;
+const indexOf = (actorId: string) => Number(actorId.slice("branch:".length));
+
+/** The node path a branch is reported under. */
+export function branchPath(context: Pick<MapContext, "path" | "over">, i: number): string {
+  return context.over === undefined ? `${context.path}.steps.${i}` : `${context.path}/map:${i}`;
+}
+
+function branchInput(context: MapContext, i: number): BranchInput {
+  if (context.over === undefined) return { path: `${context.path}.steps.${i}`, env: context.env };
+  const env = extend(context.env, { [context.as]: context.items[i], [`${context.as}_index`]: i });
+  return { path: `${context.path}.steps.0`, env, scope: `${context.path}/map:${i}:` };
+}
+
+const running = (context: MapContext) => context.branches.filter((b) => b.status === "running").length;
+
+/** One `step_results` entry per branch. */
+export function stepResults(context: MapContext): StepResult[] {
+  return context.branches.map((branch) => {
+    const result = branch.result;
+    if (!result) return { content: "", status: branch.status === "CANCELLED" ? "CANCELLED" : "NOT_STARTED" };
+    const parsed = parsedOf(result);
+    return {
+      content: result.content,
+      status: branch.status === "CANCELLED" ? "CANCELLED" : result.status === "COMPLETE" ? "COMPLETE" : "FAILED",
+      ...(parsed === undefined ? {} : { parsedContent: parsed }),
+      ...(Object.keys(result.notes).length > 0 ? { notes: result.notes } : {}),
+      ...(result.error ? { error: result.error } : {}),
+    };
+  });
+}
+
+function failedIndexes(context: MapContext): number[] {
+  return context.branches.flatMap((b, i) => (b.status === "FAILED" ? [i] : []));
+}
+
+function mapFailure(context: MapContext): TaskResult {
+  const failedOnes = failedIndexes(context);
+  const first = context.branches[failedOnes[0] ?? 0]?.result;
+  const why = (i: number) => context.branches[i]?.result?.error?.message ?? "no error given";
+  const message =
+    context.onFailure === "fail_fast"
+      ? `branch ${(failedOnes[0] ?? 0) + 1}/${context.total} failed: ${why(failedOnes[0] ?? 0)}`
+      : `${failedOnes.length} of ${context.total} branches failed: ${failedOnes.map((i) => `branch ${i + 1}: ${why(i)}`).join("; ")}`;
+  const cancelled = context.branches.flatMap((b, i) => (b.status === "CANCELLED" ? [i + 1] : []));
+  return compositeFailure(first?.error, message, {
+    failedBranches: failedOnes.map((i) => i + 1),
+    ...(cancelled.length > 0 ? { cancelledBranches: cancelled } : {}),
+    totalBranches: context.total,
+    partialResults: stepResults(context),
+  });
+}
+
+function mapResult(context: MapContext): TaskResult {
+  const results = stepResults(context);
+  return {
+    content: JSON.stringify(results.map((r) => r.content)),
+    status: "COMPLETE",
+    notes: { branches: context.total, step_results: results },
+    parsedContent: results.map((r) => r.parsedContent ?? r.content),
+  };
+}
+
+type BranchDone = { type: string; actorId?: string; output?: unknown; error?: unknown };
+
+function settled(context: MapContext, event: BranchDone): MapContext["branches"] {
+  const i = indexOf(event.actorId ?? "");
+  const result: TaskResult =
+    "output" in event && event.type.startsWith("xstate.done.")
+      ? (event.output as TaskResult)
+      : {
+          content: "",
+          status: "FAILED",
+          notes: {},
+          error: { type: "TASK_FAILURE", reason: "unexpected_error", message: messageOf(event.error) },
+        };
+  return context.branches.map((b, j) => (j === i ? { status: result.status === "COMPLETE" ? "COMPLETE" : "FAILED", result } : b));
+}
+
+/** The map's types and effects; its composed actions below are written against it, then named in {@link mapMachine}'s setup. */
+const mapBase = setup({
+  types: {
+    input: {} as MapInput,
+    context: {} as MapContext,
+    output: {} as TaskResult,
+  },
+  actions: {
+    progress: (_, _params: ProgressParams) => undefined,
+  },
+  actors: {
+    runBranch: fromPromise<TaskResult, BranchInput>(async () => notProvided("map.runBranch")),
+  },
+});
+
+/** Start branches until `max_parallel` run or none is left. */
+const launch = mapBase.enqueueActions(({ context, enqueue }) => {
+  if (context.onFailure === "fail_fast" && failedIndexes(context).length > 0) return;
+  let next = context.next;
+  const branches = [...context.branches];
+  for (let slots = context.maxParallel - running(context); slots > 0 && next < context.total; slots--, next++) {
+    branches[next] = { status: "running" };
+    const i = next;
+    enqueue({
+      type: "progress",
+      params: {
+        event: "branch.started",
+        message: `branch ${i + 1}/${context.total}`,
+        data: { nodePath: branchPath(context, i), mapPath: context.path, branch: i + 1, total: context.total },
+      },
+    });
+    enqueue.spawnChild("runBranch", { id: branchId(i), input: branchInput(context, i) });
+  }
+  enqueue.assign({ next, branches });
+});
+/** A branch finished: its result is kept, and reported with how many have finished. */
+const settle = mapBase.enqueueActions(({ context, event, enqueue }) => {
+  const done = event as BranchDone;
+  const i = indexOf(done.actorId ?? "");
+  if (context.branches[i]?.status !== "running") return;
+  const branches = settled(context, done);
+  const finished = context.finished + 1;
+  const status = branches[i]?.status ?? "FAILED";
+  enqueue.assign({ branches, finished });
+  enqueue({
+    type: "progress",
+    params: {
+      event: "branch.finished",
+      message: `branch ${i + 1}/${context.total} ${status}`,
+      data: { nodePath: branchPath(context, i), mapPath: context.path, branch: i + 1, total: context.total, status, finished },
+    },
+  });
+});
+/** fail_fast: the running branches are stopped and reported cancelled; those not started never start. */
+const cancelRunning = mapBase.enqueueActions(({ context, enqueue }) => {
+  let finished = context.finished;
+  const branches = context.branches.map((b, i) => {
+    if (b.status !== "running") return b;
+    finished++;
+    enqueue.stopChild(branchId(i));
+    enqueue({
+      type: "progress",
+      params: {
+        event: "branch.finished",
+        message: `branch ${i + 1}/${context.total} CANCELLED`,
+        data: {
+          nodePath: branchPath(context, i),
+          mapPath: context.path,
+          branch: i + 1,
+          total: context.total,
+          status: "CANCELLED",
+          finished,
+        },
+      },
+    });
+    return { status: "CANCELLED" as const };
+  });
+  enqueue.assign({ branches, finished });
+});
+
+/** The map machine. */
+export const mapMachine = setup({
+  types: {
+    input: {} as MapInput,
+    context: {} as MapContext,
+    output: {} as TaskResult,
+  },
+  actions: { progress: (_, _params: ProgressParams) => undefined, launch, settle, cancelRunning },
+  actors: { runBranch: fromPromise<TaskResult, BranchInput>(async () => notProvided("map.runBranch")) },
+  guards: {
+    unreadable: ({ context }) => context.failure !== undefined,
+    empty: ({ context }) => context.total === 0,
+    failFast: ({ context }) => context.onFailure === "fail_fast" && failedIndexes(context).length > 0,
+    allFinished: ({ context }) => context.finished === context.total,
+    anyFailed: ({ context }) => failedIndexes(context).length > 0,
+  },
+}).createMachine({
+  id: "map",
+  context: ({ input }) => initial(input),
+  initial: "resolving",
+  states: {
+    resolving: {
+      description: "Count the branches: the steps, or the elements of the list a map over a list runs for.",
+      always: [{ guard: "unreadable", target: "failed" }, { guard: "empty", target: "done" }, { target: "running" }],
+    },
+    running: {
+      description: "Branches run, at most max_parallel at once; each one that finishes frees its slot for the next.",
+      entry: [
+        {
+          type: "progress",
+          params: ({ context }) => ({
+            event: "map.started",
+            message: `map started: ${context.total} branches, ${Math.min(context.maxParallel, context.total)} at once`,
+            data: {
+              nodePath: context.path,
+              kind: "map",
+              total: context.total,
+              maxParallel: context.maxParallel,
+              onFailure: context.onFailure,
+            },
+          }),
+        },
+        "launch",
+      ],
+      on: {
+        "xstate.done.actor.*": { actions: ["settle", "launch"] },
+        "xstate.error.actor.*": { actions: ["settle", "launch"] },
+      },
+      always: [
+        { guard: "failFast", target: "cancelling" },
+        { guard: "allFinished", target: "finishing" },
+      ],
+    },
+    cancelling: {
+      description: "fail_fast: a branch failed; the branches still running are stopped.",
+      entry: "cancelRunning",
+      always: { target: "failed" },
+    },
+    finishing: {
+      description: "Every branch finished: the map completes, or (collect) fails naming each failed branch.",
+      always: [{ guard: "anyFailed", target: "failed" }, { target: "done" }],
+    },
+    done: { description: "Every branch completed.", type: "final" },
+    failed: { description: "The list could not be read, or a branch failed.", type: "final" },
+  },
+  output: ({ context }) => context.failure ?? (failedIndexes(context).length > 0 ? mapFailure(context) : mapResult(context)),
+});
