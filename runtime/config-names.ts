@@ -55,6 +55,7 @@ export const ENV_NAMES = {
   templates: "DIRIGENT_TEMPLATES",
   maxSubtaskDepth: "DIRIGENT_MAX_SUBTASK_DEPTH",
   maxEvaluations: "DIRIGENT_MAX_EVALUATIONS",
+  taskParallelism: "DIRIGENT_TASK_PARALLELISM",
   continuationTools: "DIRIGENT_CONTINUATION_TOOLS",
   templateTools: "DIRIGENT_TEMPLATE_TOOLS",
   inputTimeoutMs: "DIRIGENT_INPUT_TIMEOUT_MS",

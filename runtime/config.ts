@@ -167,6 +167,8 @@ export const Config = z.object({
   templates: z.string().trim().min(1, "must name a directory"),
   /** Deepest nesting of subtasks; a request's `max_depth` sets the limit below it. */
   maxSubtaskDepth: z.coerce.number().int().min(1).max(20),
+  /** Handler calls (sessions, scripts) of one task running at once, over all its map branches, inputs and subtasks. */
+  taskParallelism: z.coerce.number().int().min(1).max(10_000),
   /** Evaluations (`request_evaluation`) one director session may ask for. */
   maxEvaluations: z.coerce.number().int().min(1).max(50),
   /** Decompose an atomic task that ran out of a resource through the Compiler (reparse), at most 3 times per node. */
@@ -262,6 +264,7 @@ export const DEFAULTS = {
   scriptEnv: ["PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR"],
   templates: "templates",
   maxSubtaskDepth: 5,
+  taskParallelism: 64,
   maxEvaluations: 5,
   continuationTools: ["subtask", "input"],
   templateTools: [],

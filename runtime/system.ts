@@ -197,6 +197,7 @@ export async function startSystem(options: SystemOptions): Promise<SystemHandle>
         substitution: config.substitution,
         library,
         maxSubtaskDepth: config.maxSubtaskDepth,
+        taskParallelism: config.taskParallelism,
         maxEvaluations: config.maxEvaluations,
         continuationTools: config.continuationTools,
         templateTools: config.templateTools,

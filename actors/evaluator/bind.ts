@@ -6,14 +6,15 @@
 import { extend, find, type Env } from "../../machines/language/env.js";
 import type { BindOutcome } from "../../machines/evaluator/evaluation.js";
 import type { ReduceItem, ResolvedItems } from "../../machines/evaluator/reduce.js";
+import { listOf } from "../../machines/evaluator/map.js";
 import type { TaskResult } from "../../protocol/index.js";
 import { nodeBudgetBinding } from "./budget.js";
 import { compositeContextBindings } from "./context.js";
 import { inputFailure, isTaskInput } from "./nodes.js";
 import type { InputBinding, TaskNode } from "../../machines/language/ast.js";
 
-/** Evaluates the nested task of the input at `path` (`<node>.inputs.<i>.task`) in `env`. */
-export type EvaluateInputTask = (path: string, env: Env) => Promise<TaskResult>;
+/** Evaluates the nested task of the input at `path` (`<node>.inputs.<i>.task`) in `env`; `signal` stops it early. */
+export type EvaluateInputTask = (path: string, env: Env, signal?: AbortSignal) => Promise<TaskResult>;
 
 type InputValue = { value: unknown } | { result: TaskResult } | { skip: true };
 
@@ -30,8 +31,8 @@ function valueNow(input: InputBinding | undefined, env: Env): InputValue {
   return { skip: true };
 }
 
-async function taskValue(evaluate: EvaluateInputTask, path: string, i: number, env: Env): Promise<InputValue> {
-  const result = await evaluate(`${path}.inputs.${i}.task`, env);
+async function taskValue(evaluate: EvaluateInputTask, path: string, i: number, env: Env, signal?: AbortSignal): Promise<InputValue> {
+  const result = await evaluate(`${path}.inputs.${i}.task`, env, signal);
   return result.status === "COMPLETE" ? { value: result.content } : { result };
 }
 
@@ -72,26 +73,82 @@ export function bindInputsNow(node: TaskNode, env: Env, entry: boolean): BindOut
   throw new Error(`input ${step.value} of the task is a nested task: it cannot be bound at once`);
 }
 
-/** Binds the inputs of the node at `path`, evaluating those that are nested tasks, one after the other. */
+/**
+ * Evaluates the nested tasks among `node`'s inputs at once (the seed's "in parallel, then the parent step"). The
+ * first one to fail stops the ones still running, and is the outcome.
+ */
+async function taskValues(
+  evaluate: EvaluateInputTask,
+  node: TaskNode,
+  path: string,
+  env: Env,
+  signal?: AbortSignal,
+): Promise<InputValue[]> {
+  const stop = new AbortController();
+  const abort = () => stop.abort();
+  signal?.addEventListener("abort", abort, { once: true });
+  let failed: number | undefined;
+  try {
+    const values = await Promise.all(
+      node.inputs.map(async (input, i): Promise<InputValue> => {
+        if (!isTaskInput(input)) return { skip: true };
+        const got = await taskValue(evaluate, path, i, env, stop.signal);
+        if ("result" in got && failed === undefined) {
+          failed = i;
+          stop.abort();
+        }
+        return got;
+      }),
+    );
+    // The failure that stopped the others is the outcome, not the cancellations it caused.
+    return failed === undefined ? values : values.map((v, i) => (i === failed || !("result" in v) ? v : { skip: true }));
+  } finally {
+    signal?.removeEventListener("abort", abort);
+  }
+}
+
+/** Binds the inputs of the node at `path`, evaluating those that are nested tasks at once. */
 export async function bindInputs(
   evaluate: EvaluateInputTask,
   node: TaskNode,
   path: string,
   env: Env,
   entry: boolean,
+  signal?: AbortSignal,
 ): Promise<BindOutcome> {
+  const values = await taskValues(evaluate, node, path, env, signal);
   const steps = bindSteps(node, env, entry);
   let step = steps.next();
-  while (!step.done) step = steps.next(await taskValue(evaluate, path, step.value, env));
+  while (!step.done) step = steps.next(values[step.value] ?? { skip: true });
   return step.value;
 }
 
-/** The items of a reduce task: the value of each of its inputs, in order. */
-export async function resolveItems(evaluate: EvaluateInputTask, node: TaskNode, path: string, env: Env): Promise<ResolvedItems> {
+/**
+ * The items of a reduce task: the value of each of its inputs, in order (their nested tasks evaluated at once), or
+ * with `over` the elements of that list.
+ */
+export async function resolveItems(
+  evaluate: EvaluateInputTask,
+  node: TaskNode,
+  path: string,
+  env: Env,
+  signal?: AbortSignal,
+): Promise<ResolvedItems> {
+  const over = node.map?.over;
+  if (over !== undefined) {
+    // The reduce's own inputs are bound first, so `over` may name one of them.
+    const bound = bindInputs(evaluate, node, path, env, false, signal);
+    const outcome = await bound;
+    if ("result" in outcome) return outcome;
+    const list = listOf(outcome.env, over);
+    if ("error" in list) return { result: inputFailure(list.error) };
+    return { items: list.items.map((value, i) => ({ name: `${over}[${i}]`, value })) };
+  }
+  const values = await taskValues(evaluate, node, path, env, signal);
   const items: ReduceItem[] = [];
   for (let i = 0; i < node.inputs.length; i++) {
     const input = node.inputs[i];
-    const got = isTaskInput(input) ? await taskValue(evaluate, path, i, env) : valueNow(input, env);
+    const got = isTaskInput(input) ? (values[i] ?? { skip: true }) : valueNow(input, env);
     if ("result" in got) return { result: got.result };
     if ("value" in got) items.push({ name: input?.name ?? String(i), value: got.value });
   }

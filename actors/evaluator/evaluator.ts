@@ -32,6 +32,7 @@ import { entryPath, inputFailure, nodeAt, summarize } from "./nodes.js";
 import { templateCommandRefusal } from "./commands.js";
 import { walkActors, type Walk } from "./walk.js";
 import { ask, askRetrying, RemoteError } from "../ask.js";
+import { Semaphore } from "../limit.js";
 import { serve } from "../serve.js";
 import { createLibrary, type TemplateLibrary } from "../library/library.js";
 import { templateToolsOf } from "../library/template-tools.js";
@@ -39,6 +40,9 @@ import { createParseCache, type ParseCache } from "../../machines/language/parse
 
 /** Deepest nesting of evaluations (steps, calls, nested inputs) in one task; guards against recursive templates. */
 export const MAX_DEPTH = 32;
+
+/** Handler calls of one task at once when the configuration does not say (`DIRIGENT_TASK_PARALLELISM`). */
+export const DEFAULT_TASK_PARALLELISM = 64;
 
 /** Longest the Evaluator waits for a `memory.match` answer. */
 const MEMORY_TIMEOUT_MS = 30_000;
@@ -58,6 +62,8 @@ export interface EvaluatorConfig {
   library?: TemplateLibrary;
   /** Deepest subtask nesting. Default 5. */
   maxSubtaskDepth?: number;
+  /** Handler calls (sessions, scripts) of one task running at once, whatever branch they belong to. Default 64. */
+  taskParallelism?: number;
   /** Evaluations one director session may ask for. Default 5. */
   maxEvaluations?: number;
   /** Function templates of the library offered to atomic sessions as tools (`DIRIGENT_TEMPLATE_TOOLS`). None by default. */
@@ -127,6 +133,8 @@ export function startEvaluator(deps: ActorDeps, config: EvaluatorConfig): RoleHa
     // Every Handler call of the task is charged to it and sent what is left of its budgets.
     const spend = createTaskSpend(request.budget, (spent) => progress(taskId, "task.usage", usageLine(spent), { ...spent }));
     const stream = request.stream === undefined ? {} : { stream: request.stream };
+    // The task's own bound on Handler calls at once: its map branches, nested inputs and spawned subtasks share it.
+    const calls = new Semaphore(config.taskParallelism ?? DEFAULT_TASK_PARALLELISM);
     // The walk is deterministic given the answers it gets, so the nth call of a node is the same call on a re-run:
     // the Handler keys its records by it and replays them instead of calling the model again.
     const occurrences = new Map<string, number>();
@@ -180,7 +188,7 @@ export function startEvaluator(deps: ActorDeps, config: EvaluatorConfig): RoleHa
         };
         // Asked again when the Handler goes silent (died, NATS restarted): the same occurrence continues from its record.
         const body = (attempt: number): ExecuteRequest => (request.fresh === true && attempt === 1 ? { ...execute, fresh: true } : execute);
-        const answer = await askRetrying(deps, Requests.execute, body, { timeoutMs: config.taskTimeoutMs, signal });
+        const answer = await calls.run(() => askRetrying(deps, Requests.execute, body, { timeoutMs: config.taskTimeoutMs, signal }));
         return spend.charge(nodePath, answer.session ? { ...answer.result, session: answer.session } : answer.result, budgets);
       },
       waitForInput: (_nodePath, input, signal) =>
@@ -199,14 +207,15 @@ export function startEvaluator(deps: ActorDeps, config: EvaluatorConfig): RoleHa
           ...spend.remaining(budgets),
           occurrence: occurrence(`r:${nodePath}`),
         };
-        const reply = await askRetrying(deps, Requests.execute, execute, { timeoutMs: config.taskTimeoutMs, signal });
+        const reply = await calls.run(() => askRetrying(deps, Requests.execute, execute, { timeoutMs: config.taskTimeoutMs, signal }));
         return spend.charge(nodePath, reply.session ? { ...reply.result, session: reply.session } : reply.result, budgets, session);
       },
       script: async (nodePath, command, signal) => {
         const request: ScriptRequest = { type: "handler.script", taskId, nodePath, ...command, occurrence: occurrence(`s:${nodePath}`) };
         // The Handler enforces the script's own timeout; the margin covers its kill grace and the round trip.
-        const answer = await askRetrying(deps, Requests.script, request, { timeoutMs: command.timeoutMs + SCRIPT_REPLY_MARGIN_MS, signal });
-        return answer;
+        return calls.run(() =>
+          askRetrying(deps, Requests.script, request, { timeoutMs: command.timeoutMs + SCRIPT_REPLY_MARGIN_MS, signal }),
+        );
       },
     };
     const actor = actors.create(walk, 0, 0, {

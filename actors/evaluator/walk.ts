@@ -187,7 +187,7 @@ type ScopeOf = (system: unknown) => WalkScope;
 
 /** Evaluates the nested task of an input of a node of `scope`'s walk, one level deeper. */
 function inputTasksOf({ walk, depth }: WalkScope, signal: AbortSignal): EvaluateInputTask {
-  return (path, env) => evaluateNode(walk, path, env, depth + 1, signal);
+  return (path, env, stop) => evaluateNode(walk, path, env, depth + 1, stop ?? signal);
 }
 
 function taskAt(walk: Walk, path: string): TaskNode {
@@ -261,7 +261,7 @@ function buildWalkMachine(scopeOf: ScopeOf) {
     actors: {
       bindInputs: fromPromise<BindOutcome, { path: string; env: Env; entry: boolean }>(({ input, signal, system }) => {
         const { walk } = scopeOf(system);
-        return bindInputs(inputTasksOf(scopeOf(system), signal), taskAt(walk, input.path), input.path, input.env, input.entry);
+        return bindInputs(inputTasksOf(scopeOf(system), signal), taskAt(walk, input.path), input.path, input.env, input.entry, signal);
       }),
       runAtomic: fromPromise<SuspendedResult, { path: string; env: Env }>(async ({ input, signal, system }) => {
         const { walk, depth, inline } = scopeOf(system);
@@ -365,7 +365,7 @@ function buildWalkMachine(scopeOf: ScopeOf) {
           runStep,
           resolveItems: fromPromise<ResolvedItems, { path: string; env: Env }>(({ input, signal, system }) => {
             const { walk } = scopeOf(system);
-            return resolveItems(inputTasksOf(scopeOf(system), signal), taskAt(walk, input.path), input.path, input.env);
+            return resolveItems(inputTasksOf(scopeOf(system), signal), taskAt(walk, input.path), input.path, input.env, signal);
           }),
         },
       }),
