@@ -12,6 +12,19 @@ export const CancelBroadcast = z.object({
 });
 export type CancelBroadcast = z.infer<typeof CancelBroadcast>;
 
+/**
+ * Broadcast on `<root>.control.abort` by an Evaluator: the Handler running one node of a task (a map branch cancelled
+ * by fail_fast, a nested input stopped by a failed sibling) stops that session or script. Not sent for a task's
+ * cancellation, a takeover or a shutdown: there the work is cancelled whole, or continued by another owner.
+ */
+export const NodeAbort = z.object({
+  type: z.literal("node.abort"),
+  taskId: TaskId,
+  /** The node path the Evaluator asked the Handler to run. */
+  nodePath: z.string().min(1).max(4096),
+});
+export type NodeAbort = z.infer<typeof NodeAbort>;
+
 /** Broadcast on `<root>.control.superseded`: the task's evaluation now runs for `owner`; others stop theirs. */
 export const Superseded = z.object({
   type: z.literal("task.superseded"),

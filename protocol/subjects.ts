@@ -83,6 +83,8 @@ export function createSubjects(root: string = DEFAULT_ROOT) {
     anyProgress: `${root}.progress.*`,
     /** Internal: cancellation broadcast. */
     cancelBroadcast: `${root}.control.cancel`,
+    /** Internal: a Handler stops the session or script of one node ({@link NodeAbort}). */
+    nodeAbort: `${root}.control.abort`,
     /** Queue group shared by all processes of a role. */
     queue: (role: "director" | "evaluator" | "handler" | "memory" | "compiler" | "supervisor") => `${root}.${role}`,
     /** JetStream stream holding accepted submissions. */

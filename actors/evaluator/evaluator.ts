@@ -13,6 +13,7 @@ import {
   decode,
   encode,
   EvaluateRequest,
+  NodeAbort,
   type ContinuationKind,
   type CompileRequest,
   type MatchRequest,
@@ -90,6 +91,9 @@ export function startEvaluator(deps: ActorDeps, config: EvaluatorConfig): RoleHa
   const owners = new WeakMap<Actor<typeof evaluationMachine>, string>();
   /** Evaluations stopped because another owner took their task over. */
   const superseded = new WeakSet<Actor<typeof evaluationMachine>>();
+  /** Tasks being cancelled whole, and whether this Evaluator is stopping: no node is aborted one by one then. */
+  const cancelled = new Set<string>();
+  let stopped = false;
   const library = config.library ?? createLibrary([]);
   // Checked at start: a name that is no function template of the library stops the Evaluator with the names.
   const templateTools = templateToolsOf(library, config.templateTools ?? []);
@@ -135,6 +139,24 @@ export function startEvaluator(deps: ActorDeps, config: EvaluatorConfig): RoleHa
     const stream = request.stream === undefined ? {} : { stream: request.stream };
     // The task's own bound on Handler calls at once: its map branches, nested inputs and spawned subtasks share it.
     const calls = new Semaphore(config.taskParallelism ?? DEFAULT_TASK_PARALLELISM);
+    /**
+     * A Handler call of the node at `nodePath`, at most `taskParallelism` of the task at once. Aborted on its own (a
+     * cancelled branch), it tells the Handler to stop; not when the whole evaluation stops for a cancel, a takeover
+     * or a shutdown, where the work is cancelled with the task or continued by the next owner.
+     */
+    const handlerCall = <T>(nodePath: string, signal: AbortSignal, call: () => Promise<T>): Promise<T> =>
+      calls.run(async () => {
+        const abort = () => {
+          if (!stopped && !superseded.has(actor) && !cancelled.has(taskId))
+            deps.bus.publish(deps.subjects.nodeAbort, encode(NodeAbort, { type: "node.abort", taskId, nodePath }));
+        };
+        signal.addEventListener("abort", abort, { once: true });
+        try {
+          return await call();
+        } finally {
+          signal.removeEventListener("abort", abort);
+        }
+      });
     // The walk is deterministic given the answers it gets, so the nth call of a node is the same call on a re-run:
     // the Handler keys its records by it and replays them instead of calling the model again.
     const occurrences = new Map<string, number>();
@@ -188,7 +210,9 @@ export function startEvaluator(deps: ActorDeps, config: EvaluatorConfig): RoleHa
         };
         // Asked again when the Handler goes silent (died, NATS restarted): the same occurrence continues from its record.
         const body = (attempt: number): ExecuteRequest => (request.fresh === true && attempt === 1 ? { ...execute, fresh: true } : execute);
-        const answer = await calls.run(() => askRetrying(deps, Requests.execute, body, { timeoutMs: config.taskTimeoutMs, signal }));
+        const answer = await handlerCall(nodePath, signal, () =>
+          askRetrying(deps, Requests.execute, body, { timeoutMs: config.taskTimeoutMs, signal }),
+        );
         return spend.charge(nodePath, answer.session ? { ...answer.result, session: answer.session } : answer.result, budgets);
       },
       waitForInput: (_nodePath, input, signal) =>
@@ -207,7 +231,9 @@ export function startEvaluator(deps: ActorDeps, config: EvaluatorConfig): RoleHa
           ...spend.remaining(budgets),
           occurrence: occurrence(`r:${nodePath}`),
         };
-        const reply = await calls.run(() => askRetrying(deps, Requests.execute, execute, { timeoutMs: config.taskTimeoutMs, signal }));
+        const reply = await handlerCall(nodePath, signal, () =>
+          askRetrying(deps, Requests.execute, execute, { timeoutMs: config.taskTimeoutMs, signal }),
+        );
         return spend.charge(nodePath, reply.session ? { ...reply.result, session: reply.session } : reply.result, budgets, session);
       },
       script: async (nodePath, command, signal) => {
@@ -240,7 +266,10 @@ export function startEvaluator(deps: ActorDeps, config: EvaluatorConfig): RoleHa
       return reply(spend.withTotals(result));
     } finally {
       set.delete(actor);
-      if (set.size === 0) live.delete(taskId);
+      if (set.size === 0) {
+        live.delete(taskId);
+        cancelled.delete(taskId);
+      }
     }
   };
 
@@ -248,7 +277,12 @@ export function startEvaluator(deps: ActorDeps, config: EvaluatorConfig): RoleHa
     serveEvaluate(),
     deps.bus.subscribe(deps.subjects.cancelBroadcast, (msg) => {
       const decoded = decode(CancelBroadcast, msg.data);
-      if (decoded.ok) for (const actor of live.get(decoded.value.taskId) ?? []) actor.send({ type: "evaluation.cancel" });
+      if (!decoded.ok) return;
+      const taskId = decoded.value.taskId;
+      if (!live.has(taskId)) return;
+      // Kept until the task's last evaluation here ends: aborts reaching its calls later are part of the cancel too.
+      cancelled.add(taskId);
+      for (const actor of live.get(taskId) ?? []) actor.send({ type: "evaluation.cancel" });
     }),
     deps.bus.subscribe(deps.subjects.superseded, (msg) => {
       const decoded = decode(Superseded, msg.data);
@@ -276,6 +310,7 @@ export function startEvaluator(deps: ActorDeps, config: EvaluatorConfig): RoleHa
   return {
     role: "evaluator",
     async stop() {
+      stopped = true;
       await Promise.all(subscriptions.map((s) => s.unsubscribe()));
       for (const set of live.values()) for (const actor of set) actor.send({ type: "evaluation.cancel" });
     },

@@ -9,6 +9,7 @@ import { toPromise } from "xstate";
 import type { SessionOutput } from "../../machines/handler/session.js";
 import {
   CancelBroadcast,
+  NodeAbort,
   decode,
   ExecuteRequest,
   RECORD_VERSION,
@@ -40,6 +41,7 @@ import { contextWindowOf, costOf, tokenCounter, type ModelPrice } from "./tokens
 import type { Toolset } from "./toolset.js";
 import { missingToolsMessage, settingsOf, toolChoice, withFallback } from "./settings.js";
 import { createMasker, maskDeep } from "../secrets.js";
+import { runScriptRequest } from "./script.js";
 
 /** Handler configuration, immutable for the life of every session it starts. */
 export interface HandlerConfig {
@@ -95,24 +97,6 @@ const NO_TOOLS: Toolset = {
   sandbox: { mode: "bwrap", unavailable: "this Handler has no tools" },
 };
 
-/** Runs one command of a `script` task with the `run_script` tool's confinement and limits. */
-export async function runScriptRequest(toolset: Toolset, request: ScriptRequest, signal: AbortSignal): Promise<ScriptReply> {
-  const base = { type: "handler.script_result" as const, taskId: request.taskId, nodePath: request.nodePath };
-  const ran = await toolset.script(
-    {
-      argv: request.argv,
-      timeoutMs: request.timeoutMs,
-      ...(request.cwd === undefined ? {} : { cwd: request.cwd }),
-      ...(request.env ? { env: request.env } : {}),
-      ...(request.inheritEnv === undefined ? {} : { inheritEnv: request.inheritEnv }),
-    },
-    signal,
-  );
-  if ("error" in ran) return { ...base, exitCode: null, timedOut: false, stdout: "", stderr: "", error: ran.error };
-  const { exitCode, timedOut, stdout, stderr } = ran.outcome;
-  return { ...base, exitCode, timedOut, stdout, stderr };
-}
-
 /**
  * Starts the Handler role. Without a toolset, the model is offered no tools. With `records` (the turns bucket),
  * calls that carry an `occurrence` are recorded answer by answer (and their `run_script` calls one by one) and
@@ -129,6 +113,8 @@ export function startHandler(
   // This Handler's session actors: the machine provided once, its effects acting for this Handler's sessions only.
   const actors = sessionActors();
   const sessions = new Map<string, Set<ReturnType<SessionActors["create"]>>>();
+  /** The node path each live session and script runs for: a `node.abort` stops only that node. */
+  const nodeOf = new WeakMap<object, string>();
   /** The tools of a session: its task's `<tools>` or the default, with its continuation tools. */
   const chooseTools = toolChoice(toolset, config.defaultTools, (unmatched) =>
     deps.log.warn(
@@ -311,6 +297,7 @@ export function startHandler(
     });
     const live = sessions.get(taskId) ?? new Set();
     sessions.set(taskId, live.add(actor));
+    nodeOf.set(actor, nodePath);
     try {
       const done = toPromise(actor);
       actor.start();
@@ -353,6 +340,7 @@ export function startHandler(
     const controller = new AbortController();
     const live = scripts.get(request.taskId) ?? new Set();
     scripts.set(request.taskId, live.add(controller));
+    nodeOf.set(controller, request.nodePath);
     try {
       const recorded = key && records ? await readSessionRecord(records, key, ScriptRecord, deps.log) : undefined;
       if (recorded) {
@@ -382,6 +370,13 @@ export function startHandler(
       for (const actor of sessions.get(decoded.value.taskId) ?? []) actor.send({ type: "session.cancel" });
       for (const controller of scripts.get(decoded.value.taskId) ?? []) controller.abort();
       gate?.cancel(decoded.value.taskId);
+    }),
+    deps.bus.subscribe(deps.subjects.nodeAbort, (msg) => {
+      const decoded = decode(NodeAbort, msg.data);
+      if (!decoded.ok) return;
+      const { taskId, nodePath } = decoded.value;
+      for (const actor of sessions.get(taskId) ?? []) if (nodeOf.get(actor) === nodePath) actor.send({ type: "session.cancel" });
+      for (const controller of scripts.get(taskId) ?? []) if (nodeOf.get(controller) === nodePath) controller.abort();
     }),
   ];
 

@@ -173,7 +173,10 @@ async function handle(req: IncomingMessage, res: ServerResponse, state: ServerSt
   if (rule?.holdUntil !== undefined && typeof answer.answeredBy === "number") {
     const timeoutMs = rule.holdTimeoutMs ?? DEFAULT_HOLD_MS;
     if (!(await hold(state, answer.answeredBy, rule.holdUntil, timeoutMs, res))) {
-      if (res.destroyed || res.writableEnded) return;
+      if (res.destroyed || res.writableEnded) {
+        log(`${summary} → aborted by client while held`);
+        return;
+      }
       const seen = state.uses.get(answer.answeredBy) ?? 0;
       log(`${summary} → 504 (held: ${seen} of ${rule.holdUntil} requests arrived)`);
       return sendError(

@@ -133,7 +133,7 @@ function ownPermissions(root: string): Record<NatsRole, RolePermissions> {
       subscribe: [s.submit, s.anyTaskGet, s.anyTaskCancel, s.anyProgress, control, inbox("director")],
     },
     evaluator: {
-      publish: [inbox("director"), clients, s.anyProgress, s.execute, s.script, s.memoryMatch, s.compile, s.superseded],
+      publish: [inbox("director"), clients, s.anyProgress, s.execute, s.script, s.memoryMatch, s.compile, s.superseded, s.nodeAbort],
       subscribe: [s.evaluate, `${root}.tasks.*.input`, control, inbox("evaluator")],
     },
     handler: {
