@@ -5,6 +5,7 @@
  */
 import { describe, expect, it } from "vitest";
 import type { TaskEvent } from "../../protocol/index.js";
+import { checkmateLine } from "../../runtime/cli/checkmate.js";
 import { createEventPrinter, formatEvent, mapProgressText } from "../../runtime/cli/output.js";
 import { branchFinished, branchStarted, mapStarted, relayed } from "../support/map-events.js";
 
@@ -69,5 +70,15 @@ describe("map progress in the CLI", () => {
   it("prints no control characters of a node path", () => {
     const [event] = relayed("map-task", [branchFinished("0.steps.1\u001b[2J", "x", 1, 2, "FAILED", 1)]);
     expect(mapProgressText(event as TaskEvent)).toBe("map 0.steps.1?[2J: 1/2 done (branch 1 FAILED)");
+  });
+
+  it("prints how far a map is in dirigent checkmate too, not each branch's start", () => {
+    expect(events.map(checkmateLine).filter(Boolean)).toEqual([
+      "map 1/3 done",
+      `map ${INNER}: 1/2 done`,
+      "map 2/3 done (branch 3 FAILED)",
+      `map ${INNER}: 2/2 done (branch 1 CANCELLED)`,
+      "map 3/3 done",
+    ]);
   });
 });
