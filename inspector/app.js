@@ -268,7 +268,8 @@ const MAX_BRANCHES = 256;
 
 /**
  * A map node's branches side by side, in order of number, each with its state: `running`, `COMPLETE`, `FAILED`,
- * `CANCELLED`, or `waiting` for one not started yet. All text is set as text: it comes from task events.
+ * `CANCELLED`, or `waiting` for one not started yet (`unknown` when the inspector kept too few of the task's
+ * branches to tell). All text is set as text: it comes from task events.
  */
 function mapStrip(map) {
   const shown = Math.min(map.total, MAX_BRANCHES);
@@ -280,8 +281,9 @@ function mapStrip(map) {
   const strip = el("div", { class: "branches" });
   for (let n = 1; n <= shown; n++) {
     const branch = byNumber.get(n);
-    const state = branch ? branch.state : "waiting";
-    const title = branch ? branch.nodePath : "not started";
+    // A branch the inspector did not keep (too many in the task) is not known to be waiting.
+    const state = branch ? branch.state : map.truncated ? "unknown" : "waiting";
+    const title = branch ? branch.nodePath : map.truncated ? "not kept by the inspector" : "not started";
     strip.append(el("div", { class: "branch", "data-branch": String(n), "data-state": state, title }, el("span", { class: "label" }, `branch ${n}/${map.total}`), el("span", { class: "state" }, state)));
   }
   if (map.total > shown) strip.append(el("span", { class: "more" }, `+${map.total - shown} more`));

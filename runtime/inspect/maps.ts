@@ -14,9 +14,11 @@ import {
 } from "../../protocol/index.js";
 
 /** Most maps kept per task. */
-export const MAX_MAPS = 100;
+export const MAX_MAPS = 50;
 /** Most branches kept per map (the first by number); the page says how many more there are. */
 export const MAX_BRANCHES = 256;
+/** Most branches kept per task, all its maps together (as many as its timeline's entries). */
+export const MAX_TASK_BRANCHES = 1000;
 
 /** One branch of a map. */
 export interface BranchView {
@@ -39,6 +41,8 @@ export interface MapView {
   finished: number;
   /** The branches seen, by number, at most {@link MAX_BRANCHES}. */
   branches: BranchView[];
+  /** Some branch of the first {@link MAX_BRANCHES} was not kept (the task reached {@link MAX_TASK_BRANCHES}). */
+  truncated?: true;
 }
 
 interface MapRecord {
@@ -50,6 +54,7 @@ interface MapRecord {
 /** The maps of one task. */
 export class TaskMaps {
   readonly #maps = new Map<string, MapRecord>();
+  #branchCount = 0;
 
   /** Applies a task event; true when it changed a map. */
   apply(event: TaskEvent): boolean {
@@ -74,6 +79,11 @@ export class TaskMaps {
     }
     const known = map.branches.get(branch);
     if (branch > MAX_BRANCHES || (known && known.seq > event.seq)) return true;
+    if (!known && this.#branchCount >= MAX_TASK_BRANCHES) {
+      map.view.truncated = true;
+      return true;
+    }
+    if (!known) this.#branchCount++;
     map.branches.set(branch, { branch, nodePath, state: ended?.data?.status ?? "running", seq: event.seq });
     return true;
   }

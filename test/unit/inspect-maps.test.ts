@@ -8,7 +8,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { createSubjects, encode, TaskEvent } from "../../protocol/index.js";
 import { MemoryBus } from "../../runtime/in-process/bus.js";
-import { MAX_BRANCHES, type MapView } from "../../runtime/inspect/maps.js";
+import { MAX_BRANCHES, MAX_MAPS, MAX_TASK_BRANCHES, type MapView } from "../../runtime/inspect/maps.js";
 import { startInspectServer, type InspectServer } from "../../runtime/inspect/server.js";
 import { InspectState, type TaskView } from "../../runtime/inspect/state.js";
 import { branchFinished, branchStarted, mapStarted, relayed } from "../support/map-events.js";
@@ -127,5 +127,28 @@ describe("the inspector's map view", () => {
     expect(map?.branches).toHaveLength(MAX_BRANCHES);
     expect(map?.branches.at(-1)?.branch).toBe(MAX_BRANCHES);
     expect(map).toMatchObject({ total, finished: total });
+  });
+
+  it("keeps at most MAX_TASK_BRANCHES branches and MAX_MAPS maps of a task, and says which maps lost branches", () => {
+    const state = new InspectState({ maxTimeline: 10 });
+    const maps = MAX_TASK_BRANCHES / 200 + 1;
+    const reports = Array.from({ length: maps }, (_, m) =>
+      Array.from({ length: 200 }, (_, i) => branchStarted(`0.steps.${m}`, `0.steps.${m}/map:${i + 1}`, i + 1, 200)),
+    ).flat();
+    for (const event of relayed("t", reports)) state.applyTaskEvent(event);
+    const kept = state.task("t")?.maps ?? [];
+    expect(kept.reduce((n, m) => n + m.branches.length, 0)).toBe(MAX_TASK_BRANCHES);
+    expect(kept.at(-1)).toMatchObject({ branches: [], truncated: true });
+    expect(kept.filter((m) => m.truncated)).toHaveLength(1);
+    // A known branch still changes once the task is full.
+    state.applyTaskEvent(relayed("t", [branchFinished("0.steps.0", "0.steps.0/map:1", 1, 200, "FAILED", 1)], 5000)[0] as TaskEvent);
+    expect(state.task("t")?.maps?.[0]?.branches[0]?.state).toBe("FAILED");
+    for (const event of relayed(
+      "t",
+      Array.from({ length: MAX_MAPS + 5 }, (_, m) => mapStarted(`1.steps.${m}`, 2, 1)),
+      6000,
+    ))
+      state.applyTaskEvent(event);
+    expect(state.task("t")?.maps).toHaveLength(MAX_MAPS);
   });
 });
