@@ -256,11 +256,43 @@ function replayValue(state) {
   return running[state] ? { running: running[state] } : state;
 }
 
-/** Parent of a node path: the longest other known path it extends (`0/subtask1:0` under `0`). */
+/** Parent of a node path: the longest other known path it extends (`0/subtask1:0` under `0`, `0/map:2:0.steps.0` under `0/map:2`). */
 function parentPath(path, paths) {
   let best;
-  for (const p of paths) if (p !== path && (path.startsWith(`${p}/`) || path.startsWith(`${p}.`)) && (!best || p.length > best.length)) best = p;
+  for (const p of paths) if (p !== path && (path.startsWith(`${p}/`) || path.startsWith(`${p}.`) || path.startsWith(`${p}:`)) && (!best || p.length > best.length)) best = p;
   return best;
+}
+
+// Most branches a map shows (runtime/inspect/maps.ts keeps as many).
+const MAX_BRANCHES = 256;
+
+/**
+ * A map node's branches side by side, in order of number, each with its state: `running`, `COMPLETE`, `FAILED`,
+ * `CANCELLED`, or `waiting` for one not started yet (`unknown` when the inspector kept too few of the task's
+ * branches to tell). All text is set as text: it comes from task events.
+ */
+function mapStrip(map) {
+  const shown = Math.min(map.total, MAX_BRANCHES);
+  const byNumber = new Map(map.branches.map((b) => [b.branch, b]));
+  const running = map.branches.filter((b) => b.state === "running").length;
+  const failed = map.branches.filter((b) => b.state === "FAILED").length;
+  const parallel = map.maxParallel ? ` · ${map.maxParallel} at once` : "";
+  const summary = `${map.finished}/${map.total} done · ${running} running${failed ? ` · ${failed} failed` : ""}${parallel}`;
+  const strip = el("div", { class: "branches" });
+  for (let n = 1; n <= shown; n++) {
+    const branch = byNumber.get(n);
+    // A branch the inspector did not keep (too many in the task) is not known to be waiting.
+    const state = branch ? branch.state : map.truncated ? "unknown" : "waiting";
+    const title = branch ? branch.nodePath : map.truncated ? "not kept by the inspector" : "not started";
+    strip.append(el("div", { class: "branch", "data-branch": String(n), "data-state": state, title }, el("span", { class: "label" }, `branch ${n}/${map.total}`), el("span", { class: "state" }, state)));
+  }
+  if (map.total > shown) strip.append(el("span", { class: "more" }, `+${map.total - shown} more`));
+  return el("div", { class: "map", "data-map": map.nodePath }, el("div", { class: "summary" }, summary), strip);
+}
+
+function nodeLabel(path, mapPaths) {
+  if (mapPaths.has(path)) return `map ${path}`;
+  return path.includes("subtask") ? `subtask ${path}` : path.includes("evaluation") ? `evaluation ${path}` : `node ${path}`;
 }
 
 function renderTaskDetail() {
@@ -275,8 +307,12 @@ function renderTaskDetail() {
     const items = new Map();
     const root = el("li", { "data-node": "" }, `task ${taskId}`, el("ul"));
     tree.append(root);
-    for (const p of paths) items.set(p, el("li", { "data-node": p }, p.includes("subtask") ? `subtask ${p}` : p.includes("evaluation") ? `evaluation ${p}` : `node ${p}`, el("ul")));
+    const maps = task.maps ?? [];
+    const mapPaths = new Set(maps.map((m) => m.nodePath));
+    for (const p of paths) items.set(p, el("li", { "data-node": p }, nodeLabel(p, mapPaths), el("ul")));
     for (const p of paths) (items.get(parentPath(p, paths)) ?? root).querySelector("ul").append(items.get(p));
+    // Each map's branches go between its label and its child nodes.
+    for (const map of maps) (items.get(map.nodePath) ?? root).querySelector(":scope > ul").before(mapStrip(map));
   }
   const list = $("timeline");
   list.textContent = "";

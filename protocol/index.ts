@@ -20,3 +20,4 @@ export * from "./health.js";
 export * from "./subjects.js";
 export * from "./requests.js";
 export * from "./tool-selection.js";
+export * from "./map-events.js";

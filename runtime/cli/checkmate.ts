@@ -12,6 +12,7 @@ import type { Command } from "commander";
 import { parseTaskId, type TaskEvent, type TaskOutcome } from "../../protocol/index.js";
 import { DirigentClient, RemoteError } from "../client.js";
 import { commonOptions, setup, UsageError, type CommonFlags } from "./common.js";
+import { mapProgressText } from "./output.js";
 import { place } from "../nats/connect.js";
 import { embeddedModel } from "../model/embedded.js";
 import { natsAuth } from "../nats/auth.js";
@@ -67,6 +68,8 @@ export function checkmateLine(event: TaskEvent): string | undefined {
   if (event.type.startsWith("checkmate.") && event.type !== "checkmate.intake") return event.message ?? event.type;
   if (event.type === "checkmate.intake") return event.message;
   if (event.type === "continuation.input") return `? ${event.message ?? ""}\n  (answer with: dirigent input ${event.taskId} "…")`;
+  // A map in the worker's template: how far it is (`map 5/8 done`), not each branch's start.
+  if (event.type === "branch.finished") return mapProgressText(event);
   return undefined;
 }
 

@@ -1,9 +1,16 @@
 /** How the CLI shows events and results to people. */
-import type { TaskEvent, TaskOutcome } from "../../protocol/index.js";
+import {
+  BranchFinishedEventData,
+  BranchStartedEventData,
+  MapStartedEventData,
+  type TaskEvent,
+  type TaskOutcome,
+} from "../../protocol/index.js";
 
-/** One line per event: `[seq] state  type  message`. */
+/** One line per event: `[seq] state  type  message`; a map's progress as {@link mapProgressText} words it. */
 export function formatEvent(event: TaskEvent): string {
-  const message = event.message ? `  ${event.message}` : "";
+  const text = mapProgressText(event) ?? event.message;
+  const message = text ? `  ${text}` : "";
   // A prompt's compiled template is shown once, so the user sees what runs.
   const xml = event.type === "task.compiled" && typeof event.data?.["xml"] === "string" ? `\n${event.data["xml"]}` : "";
   return `[${String(event.seq).padStart(3)}] ${event.state.padEnd(19)} ${event.type}${message}${xml}`;
@@ -50,4 +57,41 @@ export function createEventPrinter(write: (text: string) => void): { event(event
     },
     end,
   };
+}
+
+/** The task's root node: a map there is named `map`, any other `map <path>:`. */
+const ROOT_PATH = "0";
+
+/** A node path as printed: without control characters (it comes from an event). */
+const printable = (path: string) => path.replace(/[\u0000-\u001f\u007f-\u009f]/g, "?");
+
+/**
+ * How the progress of a `map` node reads, or undefined for another event (or one whose data is malformed: it is then
+ * printed as sent). `branch.finished` says how far the map is, `map 5/8 done`, and names a branch that did not
+ * complete, `map 5/8 done (branch 3 FAILED)`. A map that is not the task's root node is named by its path, so
+ * nested maps whose branches interleave stay apart: `map 0.steps.1: 5/8 done`.
+ */
+export function mapProgressText(event: TaskEvent): string | undefined {
+  const named = (path: string) => (path === ROOT_PATH ? "map" : `map ${printable(path)}`);
+  if (event.type === "map.started") {
+    const data = MapStartedEventData.safeParse(event.data);
+    if (!data.success) return undefined;
+    const { nodePath, total, maxParallel, onFailure } = data.data;
+    const failures = onFailure === "collect" ? ", failures collected" : "";
+    return `${named(nodePath)} started: ${total} branch${total === 1 ? "" : "es"}, ${Math.min(maxParallel, total)} at once${failures}`;
+  }
+  if (event.type === "branch.started") {
+    const data = BranchStartedEventData.safeParse(event.data);
+    if (!data.success) return undefined;
+    const { mapPath, branch, total } = data.data;
+    return mapPath === ROOT_PATH ? `branch ${branch}/${total}` : `${named(mapPath)}: branch ${branch}/${total}`;
+  }
+  if (event.type === "branch.finished") {
+    const data = BranchFinishedEventData.safeParse(event.data);
+    if (!data.success) return undefined;
+    const { mapPath, branch, total, status, finished } = data.data;
+    const failed = status === "COMPLETE" ? "" : ` (branch ${branch} ${status})`;
+    return `${named(mapPath)}${mapPath === ROOT_PATH ? "" : ":"} ${finished}/${total} done${failed}`;
+  }
+  return undefined;
 }

@@ -5,6 +5,7 @@
  */
 import type { InspectedSnapshot, InspectMessage } from "../../protocol/inspect.js";
 import type { TaskEvent, TaskOutcome, TaskState } from "../../protocol/index.js";
+import { TaskMaps, type MapView } from "./maps.js";
 
 /** An actor as the page shows it. */
 export interface ActorView {
@@ -49,6 +50,8 @@ export interface TaskView {
   processes: string[];
   roles: string[];
   updatedAt: number;
+  /** Its `map` nodes with their branches (runtime/inspect/maps.ts), when it has any. */
+  maps?: MapView[];
   /** Built from the events stream rather than watched live. */
   replayed?: boolean;
 }
@@ -76,6 +79,7 @@ interface TaskRecord extends TaskView {
   nodeSet: Set<string>;
   processSet: Set<string>;
   roleSet: Set<string>;
+  mapSet: TaskMaps;
 }
 
 function nodePathOf(value: unknown): string | undefined {
@@ -156,6 +160,7 @@ export class InspectState {
     task.state = event.state;
     const nodePath = nodePathOf(event.data);
     if (nodePath !== undefined) task.nodeSet.add(nodePath);
+    task.mapSet.apply(event);
     this.#addTimeline(task, {
       at,
       kind: "task",
@@ -240,6 +245,7 @@ export class InspectState {
         nodeSet: new Set(),
         processSet: new Set(),
         roleSet: new Set(),
+        mapSet: new TaskMaps(),
         ...(replayed ? { replayed } : {}),
       };
       this.#tasks.set(taskId, task);
@@ -267,6 +273,7 @@ export class InspectState {
       ...(t.state !== undefined ? { state: t.state } : {}),
       ...(t.status !== undefined ? { status: t.status } : {}),
       ...(t.replayed ? { replayed: true } : {}),
+      ...(t.mapSet.size > 0 ? { maps: t.mapSet.views() } : {}),
     };
   }
 

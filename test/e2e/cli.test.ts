@@ -1,13 +1,16 @@
 /**
  * The CLI as a user runs it: `up`, `submit`, `status`, `cancel`, and `run` falling back to an embedded runtime and
- * printing step and iteration events.
+ * printing step and iteration events, and a map's progress (`map 2/4 done (branch 3 FAILED)`) from the reports a
+ * Director relays.
  */
 import { connect } from "@nats-io/transport-node";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createSubjects } from "../../protocol/index.js";
 import { startMockLlm, type MockLlmServer } from "../../runtime/model/mock-server.js";
+import { branchFinished, branchStarted, mapStarted, progressBytes } from "../support/map-events.js";
 import { randomRoot, startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 import { startCli } from "../support/processes.js";
 
@@ -19,7 +22,15 @@ beforeAll(async () => {
   server = await startTestNatsServer();
   mock = await startMockLlm({
     port: 0,
-    script: { rules: [{ match: { lastUser: "slowly" }, reply: "late", delayMs: 60_000 }, { reply: "embedded answer" }] },
+    script: {
+      rules: [
+        { match: { lastUser: "slowly" }, reply: "late", delayMs: 60_000 },
+        // A task that waits for the user (awaiting_input) while the test reports a map's progress for it.
+        { match: { lastUser: { regex: "^ASK" }, turn: 1 }, toolCalls: [{ name: "request_user_input", arguments: { question: "Go on?" } }] },
+        { match: { lastUser: { regex: "^ASK" }, hasToolResult: true }, reply: "mapped" },
+        { reply: "embedded answer" },
+      ],
+    },
   });
   dir = mkdtempSync(join(tmpdir(), "dirigent-cli-"));
 });
@@ -97,6 +108,54 @@ describe("dirigent CLI", () => {
       await up.stop();
     }
     expect(up.output()).toMatch(/SIGTERM: draining/);
+  });
+
+  it("run prints a map's progress as map n/N done lines, naming failed branches and nested maps", async () => {
+    const root = randomRoot();
+    const subjects = createSubjects(root);
+    const up = startCli(["up", "--nats", server.url, "--prefix", root], modelEnv());
+    const nc = await connect({ servers: server.url });
+    try {
+      await up.waitFor(/ready/);
+      const file = join(dir, "ask.xml");
+      writeFileSync(file, "<task><description>ASK then map</description></task>");
+      const taskId = "cli-map-1";
+      const events = nc.subscribe(subjects.taskEvents(taskId));
+      const run = startCli(["run", file, "--task-id", taskId, "--nats", server.url, "--prefix", root]);
+      for await (const m of events) if ((m.json() as { type: string }).type === "continuation.input") break;
+      // Reported as the Evaluator reports a map at the root whose branch 2 runs a map of its own.
+      const inner = "0/map:2:0";
+      const reports = [
+        mapStarted("0", 4, 2),
+        branchStarted("0", "0/map:1", 1, 4),
+        branchStarted("0", "0/map:2", 2, 4),
+        mapStarted(inner, 3, 3, "collect"),
+        branchFinished("0", "0/map:1", 1, 4, "COMPLETE", 1),
+        branchFinished(inner, `${inner}.steps.1`, 2, 3, "COMPLETE", 1),
+        branchStarted("0", "0/map:3", 3, 4),
+        branchFinished("0", "0/map:3", 3, 4, "FAILED", 2),
+      ];
+      for (const report of reports) nc.publish(subjects.progress(taskId), progressBytes(taskId, report));
+      await run.waitFor(/map 2\/4 done/);
+      expect(await nc.request(subjects.taskInput(taskId), JSON.stringify({ text: "yes" }), { timeout: 10_000 })).toBeDefined();
+      expect(await run.exited).toBe(0);
+      const lines = run.output().split("\n");
+      const shown = lines.filter((l) => /\s(map|branch)\.(started|finished)\s/.test(l)).map((l) => l.replace(/^\[\s*\d+\]\s+\S+\s+/, ""));
+      expect(shown).toEqual([
+        "map.started  map started: 4 branches, 2 at once",
+        "branch.started  branch 1/4",
+        "branch.started  branch 2/4",
+        `map.started  map ${inner} started: 3 branches, 3 at once, failures collected`,
+        "branch.finished  map 1/4 done",
+        `branch.finished  map ${inner}: 1/3 done`,
+        "branch.started  branch 3/4",
+        "branch.finished  map 2/4 done (branch 3 FAILED)",
+      ]);
+      expect(run.output()).toMatch(/result: COMPLETE[\s\S]*mapped/);
+    } finally {
+      await nc.drain();
+      await up.stop();
+    }
   });
 
   it("refuses a bad task id and a bad flag value with exit code 2", async () => {

@@ -1,8 +1,8 @@
 /**
  * The inspector page in headless Debian Chromium shows hostile runtime data as text: inspection messages and task
  * events published on a real nats-server carry `<img onerror>` and `<script>` in their task id, process, actor id,
- * machine name, state value, event type and message. None becomes an element, no script runs, and the page breaks
- * no rule of its Content-Security-Policy. A forged chart (a `/api/machines` answer with a script, handlers, a link
+ * machine name, state value, event type and message, and a map's node paths. None becomes an element, no script
+ * runs, and the page breaks no rule of its Content-Security-Policy. A forged chart (a `/api/machines` answer with a script, handlers, a link
  * and a foreign object) loses all of them before it reaches the page.
  */
 import { connect, type NatsConnection } from "@nats-io/transport-node";
@@ -120,6 +120,15 @@ describe("the inspector page with hostile runtime data", () => {
       message: `msg-${EVIL}`,
     };
     nc.publish(subjects.taskEvents(plainTask), JSON.stringify(event));
+    // A map whose node paths are hostile: its branches are drawn with them as text.
+    const mapPath = `0-${EVIL}`;
+    const mapData = [
+      { type: "map.started", data: { nodePath: mapPath, kind: "map", total: 2, maxParallel: 2, onFailure: "fail_fast" } },
+      { type: "branch.started", data: { nodePath: `${mapPath}.steps.0`, mapPath, branch: 1, total: 2 } },
+    ];
+    mapData.forEach((m, i) =>
+      nc.publish(subjects.taskEvents(plainTask), JSON.stringify({ ...event, ...m, seq: i + 2, message: `msg-${EVIL}` })),
+    );
     await nc.flush();
 
     const page = await newPage();
@@ -150,6 +159,17 @@ describe("the inspector page with hostile runtime data", () => {
     await row(plainTask).click();
     await page.locator("#timeline li .type", { hasText: `type-${EVIL}` }).waitFor();
     expect(await page.locator("#timeline li").first().textContent()).toContain(` — msg-${EVIL}`);
+    // The hostile map's node, label and branch.
+    const map = page.locator(".map", { has: page.locator('.branch[data-branch="1"][data-state="running"]') });
+    await map.waitFor();
+    expect(await map.getAttribute("data-map")).toBe(mapPath);
+    expect(
+      await page
+        .locator("#tree li", { has: map })
+        .last()
+        .evaluate((li) => li.firstChild?.textContent),
+    ).toBe(`map ${mapPath}`);
+    expect(await map.locator(".branch").first().getAttribute("title")).toBe(`${mapPath}.steps.0`);
 
     await expectNothingInjected(page);
     await page.close();
