@@ -68,6 +68,12 @@ export interface TaskSpend {
   charge(path: string, result: SuspendedResult, scopes: readonly BudgetScope[], from?: SessionState): SuspendedResult;
   /** `result` with `notes.task_usage` (and `notes.task_cost` when priced): the whole task's use, once it used any. */
   withTotals(result: TaskResult): TaskResult;
+  /**
+   * Reserves for one of `parts` branches that start from here its share of what is left of the budgets around
+   * `scopes` (less what running branches hold): the branch's own budget, held against those budgets until
+   * `release`. Nothing without budgets.
+   */
+  reserve(scopes: readonly BudgetScope[], parts: number): { scope: BudgetScope; release(): void } | undefined;
 }
 
 const round = (n: number) => Math.round(n * 1e6) / 1e6;
@@ -96,14 +102,26 @@ export function createTaskSpend(budget: TaskBudget | undefined, report?: (spent:
   const suspended = new Map<string, { scopes: readonly BudgetScope[]; cost: number }>();
   const all = (scopes: readonly BudgetScope[]) => [root, ...scopes];
   const spentOf = (scope: BudgetScope) => spent.get(scope.id) ?? { tokens: 0, cost: 0 };
+  /** Branch budgets held now: each against the budgets that were around it (`parents`). */
+  const reservations = new Map<string, { scope: BudgetScope; parents: ReadonlySet<string> }>();
+  /** What running branches still hold of `scope`: their budgets less what they spent. */
+  const heldOf = (scope: BudgetScope, unit: "tokens" | "cost") => {
+    let held = 0;
+    for (const r of reservations.values()) if (r.parents.has(scope.id)) held += Math.max(0, (r.scope[unit] ?? 0) - spentOf(r.scope)[unit]);
+    return held;
+  };
 
-  /** The budget of `scopes` with the least left in `unit`. */
+  /**
+   * The budget of `scopes` with the least left in `unit`. Inside a branch, the budgets around it are not counted:
+   * its reservation already holds its part of them.
+   */
   const tightest = (scopes: readonly BudgetScope[], unit: "tokens" | "cost") => {
+    const covered = new Set(scopes.flatMap((s) => [...(reservations.get(s.id)?.parents ?? [])]));
     let best: { scope: BudgetScope; left: number } | undefined;
     for (const scope of all(scopes)) {
       const limit = scope[unit];
-      if (limit === undefined) continue;
-      const left = limit - spentOf(scope)[unit];
+      if (limit === undefined || covered.has(scope.id)) continue;
+      const left = limit - spentOf(scope)[unit] - heldOf(scope, unit);
       if (!best || left < best.left) best = { scope, left };
     }
     return best;
@@ -160,9 +178,23 @@ export function createTaskSpend(budget: TaskBudget | undefined, report?: (spent:
       if (!owner) return result;
       const limit = owner.scope[unit] ?? 0;
       const used = round(spentOf(owner.scope)[unit]);
-      const whose = owner.scope.id === root.id ? "the task's" : "a template node's";
+      const whose =
+        owner.scope.id === root.id ? "the task's" : reservations.has(owner.scope.id) ? "a map branch's share of the" : "a template node's";
       const message = `${whose} ${unit === "tokens" ? "token" : "cost"} budget of ${limit} reached (${used} used)`;
       return { ...result, error: { ...error, message, metrics: { used, limit } } };
+    },
+    reserve(scopes, parts) {
+      const tokens = tightest(scopes, "tokens");
+      const cost = tightest(scopes, "cost");
+      if (!tokens && !cost) return undefined;
+      const share = (left: number) => Math.max(0, left) / Math.max(1, parts);
+      const scope: BudgetScope = {
+        id: randomUUID(),
+        ...(tokens ? { tokens: Math.floor(share(tokens.left)) } : {}),
+        ...(cost ? { cost: round(share(cost.left)) } : {}),
+      };
+      reservations.set(scope.id, { scope, parents: new Set(all(scopes).map((s) => s.id)) });
+      return { scope, release: () => reservations.delete(scope.id) };
     },
     withTotals(result) {
       if (total.calls === 0) return result;

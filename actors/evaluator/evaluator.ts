@@ -190,6 +190,7 @@ export function startEvaluator(deps: ActorDeps, config: EvaluatorConfig): RoleHa
       },
       progress: (event, message, data) => progress(taskId, event, message, data),
       library,
+      reserve: spend.reserve,
       ...offered,
       continuationTools: config.continuationTools ?? ["subtask", "input"],
       ...(config.reparse === false

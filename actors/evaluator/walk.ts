@@ -5,7 +5,7 @@
  */
 import { assign, createActor, fromPromise, toPromise, type Actor, type InspectionEvent } from "xstate";
 import type { SuspendedResult } from "../../machines/evaluator/continuation.js";
-import { find, flatten, type Env } from "../../machines/language/env.js";
+import { extend, find, flatten, type Env } from "../../machines/language/env.js";
 import { directorEvaluatorMachine } from "../../machines/evaluator/loop.js";
 import { boundNow, evaluationMachine, type BindOutcome, type EvaluationInput } from "../../machines/evaluator/evaluation.js";
 import { reduceMachine, type ResolvedItems } from "../../machines/evaluator/reduce.js";
@@ -22,7 +22,7 @@ import {
   type TemplateTool,
 } from "../../protocol/index.js";
 import { bindInputs, bindInputsNow, resolveItems, type EvaluateInputTask } from "./bind.js";
-import { budgetScopes, type BudgetScope } from "./budget.js";
+import { BUDGET_BINDING, budgetScopes, type BudgetScope, type TaskSpend } from "./budget.js";
 import { reparseNode } from "./reparse.js";
 import { provideContinuationFor, type ContinuationScope } from "./continuation.js";
 import { provideCheckmate } from "./checkmate.js";
@@ -84,6 +84,8 @@ export interface Walk {
   ): Promise<SuspendedResult>;
   /** Templates subtasks and evaluations are chosen from. */
   library: TemplateLibrary;
+  /** A map branch's share of the task's budgets (absent: branches share them unreserved). */
+  reserve?: TaskSpend["reserve"];
   /** Library templates offered as tools to every atomic session of the walk (`DIRIGENT_TEMPLATE_TOOLS`). */
   templateTools?: readonly TemplateTool[];
   /** Continuation tools offered to every atomic session (`subtask`, `input`); directors also get `evaluation`. */
@@ -340,7 +342,10 @@ function buildWalkMachine(scopeOf: ScopeOf) {
           runBranch: fromPromise<TaskResult, BranchInput>(({ input, signal, system }) => {
             const { walk, depth, inline } = scopeOf(system);
             const branchWalk = input.scope === undefined ? walk : scopedWalk(walk, walk.document, input.scope);
-            return evaluateNode(branchWalk, input.path, input.env, depth + 1, signal, inline);
+            // Under budgets, the branch holds its share of what is left until it ends: siblings cannot spend it.
+            const held = walk.reserve?.(budgetScopes(input.env), input.parts);
+            const env = held ? extend(input.env, { [BUDGET_BINDING]: [...budgetScopes(input.env), held.scope] }) : input.env;
+            return evaluateNode(branchWalk, input.path, env, depth + 1, signal, inline).finally(() => held?.release());
           }),
         },
       }),

@@ -74,6 +74,8 @@ export interface BranchInput {
   env: Env;
   /** `<map path>/map:<i>:` for the branches of a map over a list. */
   scope?: string;
+  /** Branches not started before this one (itself included): it reserves its share of the budgets left for them. */
+  parts: number;
 }
 
 /** The value of a result for a program: its parsed JSON, or its text. */
@@ -132,9 +134,10 @@ export function branchPath(context: Pick<MapContext, "path" | "over">, i: number
 }
 
 function branchInput(context: MapContext, i: number): BranchInput {
-  if (context.over === undefined) return { path: `${context.path}.steps.${i}`, env: context.env };
+  const parts = context.total - i;
+  if (context.over === undefined) return { path: `${context.path}.steps.${i}`, env: context.env, parts };
   const env = extend(context.env, { [context.as]: context.items[i], [`${context.as}_index`]: i });
-  return { path: `${context.path}.steps.0`, env, scope: `${context.path}/map:${i}:` };
+  return { path: `${context.path}.steps.0`, env, scope: `${context.path}/map:${i}:`, parts };
 }
 
 const running = (context: MapContext) => context.branches.filter((b) => b.status === "running").length;

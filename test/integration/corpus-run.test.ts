@@ -77,6 +77,13 @@ const CHECKS: Record<string, (ran: Ran) => void | Promise<void>> = {
     expect(ran.outcome.content).toBe(STATS);
   },
   ed08d1b67050: plain("Simple transformation"),
+  d321a2f05774: (ran) => {
+    expectComplete(ran);
+    expect(ran.users).toEqual(["Process data", "Process data"]);
+    expect(ran.outcome.notes["branches"]).toBe(2);
+    expect(JSON.parse(ran.outcome.content)).toEqual(["echo:Process data", "echo:Process data"]);
+    expect(messages(ran, "branch.started").sort()).toEqual(["branch 1/2", "branch 2/2"]);
+  },
   b55abb22bca1: plain("Subtask description"),
   fd1b3d7ed19b: fresh("Start with completely fresh context"),
   "25ab2e572ead": fresh("Start with completely fresh context"),

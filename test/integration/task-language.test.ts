@@ -255,6 +255,8 @@ describe("task language over a real nats-server", () => {
     ["reduce.xml", {}, ["input 1/3", "input 2/3", "input 3/3"]],
     ["call.xml", {}, ["step 1/2", "step 2/2"]],
     ["cond.xml", { severity: "4", kind: "bug", summary: "login broken" }, []],
+    ["map.xml", {}, []],
+    ["map-reduce.xml", {}, ["step 1/2", "step 2/2", "input 1/3", "input 2/3", "input 3/3"]],
   ])("runs examples/%s end to end against the mock model", async (file, inputs, steps) => {
     await using stack = await startStack({ url: server.url, mock });
     const xml = await readFile(join(import.meta.dirname, "../../examples", file), "utf8");

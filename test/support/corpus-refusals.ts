@@ -19,7 +19,6 @@ export const NOT_RUN: Readonly<Record<string, string>> = {
   "3420604979f1":
     "`reparse` task type: `not_supported` (reparsing is not a task to write: an atomic task that runs out of a resource is decomposed by the Compiler on its own)",
   "584adbd0e116": "`associative_memory` task type: `not_supported`",
-  d321a2f05774: "`map` task type: `not_supported`",
   "7ff9a6a21b40":
     "`composite` task type: `not_supported` (the `<task ref>` inside it names `load_csv` of the `<library>` element beside it, which is not a template library)",
   "04aa368d28b4": "`function` task type (`<body>`, `<step>`): `not_supported`",
@@ -115,7 +114,6 @@ const unknownTemplate = (name: string): Refusal => ({ reason: "input_validation_
 export const REFUSED: Readonly<Record<string, Refusal>> = {
   "3420604979f1": { reason: "not_supported", message: '<task type="reparse">' },
   "584adbd0e116": { reason: "not_supported", message: '<task type="associative_memory">' },
-  d321a2f05774: { reason: "not_supported", message: '<task type="map">' },
   "7ff9a6a21b40": { reason: "not_supported", message: '<task type="composite">' },
   "04aa368d28b4": { reason: "not_supported", message: '<task type="function">' },
   "996bc568ce48": { reason: "not_supported", message: '<task type="director-evaluator">' },

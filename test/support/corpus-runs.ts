@@ -105,6 +105,12 @@ export const RUNS: readonly CorpusRun[] = [
     shows:
       "the static director–script–evaluator pipeline: each step's `<output_slot>` (`last_director_output`, `script_result`) is bound for the later steps (seed-era wiring)",
   },
+  // Map tasks.
+  {
+    id: "d321a2f05774",
+    inputs: {},
+    shows: "a map: its two steps run at once (`branch n/2` events), their results in step order",
+  },
   // Sequential tasks.
   { id: "4138332fd1bc", inputs: {}, shows: "steps whose inputs are nested tasks; `step n/2` events" },
   { id: "4ad3cd6e5632", inputs: {}, shows: "steps whose inputs are nested tasks; `step n/2` events" },

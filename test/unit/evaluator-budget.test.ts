@@ -105,3 +105,37 @@ describe("task spend", () => {
     });
   });
 });
+
+describe("map branches' shares of a budget", () => {
+  it("gives each branch its share of what is left, held against the task until the branch ends", () => {
+    const spend = createTaskSpend({ max_tokens: 1000 });
+    const first = spend.reserve([], 4);
+    expect(first?.scope.tokens).toBe(250);
+    const second = spend.reserve([], 3);
+    expect(second?.scope.tokens).toBe(250);
+    if (!first || !second) throw new Error("no reservation");
+    // A call inside the first branch is sent the branch's share, not the task's remainder.
+    expect(spend.remaining([first.scope])).toEqual({ budget: { tokens: 250 } });
+    spend.charge("0.steps.0", used(60, 40), [first.scope]);
+    expect(spend.remaining([first.scope])).toEqual({ budget: { tokens: 150 } });
+    // Outside the branches: what neither spent nor holds (1000 - 100 spent - 150 and 250 held).
+    expect(spend.remaining([])).toEqual({ budget: { tokens: 500 } });
+    first.release();
+    expect(spend.remaining([])).toEqual({ budget: { tokens: 650 } });
+    // A later branch shares what the finished one left unspent.
+    expect(spend.reserve([], 2)?.scope.tokens).toBe(325);
+  });
+
+  it("names a branch's share when it runs out, and reserves nothing without budgets", () => {
+    const spend = createTaskSpend({ max_tokens: 100 });
+    const held = spend.reserve([], 2);
+    if (!held) throw new Error("no reservation");
+    const out = spend.charge(
+      "0.steps.0",
+      used(40, 20, { status: "FAILED", error: { type: "RESOURCE_EXHAUSTION", resource: "budget", budget: "tokens", message: "spent" } }),
+      [held.scope],
+    );
+    expect(out.error?.message).toBe("a map branch's share of the token budget of 50 reached (60 used)");
+    expect(createTaskSpend(undefined).reserve([], 3)).toBeUndefined();
+  });
+});
