@@ -171,6 +171,7 @@ async function handle(req: IncomingMessage, res: ServerResponse, state: ServerSt
 
   const rule = typeof answer.answeredBy === "number" ? state.script?.rules[answer.answeredBy] : undefined;
   if (rule?.holdUntil !== undefined && typeof answer.answeredBy === "number") {
+    log(`${summary} held until ${rule.holdUntil} requests of rule ${answer.answeredBy} arrive`);
     const timeoutMs = rule.holdTimeoutMs ?? DEFAULT_HOLD_MS;
     if (!(await hold(state, answer.answeredBy, rule.holdUntil, timeoutMs, res))) {
       if (res.destroyed || res.writableEnded) {

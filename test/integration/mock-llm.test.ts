@@ -2,6 +2,7 @@
 import OpenAI from "openai";
 import { describe, expect, it } from "vitest";
 import type { MockScript } from "../../runtime/model/mock-server.js";
+import { Recorder } from "../support/recorder.js";
 import { ask, closeServersAfterEach, functionCalls, start, textOf, user, type Message } from "../support/mock-llm-client.js";
 
 closeServersAfterEach();
@@ -254,12 +255,13 @@ describe("mock-llm: usage", () => {
 
 describe("mock-llm: holding answers until requests are in flight together", () => {
   it("answers none of a holdUntil rule's requests before that many have arrived", async () => {
-    const { server, client } = await start({ rules: [{ match: { lastUser: "branch" }, holdUntil: 3, reply: "together" }] });
-    const answers: string[] = [];
+    const log = new Recorder<string>();
+    const { client } = await start({ rules: [{ match: { lastUser: "branch" }, holdUntil: 3, reply: "together" }] }, (l) => log.push(l));
+    const answers: (string | null)[] = [];
     const first = ask(client, [user("branch a")]).then((c) => answers.push(textOf(c)));
     const second = ask(client, [user("branch b")]).then((c) => answers.push(textOf(c)));
     // Two requests are held: neither is answered while the third has not arrived.
-    await expect.poll(() => server.requests.length).toBe(2);
+    await log.until((v) => v.filter((l) => l.includes("held until 3")).length === 2, "two held requests");
     expect(answers).toEqual([]);
     await ask(client, [user("branch c")]);
     await Promise.all([first, second]);

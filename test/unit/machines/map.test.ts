@@ -35,7 +35,15 @@ function harness(input: Partial<MapInput>) {
     },
     actions: { progress: (_, p) => events.push(p) },
   });
-  const full: MapInput = { path: "0", stepCount: 3, env: rootEnv({ topic: "tides" }), maxParallel: 10, onFailure: "fail_fast", as: "item", ...input };
+  const full: MapInput = {
+    path: "0",
+    stepCount: 3,
+    env: rootEnv({ topic: "tides" }),
+    maxParallel: 10,
+    onFailure: "fail_fast",
+    as: "item",
+    ...input,
+  };
   const actor = createActor(machine, { input: full }).start();
   const startedCount = (n: number) =>
     started.length >= n ? Promise.resolve() : new Promise<void>((resolve) => waiters.push(() => started.length >= n && resolve()));
