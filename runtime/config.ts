@@ -174,7 +174,7 @@ export const Config = z.object({
   /**
    * Continuation tools offered to atomic sessions: `subtask` (run_subtask), `spawn` (spawn_subtask, await_subtasks,
    * cancel_subtask) and `input` (request_user_input). Their definitions cost about 300 (subtask), 500 (spawn) and
-   * 110 (input) prompt tokens per model call; an empty list offers none.
+   * 110 (input) prompt tokens per model call, so `spawn` is not offered by default; an empty list offers none.
    */
   continuationTools: list(z.enum(["subtask", "spawn", "input"])),
   /** Function templates of the library offered to atomic sessions as tools (docs/tools.md); none by default. */
@@ -264,7 +264,7 @@ export const DEFAULTS = {
   templates: "templates",
   maxSubtaskDepth: 5,
   maxEvaluations: 5,
-  continuationTools: ["subtask", "spawn", "input"],
+  continuationTools: ["subtask", "input"],
   templateTools: [],
   inputTimeoutMs: 600_000,
   reparse: true,
