@@ -152,6 +152,27 @@ describe("spawned subtasks", () => {
     expect(children[0]?.aborted()).toBe(false);
   });
 
+  it("records a spawned subtask that settles while the session waits for a run_subtask child", async () => {
+    const { actor, children, answers } = harness(spawn("background"), [
+      () => asking({ subtask_request: request("foreground") }),
+      () => awaiting(),
+      () => ok("all done"),
+    ]);
+    await waitFor(actor, (s) => s.matches("awaitingSubtask"));
+    expect(children.map((c) => [c.input.scope, c.input.number])).toEqual([
+      ["spawn", 1],
+      ["subtask", 1],
+    ]);
+    children[0]?.settle(ok("background result"));
+    await settle();
+    expect(actor.getSnapshot().matches("awaitingSubtask")).toBe(true);
+    children[1]?.settle(ok("foreground result"));
+    const snap = await waitFor(actor, (s) => s.status === "done");
+    expect(answers[1]).toBe("foreground result");
+    expect(JSON.parse(answers[2] ?? "")).toEqual({ s1: { status: "complete", content: "background result" } });
+    expect(snap.output?.notes).toMatchObject({ subtasks: 1, spawned_subtasks: 1 });
+  });
+
   it("stops every spawned subtask when the continuation itself is stopped (the task cancelled)", async () => {
     const { actor, children } = harness(spawn("a"), [() => spawn("b"), () => awaiting()]);
     await waitFor(actor, (s) => s.matches("awaitingSpawned"));
