@@ -4,6 +4,8 @@
  * Evaluator with a `CONTINUATION` result carrying the request in its notes and the suspended session
  * ({@link SessionState}); the Evaluator runs the child and resumes the session with the child's answer as the
  * tool's response (`ExecuteRequest.resume`). Any Handler can resume any session: the state travels in the messages.
+ * The spawn tools travel the same way (`spawn_request`, `await_request`, `cancel_request`), answered at once with a
+ * handle, later with the spawned subtasks' statuses.
  */
 import { z } from "zod";
 import { Usage } from "./result.js";
