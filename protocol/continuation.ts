@@ -4,6 +4,8 @@
  * Evaluator with a `CONTINUATION` result carrying the request in its notes and the suspended session
  * ({@link SessionState}); the Evaluator runs the child and resumes the session with the child's answer as the
  * tool's response (`ExecuteRequest.resume`). Any Handler can resume any session: the state travels in the messages.
+ * The spawn tools travel the same way (`spawn_request`, `await_request`, `cancel_request`), answered at once with a
+ * handle, later with the spawned subtasks' statuses.
  */
 import { z } from "zod";
 import { Usage } from "./result.js";
@@ -127,6 +129,28 @@ export const InputRequest = z.strictObject({
 });
 export type InputRequest = z.infer<typeof InputRequest>;
 
-/** Which continuation tools a session is offered. */
-export const ContinuationKind = z.enum(["subtask", "evaluation", "input"]);
+/** A handle of a spawned subtask: `s1`, `s2`, … in the order the session spawned them. */
+export const SpawnHandle = z.string().regex(/^s[1-9]\d{0,5}$/, "a handle is s1, s2, …");
+
+/** `notes.await_request`: wait for spawned subtasks (default: every one not yet collected), at most `timeout_ms`. */
+export const AwaitRequest = z.strictObject({
+  /** The handles to wait for; absent: every spawned subtask whose result the session has not collected yet. */
+  handles: z.array(SpawnHandle).max(100).optional(),
+  /** Longest wait, in milliseconds; absent: until they settle. Subtasks still running then are reported `running`. */
+  timeout_ms: z.int().nonnegative().max(86_400_000).optional(),
+});
+export type AwaitRequest = z.infer<typeof AwaitRequest>;
+
+/** `notes.cancel_request`: cancel a running spawned subtask. */
+export const CancelRequest = z.strictObject({
+  /** The handle `spawn_subtask` answered with. */
+  handle: SpawnHandle,
+});
+export type CancelRequest = z.infer<typeof CancelRequest>;
+
+/**
+ * Which continuation tools a session is offered: `subtask` (run_subtask), `spawn` (spawn_subtask, await_subtasks,
+ * cancel_subtask), `evaluation` (request_evaluation), `input` (request_user_input).
+ */
+export const ContinuationKind = z.enum(["subtask", "spawn", "evaluation", "input"]);
 export type ContinuationKind = z.infer<typeof ContinuationKind>;

@@ -56,7 +56,7 @@ export const ExecuteRequest = SessionSettings.extend({
   /** Context text (inherited context, accumulated step outputs), appended to the system prompt after the files. */
   context: z.string().optional(),
   /** Continuation tools offered to the model: `run_subtask`, `request_evaluation`. None by default. */
-  continuations: z.array(ContinuationKind).max(3).optional(),
+  continuations: z.array(ContinuationKind).max(4).optional(),
   /** Library templates offered as tools; a call of one is a `run_subtask` of that template. */
   templateTools: z.array(TemplateTool).max(64).optional(),
   /**

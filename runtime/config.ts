@@ -174,10 +174,11 @@ export const Config = z.object({
   /** Decompose an atomic task that ran out of a resource through the Compiler (reparse), at most 3 times per node. */
   reparse: z.preprocess((v) => (typeof v === "string" ? (BOOLEANS[v.toLowerCase()] ?? v) : v), z.boolean()),
   /**
-   * Continuation tools offered to atomic sessions: `subtask` (run_subtask) and `input` (request_user_input).
-   * Their definitions cost about 300 prompt tokens per model call; an empty list offers none.
+   * Continuation tools offered to atomic sessions: `subtask` (run_subtask), `spawn` (spawn_subtask, await_subtasks,
+   * cancel_subtask) and `input` (request_user_input). Their definitions cost about 300 (subtask), 500 (spawn) and
+   * 110 (input) prompt tokens per model call, so `spawn` is not offered by default; an empty list offers none.
    */
-  continuationTools: list(z.enum(["subtask", "input"])),
+  continuationTools: list(z.enum(["subtask", "spawn", "input"])),
   /** Function templates of the library offered to atomic sessions as tools (docs/tools.md); none by default. */
   templateTools: list(z.string().min(1)),
   /** Longest a task waits for the answer to `request_user_input` (a question may ask for less). */

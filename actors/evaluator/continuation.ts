@@ -1,5 +1,5 @@
 /**
- * The effects of the `continuation` machine: a subtask runs as a child evaluation of a template chosen from the
+ * The effects of the `continuation` machine: a subtask (run or spawned) runs as a child evaluation of a template chosen from the
  * library (by hints, type/subtype and description; a generated atomic task when none fits), an evaluation runs
  * the request's script through a Handler and then an evaluator template, and a suspended Handler session resumes
  * with the answer.
@@ -143,13 +143,15 @@ async function runSubtask(walk: ContinuationWalk, input: SubtaskInput, signal: A
     [CONTEXT_OVERRIDE_BINDING]: contextOverride(request),
     ...(request.file_paths ? { [CONTEXT_BINDING]: { files: request.file_paths } } : {}),
   });
-  walk.progress("subtask.template", `subtask ${input.number}: template ${chosen.name}`, {
+  const scope = input.scope ?? "subtask";
+  walk.progress("subtask.template", `${scope === "spawn" ? "spawned subtask" : "subtask"} ${input.number}: template ${chosen.name}`, {
     nodePath: input.path,
-    subtask: input.number,
+    ...(scope === "spawn" ? { spawn: input.number } : { subtask: input.number }),
     template: chosen.name,
     source: chosen.source,
   });
-  const result = await walk.evaluateDocument(chosen.document, env, signal, `${input.path}/subtask${input.number}:`);
+  // A spawned subtask's nodes are scoped `<path>/spawn<n>:`, a run one's `<path>/subtask<n>:`: their records never collide.
+  const result = await walk.evaluateDocument(chosen.document, env, signal, `${input.path}/${scope}${input.number}:`);
   return { ...result, notes: { ...result.notes, template_used: chosen.name } };
 }
 

@@ -69,7 +69,7 @@ export interface EvaluatorConfig {
   maxEvaluations?: number;
   /** Function templates of the library offered to atomic sessions as tools (`DIRIGENT_TEMPLATE_TOOLS`). None by default. */
   templateTools?: readonly string[];
-  /** Continuation tools offered to atomic sessions. Default `subtask` and `input`. */
+  /** Continuation tools offered to atomic sessions. Default `subtask` and `input` (`spawn` costs prompt tokens: opt in). */
   continuationTools?: readonly ContinuationKind[];
   /** Longest wait for the answer to `request_user_input`. Default 10 minutes. */
   inputTimeoutMs?: number;

@@ -90,7 +90,7 @@ export function readTemplateCall(
     ...(Object.keys(args).length > 0 ? { inputs: args } : {}),
     template_hints: [tool.name],
   };
-  return { continuation: { toolCallId: call.id, kind: "subtask", request } };
+  return { continuation: { toolCallId: call.id, kind: "subtask", note: "subtask_request", request } };
 }
 
 /** Names of `tools` that another tool of the session already has (`taken`): a collision refused with the task. */

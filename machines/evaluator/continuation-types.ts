@@ -2,8 +2,17 @@
  * The data of the continuation machine (machines/evaluator/continuation.ts): the `$` bindings the Evaluator reserves,
  * the default limits, and the machine's input, context and effect signatures.
  */
-import type { EvaluationRequest, InputRequest, SessionState, SubtaskRequest, TaskResult } from "../../protocol/index.js";
+import type {
+  AwaitRequest,
+  CancelRequest,
+  EvaluationRequest,
+  InputRequest,
+  SessionState,
+  SubtaskRequest,
+  TaskResult,
+} from "../../protocol/index.js";
 import { find, type Env } from "../language/env.js";
+import type { SpawnedSubtask } from "./spawn.js";
 
 /** Env bindings the Evaluator reserves (`$` names cannot be written in a template). */
 export const RESERVED = {
@@ -45,6 +54,9 @@ export interface ContinuationInput {
 
 export type Pending =
   | { kind: "subtask"; request: SubtaskRequest; signature: string }
+  | { kind: "spawn"; request: SubtaskRequest; signature: string }
+  | { kind: "await"; request: AwaitRequest }
+  | { kind: "cancel"; request: CancelRequest }
   | { kind: "evaluation"; request: EvaluationRequest }
   | { kind: "input"; request: InputRequest };
 
@@ -61,6 +73,12 @@ export interface ContinuationContext extends ContinuationInput {
   subtasks: number;
   /** Evaluations run so far. */
   evaluations: number;
+  /** Subtasks spawned so far (`spawn_subtask`), in order. */
+  spawned: SpawnedSubtask[];
+  /** The handles the pending `await_subtasks` waits for. */
+  awaiting: string[];
+  /** Handles still running when the session ended: cancelled. */
+  orphans: string[];
   /** The answer to resume the session with. */
   answer?: string;
   /** The latest evaluation's output, bound as `last_evaluator_output`. */
@@ -72,8 +90,10 @@ export interface ContinuationContext extends ContinuationInput {
 export interface SubtaskInput {
   path: string;
   request: SubtaskRequest;
-  /** Number of the subtask within this node, from 1. */
+  /** Number of the subtask within this node, from 1 (of its kind: run or spawned). */
   number: number;
+  /** `subtask` (run_subtask) or `spawn` (spawn_subtask): its node paths are scoped `<path>/<scope><number>:`. */
+  scope?: "subtask" | "spawn";
   /** Reserved bindings the child carries (chain, depth limit). */
   env: Env;
 }

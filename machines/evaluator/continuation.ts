@@ -1,7 +1,8 @@
 /**
- * A CONTINUATION of an atomic task (docs/task-language.md): its Handler session suspended at a `run_subtask` or
- * `request_evaluation` tool call. The Evaluator runs the child, then resumes the session with the child's answer
- * as the tool's response; the session may ask again, until it finishes.
+ * A CONTINUATION of an atomic task (docs/task-language.md): its Handler session suspended at a continuation tool call
+ * (`run_subtask`, `spawn_subtask`, `await_subtasks`, `cancel_subtask`, `request_evaluation`, `request_user_input`).
+ * The Evaluator answers it, then resumes the session with the answer as the tool's response; the session may ask
+ * again, until it finishes.
  *
  * inspecting → checkingSubtask → awaitingSubtask → resuming → inspecting …, or inspecting → checkingEvaluation →
  * awaitingEvaluation → resuming …, ending in done | failed. Subtasks are bounded by depth (default 5; a request's
@@ -12,10 +13,23 @@
  * `execution_timeout`). Effects: `runSubtask`, `runEvaluation`, `waitForInput`, `resumeAtomic` and `progress`
  * (`continuation.subtask`, `continuation.evaluation`, `continuation.input`, `continuation.resumed`: the task
  * machine's visible awaiting states).
+ * Spawned subtasks (machines/evaluator/spawn.ts) run as child actors `spawned.<handle>` while the session goes on:
+ * `spawn_subtask` answers at once with the handle (`checkingSpawn`, the same depth and cycle checks as a subtask);
+ * `await_subtasks` waits in `awaitingSpawned` until the awaited ones settle or its timeout (delay `awaitTimeout`)
+ * passes; `cancel_subtask` stops one. A spawned child that fails does not fail the session: its status answers the
+ * await. When the session ends (done or failed) the ones still running are stopped and listed in
+ * `notes.cancelled_subtasks` (`continuation.spawn`, `continuation.await`, `continuation.cancel` progress events).
  */
-import { assign, fromPromise, setup } from "xstate";
-import { EvaluationRequest, InputRequest, SubtaskRequest, type SessionState, type TaskResult } from "../../protocol/index.js";
-import { extend, find, type Env } from "../language/env.js";
+import { assign, enqueueActions, fromPromise, setup } from "xstate";
+import {
+  AwaitRequest,
+  CancelRequest,
+  EvaluationRequest,
+  InputRequest,
+  SubtaskRequest,
+  type SessionState,
+  type TaskResult,
+} from "../../protocol/index.js";
 import { notProvided } from "../not-provided.js";
 import { errorOf, outputOf } from "../invoke-events.js";
 import type { ProgressParams } from "./sequential.js";
@@ -27,77 +41,42 @@ import {
   type EvaluationOutcome,
   type EvaluationStepInput,
   type InputWaitInput,
-  LAST_EVALUATOR_OUTPUT,
   RESERVED,
   type SubtaskInput,
   type SuspendedResult,
   reservedLimit,
 } from "./continuation-types.js";
+import {
+  CYCLE,
+  UNREADABLE,
+  asks,
+  chainOf,
+  childInput,
+  depthLimit,
+  evaluationAnswer,
+  failure,
+  outputNotes,
+  signatureOf,
+  progressOf,
+  subtaskFailure,
+  tooDeepFailure,
+} from "./continuation-rules.js";
+import {
+  allSettled,
+  awaitAnswer,
+  awaitedHandles,
+  cancelOutcome,
+  cancelled,
+  handleOfEvent,
+  nextHandle,
+  orphansOf,
+  settled,
+  spawnActorId,
+  threw,
+} from "./spawn.js";
 
 export * from "./continuation-types.js";
-
-/** FNV-1a over a request's identity: type, subtype, description and inputs (not hints or settings). */
-export function signatureOf(request: SubtaskRequest): string {
-  const text = JSON.stringify([request.type, request.subtype ?? "", request.description.trim(), request.inputs ?? {}]);
-  let hash = 0x811c9dc5;
-  for (let i = 0; i < text.length; i++) {
-    hash ^= text.charCodeAt(i);
-    hash = Math.imul(hash, 0x01000193) >>> 0;
-  }
-  return hash.toString(16).padStart(8, "0");
-}
-
-function chainOf(env: Env): string[] {
-  const found = find(env, RESERVED.chain);
-  return found.found && Array.isArray(found.value) ? found.value.filter((s): s is string => typeof s === "string") : [];
-}
-
-function depthLimit(context: ContinuationContext): number {
-  return reservedLimit(context.env, RESERVED.maxDepth, context.maxDepth);
-}
-
-function failure(
-  context: ContinuationContext,
-  reason: "subtask_failure" | "execution_halted" | "execution_timeout" | "unexpected_error",
-  message: string,
-  details?: Record<string, unknown>,
-): TaskResult {
-  return {
-    content: context.result.content,
-    status: "FAILED",
-    notes: context.result.notes,
-    error: { type: "TASK_FAILURE", reason, message, content: context.result.content, ...(details ? { details } : {}) },
-  };
-}
-
-const UNREADABLE = "CONTINUATION without a suspended session and a valid subtask_request, evaluation_request or input_request";
-const CYCLE = "subtask cycle: the same request is already running on this path";
-
-function subtaskPending(request: SubtaskRequest) {
-  return { kind: "subtask" as const, request, signature: signatureOf(request) };
-}
-
-function tooDeepFailure(context: ContinuationContext): TaskResult {
-  const limit = depthLimit(context);
-  return failure(context, "subtask_failure", `subtask depth limit of ${limit} reached`, {
-    request: context.pending?.request,
-    limit,
-    kind: "depth_limit",
-  });
-}
-
-function subtaskFailure(context: ContinuationContext, output: TaskResult): TaskResult {
-  const message = `subtask failed: ${output.error?.message ?? "no result"}`;
-  return failure(context, "subtask_failure", message, { request: context.pending?.request, subtaskError: output.error });
-}
-
-/** The evaluation's answer resumes the session; its output is kept and bound for what follows (C21). */
-function evaluationAnswer(context: ContinuationContext, outcome: EvaluationOutcome): Partial<ContinuationContext> {
-  const { answer, lastEvaluatorOutput } = outcome;
-  return { answer, lastEvaluatorOutput, env: extend(context.env, { [LAST_EVALUATOR_OUTPUT]: lastEvaluatorOutput }) };
-}
-
-const summary = (text: string) => (text.length > 80 ? `${text.slice(0, 77)}…` : text);
+export { signatureOf } from "./continuation-rules.js";
 
 /** The continuation machine. Its output is the node's final result. */
 export const continuationMachine = setup({
@@ -108,7 +87,56 @@ export const continuationMachine = setup({
   },
   actions: {
     progress: (_, _params: ProgressParams) => undefined,
-    pendSubtask: assign({ pending: ({ context }) => subtaskPending(SubtaskRequest.parse(context.result.notes["subtask_request"])) }),
+    pendSubtask: assign({
+      pending: ({ context }) => {
+        const request = SubtaskRequest.parse(context.result.notes["subtask_request"]);
+        return { kind: "subtask" as const, request, signature: signatureOf(request) };
+      },
+    }),
+    pendSpawn: assign({
+      pending: ({ context }) => {
+        const request = SubtaskRequest.parse(context.result.notes["spawn_request"]);
+        return { kind: "spawn" as const, request, signature: signatureOf(request) };
+      },
+    }),
+    pendAwait: assign(({ context }) => {
+      const request = AwaitRequest.parse(context.result.notes["await_request"]);
+      return { pending: { kind: "await" as const, request }, awaiting: awaitedHandles(context.spawned, request) };
+    }),
+    /** Starts the pending spawn as child actor `spawned.<handle>`; the session is answered with the handle. */
+    spawnSubtask: enqueueActions(({ context, enqueue }) => {
+      if (context.pending?.kind !== "spawn") return;
+      const handle = nextHandle(context.spawned);
+      const input = childInput(context, context.spawned.length + 1, "spawn");
+      enqueue.spawnChild("runSubtask", { id: spawnActorId(handle), input });
+      enqueue.assign({
+        spawned: [...context.spawned, { handle, request: context.pending.request, status: "running" as const, collected: false }],
+        answer: JSON.stringify({ handle }),
+      });
+    }),
+    settleSpawned: assign({
+      spawned: ({ context, event }) => settled(context.spawned, handleOfEvent(event.type) ?? "", outputOf<TaskResult>(event)),
+    }),
+    settleSpawnedThrew: assign({
+      spawned: ({ context, event }) => threw(context.spawned, handleOfEvent(event.type) ?? "", errorOf(event)),
+    }),
+    answerAwaited: assign(({ context }) => awaitAnswer(context.spawned, context.awaiting)),
+    /** `cancel_subtask`: stops the child if it runs; the session is answered with its status. */
+    cancelSpawned: enqueueActions(({ context, enqueue }) => {
+      const request = CancelRequest.parse(context.result.notes["cancel_request"]);
+      const handle = request.handle;
+      enqueue.assign({ pending: { kind: "cancel", request } });
+      const outcome = cancelOutcome(context.spawned, handle);
+      if (outcome.stop) enqueue.stopChild(spawnActorId(handle));
+      enqueue.assign({ spawned: outcome.spawned, answer: outcome.answer });
+    }),
+    /** The session ended: spawned subtasks still running are stopped and reported. */
+    cancelOrphans: enqueueActions(({ context, enqueue }) => {
+      const orphans = orphansOf(context.spawned);
+      if (orphans.length === 0) return;
+      for (const handle of orphans) enqueue.stopChild(spawnActorId(handle));
+      enqueue.assign({ spawned: cancelled(context.spawned, orphans), orphans });
+    }),
     pendEvaluation: assign({
       pending: ({ context }) => ({
         kind: "evaluation" as const,
@@ -161,17 +189,24 @@ export const continuationMachine = setup({
     waitForInput: fromPromise<string, InputWaitInput>(async () => notProvided("continuation.waitForInput")),
   },
   guards: {
-    asksSubtask: ({ context }) =>
-      context.result.session !== undefined && SubtaskRequest.safeParse(context.result.notes["subtask_request"]).success,
-    asksEvaluation: ({ context }) =>
-      context.result.session !== undefined && EvaluationRequest.safeParse(context.result.notes["evaluation_request"]).success,
-    asksInput: ({ context }) =>
-      context.result.session !== undefined && InputRequest.safeParse(context.result.notes["input_request"]).success,
+    asksSubtask: ({ context }) => asks(context, "subtask_request", SubtaskRequest),
+    asksSpawn: ({ context }) => asks(context, "spawn_request", SubtaskRequest),
+    asksAwait: ({ context }) => asks(context, "await_request", AwaitRequest),
+    asksCancel: ({ context }) => asks(context, "cancel_request", CancelRequest),
+    asksEvaluation: ({ context }) => asks(context, "evaluation_request", EvaluationRequest),
+    asksInput: ({ context }) => asks(context, "input_request", InputRequest),
     isContinuation: ({ context }) => context.result.status === "CONTINUATION",
     tooDeep: ({ context }) => context.chain.length + 1 > depthLimit(context),
-    isCycle: ({ context }) => context.pending?.kind === "subtask" && context.chain.includes(context.pending.signature),
+    isCycle: ({ context }) =>
+      (context.pending?.kind === "subtask" || context.pending?.kind === "spawn") && context.chain.includes(context.pending.signature),
+    isSpawnedChild: ({ event }) => handleOfEvent(event.type) !== undefined,
+    awaitedSettled: ({ context }) => allSettled(context.spawned, context.awaiting),
+    awaitTimed: ({ context }) => context.pending?.kind === "await" && context.pending.request.timeout_ms !== undefined,
     evaluationsLeft: ({ context }) => context.evaluations < context.maxEvaluations,
     subtaskFailed: ({ event }) => outputOf<TaskResult>(event).status !== "COMPLETE",
+  },
+  delays: {
+    awaitTimeout: ({ context }) => (context.pending?.kind === "await" ? (context.pending.request.timeout_ms ?? 0) : 0),
   },
 }).createMachine({
   id: "continuation",
@@ -181,7 +216,15 @@ export const continuationMachine = setup({
     chain: chainOf(input.env),
     subtasks: 0,
     evaluations: 0,
+    spawned: [],
+    awaiting: [],
+    orphans: [],
   }),
+  // A spawned subtask settles whatever state the machine is in.
+  on: {
+    "xstate.done.actor.*": { guard: "isSpawnedChild", actions: "settleSpawned" },
+    "xstate.error.actor.*": { guard: "isSpawnedChild", actions: "settleSpawnedThrew" },
+  },
   initial: "inspecting",
   states: {
     inspecting: {
@@ -191,6 +234,13 @@ export const continuationMachine = setup({
           guard: "asksSubtask",
           target: "checkingSubtask",
           actions: "pendSubtask",
+        },
+        { guard: "asksSpawn", target: "checkingSpawn", actions: "pendSpawn" },
+        { guard: "asksAwait", target: "awaitingSpawned", actions: "pendAwait" },
+        {
+          guard: "asksCancel",
+          target: "resuming",
+          actions: ["cancelSpawned", { type: "progress", params: ({ context }) => progressOf(context, "cancel") }],
         },
         { guard: "asksEvaluation", target: "checkingEvaluation", actions: "pendEvaluation" },
         { guard: "asksInput", target: "awaitingInput", actions: "pendInput" },
@@ -222,25 +272,11 @@ export const continuationMachine = setup({
       description: "A child task runs; the parent's session waits for its result.",
       entry: {
         type: "progress",
-        params: ({ context }) => ({
-          event: "continuation.subtask",
-          message: `subtask ${context.subtasks} (depth ${context.chain.length + 1}): ${summary(context.pending?.kind === "subtask" ? context.pending.request.description : "")}`,
-          data: { nodePath: context.path, subtask: context.subtasks, depth: context.chain.length + 1, request: context.pending?.request },
-        }),
+        params: ({ context }) => progressOf(context, "subtask"),
       },
       invoke: {
         src: "runSubtask",
-        input: ({ context }) => {
-          const pending = context.pending?.kind === "subtask" ? context.pending : undefined;
-          const request = pending?.request ?? { type: "atomic", description: "" };
-          const limit = request.max_depth === undefined ? depthLimit(context) : context.chain.length + 1 + request.max_depth - 1;
-          return {
-            path: context.path,
-            request,
-            number: context.subtasks,
-            env: extend(context.env, { [RESERVED.chain]: [...context.chain, pending?.signature ?? ""], [RESERVED.maxDepth]: limit }),
-          };
-        },
+        input: ({ context }) => childInput(context, context.subtasks, "subtask"),
         onDone: [
           {
             guard: "subtaskFailed",
@@ -250,6 +286,34 @@ export const continuationMachine = setup({
           { target: "resuming", actions: "answerWithSubtask" },
         ],
         onError: { target: "failed", actions: "failSubtaskThrew" },
+      },
+    },
+    checkingSpawn: {
+      description: "Refuse a spawned subtask nested too deep or already running on the path here, as for a subtask; else start it.",
+      always: [
+        { guard: "tooDeep", target: "failed", actions: "failTooDeep" },
+        { guard: "isCycle", target: "failed", actions: "failCycle" },
+        { target: "resuming", actions: ["spawnSubtask", { type: "progress", params: ({ context }) => progressOf(context, "spawn") }] },
+      ],
+    },
+    awaitingSpawned: {
+      description: "The session waits for spawned subtasks to settle, or for its timeout; still running ones are reported running.",
+      entry: {
+        type: "progress",
+        params: ({ context }) => progressOf(context, "await"),
+      },
+      always: { guard: "awaitedSettled", target: "resuming", actions: "answerAwaited" },
+      initial: "timing",
+      states: {
+        timing: {
+          description: "Has the await a timeout?",
+          always: [{ guard: "awaitTimed", target: "timed" }, { target: "untimed" }],
+        },
+        untimed: { description: "Until the awaited subtasks settle." },
+        timed: {
+          description: "Until they settle or the timeout passes.",
+          after: { awaitTimeout: { target: "#continuation.resuming", actions: "answerAwaited" } },
+        },
       },
     },
     checkingEvaluation: {
@@ -263,11 +327,7 @@ export const continuationMachine = setup({
       description: "An evaluation of the director's output runs (its script first, when the request names one).",
       entry: {
         type: "progress",
-        params: ({ context }) => ({
-          event: "continuation.evaluation",
-          message: `evaluation ${context.evaluations}/${context.maxEvaluations}`,
-          data: { nodePath: context.path, iteration: context.evaluations, request: context.pending?.request },
-        }),
+        params: ({ context }) => progressOf(context, "evaluation"),
       },
       invoke: {
         src: "runEvaluation",
@@ -289,11 +349,7 @@ export const continuationMachine = setup({
       description: "The session asked the user a question; the task waits for the answer on its input subject, or the timeout.",
       entry: {
         type: "progress",
-        params: ({ context }) => ({
-          event: "continuation.input",
-          message: context.pending?.kind === "input" ? context.pending.request.question : "",
-          data: { nodePath: context.path, request: context.pending?.request },
-        }),
+        params: ({ context }) => progressOf(context, "input"),
       },
       invoke: {
         src: "waitForInput",
@@ -312,11 +368,7 @@ export const continuationMachine = setup({
       description: "The parent's session continues with the answer as its tool response.",
       entry: {
         type: "progress",
-        params: ({ context }) => ({
-          event: "continuation.resumed",
-          message: `resumed after ${context.pending?.kind ?? "continuation"}`,
-          data: { nodePath: context.path },
-        }),
+        params: ({ context }) => progressOf(context, "resumed"),
       },
       invoke: {
         src: "resumeAtomic",
@@ -325,17 +377,20 @@ export const continuationMachine = setup({
         onError: { target: "failed", actions: "failResumeThrew" },
       },
     },
-    done: { description: "The session finished.", type: "final" },
-    failed: { description: "A child failed, a limit was reached, or the session could not be resumed.", type: "final" },
+    done: { description: "The session finished; spawned subtasks still running are cancelled.", type: "final", entry: "cancelOrphans" },
+    failed: {
+      description:
+        "A child failed, a limit was reached, or the session could not be resumed; spawned subtasks still running are cancelled.",
+      type: "final",
+      entry: "cancelOrphans",
+    },
   },
   output: ({ context }) => {
-    if (context.failure) return context.failure;
+    if (context.failure) {
+      const orphans = context.orphans.length > 0 ? { cancelled_subtasks: context.orphans } : {};
+      return { ...context.failure, notes: { ...context.failure.notes, ...orphans } };
+    }
     const { session: _session, ...result } = context.result;
-    const counts = {
-      ...(context.subtasks > 0 ? { subtasks: context.subtasks } : {}),
-      ...(context.evaluations > 0 ? { evaluations: context.evaluations } : {}),
-      ...(context.lastEvaluatorOutput === undefined ? {} : { [LAST_EVALUATOR_OUTPUT]: context.lastEvaluatorOutput }),
-    };
-    return { ...result, notes: { ...result.notes, ...counts } };
+    return { ...result, notes: { ...result.notes, ...outputNotes(context) } };
   },
 });

@@ -172,11 +172,10 @@ export function suspendedOutput(
   notes: Record<string, unknown>,
   pending: PendingContinuation,
 ): SessionOutput {
-  const key = { subtask: "subtask_request", evaluation: "evaluation_request", input: "input_request" }[pending.kind];
   return {
     content: context.content,
     status: "CONTINUATION",
-    notes: { ...notes, [key]: pending.request },
+    notes: { ...notes, [pending.note]: pending.request },
     session: { ...checkpointOf(context), toolCallId: pending.toolCallId },
   };
 }

@@ -63,7 +63,9 @@ export interface PendingContinuation {
   /** The tool call to answer on resume. */
   toolCallId: string;
   kind: ContinuationKind;
-  /** The validated `subtask_request` or `evaluation_request`. */
+  /** The note the request travels under in the suspended result: `subtask_request`, `spawn_request`, … */
+  note: string;
+  /** The validated request (`subtask_request`, `evaluation_request`, …). */
   request: Record<string, unknown>;
 }
 

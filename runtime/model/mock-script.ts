@@ -62,6 +62,11 @@ const replyFields = {
     .optional(),
   /** Milliseconds to wait before answering; a client that disconnects meanwhile gets nothing. */
   delayMs: z.int().nonnegative().optional(),
+  /**
+   * Hold the answer until `count` requests have reached the gate `name` (from any rule naming it), then answer them
+   * all; later requests at an open gate pass at once. Proves requests run at the same time, without timing.
+   */
+  gate: z.strictObject({ name: z.string().min(1).max(200), count: z.int().min(1).max(1000) }).optional(),
   /** Answer with this HTTP error status and an OpenAI-style error body instead of a completion. */
   status: z.int().min(400).max(599).optional(),
   /** The error message; with no `status` it means status 500. */
@@ -95,12 +100,6 @@ export const MockRule = z.strictObject({
   match: RuleMatch.optional(),
   /** Apply the rule this many times, then skip it (e.g. three 429s, then a later rule answers). */
   times: z.int().positive().optional(),
-  /**
-   * Hold every answer of this rule until the rule has matched this many requests: they are all in flight at once
-   * (proof of parallel callers). An answer held longer than 10 s (or `holdTimeoutMs`) gets a 504 instead.
-   */
-  holdUntil: z.int().positive().optional(),
-  holdTimeoutMs: z.int().positive().optional(),
 });
 export type MockRule = z.infer<typeof MockRule>;
 
@@ -190,13 +189,25 @@ export interface PlannedToolCall {
   arguments: string;
 }
 
+/** A gate an answer waits at (`gate` of a rule). */
+export type MockGate = NonNullable<MockReply["gate"]>;
+
 /** The answer chosen for one request. @internal */
 export type MockAnswer =
-  | { kind: "error"; answeredBy: AnsweredBy; delayMs: number; status: number; message: string; headers: Record<string, string> }
+  | {
+      kind: "error";
+      answeredBy: AnsweredBy;
+      delayMs: number;
+      gate?: MockGate;
+      status: number;
+      message: string;
+      headers: Record<string, string>;
+    }
   | {
       kind: "completion";
       answeredBy: AnsweredBy;
       delayMs: number;
+      gate?: MockGate;
       headers: Record<string, string>;
       content: string | null;
       refusal: string | null;
@@ -278,10 +289,11 @@ function hit(pattern: TextMatch, text: string): boolean {
 
 function plan(reply: MockReply, answeredBy: AnsweredBy, facts: Facts): MockAnswer {
   const delayMs = reply.delayMs ?? 0;
+  const gated = reply.gate ? { gate: reply.gate } : {};
   const headers = Object.fromEntries(Object.entries(reply.headers ?? {}).map(([name, value]) => [name.toLowerCase(), value]));
   if (reply.status !== undefined || reply.error !== undefined) {
     const status = reply.status ?? 500;
-    return { kind: "error", answeredBy, delayMs, headers, status, message: reply.error ?? `mock error with status ${status}` };
+    return { kind: "error", answeredBy, delayMs, ...gated, headers, status, message: reply.error ?? `mock error with status ${status}` };
   }
   const toolCalls = (reply.toolCalls ?? []).map((c) => ({
     id: c.id,
@@ -305,6 +317,7 @@ function plan(reply: MockReply, answeredBy: AnsweredBy, facts: Facts): MockAnswe
       kind: "completion",
       answeredBy,
       delayMs,
+      ...gated,
       headers,
       content: (content ?? "").slice(0, cut * 4),
       refusal: refusal?.slice(0, cut * 4) ?? null,
@@ -317,6 +330,7 @@ function plan(reply: MockReply, answeredBy: AnsweredBy, facts: Facts): MockAnswe
     kind: "completion",
     answeredBy,
     delayMs,
+    ...gated,
     headers,
     content,
     refusal,

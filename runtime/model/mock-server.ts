@@ -6,7 +6,7 @@
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { validate } from "../../protocol/codec.js";
-import { answerFor, ChatRequestBody, modelsOf, type AnsweredBy, type MockAnswer, type MockScript } from "./mock-script.js";
+import { answerFor, ChatRequestBody, modelsOf, type AnsweredBy, type MockAnswer, type MockGate, type MockScript } from "./mock-script.js";
 import { messageOf } from "../../protocol/errors.js";
 
 export { loadMockScript, MockScript, MockScriptError, parseMockScript } from "./mock-script.js";
@@ -60,7 +60,7 @@ export interface MockLlmServer {
 export async function startMockLlm(options: MockLlmOptions = {}): Promise<MockLlmServer> {
   const host = options.host ?? "127.0.0.1";
   const log = options.log ?? (() => {});
-  const state: ServerState = { script: options.script, uses: new Map(), requests: [], completions: 0, toolCalls: 0, held: new Map() };
+  const state: ServerState = { script: options.script, uses: new Map(), gates: new Map(), requests: [], completions: 0, toolCalls: 0 };
   const server = createServer((req, res) => {
     handle(req, res, state, log).catch((error: unknown) => {
       log(`mock-llm: ${req.method ?? "?"} ${req.url ?? "?"} failed: ${messageOf(error)}`);
@@ -85,6 +85,7 @@ export async function startMockLlm(options: MockLlmOptions = {}): Promise<MockLl
     setScript(script) {
       state.script = script;
       state.uses.clear();
+      state.gates.clear();
     },
     close() {
       closing ??= new Promise<void>((resolve, reject) => {
@@ -101,36 +102,11 @@ export async function startMockLlm(options: MockLlmOptions = {}): Promise<MockLl
 interface ServerState {
   script: MockScript | undefined;
   uses: Map<number, number>;
+  /** Gates by name: requests arrived, and the held ones' releases (none once open). */
+  gates: Map<string, { arrived: number; held: Array<() => void> }>;
   requests: RecordedRequest[];
   completions: number;
   toolCalls: number;
-  /** Answers held by a rule's `holdUntil`, by rule index: each is woken when another request matches the rule. */
-  held: Map<number, Set<() => void>>;
-}
-
-const DEFAULT_HOLD_MS = 10_000;
-
-/** Waits until rule `index` has matched `count` requests; false after the hold timeout or when the client goes away. */
-function hold(state: ServerState, index: number, count: number, timeoutMs: number, res: ServerResponse): Promise<boolean> {
-  const waiters = state.held.get(index) ?? new Set<() => void>();
-  state.held.set(index, waiters);
-  for (const wake of [...waiters]) wake();
-  if ((state.uses.get(index) ?? 0) >= count) return Promise.resolve(true);
-  return new Promise<boolean>((resolve) => {
-    const done = (ok: boolean) => {
-      clearTimeout(timer);
-      waiters.delete(check);
-      res.off("close", gone);
-      resolve(ok);
-    };
-    const check = () => {
-      if ((state.uses.get(index) ?? 0) >= count) done(true);
-    };
-    const gone = () => done(false);
-    const timer = setTimeout(() => done(false), timeoutMs);
-    waiters.add(check);
-    res.on("close", gone);
-  });
 }
 
 async function handle(req: IncomingMessage, res: ServerResponse, state: ServerState, log: (line: string) => void): Promise<void> {
@@ -169,22 +145,11 @@ async function handle(req: IncomingMessage, res: ServerResponse, state: ServerSt
   const id = `chatcmpl-mock-${++state.completions}`;
   const summary = `mock-llm: ${id} model=${body.model} answeredBy=${answer.answeredBy}`;
 
-  const rule = typeof answer.answeredBy === "number" ? state.script?.rules[answer.answeredBy] : undefined;
-  if (rule?.holdUntil !== undefined && typeof answer.answeredBy === "number") {
-    log(`${summary} held until ${rule.holdUntil} requests of rule ${answer.answeredBy} arrive`);
-    const timeoutMs = rule.holdTimeoutMs ?? DEFAULT_HOLD_MS;
-    if (!(await hold(state, answer.answeredBy, rule.holdUntil, timeoutMs, res))) {
-      if (res.destroyed || res.writableEnded) {
-        log(`${summary} → aborted by client while held`);
-        return;
-      }
-      const seen = state.uses.get(answer.answeredBy) ?? 0;
-      log(`${summary} → 504 (held: ${seen} of ${rule.holdUntil} requests arrived)`);
-      return sendError(
-        res,
-        504,
-        `mock hold: only ${seen} of ${rule.holdUntil} requests of rule ${answer.answeredBy} arrived within ${timeoutMs} ms`,
-      );
+  if (answer.gate) {
+    log(`${summary} at gate '${answer.gate.name}'`);
+    if (!(await passGate(state, answer.gate, res))) {
+      log(`${summary} → aborted by client at gate '${answer.gate.name}'`);
+      return;
     }
   }
   if (answer.delayMs > 0) {
@@ -271,6 +236,37 @@ function toolCallBody(call: { id: string; name: string }, args: string): object 
 function modelList(script: MockScript | undefined): object {
   const ids = [...new Set(["mock-model", ...modelsOf(script)])];
   return { object: "list", data: ids.map((id) => ({ id, object: "model", created: 0, owned_by: "dirigent-mock" })) };
+}
+
+/**
+ * Resolves `true` once `gate.count` requests have reached the gate (releasing those held), at once for a gate already
+ * open, or `false` when the client goes away first (it is then no longer counted).
+ */
+function passGate(state: ServerState, gate: MockGate, res: ServerResponse): Promise<boolean> {
+  const entry = state.gates.get(gate.name) ?? { arrived: 0, held: [] };
+  state.gates.set(gate.name, entry);
+  entry.arrived++;
+  if (entry.arrived >= gate.count) {
+    for (const release of entry.held.splice(0)) release();
+    return Promise.resolve(true);
+  }
+  if (res.destroyed) {
+    entry.arrived--;
+    return Promise.resolve(false);
+  }
+  return new Promise((resolve) => {
+    const release = (): void => {
+      res.off("close", onClose);
+      resolve(true);
+    };
+    const onClose = (): void => {
+      entry.arrived--;
+      entry.held = entry.held.filter((r) => r !== release);
+      resolve(false);
+    };
+    entry.held.push(release);
+    res.once("close", onClose);
+  });
 }
 
 /** Resolves `true` after `ms`, or `false` as soon as the client goes away (the timer is then cleared). */

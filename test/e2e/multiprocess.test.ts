@@ -1,5 +1,6 @@
 /**
- * The four roles as four OS processes plus `dirigent mock-llm`, a task submitted by a plain NATS client.
+ * The four roles as four OS processes plus `dirigent mock-llm`, a task submitted by a plain NATS client; a session
+ * whose spawned subtasks run at the same time across them.
  */
 import { connect } from "@nats-io/transport-node";
 import { writeFileSync, mkdtempSync, rmSync } from "node:fs";
@@ -73,6 +74,50 @@ describe("four roles in four processes", () => {
     expect(run.output()).toMatch(/task\.running/);
     expect(run.output()).toMatch(/result: COMPLETE/);
     expect(run.output()).toMatch(/Paris/);
+  });
+
+  it("runs a session's spawned subtasks at the same time across the processes, and finishes with their results", async () => {
+    const root = randomRoot();
+    const script = join(dir, "spawn-script.json");
+    const spawn = (description: string) => ({ name: "spawn_subtask", arguments: { type: "atomic", description } });
+    const worker = (name: string, reply: string) => ({
+      match: { lastUser: { regex: `^WORKER ${name}` } },
+      // Held until all three workers have asked: the run only finishes if they run at once.
+      gate: { name: "workers", count: 3 },
+      reply,
+    });
+    const rules = [
+      { match: { lastUser: { regex: "^FANOUT" }, turn: 1 }, toolCalls: [spawn("WORKER alpha")] },
+      { match: { lastUser: { regex: "^FANOUT" }, turn: 2 }, toolCalls: [spawn("WORKER beta")] },
+      { match: { lastUser: { regex: "^FANOUT" }, turn: 3 }, toolCalls: [spawn("WORKER gamma")] },
+      { match: { lastUser: { regex: "^FANOUT" }, turn: 4 }, toolCalls: [{ name: "await_subtasks", arguments: { timeout_ms: 60_000 } }] },
+      { match: { lastUser: { regex: "^FANOUT" }, hasToolResult: { regex: "A-result.*B-result.*C-result" } }, reply: "gathered A, B and C" },
+      worker("alpha", "A-result"),
+      worker("beta", "B-result"),
+      worker("gamma", "C-result"),
+    ];
+    writeFileSync(script, JSON.stringify({ rules }));
+    const mock = startCli(["mock-llm", "--port", "0", "--script", script, "--quiet"]);
+    processes.push(mock);
+    const [url] = await mock.waitFor(/http:\/\/127\.0\.0\.1:\d+\/v1/);
+    const env = {
+      OPENAI_BASE_URL: url,
+      OPENAI_API_KEY: "test",
+      DIRIGENT_MODEL_MAX_RETRIES: "0",
+      DIRIGENT_CONTINUATION_TOOLS: "subtask,spawn,input",
+    };
+    for (const role of ["memory", "handler", "evaluator", "director"]) {
+      const process = startCli(["worker", "--role", role, "--nats", server.url, "--prefix", root, "--concurrency", "4"], env);
+      processes.push(process);
+      await process.waitFor(/ready/);
+    }
+    const file = join(dir, "fanout.xml");
+    writeFileSync(file, "<task><description>FANOUT three workers</description></task>");
+    const run = startCli(["run", file, "--nats", server.url, "--prefix", root]);
+    expect(await run.exited).toBe(0);
+    expect(run.output()).toMatch(/continuation\.spawn/);
+    expect(run.output()).toMatch(/result: COMPLETE/);
+    expect(run.output()).toMatch(/gathered A, B and C/);
   });
 
   it("exits 2 with file, line and column for an invalid template", async () => {

@@ -1,7 +1,6 @@
 /**
  * Fan-out over a real nats-server: a map of steps, a map over a list, fail_fast and collect, parallel nested inputs,
- * map-reduce, and the per-task bound. The mock model holds answers until every branch's request is in flight
- * (`holdUntil`), so a map that ran its branches one at a time would not finish.
+ * map-reduce, and the per-task bound. The mock model holds answers at a gate until every branch's request is in flight, so a map that ran its branches one at a time would not finish.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { TaskEvent } from "../../protocol/index.js";
@@ -20,12 +19,12 @@ beforeAll(async () => {
     port: 0,
     script: {
       rules: [
-        { match: { lastUser: { regex: "^THREE " } }, holdUntil: 3, reply: '{"said":"{{lastUser}}"}' },
-        { match: { lastUser: { regex: "^LIST " } }, holdUntil: 4, reply: "summary of {{lastUser}}" },
-        { match: { lastUser: { regex: "^INPUT " } }, holdUntil: 2, reply: "value:{{lastUser}}" },
+        { match: { lastUser: { regex: "^THREE " } }, gate: { name: "three", count: 3 }, reply: '{"said":"{{lastUser}}"}' },
+        { match: { lastUser: { regex: "^LIST " } }, gate: { name: "list", count: 4 }, reply: "summary of {{lastUser}}" },
+        { match: { lastUser: { regex: "^INPUT " } }, gate: { name: "inputs", count: 2 }, reply: "value:{{lastUser}}" },
         { match: { lastUser: "BREAK" }, status: 400, reply: "bad request" },
-        // Held until the test's end: only cancellation ends these sessions before the hold runs out.
-        { match: { lastUser: { regex: "^SLOW " } }, holdUntil: 100, holdTimeoutMs: 60_000, reply: "late" },
+        // Held at a gate that never opens: only cancellation ends these sessions.
+        { match: { lastUser: { regex: "^SLOW " } }, gate: { name: "never", count: 100 }, reply: "late" },
         { match: { lastUser: { regex: "^JSON " } }, reply: '{"word":"{{lastUser}}"}' },
       ],
       default: { reply: "echo:{{lastUser}}" },
@@ -122,7 +121,7 @@ describe("map over a real nats-server", () => {
     const cancelled = progress(events, "branch.finished").filter((e) => e.data?.["status"] === "CANCELLED");
     expect(cancelled.map((e) => e.message).sort()).toEqual(["branch 1/3 CANCELLED", "branch 3/3 CANCELLED"]);
     // The cancelled branches' sessions stopped in the Handler: their model requests were dropped, not left to run.
-    await mockLog.until((v) => v.filter((l) => l.includes("aborted by client while held")).length >= 2, "both held requests to be dropped");
+    await mockLog.until((v) => v.filter((l) => l.includes("aborted by client at gate")).length >= 2, "both held requests to be dropped");
   });
 
   it("collect: every branch runs; the failure names each failed one and keeps the others' results", async () => {

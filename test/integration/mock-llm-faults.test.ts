@@ -140,6 +140,54 @@ describe("mock-llm: errors, times and delays", () => {
   });
 });
 
+describe("mock-llm: gates", () => {
+  it("holds answers at a gate until its count of requests has arrived, then answers them all; later ones pass", async () => {
+    const watcher = logWatcher();
+    const { client, server } = await start(
+      {
+        rules: [{ match: { lastUser: "gated" }, gate: { name: "g", count: 3 }, reply: "released {{lastUser}}" }],
+        default: { reply: "free" },
+      },
+      watcher.log,
+    );
+    let answered = 0;
+    const first = ask(client, [user("gated 1")]).then((c) => (answered++, textOf(c)));
+    const second = ask(client, [user("gated 2")]).then((c) => (answered++, textOf(c)));
+    await watcher.next("at gate 'g'");
+    await watcher.next("at gate 'g'");
+    // Two of three have arrived: neither is answered, while an ungated request is.
+    expect(textOf(await ask(client, [user("other")]))).toBe("free");
+    expect(answered).toBe(0);
+    const third = ask(client, [user("gated 3")]).then((c) => textOf(c));
+    expect(await Promise.all([first, second, third])).toEqual(["released gated 1", "released gated 2", "released gated 3"]);
+    // The gate is open now.
+    expect(textOf(await ask(client, [user("gated 4")]))).toBe("released gated 4");
+    expect(server.requests).toHaveLength(5);
+  });
+
+  it("stops counting a request whose client went away at the gate", async () => {
+    const watcher = logWatcher();
+    const { client } = await start(
+      { rules: [{ match: { lastUser: "gated" }, gate: { name: "g", count: 2 }, reply: "through" }], default: { reply: "free" } },
+      watcher.log,
+    );
+    const controller = new AbortController();
+    const gone = client.chat.completions.create({ model: "mock-model", messages: [user("gated a")] }, { signal: controller.signal });
+    await watcher.next("at gate 'g'");
+    controller.abort();
+    await expect(gone).rejects.toBeInstanceOf(APIUserAbortError);
+    await watcher.next("aborted by client at gate 'g'");
+    // The aborted one no longer counts: one more request still waits for a second.
+    let answered = false;
+    const waiting = ask(client, [user("gated b")]).then((c) => ((answered = true), textOf(c)));
+    await watcher.next("at gate 'g'");
+    expect(textOf(await ask(client, [user("other")]))).toBe("free");
+    expect(answered).toBe(false);
+    expect(textOf(await ask(client, [user("gated c")]))).toBe("through");
+    expect(await waiting).toBe("through");
+  });
+});
+
 describe("mock-llm: HTTP surface", () => {
   async function post(server: MockLlmServer, body: string): Promise<{ status: number; json: unknown }> {
     const response = await fetch(`${server.url}/chat/completions`, {

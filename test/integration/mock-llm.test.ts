@@ -2,7 +2,6 @@
 import OpenAI from "openai";
 import { describe, expect, it } from "vitest";
 import type { MockScript } from "../../runtime/model/mock-server.js";
-import { Recorder } from "../support/recorder.js";
 import { ask, closeServersAfterEach, functionCalls, start, textOf, user, type Message } from "../support/mock-llm-client.js";
 
 closeServersAfterEach();
@@ -250,26 +249,5 @@ describe("mock-llm: usage", () => {
     const big = (await ask(client, [{ role: "system", content: "s".repeat(400) }, user("u".repeat(400))])).usage;
     expect(big?.prompt_tokens).toBe(200);
     expect(Number.isInteger(big?.completion_tokens)).toBe(true);
-  });
-});
-
-describe("mock-llm: holding answers until requests are in flight together", () => {
-  it("answers none of a holdUntil rule's requests before that many have arrived", async () => {
-    const log = new Recorder<string>();
-    const { client } = await start({ rules: [{ match: { lastUser: "branch" }, holdUntil: 3, reply: "together" }] }, (l) => log.push(l));
-    const answers: (string | null)[] = [];
-    const first = ask(client, [user("branch a")]).then((c) => answers.push(textOf(c)));
-    const second = ask(client, [user("branch b")]).then((c) => answers.push(textOf(c)));
-    // Two requests are held: neither is answered while the third has not arrived.
-    await log.until((v) => v.filter((l) => l.includes("held until 3")).length === 2, "two held requests");
-    expect(answers).toEqual([]);
-    await ask(client, [user("branch c")]);
-    await Promise.all([first, second]);
-    expect(answers).toEqual(["together", "together"]);
-  });
-
-  it("gives a held request a 504 naming how many arrived when the rest never come", async () => {
-    const { client } = await start({ rules: [{ holdUntil: 2, holdTimeoutMs: 100, reply: "never" }] });
-    await expect(ask(client, [user("alone")])).rejects.toThrow(/504 mock hold: only 1 of 2 requests of rule 0 arrived within 100 ms/);
   });
 });

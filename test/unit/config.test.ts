@@ -27,6 +27,12 @@ describe("config", () => {
     );
   });
 
+  it("offers run_subtask and request_user_input by default; DIRIGENT_CONTINUATION_TOOLS adds the spawn tools or refuses a kind it does not know", () => {
+    expect(loadConfig({}, {}).continuationTools).toEqual(["subtask", "input"]);
+    expect(loadConfig({}, { DIRIGENT_CONTINUATION_TOOLS: "subtask,spawn,input" }).continuationTools).toEqual(["subtask", "spawn", "input"]);
+    expect(() => loadConfig({}, { DIRIGENT_CONTINUATION_TOOLS: "subtask,fork" })).toThrow(/DIRIGENT_CONTINUATION_TOOLS/);
+  });
+
   it("names the environment variable, and never prints the API key", () => {
     expect(() => loadConfig({}, { DIRIGENT_MAX_TURNS: "0" })).toThrow(/environment variable DIRIGENT_MAX_TURNS/);
     expect(() => loadConfig({}, { OPENAI_BASE_URL: "not a url", OPENAI_API_KEY: "sk-secret" })).toThrow(/OPENAI_BASE_URL/);

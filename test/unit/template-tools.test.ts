@@ -60,6 +60,7 @@ describe("a template tool in the Handler", () => {
       continuation: {
         toolCallId: "c1",
         kind: "subtask",
+        note: "subtask_request",
         request: {
           type: "atomic",
           description: "library template 'count' called as a tool",
