@@ -25,6 +25,7 @@ beforeAll(async () => {
         { match: { lastUser: "BREAK" }, status: 400, reply: "bad request" },
         // Held at a gate that never opens: only cancellation ends these sessions.
         { match: { lastUser: { regex: "^SLOW " } }, gate: { name: "never", count: 100 }, reply: "late" },
+        { match: { lastUser: { regex: "^BOUND " } }, gate: { name: "bound", count: 3 }, reply: "never" },
         { match: { lastUser: { regex: "^JSON " } }, reply: '{"word":"{{lastUser}}"}' },
       ],
       default: { reply: "echo:{{lastUser}}" },
@@ -196,5 +197,29 @@ describe("map over a real nats-server", () => {
     const raw = await stack.transport.bus.request(`${stack.root}.tasks.submit`, new TextEncoder().encode(xml), { timeoutMs: 5000 });
     const body = JSON.parse(new TextDecoder().decode(raw)) as { error: { code: string; line: number; col: number } };
     expect(body.error).toMatchObject({ code: "INVALID_TEMPLATE", line: 2, col: 3 });
+  });
+
+  it("holds a task to DIRIGENT_TASK_PARALLELISM Handler calls at once, whatever its maps allow", async () => {
+    await using stack = await startStack({ url: server.url, mock, config: { taskParallelism: 2 } });
+    const taskId = newTaskId();
+    const watch = stack.client.watch(taskId);
+    await stack.transport.bus.flush();
+    const xml = `<task type="map" max_parallel="3">
+      <steps>
+        <task><description>BOUND a</description></task>
+        <task><description>BOUND b</description></task>
+        <task><description>BOUND c</description></task>
+      </steps>
+    </task>`;
+    const before = mock.requests.length;
+    const arrived = () => mockLog.values.filter((l) => l.includes("at gate 'bound'")).length;
+    const seen = arrived();
+    await stack.client.submit({ xml, taskId });
+    // The gate wants three at once; the task may have two: the third waits in the Evaluator, not at the model.
+    await mockLog.until(() => arrived() - seen >= 2, "two calls at the gate");
+    await stack.client.cancel(taskId);
+    expect((await watch.result).status).toBe("CANCELLED");
+    await watch.close();
+    expect(mock.requests.slice(before).filter((r) => JSON.stringify(r.body.messages).includes("BOUND"))).toHaveLength(2);
   });
 });
