@@ -120,6 +120,48 @@ describe("four roles in four processes", () => {
     expect(run.output()).toMatch(/gathered A, B and C/);
   });
 
+  it("runs a map over a list and a step's nested inputs at once, with two Handler processes, printing map n/N done", async () => {
+    const root = randomRoot();
+    const script = join(dir, "map-script.json");
+    const rules = [
+      // Held until all four branches have asked: the run only finishes if they run at once.
+      { match: { lastUser: { regex: "^SUMMARY " } }, gate: { name: "branches", count: 4 }, reply: "summary of {{lastUser}}" },
+      { match: { lastUser: { regex: "^SIDE " } }, gate: { name: "inputs", count: 2 }, reply: "side {{lastUser}}" },
+    ];
+    writeFileSync(script, JSON.stringify({ rules, default: { reply: "done: {{lastUser}}" } }));
+    const mock = startCli(["mock-llm", "--port", "0", "--script", script, "--quiet"]);
+    processes.push(mock);
+    const [url] = await mock.waitFor(/http:\/\/127\.0\.0\.1:\d+\/v1/);
+    const env = { OPENAI_BASE_URL: url, OPENAI_API_KEY: "test", DIRIGENT_MODEL_MAX_RETRIES: "0" };
+    for (const role of ["memory", "handler", "handler", "evaluator", "director"]) {
+      // Either Handler may get every branch (the queue group picks one at random): each can hold all four.
+      const process = startCli(["worker", "--role", role, "--nats", server.url, "--prefix", root, "--concurrency", "4"], env);
+      processes.push(process);
+      await process.waitFor(/ready/);
+    }
+    const file = join(dir, "map.xml");
+    writeFileSync(
+      file,
+      `<task type="sequential"><steps>
+  <task type="map" over="files"><steps><task><description>SUMMARY {{item}}</description></task></steps></task>
+  <task>
+    <description>COMBINE {{left}} and {{right}} with {{previous_result}}</description>
+    <inputs>
+      <input name="left"><task><description>SIDE left</description></task></input>
+      <input name="right"><task><description>SIDE right</description></task></input>
+    </inputs>
+  </task>
+</steps></task>`,
+    );
+    const run = startCli(["run", file, "--input", 'files=["a.md","b.md","c.md","d.md"]', "--nats", server.url, "--prefix", root]);
+    expect(await run.exited).toBe(0);
+    expect(run.output()).toMatch(/map 0\.steps\.0: 4\/4 done/);
+    expect(run.output()).toMatch(/result: COMPLETE/);
+    expect(run.output()).toMatch(
+      /done: COMBINE side SIDE left and side SIDE right with \["summary of SUMMARY a\.md","summary of SUMMARY b\.md"/,
+    );
+  });
+
   it("exits 2 with file, line and column for an invalid template", async () => {
     const file = join(dir, "bad.xml");
     writeFileSync(file, "<task>\n  <description>oops</descr>\n</task>\n");
