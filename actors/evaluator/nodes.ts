@@ -170,6 +170,17 @@ export async function prepareAtomic(
   call: (c: InlineCall) => Promise<TaskResult>,
   mode: SubstituteMode = "strict",
 ): Promise<{ ok: true; fields: AtomicFields; criteria?: string } | { ok: false; result: TaskResult }> {
+  const code = node.extra.find((e) => e.name === "code");
+  if (code) {
+    const at = ` at line ${code.loc.line}, column ${code.loc.col}`;
+    return {
+      ok: false,
+      result: taskFailure(
+        "not_supported",
+        `inline <code>${at} is not run: dirigent executes no code written in a template; make the step a script task (<task type="script"> with a <command>)`,
+      ),
+    };
+  }
   const fields = atomicFields(node);
   const criteria = criteriaText(node);
   if (fields.prompt.trim() === "") {

@@ -19,7 +19,7 @@ import type { TaskResult } from "../../protocol/index.js";
 import { extend, find, type Env } from "../language/env.js";
 import type { MapFailurePolicy } from "../language/ast.js";
 import { notProvided } from "../not-provided.js";
-import { compositeFailure, type ProgressParams } from "./sequential.js";
+import { compositeFailure, parsedOf, type ProgressParams, type StepResult } from "./sequential.js";
 import { messageOf } from "../../protocol/errors.js";
 
 /** Branches of a map running at once when the task does not say (`max_parallel`). */
@@ -44,15 +44,6 @@ export interface MapInput {
 /** How one branch stands. */
 export type BranchStatus = "pending" | "running" | "COMPLETE" | "FAILED" | "CANCELLED";
 
-/** One entry of `step_results`. */
-export interface StepResult {
-  content: string;
-  status: "COMPLETE" | "FAILED" | "CANCELLED" | "NOT_STARTED";
-  parsedContent?: unknown;
-  notes?: Record<string, unknown>;
-  error?: TaskResult["error"];
-}
-
 /** Context of a map actor. */
 export interface MapContext extends MapInput {
   /** Branches in all. */
@@ -76,18 +67,6 @@ export interface BranchInput {
   scope?: string;
   /** Branches not started before this one (itself included): it reserves its share of the budgets left for them. */
   parts: number;
-}
-
-/** The value of a result for a program: its parsed JSON, or its text. */
-export function parsedOf(result: TaskResult): unknown {
-  if (result.parsedContent !== undefined) return result.parsedContent;
-  const text = result.content.trim();
-  if (!text.startsWith("{") && !text.startsWith("[")) return undefined;
-  try {
-    return JSON.parse(text) as unknown;
-  } catch {
-    return undefined;
-  }
 }
 
 /** The list a map over `over` runs for: a list value, or text holding a JSON list. */

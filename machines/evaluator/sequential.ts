@@ -3,8 +3,8 @@
  * steps produced (docs/task-language.md#sequential).
  *
  * running ⇄ advancing → done | failed. Each step is evaluated by the `runStep` actor (the shell evaluates the
- * node at the step's path). After each step, the next step sees `step_results` (every earlier output, in order),
- * `previous_result`, the `<output_slot>` variables of earlier steps and the latest `last_evaluator_output` (seed era),
+ * node at the step's path). After each step, the next step sees `step_results` (every earlier result, in order, as
+ * `{content, status, parsedContent?, notes?}`), `previous_result` (the last output), `result` (its value, seed era), the `<output_slot>` variables of earlier steps and the latest `last_evaluator_output` (seed era),
  * and, when the task accumulates data, `history`: the SequentialHistory in the task's
  * `accumulation_format` (notes only, or output and notes). The history is bounded ({@link SequentialInput.maxHistoryChars})
  * and lives only in this actor's context, so it is discarded when the sequence ends.
@@ -12,7 +12,7 @@
 import { assign, fromPromise, setup } from "xstate";
 import type { TaskError, TaskResult } from "../../protocol/index.js";
 import { ACCUMULATED_BINDING, accumulatedOutputs } from "./context-defaults.js";
-import { extend, type Env } from "../language/env.js";
+import { extend, find, type Env } from "../language/env.js";
 import { notProvided } from "../not-provided.js";
 import { errorOf, outputOf } from "../invoke-events.js";
 import type { AccumulationFormat } from "../language/ast.js";
@@ -28,6 +28,38 @@ export interface HistoryEntry {
   notes: Record<string, unknown>;
   /** Set when `output` was cut, or `notes` dropped, to fit the history bound. */
   truncated?: boolean;
+}
+
+/** One entry of `step_results`. */
+export interface StepResult {
+  content: string;
+  status: "COMPLETE" | "FAILED" | "CANCELLED" | "NOT_STARTED";
+  parsedContent?: unknown;
+  notes?: Record<string, unknown>;
+  error?: TaskResult["error"];
+}
+
+/** The value of a result for a program: its parsed JSON, or its text. */
+export function parsedOf(result: TaskResult): unknown {
+  if (result.parsedContent !== undefined) return result.parsedContent;
+  const text = result.content.trim();
+  if (!text.startsWith("{") && !text.startsWith("[")) return undefined;
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return undefined;
+  }
+}
+
+/** A step's result as later steps see it in `step_results`: content, status, parsed JSON and notes. */
+export function stepResultOf(result: TaskResult): StepResult {
+  const parsed = parsedOf(result);
+  return {
+    content: result.content,
+    status: result.status === "COMPLETE" ? "COMPLETE" : "FAILED",
+    ...(parsed === undefined ? {} : { parsedContent: parsed }),
+    ...(Object.keys(result.notes).length > 0 ? { notes: result.notes } : {}),
+  };
 }
 
 /** Input of a sequential actor. */
@@ -54,6 +86,8 @@ export interface SequentialContext extends SequentialInput {
   index: number;
   /** Every step output, in order. */
   outputs: string[];
+  /** Every step result, in order, as `step_results` gives them. */
+  results: StepResult[];
   /** The SequentialHistory. */
   history: HistoryEntry[];
   /** Characters of output and serialized notes stored in the history so far. */
@@ -94,9 +128,12 @@ function thrown(error: unknown): TaskError {
 function stepEnv(context: SequentialContext): Env {
   const bindings: Record<string, unknown> = {
     ...context.slots,
-    step_results: context.outputs,
+    step_results: context.results,
     previous_result: context.outputs.at(-1) ?? "",
   };
+  // Seed era: `result` is the previous step's value (its parsed JSON, else its text), unless the task binds the name.
+  const last = context.results.at(-1);
+  if (last && !find(context.env, "result").found) bindings["result"] = last.parsedContent ?? last.content;
   if (context.accumulate) {
     bindings["history"] = context.history;
     bindings[ACCUMULATED_BINDING] = accumulatedOutputs(context.history);
@@ -127,6 +164,7 @@ function recorded(context: SequentialContext, result: TaskResult): Partial<Seque
   if (slot !== undefined) slots[slot] = result.content;
   return {
     outputs: [...context.outputs, result.content],
+    results: [...context.results, stepResultOf(result)],
     history: [...context.history, entry],
     historyChars: chars,
     slots,
@@ -170,7 +208,7 @@ export const sequentialMachine = setup({
   },
 }).createMachine({
   id: "sequential",
-  context: ({ input }) => ({ ...input, index: 0, outputs: [], history: [], historyChars: 0, slots: {} }),
+  context: ({ input }) => ({ ...input, index: 0, outputs: [], results: [], history: [], historyChars: 0, slots: {} }),
   initial: "advancing",
   states: {
     advancing: {

@@ -43,9 +43,26 @@ export function substitute(text: string, lookup: Lookup, mode: SubstituteMode): 
   return { ok: true, text: out };
 }
 
-/** A value as placeholder text: strings as they are, anything else as JSON (else `String()`). */
+const STEP_RESULT_KEYS = new Set(["content", "status", "parsedContent", "notes", "error"]);
+
+/** A `step_results` entry (`{content, status, parsedContent?, notes?}`): as text it is its content. */
+function isStepResult(value: unknown): value is { content: string } {
+  if (typeof value !== "object" || value === null || Array.isArray(value)) return false;
+  const keys = Object.keys(value);
+  return (
+    typeof Reflect.get(value, "content") === "string" &&
+    typeof Reflect.get(value, "status") === "string" &&
+    keys.every((k) => STEP_RESULT_KEYS.has(k))
+  );
+}
+
+/**
+ * A value as placeholder text: strings as they are, a step result as its content (`{{step_results[0]}}`), anything
+ * else as JSON (else `String()`).
+ */
 export function stringify(value: unknown): string {
   if (typeof value === "string") return value;
+  if (isStepResult(value)) return value.content;
   try {
     const json = JSON.stringify(value);
     if (json !== undefined) return json;

@@ -77,6 +77,11 @@ const CHECKS: Record<string, (ran: Ran) => void | Promise<void>> = {
     expect(ran.outcome.content).toBe(STATS);
   },
   ed08d1b67050: plain("Simple transformation"),
+  af4c5de7c07f: (ran) => {
+    expectComplete(ran);
+    expect(ran.users).toEqual(["Get directory listing", "Get metadata for README.md"]);
+    expect(ran.outcome.parsedContent).toEqual({ about: "Get metadata for README.md" });
+  },
   d321a2f05774: (ran) => {
     expectComplete(ran);
     expect(ran.users).toEqual(["Process data", "Process data"]);

@@ -71,6 +71,8 @@ export async function startCorpusHarness(): Promise<CorpusHarness> {
       rules: [
         { match: { lastUser: "Analyze the given code for readability issues." }, reply: READABILITY },
         { match: { lastUser: "List files in directory" }, reply: FILES },
+        { match: { lastUser: "Get directory listing" }, reply: FILES },
+        { match: { lastUser: { regex: "^Get metadata for " } }, reply: '{"about": "{{lastUser}}"}' },
         { match: { lastUser: "Get repository statistics" }, reply: STATS },
         { match: { lastUser: "Combine current result with accumulator" }, reply: "ACC" },
         {

@@ -48,12 +48,10 @@ export const NOT_RUN: Readonly<Record<string, string>> = {
     "`from=\"last_director_output\"` names a variable no step binds (its first step has no `<output_slot>`): step 2 fails `input_validation_failure` (missing 'last_director_output'); that `script` step has no `<command>` either",
   eada2887e0b8:
     "`from=\"env:data_source\"` reads an environment variable, not modelled: fails `input_validation_failure` (missing 'env:data_source')",
-  af4c5de7c07f:
-    "calls `get_file_info` (8fafe594bcb5); with it, the call gets the literal text `result[0]`, a name no sequential binds (it binds `step_results`), not the listing's first entry; alone it fails `input_validation_failure` (unknown template)",
   "38806f96974b":
-    "`<code>` steps are not modelled (ignored with a parse warning, so `directory_listing` is never bound) and a step's `parsedContent` is not in `step_results`; calls `get_file_info` (8fafe594bcb5), alone it fails `input_validation_failure` (unknown template)",
+    "its first step is `<code>`: refused with `not_supported` (dirigent runs no code written in a template; a script task can run the listing); the `step_results[0].parsedContent[0]` form of its second snippet is what af4c5de7c07f runs",
   be2ceb76f1c5:
-    "a `<code>` step (not modelled: ignored with a parse warning), and calls `process_data`, defined nowhere in the corpus: fails `input_validation_failure` (unknown template)",
+    "its first step is `<code>`: refused with `not_supported` (dirigent runs no code written in a template); it calls `process_data`, defined nowhere in the corpus",
   "9fce86f3a7b0": "calls `process_data`, defined nowhere in the corpus: fails `input_validation_failure` (unknown template)",
   "91f1ebe0f2ca":
     "calls `validate_input` (a75962761949) and `process_validated_data`, defined nowhere in the corpus: fails `input_validation_failure` (unknown template)",
@@ -76,7 +74,6 @@ export const NOT_RUN: Readonly<Record<string, string>> = {
   "6c5c1ec0cee5": AIDER,
   "68b17d387177": AIDER,
   // Definitions and fragments.
-  "8fafe594bcb5": "defines `get_file_info`; its callers (af4c5de7c07f, 38806f96974b) do not run as documented",
   b6bbd53a0e36: TEMPLATE_ONLY,
   d1a1e18dc03a: TEMPLATE_ONLY,
   "96dd90fd19d7": TEMPLATE_ONLY,
@@ -105,6 +102,10 @@ export interface Refusal {
 
 const NO_DESCRIPTION: Refusal = { reason: "input_validation_failure", message: "has no <description> or <instructions>" };
 const NO_COMMAND: Refusal = { reason: "input_validation_failure", message: "a script task needs a <command>" };
+const code = (line: number, col: number): Refusal => ({
+  reason: "not_supported",
+  message: `inline <code> at line ${line}, column ${col} is not run`,
+});
 const unknownTemplate = (name: string): Refusal => ({ reason: "input_validation_failure", message: `unknown template '${name}'` });
 
 /**
@@ -131,9 +132,8 @@ export const REFUSED: Readonly<Record<string, Refusal>> = {
   b633f13fc82b: { reason: "input_validation_failure", message: "step 2/3 failed: missing required input: 'previous_step'" },
   "246e0891885e": { reason: "input_validation_failure", message: "step 2/3 failed: missing required input: 'last_director_output'" },
   eada2887e0b8: { reason: "input_validation_failure", message: "missing required input: 'env:data_source'" },
-  af4c5de7c07f: unknownTemplate("get_file_info"),
-  "38806f96974b": unknownTemplate("get_file_info"),
-  be2ceb76f1c5: unknownTemplate("process_data"),
+  "38806f96974b": code(7, 7),
+  be2ceb76f1c5: code(6, 7),
   "9fce86f3a7b0": unknownTemplate("process_data"),
   "91f1ebe0f2ca": unknownTemplate("validate_input"),
   a5d762e91af7: unknownTemplate("validate_input"),

@@ -157,6 +157,12 @@ export const RUNS: readonly CorpusRun[] = [
     shows: "a `<call>` of the template in 93122e8ca4d7; unbound arguments stay literal",
   },
   {
+    id: "af4c5de7c07f",
+    with: ["8fafe594bcb5"],
+    inputs: {},
+    shows: "`result[0]`: the first entry of the previous step's JSON list reaches the `<call>` of `get_file_info` (8fafe594bcb5)",
+  },
+  {
     id: "50e5244492ee",
     with: ["92d2026bdd13"],
     inputs: { user_input: "ada@example.com" },

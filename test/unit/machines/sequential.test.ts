@@ -34,7 +34,17 @@ describe("sequential machine", () => {
     const snap = await waitFor(actor, (s) => s.status === "done");
     expect(progress).toEqual(["step 1/3", "step 2/3", "step 3/3"]);
     expect(seen[0]).toEqual(["0.steps.0", { found: true, value: [] }, { found: true, value: "tides" }]);
-    expect(seen[2]).toEqual(["0.steps.2", { found: true, value: ["out 0.steps.0", "out 0.steps.1"] }, { found: true, value: "tides" }]);
+    expect(seen[2]).toEqual([
+      "0.steps.2",
+      {
+        found: true,
+        value: [
+          { content: "out 0.steps.0", status: "COMPLETE", notes: { n: "0.steps.0" } },
+          { content: "out 0.steps.1", status: "COMPLETE", notes: { n: "0.steps.1" } },
+        ],
+      },
+      { found: true, value: "tides" },
+    ]);
     expect(snap.output).toEqual({ content: "out 0.steps.2", status: "COMPLETE", notes: { n: "0.steps.2", steps: 3 } });
   });
 
@@ -136,5 +146,32 @@ describe("sequential machine", () => {
       status: "COMPLETE",
       notes: { steps: 0 },
     });
+  });
+
+  it("gives later steps each earlier result's parsed JSON, and `result` as the previous step's value", async () => {
+    const seen: unknown[] = [];
+    const { actor } = run({ stepCount: 2 }, (path, env) => {
+      seen.push([find(env, "step_results[0].parsedContent[1]"), find(env, "result[0]"), find(env, "previous_result")]);
+      return path.endsWith("0") ? ok('["a.py","b.py"]') : ok("done");
+    });
+    await waitFor(actor, (s) => s.status === "done");
+    expect(seen[1]).toEqual([
+      { found: true, value: "b.py" },
+      { found: true, value: "a.py" },
+      { found: true, value: '["a.py","b.py"]' },
+    ]);
+  });
+
+  it("leaves a `result` the task binds itself alone", async () => {
+    const seen: unknown[] = [];
+    const { actor } = run({ stepCount: 2, env: rootEnv({ result: "mine" }) }, (_path, env) => {
+      seen.push(find(env, "result"));
+      return ok("[1]");
+    });
+    await waitFor(actor, (s) => s.status === "done");
+    expect(seen).toEqual([
+      { found: true, value: "mine" },
+      { found: true, value: "mine" },
+    ]);
   });
 });

@@ -89,3 +89,28 @@ describe("resolvePath", () => {
     }
   });
 });
+
+describe("step results as text", () => {
+  const bindings = {
+    step_results: [{ content: '["a.py"]', status: "COMPLETE", parsedContent: ["a.py"], notes: { n: 1 } }],
+    other: { content: "x", status: "COMPLETE", extra: true },
+  };
+  const lookup = (p: string) => resolvePath(bindings, p);
+
+  it("inserts a step result as its content, and its fields by path", () => {
+    expect(substitute("{{step_results[0]}} / {{step_results[0].parsedContent[0]}} / {{step_results[0].status}}", lookup, "strict")).toEqual(
+      {
+        ok: true,
+        text: '["a.py"] / a.py / COMPLETE',
+      },
+    );
+  });
+
+  it("inserts any other object as JSON, and a list of step results as JSON", () => {
+    expect(substitute("{{other}}", lookup, "strict")).toEqual({ ok: true, text: '{"content":"x","status":"COMPLETE","extra":true}' });
+    expect(substitute("{{step_results}}", lookup, "strict")).toMatchObject({
+      ok: true,
+      text: expect.stringContaining('"parsedContent":["a.py"]'),
+    });
+  });
+});
