@@ -52,6 +52,7 @@ export const ENV_NAMES = {
   scriptKillGraceMs: "DIRIGENT_SCRIPT_KILL_GRACE_MS",
   scriptOutputMaxBytes: "DIRIGENT_SCRIPT_OUTPUT_MAX_BYTES",
   scriptEnv: "DIRIGENT_SCRIPT_ENV",
+  envInputs: "DIRIGENT_ENV_INPUTS",
   templates: "DIRIGENT_TEMPLATES",
   maxSubtaskDepth: "DIRIGENT_MAX_SUBTASK_DEPTH",
   maxEvaluations: "DIRIGENT_MAX_EVALUATIONS",

@@ -6,6 +6,7 @@
 import { z } from "zod";
 import { checkRoot, DEFAULT_ROOT, MAX_BODY_BYTES, ToolPattern } from "../protocol/index.js";
 import { ENV_NAMES, FLAG_NAMES } from "./config-names.js";
+import { REFUSED_ENV } from "../actors/commands.js";
 
 export { ENV_NAMES };
 
@@ -18,6 +19,8 @@ const sizeLimit = positiveInt.max(
   MAX_BODY_BYTES,
   `must be at most ${MAX_BODY_BYTES} (1 MiB, the largest message between roles); it can only be lowered`,
 );
+/** Variable names that look like secrets: never an environment input of a template. */
+const SECRET_LIKE = /KEY|SECRET|TOKEN|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE|SESSION/i;
 const fraction = z.coerce.number().gt(0).max(1);
 /** A comma-separated list in the environment, or an array. */
 const list = <T extends z.ZodType>(item: T) =>
@@ -161,6 +164,18 @@ export const Config = z.object({
   streamDeltas: z.preprocess((v) => (typeof v === "string" ? (BOOLEANS[v.toLowerCase()] ?? v) : v), z.boolean()),
   /** `{{var}}` substitution by the Evaluator: `strict` fails on an unbound variable, `lenient` inserts `{{undefined:name}}`. */
   substitution: z.enum(["strict", "lenient"]),
+  /**
+   * Environment variables a template may read with `from="env:NAME"` (names); none by default. A name that looks like
+   * a secret (`…KEY…`, `…SECRET…`, `…TOKEN…`, `…PASSWORD…`, `…CREDENTIAL…`) or names one of the runtime's is refused.
+   */
+  envInputs: list(
+    z
+      .string()
+      .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "must be variable names")
+      .refine((name) => !SECRET_LIKE.test(name) && !REFUSED_ENV.test(name), {
+        error: (issue) => `'${String(issue.input)}' looks like a secret: a template never reads it`,
+      }),
+  ),
   /** Environment variables a script sees (names); secrets and variables that change which code runs never (runtime/tools/sandbox.ts). */
   scriptEnv: list(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "must be variable names")),
   /** Directory of the template library (`*.xml`, read recursively); a missing default directory is an empty library. */
@@ -263,6 +278,7 @@ export const DEFAULTS = {
   scriptKillGraceMs: 2000,
   scriptOutputMaxBytes: 65_536,
   scriptEnv: ["PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR"],
+  envInputs: [],
   templates: "templates",
   maxSubtaskDepth: 5,
   taskParallelism: 64,

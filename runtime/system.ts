@@ -197,6 +197,13 @@ export async function startSystem(options: SystemOptions): Promise<SystemHandle>
         substitution: config.substitution,
         library,
         maxSubtaskDepth: config.maxSubtaskDepth,
+        // Read once, at start: the allowlisted variables a template's `from="env:NAME"` gets.
+        envInputs: {
+          allowed: config.envInputs,
+          values: Object.fromEntries(
+            config.envInputs.flatMap((name) => (process.env[name] === undefined ? [] : [[name, process.env[name]]])),
+          ),
+        },
         taskParallelism: config.taskParallelism,
         maxEvaluations: config.maxEvaluations,
         continuationTools: config.continuationTools,

@@ -18,9 +18,38 @@ export type EvaluateInputTask = (path: string, env: Env, signal?: AbortSignal) =
 
 type InputValue = { value: unknown } | { result: TaskResult } | { skip: true };
 
+/** The reserved binding of the process environment variables templates may read (`from="env:NAME"`). */
+export const ENV_INPUTS_BINDING = "$env_inputs";
+
+/** The allowlisted variables (`DIRIGENT_ENV_INPUTS`) and the values of those set, read when the Evaluator started. */
+export interface EnvInputs {
+  allowed: readonly string[];
+  values: Readonly<Record<string, string>>;
+}
+
+/** `from="env:NAME"`: the variable's value, when it is allowlisted and set. */
+function envValue(input: InputBinding, name: string, env: Env): InputValue {
+  const found = find(env, ENV_INPUTS_BINDING);
+  const inputs = found.found ? (found.value as EnvInputs) : { allowed: [], values: {} };
+  if (!inputs.allowed.includes(name))
+    return {
+      result: inputFailure(
+        `input '${input.name}' reads the environment variable ${name}, which is not an environment input (DIRIGENT_ENV_INPUTS lists those a template may read)`,
+        { missing: [`env:${name}`] },
+      ),
+    };
+  const value = inputs.values[name];
+  if (value === undefined)
+    return {
+      result: inputFailure(`missing required input: 'env:${name}' (not set in the Evaluator's environment)`, { missing: [`env:${name}`] }),
+    };
+  return { value };
+}
+
 /** The value of an input that is not a nested task: from the environment, or literal. */
 function valueNow(input: InputBinding | undefined, env: Env): InputValue {
   if (!input) return { skip: true };
+  if (input.from?.startsWith("env:")) return envValue(input, input.from.slice("env:".length).trim(), env);
   if (input.from !== undefined) {
     const found = find(env, input.from);
     if (!found.found)

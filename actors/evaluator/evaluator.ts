@@ -32,6 +32,7 @@ import { DEFAULT_INPUT_TIMEOUT_MS, waitForInput } from "./input.js";
 import { entryPath, inputFailure, nodeAt, summarize } from "./nodes.js";
 import { templateCommandRefusal } from "./commands.js";
 import { walkActors, type Walk } from "./walk.js";
+import { ENV_INPUTS_BINDING, type EnvInputs } from "./bind.js";
 import { ask, askRetrying, RemoteError } from "../ask.js";
 import { Semaphore } from "../limit.js";
 import { serve } from "../serve.js";
@@ -63,6 +64,8 @@ export interface EvaluatorConfig {
   library?: TemplateLibrary;
   /** Deepest subtask nesting. Default 5. */
   maxSubtaskDepth?: number;
+  /** The process environment variables templates may read with `from="env:NAME"` (`DIRIGENT_ENV_INPUTS`); none by default. */
+  envInputs?: EnvInputs;
   /** Handler calls (sessions, scripts) of one task running at once, whatever branch they belong to. Default 64. */
   taskParallelism?: number;
   /** Evaluations one director session may ask for. Default 5. */
@@ -104,6 +107,7 @@ export function startEvaluator(deps: ActorDeps, config: EvaluatorConfig): RoleHa
   const limits = {
     [RESERVED.maxDepth]: config.maxSubtaskDepth ?? DEFAULT_MAX_SUBTASK_DEPTH,
     [RESERVED.maxEvaluations]: config.maxEvaluations ?? DEFAULT_MAX_EVALUATIONS,
+    ...(config.envInputs ? { [ENV_INPUTS_BINDING]: config.envInputs } : {}),
   };
 
   const progress = (taskId: string, event: string, message: string, data?: Record<string, unknown>) =>

@@ -77,6 +77,9 @@ const CHECKS: Record<string, (ran: Ran) => void | Promise<void>> = {
     expect(ran.outcome.content).toBe(STATS);
   },
   ed08d1b67050: plain("Simple transformation"),
+  eada2887e0b8: (ran) => {
+    expectSequential(ran, ["Load CSV file"], 1);
+  },
   af4c5de7c07f: (ran) => {
     expectComplete(ran);
     expect(ran.users).toEqual(["Get directory listing", "Get metadata for README.md"]);

@@ -99,10 +99,13 @@ export async function startCorpusHarness(): Promise<CorpusHarness> {
       default: { reply: "echo:{{lastUser}}" },
     },
   });
+  // eada2887e0b8 reads `from="env:data_source"`: an allowlisted variable of the Evaluator's environment.
+  process.env["data_source"] = "data/experiment.csv";
   const stack = await startStack({
     url: server.url,
     mock,
     config: {
+      envInputs: ["data_source"],
       tools: ["read_file", "list_files", "run_script"],
       commands: [scriptPath, envScriptPath],
       workspaceRoot: workspace,
@@ -119,6 +122,7 @@ export async function startCorpusHarness(): Promise<CorpusHarness> {
       await mock.close();
       await server.stop();
       await rm(workspace, { recursive: true, force: true });
+      delete process.env["data_source"];
     },
   };
 }

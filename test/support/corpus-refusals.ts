@@ -46,8 +46,6 @@ export const NOT_RUN: Readonly<Record<string, string>> = {
     "`from=\"previous_step\"` is no binding of a sequential (it binds `previous_result`): step 2 fails `input_validation_failure` (missing 'previous_step'); that `script` step has no `<command>` either",
   "246e0891885e":
     "`from=\"last_director_output\"` names a variable no step binds (its first step has no `<output_slot>`): step 2 fails `input_validation_failure` (missing 'last_director_output'); that `script` step has no `<command>` either",
-  eada2887e0b8:
-    "`from=\"env:data_source\"` reads an environment variable, not modelled: fails `input_validation_failure` (missing 'env:data_source')",
   "38806f96974b":
     "its first step is `<code>`: refused with `not_supported` (dirigent runs no code written in a template; a script task can run the listing); the `step_results[0].parsedContent[0]` form of its second snippet is what af4c5de7c07f runs",
   be2ceb76f1c5:
@@ -131,7 +129,6 @@ export const REFUSED: Readonly<Record<string, Refusal>> = {
   "715028df6d14": NO_COMMAND,
   b633f13fc82b: { reason: "input_validation_failure", message: "step 2/3 failed: missing required input: 'previous_step'" },
   "246e0891885e": { reason: "input_validation_failure", message: "step 2/3 failed: missing required input: 'last_director_output'" },
-  eada2887e0b8: { reason: "input_validation_failure", message: "missing required input: 'env:data_source'" },
   "38806f96974b": code(7, 7),
   be2ceb76f1c5: code(6, 7),
   "9fce86f3a7b0": unknownTemplate("process_data"),

@@ -105,6 +105,11 @@ export const RUNS: readonly CorpusRun[] = [
     shows:
       "the static director–script–evaluator pipeline: each step's `<output_slot>` (`last_director_output`, `script_result`) is bound for the later steps (seed-era wiring)",
   },
+  {
+    id: "eada2887e0b8",
+    inputs: {},
+    shows: '`from="env:data_source"`: an allowlisted variable of the Evaluator\'s environment (`DIRIGENT_ENV_INPUTS=data_source`)',
+  },
   // Map tasks.
   {
     id: "d321a2f05774",

@@ -103,4 +103,14 @@ describe("config of the template library", () => {
     expect(loadConfig({ templates: "flag/dir" }, { DIRIGENT_TEMPLATES: "lib/tpl" }).templates).toBe("flag/dir");
     expect(() => loadConfig({ templates: "  " }, {})).toThrow(/flag --templates: must name a directory/);
   });
+
+  it("reads DIRIGENT_ENV_INPUTS as variable names, refusing those that look like secrets", () => {
+    expect(loadConfig({}, {}).envInputs).toEqual([]);
+    expect(loadConfig({}, { DIRIGENT_ENV_INPUTS: "REGION, DEPLOY_STAGE" }).envInputs).toEqual(["REGION", "DEPLOY_STAGE"]);
+    for (const name of ["OPENAI_API_KEY", "GITHUB_TOKEN", "DB_PASSWORD", "NATS_PASSWORD", "LD_PRELOAD", "AWS_SECRET_ACCESS_KEY"])
+      expect(() => loadConfig({}, { DIRIGENT_ENV_INPUTS: `REGION,${name}` })).toThrow(
+        new RegExp(`DIRIGENT_ENV_INPUTS.*'${name}' looks like a secret`),
+      );
+    expect(() => loadConfig({}, { DIRIGENT_ENV_INPUTS: "not-a-name" })).toThrow(/must be variable names/);
+  });
 });

@@ -1,0 +1,85 @@
+/**
+ * What the seeds still ask of the task language, over a real nats-server: structured step results, `from="env:NAME"`
+ * inputs from an allowlist, `<code>` steps refused.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startMockLlm, type MockLlmServer } from "../../runtime/model/mock-server.js";
+import { startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
+import { newTaskId, startStack } from "../support/stack.js";
+
+let server: TestNatsServer;
+let mock: MockLlmServer;
+
+beforeAll(async () => {
+  server = await startTestNatsServer();
+  mock = await startMockLlm({
+    port: 0,
+    script: {
+      rules: [{ match: { lastUser: "LIST" }, reply: '[{"name": "a.py", "lines": 12}, {"name": "b.py", "lines": 40}]' }],
+      default: { reply: "echo:{{lastUser}}" },
+    },
+  });
+});
+
+afterAll(async () => {
+  await mock?.close();
+  await server?.stop();
+});
+
+const lastUsers = (from: number) =>
+  mock.requests.slice(from).map((r) => String(r.body.messages.filter((m) => m["role"] === "user").at(-1)?.["content"] ?? ""));
+
+describe("structured step results", () => {
+  it("lets a later step read an earlier step's parsed JSON, status and content", async () => {
+    await using stack = await startStack({ url: server.url, mock });
+    const xml = `<task type="sequential"><steps>
+      <task><description>LIST the files</description></task>
+      <task><description>SIZE {{step_results[0].parsedContent[1].name}} has {{step_results[0].parsedContent[1].lines}} lines ({{step_results[0].status}})</description></task>
+      <task><description>LAST {{result}} / {{step_results[1]}}</description></task>
+    </steps></task>`;
+    const before = mock.requests.length;
+    const outcome = await stack.client.run({ xml, taskId: newTaskId() });
+    expect(outcome.status).toBe("COMPLETE");
+    expect(lastUsers(before)).toEqual([
+      "LIST the files",
+      "SIZE b.py has 40 lines (COMPLETE)",
+      "LAST echo:SIZE b.py has 40 lines (COMPLETE) / echo:SIZE b.py has 40 lines (COMPLETE)",
+    ]);
+  });
+
+  it("refuses a <code> step with the reason, at its line and column", async () => {
+    await using stack = await startStack({ url: server.url, mock });
+    const xml = `<task type="sequential"><steps>\n  <task><description>x</description>\n    <code>return 1;</code></task>\n</steps></task>`;
+    const outcome = await stack.client.run({ xml, taskId: newTaskId() });
+    expect(outcome.status).toBe("FAILED");
+    expect(outcome.error).toMatchObject({ reason: "not_supported" });
+    expect(outcome.error?.message).toMatch(/inline <code> at line 3, column 5 is not run: .*script task/);
+  });
+});
+
+describe('from="env:NAME"', () => {
+  it("reads an allowlisted variable of the Evaluator's environment, and refuses any other", async () => {
+    process.env["DIRIGENT_TEST_REGION"] = "eu-west-3";
+    process.env["DIRIGENT_TEST_UNLISTED"] = "hidden";
+    try {
+      await using stack = await startStack({
+        url: server.url,
+        mock,
+        config: { envInputs: ["DIRIGENT_TEST_REGION", "DIRIGENT_TEST_UNSET"] },
+      });
+      const read = (name: string) => `<task><description>REGION {{r}}</description><input name="r" from="env:${name}"/></task>`;
+      const ok = await stack.client.run({ xml: read("DIRIGENT_TEST_REGION"), taskId: newTaskId() });
+      expect(ok).toMatchObject({ status: "COMPLETE", content: "echo:REGION eu-west-3" });
+      const unlisted = await stack.client.run({ xml: read("DIRIGENT_TEST_UNLISTED"), taskId: newTaskId() });
+      expect(unlisted.error).toMatchObject({ reason: "input_validation_failure" });
+      expect(unlisted.error?.message).toMatch(
+        /reads the environment variable DIRIGENT_TEST_UNLISTED, which is not an environment input \(DIRIGENT_ENV_INPUTS/,
+      );
+      const unset = await stack.client.run({ xml: read("DIRIGENT_TEST_UNSET"), taskId: newTaskId() });
+      expect(unset.error?.message).toBe("missing required input: 'env:DIRIGENT_TEST_UNSET' (not set in the Evaluator's environment)");
+    } finally {
+      delete process.env["DIRIGENT_TEST_REGION"];
+      delete process.env["DIRIGENT_TEST_UNLISTED"];
+    }
+  });
+});
