@@ -31,6 +31,8 @@ export interface ModelRequest {
   maxTokens?: number;
   /** Sampling temperature (0–2), sent as `temperature`; the server's default otherwise. */
   temperature?: number;
+  /** The OpenAI-compatible server to ask, by name (`<provider>`, `DIRIGENT_PROVIDERS`); the default one otherwise. */
+  provider?: string;
 }
 
 /** Observers of one model call. */

@@ -25,6 +25,11 @@ export const SessionSettings = z.object({
   temperature: z.number().min(0).max(2).optional(),
   /** Largest completion of one model call, instead of the Handler's `DIRIGENT_MAX_OUTPUT_TOKENS`. */
   maxOutputTokens: z.int().min(1).max(1_000_000).optional(),
+  /** `<provider>`: the OpenAI-compatible server, by its name in the Handler's `DIRIGENT_PROVIDERS`. */
+  provider: z
+    .string()
+    .regex(/^[A-Za-z0-9_.-]{1,100}$/)
+    .optional(),
   /** Models tried in order when the model is unavailable (not found, overloaded after the retries, unreachable). */
   fallbackModels: z.array(z.string().min(1).max(200)).max(8).optional(),
 });

@@ -53,6 +53,7 @@ export const ENV_NAMES = {
   scriptOutputMaxBytes: "DIRIGENT_SCRIPT_OUTPUT_MAX_BYTES",
   scriptEnv: "DIRIGENT_SCRIPT_ENV",
   envInputs: "DIRIGENT_ENV_INPUTS",
+  providers: "DIRIGENT_PROVIDERS",
   templates: "DIRIGENT_TEMPLATES",
   maxSubtaskDepth: "DIRIGENT_MAX_SUBTASK_DEPTH",
   maxEvaluations: "DIRIGENT_MAX_EVALUATIONS",

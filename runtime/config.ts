@@ -78,6 +78,21 @@ export const Config = z.object({
   model: z.string().min(1),
   /** OpenAI-compatible base URL. */
   openaiBaseUrl: z.url().optional(),
+  /**
+   * OpenAI-compatible servers a task names with `<provider>`: `name=url` pairs. Each uses the API key in
+   * `DIRIGENT_PROVIDER_<NAME>_API_KEY` (name upper-cased, `-` and `.` as `_`), else `OPENAI_API_KEY`.
+   */
+  providers: z.preprocess(
+    // Given as an object (a config file, a test): the same pairs.
+    (v) =>
+      typeof v === "object" && v !== null && !Array.isArray(v) ? Object.entries(v).map(([name, url]) => `${name}=${String(url)}`) : v,
+    list(
+      z
+        .string()
+        .regex(/^[A-Za-z0-9_.-]{1,100}=\S+$/, "must be name=url pairs")
+        .refine((pair) => URL.canParse(pair.slice(pair.indexOf("=") + 1)), "must be name=url pairs with a valid URL"),
+    ).transform((pairs) => Object.fromEntries(pairs.map((pair) => [pair.slice(0, pair.indexOf("=")), pair.slice(pair.indexOf("=") + 1)]))),
+  ),
   /** API key; never logged. */
   openaiApiKey: z.string().optional(),
   /** Tasks (Director), evaluations (Evaluator), sessions (Handler) or matches (Memory) in flight per process. */
@@ -279,6 +294,7 @@ export const DEFAULTS = {
   scriptOutputMaxBytes: 65_536,
   scriptEnv: ["PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR"],
   envInputs: [],
+  providers: {},
   templates: "templates",
   maxSubtaskDepth: 5,
   taskParallelism: 64,

@@ -13,6 +13,7 @@ import { startMemory } from "../actors/memory/memory.js";
 import type { IndexStore } from "../actors/memory/index-store.js";
 import { answersOnly, type CallModel } from "../actors/model.js";
 import { createModelClient } from "./model/openai.js";
+import { modelClientConfig, providerKeys, withProviders } from "./model/providers.js";
 import { createToolset, toolSelection } from "./tools/toolset.js";
 import { typeScriptSource, type TypeScriptTool } from "./tools/typescript.js";
 import { configuredSources } from "./tools/configured.js";
@@ -116,18 +117,8 @@ export async function startSystem(options: SystemOptions): Promise<SystemHandle>
     // Open now what a transport opened for a client left to first use (an embedded runtime of `dirigent run`): the
     // Handler writes its records behind its replies, and a store still opening would hold them back past a crash.
     await transport.turns?.open?.();
-    const callModel =
-      options.callModel ??
-      createModelClient({
-        timeoutMs: config.modelTimeoutMs,
-        maxRetries: config.modelMaxRetries,
-        retryBaseMs: config.modelRetryBaseMs,
-        retryMaxMs: config.modelRetryMaxMs,
-        retryBudgetMs: config.modelRetryBudgetMs,
-        ...(config.openaiBaseUrl ? { baseURL: config.openaiBaseUrl } : {}),
-        ...(config.openaiApiKey ? { apiKey: config.openaiApiKey } : {}),
-      });
-    const secrets = secretValues(config);
+    const callModel = withProviders(options.callModel ?? createModelClient(modelClientConfig(config)), config);
+    const secrets = [...secretValues(config), ...providerKeys(config)];
     const selection = toolSelection(config.tools);
     const toolset = await createToolset(
       {

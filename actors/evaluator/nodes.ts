@@ -109,7 +109,8 @@ function loopSummary(node: TaskNode): NonNullable<EvalNode["loop"]> {
 
 /** Whether a task may be reparsed: not opted out by `<disable_reparsing>` or the attribute. */
 export function reparseAllowed(node: TaskNode): boolean {
-  if (node.disableReparsing === true) return false;
+  // `<manual_xml>true</manual_xml>`: written by hand, so never rewritten by the Compiler either.
+  if (node.disableReparsing === true || node.manualXml === true) return false;
   const attr = node.attributes?.["disable_reparsing"];
   return !(typeof attr === "string" && attr.trim().toLowerCase() === "true");
 }
@@ -131,7 +132,11 @@ export interface AtomicFields extends SessionSettings {
 }
 
 function atomicFields(node: TaskNode): AtomicFields {
-  const prompt = [node.description, node.instructions].filter((t): t is string => !!t && t.trim() !== "").join("\n\n");
+  const expected = node.expectedOutput?.trim() ? `Expected output:\n${node.expectedOutput.trim()}` : undefined;
+  const prompt = [node.description, node.instructions]
+    .filter((t): t is string => !!t && t.trim() !== "")
+    .concat(expected === undefined || (!node.description?.trim() && !node.instructions?.trim()) ? [] : [expected])
+    .join("\n\n");
   return {
     prompt,
     ...(node.system ? { system: node.system } : {}),
@@ -148,13 +153,15 @@ export function sessionSettings(node: TaskNode): SessionSettings {
     ...(node.temperature === undefined ? {} : { temperature: node.temperature }),
     ...(node.maxOutputTokens === undefined ? {} : { maxOutputTokens: node.maxOutputTokens }),
     ...(node.model?.fallback.length ? { fallbackModels: [...node.model.fallback] } : {}),
+    ...(node.provider?.trim() ? { provider: node.provider.trim() } : {}),
   };
 }
 
 /** A task's `<criteria>` as text (a list as `- item` lines); undefined when it has none. */
 export function criteriaText(node: TaskNode): string | undefined {
   const c = node.criteria;
-  if (c === undefined) return undefined;
+  // Without `<criteria>`, an evaluation of the task judges it against its `<expected_output>`.
+  if (c === undefined) return node.expectedOutput?.trim() ? `Expected output: ${node.expectedOutput.trim()}` : undefined;
   const text = typeof c === "string" ? c.trim() : c.map((item) => `- ${item.trim()}`).join("\n");
   return text === "" ? undefined : text;
 }

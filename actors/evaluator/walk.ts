@@ -153,6 +153,16 @@ export function evaluateDocument(
   return evaluateNode(scopedWalk(walk, document, scope), path, env, depth, signal, 0, true);
 }
 
+/** `data` with its node paths (`nodePath`, a branch's `mapPath`) under a scope. */
+function scopedPaths(data: Record<string, unknown>, at: (path: string) => string): Record<string, unknown> {
+  const out = { ...data };
+  for (const key of ["nodePath", "mapPath"]) {
+    const path = out[key];
+    if (typeof path === "string") out[key] = at(path);
+  }
+  return out;
+}
+
 /**
  * A walk of another document (a subtask's template, an evaluator, a decomposition) whose node paths are reported
  * and sent to Handlers under `scope` (`0/subtask1:0`), so they never collide with the task's own paths.
@@ -162,8 +172,7 @@ export function scopedWalk(walk: Walk, document: TemplateDocument, scope: string
   return {
     ...walk,
     document,
-    progress: (event, message, data) =>
-      walk.progress(event, message, typeof data?.["nodePath"] === "string" ? { ...data, nodePath: at(data["nodePath"]) } : data),
+    progress: (event, message, data) => walk.progress(event, message, data ? scopedPaths(data, at) : data),
     execute: (path, ...rest) => walk.execute(at(path), ...rest),
     resume: (path, ...rest) => walk.resume(at(path), ...rest),
     script: (path, ...rest) => walk.script(at(path), ...rest),

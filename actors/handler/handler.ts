@@ -222,6 +222,7 @@ export function startHandler(
                 tools,
                 ...(maxOutputTokens ? { maxTokens: maxOutputTokens } : {}),
                 ...(settings.temperature === undefined ? {} : { temperature: settings.temperature }),
+                ...(settings.provider === undefined ? {} : { provider: settings.provider }),
               },
               signal,
               {

@@ -12,13 +12,14 @@ import type { ToolDefinition, Toolset } from "./toolset.js";
 /** The settings a request runs under: its own, or for a resume those of the session it resumes. */
 export function settingsOf(request: ExecuteRequest): SessionSettings {
   if (request.resume) return request.resume.session.settings ?? {};
-  const { tools, maxTurns, temperature, maxOutputTokens, fallbackModels } = request;
+  const { tools, maxTurns, temperature, maxOutputTokens, fallbackModels, provider } = request;
   return {
     ...(tools === undefined ? {} : { tools }),
     ...(maxTurns === undefined ? {} : { maxTurns }),
     ...(temperature === undefined ? {} : { temperature }),
     ...(maxOutputTokens === undefined ? {} : { maxOutputTokens }),
     ...(fallbackModels === undefined ? {} : { fallbackModels }),
+    ...(provider === undefined ? {} : { provider }),
   };
 }
 

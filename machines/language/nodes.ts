@@ -145,6 +145,11 @@ export function buildTask(ctx: BuildContext, el: XmlElement, origin?: ImplicitTa
       continue;
     }
     if (!firstOnly(ctx, seen, child, el.name, name === "script" ? "execution" : name)) continue;
+    if (name === "provider" && !/^[A-Za-z0-9_.-]{1,100}$/.test(directText(child).trim()))
+      fail(
+        child,
+        `invalid <provider> '${directText(child).trim().slice(0, 40)}': expected the name of a provider (letters, digits, '_', '.', '-')`,
+      );
     if (PROSE.has(name)) setProse(task, name, prose(ctx, child));
     else if (name === "criteria") task.criteria = criteria(ctx, child);
     else if (name === "model") task.model = modelSpec(child);

@@ -1,22 +1,13 @@
 /** The model client of the Memory commands and role (`--summarize`, `--llm-match`), configured as the Handler's. */
 import { answersOnly, type CallModel } from "../../actors/model.js";
 import { createModelClient } from "./openai.js";
+import { modelClientConfig } from "./providers.js";
 import type { LlmMatchOptions } from "../../actors/memory/llm.js";
 import type { Config } from "../config.js";
 
 /** A {@link CallModel} over the `openai` SDK, from `config` (base URL, API key, timeout, retries); a filtered or refused reply is an error. */
 export function memoryModelClient(config: Config): CallModel {
-  return answersOnly(
-    createModelClient({
-      timeoutMs: config.modelTimeoutMs,
-      maxRetries: config.modelMaxRetries,
-      retryBaseMs: config.modelRetryBaseMs,
-      retryMaxMs: config.modelRetryMaxMs,
-      retryBudgetMs: config.modelRetryBudgetMs,
-      ...(config.openaiBaseUrl ? { baseURL: config.openaiBaseUrl } : {}),
-      ...(config.openaiApiKey ? { apiKey: config.openaiApiKey } : {}),
-    }),
-  );
+  return answersOnly(createModelClient(modelClientConfig(config)));
 }
 
 /** The Memory role's model options when `llmMatch` is on, else nothing. */
