@@ -9,22 +9,22 @@ import { checkmateLine } from "../../runtime/cli/checkmate.js";
 import { createEventPrinter, formatEvent, mapProgressText } from "../../runtime/cli/output.js";
 import { branchFinished, branchStarted, mapStarted, relayed } from "../support/map-events.js";
 
-const INNER = "0/map:2:0.steps.1";
+const INNER = "0/map:1:0.steps.0";
 
 /** A map over a list of 3 at the root, 2 at once, collecting failures; branch 2 runs a map of 2 steps inside. */
 const reports = [
   mapStarted("0", 3, 2, "collect"),
-  branchStarted("0", "0/map:1", 1, 3),
-  branchStarted("0", "0/map:2", 2, 3),
+  branchStarted("0", "0/map:0", 1, 3),
+  branchStarted("0", "0/map:1", 2, 3),
   mapStarted(INNER, 2, 2),
   branchStarted(INNER, `${INNER}.steps.0`, 1, 2),
   branchStarted(INNER, `${INNER}.steps.1`, 2, 2),
-  branchFinished("0", "0/map:1", 1, 3, "COMPLETE", 1),
-  branchStarted("0", "0/map:3", 3, 3),
+  branchFinished("0", "0/map:0", 1, 3, "COMPLETE", 1),
+  branchStarted("0", "0/map:2", 3, 3),
   branchFinished(INNER, `${INNER}.steps.1`, 2, 2, "COMPLETE", 1),
-  branchFinished("0", "0/map:3", 3, 3, "FAILED", 2),
+  branchFinished("0", "0/map:2", 3, 3, "FAILED", 2),
   branchFinished(INNER, `${INNER}.steps.0`, 1, 2, "CANCELLED", 2),
-  branchFinished("0", "0/map:2", 2, 3, "COMPLETE", 3),
+  branchFinished("0", "0/map:1", 2, 3, "COMPLETE", 3),
 ];
 
 describe("map progress in the CLI", () => {
