@@ -72,6 +72,23 @@ describe("map progress in the CLI", () => {
     expect(mapProgressText(event as TaskEvent)).toBe("map 0.steps.1?[2J: 1/2 done (branch 1 FAILED)");
   });
 
+  it("names each map at the step of a map over a list by the scoped path its branches' node paths give", () => {
+    // As the Evaluator reports them: the inner maps' branches name the template node (`0.steps.0`) as their mapPath.
+    const inner = (i: number) => `0/map:${i}:0.steps.0`;
+    const nested = relayed("map-task", [
+      mapStarted(inner(0), 2, 10),
+      branchStarted("0.steps.0", `${inner(0)}.steps.1`, 2, 2),
+      branchFinished("0.steps.0", `${inner(1)}.steps.0`, 1, 2, "FAILED", 1),
+      branchFinished("0", "0/map:1", 2, 2, "FAILED", 1),
+    ]);
+    expect(nested.map(mapProgressText)).toEqual([
+      "map 0/map:0:0.steps.0 started: 2 branches, 2 at once",
+      "map 0/map:0:0.steps.0: branch 2/2",
+      "map 0/map:1:0.steps.0: 1/2 done (branch 1 FAILED)",
+      "map 1/2 done (branch 2 FAILED)",
+    ]);
+  });
+
   it("prints how far a map is in dirigent checkmate too, not each branch's start", () => {
     expect(events.map(checkmateLine).filter(Boolean)).toEqual([
       "map 1/3 done",

@@ -100,6 +100,27 @@ describe("the inspector's map view", () => {
     expect(state.task("t")?.maps?.[0]?.branches).toEqual([{ branch: 1, nodePath: "0.steps.0", state: "running" }]);
   });
 
+  it("keeps the maps at the step of a map over a list apart, by the scoped node paths of their branches", () => {
+    const state = new InspectState();
+    // As the Evaluator reports them: the inner maps' branches name the template node (`0.steps.0`) as their mapPath.
+    const inner = (i: number) => `0/map:${i}:0.steps.0`;
+    const events = relayed("t", [
+      mapStarted("0", 2, 2),
+      branchStarted("0", "0/map:0", 1, 2),
+      branchStarted("0", "0/map:1", 2, 2),
+      mapStarted(inner(0), 2, 10),
+      branchStarted("0.steps.0", `${inner(0)}.steps.0`, 1, 2),
+      mapStarted(inner(1), 2, 10),
+      branchStarted("0.steps.0", `${inner(1)}.steps.1`, 2, 2),
+      branchFinished("0.steps.0", `${inner(1)}.steps.1`, 2, 2, "COMPLETE", 1),
+    ]);
+    for (const event of events) state.applyTaskEvent(event);
+    const maps = state.task("t")?.maps ?? [];
+    expect(maps.map((m) => m.nodePath)).toEqual(["0", inner(0), inner(1)]);
+    expect(maps[1]?.branches).toEqual([{ branch: 1, nodePath: `${inner(0)}.steps.0`, state: "running" }]);
+    expect(maps[2]).toMatchObject({ finished: 1, branches: [{ branch: 2, nodePath: `${inner(1)}.steps.1`, state: "COMPLETE" }] });
+  });
+
   it("ignores reports with malformed data, and keeps a task without maps as it was", () => {
     const state = new InspectState();
     const events = relayed("t", [
