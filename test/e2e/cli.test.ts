@@ -175,6 +175,23 @@ describe("dirigent CLI", () => {
     }
   });
 
+  it("run names the maps at the step of a map over a list apart, each by its own path", async () => {
+    const file = join(dir, "map-in-map.xml");
+    writeFileSync(
+      file,
+      `<task type="map" over="files"><inputs><input name="files">["a.md","b.md"]</input></inputs><steps>
+  <task type="map"><steps><task><description>LEFT {{item}}</description></task><task><description>RIGHT {{item}}</description></task></steps></task>
+</steps></task>`,
+    );
+    const run = startCli(["run", file, "--nats", server.url, "--prefix", randomRoot()], modelEnv());
+    expect(await run.exited).toBe(0);
+    for (const i of [0, 1]) {
+      expect(run.output()).toMatch(new RegExp(`map\\.started  map 0/map:${i}:0\\.steps\\.0 started: 2 branches, 2 at once`));
+      expect(run.output()).toMatch(new RegExp(`branch\\.finished  map 0/map:${i}:0\\.steps\\.0: 2/2 done`));
+    }
+    expect(run.output()).toMatch(/branch\.finished  map 2\/2 done[\s\S]*result: COMPLETE/);
+  });
+
   it("refuses a bad task id and a bad flag value with exit code 2", async () => {
     const bad = startCli(["status", "a.b", "--nats", server.url]);
     expect(await bad.exited).toBe(2);
