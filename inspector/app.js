@@ -276,7 +276,8 @@ function mapStrip(map) {
   const byNumber = new Map(map.branches.map((b) => [b.branch, b]));
   const running = map.branches.filter((b) => b.state === "running").length;
   const failed = map.branches.filter((b) => b.state === "FAILED").length;
-  const parallel = map.maxParallel ? ` · ${map.maxParallel} at once` : "";
+  // `max_parallel` may exceed the branches (its default is 10): at most all of them run at once.
+  const parallel = map.maxParallel ? ` · ${Math.min(map.maxParallel, map.total)} at once` : "";
   const summary = `${map.finished}/${map.total} done · ${running} running${failed ? ` · ${failed} failed` : ""}${parallel}`;
   const strip = el("div", { class: "branches" });
   for (let n = 1; n <= shown; n++) {

@@ -51,3 +51,15 @@ export const BranchFinishedEventData = BranchStartedEventData.extend({
   finished: Count,
 });
 export type BranchFinishedEventData = z.infer<typeof BranchFinishedEventData>;
+
+/**
+ * The map a branch belongs to, as its node path names it: `0.steps.2` and `0/map:2` are branch 3 of the map `0`.
+ * Node paths are scoped (the maps at the one step of a map over a list are `0/map:0:0.steps.0`, `0/map:1:0.steps.0`,
+ * their branches `0/map:1:0.steps.0.steps.2`), so maps at the same template node stay apart even where `mapPath`
+ * names the template node only; `mapPath` when the node path does not end so.
+ */
+export function branchMapPath({ nodePath, mapPath, branch }: Pick<BranchStartedEventData, "nodePath" | "mapPath" | "branch">): string {
+  for (const suffix of [`.steps.${branch - 1}`, `/map:${branch - 1}`])
+    if (nodePath.length > suffix.length && nodePath.endsWith(suffix)) return nodePath.slice(0, -suffix.length);
+  return mapPath;
+}

@@ -2,6 +2,7 @@
 import {
   BranchFinishedEventData,
   BranchStartedEventData,
+  branchMapPath,
   MapStartedEventData,
   type TaskEvent,
   type TaskOutcome,
@@ -69,7 +70,8 @@ const printable = (path: string) => path.replace(/[\u0000-\u001f\u007f-\u009f]/g
  * How the progress of a `map` node reads, or undefined for another event (or one whose data is malformed: it is then
  * printed as sent). `branch.finished` says how far the map is, `map 5/8 done`, and names a branch that did not
  * complete, `map 5/8 done (branch 3 FAILED)`. A map that is not the task's root node is named by its path, so
- * nested maps whose branches interleave stay apart: `map 0.steps.1: 5/8 done`.
+ * nested maps whose branches interleave stay apart: `map 0.steps.1: 5/8 done`; a branch's map is the one its
+ * (scoped) node path names, so the maps at the step of a map over a list read `map 0/map:1:0.steps.0: 1/2 done`.
  */
 export function mapProgressText(event: TaskEvent): string | undefined {
   const named = (path: string) => (path === ROOT_PATH ? "map" : `map ${printable(path)}`);
@@ -83,13 +85,15 @@ export function mapProgressText(event: TaskEvent): string | undefined {
   if (event.type === "branch.started") {
     const data = BranchStartedEventData.safeParse(event.data);
     if (!data.success) return undefined;
-    const { mapPath, branch, total } = data.data;
+    const { branch, total } = data.data;
+    const mapPath = branchMapPath(data.data);
     return mapPath === ROOT_PATH ? `branch ${branch}/${total}` : `${named(mapPath)}: branch ${branch}/${total}`;
   }
   if (event.type === "branch.finished") {
     const data = BranchFinishedEventData.safeParse(event.data);
     if (!data.success) return undefined;
-    const { mapPath, branch, total, status, finished } = data.data;
+    const { branch, total, status, finished } = data.data;
+    const mapPath = branchMapPath(data.data);
     const failed = status === "COMPLETE" ? "" : ` (branch ${branch} ${status})`;
     return `${named(mapPath)}${mapPath === ROOT_PATH ? "" : ":"} ${finished}/${total} done${failed}`;
   }

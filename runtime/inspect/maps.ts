@@ -3,11 +3,13 @@
  * number, each running or finished (`COMPLETE`, `FAILED`, `CANCELLED`). Derived from the task events `map.started`,
  * `branch.started` and `branch.finished` (their data checked against the protocol schemas: events are untrusted), live
  * or replayed, in any order: a report older than what a branch shows (a lower `seq`) leaves it as it is, so a replayed
- * duplicate never sets a finished branch running again, while a rerun (a task resumed elsewhere) does.
+ * duplicate never sets a finished branch running again, while a rerun (a task resumed elsewhere) does. A branch goes
+ * to the map its node path names (`branchMapPath`).
  */
 import {
   BranchFinishedEventData,
   BranchStartedEventData,
+  branchMapPath,
   MapStartedEventData,
   type BranchStatus,
   type TaskEvent,
@@ -70,8 +72,9 @@ export class TaskMaps {
     const data = BranchStartedEventData.safeParse(event.data);
     const ended = event.type === "branch.finished" ? BranchFinishedEventData.safeParse(event.data) : undefined;
     if (!data.success || ended?.success === false) return false;
-    const { mapPath, nodePath, branch, total } = data.data;
-    const map = this.#map(mapPath, total);
+    const { nodePath, branch, total } = data.data;
+    // The branch's map as its scoped node path names it: maps at one template node in two branches stay apart.
+    const map = this.#map(branchMapPath(data.data), total);
     if (!map) return false;
     if (ended?.data && event.seq >= map.finishedSeq) {
       map.view.finished = ended.data.finished;

@@ -1,16 +1,14 @@
 /**
  * The CLI as a user runs it: `up`, `submit`, `status`, `cancel`, and `run` falling back to an embedded runtime and
- * printing step and iteration events, and a map's progress (`map 2/4 done (branch 3 FAILED)`) from the reports a
- * Director relays.
+ * printing step and iteration events, and a real map's progress (`map 2/3 done (branch 3 FAILED)`, a nested map's
+ * `map 0.steps.1: 1/3 done`) as the Evaluator reports it and a Director relays it.
  */
 import { connect } from "@nats-io/transport-node";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createSubjects } from "../../protocol/index.js";
 import { startMockLlm, type MockLlmServer } from "../../runtime/model/mock-server.js";
-import { branchFinished, branchStarted, mapStarted, progressBytes } from "../support/map-events.js";
 import { randomRoot, startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 import { startCli } from "../support/processes.js";
 
@@ -25,9 +23,9 @@ beforeAll(async () => {
     script: {
       rules: [
         { match: { lastUser: "slowly" }, reply: "late", delayMs: 60_000 },
-        // A task that waits for the user (awaiting_input) while the test reports a map's progress for it.
-        { match: { lastUser: { regex: "^ASK" }, turn: 1 }, toolCalls: [{ name: "request_user_input", arguments: { question: "Go on?" } }] },
-        { match: { lastUser: { regex: "^ASK" }, hasToolResult: true }, reply: "mapped" },
+        // A map's branches: held at a gate the test opens, or refused with HTTP 400.
+        { match: { lastUser: "MAPFILE" }, gate: { name: "cli-files", count: 4 }, reply: "read {{lastUser}}" },
+        { match: { lastUser: "MAPBREAK" }, status: 400, reply: "bad request" },
         { reply: "embedded answer" },
       ],
     },
@@ -40,6 +38,14 @@ afterAll(async () => {
   await server?.stop();
   rmSync(dir, { recursive: true, force: true });
 });
+
+/** Sends a chat request to the mock model, as a Handler does; the HTTP status of its answer. */
+async function openGate(text: string): Promise<number> {
+  const body = JSON.stringify({ model: "mock-model", messages: [{ role: "user", content: text }] });
+  const response = await fetch(`${mock.url}/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body });
+  await response.text();
+  return response.status;
+}
 
 const modelEnv = () => ({ OPENAI_BASE_URL: mock.url, OPENAI_API_KEY: "test", DIRIGENT_MODEL_MAX_RETRIES: "0" });
 
@@ -112,50 +118,78 @@ describe("dirigent CLI", () => {
 
   it("run prints a map's progress as map n/N done lines, naming failed branches and nested maps", async () => {
     const root = randomRoot();
-    const subjects = createSubjects(root);
     const up = startCli(["up", "--nats", server.url, "--prefix", root], modelEnv());
-    const nc = await connect({ servers: server.url });
     try {
       await up.waitFor(/ready/);
-      const file = join(dir, "ask.xml");
-      writeFileSync(file, "<task><description>ASK then map</description></task>");
-      const taskId = "cli-map-1";
-      const events = nc.subscribe(subjects.taskEvents(taskId));
-      const run = startCli(["run", file, "--task-id", taskId, "--nats", server.url, "--prefix", root]);
-      for await (const m of events) if ((m.json() as { type: string }).type === "continuation.input") break;
-      // Reported as the Evaluator reports a map at the root whose branch 2 runs a map of its own.
-      const inner = "0/map:2:0";
-      const reports = [
-        mapStarted("0", 4, 2),
-        branchStarted("0", "0/map:1", 1, 4),
-        branchStarted("0", "0/map:2", 2, 4),
-        mapStarted(inner, 3, 3, "collect"),
-        branchFinished("0", "0/map:1", 1, 4, "COMPLETE", 1),
-        branchFinished(inner, `${inner}.steps.1`, 2, 3, "COMPLETE", 1),
-        branchStarted("0", "0/map:3", 3, 4),
-        branchFinished("0", "0/map:3", 3, 4, "FAILED", 2),
-      ];
-      for (const report of reports) nc.publish(subjects.progress(taskId), progressBytes(taskId, report));
-      await run.waitFor(/map 2\/4 done/);
-      expect(await nc.request(subjects.taskInput(taskId), JSON.stringify({ text: "yes" }), { timeout: 10_000 })).toBeDefined();
-      expect(await run.exited).toBe(0);
-      const lines = run.output().split("\n");
-      const shown = lines.filter((l) => /\s(map|branch)\.(started|finished)\s/.test(l)).map((l) => l.replace(/^\[\s*\d+\]\s+\S+\s+/, ""));
-      expect(shown).toEqual([
-        "map.started  map started: 4 branches, 2 at once",
-        "branch.started  branch 1/4",
-        "branch.started  branch 2/4",
-        `map.started  map ${inner} started: 3 branches, 3 at once, failures collected`,
-        "branch.finished  map 1/4 done",
-        `branch.finished  map ${inner}: 1/3 done`,
-        "branch.started  branch 3/4",
-        "branch.finished  map 2/4 done (branch 3 FAILED)",
+      // A map of three steps, two at once, failures collected: the first answers, the second is a map over a list
+      // whose branches wait at the mock's gate `cli-files` until the test opens it, the third (started when the
+      // first is done) gets an HTTP 400.
+      const file = join(dir, "map.xml");
+      writeFileSync(
+        file,
+        `<task type="map" max_parallel="2" on_failure="collect"><steps>
+  <task><description>MAPFIRST</description></task>
+  <task type="map" over="files">
+    <inputs><input name="files">["a.md","b.md","c.md"]</input></inputs>
+    <steps><task><description>MAPFILE {{item}}</description></task></steps>
+  </task>
+  <task><description>MAPBREAK</description></task>
+</steps></task>`,
+      );
+      const run = startCli(["run", file, "--task-id", "cli-map-1", "--nats", server.url, "--prefix", root]);
+      await run.waitFor(/map 2\/3 done \(branch 3 FAILED\)/);
+      // The fourth request at the gate opens it: the three branches of the nested map answer.
+      expect(await openGate("MAPFILE opener")).toBe(200);
+      expect(await run.exited).toBe(1);
+      const shown = run
+        .output()
+        .split("\n")
+        .filter((l) => /\s(map|branch)\.(started|finished)\s/.test(l))
+        .map((l) => l.replace(/^\[\s*\d+\]\s+\S+\s+/, ""));
+      // The branches of both maps run at once: each map's lines are in order, the two maps' lines interleave.
+      const nested = (l: string) => l.includes("map 0.steps.1");
+      expect(shown.filter((l) => !nested(l))).toEqual([
+        "map.started  map started: 3 branches, 2 at once, failures collected",
+        "branch.started  branch 1/3",
+        "branch.started  branch 2/3",
+        "branch.finished  map 1/3 done",
+        "branch.started  branch 3/3",
+        "branch.finished  map 2/3 done (branch 3 FAILED)",
+        "branch.finished  map 3/3 done",
       ]);
-      expect(run.output()).toMatch(/result: COMPLETE[\s\S]*mapped/);
+      expect(shown.filter(nested)).toEqual([
+        "map.started  map 0.steps.1 started: 3 branches, 3 at once",
+        "branch.started  map 0.steps.1: branch 1/3",
+        "branch.started  map 0.steps.1: branch 2/3",
+        "branch.started  map 0.steps.1: branch 3/3",
+        "branch.finished  map 0.steps.1: 1/3 done",
+        "branch.finished  map 0.steps.1: 2/3 done",
+        "branch.finished  map 0.steps.1: 3/3 done",
+      ]);
+      // The nested map starts as its branch of the outer map does, and ends before the outer map does.
+      expect(shown.indexOf("branch.started  branch 2/3")).toBeLessThan(shown.indexOf(shown.filter(nested)[0] ?? ""));
+      expect(shown.indexOf("branch.finished  map 0.steps.1: 3/3 done")).toBeLessThan(shown.indexOf("branch.finished  map 3/3 done"));
+      expect(run.output()).toMatch(/result: FAILED\nerror: TASK_FAILURE[^\n]*1 of 3 branches failed: branch 3/);
     } finally {
-      await nc.drain();
       await up.stop();
     }
+  });
+
+  it("run names the maps at the step of a map over a list apart, each by its own path", async () => {
+    const file = join(dir, "map-in-map.xml");
+    writeFileSync(
+      file,
+      `<task type="map" over="files"><inputs><input name="files">["a.md","b.md"]</input></inputs><steps>
+  <task type="map"><steps><task><description>LEFT {{item}}</description></task><task><description>RIGHT {{item}}</description></task></steps></task>
+</steps></task>`,
+    );
+    const run = startCli(["run", file, "--nats", server.url, "--prefix", randomRoot()], modelEnv());
+    expect(await run.exited).toBe(0);
+    for (const i of [0, 1]) {
+      expect(run.output()).toMatch(new RegExp(`map\\.started  map 0/map:${i}:0\\.steps\\.0 started: 2 branches, 2 at once`));
+      expect(run.output()).toMatch(new RegExp(`branch\\.finished  map 0/map:${i}:0\\.steps\\.0: 2/2 done`));
+    }
+    expect(run.output()).toMatch(/branch\.finished  map 2\/2 done[\s\S]*result: COMPLETE/);
   });
 
   it("refuses a bad task id and a bad flag value with exit code 2", async () => {

@@ -5,8 +5,8 @@
  * highlight the task machine's state as it moves from running to completed (and, in the gallery, the states of all
  * the task's actors); then a task with a subtask appears in the task tree, and the role and process filters hide the
  * other actors; the page breaks no rule of its Content-Security-Policy. Saves a screenshot in test-artifacts/.
- * A task whose map reports (published on its progress subject as the Evaluator publishes them, relayed by the
- * Director) show its branches side by side under their map node, each with its state.
+ * A real map task (a map of steps, one of them a map over a list) shows its branches side by side under their map
+ * node, each with its state, while some are done, one failed and others wait at the mock model's gate.
  */
 import { connect } from "@nats-io/transport-node";
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -17,7 +17,6 @@ import { chromium, type Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createSubjects } from "../../protocol/index.js";
 import { machines } from "../../runtime/charts/registry.js";
-import { branchFinished, branchStarted, mapStarted, progressBytes } from "../support/map-events.js";
 import { randomRoot, startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 import { startCli, type CliProcess } from "../support/processes.js";
 
@@ -176,63 +175,64 @@ describe("dirigent inspect in a browser", () => {
     await page.close();
   });
 
-  it("draws a map's branches side by side under their map node, in order, with their states", async () => {
+  it("draws a real map's branches side by side under their map node, in order, with their states", async () => {
     const root = randomRoot();
     const script = join(dir, "map-script.json");
-    // The task waits for the user's answer (awaiting_input) while its map reports come in; then it completes.
+    // Branches held at the gate `map` until the test opens it, one refused with HTTP 400, the others answered.
     const rules = [
-      { match: { lastUser: { regex: "^ASK" }, turn: 1 }, toolCalls: [{ name: "request_user_input", arguments: { question: "Go on?" } }] },
-      { match: { lastUser: { regex: "^ASK" }, hasToolResult: true }, reply: "mapped" },
+      { match: { lastUser: { regex: "HOLD|FILE b\\.md" } }, gate: { name: "map", count: 3 }, reply: "late {{lastUser}}" },
+      { match: { lastUser: "BREAK" }, status: 400, reply: "bad request" },
     ];
-    writeFileSync(script, JSON.stringify({ rules }));
+    writeFileSync(script, JSON.stringify({ rules, default: { reply: "done: {{lastUser}}" } }));
     const mock = startCli(["mock-llm", "--port", "0", "--script", script, "--quiet"]);
     processes.push(mock);
-    const [modelUrl] = await mock.waitFor(/http:\/\/127\.0\.0\.1:\d+\/v1/);
+    const [modelUrl = ""] = await mock.waitFor(/http:\/\/127\.0\.0\.1:\d+\/v1/);
     const inspector = startCli(["inspect", "--port", "0", "--nats", server.url, "--prefix", root]);
     processes.push(inspector);
     const [, pageUrl = ""] = await inspector.waitFor(/inspector on (http:\/\/127\.0\.0\.1:\d+\/)/);
-    const up = startCli(["up", "--nats", server.url, "--prefix", root], { OPENAI_BASE_URL: modelUrl, OPENAI_API_KEY: "sk-map-test" });
+    const env = { OPENAI_BASE_URL: modelUrl, OPENAI_API_KEY: "sk-map-test", DIRIGENT_MODEL_MAX_RETRIES: "0" };
+    const up = startCli(["up", "--nats", server.url, "--prefix", root], env);
     processes.push(up);
     await up.waitFor(/ready/);
 
     const page = await browser.newPage({ viewport: { width: 1500, height: 1000 } });
     const requests: string[] = [];
     page.on("request", (r) => requests.push(r.url()));
+    // No script error; the only failed requests are the replay of the task asked for before it was submitted.
+    const errors: string[] = [];
+    const failed: string[] = [];
+    page.on("console", (m) => void (m.type() === "error" && !m.text().startsWith("Failed to load resource") && errors.push(m.text())));
+    page.on("pageerror", (e) => errors.push(e.message));
+    page.on("response", (r) => void (r.status() >= 400 && failed.push(`${r.status()} ${new URL(r.url()).pathname}`)));
     await page.addInitScript({ content: RECORD_CSP_VIOLATIONS });
     const taskId = `browser-map-${Date.now()}`;
     await page.goto(`${pageUrl}?task=${taskId}`);
     await page.waitForSelector("body[data-ready=true]");
-    const subjects = createSubjects(root);
+    // A map of four steps, failures collected: the second step is a map over a list of two files.
+    const xml = `<task type="map" on_failure="collect"><steps>
+  <task><description>QUICK one</description></task>
+  <task type="map" over="files">
+    <inputs><input name="files">["a.md","b.md"]</input></inputs>
+    <steps><task><description>FILE {{item}}</description></task></steps>
+  </task>
+  <task><description>BREAK three</description></task>
+  <task><description>HOLD four</description></task>
+</steps></task>`;
     const nc = await connect({ servers: server.url, name: "browser-map-test-client" });
     try {
-      const body = JSON.stringify({ taskId, xml: "<task><description>ASK then map</description></task>" });
-      expect((await nc.request(subjects.submit, body, { timeout: 10_000 })).json()).toEqual({ taskId, status: "accepted" });
-      await page.waitForSelector('#timeline li[data-type="continuation.input"]', { timeout: 15_000 });
-      // A map of 4 over a list, 3 at once, at the root; branch 2 runs a map of 3 steps, 2 at once. Interleaved.
-      const inner = "0/map:2:0";
-      const reports = [
-        mapStarted("0", 4, 3),
-        branchStarted("0", "0/map:1", 1, 4),
-        branchStarted("0", "0/map:2", 2, 4),
-        branchStarted("0", "0/map:3", 3, 4),
-        mapStarted(inner, 3, 2, "collect"),
-        branchStarted(inner, `${inner}.steps.0`, 1, 3),
-        branchStarted(inner, `${inner}.steps.1`, 2, 3),
-        branchFinished("0", "0/map:1", 1, 4, "COMPLETE", 1),
-        branchStarted("0", "0/map:4", 4, 4),
-        branchFinished(inner, `${inner}.steps.0`, 1, 3, "COMPLETE", 1),
-        branchFinished("0", "0/map:3", 3, 4, "FAILED", 2),
-        branchFinished("0", "0/map:4", 4, 4, "CANCELLED", 3),
-      ];
-      for (const report of reports) nc.publish(subjects.progress(taskId), progressBytes(taskId, report));
-      await nc.flush();
+      const body = JSON.stringify({ taskId, xml });
+      expect((await nc.request(createSubjects(root).submit, body, { timeout: 10_000 })).json()).toEqual({ taskId, status: "accepted" });
 
       const outer = page.locator('#tree li[data-node="0"] > .map[data-map="0"]');
-      await outer.locator('.branch[data-branch="4"][data-state="CANCELLED"]').waitFor({ timeout: 15_000 });
+      // The branch that is itself a map: its branches are drawn in its node, under the outer map's node.
+      const nested = page.locator('#tree li[data-node="0"] li[data-node="0.steps.1"] > .map[data-map="0.steps.1"]');
+      await outer.locator('.branch[data-branch="1"][data-state="COMPLETE"]').waitFor({ timeout: 15_000 });
+      await outer.locator('.branch[data-branch="3"][data-state="FAILED"]').waitFor({ timeout: 15_000 });
+      await nested.locator('.branch[data-branch="1"][data-state="COMPLETE"]').waitFor({ timeout: 15_000 });
       mkdirSync(ARTIFACTS, { recursive: true });
       await page.locator("#detail").screenshot({ path: join(ARTIFACTS, "inspector-map.png") });
       const chips = (map: typeof outer) =>
-        map.locator(".branch").evaluateAll((nodes) =>
+        map.locator(":scope > .branches > .branch").evaluateAll((nodes) =>
           nodes.map((n) => {
             const box = n.getBoundingClientRect();
             return { label: n.querySelector(".label")?.textContent, state: n.querySelector(".state")?.textContent, x: box.x, y: box.y };
@@ -243,32 +243,40 @@ describe("dirigent inspect in a browser", () => {
         ["branch 1/4", "COMPLETE"],
         ["branch 2/4", "running"],
         ["branch 3/4", "FAILED"],
-        ["branch 4/4", "CANCELLED"],
+        ["branch 4/4", "running"],
       ]);
       // Side by side: one row, left to right in order of branch number.
       expect(new Set(branches.map((b) => Math.round(b.y))).size).toBe(1);
       expect(branches.map((b) => b.x)).toEqual([...branches.map((b) => b.x)].sort((a, b) => a - b));
-      expect(await outer.locator(".summary").textContent()).toBe("3/4 done · 1 running · 1 failed · 3 at once");
+      expect(await outer.locator(".summary").textContent()).toBe("2/4 done · 2 running · 1 failed · 4 at once");
       expect(await page.locator('#tree li[data-node="0"]').evaluate((li) => li.firstChild?.textContent)).toBe("map 0");
-      // The inner map is drawn under its branch's node, with its own branches; the one not started yet waits.
-      const nested = page.locator(`#tree li[data-node="0/map:2"] li[data-node="${inner}"] > .map[data-map="${inner}"]`);
+      expect(await page.locator('#tree li[data-node="0.steps.1"]').evaluate((li) => li.firstChild?.textContent)).toBe("map 0.steps.1");
       expect((await chips(nested)).map((b) => [b.label, b.state])).toEqual([
-        ["branch 1/3", "COMPLETE"],
-        ["branch 2/3", "running"],
-        ["branch 3/3", "waiting"],
+        ["branch 1/2", "COMPLETE"],
+        ["branch 2/2", "running"],
       ]);
+      expect(await nested.locator(".summary").textContent()).toBe("1/2 done · 1 running · 2 at once");
+      // Each branch of the nested map (a map over a list, at 0-based `map:<i>`) is a node under the nested map's.
+      for (const i of [0, 1]) await page.locator(`#tree li[data-node="0.steps.1"] li[data-node="0.steps.1/map:${i}"]`).waitFor();
 
-      // The answer lets the task complete; the branches stay as they were last reported.
-      expect((await nc.request(subjects.taskInput(taskId), JSON.stringify({ text: "yes" }), { timeout: 10_000 })).json()).toEqual({
-        taskId,
-        status: "accepted",
+      // The third request at the gate opens it: the held branches answer, and the map fails naming branch 3.
+      const opened = await fetch(`${modelUrl}/chat/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ model: "mock-model", messages: [{ role: "user", content: "HOLD opener" }] }),
       });
-      await page.waitForSelector(`#tasks .task[data-task-id="${taskId}"][data-state="completed"]`, { timeout: 15_000 });
-      expect((await chips(outer)).map((b) => b.state)).toEqual(["COMPLETE", "running", "FAILED", "CANCELLED"]);
+      expect(opened.status).toBe(200);
+      await page.waitForSelector(`#tasks .task[data-task-id="${taskId}"][data-state="failed"]`, { timeout: 15_000 });
+      await nested.locator('.branch[data-branch="2"][data-state="COMPLETE"]').waitFor({ timeout: 15_000 });
+      expect((await chips(outer)).map((b) => b.state)).toEqual(["COMPLETE", "COMPLETE", "FAILED", "COMPLETE"]);
+      expect(await outer.locator(".summary").textContent()).toBe("4/4 done · 0 running · 1 failed · 4 at once");
+      expect((await chips(nested)).map((b) => b.state)).toEqual(["COMPLETE", "COMPLETE"]);
     } finally {
       await nc.drain();
     }
     expect(await page.evaluate("window.__violations")).toEqual([]);
+    expect(errors).toEqual([]);
+    expect(failed.filter((f) => f !== `404 /api/tasks/${taskId}`)).toEqual([]);
     expect(requests.every((u) => new URL(u).hostname === "127.0.0.1")).toBe(true);
     await page.close();
   });

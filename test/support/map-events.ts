@@ -1,8 +1,9 @@
 /**
  * The progress reports of a `map` node as the Evaluator publishes them (`map.started`, `branch.started`,
  * `branch.finished`, the messages and data of issue 19), and the task events a Director makes of them, encoded and
- * decoded through the protocol schemas as they travel. Until the map type runs end to end, tests of the CLI and the
- * inspector feed these.
+ * decoded through the protocol schemas as they travel. Unit tests of the CLI's and the inspector's map views feed
+ * these, with node paths as the Evaluator reports them (branch 3 of a map over a list at `0/map:2`, a map of steps'
+ * at `0.steps.2`); the e2e tests run real maps.
  */
 import { decode, encode, Progress, TaskEvent, type BranchStatus, type TaskId } from "../../protocol/index.js";
 

@@ -9,22 +9,22 @@ import { checkmateLine } from "../../runtime/cli/checkmate.js";
 import { createEventPrinter, formatEvent, mapProgressText } from "../../runtime/cli/output.js";
 import { branchFinished, branchStarted, mapStarted, relayed } from "../support/map-events.js";
 
-const INNER = "0/map:2:0.steps.1";
+const INNER = "0/map:1:0.steps.0";
 
 /** A map over a list of 3 at the root, 2 at once, collecting failures; branch 2 runs a map of 2 steps inside. */
 const reports = [
   mapStarted("0", 3, 2, "collect"),
-  branchStarted("0", "0/map:1", 1, 3),
-  branchStarted("0", "0/map:2", 2, 3),
+  branchStarted("0", "0/map:0", 1, 3),
+  branchStarted("0", "0/map:1", 2, 3),
   mapStarted(INNER, 2, 2),
   branchStarted(INNER, `${INNER}.steps.0`, 1, 2),
   branchStarted(INNER, `${INNER}.steps.1`, 2, 2),
-  branchFinished("0", "0/map:1", 1, 3, "COMPLETE", 1),
-  branchStarted("0", "0/map:3", 3, 3),
+  branchFinished("0", "0/map:0", 1, 3, "COMPLETE", 1),
+  branchStarted("0", "0/map:2", 3, 3),
   branchFinished(INNER, `${INNER}.steps.1`, 2, 2, "COMPLETE", 1),
-  branchFinished("0", "0/map:3", 3, 3, "FAILED", 2),
+  branchFinished("0", "0/map:2", 3, 3, "FAILED", 2),
   branchFinished(INNER, `${INNER}.steps.0`, 1, 2, "CANCELLED", 2),
-  branchFinished("0", "0/map:2", 2, 3, "COMPLETE", 3),
+  branchFinished("0", "0/map:1", 2, 3, "COMPLETE", 3),
 ];
 
 describe("map progress in the CLI", () => {
@@ -70,6 +70,23 @@ describe("map progress in the CLI", () => {
   it("prints no control characters of a node path", () => {
     const [event] = relayed("map-task", [branchFinished("0.steps.1\u001b[2J", "x", 1, 2, "FAILED", 1)]);
     expect(mapProgressText(event as TaskEvent)).toBe("map 0.steps.1?[2J: 1/2 done (branch 1 FAILED)");
+  });
+
+  it("names each map at the step of a map over a list by the scoped path its branches' node paths give", () => {
+    // As the Evaluator reports them: the inner maps' branches name the template node (`0.steps.0`) as their mapPath.
+    const inner = (i: number) => `0/map:${i}:0.steps.0`;
+    const nested = relayed("map-task", [
+      mapStarted(inner(0), 2, 10),
+      branchStarted("0.steps.0", `${inner(0)}.steps.1`, 2, 2),
+      branchFinished("0.steps.0", `${inner(1)}.steps.0`, 1, 2, "FAILED", 1),
+      branchFinished("0", "0/map:1", 2, 2, "FAILED", 1),
+    ]);
+    expect(nested.map(mapProgressText)).toEqual([
+      "map 0/map:0:0.steps.0 started: 2 branches, 2 at once",
+      "map 0/map:0:0.steps.0: branch 2/2",
+      "map 0/map:1:0.steps.0: 1/2 done (branch 1 FAILED)",
+      "map 1/2 done (branch 2 FAILED)",
+    ]);
   });
 
   it("prints how far a map is in dirigent checkmate too, not each branch's start", () => {

@@ -13,20 +13,20 @@ import { startInspectServer, type InspectServer } from "../../runtime/inspect/se
 import { InspectState, type TaskView } from "../../runtime/inspect/state.js";
 import { branchFinished, branchStarted, mapStarted, relayed } from "../support/map-events.js";
 
-const INNER = "0/map:2:0.steps.1";
+const INNER = "0/map:1:0.steps.0";
 
 /** A map over a list of 3 at the root, 2 at once; branch 2 runs a map of 2 steps; branch 3 fails. */
 const reports = [
   mapStarted("0", 3, 2, "collect"),
-  branchStarted("0", "0/map:1", 1, 3),
-  branchStarted("0", "0/map:2", 2, 3),
+  branchStarted("0", "0/map:0", 1, 3),
+  branchStarted("0", "0/map:1", 2, 3),
   mapStarted(INNER, 2, 2),
   branchStarted(INNER, `${INNER}.steps.0`, 1, 2),
   branchStarted(INNER, `${INNER}.steps.1`, 2, 2),
-  branchFinished("0", "0/map:1", 1, 3, "COMPLETE", 1),
-  branchStarted("0", "0/map:3", 3, 3),
+  branchFinished("0", "0/map:0", 1, 3, "COMPLETE", 1),
+  branchStarted("0", "0/map:2", 3, 3),
   branchFinished(INNER, `${INNER}.steps.1`, 2, 2, "COMPLETE", 1),
-  branchFinished("0", "0/map:3", 3, 3, "FAILED", 2),
+  branchFinished("0", "0/map:2", 3, 3, "FAILED", 2),
 ];
 
 let server: InspectServer | undefined;
@@ -57,9 +57,9 @@ describe("the inspector's map view", () => {
         onFailure: "collect",
         finished: 2,
         branches: [
-          { branch: 1, nodePath: "0/map:1", state: "COMPLETE" },
-          { branch: 2, nodePath: "0/map:2", state: "running" },
-          { branch: 3, nodePath: "0/map:3", state: "FAILED" },
+          { branch: 1, nodePath: "0/map:0", state: "COMPLETE" },
+          { branch: 2, nodePath: "0/map:1", state: "running" },
+          { branch: 3, nodePath: "0/map:2", state: "FAILED" },
         ],
       },
       {
@@ -75,7 +75,7 @@ describe("the inspector's map view", () => {
       },
     ] satisfies MapView[]);
     // The map and branch nodes are in the task tree too.
-    expect(task.nodes).toEqual(expect.arrayContaining(["0", "0/map:1", "0/map:3", INNER, `${INNER}.steps.0`]));
+    expect(task.nodes).toEqual(expect.arrayContaining(["0", "0/map:0", "0/map:2", INNER, `${INNER}.steps.0`]));
     // And the page's first load carries the same.
     const state = (await (await fetch(new URL("/api/state", server.url))).json()) as { tasks: TaskView[] };
     expect(state.tasks.find((t) => t.taskId === taskId)?.maps).toEqual(task.maps);
@@ -100,6 +100,27 @@ describe("the inspector's map view", () => {
     expect(state.task("t")?.maps?.[0]?.branches).toEqual([{ branch: 1, nodePath: "0.steps.0", state: "running" }]);
   });
 
+  it("keeps the maps at the step of a map over a list apart, by the scoped node paths of their branches", () => {
+    const state = new InspectState();
+    // As the Evaluator reports them: the inner maps' branches name the template node (`0.steps.0`) as their mapPath.
+    const inner = (i: number) => `0/map:${i}:0.steps.0`;
+    const events = relayed("t", [
+      mapStarted("0", 2, 2),
+      branchStarted("0", "0/map:0", 1, 2),
+      branchStarted("0", "0/map:1", 2, 2),
+      mapStarted(inner(0), 2, 10),
+      branchStarted("0.steps.0", `${inner(0)}.steps.0`, 1, 2),
+      mapStarted(inner(1), 2, 10),
+      branchStarted("0.steps.0", `${inner(1)}.steps.1`, 2, 2),
+      branchFinished("0.steps.0", `${inner(1)}.steps.1`, 2, 2, "COMPLETE", 1),
+    ]);
+    for (const event of events) state.applyTaskEvent(event);
+    const maps = state.task("t")?.maps ?? [];
+    expect(maps.map((m) => m.nodePath)).toEqual(["0", inner(0), inner(1)]);
+    expect(maps[1]?.branches).toEqual([{ branch: 1, nodePath: `${inner(0)}.steps.0`, state: "running" }]);
+    expect(maps[2]).toMatchObject({ finished: 1, branches: [{ branch: 2, nodePath: `${inner(1)}.steps.1`, state: "COMPLETE" }] });
+  });
+
   it("ignores reports with malformed data, and keeps a task without maps as it was", () => {
     const state = new InspectState();
     const events = relayed("t", [
@@ -121,7 +142,7 @@ describe("the inspector's map view", () => {
   it("keeps at most the first MAX_BRANCHES branches of a map, and the count of those finished", () => {
     const state = new InspectState();
     const total = MAX_BRANCHES + 50;
-    const many = Array.from({ length: total }, (_, i) => branchFinished("0", `0/map:${i + 1}`, i + 1, total, "COMPLETE", i + 1));
+    const many = Array.from({ length: total }, (_, i) => branchFinished("0", `0/map:${i}`, i + 1, total, "COMPLETE", i + 1));
     for (const event of relayed("t", many)) state.applyTaskEvent(event);
     const [map] = state.task("t")?.maps ?? [];
     expect(map?.branches).toHaveLength(MAX_BRANCHES);
@@ -133,7 +154,7 @@ describe("the inspector's map view", () => {
     const state = new InspectState({ maxTimeline: 10 });
     const maps = MAX_TASK_BRANCHES / 200 + 1;
     const reports = Array.from({ length: maps }, (_, m) =>
-      Array.from({ length: 200 }, (_, i) => branchStarted(`0.steps.${m}`, `0.steps.${m}/map:${i + 1}`, i + 1, 200)),
+      Array.from({ length: 200 }, (_, i) => branchStarted(`0.steps.${m}`, `0.steps.${m}/map:${i}`, i + 1, 200)),
     ).flat();
     for (const event of relayed("t", reports)) state.applyTaskEvent(event);
     const kept = state.task("t")?.maps ?? [];
@@ -141,7 +162,7 @@ describe("the inspector's map view", () => {
     expect(kept.at(-1)).toMatchObject({ branches: [], truncated: true });
     expect(kept.filter((m) => m.truncated)).toHaveLength(1);
     // A known branch still changes once the task is full.
-    state.applyTaskEvent(relayed("t", [branchFinished("0.steps.0", "0.steps.0/map:1", 1, 200, "FAILED", 1)], 5000)[0] as TaskEvent);
+    state.applyTaskEvent(relayed("t", [branchFinished("0.steps.0", "0.steps.0/map:0", 1, 200, "FAILED", 1)], 5000)[0] as TaskEvent);
     expect(state.task("t")?.maps?.[0]?.branches[0]?.state).toBe("FAILED");
     for (const event of relayed(
       "t",
