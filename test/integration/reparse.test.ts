@@ -1,7 +1,7 @@
 /**
  * Reparse over a real nats-server with the mock model: an atomic task that runs out of turns (also after resuming
  * from a CONTINUATION) or whose Handler reports a recoverable failure is decomposed by the Compiler into a
- * sequential sub-tree that runs in its place; bounded to 3 attempts; `disable_reparsing` opts out.
+ * sequential sub-tree that runs in its place; bounded to 3 attempts; `disable_reparsing` and `manual_xml` opt out.
  */
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -92,6 +92,14 @@ describe("reparse", () => {
       inputs: { topic: "x" },
       taskId: newTaskId(),
     });
+    expect(outcome.error).toMatchObject({ type: "RESOURCE_EXHAUSTION", resource: "turns" });
+    expect(mock.requests.slice(before).some((r) => JSON.stringify(r.body).includes("dirigent task compiler"))).toBe(false);
+  });
+
+  it("does not reparse a task written by hand (<manual_xml>true</manual_xml>)", async () => {
+    await using s = await startStack({ url: server.url, mock, config: { maxTurns: 1 } });
+    const before = mock.requests.length;
+    const outcome = await s.client.run({ xml: big("<manual_xml>true</manual_xml>"), inputs: { topic: "x" }, taskId: newTaskId() });
     expect(outcome.error).toMatchObject({ type: "RESOURCE_EXHAUSTION", resource: "turns" });
     expect(mock.requests.slice(before).some((r) => JSON.stringify(r.body).includes("dirigent task compiler"))).toBe(false);
   });

@@ -1,6 +1,6 @@
 /**
  * What the seeds still ask of the task language, over a real nats-server: structured step results, `from="env:NAME"`
- * inputs from an allowlist, `<code>` steps refused.
+ * inputs from an allowlist, `<code>` steps refused, `<provider>`, `<expected_output>` and `<manual_xml>`.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startMockLlm, type MockLlmServer } from "../../runtime/model/mock-server.js";
@@ -81,5 +81,48 @@ describe('from="env:NAME"', () => {
       delete process.env["DIRIGENT_TEST_REGION"];
       delete process.env["DIRIGENT_TEST_UNLISTED"];
     }
+  });
+});
+
+describe("<provider>, <expected_output>, <manual_xml>", () => {
+  it("sends a task's model calls to the provider it names, and fails one the configuration does not name", async () => {
+    const second = await startMockLlm({ port: 0, script: { rules: [], default: { reply: "from the second server" } } });
+    try {
+      await using stack = await startStack({ url: server.url, mock, config: { providers: { second: second.url } } });
+      const before = mock.requests.length;
+      const outcome = await stack.client.run({
+        xml: "<task><provider>second</provider><description>hello</description></task>",
+        taskId: newTaskId(),
+      });
+      expect(outcome).toMatchObject({ status: "COMPLETE", content: "from the second server" });
+      expect(second.requests).toHaveLength(1);
+      expect(mock.requests.length).toBe(before);
+      const unknown = await stack.client.run({
+        xml: "<task><provider>elsewhere</provider><description>hello</description></task>",
+        taskId: newTaskId(),
+      });
+      expect(unknown.status).toBe("FAILED");
+      expect(unknown.error?.message).toMatch(/unknown provider 'elsewhere': DIRIGENT_PROVIDERS names second/);
+    } finally {
+      await second.close();
+    }
+  });
+
+  it("gives the model the task's <expected_output>", async () => {
+    await using stack = await startStack({ url: server.url, mock });
+    const before = mock.requests.length;
+    const xml = "<task><description>Name a colour</description><expected_output>One word, lower case.</expected_output></task>";
+    const outcome = await stack.client.run({ xml, taskId: newTaskId() });
+    expect(outcome.status).toBe("COMPLETE");
+    expect(lastUsers(before)).toEqual(["Name a colour\n\nExpected output:\nOne word, lower case."]);
+  });
+
+  it("refuses a provider name that is no name when the template is read", async () => {
+    await using stack = await startStack({ url: server.url, mock });
+    const refused = await stack.client
+      .run({ xml: "<task><provider>a b</provider><description>x</description></task>" })
+      .catch((e: unknown) => e);
+    expect(refused).toMatchObject({ code: "INVALID_TEMPLATE" });
+    expect(String(refused)).toMatch(/invalid <provider> 'a b': expected the name of a provider/);
   });
 });
