@@ -4,6 +4,7 @@
  * calls) of an atomic task's prompt-bearing fields ({@link prepareAtomic}).
  */
 import { ATOMIC_TYPES, type EvalNode } from "../../machines/evaluator/evaluation.js";
+import { readEvaluation } from "../../machines/evaluator/loop.js";
 import type { Env } from "../../machines/language/env.js";
 import { taskFailure, type SessionSettings, type TaskResult } from "../../protocol/index.js";
 import { expandText, type InlineCall } from "./inline.js";
@@ -131,11 +132,25 @@ export interface AtomicFields extends SessionSettings {
   context?: string;
 }
 
+/** What a seed-era `type="evaluator"` task is asked to answer: the evaluation schema. */
+export const EVALUATION_SCHEMA = 'Answer with JSON only: {"success": true or false, "feedback": "what is missing or wrong"}.';
+
+/**
+ * A seed-era evaluator's result read as an evaluation: `notes.success` and `notes.feedback` set, `parsedContent`
+ * `{success, feedback}` (an answer without a boolean `success` is no success, with feedback saying so).
+ */
+export function asEvaluation(result: TaskResult): TaskResult {
+  if (result.status !== "COMPLETE") return result;
+  const { success, feedback } = readEvaluation(result);
+  return { ...result, parsedContent: { success, feedback }, notes: { ...result.notes, success, feedback } };
+}
+
 function atomicFields(node: TaskNode): AtomicFields {
   const expected = node.expectedOutput?.trim() ? `Expected output:\n${node.expectedOutput.trim()}` : undefined;
   const prompt = [node.description, node.instructions]
     .filter((t): t is string => !!t && t.trim() !== "")
     .concat(expected === undefined || (!node.description?.trim() && !node.instructions?.trim()) ? [] : [expected])
+    .concat(node.type === "evaluator" && (node.description?.trim() || node.instructions?.trim()) ? [EVALUATION_SCHEMA] : [])
     .join("\n\n");
   return {
     prompt,

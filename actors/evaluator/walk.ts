@@ -36,7 +36,7 @@ import {
   type ContextDeps,
 } from "./context.js";
 import { MAX_INLINE_DEPTH, type InlineCall } from "./inline.js";
-import { criteriaText, entryPath, inputFailure, nodeAt, prepareAtomic, summarize, type AtomicFields } from "./nodes.js";
+import { asEvaluation, criteriaText, entryPath, inputFailure, nodeAt, prepareAtomic, summarize, type AtomicFields } from "./nodes.js";
 import { runScriptExecution, runScriptTask, type RunCommand } from "./script.js";
 import { bindArgs, runCond } from "./calls.js";
 
@@ -187,7 +187,8 @@ export function scopedWalk(walk: Walk, document: TemplateDocument, scope: string
  */
 function continuationsFor(walk: Walk, node: TaskNode): ContinuationKind[] {
   const kinds = walk.continuationTools.filter((k) => k !== "evaluation");
-  return node.subtype === "director" ? [...kinds, "evaluation"] : kinds;
+  // Seed era: `type="director"` is an atomic director.
+  return node.subtype === "director" || node.type === "director" ? [...kinds, "evaluation"] : kinds;
 }
 
 /** What the effects of one evaluation actor system act for: the walk, its nesting depth, the inline calls around it. */
@@ -298,7 +299,8 @@ function buildWalkMachine(scopeOf: ScopeOf) {
           signal,
           budgetScopes(input.env),
         );
-        return applyOutputFormat(node, withContextNotes(result, context.value), returnsOf(walk.document, input.path));
+        const formatted = applyOutputFormat(node, withContextNotes(result, context.value), returnsOf(walk.document, input.path));
+        return node.type === "evaluator" ? asEvaluation(formatted) : formatted;
       }),
       reparse: fromPromise<TaskResult, { path: string; env: Env; result: TaskResult }>(async ({ input, signal, system }) => {
         const { walk, depth } = scopeOf(system);

@@ -49,6 +49,8 @@ import {
   type Mutable,
   childElements,
   criteria,
+  ignoredSettings,
+  NO_SESSION,
   mergeScript,
   directText,
   fail,
@@ -96,7 +98,8 @@ export function buildStep(ctx: BuildContext, el: XmlElement): StepNode {
 /** `<task>` (or the body of a wrapper such as `<director>`, as an implicit task). */
 export function buildTask(ctx: BuildContext, el: XmlElement, origin?: ImplicitTaskOrigin): TaskNode {
   const type = el.attrs.type?.trim() || "atomic";
-  if (!KNOWN_TYPES.some((known) => known === type)) {
+  // Seed-era `director` and `evaluator` types are atomic tasks with that role (docs/task-language.md).
+  if (!KNOWN_TYPES.some((known) => known === type) && type !== "director" && type !== "evaluator") {
     const expected = `${KNOWN_TYPES.slice(0, -1).join(", ")} or ${KNOWN_TYPES.at(-1) ?? ""}`;
     ctx.warn("unsupported-task-type", `unknown task type '${type}' (expected ${expected})`, el.loc);
   }
@@ -204,20 +207,6 @@ const TASK_CHILDREN = new Set([
   "output_slot",
   "input_source",
 ]);
-
-/** Task types that run no model session of their own: a session's settings on them are ignored. */
-const NO_SESSION = new Set(["sequential", "map", "reduce", "script", "director_evaluator_loop", "judge_loop"]);
-
-function ignoredSettings(ctx: BuildContext, task: TaskNode): void {
-  const set = [
-    task.tools ? "<tools>" : "",
-    task.maxTurns === undefined ? "" : "max_turns",
-    task.temperature === undefined ? "" : "temperature",
-    task.maxOutputTokens === undefined ? "" : "max_output_tokens",
-  ].filter((s) => s !== "");
-  if (set.length > 0)
-    ctx.warn("ignored-setting", `${set.join(", ")} set the session of an atomic task; on a ${task.type} task they are ignored`, task.loc);
-}
 
 function setSlot(task: Mutable<TaskNode>, name: "output_slot" | "input_source", variable: string): void {
   if (variable === "") return;

@@ -2,7 +2,7 @@
  * Small readers shared by the element builders: text content, attributes, enum/boolean/number
  * values with located errors, and the fallback for elements the runtime does not model.
  */
-import type { ElementNode, ScriptSpec, SourceLocation, StepNode, TemplateWarningKind } from "./ast.js";
+import type { ElementNode, ScriptSpec, SourceLocation, StepNode, TaskNode, TemplateWarningKind } from "./ast.js";
 import { InvalidTemplateError } from "./errors.js";
 import type { SourceText } from "./locate.js";
 import type { XmlElement } from "./xml.js";
@@ -179,4 +179,18 @@ export function criteria(ctx: BuildContext, el: XmlElement): string | string[] {
     return children.map((c) => prose(ctx, c));
   }
   return prose(ctx, el);
+}
+
+/** Task types that run no model session of their own: a session's settings on them are ignored. */
+export const NO_SESSION = new Set(["sequential", "map", "reduce", "script", "director_evaluator_loop", "judge_loop"]);
+
+export function ignoredSettings(ctx: BuildContext, task: TaskNode): void {
+  const set = [
+    task.tools ? "<tools>" : "",
+    task.maxTurns === undefined ? "" : "max_turns",
+    task.temperature === undefined ? "" : "temperature",
+    task.maxOutputTokens === undefined ? "" : "max_output_tokens",
+  ].filter((s) => s !== "");
+  if (set.length > 0)
+    ctx.warn("ignored-setting", `${set.join(", ")} set the session of an atomic task; on a ${task.type} task they are ignored`, task.loc);
 }

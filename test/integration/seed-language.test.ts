@@ -15,7 +15,10 @@ beforeAll(async () => {
   mock = await startMockLlm({
     port: 0,
     script: {
-      rules: [{ match: { lastUser: "LIST" }, reply: '[{"name": "a.py", "lines": 12}, {"name": "b.py", "lines": 40}]' }],
+      rules: [
+        { match: { lastUser: "LIST" }, reply: '[{"name": "a.py", "lines": 12}, {"name": "b.py", "lines": 40}]' },
+        { match: { lastUser: "VERDICT" }, reply: '{"success": false, "feedback": "too short"}' },
+      ],
       default: { reply: "echo:{{lastUser}}" },
     },
   });
@@ -124,5 +127,37 @@ describe("<provider>, <expected_output>, <manual_xml>", () => {
       .catch((e: unknown) => e);
     expect(refused).toMatchObject({ code: "INVALID_TEMPLATE" });
     expect(String(refused)).toMatch(/invalid <provider> 'a b': expected the name of a provider/);
+  });
+});
+
+describe('seed-era type="director" and type="evaluator"', () => {
+  const toolNames = (i: number) =>
+    ((mock.requests[i]?.body as { tools?: { function: { name: string } }[] }).tools ?? []).map((t) => t.function.name);
+
+  it("offers a director the evaluation continuation, as a subtype director is", async () => {
+    await using stack = await startStack({ url: server.url, mock });
+    const before = mock.requests.length;
+    await stack.client.run({ xml: '<task type="director"><description>Plan the trip</description></task>', taskId: newTaskId() });
+    expect(toolNames(before)).toContain("request_evaluation");
+    const plain = mock.requests.length;
+    await stack.client.run({ xml: "<task><description>Plan the trip</description></task>", taskId: newTaskId() });
+    expect(toolNames(plain)).not.toContain("request_evaluation");
+  });
+
+  it("asks an evaluator for the evaluation schema and reads its answer as an evaluation", async () => {
+    await using stack = await startStack({ url: server.url, mock });
+    const before = mock.requests.length;
+    const judged = await stack.client.run({
+      xml: '<task type="evaluator"><description>VERDICT on the draft</description></task>',
+      taskId: newTaskId(),
+    });
+    expect(lastUsers(before)[0]).toMatch(/^VERDICT on the draft\n\nAnswer with JSON only: \{"success": true or false, "feedback"/);
+    expect(judged).toMatchObject({ status: "COMPLETE", parsedContent: { success: false, feedback: "too short" } });
+    expect(judged.notes).toMatchObject({ success: false, feedback: "too short" });
+    const unreadable = await stack.client.run({
+      xml: '<task type="evaluator"><description>Say something</description></task>',
+      taskId: newTaskId(),
+    });
+    expect(unreadable.parsedContent).toEqual({ success: false, feedback: "Evaluation failed or structure invalid." });
   });
 });
