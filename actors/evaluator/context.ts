@@ -52,7 +52,7 @@ export interface MatchQuery {
 /** What working out a task's context needs from the Evaluator. */
 export interface ContextDeps {
   /** Associative matching by the Memory role (`memory.match`). */
-  memoryMatch(query: MatchQuery, signal: AbortSignal): Promise<{ path: string; score?: number }[]>;
+  memoryMatch(query: MatchQuery, signal: AbortSignal): Promise<{ path: string; relevance?: string; score?: number }[]>;
   /** Runs an argv in a Handler (in its sandbox, if its command allowlist allows the program), for `<file_paths source="command">`. */
   runCommand?(argv: string[], signal: AbortSignal): Promise<{ stdout: string; exitCode: number | null }>;
 }

@@ -30,7 +30,7 @@ import { publishProgress } from "../local.js";
 import { createTaskSpend, usageLine } from "./budget.js";
 import { DEFAULT_INPUT_TIMEOUT_MS, waitForInput } from "./input.js";
 import { entryPath, inputFailure, nodeAt, summarize } from "./nodes.js";
-import { templateCommandRefusal } from "./commands.js";
+import { templateCommandRefusal } from "./script.js";
 import { walkActors, type Walk } from "./walk.js";
 import { ENV_INPUTS_BINDING, type EnvInputs } from "./bind.js";
 import { ask, askRetrying, RemoteError } from "../ask.js";
@@ -190,7 +190,7 @@ export function startEvaluator(deps: ActorDeps, config: EvaluatorConfig): RoleHa
         const answer = await askRetrying(deps, Requests.memoryMatch, match, { timeoutMs: MEMORY_TIMEOUT_MS, signal });
         return answer.matches
           .slice(0, query.limit ?? answer.matches.length)
-          .map((m) => ({ path: m.path, ...(m.score === undefined ? {} : { score: m.score }) }));
+          .map((m) => ({ path: m.path, relevance: m.relevance, ...(m.score === undefined ? {} : { score: m.score }) }));
       },
       progress: (event, message, data) => progress(taskId, event, message, data),
       library,

@@ -61,6 +61,7 @@ export function summarize(node: StepNode): EvalNode {
       return {
         kind: "task",
         type: node.type,
+        ...(node.subtype === undefined ? {} : { subtype: node.subtype }),
         loc: node.loc,
         ...(node.name ? { name: node.name } : {}),
         ...(node.ref ? { ref: node.ref } : {}),

@@ -38,6 +38,7 @@ import {
 import { MAX_INLINE_DEPTH, type InlineCall } from "./inline.js";
 import { asEvaluation, criteriaText, entryPath, inputFailure, nodeAt, prepareAtomic, summarize, type AtomicFields } from "./nodes.js";
 import { runScriptExecution, runScriptTask, type RunCommand } from "./script.js";
+import { runMemoryTask } from "./memory-task.js";
 import { bindArgs, runCond } from "./calls.js";
 
 export { argumentValue } from "./calls.js";
@@ -102,6 +103,8 @@ export interface Walk {
   memoryMatch?: ContextDeps["memoryMatch"];
 }
 
+const PATH_KEYS: readonly string[] = ["nodePath", "mapPath"];
+
 function missingNode(path: string): TaskResult {
   return taskFailure("unexpected_error", `no executable node at path ${path}`);
 }
@@ -153,16 +156,6 @@ export function evaluateDocument(
   return evaluateNode(scopedWalk(walk, document, scope), path, env, depth, signal, 0, true);
 }
 
-/** `data` with its node paths (`nodePath`, a branch's `mapPath`) under a scope. */
-function scopedPaths(data: Record<string, unknown>, at: (path: string) => string): Record<string, unknown> {
-  const out = { ...data };
-  for (const key of ["nodePath", "mapPath"]) {
-    const path = out[key];
-    if (typeof path === "string") out[key] = at(path);
-  }
-  return out;
-}
-
 /**
  * A walk of another document (a subtask's template, an evaluator, a decomposition) whose node paths are reported
  * and sent to Handlers under `scope` (`0/subtask1:0`), so they never collide with the task's own paths.
@@ -172,7 +165,13 @@ export function scopedWalk(walk: Walk, document: TemplateDocument, scope: string
   return {
     ...walk,
     document,
-    progress: (event, message, data) => walk.progress(event, message, data ? scopedPaths(data, at) : data),
+    // Node paths of the data (a node's `nodePath`, a map branch's `mapPath`) are reported under the scope.
+    progress: (event, message, data) =>
+      walk.progress(
+        event,
+        message,
+        data && Object.fromEntries(Object.entries(data).map(([k, v]) => [k, PATH_KEYS.includes(k) && typeof v === "string" ? at(v) : v])),
+      ),
     execute: (path, ...rest) => walk.execute(at(path), ...rest),
     resume: (path, ...rest) => walk.resume(at(path), ...rest),
     script: (path, ...rest) => walk.script(at(path), ...rest),
@@ -189,6 +188,14 @@ function continuationsFor(walk: Walk, node: TaskNode): ContinuationKind[] {
   const kinds = walk.continuationTools.filter((k) => k !== "evaluation");
   // Seed era: `type="director"` is an atomic director.
   return node.subtype === "director" || node.type === "director" ? [...kinds, "evaluation"] : kinds;
+}
+
+/** An inline call `{{f(…)}}` in the text of the node at `path`: the function template's body, one inline level deeper. */
+async function callInlineAt(walk: Walk, c: InlineCall, env: Env, path: string, depth: number, inline: number, signal: AbortSignal) {
+  if (inline >= MAX_INLINE_DEPTH) return inputFailure(`inline call ${c.template}() nested deeper than ${MAX_INLINE_DEPTH}`);
+  const bound = await bindArgs(walk, c.template, c.args, env, depth, signal, `${path}/call:`);
+  if ("result" in bound) return bound.result;
+  return evaluateNode(bound.walk, `templates.${bound.template}.body`, bound.env, depth + 1, signal, inline + 1);
 }
 
 /** What the effects of one evaluation actor system act for: the walk, its nesting depth, the inline calls around it. */
@@ -277,12 +284,7 @@ function buildWalkMachine(scopeOf: ScopeOf) {
       }),
       runAtomic: fromPromise<SuspendedResult, { path: string; env: Env }>(async ({ input, signal, system }) => {
         const { walk, depth, inline } = scopeOf(system);
-        const callInline = async (c: InlineCall): Promise<TaskResult> => {
-          if (inline >= MAX_INLINE_DEPTH) return inputFailure(`inline call ${c.template}() nested deeper than ${MAX_INLINE_DEPTH}`);
-          const bound = await bindArgs(walk, c.template, c.args, input.env, depth, signal, `${input.path}/call:`);
-          if ("result" in bound) return bound.result;
-          return evaluateNode(bound.walk, `templates.${bound.template}.body`, bound.env, depth + 1, signal, inline + 1);
-        };
+        const callInline = (c: InlineCall) => callInlineAt(walk, c, input.env, input.path, depth, inline, signal);
         const node = taskAt(walk, input.path);
         const prepared = await prepareAtomic(node, input.env, callInline, walk.substitution);
         if (!prepared.ok) return prepared.result;
@@ -339,6 +341,11 @@ function buildWalkMachine(scopeOf: ScopeOf) {
         const node = nodeAt(walk.document, input.path);
         if (node?.kind !== "cond") return missingNode(input.path);
         return runCond(walk, node, input.path, input.env, depth, signal);
+      }),
+      runMemory: fromPromise<TaskResult, { path: string; env: Env }>(({ input, signal, system }) => {
+        const { walk, depth, inline } = scopeOf(system);
+        const call = (c: InlineCall) => callInlineAt(walk, c, input.env, input.path, depth, inline, signal);
+        return runMemoryTask(taskAt(walk, input.path), input.env, walk.memoryMatch, call, walk.substitution ?? "strict", signal);
       }),
       runScript: fromPromise<TaskResult, { path: string; env: Env }>(({ input, signal, system }) => {
         const { walk } = scopeOf(system);

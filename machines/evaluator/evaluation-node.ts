@@ -11,6 +11,8 @@ import { messageOf } from "../../protocol/errors.js";
 export interface EvalNode {
   kind: string;
   type?: string;
+  /** The task's `subtype`, when it has one. */
+  subtype?: string;
   loc?: { line: number; col: number };
   /** `ref` of a task: the name of a template of the library, run in the task's place. */
   ref?: string;

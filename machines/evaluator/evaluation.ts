@@ -1,7 +1,7 @@
 /**
  * The Evaluator's walk of one node of a task template.
  *
- * routing → (binding →) bound → runningAtomic | runningSequential | runningMap | runningScript | runningLoop | runningCheckmate, or →
+ * routing → (binding →) bound → runningAtomic | runningSequential | runningMap | runningMemory | runningScript | runningLoop | runningCheckmate, or →
  * runningReduce | runningCall | runningCond, each → done | failed;
  * → unsupported for task types it does not know. The machine knows nodes by *path* (`0`, `0.steps.2`,
  * `templates.1.body`) and a plain summary ({@link EvalNode}); the shell resolves paths to typed AST nodes.
@@ -46,9 +46,12 @@ const isTask = (node: EvalNode, type: string) => node.kind === "task" && (node.t
 /** How a node runs, by its kind and type (the machine's guards). */
 const runsAs = {
   ref: (node: EvalNode) => node.kind === "task" && node.ref !== undefined,
-  atomic: (node: EvalNode) => node.kind === "task" && node.ref === undefined && ATOMIC_TYPES.has(node.type ?? "atomic"),
+  atomic: (node: EvalNode) =>
+    node.kind === "task" && node.ref === undefined && ATOMIC_TYPES.has(node.type ?? "atomic") && node.subtype !== "associative_matching",
   sequential: (node: EvalNode) => isTask(node, "sequential"),
   map: (node: EvalNode) => node.ref === undefined && isTask(node, "map"),
+  memory: (node: EvalNode) =>
+    node.ref === undefined && (isTask(node, "associative_memory") || (isTask(node, "atomic") && node.subtype === "associative_matching")),
   script: (node: EvalNode) => node.ref === undefined && isTask(node, "script"),
   // A loop without its director or evaluator reaches the child machine, which answers input_validation_failure.
   loop: (node: EvalNode) => node.ref === undefined && isTask(node, "director_evaluator_loop"),
@@ -77,7 +80,7 @@ const settles = {
 
 function unsupported(node: EvalNode): string {
   const runs =
-    "atomic, sequential, map, reduce, script, director_evaluator_loop and judge_loop tasks, library templates (ref), calls of function templates and cond";
+    "atomic, sequential, map, reduce, script, associative_memory, director_evaluator_loop and judge_loop tasks, library templates (ref), calls of function templates and cond";
   return `${describe(node)} is not supported: dirigent executes ${runs}`;
 }
 
@@ -106,6 +109,7 @@ export const evaluationMachine = setup({
     runCond: fromPromise<TaskResult, { path: string; env: Env }>(async () => notProvided("evaluation.runCond")),
     runScript: fromPromise<TaskResult, { path: string; env: Env }>(async () => notProvided("evaluation.runScript")),
     runRef: fromPromise<TaskResult, { path: string; env: Env }>(async () => notProvided("evaluation.runRef")),
+    runMemory: fromPromise<TaskResult, { path: string; env: Env }>(async () => notProvided("evaluation.runMemory")),
     reparse: fromPromise<TaskResult, { path: string; env: Env; result: TaskResult }>(async () => notProvided("evaluation.reparse")),
     sequential: sequentialMachine,
     map: mapMachine,
@@ -118,6 +122,7 @@ export const evaluationMachine = setup({
     isRef: ({ context }) => runsAs.ref(context.node),
     isSequential: ({ context }) => runsAs.sequential(context.node),
     isMap: ({ context }) => runsAs.map(context.node),
+    isMemory: ({ context }) => runsAs.memory(context.node),
     isReduce: ({ context }) => isTask(context.node, "reduce"),
     isScript: ({ context }) => runsAs.script(context.node),
     isLoop: ({ context }) => runsAs.loop(context.node),
@@ -173,6 +178,7 @@ export const evaluationMachine = setup({
         { guard: "isRef", target: "runningRef" },
         { guard: "isSequential", target: "runningSequential" },
         { guard: "isMap", target: "runningMap" },
+        { guard: "isMemory", target: "runningMemory" },
         { guard: "isScript", target: "runningScript" },
         { guard: "isLoop", target: "runningLoop" },
         { guard: "isCheckmate", target: "runningCheckmate" },
@@ -255,6 +261,15 @@ export const evaluationMachine = setup({
           ...(context.node.map?.over === undefined ? {} : { over: context.node.map.over }),
           as: context.node.map?.as ?? "item",
         }),
+        ...settles,
+      },
+    },
+    runningMemory: {
+      description: "An associative memory task: Memory matches its query against the file index; no model session.",
+      entry: started("associative_memory", () => "associative memory task started"),
+      invoke: {
+        src: "runMemory",
+        input: ({ context }) => ({ path: context.path, env: context.env }),
         ...settles,
       },
     },

@@ -14,7 +14,15 @@ export interface SourceLocation {
 }
 
 /** Task types the runtime knows (XSD enum). */
-export type KnownTaskType = "atomic" | "sequential" | "map" | "reduce" | "script" | "director_evaluator_loop" | "judge_loop";
+export type KnownTaskType =
+  | "atomic"
+  | "sequential"
+  | "map"
+  | "reduce"
+  | "script"
+  | "director_evaluator_loop"
+  | "judge_loop"
+  | "associative_memory";
 
 /** A task `type`: a known type, or any other value seen in the wild (`map`, `reparse`, …). */
 export type TaskType = KnownTaskType | (string & {});

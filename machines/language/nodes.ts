@@ -13,7 +13,6 @@ import type {
   FunctionNode,
   ImplicitTaskOrigin,
   InputBinding,
-  KnownTaskType,
   LibraryNode,
   ParameterSpec,
   ReturnSpec,
@@ -50,6 +49,7 @@ import {
   childElements,
   criteria,
   ignoredSettings,
+  KNOWN_TYPES,
   NO_SESSION,
   mergeScript,
   directText,
@@ -65,7 +65,8 @@ import {
 } from "./values.js";
 import type { XmlElement } from "./xml.js";
 
-const KNOWN_TYPES: readonly KnownTaskType[] = ["atomic", "sequential", "map", "reduce", "script", "director_evaluator_loop", "judge_loop"];
+/** An associative memory task's `<query>` and `<constraints>`, and any task's `<context_relevance>`: kept as elements in `extra`. */
+const MEMORY_CHILDREN = new Set(["query", "constraints", "context_relevance"]);
 /** judge_loop: its `<worker>`/`<judge>`/`<intake>` system prompts, kept as elements in `extra`. */
 const JUDGE_LOOP_PROMPTS = new Set(["worker", "judge", "intake", "criteria_judge"]);
 const TASK_ATTRIBUTES = new Set([
@@ -139,7 +140,7 @@ export function buildTask(ctx: BuildContext, el: XmlElement, origin?: ImplicitTa
       addScriptSetting(ctx, loose, child, seen);
       continue;
     }
-    if (type === "judge_loop" && JUDGE_LOOP_PROMPTS.has(name)) {
+    if ((type === "judge_loop" && JUDGE_LOOP_PROMPTS.has(name)) || MEMORY_CHILDREN.has(name)) {
       extra.push(rawElement(child));
       continue;
     }

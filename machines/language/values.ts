@@ -2,7 +2,7 @@
  * Small readers shared by the element builders: text content, attributes, enum/boolean/number
  * values with located errors, and the fallback for elements the runtime does not model.
  */
-import type { ElementNode, ScriptSpec, SourceLocation, StepNode, TaskNode, TemplateWarningKind } from "./ast.js";
+import type { ElementNode, KnownTaskType, ScriptSpec, SourceLocation, StepNode, TaskNode, TemplateWarningKind } from "./ast.js";
 import { InvalidTemplateError } from "./errors.js";
 import type { SourceText } from "./locate.js";
 import type { XmlElement } from "./xml.js";
@@ -182,7 +182,7 @@ export function criteria(ctx: BuildContext, el: XmlElement): string | string[] {
 }
 
 /** Task types that run no model session of their own: a session's settings on them are ignored. */
-export const NO_SESSION = new Set(["sequential", "map", "reduce", "script", "director_evaluator_loop", "judge_loop"]);
+export const NO_SESSION = new Set(["sequential", "map", "associative_memory", "reduce", "script", "director_evaluator_loop", "judge_loop"]);
 
 export function ignoredSettings(ctx: BuildContext, task: TaskNode): void {
   const set = [
@@ -194,3 +194,15 @@ export function ignoredSettings(ctx: BuildContext, task: TaskNode): void {
   if (set.length > 0)
     ctx.warn("ignored-setting", `${set.join(", ")} set the session of an atomic task; on a ${task.type} task they are ignored`, task.loc);
 }
+
+/** The task types the runtime knows (seed-era `director` and `evaluator` aside). */
+export const KNOWN_TYPES: readonly KnownTaskType[] = [
+  "atomic",
+  "sequential",
+  "map",
+  "reduce",
+  "script",
+  "director_evaluator_loop",
+  "judge_loop",
+  "associative_memory",
+];

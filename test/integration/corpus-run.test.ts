@@ -77,6 +77,20 @@ const CHECKS: Record<string, (ran: Ran) => void | Promise<void>> = {
     expect(ran.outcome.content).toBe(STATS);
   },
   ed08d1b67050: plain("Simple transformation"),
+  "584adbd0e116": (ran) => {
+    // No model session; none of the workspace's files is about error handling.
+    expectComplete(ran);
+    expect(ran.users).toEqual([]);
+    expect(ran.outcome.parsedContent).toEqual({ context: 'no indexed file matches "error handling patterns"', matches: [] });
+  },
+  bb3be6c47bfa: (ran) => {
+    expectComplete(ran);
+    expect(ran.users).toEqual([]);
+    const answer = ran.outcome.parsedContent as { context: string; matches: { path: string; relevance: string; score: number }[] };
+    expect(answer.matches.map((m) => m.path.replace(/^.*\/src\//, "src/"))).toEqual(["src/auth.py"]);
+    expect(answer.matches[0]?.relevance).toMatch(/authentication/);
+    expect(answer.context).toMatch(/^1 file relevant to "Find relevant files for the given query": .*src\/auth\.py$/);
+  },
   eada2887e0b8: (ran) => {
     expectSequential(ran, ["Load CSV file"], 1);
   },

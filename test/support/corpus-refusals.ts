@@ -18,7 +18,6 @@ export const NOT_RUN: Readonly<Record<string, string>> = {
   // Task types and elements this release does not execute.
   "3420604979f1":
     "`reparse` task type: `not_supported` (reparsing is not a task to write: an atomic task that runs out of a resource is decomposed by the Compiler on its own)",
-  "584adbd0e116": "`associative_memory` task type: `not_supported`",
   "7ff9a6a21b40":
     "`composite` task type: `not_supported` (the `<task ref>` inside it names `load_csv` of the `<library>` element beside it, which is not a template library)",
   "04aa368d28b4": "`function` task type (`<body>`, `<step>`): `not_supported`",
@@ -61,9 +60,7 @@ export const NOT_RUN: Readonly<Record<string, string>> = {
   "26b7a8980cc0":
     '`<file_paths source="command">` pipes `find` into `grep`; `find` is not in the harness\'s command allowlist (`DIRIGENT_COMMANDS`), so the task fails `input_validation_failure` naming it, before anything runs',
   "56e3ba324d1f":
-    "its point is `<context_relevance>`/`<context_assembly>`, which the runtime ignores with a parse warning (it runs as a plain atomic task)",
-  bb3be6c47bfa:
-    "`associative_matching` subtype: not modelled, it runs as a plain model session (no Memory match), so the model, not Memory, would list the files",
+    "its point is `<context_relevance>` (read by associative memory tasks; an atomic task ignores it) and `<context_assembly>` (ignored with a parse warning); it runs as a plain atomic task",
   b9b569a831d1: `\`assoc_match\` subtype with \`<param>\`/\`<return>\` inputs; the task ${NO_PROMPT}`,
   "8a0ed3fa5900": `only \`<context_management>\`, so the task ${NO_PROMPT}`,
   "258a2770a28c": AIDER,
@@ -112,7 +109,6 @@ const unknownTemplate = (name: string): Refusal => ({ reason: "input_validation_
  */
 export const REFUSED: Readonly<Record<string, Refusal>> = {
   "3420604979f1": { reason: "not_supported", message: '<task type="reparse">' },
-  "584adbd0e116": { reason: "not_supported", message: '<task type="associative_memory">' },
   "7ff9a6a21b40": { reason: "not_supported", message: '<task type="composite">' },
   "04aa368d28b4": { reason: "not_supported", message: '<task type="function">' },
   "996bc568ce48": { reason: "not_supported", message: '<task type="director-evaluator">' },

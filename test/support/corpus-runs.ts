@@ -110,6 +110,19 @@ export const RUNS: readonly CorpusRun[] = [
     inputs: {},
     shows: '`from="env:data_source"`: an allowlisted variable of the Evaluator\'s environment (`DIRIGENT_ENV_INPUTS=data_source`)',
   },
+  // Associative memory tasks.
+  {
+    id: "584adbd0e116",
+    inputs: {},
+    shows:
+      "an `associative_memory` task: Memory matches `<query>`, at most `<max_results>` files scoring `<relevance_threshold>` or more, as `{context, matches}`",
+  },
+  {
+    id: "bb3be6c47bfa",
+    inputs: { query: "authentication and login" },
+    shows:
+      "an atomic task of subtype `associative_matching`: Memory matches its prompt and `query` input (no model session), answering `{context, matches}`",
+  },
   // Map tasks.
   {
     id: "d321a2f05774",

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { templateCommandRefusal, templateCommands } from "../../actors/evaluator/commands.js";
+import { templateCommandRefusal, templateCommands } from "../../actors/evaluator/script.js";
 import { parseTemplate } from "../../machines/language/parse.js";
 import type { TemplateDocument } from "../../machines/language/ast.js";
 
