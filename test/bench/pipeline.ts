@@ -71,14 +71,38 @@ export interface Pipeline extends Submitter {
   readonly transport: OpenTransport;
 }
 
+/** What a submitter submits: a template and its inputs. */
+export interface SubmittedTask {
+  xml: string;
+  inputs: Record<string, unknown>;
+}
+
+/** Options of {@link startPipeline}. */
+export interface PipelineOptions {
+  /** Every role's concurrency (the Handler's model sessions at once among them). */
+  concurrency: number;
+  callModel: CallModel;
+  /** The Evaluator's Handler calls of one task at once (`DIRIGENT_TASK_PARALLELISM`); the default's when absent. */
+  taskParallelism?: number;
+  /** What the submitter submits; {@link TRIVIAL_TASK} by default. */
+  task?: SubmittedTask;
+}
+
 /** Starts the roles (concurrency `concurrency` each) and a submitter on the server at `url`. */
-export async function startPipeline(url: string, options: { concurrency: number; callModel: CallModel }): Promise<Pipeline> {
+export async function startPipeline(url: string, options: PipelineOptions): Promise<Pipeline> {
   const root = randomRoot();
   const subjects = createSubjects(root);
-  const config = { ...loadConfig({}, {}), prefix: root, model: "stub", concurrency: options.concurrency };
+  const defaults = loadConfig({}, {});
+  const config = {
+    ...defaults,
+    prefix: root,
+    model: "stub",
+    concurrency: options.concurrency,
+    taskParallelism: options.taskParallelism ?? defaults.taskParallelism,
+  };
   const transport = await openNatsTransport(url, subjects, { name: `bench-${root}`, log: silentLogger });
   const system: SystemHandle = await startSystem({ config, transport, callModel: options.callModel });
-  const submitter = await startSubmitter(url, subjects);
+  const submitter = await startSubmitter(url, subjects, options.task);
   return {
     ...submitter,
     subjects,
@@ -91,8 +115,12 @@ export async function startPipeline(url: string, options: { concurrency: number;
   };
 }
 
-/** Connects a {@link Submitter} for the tasks of `subjects` to the server at `url`. */
-export async function startSubmitter(url: string, subjects: Subjects): Promise<Submitter> {
+/** Connects a {@link Submitter} of `task` (one trivial atomic task by default) for `subjects` to the server at `url`. */
+export async function startSubmitter(
+  url: string,
+  subjects: Subjects,
+  task: SubmittedTask = { xml: TRIVIAL_TASK, inputs: {} },
+): Promise<Submitter> {
   const client = new NatsBus(await connectNats({ servers: url, name: `bench-client-${subjects.submit}` }), {
     onError: (err) => console.error(err),
   });
@@ -110,7 +138,7 @@ export async function startSubmitter(url: string, subjects: Subjects): Promise<S
   const accepted = async (): Promise<{ done: Promise<void> }> => {
     const taskId = `b-${randomUUID()}`;
     const result = new Promise<TaskOutcome>((resolve) => waiting.set(taskId, resolve));
-    const raw = await client.request(subjects.submit, encodeJson({ taskId, xml: TRIVIAL_TASK, inputs: {} }), { timeoutMs: 120_000 });
+    const raw = await client.request(subjects.submit, encodeJson({ taskId, xml: task.xml, inputs: task.inputs }), { timeoutMs: 120_000 });
     const reply = decode(SubmitReply, raw);
     if (!reply.ok || reply.value.status !== "accepted")
       throw new Error(`submission not accepted: ${reply.ok ? reply.value.status : new TextDecoder().decode(raw)}`);
