@@ -3,14 +3,14 @@
  * `<inputs>` are bound, an atomic task is substituted and sent to a Handler, a call binds its arguments, and a
  * step of a composite is evaluated by a nested evaluation actor ({@link evaluateNode}).
  */
-import { assign, createActor, fromPromise, toPromise, type Actor, type InspectionEvent } from "xstate";
+import { assign, createActor, fromCallback, fromPromise, toPromise, type Actor, type InspectionEvent } from "xstate";
 import type { SuspendedResult } from "../../machines/evaluator/continuation.js";
-import { extend, find, flatten, type Env } from "../../machines/language/env.js";
+import { find, flatten, type Env } from "../../machines/language/env.js";
 import { directorEvaluatorMachine } from "../../machines/evaluator/loop.js";
 import { boundNow, evaluationMachine, type BindOutcome, type EvaluationInput } from "../../machines/evaluator/evaluation.js";
 import { reduceMachine, type ResolvedItems } from "../../machines/evaluator/reduce.js";
 import { sequentialMachine } from "../../machines/evaluator/sequential.js";
-import { mapMachine, type BranchInput } from "../../machines/evaluator/map.js";
+import { mapMachine, type BranchCommand } from "../../machines/evaluator/map.js";
 import {
   taskFailure,
   type CompileReply,
@@ -22,23 +22,17 @@ import {
   type TemplateTool,
 } from "../../protocol/index.js";
 import { bindInputs, bindInputsNow, resolveItems, type EvaluateInputTask } from "./bind.js";
-import { BUDGET_BINDING, budgetScopes, type BudgetScope, type TaskSpend } from "./budget.js";
+import type { BudgetScope, TaskSpend } from "./budget.js";
 import { reparseNode } from "./reparse.js";
 import { provideContinuationFor, type ContinuationScope } from "./continuation.js";
 import { provideCheckmate } from "./checkmate.js";
-import {
-  applyOutputFormat,
-  atomicContext,
-  contextFields,
-  returnsOf,
-  walkContextDeps,
-  withContextNotes,
-  type ContextDeps,
-} from "./context.js";
+import { applyOutputFormat, returnsOf, type ContextDeps } from "./context.js";
 import { MAX_INLINE_DEPTH, type InlineCall } from "./inline.js";
-import { asEvaluation, criteriaText, entryPath, inputFailure, nodeAt, prepareAtomic, summarize, type AtomicFields } from "./nodes.js";
+import { criteriaText, entryPath, inputFailure, nodeAt, summarize, type AtomicFields } from "./nodes.js";
 import { runScriptExecution, runScriptTask, type RunCommand } from "./script.js";
-import { runMemoryTask } from "./memory-task.js";
+import { runMemoryTask } from "./runners/memory.js";
+import { continuationsFor, runAtomicTask } from "./runners/atomic.js";
+import { runBranches } from "./runners/map.js";
 import { bindArgs, runCond } from "./calls.js";
 
 export { argumentValue } from "./calls.js";
@@ -179,17 +173,6 @@ export function scopedWalk(walk: Walk, document: TemplateDocument, scope: string
   };
 }
 
-/**
- * Continuation tools offered to an atomic task: the configured ones (`run_subtask`: past the depth limit a call
- * fails the task with subtask_failure, so the limit is visible; `request_user_input`), plus
- * `request_evaluation` for subtype `director`.
- */
-function continuationsFor(walk: Walk, node: TaskNode): ContinuationKind[] {
-  const kinds = walk.continuationTools.filter((k) => k !== "evaluation");
-  // Seed era: `type="director"` is an atomic director.
-  return node.subtype === "director" || node.type === "director" ? [...kinds, "evaluation"] : kinds;
-}
-
 /** An inline call `{{f(…)}}` in the text of the node at `path`: the function template's body, one inline level deeper. */
 async function callInlineAt(walk: Walk, c: InlineCall, env: Env, path: string, depth: number, inline: number, signal: AbortSignal) {
   if (inline >= MAX_INLINE_DEPTH) return inputFailure(`inline call ${c.template}() nested deeper than ${MAX_INLINE_DEPTH}`);
@@ -285,24 +268,7 @@ function buildWalkMachine(scopeOf: ScopeOf) {
       runAtomic: fromPromise<SuspendedResult, { path: string; env: Env }>(async ({ input, signal, system }) => {
         const { walk, depth, inline } = scopeOf(system);
         const callInline = (c: InlineCall) => callInlineAt(walk, c, input.env, input.path, depth, inline, signal);
-        const node = taskAt(walk, input.path);
-        const prepared = await prepareAtomic(node, input.env, callInline, walk.substitution);
-        if (!prepared.ok) return prepared.result;
-        const context = await atomicContext(walkContextDeps(walk, input.path), node, input.env, prepared.fields.prompt, signal);
-        if (!context.ok) return context.result;
-        const result = await walk.execute(
-          input.path,
-          {
-            ...prepared.fields,
-            ...contextFields(context.value),
-            continuations: continuationsFor(walk, node),
-            ...(walk.templateTools?.length ? { templateTools: [...walk.templateTools] } : {}),
-          },
-          signal,
-          budgetScopes(input.env),
-        );
-        const formatted = applyOutputFormat(node, withContextNotes(result, context.value), returnsOf(walk.document, input.path));
-        return node.type === "evaluator" ? asEvaluation(formatted) : formatted;
+        return runAtomicTask(walk, taskAt(walk, input.path), input.path, input.env, callInline, signal);
       }),
       reparse: fromPromise<TaskResult, { path: string; env: Env; result: TaskResult }>(async ({ input, signal, system }) => {
         const { walk, depth } = scopeOf(system);
@@ -356,14 +322,15 @@ function buildWalkMachine(scopeOf: ScopeOf) {
       map: mapMachine.provide({
         actions: { progress },
         actors: {
-          // A branch of a map over a list runs the map's one step; its node paths are its own (`0/map:2:0.steps.0`).
-          runBranch: fromPromise<TaskResult, BranchInput>(({ input, signal, system }) => {
+          branches: fromCallback<BranchCommand>(({ receive, sendBack, system }) => {
             const { walk, depth, inline } = scopeOf(system);
-            const branchWalk = input.scope === undefined ? walk : scopedWalk(walk, walk.document, input.scope);
-            // Under budgets, the branch holds its share of what is left until it ends: siblings cannot spend it.
-            const held = walk.reserve?.(budgetScopes(input.env), input.parts);
-            const env = held ? extend(input.env, { [BUDGET_BINDING]: [...budgetScopes(input.env), held.scope] }) : input.env;
-            return evaluateNode(branchWalk, input.path, env, depth + 1, signal, inline).finally(() => held?.release());
+            return runBranches(
+              receive,
+              sendBack,
+              (path, env, signal, scope) =>
+                evaluateNode(scope === undefined ? walk : scopedWalk(walk, walk.document, scope), path, env, depth + 1, signal, inline),
+              walk.reserve,
+            );
           }),
         },
       }),

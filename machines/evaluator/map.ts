@@ -6,15 +6,17 @@
  * `<as>_index`, each branch under the scope `<path>/map:<i>:`. Every branch sees the map's environment only: no branch
  * sees a sibling's result.
  *
- * resolving → running → done | failed, or running → cancelling → failed. Each branch is a `runBranch` actor spawned
- * as the child `branch:<i>` (the shell evaluates the node at its path); a branch that finishes frees its slot for the
- * next. With `on_failure="fail_fast"` (the default) the first failed branch stops the running ones (`CANCELLED`) and
+ * resolving → running → done | failed, or running → cancelling → failed. The machine decides which branch starts
+ * when; the `branches` actor (invoked for the whole run, provided by the shell) runs each one it is sent
+ * (`branch.start`: the shell evaluates the node at the branch's path) and answers with `branch.done`, and stopping it
+ * stops the branches still running; a branch that finishes frees its slot for the next. Branches are not child actors: a map of 1,000
+ * would otherwise carry 1,000 finished children in every snapshot. With `on_failure="fail_fast"` (the default) the first failed branch stops the running ones (`CANCELLED`) and
  * the map fails naming it; with `collect` every branch runs and the map fails after all of them, naming each failed
  * branch, with the results of the others. Output: `content` is the JSON list of the branch contents, `parsedContent`
  * their values (a branch's parsed JSON, or its text), and `notes.step_results` one `{content, status, parsedContent?,
  * notes?}` per branch, in branch order.
  */
-import { fromPromise, setup } from "xstate";
+import { fromCallback, setup } from "xstate";
 import type { TaskResult } from "../../protocol/index.js";
 import { extend, find, type Env } from "../language/env.js";
 import type { MapFailurePolicy } from "../language/ast.js";
@@ -53,8 +55,12 @@ export interface MapContext extends MapInput {
   branches: { status: BranchStatus; result?: TaskResult }[];
   /** Index of the next branch to start. */
   next: number;
+  /** Branches running now. */
+  running: number;
   /** Branches finished (whatever their status). */
   finished: number;
+  /** Indexes of the failed branches, in the order they failed. */
+  failedAt: number[];
   /** The list could not be read. */
   failure?: TaskResult;
 }
@@ -87,7 +93,7 @@ export function listOf(env: Env, over: string): { items: unknown[] } | { error: 
 }
 
 function initial(input: MapInput): MapContext {
-  const base = { ...input, items: [] as unknown[], next: 0, finished: 0 };
+  const base = { ...input, items: [] as unknown[], next: 0, running: 0, finished: 0, failedAt: [] as number[] };
   if (input.over === undefined) return { ...base, total: input.stepCount, branches: pendingBranches(input.stepCount) };
   const list = listOf(input.env, input.over);
   if ("error" in list) {
@@ -104,9 +110,6 @@ function initial(input: MapInput): MapContext {
 
 const pendingBranches = (n: number) => Array.from({ length: n }, () => ({ status: "pending" as BranchStatus }));
 
-const branchId = (i: number) => `branch:${i}`;
-const indexOf = (actorId: string) => Number(actorId.slice("branch:".length));
-
 /** The node path a branch is reported under. */
 export function branchPath(context: Pick<MapContext, "path" | "over">, i: number): string {
   return context.over === undefined ? `${context.path}.steps.${i}` : `${context.path}/map:${i}`;
@@ -118,8 +121,6 @@ function branchInput(context: MapContext, i: number): BranchInput {
   const env = extend(context.env, { [context.as]: context.items[i], [`${context.as}_index`]: i });
   return { path: `${context.path}.steps.0`, env, scope: `${context.path}/map:${i}:`, parts };
 }
-
-const running = (context: MapContext) => context.branches.filter((b) => b.status === "running").length;
 
 /** One `step_results` entry per branch. */
 export function stepResults(context: MapContext): StepResult[] {
@@ -137,17 +138,15 @@ export function stepResults(context: MapContext): StepResult[] {
   });
 }
 
-function failedIndexes(context: MapContext): number[] {
-  return context.branches.flatMap((b, i) => (b.status === "FAILED" ? [i] : []));
-}
-
 function mapFailure(context: MapContext): TaskResult {
-  const failedOnes = failedIndexes(context);
-  const first = context.branches[failedOnes[0] ?? 0]?.result;
+  // In branch order for the report; the first to fail is the cause.
+  const failedOnes = [...context.failedAt].sort((x, y) => x - y);
+  const firstFailed = context.failedAt[0] ?? 0;
+  const first = context.branches[firstFailed]?.result;
   const why = (i: number) => context.branches[i]?.result?.error?.message ?? "no error given";
   const message =
     context.onFailure === "fail_fast"
-      ? `branch ${(failedOnes[0] ?? 0) + 1}/${context.total} failed: ${why(failedOnes[0] ?? 0)}`
+      ? `branch ${firstFailed + 1}/${context.total} failed: ${why(firstFailed)}`
       : `${failedOnes.length} of ${context.total} branches failed: ${failedOnes.map((i) => `branch ${i + 1}: ${why(i)}`).join("; ")}`;
   const cancelled = context.branches.flatMap((b, i) => (b.status === "CANCELLED" ? [i + 1] : []));
   return compositeFailure(first?.error, message, {
@@ -168,43 +167,40 @@ function mapResult(context: MapContext): TaskResult {
   };
 }
 
-type BranchDone = { type: string; actorId?: string; output?: unknown; error?: unknown };
-
-function settled(context: MapContext, event: BranchDone): MapContext["branches"] {
-  const i = indexOf(event.actorId ?? "");
-  const result: TaskResult =
-    "output" in event && event.type.startsWith("xstate.done.")
-      ? (event.output as TaskResult)
-      : {
-          content: "",
-          status: "FAILED",
-          notes: {},
-          error: { type: "TASK_FAILURE", reason: "unexpected_error", message: messageOf(event.error) },
-        };
-  return context.branches.map((b, j) => (j === i ? { status: result.status === "COMPLETE" ? "COMPLETE" : "FAILED", result } : b));
-}
+/** What the `branches` actor is sent: run one branch. Stopping the actor (leaving `running`) stops every branch still running. */
+export type BranchCommand = { type: "branch.start"; index: number; input: BranchInput };
+/** A branch's result (a branch that threw is a failed result). */
+export type BranchDone = { type: "branch.done"; index: number; result: TaskResult };
 
 /** The map's types and effects; its composed actions below are written against it, then named in {@link mapMachine}'s setup. */
 const mapBase = setup({
   types: {
     input: {} as MapInput,
     context: {} as MapContext,
+    events: {} as BranchDone,
     output: {} as TaskResult,
   },
   actions: {
     progress: (_, _params: ProgressParams) => undefined,
   },
   actors: {
-    runBranch: fromPromise<TaskResult, BranchInput>(async () => notProvided("map.runBranch")),
+    branches: fromCallback<BranchCommand>(() => notProvided("map.branches")),
   },
 });
 
-/** Start branches until `max_parallel` run or none is left. */
+const report = (context: MapContext, i: number, status: string, finished: number): ProgressParams => ({
+  event: "branch.finished",
+  message: `branch ${i + 1}/${context.total} ${status}`,
+  data: { nodePath: branchPath(context, i), mapPath: context.path, branch: i + 1, total: context.total, status, finished },
+});
+
+/** Start branches until `max_parallel` run or none is left (none after a failure with fail_fast). */
 const launch = mapBase.enqueueActions(({ context, enqueue }) => {
-  if (context.onFailure === "fail_fast" && failedIndexes(context).length > 0) return;
+  if (context.onFailure === "fail_fast" && context.failedAt.length > 0) return;
   let next = context.next;
+  let running = context.running;
   const branches = [...context.branches];
-  for (let slots = context.maxParallel - running(context); slots > 0 && next < context.total; slots--, next++) {
+  for (; running < context.maxParallel && next < context.total; running++, next++) {
     branches[next] = { status: "running" };
     const i = next;
     enqueue({
@@ -215,53 +211,41 @@ const launch = mapBase.enqueueActions(({ context, enqueue }) => {
         data: { nodePath: branchPath(context, i), mapPath: context.path, branch: i + 1, total: context.total },
       },
     });
-    enqueue.spawnChild("runBranch", { id: branchId(i), input: branchInput(context, i) });
+    enqueue.sendTo("branches", { type: "branch.start", index: i, input: branchInput(context, i) } satisfies BranchCommand);
   }
-  enqueue.assign({ next, branches });
+  enqueue.assign({ next, running, branches });
 });
+
 /** A branch finished: its result is kept, and reported with how many have finished. */
 const settle = mapBase.enqueueActions(({ context, event, enqueue }) => {
-  const done = event as BranchDone;
-  const i = indexOf(done.actorId ?? "");
+  const i = event.index;
   if (context.branches[i]?.status !== "running") return;
-  const branches = settled(context, done);
+  const status = event.result.status === "COMPLETE" ? "COMPLETE" : "FAILED";
+  const branches = [...context.branches];
+  branches[i] = { status, result: event.result };
   const finished = context.finished + 1;
-  const status = branches[i]?.status ?? "FAILED";
-  enqueue.assign({ branches, finished });
-  enqueue({
-    type: "progress",
-    params: {
-      event: "branch.finished",
-      message: `branch ${i + 1}/${context.total} ${status}`,
-      data: { nodePath: branchPath(context, i), mapPath: context.path, branch: i + 1, total: context.total, status, finished },
-    },
+  enqueue.assign({
+    branches,
+    finished,
+    running: context.running - 1,
+    ...(status === "FAILED" ? { failedAt: [...context.failedAt, i] } : {}),
   });
+  enqueue({ type: "progress", params: report(context, i, status, finished) });
 });
-/** fail_fast: the running branches are stopped and reported cancelled; those not started never start. */
+
+/**
+ * fail_fast: the running branches are reported cancelled (leaving `running` stops the `branches` actor, which stops
+ * them); those not started never start.
+ */
 const cancelRunning = mapBase.enqueueActions(({ context, enqueue }) => {
   let finished = context.finished;
   const branches = context.branches.map((b, i) => {
     if (b.status !== "running") return b;
     finished++;
-    enqueue.stopChild(branchId(i));
-    enqueue({
-      type: "progress",
-      params: {
-        event: "branch.finished",
-        message: `branch ${i + 1}/${context.total} CANCELLED`,
-        data: {
-          nodePath: branchPath(context, i),
-          mapPath: context.path,
-          branch: i + 1,
-          total: context.total,
-          status: "CANCELLED",
-          finished,
-        },
-      },
-    });
+    enqueue({ type: "progress", params: report(context, i, "CANCELLED", finished) });
     return { status: "CANCELLED" as const };
   });
-  enqueue.assign({ branches, finished });
+  enqueue.assign({ branches, finished, running: 0 });
 });
 
 /** The map machine. */
@@ -269,16 +253,17 @@ export const mapMachine = setup({
   types: {
     input: {} as MapInput,
     context: {} as MapContext,
+    events: {} as BranchDone,
     output: {} as TaskResult,
   },
   actions: { progress: (_, _params: ProgressParams) => undefined, launch, settle, cancelRunning },
-  actors: { runBranch: fromPromise<TaskResult, BranchInput>(async () => notProvided("map.runBranch")) },
+  actors: { branches: fromCallback<BranchCommand>(() => notProvided("map.branches")) },
   guards: {
     unreadable: ({ context }) => context.failure !== undefined,
     empty: ({ context }) => context.total === 0,
-    failFast: ({ context }) => context.onFailure === "fail_fast" && failedIndexes(context).length > 0,
+    failFast: ({ context }) => context.onFailure === "fail_fast" && context.failedAt.length > 0,
     allFinished: ({ context }) => context.finished === context.total,
-    anyFailed: ({ context }) => failedIndexes(context).length > 0,
+    anyFailed: ({ context }) => context.failedAt.length > 0,
   },
 }).createMachine({
   id: "map",
@@ -291,6 +276,7 @@ export const mapMachine = setup({
     },
     running: {
       description: "Branches run, at most max_parallel at once; each one that finishes frees its slot for the next.",
+      invoke: { id: "branches", src: "branches" },
       entry: [
         {
           type: "progress",
@@ -308,18 +294,14 @@ export const mapMachine = setup({
         },
         "launch",
       ],
-      on: {
-        "xstate.done.actor.*": { actions: ["settle", "launch"] },
-        "xstate.error.actor.*": { actions: ["settle", "launch"] },
-      },
+      on: { "branch.done": { actions: ["settle", "launch"] } },
       always: [
-        { guard: "failFast", target: "cancelling" },
+        { guard: "failFast", target: "cancelling", actions: "cancelRunning" },
         { guard: "allFinished", target: "finishing" },
       ],
     },
     cancelling: {
-      description: "fail_fast: a branch failed; the branches still running are stopped.",
-      entry: "cancelRunning",
+      description: "fail_fast: a branch failed; the branches still running were stopped.",
       always: { target: "failed" },
     },
     finishing: {
@@ -329,5 +311,5 @@ export const mapMachine = setup({
     done: { description: "Every branch completed.", type: "final" },
     failed: { description: "The list could not be read, or a branch failed.", type: "final" },
   },
-  output: ({ context }) => context.failure ?? (failedIndexes(context).length > 0 ? mapFailure(context) : mapResult(context)),
+  output: ({ context }) => context.failure ?? (context.failedAt.length > 0 ? mapFailure(context) : mapResult(context)),
 });

@@ -1,7 +1,8 @@
 import { describe, expect, it } from "vitest";
-import { createActor, fromPromise, waitFor } from "xstate";
+import { createActor, fromCallback, waitFor } from "xstate";
 import { find, rootEnv } from "../../../machines/language/env.js";
-import { mapMachine, type BranchInput, type MapInput } from "../../../machines/evaluator/map.js";
+import { mapMachine, type BranchCommand, type BranchDone, type BranchInput, type MapInput } from "../../../machines/evaluator/map.js";
+import { runBranches } from "../../../actors/evaluator/runners/map.js";
 import type { TaskResult } from "../../../protocol/index.js";
 
 const ok = (content: string): TaskResult => ({ content, status: "COMPLETE", notes: {} });
@@ -21,17 +22,19 @@ function harness(input: Partial<MapInput>) {
   let waiters: Array<() => void> = [];
   const machine = mapMachine.provide({
     actors: {
-      runBranch: fromPromise<TaskResult, BranchInput>(
-        ({ input: i, signal }) =>
-          new Promise<TaskResult>((resolve) => {
-            const key = i.scope ?? i.path;
-            started.push(i);
-            pending.set(key, resolve);
-            signal.addEventListener("abort", () => aborted.push(key));
-            for (const w of waiters) w();
-            waiters = [];
-          }),
-      ),
+      branches: fromCallback<BranchCommand>(({ receive, sendBack }) => {
+        const mine: string[] = [];
+        receive(({ index, input: i }) => {
+          const key = i.scope ?? i.path;
+          started.push(i);
+          mine.push(key);
+          pending.set(key, (result) => sendBack({ type: "branch.done", index, result }));
+          for (const w of waiters) w();
+          waiters = [];
+        });
+        // Stopped: the branches still running are stopped with it.
+        return () => aborted.push(...mine.filter((k) => pending.has(k)));
+      }),
     },
     actions: { progress: (_, p) => events.push(p) },
   });
@@ -52,8 +55,6 @@ function harness(input: Partial<MapInput>) {
     if (!resolve) throw new Error(`branch ${key} is not running`);
     pending.delete(key);
     resolve(result);
-    // The done event reaches the machine after the promise settles.
-    await new Promise((r) => setImmediate(r));
   };
   return { actor, started, aborted, events, startedCount, settle };
 }
@@ -167,19 +168,24 @@ describe("map machine", () => {
     );
   });
 
-  it("a branch that throws fails like a failed branch", async () => {
-    const machine = mapMachine.provide({
-      actors: {
-        runBranch: fromPromise<TaskResult, BranchInput>(async ({ input }) => {
-          if (input.path.endsWith("1")) throw new Error("boom");
-          return ok("x");
-        }),
+  it("runs each branch it is sent, and answers a branch that throws as a failed branch", async () => {
+    let listener: ((c: BranchCommand) => void) | undefined;
+    const done: BranchDone[] = [];
+    const stop = runBranches(
+      (l) => (listener = l),
+      (e) => done.push(e),
+      async (path) => {
+        if (path.endsWith("1")) throw new Error("boom");
+        return ok("x");
       },
-    });
-    const actor = createActor(machine, {
-      input: { path: "0", stepCount: 2, env: rootEnv(), maxParallel: 2, onFailure: "collect", as: "item" },
-    }).start();
-    const snap = await waitFor(actor, (s) => s.status === "done");
-    expect(snap.output?.error?.message).toBe("1 of 2 branches failed: branch 2: boom");
+    );
+    listener?.({ type: "branch.start", index: 0, input: { path: "0.steps.0", env: rootEnv(), parts: 2 } });
+    listener?.({ type: "branch.start", index: 1, input: { path: "0.steps.1", env: rootEnv(), parts: 1 } });
+    await new Promise((r) => setImmediate(r));
+    expect(done.map((d) => [d.index, d.result.status, d.result.error?.message])).toEqual([
+      [0, "COMPLETE", undefined],
+      [1, "FAILED", "boom"],
+    ]);
+    stop();
   });
 });

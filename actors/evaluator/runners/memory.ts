@@ -7,14 +7,14 @@
  * `<context_relevance>` includes (all of the task's inputs without it). `<constraints>` bounds the answer:
  * `<max_results>` (default 10) and `<relevance_threshold>` (a score in [0, 1]).
  */
-import { find, type Env } from "../../machines/language/env.js";
-import { stringify, type SubstituteMode } from "../../machines/language/substitute.js";
-import { taskFailure, type TaskResult } from "../../protocol/index.js";
-import { messageOf } from "../../protocol/errors.js";
-import type { ElementNode, TaskNode } from "../../machines/language/ast.js";
-import type { MatchQuery } from "./context.js";
-import { expandText, type InlineCall } from "./inline.js";
-import { inputFailure } from "./nodes.js";
+import { find, type Env } from "../../../machines/language/env.js";
+import { stringify, type SubstituteMode } from "../../../machines/language/substitute.js";
+import { taskFailure, type TaskResult } from "../../../protocol/index.js";
+import { messageOf } from "../../../protocol/errors.js";
+import type { ElementNode, TaskNode } from "../../../machines/language/ast.js";
+import type { MatchQuery } from "../context.js";
+import { expandText, type InlineCall } from "../inline.js";
+import { inputFailure } from "../nodes.js";
 
 /** Matches an associative memory task answers with when `<max_results>` does not say. */
 export const DEFAULT_MAX_RESULTS = 10;
