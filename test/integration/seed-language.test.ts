@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startMockLlm, type MockLlmServer } from "../../runtime/model/mock-server.js";
 import { startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 import { newTaskId, startStack } from "../support/stack.js";
+import { servedIndex } from "../support/corpus-harness.js";
 
 let server: TestNatsServer;
 let mock: MockLlmServer;
@@ -159,5 +160,25 @@ describe('seed-era type="director" and type="evaluator"', () => {
       taskId: newTaskId(),
     });
     expect(unreadable.parsedContent).toEqual({ success: false, feedback: "Evaluation failed or structure invalid." });
+  });
+});
+
+describe("an associative memory task in a sequential", () => {
+  it("feeds the files Memory matched to a later step", async () => {
+    await using stack = await startStack({ url: server.url, mock });
+    await stack.transport.index.updateGlobalIndex([
+      { path: "/srv/app/docs/billing.md", metadata: "billing: invoice rounding rules and VAT computation" },
+      { path: "/srv/app/src/auth.py", metadata: "authentication: user login and password checks" },
+    ]);
+    await servedIndex(stack, "invoice VAT");
+    const xml = `<task type="sequential"><steps>
+      <task type="associative_memory"><query>invoice VAT</query><constraints><max_results>1</max_results></constraints></task>
+      <task><description>READ {{step_results[0].parsedContent.matches[0].path}}</description></task>
+    </steps></task>`;
+    const before = mock.requests.length;
+    const outcome = await stack.client.run({ xml, taskId: newTaskId() });
+    expect(outcome).toMatchObject({ status: "COMPLETE", content: "echo:READ /srv/app/docs/billing.md" });
+    // The memory step asked no model.
+    expect(lastUsers(before)).toEqual(["READ /srv/app/docs/billing.md"]);
   });
 });

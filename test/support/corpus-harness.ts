@@ -140,20 +140,28 @@ async function indexWorkspace(stack: Stack, workspace: string) {
   await stack.transport.index.updateGlobalIndex(
     Object.entries(SOURCES).map(([path, { metadata }]) => ({ path: join(workspace, path), metadata })),
   );
+  await servedIndex(stack, "authentication login password");
+}
+
+/**
+ * Waits until the stack's Memory answers `query` with a match: it loads a new index generation when its watch of the
+ * index bucket tells it, which no event of the stack reports.
+ */
+export async function servedIndex(stack: Stack, query: string): Promise<void> {
   const deps = {
     bus: stack.transport.bus,
     subjects: createSubjects(stack.root),
     log: silentLogger,
     now: () => new Date(),
-    newId: () => "corpus-index-probe",
+    newId: () => "index-probe",
   };
-  const probe = { type: "memory.match", templateDescription: "authentication login password", templateType: "atomic", inputs: {} } as const;
+  const probe = { type: "memory.match", templateDescription: query, templateType: "atomic", inputs: {} } as const;
   for (let i = 0; i < 50; i++) {
     const reply = await ask(deps, Requests.memoryMatch, probe, { timeoutMs: 5000 });
     if (reply.matches.length > 0) return;
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
-  throw new Error("Memory did not serve the workspace index");
+  throw new Error("Memory did not serve the index");
 }
 
 /** What one run gave. */
