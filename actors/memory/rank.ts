@@ -1,17 +1,18 @@
 /**
  * Ranking of index entries for associative matching: a MiniSearch full-text index over each file's name, its
- * directories and its metadata, queried with prefix and fuzzy terms.
+ * directories and its metadata, queried with prefix and fuzzy terms; words match by their Porter stems.
  */
 import MiniSearch from "minisearch";
 import type { FileMatch, MatchRequest } from "../../protocol/index.js";
 import type { IndexEntry } from "../../machines/memory/memory.js";
 import { WordLists, type Candidate, type ListedWord } from "./lists.js";
+import { stem } from "./stem.js";
 
 /** At most this many matches unless the caller asks otherwise. */
 export const DEFAULT_MATCH_LIMIT = 20;
 
 const STOPWORDS: ReadonlySet<string> = new Set(
-  "a an and are as at be by for from has have in into is it its of on or that the this to was were will with what which who how all any can do does".split(
+  "a an and are as at be by for from has have in into is it its of on or that the this to was were will with what which who how all any can do does where when why".split(
     " ",
   ),
 );
@@ -138,6 +139,8 @@ export class IndexRanker {
   /** Word → its number; number → word; number → entries holding the word. */
   readonly #ids = new Map<string, number>();
   readonly #words: string[] = [];
+  /** Build only: word as written → the number of its stem (each distinct word is stemmed once). */
+  #stems: Map<string, number> | undefined = new Map();
   #df = new Int32Array(4096);
   /** Build only: the entry (plus one) that last counted each word; each entry's words, as numbers; id lists. */
   #lastSeen: Int32Array | undefined = new Int32Array(4096);
@@ -195,12 +198,17 @@ export class IndexRanker {
       let distinct = 0;
       for (let i = 0; i < tokens.length; i++) {
         const token = tokens[i] ?? "";
-        let n = this.#ids.get(token);
+        let n = this.#stems?.get(token);
         if (n === undefined) {
-          n = this.#words.length;
-          this.#ids.set(token, n);
-          this.#words.push(token);
-          if (n >= this.#df.length) this.#grow();
+          const root = stem(token);
+          n = this.#ids.get(root);
+          if (n === undefined) {
+            n = this.#words.length;
+            this.#ids.set(root, n);
+            this.#words.push(root);
+            if (n >= this.#df.length) this.#grow();
+          }
+          this.#stems?.set(token, n);
         }
         numbers[i] = n;
         const seen = this.#lastSeen ?? lastSeen;
@@ -268,6 +276,7 @@ export class IndexRanker {
     this.#postings = [];
     this.#filled = undefined;
     this.#lastSeen = undefined;
+    this.#stems = undefined;
   }
 
   /** Number of entries ranked. */
@@ -282,7 +291,10 @@ export class IndexRanker {
 
   /** Ranks the entries for `query`, best first, with the entries themselves (the model chooses among these). */
   rank(query: string, limit = DEFAULT_MATCH_LIMIT): Ranked[] {
-    const terms = [...new Set(words(query).filter((w) => !isNumber(w)))];
+    // Words are matched by their stems; `typed` names each stem by the query word it came from.
+    const typed = new Map<string, string>();
+    for (const word of words(query)) if (!isNumber(word) && !typed.has(stem(word))) typed.set(stem(word), word);
+    const terms = [...typed.keys()];
     if (terms.length === 0 || this.#entries.length === 0 || limit < 1) return [];
     const frequency = (term: string) => {
       const n = this.#ids.get(term);
@@ -338,7 +350,13 @@ export class IndexRanker {
       const entry = this.#entries[id];
       if (entry === undefined) return [];
       const share = Math.min(1, matched.size / terms.length);
-      return [{ entry, matched: [...matched], score: Math.round((0.5 * (score / best) + 0.5 * share) * 1000) / 1000 }];
+      return [
+        {
+          entry,
+          matched: [...matched].map((t) => typed.get(t) ?? t),
+          score: Math.round((0.5 * (score / best) + 0.5 * share) * 1000) / 1000,
+        },
+      ];
     });
   }
 }
@@ -354,14 +372,14 @@ function toTokens(entry: IndexEntry): string[] {
 }
 
 /**
- * The indexer's metadata without its labels (`language:`, `exports:`, `defines:`), its size clause and its `name:`
+ * The indexer's metadata without its labels (`language:`, `exports:`, `defines:`, `sections:`, …), its size clause and its `name:`
  * clause (the file name is ranked from the path already): words every entry has only cost time.
  */
 function unlabelled(metadata: string): string {
   return metadata
     .replace(/(^|;)\s*size:\s*[\d.]+\s*[KMG]?B\s*(?=;|$)/g, "$1")
     .replace(/(^|;)\s*name:[^;]*/g, "$1")
-    .replace(/\b(?:language|exports|defines):/g, " ");
+    .replace(/\b(?:language|exports|defines|sections|keys|tests):/g, " ");
 }
 
 /** A ranked entry as a match of the reply: `relevance` names the matched words and repeats the metadata. */

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { IndexRanker, queryText, words } from "../../../actors/memory/rank.js";
+import { stem } from "../../../actors/memory/stem.js";
 
 const entries = [
   {
@@ -44,6 +45,43 @@ describe("ranking with MiniSearch", () => {
   it("matches prefixes and misspellings", () => {
     expect(ranker.match("classif")[0]?.path).toBe("/repo/scripts/train_model.py");
     expect(ranker.match("substitue placeholders")[0]?.path).toBe("/repo/machines/language/substitute.ts");
+  });
+
+  it("matches words by their stems, and names the query words as typed", () => {
+    const stemmed = new IndexRanker([
+      { path: "/r/docs/billing.md", metadata: "language: Markdown; Billing; Invoice rounding rules and VAT computation." },
+      { path: "/r/src/retry-backoff.ts", metadata: "language: TypeScript; exports: delayFor" },
+      { path: "/r/src/setup.ts", metadata: "language: TypeScript; Starts the service." },
+    ]);
+    const [best] = stemmed.match("where are invoices rounded when computing");
+    expect(best?.path).toBe("/r/docs/billing.md");
+    expect(best?.relevance.split(":")[0]?.replace("matched ", "").split(", ").sort()).toEqual(["computing", "invoices", "rounded"]);
+    expect(stemmed.match("retries delayed")[0]?.path).toBe("/r/src/retry-backoff.ts");
+  });
+
+  it("stems as Porter's algorithm does, and leaves other words alone", () => {
+    const plain = [
+      "caresses",
+      "ponies",
+      "rounding",
+      "computation",
+      "computed",
+      "retries",
+      "retry",
+      "relational",
+      "hopping",
+      "filing",
+      "happy",
+    ];
+    expect(plain.map(stem)).toEqual(["caress", "poni", "round", "comput", "comput", "retri", "retri", "relat", "hop", "file", "happi"]);
+    expect(["generalization", "yield", "xml", "v8", "größe", "a".repeat(50)].map(stem)).toEqual([
+      "gener",
+      "yield",
+      "xml",
+      "v8",
+      "größe",
+      "a".repeat(50),
+    ]);
   });
 
   it("returns nothing for a query of stop words or an empty index, and honours the limit", () => {
