@@ -7,74 +7,13 @@ import type { FileMatch, MatchRequest } from "../../protocol/index.js";
 import type { IndexEntry } from "../../machines/memory/memory.js";
 import { WordLists, type Candidate, type ListedWord } from "./lists.js";
 import { stem } from "./stem.js";
+import { isNumber, SPLIT, tails, words } from "./terms.js";
+import { isSecondary, SECONDARY_QUERY, SECONDARY_WEIGHT } from "./prior.js";
+
+export { camelParts, words } from "./terms.js";
 
 /** At most this many matches unless the caller asks otherwise. */
 export const DEFAULT_MATCH_LIMIT = 20;
-
-const STOPWORDS: ReadonlySet<string> = new Set(
-  "a an and are as at be by for from has have in into is it its of on or that the this to was were will with what which who how all any can do does where when why".split(
-    " ",
-  ),
-);
-const SPLIT = /[^\p{L}\p{N}]+/u;
-/** A word with an inner capital (`parseTemplate`, `XMLParser`): only those are split further. */
-const INNER_CAPITAL = /[a-z0-9][A-Z]|[A-Z][A-Z][a-z]/;
-const DIGITS = /^\d+$/;
-
-function push(out: string[], word: string): void {
-  const lower = word.toLowerCase();
-  if (lower.length > 1 && !STOPWORDS.has(lower)) out.push(lower);
-}
-
-/**
- * Splits text into lower-case words; a camelCase word also yields its parts
- * (`parseTemplate` → `parsetemplate`, `parse`, `template`).
- */
-export function words(text: string): string[] {
-  const out: string[] = [];
-  for (const token of text.split(SPLIT)) {
-    if (token.length < 2) continue;
-    if (!INNER_CAPITAL.test(token)) {
-      push(out, token);
-      continue;
-    }
-    push(out, token);
-    for (const part of camelParts(token)) push(out, part);
-  }
-  return out;
-}
-
-/**
- * The parts of a camelCase token, split before an upper-case letter that follows a lower-case letter or digit
- * (`parseXml` → `parse`, `Xml`) and before the last of a run of upper-case letters followed by a lower-case one
- * (`HTMLParser` → `HTML`, `Parser`). A scan: /([A-Z]+)([A-Z][a-z])/g backtracks quadratically over a long run of
- * capitals (20,000 took 1.4 s).
- */
-export function camelParts(token: string): string[] {
-  const parts: string[] = [];
-  let start = 0;
-  for (let i = 1; i < token.length; i++) {
-    const c = token.charCodeAt(i);
-    if (!isUpper(c)) continue;
-    const before = token.charCodeAt(i - 1);
-    if (isLower(before) || isDigit(before) || (isUpper(before) && isLower(token.charCodeAt(i + 1)))) {
-      parts.push(token.slice(start, i));
-      start = i;
-    }
-  }
-  parts.push(token.slice(start));
-  return parts;
-}
-
-const isUpper = (c: number) => c >= 65 && c <= 90;
-const isLower = (c: number) => c >= 97 && c <= 122;
-const isDigit = (c: number) => c >= 48 && c <= 57;
-
-/** Whether a word is a bare number (numbers make every file name unique and match nothing useful). */
-function isNumber(word: string): boolean {
-  const c = word.charCodeAt(0);
-  return c >= 48 && c <= 57 && DIGITS.test(word);
-}
 
 /** The words of a request that make up the query: the description, the seed-era text and short string inputs. */
 export function queryText(request: MatchRequest): string {
@@ -136,6 +75,8 @@ export class IndexRanker {
   readonly #commonAbove: number;
   readonly #search: MiniSearch<Doc>;
   readonly #lists: WordLists;
+  /** 1 for a test, fixture, mock or benchmark file (see prior.ts). */
+  readonly #secondary: Uint8Array;
   /** Word → its number; number → word; number → entries holding the word. */
   readonly #ids = new Map<string, number>();
   readonly #words: string[] = [];
@@ -156,6 +97,7 @@ export class IndexRanker {
     this.#entries = entries;
     this.#commonAbove = Math.max(COMMON_MIN, Math.ceil(entries.length * (options.commonShare ?? COMMON_SHARE)));
     this.#lists = new WordLists(entries.length);
+    this.#secondary = new Uint8Array(entries.length);
     this.#search = new MiniSearch<Doc>({
       fields: ["tokens"],
       // Documents carry their words already split: no string is joined or split again.
@@ -194,6 +136,7 @@ export class IndexRanker {
     for (let id = from; id < to; id++) {
       const entry = this.#entries[id];
       const tokens = entry === undefined ? [] : toTokens(entry);
+      if (entry !== undefined && isSecondary(entry.path)) this.#secondary[id] = 1;
       const numbers = new Int32Array(tokens.length);
       let distinct = 0;
       for (let i = 0; i < tokens.length; i++) {
@@ -343,8 +286,10 @@ export class IndexRanker {
       }
       candidate.score = candidate.raw * candidate.matched.size;
     }
-    candidates.sort((a, b) => b.score - a.score);
     if (candidates.length === 0) candidates = this.#lists.rankListed(listed, Math.max(limit, 20));
+    if (!terms.some((t) => SECONDARY_QUERY.has(t)))
+      for (const candidate of candidates) if (this.#secondary[candidate.id] === 1) candidate.score *= SECONDARY_WEIGHT;
+    candidates.sort((a, b) => b.score - a.score);
     const best = candidates[0]?.score || 1;
     return candidates.slice(0, limit).flatMap(({ id, matched, score }) => {
       const entry = this.#entries[id];
@@ -365,6 +310,7 @@ export class IndexRanker {
 function toTokens(entry: IndexEntry): string[] {
   const slash = entry.path.lastIndexOf("/");
   const name = words(entry.path.slice(slash + 1));
+  for (const token of entry.path.slice(slash + 1).split(SPLIT)) name.push(...tails(token));
   const dirs = words(entry.path.slice(0, Math.max(0, slash)).split("/").slice(-4).join(" "));
   const out: string[] = [];
   for (const list of [name, name, dirs, words(unlabelled(entry.metadata))]) for (const word of list) if (!isNumber(word)) out.push(word);

@@ -3,6 +3,8 @@
  * taken from the text (first Markdown heading, leading comment or docstring, exported or defined names).
  */
 import { basename, extname } from "node:path";
+import { stem } from "../../actors/memory/stem.js";
+import { frequentWords, partsOf } from "./keywords.js";
 
 const LANGUAGES: Record<string, string> = {
   ".ts": "TypeScript",
@@ -66,6 +68,8 @@ const MAX_DESCRIPTION = 240;
 const MAX_NAMES = 12;
 /** Lead sentences and first paragraphs are cut to this, so the names after them still fit. */
 const MAX_LEAD = 140;
+/** Other top-level names of a source file, at most (exported names come first, and frequent words after them). */
+const MAX_DEFINED = 12;
 
 /**
  * A short description from the start of a file's text, at most 240 characters; empty when nothing useful is found.
@@ -93,7 +97,7 @@ export function describe(path: string, text: string): string {
     const exported = exportedNames(text);
     if (exported.length > 0) parts.push(`exports: ${list(exported)}`);
     const defined = topLevelNames(text).filter((n) => !exported.includes(n));
-    if (defined.length > 0) parts.push(`defines: ${list(defined)}`);
+    if (defined.length > 0) parts.push(`defines: ${list(defined, MAX_DEFINED)}`);
     const tests = [...text.matchAll(/^\s*(?:test|it|describe|suite)(?:\.\w+)?\(\s*(["'`])([^"'`\n]{1,100})\1/gm)].map((m) => m[2] ?? "");
     if (tests.length > 0) parts.push(`tests: ${list(tests)}`);
   } else if (language === "Go" || language === "Rust" || language === "Java" || language === "C" || language === "C++") {
@@ -113,7 +117,22 @@ export function describe(path: string, text: string): string {
       if (first) parts.push(first.trim());
     }
   }
-  return fit(parts.filter((p) => p !== ""));
+  const kept = parts.filter((p) => p !== "");
+  // The rest of the room goes to the words the file uses most, beyond those already there.
+  const room = MAX_DESCRIPTION - kept.join("; ").length - "; keywords: ".length;
+  if (room >= 12 && language !== undefined && language !== "JSON") {
+    const known = new Set(partsOf(kept.join(" ")).map(stem));
+    const top: string[] = [];
+    let used = 0;
+    for (const word of frequentWords(text)) {
+      if (known.has(stem(word))) continue;
+      if (used + word.length + 2 > room) break;
+      top.push(word);
+      used += word.length + 2;
+    }
+    if (top.length > 0) kept.push(`keywords: ${top.join(", ")}`);
+  }
+  return fit(kept);
 }
 
 /** Joins the parts with `; ` and cuts the result to the size limit, at a word boundary. */
@@ -206,7 +225,8 @@ function sentences(text: string): string {
 }
 
 /** Comments passed over as leads: licence headers, and directives to linters and tools. */
-const LICENSE = /copyright|licen[cs]e|spdx|all rights reserved|^\s*(?:eslint|global |jshint|istanbul|prettier-|@ts-|tslint|c8 |webpack)/i;
+const LICENSE =
+  /copyright|licen[cs]e|spdx|all rights reserved|definitions by:|^\s*(?:eslint|global |jshint|istanbul|prettier-|@ts-|tslint|c8 |webpack)/i;
 
 /** Commented-out code rather than prose. */
 const CODE = /^(?:const|let|var|import|export|require|return|if|for|await|function)\b|[;{}(=]$/;
@@ -329,7 +349,7 @@ function firstSentence(text: string): string {
   return sentence.length > 160 ? `${sentence.slice(0, 157)}...` : sentence;
 }
 
-function list(names: readonly string[]): string {
+function list(names: readonly string[], max = MAX_NAMES): string {
   const unique = [...new Set(names)];
-  return unique.length > MAX_NAMES ? `${unique.slice(0, MAX_NAMES).join(", ")}, ...` : unique.join(", ");
+  return unique.length > max ? `${unique.slice(0, max).join(", ")}, ...` : unique.join(", ");
 }

@@ -11,7 +11,7 @@ suite("file descriptions", () => {
     // Badges, code and a table of contents are not the first paragraph; links keep their text.
     const readme =
       "---\ntitle: x\n---\n# pino\n[![CI](https://ci/badge.svg)](https://ci)\n\n* [Install](#install)\n* [Usage](#usage)\n\n```js\nconst x = 1\n```\n\nA very low overhead [logger](https://getpino.io). It is *fast*.\n";
-    expect(describe("/r/README.md", readme)).toBe("pino; A very low overhead logger. It is fast.");
+    expect(describe("/r/README.md", readme)).toBe("pino; A very low overhead logger. It is fast.; keywords: install, usage");
     expect(describe("/r/list.md", "# Steps\n\n- clone the repository\n- run the build\n")).toBe(
       "Steps; clone the repository, run the build",
     );
@@ -55,6 +55,13 @@ suite("file descriptions", () => {
     const tests = "const t = require('tap')\ntest('redact option throws if not array', () => {})\nit(\"masks nested paths\", () => {})\n";
     expect(describe("/r/test/redact.test.js", tests)).toBe("tests: redact option throws if not array, masks nested paths");
     expect(describe("/r/esm.ts", "export { a, b as c };\nexport type { T } from './t.js';\n")).toBe("exports: a, c, T");
+  });
+
+  it("fills the rest of the room with the words the file uses most, counted by stem", () => {
+    const text =
+      "// Sends the report.\nconst pending = []\nfunction flushQueue (item) { pending.push(item); send(pending, items) }\nmodule.exports = flushQueue\n";
+    // `item` and `items` are one word; `const`, `function`, words used once and words already there are not keywords.
+    expect(describe("/r/report.js", text)).toBe("Sends the report.; exports: flushQueue; keywords: pending, item");
   });
 
   it("describes JSON by its name, description and keys", () => {

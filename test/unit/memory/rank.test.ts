@@ -59,6 +59,24 @@ describe("ranking with MiniSearch", () => {
     expect(stemmed.match("retries delayed")[0]?.path).toBe("/r/src/retry-backoff.ts");
   });
 
+  it("ranks tests, fixtures and benchmarks below the code they exercise, unless the query asks for tests", () => {
+    const ranker = new IndexRanker([
+      { path: "/r/test/redact.test.js", metadata: "language: JavaScript; tests: redact option, redact paths" },
+      { path: "/r/test/fixtures/redact-paths.js", metadata: "language: JavaScript; keywords: redact, paths" },
+      { path: "/r/lib/redaction.js", metadata: "language: JavaScript; exports: redaction; keywords: redact, paths" },
+    ]);
+    expect(ranker.match("redact paths")[0]?.path).toBe("/r/lib/redaction.js");
+    expect(ranker.match("tests of redact paths")[0]?.path).toBe("/r/test/redact.test.js");
+  });
+
+  it("finds a compound file name written in lower case by its tail", () => {
+    const ranker = new IndexRanker([
+      { path: "/r/lib/multistream.js", metadata: "language: JavaScript; exports: multistream" },
+      { path: "/r/lib/levels.js", metadata: "language: JavaScript; exports: mappings" },
+    ]);
+    expect(ranker.match("several streams")[0]?.path).toBe("/r/lib/multistream.js");
+  });
+
   it("stems as Porter's algorithm does, and leaves other words alone", () => {
     const plain = [
       "caresses",
