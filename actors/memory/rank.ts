@@ -325,7 +325,7 @@ function unlabelled(metadata: string): string {
   return metadata
     .replace(/(^|;)\s*size:\s*[\d.]+\s*[KMG]?B\s*(?=;|$)/g, "$1")
     .replace(/(^|;)\s*name:[^;]*/g, "$1")
-    .replace(/\b(?:language|exports|defines|sections|keys|tests):/g, " ");
+    .replace(/\b(?:language|exports|defines|sections|keys|tests|keywords):/g, " ");
 }
 
 /** A ranked entry as a match of the reply: `relevance` names the matched words and repeats the metadata. */
