@@ -69,6 +69,8 @@ interface Doc {
  *   candidates, from their id lists.
  * - An unknown word also stands for the common words it is a prefix or a typo of, with a lower weight.
  * - A query of common words only ranks the entries from the id lists alone.
+ * Words are counted and matched by their Porter stems (a word as written is stemmed once per build), and tests,
+ * fixtures and benchmarks score less unless the query asks for them (prior.ts).
  */
 export class IndexRanker {
   readonly #entries: readonly IndexEntry[];
@@ -306,7 +308,10 @@ export class IndexRanker {
   }
 }
 
-/** The words of an entry: the file name twice (a match there counts more), its last four directories, the metadata. */
+/**
+ * The words of an entry: the file name twice (a match there counts more) with the tails of its lower-case compounds,
+ * its last four directories, the metadata.
+ */
 function toTokens(entry: IndexEntry): string[] {
   const slash = entry.path.lastIndexOf("/");
   const name = words(entry.path.slice(slash + 1));
