@@ -1,79 +1,19 @@
 /**
  * Ranking of index entries for associative matching: a MiniSearch full-text index over each file's name, its
- * directories and its metadata, queried with prefix and fuzzy terms.
+ * directories and its metadata, queried with prefix and fuzzy terms; words match by their Porter stems.
  */
 import MiniSearch from "minisearch";
 import type { FileMatch, MatchRequest } from "../../protocol/index.js";
 import type { IndexEntry } from "../../machines/memory/memory.js";
 import { WordLists, type Candidate, type ListedWord } from "./lists.js";
+import { stem } from "./stem.js";
+import { isNumber, SPLIT, tails, words } from "./terms.js";
+import { isSecondary, SECONDARY_QUERY, SECONDARY_WEIGHT } from "./prior.js";
+
+export { camelParts, words } from "./terms.js";
 
 /** At most this many matches unless the caller asks otherwise. */
 export const DEFAULT_MATCH_LIMIT = 20;
-
-const STOPWORDS: ReadonlySet<string> = new Set(
-  "a an and are as at be by for from has have in into is it its of on or that the this to was were will with what which who how all any can do does".split(
-    " ",
-  ),
-);
-const SPLIT = /[^\p{L}\p{N}]+/u;
-/** A word with an inner capital (`parseTemplate`, `XMLParser`): only those are split further. */
-const INNER_CAPITAL = /[a-z0-9][A-Z]|[A-Z][A-Z][a-z]/;
-const DIGITS = /^\d+$/;
-
-function push(out: string[], word: string): void {
-  const lower = word.toLowerCase();
-  if (lower.length > 1 && !STOPWORDS.has(lower)) out.push(lower);
-}
-
-/**
- * Splits text into lower-case words; a camelCase word also yields its parts
- * (`parseTemplate` → `parsetemplate`, `parse`, `template`).
- */
-export function words(text: string): string[] {
-  const out: string[] = [];
-  for (const token of text.split(SPLIT)) {
-    if (token.length < 2) continue;
-    if (!INNER_CAPITAL.test(token)) {
-      push(out, token);
-      continue;
-    }
-    push(out, token);
-    for (const part of camelParts(token)) push(out, part);
-  }
-  return out;
-}
-
-/**
- * The parts of a camelCase token, split before an upper-case letter that follows a lower-case letter or digit
- * (`parseXml` → `parse`, `Xml`) and before the last of a run of upper-case letters followed by a lower-case one
- * (`HTMLParser` → `HTML`, `Parser`). A scan: /([A-Z]+)([A-Z][a-z])/g backtracks quadratically over a long run of
- * capitals (20,000 took 1.4 s).
- */
-export function camelParts(token: string): string[] {
-  const parts: string[] = [];
-  let start = 0;
-  for (let i = 1; i < token.length; i++) {
-    const c = token.charCodeAt(i);
-    if (!isUpper(c)) continue;
-    const before = token.charCodeAt(i - 1);
-    if (isLower(before) || isDigit(before) || (isUpper(before) && isLower(token.charCodeAt(i + 1)))) {
-      parts.push(token.slice(start, i));
-      start = i;
-    }
-  }
-  parts.push(token.slice(start));
-  return parts;
-}
-
-const isUpper = (c: number) => c >= 65 && c <= 90;
-const isLower = (c: number) => c >= 97 && c <= 122;
-const isDigit = (c: number) => c >= 48 && c <= 57;
-
-/** Whether a word is a bare number (numbers make every file name unique and match nothing useful). */
-function isNumber(word: string): boolean {
-  const c = word.charCodeAt(0);
-  return c >= 48 && c <= 57 && DIGITS.test(word);
-}
 
 /** The words of a request that make up the query: the description, the seed-era text and short string inputs. */
 export function queryText(request: MatchRequest): string {
@@ -129,15 +69,21 @@ interface Doc {
  *   candidates, from their id lists.
  * - An unknown word also stands for the common words it is a prefix or a typo of, with a lower weight.
  * - A query of common words only ranks the entries from the id lists alone.
+ * Words are counted and matched by their Porter stems (a word as written is stemmed once per build), and tests,
+ * fixtures and benchmarks score less unless the query asks for them (prior.ts).
  */
 export class IndexRanker {
   readonly #entries: readonly IndexEntry[];
   readonly #commonAbove: number;
   readonly #search: MiniSearch<Doc>;
   readonly #lists: WordLists;
+  /** 1 for a test, fixture, mock or benchmark file (see prior.ts). */
+  readonly #secondary: Uint8Array;
   /** Word → its number; number → word; number → entries holding the word. */
   readonly #ids = new Map<string, number>();
   readonly #words: string[] = [];
+  /** Build only: word as written → the number of its stem (each distinct word is stemmed once). */
+  #stems: Map<string, number> | undefined = new Map();
   #df = new Int32Array(4096);
   /** Build only: the entry (plus one) that last counted each word; each entry's words, as numbers; id lists. */
   #lastSeen: Int32Array | undefined = new Int32Array(4096);
@@ -153,6 +99,7 @@ export class IndexRanker {
     this.#entries = entries;
     this.#commonAbove = Math.max(COMMON_MIN, Math.ceil(entries.length * (options.commonShare ?? COMMON_SHARE)));
     this.#lists = new WordLists(entries.length);
+    this.#secondary = new Uint8Array(entries.length);
     this.#search = new MiniSearch<Doc>({
       fields: ["tokens"],
       // Documents carry their words already split: no string is joined or split again.
@@ -191,16 +138,22 @@ export class IndexRanker {
     for (let id = from; id < to; id++) {
       const entry = this.#entries[id];
       const tokens = entry === undefined ? [] : toTokens(entry);
+      if (entry !== undefined && isSecondary(entry.path)) this.#secondary[id] = 1;
       const numbers = new Int32Array(tokens.length);
       let distinct = 0;
       for (let i = 0; i < tokens.length; i++) {
         const token = tokens[i] ?? "";
-        let n = this.#ids.get(token);
+        let n = this.#stems?.get(token);
         if (n === undefined) {
-          n = this.#words.length;
-          this.#ids.set(token, n);
-          this.#words.push(token);
-          if (n >= this.#df.length) this.#grow();
+          const root = stem(token);
+          n = this.#ids.get(root);
+          if (n === undefined) {
+            n = this.#words.length;
+            this.#ids.set(root, n);
+            this.#words.push(root);
+            if (n >= this.#df.length) this.#grow();
+          }
+          this.#stems?.set(token, n);
         }
         numbers[i] = n;
         const seen = this.#lastSeen ?? lastSeen;
@@ -268,6 +221,7 @@ export class IndexRanker {
     this.#postings = [];
     this.#filled = undefined;
     this.#lastSeen = undefined;
+    this.#stems = undefined;
   }
 
   /** Number of entries ranked. */
@@ -282,7 +236,10 @@ export class IndexRanker {
 
   /** Ranks the entries for `query`, best first, with the entries themselves (the model chooses among these). */
   rank(query: string, limit = DEFAULT_MATCH_LIMIT): Ranked[] {
-    const terms = [...new Set(words(query).filter((w) => !isNumber(w)))];
+    // Words are matched by their stems; `typed` names each stem by the query word it came from.
+    const typed = new Map<string, string>();
+    for (const word of words(query)) if (!isNumber(word) && !typed.has(stem(word))) typed.set(stem(word), word);
+    const terms = [...typed.keys()];
     if (terms.length === 0 || this.#entries.length === 0 || limit < 1) return [];
     const frequency = (term: string) => {
       const n = this.#ids.get(term);
@@ -331,22 +288,34 @@ export class IndexRanker {
       }
       candidate.score = candidate.raw * candidate.matched.size;
     }
-    candidates.sort((a, b) => b.score - a.score);
     if (candidates.length === 0) candidates = this.#lists.rankListed(listed, Math.max(limit, 20));
+    if (!terms.some((t) => SECONDARY_QUERY.has(t)))
+      for (const candidate of candidates) if (this.#secondary[candidate.id] === 1) candidate.score *= SECONDARY_WEIGHT;
+    candidates.sort((a, b) => b.score - a.score);
     const best = candidates[0]?.score || 1;
     return candidates.slice(0, limit).flatMap(({ id, matched, score }) => {
       const entry = this.#entries[id];
       if (entry === undefined) return [];
       const share = Math.min(1, matched.size / terms.length);
-      return [{ entry, matched: [...matched], score: Math.round((0.5 * (score / best) + 0.5 * share) * 1000) / 1000 }];
+      return [
+        {
+          entry,
+          matched: [...matched].map((t) => typed.get(t) ?? t),
+          score: Math.round((0.5 * (score / best) + 0.5 * share) * 1000) / 1000,
+        },
+      ];
     });
   }
 }
 
-/** The words of an entry: the file name twice (a match there counts more), its last four directories, the metadata. */
+/**
+ * The words of an entry: the file name twice (a match there counts more) with the tails of its lower-case compounds,
+ * its last four directories, the metadata.
+ */
 function toTokens(entry: IndexEntry): string[] {
   const slash = entry.path.lastIndexOf("/");
   const name = words(entry.path.slice(slash + 1));
+  for (const token of entry.path.slice(slash + 1).split(SPLIT)) name.push(...tails(token));
   const dirs = words(entry.path.slice(0, Math.max(0, slash)).split("/").slice(-4).join(" "));
   const out: string[] = [];
   for (const list of [name, name, dirs, words(unlabelled(entry.metadata))]) for (const word of list) if (!isNumber(word)) out.push(word);
@@ -354,14 +323,14 @@ function toTokens(entry: IndexEntry): string[] {
 }
 
 /**
- * The indexer's metadata without its labels (`language:`, `exports:`, `defines:`), its size clause and its `name:`
+ * The indexer's metadata without its labels (`language:`, `exports:`, `defines:`, `sections:`, …), its size clause and its `name:`
  * clause (the file name is ranked from the path already): words every entry has only cost time.
  */
 function unlabelled(metadata: string): string {
   return metadata
     .replace(/(^|;)\s*size:\s*[\d.]+\s*[KMG]?B\s*(?=;|$)/g, "$1")
     .replace(/(^|;)\s*name:[^;]*/g, "$1")
-    .replace(/\b(?:language|exports|defines):/g, " ");
+    .replace(/\b(?:language|exports|defines|sections|keys|tests|keywords):/g, " ");
 }
 
 /** A ranked entry as a match of the reply: `relevance` names the matched words and repeats the metadata. */

@@ -57,6 +57,11 @@ export interface IndexResult {
 export const DEFAULT_MAX_FILE_SIZE = 1024 * 1024;
 /** Suffix of the stamp of an entry whose description the model wrote. */
 export const SUMMARIZED = ":s";
+/**
+ * Suffix of the stamp of an entry whose description was extracted by the current {@link describe}: entries of an
+ * earlier extraction (no suffix) are read again once, so they get the richer descriptions.
+ */
+export const EXTRACTED = ":x2";
 /** Bytes read from each file to describe it. */
 export const HEAD_BYTES = 64 * 1024;
 
@@ -123,7 +128,7 @@ export async function indexDirectory(dir: string, options: IndexOptions = {}): P
   const summarize = options.summarize;
   if (summarize) stats.summarized = 0;
   const unchanged = (known: IndexEntry | undefined, stamp: string) =>
-    known !== undefined && (known.stamp === `${stamp}${SUMMARIZED}` || (summarize === undefined && known.stamp === stamp));
+    known !== undefined && (known.stamp === `${stamp}${SUMMARIZED}` || (summarize === undefined && known.stamp === `${stamp}${EXTRACTED}`));
   const total = found.filter((file) => !unchanged(previous.get(file.path), file.stamp)).length;
   let done = 0;
   const entries = await mapLimit(found, 16, async (file): Promise<IndexEntry | undefined> => {
@@ -144,7 +149,8 @@ export async function indexDirectory(dir: string, options: IndexOptions = {}): P
       const summary = summarize
         ? await summarize({ path: file.path, relative: relativePath(root, file.path), text, extracted })
         : undefined;
-      if (summary === undefined) return { path: file.path, metadata: metadataOf(file.path, file.size, extracted), stamp: file.stamp };
+      if (summary === undefined)
+        return { path: file.path, metadata: metadataOf(file.path, file.size, extracted), stamp: `${file.stamp}${EXTRACTED}` };
       stats.summarized = (stats.summarized ?? 0) + 1;
       return { path: file.path, metadata: metadataOf(file.path, file.size, summary), stamp: `${file.stamp}${SUMMARIZED}` };
     } finally {

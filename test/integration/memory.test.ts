@@ -318,4 +318,38 @@ describe("dirigent memory index / match", () => {
       await rm(dir, { recursive: true, force: true });
     }
   });
+
+  it("finds a file by the words of its first paragraph, not only its heading (issue 20)", async () => {
+    const root = randomRoot();
+    const dir = await mkdtemp(join(tmpdir(), "dirigent-cli-meaning-"));
+    try {
+      await mkdir(join(dir, "docs"));
+      await mkdir(join(dir, "src"));
+      await writeFile(
+        join(dir, "docs/billing.md"),
+        "# Billing\n\nInvoice rounding rules and VAT computation.\n\n## Credit notes\n\nHow refunds are issued.\n",
+      );
+      await writeFile(join(dir, "docs/setup.md"), "# Setup\n\nInstall the service and start it.\n");
+      await writeFile(join(dir, "src/retry-backoff.ts"), "export function delayFor(attempt: number) {\n  return 2 ** attempt;\n}\n");
+      const out: string[] = [];
+      const run = async (...args: string[]) => {
+        const program = new Command().exitOverride();
+        registerMemoryCommands(
+          program,
+          (text) => out.push(text),
+          () => undefined,
+        );
+        await program.parseAsync(["node", "dirigent", "memory", ...args, "--nats", server.url, "--prefix", root]);
+      };
+      await run("index", dir);
+      await run("match", "invoice VAT rounding", "--json");
+      const { matches } = JSON.parse(out.at(-1) ?? "{}") as { matches: { path: string }[] };
+      expect(matches[0]?.path).toBe(join(dir, "docs/billing.md"));
+      // Path words count, stemmed: "retries" and "backing off" find retry-backoff.ts.
+      await run("match", "where are retries delayed with backoff", "--json");
+      expect((JSON.parse(out.at(-1) ?? "{}") as { matches: { path: string }[] }).matches[0]?.path).toBe(join(dir, "src/retry-backoff.ts"));
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
 });

@@ -5,6 +5,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { camelParts, words } from "../../actors/memory/rank.js";
+import { describe as describeFile } from "../../runtime/indexer/describe.js";
 import { applyOutputFormat, fitsSchema, unfenced } from "../../actors/evaluator/output-format.js";
 import { parseVerdict } from "../../protocol/checkmate.js";
 import { fencedBlock, withoutFenceMarks } from "../../protocol/fence.js";
@@ -97,6 +98,26 @@ describe("hostile 100,000-character inputs", () => {
     expect(refused.status).toBe("FAILED");
     expect(refused.error?.message).toContain("expected string[]");
     expect(fitsSchema(`number ${"[] ".repeat(N / 3)}`, JSON.parse("[".repeat(N / 3) + "1" + "]".repeat(N / 3)))).toBe(true);
+  });
+
+  it("file text crafted against the description's expressions (memory indexing)", () => {
+    const texts = [
+      "# " + "[".repeat(N),
+      "# a" + " ".repeat(N) + "b#",
+      "#" + "#".repeat(N) + "x",
+      "# T\n\n" + "<".repeat(N),
+      "# T\n\n" + "[x](".repeat(N / 4),
+      "/" + "/** a".repeat(N / 5),
+      "//" + " a".repeat(N / 2),
+      "export {" + " a".repeat(N / 2),
+      "module.exports = {" + "a,".repeat(N / 2),
+      "const f = (" + "(".repeat(N),
+      "test('" + "a".repeat(N),
+      "x".repeat(N) + ".",
+    ];
+    const started = performance.now();
+    for (const text of texts) for (const name of ["/r/a.md", "/r/a.js"]) expect(describeFile(name, text).length).toBeLessThanOrEqual(240);
+    expect(performance.now() - started).toBeLessThan(5000);
   });
 
   it("file text with a long run of capitals (memory indexing)", () => {

@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { IndexRanker } from "../../../actors/memory/rank.js";
 import { InMemoryIndexStore } from "../../../runtime/in-process/index-store.js";
-import { indexDirectory, readHead, updateIndex } from "../../../runtime/indexer/indexer.js";
+import { EXTRACTED, indexDirectory, readHead, updateIndex } from "../../../runtime/indexer/indexer.js";
 
 let dir: string;
 
@@ -88,6 +88,17 @@ describe("indexer", () => {
     expect(generation).toBe(two.generation);
     expect(relativePaths(entries)).not.toContain("README.md");
     expect(entries.find((e) => e.path.endsWith("bus.ts"))?.metadata).toContain("exports: NatsBus, Other");
+  });
+
+  it("reads again, once, the files an earlier version of the extraction described", async () => {
+    const store = new InMemoryIndexStore();
+    await rm(join(dir, "data.dat"));
+    await updateIndex(store, dir);
+    const { entries } = await store.getGlobalIndex();
+    expect(entries.every((e) => e.stamp?.endsWith(EXTRACTED))).toBe(true);
+    await store.updateGlobalIndex(entries.map((e) => ({ ...e, stamp: e.stamp?.slice(0, -EXTRACTED.length) })));
+    expect((await updateIndex(store, dir)).stats).toMatchObject({ read: 8, reused: 0 });
+    expect((await updateIndex(store, dir)).stats).toMatchObject({ read: 0, reused: 8 });
   });
 
   it("writes no new generation when nothing changed", async () => {

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { IndexRanker, queryText, words } from "../../../actors/memory/rank.js";
+import { stem } from "../../../actors/memory/stem.js";
 
 const entries = [
   {
@@ -44,6 +45,61 @@ describe("ranking with MiniSearch", () => {
   it("matches prefixes and misspellings", () => {
     expect(ranker.match("classif")[0]?.path).toBe("/repo/scripts/train_model.py");
     expect(ranker.match("substitue placeholders")[0]?.path).toBe("/repo/machines/language/substitute.ts");
+  });
+
+  it("matches words by their stems, and names the query words as typed", () => {
+    const stemmed = new IndexRanker([
+      { path: "/r/docs/billing.md", metadata: "language: Markdown; Billing; Invoice rounding rules and VAT computation." },
+      { path: "/r/src/retry-backoff.ts", metadata: "language: TypeScript; exports: delayFor" },
+      { path: "/r/src/setup.ts", metadata: "language: TypeScript; Starts the service." },
+    ]);
+    const [best] = stemmed.match("where are invoices rounded when computing");
+    expect(best?.path).toBe("/r/docs/billing.md");
+    expect(best?.relevance.split(":")[0]?.replace("matched ", "").split(", ").sort()).toEqual(["computing", "invoices", "rounded"]);
+    expect(stemmed.match("retries delayed")[0]?.path).toBe("/r/src/retry-backoff.ts");
+  });
+
+  it("ranks tests, fixtures and benchmarks below the code they exercise, unless the query asks for tests", () => {
+    const ranker = new IndexRanker([
+      { path: "/r/test/redact.test.js", metadata: "language: JavaScript; tests: redact option, redact paths" },
+      { path: "/r/test/fixtures/redact-paths.js", metadata: "language: JavaScript; keywords: redact, paths" },
+      { path: "/r/lib/redaction.js", metadata: "language: JavaScript; exports: redaction; keywords: redact, paths" },
+    ]);
+    expect(ranker.match("redact paths")[0]?.path).toBe("/r/lib/redaction.js");
+    expect(ranker.match("tests of redact paths")[0]?.path).toBe("/r/test/redact.test.js");
+  });
+
+  it("finds a compound file name written in lower case by its tail", () => {
+    const ranker = new IndexRanker([
+      { path: "/r/lib/multistream.js", metadata: "language: JavaScript; exports: multistream" },
+      { path: "/r/lib/levels.js", metadata: "language: JavaScript; exports: mappings" },
+    ]);
+    expect(ranker.match("several streams")[0]?.path).toBe("/r/lib/multistream.js");
+  });
+
+  it("stems as Porter's algorithm does, and leaves other words alone", () => {
+    const plain = [
+      "caresses",
+      "ponies",
+      "rounding",
+      "computation",
+      "computed",
+      "retries",
+      "retry",
+      "relational",
+      "hopping",
+      "filing",
+      "happy",
+    ];
+    expect(plain.map(stem)).toEqual(["caress", "poni", "round", "comput", "comput", "retri", "retri", "relat", "hop", "file", "happi"]);
+    expect(["generalization", "yield", "xml", "v8", "größe", "a".repeat(50)].map(stem)).toEqual([
+      "gener",
+      "yield",
+      "xml",
+      "v8",
+      "größe",
+      "a".repeat(50),
+    ]);
   });
 
   it("returns nothing for a query of stop words or an empty index, and honours the limit", () => {
