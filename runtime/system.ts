@@ -205,6 +205,7 @@ export async function startSystem(options: SystemOptions): Promise<SystemHandle>
         reparse: config.reparse,
         commands: config.commands,
         parseCache,
+        records: transport.turns,
       }),
     );
   }
