@@ -114,7 +114,10 @@ export function workerPrompt(input: WorkerInput): string {
   if (input.previous !== undefined) parts.push(section("PREVIOUS ATTEMPT", input.previous));
   if (input.directions.length > 0)
     parts.push(
-      section("USER DIRECTION (the user's guidance; follow it)", input.directions.map((d) => `- After iteration ${d.iteration}: ${d.text}`).join("\n")),
+      section(
+        "USER DIRECTION (the user's guidance; follow it)",
+        input.directions.map((d) => `- After iteration ${d.iteration}: ${d.text}`).join("\n"),
+      ),
     );
   if (input.gaps.length > 0) {
     parts.push(section("JUDGE FEEDBACK (what to fix; every gap so far)", gapList(input.gaps)));
@@ -173,15 +176,18 @@ export function prepareCheckmate(walk: Walk, node: TaskNode, env: Env): Prepared
 export async function askUser(walk: Walk, input: AskInput, signal: AbortSignal): Promise<AskReply> {
   const { path, gate, request } = input;
   const replayed = (await inputRecordsOf(walk)?.inputRecorded(request)) === true;
+  // Listening before the question is announced: an answer sent as soon as it is seen is heard.
+  const answered = walk.waitForInput(path, request, signal);
   if (!replayed) walk.progress("continuation.input", request.question, { nodePath: path, request, gate });
   let reply: AskReply;
   try {
-    reply = { answer: await walk.waitForInput(path, request, signal) };
+    reply = { answer: await answered };
   } catch (err) {
     if (!(err instanceof InputTimeout) || signal.aborted) throw err;
     reply = { timedOut: messageOf(err) };
   }
-  if (!replayed) walk.progress("continuation.resumed", "answer" in reply ? "resumed after input" : "no answer in time", { nodePath: path, gate });
+  if (!replayed)
+    walk.progress("continuation.resumed", "answer" in reply ? "resumed after input" : "no answer in time", { nodePath: path, gate });
   return reply;
 }
 

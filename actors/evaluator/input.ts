@@ -95,7 +95,8 @@ export function taskInputs(deps: ActorDeps, taskId: string, maxTimeoutMs: number
     try {
       const bytes = await store.get(key);
       const decoded = bytes ? decode(InputRecord, bytes) : undefined;
-      if (decoded && !decoded.ok) deps.log.warn({ key, problem: decoded.error.message }, "input record ignored: the question is asked again");
+      if (decoded && !decoded.ok)
+        deps.log.warn({ key, problem: decoded.error.message }, "input record ignored: the question is asked again");
       return decoded?.ok ? decoded.value : undefined;
     } catch (err) {
       deps.log.warn({ key, err: messageOf(err) }, "input record unreadable: the question is asked again");
@@ -111,23 +112,31 @@ export function taskInputs(deps: ActorDeps, taskId: string, maxTimeoutMs: number
   };
   return {
     inputRecorded: async (request) => (await read(keyOf(request, next(request)))) !== undefined,
-    async wait(request, signal) {
+    wait(request, signal) {
       const n = next(request);
       asked.set(request.question, n);
       const key = keyOf(request, n);
-      const recorded = await read(key);
-      if (recorded) {
-        if ("answer" in recorded) return recorded.answer;
-        throw new InputTimeout(recorded.timedOut);
-      }
-      try {
-        const answer = await waitForInput(deps, taskId, request, maxTimeoutMs, signal);
-        await write(key, { v: 1, answer });
-        return answer;
-      } catch (err) {
-        if (err instanceof InputTimeout) await write(key, { v: 1, timedOut: err.message });
-        throw err;
-      }
+      // Listening starts at once, before the record is read: a question announced right after this call can be
+      // answered at once. A recorded outcome ends the listening.
+      const replayed = new AbortController();
+      const live = waitForInput(deps, taskId, request, maxTimeoutMs, AbortSignal.any([signal, replayed.signal]));
+      live.catch(() => undefined);
+      return (async () => {
+        const recorded = await read(key);
+        if (recorded) {
+          replayed.abort();
+          if ("answer" in recorded) return recorded.answer;
+          throw new InputTimeout(recorded.timedOut);
+        }
+        try {
+          const answer = await live;
+          await write(key, { v: 1, answer });
+          return answer;
+        } catch (err) {
+          if (err instanceof InputTimeout) await write(key, { v: 1, timedOut: err.message });
+          throw err;
+        }
+      })();
     },
   };
 }
