@@ -47,9 +47,7 @@ function jsonText(text: string): string {
  * Reads a verdict from a judge's answer; `gap_summary` is accepted for `gapSummary`. A PASS or FAIL without a score
  * gets the score of {@link MISSING_SCORE} (`scoreMissing` says so).
  */
-export function parseVerdict(
-  text: string,
-): { ok: true; verdict: CheckmateVerdict; scoreMissing?: true } | { ok: false; error: string } {
+export function parseVerdict(text: string): { ok: true; verdict: CheckmateVerdict; scoreMissing?: true } | { ok: false; error: string } {
   let value: unknown;
   try {
     value = JSON.parse(jsonText(text));

@@ -91,7 +91,13 @@ function after(word: string, answer: string): string | undefined {
 }
 
 const STOP_WORDS = new Set(["stop", "cancel", "abort", "no", "quit"]);
-const stops = (answer: string) => STOP_WORDS.has(answer.trim().replace(/[.!]+$/, "").toLowerCase());
+const stops = (answer: string) =>
+  STOP_WORDS.has(
+    answer
+      .trim()
+      .replace(/[.!]+$/, "")
+      .toLowerCase(),
+  );
 
 /** The criteria review: approved (an approval word, or no answer in time), else the answer is feedback for the next draft. */
 export function criteriaChoice(reply: AskReply): "approve" | "revise" {
@@ -242,6 +248,18 @@ export function criteriaProgress(context: CheckmateContext, message: string, app
     ...(source === "intake" ? { criteria: context.criteria } : {}),
   };
   return { event: "checkmate.criteria", message, data };
+}
+
+/** `checkmate.intake`: an intake call starts. */
+export function intakeProgress(context: CheckmateContext): ProgressParams {
+  const call = context.intakeCalls;
+  return { event: "checkmate.intake", message: `checkmate: intake (call ${call})`, data: { nodePath: context.path, call } };
+}
+
+/** `checkmate.judge_error`: the judge failed; the iteration counts as FAIL. */
+export function judgeErrorProgress(context: CheckmateContext): ProgressParams {
+  const message = `${tag(context)} judge failed: ${context.attempts.at(-1)?.judgeError?.message ?? ""}`;
+  return { event: "checkmate.judge_error", message, data: { nodePath: context.path, iteration: context.iteration } };
 }
 
 /** `checkmate.worker_error`: the failed iteration's error. */

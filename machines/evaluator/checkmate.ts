@@ -59,6 +59,8 @@ import {
   timedOut,
   gateProgress,
   gateRequest,
+  intakeProgress,
+  judgeErrorProgress,
   startChoice,
   withCheckpoint,
   withCriteriaReview,
@@ -221,14 +223,7 @@ export const checkmateMachine = setup({
     },
     intake: {
       description: "The intake turns the task into acceptance criteria, or asks the user questions ([NEEDS_CLARIFICATION]).",
-      entry: [
-        "countIntakeCall",
-        progress((c) => ({
-          event: "checkmate.intake",
-          message: `checkmate: intake (call ${c.intakeCalls})`,
-          data: { nodePath: c.path, call: c.intakeCalls },
-        })),
-      ],
+      entry: ["countIntakeCall", progress(intakeProgress)],
       invoke: {
         src: "runIntake",
         input: ({ context }) => ({
@@ -353,14 +348,7 @@ export const checkmateMachine = setup({
           { guard: "failureIsFatal", target: "failed", actions: "failJudge" },
           {
             target: "deciding",
-            actions: [
-              "recordJudgeError",
-              progress((c) => ({
-                event: "checkmate.judge_error",
-                message: `${tag(c)} judge failed: ${c.attempts.at(-1)?.judgeError?.message ?? ""}`,
-                data: { nodePath: c.path, iteration: c.iteration },
-              })),
-            ],
+            actions: ["recordJudgeError", progress(judgeErrorProgress)],
           },
         ],
         onError: { target: "failed", actions: "failJudgeThrew" },
@@ -391,7 +379,10 @@ export const checkmateMachine = setup({
     passed: { description: "The judge's verdict is PASS: the output is delivered.", type: "final" },
     exhausted: { description: "Max iterations without PASS: the best attempt by score, with the final judge report.", type: "final" },
     stopped: { description: "The user stopped the loop at a checkpoint: the best attempt so far, as when exhausted.", type: "final" },
-    failed: { description: "Preparation, intake or clarification failed, the user cancelled, or the task's budget ran out.", type: "final" },
+    failed: {
+      description: "Preparation, intake or clarification failed, the user cancelled, or the task's budget ran out.",
+      type: "final",
+    },
   },
   output: ({ context }) => checkmateOutput(context),
 });
