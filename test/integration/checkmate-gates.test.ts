@@ -22,35 +22,46 @@ const judge = (key: string, n: number) => ({ regex: `judge in a checkmate loop \
 const intake = (key: string, then = "") => ({ regex: `intake of a checkmate loop[\\s\\S]*${key}${then}` });
 const verdict = (result: "PASS" | "FAIL", score: number, gapSummary = "") => JSON.stringify({ result, score, criteria: [], gapSummary });
 
+const rules = [
+  // Gates answered: the user's feedback revises the criteria, the start gate edits them, a checkpoint redirects.
+  { match: { lastUser: intake("G-ANSWER", "[\\s\\S]*FEEDBACK[\\s\\S]*needs a title") }, reply: "- rhymes\n- has a title" },
+  { match: { lastUser: intake("G-ANSWER") }, reply: "- rhymes" },
+  { match: { lastUser: worker("G-ANSWER", 1) }, reply: "answer one" },
+  { match: { lastUser: judge("G-ANSWER", 1) }, reply: verdict("FAIL", 40, "too long") },
+  { match: { lastUser: worker("G-ANSWER", 2) }, reply: "answer two" },
+  { match: { lastUser: judge("G-ANSWER", 2) }, reply: verdict("PASS", 90) },
+  // No answers: the defaults (go, continue).
+  { match: { lastUser: worker("G-DEFAULT", 1) }, reply: "default one" },
+  { match: { lastUser: judge("G-DEFAULT", 1) }, reply: verdict("FAIL", 10, "weak") },
+  { match: { lastUser: worker("G-DEFAULT", 2) }, reply: "default two" },
+  { match: { lastUser: judge("G-DEFAULT", 2) }, reply: verdict("PASS", 70) },
+  // Recorded answers: a clarification and a start gate, replayed on a re-run.
+  { match: { lastUser: intake("G-RECORD", "[\\s\\S]*THE USER ANSWERED[\\s\\S]*in Python") }, reply: "- written in Python" },
+  { match: { lastUser: intake("G-RECORD") }, reply: "[NEEDS_CLARIFICATION]\n1. Which language?" },
+  { match: { lastUser: worker("G-RECORD", 1) }, reply: "print('hi')" },
+  { match: { lastUser: judge("G-RECORD", 1) }, reply: verdict("PASS", 80) },
+  // A worker past its timeout: the model request is dropped.
+  { match: { lastUser: worker("G-SLOW", 1) }, reply: "too late", delayMs: 30_000 },
+  { match: { lastUser: worker("G-SLOW", 2) }, reply: "in time" },
+  { match: { lastUser: judge("G-SLOW", 2) }, reply: JSON.stringify({ result: "PASS", criteria: [] }) },
+  // A judge past its timeout: its request is dropped too; the iteration counts as FAIL.
+  { match: { lastUser: worker("G-JUDGESLOW", 1) }, reply: "judged too slowly" },
+  { match: { lastUser: judge("G-JUDGESLOW", 1) }, reply: verdict("PASS", 99), delayMs: 30_000 },
+  { match: { lastUser: worker("G-JUDGESLOW", 2) }, reply: "judged in time" },
+  { match: { lastUser: judge("G-JUDGESLOW", 2) }, reply: verdict("PASS", 80) },
+];
+
+/** Lines of the mock model saying it dropped the held request of the rule whose reply is `reply`. */
+const dropped = (log: readonly string[], reply: string) =>
+  log.filter((l) => l.includes(`answeredBy=${rules.findIndex((r) => r.reply === reply)} → aborted by client`));
+
 beforeAll(async () => {
   server = await startTestNatsServer();
   mock = await startMockLlm({
     port: 0,
     log: (line) => mockLog.push(line),
     script: {
-      rules: [
-        // Gates answered: the user's feedback revises the criteria, the start gate edits them, a checkpoint redirects.
-        { match: { lastUser: intake("G-ANSWER", "[\\s\\S]*FEEDBACK[\\s\\S]*needs a title") }, reply: "- rhymes\n- has a title" },
-        { match: { lastUser: intake("G-ANSWER") }, reply: "- rhymes" },
-        { match: { lastUser: worker("G-ANSWER", 1) }, reply: "answer one" },
-        { match: { lastUser: judge("G-ANSWER", 1) }, reply: verdict("FAIL", 40, "too long") },
-        { match: { lastUser: worker("G-ANSWER", 2) }, reply: "answer two" },
-        { match: { lastUser: judge("G-ANSWER", 2) }, reply: verdict("PASS", 90) },
-        // No answers: the defaults (go, continue).
-        { match: { lastUser: worker("G-DEFAULT", 1) }, reply: "default one" },
-        { match: { lastUser: judge("G-DEFAULT", 1) }, reply: verdict("FAIL", 10, "weak") },
-        { match: { lastUser: worker("G-DEFAULT", 2) }, reply: "default two" },
-        { match: { lastUser: judge("G-DEFAULT", 2) }, reply: verdict("PASS", 70) },
-        // Recorded answers: a clarification and a start gate, replayed on a re-run.
-        { match: { lastUser: intake("G-RECORD", "[\\s\\S]*THE USER ANSWERED[\\s\\S]*in Python") }, reply: "- written in Python" },
-        { match: { lastUser: intake("G-RECORD") }, reply: "[NEEDS_CLARIFICATION]\n1. Which language?" },
-        { match: { lastUser: worker("G-RECORD", 1) }, reply: "print('hi')" },
-        { match: { lastUser: judge("G-RECORD", 1) }, reply: verdict("PASS", 80) },
-        // A worker past its timeout: the model request is dropped.
-        { match: { lastUser: worker("G-SLOW", 1) }, reply: "too late", delayMs: 30_000 },
-        { match: { lastUser: worker("G-SLOW", 2) }, reply: "in time" },
-        { match: { lastUser: judge("G-SLOW", 2) }, reply: JSON.stringify({ result: "PASS", criteria: [] }) },
-      ],
+      rules,
       default: { reply: "unexpected: {{lastUser}}" },
     },
   });
@@ -173,7 +184,7 @@ describe("timeouts cancel", () => {
     const history = outcome.notes["iteration_history"] as { workerError?: unknown }[];
     expect(history[0]?.workerError).toMatchObject({ reason: "execution_timeout" });
     // The Handler stopped the session: the mock's held request was dropped, long before its 30 s delay.
-    await mockLog.until((v) => v.some((l) => l.includes("aborted by client during delay")), "the slow request to be dropped");
+    await mockLog.until((v) => dropped(v, "too late").length === 1, "the slow request to be dropped");
     expect(outcome.notes["final_verdict"]).toMatchObject({
       result: "PASS",
       score: 100,
@@ -183,5 +194,15 @@ describe("timeouts cancel", () => {
     expect(events.find((e) => e.type === "checkmate.verdict" && e.message?.includes("iteration 2/5"))?.message).toBe(
       "[checkmate: iteration 2/5] PASS score 100 (the judge gave no score; 100 taken for ranking)",
     );
+  });
+
+  it("a judge past judge_timeout has its model request dropped; the iteration counts as FAIL", async () => {
+    await using s = await startStack({ url: server.url, mock });
+    const { outcome } = await run(s, loop("G-JUDGESLOW", 'judge_timeout="0.5"', "<criteria>x</criteria>"));
+    expect(outcome).toMatchObject({ status: "COMPLETE", content: "judged in time", notes: { iterations_completed: 2 } });
+    const history = outcome.notes["iteration_history"] as { verdict?: unknown; judgeError?: unknown }[];
+    expect(history[0]?.verdict).toMatchObject({ result: "FAIL", parsed: false });
+    expect(history[0]?.judgeError).toMatchObject({ reason: "execution_timeout", message: "the judge did not answer within 0.5 s" });
+    await mockLog.until((v) => dropped(v, verdict("PASS", 99)).length === 1, "the slow judge request to be dropped");
   });
 });
