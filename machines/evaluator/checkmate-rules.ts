@@ -262,6 +262,11 @@ export function judgeErrorProgress(context: CheckmateContext): ProgressParams {
   return { event: "checkmate.judge_error", message, data: { nodePath: context.path, iteration: context.iteration } };
 }
 
+/** `checkmate.criteria`: the criteria judge or the user did not approve the last draft, which the loop goes on with. */
+export function criteriaUnapprovedProgress(context: CheckmateContext): ProgressParams {
+  return criteriaProgress(context, `criteria not approved after ${context.maxIntakeRounds} rounds; going on with the last draft`, false);
+}
+
 /** `checkmate.worker_error`: the failed iteration's error. */
 export function workerErrorProgress(context: CheckmateContext): ProgressParams {
   const error = context.attempts.at(-1)?.workerError;

@@ -54,6 +54,7 @@ import {
   checkpointChoice,
   criteriaChoice,
   criteriaProgress,
+  criteriaUnapprovedProgress,
   errorOrDefault,
   exhaustedProgress,
   timedOut,
@@ -264,9 +265,20 @@ export const checkmateMachine = setup({
         src: "askUser",
         input: ask("criteria"),
         onDone: [
-          { guard: "userApprovesCriteria", target: "startGate", actions: ["recordCriteriaReview", progress(gateProgress)] },
+          {
+            guard: "userApprovesCriteria",
+            target: "startGate",
+            actions: [
+              "recordCriteriaReview",
+              progress(gateProgress),
+              progress((c) => criteriaProgress(c, "criteria approved by the user", true)),
+            ],
+          },
           { guard: "intakeRoundsLeft", target: "intake", actions: ["recordCriteriaReview", progress(gateProgress)] },
-          { target: "startGate", actions: ["recordCriteriaReview", progress(gateProgress)] },
+          {
+            target: "startGate",
+            actions: ["recordCriteriaReview", progress(gateProgress), progress(criteriaUnapprovedProgress)],
+          },
         ],
         onError: { target: "failed", actions: "failAskThrew" },
       },
@@ -304,12 +316,7 @@ export const checkmateMachine = setup({
           { guard: "intakeRoundsLeft", target: "intake", actions: "storeCriteriaFeedback" },
           {
             target: "working",
-            actions: [
-              "keepUnapprovedCriteria",
-              progress((c) =>
-                criteriaProgress(c, `criteria not approved after ${c.maxIntakeRounds} rounds; going on with the last draft`, false),
-              ),
-            ],
+            actions: ["keepUnapprovedCriteria", progress(criteriaUnapprovedProgress)],
           },
         ],
         onError: { target: "failed", actions: "failCriteriaJudgeThrew" },

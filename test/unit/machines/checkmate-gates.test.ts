@@ -85,7 +85,7 @@ describe("checkmate human gates", () => {
   });
 
   it("asks for approval of the intake's criteria, revises them with the user's feedback, then asks go before the first worker", async () => {
-    const { output, asks, intakes, workers } = await run({
+    const { output, asks, intakes, workers, progress } = await run({
       answers: { criteria: ["also ask for a title", "yes"], start: ["go"] },
       intake: (i) => ok(i.feedback === undefined ? "- rhymes" : "- rhymes\n- has a title"),
       judge: () => verdict("PASS", 90),
@@ -95,6 +95,7 @@ describe("checkmate human gates", () => {
     expect(intakes[1]).toMatchObject({ feedback: "also ask for a title", previousDraft: "- rhymes" });
     expect(workers[0]?.criteria).toBe("- rhymes\n- has a title");
     expect(output).toMatchObject({ status: "COMPLETE", notes: { criteria_approved: true } });
+    expect(progress.filter((p) => p.event === "checkmate.criteria").map((p) => p.message)).toEqual(["criteria approved by the user"]);
     expect(output.notes["gates"]).toEqual([
       { gate: "criteria", iteration: 0, decision: "revise", answer: "also ask for a title" },
       { gate: "criteria", iteration: 0, decision: "approve", answer: "yes" },
@@ -111,6 +112,15 @@ describe("checkmate human gates", () => {
       error: { reason: "execution_halted", message: "checkmate cancelled by the user before the first worker" },
       notes: { termination_reason: "user_cancelled" },
     });
+  });
+
+  it("goes on with the last draft when the user approves none within max_intake_rounds", async () => {
+    const { output, asks, progress } = await run({ answers: { criteria: ["more", "more", "more"] }, judge: () => verdict("PASS", 1) });
+    expect(asks.map((a) => a.gate)).toEqual(["criteria", "criteria", "criteria", "start"]);
+    expect(output.notes).toMatchObject({ criteria_approved: false });
+    expect(progress.find((p) => p.event === "checkmate.criteria")?.message).toBe(
+      "criteria not approved after 3 rounds; going on with the last draft",
+    );
   });
 
   it("replaces the criteria on edit", async () => {
