@@ -28,6 +28,9 @@ export const CheckmateVerdict = z.object({
 });
 export type CheckmateVerdict = z.infer<typeof CheckmateVerdict>;
 
+/** Score a verdict without one is given for ranking: a PASS is the best attempt, a FAIL the worst. */
+export const MISSING_SCORE = { PASS: 100, FAIL: 0 } as const;
+
 /** A verdict as the loop keeps it: `parsed: false` when the judge's answer was not a valid verdict (then FAIL). */
 export type StoredVerdict = CheckmateVerdict & { parsed: boolean; note?: string };
 
@@ -40,8 +43,11 @@ function jsonText(text: string): string {
   return start >= 0 && end > start ? text.slice(start, end + 1) : text.trim();
 }
 
-/** Reads a verdict from a judge's answer; `gap_summary` is accepted for `gapSummary`. */
-export function parseVerdict(text: string): { ok: true; verdict: CheckmateVerdict } | { ok: false; error: string } {
+/**
+ * Reads a verdict from a judge's answer; `gap_summary` is accepted for `gapSummary`. A PASS or FAIL without a score
+ * gets the score of {@link MISSING_SCORE} (`scoreMissing` says so).
+ */
+export function parseVerdict(text: string): { ok: true; verdict: CheckmateVerdict; scoreMissing?: true } | { ok: false; error: string } {
   let value: unknown;
   try {
     value = JSON.parse(jsonText(text));
@@ -51,16 +57,36 @@ export function parseVerdict(text: string): { ok: true; verdict: CheckmateVerdic
   if (typeof value === "object" && value !== null && !Array.isArray(value) && !("gapSummary" in value) && "gap_summary" in value) {
     value = { ...value, gapSummary: Reflect.get(value, "gap_summary") };
   }
-  const parsed = CheckmateVerdict.safeParse(value);
+  const scored = withScore(value);
+  const parsed = CheckmateVerdict.safeParse(scored);
   if (!parsed.success)
     return { ok: false, error: parsed.error.issues.map((i) => `${i.path.join(".") || "(verdict)"}: ${i.message}`).join("; ") };
-  return { ok: true, verdict: parsed.data };
+  return { ok: true, verdict: parsed.data, ...(scored === value ? {} : { scoreMissing: true as const }) };
 }
 
-/** The verdict a judge's answer counts as: the parsed one, or FAIL with score 0 and a note saying why. */
+/** A verdict object whose `result` is PASS or FAIL and that has no score: the score is taken from {@link MISSING_SCORE}. */
+function withScore(value: unknown): unknown {
+  if (typeof value !== "object" || value === null || Array.isArray(value) || !scoreMissing(value)) return value;
+  const result = Reflect.get(value, "result");
+  const verdict = typeof result === "string" ? result.trim().toUpperCase() : "";
+  return verdict === "PASS" || verdict === "FAIL" ? { ...value, score: MISSING_SCORE[verdict] } : value;
+}
+
+function scoreMissing(value: object): boolean {
+  const score: unknown = Reflect.get(value, "score");
+  return score === undefined || score === null || (typeof score === "string" && score.trim() === "");
+}
+
+/**
+ * The verdict a judge's answer counts as: the parsed one, or FAIL with score 0 and a note saying why. A verdict
+ * without a score keeps its result (a PASS is a PASS) with the score of {@link MISSING_SCORE} and a note.
+ */
 export function verdictOf(text: string): StoredVerdict {
   const got = parseVerdict(text);
-  if (got.ok) return { ...got.verdict, parsed: true };
+  if (got.ok) {
+    const note = `the judge gave no score; ${got.verdict.score} taken for ranking`;
+    return { ...got.verdict, parsed: true, ...(got.scoreMissing ? { note } : {}) };
+  }
   return {
     result: "FAIL",
     score: 0,

@@ -72,3 +72,15 @@ export const RunMarker = z.object({
   released: z.boolean().optional(),
 });
 export type RunMarker = z.infer<typeof RunMarker>;
+
+/**
+ * The outcome of a wait for the user's input (`request_user_input`, a checkmate question or gate), kept by the
+ * Evaluator in the turns bucket under `<task>.i<digest of the question and its occurrence>`: the answer, or that no
+ * answer came in time. A re-run of the task (a Director takeover) that asks the same question again gets it at once,
+ * so the user is not asked twice.
+ */
+export const InputRecord = z.union([
+  z.object({ v: z.literal(1), answer: z.string() }),
+  z.object({ v: z.literal(1), timedOut: z.string() }),
+]);
+export type InputRecord = z.infer<typeof InputRecord>;

@@ -203,6 +203,7 @@ export async function startSystem(options: SystemOptions): Promise<SystemHandle>
         reparse: config.reparse,
         commands: config.commands,
         parseCache,
+        records: transport.turns,
       }),
     );
   }

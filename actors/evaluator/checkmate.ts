@@ -5,13 +5,23 @@
  * the Handler's records apply as for any atomic task, so a resumed task replays finished calls: a recorded judge
  * answer is returned as it was, and its verdict is never flipped.
  *
+ * A worker or judge call that runs past its timeout is aborted: the Evaluator tells the Handler to stop that
+ * session (`node.abort`), which drops the model request.
+ *
+ * The loop's questions (the intake's, and the human gates of `interactive="true"`) are asked through the task's
+ * input subject like `request_user_input`, each announced as `continuation.input` (the task is `awaiting_input`)
+ * unless a re-run finds its answer recorded (actors/evaluator/input.ts): then nothing is asked again.
+ *
  * Template: `<description>` the task, optional `<criteria>` (text or `<item>`s), `<max_iterations>`, optional
  * `<intake>`, `<worker>`, `<judge>`, `<criteria_judge>` system prompts, `<model>`; attributes `worker_timeout` and
- * `judge_timeout` (seconds), `criteria_judge="true"`, `max_intake_rounds`.
+ * `judge_timeout` (seconds), `criteria_judge="true"`, `max_intake_rounds`, `interactive="true"`, `gate_timeout`
+ * (seconds: how long a gate waits before its default).
  */
 import { fromPromise } from "xstate";
 import {
   checkmateMachine,
+  type AskInput,
+  type AskReply,
   type CriteriaJudgeInput,
   type Gap,
   type IntakeInput,
@@ -19,11 +29,12 @@ import {
   type Prepared,
   type WorkerInput,
 } from "../../machines/evaluator/checkmate.js";
-import type { InputWaitInput } from "../../machines/evaluator/continuation.js";
 import { find, type Env } from "../../machines/language/env.js";
 import { taskFailure, type TaskResult } from "../../protocol/index.js";
 import { budgetScopes } from "./budget.js";
 import { inputFailure } from "./nodes.js";
+import { InputTimeout, inputRecordsOf } from "./input.js";
+import { messageOf } from "../deps.js";
 import type { Walk } from "./walk.js";
 import { substitute } from "../../machines/language/substitute.js";
 import type { TaskNode } from "../../machines/language/ast.js";
@@ -101,6 +112,13 @@ export function workerPrompt(input: WorkerInput): string {
     section("ACCEPTANCE CRITERIA", input.criteria),
   ];
   if (input.previous !== undefined) parts.push(section("PREVIOUS ATTEMPT", input.previous));
+  if (input.directions.length > 0)
+    parts.push(
+      section(
+        "USER DIRECTION (the user's guidance; follow it)",
+        input.directions.map((d) => `- After iteration ${d.iteration}: ${d.text}`).join("\n"),
+      ),
+    );
   if (input.gaps.length > 0) {
     parts.push(section("JUDGE FEEDBACK (what to fix; every gap so far)", gapList(input.gaps)));
     parts.push(
@@ -142,7 +160,35 @@ export function prepareCheckmate(walk: Walk, node: TaskNode, env: Env): Prepared
   const filled = { task: fill(task), criteria: fill(criteria) };
   if (missing.size > 0)
     return { result: inputFailure(`missing required input: ${[...missing].map((m) => `'${m}'`).join(", ")}`, { missing: [...missing] }) };
-  return filled.criteria.trim() === "" ? { task: filled.task } : filled;
+  const gateTimeoutS = seconds(node, "gate_timeout");
+  const gates = {
+    ...(node.attributes["interactive"]?.trim() === "true" ? { interactive: true } : {}),
+    ...(gateTimeoutS === undefined ? {} : { gateTimeoutS }),
+  };
+  return filled.criteria.trim() === "" ? { task: filled.task, ...gates } : { ...filled, ...gates };
+}
+
+/**
+ * Puts a question of the loop to the user and waits for the answer: announced as `continuation.input` (the task
+ * is `awaiting_input`) and `continuation.resumed`, unless the answer is recorded from an earlier run of the task.
+ * No answer in time is a reply too (`timedOut`): the machine takes the gate's default.
+ */
+export async function askUser(walk: Walk, input: AskInput, signal: AbortSignal): Promise<AskReply> {
+  const { path, gate, request } = input;
+  const replayed = (await inputRecordsOf(walk)?.inputRecorded(request)) === true;
+  // Listening before the question is announced: an answer sent as soon as it is seen is heard.
+  const answered = walk.waitForInput(path, request, signal);
+  if (!replayed) walk.progress("continuation.input", request.question, { nodePath: path, request, gate });
+  let reply: AskReply;
+  try {
+    reply = { answer: await answered };
+  } catch (err) {
+    if (!(err instanceof InputTimeout) || signal.aborted) throw err;
+    reply = { timedOut: messageOf(err) };
+  }
+  if (!replayed)
+    walk.progress("continuation.resumed", "answer" in reply ? "resumed after input" : "no answer in time", { nodePath: path, gate });
+  return reply;
 }
 
 /** One atomic Handler call of the loop, bounded by the role's timeout; a timeout is a FAILED `execution_timeout` result. */
@@ -199,9 +245,7 @@ export function provideCheckmate(walkOf: (system: unknown) => Walk, taskAt: (wal
           signal,
         );
       }),
-      waitForInput: fromPromise<string, InputWaitInput>(({ input, signal, system }) =>
-        walkOf(system).waitForInput(input.path, input.request, signal),
-      ),
+      askUser: fromPromise<AskReply, AskInput>(({ input, signal, system }) => askUser(walkOf(system), input, signal)),
       runWorker: fromPromise<TaskResult, WorkerInput>(({ input, signal, system }) => {
         const walk = walkOf(system);
         const node = taskAt(walk, input.path);

@@ -25,10 +25,11 @@ import {
   type TaskResult,
 } from "../../protocol/index.js";
 import type { ActorDeps, RoleHandle } from "../deps.js";
+import type { TaskStore } from "../bus.js";
 import { inspectOption } from "../inspect-option.js";
 import { publishProgress } from "../local.js";
 import { createTaskSpend, usageLine } from "./budget.js";
-import { DEFAULT_INPUT_TIMEOUT_MS, waitForInput } from "./input.js";
+import { DEFAULT_INPUT_TIMEOUT_MS, taskInputs, type InputRecords } from "./input.js";
 import { entryPath, inputFailure, nodeAt, summarize } from "./nodes.js";
 import { templateCommandRefusal } from "./script.js";
 import { walkActors, type Walk } from "./walk.js";
@@ -85,6 +86,8 @@ export interface EvaluatorConfig {
   commands?: readonly string[];
   /** Templates parsed before, shared with the other roles of the system; absent: this Evaluator's own. */
   parseCache?: ParseCache;
+  /** Where the outcomes of waits for the user's input are recorded (the turns bucket), so a re-run does not ask again. */
+  records?: TaskStore | undefined;
 }
 
 /** Starts the Evaluator role. */
@@ -169,7 +172,9 @@ export function startEvaluator(deps: ActorDeps, config: EvaluatorConfig): RoleHa
       occurrences.set(key, n);
       return n;
     };
-    const walk: Walk = {
+    // The user's answers are recorded too, so a re-run asks no question again (actors/evaluator/input.ts).
+    const inputs = taskInputs(deps, taskId, config.inputTimeoutMs ?? DEFAULT_INPUT_TIMEOUT_MS, config.records);
+    const walk: Walk & InputRecords = {
       actors,
       inspect: deps.inspect,
       taskId,
@@ -220,8 +225,8 @@ export function startEvaluator(deps: ActorDeps, config: EvaluatorConfig): RoleHa
         );
         return spend.charge(nodePath, answer.session ? { ...answer.result, session: answer.session } : answer.result, budgets);
       },
-      waitForInput: (_nodePath, input, signal) =>
-        waitForInput(deps, taskId, input, config.inputTimeoutMs ?? DEFAULT_INPUT_TIMEOUT_MS, signal),
+      waitForInput: (_nodePath, input, signal) => inputs.wait(input, signal),
+      inputRecorded: inputs.inputRecorded,
       resume: async (nodePath, session, answer, signal, continuations) => {
         const budgets = spend.scopesOfSession(nodePath, session);
         const execute: ExecuteRequest = {

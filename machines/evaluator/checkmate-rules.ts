@@ -4,6 +4,9 @@
  */
 import { verdictOf, type InputRequest, type StoredVerdict, type TaskError, type TaskResult } from "../../protocol/index.js";
 import {
+  type AskReply,
+  type GateKind,
+  type GateOutcome,
   bestAttempt,
   clarificationQuestions,
   failure,
@@ -24,7 +27,19 @@ export function clarificationsSpent(context: CheckmateContext, output: TaskResul
 
 /** The task and its criteria, from the preparation (nothing when it failed). */
 export function preparedTask(prepared: Prepared): Partial<CheckmateContext> {
-  return "task" in prepared ? { task: prepared.task, criteria: prepared.criteria ?? "" } : {};
+  if (!("task" in prepared)) return {};
+  const { task, criteria, interactive, gateTimeoutS } = prepared;
+  return { task, criteria: criteria ?? "", interactive: interactive === true, ...(gateTimeoutS === undefined ? {} : { gateTimeoutS }) };
+}
+
+/** Why a wait for the user's answer ended without one. */
+export function timedOut(reply: AskReply): string {
+  return "timedOut" in reply ? reply.timedOut : "no answer";
+}
+
+/** A failed result's error, or a stand-in when the worker failed without one. */
+export function errorOrDefault(error: TaskError | undefined): TaskError {
+  return error ?? thrown("the worker failed without an error");
 }
 
 /** The failure of a preparation that returned one. */
@@ -44,7 +59,8 @@ export function clarificationsSpentFailure(context: CheckmateContext): TaskResul
 }
 
 /** The user's answer to the pending questions, appended to the clarifications. */
-export function withClarification(context: CheckmateContext, answer: string): Partial<CheckmateContext> {
+export function withClarification(context: CheckmateContext, reply: AskReply): Partial<CheckmateContext> {
+  const answer = "answer" in reply ? reply.answer : "";
   return { clarifications: [...context.clarifications, { questions: context.questions ?? "", answer }], questions: undefined };
 }
 
@@ -53,11 +69,131 @@ export function criteriaFeedback(output: TaskResult): string {
   return output.status === "COMPLETE" ? output.content : `the criteria judge failed: ${output.error?.message ?? ""}`;
 }
 
-/** What `runWorker` is given besides path and env: the task, criteria, previous output and every gap. */
+/** What `runWorker` is given besides path and env: the task, criteria, previous output, every gap and the user's directions. */
 export function workerInput(context: CheckmateContext) {
   const previous = context.attempts.findLast((a) => a.output !== undefined)?.output;
-  const { path, env, task, criteria, iteration, maxIterations, gaps } = context;
-  return { path, env, task, criteria, iteration, maxIterations, ...(previous === undefined ? {} : { previous }), gaps };
+  const { path, env, task, criteria, iteration, maxIterations, gaps, directions } = context;
+  return { path, env, task, criteria, iteration, maxIterations, ...(previous === undefined ? {} : { previous }), gaps, directions };
+}
+
+/** Answers that approve the criteria or go on (the seed's approval words); an empty answer approves too. */
+const APPROVAL = /^(?:yes|y|ok|okay|approve|approved|lgtm|continue|proceed|go|good|looks good|ship it)?[.! ]*$/i;
+
+/** Whether the user's answer approves. */
+export const approves = (answer: string): boolean => APPROVAL.test(answer.trim());
+
+/** `word: rest` or `word rest` at the start of an answer: the rest, trimmed (possibly empty); undefined when it does not start so. */
+function after(word: string, answer: string): string | undefined {
+  const text = answer.trim();
+  if (text.slice(0, word.length).toLowerCase() !== word) return undefined;
+  const rest = text.slice(word.length);
+  return rest === "" || /^[\s:]/.test(rest) ? rest.replace(/^[\s:]+/, "").trim() : undefined;
+}
+
+const STOP_WORDS = new Set(["stop", "cancel", "abort", "no", "quit"]);
+const stops = (answer: string) =>
+  STOP_WORDS.has(
+    answer
+      .trim()
+      .replace(/[.!]+$/, "")
+      .toLowerCase(),
+  );
+
+/** The criteria review: approved (an approval word, or no answer in time), else the answer is feedback for the next draft. */
+export function criteriaChoice(reply: AskReply): "approve" | "revise" {
+  return "timedOut" in reply || approves(reply.answer) ? "approve" : "revise";
+}
+
+/** The start gate: `cancel`, `edit: <new criteria>`, else go (also without an answer in time). */
+export function startChoice(reply: AskReply): "go" | "cancel" | "edit" {
+  if ("timedOut" in reply) return "go";
+  if (stops(reply.answer)) return "cancel";
+  return after("edit", reply.answer) ? "edit" : "go";
+}
+
+/** A checkpoint: `stop`, `redirect: <guidance>` (or any other text: guidance), else continue (also without an answer in time). */
+export function checkpointChoice(reply: AskReply): "continue" | "redirect" | "stop" {
+  if ("timedOut" in reply || approves(reply.answer)) return "continue";
+  if (stops(reply.answer)) return "stop";
+  return after("redirect", reply.answer) === "" ? "continue" : "redirect";
+}
+
+/** The user's guidance of a redirect: the text after `redirect:`, or the whole answer. */
+function guidance(answer: string): string {
+  return after("redirect", answer) ?? answer.trim();
+}
+
+function outcome(context: CheckmateContext, gate: GateOutcome["gate"], decision: string, reply: AskReply): GateOutcome {
+  const iteration = gate === "checkpoint" ? context.iteration : 0;
+  return { gate, iteration, decision, ...("timedOut" in reply ? { timedOut: true as const } : { answer: reply.answer }) };
+}
+
+/** The criteria review's outcome: approved, or the user's feedback for the next intake draft. */
+export function withCriteriaReview(context: CheckmateContext, reply: AskReply): Partial<CheckmateContext> {
+  const choice = criteriaChoice(reply);
+  const gates = [...context.gates, outcome(context, "criteria", choice, reply)];
+  if (choice === "approve") return { gates, criteriaApproved: true, criteriaFeedback: undefined };
+  return { gates, criteriaApproved: false, criteriaFeedback: "timedOut" in reply ? "" : reply.answer.trim() };
+}
+
+/** The start gate's outcome: edited criteria, or the cancel's result. */
+export function withStartGate(context: CheckmateContext, reply: AskReply): Partial<CheckmateContext> {
+  const choice = startChoice(reply);
+  const gates = [...context.gates, outcome(context, "start", choice, reply)];
+  if (choice === "edit" && !("timedOut" in reply)) return { gates, criteria: after("edit", reply.answer) ?? "", criteriaSource: "user" };
+  if (choice === "cancel") {
+    const result = failure("execution_halted", "checkmate cancelled by the user before the first worker", {
+      termination_reason: "user_cancelled",
+      criteria: context.criteria,
+      gates,
+    });
+    return { gates, result };
+  }
+  return { gates };
+}
+
+/** A checkpoint's outcome: the user's guidance for the next workers, or the stop. */
+export function withCheckpoint(context: CheckmateContext, reply: AskReply): Partial<CheckmateContext> {
+  const choice = checkpointChoice(reply);
+  const gates = [...context.gates, outcome(context, "checkpoint", choice, reply)];
+  if (choice === "stop") return { gates, stopped: true };
+  if (choice === "redirect" && !("timedOut" in reply))
+    return { gates, directions: [...context.directions, { iteration: context.iteration, text: guidance(reply.answer) }] };
+  return { gates };
+}
+
+/** Longest question text the input request carries. */
+const MAX_QUESTION = 8_000;
+const clip = (text: string) => (text.length <= MAX_QUESTION ? text : `${text.slice(0, MAX_QUESTION - 1)}…`);
+
+/** The question of a gate, as the input request the user answers (`timeout_s`: the node's `gate_timeout`). */
+export function gateRequest(context: CheckmateContext, gate: GateKind): InputRequest {
+  const timeout = context.gateTimeoutS === undefined ? {} : { timeout_s: context.gateTimeoutS };
+  return { question: clip(gateQuestion(context, gate)), ...timeout };
+}
+
+function gateQuestion(context: CheckmateContext, gate: GateKind): string {
+  switch (gate) {
+    case "clarification":
+      return context.questions ?? "";
+    case "criteria":
+      return `checkmate: proposed acceptance criteria (round ${context.intakeRounds}/${context.maxIntakeRounds}):\n\n${context.criteria}\n\nReply "yes" to approve (the default when no answer comes in time), or say what to change.`;
+    case "start":
+      return `checkmate: ready to start (up to ${context.maxIterations} iterations) with these criteria:\n\n${context.criteria}\n\nReply "go" (the default when no answer comes in time), "cancel", or "edit: <new criteria>".`;
+    case "checkpoint": {
+      const v = context.attempts.at(-1)?.verdict;
+      const gap = v?.gapSummary.trim() ? `\nGaps: ${v.gapSummary.trim()}` : "";
+      return `${tag(context)} FAIL score ${v?.score ?? 0}.${gap}\n\nReply "continue" (the default when no answer comes in time), "redirect: <guidance for the next worker>", or "stop" (deliver the best attempt so far).`;
+    }
+  }
+}
+
+/** `checkmate.gate`: what the last gate decided, and whether it was the default for want of an answer. */
+export function gateProgress(context: CheckmateContext): ProgressParams {
+  const last = context.gates.at(-1);
+  const how = last?.timedOut ? " (no answer in time: the default)" : "";
+  const message = `checkmate: ${last?.gate ?? "?"} gate: ${last?.decision ?? "?"}${how}`;
+  return { event: "checkmate.gate", message, data: { nodePath: context.path, ...last } };
 }
 
 /** What `runJudge` is given: the task, criteria and the last attempt's output. */
@@ -114,10 +250,21 @@ export function criteriaProgress(context: CheckmateContext, message: string, app
   return { event: "checkmate.criteria", message, data };
 }
 
-/** `continuation.input`: the intake's questions, as the request the user answers. */
-export function inputProgress(context: CheckmateContext): ProgressParams {
-  const request: InputRequest = { question: context.questions ?? "" };
-  return { event: "continuation.input", message: context.questions ?? "", data: { nodePath: context.path, request } };
+/** `checkmate.intake`: an intake call starts. */
+export function intakeProgress(context: CheckmateContext): ProgressParams {
+  const call = context.intakeCalls;
+  return { event: "checkmate.intake", message: `checkmate: intake (call ${call})`, data: { nodePath: context.path, call } };
+}
+
+/** `checkmate.judge_error`: the judge failed; the iteration counts as FAIL. */
+export function judgeErrorProgress(context: CheckmateContext): ProgressParams {
+  const message = `${tag(context)} judge failed: ${context.attempts.at(-1)?.judgeError?.message ?? ""}`;
+  return { event: "checkmate.judge_error", message, data: { nodePath: context.path, iteration: context.iteration } };
+}
+
+/** `checkmate.criteria`: the criteria judge or the user did not approve the last draft, which the loop goes on with. */
+export function criteriaUnapprovedProgress(context: CheckmateContext): ProgressParams {
+  return criteriaProgress(context, `criteria not approved after ${context.maxIntakeRounds} rounds; going on with the last draft`, false);
 }
 
 /** `checkmate.worker_error`: the failed iteration's error. */
@@ -154,6 +301,8 @@ export function checkmateOutput(context: CheckmateContext): TaskResult {
     criteria_source: context.criteriaSource ?? null,
     ...(context.criteriaApproved === undefined ? {} : { criteria_approved: context.criteriaApproved }),
     ...(context.clarifications.length > 0 ? { clarifications: context.clarifications } : {}),
+    ...(context.gates.length > 0 ? { gates: context.gates } : {}),
+    ...(context.directions.length > 0 ? { directions: context.directions } : {}),
     iteration_history: history(context),
     iterations_completed: context.attempts.length,
     final_verdict: context.attempts.findLast((a) => a.verdict)?.verdict ?? null,
@@ -162,13 +311,15 @@ export function checkmateOutput(context: CheckmateContext): TaskResult {
     return { content: last.output ?? "", status: "COMPLETE", notes: { ...notes, termination_reason: "judge_pass" } };
   const best = bestAttempt(context.attempts);
   const bestNote = best ? `; best attempt: iteration ${best.iteration}` : "; no iteration produced an output";
-  const message = `checkmate reached max iterations (${context.maxIterations}) without a PASS${bestNote}`;
+  const message = context.stopped
+    ? `checkmate stopped by the user after iteration ${context.iteration}${bestNote}`
+    : `checkmate reached max iterations (${context.maxIterations}) without a PASS${bestNote}`;
   return {
     content: best?.output ?? "",
     status: "FAILED",
     notes: {
       ...notes,
-      termination_reason: "max_iterations_reached",
+      termination_reason: context.stopped ? "user_stopped" : "max_iterations_reached",
       best_iteration: best?.iteration ?? null,
       best_verdict: best?.verdict ?? null,
     },

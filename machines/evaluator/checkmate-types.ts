@@ -2,7 +2,14 @@
  * Types and pure helpers of the checkmate machine (machines/evaluator/checkmate.ts): its input and context, what each
  * effect is given, attempts and gaps, and the best-attempt choice by typed score.
  */
-import { NEEDS_CLARIFICATION, taskFailure, type StoredVerdict, type TaskError, type TaskResult } from "../../protocol/index.js";
+import {
+  NEEDS_CLARIFICATION,
+  taskFailure,
+  type InputRequest,
+  type StoredVerdict,
+  type TaskError,
+  type TaskResult,
+} from "../../protocol/index.js";
 import type { Env } from "../language/env.js";
 import { messageOf } from "../../protocol/errors.js";
 
@@ -22,8 +29,44 @@ export interface CheckmateInput {
   maxClarifications?: number;
 }
 
-/** The task and its given criteria, substituted; or the failure that stopped it. */
-export type Prepared = { task: string; criteria?: string } | { result: TaskResult };
+/**
+ * The task and its given criteria, substituted, and the node's human-gate settings (`interactive="true"`,
+ * `gate_timeout` in seconds); or the failure that stopped it.
+ */
+export type Prepared = { task: string; criteria?: string; interactive?: boolean; gateTimeoutS?: number } | { result: TaskResult };
+
+/**
+ * Where the loop asks the user: the intake's questions (`clarification`), and the human gates of an interactive
+ * loop: approval of the criteria, go/cancel/edit before the first worker (`start`), continue/redirect/stop after a
+ * FAIL verdict (`checkpoint`).
+ */
+export type GateKind = "clarification" | "criteria" | "start" | "checkpoint";
+
+/** What `askUser` is given: the question, put to the user on the task's input subject. */
+export interface AskInput {
+  path: string;
+  gate: GateKind;
+  request: InputRequest;
+}
+
+/** The user's answer, or the wait's end without one (`timedOut`: why). */
+export type AskReply = { answer: string } | { timedOut: string };
+
+/** A gate's outcome, kept in the notes (`gates`). `timedOut`: the default action was taken. */
+export interface GateOutcome {
+  gate: Exclude<GateKind, "clarification">;
+  /** After this iteration (0: before the first worker). */
+  iteration: number;
+  decision: string;
+  answer?: string;
+  timedOut?: true;
+}
+
+/** The user's guidance for the workers after a `redirect` at a checkpoint. */
+export interface Direction {
+  iteration: number;
+  text: string;
+}
 
 /** A question and the user's answer. */
 export interface Clarification {
@@ -70,6 +113,8 @@ export interface WorkerInput {
   previous?: string;
   /** Every gap summary so far, oldest first. */
   gaps: Gap[];
+  /** The user's guidance from `redirect` checkpoints, oldest first. */
+  directions: Direction[];
 }
 
 /** What `runJudge` is given. */
@@ -98,7 +143,8 @@ export interface CheckmateContext extends CheckmateInput {
   maxClarifications: number;
   task: string;
   criteria: string;
-  criteriaSource?: "given" | "intake";
+  /** `user`: replaced at the start gate (`edit: …`). */
+  criteriaSource?: "given" | "intake" | "user";
   criteriaApproved?: boolean;
   /** Intake calls made (clarification rounds included). */
   intakeCalls: number;
@@ -110,6 +156,13 @@ export interface CheckmateContext extends CheckmateInput {
   iteration: number;
   attempts: Attempt[];
   gaps: Gap[];
+  /** Human gates: set from the node by `prepare`. */
+  interactive: boolean;
+  gateTimeoutS?: number | undefined;
+  gates: GateOutcome[];
+  directions: Direction[];
+  /** The user stopped the loop at a checkpoint. */
+  stopped?: true;
   result?: TaskResult;
 }
 

@@ -1,16 +1,21 @@
 /**
  * The checkmate judge loop (seed 001, the checkmate skill): intake → worker → judge until PASS or max iterations.
  *
- * preparing → intake? (→ awaitingInput on `[NEEDS_CLARIFICATION]` → intake …) → judgingCriteria? (→ intake …) →
- * working → judging → deciding → working … → passed | exhausted | failed.
+ * preparing → intake? (→ awaitingInput on `[NEEDS_CLARIFICATION]` → intake …) → judgingCriteria | reviewingCriteria?
+ * (→ intake …) → startGate? → working → judging → deciding → checkpoint? → working … → passed | exhausted | stopped | failed.
  * - Criteria come from the task (`<criteria>`), else from an intake model call. An intake answer containing
  *   `[NEEDS_CLARIFICATION]` makes the task wait for the user's answer (`continuation.input`, the task's visible
  *   `awaiting_input` state); the questions are never locked in as criteria. An optional criteria judge approves the
  *   draft (`APPROVED`/`NEEDS_WORK`), bounded by `maxIntakeRounds`; unapproved after the last round, the last draft
  *   is used and a `checkmate.criteria` event says so.
+ * - Human gates (`interactive`, set from the node by `prepare`), each a question the task waits on like the intake's
+ *   (`askUser`), each with a default when no answer comes in time: the user approves the intake's criteria or says
+ *   what to change (instead of the criteria judge; default: approve); before the first worker, go / cancel / edit:
+ *   <new criteria> (default: go); after a FAIL verdict before the last iteration, continue / redirect: <guidance
+ *   for the next workers> / stop (default: continue; stop delivers the best attempt so far).
  * - Each iteration publishes `[checkmate: iteration n/max]` (`checkmate.iteration`). The worker sees the task, the
- *   criteria, the previous attempt and every gap summary so far; the judge's answer is a typed verdict
- *   (protocol/checkmate.ts); one that does not parse counts as FAIL with a note.
+ *   criteria, the previous attempt, every gap summary and the user's directions so far; the judge's answer is a
+ *   typed verdict (protocol/checkmate.ts); one that does not parse counts as FAIL with a note.
  * - A worker that fails (model error after the client's retries, timeout) makes a *failed iteration*: it is
  *   recorded with its error, reported as `checkmate.worker_error`, and uses up its iteration; the judge does not
  *   run. A failing judge counts as a FAIL verdict with a note (`checkmate.judge_error`). A spent task budget fails
@@ -18,10 +23,10 @@
  * - PASS ends in `passed` (COMPLETE, the output). After the last iteration the loop ends in `exhausted`, like the
  *   static director–evaluator loop: FAILED `execution_halted` whose content is the best attempt, chosen by the
  *   highest typed score among parsed verdicts (ties: the later one), with the final judge report in the notes.
- * Effects: `prepare`, `runIntake`, `runCriteriaJudge`, `waitForInput`, `runWorker`, `runJudge` and `progress`.
+ * Effects: `prepare`, `runIntake`, `runCriteriaJudge`, `askUser`, `runWorker`, `runJudge` and `progress`.
  */
 import { assign, fromPromise, setup } from "xstate";
-import type { TaskError, TaskResult } from "../../protocol/index.js";
+import type { TaskResult } from "../../protocol/index.js";
 import {
   CHECKMATE_DEFAULTS,
   clarificationQuestions,
@@ -30,7 +35,10 @@ import {
   fatal,
   tag,
   thrown,
+  type AskInput,
+  type AskReply,
   type CheckmateContext,
+  type GateKind,
   type CheckmateInput,
   type CriteriaJudgeInput,
   type IntakeInput,
@@ -43,9 +51,21 @@ import {
   clarificationsSpent,
   clarificationsSpentFailure,
   criteriaFeedback,
+  checkpointChoice,
+  criteriaChoice,
   criteriaProgress,
+  criteriaUnapprovedProgress,
+  errorOrDefault,
   exhaustedProgress,
-  inputProgress,
+  timedOut,
+  gateProgress,
+  gateRequest,
+  intakeProgress,
+  judgeErrorProgress,
+  startChoice,
+  withCheckpoint,
+  withCriteriaReview,
+  withStartGate,
   intakeFailure,
   preparedFailure,
   preparedTask,
@@ -60,7 +80,6 @@ import {
   judgeInput,
   workerInput,
 } from "./checkmate-rules.js";
-import type { InputWaitInput } from "./continuation.js";
 import { errorOf, outputOf } from "../invoke-events.js";
 import type { Env } from "../language/env.js";
 import { notProvided } from "../not-provided.js";
@@ -72,6 +91,8 @@ export * from "./checkmate-rules.js";
 type Ctx = { context: CheckmateContext };
 /** The effect's result, from its done event. */
 const result = (e: { event: { type: string; output?: unknown } }) => outputOf<TaskResult>(e.event);
+/** The user's reply to a question, from `askUser`'s done event. */
+const reply = (e: { event: { type: string; output?: unknown } }) => outputOf<AskReply>(e.event);
 /** The effect's thrown error, as a task error. */
 const threw = (e: { event: { type: string; error?: unknown } }) => thrown(errorOf(e.event));
 /** A `progress` action whose params are built from the context. */
@@ -79,6 +100,11 @@ const progress = (params: (context: CheckmateContext) => ProgressParams) => ({
   type: "progress" as const,
   params: ({ context }: Ctx) => params(context),
 });
+
+/** What `askUser` is given for a gate. */
+const ask =
+  (gate: GateKind) =>
+  ({ context }: Ctx): AskInput => ({ path: context.path, gate, request: gateRequest(context, gate) });
 
 /** The checkmate machine. Output: the passing output, the exhaustion with the best attempt, or the failure. */
 export const checkmateMachine = setup({
@@ -99,8 +125,12 @@ export const checkmateMachine = setup({
     failClarificationsSpent: assign({ result: ({ context }) => clarificationsSpentFailure(context) }),
     storeQuestions: assign({ questions: (e) => clarificationQuestions(result(e).content) }),
     storeIntakeCriteria: assign({ criteria: (e) => result(e).content.trim(), criteriaSource: "intake" }),
-    recordClarification: assign(({ context, event }) => withClarification(context, outputOf<string>(event))),
-    failInputTimeout: assign({ result: (e) => failure("execution_timeout", threw(e).message, { questions: e.context.questions }) }),
+    recordClarification: assign(({ context, event }) => withClarification(context, outputOf<AskReply>(event))),
+    failInputTimeout: assign({ result: (e) => failure("execution_timeout", timedOut(reply(e)), { questions: e.context.questions }) }),
+    failAskThrew: assign({ result: (e) => failure("unexpected_error", `waiting for the user's answer failed: ${threw(e).message}`) }),
+    recordCriteriaReview: assign(({ context, event }) => withCriteriaReview(context, outputOf<AskReply>(event))),
+    recordStartGate: assign(({ context, event }) => withStartGate(context, outputOf<AskReply>(event))),
+    recordCheckpoint: assign(({ context, event }) => withCheckpoint(context, outputOf<AskReply>(event))),
     countCriteriaRound: assign({ intakeRounds: ({ context }) => context.intakeRounds + 1 }),
     approveCriteria: assign({ criteriaApproved: true }),
     keepUnapprovedCriteria: assign({ criteriaApproved: false }),
@@ -120,7 +150,7 @@ export const checkmateMachine = setup({
     prepare: fromPromise<Prepared, { path: string; env: Env }>(async () => notProvided("checkmate.prepare")),
     runIntake: fromPromise<TaskResult, IntakeInput>(async () => notProvided("checkmate.runIntake")),
     runCriteriaJudge: fromPromise<TaskResult, CriteriaJudgeInput>(async () => notProvided("checkmate.runCriteriaJudge")),
-    waitForInput: fromPromise<string, InputWaitInput>(async () => notProvided("checkmate.waitForInput")),
+    askUser: fromPromise<AskReply, AskInput>(async () => notProvided("checkmate.askUser")),
     runWorker: fromPromise<TaskResult, WorkerInput>(async () => notProvided("checkmate.runWorker")),
     runJudge: fromPromise<TaskResult, JudgeInput>(async () => notProvided("checkmate.runJudge")),
   },
@@ -137,6 +167,12 @@ export const checkmateMachine = setup({
     asksClarification: (e) => clarificationQuestions(result(e).content) !== undefined,
     criteriaApproved: (e) => result(e).status === "COMPLETE" && criteriaApproved(result(e).content),
     intakeRoundsLeft: ({ context }) => context.intakeRounds < context.maxIntakeRounds,
+    interactive: ({ context }) => context.interactive,
+    askTimedOut: (e) => "timedOut" in reply(e),
+    userApprovesCriteria: (e) => criteriaChoice(reply(e)) === "approve",
+    userCancels: (e) => startChoice(reply(e)) === "cancel",
+    userStops: (e) => checkpointChoice(reply(e)) === "stop",
+    checkpointDue: ({ context }) => context.interactive && context.attempts.at(-1)?.verdict?.result === "FAIL",
   },
 }).createMachine({
   id: "checkmate",
@@ -153,6 +189,9 @@ export const checkmateMachine = setup({
     iteration: 1,
     attempts: [],
     gaps: [],
+    interactive: false,
+    gates: [],
+    directions: [],
   }),
   initial: "preparing",
   states: {
@@ -173,22 +212,19 @@ export const checkmateMachine = setup({
       always: [
         {
           guard: "criteriaGiven",
-          target: "working",
+          target: "routingStart",
           actions: ["markCriteriaGiven", progress((c) => criteriaProgress(c, "criteria given with the task"))],
         },
         { target: "intake" },
       ],
     },
+    routingStart: {
+      description: "An interactive loop asks at the start gate before the first worker.",
+      always: [{ guard: "interactive", target: "startGate" }, { target: "working" }],
+    },
     intake: {
       description: "The intake turns the task into acceptance criteria, or asks the user questions ([NEEDS_CLARIFICATION]).",
-      entry: [
-        "countIntakeCall",
-        progress((c) => ({
-          event: "checkmate.intake",
-          message: `checkmate: intake (call ${c.intakeCalls})`,
-          data: { nodePath: c.path, call: c.intakeCalls },
-        })),
-      ],
+      entry: ["countIntakeCall", progress(intakeProgress)],
       invoke: {
         src: "runIntake",
         input: ({ context }) => ({
@@ -203,6 +239,7 @@ export const checkmateMachine = setup({
           { guard: "effectFailed", target: "failed", actions: "failIntake" },
           { guard: "clarificationsSpent", target: "failed", actions: "failClarificationsSpent" },
           { guard: "asksClarification", target: "awaitingInput", actions: "storeQuestions" },
+          { guard: "interactive", target: "reviewingCriteria", actions: "storeIntakeCriteria" },
           { guard: "judgeCriteria", target: "judgingCriteria", actions: "storeIntakeCriteria" },
           { target: "working", actions: ["storeIntakeCriteria", progress((c) => criteriaProgress(c, "criteria written by the intake"))] },
         ],
@@ -211,18 +248,51 @@ export const checkmateMachine = setup({
     },
     awaitingInput: {
       description: "The intake asked questions; the task waits for the user's answer on its input subject (awaiting_input).",
-      entry: progress(inputProgress),
       invoke: {
-        src: "waitForInput",
-        input: ({ context }) => ({ path: context.path, request: { question: context.questions ?? "" } }),
-        onDone: {
-          target: "intake",
-          actions: [
-            "recordClarification",
-            progress((c) => ({ event: "continuation.resumed", message: "resumed after input", data: { nodePath: c.path } })),
-          ],
-        },
-        onError: { target: "failed", actions: "failInputTimeout" },
+        src: "askUser",
+        input: ask("clarification"),
+        onDone: [
+          { guard: "askTimedOut", target: "failed", actions: "failInputTimeout" },
+          { target: "intake", actions: "recordClarification" },
+        ],
+        onError: { target: "failed", actions: "failAskThrew" },
+      },
+    },
+    reviewingCriteria: {
+      description: "Interactive: the user approves the intake's criteria (default: approve) or says what to change for the next draft.",
+      entry: "countCriteriaRound",
+      invoke: {
+        src: "askUser",
+        input: ask("criteria"),
+        onDone: [
+          {
+            guard: "userApprovesCriteria",
+            target: "startGate",
+            actions: [
+              "recordCriteriaReview",
+              progress(gateProgress),
+              progress((c) => criteriaProgress(c, "criteria approved by the user", true)),
+            ],
+          },
+          { guard: "intakeRoundsLeft", target: "intake", actions: ["recordCriteriaReview", progress(gateProgress)] },
+          {
+            target: "startGate",
+            actions: ["recordCriteriaReview", progress(gateProgress), progress(criteriaUnapprovedProgress)],
+          },
+        ],
+        onError: { target: "failed", actions: "failAskThrew" },
+      },
+    },
+    startGate: {
+      description: "Interactive: before the first worker, go (default), cancel, or edit: <new criteria>.",
+      invoke: {
+        src: "askUser",
+        input: ask("start"),
+        onDone: [
+          { guard: "userCancels", target: "failed", actions: ["recordStartGate", progress(gateProgress)] },
+          { target: "working", actions: ["recordStartGate", progress(gateProgress)] },
+        ],
+        onError: { target: "failed", actions: "failAskThrew" },
       },
     },
     judgingCriteria: {
@@ -246,12 +316,7 @@ export const checkmateMachine = setup({
           { guard: "intakeRoundsLeft", target: "intake", actions: "storeCriteriaFeedback" },
           {
             target: "working",
-            actions: [
-              "keepUnapprovedCriteria",
-              progress((c) =>
-                criteriaProgress(c, `criteria not approved after ${c.maxIntakeRounds} rounds; going on with the last draft`, false),
-              ),
-            ],
+            actions: ["keepUnapprovedCriteria", progress(criteriaUnapprovedProgress)],
           },
         ],
         onError: { target: "failed", actions: "failCriteriaJudgeThrew" },
@@ -290,14 +355,7 @@ export const checkmateMachine = setup({
           { guard: "failureIsFatal", target: "failed", actions: "failJudge" },
           {
             target: "deciding",
-            actions: [
-              "recordJudgeError",
-              progress((c) => ({
-                event: "checkmate.judge_error",
-                message: `${tag(c)} judge failed: ${c.attempts.at(-1)?.judgeError?.message ?? ""}`,
-                data: { nodePath: c.path, iteration: c.iteration },
-              })),
-            ],
+            actions: ["recordJudgeError", progress(judgeErrorProgress)],
           },
         ],
         onError: { target: "failed", actions: "failJudgeThrew" },
@@ -309,17 +367,29 @@ export const checkmateMachine = setup({
       always: [
         { guard: "passed", target: "passed" },
         { guard: "exhausted", target: "exhausted", actions: progress(exhaustedProgress) },
+        { guard: "checkpointDue", target: "checkpoint" },
         { target: "working", actions: "nextIteration" },
       ],
     },
+    checkpoint: {
+      description: "Interactive, after a FAIL verdict: continue (default), redirect: <guidance for the next workers>, or stop.",
+      invoke: {
+        src: "askUser",
+        input: ask("checkpoint"),
+        onDone: [
+          { guard: "userStops", target: "stopped", actions: ["recordCheckpoint", progress(gateProgress)] },
+          { target: "working", actions: ["recordCheckpoint", progress(gateProgress), "nextIteration"] },
+        ],
+        onError: { target: "failed", actions: "failAskThrew" },
+      },
+    },
     passed: { description: "The judge's verdict is PASS: the output is delivered.", type: "final" },
     exhausted: { description: "Max iterations without PASS: the best attempt by score, with the final judge report.", type: "final" },
-    failed: { description: "Preparation, intake or clarification failed, or the task's budget ran out.", type: "final" },
+    stopped: { description: "The user stopped the loop at a checkpoint: the best attempt so far, as when exhausted.", type: "final" },
+    failed: {
+      description: "Preparation, intake or clarification failed, the user cancelled, or the task's budget ran out.",
+      type: "final",
+    },
   },
   output: ({ context }) => checkmateOutput(context),
 });
-
-/** A failed result's error, or a stand-in when the worker failed without one. */
-function errorOrDefault(error: TaskError | undefined): TaskError {
-  return error ?? thrown("the worker failed without an error");
-}

@@ -3,7 +3,10 @@
  * watched like `dirigent run` (an embedded runtime when none is reachable). Prints `[checkmate: iteration n/max]`
  * and each verdict as they happen, then the output (PASS) or the best attempt with the final judge report.
  * `--resume ID` re-attaches to task ID, or submits it again under the same id: the runtime replays its finished
- * worker and judge calls from the Handler's records.
+ * worker and judge calls from the Handler's records, and the answers already given.
+ * `--interactive` makes the loop's human gates ask (criteria approval, go/cancel/edit, continue/redirect/stop): each
+ * question is printed and its answer read from stdin, one line each (a terminal or a pipe); `--gate-timeout`: how
+ * long a gate waits before its default.
  */
 import { randomUUID } from "node:crypto";
 import { readFile } from "node:fs/promises";
@@ -27,6 +30,8 @@ interface CheckmateFlags extends CommonFlags {
   resume?: string;
   taskId?: string;
   json?: boolean;
+  interactive?: boolean;
+  gateTimeout?: string;
 }
 
 /** Settings of a judge_loop template. */
@@ -35,6 +40,8 @@ export interface CheckmateOptions {
   hasCriteria?: boolean;
   workerTimeoutS?: number;
   judgeTimeoutS?: number;
+  interactive?: boolean;
+  gateTimeoutS?: number;
 }
 
 /**
@@ -45,6 +52,8 @@ export function checkmateXml(options: CheckmateOptions): string {
   const attrs = [
     ...(options.workerTimeoutS === undefined ? [] : [`worker_timeout="${options.workerTimeoutS}"`]),
     ...(options.judgeTimeoutS === undefined ? [] : [`judge_timeout="${options.judgeTimeoutS}"`]),
+    ...(options.interactive ? ['interactive="true"'] : []),
+    ...(options.gateTimeoutS === undefined ? [] : [`gate_timeout="${options.gateTimeoutS}"`]),
   ];
   return [
     `<task type="judge_loop"${attrs.map((a) => ` ${a}`).join("")}>`,
@@ -67,7 +76,7 @@ function positive(flag: string, value: string | undefined, integer: boolean): nu
 export function checkmateLine(event: TaskEvent): string | undefined {
   if (event.type.startsWith("checkmate.") && event.type !== "checkmate.intake") return event.message ?? event.type;
   if (event.type === "checkmate.intake") return event.message;
-  if (event.type === "continuation.input") return `? ${event.message ?? ""}\n  (answer with: dirigent input ${event.taskId} "…")`;
+  if (event.type === "continuation.input") return `? ${event.message ?? ""}\n  (answer here, or with: dirigent input ${event.taskId} "…")`;
   // A map in the worker's template: how far it is (`map 5/8 done`), not each branch's start.
   if (event.type === "branch.finished") return mapProgressText(event);
   return undefined;
@@ -79,8 +88,9 @@ export function formatCheckmate(outcome: TaskOutcome): string {
   const lines: string[] = [];
   if (outcome.status === "COMPLETE") {
     lines.push(`checkmate: PASS after ${String(notes["iterations_completed"] ?? "?")} iteration(s)`, "", outcome.content);
-  } else if (notes["termination_reason"] === "max_iterations_reached") {
-    lines.push(`checkmate: exhausted — ${outcome.error?.message ?? ""}`);
+  } else if (notes["termination_reason"] === "max_iterations_reached" || notes["termination_reason"] === "user_stopped") {
+    const how = notes["termination_reason"] === "user_stopped" ? "stopped" : "exhausted";
+    lines.push(`checkmate: ${how} — ${outcome.error?.message ?? ""}`);
     lines.push("", `best attempt (iteration ${String(notes["best_iteration"] ?? "none")}):`, outcome.content);
     lines.push("", "final judge report:", JSON.stringify(notes["final_verdict"] ?? null, null, 2));
   } else {
@@ -93,15 +103,27 @@ export function formatCheckmate(outcome: TaskOutcome): string {
   return lines.join("\n");
 }
 
-async function askUser(client: DirigentClient, taskId: string, question: string): Promise<void> {
-  const rl = createInterface({ input: process.stdin, output: process.stderr });
-  try {
-    await client.input(taskId, await rl.question(`> `));
-  } catch (err) {
-    process.stderr.write(`dirigent: could not send the answer to ${question.slice(0, 40)}: ${messageOf(err)}\n`);
-  } finally {
-    rl.close();
-  }
+/**
+ * Answers the task's questions from stdin, one line each (`--interactive`, or any terminal): lines typed or piped
+ * ahead are kept for the next question. At the end of stdin nothing more is answered (the gates take their defaults).
+ */
+function stdinAnswers(client: DirigentClient, taskId: string) {
+  const rl = createInterface({ input: process.stdin, output: process.stderr, terminal: false });
+  const lines = rl[Symbol.asyncIterator]();
+  let asking = Promise.resolve();
+  return {
+    ask() {
+      asking = asking.then(async () => {
+        process.stderr.write("> ");
+        const line = await lines.next();
+        if (line.done === true) return;
+        await client.input(taskId, line.value).catch((err: unknown) => {
+          process.stderr.write(`dirigent: could not send the answer: ${messageOf(err)}\n`);
+        });
+      });
+    },
+    close: () => rl.close(),
+  };
 }
 
 /** Re-attaches to a task: its result when it has one, else its events until it ends. */
@@ -133,6 +155,11 @@ export function registerCheckmateCommand(program: Command): void {
       .option("--worker-timeout <s>", "longest a worker call may take, in seconds")
       .option("--judge-timeout <s>", "longest a judge call may take, in seconds")
       .option("--resume <id>", "re-attach to task ID, or submit TASK again under that id (finished calls are replayed)")
+      .option(
+        "--interactive",
+        "human gates: approve the criteria, go/cancel/edit before the first worker, continue/redirect/stop after a FAIL (answers read from stdin)",
+      )
+      .option("--gate-timeout <s>", "how long a gate waits for an answer before its default (go, continue), in seconds")
       .option("--task-id <id>", "choose the task id")
       .option("--json", "print only the result, as JSON"),
   ).action(async (task: string | undefined, flags: CheckmateFlags) => {
@@ -151,6 +178,8 @@ export function registerCheckmateCommand(program: Command): void {
       ...(criteria !== undefined && criteria.trim() !== "" ? { hasCriteria: true } : {}),
       ...(positive("--worker-timeout", flags.workerTimeout, false) === undefined ? {} : { workerTimeoutS: Number(flags.workerTimeout) }),
       ...(positive("--judge-timeout", flags.judgeTimeout, false) === undefined ? {} : { judgeTimeoutS: Number(flags.judgeTimeout) }),
+      ...(flags.interactive ? { interactive: true } : {}),
+      ...(positive("--gate-timeout", flags.gateTimeout, false) === undefined ? {} : { gateTimeoutS: Number(flags.gateTimeout) }),
     };
     const { config, subjects, log } = setup(flags, "dirigent-checkmate");
     const placement = await place({
@@ -165,6 +194,7 @@ export function registerCheckmateCommand(program: Command): void {
     });
     let system: SystemHandle | undefined;
     let stopModel: (() => Promise<void>) | undefined;
+    let answers: ReturnType<typeof stdinAnswers> | undefined;
     const startEmbedded = async () => {
       const model = await embeddedModel(config);
       stopModel = model.stop;
@@ -179,7 +209,10 @@ export function registerCheckmateCommand(program: Command): void {
       const onEvent = (e: TaskEvent) => {
         const line = flags.json ? undefined : checkmateLine(e);
         if (line !== undefined) process.stdout.write(`${line}\n`);
-        if (e.type === "continuation.input" && process.stdin.isTTY) void askUser(client, taskId, e.message ?? "");
+        if (e.type === "continuation.input" && (flags.interactive === true || process.stdin.isTTY)) {
+          answers ??= stdinAnswers(client, taskId);
+          answers.ask();
+        }
       };
       const submit = () => {
         if (task === undefined || task.trim() === "")
@@ -199,6 +232,7 @@ export function registerCheckmateCommand(program: Command): void {
       process.stdout.write((flags.json ? JSON.stringify(outcome, null, 2) : formatCheckmate(outcome)) + "\n");
       process.exitCode = outcome.status === "COMPLETE" ? 0 : 1;
     } finally {
+      answers?.close();
       await system?.stop();
       await placement.close();
       await stopModel?.();

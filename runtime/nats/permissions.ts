@@ -133,7 +133,20 @@ function ownPermissions(root: string): Record<NatsRole, RolePermissions> {
       subscribe: [s.submit, s.anyTaskGet, s.anyTaskCancel, s.anyProgress, control, inbox("director")],
     },
     evaluator: {
-      publish: [inbox("director"), clients, s.anyProgress, s.execute, s.script, s.memoryMatch, s.compile, s.superseded, s.nodeAbort],
+      // The turns bucket: the outcomes of waits for the user's input (actors/evaluator/input.ts).
+      publish: [
+        inbox("director"),
+        clients,
+        s.anyProgress,
+        s.execute,
+        s.script,
+        s.memoryMatch,
+        s.compile,
+        s.superseded,
+        s.nodeAbort,
+        `${API}.INFO`,
+        ...kvStore(s.turnsBucket),
+      ],
       subscribe: [s.evaluate, `${root}.tasks.*.input`, control, inbox("evaluator")],
     },
     handler: {

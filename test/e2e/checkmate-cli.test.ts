@@ -29,6 +29,11 @@ const script = () => ({
     { match: { lastUser: role("worker", "CLI-EXHAUST", 2) }, reply: "worse try" },
     { match: { lastUser: role("judge", "CLI-EXHAUST", 1) }, reply: verdict("FAIL", 70, "close") },
     { match: { lastUser: role("judge", "CLI-EXHAUST", 2) }, reply: verdict("FAIL", 20, "worse") },
+    { match: { lastUser: { regex: "intake of a checkmate loop[\\s\\S]*CLI-GATE" } }, reply: "- rhymes" },
+    { match: { lastUser: role("worker", "CLI-GATE", 1) }, reply: "untitled gate poem" },
+    { match: { lastUser: role("judge", "CLI-GATE", 1) }, reply: verdict("FAIL", 30, "Add a title.") },
+    { match: { lastUser: { regex: "CLI-GATE[\\s\\S]*USER DIRECTION[\\s\\S]*call it Dawn" } }, reply: "# Dawn\npoem" },
+    { match: { lastUser: role("judge", "CLI-GATE", 2) }, reply: verdict("PASS", 95) },
   ],
   default: { reply: "unexpected" },
 });
@@ -130,6 +135,25 @@ describe("dirigent checkmate", () => {
       mock.setScript(script());
     }
   }, 60_000);
+
+  it("--interactive asks each gate on the terminal and reads the answers from stdin", async () => {
+    const args = ["checkmate", "CLI-GATE write a poem", "--interactive", "--max-iter", "3", "--nats", server.url, "--prefix", randomRoot()];
+    const cli = startCli(args, modelEnv(), { stdin: "pipe" });
+    await cli.waitFor(/\? checkmate: proposed acceptance criteria \(round 1\/3\):\n\n- rhymes\n/);
+    cli.child.stdin?.write("yes\n");
+    await cli.waitFor(/\? checkmate: ready to start \(up to 3 iterations\)/);
+    cli.child.stdin?.write("edit: - rhymes - has a title\n");
+    await cli.waitFor(/\? \[checkmate: iteration 1\/3\] FAIL score 30\.\nGaps: Add a title\./);
+    cli.child.stdin?.write("redirect: call it Dawn\n");
+    expect(await cli.exited).toBe(0);
+    const out = cli.output();
+    expect(out).toContain("checkmate: criteria gate: approve\n");
+    expect(out).toContain("checkmate: start gate: edit\n");
+    expect(out).toContain("checkmate: checkpoint gate: redirect\n");
+    expect(out).toContain("checkmate: PASS after 2 iteration(s)\n\n# Dawn\npoem");
+    const worker2 = mock.requests.find((r) => /worker in a checkmate loop \(iteration 2\/3\)[\s\S]*CLI-GATE/.test(JSON.stringify(r.body)));
+    expect(JSON.stringify(worker2?.body)).toContain("- has a title");
+  });
 
   it("rejects a missing task and a bad --max-iter with exit code 2", async () => {
     expect(await checkmate(randomRoot()).exited).toBe(2);

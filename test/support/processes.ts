@@ -18,9 +18,12 @@ export interface CliProcess {
   stop(): Promise<void>;
 }
 
-/** Starts `node dist/runtime/cli.js ...args`. */
-export function startCli(args: string[], env: NodeJS.ProcessEnv = {}): CliProcess {
-  const child = spawn(process.execPath, [CLI, ...args], { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+/** Starts `node dist/runtime/cli.js ...args`; `stdin: "pipe"` to write to it (`child.stdin`), else it reads nothing. */
+export function startCli(args: string[], env: NodeJS.ProcessEnv = {}, options: { stdin?: "pipe" } = {}): CliProcess {
+  const child = spawn(process.execPath, [CLI, ...args], {
+    env: { ...process.env, ...env },
+    stdio: [options.stdin ?? "ignore", "pipe", "pipe"],
+  });
   let text = "";
   const listeners = new Set<() => void>();
   const onData = (chunk: Buffer) => {

@@ -17,6 +17,7 @@ import {
   type CriteriaJudgeInput,
   type IntakeInput,
   type JudgeInput,
+  type AskInput,
   type Prepared,
   type WorkerInput,
 } from "../../../machines/evaluator/checkmate.js";
@@ -46,6 +47,7 @@ async function run(script: Script, input: Partial<CheckmateInput> = {}) {
   const progress: { event: string; message: string }[] = [];
   const workers: WorkerInput[] = [];
   const intakes: IntakeInput[] = [];
+  const asks: AskInput[] = [];
   const machine = checkmateMachine.provide({
     actions: { progress: (_, p) => progress.push({ event: p.event, message: p.message }) },
     actors: {
@@ -56,9 +58,9 @@ async function run(script: Script, input: Partial<CheckmateInput> = {}) {
       runCriteriaJudge: fromPromise(
         async ({ input: i }: { input: CriteriaJudgeInput }) => script.criteriaJudge?.(i) ?? bad("no criteria judge"),
       ),
-      waitForInput: fromPromise(async () => {
-        if (script.answer === undefined) throw new Error("no answer within 1 s");
-        return script.answer;
+      askUser: fromPromise(async ({ input: i }: { input: AskInput }) => {
+        asks.push(i);
+        return script.answer === undefined ? { timedOut: "no answer within 1 s" } : { answer: script.answer };
       }),
       runWorker: fromPromise(async ({ input: i }: { input: WorkerInput }) => (workers.push(i), script.worker(i))),
       runJudge: fromPromise(async ({ input: i }: { input: JudgeInput }) => script.judge(i)),
@@ -68,7 +70,7 @@ async function run(script: Script, input: Partial<CheckmateInput> = {}) {
   const done = toPromise(actor);
   actor.start();
   const output = await done;
-  return { output, progress, workers, intakes, state: actor.getSnapshot().value };
+  return { output, progress, workers, intakes, asks, state: actor.getSnapshot().value };
 }
 
 describe("checkmate machine", () => {
@@ -158,7 +160,7 @@ describe("checkmate machine", () => {
   });
 
   it("asks the user on [NEEDS_CLARIFICATION] and gives the answer to the next intake", async () => {
-    const { output, intakes, progress } = await run({
+    const { output, intakes, asks } = await run({
       answer: "in French",
       intake: (i) =>
         ok(i.clarifications.length === 0 ? "[NEEDS_CLARIFICATION]\n1. Which language?" : "## Must Pass (blocking)\n- [ ] French"),
@@ -170,7 +172,7 @@ describe("checkmate machine", () => {
       notes: { criteria_source: "intake", criteria: "## Must Pass (blocking)\n- [ ] French" },
     });
     expect(intakes[1]?.clarifications).toEqual([{ questions: "1. Which language?", answer: "in French" }]);
-    expect(progress.map((p) => p.event)).toEqual(expect.arrayContaining(["continuation.input", "continuation.resumed"]));
+    expect(asks).toEqual([{ path: "0", gate: "clarification", request: { question: "1. Which language?" } }]);
   });
 
   it("fails with execution_timeout when no answer comes", async () => {
@@ -234,6 +236,9 @@ describe("checkmate rules (checkmate-rules.ts): the named actions' pure steps", 
     iteration: 2,
     attempts: [{ iteration: 1, output: "first" }],
     gaps: [],
+    interactive: false,
+    gates: [],
+    directions: [],
     ...extra,
   });
 
@@ -280,7 +285,7 @@ describe("checkmate rules (checkmate-rules.ts): the named actions' pure steps", 
     expect(clarificationsSpent(context({ clarifications: answered }), asks)).toBe(true);
     expect(clarificationsSpent(context({ clarifications: answered.slice(1) }), asks)).toBe(false);
     expect(clarificationsSpent(context({ clarifications: answered }), ok("- rhymes"))).toBe(false);
-    expect(withClarification(context({ questions: "which metre?" }), "iambic")).toEqual({
+    expect(withClarification(context({ questions: "which metre?" }), { answer: "iambic" })).toEqual({
       clarifications: [{ questions: "which metre?", answer: "iambic" }],
       questions: undefined,
     });

@@ -24,9 +24,25 @@ describe("checkmate verdict parser", () => {
     });
   });
 
-  it("rejects text, a missing score and an unknown result", () => {
+  it("takes a missing score as 100 for a PASS and 0 for a FAIL, and says so", () => {
+    expect(parseVerdict('{"result": "PASS"}')).toMatchObject({ ok: true, verdict: { result: "PASS", score: 100 }, scoreMissing: true });
+    expect(parseVerdict('{"result": "fail", "score": null, "gapSummary": "g"}')).toMatchObject({
+      ok: true,
+      verdict: { result: "FAIL", score: 0, gapSummary: "g" },
+      scoreMissing: true,
+    });
+    expect(verdictOf('{"result": "PASS", "criteria": []}')).toMatchObject({
+      result: "PASS",
+      score: 100,
+      parsed: true,
+      note: "the judge gave no score; 100 taken for ranking",
+    });
+    expect(verdictOf('{"result": "PASS", "score": 70}')).not.toHaveProperty("note");
+  });
+
+  it("rejects text, a bad score and an unknown result", () => {
     expect(parseVerdict("looks good")).toMatchObject({ ok: false });
-    expect(parseVerdict('{"result": "PASS"}')).toMatchObject({ ok: false, error: expect.stringContaining("score") });
+    expect(parseVerdict('{"result": "PASS", "score": "high"}')).toMatchObject({ ok: false, error: expect.stringContaining("score") });
     expect(parseVerdict('{"result": "MAYBE", "score": 3}')).toMatchObject({ ok: false, error: expect.stringContaining("result") });
     expect(parseVerdict('{"result": "PASS", "score": 300}')).toMatchObject({ ok: false });
   });

@@ -1,0 +1,97 @@
+/**
+ * A checkmate task whose intake asked the user a question, answered with `dirigent input`, loses its Director
+ * (`kill -9`) while the worker runs: another Director process resumes it and re-runs the walk, which gets the
+ * recorded answer instead of publishing the question again. Directors run as separate processes; the Evaluator,
+ * Handler and Memory in this one.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createSubjects, decode, TaskEvent, TaskOutcome } from "../../protocol/index.js";
+import { startMockLlm, type MockLlmServer } from "../../runtime/model/mock-server.js";
+import { startTestNatsServer, randomRoot, type TestNatsServer } from "../support/nats-server.js";
+import { startCli, type CliProcess } from "../support/processes.js";
+import { Recorder } from "../support/recorder.js";
+import { newTaskId, startStack } from "../support/stack.js";
+
+const ACK_WAIT_MS = 1500;
+
+let server: TestNatsServer;
+let mock: MockLlmServer;
+const processes: CliProcess[] = [];
+
+const verdict = JSON.stringify({ result: "PASS", score: 90, criteria: [], gapSummary: "" });
+
+beforeAll(async () => {
+  server = await startTestNatsServer();
+  mock = await startMockLlm({
+    port: 0,
+    script: {
+      rules: [
+        {
+          match: { lastUser: { regex: "intake of a checkmate loop[\\s\\S]*THE USER ANSWERED[\\s\\S]*in Python" } },
+          reply: "- written in Python",
+        },
+        { match: { lastUser: { regex: "intake of a checkmate loop" } }, reply: "[NEEDS_CLARIFICATION]\n1. Which language?" },
+        // Long enough for the kill to land while the worker runs; the survivor's re-run joins the recorded session.
+        { match: { lastUser: { regex: "worker in a checkmate loop" } }, reply: "print('hi')", delayMs: 2_000 },
+        { match: { lastUser: { regex: "judge in a checkmate loop" } }, reply: verdict },
+      ],
+    },
+  });
+});
+
+afterAll(async () => {
+  await Promise.all(processes.map((p) => p.stop()));
+  await mock?.close();
+  await server?.stop();
+});
+
+describe("a checkmate task's Director killed after the user answered", () => {
+  it("is resumed by another Director: the question is not asked again, the task ends with one result", async () => {
+    const root = randomRoot();
+    const subjects = createSubjects(root);
+    await using stack = await startStack({ url: server.url, mock, root, roles: ["evaluator", "handler", "memory"] });
+    const env = { DIRIGENT_ACK_WAIT_MS: String(ACK_WAIT_MS), DIRIGENT_LOG_LEVEL: "info" };
+    const directors = ["a", "b"].map(() =>
+      startCli(["worker", "--role", "director", "--nats", server.url, "--prefix", root, "--concurrency", "2"], env),
+    );
+    processes.push(...directors);
+    await Promise.all(directors.map((d) => d.waitFor(/ready/)));
+
+    const taskId = newTaskId();
+    const events = new Recorder<TaskEvent>();
+    const results = new Recorder<TaskOutcome>();
+    stack.transport.bus.subscribe(subjects.taskEvents(taskId), (m) => {
+      const d = decode(TaskEvent, m.data);
+      if (!d.ok) return;
+      events.push(d.value);
+      if (d.value.type === "continuation.input") void stack.client.input(taskId, "in Python");
+    });
+    stack.transport.bus.subscribe(subjects.taskResult(taskId), (m) => {
+      const d = decode(TaskOutcome, m.data);
+      if (d.ok) results.push(d.value);
+    });
+    await stack.transport.bus.flush();
+    await stack.client.submit({ xml: `<task type="judge_loop"><description>CM-CRASH write a script</description></task>`, taskId });
+
+    const claimed = new RegExp(`"taskId":"${taskId}"[^\\n]*"task claimed"`);
+    const owner = await Promise.race(directors.map((d) => d.waitFor(claimed).then(() => d)));
+    // Answered, and the worker running: the owner dies.
+    await events.until((v) => v.some((e) => e.type === "checkmate.iteration"), "the first iteration");
+    expect(events.values.filter((e) => e.type === "continuation.input").map((e) => e.message)).toEqual(["1. Which language?"]);
+    owner.child.kill("SIGKILL");
+    await owner.exited;
+
+    await events.until((v) => v.some((e) => e.type === "task.resumed"), "the resume", ACK_WAIT_MS * 4 + 5000);
+    await results.count(1, "the result", 20_000);
+    expect(results.values[0]).toMatchObject({
+      taskId,
+      status: "COMPLETE",
+      content: "print('hi')",
+      notes: { clarifications: [{ questions: "1. Which language?", answer: "in Python" }], criteria: "- written in Python" },
+    });
+    // The re-run walk asked nothing: one question in all, and the task never went back to awaiting_input.
+    expect(events.values.filter((e) => e.type === "continuation.input")).toHaveLength(1);
+    const resumedAt = events.values.findIndex((e) => e.type === "task.resumed");
+    expect(events.values.slice(resumedAt).filter((e) => e.state === "awaiting_input")).toEqual([]);
+  }, 40_000);
+});
