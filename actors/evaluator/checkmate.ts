@@ -33,7 +33,7 @@ import { find, type Env } from "../../machines/language/env.js";
 import { taskFailure, type TaskResult } from "../../protocol/index.js";
 import { budgetScopes } from "./budget.js";
 import { inputFailure } from "./nodes.js";
-import { InputTimeout, inputRecordsOf } from "./input.js";
+import { InputTimeout } from "./input.js";
 import { messageOf } from "../deps.js";
 import type { Walk } from "./walk.js";
 import { substitute } from "../../machines/language/substitute.js";
@@ -175,7 +175,7 @@ export function prepareCheckmate(walk: Walk, node: TaskNode, env: Env): Prepared
  */
 export async function askUser(walk: Walk, input: AskInput, signal: AbortSignal): Promise<AskReply> {
   const { path, gate, request } = input;
-  const replayed = (await inputRecordsOf(walk)?.inputRecorded(request)) === true;
+  const replayed = (await walk.inputRecorded?.(request)) === true;
   // Listening before the question is announced: an answer sent as soon as it is seen is heard.
   const answered = walk.waitForInput(path, request, signal);
   if (!replayed) walk.progress("continuation.input", request.question, { nodePath: path, request, gate });

@@ -68,11 +68,6 @@ export interface InputRecords {
   inputRecorded(request: InputRequest): Promise<boolean>;
 }
 
-/** The walk's {@link InputRecords}, when the Evaluator that runs it keeps them. */
-export function inputRecordsOf(walk: object): InputRecords | undefined {
-  return "inputRecorded" in walk && typeof walk.inputRecorded === "function" ? (walk as InputRecords) : undefined;
-}
-
 /** The recorded waits for input of one task's evaluation. */
 export interface TaskInputs extends InputRecords {
   /** Waits for the answer to `request`: the recorded outcome on a re-run, else the user's, recorded once it came. */

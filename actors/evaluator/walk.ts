@@ -33,6 +33,7 @@ import { runScriptExecution, runScriptTask, type RunCommand } from "./script.js"
 import { runMemoryTask } from "./runners/memory.js";
 import { continuationsFor, runAtomicTask } from "./runners/atomic.js";
 import { runBranches } from "./runners/map.js";
+import type { InputRecords } from "./input.js";
 import { bindArgs, runCond } from "./calls.js";
 
 export { argumentValue } from "./calls.js";
@@ -66,6 +67,8 @@ export interface Walk {
   ): Promise<SuspendedResult>;
   /** Wait for the user's answer to a `request_user_input` question of the task. */
   waitForInput(path: string, request: InputRequest, signal: AbortSignal): Promise<string>;
+  /** True when the next wait for `request` returns a recorded answer (a re-run): the question is not put again. */
+  inputRecorded?: InputRecords["inputRecorded"];
   /**
    * Resume a suspended Handler session with `answer` as the response to its pending tool call; `continuations`: the
    * continuation tools the resumed session is offered again (it may ask for another subtask).
