@@ -5,11 +5,10 @@
  * Handler and Memory in this one.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createSubjects, decode, TaskEvent, TaskOutcome } from "../../protocol/index.js";
 import { startMockLlm, type MockLlmServer } from "../../runtime/model/mock-server.js";
 import { startTestNatsServer, randomRoot, type TestNatsServer } from "../support/nats-server.js";
-import { startCli, type CliProcess } from "../support/processes.js";
-import { Recorder } from "../support/recorder.js";
+import type { CliProcess } from "../support/processes.js";
+import { claimant, recordTask, startDirectors } from "../support/takeover.js";
 import { newTaskId, startStack } from "../support/stack.js";
 
 const ACK_WAIT_MS = 1500;
@@ -48,33 +47,18 @@ afterAll(async () => {
 describe("a checkmate task's Director killed after the user answered", () => {
   it("is resumed by another Director: the question is not asked again, the task ends with one result", async () => {
     const root = randomRoot();
-    const subjects = createSubjects(root);
     await using stack = await startStack({ url: server.url, mock, root, roles: ["evaluator", "handler", "memory"] });
     const env = { DIRIGENT_ACK_WAIT_MS: String(ACK_WAIT_MS), DIRIGENT_LOG_LEVEL: "info" };
-    const directors = ["a", "b"].map(() =>
-      startCli(["worker", "--role", "director", "--nats", server.url, "--prefix", root, "--concurrency", "2"], env),
-    );
+    const directors = await startDirectors(server.url, root, env);
     processes.push(...directors);
-    await Promise.all(directors.map((d) => d.waitFor(/ready/)));
 
     const taskId = newTaskId();
-    const events = new Recorder<TaskEvent>();
-    const results = new Recorder<TaskOutcome>();
-    stack.transport.bus.subscribe(subjects.taskEvents(taskId), (m) => {
-      const d = decode(TaskEvent, m.data);
-      if (!d.ok) return;
-      events.push(d.value);
-      if (d.value.type === "continuation.input") void stack.client.input(taskId, "in Python");
+    const { events, results } = await recordTask(stack, taskId, (e) => {
+      if (e.type === "continuation.input") void stack.client.input(taskId, "in Python");
     });
-    stack.transport.bus.subscribe(subjects.taskResult(taskId), (m) => {
-      const d = decode(TaskOutcome, m.data);
-      if (d.ok) results.push(d.value);
-    });
-    await stack.transport.bus.flush();
     await stack.client.submit({ xml: `<task type="judge_loop"><description>CM-CRASH write a script</description></task>`, taskId });
 
-    const claimed = new RegExp(`"taskId":"${taskId}"[^\\n]*"task claimed"`);
-    const owner = await Promise.race(directors.map((d) => d.waitFor(claimed).then(() => d)));
+    const owner = await claimant(directors, taskId);
     // Answered, and the worker running: the owner dies.
     await events.until((v) => v.some((e) => e.type === "checkmate.iteration"), "the first iteration");
     expect(events.values.filter((e) => e.type === "continuation.input").map((e) => e.message)).toEqual(["1. Which language?"]);

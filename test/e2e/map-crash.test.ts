@@ -4,11 +4,10 @@
  * and every model request was made once.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createSubjects, decode, TaskEvent, TaskOutcome } from "../../protocol/index.js";
 import { startMockLlm, type MockLlmServer } from "../../runtime/model/mock-server.js";
 import { startTestNatsServer, randomRoot, type TestNatsServer } from "../support/nats-server.js";
-import { startCli, type CliProcess } from "../support/processes.js";
-import { Recorder } from "../support/recorder.js";
+import type { CliProcess } from "../support/processes.js";
+import { claimant, recordTask, startDirectors } from "../support/takeover.js";
 import { newTaskId, startStack } from "../support/stack.js";
 
 const ACK_WAIT_MS = 1500;
@@ -44,31 +43,16 @@ const ITEMS = ["FAST one", "SLOW two", "FAST three", "SLOW four"];
 describe("a Director killed mid-map", () => {
   it("moves the task to another Director, which repeats no finished branch", async () => {
     const root = randomRoot();
-    const subjects = createSubjects(root);
     await using stack = await startStack({ url: server.url, mock, root, roles: ["evaluator", "handler", "memory"] });
     const env = { DIRIGENT_ACK_WAIT_MS: String(ACK_WAIT_MS), DIRIGENT_LOG_LEVEL: "info" };
-    const directors = ["a", "b"].map(() =>
-      startCli(["worker", "--role", "director", "--nats", server.url, "--prefix", root, "--concurrency", "2"], env),
-    );
+    const directors = await startDirectors(server.url, root, env);
     processes.push(...directors);
-    await Promise.all(directors.map((d) => d.waitFor(/ready/)));
 
     const taskId = newTaskId();
-    const events = new Recorder<TaskEvent>();
-    const results = new Recorder<TaskOutcome>();
-    stack.transport.bus.subscribe(subjects.taskEvents(taskId), (m) => {
-      const d = decode(TaskEvent, m.data);
-      if (d.ok) events.push(d.value);
-    });
-    stack.transport.bus.subscribe(subjects.taskResult(taskId), (m) => {
-      const d = decode(TaskOutcome, m.data);
-      if (d.ok) results.push(d.value);
-    });
-    await stack.transport.bus.flush();
+    const { events, results } = await recordTask(stack, taskId);
     await stack.client.submit({ xml: MAP, inputs: { items: ITEMS }, taskId });
 
-    const claimed = new RegExp(`"taskId":"${taskId}"[^\\n]*"task claimed"`);
-    const owner = await Promise.race(directors.map((d) => d.waitFor(claimed).then(() => d)));
+    const owner = await claimant(directors, taskId);
     // Two branches finished, two still at the model: the Director dies.
     await events.until((v) => v.filter((e) => e.type === "branch.finished").length >= 2, "two finished branches");
     expect(
