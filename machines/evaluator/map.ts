@@ -21,7 +21,7 @@ import type { TaskResult } from "../../protocol/index.js";
 import { extend, find, type Env } from "../language/env.js";
 import type { MapFailurePolicy } from "../language/ast.js";
 import { notProvided } from "../not-provided.js";
-import { compositeFailure, parsedOf, type ProgressParams, type StepResult } from "./sequential.js";
+import { compositeFailure, stepResultOf, type ProgressParams, type StepResult } from "./sequential.js";
 import { messageOf } from "../../protocol/errors.js";
 
 /** Branches of a map running at once when the task does not say (`max_parallel`). */
@@ -127,14 +127,8 @@ export function stepResults(context: MapContext): StepResult[] {
   return context.branches.map((branch) => {
     const result = branch.result;
     if (!result) return { content: "", status: branch.status === "CANCELLED" ? "CANCELLED" : "NOT_STARTED" };
-    const parsed = parsedOf(result);
-    return {
-      content: result.content,
-      status: branch.status === "CANCELLED" ? "CANCELLED" : result.status === "COMPLETE" ? "COMPLETE" : "FAILED",
-      ...(parsed === undefined ? {} : { parsedContent: parsed }),
-      ...(Object.keys(result.notes).length > 0 ? { notes: result.notes } : {}),
-      ...(result.error ? { error: result.error } : {}),
-    };
+    // A failed branch's entry keeps its error, for the report.
+    return { ...stepResultOf(result), ...(result.error ? { error: result.error } : {}) };
   });
 }
 
