@@ -83,7 +83,7 @@ export async function connectNats(opts: ConnectNatsOptions): Promise<NatsConnect
     ...(opts.pass !== undefined ? { pass: opts.pass } : {}),
     ...(opts.token !== undefined ? { token: opts.token } : {}),
     ...(opts.creds !== undefined ? { authenticator: credsAuthenticator(opts.creds) } : {}),
-    inboxPrefix,
+    ...(inboxPrefix !== "_INBOX" ? { inboxPrefix } : {}),
   });
   // The connection's own request/reply state (runtime/nats/wire.ts), shared by its bus, stores and work queue.
   attachWire(nc, inboxPrefix);

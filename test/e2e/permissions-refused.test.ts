@@ -16,7 +16,7 @@ import { place } from "../../runtime/nats/connect.js";
 import { natsTaskReplay } from "../../runtime/inspect/replay.js";
 import { startInspectServer } from "../../runtime/inspect/server.js";
 import { connectNats, NatsBus } from "../../runtime/nats/bus.js";
-import { GENERATED_BEGIN, GENERATED_END, renderDevAuthorization } from "../../runtime/nats/permissions.js";
+import { GENERATED_BEGIN, GENERATED_END, renderDevAuthorization, userInboxPrefix } from "../../runtime/nats/permissions.js";
 import { usePermissionsStack } from "../support/permissions-stack.js";
 import { startCli } from "../support/processes.js";
 
@@ -35,7 +35,7 @@ describe("a submitter", () => {
   it("cannot read the task records nor the intake stream", async () => {
     const nc = await connectAs("submitter");
     await expect(new Kvm(nc).open(subjects.tasksBucket).then((kv) => kv.get("anything"))).rejects.toThrow(/permissions violation/i);
-    for (const subject of [`$KV.${subjects.tasksBucket}.>`, subjects.anyIntake, "_INBOX_director.>"]) {
+    for (const subject of [`$KV.${subjects.tasksBucket}.>`, subjects.anyIntake, `${userInboxPrefix(as("director").user)}.>`, "_INBOX.>"]) {
       const sub = nc.subscribe(subject);
       const closed = (async () => {
         try {
