@@ -43,7 +43,7 @@ export async function openNatsTransport(
     servers,
     name: options.name,
     ...options.auth,
-    inboxPrefix: inboxPrefixFor(options.roles),
+    inboxPrefix: inboxPrefixFor(options.roles, options.auth?.user),
     ...(options.maxReconnects !== undefined ? { maxReconnectAttempts: options.maxReconnects } : {}),
   });
   const onError = (err: unknown, subject: string) => options.log.error({ subject, err: messageOf(err) }, "handler failed");

@@ -141,9 +141,9 @@ export async function listTools(
       ? await connectNats({
           servers: config.nats ?? DEFAULT_NATS_URL,
           name: "dirigent-tools-list",
-          inboxPrefix: inboxPrefixFor(["handler"]),
           maxReconnectAttempts: 0,
           ...natsAuth(config),
+          inboxPrefix: inboxPrefixFor(["handler"], config.natsUser),
         })
       : undefined;
   try {

@@ -28,6 +28,7 @@ import {
 } from "../../actors/bus.js";
 import { runHandler, type BusErrorHandler, type ClosableBus } from "../bus-support.js";
 import { attachWire, wireOf, type NatsWire } from "./wire.js";
+import { inboxPrefixFor } from "./permissions.js";
 
 export type { NatsConnection } from "@nats-io/transport-node";
 
@@ -45,7 +46,7 @@ export interface ConnectNatsOptions {
   token?: string;
   /** Contents of a `.creds` file (JWT and NKey seed; needs a server in operator mode). */
   creds?: Uint8Array;
-  /** Prefix of this connection's reply subjects (default `_INBOX`); see `inboxPrefixFor`. */
+  /** Prefix of this connection's reply subjects (default: `_INBOX_<user>` with a user, see `inboxPrefixFor`, else `_INBOX`). */
   inboxPrefix?: string;
   /** Wait between reconnect attempts; a random jitter of up to a quarter of it is added. Default 1000 ms. */
   reconnectTimeWaitMs?: number;
@@ -65,6 +66,8 @@ export interface ConnectNatsOptions {
  */
 export async function connectNats(opts: ConnectNatsOptions): Promise<NatsConnection> {
   const wait = opts.reconnectTimeWaitMs ?? 1000;
+  // Each user reads replies in inboxes of its own: the permissions give no user the shared `_INBOX.>`.
+  const inboxPrefix = opts.inboxPrefix ?? inboxPrefixFor(undefined, opts.user);
   const nc = await connect({
     servers: opts.servers,
     name: opts.name,
@@ -80,10 +83,10 @@ export async function connectNats(opts: ConnectNatsOptions): Promise<NatsConnect
     ...(opts.pass !== undefined ? { pass: opts.pass } : {}),
     ...(opts.token !== undefined ? { token: opts.token } : {}),
     ...(opts.creds !== undefined ? { authenticator: credsAuthenticator(opts.creds) } : {}),
-    ...(opts.inboxPrefix !== undefined ? { inboxPrefix: opts.inboxPrefix } : {}),
+    ...(inboxPrefix !== "_INBOX" ? { inboxPrefix } : {}),
   });
   // The connection's own request/reply state (runtime/nats/wire.ts), shared by its bus, stores and work queue.
-  attachWire(nc, opts.inboxPrefix ?? "_INBOX");
+  attachWire(nc, inboxPrefix);
   return nc;
 }
 

@@ -3,13 +3,16 @@
  * the nats-server `authorization { users = [...] }` block for a subject root (`dirigent nats-conf`); the repository's
  * `nats.conf` holds its output for the default root, and a test fails when it is stale.
  *
- * Each role may publish and subscribe only where it must, JetStream API subjects included. Runtime roles use an inbox
- * prefix of their own (`_INBOX_<role>`), so that no other user can read their replies (JetStream API answers carry
- * task records). A role may publish into the inboxes of those who send it requests: not through `allow_responses`,
- * which allows one reply per request by default, while a responder also sends keepalives (`KEEPALIVE_HEADER`).
- * nats-server 2.9: no `accounts {}` block next to `authorization { users }` (CVE-2023-47090).
+ * Each role may publish and subscribe only where it must, JetStream API subjects included. Every user has a name of
+ * its own (`submitter` for the default root, `<root>-submitter` for any other, see {@link natsUser}) and an inbox prefix
+ * of its own (`_INBOX_<user>`, see {@link userInboxPrefix}), so that no other user, of this root or another one on the
+ * same server, can read its replies (JetStream API answers carry task records). A role may publish into the inboxes of
+ * those who send it requests: not through `allow_responses`, which allows one reply per request by default, while a
+ * responder also sends keepalives (`KEEPALIVE_HEADER`). Several roots' users go into one block
+ * (`renderAuthorization([a, b])`): nats-server 2.9 allows no `accounts {}` block next to `authorization { users }`
+ * (CVE-2023-47090).
  */
-import { createSubjects } from "../../protocol/index.js";
+import { createSubjects, DEFAULT_ROOT } from "../../protocol/index.js";
 
 /** The NATS users of a deployment: the four runtime roles, clients that submit work, and read-only inspectors. */
 export const NATS_ROLES = ["submitter", "director", "evaluator", "handler", "memory", "supervisor", "inspector"] as const;
@@ -27,15 +30,42 @@ export interface RolePermissions {
  */
 const RUNTIME_ROLES: readonly string[] = ["director", "evaluator", "handler", "memory", "supervisor"];
 
-/** The inbox prefix of a connection: `_INBOX_<role>` for a process running exactly one runtime role, else `_INBOX`. */
-export function inboxPrefixFor(roles: readonly string[] | undefined): string {
+/**
+ * The NATS user of a role of subject root `root`: the role's name for the default root (`handler`, as before roots
+ * could share a server), `<root>-<role>` for any other (`acme-handler`), so that the users of several roots fit in one
+ * server's configuration.
+ */
+export function natsUser(root: string, role: NatsRole | "admin"): string {
+  return root === DEFAULT_ROOT ? role : `${root}-${role}`;
+}
+
+/**
+ * The inbox prefix of user `user`: `_INBOX_<user>`, one subject token (a root's dots become `:`, which no root
+ * contains), so that no user's inboxes lie under another's; `undefined` for a name that cannot be part of a subject.
+ * @example userInboxPrefix("acme.prod-submitter") // "_INBOX_acme:prod-submitter"
+ */
+export function userInboxPrefix(user: string): string | undefined {
+  return /^[A-Za-z0-9_\-.:]+$/.test(user) ? `_INBOX_${user.replace(/\./g, ":")}` : undefined;
+}
+
+/**
+ * The inbox prefix of a connection: that of its user ({@link userInboxPrefix}) when it logs in with a user name;
+ * without one, `_INBOX_<role>` for a process running exactly one runtime role, else `_INBOX`.
+ */
+export function inboxPrefixFor(roles: readonly string[] | undefined, user?: string): string {
+  const own = user === undefined ? undefined : userInboxPrefix(user);
+  if (own !== undefined) return own;
   const only = roles?.length === 1 ? roles[0] : undefined;
   return only !== undefined && RUNTIME_ROLES.includes(only) ? `_INBOX_${only}` : "_INBOX";
 }
 
-/** The server-side variable (or environment variable) holding a role's password, e.g. `DIRIGENT_NATS_HANDLER_PASSWORD`. */
-export function passwordVariable(role: NatsRole | "dev" | "admin"): string {
-  return `DIRIGENT_NATS_${role.toUpperCase()}_PASSWORD`;
+/**
+ * The server-side variable (or environment variable) holding a user's password: `DIRIGENT_NATS_HANDLER_PASSWORD` for
+ * the default root, `DIRIGENT_NATS_ACME_HANDLER_PASSWORD` for root `acme` (dots and dashes become `_`).
+ */
+export function passwordVariable(role: NatsRole | "dev" | "admin", root: string = DEFAULT_ROOT): string {
+  const user = role === "dev" ? role : natsUser(root, role);
+  return `DIRIGENT_NATS_${user.toUpperCase().replace(/[.-]/g, "_")}_PASSWORD`;
 }
 
 const API = "$JS.API";
@@ -63,13 +93,16 @@ const kvWatch = (bucket: string) => [
 /** Read the events stream without side effects: its state and its messages by sequence or by subject (`STREAM.MSG.GET`). */
 const streamRead = (stream: string) => [`${API}.STREAM.INFO.${stream}`, `${API}.STREAM.MSG.GET.${stream}`];
 
+/** The subjects of the inboxes of a role's user of root `root` (`_INBOX_<user>.>`). */
+const inboxOf = (root: string, role: NatsRole | "admin") => `${userInboxPrefix(natsUser(root, role))}.>`;
+
 /**
  * What every runtime role may do besides its own subjects: publish its actors' inspection messages
  * (`<root>.inspect.<role>.<kind>`, when `DIRIGENT_INSPECT` is on), under its own role name only; answer pings
- * (`<root>.ping`, into the asking client's `_INBOX`) and ping itself (its own answer goes to its own inbox).
+ * (`<root>.ping`: every process answers, into the inbox of the submitter or of the runtime role that asks) and ping.
  */
 const runtimeCommon = (root: string, role: string): RolePermissions => ({
-  publish: [`${root}.inspect.${role}.>`, `${root}.ping`, "_INBOX.>", `${inboxPrefixFor([role])}.>`],
+  publish: [`${root}.inspect.${role}.>`, `${root}.ping`, ...(["submitter", ...RUNTIME_ROLES] as NatsRole[]).map((r) => inboxOf(root, r))],
   subscribe: [`${root}.ping`],
 });
 
@@ -90,9 +123,9 @@ export function rolePermissions(root: string): Record<NatsRole, RolePermissions>
 /** Each role's own permissions, without those every runtime role shares ({@link runtimeCommon}). */
 function ownPermissions(root: string): Record<NatsRole, RolePermissions> {
   const s = createSubjects(root);
-  const inbox = (role: string) => `${inboxPrefixFor([role])}.>`;
-  /** Clients' inboxes (`_INBOX`): the answers to submit, get, cancel, input and compile. */
-  const clients = "_INBOX.>";
+  const inbox = (role: NatsRole) => inboxOf(root, role);
+  /** The submitter's inbox: the answers to submit, get, cancel, input, compile and the goal API. */
+  const clients = inbox("submitter");
   const control = `${root}.control.>`;
   /** The goal API (served by Supervisors) and what it publishes. */
   const goalRequests = [s.goalsSubmit, s.goalsList, s.anyGoalRequest("get"), s.anyGoalRequest("resume"), s.anyGoalRequest("cancel")];
@@ -100,13 +133,14 @@ function ownPermissions(root: string): Record<NatsRole, RolePermissions> {
   return {
     submitter: {
       publish: [s.submit, s.anyTaskGet, s.anyTaskCancel, `${root}.tasks.*.input`, s.compile, ...goalRequests, s.ping],
-      subscribe: [s.anyTaskEvents, s.anyTaskResult, goalEvents, s.operatorAlerts, "_INBOX.>"],
+      subscribe: [s.anyTaskEvents, s.anyTaskResult, goalEvents, s.operatorAlerts, inbox("submitter")],
     },
     director: {
       publish: [
         clients,
-        // Supervisors submit, look up and cancel the tasks of their goals.
+        // Supervisors submit, look up and cancel the tasks of their goals; inspectors look tasks up.
         inbox("supervisor"),
+        inbox("inspector"),
         s.anyTaskEvents,
         s.anyTaskResult,
         s.cancelBroadcast,
@@ -196,7 +230,7 @@ function ownPermissions(root: string): Record<NatsRole, RolePermissions> {
     // finished tasks from the events stream (runtime/inspect/replay.ts); it creates no consumer.
     inspector: {
       publish: [s.anyTaskGet, ...streamRead(s.eventsStream)],
-      subscribe: [s.anyInspect, s.anyTaskEvents, s.anyTaskResult, "_INBOX.>"],
+      subscribe: [s.anyInspect, s.anyTaskEvents, s.anyTaskResult, inbox("inspector")],
     },
   };
 }
@@ -205,7 +239,7 @@ function ownPermissions(root: string): Record<NatsRole, RolePermissions> {
 export interface RenderOptions {
   /**
    * Values of the password variables, written into the file. Without them each password is read from the server's
-   * environment (`$DIRIGENT_NATS_<ROLE>_PASSWORD`), which is how production should run.
+   * environment (`$DIRIGENT_NATS_<ROLE>_PASSWORD`, see {@link passwordVariable}), which is how production should run.
    */
   variables?: Partial<Record<string, string>>;
   /**
@@ -214,43 +248,67 @@ export interface RenderOptions {
    */
   devUser?: boolean;
   /**
-   * Add a user `admin` for operators: the JetStream API only (`nats stream edit --replicas 3`, `nats stream ls`), no
-   * application subjects. Its password comes from `$DIRIGENT_NATS_ADMIN_PASSWORD`.
+   * Add a user `admin` (`<root>-admin` for another root) for operators: the JetStream API only (`nats stream edit
+   * --replicas 3`, `nats stream ls`) of every root on the server, no application subjects. Its password comes from
+   * `$DIRIGENT_NATS_ADMIN_PASSWORD` (`$DIRIGENT_NATS_<ROOT>_ADMIN_PASSWORD`).
    */
   admin?: boolean;
 }
 
 const quote = (value: string) => JSON.stringify(value);
+const list = (items: readonly string[]) => `[${items.map(quote).join(", ")}]`;
+/** One entry of the `users` list. */
+const userEntry = (user: string, variable: string, p: RolePermissions) => [
+  `    { user: ${/^[a-z0-9_]+$/.test(user) ? user : quote(user)}, password: $${variable}, permissions: {`,
+  `        publish: { allow: ${list(p.publish)} }`,
+  `        subscribe: { allow: ${list(p.subscribe)} }`,
+  "    } }",
+];
 
 /**
- * Renders the `authorization` block (and, with `devUser`, `no_auth_user`) of nats-server's configuration.
- * @example renderAuthorization("dirigent") // passwords from $DIRIGENT_NATS_<ROLE>_PASSWORD
+ * The entries of the `users = [...]` list for the users of `root` (with `admin`, its admin), to paste into the list of
+ * a server that already has users (`dirigent nats-conf --users`). With `devUser`, runtime roles may also answer
+ * clients without credentials (the `dev` user's `_INBOX`).
  */
-export function renderAuthorization(root: string, options: RenderOptions = {}): string {
+export function renderUsers(root: string, options: Pick<RenderOptions, "admin" | "devUser"> = {}): string[] {
   const permissions = rolePermissions(root);
   const lines: string[] = [];
-  const variables = Object.entries(options.variables ?? {}).filter((e): e is [string, string] => e[1] !== undefined);
-  for (const [name, value] of variables) lines.push(`${name}: ${quote(value)}`);
-  if (variables.length > 0) lines.push("");
-  const list = (items: readonly string[]) => `[${items.map(quote).join(", ")}]`;
-  lines.push("authorization {", "  users = [");
   for (const role of NATS_ROLES) {
     const p = permissions[role];
+    const answersDev = options.devUser === true && RUNTIME_ROLES.includes(role);
     lines.push(
-      `    { user: ${role}, password: $${passwordVariable(role)}, permissions: {`,
-      `        publish: { allow: ${list(p.publish)} }`,
-      `        subscribe: { allow: ${list(p.subscribe)} }`,
-      "    } }",
+      ...userEntry(
+        natsUser(root, role),
+        passwordVariable(role, root),
+        answersDev ? withCommon(p, { publish: ["_INBOX.>"], subscribe: [] }) : p,
+      ),
     );
   }
   if (options.admin) {
     lines.push(
-      `    { user: admin, password: $${passwordVariable("admin")}, permissions: {`,
-      `        publish: { allow: ${list([`${API}.>`])} }`,
-      `        subscribe: { allow: ${list(["_INBOX.>"])} }`,
-      "    } }",
+      ...userEntry(natsUser(root, "admin"), passwordVariable("admin", root), {
+        publish: [`${API}.>`],
+        subscribe: [inboxOf(root, "admin")],
+      }),
     );
   }
+  return lines;
+}
+
+/**
+ * Renders the `authorization` block (and, with `devUser`, `no_auth_user`) of nats-server's configuration, with the
+ * users of every root in `roots`: roots that share a server go into one block (a second `authorization` block would
+ * replace the first).
+ * @example renderAuthorization("dirigent") // passwords from $DIRIGENT_NATS_<ROLE>_PASSWORD
+ * @example renderAuthorization(["acme", "globex"]) // $DIRIGENT_NATS_ACME_<ROLE>_PASSWORD, $DIRIGENT_NATS_GLOBEX_<ROLE>_PASSWORD
+ */
+export function renderAuthorization(roots: string | readonly string[], options: RenderOptions = {}): string {
+  const lines: string[] = [];
+  const variables = Object.entries(options.variables ?? {}).filter((e): e is [string, string] => e[1] !== undefined);
+  for (const [name, value] of variables) lines.push(`${name}: ${quote(value)}`);
+  if (variables.length > 0) lines.push("");
+  lines.push("authorization {", "  users = [");
+  for (const root of typeof roots === "string" ? [roots] : roots) lines.push(...renderUsers(root, options));
   if (options.devUser) lines.push(`    { user: dev, password: $${passwordVariable("dev")} }`);
   lines.push("  ]", "}");
   if (options.devUser) lines.push("no_auth_user: dev");

@@ -195,7 +195,12 @@ describe("the inspector user", () => {
 
 describe("dirigent worker", () => {
   it("runs a role as its user from NATS_USER and NATS_PASSWORD, and a task completes through it", async () => {
-    const env = { NATS_USER: "evaluator", NATS_PASSWORD: passwords.evaluator, OPENAI_BASE_URL: stack.mock.url, DIRIGENT_LOG_LEVEL: "warn" };
+    const env = {
+      NATS_USER: as("evaluator").user,
+      NATS_PASSWORD: passwords.evaluator,
+      OPENAI_BASE_URL: stack.mock.url,
+      DIRIGENT_LOG_LEVEL: "warn",
+    };
     const worker = startCli(["worker", "--role", "evaluator", "--nats", stack.server.url, "--prefix", root], env);
     try {
       await worker.waitFor(/ready/);

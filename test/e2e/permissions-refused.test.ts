@@ -16,7 +16,7 @@ import { place } from "../../runtime/nats/connect.js";
 import { natsTaskReplay } from "../../runtime/inspect/replay.js";
 import { startInspectServer } from "../../runtime/inspect/server.js";
 import { connectNats, NatsBus } from "../../runtime/nats/bus.js";
-import { GENERATED_BEGIN, GENERATED_END, renderDevAuthorization } from "../../runtime/nats/permissions.js";
+import { GENERATED_BEGIN, GENERATED_END, renderDevAuthorization, userInboxPrefix } from "../../runtime/nats/permissions.js";
 import { usePermissionsStack } from "../support/permissions-stack.js";
 import { startCli } from "../support/processes.js";
 
@@ -35,7 +35,7 @@ describe("a submitter", () => {
   it("cannot read the task records nor the intake stream", async () => {
     const nc = await connectAs("submitter");
     await expect(new Kvm(nc).open(subjects.tasksBucket).then((kv) => kv.get("anything"))).rejects.toThrow(/permissions violation/i);
-    for (const subject of [`$KV.${subjects.tasksBucket}.>`, subjects.anyIntake, "_INBOX_director.>"]) {
+    for (const subject of [`$KV.${subjects.tasksBucket}.>`, subjects.anyIntake, `${userInboxPrefix(as("director").user)}.>`, "_INBOX.>"]) {
       const sub = nc.subscribe(subject);
       const closed = (async () => {
         try {
@@ -100,7 +100,7 @@ describe("authentication", () => {
     await expect(
       place({
         url: stack.server.url,
-        auth: { user: "submitter", pass: "wrong" },
+        auth: { user: as("submitter").user, pass: "wrong" },
         roles: [],
         subjects,
         log: silentLogger,
@@ -108,7 +108,7 @@ describe("authentication", () => {
         dataDir: stack.server.dir,
         startServer: false,
       }),
-    ).rejects.toThrow(/NATS at .*: authorization violation: the server refused the connection as user 'submitter'/);
+    ).rejects.toThrow(/NATS at .*: authorization violation: the server refused the connection as user '[a-z0-9_-]+-submitter'/);
   });
 
   it("refuses a user running a role it has no permissions for with a clear error", async () => {
@@ -123,11 +123,11 @@ describe("authentication", () => {
         dataDir: stack.server.dir,
         startServer: false,
       }),
-    ).rejects.toThrow(/Permissions Violation.*user 'submitter' lacks the permissions of the director role/);
+    ).rejects.toThrow(/Permissions Violation.*user '[a-z0-9_-]+-submitter' lacks the permissions of the director role/);
   });
 
   it("the CLI exits 1 with 'authorization violation' on a wrong password, and works with the right one from a file", async () => {
-    const bad = startCli(["status", "nope", "--nats", stack.server.url, "--prefix", root, "--nats-user", "submitter"], {
+    const bad = startCli(["status", "nope", "--nats", stack.server.url, "--prefix", root, "--nats-user", as("submitter").user], {
       NATS_PASSWORD: "wrong",
     });
     expect(await bad.exited).toBe(1);
@@ -143,7 +143,7 @@ describe("authentication", () => {
       "--prefix",
       root,
       "--nats-user",
-      "submitter",
+      as("submitter").user,
       "--nats-password-file",
       file,
     ]);

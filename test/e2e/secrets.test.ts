@@ -14,7 +14,7 @@ import { createSubjects } from "../../protocol/index.js";
 import { DirigentClient } from "../../runtime/client.js";
 import { loadConfig } from "../../runtime/config.js";
 import { startMockLlm, type MockLlmServer } from "../../runtime/model/mock-server.js";
-import { NATS_ROLES, passwordVariable, renderAuthorization, type NatsRole } from "../../runtime/nats/permissions.js";
+import { NATS_ROLES, natsUser, passwordVariable, renderAuthorization, type NatsRole } from "../../runtime/nats/permissions.js";
 import { startSystem, type SystemHandle } from "../../runtime/system.js";
 import { openNatsTransport, type OpenTransport } from "../../runtime/transport.js";
 import { randomRoot, startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
@@ -40,7 +40,7 @@ beforeAll(async () => {
   for (const path of [workspace, dataDir]) mkdirSync(path);
   writeFileSync(passwordFile, `${passwords.handler}\n`, { mode: 0o600 });
   writeFileSync(join(dataDir, "state"), `data ${passwords.handler}\n`);
-  const variables = Object.fromEntries(NATS_ROLES.map((role) => [passwordVariable(role), passwords[role]]));
+  const variables = Object.fromEntries(NATS_ROLES.map((role) => [passwordVariable(role, root), passwords[role]]));
   server = await startTestNatsServer({
     config: `jetstream { store_dir: ".dirigent/jetstream" }\n${renderAuthorization(root, { variables })}`,
   });
@@ -50,14 +50,14 @@ beforeAll(async () => {
     const transport = await openNatsTransport(server.url, subjects, {
       name: `secrets-${role}`,
       log: silentLogger,
-      auth: { user: role, pass: passwords[role] },
+      auth: { user: natsUser(root, role), pass: passwords[role] },
       roles: [role],
     });
     transports.push(transport);
     systems.push(await startSystem({ config, transport, roles: [role] }));
   }
   worker = startCli(["worker", "--role", "handler", "--nats", server.url, "--prefix", root], {
-    NATS_USER: "handler",
+    NATS_USER: natsUser(root, "handler"),
     NATS_PASSWORD: passwords.handler,
     NATS_PASSWORD_FILE: passwordFile,
     OPENAI_API_KEY: API_KEY,
@@ -87,7 +87,7 @@ describe("a script task in a Handler started with secrets", () => {
     const client = await openNatsTransport(server.url, subjects, {
       name: "secrets-submitter",
       log: silentLogger,
-      auth: { user: "submitter", pass: passwords.submitter },
+      auth: { user: natsUser(root, "submitter"), pass: passwords.submitter },
       roles: [],
     });
     transports.push(client);

@@ -11,7 +11,7 @@ import { createSubjects, type Subjects } from "../../protocol/index.js";
 import { loadConfig, type Config } from "../../runtime/config.js";
 import { startMockLlm, type MockLlmServer } from "../../runtime/model/mock-server.js";
 import { connectNats, type NatsConnection } from "../../runtime/nats/bus.js";
-import { NATS_ROLES, passwordVariable, renderAuthorization, type NatsRole } from "../../runtime/nats/permissions.js";
+import { NATS_ROLES, natsUser, passwordVariable, renderAuthorization, type NatsRole } from "../../runtime/nats/permissions.js";
 import { startSystem, type SystemHandle } from "../../runtime/system.js";
 import { openNatsTransport, type OpenTransport } from "../../runtime/transport.js";
 import { randomRoot, startTestNatsServer, type TestNatsServer } from "./nats-server.js";
@@ -32,7 +32,7 @@ export interface PermissionsStack {
   /** The runtime roles' systems, one per role. */
   systems: SystemHandle[];
   /** The credentials of a role's user. */
-  as: (role: NatsRole) => { user: NatsRole; pass: string };
+  as: (role: NatsRole) => { user: string; pass: string };
   /** The permission violations the server has logged so far. */
   violations: () => string[];
   /** A plain connection as a role's user, closed after the tests. */
@@ -50,7 +50,7 @@ export function usePermissionsStack(): PermissionsStack {
   const systems: SystemHandle[] = [];
   const connections: NatsConnection[] = [];
 
-  const as = (role: NatsRole) => ({ user: role, pass: passwords[role] });
+  const as = (role: NatsRole) => ({ user: natsUser(root, role), pass: passwords[role] });
   const violations = () =>
     server
       .stderr()
@@ -76,7 +76,7 @@ export function usePermissionsStack(): PermissionsStack {
 
   beforeAll(async () => {
     // The production form: passwords from variables (here set in the file), no `dev` user, no anonymous clients.
-    const variables = Object.fromEntries(NATS_ROLES.map((role) => [passwordVariable(role), passwords[role]]));
+    const variables = Object.fromEntries(NATS_ROLES.map((role) => [passwordVariable(role, root), passwords[role]]));
     server = await startTestNatsServer({
       config: `max_payload: 2MB\njetstream { store_dir: ".dirigent/jetstream" }\n${renderAuthorization(root, { variables })}`,
       // PERM_TRACE=/tmp/trace.log: a protocol trace of every user's subjects, to revise the permission sets (the

@@ -38,8 +38,11 @@ describe("the ping", () => {
     const p = rolePermissions("acme.dirigent");
     for (const role of ["director", "evaluator", "handler", "memory", "supervisor"] as const) {
       expect(p[role].subscribe).toContain("acme.dirigent.ping");
-      // Answers go to the asking client's inbox, and to the process's own when it checks itself.
-      expect(p[role].publish).toEqual(expect.arrayContaining(["acme.dirigent.ping", "_INBOX.>", `_INBOX_${role}.>`]));
+      // Answers go to the asking submitter's inbox, and to the runtime role's that checks itself.
+      expect(p[role].publish).toEqual(
+        expect.arrayContaining(["acme.dirigent.ping", "_INBOX_acme:dirigent-submitter.>", `_INBOX_acme:dirigent-${role}.>`]),
+      );
+      expect(p[role].publish).not.toContain("_INBOX.>");
       expect(new Set(p[role].publish).size).toBe(p[role].publish.length);
     }
     expect(p.submitter.publish).toContain("acme.dirigent.ping");

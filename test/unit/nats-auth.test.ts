@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ConfigError, loadConfig } from "../../runtime/config.js";
 import { authorizationFailure, natsAuth } from "../../runtime/nats/auth.js";
-import { inboxPrefixFor, renderAuthorization, rolePermissions } from "../../runtime/nats/permissions.js";
+import { inboxPrefixFor, natsUser, passwordVariable, renderAuthorization, rolePermissions } from "../../runtime/nats/permissions.js";
 
 let dir: string;
 beforeAll(async () => {
@@ -52,6 +52,26 @@ describe("per-role permissions", () => {
     expect(inboxPrefixFor(["handler"])).toBe("_INBOX_handler");
     expect(inboxPrefixFor(["director", "handler"])).toBe("_INBOX");
     expect(inboxPrefixFor([])).toBe("_INBOX");
+    expect(inboxPrefixFor([], "acme.dirigent-submitter")).toBe("_INBOX_acme:dirigent-submitter");
+    expect(inboxPrefixFor(["director", "handler"], "ops")).toBe("_INBOX_ops");
+  });
+
+  it("name every user and its inbox after its root, and give no user the shared _INBOX", () => {
+    expect(natsUser("dirigent", "handler")).toBe("handler");
+    expect(natsUser("acme.dirigent", "handler")).toBe("acme.dirigent-handler");
+    expect(passwordVariable("handler")).toBe("DIRIGENT_NATS_HANDLER_PASSWORD");
+    expect(passwordVariable("handler", "acme.di-rigent")).toBe("DIRIGENT_NATS_ACME_DI_RIGENT_HANDLER_PASSWORD");
+    const p = rolePermissions("acme");
+    const all = Object.values(p).flatMap((r) => [...r.publish, ...r.subscribe]);
+    expect(all.filter((s) => s.startsWith("_INBOX.") || s === "_INBOX.>")).toEqual([]);
+    expect(all.filter((s) => s.startsWith("_INBOX")).every((s) => s.startsWith("_INBOX_acme-"))).toBe(true);
+    // Each user reads its own inbox only; the Director answers submitters, Supervisors and inspectors.
+    for (const [role, r] of Object.entries(p)) expect(r.subscribe.filter((s) => s.startsWith("_INBOX"))).toEqual([`_INBOX_acme-${role}.>`]);
+    expect(p.director.publish).toEqual(
+      expect.arrayContaining(["_INBOX_acme-submitter.>", "_INBOX_acme-supervisor.>", "_INBOX_acme-inspector.>"]),
+    );
+    expect(p.memory.publish.filter((s) => s.startsWith("_INBOX"))).toContain("_INBOX_acme-evaluator.>");
+    expect(p.submitter.publish.filter((s) => s.startsWith("_INBOX"))).toEqual([]);
   });
 
   it("let each runtime role publish inspection messages under its own role name only", () => {
@@ -65,5 +85,9 @@ describe("per-role permissions", () => {
     const text = renderAuthorization("dirigent");
     expect(text).toContain("password: $DIRIGENT_NATS_SUBMITTER_PASSWORD");
     expect(text).not.toMatch(/accounts|no_auth_user|user: dev/);
+    const two = renderAuthorization(["acme", "globex"], { admin: true });
+    expect(two.match(/authorization \{/g)).toHaveLength(1);
+    expect(two).toContain('{ user: "acme-submitter", password: $DIRIGENT_NATS_ACME_SUBMITTER_PASSWORD');
+    expect(two).toContain('{ user: "globex-admin", password: $DIRIGENT_NATS_GLOBEX_ADMIN_PASSWORD');
   });
 });

@@ -1,0 +1,160 @@
+/**
+ * Two subject roots on one nats-server, each with its own users (runtime/nats/permissions.ts): the server runs the
+ * block `dirigent nats-conf --prefix A --prefix B` prints, every runtime role of both roots connects as its root's
+ * user, and each user reads replies in inboxes of its own (`_INBOX_<user>`). A submitter of root A runs its own task;
+ * its subscriptions to root B's results, events and inboxes, and to the shared `_INBOX`, are refused, and it cannot
+ * publish B's requests; B's task, running meanwhile, completes.
+ */
+import { randomBytes } from "node:crypto";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { silentLogger } from "../../actors/deps.js";
+import { createSubjects, type Subjects } from "../../protocol/index.js";
+import { DirigentClient } from "../../runtime/client.js";
+import { loadConfig, type Config } from "../../runtime/config.js";
+import { startMockLlm, type MockLlmServer } from "../../runtime/model/mock-server.js";
+import { connectNats, type NatsConnection } from "../../runtime/nats/bus.js";
+import { NATS_ROLES, natsUser, passwordVariable, userInboxPrefix, type NatsRole } from "../../runtime/nats/permissions.js";
+import { startSystem, type SystemHandle } from "../../runtime/system.js";
+import { openNatsTransport, type OpenTransport } from "../../runtime/transport.js";
+import { RUNTIME } from "../support/permissions-stack.js";
+import { randomRoot, startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
+import { startCli } from "../support/processes.js";
+import { newTaskId } from "../support/stack.js";
+
+interface Tenant {
+  root: string;
+  subjects: Subjects;
+  passwords: Record<NatsRole, string>;
+  as: (role: NatsRole) => { user: string; pass: string };
+}
+
+function tenant(root: string): Tenant {
+  const passwords = Object.fromEntries(NATS_ROLES.map((role) => [role, randomBytes(12).toString("hex")])) as Record<NatsRole, string>;
+  return { root, subjects: createSubjects(root), passwords, as: (role) => ({ user: natsUser(root, role), pass: passwords[role] }) };
+}
+
+const a = tenant(randomRoot());
+const b = tenant(randomRoot());
+let server: TestNatsServer;
+let mock: MockLlmServer;
+const transports: OpenTransport[] = [];
+const systems: SystemHandle[] = [];
+const connections: NatsConnection[] = [];
+
+beforeAll(async () => {
+  const generated = startCli(["nats-conf", "--prefix", a.root, "--prefix", b.root]);
+  expect(await generated.exited).toBe(0);
+  const block = generated.output();
+  expect(block.match(/authorization \{/g)).toHaveLength(1);
+  // The production form: passwords from variables (set here in the file), no `dev` user, no anonymous clients.
+  const variables = [a, b].flatMap((t) => NATS_ROLES.map((role) => `${passwordVariable(role, t.root)}: "${t.passwords[role]}"`));
+  server = await startTestNatsServer({ config: `jetstream { store_dir: ".dirigent/jetstream" }\n${variables.join("\n")}\n${block}` });
+  mock = await startMockLlm({
+    port: 0,
+    script: { rules: [{ match: { lastUser: "slowly" }, reply: "slow answer of B", delayMs: 1500 }], default: { reply: "answer" } },
+  });
+  for (const t of [a, b]) {
+    const config: Config = {
+      ...loadConfig({}, {}),
+      prefix: t.root,
+      openaiBaseUrl: mock.url,
+      openaiApiKey: "test-key",
+      modelMaxRetries: 0,
+      model: "mock-model",
+    };
+    for (const role of RUNTIME) {
+      const transport = await openNatsTransport(server.url, t.subjects, {
+        name: `${t.root}-${role}`,
+        log: silentLogger,
+        auth: t.as(role),
+        roles: [role],
+      });
+      transports.push(transport);
+      systems.push(await startSystem({ config, transport, roles: [role] }));
+    }
+  }
+});
+
+afterAll(async () => {
+  for (const system of systems.reverse()) await system.stop();
+  for (const transport of transports) await transport.close();
+  for (const nc of connections) await nc.close();
+  await mock?.close();
+  await server?.stop();
+});
+
+async function submitterOf(t: Tenant): Promise<DirigentClient> {
+  const transport = await openNatsTransport(server.url, t.subjects, {
+    name: `${t.root}-client`,
+    log: silentLogger,
+    auth: t.as("submitter"),
+    roles: [],
+  });
+  transports.push(transport);
+  return new DirigentClient(transport.bus, t.subjects);
+}
+
+/** How a subscription ends: nats.js closes it with the server's permissions violation, or it gets a message. */
+async function subscriptionEnd(nc: NatsConnection, subject: string): Promise<string> {
+  const sub = nc.subscribe(subject);
+  try {
+    for await (const _ of sub) return "message";
+    return "closed";
+  } catch (err) {
+    return String(err);
+  }
+}
+
+const violations = () =>
+  server
+    .stderr()
+    .split("\n")
+    .filter((line) => /violation/i.test(line));
+
+describe("two subject roots on one server", () => {
+  it("give every user a name and an inbox of its own", () => {
+    expect(a.as("submitter").user).toBe(`${a.root}-submitter`);
+    expect(userInboxPrefix(a.as("submitter").user)).toBe(`_INBOX_${a.root}-submitter`);
+  });
+
+  it("run A's task for A's submitter, while A's submitter can read none of B's results, events or replies", async () => {
+    const clientA = await submitterOf(a);
+    const clientB = await submitterOf(b);
+    const taskB = newTaskId();
+    const runB = clientB.run({ taskId: taskB, xml: "<task><description>Answer slowly</description></task>" });
+
+    const outcome = await clientA.run({ xml: "<task><description>A's own task</description></task>" });
+    expect(outcome).toMatchObject({ status: "COMPLETE", content: "answer" });
+
+    const spy = await connectNats({ servers: server.url, name: "a-spy", ...a.as("submitter") });
+    connections.push(spy);
+    const refused = [
+      b.subjects.anyTaskEvents,
+      b.subjects.anyTaskResult,
+      b.subjects.taskResult(taskB),
+      b.subjects.taskEvents(taskB),
+      `${userInboxPrefix(b.as("submitter").user)}.>`,
+      `${userInboxPrefix(b.as("director").user)}.>`,
+      `${userInboxPrefix(b.as("supervisor").user)}.>`,
+      "_INBOX.>",
+      ">",
+    ];
+    for (const subject of refused) expect(await subscriptionEnd(spy, subject)).toMatch(/permissions violation/i);
+    // Nor can it ask B's Directors about B's task, nor submit to root B.
+    for (const subject of [b.subjects.taskGet(taskB), b.subjects.submit])
+      await expect(spy.request(subject, "{}", { timeout: 2000 })).rejects.toThrow(/permissions violation/i);
+
+    expect(await runB).toMatchObject({ taskId: taskB, status: "COMPLETE", content: "slow answer of B" });
+    // B's submitter is kept out of A's subjects the same way.
+    const spyB = await connectNats({ servers: server.url, name: "b-spy", ...b.as("submitter") });
+    connections.push(spyB);
+    expect(await subscriptionEnd(spyB, `${userInboxPrefix(a.as("submitter").user)}.>`)).toMatch(/permissions violation/i);
+    expect(await subscriptionEnd(spyB, a.subjects.anyTaskResult)).toMatch(/permissions violation/i);
+
+    // Every violation the server logged is one of the spies'; the runtime roles of both roots needed none.
+    const logged = violations();
+    expect(logged.length).toBeGreaterThanOrEqual(refused.length);
+    for (const line of logged) expect(line).toMatch(new RegExp(`(${a.as("submitter").user}|${b.as("submitter").user})`));
+    expect(logged.join("\n")).toMatch(new RegExp(`Subscription Violation.*_INBOX_${b.root}-submitter`, "i"));
+  });
+});
