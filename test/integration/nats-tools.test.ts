@@ -49,6 +49,22 @@ async function stopService(child: ChildProcess): Promise<void> {
   await exited;
 }
 
+/**
+ * Waits until the server has dropped a killed service's subscription to `subject`: a loaded server can take a moment
+ * to see the socket closed, and a request sent meanwhile goes to the dead subscription and waits out its timeout.
+ * Each probe is answered at once by the server (no responders) once the interest is gone.
+ */
+async function interestGone(subject: string): Promise<void> {
+  for (let i = 0; i < 100; i++) {
+    try {
+      await nc.request(subject, new Uint8Array(), { timeout: 200 });
+    } catch (err) {
+      if (String(err).includes("503") || /no responders/i.test(String(err))) return;
+    }
+  }
+  throw new Error(`the server still routes ${subject} to the stopped service`);
+}
+
 /** A logger keeping its error lines. */
 function recordingLogger(): Logger & { errors: string[] } {
   const errors: string[] = [];
@@ -113,6 +129,7 @@ describe("the NATS service tool source", () => {
     try {
       expect(tools.definitions.map((d) => d.function.name)).toContain("get_weather");
       await stopService(child);
+      await interestGone(`${createSubjects(root).toolPrefix}get_weather`);
       const answer = await tools.run(
         { id: "c1", type: "function", function: { name: "get_weather", arguments: '{"city":"Oslo"}' } },
         new AbortController().signal,
