@@ -12,6 +12,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { randomRoot, startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 import { startCli, type CliProcess } from "../support/processes.js";
+import { claimant, startDirectors } from "../support/takeover.js";
 
 /** One span as received, with its process's service name. */
 interface ReceivedSpan {
@@ -126,7 +127,12 @@ beforeAll(async () => {
   endpoint = await receiver.start();
   dir = mkdtempSync(join(tmpdir(), "dirigent-traces-"));
   const script = join(dir, "script.json");
-  writeFileSync(script, JSON.stringify({ rules: [{ match: { lastUser: "capital of France" }, reply: "Paris" }] }));
+  const rules = [
+    { match: { lastUser: "capital of France" }, reply: "Paris" },
+    // Still at the model when its Director is killed.
+    { match: { lastUser: "SLOW" }, reply: "slow answer", delayMs: 2000 },
+  ];
+  writeFileSync(script, JSON.stringify({ rules }));
   const mock = startCli(["mock-llm", "--port", "0", "--script", script, "--quiet"]);
   processes.push(mock);
   [modelUrl] = (await mock.waitFor(/http:\/\/127\.0\.0\.1:\d+\/v1/)) as unknown as [string];
@@ -139,10 +145,10 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-/** The four roles, each in its own process, with `env`. */
-async function startRoles(root: string, env: NodeJS.ProcessEnv): Promise<CliProcess[]> {
+/** The four roles (or `roles`), each in its own process, with `env`. */
+async function startRoles(root: string, env: NodeJS.ProcessEnv, roles = ROLES): Promise<CliProcess[]> {
   const started: CliProcess[] = [];
-  for (const role of ROLES) {
+  for (const role of roles) {
     const worker = startCli(["worker", "--role", role, "--nats", server.url, "--prefix", root, "--concurrency", "2"], {
       OPENAI_BASE_URL: modelUrl,
       OPENAI_API_KEY: "test",
@@ -156,16 +162,17 @@ async function startRoles(root: string, env: NodeJS.ProcessEnv): Promise<CliProc
   return started;
 }
 
-/** Submits the task from a plain NATS client with `traceparent`, and waits for its result. */
-async function runTask(root: string, taskId: string, traceparent: string): Promise<unknown> {
+/** Submits the task from a plain NATS client with `traceparent`, runs `during`, and waits for its result. */
+async function runTask(root: string, taskId: string, traceparent: string, xml = TEMPLATE, during?: () => Promise<void>): Promise<unknown> {
   const nc = await connect({ servers: server.url, name: "traces-plain-client" });
   try {
     const result = nc.subscribe(`${root}.tasks.${taskId}.result`, { max: 1 });
     const h = headers();
     h.set("traceparent", traceparent);
-    const body = JSON.stringify({ taskId, xml: TEMPLATE, inputs: { country: "France" } });
+    const body = JSON.stringify({ taskId, xml, inputs: { country: "France" } });
     const reply = await nc.request(`${root}.tasks.submit`, body, { timeout: 10_000, headers: h });
     expect(reply.json()).toEqual({ taskId, status: "accepted" });
+    await during?.();
     for await (const m of result) return m.json();
     return undefined;
   } finally {
@@ -189,9 +196,16 @@ describe("OpenTelemetry traces across four processes", () => {
     expect(await runTask(root, taskId, `00-${traceId}-${clientSpan}-01`)).toMatchObject({ taskId, status: "COMPLETE", content: "Paris" });
 
     const inTrace = () => receiver.spans.filter((s) => s.traceId === traceId);
-    const names = () => new Set(inTrace().map((s) => s.name));
-    // The trace is complete once the Director's run span (ended last, after the result) has come.
-    await receiver.until(() => names().has("director.run") && names().has("handler.execute") && names().has("memory.match"));
+    const expected = ["task.submit", "director.run", "director.evaluate", "evaluator.evaluate", "evaluate sequential"];
+    expected.push("evaluate associative_memory", "memory.match", "evaluate atomic", "handler.execute");
+    // Each process exports its spans in its own batches: the trace is complete once every span and every parent came.
+    const complete = () => {
+      const ids = new Set([clientSpan, ...inTrace().map((s) => s.spanId)]);
+      const names = new Set(inTrace().map((s) => s.name));
+      const modelCall = inTrace().some((s) => s.attributes["gen_ai.operation.name"] === "chat");
+      return modelCall && expected.every((n) => names.has(n)) && inTrace().every((s) => ids.has(s.parentSpanId));
+    };
+    await receiver.until(complete);
     const spans = inTrace();
     expect(new Set(spans.map((s) => s.service))).toEqual(new Set(ROLES.map((r) => `dirigent-${r}`)));
     // Every span of the task is in the client's trace, and the trace is one tree under the client's span.
@@ -225,8 +239,33 @@ describe("OpenTelemetry traces across four processes", () => {
     expect(receiver.requests.filter((r) => r.path !== "/v1/traces")).toEqual([]);
   });
 
+  it("continues the client's trace in the Director that takes the task over", async () => {
+    const root = randomRoot();
+    const otel = { OTEL_EXPORTER_OTLP_ENDPOINT: endpoint, OTEL_EXPORTER_OTLP_PROTOCOL: "http/json", OTEL_BSP_SCHEDULE_DELAY: "50" };
+    await startRoles(root, otel, ["memory", "handler", "evaluator"]);
+    const directors = await startDirectors(server.url, root, { ...otel, DIRIGENT_ACK_WAIT_MS: "1500", DIRIGENT_LOG_LEVEL: "info" });
+    processes.push(...directors);
+    const traceId = randomBytes(16).toString("hex");
+    const taskId = `takeover-${Date.now()}`;
+    const killClaimant = async () => {
+      const owner = await claimant(directors, taskId);
+      owner.child.kill("SIGKILL");
+      await owner.exited;
+    };
+    const xml = "<task><description>SLOW question</description></task>";
+    const outcome = await runTask(root, taskId, `00-${traceId}-${randomBytes(8).toString("hex")}-01`, xml, killClaimant);
+    expect(outcome).toMatchObject({ taskId, status: "COMPLETE", content: "slow answer" });
+    // The killed Director's run never ended; the second delivery's run is in the client's trace.
+    const rerun = () => receiver.spans.find((s) => s.name === "director.run" && s.attributes["dirigent.task_id"] === taskId);
+    await receiver.until(() => rerun() !== undefined);
+    expect(rerun()).toMatchObject({ traceId, service: "dirigent-director", attributes: { "dirigent.deliveries": 2 } });
+    expect(receiver.spans.filter((s) => s.attributes["dirigent.task_id"] === taskId).every((s) => s.traceId === traceId)).toBe(true);
+  }, 60_000);
+
   it("exports nothing without an OTLP endpoint", async () => {
     const root = randomRoot();
+    // The traced processes of the tests before stop first: what they still held is exported as they exit.
+    await Promise.all(processes.slice(1).map((p) => p.stop()));
     const before = receiver.requests.length;
     // Only the per-signal endpoints of metrics and logs point at the receiver: an SDK started anyway would use them.
     const started = await startRoles(root, {
