@@ -7,6 +7,7 @@ import type { z } from "zod";
 import { decodeJson, encodeJson, ErrorReply, validate, type ErrorCode, type RequestDefinition } from "../protocol/index.js";
 import { NoRespondersError, RequestAbortedError, RequestTimeoutError, ResponderSilentError } from "./bus.js";
 import type { ActorDeps } from "./deps.js";
+import { traceHeaders } from "./tracing.js";
 
 /** An error answered by a remote actor, or raised while asking it. Branch on `code`. */
 export class RemoteError extends Error {
@@ -77,8 +78,11 @@ export async function ask<Req extends z.ZodType, Rep extends z.ZodType>(
     if (local !== undefined) return localAnswer(subject, local, options).then((answer) => replyOf(request, subject, answer));
   }
   let bytes: Uint8Array;
+  // The responder's span continues the asker's trace (a local call runs in the asker's context as it is).
+  const headers = traceHeaders();
+  const sent = Object.keys(headers).length > 0 ? { ...options, headers } : options;
   try {
-    bytes = await deps.bus.request(subject, encodeJson(body), options);
+    bytes = await deps.bus.request(subject, encodeJson(body), sent);
   } catch (err) {
     if (err instanceof NoRespondersError)
       throw new RemoteError("NO_RESPONDERS", `no responders on '${subject}': is the role running?`, { cause: err });

@@ -41,6 +41,8 @@ export interface RequestOptions {
    * Transports whose responders cannot die on their own (in-process) ignore it.
    */
   idleTimeoutMs?: number;
+  /** Headers sent with the request (the trace context, actors/tracing.ts). */
+  headers?: Record<string, string>;
 }
 
 /**

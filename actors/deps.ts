@@ -30,6 +30,8 @@ export interface ActorDeps {
   inspect?: InspectHook | undefined;
   /** The responders of the roles in this process, for local dispatch (actors/local.ts); absent: every request goes over the bus. */
   local?: LocalResponders | undefined;
+  /** Record prompts, completions and tool arguments in trace spans (`DIRIGENT_TRACE_CONTENT=on`, docs/traces.md). */
+  traceContent?: boolean | undefined;
 }
 
 /** A started actor shell. */

@@ -10,6 +10,7 @@ import type { BusMessage, BusSubscription } from "./bus.js";
 import { KEEPALIVE_HEADER } from "./bus.js";
 import { messageOf, type ActorDeps } from "./deps.js";
 import { Semaphore } from "./limit.js";
+import { inSpan, SpanKind, type Attributes } from "./tracing.js";
 
 /** Options of {@link serve}. */
 export interface ServeOptions<Req extends z.ZodType, Rep extends z.ZodType> {
@@ -55,7 +56,9 @@ export function serve<Req extends z.ZodType, Rep extends z.ZodType, Key extends 
           // A call skips the decoding: validate it as a message would be (defaults and transforms applied, refinements checked).
           const valid = validate(definition.request, definition.anyBody ? {} : request);
           if (!valid.ok) return Promise.resolve(refused(subject, valid));
-          return options.handle(valid.value, localMessage(subject)).catch((err: unknown) => Promise.reject(failure(subject, err)));
+          return traced(definition.name, undefined, valid.value, () => options.handle(valid.value, localMessage(subject))).catch(
+            (err: unknown) => Promise.reject(failure(subject, err)),
+          );
         })
       : undefined;
   const subscription = deps.bus.subscribe(
@@ -77,7 +80,7 @@ export function serve<Req extends z.ZodType, Rep extends z.ZodType, Key extends 
       try {
         await slots.run(async () => {
           try {
-            const reply = await options.handle(decoded.value, msg);
+            const reply = await traced(definition.name, msg.headers ?? undefined, decoded.value, () => options.handle(decoded.value, msg));
             clearInterval(keepalive);
             msg.respond(encodeJson(reply));
           } catch (err) {
@@ -97,6 +100,24 @@ export function serve<Req extends z.ZodType, Rep extends z.ZodType, Key extends 
       unregister?.();
       return subscription.unsubscribe();
     },
+  };
+}
+
+/**
+ * Runs a request's handler in a span named after the request, under the asker's trace: its headers' `traceparent`, or
+ * (a local call) the asker's active span.
+ */
+function traced<T>(name: string, headers: ReadonlyMap<string, string> | undefined, request: unknown, handle: () => Promise<T>): Promise<T> {
+  return inSpan(name, { parent: headers, kind: SpanKind.SERVER, attributes: requestAttributes(request) }, handle);
+}
+
+/** The task and node a request is about, as span attributes. */
+function requestAttributes(request: unknown): Attributes {
+  if (typeof request !== "object" || request === null) return {};
+  const { taskId, nodePath } = request as { taskId?: unknown; nodePath?: unknown };
+  return {
+    ...(typeof taskId === "string" ? { "dirigent.task_id": taskId } : {}),
+    ...(typeof nodePath === "string" ? { "dirigent.node_path": nodePath } : {}),
   };
 }
 

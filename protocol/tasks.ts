@@ -134,6 +134,13 @@ export const CancelReply = z.object({
 export type CancelReply = z.infer<typeof CancelReply>;
 
 /** What the runtime stores for each accepted task (KV value). */
+/** W3C trace context of a task (docs/traces.md): its spans continue this trace, in whichever process runs it. */
+export const TraceContext = z.object({
+  traceparent: z.string().max(55),
+  tracestate: z.string().max(512).optional(),
+});
+export type TraceContext = z.infer<typeof TraceContext>;
+
 export const TaskRecord = z.object({
   /** The task. */
   taskId: TaskId,
@@ -170,5 +177,7 @@ export const TaskRecord = z.object({
   intakeSeq: z.number().int().nonnegative().optional(),
   /** The persisted snapshot of the task's machine, with the machine's id and version; a resuming Director restores it. */
   machine: z.object({ id: z.string(), version: z.int().nonnegative(), snapshot: z.unknown() }).optional(),
+  /** The trace the task's spans belong to: the submitter's `traceparent`, or the intake's span. */
+  trace: TraceContext.optional(),
 });
 export type TaskRecord = z.infer<typeof TaskRecord>;

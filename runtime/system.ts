@@ -29,6 +29,7 @@ import { hostname } from "node:os";
 import { startPingResponder } from "./health.js";
 import { hiddenPaths, secretValues } from "./secrets.js";
 import { createParseCache } from "../machines/language/parse-cache.js";
+import { traceContentWanted } from "./tracing/sdk.js";
 
 /** The roles: the four of the task pipeline, and the Supervisor of autonomous goals. */
 export const ROLES = ["director", "evaluator", "handler", "memory", "supervisor"] as const;
@@ -104,6 +105,7 @@ export async function startSystem(options: SystemOptions): Promise<SystemHandle>
     newId: () => randomUUID(),
     inspect: inspectHookFor(config, transport.bus, subjects),
     local: config.localDispatch ? new LocalResponders() : undefined,
+    traceContent: traceContentWanted(),
   };
   const started: RoleHandle[] = [];
   // Templates parsed once per system, shared by the roles that parse them.

@@ -17,10 +17,12 @@ import {
   type TaskBudget,
   type TaskId,
   type TaskInputs,
+  type TraceContext,
 } from "../../protocol/index.js";
 import { MAX_STORED_VALUE_BYTES, type BusMessage, type TaskStore, type WorkQueue } from "../bus.js";
 import { messageOf, type ActorDeps } from "../deps.js";
 import { respond } from "../serve.js";
+import { inSpan, SpanKind, storedTraceContext } from "../tracing.js";
 import { checkInputs, checkSubmission, checkTemplate, DEFAULT_SIZE_LIMITS, tooLargeReply, type SizeLimits } from "../size-limits.js";
 import { parseTemplate } from "../../machines/language/parse.js";
 import type { ParseOutcome } from "../../machines/language/ast.js";
@@ -36,6 +38,8 @@ export interface Submission {
   budget?: TaskBudget;
   /** Stream the answers as `model.delta` events. */
   stream?: boolean;
+  /** The trace the task continues (docs/traces.md). */
+  trace?: TraceContext;
 }
 
 /**
@@ -116,6 +120,7 @@ export async function acceptSubmission(
     inputs: submission.inputs,
     ...(submission.budget ? { budget: submission.budget } : {}),
     ...(submission.stream === undefined ? {} : { stream: submission.stream }),
+    ...(submission.trace ? { trace: submission.trace } : {}),
     submittedAt: at,
     updatedAt: at,
   };
@@ -170,8 +175,11 @@ export function queuedRecord(data: Uint8Array): { ok: true; record: TaskRecord |
   return decoded.ok ? { ok: true, record: decoded.value } : { ok: false, message: decoded.error.message };
 }
 
-/** Handles one message on the submit subject. */
-export async function handleSubmit(
+/**
+ * Handles one message on the submit subject, in a `task.submit` span under the submitter's `traceparent` header when
+ * it sent one; the task keeps that trace (docs/traces.md).
+ */
+export function handleSubmit(
   deps: ActorDeps,
   store: TaskStore,
   queue: WorkQueue,
@@ -179,6 +187,22 @@ export async function handleSubmit(
   queuing?: (taskId: TaskId) => void,
   limits: SizeLimits = DEFAULT_SIZE_LIMITS,
   parse: (xml: string) => ParseOutcome = parseTemplate,
+): Promise<Accepted | undefined> {
+  return inSpan("task.submit", { parent: msg.headers ?? undefined, kind: SpanKind.SERVER }, async (span) => {
+    const accepted = await submit(deps, store, queue, msg, queuing, limits, parse);
+    if (accepted) span.span.setAttributes({ "dirigent.task_id": accepted.reply.taskId, "dirigent.submit.status": accepted.reply.status });
+    return accepted;
+  });
+}
+
+async function submit(
+  deps: ActorDeps,
+  store: TaskStore,
+  queue: WorkQueue,
+  msg: BusMessage,
+  queuing: ((taskId: TaskId) => void) | undefined,
+  limits: SizeLimits,
+  parse: (xml: string) => ParseOutcome,
 ): Promise<Accepted | undefined> {
   let decoded: ReturnType<typeof decodeSubmission>;
   try {
@@ -192,8 +216,10 @@ export async function handleSubmit(
     respond(msg, Requests.submit, decoded.reply);
     return undefined;
   }
+  const trace = storedTraceContext(msg.headers);
   try {
-    const accepted = await acceptSubmission(deps, store, queue, decoded.submission, queuing);
+    const submission = trace ? { ...decoded.submission, trace } : decoded.submission;
+    const accepted = await acceptSubmission(deps, store, queue, submission, queuing);
     respond(msg, Requests.submit, accepted.reply);
     return accepted;
   } catch (err) {

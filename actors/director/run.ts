@@ -33,6 +33,7 @@ import { inspectOption } from "../inspect-option.js";
 import { askRetrying } from "../ask.js";
 import { compilePrompt } from "./compile.js";
 import { fitOutcome, type PublishEvent } from "./message-fit.js";
+import { inSpan, ROOT_CONTEXT, startSpan } from "../tracing.js";
 
 export type { PublishEvent };
 import { claimTask, holds, PENDING_CLAIM_MS, pendingClaim, readTaskRecord, writeClaimed, type Claim } from "./records.js";
@@ -181,18 +182,21 @@ function taskEffects(env: RunEnv, task: RunningTask, fresh: boolean): TaskEffect
         ...(record.budget ? { budget: record.budget } : {}),
         ...(record.stream === undefined ? {} : { stream: record.stream }),
       });
-      const reply = await askRetrying(deps, Requests.evaluate, request, {
-        timeoutMs: env.taskTimeoutMs,
-        signal,
-        // Ask again only while this Director still holds the task: a stale retry would supersede the new owner.
-        // A record that cannot be read now (NATS restarting) does not stop it: the heartbeat notices a lost claim.
-        beforeRetry: async () => {
-          const now = await readTaskRecord(env.store, record.taskId).catch(() => "unknown" as const);
-          // A pending claim has no record yet; any record found is someone else's.
-          const lost = now === undefined ? claim.pending !== true : now !== "unknown" && !holds(now.record, claim);
-          if (lost) throw new Error(`task '${record.taskId}': claim lost; not asking again`);
-        },
-      });
+      const asked = { parent: task.span?.context ?? record.trace ?? ROOT_CONTEXT, attributes: { "dirigent.task_id": record.taskId } };
+      const reply = await inSpan("director.evaluate", asked, () =>
+        askRetrying(deps, Requests.evaluate, request, {
+          timeoutMs: env.taskTimeoutMs,
+          signal,
+          // Ask again only while this Director still holds the task: a stale retry would supersede the new owner.
+          // A record that cannot be read now (NATS restarting) does not stop it: the heartbeat notices a lost claim.
+          beforeRetry: async () => {
+            const now = await readTaskRecord(env.store, record.taskId).catch(() => "unknown" as const);
+            // A pending claim has no record yet; any record found is someone else's.
+            const lost = now === undefined ? claim.pending !== true : now !== "unknown" && !holds(now.record, claim);
+            if (lost) throw new Error(`task '${record.taskId}': claim lost; not asking again`);
+          },
+        }),
+      );
       return reply.result;
     },
     announce: (a) => env.publishEvent(record.taskId, ++task.seq, a.event, a.state, a.message, a.data),
@@ -237,6 +241,16 @@ export function runDelivery(env: RunEnv, item: WorkItem, queued: TaskRecord | un
       log.info({ taskId: at.id, owner: env.owner, deliveries: at.deliveries, previousOwner: claim.previousOwner }, "task claimed");
       const seq = claim.record.seq ?? 1;
       const running: RunningTask = { claim, item: at, seq, checkpointed: seq, lost: false, actor: undefined };
+      // One span per delivery run here, in the trace stored with the task: a Director taking it over continues it.
+      running.span = startSpan("director.run", {
+        parent: claim.record.trace ?? ROOT_CONTEXT,
+        attributes: {
+          "dirigent.task_id": at.id,
+          "dirigent.owner": env.owner,
+          "dirigent.deliveries": at.deliveries,
+          ...(claim.previousOwner === undefined ? {} : { "dirigent.previous_owner": claim.previousOwner }),
+        },
+      });
       task = running;
       checkpoints = checkpointer(deps, env.store, running, {
         lost: () => {
@@ -351,6 +365,9 @@ export function runDelivery(env: RunEnv, item: WorkItem, queued: TaskRecord | un
   });
   return new Promise<void>((resolve) => {
     const ended = () => {
+      const state = task?.actor?.getSnapshot();
+      if (state) task?.span?.span.setAttribute("dirigent.task.state", state.status === "error" ? "failed" : stateOf(state));
+      task?.span?.end();
       env.runs.delete(run);
       if (task !== undefined && owned.get(task.claim.taskId) === task) owned.delete(task.claim.taskId);
       resolve();
@@ -360,6 +377,7 @@ export function runDelivery(env: RunEnv, item: WorkItem, queued: TaskRecord | un
       // An action that threw (starting the task): the delivery comes again after a pause.
       error: (err) => {
         log.error({ taskId: item.id, err: messageOf(err) }, "task handling failed");
+        task?.span?.fail(err);
         task?.actor?.stop();
         current().nak(retryDelayMs(current().deliveries));
         ended();

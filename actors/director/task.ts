@@ -17,6 +17,7 @@ import { messageOf, type ActorDeps } from "../deps.js";
 import { writeClaimed, type Claim } from "./records.js";
 import { persisted } from "./snapshot.js";
 import { actorScopes } from "../actor-scopes.js";
+import type { TaskSpan } from "../tracing.js";
 
 /** The effects of one task's machine, as its Director provides them. */
 export interface TaskEffects {
@@ -61,6 +62,8 @@ export interface RunningTask {
   /** Set when another Director took the claim over. */
   lost: boolean;
   actor: TaskActor | undefined;
+  /** This delivery's `director.run` span (docs/traces.md). */
+  span?: TaskSpan;
 }
 
 /** Progress signals go out three times per ack wait, so one late signal does not cost the task its claim. */

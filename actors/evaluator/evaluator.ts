@@ -32,7 +32,7 @@ import { createTaskSpend, usageLine } from "./budget.js";
 import { DEFAULT_INPUT_TIMEOUT_MS, taskInputs, type InputRecords } from "./input.js";
 import { entryPath, inputFailure, nodeAt, summarize } from "./nodes.js";
 import { templateCommandRefusal } from "./script.js";
-import { walkActors, type Walk } from "./walk.js";
+import { inNodeSpan, walkActors, type Walk } from "./walk.js";
 import { ENV_INPUTS_BINDING, type EnvInputs } from "./bind.js";
 import { ask, askRetrying, RemoteError } from "../ask.js";
 import { Semaphore } from "../limit.js";
@@ -269,8 +269,7 @@ export function startEvaluator(deps: ActorDeps, config: EvaluatorConfig): RoleHa
     }
     try {
       const done = toPromise(actor);
-      actor.start();
-      const result = await done;
+      const result = await inNodeSpan(taskId, path, summarize(node), () => (actor.start(), done));
       // Stopped for a newer owner: not an outcome of the task. Should the sender still hold the task, it asks again.
       if (superseded.has(actor)) throw new RemoteError("UNAVAILABLE", `the evaluation of task '${taskId}' was superseded by a newer owner`);
       return reply(spend.withTotals(result));

@@ -42,6 +42,8 @@ import type { TemplateLibrary } from "../library/library.js";
 import { inspectOption, type InspectHook } from "../inspect-option.js";
 import { substitute, type SubstituteMode } from "../../machines/language/substitute.js";
 import type { TaskNode, TemplateDocument } from "../../machines/language/ast.js";
+import { inSpan } from "../tracing.js";
+import type { EvalNode } from "../../machines/evaluator/evaluation.js";
 
 /** The Evaluator's reserved (`$`) bindings of `env`; they cross into function templates and subtasks. */
 export function reservedOf(env: Env): Record<string, unknown> {
@@ -124,19 +126,36 @@ export async function evaluateNode(
   if (depth > walk.maxDepth) {
     return taskFailure("execution_halted", `nesting deeper than ${walk.maxDepth} at ${path}`);
   }
-  const actor = walk.actors.create(walk, depth, inline, {
-    ...inspectOption(walk, "evaluator", walk.taskId),
-    input: { taskId: walk.taskId, path, node: summarize(node), env, entry },
+  const summary = summarize(node);
+  return inNodeSpan(walk.taskId, path, summary, async () => {
+    const actor = walk.actors.create(walk, depth, inline, {
+      ...inspectOption(walk, "evaluator", walk.taskId),
+      input: { taskId: walk.taskId, path, node: summary, env, entry },
+    });
+    const cancel = () => actor.send({ type: "evaluation.cancel" });
+    signal.addEventListener("abort", cancel, { once: true });
+    try {
+      const done = toPromise(actor);
+      actor.start();
+      return await done;
+    } finally {
+      signal.removeEventListener("abort", cancel);
+    }
   });
-  const cancel = () => actor.send({ type: "evaluation.cancel" });
-  signal.addEventListener("abort", cancel, { once: true });
-  try {
-    const done = toPromise(actor);
-    actor.start();
-    return await done;
-  } finally {
-    signal.removeEventListener("abort", cancel);
-  }
+}
+
+/**
+ * Runs the evaluation of one node in its span (`evaluate <type>`, docs/traces.md); the actors it starts (its steps,
+ * its requests) run inside it.
+ */
+export function inNodeSpan(taskId: string, path: string, node: EvalNode, evaluate: () => Promise<TaskResult>): Promise<TaskResult> {
+  const type = node.type ?? node.kind;
+  const attributes = { "dirigent.task_id": taskId, "dirigent.node_path": path, "dirigent.node.type": type };
+  return inSpan(`evaluate ${type}`, { attributes }, async (span) => {
+    const result = await evaluate();
+    span.span.setAttribute("dirigent.result.status", result.status);
+    return result;
+  });
 }
 
 /** Evaluates the entry node of another document (a library template) as the document's entry, in `env`. */

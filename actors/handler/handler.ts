@@ -42,6 +42,8 @@ import type { Toolset } from "./toolset.js";
 import { missingToolsMessage, settingsOf, toolChoice, withFallback } from "./settings.js";
 import { createMasker, maskDeep } from "../secrets.js";
 import { runScriptRequest } from "./script.js";
+import { tracedModel } from "./traces.js";
+import { activeContext } from "../tracing.js";
 
 /** Handler configuration, immutable for the life of every session it starts. */
 export interface HandlerConfig {
@@ -209,13 +211,15 @@ export function startHandler(
       );
       return value === undefined ? {} : { cost: value };
     };
+    const trace = { parent: activeContext(), taskId, nodePath, content: deps.traceContent === true, mask };
+    const traced = tracedModel(callModel, trace);
     const effects: SessionEffects = {
       callModel: (input, signal) =>
         withFallback(
           input.model,
           settings.fallbackModels ?? [],
           (model) =>
-            callModel(
+            traced(
               {
                 ...input,
                 model,
@@ -258,6 +262,7 @@ export function startHandler(
           templateTools,
           log: deps.log,
           progress,
+          trace,
           ...(key && records ? { records: { store: records, key, ...(recorded ? { restoredTurn: recorded.session.turns } : {}) } } : {}),
         }),
       turnCompleted: (context, params) =>

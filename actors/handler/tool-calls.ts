@@ -15,6 +15,7 @@ import { readContinuation } from "./continuation.js";
 import { readTemplateCall } from "./template-tools.js";
 import { readSessionRecord, RECORDED_TOOLS, toolKey, writeRecord } from "./records.js";
 import type { ToolAnswer, Toolset } from "./toolset.js";
+import { inToolSpan, type SessionTrace } from "./traces.js";
 
 /** Where a session's tool answers are recorded. */
 export interface ToolRecords {
@@ -38,6 +39,8 @@ export interface ToolRunEnv {
   log: Logger;
   /** Publishes a progress event of the task. */
   progress: (event: string, message: string, data: Record<string, unknown>) => void;
+  /** The session's trace: each call runs in its span. */
+  trace?: SessionTrace;
   /** Milliseconds now (the duration of a call); `Date.now` by default. */
   now?: () => number;
 }
@@ -68,7 +71,9 @@ export async function runToolCalls(input: RunToolsInput, signal: AbortSignal, en
         : { malformed: false, content: "error: one continuation per message; call it again after the first one has answered" }
       : env.offered && !env.offered.has(call.function.name)
         ? { malformed: true, content: notOffered(call.function.name, env.offered) }
-        : await runRecorded(call, index, input.turn, signal, env);
+        : await inToolSpan(call, env.trace, env.toolset.info?.(call.function.name)?.source, () =>
+            runRecorded(call, index, input.turn, signal, env),
+          );
     if (answer.malformed) malformed++;
     const note = answer.malformed
       ? " (malformed)"

@@ -7,6 +7,7 @@ import { embeddedModel } from "../model/embedded.js";
 import { checkSelf, superviseConnection } from "../health.js";
 import { NatsBus } from "../nats/bus.js";
 import { ROLES, startSystem, type Role } from "../system.js";
+import { startTracing } from "../tracing/sdk.js";
 
 /** How long a self-check waits for this process's own answer. */
 const SELF_CHECK_TIMEOUT_MS = 5000;
@@ -19,6 +20,10 @@ interface RuntimeFlags extends CommonFlags {
 
 async function serveUntilSignal(flags: RuntimeFlags, roles: readonly Role[], name: string, startServer: boolean): Promise<void> {
   const { config, subjects, log } = setup(flags, name);
+  // Registered before any role starts, so that every span is exported (docs/traces.md).
+  const tracing = await startTracing(name);
+  // Spans still buffered go out before the process exits; a collector that does not answer holds it up 2 s at most.
+  const flushTraces = () => Promise.race([tracing?.shutdown().catch(() => undefined), new Promise((r) => setTimeout(r, 2000).unref())]);
   const placement = await place({
     ...(config.nats ? { url: config.nats } : {}),
     auth: natsAuth(config),
@@ -65,6 +70,7 @@ async function serveUntilSignal(flags: RuntimeFlags, roles: readonly Role[], nam
     // Nothing can be handed back over a dead connection: intake items this process held are redelivered after the
     // ack wait, requests it held are asked again by their requesters.
     await Promise.race([model.stop(), new Promise((resolve) => setTimeout(resolve, 1000).unref())]);
+    await flushTraces();
     process.exit(1);
   }
   const { signal } = outcome;
@@ -77,6 +83,7 @@ async function serveUntilSignal(flags: RuntimeFlags, roles: readonly Role[], nam
     await system.stop();
     await placement.close();
     await model.stop();
+    await flushTraces();
     return true;
   })();
   let timer: NodeJS.Timeout | undefined;

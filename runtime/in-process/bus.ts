@@ -122,7 +122,7 @@ export class MemoryBus implements ClosableBus {
       const onAbort = () =>
         finish(() => reject(new RequestAbortedError(`request on '${subject}' aborted`, subject, { cause: signal?.reason })));
       signal?.addEventListener("abort", onAbort, { once: true });
-      const receivers = this.#dispatch(subject, data, undefined, (answer) => finish(() => resolve(copyOf(answer))));
+      const receivers = this.#dispatch(subject, data, options.headers, (answer) => finish(() => resolve(copyOf(answer))));
       if (receivers === 0) {
         // NATS reports no responders asynchronously too (a 503 status reply from the server).
         queueMicrotask(() => finish(() => reject(new NoRespondersError(`no responders on '${subject}'`, subject))));

@@ -212,7 +212,8 @@ export class NatsBus implements ClosableBus {
     if (signal?.aborted === true) throw aborted(subject, signal);
     if (options.idleTimeoutMs !== undefined)
       return this.#requestWithKeepalives(subject, data, { ...options, idleTimeoutMs: options.idleTimeoutMs });
-    const reply = this.#wire.request(subject, data, { timeoutMs }).then(
+    const sent = options.headers !== undefined ? { timeoutMs, headers: toMsgHdrs(options.headers) } : { timeoutMs };
+    const reply = this.#wire.request(subject, data, sent).then(
       (msg) => msg.data,
       (err: unknown) => Promise.reject(mapClosed(err, subject)),
     );
@@ -238,7 +239,7 @@ export class NatsBus implements ClosableBus {
    */
   #requestWithKeepalives(subject: string, data: Uint8Array, options: RequestOptions & { idleTimeoutMs: number }): Promise<Uint8Array> {
     const { timeoutMs, idleTimeoutMs, signal } = options;
-    const h = natsHeaders();
+    const h = toMsgHdrs(options.headers ?? {});
     h.set(KEEPALIVE_HEADER, String(Math.max(100, Math.floor(idleTimeoutMs / 5))));
     return new Promise<Uint8Array>((resolve, reject) => {
       let cancel: () => void = () => undefined;

@@ -1,0 +1,140 @@
+/**
+ * The tracing seam of the actors: spans and W3C trace context (`traceparent`) through the OpenTelemetry API. Until the
+ * runtime registers an SDK (runtime/tracing/, only with an OTLP endpoint configured) the API is a no-op: spans are not
+ * recorded, nothing is injected into headers, and a call costs a few property reads. docs/traces.md lists the spans.
+ */
+import {
+  context,
+  propagation,
+  ROOT_CONTEXT,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+  type Attributes,
+  type Context,
+  type Span,
+} from "@opentelemetry/api";
+import type { TraceContext } from "../protocol/index.js";
+import { messageOf } from "./deps.js";
+
+export { ROOT_CONTEXT, SpanKind, type Attributes, type Context };
+
+/** The instrumentation scope of every span dirigent makes. */
+export const TRACER_NAME = "dirigent";
+
+/** A `traceparent` value: version, trace id, parent span id, flags (W3C Trace Context). */
+const TRACEPARENT = /^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$/;
+
+/** Where a span's parent comes from: a context, received headers, or a stored trace context; absent: the active one. */
+export type SpanParent = Context | ReadonlyMap<string, string> | TraceContext | undefined;
+
+/** Options of {@link startSpan} and {@link inSpan}. */
+export interface SpanOptions {
+  parent?: SpanParent;
+  kind?: SpanKind;
+  attributes?: Attributes;
+}
+
+/** A started span and the context it is the active span of. */
+export interface TaskSpan {
+  readonly span: Span;
+  readonly context: Context;
+  /** Runs `fn` with this span active (requests asked inside carry it). */
+  run<T>(fn: () => T): T;
+  /** Marks the span failed with `err`. */
+  fail(err: unknown): void;
+  end(): void;
+}
+
+const mapGetter = {
+  get: (carrier: ReadonlyMap<string, string>, key: string) => {
+    const direct = carrier.get(key);
+    if (direct !== undefined) return direct;
+    for (const [name, value] of carrier) if (name.toLowerCase() === key) return value;
+    return undefined;
+  },
+  keys: (carrier: ReadonlyMap<string, string>) => [...carrier.keys()],
+};
+
+function isContext(parent: SpanParent): parent is Context {
+  return typeof parent === "object" && parent !== null && typeof (parent as Context).getValue === "function";
+}
+
+/** The context `parent` names (see {@link SpanParent}). */
+export function contextOf(parent: SpanParent): Context {
+  if (parent === undefined) return context.active();
+  if (isContext(parent)) return parent;
+  if (parent instanceof Map) return propagation.extract(context.active(), parent as ReadonlyMap<string, string>, mapGetter);
+  const stored = parent as TraceContext;
+  return propagation.extract(context.active(), { ...stored });
+}
+
+/** Starts a span (its parent: see {@link SpanOptions}); end it with {@link TaskSpan.end}. */
+export function startSpan(name: string, options: SpanOptions = {}): TaskSpan {
+  const parent = contextOf(options.parent);
+  const span = trace
+    .getTracer(TRACER_NAME)
+    .startSpan(
+      name,
+      { kind: options.kind ?? SpanKind.INTERNAL, ...(options.attributes ? { attributes: options.attributes } : {}) },
+      parent,
+    );
+  const active = trace.setSpan(parent, span);
+  return {
+    span,
+    context: active,
+    run: (fn) => context.with(active, fn),
+    fail: (err) => {
+      if (!span.isRecording()) return;
+      span.setStatus({ code: SpanStatusCode.ERROR, message: messageOf(err) });
+      if (err instanceof Error) span.recordException(err);
+    },
+    end: () => span.end(),
+  };
+}
+
+/** Runs `fn` in a new span, active while it runs; a throw marks it failed. */
+export async function inSpan<T>(name: string, options: SpanOptions, fn: (span: TaskSpan) => Promise<T>): Promise<T> {
+  const started = startSpan(name, options);
+  try {
+    return await started.run(() => fn(started));
+  } catch (err) {
+    started.fail(err);
+    throw err;
+  } finally {
+    started.end();
+  }
+}
+
+/** The trace context of the active span as message headers (`traceparent`, `tracestate`); empty when not tracing. */
+export function traceHeaders(at: Context = context.active()): Record<string, string> {
+  const carrier: Record<string, string> = {};
+  propagation.inject(at, carrier);
+  return carrier;
+}
+
+/**
+ * The trace context to store with an accepted task, so whichever Director runs it continues the trace: the active
+ * span's, or else a valid `traceparent` received (a process that does not trace still keeps the client's).
+ */
+export function storedTraceContext(
+  received: ReadonlyMap<string, string> | undefined,
+  at: Context = context.active(),
+): TraceContext | undefined {
+  const active = traceHeaders(at);
+  const traceparent = active["traceparent"] ?? (received ? mapGetter.get(received, "traceparent") : undefined);
+  if (traceparent === undefined || !TRACEPARENT.test(traceparent)) return undefined;
+  const tracestate =
+    active["traceparent"] !== undefined ? active["tracestate"] : received ? mapGetter.get(received, "tracestate") : undefined;
+  return { traceparent, ...(tracestate ? { tracestate: tracestate.slice(0, 512) } : {}) };
+}
+
+/** Whether the active span records (attributes worth computing); false when not tracing. */
+export function recording(at: Context = context.active()): boolean {
+  return trace.getSpan(at)?.isRecording() === true;
+}
+
+/** The active context (a session's, to parent the spans of what its machine runs later). */
+export function activeContext(): Context {
+  return context.active();
+}
