@@ -5,6 +5,7 @@ import type { Subjects } from "../protocol/index.js";
 import type { InspectHook } from "./inspect-option.js";
 import type { Bus } from "./bus.js";
 import type { LocalResponders } from "./local.js";
+import type { Metrics } from "./metrics.js";
 
 /** The logging calls actors make (a subset of pino's API). */
 export interface Logger {
@@ -30,6 +31,8 @@ export interface ActorDeps {
   inspect?: InspectHook | undefined;
   /** The responders of the roles in this process, for local dispatch (actors/local.ts); absent: every request goes over the bus. */
   local?: LocalResponders | undefined;
+  /** Metrics of this process (actors/metrics.ts); absent: none recorded. */
+  metrics?: Metrics | undefined;
 }
 
 /** A started actor shell. */

@@ -38,6 +38,20 @@ export function serve<Req extends z.ZodType, Rep extends z.ZodType, Key extends 
 ): BusSubscription {
   const subject = definition.servedOn(deps.subjects);
   const slots = new Semaphore(options.concurrency);
+  // The work of a role (a queue group `<root>.<role>`) is metered: requests running now, and how long each took.
+  const role = options.queue?.slice(deps.subjects.root.length + 1);
+  if (role !== undefined) deps.metrics?.inflight(role, () => slots.inUse);
+  const handle: typeof options.handle =
+    role === undefined || deps.metrics === undefined
+      ? options.handle
+      : async (request, msg) => {
+          const started = performance.now();
+          try {
+            return await options.handle(request, msg);
+          } finally {
+            deps.metrics?.step(definition.name, (performance.now() - started) / 1000);
+          }
+        };
   const subscribeOptions = options.queue === undefined ? {} : { queue: options.queue };
   const failure = (subject: string, err: unknown) => {
     deps.log.error({ subject, err: messageOf(err) }, "request failed");
@@ -55,7 +69,7 @@ export function serve<Req extends z.ZodType, Rep extends z.ZodType, Key extends 
           // A call skips the decoding: validate it as a message would be (defaults and transforms applied, refinements checked).
           const valid = validate(definition.request, definition.anyBody ? {} : request);
           if (!valid.ok) return Promise.resolve(refused(subject, valid));
-          return options.handle(valid.value, localMessage(subject)).catch((err: unknown) => Promise.reject(failure(subject, err)));
+          return handle(valid.value, localMessage(subject)).catch((err: unknown) => Promise.reject(failure(subject, err)));
         })
       : undefined;
   const subscription = deps.bus.subscribe(
@@ -77,7 +91,7 @@ export function serve<Req extends z.ZodType, Rep extends z.ZodType, Key extends 
       try {
         await slots.run(async () => {
           try {
-            const reply = await options.handle(decoded.value, msg);
+            const reply = await handle(decoded.value, msg);
             clearInterval(keepalive);
             msg.respond(encodeJson(reply));
           } catch (err) {

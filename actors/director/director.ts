@@ -48,6 +48,7 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
   let draining = false;
 
   const publishEvent = eventPublisher(deps);
+  deps.metrics?.inflight("director", () => owned.size);
 
   const runs = new Set<RunActor>();
   /** What the run of each delivery shares (actors/director/run.ts). */
@@ -62,6 +63,12 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
     pendingClaims: new Map(),
     runs,
     publishEvent,
+    taskType: (xml) => {
+      if (xml === "") return "prompt";
+      const parsed = parseCache.parse(xml);
+      const entry = parsed.ok ? parsed.document.entry : undefined;
+      return entry === undefined ? "unknown" : entry.kind === "task" ? entry.type : entry.kind;
+    },
     runActors: runActors(),
     taskActors: taskActors(),
   };
