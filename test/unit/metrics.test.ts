@@ -6,6 +6,7 @@ import { describe, expect, it } from "vitest";
 import { silentLogger } from "../../actors/deps.js";
 import type { CallModel } from "../../actors/model.js";
 import { ModelCallError } from "../../actors/model.js";
+import type { TaskId } from "../../protocol/index.js";
 import { loadConfig } from "../../runtime/config.js";
 import { METRICS } from "../../runtime/metrics/names.js";
 import { createRuntimeMetrics } from "../../runtime/metrics/registry.js";
@@ -39,14 +40,15 @@ describe("runtime metrics", () => {
     seam.taskEnded({ state: "completed", type: "atomic", seconds: 0.5 });
     seam.taskEnded({ state: "failed", type: "sequential", seconds: 3 });
     seam.step("handler.execute", 0.2);
+    const taskId = "t1" as TaskId;
     seam.progress({
       type: "task.progress",
-      taskId: "t1",
+      taskId,
       event: "tool.call",
       data: { tool: "read_file", source: "builtin", malformed: false },
     });
-    seam.progress({ type: "task.progress", taskId: "t1", event: "tool.call", data: { tool: "nope", malformed: true } });
-    seam.progress({ type: "task.progress", taskId: "t1", event: "model.turn", data: {} });
+    seam.progress({ type: "task.progress", taskId, event: "tool.call", data: { tool: "nope", malformed: true } });
+    seam.progress({ type: "task.progress", taskId, event: "model.turn", data: {} });
     let running = 2;
     seam.inflight("handler", () => running);
     seam.inflight("handler", () => 1);
