@@ -2,10 +2,11 @@
  * Prometheus metrics with a real Prometheus: every role in its own process serves `/metrics` on a free port, a
  * `prometheus` server started here scrapes them every second (with docs/prometheus/alerts.yml loaded), and after a
  * known workload (5 tasks completed, 2 failed by the model) its HTTP API answers `dirigent_tasks_total` with those
- * counts, and the model calls, in-flight gauges and process metrics of every role.
+ * counts, and the model calls, in-flight gauges and process metrics of every role; the queries of
+ * docs/grafana/dirigent.json are valid PromQL.
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -20,6 +21,7 @@ import { randomRoot, startTestNatsServer, type TestNatsServer } from "../support
 import { startCli, type CliProcess } from "../support/processes.js";
 
 const ROLES = ["memory", "handler", "evaluator", "director"] as const;
+const DASHBOARD = new URL("../../docs/grafana/dirigent.json", import.meta.url);
 const ALERTS = fileURLToPath(new URL("../../docs/prometheus/alerts.yml", import.meta.url));
 const root = randomRoot();
 
@@ -174,6 +176,18 @@ describe("metrics scraped by Prometheus", () => {
     expect(intake.map((s) => Number(s.value[1]))).toEqual([0]);
     expect(byLabel(await query("dirigent_nats_reconnects_total"), "process")).toEqual({ memory: 0, handler: 0, evaluator: 0, director: 0 });
     expect(Object.keys(byLabel(await query("dirigent_process_cpu_seconds_total"), "process")).sort()).toEqual([...ROLES].sort());
+
+    // Every query of the Grafana dashboard is valid PromQL; those of gauges have data.
+    const dashboard = JSON.parse(await readFile(DASHBOARD, "utf8")) as {
+      panels: Array<{ title: string; targets: Array<{ expr: string }> }>;
+    };
+    for (const panel of dashboard.panels) {
+      for (const { expr } of panel.targets) {
+        const samples = await query(expr);
+        // A rate needs two samples of a series in its window, which a counter just created may not have yet.
+        if (!/rate\(|increase\(/.test(expr)) expect(samples.length, `${panel.title}: ${expr}`).toBeGreaterThan(0);
+      }
+    }
 
     // The alert rules of docs/prometheus/alerts.yml load and evaluate.
     const rules = await until(async () => {

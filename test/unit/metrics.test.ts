@@ -2,6 +2,7 @@
  * The Prometheus metrics of a runtime system (runtime/metrics/): names, types and labels as docs/operations.md lists
  * them, values from the actors' seam and the metered model client, the endpoint, and the configuration keys.
  */
+import { readFile } from "node:fs/promises";
 import { describe, expect, it } from "vitest";
 import { silentLogger } from "../../actors/deps.js";
 import type { CallModel } from "../../actors/model.js";
@@ -122,5 +123,19 @@ describe("runtime metrics", () => {
     expect(loadConfig({ metricsPort: "9465" }, { DIRIGENT_METRICS_PORT: "9464" }).metricsPort).toBe(9465);
     expect(() => loadConfig({}, { DIRIGENT_METRICS_PORT: "70000" })).toThrow(/environment variable DIRIGENT_METRICS_PORT/);
     expect(() => loadConfig({ metricsPort: "http" }, {})).toThrow(/flag --metrics-port/);
+  });
+});
+
+describe("docs/grafana/dirigent.json and docs/prometheus/alerts.yml", () => {
+  it("name only metrics a runtime process exports", async () => {
+    const known = new Set((await createRuntimeMetrics({ log: silentLogger }).registry.getMetricsAsJSON()).map((m) => m.name));
+    for (const spec of Object.values(METRICS)) known.add(spec.name);
+    const exported = (name: string) => known.has(name) || known.has(name.replace(/_(bucket|sum|count)$/, ""));
+    for (const file of ["docs/grafana/dirigent.json", "docs/prometheus/alerts.yml"]) {
+      const text = await readFile(new URL(`../../${file}`, import.meta.url), "utf8");
+      const names = [...new Set(text.match(/\bdirigent_[a-z0-9_]+/g) ?? [])];
+      expect(names.length, file).toBeGreaterThan(3);
+      for (const name of names) expect(exported(name), `${file}: ${name}`).toBe(true);
+    }
   });
 });
