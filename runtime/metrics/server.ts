@@ -35,6 +35,8 @@ export async function startMetricsServer(registry: Registry, host: string, port:
       resolve();
     });
   });
+  // The endpoint never keeps a process alive by itself (a process whose start failed after it still exits).
+  server.unref();
   const address = server.address() as AddressInfo;
   const shown = address.family === "IPv6" ? `[${address.address}]` : address.address;
   return {

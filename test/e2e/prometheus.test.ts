@@ -45,6 +45,9 @@ async function freePort(): Promise<number> {
   return port;
 }
 
+/** An error {@link until} does not retry. */
+class Fatal extends Error {}
+
 /** Retries `check` every 250 ms until it returns a value, for at most `timeoutMs`. */
 async function until<T>(check: () => Promise<T | undefined>, what: string, timeoutMs = 30_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
@@ -54,6 +57,7 @@ async function until<T>(check: () => Promise<T | undefined>, what: string, timeo
       const value = await check();
       if (value !== undefined) return value;
     } catch (err) {
+      if (err instanceof Fatal) throw err;
       last = err;
     }
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what} (${String(last)}); prometheus:\n${promOutput.slice(-2000)}`);
@@ -119,8 +123,14 @@ beforeAll(async () => {
   prometheus.stdout?.on("data", (chunk: Buffer) => (promOutput += chunk.toString()));
   prometheus.stderr?.on("data", (chunk: Buffer) => (promOutput += chunk.toString()));
   const child = prometheus;
+  let spawnError: Error | undefined;
+  child.once("error", (err) => (spawnError = err));
   promExited = new Promise((resolve) => child.once("exit", resolve));
-  await until(async () => ((await fetch(`${promUrl}/-/ready`)).ok ? true : undefined), "prometheus to be ready");
+  await until(async () => {
+    if (spawnError) throw new Fatal(`cannot start prometheus (Debian: apt-get install prometheus): ${spawnError.message}`);
+    if (child.exitCode !== null) throw new Fatal(`prometheus exited with ${child.exitCode}:\n${promOutput}`);
+    return (await fetch(`${promUrl}/-/ready`)).ok ? true : undefined;
+  }, "prometheus to be ready");
 }, 90_000);
 
 afterAll(async () => {

@@ -1,0 +1,51 @@
+/**
+ * Metrics of all roles in one process (requests between them as calls, actors/local.ts): a system started with a
+ * metrics port serves them on loopback; a task's end, its Handler session, model call and tool call are counted,
+ * and the endpoint goes with the system. Without a port there is no endpoint.
+ */
+import { describe, expect, it } from "vitest";
+import { defineTool } from "../../runtime/tools/typescript.js";
+import { z } from "zod";
+import { startStack } from "../support/stack.js";
+
+describe("metrics of one process running every role", () => {
+  it("counts a task, its session, model calls and tool call, by role; stops with the system", async () => {
+    const stack = await startStack({
+      config: { metricsPort: 0, modelPrices: { "mock-model": { input: 1, output: 1 } } },
+      tools: [defineTool({ name: "clock", description: "the time", parameters: z.object({}), run: () => "noon" })],
+      script: {
+        rules: [{ match: { hasToolResult: false }, toolCalls: [{ name: "clock", arguments: {} }] }],
+        default: { reply: "it is noon" },
+      },
+    });
+    const url = stack.system.metricsUrl;
+    try {
+      expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/metrics$/);
+      const outcome = await stack.client.run({ xml: "<task><description>what time is it?</description><tools>clock</tools></task>" });
+      expect(outcome.status).toBe("COMPLETE");
+      const text = await (await fetch(url ?? "")).text();
+      expect(text).toContain('dirigent_tasks_total{state="completed",type="atomic"} 1');
+      expect(text).toContain('dirigent_step_duration_seconds_count{step="handler.execute"} 1');
+      expect(text).toContain('dirigent_step_duration_seconds_count{step="evaluator.evaluate"} 1');
+      expect(text).toContain('dirigent_model_calls_total{model="mock-model",outcome="ok"} 2');
+      expect(text).toContain('dirigent_tool_calls_total{source="ts"} 1');
+      // Priced at 1 per 1M tokens each way: the cost is the tokens counted, in millions.
+      const tokens = [...text.matchAll(/^dirigent_model_tokens_total\{model="mock-model",kind="\w+"\} (\d+)$/gm)].map((m) => Number(m[1]));
+      expect(tokens).toHaveLength(2);
+      const cost = Number(/^dirigent_model_cost_total\{model="mock-model"\} (\S+)$/m.exec(text)?.[1]);
+      expect(cost).toBeCloseTo((tokens[0]! + tokens[1]!) / 1e6, 9);
+      for (const role of ["director", "evaluator", "handler", "compiler", "memory"])
+        expect(text).toContain(`dirigent_inflight{role="${role}"} 0`);
+      // In-process: no NATS connection, no intake consumer to read.
+      expect(text).not.toContain("dirigent_intake_pending");
+    } finally {
+      await stack.stop();
+    }
+    await expect(fetch(url ?? "")).rejects.toThrow();
+  });
+
+  it("serves nothing without a port", async () => {
+    await using stack = await startStack();
+    expect(stack.system.metricsUrl).toBeUndefined();
+  });
+});
