@@ -1,11 +1,14 @@
 /**
  * Metrics of all roles in one process (requests between them as calls, actors/local.ts): a system started with a
  * metrics port serves them on loopback; a task's end, its Handler session, model call and tool call are counted,
- * and the endpoint goes with the system. Without a port there is no endpoint.
+ * and the endpoint goes with the system. On NATS the intake queue and reconnects are read too. Without a port there
+ * is no endpoint.
  */
 import { describe, expect, it } from "vitest";
 import { defineTool } from "../../runtime/tools/typescript.js";
 import { z } from "zod";
+import { startTestNatsServer } from "../support/nats-server.js";
+import { pollUntil } from "../support/process-group.js";
 import { startStack } from "../support/stack.js";
 
 describe("metrics of one process running every role", () => {
@@ -43,6 +46,23 @@ describe("metrics of one process running every role", () => {
     }
     await expect(fetch(url ?? "")).rejects.toThrow();
   });
+
+  it("on NATS: reads the intake queue at each scrape, and counts the connection's reconnects", async () => {
+    await using server = await startTestNatsServer();
+    await using stack = await startStack({ url: server.url, config: { metricsPort: 0 } });
+    const scrape = async () => (await fetch(stack.system.metricsUrl ?? "")).text();
+    expect(await scrape()).toMatch(/^dirigent_intake_pending 0$/m);
+    expect((await stack.client.run({ xml: "<task><description>hello</description></task>" })).status).toBe("COMPLETE");
+    const text = await scrape();
+    expect(text).toMatch(/^dirigent_intake_ack_pending 0$/m);
+    expect(text).toMatch(/^dirigent_nats_reconnects_total 0$/m);
+    await server.restart();
+    await pollUntil(
+      async () => (/^dirigent_nats_reconnects_total 1$/m.test(await scrape()) ? true : undefined),
+      "a reconnect counted",
+      15_000,
+    );
+  }, 30_000);
 
   it("serves nothing without a port", async () => {
     await using stack = await startStack();
