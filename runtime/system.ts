@@ -63,6 +63,11 @@ export interface SystemOptions {
   callModel?: CallModel;
   /** The template library of the Evaluator; by default loaded from `config.templates`. */
   library?: TemplateLibrary;
+  /**
+   * Serve Prometheus metrics on `config.metricsPort` (docs/operations.md); default: when a port is configured. The
+   * embedded runtime of a one-shot command (`dirigent run`) passes false: it would take the port of a real one.
+   */
+  metrics?: boolean;
   /** TypeScript tools offered to the Handler's sessions besides the configured ones ({@link defineTool}, docs/tools.md). */
   tools?: readonly TypeScriptTool[];
 }
@@ -100,7 +105,7 @@ export async function startSystem(options: SystemOptions): Promise<SystemHandle>
   const roles = options.roles ?? ROLES;
   const subjects = createSubjects(config.prefix);
   const log = options.log ?? silentLogger;
-  const metrics = await startSystemMetrics(config, { bus: transport.bus, subjects, roles, log });
+  const metrics = options.metrics === false ? undefined : await startSystemMetrics(config, { bus: transport.bus, subjects, roles, log });
   const deps: ActorDeps = {
     bus: transport.bus,
     subjects,

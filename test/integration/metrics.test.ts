@@ -10,6 +10,9 @@ import { z } from "zod";
 import { startTestNatsServer } from "../support/nats-server.js";
 import { pollUntil } from "../support/process-group.js";
 import { startStack } from "../support/stack.js";
+import { silentLogger } from "../../actors/deps.js";
+import { startSystem } from "../../runtime/system.js";
+import { openMemoryTransport } from "../../runtime/transport.js";
 
 describe("metrics of one process running every role", () => {
   it("counts a task, its session, model calls and tool call, by role; stops with the system", async () => {
@@ -67,5 +70,11 @@ describe("metrics of one process running every role", () => {
   it("serves nothing without a port", async () => {
     await using stack = await startStack();
     expect(stack.system.metricsUrl).toBeUndefined();
+    // The embedded runtime of a one-shot command asks for none, whatever the configuration says.
+    const transport = openMemoryTransport(silentLogger);
+    const embedded = await startSystem({ config: { ...stack.config, metricsPort: 0 }, transport, metrics: false });
+    expect(embedded.metricsUrl).toBeUndefined();
+    await embedded.stop();
+    await transport.close();
   });
 });
