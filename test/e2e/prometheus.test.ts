@@ -171,19 +171,30 @@ describe("metrics scraped by Prometheus", () => {
 
     const durations = byLabel(await query("dirigent_task_duration_seconds_count"), "state");
     expect(durations).toEqual({ completed: 5, failed: 2 });
-    const calls = byLabel(await query("sum by (outcome) (dirigent_model_calls_total)"), "outcome");
-    expect(calls).toEqual({ ok: 5, error: 2 });
-    const steps = byLabel(await query('dirigent_step_duration_seconds_count{process="handler"}'), "step");
-    expect(steps["handler.execute"]).toBe(7);
-    expect(byLabel(await query('dirigent_step_duration_seconds_count{process="evaluator"}'), "step")["evaluator.evaluate"]).toBe(7);
+    // The other roles' counters, from their own scrapes (which may come a second after the Director's).
+    const handler = await until(async () => {
+      const calls = byLabel(await query("sum by (outcome) (dirigent_model_calls_total)"), "outcome");
+      const steps = byLabel(await query('dirigent_step_duration_seconds_count{process="handler"}'), "step");
+      const evaluations = byLabel(await query('dirigent_step_duration_seconds_count{process="evaluator"}'), "step");
+      return calls["ok"] === 5 && calls["error"] === 2 && steps["handler.execute"] === 7 && evaluations["evaluator.evaluate"] === 7
+        ? calls
+        : undefined;
+    }, "5 model calls answered, 7 sessions and 7 evaluations");
+    expect(handler).toEqual({ ok: 5, error: 2 });
     const tokens = byLabel(await query("dirigent_model_tokens_total"), "kind");
     expect(tokens["prompt"]).toBeGreaterThan(0);
-    // Nothing in flight once the workload is over; each role reports its own.
-    const inflight = await query("dirigent_inflight");
+    // Each role reports its own work in flight, and none once the workload is over (a scrape may still have caught
+    // a task's last moments: its ack follows its result).
+    const inflight = await until(async () => {
+      const samples = await query("dirigent_inflight");
+      return samples.every((s) => Number(s.value[1]) === 0) ? samples : undefined;
+    }, "nothing in flight");
     expect(new Set(inflight.map((s) => s.metric["role"]))).toEqual(new Set(["memory", "handler", "compiler", "evaluator", "director"]));
-    expect(inflight.every((s) => Number(s.value[1]) === 0)).toBe(true);
-    const intake = await query("dirigent_intake_pending + dirigent_intake_ack_pending");
-    expect(intake.map((s) => Number(s.value[1]))).toEqual([0]);
+    const intake = await until(async () => {
+      const samples = await query("dirigent_intake_pending + dirigent_intake_ack_pending");
+      return samples.length === 1 && Number(samples[0]?.value[1]) === 0 ? samples : undefined;
+    }, "an empty intake queue");
+    expect(intake[0]?.metric).toMatchObject({ process: "director" });
     expect(byLabel(await query("dirigent_nats_reconnects_total"), "process")).toEqual({ memory: 0, handler: 0, evaluator: 0, director: 0 });
     expect(Object.keys(byLabel(await query("dirigent_process_cpu_seconds_total"), "process")).sort()).toEqual([...ROLES].sort());
 
