@@ -15,10 +15,11 @@ export interface MetricSpec {
 export const METRIC_PREFIX = "dirigent_";
 
 /** Buckets of task durations (seconds): tasks run from a second to the task timeout (10 min by default) and beyond. */
-export const TASK_BUCKETS = [0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600];
+export const TASK_BUCKETS: readonly number[] = [0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600];
 /** Buckets of step durations (seconds): one model session, script, evaluation or match. */
-export const STEP_BUCKETS = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
+export const STEP_BUCKETS: readonly number[] = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
 
+/** dirigent's own metrics, by key. */
 export const METRICS = {
   tasks: {
     name: "dirigent_tasks_total",

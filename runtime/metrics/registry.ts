@@ -36,11 +36,10 @@ export function createRuntimeMetrics(options: { prices?: Prices; log: Logger }):
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: METRIC_PREFIX });
   const registers = [registry];
-  const counter = (spec: { name: string; help: string; labels: readonly string[] }) =>
-    new Counter({ name: spec.name, help: spec.help, labelNames: [...spec.labels], registers });
+  const counter = (s: Parameters<typeof spec>[0]) => new Counter({ ...spec(s), registers });
   const tasks = counter(METRICS.tasks);
-  const taskDuration = new Histogram({ ...spec(METRICS.taskDuration), buckets: TASK_BUCKETS, registers });
-  const stepDuration = new Histogram({ ...spec(METRICS.stepDuration), buckets: STEP_BUCKETS, registers });
+  const taskDuration = new Histogram({ ...spec(METRICS.taskDuration), buckets: [...TASK_BUCKETS], registers });
+  const stepDuration = new Histogram({ ...spec(METRICS.stepDuration), buckets: [...STEP_BUCKETS], registers });
   const modelCalls = counter(METRICS.modelCalls);
   const modelTokens = counter(METRICS.modelTokens);
   const modelCost = counter(METRICS.modelCost);
