@@ -5,6 +5,7 @@ import type { Subjects } from "../protocol/index.js";
 import type { InspectHook } from "./inspect-option.js";
 import type { Bus } from "./bus.js";
 import type { LocalResponders } from "./local.js";
+import type { Metrics } from "./metrics.js";
 
 /** The logging calls actors make (a subset of pino's API). */
 export interface Logger {
@@ -32,6 +33,8 @@ export interface ActorDeps {
   local?: LocalResponders | undefined;
   /** Record prompts, completions and tool arguments in trace spans (`DIRIGENT_TRACE_CONTENT=on`, docs/traces.md). */
   traceContent?: boolean | undefined;
+  /** Metrics of this process (actors/metrics.ts); absent: none recorded. */
+  metrics?: Metrics | undefined;
 }
 
 /** A started actor shell. */

@@ -65,6 +65,7 @@ export class LocalResponders {
  * never arrives after the answer it came before), over `<root>.progress.<id>` otherwise.
  */
 export function publishProgress(deps: ActorDeps, progress: Progress): void {
+  deps.metrics?.progress(progress);
   if (deps.local?.deliverProgress(progress) === true) return;
   deps.bus.publish(deps.subjects.progress(progress.taskId), encode(Progress, progress));
 }

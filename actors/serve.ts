@@ -39,6 +39,20 @@ export function serve<Req extends z.ZodType, Rep extends z.ZodType, Key extends 
 ): BusSubscription {
   const subject = definition.servedOn(deps.subjects);
   const slots = new Semaphore(options.concurrency);
+  // The work of a role (a queue group `<root>.<role>`) is metered: requests running now, and how long each took.
+  const role = options.queue?.slice(deps.subjects.root.length + 1);
+  if (role !== undefined) deps.metrics?.inflight(role, () => slots.inUse);
+  const handle: typeof options.handle =
+    role === undefined || deps.metrics === undefined
+      ? options.handle
+      : async (request, msg) => {
+          const started = performance.now();
+          try {
+            return await options.handle(request, msg);
+          } finally {
+            deps.metrics?.step(definition.name, (performance.now() - started) / 1000);
+          }
+        };
   const subscribeOptions = options.queue === undefined ? {} : { queue: options.queue };
   const failure = (subject: string, err: unknown) => {
     deps.log.error({ subject, err: messageOf(err) }, "request failed");
@@ -56,8 +70,8 @@ export function serve<Req extends z.ZodType, Rep extends z.ZodType, Key extends 
           // A call skips the decoding: validate it as a message would be (defaults and transforms applied, refinements checked).
           const valid = validate(definition.request, definition.anyBody ? {} : request);
           if (!valid.ok) return Promise.resolve(refused(subject, valid));
-          return traced(definition.name, undefined, valid.value, () => options.handle(valid.value, localMessage(subject))).catch(
-            (err: unknown) => Promise.reject(failure(subject, err)),
+          return traced(definition.name, undefined, valid.value, () => handle(valid.value, localMessage(subject))).catch((err: unknown) =>
+            Promise.reject(failure(subject, err)),
           );
         })
       : undefined;
@@ -80,7 +94,7 @@ export function serve<Req extends z.ZodType, Rep extends z.ZodType, Key extends 
       try {
         await slots.run(async () => {
           try {
-            const reply = await traced(definition.name, msg.headers ?? undefined, decoded.value, () => options.handle(decoded.value, msg));
+            const reply = await traced(definition.name, msg.headers ?? undefined, decoded.value, () => handle(decoded.value, msg));
             clearInterval(keepalive);
             msg.respond(encodeJson(reply));
           } catch (err) {

@@ -80,6 +80,8 @@ export const ENV_NAMES = {
   alertWebhook: "DIRIGENT_ALERT_WEBHOOK",
   natsMaxReconnects: "DIRIGENT_NATS_MAX_RECONNECTS",
   selfCheckMs: "DIRIGENT_SELF_CHECK_MS",
+  metricsPort: "DIRIGENT_METRICS_PORT",
+  metricsHost: "DIRIGENT_METRICS_HOST",
   maxSubmissionBytes: "DIRIGENT_MAX_SUBMISSION_BYTES",
   maxInputBytes: "DIRIGENT_MAX_INPUT_BYTES",
   maxTemplateBytes: "DIRIGENT_MAX_TEMPLATE_BYTES",
@@ -99,6 +101,7 @@ export const FLAG_NAMES: Partial<Record<keyof Config, string>> = {
   mcpConfig: "--mcp-config",
   substitution: "--substitution",
   llmMatch: "--llm-match",
+  metricsPort: "--metrics-port",
 };
 
 /** Keys whose values are secrets: never shown in errors or logs. */

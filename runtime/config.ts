@@ -241,6 +241,10 @@ export const Config = z.object({
   natsMaxReconnects: z.coerce.number().int().min(-1),
   /** How often a runtime process pings itself through NATS to check that its subscriptions still reach it; 0: only after a reconnect. */
   selfCheckMs: z.coerce.number().int().min(0),
+  /** Port of the Prometheus metrics endpoint (`/metrics`) of a runtime process; absent: no endpoint (0: any free port). */
+  metricsPort: z.coerce.number().int().min(0).max(65_535).optional(),
+  /** Address the metrics endpoint listens on (loopback unless told otherwise). */
+  metricsHost: z.string().trim().min(1),
   /** Cheap-tier model of divergence judgements and replan reviews; the default model when absent. */
   cheapModel: z.string().trim().min(1).optional(),
   /** URL that operator alerts are also POSTed to (JSON). */
@@ -319,6 +323,7 @@ export const DEFAULTS = {
   goalSubtaskTimeoutMs: 1_800_000,
   natsMaxReconnects: -1,
   selfCheckMs: 15_000,
+  metricsHost: "127.0.0.1",
   // 1 MiB each: today's submission limit (protocol/codec.ts MAX_BODY_BYTES); a template or input is part of one.
   maxSubmissionBytes: 1_048_576,
   maxInputBytes: 1_048_576,

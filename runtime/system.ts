@@ -30,6 +30,7 @@ import { startPingResponder } from "./health.js";
 import { hiddenPaths, secretValues } from "./secrets.js";
 import { createParseCache } from "../machines/language/parse-cache.js";
 import { traceContentWanted } from "./tracing/sdk.js";
+import { startSystemMetrics } from "./metrics/start.js";
 
 /** The roles: the four of the task pipeline, and the Supervisor of autonomous goals. */
 export const ROLES = ["director", "evaluator", "handler", "memory", "supervisor"] as const;
@@ -63,6 +64,11 @@ export interface SystemOptions {
   callModel?: CallModel;
   /** The template library of the Evaluator; by default loaded from `config.templates`. */
   library?: TemplateLibrary;
+  /**
+   * Serve Prometheus metrics on `config.metricsPort` (docs/operations.md); default: when a port is configured. The
+   * embedded runtime of a one-shot command (`dirigent run`) passes false: it would take the port of a real one.
+   */
+  metrics?: boolean;
   /** TypeScript tools offered to the Handler's sessions besides the configured ones ({@link defineTool}, docs/tools.md). */
   tools?: readonly TypeScriptTool[];
 }
@@ -88,6 +94,8 @@ export interface SystemHandle extends AsyncDisposable {
   readonly transport: Transport;
   /** This process's id in its answers to `<root>.ping` (see runtime/health.ts). */
   readonly processId: string;
+  /** Where Prometheus scrapes this process's metrics (`DIRIGENT_METRICS_PORT`); absent: no metrics. */
+  readonly metricsUrl?: string;
   /** Stops the roles (reverse start order). The transport stays open; close it yourself. */
   stop(): Promise<void>;
 }
@@ -97,15 +105,18 @@ export async function startSystem(options: SystemOptions): Promise<SystemHandle>
   const { config, transport } = options;
   const roles = options.roles ?? ROLES;
   const subjects = createSubjects(config.prefix);
+  const log = options.log ?? silentLogger;
+  const metrics = options.metrics === false ? undefined : await startSystemMetrics(config, { bus: transport.bus, subjects, roles, log });
   const deps: ActorDeps = {
     bus: transport.bus,
     subjects,
-    log: options.log ?? silentLogger,
+    log,
     now: () => new Date(),
     newId: () => randomUUID(),
     inspect: inspectHookFor(config, transport.bus, subjects),
     local: config.localDispatch ? new LocalResponders() : undefined,
     traceContent: traceContentWanted(),
+    metrics: metrics?.metrics.seam,
   };
   const started: RoleHandle[] = [];
   // Templates parsed once per system, shared by the roles that parse them.
@@ -119,7 +130,8 @@ export async function startSystem(options: SystemOptions): Promise<SystemHandle>
     // Open now what a transport opened for a client left to first use (an embedded runtime of `dirigent run`): the
     // Handler writes its records behind its replies, and a store still opening would hold them back past a crash.
     await transport.turns?.open?.();
-    const callModel = withProviders(options.callModel ?? createModelClient(modelClientConfig(config)), config);
+    const client = withProviders(options.callModel ?? createModelClient(modelClientConfig(config)), config);
+    const callModel = metrics ? metrics.metrics.meterModel(client) : client;
     const secrets = [...secretValues(config), ...providerKeys(config)];
     const selection = toolSelection(config.tools);
     const toolset = await createToolset(
@@ -257,6 +269,15 @@ export async function startSystem(options: SystemOptions): Promise<SystemHandle>
     await (pingStopped ??= ping.stop());
     for (const role of started.reverse()) await role.stop();
     started.length = 0;
+    await metrics?.stop();
   };
-  return { roles, subjects, transport, processId: ping.processId, stop, [Symbol.asyncDispose]: stop };
+  return {
+    roles,
+    subjects,
+    transport,
+    processId: ping.processId,
+    ...(metrics ? { metricsUrl: metrics.url } : {}),
+    stop,
+    [Symbol.asyncDispose]: stop,
+  };
 }

@@ -48,6 +48,14 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
   let draining = false;
 
   const publishEvent = eventPublisher(deps);
+  /** The type of a template's entry task, for metrics. */
+  const taskType = (xml: string) => {
+    if (xml === "") return "prompt";
+    const parsed = parseCache.parse(xml);
+    const entry = parsed.ok ? parsed.document.entry : undefined;
+    return entry === undefined ? "unknown" : entry.kind === "task" ? entry.type : entry.kind;
+  };
+  deps.metrics?.inflight("director", () => owned.size);
 
   const runs = new Set<RunActor>();
   /** What the run of each delivery shares (actors/director/run.ts). */
@@ -62,6 +70,7 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
     pendingClaims: new Map(),
     runs,
     publishEvent,
+    taskType,
     runActors: runActors(),
     taskActors: taskActors(),
   };
@@ -95,6 +104,7 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
     },
     publishEvent,
     ...(config.lastPublished ? { lastPublished: config.lastPublished } : {}),
+    taskType,
   });
 
   const guarded = (name: string, fn: (msg: BusMessage) => Promise<void>) => async (msg: BusMessage) => {

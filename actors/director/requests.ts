@@ -32,6 +32,8 @@ export interface TaskRequestHooks {
   publishEvent(taskId: string, seq: number, type: string, state: TaskState, message?: string): void;
   /** The last message stored on `subject` (the events stream), when events are stored. */
   lastPublished?: (subject: string) => Promise<Uint8Array | undefined>;
+  /** The type of a template's entry task, for metrics (see RunEnv). */
+  taskType?: (xml: string) => string;
 }
 
 /** The `get` and `cancel` handlers of a Director. */
@@ -85,6 +87,11 @@ export function taskRequests(deps: ActorDeps, store: TaskStore, queue: WorkQueue
       const { record } = outcome;
       hooks.publishEvent(taskId, record.seq ?? 2, "task.cancelled", "cancelled", "cancelled");
       if (record.result) bus.publish(subjects.taskResult(taskId), encode(TaskOutcome, record.result));
+      deps.metrics?.taskEnded({
+        state: "cancelled",
+        type: hooks.taskType?.(record.xml) ?? "unknown",
+        seconds: Math.max(0, deps.now().getTime() - Date.parse(record.submittedAt)) / 1000,
+      });
       await queue
         .discard(taskId, outcome.seq)
         .catch((err: unknown) => log.warn({ taskId, err: messageOf(err) }, "could not remove the cancelled task's queue item"));

@@ -69,6 +69,8 @@ export interface RunEnv {
   /** The run actors under way (a drain is sent to each). */
   runs: Set<RunActor>;
   publishEvent: PublishEvent;
+  /** The type of a template's entry task, for metrics (`prompt`: none yet, a task submitted in words). */
+  taskType: (xml: string) => string;
   /** The run machine, provided once per Director ({@link runActors}). */
   runActors: RunActors;
   /** The task machine, provided once per Director (actors/director/task.ts). */
@@ -99,6 +101,12 @@ async function finish(env: RunEnv, task: RunningTask, context: TaskContext, stat
   if (written === "lost") return "lost";
   env.publishEvent(task.claim.taskId, seq, `task.${state}`, state, state === "failed" ? context.result?.error?.message : undefined);
   deps.bus.publish(deps.subjects.taskResult(task.claim.taskId), encode(TaskOutcome, fitOutcome(outcome, deps.bus.maxMessageBytes)));
+  const { record } = task.claim;
+  deps.metrics?.taskEnded({
+    state,
+    type: env.taskType(record.xml),
+    seconds: Math.max(0, deps.now().getTime() - Date.parse(record.submittedAt)) / 1000,
+  });
   return "written";
 }
 

@@ -200,7 +200,7 @@ export function registerCheckmateCommand(program: Command): void {
       stopModel = model.stop;
       if (model.note) process.stderr.write(`dirigent: ${model.note}\n`);
       process.stderr.write(`dirigent: no runtime reachable; running an embedded one on ${placement.note}\n`);
-      system = await startSystem({ config: model.config, transport: placement.transport, log });
+      system = await startSystem({ config: model.config, transport: placement.transport, log, metrics: false });
     };
     try {
       if (placement.transport.kind === "memory") await startEmbedded();

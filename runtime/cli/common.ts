@@ -52,6 +52,7 @@ export interface CommonFlags {
   templates?: string;
   mcpConfig?: string;
   llmMatch?: boolean;
+  metricsPort?: string;
 }
 
 /** Config, subjects and logger from command-line flags and the environment. */
@@ -69,6 +70,7 @@ export function setup(flags: CommonFlags, name: string) {
     templates: flags.templates,
     mcpConfig: flags.mcpConfig,
     llmMatch: flags.llmMatch === true ? "true" : undefined,
+    metricsPort: flags.metricsPort,
   };
   const config: Config = loadConfig(configFlags);
   // The configuration holds the secrets now; no child process inherits them from the environment.

@@ -65,7 +65,7 @@ async function withRuntime<T>(
     stopModel = model.stop;
     if (model.note) process.stderr.write(`dirigent: ${model.note}\n`);
     process.stderr.write(`dirigent: no runtime reachable; running an embedded one on ${placement.note}\n`);
-    system = await startSystem({ config: model.config, transport: placement.transport, log, roles });
+    system = await startSystem({ config: model.config, transport: placement.transport, log, roles, metrics: false });
   };
   try {
     if (placement.transport.kind === "memory") await startEmbedded();

@@ -13,6 +13,8 @@ import { startTracing } from "../tracing/sdk.js";
 const SELF_CHECK_TIMEOUT_MS = 5000;
 /** After a drain, how long anything still holding the event loop (a stray handle) may keep the process alive. */
 const EXIT_AFTER_DRAIN_MS = 2000;
+const METRICS_PORT_HELP =
+  "serve Prometheus metrics on this port (env DIRIGENT_METRICS_PORT; host DIRIGENT_METRICS_HOST, default 127.0.0.1)";
 
 interface RuntimeFlags extends CommonFlags {
   role?: string;
@@ -43,6 +45,7 @@ async function serveUntilSignal(flags: RuntimeFlags, roles: readonly Role[], nam
   const model = needsModel ? await embeddedModel(config) : { config, stop: async () => undefined };
   if (model.note) process.stderr.write(`dirigent: ${model.note}\n`);
   const system = await startSystem({ config: model.config, transport: placement.transport, roles, log });
+  if (system.metricsUrl !== undefined) process.stderr.write(`dirigent: metrics on ${system.metricsUrl}\n`);
   process.stderr.write(
     `dirigent: ${roles.join(", ")} on ${placement.note}, subjects under '${subjects.root}', concurrency ${config.concurrency}\n`,
   );
@@ -112,7 +115,8 @@ export function registerRuntimeCommands(program: Command): void {
       .command("up")
       .description("run all four roles in this process (starts a nats-server child when none answers on 127.0.0.1:4222)")
       .option("--concurrency <n>", "tasks in flight per role (env DIRIGENT_CONCURRENCY)")
-      .option("--model <id>", "default model (env DIRIGENT_MODEL)"),
+      .option("--model <id>", "default model (env DIRIGENT_MODEL)")
+      .option("--metrics-port <port>", METRICS_PORT_HELP),
   ).action((flags: RuntimeFlags) => serveUntilSignal(flags, ROLES, "dirigent-up", true));
 
   commonOptions(
@@ -121,7 +125,8 @@ export function registerRuntimeCommands(program: Command): void {
       .description("run one role in this process; processes of one role share the work")
       .addOption(new Option("--role <role>", "the role to run").choices(ROLES).makeOptionMandatory())
       .option("--concurrency <n>", "work in flight in this process (env DIRIGENT_CONCURRENCY)")
-      .option("--model <id>", "default model, for the handler role (env DIRIGENT_MODEL)"),
+      .option("--model <id>", "default model, for the handler role (env DIRIGENT_MODEL)")
+      .option("--metrics-port <port>", METRICS_PORT_HELP),
   ).action((flags: RuntimeFlags) => {
     const role = ROLES.find((r) => r === flags.role);
     if (!role) throw new UsageError(`--role '${String(flags.role)}': expected one of ${ROLES.join(", ")}`);

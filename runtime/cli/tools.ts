@@ -90,7 +90,7 @@ export function registerToolCommands(program: Command): void {
         dataDir: config.dataDir,
         startServer: true,
       });
-      const system = await startSystem({ config: model.config, transport: placement.transport, log });
+      const system = await startSystem({ config: model.config, transport: placement.transport, log, metrics: false });
       process.stderr.write(`dirigent: runtime on ${placement.note}\n`);
       if (model.note) process.stderr.write(`dirigent: ${model.note}\n`);
       try {
