@@ -79,6 +79,8 @@ export const ENV_NAMES = {
   cheapModel: "DIRIGENT_CHEAP_MODEL",
   alertWebhook: "DIRIGENT_ALERT_WEBHOOK",
   natsMaxReconnects: "DIRIGENT_NATS_MAX_RECONNECTS",
+  replicas: "DIRIGENT_REPLICAS",
+  scaleStreams: "DIRIGENT_SCALE_STREAMS",
   selfCheckMs: "DIRIGENT_SELF_CHECK_MS",
   maxSubmissionBytes: "DIRIGENT_MAX_SUBMISSION_BYTES",
   maxInputBytes: "DIRIGENT_MAX_INPUT_BYTES",
@@ -99,6 +101,8 @@ export const FLAG_NAMES: Partial<Record<keyof Config, string>> = {
   mcpConfig: "--mcp-config",
   substitution: "--substitution",
   llmMatch: "--llm-match",
+  replicas: "--replicas",
+  scaleStreams: "--scale-streams",
 };
 
 /** Keys whose values are secrets: never shown in errors or logs. */

@@ -237,6 +237,10 @@ export const Config = z.object({
   goalMaxReplans: z.coerce.number().int().min(0).max(100),
   /** Longest a sub-goal's task may run before it counts as failed. */
   goalSubtaskTimeoutMs: positiveInt,
+  /** Replicas of every JetStream stream and KV bucket the runtime creates: 1, 3 or 5 (a cluster of at least as many nodes). */
+  replicas: z.coerce.number().pipe(z.union([z.literal(1), z.literal(3), z.literal(5)], { error: "must be 1, 3 or 5" })),
+  /** Scale an existing stream or bucket with fewer replicas up to `replicas` at start (needs a user allowed to edit streams). */
+  scaleStreams: z.preprocess((v) => (typeof v === "string" ? (BOOLEANS[v.toLowerCase()] ?? v) : v), z.boolean()),
   /** Reconnect attempts after losing the NATS server before a runtime process exits (1); -1: reconnect forever. */
   natsMaxReconnects: z.coerce.number().int().min(-1),
   /** How often a runtime process pings itself through NATS to check that its subscriptions still reach it; 0: only after a reconnect. */
@@ -318,6 +322,8 @@ export const DEFAULTS = {
   goalMaxReplans: 5,
   goalSubtaskTimeoutMs: 1_800_000,
   natsMaxReconnects: -1,
+  replicas: 1,
+  scaleStreams: false,
   selfCheckMs: 15_000,
   // 1 MiB each: today's submission limit (protocol/codec.ts MAX_BODY_BYTES); a template or input is part of one.
   maxSubmissionBytes: 1_048_576,

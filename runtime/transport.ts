@@ -18,6 +18,7 @@ import type { Transport } from "./system.js";
 import { eagerStores, lazyIndexStore, lazyKeyedStore, lazyTaskStore, lazyWorkQueue } from "./nats/lazy-stores.js";
 import { openGoalStore } from "./goal-kv.js";
 import type { NatsAuth } from "./nats/auth.js";
+import { storeThroughElections, type Replication } from "./nats/replicas.js";
 import { inboxPrefixFor } from "./nats/permissions.js";
 
 /** A transport, with what it runs on. */
@@ -30,15 +31,26 @@ export interface OpenTransport extends Transport {
   readonly index: IndexStore;
 }
 
+/** Options of {@link openNatsTransport}. */
+export interface NatsTransportOptions {
+  name: string;
+  log: Logger;
+  ackWaitMs?: number;
+  auth?: NatsAuth;
+  roles?: readonly string[];
+  maxReconnects?: number;
+  /** Replicas of the streams and buckets created (default 1); see runtime/nats/replicas.ts. */
+  replicas?: number;
+  /** Scale an existing stream or bucket with fewer replicas up to `replicas` (`--scale-streams`). */
+  scaleStreams?: boolean;
+}
+
 /**
  * Connects to NATS and opens the durable stores of `subjects`: those of `roles` at once (all when `roles` is absent),
  * the others on first use (a client, `roles: []`, opens none). `auth` holds the credentials (see `natsAuth`).
+ * `servers` may list several URLs, comma-separated (the nodes of a cluster).
  */
-export async function openNatsTransport(
-  servers: string,
-  subjects: Subjects,
-  options: { name: string; log: Logger; ackWaitMs?: number; auth?: NatsAuth; roles?: readonly string[]; maxReconnects?: number },
-): Promise<OpenTransport> {
+export async function openNatsTransport(servers: string, subjects: Subjects, options: NatsTransportOptions): Promise<OpenTransport> {
   const nc = await connectNats({
     servers,
     name: options.name,
@@ -51,17 +63,24 @@ export async function openNatsTransport(
   try {
     const eager = eagerStores(options.roles);
     const ackWaitMs = options.ackWaitMs ?? ackWaitMsFromEnv();
-    const openQueue = () => openWorkQueue(nc, subjects, { ackWaitMs, onError });
+    const r: Replication = { replicas: options.replicas ?? 1, scale: options.scaleStreams === true, log: options.log };
+    const openQueue = () => openWorkQueue(nc, subjects, { ackWaitMs, onError, replication: r });
     const [store, queue, index, turns, goals] = await Promise.all([
-      eager.tasks ? openTaskStore(nc, subjects) : lazyTaskStore(() => openTaskStore(nc, subjects)),
+      eager.tasks ? openTaskStore(nc, subjects, r) : lazyTaskStore(() => openTaskStore(nc, subjects, r)),
       eager.intake ? openQueue() : lazyWorkQueue(openQueue, ackWaitMs, onError, () => bus.maxMessageBytes),
-      eager.index ? openIndexStore(nc, subjects) : lazyIndexStore(() => openIndexStore(nc, subjects)),
-      eager.turns ? openTurnStore(nc, subjects) : lazyTaskStore(() => openTurnStore(nc, subjects)),
-      eager.goals ? openGoalStore(nc, subjects) : lazyKeyedStore(() => openGoalStore(nc, subjects)),
-      eager.events ? ensureEventsStream(nc, subjects) : undefined,
+      eager.index ? openIndexStore(nc, subjects, r) : lazyIndexStore(() => openIndexStore(nc, subjects, r)),
+      eager.turns ? openTurnStore(nc, subjects, r) : lazyTaskStore(() => openTurnStore(nc, subjects, r)),
+      eager.goals ? openGoalStore(nc, subjects, r) : lazyKeyedStore(() => openGoalStore(nc, subjects, r)),
+      eager.events ? ensureEventsStream(nc, subjects, r) : undefined,
     ]);
     const lastPublished = async (subject: string) => (await wireOf(nc).lastBySubject(subjects.eventsStream, subject))?.data;
-    return { kind: "nats", description: bus.description, bus, store, queue, index, turns, goals, lastPublished, close: () => bus.close() };
+    const publishStored = (subject: string, data: Uint8Array, id: string) => storeThroughElections(wireOf(nc), subject, data, id);
+    return {
+      kind: "nats",
+      description: bus.description,
+      ...{ bus, store, queue, index, turns, goals, lastPublished, publishStored },
+      close: () => bus.close(),
+    };
   } catch (err) {
     await bus.close();
     throw err;

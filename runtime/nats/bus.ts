@@ -66,7 +66,14 @@ export interface ConnectNatsOptions {
 export async function connectNats(opts: ConnectNatsOptions): Promise<NatsConnection> {
   const wait = opts.reconnectTimeWaitMs ?? 1000;
   const nc = await connect({
-    servers: opts.servers,
+    // `a,b,c` (NATS_URL, --nats): the nodes of a cluster; the client picks one and fails over to the others.
+    servers:
+      typeof opts.servers === "string"
+        ? opts.servers
+            .split(",")
+            .map((s) => s.trim())
+            .filter((s) => s !== "")
+        : opts.servers,
     name: opts.name,
     maxReconnectAttempts: opts.maxReconnectAttempts ?? -1,
     reconnectTimeWait: wait,
