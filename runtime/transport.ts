@@ -4,6 +4,7 @@
  */
 import type { Logger } from "../actors/deps.js";
 import { messageOf } from "../actors/deps.js";
+import { TimeoutError } from "@nats-io/transport-node";
 import type { Subjects } from "../protocol/index.js";
 import type { IndexStore } from "../actors/memory/index-store.js";
 import { ackWaitMsFromEnv } from "./config.js";
@@ -20,6 +21,9 @@ import { openGoalStore } from "./goal-kv.js";
 import type { NatsAuth } from "./nats/auth.js";
 import { storeThroughElections, type Replication } from "./nats/replicas.js";
 import { inboxPrefixFor } from "./nats/permissions.js";
+
+/** Attempts at opening the stores when JetStream does not answer in time. */
+const OPEN_ATTEMPTS = 3;
 
 /** A transport, with what it runs on. */
 export interface OpenTransport extends Transport {
@@ -65,14 +69,27 @@ export async function openNatsTransport(servers: string, subjects: Subjects, opt
     const ackWaitMs = options.ackWaitMs ?? ackWaitMsFromEnv();
     const r: Replication = { replicas: options.replicas ?? 1, scale: options.scaleStreams === true, log: options.log };
     const openQueue = () => openWorkQueue(nc, subjects, { ackWaitMs, onError, replication: r });
-    const [store, queue, index, turns, goals] = await Promise.all([
-      eager.tasks ? openTaskStore(nc, subjects, r) : lazyTaskStore(() => openTaskStore(nc, subjects, r)),
-      eager.intake ? openQueue() : lazyWorkQueue(openQueue, ackWaitMs, onError, () => bus.maxMessageBytes),
-      eager.index ? openIndexStore(nc, subjects, r) : lazyIndexStore(() => openIndexStore(nc, subjects, r)),
-      eager.turns ? openTurnStore(nc, subjects, r) : lazyTaskStore(() => openTurnStore(nc, subjects, r)),
-      eager.goals ? openGoalStore(nc, subjects, r) : lazyKeyedStore(() => openGoalStore(nc, subjects, r)),
-      eager.events ? ensureEventsStream(nc, subjects, r) : undefined,
-    ]);
+    const open = () =>
+      Promise.all([
+        eager.tasks ? openTaskStore(nc, subjects, r) : lazyTaskStore(() => openTaskStore(nc, subjects, r)),
+        eager.intake ? openQueue() : lazyWorkQueue(openQueue, ackWaitMs, onError, () => bus.maxMessageBytes),
+        eager.index ? openIndexStore(nc, subjects, r) : lazyIndexStore(() => openIndexStore(nc, subjects, r)),
+        eager.turns ? openTurnStore(nc, subjects, r) : lazyTaskStore(() => openTurnStore(nc, subjects, r)),
+        eager.goals ? openGoalStore(nc, subjects, r) : lazyKeyedStore(() => openGoalStore(nc, subjects, r)),
+        eager.events ? ensureEventsStream(nc, subjects, r) : undefined,
+      ]);
+    // A cluster creating replicated streams, or electing a leader, can leave a JetStream API request unanswered for
+    // a while: asked again (creating and looking up are idempotent) before the process gives up.
+    let opened: Awaited<ReturnType<typeof open>> | undefined;
+    for (let attempt = 1; opened === undefined; attempt++) {
+      try {
+        opened = await open();
+      } catch (err) {
+        if (!(err instanceof TimeoutError) || attempt >= OPEN_ATTEMPTS) throw err;
+        options.log.warn({ attempt, err: messageOf(err) }, "JetStream did not answer while opening the stores; asking again");
+      }
+    }
+    const [store, queue, index, turns, goals] = opened;
     const lastPublished = async (subject: string) => (await wireOf(nc).lastBySubject(subjects.eventsStream, subject))?.data;
     const publishStored = (subject: string, data: Uint8Array, id: string) => storeThroughElections(wireOf(nc), subject, data, id);
     return {
