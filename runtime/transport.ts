@@ -5,6 +5,7 @@
 import type { Logger } from "../actors/deps.js";
 import { messageOf } from "../actors/deps.js";
 import { TimeoutError } from "@nats-io/transport-node";
+import { jetstreamManager } from "@nats-io/jetstream";
 import type { Subjects } from "../protocol/index.js";
 import type { IndexStore } from "../actors/memory/index-store.js";
 import { ackWaitMsFromEnv } from "./config.js";
@@ -91,7 +92,9 @@ export async function openNatsTransport(servers: string, subjects: Subjects, opt
     }
     const [store, queue, index, turns, goals] = opened;
     const lastPublished = async (subject: string) => (await wireOf(nc).lastBySubject(subjects.eventsStream, subject))?.data;
-    const publishStored = (subject: string, data: Uint8Array, id: string) => storeThroughElections(wireOf(nc), subject, data, id);
+    // No `$JS.API.INFO` check: a client's user may not ask it, and the stream lookup is only made after a 503.
+    const publishStored = async (subject: string, data: Uint8Array, id: string) =>
+      storeThroughElections(await jetstreamManager(nc, { checkAPI: false }), wireOf(nc), subjects.eventsStream, { subject, data, id });
     return {
       kind: "nats",
       description: bus.description,

@@ -78,6 +78,15 @@ export async function ensureStream(
   }
 }
 
+async function streamMissing(jsm: JetStreamManager, name: string): Promise<boolean> {
+  try {
+    await jsm.streams.info(name);
+    return false;
+  } catch (err) {
+    return err instanceof JetStreamApiError && err.code === JetStreamApiCodes.StreamNotFound;
+  }
+}
+
 async function streamExists(jsm: JetStreamManager, name: string): Promise<boolean> {
   try {
     await jsm.streams.info(name);
@@ -91,20 +100,27 @@ async function streamExists(jsm: JetStreamManager, name: string): Promise<boolea
 const ELECTION_PATIENCE_MS = 15_000;
 
 /**
- * Stores `data` on `subject` with message id `id` and waits for the stream's acknowledgement, asking again while no
- * stream answers (503: a replicated stream electing a leader after losing a node) or the answer times out. A repeat
- * that was stored already is a duplicate of `id`, stored once.
- * @throws {StoreError} when the stream refuses it, or nothing answers within 15 s.
+ * Stores `data` on `subject` with message id `id` in `stream` and waits for the acknowledgement, asking again while
+ * no stream answers (503: a replicated stream electing a leader after losing a node) or the answer times out. A
+ * repeat that was stored already is a duplicate of `id`, stored once.
+ * @throws {StoreError} when the stream refuses it, does not exist, or nothing answers within 15 s.
  */
-export async function storeThroughElections(wire: NatsWire, subject: string, data: Uint8Array, id: string): Promise<void> {
+export async function storeThroughElections(
+  jsm: JetStreamManager,
+  wire: NatsWire,
+  stream: string,
+  message: { subject: string; data: Uint8Array; id: string },
+): Promise<void> {
   const deadline = Date.now() + ELECTION_PATIENCE_MS;
   for (let attempt = 0; ; attempt++) {
     try {
-      await wire.store(subject, data, { msgId: id });
+      await wire.store(message.subject, message.data, { msgId: message.id });
       return;
     } catch (err) {
       const transient = (err instanceof StoreError && err.status === 503) || err instanceof RequestTimeoutError;
       if (!transient || Date.now() > deadline) throw err;
+      // No stream at all (nothing created it): no use waiting. A lookup that fails is an election too.
+      if (attempt === 0 && (await streamMissing(jsm, stream))) throw err;
       await delay(Math.min(1000, 100 * 2 ** attempt));
     }
   }
