@@ -79,6 +79,8 @@ export const ENV_NAMES = {
   cheapModel: "DIRIGENT_CHEAP_MODEL",
   alertWebhook: "DIRIGENT_ALERT_WEBHOOK",
   natsMaxReconnects: "DIRIGENT_NATS_MAX_RECONNECTS",
+  replicas: "DIRIGENT_REPLICAS",
+  scaleStreams: "DIRIGENT_SCALE_STREAMS",
   selfCheckMs: "DIRIGENT_SELF_CHECK_MS",
   metricsPort: "DIRIGENT_METRICS_PORT",
   metricsHost: "DIRIGENT_METRICS_HOST",
@@ -102,6 +104,8 @@ export const FLAG_NAMES: Partial<Record<keyof Config, string>> = {
   substitution: "--substitution",
   llmMatch: "--llm-match",
   metricsPort: "--metrics-port",
+  replicas: "--replicas",
+  scaleStreams: "--scale-streams",
 };
 
 /** Keys whose values are secrets: never shown in errors or logs. */

@@ -7,6 +7,7 @@ import { z } from "zod";
 import { checkRoot, DEFAULT_ROOT, MAX_BODY_BYTES, ToolPattern } from "../protocol/index.js";
 import { ENV_NAMES, FLAG_NAMES } from "./config-names.js";
 import { REFUSED_ENV } from "../actors/commands.js";
+import { ProviderPairs } from "./model/providers.js";
 
 export { ENV_NAMES };
 
@@ -82,17 +83,8 @@ export const Config = z.object({
    * OpenAI-compatible servers a task names with `<provider>`: `name=url` pairs. Each uses the API key in
    * `DIRIGENT_PROVIDER_<NAME>_API_KEY` (name upper-cased, `-` and `.` as `_`), else `OPENAI_API_KEY`.
    */
-  providers: z.preprocess(
-    // Given as an object (a config file, a test): the same pairs.
-    (v) =>
-      typeof v === "object" && v !== null && !Array.isArray(v) ? Object.entries(v).map(([name, url]) => `${name}=${String(url)}`) : v,
-    list(
-      z
-        .string()
-        .regex(/^[A-Za-z0-9_.-]{1,100}=\S+$/, "must be name=url pairs")
-        .refine((pair) => URL.canParse(pair.slice(pair.indexOf("=") + 1)), "must be name=url pairs with a valid URL"),
-    ).transform((pairs) => Object.fromEntries(pairs.map((pair) => [pair.slice(0, pair.indexOf("=")), pair.slice(pair.indexOf("=") + 1)]))),
-  ),
+  /** OpenAI-compatible servers a task names with `<provider>`, by name (runtime/model/providers.ts). */
+  providers: ProviderPairs,
   /** API key; never logged. */
   openaiApiKey: z.string().optional(),
   /** Tasks (Director), evaluations (Evaluator), sessions (Handler) or matches (Memory) in flight per process. */
@@ -237,6 +229,10 @@ export const Config = z.object({
   goalMaxReplans: z.coerce.number().int().min(0).max(100),
   /** Longest a sub-goal's task may run before it counts as failed. */
   goalSubtaskTimeoutMs: positiveInt,
+  /** Replicas of every JetStream stream and KV bucket the runtime creates: 1, 3 or 5 (a cluster of at least as many nodes). */
+  replicas: z.coerce.number().pipe(z.union([z.literal(1), z.literal(3), z.literal(5)], { error: "must be 1, 3 or 5" })),
+  /** Scale an existing stream or bucket with fewer replicas up to `replicas` at start (needs a user allowed to edit streams). */
+  scaleStreams: z.preprocess((v) => (typeof v === "string" ? (BOOLEANS[v.toLowerCase()] ?? v) : v), z.boolean()),
   /** Reconnect attempts after losing the NATS server before a runtime process exits (1); -1: reconnect forever. */
   natsMaxReconnects: z.coerce.number().int().min(-1),
   /** How often a runtime process pings itself through NATS to check that its subscriptions still reach it; 0: only after a reconnect. */
@@ -322,6 +318,8 @@ export const DEFAULTS = {
   goalMaxReplans: 5,
   goalSubtaskTimeoutMs: 1_800_000,
   natsMaxReconnects: -1,
+  replicas: 1,
+  scaleStreams: false,
   selfCheckMs: 15_000,
   metricsHost: "127.0.0.1",
   // 1 MiB each: today's submission limit (protocol/codec.ts MAX_BODY_BYTES); a template or input is part of one.

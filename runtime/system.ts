@@ -51,6 +51,8 @@ export interface Transport {
   goals?: KeyedStore;
   /** The last message stored on `subject` in the events stream (`undefined`: none); absent when nothing is stored. */
   lastPublished?: (subject: string) => Promise<Uint8Array | undefined>;
+  /** Stores a task's result in the events stream with an acknowledgement (see `DirectorConfig.publishStored`). */
+  publishStored?: (subject: string, data: Uint8Array, id: string) => Promise<void>;
 }
 
 /** Options of {@link startSystem}. */
@@ -228,6 +230,7 @@ export async function startSystem(options: SystemOptions): Promise<SystemHandle>
         concurrency: config.concurrency,
         taskTimeoutMs: config.taskTimeoutMs,
         ...(transport.lastPublished ? { lastPublished: transport.lastPublished } : {}),
+        ...(transport.publishStored ? { publishStored: transport.publishStored } : {}),
         sizeLimits: {
           submissionBytes: config.maxSubmissionBytes,
           inputBytes: config.maxInputBytes,

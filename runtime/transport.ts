@@ -4,6 +4,8 @@
  */
 import type { Logger } from "../actors/deps.js";
 import { messageOf } from "../actors/deps.js";
+import { TimeoutError } from "@nats-io/transport-node";
+import { jetstreamManager } from "@nats-io/jetstream";
 import type { Subjects } from "../protocol/index.js";
 import type { IndexStore } from "../actors/memory/index-store.js";
 import { ackWaitMsFromEnv } from "./config.js";
@@ -18,7 +20,11 @@ import type { Transport } from "./system.js";
 import { eagerStores, lazyIndexStore, lazyKeyedStore, lazyTaskStore, lazyWorkQueue } from "./nats/lazy-stores.js";
 import { openGoalStore } from "./goal-kv.js";
 import type { NatsAuth } from "./nats/auth.js";
+import { storeThroughElections, type Replication } from "./nats/replicas.js";
 import { inboxPrefixFor } from "./nats/permissions.js";
+
+/** Attempts at opening the stores when JetStream does not answer in time. */
+const OPEN_ATTEMPTS = 3;
 
 /** A transport, with what it runs on. */
 export interface OpenTransport extends Transport {
@@ -30,15 +36,26 @@ export interface OpenTransport extends Transport {
   readonly index: IndexStore;
 }
 
+/** Options of {@link openNatsTransport}. */
+export interface NatsTransportOptions {
+  name: string;
+  log: Logger;
+  ackWaitMs?: number;
+  auth?: NatsAuth;
+  roles?: readonly string[];
+  maxReconnects?: number;
+  /** Replicas of the streams and buckets created (default 1); see runtime/nats/replicas.ts. */
+  replicas?: number;
+  /** Scale an existing stream or bucket with fewer replicas up to `replicas` (`--scale-streams`). */
+  scaleStreams?: boolean;
+}
+
 /**
  * Connects to NATS and opens the durable stores of `subjects`: those of `roles` at once (all when `roles` is absent),
  * the others on first use (a client, `roles: []`, opens none). `auth` holds the credentials (see `natsAuth`).
+ * `servers` may list several URLs, comma-separated (the nodes of a cluster).
  */
-export async function openNatsTransport(
-  servers: string,
-  subjects: Subjects,
-  options: { name: string; log: Logger; ackWaitMs?: number; auth?: NatsAuth; roles?: readonly string[]; maxReconnects?: number },
-): Promise<OpenTransport> {
+export async function openNatsTransport(servers: string, subjects: Subjects, options: NatsTransportOptions): Promise<OpenTransport> {
   const nc = await connectNats({
     servers,
     name: options.name,
@@ -51,17 +68,39 @@ export async function openNatsTransport(
   try {
     const eager = eagerStores(options.roles);
     const ackWaitMs = options.ackWaitMs ?? ackWaitMsFromEnv();
-    const openQueue = () => openWorkQueue(nc, subjects, { ackWaitMs, onError });
-    const [store, queue, index, turns, goals] = await Promise.all([
-      eager.tasks ? openTaskStore(nc, subjects) : lazyTaskStore(() => openTaskStore(nc, subjects)),
-      eager.intake ? openQueue() : lazyWorkQueue(openQueue, ackWaitMs, onError, () => bus.maxMessageBytes),
-      eager.index ? openIndexStore(nc, subjects) : lazyIndexStore(() => openIndexStore(nc, subjects)),
-      eager.turns ? openTurnStore(nc, subjects) : lazyTaskStore(() => openTurnStore(nc, subjects)),
-      eager.goals ? openGoalStore(nc, subjects) : lazyKeyedStore(() => openGoalStore(nc, subjects)),
-      eager.events ? ensureEventsStream(nc, subjects) : undefined,
-    ]);
+    const r: Replication = { replicas: options.replicas ?? 1, scale: options.scaleStreams === true, log: options.log };
+    const openQueue = () => openWorkQueue(nc, subjects, { ackWaitMs, onError, replication: r });
+    const open = () =>
+      Promise.all([
+        eager.tasks ? openTaskStore(nc, subjects, r) : lazyTaskStore(() => openTaskStore(nc, subjects, r)),
+        eager.intake ? openQueue() : lazyWorkQueue(openQueue, ackWaitMs, onError, () => bus.maxMessageBytes),
+        eager.index ? openIndexStore(nc, subjects, r) : lazyIndexStore(() => openIndexStore(nc, subjects, r)),
+        eager.turns ? openTurnStore(nc, subjects, r) : lazyTaskStore(() => openTurnStore(nc, subjects, r)),
+        eager.goals ? openGoalStore(nc, subjects, r) : lazyKeyedStore(() => openGoalStore(nc, subjects, r)),
+        eager.events ? ensureEventsStream(nc, subjects, r) : undefined,
+      ]);
+    // A cluster creating replicated streams, or electing a leader, can leave a JetStream API request unanswered for
+    // a while: asked again (creating and looking up are idempotent) before the process gives up.
+    let opened: Awaited<ReturnType<typeof open>> | undefined;
+    for (let attempt = 1; opened === undefined; attempt++) {
+      try {
+        opened = await open();
+      } catch (err) {
+        if (!(err instanceof TimeoutError) || attempt >= OPEN_ATTEMPTS) throw err;
+        options.log.warn({ attempt, err: messageOf(err) }, "JetStream did not answer while opening the stores; asking again");
+      }
+    }
+    const [store, queue, index, turns, goals] = opened;
     const lastPublished = async (subject: string) => (await wireOf(nc).lastBySubject(subjects.eventsStream, subject))?.data;
-    return { kind: "nats", description: bus.description, bus, store, queue, index, turns, goals, lastPublished, close: () => bus.close() };
+    // No `$JS.API.INFO` check: a client's user may not ask it, and the stream lookup is only made after a 503.
+    const publishStored = async (subject: string, data: Uint8Array, id: string) =>
+      storeThroughElections(await jetstreamManager(nc, { checkAPI: false }), wireOf(nc), subjects.eventsStream, { subject, data, id });
+    return {
+      kind: "nats",
+      description: bus.description,
+      ...{ bus, store, queue, index, turns, goals, lastPublished, publishStored },
+      close: () => bus.close(),
+    };
   } catch (err) {
     await bus.close();
     throw err;

@@ -30,6 +30,11 @@ export interface DirectorConfig {
    * the state of a task running under a pending claim in another Director.
    */
   lastPublished?: (subject: string) => Promise<Uint8Array | undefined>;
+  /**
+   * Stores a task's result in the events stream and waits for its acknowledgement, `id` naming it once (a JetStream
+   * message id): a result published while a replicated stream elects a leader is not lost. Absent: a plain publish.
+   */
+  publishStored?: (subject: string, data: Uint8Array, id: string) => Promise<void>;
   /** Size limits of submissions; {@link DEFAULT_SIZE_LIMITS} when absent. */
   sizeLimits?: SizeLimits;
   /** The system's parse cache (shared with its Evaluator); absent: the Director keeps its own. */
@@ -66,6 +71,7 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
     ackWaitMs: queue.ackWaitMs,
     taskTimeoutMs: config.taskTimeoutMs,
     ...(config.lastPublished ? { lastPublished: config.lastPublished } : {}),
+    ...(config.publishStored ? { publishStored: config.publishStored } : {}),
     owned,
     pendingClaims: new Map(),
     runs,

@@ -62,6 +62,8 @@ export interface RunEnv {
   taskTimeoutMs: number;
   /** The last message stored on a subject of the events stream (see DirectorConfig). */
   lastPublished?: (subject: string) => Promise<Uint8Array | undefined>;
+  /** Stores a result with an acknowledgement (see DirectorConfig). */
+  publishStored?: (subject: string, data: Uint8Array, id: string) => Promise<void>;
   /** Tasks this process runs, by id. */
   owned: Map<string, RunningTask>;
   /** Tasks whose claim is being written, with their latest delivery. */
@@ -100,7 +102,7 @@ async function finish(env: RunEnv, task: RunningTask, context: TaskContext, stat
   }
   if (written === "lost") return "lost";
   env.publishEvent(task.claim.taskId, seq, `task.${state}`, state, state === "failed" ? context.result?.error?.message : undefined);
-  deps.bus.publish(deps.subjects.taskResult(task.claim.taskId), encode(TaskOutcome, fitOutcome(outcome, deps.bus.maxMessageBytes)));
+  await publishResult(env, task.claim.taskId, encode(TaskOutcome, fitOutcome(outcome, deps.bus.maxMessageBytes)));
   const { record } = task.claim;
   deps.metrics?.taskEnded({
     state,
@@ -126,7 +128,21 @@ async function publishLostResult(env: RunEnv, record: TaskRecord): Promise<void>
     record.state,
     record.state === "failed" ? record.result.error?.message : undefined,
   );
-  deps.bus.publish(deps.subjects.taskResult(record.taskId), encode(TaskOutcome, fitOutcome(record.result, deps.bus.maxMessageBytes)));
+  await publishResult(env, record.taskId, encode(TaskOutcome, fitOutcome(record.result, deps.bus.maxMessageBytes)));
+}
+
+/** Publishes a task's result: stored with an acknowledgement where the transport can, else (or when that fails) sent. */
+async function publishResult(env: RunEnv, taskId: string, body: Uint8Array): Promise<void> {
+  const subject = env.deps.subjects.taskResult(taskId);
+  if (env.publishStored) {
+    try {
+      await env.publishStored(subject, body, `${subject}.final`);
+      return;
+    } catch (err) {
+      env.deps.log.warn({ taskId, err: messageOf(err) }, "result not stored in the events stream; published without acknowledgement");
+    }
+  }
+  env.deps.bus.publish(subject, body);
 }
 
 /** Claims a task on a redelivery (or for an item of an older release): reads its record first. */

@@ -185,6 +185,8 @@ export function registerCheckmateCommand(program: Command): void {
     const placement = await place({
       ...(config.nats ? { url: config.nats } : {}),
       auth: natsAuth(config),
+      replicas: config.replicas,
+      scaleStreams: config.scaleStreams,
       roles: [],
       subjects,
       log,

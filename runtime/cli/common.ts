@@ -35,7 +35,9 @@ export function commonOptions(command: Command): Command {
     .addOption(
       new Option("--mcp-config <file>", "MCP servers whose tools a Handler run here offers (env DIRIGENT_MCP_CONFIG; docs/tools.md)"),
     )
-    .addOption(new Option("--llm-match", "a Memory role run here lets the model choose among the best matches (env DIRIGENT_LLM_MATCH)"));
+    .addOption(new Option("--llm-match", "a Memory role run here lets the model choose among the best matches (env DIRIGENT_LLM_MATCH)"))
+    .addOption(new Option("--replicas <n>", "replicas of the streams and buckets created: 1, 3 or 5 (env DIRIGENT_REPLICAS, default 1)"))
+    .addOption(new Option("--scale-streams", "scale existing streams with fewer replicas up to --replicas (env DIRIGENT_SCALE_STREAMS)"));
 }
 
 /** Options parsed by commander that map onto config keys. */
@@ -53,6 +55,8 @@ export interface CommonFlags {
   mcpConfig?: string;
   llmMatch?: boolean;
   metricsPort?: string;
+  replicas?: string;
+  scaleStreams?: boolean;
 }
 
 /** Config, subjects and logger from command-line flags and the environment. */
@@ -71,6 +75,8 @@ export function setup(flags: CommonFlags, name: string) {
     mcpConfig: flags.mcpConfig,
     llmMatch: flags.llmMatch === true ? "true" : undefined,
     metricsPort: flags.metricsPort,
+    replicas: flags.replicas,
+    scaleStreams: flags.scaleStreams === true ? "true" : undefined,
   };
   const config: Config = loadConfig(configFlags);
   // The configuration holds the secrets now; no child process inherits them from the environment.

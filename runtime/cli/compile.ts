@@ -51,6 +51,8 @@ async function withRuntime<T>(
   const placement = await place({
     ...(config.nats ? { url: config.nats } : {}),
     auth: natsAuth(config),
+    replicas: config.replicas,
+    scaleStreams: config.scaleStreams,
     roles: [],
     subjects,
     log,

@@ -41,6 +41,8 @@ async function withGoals(flags: CommonFlags, fn: (client: GoalClient) => Promise
   const placement = await place({
     ...(config.nats ? { url: config.nats } : {}),
     auth: natsAuth(config),
+    replicas: config.replicas,
+    scaleStreams: config.scaleStreams,
     roles: [],
     subjects,
     log,

@@ -135,6 +135,8 @@ export function registerHealthCommand(program: Command): void {
     const placement = await place({
       ...(config.nats ? { url: config.nats } : {}),
       auth: natsAuth(config),
+      replicas: config.replicas,
+      scaleStreams: config.scaleStreams,
       roles: [],
       subjects,
       log,

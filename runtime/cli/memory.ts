@@ -189,6 +189,8 @@ async function withIndex(flags: CommonFlags, name: string, run: (placement: Plac
   const placement = await place({
     ...(config.nats ? { url: config.nats } : {}),
     auth: natsAuth(config),
+    replicas: config.replicas,
+    scaleStreams: config.scaleStreams,
     roles: ["memory"],
     subjects,
     log,

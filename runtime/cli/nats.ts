@@ -1,11 +1,27 @@
-/** `dirigent nats-conf`: the nats-server users and per-role permissions of one or more subject roots. */
+/** `dirigent nats-conf`: the nats-server users and per-role permissions of one or more subject roots, and cluster node configs. */
+import { mkdir, writeFile } from "node:fs/promises";
+import { join, resolve } from "node:path";
 import { Option, type Command } from "commander";
 import { checkRoot, DEFAULT_ROOT } from "../../protocol/index.js";
 import { UsageError } from "./common.js";
 import { renderAuthorization, renderDevAuthorization, renderUsers } from "../nats/permissions.js";
+import { DEFAULT_CLUSTER_NAME, localClusterNodes, remoteClusterNodes, renderClusterNode, type ClusterNode } from "../nats/cluster-conf.js";
 import { messageOf } from "../../protocol/errors.js";
 
 const collect = (value: string, previous: string[] | undefined) => [...(previous ?? []), value];
+
+interface NatsConfFlags {
+  prefix?: string[];
+  dev?: boolean;
+  admin?: boolean;
+  users?: boolean;
+  cluster?: string;
+  clusterName?: string;
+  out?: string;
+}
+
+/** The authorization block's file beside the node configs. */
+const AUTH_FILE = "dirigent-auth.conf";
 
 /** Registers `dirigent nats-conf`. */
 export function registerNatsCommands(program: Command): void {
@@ -23,7 +39,14 @@ export function registerNatsCommands(program: Command): void {
     .option("--admin", "add a user `admin` (`<root>-admin`) limited to the JetStream API, for operators")
     .option("--users", "print only the entries of the `users` list, to add to a server configuration that has users already")
     .option("--dev", "the development block of nats.conf: public dev passwords and a `dev` user for clients without credentials")
-    .action((flags: { prefix?: string[]; dev?: boolean; admin?: boolean; users?: boolean }) => {
+    .option(
+      "--cluster <nodes>",
+      "write a cluster's node configs into --out: a count N (local nodes on 127.0.0.1, client ports 4222…, routes 6222…) " +
+        "or host:route-port,… of remote nodes (docs/deploy.md)",
+    )
+    .option("--cluster-name <name>", `cluster name, and the prefix of local node names (default '${DEFAULT_CLUSTER_NAME}')`)
+    .option("--out <dir>", "directory the cluster's files are written to (with --cluster)")
+    .action(async (flags: NatsConfFlags) => {
       const roots = flags.prefix ?? [process.env["DIRIGENT_PREFIX"] ?? DEFAULT_ROOT];
       for (const root of roots) {
         try {
@@ -37,13 +60,54 @@ export function registerNatsCommands(program: Command): void {
       if (nested !== undefined)
         throw new UsageError(`--prefix: roots under root '${nested}' share its subjects; choose roots that do not nest`);
       if (flags.dev && (roots.length > 1 || flags.users)) throw new UsageError("--dev is the block of one root's development server");
+      if (flags.users && flags.cluster !== undefined)
+        throw new UsageError("--users prints list entries; --cluster writes whole node configs");
       const admin = flags.admin === true;
-      process.stdout.write(
-        flags.dev
-          ? renderDevAuthorization(roots[0])
-          : flags.users
-            ? roots.flatMap((root) => renderUsers(root, { admin })).join("\n") + "\n"
-            : renderAuthorization(roots, { admin }),
-      );
+      const authorization = flags.dev
+        ? renderDevAuthorization(roots[0] ?? DEFAULT_ROOT)
+        : flags.users
+          ? roots.flatMap((root) => renderUsers(root, { admin })).join("\n") + "\n"
+          : renderAuthorization(roots, { admin });
+      if (flags.cluster === undefined) {
+        process.stdout.write(authorization);
+        return;
+      }
+      await writeCluster(flags, authorization);
     });
+}
+
+/** Writes `<out>/<node>.conf` per node and the authorization block they include; prints how to start them. */
+async function writeCluster(flags: NatsConfFlags, authorization: string): Promise<void> {
+  if (!flags.out) throw new UsageError("--cluster needs --out <dir>: one file is written per node");
+  const out = resolve(flags.out);
+  const clusterName = flags.clusterName ?? DEFAULT_CLUSTER_NAME;
+  if (!/^[A-Za-z0-9_-]{1,64}$/.test(clusterName))
+    throw new UsageError(`--cluster-name '${clusterName}': expected [A-Za-z0-9_-] characters`);
+  const spec = flags.cluster ?? "";
+  let nodes: ClusterNode[];
+  if (/^\d+$/.test(spec)) {
+    const n = Number(spec);
+    if (n < 3 || n > 9) throw new UsageError(`--cluster ${spec}: a cluster has 3 to 9 nodes (3 or 5 for replicas 3 or 5)`);
+    nodes = localClusterNodes(n, { dir: out, clusterName });
+  } else {
+    try {
+      nodes = remoteClusterNodes(spec);
+    } catch (err) {
+      throw new UsageError(`--cluster: ${messageOf(err)}`);
+    }
+    if (nodes.length < 3) throw new UsageError(`--cluster '${spec}': a cluster has at least 3 nodes`);
+  }
+  await mkdir(out, { recursive: true });
+  await writeFile(join(out, AUTH_FILE), authorization, { mode: 0o600 });
+  const lines: string[] = [];
+  for (const [i, node] of nodes.entries()) {
+    const file = join(out, `${node.name}.conf`);
+    await writeFile(file, renderClusterNode({ clusterName, nodes, include: AUTH_FILE }, i), { mode: 0o600 });
+    lines.push(`  nats-server -c ${file}    # ${node.name}: clients on ${node.host}:${node.clientPort}`);
+  }
+  const urls = nodes.map((n) => `nats://${n.host}:${n.clientPort}`).join(",");
+  process.stdout.write(
+    `wrote ${nodes.length} node configs and ${AUTH_FILE} to ${out}; start each node${nodes[0]?.listen === "0.0.0.0" ? " on its host" : ""}:\n` +
+      `${lines.join("\n")}\nthen run dirigent with NATS_URL=${urls} DIRIGENT_REPLICAS=3\n`,
+  );
 }

@@ -29,6 +29,8 @@ async function serveUntilSignal(flags: RuntimeFlags, roles: readonly Role[], nam
   const placement = await place({
     ...(config.nats ? { url: config.nats } : {}),
     auth: natsAuth(config),
+    replicas: config.replicas,
+    scaleStreams: config.scaleStreams,
     roles: roles,
     subjects,
     log,

@@ -70,6 +70,8 @@ export function registerTaskCommands(program: Command): void {
     const placement = await place({
       ...(config.nats ? { url: config.nats } : {}),
       auth: natsAuth(config),
+      replicas: config.replicas,
+      scaleStreams: config.scaleStreams,
       roles: [],
       subjects,
       log,
@@ -190,6 +192,8 @@ async function withClient(flags: CommonFlags, fn: (client: DirigentClient) => Pr
   const placement = await place({
     ...(config.nats ? { url: config.nats } : {}),
     auth: natsAuth(config),
+    replicas: config.replicas,
+    scaleStreams: config.scaleStreams,
     roles: [],
     subjects,
     log,

@@ -84,6 +84,8 @@ export function registerToolCommands(program: Command): void {
       const placement = await place({
         ...(config.nats ? { url: config.nats } : {}),
         auth: natsAuth(config),
+        replicas: config.replicas,
+        scaleStreams: config.scaleStreams,
         subjects,
         log,
         name: "dirigent-demo",

@@ -69,7 +69,14 @@ export async function connectNats(opts: ConnectNatsOptions): Promise<NatsConnect
   // Each user reads replies in inboxes of its own: the permissions give no user the shared `_INBOX.>`.
   const inboxPrefix = opts.inboxPrefix ?? inboxPrefixFor(undefined, opts.user);
   const nc = await connect({
-    servers: opts.servers,
+    // `a,b,c` (NATS_URL, --nats): the nodes of a cluster; the client picks one and fails over to the others.
+    servers:
+      typeof opts.servers === "string"
+        ? opts.servers
+            .split(",")
+            .map((s) => s.trim())
+            .filter((s) => s !== "")
+        : opts.servers,
     name: opts.name,
     maxReconnectAttempts: opts.maxReconnectAttempts ?? -1,
     reconnectTimeWait: wait,

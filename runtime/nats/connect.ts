@@ -46,6 +46,10 @@ export interface PlaceOptions {
   roles?: readonly string[];
   /** Reconnect attempts after a loss before the connection closes for good; -1 (default): forever. */
   maxReconnects?: number;
+  /** Replicas of the streams and buckets created (`--replicas`); default 1. */
+  replicas?: number;
+  /** Scale existing streams with fewer replicas (`--scale-streams`). */
+  scaleStreams?: boolean;
 }
 
 /** Opens a transport following the rules of `dirigent up` (see the README). */
@@ -59,6 +63,8 @@ export async function place(options: PlaceOptions): Promise<Placement> {
       ...(options.auth ? { auth: options.auth } : {}),
       ...(options.roles ? { roles: options.roles } : {}),
       ...(options.maxReconnects !== undefined ? { maxReconnects: options.maxReconnects } : {}),
+      ...(options.replicas !== undefined ? { replicas: options.replicas } : {}),
+      ...(options.scaleStreams !== undefined ? { scaleStreams: options.scaleStreams } : {}),
     }).catch((err: unknown) =>
       Promise.reject(
         isAuthorizationError(err)

@@ -8,6 +8,7 @@
  * chunk to that purge starts again from `current`.
  */
 import { StorageType, jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
+import { checkBucketReplicas, type Replication } from "./replicas.js";
 import { Kvm, type KV } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { z } from "zod";
@@ -130,9 +131,12 @@ export class NatsIndexStore implements IndexStore {
 }
 
 /** Opens the index bucket (`subjects.indexBucket`), creating it on first use (file storage, history 1). */
-export async function openIndexStore(nc: NatsConnection, subjects: Subjects): Promise<NatsIndexStore> {
-  const kv = await new Kvm(nc).create(subjects.indexBucket, { history: 1, storage: StorageType.File });
-  return new NatsIndexStore(kv, subjects.indexBucket, await jetstreamManager(nc));
+export async function openIndexStore(nc: NatsConnection, subjects: Subjects, replication?: Replication): Promise<NatsIndexStore> {
+  const replicas = replication?.replicas ?? 1;
+  const kv = await new Kvm(nc).create(subjects.indexBucket, { history: 1, storage: StorageType.File, replicas });
+  const jsm = await jetstreamManager(nc);
+  await checkBucketReplicas(jsm, subjects.indexBucket, replication);
+  return new NatsIndexStore(kv, subjects.indexBucket, jsm);
 }
 
 /** Splits entries into JSON arrays of at most {@link CHUNK_BYTES} (a single larger entry gets a chunk of its own). */

@@ -22,7 +22,7 @@ import { createInbox, nanos, type Msg, type NatsConnection } from "@nats-io/tran
 import { retryDelayMs, type BusSubscription, type WorkItem, type WorkQueue } from "../../actors/bus.js";
 import type { Subjects } from "../../protocol/subjects.js";
 import { warnOnError, type BusErrorHandler } from "../bus-support.js";
-import { ensureStream } from "./store.js";
+import { ensureStream, type Replication } from "./replicas.js";
 import { parseApiAnswer, StoreError, wireOf, type NatsWire } from "./wire.js";
 
 /** Options of {@link openWorkQueue}. */
@@ -37,6 +37,8 @@ export interface WorkQueueOptions {
   duplicateWindowMs?: number;
   /** How long one pull waits on the server for items. Default 5 s (minimum 1 s). */
   pullExpiresMs?: number;
+  /** Replicas of the intake stream (created with them; an existing one with fewer is reported or scaled). */
+  replication?: Replication;
 }
 
 const RETRY_PAUSE_MS = 500;
@@ -54,15 +56,19 @@ export const DEFAULT_MAX_ACK_PENDING = 20_000;
  */
 export async function openWorkQueue(nc: NatsConnection, subjects: Subjects, options: WorkQueueOptions = {}): Promise<JetStreamWorkQueue> {
   const jsm = await jetstreamManager(nc);
-  await ensureStream(jsm, {
-    name: subjects.intakeStream,
-    subjects: [subjects.anyIntake],
-    retention: RetentionPolicy.Workqueue,
-    storage: StorageType.File,
-    duplicate_window: nanos(options.duplicateWindowMs ?? 120_000),
-    // Lets any Director look a queued task up by its subject (`peek`).
-    allow_direct: true,
-  });
+  await ensureStream(
+    jsm,
+    {
+      name: subjects.intakeStream,
+      subjects: [subjects.anyIntake],
+      retention: RetentionPolicy.Workqueue,
+      storage: StorageType.File,
+      duplicate_window: nanos(options.duplicateWindowMs ?? 120_000),
+      // Lets any Director look a queued task up by its subject (`peek`).
+      allow_direct: true,
+    },
+    options.replication,
+  );
   const maxAckPending = options.maxAckPending ?? DEFAULT_MAX_ACK_PENDING;
   await ensureConsumer(jsm, subjects.intakeStream, subjects.directorConsumer, {
     ack_wait: nanos(options.ackWaitMs ?? DEFAULT_ACK_WAIT_MS),

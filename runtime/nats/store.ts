@@ -2,17 +2,7 @@
  * JetStream storage of the runtime: task records (and the Handler's turn records, the goals) in KV buckets, and the
  * events stream that keeps each task's events and result for replay. The intake work queue is in `nats-queue.ts`.
  */
-import {
-  JetStreamApiCodes,
-  JetStreamApiError,
-  RetentionPolicy,
-  StorageType,
-  jetstream,
-  jetstreamManager,
-  type JetStreamClient,
-  type JetStreamManager,
-  type StreamConfig,
-} from "@nats-io/jetstream";
+import { RetentionPolicy, StorageType, jetstream, jetstreamManager, type JetStreamClient } from "@nats-io/jetstream";
 import { Kvm, type KV } from "@nats-io/kv";
 import { nanos, type NatsConnection } from "@nats-io/transport-node";
 import { randomBytes } from "node:crypto";
@@ -32,6 +22,9 @@ import {
 } from "./chunks.js";
 import { parseApiAnswer, STORE_TIMEOUT_MS, StoreError, wireOf, WRONG_LAST_SEQUENCE, type NatsWire, type StoreOptions } from "./wire.js";
 import { messageOf } from "../../protocol/errors.js";
+import { checkBucketReplicas, ensureStream, type Replication } from "./replicas.js";
+
+export { ensureStream };
 
 /** How long the events stream keeps a task's events and result. */
 export const EVENTS_MAX_AGE_MS = 24 * 60 * 60 * 1000;
@@ -282,65 +275,47 @@ export function refusal(err: unknown, key: string, bytes: number): StoreRefusedE
 }
 
 /** Opens (creating on first use) the KV bucket `bucket` as a {@link NatsTaskStore}: file storage, history 1. */
-export async function openKvStore(nc: NatsConnection, bucket: string, options: { ttlMs?: number } = {}): Promise<NatsTaskStore> {
+export async function openKvStore(
+  nc: NatsConnection,
+  bucket: string,
+  options: { ttlMs?: number; replication?: Replication | undefined } = {},
+): Promise<NatsTaskStore> {
   const kv = await new Kvm(nc).create(bucket, {
     history: 1,
     storage: StorageType.File,
+    replicas: options.replication?.replicas ?? 1,
     ...(options.ttlMs === undefined ? {} : { ttl: options.ttlMs }),
   });
+  await checkBucketReplicas(await jetstreamManager(nc), bucket, options.replication);
   return new NatsTaskStore(kv, nc, bucket);
 }
 
 /** Opens the task bucket (`subjects.tasksBucket`), creating it on first use (file storage, history 1). */
-export function openTaskStore(nc: NatsConnection, subjects: Subjects): Promise<NatsTaskStore> {
-  return openKvStore(nc, subjects.tasksBucket);
+export function openTaskStore(nc: NatsConnection, subjects: Subjects, replication?: Replication): Promise<NatsTaskStore> {
+  return openKvStore(nc, subjects.tasksBucket, { replication });
 }
 
 /** How long the turns bucket keeps a record: a task re-run later than this starts its sessions over. */
 export const TURNS_MAX_AGE_MS = 7 * 24 * 60 * 60 * 1000;
 
 /** Opens the turns bucket (`subjects.turnsBucket`): the Handler's records of sessions and scripts. */
-export function openTurnStore(nc: NatsConnection, subjects: Subjects): Promise<NatsTaskStore> {
-  return openKvStore(nc, subjects.turnsBucket, { ttlMs: TURNS_MAX_AGE_MS });
-}
-
-/**
- * Creates a stream unless one of that name exists. An existing stream is used as it is, so a
- * deployment can tune limits with the `nats` CLI without the runtime undoing them.
- */
-export async function ensureStream(jsm: JetStreamManager, config: Partial<StreamConfig> & { name: string }): Promise<void> {
-  try {
-    await jsm.streams.info(config.name);
-    return;
-  } catch (err) {
-    if (!(err instanceof JetStreamApiError && err.code === JetStreamApiCodes.StreamNotFound)) throw err;
-  }
-  try {
-    await jsm.streams.add(config);
-  } catch (err) {
-    // Another process created it between our lookup and our add.
-    if (!(await streamExists(jsm, config.name))) throw err;
-  }
-}
-
-async function streamExists(jsm: JetStreamManager, name: string): Promise<boolean> {
-  try {
-    await jsm.streams.info(name);
-    return true;
-  } catch {
-    return false;
-  }
+export function openTurnStore(nc: NatsConnection, subjects: Subjects, replication?: Replication): Promise<NatsTaskStore> {
+  return openKvStore(nc, subjects.turnsBucket, { ttlMs: TURNS_MAX_AGE_MS, replication });
 }
 
 /** Ensures the events stream (`subjects.eventsStream`): every task's events and result, kept 24 h on file. */
-export async function ensureEventsStream(nc: NatsConnection, subjects: Subjects): Promise<void> {
-  await ensureStream(await jetstreamManager(nc), {
-    name: subjects.eventsStream,
-    subjects: [subjects.anyTaskEvents, subjects.anyTaskResult],
-    retention: RetentionPolicy.Limits,
-    storage: StorageType.File,
-    max_age: nanos(EVENTS_MAX_AGE_MS),
-  });
+export async function ensureEventsStream(nc: NatsConnection, subjects: Subjects, replication?: Replication): Promise<void> {
+  await ensureStream(
+    await jetstreamManager(nc),
+    {
+      name: subjects.eventsStream,
+      subjects: [subjects.anyTaskEvents, subjects.anyTaskResult],
+      retention: RetentionPolicy.Limits,
+      storage: StorageType.File,
+      max_age: nanos(EVENTS_MAX_AGE_MS),
+    },
+    replication,
+  );
 }
 
 /** One stored message of a task: an event or its result. */

@@ -1,0 +1,127 @@
+/**
+ * Replication of the streams and buckets the runtime creates (`DIRIGENT_REPLICAS`, `--replicas`): every stream and
+ * KV bucket is created with the configured replicas; an existing one with fewer is reported, or scaled up in place
+ * when the process was started with `--scale-streams` and its user may edit streams.
+ */
+import { JetStreamApiCodes, JetStreamApiError, type JetStreamManager, type StreamConfig, type StreamInfo } from "@nats-io/jetstream";
+import { setTimeout as delay } from "node:timers/promises";
+import type { Logger } from "../../actors/deps.js";
+import { RequestTimeoutError } from "../../actors/bus.js";
+import { StoreError, type NatsWire } from "./wire.js";
+
+/** How many replicas the runtime's streams and buckets have, and whether an existing one with fewer is scaled. */
+export interface Replication {
+  /** `num_replicas` of every stream and bucket created: 1, 3 or 5 (a cluster needs at least that many nodes). */
+  readonly replicas: number;
+  /** Update an existing stream with fewer replicas to {@link replicas} (needs a user allowed to edit streams). */
+  readonly scale: boolean;
+  /** Receives the report of a stream with fewer replicas, and of one scaled. */
+  readonly log: Logger;
+}
+
+/** The `nats` command that scales stream `name` to `replicas` (printed in the report). */
+export function scaleCommand(name: string, replicas: number): string {
+  return `nats stream edit ${name} --replicas ${replicas} --force`;
+}
+
+/**
+ * Compares an existing stream's replicas with the configured ones: fewer is logged as a warning naming the stream
+ * and the command that scales it, or, with `scale`, the stream is updated (nats-server scales it up in place; its
+ * consumers follow). More replicas than configured are left as they are.
+ * @returns the stream's replicas afterwards.
+ */
+export async function checkReplicas(jsm: JetStreamManager, info: StreamInfo, replication: Replication | undefined): Promise<number> {
+  const have = info.config.num_replicas || 1;
+  if (!replication || have >= replication.replicas) return have;
+  const { replicas, log } = replication;
+  const stream = info.config.name;
+  if (!replication.scale) {
+    log.warn(
+      { stream, replicas: have, configured: replicas, command: scaleCommand(stream, replicas) },
+      `stream ${stream} has ${have} replica(s), fewer than the configured ${replicas}: scale it as the admin user with ` +
+        `'${scaleCommand(stream, replicas)}', or start one process with --scale-streams`,
+    );
+    return have;
+  }
+  await jsm.streams.update(stream, { num_replicas: replicas });
+  log.warn({ stream, from: have, replicas }, `stream ${stream} scaled from ${have} to ${replicas} replicas (--scale-streams)`);
+  return replicas;
+}
+
+/** Looks the KV bucket `bucket`'s stream up (`KV_<bucket>`) and checks its replicas as {@link checkReplicas} does. */
+export async function checkBucketReplicas(jsm: JetStreamManager, bucket: string, replication: Replication | undefined): Promise<void> {
+  if (!replication || replication.replicas <= 1) return;
+  await checkReplicas(jsm, await jsm.streams.info(`KV_${bucket}`), replication);
+}
+
+/**
+ * Creates a stream unless one of that name exists, with `replication`'s replicas. An existing stream is used as it
+ * is, so a deployment can tune limits with the `nats` CLI without the runtime undoing them; only fewer replicas
+ * than configured are reported (or scaled up with `--scale-streams`, see `checkReplicas`).
+ */
+export async function ensureStream(
+  jsm: JetStreamManager,
+  config: Partial<StreamConfig> & { name: string },
+  replication?: Replication,
+): Promise<void> {
+  try {
+    await checkReplicas(jsm, await jsm.streams.info(config.name), replication);
+    return;
+  } catch (err) {
+    if (!(err instanceof JetStreamApiError && err.code === JetStreamApiCodes.StreamNotFound)) throw err;
+  }
+  try {
+    await jsm.streams.add({ ...config, num_replicas: replication?.replicas ?? 1 });
+  } catch (err) {
+    // Another process created it between our lookup and our add.
+    if (!(await streamExists(jsm, config.name))) throw err;
+  }
+}
+
+async function streamMissing(jsm: JetStreamManager, name: string): Promise<boolean> {
+  try {
+    await jsm.streams.info(name);
+    return false;
+  } catch (err) {
+    return err instanceof JetStreamApiError && err.code === JetStreamApiCodes.StreamNotFound;
+  }
+}
+
+async function streamExists(jsm: JetStreamManager, name: string): Promise<boolean> {
+  try {
+    await jsm.streams.info(name);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** How long {@link storeThroughElections} keeps trying: a replicated stream elects a new leader within a few seconds. */
+const ELECTION_PATIENCE_MS = 15_000;
+
+/**
+ * Stores `data` on `subject` with message id `id` in `stream` and waits for the acknowledgement, asking again while
+ * no stream answers (503: a replicated stream electing a leader after losing a node) or the answer times out. A
+ * repeat that was stored already is a duplicate of `id`, stored once.
+ * @throws {StoreError} when the stream refuses it, does not exist, or nothing answers within 15 s.
+ */
+export async function storeThroughElections(
+  jsm: JetStreamManager,
+  wire: NatsWire,
+  stream: string,
+  message: { subject: string; data: Uint8Array; id: string },
+): Promise<void> {
+  const deadline = Date.now() + ELECTION_PATIENCE_MS;
+  for (let attempt = 0; ; attempt++) {
+    try {
+      await wire.store(message.subject, message.data, { msgId: message.id });
+      return;
+    } catch (err) {
+      const transient = (err instanceof StoreError && err.status === 503) || err instanceof RequestTimeoutError;
+      if (!transient || Date.now() > deadline) throw err;
+      // No stream at all (nothing created it): no use waiting. A lookup that fails is an election too.
+      if (attempt === 0 && (await streamMissing(jsm, stream))) throw err;
+      await delay(Math.min(1000, 100 * 2 ** attempt));
+    }
+  }
+}

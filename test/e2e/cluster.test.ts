@@ -1,0 +1,226 @@
+/**
+ * A three-node NATS cluster under load: role processes connected with all three URLs and `--replicas 3` run a few
+ * hundred tasks while the harness `kill -9`s the nats-server leading the intake stream (found with
+ * `$JS.API.STREAM.INFO`), starts it again, and once it is back kills the node leading the intake stream then. Every
+ * task ends with exactly one result, none is lost, and model calls are repeated at most once per task and node loss
+ * (docs/deploy.md, "What a crash repeats": a NATS outage may repeat a Handler's call in flight). Prints how long
+ * results stopped at each leader loss (BENCHMARKS.md, "NATS cluster (issue 22)").
+ */
+import { jetstreamManager } from "@nats-io/jetstream";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { setTimeout as delay } from "node:timers/promises";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createSubjects } from "../../protocol/index.js";
+import { startMockLlm, type MockLlmServer } from "../../runtime/model/mock-server.js";
+import { startTestNatsCluster, type TestNatsCluster } from "../support/nats-cluster.js";
+import { randomRoot } from "../support/nats-server.js";
+import { startCli, type CliProcess } from "../support/processes.js";
+import { Recorder } from "../support/recorder.js";
+
+const TASKS = 300;
+const ACK_WAIT_MS = 3000;
+const MODEL_DELAY_MS = 20;
+const CONCURRENCY = 16;
+const LAYOUT = { memory: 1, handler: 1, evaluator: 1, director: 2 } as const;
+
+let cluster: TestNatsCluster;
+let mock: MockLlmServer;
+const processes: CliProcess[] = [];
+
+beforeAll(async () => {
+  cluster = await startTestNatsCluster(3);
+  mock = await startMockLlm({ port: 0, script: { rules: [{ reply: "done", delayMs: MODEL_DELAY_MS }] } });
+});
+
+afterAll(async () => {
+  for (const p of processes) p.child.kill("SIGKILL");
+  await Promise.all(processes.map((p) => p.stop()));
+  await mock?.close();
+  await cluster?.stop();
+});
+
+const taskIdOf = (n: number) => `cl-${n}`;
+
+/** The step a model request is for (`cl-17-s`), from its last user message. */
+function promptOf(body: unknown): string | undefined {
+  const messages = (body as { messages?: { role: string; content: unknown }[] }).messages ?? [];
+  const user = messages.filter((m) => m.role === "user").at(-1);
+  return JSON.stringify(user?.content ?? "")
+    .match(/cl-\d+-s/g)
+    ?.at(-1);
+}
+
+describe("a three-node NATS cluster with replicas 3", () => {
+  it("loses no task and runs none twice when the intake stream's leader is killed twice", async () => {
+    const root = randomRoot();
+    const subjects = createSubjects(root);
+    const env = {
+      OPENAI_BASE_URL: mock.url,
+      OPENAI_API_KEY: "test",
+      DIRIGENT_MODEL_MAX_RETRIES: "0",
+      DIRIGENT_ACK_WAIT_MS: String(ACK_WAIT_MS),
+      DIRIGENT_LOG_LEVEL: "warn",
+      DIRIGENT_DRAIN_GRACE_MS: "2000",
+    };
+    const args = ["--nats", cluster.url, "--prefix", root, "--replicas", "3", "--concurrency", String(CONCURRENCY)];
+    for (const role of ["memory", "handler", "evaluator", "director"] as const)
+      for (let i = 0; i < LAYOUT[role]; i++) processes.push(startCli(["worker", "--role", role, ...args], env));
+    await Promise.all(processes.map((p) => p.waitFor(/ready/, 30_000)));
+
+    const nc: NatsConnection = await connect({ servers: [...cluster.urls], maxReconnectAttempts: -1, reconnectTimeWait: 250 });
+    // A short API timeout: a request to a stream without a leader goes unanswered, and is asked again sooner.
+    const jsm = await jetstreamManager(nc, { timeout: 1000 });
+    // Every stream and bucket the roles created has three replicas.
+    for (const stream of [subjects.intakeStream, subjects.eventsStream, `KV_${subjects.tasksBucket}`, `KV_${subjects.turnsBucket}`])
+      expect((await jsm.streams.info(stream)).config.num_replicas, stream).toBe(3);
+    // A JetStream API request can go unanswered while a stream elects its leader: asked again.
+    const api = async <T>(request: () => Promise<T>): Promise<T> => {
+      for (let attempt = 1; ; attempt++) {
+        try {
+          return await request();
+        } catch (err) {
+          if (attempt >= 20) throw err;
+        }
+      }
+    };
+    const leaderOf = async (stream: string) => {
+      const leader = (await api(() => jsm.streams.info(stream))).cluster?.leader;
+      if (!leader) throw new Error(`no leader of ${stream}`);
+      return leader;
+    };
+
+    // Results as published (a plain subscription, for progress and timing); the events stream is counted at the end.
+    const results = new Recorder<{ taskId: string; status: string; at: number }>();
+    const subscription = nc.subscribe(subjects.anyTaskResult, {
+      callback: (_err, m) => {
+        const { taskId, status } = m.json<{ taskId: string; status: string }>();
+        results.push({ taskId, status, at: Date.now() });
+      },
+    });
+    const distinct = () => new Set(results.values.map((r) => r.taskId)).size;
+    const kills: { node: string; at: number; elected: number }[] = [];
+    const killLeader = async () => {
+      const node = await leaderOf(subjects.intakeStream);
+      const kill = { node, at: Date.now(), elected: 0 };
+      kills.push(kill);
+      await cluster.kill(node);
+      // How long the intake stream has no leader (no event announces the new one to a client: polled).
+      for (;;) {
+        const leader = await api(() => jsm.streams.info(subjects.intakeStream)).then(
+          (info) => info.cluster?.leader,
+          () => undefined,
+        );
+        if (leader !== undefined && leader !== node) break;
+        await delay(50);
+      }
+      kill.elected = Date.now() - kill.at;
+      console.log(`cluster: killed ${node} (intake leader) after ${distinct()} results; new leader after ${kill.elected} ms`);
+      return node;
+    };
+    try {
+      const submit = async (n: number) => {
+        const body = JSON.stringify({ taskId: taskIdOf(n), xml: `<task><description>Do ${taskIdOf(n)}-s now.</description></task>` });
+        const reply = (await nc.request(`${root}.tasks.submit`, body, { timeout: 5000 })).json<{ status: string }>();
+        expect(reply.status).toBe("accepted");
+      };
+      const started = Date.now();
+      // Half before the first kill, half once the killed node is back: work is queued at both kills.
+      const submitRange = async (from: number, to: number) => {
+        for (let n = from; n < to; n += 50) await Promise.all(Array.from({ length: Math.min(50, to - n) }, (_, i) => submit(n + i)));
+      };
+      await submitRange(0, TASKS / 2);
+
+      await results.until(() => distinct() >= 60, "60 results before the first kill", 30_000);
+      const first = await killLeader();
+      await results.until(() => distinct() >= 130, "130 results after the first kill", 30_000);
+      await cluster.start(first);
+      // Back once it is a current replica of the intake stream again.
+      for (const deadline = Date.now() + 15_000; ; await delay(100)) {
+        const replicas = (await api(() => jsm.streams.info(subjects.intakeStream))).cluster?.replicas ?? [];
+        if (replicas.some((r) => r.name === first && r.current)) break;
+        if (Date.now() > deadline) throw new Error(`${first} did not catch up`);
+      }
+      await submitRange(TASKS / 2, TASKS);
+      await results.until(() => distinct() >= 180, "180 results before the second kill", 30_000);
+      const second = await killLeader();
+      await results.until(() => distinct() >= 240, "240 results after the second kill", 30_000);
+      await cluster.start(second);
+      const ids = Array.from({ length: TASKS }, (_, n) => taskIdOf(n));
+      const storedResults = async () =>
+        (await api(() => jsm.streams.info(subjects.eventsStream, { subjects_filter: subjects.anyTaskResult }))).state.subjects ?? {};
+      // The client may have missed a result while it reconnected: the events stream has them all.
+      for (const deadline = Date.now() + 30_000; ; await delay(200)) {
+        const stored = await storedResults();
+        const missing = ids.filter((id) => !stored[subjects.taskResult(id)]);
+        if (missing.length === 0) break;
+        if (Date.now() > deadline) {
+          const states = await Promise.all(
+            missing
+              .slice(0, 10)
+              .map(async (id) => `${id}: ${(await nc.request(`${root}.tasks.${id}.get`, "", { timeout: 5000 })).string()}`),
+          );
+          throw new Error(`${missing.length} results missing:\n${states.join("\n")}`);
+        }
+      }
+      const elapsed = Date.now() - started;
+
+      // Nothing more is on its way once every intake message is acked; then count.
+      for (const deadline = Date.now() + 20_000; ; await delay(100)) {
+        const info = await api(() => jsm.consumers.info(subjects.intakeStream, subjects.directorConsumer));
+        if (info.num_pending + info.num_ack_pending === 0) break;
+        if (Date.now() > deadline) throw new Error(`intake not drained: ${info.num_pending} pending, ${info.num_ack_pending} unacked`);
+      }
+      await nc.flush();
+      const perSubject = await storedResults();
+      expect(ids.filter((id) => perSubject[subjects.taskResult(id)] !== 1)).toEqual([]);
+      // Every result seen is COMPLETE. A result stored while its stream elected a leader is sent again until stored
+      // (the stream keeps one, by its message id): a plain subscriber may see copies of it.
+      expect(results.values.filter((r) => r.status !== "COMPLETE")).toEqual([]);
+      const copies = results.values.length - new Set(results.values.map((r) => r.taskId)).size;
+      const states = await Promise.all(
+        ids.map(async (id) => (await nc.request(`${root}.tasks.${id}.get`, "", { timeout: 5000 })).json<{ state: string }>().state),
+      );
+      expect(states.filter((state) => state !== "completed")).toEqual([]);
+
+      // Model calls: every task's once, a repeat at most once per node loss.
+      const calls = new Map<string, number>();
+      for (const r of mock.requests) {
+        const prompt = promptOf(r.body);
+        if (prompt) calls.set(prompt, (calls.get(prompt) ?? 0) + 1);
+      }
+      expect(ids.filter((id) => !calls.has(`${id}-s`))).toEqual([]);
+      expect(ids.filter((id) => (calls.get(`${id}-s`) ?? 0) > 1 + kills.length)).toEqual([]);
+      const repeats = [...calls.values()].reduce((sum, n) => sum + n - 1, 0);
+      expect(repeats).toBeLessThanOrEqual(kills.length * CONCURRENCY);
+
+      // The stall: the longest wait for a result from each kill on, against the longest gap before the first kill.
+      const times = results.values.map((r) => r.at);
+      const longestGap = (from: number, to: number) => {
+        let longest = 0;
+        let previous = from;
+        for (const t of times.filter((t) => t > from && t <= to)) {
+          longest = Math.max(longest, t - previous);
+          previous = t;
+        }
+        return longest;
+      };
+      const firstAt = kills[0]?.at ?? 0;
+      const baseline = longestGap(times[0] ?? started, firstAt);
+      const stalls = kills.map(
+        (k, i) => `${k.node} ${longestGap(k.at, kills[i + 1]?.at ?? Number.POSITIVE_INFINITY)} ms (leader after ${k.elected} ms)`,
+      );
+      console.log(
+        `cluster: ${TASKS} tasks in ${elapsed} ms, ${mock.requests.length} model calls (${repeats} repeated), ${copies} copies of results; ` +
+          `longest wait for a result after a leader kill: ${stalls.join(", ")}; before the first kill: ${baseline} ms`,
+      );
+      for (const p of processes) expect(p.child.exitCode).toBeNull();
+    } catch (err) {
+      for (const p of processes) console.log(p.output().slice(-4000));
+      for (const name of cluster.names) console.log(`--- ${name}\n${cluster.stderr(name).slice(-3000)}`);
+      throw err;
+    } finally {
+      subscription.unsubscribe();
+      await nc.close();
+    }
+  }, 90_000);
+});
