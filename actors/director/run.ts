@@ -4,6 +4,7 @@
  * provides once ({@link runActors}). The task's machine (machines/director/task.ts) runs beside it; its end and its changes are sent to the run
  * actor as `task.done` and `task.changed`, the checkpoints' findings as `claim.lost` and `checkpoint.refused`.
  */
+import { publishResult } from "./results.js";
 import type { Snapshot } from "xstate";
 import {
   type ClaimOutput,
@@ -102,7 +103,7 @@ async function finish(env: RunEnv, task: RunningTask, context: TaskContext, stat
   }
   if (written === "lost") return "lost";
   env.publishEvent(task.claim.taskId, seq, `task.${state}`, state, state === "failed" ? context.result?.error?.message : undefined);
-  await publishResult(env, task.claim.taskId, encode(TaskOutcome, fitOutcome(outcome, deps.bus.maxMessageBytes)));
+  await publishResult(env.deps, env.publishStored, task.claim.taskId, encode(TaskOutcome, fitOutcome(outcome, deps.bus.maxMessageBytes)));
   const { record } = task.claim;
   deps.metrics?.taskEnded({
     state,
@@ -128,21 +129,7 @@ async function publishLostResult(env: RunEnv, record: TaskRecord): Promise<void>
     record.state,
     record.state === "failed" ? record.result.error?.message : undefined,
   );
-  await publishResult(env, record.taskId, encode(TaskOutcome, fitOutcome(record.result, deps.bus.maxMessageBytes)));
-}
-
-/** Publishes a task's result: stored with an acknowledgement where the transport can, else (or when that fails) sent. */
-async function publishResult(env: RunEnv, taskId: string, body: Uint8Array): Promise<void> {
-  const subject = env.deps.subjects.taskResult(taskId);
-  if (env.publishStored) {
-    try {
-      await env.publishStored(subject, body, `${subject}.final`);
-      return;
-    } catch (err) {
-      env.deps.log.warn({ taskId, err: messageOf(err) }, "result not stored in the events stream; published without acknowledgement");
-    }
-  }
-  env.deps.bus.publish(subject, body);
+  await publishResult(env.deps, env.publishStored, record.taskId, encode(TaskOutcome, fitOutcome(record.result, deps.bus.maxMessageBytes)));
 }
 
 /** Claims a task on a redelivery (or for an item of an older release): reads its record first. */
