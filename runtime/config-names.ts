@@ -29,6 +29,7 @@ export const ENV_NAMES = {
   modelRetryBaseMs: "DIRIGENT_MODEL_RETRY_BASE_MS",
   modelRetryMaxMs: "DIRIGENT_MODEL_RETRY_MAX_MS",
   modelRetryBudgetMs: "DIRIGENT_MODEL_RETRY_BUDGET_MS",
+  modelHttp: "DIRIGENT_MODEL_HTTP",
   contextWindowTokens: "DIRIGENT_CONTEXT_WINDOW_TOKENS",
   maxContextWindowFraction: "DIRIGENT_MAX_CONTEXT_WINDOW_FRACTION",
   warningThreshold: "DIRIGENT_CONTEXT_WARNING_THRESHOLD",

@@ -116,6 +116,8 @@ export const Config = z.object({
   modelRetryMaxMs: positiveInt,
   /** Most time one model request spends waiting between its retries; a longer retry-after fails it at once. */
   modelRetryBudgetMs: positiveInt,
+  /** The model client's HTTP: keep-alive `node:http` (`node`) or Node's global `fetch` (`global`). */
+  modelHttp: z.enum(["node", "global"]),
   /** Context window of models the tokenizer does not know (tokens). */
   contextWindowTokens: positiveInt,
   /** Share of a model's context window one Handler session may fill. */
@@ -271,6 +273,7 @@ export const DEFAULTS = {
   modelRetryBaseMs: 500,
   modelRetryMaxMs: 30_000,
   modelRetryBudgetMs: 60_000,
+  modelHttp: "node",
   contextWindowTokens: 128_000,
   maxContextWindowFraction: 0.8,
   warningThreshold: 0.8,

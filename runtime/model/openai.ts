@@ -13,6 +13,7 @@ import OpenAI from "openai";
 import type { ModelReply } from "../../machines/handler/session.js";
 import { ModelCallError, type CallModel, type ModelRequest } from "../../actors/model.js";
 import { messageOf } from "../../protocol/errors.js";
+import { createHttpFetch } from "./http-fetch.js";
 
 /** How to reach the model. */
 export interface ModelConfig {
@@ -30,6 +31,8 @@ export interface ModelConfig {
   retryMaxMs?: number;
   /** Most time spent waiting between attempts over one call, all retries together. Default 60 s. */
   retryBudgetMs?: number;
+  /** The HTTP client: keep-alive `node:http` by default ({@link createHttpFetch}); `"global"` is Node's `fetch`. */
+  http?: "node" | "global";
 }
 
 /** Whether a failed attempt may be retried, and its HTTP status. */
@@ -113,6 +116,7 @@ export function createModelClient(config: ModelConfig): CallModel {
     apiKey: config.apiKey ?? "not-set",
     timeout: config.timeoutMs,
     maxRetries: 0,
+    ...(config.http === "global" ? {} : { fetch: createHttpFetch() }),
     ...(config.baseURL ? { baseURL: config.baseURL } : {}),
   });
   const policy: RetryPolicy = {

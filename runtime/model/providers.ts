@@ -34,7 +34,14 @@ export const ProviderPairs = z.preprocess(
 
 type ClientSettings = Pick<
   Config,
-  "modelTimeoutMs" | "modelMaxRetries" | "modelRetryBaseMs" | "modelRetryMaxMs" | "modelRetryBudgetMs" | "openaiBaseUrl" | "openaiApiKey"
+  | "modelTimeoutMs"
+  | "modelMaxRetries"
+  | "modelRetryBaseMs"
+  | "modelRetryMaxMs"
+  | "modelRetryBudgetMs"
+  | "modelHttp"
+  | "openaiBaseUrl"
+  | "openaiApiKey"
 >;
 
 /** The `openai` client settings of the configuration: timeout, retries, base URL and key. */
@@ -45,6 +52,7 @@ export function modelClientConfig(config: ClientSettings): ModelConfig {
     retryBaseMs: config.modelRetryBaseMs,
     retryMaxMs: config.modelRetryMaxMs,
     retryBudgetMs: config.modelRetryBudgetMs,
+    http: config.modelHttp,
     ...(config.openaiBaseUrl ? { baseURL: config.openaiBaseUrl } : {}),
     ...(config.openaiApiKey ? { apiKey: config.openaiApiKey } : {}),
   };

@@ -27,6 +27,12 @@ describe("config", () => {
     );
   });
 
+  it("sends model requests over node:http unless DIRIGENT_MODEL_HTTP=global, and refuses another client", () => {
+    expect(loadConfig({}, {}).modelHttp).toBe("node");
+    expect(loadConfig({}, { DIRIGENT_MODEL_HTTP: "global" }).modelHttp).toBe("global");
+    expect(() => loadConfig({}, { DIRIGENT_MODEL_HTTP: "curl" })).toThrow(/environment variable DIRIGENT_MODEL_HTTP: .*got 'curl'/);
+  });
+
   it("offers run_subtask and request_user_input by default; DIRIGENT_CONTINUATION_TOOLS adds the spawn tools or refuses a kind it does not know", () => {
     expect(loadConfig({}, {}).continuationTools).toEqual(["subtask", "input"]);
     expect(loadConfig({}, { DIRIGENT_CONTINUATION_TOOLS: "subtask,spawn,input" }).continuationTools).toEqual(["subtask", "spawn", "input"]);

@@ -1,0 +1,156 @@
+/**
+ * The model client's own HTTP (runtime/model/http-fetch.ts) against real servers on loopback: a bare `node:http`
+ * server for what `fetch` must keep (bodies, headers, statuses, compression, aborts, refused connections), and the
+ * real `openai` SDK through it against `dirigent mock-llm`, plain and streamed, with retries.
+ */
+import { createServer, type IncomingMessage, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { gzipSync } from "node:zlib";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createHttpFetch } from "../../runtime/model/http-fetch.js";
+import { startMockLlm, type MockLlmServer } from "../../runtime/model/mock-server.js";
+import { createModelClient } from "../../runtime/model/openai.js";
+
+let server: Server;
+let base: string;
+const connections = new Set<string>();
+
+const bodyOf = (req: IncomingMessage) =>
+  new Promise<string>((resolve) => {
+    let text = "";
+    req.on("data", (c: Buffer) => (text += c.toString()));
+    req.on("end", () => resolve(text));
+  });
+
+beforeAll(async () => {
+  server = createServer(async (req, res) => {
+    connections.add(`${req.socket.remotePort}`);
+    const body = await bodyOf(req);
+    if (req.url === "/echo") {
+      res.writeHead(201, { "content-type": "application/json", "x-reply": "yes" });
+      res.end(JSON.stringify({ method: req.method, body, auth: req.headers.authorization, length: req.headers["content-length"] }));
+    } else if (req.url === "/gzip") {
+      res.writeHead(200, { "content-type": "application/json", "content-encoding": "gzip" });
+      res.end(gzipSync(JSON.stringify({ zipped: true })));
+    } else if (req.url === "/hang") {
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      res.write("data: first\n\n");
+    } else if (req.url === "/empty") {
+      res.writeHead(204);
+      res.end();
+    } else {
+      res.writeHead(404, { "content-type": "text/plain" });
+      res.end("no such path");
+    }
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+});
+
+afterAll(async () => {
+  server.closeAllConnections();
+  await new Promise((resolve) => server.close(resolve));
+});
+
+describe("createHttpFetch", () => {
+  const httpFetch = createHttpFetch();
+
+  it("sends the method, headers and body, and answers with the status, headers and body, on kept-alive sockets", async () => {
+    connections.clear();
+    for (let i = 0; i < 3; i++) {
+      const res = await httpFetch(`${base}/echo`, {
+        method: "POST",
+        headers: new Headers({ authorization: "Bearer k", "content-type": "application/json" }),
+        body: JSON.stringify({ n: i, text: "é" }),
+      });
+      expect(res.status).toBe(201);
+      expect(res.headers.get("x-reply")).toBe("yes");
+      expect(await res.json()).toEqual({ method: "POST", body: `{"n":${i},"text":"é"}`, auth: "Bearer k", length: "19" });
+    }
+    expect(connections.size).toBe(1);
+  });
+
+  it("decodes a gzip body and drops its content-encoding", async () => {
+    const res = await httpFetch(`${base}/gzip`);
+    expect(res.headers.get("content-encoding")).toBeNull();
+    expect(await res.json()).toEqual({ zipped: true });
+  });
+
+  it("answers 204 and 404 as fetch does", async () => {
+    const empty = await httpFetch(`${base}/empty`, { method: "DELETE" });
+    expect(empty.status).toBe(204);
+    expect(await empty.text()).toBe("");
+    const missing = await httpFetch(`${base}/missing`);
+    expect([missing.status, missing.ok, await missing.text()]).toEqual([404, false, "no such path"]);
+  });
+
+  it("streams an event stream as it comes and stops it on abort", async () => {
+    const controller = new AbortController();
+    const res = await httpFetch(`${base}/hang`, { signal: controller.signal });
+    const reader = res.body!.getReader();
+    const first = await reader.read();
+    expect(new TextDecoder().decode(first.value)).toBe("data: first\n\n");
+    controller.abort();
+    await expect(reader.read()).rejects.toThrow();
+  });
+
+  it("rejects with an AbortError when aborted before the answer, and on a refused connection", async () => {
+    const controller = new AbortController();
+    controller.abort();
+    await expect(httpFetch(`${base}/echo`, { method: "POST", body: "x", signal: controller.signal })).rejects.toMatchObject({
+      name: "AbortError",
+    });
+    const closed = createServer();
+    await new Promise<void>((resolve) => closed.listen(0, "127.0.0.1", resolve));
+    const port = (closed.address() as AddressInfo).port;
+    await new Promise((resolve) => closed.close(resolve));
+    await expect(httpFetch(`http://127.0.0.1:${port}/`)).rejects.toMatchObject({ code: "ECONNREFUSED" });
+  });
+
+  it("leaves what it does not cover to fetch: a Request object", async () => {
+    const res = await httpFetch(new Request(`${base}/echo`, { method: "PUT", body: "req" }));
+    expect(await res.json()).toMatchObject({ method: "PUT", body: "req" });
+  });
+});
+
+describe("the openai SDK through it", () => {
+  let mock: MockLlmServer;
+
+  beforeAll(async () => {
+    mock = await startMockLlm({
+      script: {
+        rules: [
+          { match: { lastUser: "busy" }, status: 503, error: "overloaded", times: 1 },
+          { match: { lastUser: "busy" }, reply: "now free" },
+        ],
+        default: { reply: "hello {{lastUser}}" },
+      },
+    });
+  });
+
+  afterAll(async () => {
+    await mock.close();
+  });
+
+  const client = () => createModelClient({ baseURL: mock.url, apiKey: "test-key", timeoutMs: 10_000, maxRetries: 2, retryBaseMs: 1 });
+  const request = (text: string) => ({ model: "m", messages: [{ role: "user" as const, content: text }] });
+
+  it("answers a chat completion, sending the key", async () => {
+    const reply = await client()(request("there"), new AbortController().signal);
+    expect(reply.content).toBe("hello there");
+    expect(mock.requests.at(-1)?.headers.authorization).toBe("Bearer test-key");
+  });
+
+  it("streams the deltas of a streamed answer", async () => {
+    const deltas: string[] = [];
+    const reply = await client()(request("stream"), new AbortController().signal, { onDelta: (d) => deltas.push(d) });
+    expect(reply.content).toBe("hello stream");
+    expect(deltas.join("")).toBe("hello stream");
+  });
+
+  it("retries a 503 and reports it", async () => {
+    const retries: number[] = [];
+    const reply = await client()(request("busy"), new AbortController().signal, { onRetry: (r) => retries.push(r.status ?? 0) });
+    expect([reply.content, retries]).toEqual(["now free", [503]]);
+  });
+});
