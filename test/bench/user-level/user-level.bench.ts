@@ -4,7 +4,7 @@
  * chat-completions call over HTTP to a model server answering at once (a fourth process); the bench process submits
  * and awaits results as a user in another process would. The three alternate in one run (A B C, C B A, …) after a
  * warm-up round. Sizes: `BENCH_USER_TASKS` (default `BENCH_TASKS`, else 1000), `BENCH_USER_LATENCY_TASKS` (default
- * 200), `BENCH_USER_REPEATS` (3), `BENCH_USER_CONCURRENCY` (64), `BENCH_SEQUENTIAL_TASKS` (30).
+ * 200), `BENCH_USER_REPEATS` (3), `BENCH_USER_CONCURRENCY` (64), `BENCH_SEQUENTIAL_TASKS` (50).
  */
 import { afterAll, beforeAll, bench, describe } from "vitest";
 import { startTestNatsServer, type TestNatsServer } from "../../support/nats-server.js";
@@ -20,7 +20,7 @@ const TASKS = Number(process.env.BENCH_USER_TASKS ?? process.env.BENCH_TASKS ?? 
 const LATENCY_TASKS = Number(process.env.BENCH_USER_LATENCY_TASKS ?? 200);
 const REPEATS = Number(process.env.BENCH_USER_REPEATS ?? 3);
 const CONCURRENCY = Number(process.env.BENCH_USER_CONCURRENCY ?? 64);
-const SEQUENTIAL_TASKS = Number(process.env.BENCH_SEQUENTIAL_TASKS ?? 30);
+const SEQUENTIAL_TASKS = Number(process.env.BENCH_SEQUENTIAL_TASKS ?? 50);
 const STEPS = 10;
 
 let nats: TestNatsServer;
