@@ -38,12 +38,20 @@ beforeAll(async () => {
   dirigent = await startDirigent(nats.url, model.url, CONCURRENCY, STEPS);
   if (hasRedis()) {
     redis = await startTestRedis();
-    bull = await startBull(redis, model.url, CONCURRENCY);
-  } else console.log(`[bench] ${noBull}`);
+    bull = await startBull(redis, model.url, CONCURRENCY).catch((error: unknown) => {
+      noBull = `skipped: the BullMQ worker did not start (${String(error).slice(0, 200)})`;
+      return undefined;
+    });
+  }
   const missing = await postgresMissing();
-  if (missing === undefined) langgraph = await startLangGraph(model.url, CONCURRENCY);
-  else console.log(`[bench] ${(noLangGraph = `skipped: PostgreSQL not reachable (${missing}); set BENCH_PG_URL`)}`);
-  noBull = bull ? "" : noBull;
+  if (missing === undefined)
+    langgraph = await startLangGraph(model.url, CONCURRENCY).catch((error: unknown) => {
+      noLangGraph = `skipped: the LangGraph.js worker did not start (${String(error).slice(0, 200)})`;
+      return undefined;
+    });
+  else noLangGraph = `skipped: PostgreSQL not reachable (${missing}); set BENCH_PG_URL`;
+  if (!bull) console.log(`[bench] ${noBull}`);
+  if (!langgraph) console.log(`[bench] ${noLangGraph}`);
 });
 
 afterAll(async () => {
