@@ -22,6 +22,7 @@ import {
   type UpdateIndexOptions,
 } from "../../actors/memory/index-store.js";
 import type { Subjects } from "../../protocol/subjects.js";
+import { IndexEntry as IndexEntrySchema } from "../../protocol/memory.js";
 import { newGeneration } from "../in-process/index-store.js";
 
 /** The pointer key. */
@@ -31,7 +32,7 @@ export const CHUNK_BYTES = 256 * 1024;
 
 const Pointer = z.object({ generation: z.string(), chunks: z.number().int().nonnegative(), entries: z.number().int().nonnegative() });
 type Pointer = z.infer<typeof Pointer>;
-const Chunk = z.array(z.object({ path: z.string(), metadata: z.string(), stamp: z.string().optional() }));
+const Chunk = z.array(IndexEntrySchema);
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
@@ -145,7 +146,7 @@ function toChunks(entries: readonly IndexEntry[]): Uint8Array[] {
   let parts: string[] = [];
   let size = 2;
   for (const entry of entries) {
-    const json = JSON.stringify({ path: entry.path, metadata: entry.metadata, stamp: entry.stamp });
+    const json = JSON.stringify({ path: entry.path, metadata: entry.metadata, stamp: entry.stamp, identifiers: entry.identifiers });
     const bytes = Buffer.byteLength(json) + 1;
     if (parts.length > 0 && size + bytes > CHUNK_BYTES) {
       chunks.push(encoder.encode(`[${parts.join(",")}]`));
