@@ -9,6 +9,11 @@ const STOPWORDS: ReadonlySet<string> = new Set(
   ),
 );
 export const SPLIT = /[^\p{L}\p{N}]+/u;
+
+/** Whether a lower-case word is a stop word of the query and of the entries (`the`, `where`, …). */
+export function isStopword(word: string): boolean {
+  return STOPWORDS.has(word);
+}
 /** A word with an inner capital (`parseTemplate`, `XMLParser`): only those are split further. */
 const INNER_CAPITAL = /[a-z0-9][A-Z]|[A-Z][A-Z][a-z]/;
 const DIGITS = /^\d+$/;
