@@ -9,7 +9,7 @@ import type { IndexEntry } from "../../machines/memory/memory.js";
 import { FieldIndex } from "./field.js";
 import type { Candidate } from "./lists.js";
 import { stem } from "./stem.js";
-import { isNumber, SPLIT, tails, words } from "./terms.js";
+import { isNumber, parts, SPLIT, tails, words } from "./terms.js";
 import { isSecondary, SECONDARY_QUERY, SECONDARY_WEIGHT } from "./prior.js";
 
 export { camelParts, words } from "./terms.js";
@@ -190,10 +190,13 @@ export class IndexRanker {
   }
 }
 
-/** The words of an entry's identifiers (an entry written before them has none; a longer field is cut). */
+/**
+ * The words of an entry's identifiers, camelCase names as their parts (an entry written before them has none; a
+ * longer field is cut).
+ */
 function identifierTokens(entry: IndexEntry): string[] {
   if (entry.identifiers === undefined || entry.identifiers === "") return [];
-  return words(entry.identifiers.slice(0, MAX_IDENTIFIERS_CHARS)).filter((w) => !isNumber(w));
+  return parts(entry.identifiers.slice(0, MAX_IDENTIFIERS_CHARS)).filter((w) => !isNumber(w));
 }
 
 /**

@@ -42,6 +42,21 @@ export function words(text: string): string[] {
 }
 
 /**
+ * Like {@link words}, but a camelCase word yields its parts only (`parseTemplate` → `parse`, `template`): the
+ * identifiers of a file are mostly compound names found in that file only, and keeping each whole would cost the
+ * build a word per name for little (the description keeps the names it lists whole).
+ */
+export function parts(text: string): string[] {
+  const out: string[] = [];
+  for (const token of text.split(SPLIT)) {
+    if (token.length < 2) continue;
+    if (!INNER_CAPITAL.test(token)) push(out, token);
+    else for (const part of camelParts(token)) push(out, part);
+  }
+  return out;
+}
+
+/**
  * The parts of a camelCase token, split before an upper-case letter that follows a lower-case letter or digit
  * (`parseXml` → `parse`, `Xml`) and before the last of a run of upper-case letters followed by a lower-case one
  * (`HTMLParser` → `HTML`, `Parser`). A scan: /([A-Z]+)([A-Z][a-z])/g backtracks quadratically over a long run of
