@@ -45,3 +45,29 @@ export const MatchReply = z.object({
   matches: z.array(FileMatch),
 });
 export type MatchReply = z.infer<typeof MatchReply>;
+
+/**
+ * Longest `identifiers` field of an index entry, in characters. The indexer writes at most 1,000; a larger field
+ * (another writer, a hostile one) is refused when written and when read.
+ */
+export const MAX_IDENTIFIERS_CHARS = 2000;
+
+/**
+ * An entry of the global file-metadata index (the JSON of the index chunks in KV): a file's absolute path and its
+ * metadata, never its contents.
+ */
+export const IndexEntry = z.object({
+  /** Absolute path. */
+  path: z.string(),
+  /** Language, size and a short description, as free text. */
+  metadata: z.string(),
+  /** Size and modification time when indexed (`<size>:<mtimeMs>` and a suffix), so re-indexing can skip unchanged files. */
+  stamp: z.string().optional(),
+  /**
+   * Optional (entries written before it have none): names the file defines or uses, space-separated (functions,
+   * classes, methods, constants, option keys, Markdown headings and code spans), at most
+   * {@link MAX_IDENTIFIERS_CHARS}. Ranked with a lower weight than the path and the metadata.
+   */
+  identifiers: z.string().max(MAX_IDENTIFIERS_CHARS).optional(),
+});
+export type IndexEntry = z.infer<typeof IndexEntry>;

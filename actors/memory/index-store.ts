@@ -3,6 +3,7 @@
  * it over a JetStream KV bucket (shared by every process) and in memory (the in-process mode).
  */
 import type { IndexEntry } from "../../machines/memory/memory.js";
+import { MAX_IDENTIFIERS_CHARS } from "../../protocol/index.js";
 
 export type { IndexEntry } from "../../machines/memory/memory.js";
 
@@ -76,7 +77,7 @@ export const emptyIndexStore: IndexStore = {
   },
 };
 
-/** Checks that every path is absolute (POSIX or Windows drive form) and unique. */
+/** Checks that every path is absolute (POSIX or Windows drive form) and unique, and that no identifiers field is too long. */
 export function checkEntries(entries: readonly IndexEntry[]): void {
   const seen = new Set<string>();
   for (const entry of entries) {
@@ -84,6 +85,8 @@ export function checkEntries(entries: readonly IndexEntry[]): void {
       throw new TypeError(`index path '${entry.path}' is not absolute`);
     }
     if (seen.has(entry.path)) throw new TypeError(`index path '${entry.path}' appears twice`);
+    if ((entry.identifiers?.length ?? 0) > MAX_IDENTIFIERS_CHARS)
+      throw new TypeError(`the identifiers of '${entry.path}' exceed ${MAX_IDENTIFIERS_CHARS} characters`);
     seen.add(entry.path);
   }
 }

@@ -122,13 +122,14 @@ export class WordLists {
 
   /**
    * Scores the one-entry words `term` matches into `candidates`, as MiniSearch would: exactly, by prefix (from 3
-   * letters, when `prefix`) and with typos (from 5 letters, when `fuzzy`), prefix and typo matches weighted down.
+   * letters, when `prefix`) and with typos (from 5 letters, when `fuzzy`), prefix and typo matches weighted down;
+   * every score times `factor` (the weight of the field).
    */
-  scoreSingles(term: string, options: { prefix: boolean; fuzzy: boolean }, candidates: Map<number, Candidate>): void {
+  scoreSingles(term: string, options: { prefix: boolean; fuzzy: boolean }, candidates: Map<number, Candidate>, factor = 1): void {
     const hit = (value: number, weight: number) => {
       const id = Math.floor(value / 8);
       const candidate = candidates.get(id) ?? { id, raw: 0, matched: new Set<string>(), score: 0 };
-      candidate.raw += weight * this.bm25(1, id, value % 8);
+      candidate.raw += factor * weight * this.bm25(1, id, value % 8);
       candidate.matched.add(term);
       candidates.set(id, candidate);
     };

@@ -1,16 +1,19 @@
 /**
- * Ranking of index entries for associative matching: a MiniSearch full-text index over each file's name, its
- * directories and its metadata, queried with prefix and fuzzy terms; words match by their Porter stems.
+ * Ranking of index entries for associative matching: BM25 over two fields, each a MiniSearch full-text index with
+ * words kept beside it (field.ts): the path and metadata of each entry, and its identifiers at a lower weight;
+ * queried with prefix and fuzzy terms; words match by their Porter stems.
  */
-import MiniSearch from "minisearch";
 import type { FileMatch, MatchRequest } from "../../protocol/index.js";
+import { MAX_IDENTIFIERS_CHARS } from "../../protocol/index.js";
 import type { IndexEntry } from "../../machines/memory/memory.js";
-import { WordLists, type Candidate, type ListedWord } from "./lists.js";
+import { FieldIndex } from "./field.js";
+import type { Candidate } from "./lists.js";
 import { stem } from "./stem.js";
-import { isNumber, SPLIT, tails, words } from "./terms.js";
+import { isNumber, parts, SPLIT, tails, words } from "./terms.js";
 import { isSecondary, SECONDARY_QUERY, SECONDARY_WEIGHT } from "./prior.js";
 
 export { camelParts, words } from "./terms.js";
+export { POSTING_BUDGET } from "./field.js";
 
 /** At most this many matches unless the caller asks otherwise. */
 export const DEFAULT_MATCH_LIMIT = 20;
@@ -26,17 +29,13 @@ export function queryText(request: MatchRequest): string {
 export const COMMON_SHARE = 0.003;
 /** A word is never common while it is in fewer entries than this (small indexes rank on every word in MiniSearch). */
 export const COMMON_MIN = 500;
-/** Words in more entries than this also get a list of entry ids, so they can score candidates without MiniSearch. */
-const LISTED_ABOVE = 32;
-/**
- * Entry mentions MiniSearch scores per query, at most: the query's rarest words are searched until their entries add
- * up to this; its other words score the candidates found from their id lists.
- */
-export const POSTING_BUDGET = 400;
 /** Candidates scored with the words of id lists, at most. */
 const MAX_POOL = 1000;
-/** Weight of a common word an unknown query word stands for. */
-const DERIVED_WEIGHT = 0.4;
+/**
+ * Weight of the identifiers field against the path and metadata field. Chosen before it was measured, by a rule, not
+ * on the retrieval queries: a file name counts twice, its description once, the names inside it half.
+ */
+export const IDENTIFIERS_WEIGHT = 0.5;
 
 /** One ranked entry, before it becomes a {@link FileMatch}. */
 export interface Ranked {
@@ -47,18 +46,14 @@ export interface Ranked {
   score: number;
 }
 
-interface Doc {
-  id: number;
-  /** The entry's words in MiniSearch, in order, with repeats (the file name is there twice). */
-  tokens: string[];
-}
-
 /**
  * A ranking structure built once per index generation.
  *
- * The ranking is BM25 over the words of each entry (file name twice, last four directories, metadata), as MiniSearch
- * computes it: the sum over matched query words, times the number of query words matched. To keep a match over
- * 100,000 entries to about a millisecond, and the build to a few seconds, MiniSearch only does part of the work:
+ * The ranking is BM25 as MiniSearch computes it, over two fields: the words of each entry's path and metadata (file
+ * name twice, last four directories, metadata), and, at {@link IDENTIFIERS_WEIGHT}, the words of its identifiers
+ * (entries without them have none). An entry's score is the weighted sum over the fields and the matched query
+ * words, times the number of query words matched. To keep a match over 100,000 entries to about a millisecond, and
+ * the build to a few seconds, MiniSearch only does part of the work in each field (field.ts):
  * - Words in more than {@link COMMON_SHARE} of the entries (and more than {@link COMMON_MIN}), say `typescript` in
  *   a TypeScript repository, are "common": they are kept out of MiniSearch, in sorted lists of entry ids.
  * - Words found in one entry only (most compound names, such as `parsetemplate`) are kept out of MiniSearch too,
@@ -66,7 +61,7 @@ interface Doc {
  * - MiniSearch selects and scores candidates from the query's rarest words, exact, prefix from 3 letters for
  *   unknown or rare words, fuzzy from 5 letters for words the index does not know, until the entries they are in
  *   add up to {@link POSTING_BUDGET}. The query's other words then add their BM25 share (term frequency one) to the
- *   candidates, from their id lists.
+ *   candidates of both fields, from their id lists.
  * - An unknown word also stands for the common words it is a prefix or a typo of, with a lower weight.
  * - A query of common words only ranks the entries from the id lists alone.
  * Words are counted and matched by their Porter stems (a word as written is stemmed once per build), and tests,
@@ -74,22 +69,11 @@ interface Doc {
  */
 export class IndexRanker {
   readonly #entries: readonly IndexEntry[];
-  readonly #commonAbove: number;
-  readonly #search: MiniSearch<Doc>;
-  readonly #lists: WordLists;
+  /** The path and metadata of each entry; its identifiers. */
+  readonly #main: FieldIndex;
+  readonly #identifiers: FieldIndex;
   /** 1 for a test, fixture, mock or benchmark file (see prior.ts). */
   readonly #secondary: Uint8Array;
-  /** Word → its number; number → word; number → entries holding the word. */
-  readonly #ids = new Map<string, number>();
-  readonly #words: string[] = [];
-  /** Build only: word as written → the number of its stem (each distinct word is stemmed once). */
-  #stems: Map<string, number> | undefined = new Map();
-  #df = new Int32Array(4096);
-  /** Build only: the entry (plus one) that last counted each word; each entry's words, as numbers; id lists. */
-  #lastSeen: Int32Array | undefined = new Int32Array(4096);
-  #docs: (Int32Array | undefined)[] = [];
-  #postings: (Int32Array | undefined)[] = [];
-  #filled: Int32Array | undefined;
 
   /**
    * Builds the ranker at once, blocking the event loop (a few seconds per 100,000 entries); see {@link IndexRanker.build}.
@@ -97,16 +81,10 @@ export class IndexRanker {
    */
   constructor(entries: readonly IndexEntry[], options: { commonShare?: number; deferred?: boolean } = {}) {
     this.#entries = entries;
-    this.#commonAbove = Math.max(COMMON_MIN, Math.ceil(entries.length * (options.commonShare ?? COMMON_SHARE)));
-    this.#lists = new WordLists(entries.length);
+    const commonAbove = Math.max(COMMON_MIN, Math.ceil(entries.length * (options.commonShare ?? COMMON_SHARE)));
+    this.#main = new FieldIndex(entries.length, commonAbove);
+    this.#identifiers = new FieldIndex(entries.length, commonAbove);
     this.#secondary = new Uint8Array(entries.length);
-    this.#search = new MiniSearch<Doc>({
-      fields: ["tokens"],
-      // Documents carry their words already split: no string is joined or split again.
-      stringifyField: (value: unknown) => value as string,
-      tokenize: (value: string) => (typeof value === "string" ? value.split(" ") : (value as unknown as string[])),
-      processTerm: (term) => term,
-    });
     if (options.deferred === true) return;
     this.#count(0, entries.length);
     this.#classify();
@@ -132,96 +110,31 @@ export class IndexRanker {
     return ranker;
   }
 
-  /** First pass: the words of each entry, as numbers, and how many entries hold each word. */
+  /** First pass: the words of each entry in each field. */
   #count(from: number, to: number): void {
-    const lastSeen = this.#lastSeen ?? new Int32Array(0);
     for (let id = from; id < to; id++) {
       const entry = this.#entries[id];
-      const tokens = entry === undefined ? [] : toTokens(entry);
       if (entry !== undefined && isSecondary(entry.path)) this.#secondary[id] = 1;
-      const numbers = new Int32Array(tokens.length);
-      let distinct = 0;
-      for (let i = 0; i < tokens.length; i++) {
-        const token = tokens[i] ?? "";
-        let n = this.#stems?.get(token);
-        if (n === undefined) {
-          const root = stem(token);
-          n = this.#ids.get(root);
-          if (n === undefined) {
-            n = this.#words.length;
-            this.#ids.set(root, n);
-            this.#words.push(root);
-            if (n >= this.#df.length) this.#grow();
-          }
-          this.#stems?.set(token, n);
-        }
-        numbers[i] = n;
-        const seen = this.#lastSeen ?? lastSeen;
-        if (seen[n] !== id + 1) {
-          seen[n] = id + 1;
-          this.#df[n] = (this.#df[n] ?? 0) + 1;
-          distinct++;
-        }
-      }
-      this.#docs[id] = numbers;
-      this.#lists.setLength(id, distinct);
+      this.#main.count(id, entry === undefined ? [] : toTokens(entry));
+      this.#identifiers.count(id, entry === undefined ? [] : identifierTokens(entry));
     }
   }
 
-  #grow(): void {
-    const df = new Int32Array(this.#df.length * 2);
-    df.set(this.#df);
-    this.#df = df;
-    const seen = new Int32Array(df.length);
-    if (this.#lastSeen) seen.set(this.#lastSeen);
-    this.#lastSeen = seen;
-  }
-
-  /** Between the passes: which words are common, which get id lists. */
   #classify(): void {
-    this.#lists.settleLengths();
-    this.#filled = new Int32Array(this.#words.length);
-    for (let n = 0; n < this.#words.length; n++) {
-      const count = this.#df[n] ?? 0;
-      if (count > LISTED_ABOVE) this.#postings[n] = this.#lists.allocate(this.#words[n] ?? "", count, count > this.#commonAbove);
-    }
+    this.#main.classify();
+    this.#identifiers.classify();
   }
 
-  /** Second pass: listed words into their id lists, one-entry words apart, the others into MiniSearch. */
   #add(from: number, to: number): void {
-    const filled = this.#filled ?? new Int32Array(0);
     for (let id = from; id < to; id++) {
-      const numbers = this.#docs[id] ?? new Int32Array(0);
-      const kept: string[] = [];
-      let singles: number[] | undefined;
-      for (const n of numbers) {
-        const count = this.#df[n] ?? 0;
-        if (count === 1) (singles ??= []).push(n);
-        else if (count <= LISTED_ABOVE) kept.push(this.#words[n] ?? "");
-        else {
-          const postings = this.#postings[n];
-          const at = filled[n] ?? 0;
-          // A word repeated in one entry is listed once.
-          if (postings !== undefined && (at === 0 || postings[at - 1] !== id)) {
-            postings[at] = id;
-            filled[n] = at + 1;
-          }
-          if (count <= this.#commonAbove) kept.push(this.#words[n] ?? "");
-        }
-      }
-      if (singles) for (const n of new Set(singles)) this.#lists.addSingle(this.#words[n] ?? "", id, singles.filter((m) => m === n).length);
-      this.#search.add({ id, tokens: kept });
-      this.#docs[id] = undefined;
+      this.#main.add(id);
+      this.#identifiers.add(id);
     }
   }
 
-  /** Drops what only the build needs. */
   #finish(): void {
-    this.#docs = [];
-    this.#postings = [];
-    this.#filled = undefined;
-    this.#lastSeen = undefined;
-    this.#stems = undefined;
+    this.#main.finish();
+    this.#identifiers.finish();
   }
 
   /** Number of entries ranked. */
@@ -241,56 +154,25 @@ export class IndexRanker {
     for (const word of words(query)) if (!isNumber(word) && !typed.has(stem(word))) typed.set(stem(word), word);
     const terms = [...typed.keys()];
     if (terms.length === 0 || this.#entries.length === 0 || limit < 1) return [];
-    const frequency = (term: string) => {
-      const n = this.#ids.get(term);
-      return n === undefined ? 0 : (this.#df[n] ?? 0);
-    };
-    // MiniSearch searches the rarest words within the budget; the other listed words score from their id lists.
-    const searched: string[] = [];
-    const listed = new Map<string, ListedWord>();
-    let used = 0;
-    for (const term of [...terms].sort((a, b) => frequency(a) - frequency(b))) {
-      const f = frequency(term);
-      if (f <= LISTED_ABOVE || (f <= this.#commonAbove && (searched.length === 0 || used + f <= POSTING_BUDGET))) {
-        searched.push(term);
-        used += f;
-      } else {
-        listed.set(term, { source: term, weight: 1 });
-      }
-      if (f === 0)
-        for (const word of this.#lists.commonFor(term)) if (!listed.has(word)) listed.set(word, { source: term, weight: DERIVED_WEIGHT });
-    }
-    // Expanding a word already in many entries costs much and adds little: only unknown or rare words grow.
-    const prefix = (term: string) => term.length >= 3 && frequency(term) <= LISTED_ABOVE;
-    const fuzzy = (term: string) => term.length >= 5 && frequency(term) === 0;
+    const fields: [FieldIndex, number][] = [[this.#main, 1]];
+    if (!this.#identifiers.empty) fields.push([this.#identifiers, IDENTIFIERS_WEIGHT]);
+    const plans = fields.map(([field, weight]) => ({ field, weight, ...field.plan(terms) }));
+    const anyListed = plans.some((p) => p.listed.size > 0);
+    // The words scored from id lists can lift any result, so all of them (within a bound) are candidates then.
+    const keep = anyListed ? Math.max(limit * 5, MAX_POOL) : Math.max(limit * 5, 100);
     const pool = new Map<number, Candidate>();
-    if (searched.length > 0) {
-      const results = this.#search.search(searched.join(" "), {
-        prefix,
-        fuzzy: (term) => (fuzzy(term) ? 0.2 : false),
-        maxFuzzy: 2,
-        combineWith: "OR",
-      });
-      // The words scored from id lists can lift any result, so all of them (within a bound) are candidates then.
-      for (const r of results.slice(0, listed.size > 0 ? Math.max(limit * 5, MAX_POOL) : Math.max(limit * 5, 100))) {
-        const id = r.id as number;
-        pool.set(id, { id, raw: r.score / Math.max(1, r.queryTerms.length), matched: new Set(r.queryTerms), score: 0 });
-      }
-      for (const term of searched)
-        if (frequency(term) <= LISTED_ABOVE) this.#lists.scoreSingles(term, { prefix: prefix(term), fuzzy: fuzzy(term) }, pool);
-    }
-    let candidates = [...pool.values()];
+    for (const { field, weight, searched } of plans) field.search(searched, keep, weight, pool);
+    if (pool.size === 0)
+      for (const { field, listed } of plans)
+        for (const id of field.rankListed(listed, Math.max(limit, 20)))
+          if (!pool.has(id)) pool.set(id, { id, raw: 0, matched: new Set<string>(), score: 0 });
+    const candidates = [...pool.values()];
+    for (const { field, weight, listed } of plans) field.scoreListed(listed, candidates, weight);
+    const asksSecondary = terms.some((t) => SECONDARY_QUERY.has(t));
     for (const candidate of candidates) {
-      for (const [word, { source, weight }] of listed) {
-        if (!this.#lists.holds(word, candidate.id)) continue;
-        candidate.raw += weight * this.#lists.bm25(this.#lists.listed(word) ?? 1, candidate.id);
-        candidate.matched.add(source);
-      }
       candidate.score = candidate.raw * candidate.matched.size;
+      if (!asksSecondary && this.#secondary[candidate.id] === 1) candidate.score *= SECONDARY_WEIGHT;
     }
-    if (candidates.length === 0) candidates = this.#lists.rankListed(listed, Math.max(limit, 20));
-    if (!terms.some((t) => SECONDARY_QUERY.has(t)))
-      for (const candidate of candidates) if (this.#secondary[candidate.id] === 1) candidate.score *= SECONDARY_WEIGHT;
     candidates.sort((a, b) => b.score - a.score);
     const best = candidates[0]?.score || 1;
     return candidates.slice(0, limit).flatMap(({ id, matched, score }) => {
@@ -306,6 +188,15 @@ export class IndexRanker {
       ];
     });
   }
+}
+
+/**
+ * The words of an entry's identifiers, camelCase names as their parts (an entry written before them has none; a
+ * longer field is cut).
+ */
+function identifierTokens(entry: IndexEntry): string[] {
+  if (entry.identifiers === undefined || entry.identifiers === "") return [];
+  return parts(entry.identifiers.slice(0, MAX_IDENTIFIERS_CHARS)).filter((w) => !isNumber(w));
 }
 
 /**

@@ -9,6 +9,11 @@ const STOPWORDS: ReadonlySet<string> = new Set(
   ),
 );
 export const SPLIT = /[^\p{L}\p{N}]+/u;
+
+/** Whether a lower-case word is a stop word of the query and of the entries (`the`, `where`, …). */
+export function isStopword(word: string): boolean {
+  return STOPWORDS.has(word);
+}
 /** A word with an inner capital (`parseTemplate`, `XMLParser`): only those are split further. */
 const INNER_CAPITAL = /[a-z0-9][A-Z]|[A-Z][A-Z][a-z]/;
 const DIGITS = /^\d+$/;
@@ -32,6 +37,21 @@ export function words(text: string): string[] {
     }
     push(out, token);
     for (const part of camelParts(token)) push(out, part);
+  }
+  return out;
+}
+
+/**
+ * Like {@link words}, but a camelCase word yields its parts only (`parseTemplate` → `parse`, `template`): the
+ * identifiers of a file are mostly compound names found in that file only, and keeping each whole would cost the
+ * build a word per name for little (the description keeps the names it lists whole).
+ */
+export function parts(text: string): string[] {
+  const out: string[] = [];
+  for (const token of text.split(SPLIT)) {
+    if (token.length < 2) continue;
+    if (!INNER_CAPITAL.test(token)) push(out, token);
+    else for (const part of camelParts(token)) push(out, part);
   }
   return out;
 }

@@ -11,15 +11,8 @@ import { assign, enqueueActions, fromPromise, setup } from "xstate";
 import type { MatchRequest } from "../../protocol/index.js";
 import { notProvided } from "../not-provided.js";
 
-/** A file of the index: absolute path and free-text metadata (no contents). */
-export interface IndexEntry {
-  /** Absolute path. */
-  path: string;
-  /** Language, size and a short description, as free text. */
-  metadata: string;
-  /** Size and modification time when indexed (`<size>:<mtimeMs>`), so re-indexing can skip unchanged files. */
-  stamp?: string | undefined;
-}
+/** A file of the index: absolute path and free-text metadata (no contents); its schema is in protocol/memory.ts. */
+export type { IndexEntry } from "../../protocol/index.js";
 
 /** A match request tagged with the shell's id for the reply. */
 export type MatchEvent = MatchRequest & { requestId: string };

@@ -86,7 +86,8 @@ export function describe(path: string, text: string): string {
     if (paragraph !== undefined) parts.push(sentences(paragraph));
     if (headings.length > 1) parts.push(`sections: ${headings.slice(1).join(", ")}`);
   } else if (language === "Python") {
-    const doc = /^\s*(?:#.*\n|\s)*(?:[rRuU]?)("""|''')([\s\S]*?)\1/.exec(text)?.[2];
+    // Comment lines and blanks before the docstring; not `^\s*(?:#.*\n|\s)*`, which backtracks quadratically on blanks.
+    const doc = /^(?:[ \t\r\n]*#[^\n]*\n)*[ \t\r\n]*[rRuU]?("""|''')([\s\S]*?)\1/.exec(text)?.[2];
     const lead = doc ?? leadingComment(text, "#");
     if (lead) parts.push(firstSentence(lead));
     const names = [...text.matchAll(/^(?:async\s+)?(?:def|class)\s+([A-Za-z_]\w*)/gm)].map((m) => m[1] ?? "");

@@ -9,6 +9,7 @@ import { join, relative as relativePath, resolve } from "node:path";
 import { IndexConflictError, type IndexEntry, type IndexStore } from "../../actors/memory/index-store.js";
 import { BINARY_EXTENSIONS, describe, looksBinary, metadataOf } from "./describe.js";
 import { compileGlob, IgnoreFile, IgnoreStack } from "./gitignore.js";
+import { identifiersOf } from "./identifiers.js";
 import type { Summarize } from "./summarize.js";
 
 /** Options of {@link indexDirectory} (the seed's `GitIndexingOptions`). */
@@ -58,10 +59,11 @@ export const DEFAULT_MAX_FILE_SIZE = 1024 * 1024;
 /** Suffix of the stamp of an entry whose description the model wrote. */
 export const SUMMARIZED = ":s";
 /**
- * Suffix of the stamp of an entry whose description was extracted by the current {@link describe}: entries of an
- * earlier extraction (no suffix) are read again once, so they get the richer descriptions.
+ * Suffix of the stamp of an entry whose description and identifiers were extracted by the current {@link describe}
+ * and {@link identifiersOf}: entries of an earlier extraction (no suffix, `:x2`) are read again once, so they get
+ * the richer descriptions and the identifiers.
  */
-export const EXTRACTED = ":x2";
+export const EXTRACTED = ":x3";
 /** Bytes read from each file to describe it. */
 export const HEAD_BYTES = 64 * 1024;
 
@@ -149,10 +151,16 @@ export async function indexDirectory(dir: string, options: IndexOptions = {}): P
       const summary = summarize
         ? await summarize({ path: file.path, relative: relativePath(root, file.path), text, extracted })
         : undefined;
-      if (summary === undefined)
-        return { path: file.path, metadata: metadataOf(file.path, file.size, extracted), stamp: `${file.stamp}${EXTRACTED}` };
-      stats.summarized = (stats.summarized ?? 0) + 1;
-      return { path: file.path, metadata: metadataOf(file.path, file.size, summary), stamp: `${file.stamp}${SUMMARIZED}` };
+      const description = summary ?? extracted;
+      const identifiers = identifiersOf(file.path, text, description);
+      const entry: IndexEntry = {
+        path: file.path,
+        metadata: metadataOf(file.path, file.size, description),
+        stamp: `${file.stamp}${summary === undefined ? EXTRACTED : SUMMARIZED}`,
+      };
+      if (identifiers !== "") entry.identifiers = identifiers;
+      if (summary !== undefined) stats.summarized = (stats.summarized ?? 0) + 1;
+      return entry;
     } finally {
       options.onProgress?.({ done: ++done, total, path: file.path });
     }

@@ -20,6 +20,11 @@ const NOISE: ReadonlySet<string> = new Set(
   ).split(" "),
 );
 
+/** Whether a lower-case word is never a keyword (a keyword of the usual languages, a function word, licence boilerplate). */
+export function isNoise(word: string): boolean {
+  return NOISE.has(word);
+}
+
 /** The words of a text: letters and digits from 3 characters, camelCase split, lower-case, without digits. */
 export function partsOf(text: string): string[] {
   const out: string[] = [];

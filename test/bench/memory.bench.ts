@@ -102,7 +102,7 @@ beforeAll(async () => {
   console.log(`read them back in ${(performance.now() - start).toFixed(0)} ms (${read.entries.length} entries)`);
   natsMemory = startMemory(natsDeps, { concurrency: 1, store: transport.index });
   await natsMemory.serving(natsGeneration, 120_000);
-}, 300_000);
+}, 900_000);
 
 afterAll(async () => {
   report("IndexRanker.match", timings.ranker, { order: 4.2 });

@@ -36,9 +36,14 @@ function vocabulary(rand: () => number, size: number): string[] {
   return [...words];
 }
 
-/** `count` entries over a vocabulary of ~5,000 words, shaped like the indexer's metadata. */
+/**
+ * `count` entries over a vocabulary of ~5,000 words, shaped like the indexer's metadata, each with identifiers (10 to
+ * 60 camelCase names, up to 1,000 characters, as the indexer writes for a source file). The identifiers are drawn
+ * from a PRNG of their own, so the paths and metadata are those of the entries before identifiers existed.
+ */
 export function syntheticIndex(count: number, seed = 1): { entries: IndexEntry[]; words: string[] } {
   const rand = random(seed);
+  const other = random(seed + 1000);
   const words = vocabulary(rand, 5000);
   const pick = () => words[Math.floor(Math.pow(rand(), 2) * words.length)] ?? "x";
   const camel = (a: string, b: string) => a + b.charAt(0).toUpperCase() + b.slice(1);
@@ -48,7 +53,15 @@ export function syntheticIndex(count: number, seed = 1): { entries: IndexEntry[]
     const path = `/repo/pkg-${i % 200}/${pick()}/${pick()}-${pick()}-${i}.${ext}`;
     const description = Array.from({ length: 6 + Math.floor(rand() * 6) }, pick).join(" ");
     const names = Array.from({ length: 1 + Math.floor(rand() * 4) }, () => camel(pick(), pick())).join(", ");
-    entries.push({ path, metadata: `language: ${language}; size: ${(rand() * 40).toFixed(1)} KB; ${description}; exports: ${names}` });
+    const pickOther = () => words[Math.floor(Math.pow(other(), 2) * words.length)] ?? "x";
+    const identifiers = Array.from({ length: 10 + Math.floor(other() * 51) }, () => camel(pickOther(), pickOther()))
+      .join(" ")
+      .slice(0, 1000);
+    entries.push({
+      path,
+      metadata: `language: ${language}; size: ${(rand() * 40).toFixed(1)} KB; ${description}; exports: ${names}`,
+      identifiers,
+    });
   }
   return { entries, words };
 }

@@ -352,4 +352,30 @@ describe("dirigent memory index / match", () => {
       await rm(dir, { recursive: true, force: true });
     }
   });
+
+  it("finds a file by a name deep inside it, through the identifiers stored in KV", async () => {
+    const root = randomRoot();
+    const dir = await mkdtemp(join(tmpdir(), "dirigent-cli-identifiers-"));
+    try {
+      const lead = `/** Helpers of the stream layer. ${"They are many and this comment is long. ".repeat(8)}*/\n`;
+      const helpers = Array.from({ length: 20 }, (_, i) => `export function helperNumber${"abcdefghijklmnopqrst"[i]}() {}`).join("\n");
+      await writeFile(join(dir, "tools.ts"), `${lead}${helpers}\nfunction build() {\n  function filterBrokenPipe(err: Error) {}\n}\n`);
+      await writeFile(join(dir, "other.ts"), "/** Pipes data between streams. */\nexport function connect() {}\n");
+      const out: string[] = [];
+      const run = async (...args: string[]) => {
+        const program = new Command().exitOverride();
+        registerMemoryCommands(
+          program,
+          (text) => out.push(text),
+          () => undefined,
+        );
+        await program.parseAsync(["node", "dirigent", "memory", ...args, "--nats", server.url, "--prefix", root]);
+      };
+      await run("index", dir);
+      await run("match", "where is a broken pipe error filtered", "--json");
+      expect((JSON.parse(out.at(-1) ?? "{}") as { matches: { path: string }[] }).matches[0]?.path).toBe(join(dir, "tools.ts"));
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
 });

@@ -6,6 +6,7 @@
 import { describe, expect, it } from "vitest";
 import { camelParts, words } from "../../actors/memory/rank.js";
 import { describe as describeFile } from "../../runtime/indexer/describe.js";
+import { identifiersOf } from "../../runtime/indexer/identifiers.js";
 import { applyOutputFormat, fitsSchema, unfenced } from "../../actors/evaluator/output-format.js";
 import { parseVerdict } from "../../protocol/checkmate.js";
 import { fencedBlock, withoutFenceMarks } from "../../protocol/fence.js";
@@ -114,9 +115,20 @@ describe("hostile 100,000-character inputs", () => {
       "const f = (" + "(".repeat(N),
       "test('" + "a".repeat(N),
       "x".repeat(N) + ".",
+      " ".repeat(N) + "f(" + "a".repeat(N),
+      "import {" + "a ".repeat(N / 2),
+      "{" + " a".repeat(N / 2) + "} =",
+      "'" + "a".repeat(N),
+      "function " + "*".repeat(N),
+      "x" + " = ".repeat(N / 3),
+      "`" + "a".repeat(60) + "`".repeat(N),
     ];
     const started = performance.now();
-    for (const text of texts) for (const name of ["/r/a.md", "/r/a.js"]) expect(describeFile(name, text).length).toBeLessThanOrEqual(240);
+    for (const text of texts)
+      for (const name of ["/r/a.md", "/r/a.js", "/r/a.py", "/r/a.json", "/r/a.go"]) {
+        expect(describeFile(name, text).length).toBeLessThanOrEqual(240);
+        expect(identifiersOf(name, text).length).toBeLessThanOrEqual(1000);
+      }
     expect(performance.now() - started).toBeLessThan(5000);
   });
 
