@@ -20,8 +20,6 @@ interface LazySignal {
   stopped: boolean;
 }
 
-const signals = new WeakMap<AnyActorRef, LazySignal>();
-
 function signalOf(lazy: LazySignal): AbortSignal {
   if (lazy.controller === undefined) {
     lazy.controller = new AbortController();
@@ -44,6 +42,8 @@ export interface PromiseArgs<TInput, TOutput, TEmitted extends EventObject> {
 export function fromPromise<TOutput, TInput = NonReducibleUnknown, TEmitted extends EventObject = EventObject>(
   promiseCreator: (args: PromiseArgs<TInput, TOutput, TEmitted>) => PromiseLike<TOutput>,
 ): PromiseActorLogic<TOutput, TInput, TEmitted> {
+  // The signals of this logic's started actors (weak: a finished actor's goes with it).
+  const signals = new WeakMap<AnyActorRef, LazySignal>();
   const logic = {
     config: promiseCreator,
     transition: (state: PromiseSnapshot<TOutput, TInput>, event: { type: string; data?: unknown }, scope: { self: AnyActorRef }) => {
