@@ -78,7 +78,7 @@ const NO_SDK = new ProxyTracerProvider().getDelegate();
 /**
  * Whether an SDK is registered (runtime/tracing/sdk.ts, or a test's). Without one, a span would be the API's no-op
  * span all the same: {@link startSpan} and {@link inSpan} then skip building it (a tracer, a context, closures: a
- * few µs each, eight spans a trivial task).
+ * few µs each, seven spans a trivial task).
  */
 function tracing(): boolean {
   const provider = trace.getTracerProvider();
