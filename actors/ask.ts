@@ -75,7 +75,10 @@ export async function ask<Req extends z.ZodType, Rep extends z.ZodType>(
   const subject = request.subjectOf(deps.subjects);
   if (options.signal?.aborted !== true) {
     const local = deps.local?.dispatch(subject, body);
-    if (local !== undefined) return localAnswer(subject, local, options).then((answer) => replyOf(request, subject, answer));
+    if (local !== undefined)
+      return localAnswer(subject, local, options).then((answer) =>
+        request.localAsIs ? (throwIfErrorReply(answer), answer as z.output<Rep>) : replyOf(request, subject, answer),
+      );
   }
   let bytes: Uint8Array;
   // The responder's span continues the asker's trace (a local call runs in the asker's context as it is).

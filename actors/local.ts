@@ -2,7 +2,8 @@
  * Local dispatch: a request to a role that runs in this same process, with a slot free, is handed to it directly,
  * as a call, instead of over NATS. Nothing is encoded or sent, and no keepalives are needed (a responder in this
  * process cannot die on its own); the call and its answer are validated with the request's schemas all the same
- * (`serve` and `ask`), since the compiler does not check refinements and defaults. When this process has
+ * (`serve` and `ask`), since the compiler does not check refinements and defaults, except for the requests that
+ * take a local call as it is (`localAsIs` in protocol/requests.ts: the Director's evaluate, the Evaluator's execute). When this process has
  * no responder on the subject, or all of its slots are busy, the request goes over NATS as always, to whichever
  * process of the role takes it. Temporal calls the same idea eager dispatch.
  */

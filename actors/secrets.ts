@@ -12,16 +12,20 @@ export const MIN_SECRET_LENGTH = 6;
 /** Replaces every occurrence of `secrets` in a string; the identity when there is none to look for. */
 export type Masker = (text: string) => string;
 
+/** The masker of a process that knows no secret: {@link maskDeep} with it returns the value without walking it. */
+const NO_SECRETS: Masker = (text) => text;
+
 /** A {@link Masker} of `secrets` (longest first, so a secret containing another is masked whole). */
 export function createMasker(secrets: readonly string[]): Masker {
   const wanted = [...new Set(secrets.filter((s) => s.length >= MIN_SECRET_LENGTH))].sort((a, b) => b.length - a.length);
-  if (wanted.length === 0) return (text) => text;
+  if (wanted.length === 0) return NO_SECRETS;
   const pattern = new RegExp(wanted.map((s) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")).join("|"), "g");
   return (text) => text.replace(pattern, REDACTED);
 }
 
 /** A copy of `value` with `mask` applied to every string in it (object keys included); the value itself when nothing changes. */
 export function maskDeep<T>(value: T, mask: Masker): T {
+  if (mask === NO_SECRETS) return value;
   const walk = (v: unknown): unknown => {
     if (typeof v === "string") return mask(v);
     if (Array.isArray(v)) {

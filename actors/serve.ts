@@ -67,8 +67,11 @@ export function serve<Req extends z.ZodType, Rep extends z.ZodType, Key extends 
   const unregister =
     options.local === true && deps.local !== undefined
       ? deps.local.register(subject, slots, (request) => {
-          // A call skips the decoding: validate it as a message would be (defaults and transforms applied, refinements checked).
-          const valid = validate(definition.request, definition.anyBody ? {} : request);
+          // A call skips the decoding: validate it as a message would be (defaults and transforms applied, refinements
+          // checked), unless the definition takes it as it is (`localAsIs`: it never left the process).
+          const valid = definition.localAsIs
+            ? ({ ok: true, value: request as z.output<Req> } as const)
+            : validate(definition.request, definition.anyBody ? {} : request);
           if (!valid.ok) return Promise.resolve(refused(subject, valid));
           return traced(definition.name, undefined, valid.value, () => handle(valid.value, localMessage(subject))).catch((err: unknown) =>
             Promise.reject(failure(subject, err)),

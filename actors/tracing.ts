@@ -1,11 +1,14 @@
 /**
  * The tracing seam of the actors: spans and W3C trace context (`traceparent`) through the OpenTelemetry API. Until the
  * runtime registers an SDK (runtime/tracing/, only with an OTLP endpoint configured) the API is a no-op: spans are not
- * recorded, nothing is injected into headers, and a call costs a few property reads. docs/traces.md lists the spans.
+ * recorded, nothing is injected into headers, and a call costs a few property reads (no span is built: see
+ * `tracing()`). docs/traces.md lists the spans.
  */
 import {
   context,
+  INVALID_SPAN_CONTEXT,
   propagation,
+  ProxyTracerProvider,
   ROOT_CONTEXT,
   SpanKind,
   SpanStatusCode,
@@ -69,8 +72,28 @@ export function contextOf(parent: SpanParent): Context {
   return propagation.extract(context.active(), { ...stored });
 }
 
+/** What the global tracer provider delegates to while no SDK is registered. */
+const NO_SDK = new ProxyTracerProvider().getDelegate();
+
+/**
+ * Whether an SDK is registered (runtime/tracing/sdk.ts, or a test's). Without one, a span would be the API's no-op
+ * span all the same: {@link startSpan} and {@link inSpan} then skip building it (a tracer, a context, closures: a
+ * few µs each, seven spans a trivial task).
+ */
+function tracing(): boolean {
+  const provider = trace.getTracerProvider();
+  return !(provider instanceof ProxyTracerProvider) || provider.getDelegate() !== NO_SDK;
+}
+
+/** The span of every {@link startSpan} while no SDK is registered: records nothing, runs as it is. */
+const NOT_TRACED_SPAN = trace.wrapSpanContext(INVALID_SPAN_CONTEXT);
+function notTraced(): TaskSpan {
+  return { span: NOT_TRACED_SPAN, context: context.active(), run: (fn) => fn(), fail: () => undefined, end: () => undefined };
+}
+
 /** Starts a span (its parent: see {@link SpanOptions}); end it with {@link TaskSpan.end}. */
 export function startSpan(name: string, options: SpanOptions = {}): TaskSpan {
+  if (!tracing()) return notTraced();
   const parent = contextOf(options.parent);
   const span = trace
     .getTracer(TRACER_NAME)
@@ -95,6 +118,7 @@ export function startSpan(name: string, options: SpanOptions = {}): TaskSpan {
 
 /** Runs `fn` in a new span, active while it runs; a throw marks it failed. */
 export async function inSpan<T>(name: string, options: SpanOptions, fn: (span: TaskSpan) => Promise<T>): Promise<T> {
+  if (!tracing()) return fn(notTraced());
   const started = startSpan(name, options);
   try {
     return await started.run(() => fn(started));

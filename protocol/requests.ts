@@ -29,6 +29,12 @@ export interface RequestDefinition<Req extends z.ZodType = z.ZodType, Rep extend
   readonly reply: Rep;
   /** The body is not read: the answer depends on the subject alone, so any body, JSON or not, is a request. */
   readonly anyBody: boolean;
+  /**
+   * A call from a role of the same process (actors/local.ts) is handed over and answered as it is, unvalidated: it
+   * never left the process, and its schemas apply no defaults or transforms (test/unit/local.test.ts checks them), so
+   * validating it again would only copy it. Over NATS it is decoded and validated as any message.
+   */
+  readonly localAsIs: boolean;
   /** The subject one request goes to; a request about one task or goal takes its id. */
   subjectOf(subjects: Subjects, ...key: Key): string;
   /** The subject responders subscribe to: the same, or a wildcard over the ids. */
@@ -49,6 +55,8 @@ export type ReplyOf<D extends AnyRequestDefinition> = z.output<D["reply"]>;
 interface DefineOptions {
   /** The body is not read (see {@link RequestDefinition.anyBody}). */
   anyBody?: boolean;
+  /** A local call goes unvalidated (see {@link RequestDefinition.localAsIs}). */
+  localAsIs?: boolean;
 }
 
 /** Declares a request whose subject is fixed; responders subscribe to that subject. */
@@ -83,19 +91,21 @@ function definition<Req extends z.ZodType, Rep extends z.ZodType, Key extends st
   options: DefineOptions,
 ): RequestDefinition<Req, Rep, Key> {
   const anyBody = options.anyBody === true;
+  const localAsIs = options.localAsIs === true;
   const at = (...key: Key): RequestDefinition<Req, Rep> => {
     const addressed: RequestDefinition<Req, Rep> = {
       name,
       request,
       reply,
       anyBody,
+      localAsIs,
       subjectOf: (subjects) => subjectOf(subjects, ...key),
       servedOn,
       at: () => addressed,
     };
     return addressed;
   };
-  return { name, request, reply, anyBody, subjectOf, servedOn, at };
+  return { name, request, reply, anyBody, localAsIs, subjectOf, servedOn, at };
 }
 
 /** The body of a request whose body is not read: senders send `{}`. */
@@ -137,9 +147,9 @@ export const Requests = {
     UserInputReply,
   ),
   /** Internal: Director → Evaluator. */
-  evaluate: defineRequest("evaluator.evaluate", (s) => s.evaluate, EvaluateRequest, EvaluateReply),
+  evaluate: defineRequest("evaluator.evaluate", (s) => s.evaluate, EvaluateRequest, EvaluateReply, { localAsIs: true }),
   /** Internal: Evaluator → Handler, an atomic task. */
-  execute: defineRequest("handler.execute", (s) => s.execute, ExecuteRequest, ExecuteReply),
+  execute: defineRequest("handler.execute", (s) => s.execute, ExecuteRequest, ExecuteReply, { localAsIs: true }),
   /** Internal: Evaluator → Handler, one command of a `script` task. */
   script: defineRequest("handler.script", (s) => s.script, ScriptRequest, ScriptReply),
   /** Internal: Evaluator → Memory. */

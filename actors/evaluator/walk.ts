@@ -3,7 +3,8 @@
  * `<inputs>` are bound, an atomic task is substituted and sent to a Handler, a call binds its arguments, and a
  * step of a composite is evaluated by a nested evaluation actor ({@link evaluateNode}).
  */
-import { assign, createActor, fromCallback, fromPromise, toPromise, type Actor, type InspectionEvent } from "xstate";
+import { assign, createActor, fromCallback, toPromise, type Actor, type InspectionEvent } from "xstate";
+import { fromPromise } from "../promise-actor.js";
 import type { SuspendedResult } from "../../machines/evaluator/continuation.js";
 import { find, flatten, type Env } from "../../machines/language/env.js";
 import { directorEvaluatorMachine } from "../../machines/evaluator/loop.js";

@@ -8,7 +8,8 @@
  * - `judge`: `<goal>-judge-<sub-goal>` on the cheap-tier model, answers a {@link DivergenceJudgement}.
  * - `review`: `<goal>-keep-<sub-goal>-r<replans>` on the cheap-tier model, answers a {@link KeepDecision}.
  */
-import { fromCallback, fromPromise } from "xstate";
+import { fromCallback } from "xstate";
+import { fromPromise } from "../promise-actor.js";
 import {
   DivergenceJudgement,
   GoalPlan,

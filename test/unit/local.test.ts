@@ -126,6 +126,38 @@ describe("request definitions", () => {
     expect(new Set(all.map(([, d]) => d.name)).size).toBe(all.length);
   });
 
+  it("take a local call as it is only where parsing changes nothing: no defaults, transforms or pipes in either schema", () => {
+    // Parsing a valid value of such a schema gives the same value (less unknown keys): a call that never left the
+    // process needs no second parse (actors/serve.ts, actors/ask.ts).
+    const CHANGING = new Set(["default", "prefault", "catch", "transform", "pipe", "codec", "success"]);
+    const changing = (schema: z.ZodType): string[] => {
+      const seen = new Set<unknown>();
+      const found: string[] = [];
+      const walk = (node: z.ZodType | undefined, at: string): void => {
+        if (node === undefined || seen.has(node)) return;
+        seen.add(node);
+        const def = node._zod.def as unknown as Record<string, unknown> & { type: string };
+        if (CHANGING.has(def.type)) found.push(`${at || "/"}: ${def.type}`);
+        for (const key of ["innerType", "element", "keyType", "valueType", "left", "right", "in", "out"])
+          walk(def[key] as z.ZodType | undefined, at);
+        for (const [key, value] of Object.entries((def.shape ?? {}) as Record<string, z.ZodType>)) walk(value, `${at}/${key}`);
+        for (const option of [...((def.options ?? []) as z.ZodType[]), ...((def.items ?? []) as z.ZodType[])]) walk(option, at);
+        if (def.type === "lazy") walk((def.getter as () => z.ZodType)(), at);
+      };
+      walk(schema, "");
+      return found;
+    };
+    const asIs = all.filter(([, d]) => d.localAsIs).map(([key]) => key);
+    expect(asIs).toEqual(["evaluate", "execute"]);
+    for (const [key, d] of all.filter(([, d]) => d.localAsIs)) expect([key, ...changing(d.request), ...changing(d.reply)]).toEqual([key]);
+    // The walk does see them.
+    expect(changing(z.object({ a: z.array(z.string().default("x")), b: z.string().transform((v) => v.length) }))).toEqual([
+      "/a: default",
+      "/b: pipe",
+      "/b: transform",
+    ]);
+  });
+
   it("are checked by the compiler at both ends", () => {
     const deps = { subjects: createSubjects("t") } as ActorDeps;
     const never = () => undefined as unknown as Promise<never>;
