@@ -2,8 +2,9 @@
  * A Director's stored history of task events (protocol/history.ts). Each event goes out live at once; its body is
  * kept here too, per task, and the task's kept events are stored as one message on `<root>.tasks.<id>.history`: at
  * the task's end (before its result, {@link EventHistory.flush}), when a batch would outgrow one message, and at the
- * latest `flushMs` after the first event kept (a long task, an event of a task another Director runs). A crash loses
- * the events of at most that window from the stored history (a subscriber saw them live). Without a store (an
+ * latest `flushMs` after the first event kept (a long task, an event of a task another Director runs; a task's
+ * `task.queued` waits longer, see {@link EventHistory.keep}). A crash loses the events of at most that window from the
+ * stored history (a subscriber saw them live). Without a store (an
  * in-process transport keeps no events), nothing is kept.
  */
 import { encodeTaskHistory, historyOverhead } from "../../protocol/index.js";
@@ -20,8 +21,12 @@ export type StoreMessage = (subject: string, data: Uint8Array, id: string) => Pr
 
 /** The events kept of the tasks whose events this Director published. */
 export interface EventHistory {
-  /** Keeps an event's body (as published) for the task's stored history. */
-  keep(taskId: string, body: Uint8Array): void;
+  /**
+   * Keeps an event's body (as published) for the task's stored history. `queued`: the event of a task not running yet
+   * (`task.queued`), stored with the task's next event here or after {@link QUEUED_FLUSH_FACTOR} windows: a task that
+   * waits in the intake (a backlog) then costs no batch of its own.
+   */
+  keep(taskId: string, body: Uint8Array, queued?: boolean): void;
   /**
    * Stores the task's events kept so far. Its write goes out before this returns, so a message published after it on
    * the same connection (the result) is stored after it. Never rejects: a failure is logged.
@@ -35,7 +40,12 @@ interface Kept {
   bodies: Uint8Array[];
   bytes: number;
   timer: ReturnType<typeof setTimeout>;
+  /** Its timer is the longer one of a task not running yet. */
+  queued: boolean;
 }
+
+/** How many flush windows the event of a task still in the intake waits for the task's next event. */
+export const QUEUED_FLUSH_FACTOR = 10;
 
 const NO_HISTORY: EventHistory = { keep: () => undefined, flush: async () => undefined, close: async () => undefined };
 
@@ -56,17 +66,23 @@ export function eventHistory(deps: ActorDeps, store: StoreMessage | undefined, f
       deps.log.info({ taskId, events: batch.bodies.length, err: messageOf(err) }, "task events not stored in the events stream"),
     );
   };
+  const arm = (taskId: string, queued: boolean) => {
+    const timer = setTimeout(() => void flush(taskId), queued ? flushMs * QUEUED_FLUSH_FACTOR : flushMs);
+    timer.unref?.();
+    return timer;
+  };
   return {
-    keep(taskId, body) {
+    keep(taskId, body, queued = false) {
       let batch = kept.get(taskId);
       if (batch !== undefined && batch.bytes + body.byteLength + historyOverhead(batch.bodies.length + 1) > room) {
         void flush(taskId);
         batch = undefined;
       }
-      if (batch === undefined) {
-        const timer = setTimeout(() => void flush(taskId), flushMs);
-        timer.unref?.();
-        kept.set(taskId, (batch = { bodies: [], bytes: 0, timer }));
+      if (batch === undefined) kept.set(taskId, (batch = { bodies: [], bytes: 0, timer: arm(taskId, queued), queued }));
+      else if (batch.queued && !queued) {
+        clearTimeout(batch.timer);
+        batch.timer = arm(taskId, false);
+        batch.queued = false;
       }
       batch.bodies.push(body);
       batch.bytes += body.byteLength;

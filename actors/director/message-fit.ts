@@ -76,6 +76,6 @@ export function eventPublisher(deps: ActorDeps, history: EventHistory): PublishE
     };
     const body = fitEvent(event, deps.bus.maxMessageBytes);
     deps.bus.publish(deps.subjects.taskEvents(taskId), body);
-    history.keep(taskId, body);
+    history.keep(taskId, body, state === "queued");
   };
 }

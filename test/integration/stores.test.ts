@@ -104,7 +104,7 @@ describe("the durable writes of a task", () => {
   });
 
   it("stores a long task's events while it runs, at most DIRIGENT_HISTORY_FLUSH_MS after each", async () => {
-    await using stack = await startStack({ url: server.url, mock, config: { historyFlushMs: 50 } });
+    await using stack = await startStack({ url: server.url, mock, config: { historyFlushMs: 200 } });
     const subjects = createSubjects(stack.root);
     const taskId = newTaskId();
     const seen = new Recorder<string>();
