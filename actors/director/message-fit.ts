@@ -9,6 +9,7 @@
  */
 import { encode, TaskEvent, TaskOutcome, type TaskId, type TaskState } from "../../protocol/index.js";
 import type { ActorDeps } from "../deps.js";
+import type { EventHistory } from "./history.js";
 
 const encoder = new TextEncoder();
 
@@ -58,8 +59,11 @@ export type PublishEvent = (
   data?: Record<string, unknown>,
 ) => void;
 
-/** Publishes each task event on the task's events subject, cut to fit one message ({@link fitEvent}). */
-export function eventPublisher(deps: ActorDeps): PublishEvent {
+/**
+ * Publishes each task event on the task's events subject, cut to fit one message ({@link fitEvent}), and keeps it for
+ * the task's stored history (actors/director/history.ts).
+ */
+export function eventPublisher(deps: ActorDeps, history: EventHistory): PublishEvent {
   return (taskId, seq, type, state, message, data) => {
     const event: TaskEvent = {
       taskId: taskId as TaskId,
@@ -70,6 +74,8 @@ export function eventPublisher(deps: ActorDeps): PublishEvent {
       ...(message === undefined ? {} : { message }),
       ...(data === undefined ? {} : { data }),
     };
-    deps.bus.publish(deps.subjects.taskEvents(taskId), fitEvent(event, deps.bus.maxMessageBytes));
+    const body = fitEvent(event, deps.bus.maxMessageBytes);
+    deps.bus.publish(deps.subjects.taskEvents(taskId), body);
+    history.keep(taskId, body, state === "queued");
   };
 }

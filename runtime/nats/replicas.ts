@@ -57,15 +57,21 @@ export async function checkBucketReplicas(jsm: JetStreamManager, bucket: string,
 /**
  * Creates a stream unless one of that name exists, with `replication`'s replicas. An existing stream is used as it
  * is, so a deployment can tune limits with the `nats` CLI without the runtime undoing them; only fewer replicas
- * than configured are reported (or scaled up with `--scale-streams`, see `checkReplicas`).
+ * than configured are reported (or scaled up with `--scale-streams`, see `checkReplicas`), and what `upgrade` asks
+ * of a stream an older release made is changed.
  */
 export async function ensureStream(
   jsm: JetStreamManager,
   config: Partial<StreamConfig> & { name: string },
   replication?: Replication,
+  upgrade?: (existing: StreamConfig) => Partial<StreamConfig> | undefined,
 ): Promise<void> {
   try {
-    await checkReplicas(jsm, await jsm.streams.info(config.name), replication);
+    const info = await jsm.streams.info(config.name);
+    await checkReplicas(jsm, info, replication);
+    // A stream made by an older release: the change it needs (`upgrade`), applied in place.
+    const change = upgrade?.(info.config);
+    if (change !== undefined) await jsm.streams.update(config.name, change);
     return;
   } catch (err) {
     if (!(err instanceof JetStreamApiError && err.code === JetStreamApiCodes.StreamNotFound)) throw err;
