@@ -11,7 +11,7 @@ import type { TaskEvent } from "../../protocol/index.js";
 import { startMockLlm, type MockScript } from "../../runtime/model/mock-server.js";
 import type { Config } from "../../runtime/config.js";
 import { startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
-import { noneRunning, pidsRunning, pollUntil } from "../support/process-group.js";
+import { noneRunning, pidsRunning, pollUntil, RUN_SLEEP as SLEEP_A } from "../support/process-group.js";
 import { Recorder } from "../support/recorder.js";
 import { newTaskId, startStack } from "../support/stack.js";
 
@@ -141,7 +141,7 @@ describe("handler tools", () => {
     const { outcome, requests } = await run(
       {
         rules: [
-          { match: { turn: 1 }, toolCalls: [{ name: "run_script", arguments: { argv: stubborn(7301) } }] },
+          { match: { turn: 1 }, toolCalls: [{ name: "run_script", arguments: { argv: stubborn(SLEEP_A) } }] },
           { match: { hasToolResult: "timed out after 300 ms; the process group was killed" }, reply: "it hung" },
         ],
       },
@@ -154,7 +154,7 @@ describe("handler tools", () => {
         ?.slice(1)
         .map(Number) ?? [];
     expect(child).toBeGreaterThan(0);
-    await noneRunning("sleep 7301");
+    await noneRunning(`sleep ${SLEEP_A}`);
   });
 
   it("kills a running script's process group when the task is cancelled", async () => {
@@ -163,7 +163,7 @@ describe("handler tools", () => {
       url: server.url,
       script: {
         rules: [
-          { match: { turn: 1 }, toolCalls: [{ name: "run_script", arguments: { argv: stubborn(7302, ` > ${pidFile}`) } }] },
+          { match: { turn: 1 }, toolCalls: [{ name: "run_script", arguments: { argv: stubborn(SLEEP_A + 1000, ` > ${pidFile}`) } }] },
           { reply: "never" },
         ],
       },
@@ -177,11 +177,11 @@ describe("handler tools", () => {
       const ids = (await readFile(join(workspace, pidFile), "utf8").catch(() => "")).trim().split(" ").map(Number);
       return ids.length === 2 && ids.every((id) => id > 0) ? ids : undefined;
     }, "the script's pids");
-    expect(pidsRunning("sleep 7302")).toHaveLength(1);
+    expect(pidsRunning(`sleep ${SLEEP_A + 1000}`)).toHaveLength(1);
     expect((await stack.client.cancel(taskId)).cancelled).toBe(true);
     expect((await watch.result).status).toBe("CANCELLED");
     await watch.close();
-    await noneRunning("sleep 7302");
+    await noneRunning(`sleep ${SLEEP_A + 1000}`);
     expect(stack.mock.requests).toHaveLength(1);
   });
 

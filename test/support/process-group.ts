@@ -42,6 +42,9 @@ export async function pollUntil<T>(check: () => T | undefined | Promise<T | unde
   }
 }
 
+/** A sleep length (s) that names this run's test scripts among the machine's processes: another suite may run beside it. */
+export const RUN_SLEEP = 7000 + Math.floor(Math.random() * 1000);
+
 /**
  * Host pids of the live (not zombie) processes whose command line is exactly `command` (its argv joined by
  * spaces). Sandboxed programs run in a PID namespace of their own: the pids they print are not host pids, so a
