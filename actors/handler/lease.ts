@@ -221,9 +221,13 @@ export function createRunGate(leases: Leases): RunGate {
     forget: () => void,
   ): Promise<T> =>
     (async () => {
-      const controller = new AbortController();
+      // Made when the marker is asked for: most sessions end sooner, and an abort costs a DOMException.
+      let controller: AbortController | undefined;
       let lease: Promise<Lease | undefined> | undefined;
-      const timer = setTimeout(() => (lease = leases.acquire(key, controller.signal).catch(() => undefined)), deferMs);
+      const timer = setTimeout(() => {
+        controller = new AbortController();
+        lease = leases.acquire(key, controller.signal).catch(() => undefined);
+      }, deferMs);
       let written: Promise<unknown> = Promise.resolve();
       try {
         return await run(
@@ -235,7 +239,7 @@ export function createRunGate(leases: Leases): RunGate {
         clearTimeout(timer);
         const release = async () => {
           // A marker still being waited for is not taken any more.
-          controller.abort();
+          controller?.abort();
           await (await lease)?.release();
         };
         void written.then(release, release).finally(forget);
