@@ -68,12 +68,6 @@ export const ExecuteRequest = SessionSettings.extend({
   /** No earlier run of this call can have left a record (its task's first evaluation, first request): none is looked for. */
   fresh: z.boolean().optional(),
   /**
-   * This session's answer is its task's result (the task's entry is this atomic task): the task's final record keeps
-   * it. With `fresh`, a session that ends within a moment (one turn, no tool calls, complete) writes no record of its
-   * own and no in-flight marker (actors/handler/lease.ts).
-   */
-  final: z.boolean().optional(),
-  /**
    * Resume a suspended session: `answer` becomes the response to its pending tool call; `prompt` is then ignored,
    * and so are the settings (`tools`, `maxTurns`, …): the session's own (`session.settings`) apply.
    */

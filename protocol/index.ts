@@ -21,4 +21,3 @@ export * from "./subjects.js";
 export * from "./requests.js";
 export * from "./tool-selection.js";
 export * from "./map-events.js";
-export * from "./history.js";

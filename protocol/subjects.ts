@@ -43,11 +43,6 @@ export function createSubjects(root: string = DEFAULT_ROOT) {
     submit: `${root}.tasks.submit`,
     /** Public: lifecycle events of a task. */
     taskEvents: (id: string) => `${root}.tasks.${idToken(id)}.events`,
-    /**
-     * The stored history of a task's events ({@link encodeTaskHistory}): the Director stores them in batches on this
-     * subject (the events stream keeps it), while each event travels live on `taskEvents`, stored one by one no more.
-     */
-    taskHistory: (id: string) => `${root}.tasks.${idToken(id)}.history`,
     /** Public: the final result of a task. */
     taskResult: (id: string) => `${root}.tasks.${idToken(id)}.result`,
     /** Public: request the state and result of a task. */
@@ -64,8 +59,6 @@ export function createSubjects(root: string = DEFAULT_ROOT) {
     anyTaskInput: `${root}.tasks.*.input`,
     /** Wildcard over every task's events. */
     anyTaskEvents: `${root}.tasks.*.events`,
-    /** Wildcard over every task's stored event batches. */
-    anyTaskHistory: `${root}.tasks.*.history`,
     /** Wildcard over every task's results. */
     anyTaskResult: `${root}.tasks.*.result`,
     /** Extracts the task-id token from a `<root>.tasks.<id>.<channel>` subject. */
@@ -96,7 +89,7 @@ export function createSubjects(root: string = DEFAULT_ROOT) {
     queue: (role: "director" | "evaluator" | "handler" | "memory" | "compiler" | "supervisor") => `${root}.${role}`,
     /** JetStream stream holding accepted submissions. */
     intakeStream: `${upper}_INTAKE`,
-    /** JetStream stream holding task event batches (`history`) and results, for replay. */
+    /** JetStream stream holding task events and results, for replay. */
     eventsStream: `${upper}_EVENTS`,
     /** KV bucket of task records. */
     tasksBucket: `${upper}_TASKS`,

@@ -20,7 +20,6 @@ export const ENV_NAMES = {
   localDispatch: "DIRIGENT_LOCAL_DISPATCH",
   taskTimeoutMs: "DIRIGENT_TASK_TIMEOUT_MS",
   ackWaitMs: "DIRIGENT_ACK_WAIT_MS",
-  historyFlushMs: "DIRIGENT_HISTORY_FLUSH_MS",
   maxTurns: "DIRIGENT_MAX_TURNS",
   modelTimeoutMs: "DIRIGENT_MODEL_TIMEOUT_MS",
   modelMaxRetries: "DIRIGENT_MODEL_MAX_RETRIES",

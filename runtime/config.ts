@@ -98,8 +98,6 @@ export const Config = z.object({
   taskTimeoutMs: positiveInt,
   /** Intake redelivery: a task whose Director stops signalling progress this long is resumed by another Director. */
   ackWaitMs: positiveInt,
-  /** Longest a task event waits to be stored with its task's history (a Director's crash loses at most this window). */
-  historyFlushMs: z.coerce.number().int().min(10).max(60_000),
   /** Hard limit on assistant turns per Handler session. */
   maxTurns: positiveInt,
   /** Timeout of one model HTTP request. */
@@ -266,7 +264,6 @@ export const DEFAULTS = {
   localDispatch: true,
   taskTimeoutMs: 600_000,
   ackWaitMs: 30_000,
-  historyFlushMs: 500,
   maxTurns: 10,
   modelTimeoutMs: 120_000,
   modelMaxRetries: 5,

@@ -231,7 +231,6 @@ export async function startSystem(options: SystemOptions): Promise<SystemHandle>
         taskTimeoutMs: config.taskTimeoutMs,
         ...(transport.lastPublished ? { lastPublished: transport.lastPublished } : {}),
         ...(transport.publishStored ? { publishStored: transport.publishStored } : {}),
-        historyFlushMs: config.historyFlushMs,
         sizeLimits: {
           submissionBytes: config.maxSubmissionBytes,
           inputBytes: config.maxInputBytes,

@@ -93,10 +93,8 @@ export async function openNatsTransport(servers: string, subjects: Subjects, opt
     const [store, queue, index, turns, goals] = opened;
     const lastPublished = async (subject: string) => (await wireOf(nc).lastBySubject(subjects.eventsStream, subject))?.data;
     // No `$JS.API.INFO` check: a client's user may not ask it, and the stream lookup is only made after a 503.
-    const jsm = jetstreamManager(nc, { checkAPI: false });
-    jsm.catch(() => undefined);
     const publishStored = async (subject: string, data: Uint8Array, id: string) =>
-      storeThroughElections(await jsm, wireOf(nc), subjects.eventsStream, { subject, data, id });
+      storeThroughElections(await jetstreamManager(nc, { checkAPI: false }), wireOf(nc), subjects.eventsStream, { subject, data, id });
     return {
       kind: "nats",
       description: bus.description,

@@ -15,7 +15,6 @@ import { stateOf, taskActors, type RunningTask } from "./task.js";
 import { handleSubmit, queuedRecord } from "./intake.js";
 import { taskRequests } from "./requests.js";
 import { eventPublisher } from "./message-fit.js";
-import { DEFAULT_HISTORY_FLUSH_MS, eventHistory } from "./history.js";
 import { runActors, runDelivery, type RunActor, type RunEnv } from "./run.js";
 import type { SizeLimits } from "../size-limits.js";
 import { createParseCache, type ParseCache } from "../../machines/language/parse-cache.js";
@@ -36,11 +35,6 @@ export interface DirectorConfig {
    * message id): a result published while a replicated stream elects a leader is not lost. Absent: a plain publish.
    */
   publishStored?: (subject: string, data: Uint8Array, id: string) => Promise<void>;
-  /**
-   * Longest a published event waits to be stored with its task's history (actors/director/history.ts); default
-   * {@link DEFAULT_HISTORY_FLUSH_MS}. Stored through `publishStored`: without it, no history is kept.
-   */
-  historyFlushMs?: number;
   /** Size limits of submissions; {@link DEFAULT_SIZE_LIMITS} when absent. */
   sizeLimits?: SizeLimits;
   /** The system's parse cache (shared with its Evaluator); absent: the Director keeps its own. */
@@ -58,8 +52,7 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
   /** Set by `stop`: take no new task, hand back the ones running. */
   let draining = false;
 
-  const history = eventHistory(deps, config.publishStored, config.historyFlushMs ?? DEFAULT_HISTORY_FLUSH_MS, owner);
-  const publishEvent = eventPublisher(deps, history);
+  const publishEvent = eventPublisher(deps);
   /** The type of a template's entry task, for metrics. */
   const taskType = (xml: string) => {
     if (xml === "") return "prompt";
@@ -83,7 +76,6 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
     pendingClaims: new Map(),
     runs,
     publishEvent,
-    history,
     taskType,
     runActors: runActors(),
     taskActors: taskActors(),
@@ -117,7 +109,6 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
       return actor === undefined ? undefined : stateOf(actor.getSnapshot());
     },
     publishEvent,
-    storeEvents: history.flush,
     ...(config.lastPublished ? { lastPublished: config.lastPublished } : {}),
     taskType,
   });
@@ -178,7 +169,6 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
       for (const delivery of runs) delivery.send({ type: "drain" });
       await Promise.all([consuming, ...subscriptions.map((s) => s.unsubscribe())]);
       for (const task of owned.values()) task.actor?.stop();
-      await history.close();
     },
   };
 }

@@ -9,7 +9,6 @@
  */
 import { encode, TaskEvent, TaskOutcome, type TaskId, type TaskState } from "../../protocol/index.js";
 import type { ActorDeps } from "../deps.js";
-import type { EventHistory } from "./history.js";
 
 const encoder = new TextEncoder();
 
@@ -59,11 +58,8 @@ export type PublishEvent = (
   data?: Record<string, unknown>,
 ) => void;
 
-/**
- * Publishes each task event on the task's events subject, cut to fit one message ({@link fitEvent}), and keeps it for
- * the task's stored history (actors/director/history.ts).
- */
-export function eventPublisher(deps: ActorDeps, history: EventHistory): PublishEvent {
+/** Publishes each task event on the task's events subject, cut to fit one message ({@link fitEvent}). */
+export function eventPublisher(deps: ActorDeps): PublishEvent {
   return (taskId, seq, type, state, message, data) => {
     const event: TaskEvent = {
       taskId: taskId as TaskId,
@@ -74,8 +70,6 @@ export function eventPublisher(deps: ActorDeps, history: EventHistory): PublishE
       ...(message === undefined ? {} : { message }),
       ...(data === undefined ? {} : { data }),
     };
-    const body = fitEvent(event, deps.bus.maxMessageBytes);
-    deps.bus.publish(deps.subjects.taskEvents(taskId), body);
-    history.keep(taskId, body, state === "queued");
+    deps.bus.publish(deps.subjects.taskEvents(taskId), fitEvent(event, deps.bus.maxMessageBytes));
   };
 }

@@ -6,11 +6,12 @@
 import { fitOutcome } from "./message-fit.js";
 import {
   CancelBroadcast,
+  decode,
   encode,
   errorReply,
   parseTaskId,
   Requests,
-  decodeTaskHistory,
+  TaskEvent,
   TaskOutcome,
   type CancelReply,
   type TaskRecord,
@@ -29,8 +30,6 @@ export interface TaskRequestHooks {
   liveState(taskId: string): TaskState | undefined;
   /** Publishes a task event. */
   publishEvent(taskId: string, seq: number, type: string, state: TaskState, message?: string): void;
-  /** Stores the events kept of a task for its history now (actors/director/history.ts). */
-  storeEvents?: (taskId: string) => Promise<void>;
   /** The last message stored on `subject` (the events stream), when events are stored. */
   lastPublished?: (subject: string) => Promise<Uint8Array | undefined>;
   /** The type of a template's entry task, for metrics (see RunEnv). */
@@ -54,10 +53,9 @@ export function taskRequests(deps: ActorDeps, store: TaskStore, queue: WorkQueue
    * claim (its first second), the state its last event announced. An unreadable event counts as none.
    */
   const stateOfQueued = async (taskId: string): Promise<TaskState> => {
-    const last = await hooks.lastPublished?.(subjects.taskHistory(taskId)).catch(() => undefined);
-    const batch = last === undefined ? undefined : decodeTaskHistory(last);
-    const event = batch?.ok ? batch.value.at(-1) : undefined;
-    return event?.state ?? "queued";
+    const last = await hooks.lastPublished?.(subjects.taskEvents(taskId)).catch(() => undefined);
+    const event = last === undefined ? undefined : decode(TaskEvent, last);
+    return event?.ok ? event.value.state : "queued";
   };
 
   const get = async (msg: BusMessage) => {
@@ -88,7 +86,6 @@ export function taskRequests(deps: ActorDeps, store: TaskStore, queue: WorkQueue
       // meanwhile is told below, and finds the record final).
       const { record } = outcome;
       hooks.publishEvent(taskId, record.seq ?? 2, "task.cancelled", "cancelled", "cancelled");
-      void hooks.storeEvents?.(taskId);
       if (record.result) bus.publish(subjects.taskResult(taskId), encode(TaskOutcome, record.result));
       deps.metrics?.taskEnded({
         state: "cancelled",

@@ -5,21 +5,35 @@
  * actor as `task.done` and `task.changed`, the checkpoints' findings as `claim.lost` and `checkpoint.refused`.
  */
 import { publishResult } from "./results.js";
-import type { EventHistory } from "./history.js";
 import type { Snapshot } from "xstate";
-import type { ClaimOutput, FinishInput, FinishOutput, RestoreOutput, RunContext, RunOutcome } from "../../machines/director/run.js";
+import {
+  type ClaimOutput,
+  type FinishInput,
+  type FinishOutput,
+  type RestoreOutput,
+  type RunContext,
+  type RunOutcome,
+} from "../../machines/director/run.js";
 import { runActors, type RunActor, type RunActors, type RunEffects } from "./run-actors.js";
 
 export { runActors, type RunActor };
 import type { TaskContext } from "../../machines/director/task.js";
-import { CancelBroadcast, encode, Requests, FINAL_STATES, type EvaluateRequest, type TaskRecord } from "../../protocol/index.js";
-import type { TaskState } from "../../protocol/index.js";
+import {
+  CancelBroadcast,
+  encode,
+  Requests,
+  FINAL_STATES,
+  TaskOutcome,
+  type EvaluateRequest,
+  type TaskRecord,
+  type TaskState,
+} from "../../protocol/index.js";
 import { isPermanentStoreError, retryDelayMs, type TaskStore, type WorkItem } from "../bus.js";
 import { messageOf, type ActorDeps } from "../deps.js";
 import { inspectOption } from "../inspect-option.js";
 import { askRetrying } from "../ask.js";
 import { compilePrompt } from "./compile.js";
-import type { PublishEvent } from "./message-fit.js";
+import { fitOutcome, type PublishEvent } from "./message-fit.js";
 import { inSpan, ROOT_CONTEXT, startSpan } from "../tracing.js";
 
 export type { PublishEvent };
@@ -58,8 +72,6 @@ export interface RunEnv {
   /** The run actors under way (a drain is sent to each). */
   runs: Set<RunActor>;
   publishEvent: PublishEvent;
-  /** The events kept for the tasks' stored history (actors/director/history.ts). */
-  history: EventHistory;
   /** The type of a template's entry task, for metrics (`prompt`: none yet, a task submitted in words). */
   taskType: (xml: string) => string;
   /** The run machine, provided once per Director ({@link runActors}). */
@@ -91,7 +103,7 @@ async function finish(env: RunEnv, task: RunningTask, context: TaskContext, stat
   }
   if (written === "lost") return "lost";
   env.publishEvent(task.claim.taskId, seq, `task.${state}`, state, state === "failed" ? context.result?.error?.message : undefined);
-  await publishResult(env, task.claim.taskId, outcome);
+  await publishResult(env.deps, env.publishStored, task.claim.taskId, encode(TaskOutcome, fitOutcome(outcome, deps.bus.maxMessageBytes)));
   const { record } = task.claim;
   deps.metrics?.taskEnded({
     state,
@@ -117,7 +129,7 @@ async function publishLostResult(env: RunEnv, record: TaskRecord): Promise<void>
     record.state,
     record.state === "failed" ? record.result.error?.message : undefined,
   );
-  await publishResult(env, record.taskId, record.result);
+  await publishResult(env.deps, env.publishStored, record.taskId, encode(TaskOutcome, fitOutcome(record.result, deps.bus.maxMessageBytes)));
 }
 
 /** Claims a task on a redelivery (or for an item of an older release): reads its record first. */

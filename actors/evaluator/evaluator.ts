@@ -30,7 +30,7 @@ import { inspectOption } from "../inspect-option.js";
 import { publishProgress } from "../local.js";
 import { createTaskSpend, usageLine } from "./budget.js";
 import { DEFAULT_INPUT_TIMEOUT_MS, taskInputs, type InputRecords } from "./input.js";
-import { answersTask, entryPath, inputFailure, nodeAt, summarize } from "./nodes.js";
+import { entryPath, inputFailure, nodeAt, summarize } from "./nodes.js";
 import { templateCommandRefusal } from "./script.js";
 import { inNodeSpan, walkActors, type Walk } from "./walk.js";
 import { ENV_INPUTS_BINDING, type EnvInputs } from "./bind.js";
@@ -217,7 +217,6 @@ export function startEvaluator(deps: ActorDeps, config: EvaluatorConfig): RoleHa
           ...stream,
           ...spend.remaining(budgets),
           occurrence: occurrence(`x:${nodePath}`),
-          ...(nodePath === path && answersTask(node) ? { final: true } : {}),
         };
         // Asked again when the Handler goes silent (died, NATS restarted): the same occurrence continues from its record.
         const body = (attempt: number): ExecuteRequest => (request.fresh === true && attempt === 1 ? { ...execute, fresh: true } : execute);

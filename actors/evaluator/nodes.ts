@@ -34,15 +34,6 @@ export function nodeAt(document: TemplateDocument, path: string): StepNode | und
   return isStepNode(current) ? current : undefined;
 }
 
-/**
- * Whether the session of `node`, a task's entry, is the whole task: an atomic task whose answer is the task's result
- * (no output format to check, no fan-out, no nested tasks). Its Handler call says so (`final`).
- */
-export function answersTask(node: StepNode): boolean {
-  if (node.kind !== "task" || node.ref !== undefined || node.subtype === "associative_matching") return false;
-  return ATOMIC_TYPES.has(node.type) && node.outputFormat === undefined && node.map === undefined && !node.inputs.some(isTaskInput);
-}
-
 /** The path of the document's entry node. */
 export function entryPath(document: TemplateDocument): string | undefined {
   if (!document.entry) return undefined;

@@ -29,7 +29,7 @@ import { inspectOption } from "../inspect-option.js";
 import { publishProgress } from "../local.js";
 import { sessionActors, type SessionActors, type SessionEffects } from "./session.js";
 import { readSessionRecord, recordsBehind, scriptKey, turnKey, writeRecord } from "./records.js";
-import { createLeases, createRunGate, deferMsOf, type JoinedAt } from "./lease.js";
+import { createLeases, createRunGate, type JoinedAt } from "./lease.js";
 import { CONTINUATION_TOOL_NAMES } from "./continuation.js";
 import { templateToolCollisions } from "./template-tools.js";
 import { runToolCalls } from "./tool-calls.js";
@@ -153,10 +153,12 @@ export function startHandler(
     }
     const key = records ? turnKey(request) : undefined;
     if (key === undefined || gate === undefined) return runSession(request, undefined, false, () => undefined);
-    // A task's fresh final session takes its marker only if it runs a while (actors/handler/lease.ts).
-    const run = (before: boolean, releaseAfter: (w: Promise<unknown>) => void, marked: () => boolean) =>
-      runSession(request, key, before, releaseAfter, marked);
-    return gate.run(request.taskId, key, run, joinedEvent(request, "session"), deferMsOf(request));
+    return gate.run(
+      request.taskId,
+      key,
+      (before, releaseAfter) => runSession(request, key, before, releaseAfter),
+      joinedEvent(request, "session"),
+    );
   };
   /** Runs a session, or replays or continues its record (`key`); `before`: another run of it came first. */
   const runSession = async (
@@ -164,7 +166,6 @@ export function startHandler(
     key: string | undefined,
     before: boolean,
     releaseAfter: (written: Promise<unknown>) => void,
-    marked: () => boolean = () => true,
   ): Promise<ExecuteReply> => {
     const { taskId, nodePath } = request;
     const kinds = request.continuations ?? [];
@@ -323,9 +324,7 @@ export function startHandler(
       );
       // A session stopped by a cancel or a shutdown is not an answer to replay.
       const halted = result.error?.type === "TASK_FAILURE" && result.error.reason === "execution_halted";
-      // A final session of one turn that ended complete without its marker: the task's final record is its record.
-      const kept = request.final === true && !marked() && !session && result.status === "COMPLETE" && result.notes["turns"] === 1;
-      if (key && behind && !halted && !kept)
+      if (key && behind && !halted)
         releaseAfter(
           behind.write(key, TurnRecord, { v: RECORD_VERSION, status: "done", result: reply.result, ...(session ? { session } : {}) }),
         );

@@ -19,16 +19,6 @@ export const LEASE_HEARTBEAT_MS = 2000;
 export const LEASE_MS = 3 * LEASE_HEARTBEAT_MS;
 /** How often a joiner looks at the marker again. */
 const POLL_MS = 200;
-/**
- * How long a deferred run (a task's fresh final session, {@link RunGate.run}) goes without its in-flight marker: one
- * that ends sooner writes none. Well under any ack wait, so a Director that took its task over finds the marker of a
- * session still running.
- */
-export const DEFERRED_MARKER_MS = 500;
-
-/** The `deferMs` of a session's {@link RunGate.run}: {@link DEFERRED_MARKER_MS} for a task's fresh final session. */
-export const deferMsOf = (request: { fresh?: boolean | undefined; final?: boolean | undefined }): number | undefined =>
-  request.fresh === true && request.final === true ? DEFERRED_MARKER_MS : undefined;
 
 /** The key of the in-flight marker of the record at `key` (record keys end in a digest, never in `.run`). */
 export const markerKey = (key: string): string => `${key}.run`;
@@ -188,17 +178,14 @@ export interface RunGate {
    * too; one in another process is waited for, and then `run` runs (it finds that run's final record, or, if its
    * lease ran out, continues from its last one). `run` is told whether a run of the key came before this one (it
    * waited for one, or found its marker): a `fresh` request then has a record to read after all. `run` may hold
-   * the release back until its final record is written (`releaseAfter`). With `deferMs` (a call no earlier run can
-   * have made), `run` starts at once, as the first run, and the marker is taken only once it has run that long:
-   * `marked` tells whether it was (a run that ends sooner leaves nothing in the store).
+   * the release back until its final record is written (`releaseAfter`).
    * @throws a {@link RemoteError} `UNAVAILABLE` when the task is cancelled or the Handler stops while it waits.
    */
   run<T>(
     taskId: string,
     key: string,
-    run: (before: boolean, releaseAfter: (written: Promise<unknown>) => void, marked: () => boolean) => Promise<T>,
+    run: (before: boolean, releaseAfter: (written: Promise<unknown>) => void) => Promise<T>,
     joined: (at: JoinedAt) => void,
-    deferMs?: number,
   ): Promise<T>;
   /** Stops the waits of a task's requests (the task was cancelled). */
   cancel(taskId: string): void;
@@ -213,87 +200,48 @@ export function createRunGate(leases: Leases): RunGate {
   const abortAll = (controllers: Iterable<AbortController>, why: string) => {
     for (const controller of controllers) controller.abort(new RemoteError("UNAVAILABLE", why));
   };
-  /** A run that takes its marker only after `deferMs` ({@link RunGate.run}); released as the others are. */
-  const deferred = <T>(
-    key: string,
-    deferMs: number,
-    run: (before: boolean, releaseAfter: (written: Promise<unknown>) => void, marked: () => boolean) => Promise<T>,
-    forget: () => void,
-  ): Promise<T> =>
-    (async () => {
-      // Made when the marker is asked for: most sessions end sooner, and an abort costs a DOMException.
-      let controller: AbortController | undefined;
-      let lease: Promise<Lease | undefined> | undefined;
-      const timer = setTimeout(() => {
-        controller = new AbortController();
-        lease = leases.acquire(key, controller.signal).catch(() => undefined);
-      }, deferMs);
-      let written: Promise<unknown> = Promise.resolve();
-      try {
-        return await run(
-          false,
-          (w) => void (written = w),
-          () => lease !== undefined,
-        );
-      } finally {
-        clearTimeout(timer);
-        const release = async () => {
-          // A marker still being waited for is not taken any more.
-          controller?.abort();
-          await (await lease)?.release();
-        };
-        void written.then(release, release).finally(forget);
-      }
-    })();
   return {
     run<T>(
       taskId: string,
       key: string,
-      run: (before: boolean, releaseAfter: (written: Promise<unknown>) => void, marked: () => boolean) => Promise<T>,
+      run: (before: boolean, releaseAfter: (written: Promise<unknown>) => void) => Promise<T>,
       joined: (at: JoinedAt) => void,
-      deferMs?: number,
     ): Promise<T> {
       const going = inflight.get(key);
       if (going !== undefined) {
         joined("here");
         return going as Promise<T>;
       }
-      const forget = () => {
-        if (inflight.get(key) === running) inflight.delete(key);
-      };
-      const running =
-        deferMs !== undefined
-          ? deferred(key, deferMs, run, forget)
-          : (async () => {
-              const controller = new AbortController();
-              const live = waits.get(taskId) ?? new Set();
-              waits.set(taskId, live.add(controller));
-              let waited = false;
-              let lease: Lease;
-              try {
-                lease = await leases.acquire(key, controller.signal, () => {
-                  waited = true;
-                  joined("elsewhere");
-                });
-              } finally {
-                live.delete(controller);
-                if (live.size === 0) waits.delete(taskId);
-              }
-              let written: Promise<unknown> = Promise.resolve();
-              try {
-                return await run(
-                  waited || lease.before,
-                  (w) => void (written = w),
-                  () => true,
-                );
-              } finally {
-                // Until released, a request for the key here joins this run (its answer is already known).
-                const release = () => lease.release();
-                void written.then(release, release).finally(forget);
-              }
-            })();
+      const running = (async () => {
+        const controller = new AbortController();
+        const live = waits.get(taskId) ?? new Set();
+        waits.set(taskId, live.add(controller));
+        let waited = false;
+        let lease: Lease;
+        try {
+          lease = await leases.acquire(key, controller.signal, () => {
+            waited = true;
+            joined("elsewhere");
+          });
+        } finally {
+          live.delete(controller);
+          if (live.size === 0) waits.delete(taskId);
+        }
+        let written: Promise<unknown> = Promise.resolve();
+        try {
+          return await run(waited || lease.before, (w) => void (written = w));
+        } finally {
+          // Until released, a request for the key here joins this run (its answer is already known).
+          const release = () => lease.release();
+          void written.then(release, release).finally(() => {
+            if (inflight.get(key) === running) inflight.delete(key);
+          });
+        }
+      })();
       inflight.set(key, running);
-      running.catch(forget);
+      running.catch(() => {
+        if (inflight.get(key) === running) inflight.delete(key);
+      });
       return running;
     },
     cancel(taskId) {

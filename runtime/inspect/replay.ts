@@ -1,6 +1,5 @@
 /**
- * Reading tasks back from the events stream (`<ROOT>_EVENTS`) for `dirigent inspect`: one task, or the latest of all
- * (history batches unpacked into their events).
+ * Reading tasks back from the events stream (`<ROOT>_EVENTS`) for `dirigent inspect`: one task, or the latest of all.
  *
  * Only read-only JetStream API requests are used (`STREAM.INFO` and `STREAM.MSG.GET` on the events stream), so the
  * `inspector` NATS user needs no right to create consumers (a push consumer's deliver subject would let it publish).
@@ -10,7 +9,6 @@ import { z } from "zod";
 import type { Subjects } from "../../protocol/index.js";
 import type { ReplayedMessage, TaskReplay } from "./server.js";
 import { messageOf } from "../../protocol/errors.js";
-import { inPublishOrder, unpackStored } from "../nats/task-history.js";
 
 const API = "$JS.API";
 /** JetStream's error codes: no message found, stream not found. */
@@ -86,8 +84,7 @@ export async function readRecentTaskMessages(nc: NatsConnection, subjects: Subje
     const seqs = Array.from({ length: Math.min(CONCURRENCY, range.last - from + 1) }, (_, i) => from + i);
     // A message removed by age between the range and the read is simply absent.
     const read = await Promise.all(seqs.map((seq) => getMessage(nc, subjects.eventsStream, seq)));
-    // A history batch is unpacked into its events.
-    for (const m of read) if (m) out.push(...unpackStored(subjects, { subject: m.subject, data: m.data }));
+    for (const m of read) if (m) out.push({ subject: m.subject, data: m.data });
   }
   return out;
 }
@@ -103,17 +100,16 @@ async function readSubject(nc: NatsConnection, stream: string, subject: string):
   }
 }
 
-/** One task's stored events and result, in order ({@link inPublishOrder}); none when the stream does not exist. */
+/** One task's stored events and result, in order; none when the stream does not exist. */
 export async function readStoredTask(nc: NatsConnection, subjects: Subjects, taskId: string): Promise<ReplayedMessage[]> {
   if (!(await streamRange(nc, subjects.eventsStream))) return [];
-  const read = (subject: string) => readSubject(nc, subjects.eventsStream, subject);
-  const parts = await Promise.all([
-    read(subjects.taskHistory(taskId)),
-    // Stored one by one by an older release, until they age out.
-    read(subjects.taskEvents(taskId)).catch(() => []),
-    read(subjects.taskResult(taskId)),
-  ]);
-  return inPublishOrder(subjects, parts.flat()).map((m) => ({ subject: m.subject, data: m.data }));
+  const parts = await Promise.all(
+    [subjects.taskEvents(taskId), subjects.taskResult(taskId)].map((s) => readSubject(nc, subjects.eventsStream, s)),
+  );
+  return parts
+    .flat()
+    .sort((a, b) => a.seq - b.seq)
+    .map((m) => ({ subject: m.subject, data: m.data }));
 }
 
 /** {@link TaskReplay} over a NATS connection with JetStream. */

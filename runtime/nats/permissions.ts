@@ -142,7 +142,6 @@ function ownPermissions(root: string): Record<NatsRole, RolePermissions> {
         inbox("supervisor"),
         inbox("inspector"),
         s.anyTaskEvents,
-        s.anyTaskHistory,
         s.anyTaskResult,
         s.cancelBroadcast,
         s.evaluate,
@@ -152,8 +151,6 @@ function ownPermissions(root: string): Record<NatsRole, RolePermissions> {
         ...kvStore(s.tasksBucket),
         ...streamSetup(s.intakeStream),
         ...streamSetup(s.eventsStream),
-        // A stream made by an older release stored each event: its subjects are changed to the history's.
-        `${API}.STREAM.UPDATE.${s.eventsStream}`,
         // The last message of a subject (`lastPublished`): is a redelivered final task's result stored, or did its old
         // owner die before publishing it? How far did a task running under a pending claim get (its last event)?
         `${API}.STREAM.MSG.GET.${s.eventsStream}`,

@@ -57,21 +57,15 @@ export async function checkBucketReplicas(jsm: JetStreamManager, bucket: string,
 /**
  * Creates a stream unless one of that name exists, with `replication`'s replicas. An existing stream is used as it
  * is, so a deployment can tune limits with the `nats` CLI without the runtime undoing them; only fewer replicas
- * than configured are reported (or scaled up with `--scale-streams`, see `checkReplicas`), and what `upgrade` asks
- * of a stream an older release made is changed.
+ * than configured are reported (or scaled up with `--scale-streams`, see `checkReplicas`).
  */
 export async function ensureStream(
   jsm: JetStreamManager,
   config: Partial<StreamConfig> & { name: string },
   replication?: Replication,
-  upgrade?: (existing: StreamConfig) => Partial<StreamConfig> | undefined,
 ): Promise<void> {
   try {
-    const info = await jsm.streams.info(config.name);
-    await checkReplicas(jsm, info, replication);
-    // A stream made by an older release: the change it needs (`upgrade`), applied in place.
-    const change = upgrade?.(info.config);
-    if (change !== undefined) await jsm.streams.update(config.name, change);
+    await checkReplicas(jsm, await jsm.streams.info(config.name), replication);
     return;
   } catch (err) {
     if (!(err instanceof JetStreamApiError && err.code === JetStreamApiCodes.StreamNotFound)) throw err;

@@ -2,7 +2,7 @@
  * JetStream storage of the runtime: task records (and the Handler's turn records, the goals) in KV buckets, and the
  * events stream that keeps each task's events and result for replay. The intake work queue is in `nats-queue.ts`.
  */
-import { RetentionPolicy, StorageType, jetstreamManager } from "@nats-io/jetstream";
+import { RetentionPolicy, StorageType, jetstream, jetstreamManager, type JetStreamClient } from "@nats-io/jetstream";
 import { Kvm, type KV } from "@nats-io/kv";
 import { nanos, type NatsConnection } from "@nats-io/transport-node";
 import { randomBytes } from "node:crypto";
@@ -25,7 +25,6 @@ import { messageOf } from "../../protocol/errors.js";
 import { checkBucketReplicas, ensureStream, type Replication } from "./replicas.js";
 
 export { ensureStream };
-export { inPublishOrder, readTaskEvents, unpackStored, type StoredTaskMessage } from "./task-history.js";
 
 /** How long the events stream keeps a task's events and result. */
 export const EVENTS_MAX_AGE_MS = 24 * 60 * 60 * 1000;
@@ -304,28 +303,60 @@ export function openTurnStore(nc: NatsConnection, subjects: Subjects, replicatio
   return openKvStore(nc, subjects.turnsBucket, { ttlMs: TURNS_MAX_AGE_MS, replication });
 }
 
-/**
- * Ensures the events stream (`subjects.eventsStream`): every task's stored event batches (`history`) and result, kept
- * 24 h on file. A stream an older release made stored each event on `<root>.tasks.*.events`: that subject is replaced by
- * the history's in place (its stored events stay readable until they age out; {@link readTaskEvents}), so the live
- * events are no longer stored one by one. Its other settings are left as they are.
- */
+/** Ensures the events stream (`subjects.eventsStream`): every task's events and result, kept 24 h on file. */
 export async function ensureEventsStream(nc: NatsConnection, subjects: Subjects, replication?: Replication): Promise<void> {
   await ensureStream(
     await jetstreamManager(nc),
     {
       name: subjects.eventsStream,
-      subjects: [subjects.anyTaskHistory, subjects.anyTaskResult],
+      subjects: [subjects.anyTaskEvents, subjects.anyTaskResult],
       retention: RetentionPolicy.Limits,
       storage: StorageType.File,
       max_age: nanos(EVENTS_MAX_AGE_MS),
     },
     replication,
-    (existing) => {
-      const had = existing.subjects ?? [];
-      if (!had.includes(subjects.anyTaskEvents) && had.includes(subjects.anyTaskHistory)) return undefined;
-      replication?.log.warn({ stream: subjects.eventsStream }, "events stream made by an older release: it now stores event batches");
-      return { subjects: [...had.filter((s) => s !== subjects.anyTaskEvents && s !== subjects.anyTaskHistory), subjects.anyTaskHistory] };
-    },
   );
+}
+
+/** One stored message of a task: an event or its result. */
+export interface StoredTaskMessage {
+  /** `<root>.tasks.<id>.events` or `<root>.tasks.<id>.result`. */
+  readonly subject: string;
+  /** The body as published. */
+  readonly data: Uint8Array;
+  /** Sequence in the events stream; increases in publish order. */
+  readonly seq: number;
+}
+
+/**
+ * Reads the stored events and result of one task, in publish order. nats-server 2.9 accepts one
+ * filter subject per consumer and only a subset of a single stream subject, so the events and the
+ * result are read by two ordered consumers and merged by stream sequence.
+ * @returns an empty list when nothing is stored for the task.
+ * @throws InvalidSubjectError when `taskId` is not a valid task id.
+ */
+export async function readTaskEvents(nc: NatsConnection, subjects: Subjects, taskId: string): Promise<StoredTaskMessage[]> {
+  const js = jetstream(nc);
+  const parts = await Promise.all(
+    [subjects.taskEvents(taskId), subjects.taskResult(taskId)].map((filter) => readSubject(js, subjects.eventsStream, filter)),
+  );
+  return parts.flat().sort((a, b) => a.seq - b.seq);
+}
+
+async function readSubject(js: JetStreamClient, stream: string, filter: string): Promise<StoredTaskMessage[]> {
+  const consumer = await js.consumers.get(stream, { filter_subjects: filter });
+  try {
+    const { num_pending: pending } = await consumer.info(true);
+    if (pending === 0) return [];
+    const out: StoredTaskMessage[] = [];
+    // Bounded by `expires` should messages age out between the count and the fetch.
+    const batch = await consumer.fetch({ max_messages: pending, expires: 5000 });
+    for await (const m of batch) {
+      out.push({ subject: m.subject, data: m.data, seq: m.seq });
+      if (m.info.pending === 0) break;
+    }
+    return out;
+  } finally {
+    await consumer.delete().catch(() => undefined);
+  }
 }

@@ -121,20 +121,15 @@ describe("chaos: kill -9 role processes and restart nats-server under load", () 
       results.push({ taskId: outcome.taskId, status: outcome.status, ...(outcome.error ? { error: outcome.error } : {}) });
     });
     const running = new Map<string, { from: number; to: number }>();
-    const see = (event: { taskId: string; type: string; at: string }) => {
+    const stopEvents = await follow(subjects.anyTaskEvents, (m) => {
+      const event = m.json<{ taskId: string; type: string; at: string }>();
       const at = Date.parse(event.at);
       const span = running.get(event.taskId) ?? { from: Number.POSITIVE_INFINITY, to: Number.NEGATIVE_INFINITY };
       if (event.type === "task.running" || event.type === "task.resumed") span.from = Math.min(span.from, at);
       if (event.type === "task.completed" || event.type === "task.failed") span.to = Math.max(span.to, at);
       running.set(event.taskId, span);
       results.touch();
-    };
-    // The events are stored in batches, one message on `<root>.tasks.<id>.history` holding several; a Director killed
-    // loses the events it had not stored yet, which the live subscription saw.
-    const stopEvents = await follow(subjects.anyTaskHistory, (m) => {
-      for (const event of m.json<{ taskId: string; type: string; at: string }[]>()) see(event);
     });
-    nc.subscribe(subjects.anyTaskEvents, { callback: (_err, m) => see(m.json<{ taskId: string; type: string; at: string }>()) });
     const distinct = () => new Set(results.values.map((r) => r.taskId)).size;
 
     try {

@@ -12,16 +12,11 @@ import { JetStreamWorkQueue } from "../../runtime/nats/queue.js";
 import { startTestNatsServer, randomRoot, type TestNatsServer } from "../support/nats-server.js";
 import { startCli, type CliProcess } from "../support/processes.js";
 import { Recorder } from "../support/recorder.js";
-import { DEFERRED_MARKER_MS } from "../../actors/handler/lease.js";
 import { newTaskId, startStack } from "../support/stack.js";
 
 const ACK_WAIT_MS = 1500;
-/**
- * Shorter than the ack wait: the dead Director's session finishes (and is recorded) before the task resumes. Longer
- * than the deferred marker: a task's only session that ends sooner writes no record (the final record holds its
- * answer), and a crash in that window costs one model call again (docs/handler.md).
- */
-const MODEL_DELAY_MS = DEFERRED_MARKER_MS + 400;
+/** Shorter than the ack wait: the dead Director's session finishes (and is recorded) before the task resumes. */
+const MODEL_DELAY_MS = 300;
 
 let server: TestNatsServer;
 let mock: MockLlmServer;

@@ -8,7 +8,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { silentLogger } from "../../actors/deps.js";
-import { decode, decodeTaskHistory, TaskOutcome } from "../../protocol/index.js";
+import { decode, TaskEvent, TaskOutcome } from "../../protocol/index.js";
 import type { InspectMessage } from "../../protocol/inspect.js";
 import { DirigentClient } from "../../runtime/client.js";
 import { GoalClient } from "../../runtime/goal-client.js";
@@ -47,9 +47,10 @@ describe("each role as its own user", () => {
         ok: true,
         value: { taskId },
       });
-      // The task's events are stored in batches: the last batch ends with its last event.
-      const batch = decodeTaskHistory((await director.lastPublished(subjects.taskHistory(taskId))) ?? new Uint8Array(0));
-      expect(batch.ok && batch.value.at(-1)).toMatchObject({ state: "completed" });
+      expect(decode(TaskEvent, (await director.lastPublished(subjects.taskEvents(taskId))) ?? new Uint8Array(0))).toMatchObject({
+        ok: true,
+        value: { state: "completed" },
+      });
       expect(await director.lastPublished(subjects.taskResult(newTaskId()))).toBeUndefined();
     }
     expect(violations()).toEqual([]);
