@@ -37,57 +37,16 @@ import { priceOf, sessionBudget } from "./budget.js";
 import { attachContext } from "./files.js";
 import type { CallModel } from "../model.js";
 import { serve } from "../serve.js";
-import { contextWindowOf, costOf, tokenCounter, type ModelPrice } from "./tokens.js";
+import { contextWindowOf, costOf, tokenCounter } from "./tokens.js";
 import type { Toolset } from "./toolset.js";
 import { missingToolsMessage, settingsOf, toolChoice, withFallback } from "./settings.js";
 import { createMasker, maskDeep } from "../secrets.js";
 import { runScriptRequest } from "./script.js";
 import { tracedModel } from "./traces.js";
 import { activeContext } from "../tracing.js";
+import { buildSystemPrompt, type HandlerConfig } from "./handler-config.js";
 
-/** Handler configuration, immutable for the life of every session it starts. */
-export interface HandlerConfig {
-  /** Model used when the template names none. */
-  defaultModel: string;
-  /** Hard limit on assistant messages per session. */
-  maxTurns: number;
-  /** The base system prompt; the template's `<system>` is appended to it. */
-  baseSystemPrompt: string;
-  /** Sessions run at once in this process. */
-  concurrency: number;
-  /** Context window of models the tokenizer does not know. Default 128000. */
-  contextWindowTokens?: number;
-  /** Share of the model's context window a session may use. Default 0.8. */
-  maxContextWindowFraction?: number;
-  /** Share of the context limit at which a `context.warning` event is sent. Default 0.8. */
-  warningThreshold?: number;
-  /** Malformed tool calls answered with an error before the session fails. Default 3. */
-  maxMalformedToolCalls?: number;
-  /** Largest completion of one model call, sent to the model as `max_tokens`. Default: none sent. */
-  maxOutputTokens?: number;
-  /**
-   * The tools (names and globs) offered to a session whose task names none (`DIRIGENT_TOOLS`); default: every tool
-   * of the toolset. A task's `<tools>` chooses among all of the toolset's tools.
-   */
-  defaultTools?: readonly string[];
-  /** Per-1M-token prices by model id; usage of a listed model gets a `cost`. */
-  prices?: Readonly<Record<string, ModelPrice>>;
-  /**
-   * Stream completions and publish each piece of assistant text as a `model.delta` event. A request's own
-   * `stream` field wins. Default false.
-   */
-  streamDeltas?: boolean;
-  /**
-   * Secret values the process knows (API key, NATS password, …): masked as `[redacted]` in every reply before it
-   * leaves the Handler (results, program outputs), besides the toolset's own masking of tool answers.
-   */
-  secrets?: readonly string[];
-}
-
-/** Joins the base system prompt and the template's system prompt (base first, as the Python original joins them). */
-export function buildSystemPrompt(base: string, template: string | undefined): string {
-  return template ? `${base}\n\n===\n\n${template}` : base;
-}
+export { buildSystemPrompt, type HandlerConfig };
 
 /** The signal of context without files to read: nothing to time out. */
 const NO_SIGNAL = new AbortController().signal;
