@@ -3,18 +3,30 @@
  * `POST …/chat/completions` at once with the same one-word completion (non-streaming), in its own process so that
  * its CPU is in neither measured process. Not `dirigent mock-llm`: that one validates every request against its
  * schema and keeps every request body for assertions, work a real model server does not do for the runtimes under
- * test. Prints `listening <port>` once it accepts connections.
+ * test. Prints `listening <port>` once it accepts connections. `GET …/first-request` answers the body of the first
+ * completion request it served (the bench's floor rows send the same request again).
  */
 import { createServer } from "node:http";
 
 const started = Math.floor(Date.now() / 1000);
 let served = 0;
 
+/** The first chat-completions request's body, for the bench's floor rows (`GET /first-request`); no other is kept. */
+let first;
+
 const server = createServer((req, res) => {
   // The body is read to its end (as a server must, to keep the connection alive) and not parsed.
-  req.on("data", () => undefined);
+  const keep = first === undefined && req.method === "POST" && req.url?.endsWith("/chat/completions");
+  const chunks = [];
+  req.on("data", (chunk) => keep && chunks.push(chunk));
   req.on("end", () => {
+    if (req.method === "GET" && req.url?.endsWith("/first-request")) {
+      res.writeHead(first === undefined ? 404 : 200, { "content-type": "application/json" });
+      res.end(first ?? "{}");
+      return;
+    }
     if (req.method === "POST" && req.url?.endsWith("/chat/completions")) {
+      if (keep && first === undefined) first = Buffer.concat(chunks).toString();
       served++;
       const body = JSON.stringify({
         id: `chatcmpl-bench-${served}`,

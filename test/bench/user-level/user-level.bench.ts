@@ -4,7 +4,8 @@
  * chat-completions call over HTTP to a model server answering at once (a fourth process); the bench process submits
  * and awaits results as a user in another process would. The three alternate in one run (A B C, C B A, …) after a
  * warm-up round. Sizes: `BENCH_USER_TASKS` (default `BENCH_TASKS`, else 1000), `BENCH_USER_LATENCY_TASKS` (default
- * 200), `BENCH_USER_REPEATS` (3), `BENCH_USER_CONCURRENCY` (64), `BENCH_SEQUENTIAL_TASKS` (50).
+ * 200), `BENCH_USER_REPEATS` (3), `BENCH_USER_CONCURRENCY` (64), `BENCH_SEQUENTIAL_TASKS` (50). Rows 11.7 and 11.71 are
+ * the floor: the model call alone, in the bench process (./floor.ts).
  */
 import { afterAll, beforeAll, bench, describe } from "vitest";
 import { startTestNatsServer, type TestNatsServer } from "../../support/nats-server.js";
@@ -14,6 +15,7 @@ import { startBull } from "./bullmq.js";
 import { startDirigent, type Contender, type Dirigent } from "./dirigent.js";
 import { postgresMissing, startLangGraph } from "./langgraph.js";
 import { startModelServer, type ModelServer } from "./model.js";
+import { modelCallFloor } from "./floor.js";
 import { cpuPerTask, marginalStepMs, ratio, stepOverheadMs } from "./stats.js";
 
 const TASKS = Number(process.env.BENCH_USER_TASKS ?? process.env.BENCH_TASKS ?? 1000);
@@ -22,6 +24,8 @@ const REPEATS = Number(process.env.BENCH_USER_REPEATS ?? 3);
 const CONCURRENCY = Number(process.env.BENCH_USER_CONCURRENCY ?? 64);
 const SEQUENTIAL_TASKS = Number(process.env.BENCH_SEQUENTIAL_TASKS ?? 50);
 const STEPS = 10;
+/** Calls of each floor sample (rows 11.7 and 11.71). */
+const FLOOR_CALLS = 2000;
 
 let nats: TestNatsServer;
 let model: ModelServer;
@@ -160,6 +164,32 @@ describe("user level: dirigent up vs BullMQ vs LangGraph.js + PostgreSQL, model 
         langgraph && cpu.graph,
         noLangGraph,
       );
+      // The floor: the model call a task makes, alone, through the Handler's client and through fetch.
+      const floor = { sdk: [] as number[], fetch: [] as number[] };
+      for (let i = 0; i < REPEATS; i++) {
+        const sample = await modelCallFloor(model.url, FLOOR_CALLS, CONCURRENCY);
+        floor.sdk.push(sample.sdk);
+        floor.fetch.push(sample.fetch);
+      }
+      const left = bull && cpu.bull.length ? median(cpu.bull) - median(floor.sdk) : undefined;
+      record({
+        order: 11.7,
+        workload,
+        variant: `floor: the model call a dirigent task makes (its messages and tool definitions), alone through the Handler's client (openai SDK, keep-alive node:http), CPU per call, ${FLOOR_CALLS} calls ${CONCURRENCY} at once`,
+        unit: "µs",
+        figure: figureOf(floor.sdk),
+        note:
+          left === undefined
+            ? ""
+            : `(BullMQ's worker spends ${fmt(median(cpu.bull))} µs per job in all: ${fmt(left)} µs per task would be left for the rest of dirigent)`,
+      });
+      record({
+        order: 11.71,
+        workload,
+        variant: "floor: the same request with fetch, as a BullMQ job makes its call, CPU per call",
+        unit: "µs",
+        figure: figureOf(floor.fetch),
+      });
     }),
     WHOLE,
   );
