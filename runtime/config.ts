@@ -8,6 +8,7 @@ import { checkRoot, DEFAULT_ROOT, MAX_BODY_BYTES, ToolPattern } from "../protoco
 import { ENV_NAMES, FLAG_NAMES } from "./config-names.js";
 import { REFUSED_ENV } from "../actors/commands.js";
 import { ProviderPairs } from "./model/providers.js";
+import { list } from "./config-list.js";
 
 export { ENV_NAMES };
 
@@ -23,18 +24,6 @@ const sizeLimit = positiveInt.max(
 /** Variable names that look like secrets: never an environment input of a template. */
 const SECRET_LIKE = /KEY|SECRET|TOKEN|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE|SESSION/i;
 const fraction = z.coerce.number().gt(0).max(1);
-/** A comma-separated list in the environment, or an array. */
-const list = <T extends z.ZodType>(item: T) =>
-  z.preprocess(
-    (v) =>
-      typeof v === "string"
-        ? v
-            .split(",")
-            .map((s) => s.trim())
-            .filter((s) => s !== "")
-        : v,
-    z.array(item),
-  );
 /** A JSON object in the environment, or an object. */
 const json = <T extends z.ZodType>(schema: T) =>
   z.preprocess((v, ctx) => {

@@ -39,12 +39,11 @@ import type { CallModel } from "../model.js";
 import { serve } from "../serve.js";
 import { contextWindowOf, costOf, tokenCounter } from "./tokens.js";
 import type { Toolset } from "./toolset.js";
-import { missingToolsMessage, settingsOf, toolChoice, withFallback } from "./settings.js";
+import { buildSystemPrompt, missingToolsMessage, settingsOf, toolChoice, withFallback, type HandlerConfig } from "./settings.js";
 import { createMasker, maskDeep } from "../secrets.js";
 import { runScriptRequest } from "./script.js";
 import { tracedModel } from "./traces.js";
 import { activeContext } from "../tracing.js";
-import { buildSystemPrompt, type HandlerConfig } from "./handler-config.js";
 
 export { buildSystemPrompt, type HandlerConfig };
 

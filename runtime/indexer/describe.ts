@@ -145,16 +145,13 @@ function fit(parts: readonly string[]): string {
   return `${(space > MAX_DESCRIPTION / 2 ? cut.slice(0, space) : cut).replace(/[\s,;:]+$/, "")}...`;
 }
 
-/** A Markdown file's headings (inline markup removed) and its first paragraph of prose, outside code fences. */
-function markdownOutline(text: string): { headings: string[]; paragraph?: string } {
-  const headings: string[] = [];
-  let paragraph: string[] | undefined;
-  /** The first list, in case the file has no paragraph of prose. */
-  let items: string[] | undefined;
-  let done = false;
+/** What {@link markdownLines} yields where a code fence opens (the fenced lines are left out). */
+export const FENCE: unique symbol = Symbol("fence");
+
+/** A Markdown text's lines, trimmed, outside code fences (``` or ~~~, closed by the same run); {@link FENCE} where one opens. */
+export function* markdownLines(text: string): Generator<string | typeof FENCE> {
   let fence: string | undefined;
-  const lines = text.replace(/^---\n[\s\S]*?\n---\n/, "").split("\n");
-  for (const raw of lines) {
+  for (const raw of text.split("\n")) {
     const line = raw.trim();
     if (fence !== undefined) {
       if (line.startsWith(fence)) fence = undefined;
@@ -163,6 +160,22 @@ function markdownOutline(text: string): { headings: string[]; paragraph?: string
     const marker = /^(`{3,}|~{3,})/.exec(line)?.[1];
     if (marker !== undefined) {
       fence = marker;
+      yield FENCE;
+      continue;
+    }
+    yield line;
+  }
+}
+
+/** A Markdown file's headings (inline markup removed) and its first paragraph of prose, outside code fences. */
+function markdownOutline(text: string): { headings: string[]; paragraph?: string } {
+  const headings: string[] = [];
+  let paragraph: string[] | undefined;
+  /** The first list, in case the file has no paragraph of prose. */
+  let items: string[] | undefined;
+  let done = false;
+  for (const line of markdownLines(text.replace(/^---\n[\s\S]*?\n---\n/, ""))) {
+    if (line === FENCE) {
       if (paragraph) done = true;
       continue;
     }

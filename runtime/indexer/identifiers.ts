@@ -7,7 +7,7 @@
  * are left out. Every expression is linear on hostile text (a unit test feeds it 100,000-character runs).
  */
 import { isStopword } from "../../actors/memory/terms.js";
-import { languageOf } from "./describe.js";
+import { FENCE, languageOf, markdownLines } from "./describe.js";
 import { isNoise } from "./keywords.js";
 
 /** Longest identifiers field the indexer writes, in characters (the schema accepts up to twice as much). */
@@ -118,18 +118,8 @@ function* literals(text: string): Generator<string> {
 /** Every heading of a Markdown file and its inline code, outside code fences. */
 function* markdownNames(text: string): Generator<string> {
   const spans: string[] = [];
-  let fence: string | undefined;
-  for (const raw of text.split("\n")) {
-    const line = raw.trim();
-    if (fence !== undefined) {
-      if (line.startsWith(fence)) fence = undefined;
-      continue;
-    }
-    const marker = /^(`{3,}|~{3,})/.exec(line)?.[1];
-    if (marker !== undefined) {
-      fence = marker;
-      continue;
-    }
+  for (const line of markdownLines(text)) {
+    if (line === FENCE) continue;
     if (line.startsWith("#")) {
       const heading = /^#{1,6}[ \t]+(.*)$/.exec(line)?.[1];
       if (heading !== undefined) yield heading;

@@ -130,6 +130,7 @@ describe("reads without races", () => {
       for (;;) { mv("f-real", "f.txt"); mv("sub-real", "sub"); mv("f.txt", "f-real"); mv("sub", "sub-real");
                  mv("f-link", "f.txt"); mv("sub-link", "sub"); mv("f.txt", "f-link"); mv("sub", "sub-link"); }`;
     const swapper = spawn(process.execPath, ["-e", swap], { stdio: "ignore" });
+    const exited = new Promise<void>((resolve) => swapper.once("exit", () => resolve()));
     const seen = new Map<string, number>();
     try {
       for (let i = 0; i < 1500; i++) {
@@ -147,6 +148,8 @@ describe("reads without races", () => {
       }
     } finally {
       swapper.kill("SIGKILL");
+      // Removed once the swapper has stopped: a rename in flight would make the removal fail (ENOTEMPTY).
+      await exited;
       await rm(race, { recursive: true, force: true });
       await rm(away, { recursive: true, force: true });
     }
