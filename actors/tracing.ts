@@ -87,8 +87,11 @@ function tracing(): boolean {
 
 /** The span of every {@link startSpan} while no SDK is registered: records nothing, runs as it is. */
 const NOT_TRACED_SPAN = trace.wrapSpanContext(INVALID_SPAN_CONTEXT);
+const runAsIs = <T>(fn: () => T): T => fn();
+const nothing = (): void => undefined;
+/** A {@link TaskSpan} that records nothing: its functions shared by all (a task holds one for as long as it runs). */
 function notTraced(): TaskSpan {
-  return { span: NOT_TRACED_SPAN, context: context.active(), run: (fn) => fn(), fail: () => undefined, end: () => undefined };
+  return { span: NOT_TRACED_SPAN, context: context.active(), run: runAsIs, fail: nothing, end: nothing };
 }
 
 /** Starts a span (its parent: see {@link SpanOptions}); end it with {@link TaskSpan.end}. */
@@ -116,9 +119,21 @@ export function startSpan(name: string, options: SpanOptions = {}): TaskSpan {
   };
 }
 
-/** Runs `fn` in a new span, active while it runs; a throw marks it failed. */
-export async function inSpan<T>(name: string, options: SpanOptions, fn: (span: TaskSpan) => Promise<T>): Promise<T> {
-  if (!tracing()) return fn(notTraced());
+/**
+ * Runs `fn` in a new span, active while it runs; a throw marks it failed. Not tracing, `fn` runs as it is: no
+ * frame of this function waits beside it.
+ */
+export function inSpan<T>(name: string, options: SpanOptions, fn: (span: TaskSpan) => Promise<T>): Promise<T> {
+  if (tracing()) return inTracedSpan(name, options, fn);
+  try {
+    return fn(notTraced());
+  } catch (err) {
+    // As from an async function: a throw is a rejection.
+    return Promise.reject(err);
+  }
+}
+
+async function inTracedSpan<T>(name: string, options: SpanOptions, fn: (span: TaskSpan) => Promise<T>): Promise<T> {
   const started = startSpan(name, options);
   try {
     return await started.run(() => fn(started));
