@@ -1,7 +1,17 @@
-/** A task's result as a Director publishes it. */
+/**
+ * A task's outcome as a Director stores and publishes it: the final record under the claim, then the last event and
+ * the result ({@link finish}); a final task's result its owner stored but never published ({@link publishLostResult}).
+ */
 import type { ActorDeps } from "../deps.js";
 import { messageOf } from "../../protocol/errors.js";
 import type { RunEnv } from "./run.js";
+import type { FinishOutput } from "../../machines/director/run.js";
+import type { TaskContext } from "../../machines/director/task.js";
+import { encode, TaskOutcome, type TaskRecord, type TaskState } from "../../protocol/index.js";
+import { isPermanentStoreError } from "../bus.js";
+import { fitOutcome } from "./message-fit.js";
+import { writeClaimed } from "./records.js";
+import { failedContext, outcomeOf, unstorableMessage, type RunningTask } from "./task.js";
 
 /** Publishes a task's result: stored with an acknowledgement where the transport can, else (or when that fails) sent. */
 export async function publishResult(
@@ -20,4 +30,56 @@ export async function publishResult(
     }
   }
   deps.bus.publish(subject, body);
+}
+
+/**
+ * Stores the final state under the claim, then publishes the last event and the result: stored before announced. An
+ * outcome the store refuses for good (too large) is replaced by a failure saying so, stored and published once.
+ */
+export async function finish(env: RunEnv, task: RunningTask, context: TaskContext, state: TaskState): Promise<FinishOutput> {
+  const { deps, store } = env;
+  let outcome = outcomeOf(task.claim.record.taskId, context, state);
+  const seq = task.seq + 1;
+  const write = () =>
+    writeClaimed(store, task.claim, (current) => ({ ...current, state, result: outcome, seq, updatedAt: deps.now().toISOString() }));
+  let written: Awaited<ReturnType<typeof write>>;
+  try {
+    written = await write();
+  } catch (err) {
+    if (!isPermanentStoreError(err) || (state === "failed" && outcome.content === "")) throw err;
+    deps.log.error({ taskId: task.claim.taskId, bytes: err.bytes, err: err.message }, "task outcome refused by the store; the task fails");
+    context = failedContext(task.claim.record, unstorableMessage("outcome", err));
+    state = "failed";
+    outcome = outcomeOf(task.claim.record.taskId, context, state);
+    written = await write();
+  }
+  if (written === "lost") return "lost";
+  env.publishEvent(task.claim.taskId, seq, `task.${state}`, state, state === "failed" ? context.result?.error?.message : undefined);
+  await publishResult(env.deps, env.publishStored, task.claim.taskId, encode(TaskOutcome, fitOutcome(outcome, deps.bus.maxMessageBytes)));
+  const { record } = task.claim;
+  deps.metrics?.taskEnded({
+    state,
+    type: env.taskType(record.xml),
+    seconds: Math.max(0, deps.now().getTime() - Date.parse(record.submittedAt)) / 1000,
+  });
+  return "written";
+}
+
+/**
+ * A redelivered task is final: its owner stored the outcome, and usually published it and lost only the ack. When
+ * it died between storing and publishing, the result is not in the events stream: publish it now, once.
+ */
+export async function publishLostResult(env: RunEnv, record: TaskRecord): Promise<void> {
+  const { deps } = env;
+  if (env.lastPublished === undefined || record.result === undefined) return;
+  if ((await env.lastPublished(deps.subjects.taskResult(record.taskId))) !== undefined) return;
+  deps.log.warn({ taskId: record.taskId }, "final task's result was never published; publishing it");
+  env.publishEvent(
+    record.taskId,
+    record.seq ?? 1,
+    `task.${record.state}`,
+    record.state,
+    record.state === "failed" ? record.result.error?.message : undefined,
+  );
+  await publishResult(env.deps, env.publishStored, record.taskId, encode(TaskOutcome, fitOutcome(record.result, deps.bus.maxMessageBytes)));
 }

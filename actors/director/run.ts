@@ -4,7 +4,7 @@
  * provides once ({@link runActors}). The task's machine (machines/director/task.ts) runs beside it; its end and its changes are sent to the run
  * actor as `task.done` and `task.changed`, the checkpoints' findings as `claim.lost` and `checkpoint.refused`.
  */
-import { publishResult } from "./results.js";
+import { finish, publishLostResult } from "./results.js";
 import type { Snapshot } from "xstate";
 import {
   type ClaimOutput,
@@ -17,33 +17,22 @@ import {
 import { runActors, type RunActor, type RunActors, type RunEffects } from "./run-actors.js";
 
 export { runActors, type RunActor };
-import type { TaskContext } from "../../machines/director/task.js";
-import {
-  CancelBroadcast,
-  encode,
-  Requests,
-  FINAL_STATES,
-  TaskOutcome,
-  type EvaluateRequest,
-  type TaskRecord,
-  type TaskState,
-} from "../../protocol/index.js";
-import { isPermanentStoreError, retryDelayMs, type TaskStore, type WorkItem } from "../bus.js";
+import { CancelBroadcast, encode, Requests, FINAL_STATES, type EvaluateRequest, type TaskRecord } from "../../protocol/index.js";
+import { retryDelayMs, type TaskStore, type WorkItem } from "../bus.js";
 import { messageOf, type ActorDeps } from "../deps.js";
 import { inspectOption } from "../inspect-option.js";
 import { askRetrying } from "../ask.js";
 import { compilePrompt } from "./compile.js";
-import { fitOutcome, type PublishEvent } from "./message-fit.js";
+import type { PublishEvent } from "./message-fit.js";
 import { inSpan, ROOT_CONTEXT, startSpan } from "../tracing.js";
 
 export type { PublishEvent };
-import { claimTask, holds, PENDING_CLAIM_MS, pendingClaim, readTaskRecord, writeClaimed, type Claim } from "./records.js";
+import { claimTask, holds, PENDING_CLAIM_MS, pendingClaim, readTaskRecord, type Claim } from "./records.js";
 import { restorable } from "./snapshot.js";
 import {
   checkpointer,
   failedContext,
   heartbeatMs,
-  outcomeOf,
   stateOf,
   unstorableMessage,
   type RunningTask,
@@ -78,58 +67,6 @@ export interface RunEnv {
   runActors: RunActors;
   /** The task machine, provided once per Director (actors/director/task.ts). */
   taskActors: TaskActors;
-}
-
-/**
- * Stores the final state under the claim, then publishes the last event and the result: stored before announced. An
- * outcome the store refuses for good (too large) is replaced by a failure saying so, stored and published once.
- */
-async function finish(env: RunEnv, task: RunningTask, context: TaskContext, state: TaskState): Promise<FinishOutput> {
-  const { deps, store } = env;
-  let outcome = outcomeOf(task.claim.record.taskId, context, state);
-  const seq = task.seq + 1;
-  const write = () =>
-    writeClaimed(store, task.claim, (current) => ({ ...current, state, result: outcome, seq, updatedAt: deps.now().toISOString() }));
-  let written: Awaited<ReturnType<typeof write>>;
-  try {
-    written = await write();
-  } catch (err) {
-    if (!isPermanentStoreError(err) || (state === "failed" && outcome.content === "")) throw err;
-    deps.log.error({ taskId: task.claim.taskId, bytes: err.bytes, err: err.message }, "task outcome refused by the store; the task fails");
-    context = failedContext(task.claim.record, unstorableMessage("outcome", err));
-    state = "failed";
-    outcome = outcomeOf(task.claim.record.taskId, context, state);
-    written = await write();
-  }
-  if (written === "lost") return "lost";
-  env.publishEvent(task.claim.taskId, seq, `task.${state}`, state, state === "failed" ? context.result?.error?.message : undefined);
-  await publishResult(env.deps, env.publishStored, task.claim.taskId, encode(TaskOutcome, fitOutcome(outcome, deps.bus.maxMessageBytes)));
-  const { record } = task.claim;
-  deps.metrics?.taskEnded({
-    state,
-    type: env.taskType(record.xml),
-    seconds: Math.max(0, deps.now().getTime() - Date.parse(record.submittedAt)) / 1000,
-  });
-  return "written";
-}
-
-/**
- * A redelivered task is final: its owner stored the outcome, and usually published it and lost only the ack. When
- * it died between storing and publishing, the result is not in the events stream: publish it now, once.
- */
-async function publishLostResult(env: RunEnv, record: TaskRecord): Promise<void> {
-  const { deps } = env;
-  if (env.lastPublished === undefined || record.result === undefined) return;
-  if ((await env.lastPublished(deps.subjects.taskResult(record.taskId))) !== undefined) return;
-  deps.log.warn({ taskId: record.taskId }, "final task's result was never published; publishing it");
-  env.publishEvent(
-    record.taskId,
-    record.seq ?? 1,
-    `task.${record.state}`,
-    record.state,
-    record.state === "failed" ? record.result.error?.message : undefined,
-  );
-  await publishResult(env.deps, env.publishStored, record.taskId, encode(TaskOutcome, fitOutcome(record.result, deps.bus.maxMessageBytes)));
 }
 
 /** Claims a task on a redelivery (or for an item of an older release): reads its record first. */
