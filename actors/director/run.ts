@@ -173,6 +173,76 @@ export function runDelivery(env: RunEnv, item: WorkItem, queued: TaskRecord | un
   };
 
   // This delivery's effects, reached by the Director's run machine (provided once: {@link runActors}) through its system.
+  /** Takes `claim` as this delivery's: the task this process now runs, with its span and its checkpoints. */
+  const take = (claim: Claim): void => {
+    const at = delivery.item;
+    fresh = at.deliveries === 1 && claim.previousOwner === undefined;
+    log.info({ taskId: at.id, owner: env.owner, deliveries: at.deliveries, previousOwner: claim.previousOwner }, "task claimed");
+    const seq = claim.record.seq ?? 1;
+    const running: RunningTask = { claim, item: at, seq, checkpointed: seq, lost: false, actor: undefined };
+    // One span per delivery run here, in the trace stored with the task: a Director taking it over continues it.
+    running.span = startSpan("director.run", {
+      parent: claim.record.trace ?? ROOT_CONTEXT,
+      attributes: {
+        "dirigent.task_id": at.id,
+        "dirigent.owner": env.owner,
+        "dirigent.deliveries": at.deliveries,
+        ...(claim.previousOwner === undefined ? {} : { "dirigent.previous_owner": claim.previousOwner }),
+      },
+    });
+    task = running;
+    checkpoints = checkpointer(deps, env.store, running, {
+      lost: () => {
+        log.warn({ taskId: claim.taskId }, "another Director took the task over; stopping here");
+        run.send({ type: "claim.lost" });
+      },
+      // The task's state cannot be stored (too large): retrying cannot help, and running on unstored would lose it
+      // at the next takeover. It fails once, through the normal finish.
+      refused: (err) => run.send({ type: "checkpoint.refused", message: unstorableMessage("checkpoint (its state and template)", err) }),
+    });
+  };
+  /** Creates the task's actor: from its stored snapshot when taken over, else from its start. */
+  const create = (): RestoreOutput => {
+    const running = claimed();
+    const { record, previousOwner } = running.claim;
+    const refuse = (problem: string): RestoreOutput => {
+      log.error({ taskId: record.taskId, problem }, "task snapshot cannot be restored; the task fails");
+      return { kind: "refused", message: problem };
+    };
+    // A task taken over resumes from its machine's stored snapshot (actors/director/snapshot.ts).
+    const restore = previousOwner === undefined ? ({ kind: "none" } as const) : restorable(record);
+    if (restore.kind === "refused") return refuse(restore.message);
+    if (restore.kind === "snapshot" && restore.migratedFrom !== undefined)
+      log.info({ taskId: record.taskId, from: restore.migratedFrom }, "task snapshot migrated");
+    const actor = env.taskActors.create(taskEffects(env, running, fresh), {
+      ...inspectOption(deps, "director", record.taskId),
+      input: { taskId: record.taskId, xml: record.xml, inputs: record.inputs },
+      ...(restore.kind === "snapshot" ? { snapshot: restore.snapshot as Snapshot<unknown> } : {}),
+    });
+    // A snapshot xstate cannot restore leaves the actor in error before it starts: fail the task once, clearly.
+    const restored = actor.getSnapshot();
+    if (restored.status === "error") return refuse(`stored snapshot cannot be restored: ${messageOf(restored.error)}`);
+    running.actor = actor;
+    owned.set(record.taskId, running);
+    // Each change of the task's state is checkpointed at once (its snapshot and seq), not only at the heartbeat;
+    // the final state is not: the final record (finish) follows it at once.
+    let lastState = "";
+    actor.subscribe({
+      next: (snapshot) => {
+        if (snapshot.status !== "active") return;
+        const state = JSON.stringify(snapshot.value);
+        if (state === lastState) return;
+        lastState = state;
+        run.send({ type: "task.changed" });
+      },
+      // A machine error ends the task (failed, in finish); without a listener here xstate would rethrow it globally.
+      error: () => run.send({ type: "task.done" }),
+      complete: () => run.send({ type: "task.done" }),
+    });
+    return { kind: "ready" };
+  };
+
+  // This delivery's effects, reached by the Director's run machine (provided once: {@link runActors}) through its system.
   const effects: RunEffects = {
     claim: async (): Promise<ClaimOutput> => {
       let claim: Claim;
@@ -184,71 +254,19 @@ export function runDelivery(env: RunEnv, item: WorkItem, queued: TaskRecord | un
         if (found.claim === undefined) return found;
         claim = found.claim;
       }
-      const at = delivery.item;
-      fresh = at.deliveries === 1 && claim.previousOwner === undefined;
-      log.info({ taskId: at.id, owner: env.owner, deliveries: at.deliveries, previousOwner: claim.previousOwner }, "task claimed");
-      const seq = claim.record.seq ?? 1;
-      const running: RunningTask = { claim, item: at, seq, checkpointed: seq, lost: false, actor: undefined };
-      // One span per delivery run here, in the trace stored with the task: a Director taking it over continues it.
-      running.span = startSpan("director.run", {
-        parent: claim.record.trace ?? ROOT_CONTEXT,
-        attributes: {
-          "dirigent.task_id": at.id,
-          "dirigent.owner": env.owner,
-          "dirigent.deliveries": at.deliveries,
-          ...(claim.previousOwner === undefined ? {} : { "dirigent.previous_owner": claim.previousOwner }),
-        },
-      });
-      task = running;
-      checkpoints = checkpointer(deps, env.store, running, {
-        lost: () => {
-          log.warn({ taskId: claim.taskId }, "another Director took the task over; stopping here");
-          run.send({ type: "claim.lost" });
-        },
-        // The task's state cannot be stored (too large): retrying cannot help, and running on unstored would lose it
-        // at the next takeover. It fails once, through the normal finish.
-        refused: (err) => run.send({ type: "checkpoint.refused", message: unstorableMessage("checkpoint (its state and template)", err) }),
-      });
+      take(claim);
       return { kind: "claimed", pending: claim.pending === true };
     },
-    restore: async (): Promise<RestoreOutput> => {
-      const running = claimed();
-      const { record, previousOwner } = running.claim;
-      const refuse = (problem: string): RestoreOutput => {
-        log.error({ taskId: record.taskId, problem }, "task snapshot cannot be restored; the task fails");
-        return { kind: "refused", message: problem };
-      };
-      // A task taken over resumes from its machine's stored snapshot (actors/director/snapshot.ts).
-      const restore = previousOwner === undefined ? ({ kind: "none" } as const) : restorable(record);
-      if (restore.kind === "refused") return refuse(restore.message);
-      if (restore.kind === "snapshot" && restore.migratedFrom !== undefined)
-        log.info({ taskId: record.taskId, from: restore.migratedFrom }, "task snapshot migrated");
-      const actor = env.taskActors.create(taskEffects(env, running, fresh), {
-        ...inspectOption(deps, "director", record.taskId),
-        input: { taskId: record.taskId, xml: record.xml, inputs: record.inputs },
-        ...(restore.kind === "snapshot" ? { snapshot: restore.snapshot as Snapshot<unknown> } : {}),
-      });
-      // A snapshot xstate cannot restore leaves the actor in error before it starts: fail the task once, clearly.
-      const restored = actor.getSnapshot();
-      if (restored.status === "error") return refuse(`stored snapshot cannot be restored: ${messageOf(restored.error)}`);
-      running.actor = actor;
-      owned.set(record.taskId, running);
-      // Each change of the task's state is checkpointed at once (its snapshot and seq), not only at the heartbeat;
-      // the final state is not: the final record (finish) follows it at once.
-      let lastState = "";
-      actor.subscribe({
-        next: (snapshot) => {
-          if (snapshot.status !== "active") return;
-          const state = JSON.stringify(snapshot.value);
-          if (state === lastState) return;
-          lastState = state;
-          run.send({ type: "task.changed" });
-        },
-        // A machine error ends the task (failed, in finish); without a listener here xstate would rethrow it globally.
-        error: () => run.send({ type: "task.done" }),
-        complete: () => run.send({ type: "task.done" }),
-      });
-      return { kind: "ready" };
+    restore: async (): Promise<RestoreOutput> => create(),
+    // A first delivery (the machine's `firstDelivery`): claimed and created at once, as `claim` and `restore` would.
+    claimAtOnce: () => {
+      if (queued === undefined) throw new Error(`task '${item.id}': a first delivery without its record`);
+      take(pendingClaim(queued, env.owner, deps.now, item.seq));
+    },
+    createTask: () => {
+      const created = create();
+      // A task's first delivery has no snapshot to refuse; should its actor fail to start, the delivery comes again.
+      if (created.kind === "refused") throw new Error(`task '${item.id}': ${created.message}`);
     },
     finish: async (input: FinishInput): Promise<FinishOutput> => {
       const running = claimed();
@@ -309,7 +327,13 @@ export function runDelivery(env: RunEnv, item: WorkItem, queued: TaskRecord | un
     },
   };
   const run = env.runActors.create(effects, {
-    input: { taskId: item.id, heartbeatMs: heartbeatMs(env.ackWaitMs), pendingClaimMs: PENDING_CLAIM_MS, draining },
+    input: {
+      taskId: item.id,
+      heartbeatMs: heartbeatMs(env.ackWaitMs),
+      pendingClaimMs: PENDING_CLAIM_MS,
+      draining,
+      firstDelivery: queued !== undefined && item.deliveries === 1,
+    },
   });
   return new Promise<void>((resolve) => {
     const ended = () => {

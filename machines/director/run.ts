@@ -4,7 +4,9 @@
  * running → completed | failed | cancelled) is the {@link taskMachine} of ./task.ts, which the Director runs beside
  * this one and whose end it reports here as `task.done`.
  *
- * claiming → restoring → running → finishing → settled. On the way a task can be handed back (`drain`: the process
+ * delivered → claiming → restoring → running → finishing → settled; a first delivery (nothing of its task ran before)
+ * goes from delivered to running at once, claimed and created by two actions: neither does I/O, so no actor is invoked
+ * for them. On the way a task can be handed back (`drain`: the process
  * stops; or an effect failed: the delivery comes again after a pause), lost (another Director took the claim over),
  * or refused (the claim was not granted: contended, already final, dropped, or claimed here under an earlier
  * delivery). A task submitted in words compiles inside its evaluation (actors/director/run.ts), so a task resumed
@@ -14,7 +16,8 @@
  * `heartbeat` (signal progress on the delivery and re-write the claim's checkpoint), `claimDue` (a pending claim is
  * stored by the first checkpoint after it). Effects, provided by actors/director/run.ts: the actors `claim`,
  * `restore`, `finish`, `flush` and `readOwner`, and the actions `startTask`, `stopTask`, `beat`, `checkpoint`,
- * `dueClaim`, `ack`, `nak`, `nakLater`, `cancelOthers` and `report`.
+ * `dueClaim`, `ack`, `nak`, `nakLater`, `cancelOthers` and `report`, and for a first delivery `claimAtOnce` and
+ * `createTask`.
  */
 import { assign, fromPromise, setup } from "xstate";
 import { notProvided } from "../not-provided.js";
@@ -29,6 +32,11 @@ export interface RunInput {
   pendingClaimMs: number;
   /** The process was already draining when the delivery arrived. */
   draining?: boolean;
+  /**
+   * The task's first delivery, carrying its queued record: it is claimed under a pending claim and its actor created
+   * from its start at once (`claimAtOnce`, `createTask`), without reading anything.
+   */
+  firstDelivery?: boolean;
 }
 
 /** What `claim` found: the task is this Director's, or why it is not run here. */
@@ -108,6 +116,8 @@ export const runMachine = setup({
     nak: () => notProvided("run.nak"),
     nakLater: () => notProvided("run.nakLater"),
     cancelOthers: () => notProvided("run.cancelOthers"),
+    claimAtOnce: () => notProvided("run.claimAtOnce"),
+    createTask: () => notProvided("run.createTask"),
     /** Logs what the run came to. */
     report: (_, _params: { outcome: RunOutcome }) => undefined,
     markDraining: assign({ draining: true }),
@@ -127,6 +137,7 @@ export const runMachine = setup({
     nothingToRun: (_, output: ClaimOutput) => output.kind === "done",
     restoreRefused: (_, output: RestoreOutput) => output.kind === "refused",
     draining: ({ context }) => context.draining,
+    firstDelivery: ({ context }) => context.firstDelivery && !context.draining,
     pending: ({ context }) => context.pending,
     cancellingOthers: ({ context }) => context.cancelOthers,
     writtenCancellingOthers: ({ context }, output: FinishOutput) => output === "written" && context.cancelOthers,
@@ -139,12 +150,21 @@ export const runMachine = setup({
   },
 }).createMachine({
   id: "run",
-  context: ({ input }) => ({ draining: false, ...input, pending: false, cancelOthers: false }),
-  initial: "claiming",
+  context: ({ input }) => ({ draining: false, firstDelivery: false, ...input, pending: false, cancelOthers: false }),
+  initial: "delivered",
   on: { drain: { actions: "markDraining" } },
   states: {
+    delivered: {
+      description:
+        "A first delivery (not draining) is claimed under a pending claim and its task created from its start at once; any other is claimed by reading its record.",
+      always: [
+        { guard: "firstDelivery", target: "running", actions: [assign({ pending: true }), "claimAtOnce", "createTask"] },
+        { target: "claiming" },
+      ],
+    },
     claiming: {
-      description: "Claims the task: a first delivery under a pending claim at once, a redelivery by reading its record.",
+      description:
+        "Claims the task by reading its record (a redelivery, an item without its record, a first delivery while draining): the task's, or why it is not run here.",
       invoke: {
         src: "claim",
         onDone: [
