@@ -26,10 +26,6 @@ export interface RunEffects {
   finish(input: FinishInput): Promise<FinishOutput>;
   flush(): Promise<void>;
   readOwner(): Promise<{ final: boolean }>;
-  /** A first delivery's claim, taken at once (what `claim` does for one, without an actor). */
-  claimAtOnce(): void;
-  /** A first delivery's task actor, created from its start (what `restore` does for one, without an actor). */
-  createTask(): void;
   startTask(): void;
   stopTask(): void;
   beat(): void;
@@ -63,8 +59,6 @@ export function runActors(): RunActors {
       readOwner: fromPromise<{ final: boolean }>(({ system }) => of(system).readOwner()),
     },
     actions: {
-      claimAtOnce: ({ system }) => of(system).claimAtOnce(),
-      createTask: ({ system }) => of(system).createTask(),
       startTask: ({ system }) => of(system).startTask(),
       stopTask: ({ system }) => of(system).stopTask(),
       beat: ({ system }) => of(system).beat(),

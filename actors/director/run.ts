@@ -258,16 +258,6 @@ export function runDelivery(env: RunEnv, item: WorkItem, queued: TaskRecord | un
       return { kind: "claimed", pending: claim.pending === true };
     },
     restore: async (): Promise<RestoreOutput> => create(),
-    // A first delivery (the machine's `firstDelivery`): claimed and created at once, as `claim` and `restore` would.
-    claimAtOnce: () => {
-      if (queued === undefined) throw new Error(`task '${item.id}': a first delivery without its record`);
-      take(pendingClaim(queued, env.owner, deps.now, item.seq));
-    },
-    createTask: () => {
-      const created = create();
-      // A task's first delivery has no snapshot to refuse; should its actor fail to start, the delivery comes again.
-      if (created.kind === "refused") throw new Error(`task '${item.id}': ${created.message}`);
-    },
     finish: async (input: FinishInput): Promise<FinishOutput> => {
       const running = claimed();
       const { record } = running.claim;
@@ -326,13 +316,16 @@ export function runDelivery(env: RunEnv, item: WorkItem, queued: TaskRecord | un
       else if (outcome === "handedBack") log.info({ taskId: item.id }, "task handed back: draining");
     },
   };
+  // A first delivery reads nothing before it runs: its pending claim is taken and its task created here, before its
+  // run starts (an actor created inside one of the run's actions would have XState warn), and the run goes on at once.
+  const firstDelivery = queued !== undefined && item.deliveries === 1 && !draining;
   const run = env.runActors.create(effects, {
     input: {
       taskId: item.id,
       heartbeatMs: heartbeatMs(env.ackWaitMs),
       pendingClaimMs: PENDING_CLAIM_MS,
       draining,
-      firstDelivery: queued !== undefined && item.deliveries === 1,
+      firstDelivery,
     },
   });
   return new Promise<void>((resolve) => {
@@ -356,6 +349,20 @@ export function runDelivery(env: RunEnv, item: WorkItem, queued: TaskRecord | un
       },
     });
     env.runs.add(run);
+    if (firstDelivery && queued !== undefined) {
+      try {
+        take(pendingClaim(queued, env.owner, deps.now, item.seq));
+        const created = create();
+        if (created.kind === "refused") throw new Error(created.message);
+      } catch (err) {
+        // Not expected (nothing is restored): the delivery comes again after a pause, as when starting the task fails.
+        log.error({ taskId: item.id, err: messageOf(err) }, "task handling failed");
+        task?.span?.fail(err);
+        current().nak(retryDelayMs(current().deliveries));
+        ended();
+        return;
+      }
+    }
     run.start();
   });
 }

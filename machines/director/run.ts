@@ -5,8 +5,8 @@
  * this one and whose end it reports here as `task.done`.
  *
  * delivered → claiming → restoring → running → finishing → settled; a first delivery (nothing of its task ran before)
- * goes from delivered to running at once, claimed and created by two actions: neither does I/O, so no actor is invoked
- * for them. On the way a task can be handed back (`drain`: the process
+ * goes from delivered to running at once: its Director took its pending claim and created its task before the run
+ * started (neither reads anything, so no actor is invoked for them). On the way a task can be handed back (`drain`: the process
  * stops; or an effect failed: the delivery comes again after a pause), lost (another Director took the claim over),
  * or refused (the claim was not granted: contended, already final, dropped, or claimed here under an earlier
  * delivery). A task submitted in words compiles inside its evaluation (actors/director/run.ts), so a task resumed
@@ -16,8 +16,7 @@
  * `heartbeat` (signal progress on the delivery and re-write the claim's checkpoint), `claimDue` (a pending claim is
  * stored by the first checkpoint after it). Effects, provided by actors/director/run.ts: the actors `claim`,
  * `restore`, `finish`, `flush` and `readOwner`, and the actions `startTask`, `stopTask`, `beat`, `checkpoint`,
- * `dueClaim`, `ack`, `nak`, `nakLater`, `cancelOthers` and `report`, and for a first delivery `claimAtOnce` and
- * `createTask`.
+ * `dueClaim`, `ack`, `nak`, `nakLater`, `cancelOthers` and `report`.
  */
 import { assign, fromPromise, setup } from "xstate";
 import { notProvided } from "../not-provided.js";
@@ -33,8 +32,8 @@ export interface RunInput {
   /** The process was already draining when the delivery arrived. */
   draining?: boolean;
   /**
-   * The task's first delivery, carrying its queued record: it is claimed under a pending claim and its actor created
-   * from its start at once (`claimAtOnce`, `createTask`), without reading anything.
+   * The task's first delivery, carrying its queued record, while the process is not draining: its Director took its
+   * pending claim and created its actor from its start before this run started (nothing to read), so it runs at once.
    */
   firstDelivery?: boolean;
 }
@@ -116,8 +115,6 @@ export const runMachine = setup({
     nak: () => notProvided("run.nak"),
     nakLater: () => notProvided("run.nakLater"),
     cancelOthers: () => notProvided("run.cancelOthers"),
-    claimAtOnce: () => notProvided("run.claimAtOnce"),
-    createTask: () => notProvided("run.createTask"),
     /** Logs what the run came to. */
     report: (_, _params: { outcome: RunOutcome }) => undefined,
     markDraining: assign({ draining: true }),
@@ -137,7 +134,7 @@ export const runMachine = setup({
     nothingToRun: (_, output: ClaimOutput) => output.kind === "done",
     restoreRefused: (_, output: RestoreOutput) => output.kind === "refused",
     draining: ({ context }) => context.draining,
-    firstDelivery: ({ context }) => context.firstDelivery && !context.draining,
+    firstDelivery: ({ context }) => context.firstDelivery,
     pending: ({ context }) => context.pending,
     cancellingOthers: ({ context }) => context.cancelOthers,
     writtenCancellingOthers: ({ context }, output: FinishOutput) => output === "written" && context.cancelOthers,
@@ -156,11 +153,8 @@ export const runMachine = setup({
   states: {
     delivered: {
       description:
-        "A first delivery (not draining) is claimed under a pending claim and its task created from its start at once; any other is claimed by reading its record.",
-      always: [
-        { guard: "firstDelivery", target: "running", actions: [assign({ pending: true }), "claimAtOnce", "createTask"] },
-        { target: "claiming" },
-      ],
+        "A first delivery comes claimed (a pending claim) with its task created by its Director, and runs at once; any other is claimed by reading its record.",
+      always: [{ guard: "firstDelivery", target: "running", actions: assign({ pending: true }) }, { target: "claiming" }],
     },
     claiming: {
       description:

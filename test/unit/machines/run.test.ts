@@ -29,7 +29,7 @@ interface Fakes {
 }
 
 /** The run machine with fake effects that log what they are asked to do, on a simulated clock. */
-function harness(fakes: Fakes & { createTask?: () => void } = {}, draining = false, firstDelivery = false) {
+function harness(fakes: Fakes = {}, draining = false, firstDelivery = false) {
   const clock = new SimulatedClock();
   const effects: string[] = [];
   const finishes: FinishInput[] = [];
@@ -59,11 +59,6 @@ function harness(fakes: Fakes & { createTask?: () => void } = {}, draining = fal
       nak: log("nak"),
       nakLater: log("nakLater"),
       cancelOthers: log("cancelOthers"),
-      claimAtOnce: log("claimAtOnce"),
-      createTask: () => {
-        effects.push("createTask");
-        fakes.createTask?.();
-      },
       report: (_, { outcome }) => void outcomes.push(outcome),
     },
   });
@@ -96,7 +91,7 @@ describe("run protocol machine", () => {
     expect(finishes).toEqual([{}]);
   });
 
-  it("claims a first delivery and creates its task at once, invoking no actor for either, then runs it to its ack", async () => {
+  it("runs a first delivery at once, its claim pending, with no claim or restore actor (its Director took both)", async () => {
     const { actor, clock, effects, settledIn } = harness({}, false, true);
     // Running within start: no claim or restore actor was waited for.
     expect(actor.getSnapshot().value).toEqual({ running: "beating" });
@@ -106,28 +101,7 @@ describe("run protocol machine", () => {
     clock.increment(PENDING_CLAIM_MS);
     actor.send({ type: "task.done" });
     await settledIn("settled");
-    expect(effects).toEqual(["claimAtOnce", "createTask", "startTask", "dueClaim", "finish", "ack"]);
-  });
-
-  it("claims a first delivery that comes while the process drains by reading its record, and hands it back", async () => {
-    const { effects, settledIn } = harness({ claim: async () => ({ kind: "claimed", pending: true }) }, true, true);
-    await settledIn("handedBack");
-    expect(effects).toEqual(["claim", "restore", "flush", "stopTask", "nak"]);
-  });
-
-  it("a first delivery whose task cannot be created ends the run in error (its Director naks the delivery)", async () => {
-    const { actor, effects } = harness(
-      {
-        createTask: () => {
-          throw new Error("no actor");
-        },
-      },
-      false,
-      true,
-    );
-    const ended = await waitFor(actor, (s) => s.status === "error");
-    expect(String(ended.error)).toMatch(/no actor/);
-    expect(effects).toEqual(["claimAtOnce", "createTask"]);
+    expect(effects).toEqual(["startTask", "dueClaim", "finish", "ack"]);
   });
 
   it("beats every heartbeat while running, and stores a pending claim once it is due", async () => {
