@@ -8,6 +8,12 @@ import { TASK_ID_PATTERN } from "./ids.js";
 /** The default subject root. */
 export const DEFAULT_ROOT = "dirigent";
 
+/**
+ * The header by which a JetStream stream keeps one copy of a message sent more than once within its duplicate window,
+ * whether it came as a JetStream write or as a plain publish.
+ */
+export const MSG_ID_HEADER = "Nats-Msg-Id";
+
 const ROOT_TOKEN = /^[a-z0-9_-]+$/;
 
 /** Checks a subject root such as `dirigent` or `acme.dirigent`; throws {@link InvalidSubjectError} naming the bad token. */

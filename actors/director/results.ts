@@ -7,7 +7,7 @@ import { messageOf } from "../../protocol/errors.js";
 import type { RunEnv } from "./run.js";
 import type { FinishOutput } from "../../machines/director/run.js";
 import type { TaskContext } from "../../machines/director/task.js";
-import { encode, TaskOutcome, type TaskRecord, type TaskState } from "../../protocol/index.js";
+import { encode, MSG_ID_HEADER, TaskOutcome, type TaskRecord, type TaskState } from "../../protocol/index.js";
 import { isPermanentStoreError } from "../bus.js";
 import { fitOutcome } from "./message-fit.js";
 import { writeClaimed } from "./records.js";
@@ -21,13 +21,17 @@ export async function publishResult(
   body: Uint8Array,
 ): Promise<void> {
   const subject = deps.subjects.taskResult(taskId);
+  const id = `${subject}.final`;
   if (publishStored) {
     try {
-      await publishStored(subject, body, `${subject}.final`);
+      await publishStored(subject, body, id);
       return;
     } catch (err) {
       deps.log.info({ taskId, err: messageOf(err) }, "result not stored in the events stream; published without acknowledgement");
     }
+    // With the same message id: should the write that failed have landed after all, the stream keeps one copy.
+    deps.bus.publish(subject, body, { [MSG_ID_HEADER]: id });
+    return;
   }
   deps.bus.publish(subject, body);
 }

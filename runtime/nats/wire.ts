@@ -10,6 +10,7 @@
  */
 import { createInbox, headers as natsHeaders, type Msg, type MsgHdrs, type NatsConnection } from "@nats-io/transport-node";
 import { NoRespondersError, RequestTimeoutError, TransportError } from "../../actors/bus.js";
+import { MSG_ID_HEADER } from "../../protocol/index.js";
 
 /** How long a JetStream write waits for the stream's acknowledgement by default (as the JetStream client does). */
 export const STORE_TIMEOUT_MS = 5000;
@@ -256,7 +257,7 @@ export class NatsWire {
     if (options.msgId !== undefined || options.expectedLastSubjectSequence !== undefined || options.headers !== undefined) {
       h = natsHeaders();
       for (const [name, value] of Object.entries(options.headers ?? {})) h.set(name, value);
-      if (options.msgId !== undefined) h.set("Nats-Msg-Id", options.msgId);
+      if (options.msgId !== undefined) h.set(MSG_ID_HEADER, options.msgId);
       if (options.expectedLastSubjectSequence !== undefined)
         h.set("Nats-Expected-Last-Subject-Sequence", String(options.expectedLastSubjectSequence));
     }
