@@ -1,5 +1,7 @@
 // The dirigent inspector page. Loads every machine's chart and the cluster's state from the server it came from,
 // then applies the changes the server pushes over Server-Sent Events. No library, no request beyond this origin.
+import { el, svgElement } from "./dom.js";
+import { mapStrip, nodeLabel, parentPath } from "./task-tree.js";
 
 const $ = (id) => document.getElementById(id);
 const actors = new Map(); // actorId → actor view
@@ -35,47 +37,6 @@ function valueText(value) {
   if (value === undefined || value === null) return "";
   if (typeof value === "string") return value;
   return Object.entries(value).map(([k, v]) => (v && typeof v === "object" && Object.keys(v).length === 0 ? k : `${k}.${valueText(v)}`)).join(", ");
-}
-
-function el(tag, attrs = {}, ...children) {
-  const node = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) {
-    if (k === "class") node.className = v;
-    else if (k.startsWith("data-")) node.setAttribute(k, v);
-    else node[k] = v;
-  }
-  for (const c of children) node.append(c);
-  return node;
-}
-
-// What a chart may contain: the elements and attributes runtime/charts/svg.ts draws, nothing that runs code or loads.
-const SVG_ELEMENTS = new Set(["svg", "defs", "marker", "g", "path", "rect", "circle", "text", "title"]);
-const SVG_ATTRIBUTES = new Set(["xmlns", "class", "viewBox", "width", "height", "x", "y", "rx", "cx", "cy", "r", "d", "text-anchor", "marker-end", "id", "refX", "refY", "markerWidth", "markerHeight", "orient"]);
-
-/**
- * A chart's SVG text as a node of this page: parsed as XML (never as HTML), keeping only the allowed elements and
- * attributes (`data-*` included), so no script, event handler, link or foreign object from the text reaches the page.
- */
-function svgElement(text) {
-  const doc = new DOMParser().parseFromString(text, "image/svg+xml");
-  const root = doc.documentElement;
-  if (!(root instanceof SVGSVGElement) || doc.getElementsByTagName("parsererror").length > 0) {
-    return el("p", { class: "hint" }, "this chart could not be read");
-  }
-  const walk = (node) => {
-    for (const child of [...node.children]) {
-      if (!SVG_ELEMENTS.has(child.localName) || !(child instanceof SVGElement)) child.remove();
-      else walk(child);
-    }
-    for (const attr of [...node.attributes]) {
-      const allowed = attr.namespaceURI === null && (SVG_ATTRIBUTES.has(attr.name) || /^data-[a-z-]+$/.test(attr.name));
-      // The one id a chart has is its arrow marker's: no other id may shadow the page's own elements.
-      const fixed = (attr.name === "id" && attr.value !== "arrow") || (attr.name === "marker-end" && attr.value !== "url(#arrow)");
-      if (!allowed || fixed) node.removeAttribute(attr.name);
-    }
-  };
-  walk(root);
-  return document.importNode(root, true);
 }
 
 function shortProcess(p) {
@@ -254,46 +215,6 @@ async function selectTask(taskId, focusActor = true) {
 function replayValue(state) {
   const running = { running: "executing", awaiting_evaluation: "awaitingEvaluation", awaiting_subtask: "awaitingSubtask", awaiting_input: "awaitingInput" };
   return running[state] ? { running: running[state] } : state;
-}
-
-/** Parent of a node path: the longest other known path it extends (`0/subtask1:0` under `0`, `0/map:2:0.steps.0` under `0/map:2`). */
-function parentPath(path, paths) {
-  let best;
-  for (const p of paths) if (p !== path && (path.startsWith(`${p}/`) || path.startsWith(`${p}.`) || path.startsWith(`${p}:`)) && (!best || p.length > best.length)) best = p;
-  return best;
-}
-
-// Most branches a map shows (runtime/inspect/maps.ts keeps as many).
-const MAX_BRANCHES = 256;
-
-/**
- * A map node's branches side by side, in order of number, each with its state: `running`, `COMPLETE`, `FAILED`,
- * `CANCELLED`, or `waiting` for one not started yet (`unknown` when the inspector kept too few of the task's
- * branches to tell). All text is set as text: it comes from task events.
- */
-function mapStrip(map) {
-  const shown = Math.min(map.total, MAX_BRANCHES);
-  const byNumber = new Map(map.branches.map((b) => [b.branch, b]));
-  const running = map.branches.filter((b) => b.state === "running").length;
-  const failed = map.branches.filter((b) => b.state === "FAILED").length;
-  // `max_parallel` may exceed the branches (its default is 10): at most all of them run at once.
-  const parallel = map.maxParallel ? ` · ${Math.min(map.maxParallel, map.total)} at once` : "";
-  const summary = `${map.finished}/${map.total} done · ${running} running${failed ? ` · ${failed} failed` : ""}${parallel}`;
-  const strip = el("div", { class: "branches" });
-  for (let n = 1; n <= shown; n++) {
-    const branch = byNumber.get(n);
-    // A branch the inspector did not keep (too many in the task) is not known to be waiting.
-    const state = branch ? branch.state : map.truncated ? "unknown" : "waiting";
-    const title = branch ? branch.nodePath : map.truncated ? "not kept by the inspector" : "not started";
-    strip.append(el("div", { class: "branch", "data-branch": String(n), "data-state": state, title }, el("span", { class: "label" }, `branch ${n}/${map.total}`), el("span", { class: "state" }, state)));
-  }
-  if (map.total > shown) strip.append(el("span", { class: "more" }, `+${map.total - shown} more`));
-  return el("div", { class: "map", "data-map": map.nodePath }, el("div", { class: "summary" }, summary), strip);
-}
-
-function nodeLabel(path, mapPaths) {
-  if (mapPaths.has(path)) return `map ${path}`;
-  return path.includes("subtask") ? `subtask ${path}` : path.includes("evaluation") ? `evaluation ${path}` : `node ${path}`;
 }
 
 function renderTaskDetail() {

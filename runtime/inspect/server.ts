@@ -81,6 +81,8 @@ export function packagedAssetsDir(): string {
 const ASSETS: Record<string, string> = {
   "/": "index.html",
   "/app.js": "app.js",
+  "/dom.js": "dom.js",
+  "/task-tree.js": "task-tree.js",
   "/app.css": "app.css",
 };
 const TYPES: Record<string, string> = {

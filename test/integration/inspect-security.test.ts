@@ -41,6 +41,8 @@ function get(port: number, path: string, headers: Record<string, string> = {}): 
 const PATHS = [
   "/",
   "/app.js",
+  "/dom.js",
+  "/task-tree.js",
   "/app.css",
   "/api/machines",
   "/api/state",

@@ -150,7 +150,7 @@ describe("inspector over the in-process bus", () => {
   });
 
   it("serves the page from the package with no reference to another origin", async () => {
-    for (const path of ["/", "/app.js", "/app.css"]) {
+    for (const path of ["/", "/app.js", "/dom.js", "/task-tree.js", "/app.css"]) {
       const res = await fetch(new URL(path, server.url));
       expect(res.status).toBe(200);
       expect(res.headers.get("content-security-policy")).toContain("script-src 'self'");
