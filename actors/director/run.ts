@@ -161,6 +161,8 @@ export function runDelivery(env: RunEnv, item: WorkItem, queued: TaskRecord | un
   const delivery = { item };
   let task: RunningTask | undefined;
   let fresh = false;
+  /** The intake's first delivery of this item (a nats-server before 2.10.16 may count a redelivery as one too). */
+  const firstOfItsTask = item.deliveries === 1;
   let checkpoints: ReturnType<typeof checkpointer> | undefined;
   const current = () => task?.item ?? delivery.item;
   const claimed = () => {
@@ -172,7 +174,6 @@ export function runDelivery(env: RunEnv, item: WorkItem, queued: TaskRecord | un
     return checkpoints;
   };
 
-  // This delivery's effects, reached by the Director's run machine (provided once: {@link runActors}) through its system.
   /** Takes `claim` as this delivery's: the task this process now runs, with its span and its checkpoints. */
   const take = (claim: Claim): void => {
     const at = delivery.item;
@@ -247,8 +248,9 @@ export function runDelivery(env: RunEnv, item: WorkItem, queued: TaskRecord | un
     claim: async (): Promise<ClaimOutput> => {
       let claim: Claim;
       // On its first delivery nothing of the task ran before: it starts at once under a pending claim, stored by its
-      // first write (actors/director/records.ts). A redelivery reads the record first.
-      if (queued !== undefined && item.deliveries === 1) claim = pendingClaim(queued, env.owner, deps.now, item.seq);
+      // first write (actors/director/records.ts). Here only while draining: otherwise such a delivery comes to its
+      // run claimed already (see `firstDelivery` below). A redelivery reads the record first.
+      if (queued !== undefined && firstOfItsTask) claim = pendingClaim(queued, env.owner, deps.now, item.seq);
       else {
         const found = await claimStored(env, delivery, queued);
         if (found.claim === undefined) return found;
@@ -318,7 +320,7 @@ export function runDelivery(env: RunEnv, item: WorkItem, queued: TaskRecord | un
   };
   // A first delivery reads nothing before it runs: its pending claim is taken and its task created here, before its
   // run starts (an actor created inside one of the run's actions would have XState warn), and the run goes on at once.
-  const firstDelivery = queued !== undefined && item.deliveries === 1 && !draining;
+  const firstDelivery = queued !== undefined && firstOfItsTask && !draining;
   const run = env.runActors.create(effects, {
     input: {
       taskId: item.id,

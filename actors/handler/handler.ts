@@ -45,8 +45,6 @@ import { runScriptRequest } from "./script.js";
 import { tracedModel } from "./traces.js";
 import { activeContext } from "../tracing.js";
 
-export { buildSystemPrompt, type HandlerConfig };
-
 /** The signal of context without files to read: nothing to time out. */
 const NO_SIGNAL = new AbortController().signal;
 

@@ -6,11 +6,11 @@
  *
  * delivered → claiming → restoring → running → finishing → settled; a first delivery (nothing of its task ran before)
  * goes from delivered to running at once: its Director took its pending claim and created its task before the run
- * started (neither reads anything, so no actor is invoked for them). On the way a task can be handed back (`drain`: the process
- * stops; or an effect failed: the delivery comes again after a pause), lost (another Director took the claim over),
- * or refused (the claim was not granted: contended, already final, dropped, or claimed here under an earlier
- * delivery). A task submitted in words compiles inside its evaluation (actors/director/run.ts), so a task resumed
- * after the compile does not compile again.
+ * started (neither reads anything, so no actor is invoked for them). On the way a task can be handed back (`drain`:
+ * the process stops; or an effect failed: the delivery comes again after a pause), lost (another Director took the
+ * claim over), or refused (the claim was not granted: contended, already final, dropped, or claimed here under an
+ * earlier delivery). A task submitted in words compiles inside its evaluation (actors/director/run.ts), so a task
+ * resumed after the compile does not compile again.
  *
  * Inbound (from the shell): `drain`, `task.done`, `task.changed`, `claim.lost`, `checkpoint.refused`. Delays:
  * `heartbeat` (signal progress on the delivery and re-write the claim's checkpoint), `claimDue` (a pending claim is

@@ -24,6 +24,7 @@ import {
 import type { Subjects } from "../../protocol/subjects.js";
 import { IndexEntry as IndexEntrySchema } from "../../protocol/memory.js";
 import { newGeneration } from "../in-process/index-store.js";
+import { Semaphore } from "../../actors/limit.js";
 
 /** The pointer key. */
 export const CURRENT_KEY = "current";
@@ -44,17 +45,9 @@ const decoder = new TextDecoder();
 const CHUNKS_IN_FLIGHT = 16;
 
 /** `task(0)` … `task(count - 1)`, at most {@link CHUNKS_IN_FLIGHT} at once, results in order. */
-async function inFlight<T>(count: number, task: (n: number) => Promise<T>): Promise<T[]> {
-  const out = new Array<T>(count);
-  let next = 0;
-  const worker = async () => {
-    while (next < count) {
-      const n = next++;
-      out[n] = await task(n);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(CHUNKS_IN_FLIGHT, count) }, worker));
-  return out;
+function inFlight<T>(count: number, task: (n: number) => Promise<T>): Promise<T[]> {
+  const slots = new Semaphore(CHUNKS_IN_FLIGHT);
+  return Promise.all(Array.from({ length: count }, (_, n) => slots.run(() => task(n))));
 }
 
 /** Key of chunk `n` of `generation`. */

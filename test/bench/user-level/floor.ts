@@ -7,6 +7,7 @@
  */
 import { createModelClient } from "../../../runtime/model/openai.js";
 import type { ModelRequest } from "../../../actors/model.js";
+import { Semaphore } from "../../../actors/limit.js";
 
 /** CPU of this process per call, µs, for the runtime's model client and for `fetch`. */
 export interface FloorSample {
@@ -43,12 +44,6 @@ export async function modelCallFloor(modelUrl: string, calls: number, concurrenc
 
 /** Runs `call` `count` times, `concurrency` at once. */
 async function pool(call: () => Promise<unknown>, count: number, concurrency: number): Promise<void> {
-  let started = 0;
-  const worker = async () => {
-    while (started < count) {
-      started++;
-      await call();
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(concurrency, count) }, worker));
+  const slots = new Semaphore(concurrency);
+  await Promise.all(Array.from({ length: count }, () => slots.run(call)));
 }
