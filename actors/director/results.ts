@@ -7,13 +7,19 @@ import { messageOf } from "../../protocol/errors.js";
 import type { RunEnv } from "./run.js";
 import type { FinishOutput } from "../../machines/director/run.js";
 import type { TaskContext } from "../../machines/director/task.js";
-import { encode, MSG_ID_HEADER, TaskOutcome, type TaskRecord, type TaskState } from "../../protocol/index.js";
+import { encode, TaskOutcome, type TaskRecord, type TaskState } from "../../protocol/index.js";
 import { isPermanentStoreError } from "../bus.js";
 import { fitOutcome } from "./message-fit.js";
 import { writeClaimed } from "./records.js";
 import { failedContext, outcomeOf, unstorableMessage, type RunningTask } from "./task.js";
 
-/** Publishes a task's result: stored with an acknowledgement where the transport can, else (or when that fails) sent. */
+/**
+ * Publishes a task's result: stored in the events stream with an acknowledgement and a message id where the
+ * transport can, else sent. A result is never sent without being stored where it can be: when the store fails (a
+ * clustered stream still without a leader after its patience), this throws, and the run hands its delivery back.
+ * The redelivery finds the task final and publishes the result then ({@link publishLostResult}); should the failed
+ * write have landed after all, it finds it there, and the stream keeps one copy of a repeat by its message id.
+ */
 export async function publishResult(
   deps: ActorDeps,
   publishStored: RunEnv["publishStored"],
@@ -21,19 +27,24 @@ export async function publishResult(
   body: Uint8Array,
 ): Promise<void> {
   const subject = deps.subjects.taskResult(taskId);
-  const id = `${subject}.final`;
-  if (publishStored) {
-    try {
-      await publishStored(subject, body, id);
-      return;
-    } catch (err) {
-      deps.log.info({ taskId, err: messageOf(err) }, "result not stored in the events stream; published without acknowledgement");
-    }
-    // With the same message id: should the write that failed have landed after all, the stream keeps one copy.
-    deps.bus.publish(subject, body, { [MSG_ID_HEADER]: id });
-    return;
+  if (publishStored === undefined) return deps.bus.publish(subject, body);
+  try {
+    await publishStored(subject, body, `${subject}.final`);
+  } catch (err) {
+    deps.log.warn({ taskId, err: messageOf(err) }, "result not stored in the events stream; the delivery is handed back to store it");
+    throw new ResultNotStoredError(taskId, err);
   }
-  deps.bus.publish(subject, body);
+}
+
+/** A task's result its events stream did not take: the run hands the delivery back, and the redelivery stores it. */
+export class ResultNotStoredError extends Error {
+  override name = "ResultNotStoredError";
+  constructor(
+    readonly taskId: string,
+    cause: unknown,
+  ) {
+    super(`the result of task '${taskId}' was not stored in the events stream: ${messageOf(cause)}`, { cause });
+  }
 }
 
 /**

@@ -159,7 +159,14 @@ describe("a three-node NATS cluster with replicas 3", () => {
               .slice(0, 10)
               .map(async (id) => `${id}: ${(await nc.request(`${root}.tasks.${id}.get`, "", { timeout: 5000 })).string()}`),
           );
-          throw new Error(`${missing.length} results missing:\n${states.join("\n")}`);
+          // What the roles logged of them (warnings and errors), to tell where each was lost.
+          const logged = processes.flatMap((p) =>
+            p
+              .output()
+              .split("\n")
+              .filter((line) => missing.some((id) => line.includes(`"${id}"`))),
+          );
+          throw new Error(`${missing.length} results missing:\n${states.join("\n")}\nlogged:\n${logged.slice(0, 40).join("\n")}`);
         }
       }
       const elapsed = Date.now() - started;

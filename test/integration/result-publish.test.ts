@@ -1,15 +1,14 @@
 /**
- * A task's result is stored once in the events stream even when its acknowledged write fails after it landed (the
- * answer lost while a clustered stream elects a leader): the Director then publishes it plainly, with the same
- * message id, and the stream keeps one copy (actors/director/results.ts). Over a real nats-server.
+ * A task's result is stored in the events stream exactly once even when its acknowledged write fails (a clustered
+ * stream still electing a leader after the write's patience): the Director sends nothing unstored, hands the
+ * delivery back, and stores the result at the redelivery, which finds the task final (actors/director/results.ts).
+ * Over a real nats-server, with the write failing once, before or after it landed.
  */
-import { randomUUID } from "node:crypto";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { silentLogger, type ActorDeps } from "../../actors/deps.js";
-import { publishResult } from "../../actors/director/results.js";
-import { createSubjects, decode, encode, TaskOutcome, type TaskId } from "../../protocol/index.js";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createSubjects, decode, TaskOutcome } from "../../protocol/index.js";
+import type { OpenTransport } from "../../runtime/transport.js";
 import { startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 import { newTaskId, startStack } from "../support/stack.js";
 
@@ -26,52 +25,62 @@ afterAll(async () => {
   await server?.stop();
 });
 
-describe("a task's result in the events stream", () => {
-  it("is stored once when the acknowledged write landed but failed, and the plain publish follows it", async () => {
-    await using stack = await startStack({ url: server.url });
-    const subjects = createSubjects(stack.root);
-    const deps: ActorDeps = { bus: stack.transport.bus, subjects, log: silentLogger, now: () => new Date(), newId: () => randomUUID() };
-    const { publishStored } = stack.transport;
-    if (publishStored === undefined) throw new Error("a NATS transport stores results with an acknowledgement");
-    const taskId = newTaskId() as TaskId;
-    const body = encode(TaskOutcome, { taskId, content: "once", status: "COMPLETE", notes: {} });
-    let writes = 0;
-    // The write lands, and then its answer is lost.
-    const landedThenFailed = async (subject: string, data: Uint8Array, id: string) => {
-      writes++;
-      await publishStored(subject, data, id);
-      throw new Error("no answer: the stream was electing a leader");
-    };
-    await publishResult(deps, landedThenFailed, taskId, body);
-    await stack.transport.bus.flush();
-    expect(writes).toBe(1);
-
-    const jsm = await jetstreamManager(nc);
-    const info = await jsm.streams.info(subjects.eventsStream, { subjects_filter: subjects.taskResult(taskId) });
-    expect(info.state.subjects?.[subjects.taskResult(taskId)]).toBe(1);
-    const stored = await jsm.streams.getMessage(subjects.eventsStream, { last_by_subj: subjects.taskResult(taskId) });
-    if (!stored) throw new Error("no result stored");
-    const decoded = decode(TaskOutcome, stored.data);
-    expect(decoded.ok && decoded.value.content).toBe("once");
-  });
-
-  it("is stored by the plain publish when the acknowledged write never landed", async () => {
-    await using stack = await startStack({ url: server.url });
-    const subjects = createSubjects(stack.root);
-    const deps: ActorDeps = { bus: stack.transport.bus, subjects, log: silentLogger, now: () => new Date(), newId: () => randomUUID() };
-    const taskId = newTaskId() as TaskId;
-    const body = encode(TaskOutcome, { taskId, content: "sent plainly", status: "COMPLETE", notes: {} });
-    await publishResult(
-      deps,
-      async () => {
-        throw new Error("stream unavailable");
+/**
+ * A transport whose first result write fails: before it reaches the stream, or after the stream stored it. `settled`
+ * resolves once the redelivery has dealt with the result: stored it (a second write), or found it stored.
+ */
+function failingFirstWrite(landed: boolean) {
+  const writes: string[] = [];
+  let settle!: (how: "written" | "found") => void;
+  const settled = new Promise<"written" | "found">((resolve) => (settle = resolve));
+  const wrap = (transport: OpenTransport): OpenTransport => {
+    const { publishStored, lastPublished } = transport;
+    if (publishStored === undefined || lastPublished === undefined) throw new Error("a NATS transport stores results");
+    return {
+      ...transport,
+      publishStored: async (subject, data, id) => {
+        writes.push(id);
+        if (writes.length > 1) return publishStored(subject, data, id).then(() => settle("written"));
+        if (landed) await publishStored(subject, data, id);
+        throw new Error("no answer within 15 s: the stream was electing a leader");
       },
-      taskId,
-      body,
-    );
-    await stack.transport.bus.flush();
-    const jsm = await jetstreamManager(nc);
-    const info = await jsm.streams.info(subjects.eventsStream, { subjects_filter: subjects.taskResult(taskId) });
-    expect(info.state.subjects?.[subjects.taskResult(taskId)]).toBe(1);
-  });
+      lastPublished: async (subject) => {
+        const last = await lastPublished(subject);
+        if (writes.length > 0 && subject.endsWith(".result") && last !== undefined) settle("found");
+        return last;
+      },
+    };
+  };
+  return { writes, settled, wrap };
+}
+
+describe("a task's result in the events stream", () => {
+  for (const landed of [false, true])
+    it(`is stored once, at the redelivery, when its first write failed ${landed ? "after" : "before"} it landed`, async () => {
+      const fault = failingFirstWrite(landed);
+      await using stack = await startStack({ url: server.url, wrapTransport: fault.wrap });
+      const subjects = createSubjects(stack.root);
+      const taskId = newTaskId();
+
+      const outcome = await stack.client.run({ taskId, xml: "<task><description>Say done.</description></task>" });
+      expect(outcome.status).toBe("COMPLETE");
+      // The record has the result at once; the stream has it once the redelivery found it there or stored it.
+      const id = `${subjects.taskResult(taskId)}.final`;
+      if (landed) {
+        expect(await fault.settled).toBe("found");
+        expect(fault.writes).toEqual([id]);
+      } else {
+        expect(await fault.settled).toBe("written");
+        expect(fault.writes).toEqual([id, id]);
+      }
+
+      const jsm = await jetstreamManager(nc);
+      const info = await jsm.streams.info(subjects.eventsStream, { subjects_filter: subjects.taskResult(taskId) });
+      expect(info.state.subjects?.[subjects.taskResult(taskId)]).toBe(1);
+      const stored = await jsm.streams.getMessage(subjects.eventsStream, { last_by_subj: subjects.taskResult(taskId) });
+      if (!stored) throw new Error("no result stored");
+      const decoded = decode(TaskOutcome, stored.data);
+      expect(decoded.ok && decoded.value.status).toBe("COMPLETE");
+      expect((await stack.client.get(taskId)).state).toBe("completed");
+    });
 });

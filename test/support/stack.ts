@@ -25,6 +25,8 @@ export interface StackOptions {
   config?: Partial<Config>;
   /** TypeScript tools of the Handler (`startSystem({ tools })`). */
   tools?: readonly TypeScriptTool[];
+  /** Changes the opened transport before the roles start (a fault in one of its effects). */
+  wrapTransport?: (transport: OpenTransport) => OpenTransport;
 }
 
 /** A running stack. */
@@ -56,9 +58,10 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     ...options.config,
   };
   const subjects = createSubjects(root);
-  const transport = options.url
+  const opened = options.url
     ? await openNatsTransport(options.url, subjects, { name: `test-${root}`, log: silentLogger })
     : openMemoryTransport(silentLogger);
+  const transport = options.wrapTransport ? options.wrapTransport(opened) : opened;
   const system = await startSystem({
     config,
     transport,
