@@ -53,6 +53,8 @@ export interface Transport {
   lastPublished?: (subject: string) => Promise<Uint8Array | undefined>;
   /** Stores a task's result in the events stream with an acknowledgement (see `DirectorConfig.publishStored`). */
   publishStored?: (subject: string, data: Uint8Array, id: string) => Promise<void>;
+  /** Creates the events stream should the transport not have at open (opened for no Director); idempotent. */
+  openEvents?: () => Promise<void>;
 }
 
 /** Options of {@link startSystem}. */
@@ -224,7 +226,7 @@ export async function startSystem(options: SystemOptions): Promise<SystemHandle>
     );
   }
   if (roles.includes("director")) {
-    await transport.store.open?.();
+    await Promise.all([transport.store.open?.(), transport.openEvents?.()]);
     started.push(
       startDirector(deps, transport.store, transport.queue, {
         concurrency: config.concurrency,

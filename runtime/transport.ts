@@ -17,7 +17,7 @@ import { ensureEventsStream, openTaskStore, openTurnStore } from "./nats/store.j
 import { wireOf } from "./nats/wire.js";
 import { openWorkQueue } from "./nats/queue.js";
 import type { Transport } from "./system.js";
-import { eagerStores, lazyIndexStore, lazyKeyedStore, lazyTaskStore, lazyWorkQueue } from "./nats/lazy-stores.js";
+import { eagerStores, once, lazyIndexStore, lazyKeyedStore, lazyTaskStore, lazyWorkQueue } from "./nats/lazy-stores.js";
 import { openGoalStore } from "./goal-kv.js";
 import type { NatsAuth } from "./nats/auth.js";
 import { storeThroughElections, type Replication } from "./nats/replicas.js";
@@ -91,6 +91,9 @@ export async function openNatsTransport(servers: string, subjects: Subjects, opt
       }
     }
     const [store, queue, index, turns, goals] = opened;
+    // A process opened for no Director (a CLI command that may start an embedded runtime) creates the events stream
+    // when a Director starts on it: before that Director publishes the first event.
+    const openEvents = eager.events ? async () => undefined : once(() => ensureEventsStream(nc, subjects, r));
     const lastPublished = async (subject: string) => (await wireOf(nc).lastBySubject(subjects.eventsStream, subject))?.data;
     // No `$JS.API.INFO` check: a client's user may not ask it, and the stream lookup is only made after a 503.
     const publishStored = async (subject: string, data: Uint8Array, id: string) =>
@@ -98,7 +101,7 @@ export async function openNatsTransport(servers: string, subjects: Subjects, opt
     return {
       kind: "nats",
       description: bus.description,
-      ...{ bus, store, queue, index, turns, goals, lastPublished, publishStored },
+      ...{ bus, store, queue, index, turns, goals, lastPublished, publishStored, openEvents },
       close: () => bus.close(),
     };
   } catch (err) {

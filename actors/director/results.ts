@@ -69,20 +69,22 @@ export async function finish(env: RunEnv, task: RunningTask, context: TaskContex
     written = await write();
   }
   if (written === "lost") return "lost";
-  env.publishEvent(task.claim.taskId, seq, `task.${state}`, state, state === "failed" ? context.result?.error?.message : undefined);
-  await publishResult(env.deps, env.publishStored, task.claim.taskId, encode(TaskOutcome, fitOutcome(outcome, deps.bus.maxMessageBytes)));
+  // Ended once its final record is stored, even should its result be stored only at a redelivery.
   const { record } = task.claim;
   deps.metrics?.taskEnded({
     state,
     type: env.taskType(record.xml),
     seconds: Math.max(0, deps.now().getTime() - Date.parse(record.submittedAt)) / 1000,
   });
+  env.publishEvent(task.claim.taskId, seq, `task.${state}`, state, state === "failed" ? context.result?.error?.message : undefined);
+  await publishResult(env.deps, env.publishStored, task.claim.taskId, encode(TaskOutcome, fitOutcome(outcome, deps.bus.maxMessageBytes)));
   return "written";
 }
 
 /**
  * A redelivered task is final: its owner stored the outcome, and usually published it and lost only the ack. When
- * it died between storing and publishing, the result is not in the events stream: publish it now, once.
+ * it died between storing and publishing, or its result write failed ({@link ResultNotStoredError}), the result is
+ * not in the events stream: publish it now, once.
  */
 export async function publishLostResult(env: RunEnv, record: TaskRecord): Promise<void> {
   const { deps } = env;

@@ -27,7 +27,8 @@ export function eagerStores(roles: readonly string[] | undefined): {
   };
 }
 
-function once<T>(open: () => Promise<T>): () => Promise<T> {
+/** `open`, called once: its promise is shared, and forgotten when it rejects (the next call tries again). */
+export function once<T>(open: () => Promise<T>): () => Promise<T> {
   let opened: Promise<T> | undefined;
   return () => {
     opened ??= open().catch((err: unknown) => {

@@ -3,6 +3,9 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { jetstreamManager } from "@nats-io/jetstream";
+import { connect } from "@nats-io/transport-node";
+import { createSubjects } from "../../protocol/index.js";
 import { startMockLlm, type MockLlmServer } from "../../runtime/model/mock-server.js";
 import { randomRoot, startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 import { startCli } from "../support/processes.js";
@@ -50,7 +53,7 @@ describe("dirigent compile", () => {
     expect(run.output()).toContain(GOOD);
     const json = cli("compile", "a haiku about a topic", "--json");
     expect(await json.exited).toBe(0);
-    expect(JSON.parse(json.output().slice(json.output().indexOf("{")))).toMatchObject({ type: "compiler.result", xml: GOOD, attempts: 1 });
+    expect(JSON.parse(json.stdout()), json.output()).toMatchObject({ type: "compiler.result", xml: GOOD, attempts: 1 });
   });
 
   it("feeds the errors back, reports the fix, and writes --out", async () => {
@@ -62,11 +65,25 @@ describe("dirigent compile", () => {
     expect(readFileSync(out, "utf8")).toBe(`${GOOD}\n`);
   });
 
-  it("--run runs the template and exits with its status", async () => {
-    const run = cli("compile", "a haiku about a topic", "--run", "-i", "topic=autumn", "--json");
-    expect(await run.exited).toBe(0);
-    const json = run.output().slice(run.output().indexOf("{"));
-    expect(JSON.parse(json)).toMatchObject({ status: "COMPLETE", content: "leaves let go softly" });
+  it("--run runs the template and exits with its status; the embedded runtime stores the result and acks the task", async () => {
+    const root = randomRoot();
+    const args = ["compile", "a haiku about a topic", "--run", "-i", "topic=autumn", "--json", "--task-id", "haiku-1"];
+    const run = startCli([...args, "--nats", server.url, "--prefix", root], env());
+    expect(await run.exited, run.output()).toBe(0);
+    // The answer on stdout; log lines go to stderr.
+    expect(JSON.parse(run.stdout()), run.output()).toMatchObject({ status: "COMPLETE", content: "leaves let go softly" });
+    // The process opened NATS before it knew it would run a Director: the events stream is made when one starts, so
+    // the result is readable after the fact, and the intake item is acked before the process exits.
+    const subjects = createSubjects(root);
+    const nc = await connect({ servers: server.url });
+    try {
+      const jsm = await jetstreamManager(nc);
+      const events = await jsm.streams.info(subjects.eventsStream, { subjects_filter: subjects.taskResult("haiku-1") });
+      expect(events.state.subjects?.[subjects.taskResult("haiku-1")]).toBe(1);
+      expect((await jsm.streams.info(subjects.intakeStream)).state.messages).toBe(0);
+    } finally {
+      await nc.close();
+    }
   });
 
   it("exits 1 naming the errors when no answer is valid, and 2 on a bad --max-attempts", async () => {

@@ -10,6 +10,8 @@ export interface CliProcess {
   child: ChildProcess;
   /** Everything written to stdout and stderr so far. */
   output(): string;
+  /** What was written to stdout alone (a `--json` answer, without the log lines on stderr). */
+  stdout(): string;
   /** Resolves once the output matches `pattern`; rejects on exit or after `timeoutMs`. */
   waitFor(pattern: RegExp, timeoutMs?: number): Promise<RegExpMatchArray>;
   /** Resolves with the exit code. */
@@ -25,12 +27,16 @@ export function startCli(args: string[], env: NodeJS.ProcessEnv = {}, options: {
     stdio: [options.stdin ?? "ignore", "pipe", "pipe"],
   });
   let text = "";
+  let out = "";
   const listeners = new Set<() => void>();
   const onData = (chunk: Buffer) => {
     text += chunk.toString();
     for (const l of listeners) l();
   };
-  child.stdout?.on("data", onData);
+  child.stdout?.on("data", (chunk: Buffer) => {
+    out += chunk.toString();
+    onData(chunk);
+  });
   child.stderr?.on("data", onData);
   const exited = new Promise<number | null>((resolve) =>
     child.on("exit", (code) => {
@@ -43,6 +49,7 @@ export function startCli(args: string[], env: NodeJS.ProcessEnv = {}, options: {
   return {
     child,
     output: () => text,
+    stdout: () => out,
     exited,
     waitFor(pattern, timeoutMs = 15_000) {
       return new Promise((resolve, reject) => {
