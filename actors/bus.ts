@@ -15,6 +15,11 @@ export interface BusMessage {
   readonly expectsReply: boolean;
   /** Answers a request; returns false when the sender did not ask for an answer. */
   respond(data: Uint8Array): boolean;
+  /**
+   * Sends the message on to `subject` with its headers, `headers` added, and its reply subject, so that whoever
+   * serves `subject` answers the sender. Absent where a transport cannot (in process).
+   */
+  forward?(subject: string, headers: Record<string, string>): void;
 }
 
 /** A live subscription. */

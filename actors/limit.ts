@@ -39,6 +39,11 @@ export class Semaphore {
     else this.active--;
   }
 
+  /** Slots a newcomer would get at once (none while anybody waits). */
+  get free(): number {
+    return this.waiting.length > 0 ? 0 : this.size - this.active;
+  }
+
   /** Holders right now. */
   get inUse(): number {
     return this.active;

@@ -17,6 +17,13 @@ export interface ServeOptions<Req extends z.ZodType, Rep extends z.ZodType> {
   queue?: string;
   /** At most this many requests are handled at once by this subscription. */
   concurrency: number;
+  /** The slots requests run in, when someone else reads them too (a Handler reports its free ones); new by default. */
+  slots?: Semaphore;
+  /**
+   * A request that finds every slot taken may be passed on to a peer with a free one (see {@link Overflow});
+   * requests sent to `overflow.direct` are served here as well.
+   */
+  overflow?: Overflow;
   /**
    * Also take requests from roles of this process directly, as calls (`ActorDeps.local`, actors/local.ts). The call
    * is validated with the request schema here as a message would be, and its answer with the reply schema by `ask`.
@@ -30,6 +37,14 @@ export interface ServeOptions<Req extends z.ZodType, Rep extends z.ZodType> {
   handle(request: z.output<Req>, msg: BusMessage): Promise<z.input<Rep> | ErrorReply>;
 }
 
+/** Where a responder whose slots are all taken passes requests on (actors/handler/peers.ts). */
+export interface Overflow {
+  /** This process's own subject of the request, served without a queue group: where peers pass requests to it. */
+  readonly direct: string;
+  /** Passes `msg` on to a peer with a free slot and returns true, or returns false (none known: it waits here). */
+  pass(msg: BusMessage): boolean;
+}
+
 /** Subscribes to the subject of `definition` (its wildcard, for requests about one task or goal) with validation and error replies. */
 export function serve<Req extends z.ZodType, Rep extends z.ZodType, Key extends string[]>(
   deps: ActorDeps,
@@ -38,7 +53,7 @@ export function serve<Req extends z.ZodType, Rep extends z.ZodType, Key extends 
   options: ServeOptions<Req, Rep> & (Key extends [] ? unknown : { local?: false }),
 ): BusSubscription {
   const subject = definition.servedOn(deps.subjects);
-  const slots = new Semaphore(options.concurrency);
+  const slots = options.slots ?? new Semaphore(options.concurrency);
   // The work of a role (a queue group `<root>.<role>`) is metered: requests running now, and how long each took.
   const role = options.queue?.slice(deps.subjects.root.length + 1);
   if (role !== undefined) deps.metrics?.inflight(role, () => slots.inUse);
@@ -78,44 +93,47 @@ export function serve<Req extends z.ZodType, Rep extends z.ZodType, Key extends 
           );
         })
       : undefined;
-  const subscription = deps.bus.subscribe(
-    subject,
-    async (msg) => {
-      let decoded: Decoded<z.output<Req>>;
-      try {
-        decoded = definition.anyBody ? validate(definition.request, {}) : decode(definition.request, msg.data);
-      } catch (err) {
-        // decode returns its refusals; should it throw all the same, the sender still gets an answer.
-        msg.respond(encodeJson(errorReply("INVALID_MESSAGE", `message could not be decoded: ${messageOf(err)}`)));
-        return;
-      }
-      if (!decoded.ok) {
-        msg.respond(encodeJson(refused(msg.subject, decoded)));
-        return;
-      }
-      const keepalive = keepaliveTimer(msg);
-      try {
-        await slots.run(async () => {
-          try {
-            const reply = await traced(definition.name, msg.headers ?? undefined, decoded.value, () => handle(decoded.value, msg));
-            clearInterval(keepalive);
-            msg.respond(encodeJson(reply));
-          } catch (err) {
-            clearInterval(keepalive);
-            const remote = failure(msg.subject, err);
-            msg.respond(encodeJson(errorReply(remote.code, remote.message)));
-          }
-        });
-      } finally {
-        clearInterval(keepalive);
-      }
-    },
-    subscribeOptions,
-  );
+  const { overflow } = options;
+  const onMessage = async (msg: BusMessage): Promise<void> => {
+    // Every slot taken: a peer with a free one takes it, unless a peer passed it here already.
+    if (overflow !== undefined && slots.free === 0 && overflow.pass(msg)) return;
+    let decoded: Decoded<z.output<Req>>;
+    try {
+      decoded = definition.anyBody ? validate(definition.request, {}) : decode(definition.request, msg.data);
+    } catch (err) {
+      // decode returns its refusals; should it throw all the same, the sender still gets an answer.
+      msg.respond(encodeJson(errorReply("INVALID_MESSAGE", `message could not be decoded: ${messageOf(err)}`)));
+      return;
+    }
+    if (!decoded.ok) {
+      msg.respond(encodeJson(refused(msg.subject, decoded)));
+      return;
+    }
+    const keepalive = keepaliveTimer(msg);
+    try {
+      await slots.run(async () => {
+        try {
+          const reply = await traced(definition.name, msg.headers ?? undefined, decoded.value, () => handle(decoded.value, msg));
+          clearInterval(keepalive);
+          msg.respond(encodeJson(reply));
+        } catch (err) {
+          clearInterval(keepalive);
+          const remote = failure(msg.subject, err);
+          msg.respond(encodeJson(errorReply(remote.code, remote.message)));
+        }
+      });
+    } finally {
+      clearInterval(keepalive);
+    }
+  };
+  const subscriptions = [
+    deps.bus.subscribe(subject, onMessage, subscribeOptions),
+    ...(overflow === undefined ? [] : [deps.bus.subscribe(overflow.direct, onMessage)]),
+  ];
   return {
-    unsubscribe() {
+    async unsubscribe() {
       unregister?.();
-      return subscription.unsubscribe();
+      await Promise.all(subscriptions.map((s) => s.unsubscribe()));
     },
   };
 }

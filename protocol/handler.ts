@@ -145,3 +145,17 @@ export const ScriptReply = z.object({
   error: z.string().optional(),
 });
 export type ScriptReply = z.infer<typeof ScriptReply>;
+
+/**
+ * `<root>.handler.load`: how many requests of each kind a Handler process would start at once, published every second
+ * and when it stops (all zero). A Handler whose slots are all taken passes a request it receives to a peer with one
+ * free (actors/handler/peers.ts).
+ */
+export const HandlerLoad = z.strictObject({
+  type: z.literal("handler.load"),
+  /** The Handler process (its own subjects are `<root>.handler.direct.<handler>.<kind>`). */
+  handler: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, "a Handler id is 1–64 characters of [A-Za-z0-9_-]"),
+  /** Free slots for sessions (`handler.execute`) and script commands (`handler.script`). */
+  free: z.strictObject({ execute: z.int().min(0), script: z.int().min(0) }),
+});
+export type HandlerLoad = z.infer<typeof HandlerLoad>;

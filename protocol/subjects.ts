@@ -14,6 +14,12 @@ export const DEFAULT_ROOT = "dirigent";
  */
 export const MSG_ID_HEADER = "Nats-Msg-Id";
 
+/**
+ * The header of a request one Handler passed on to another with a free slot (its value: the passing Handler's id).
+ * A request that carries it is never passed again: it waits for a slot where it lands.
+ */
+export const FORWARDED_HEADER = "Dirigent-Forwarded";
+
 const ROOT_TOKEN = /^[a-z0-9_-]+$/;
 
 /** Checks a subject root such as `dirigent` or `acme.dirigent`; throws {@link InvalidSubjectError} naming the bad token. */
@@ -79,6 +85,12 @@ export function createSubjects(root: string = DEFAULT_ROOT) {
     execute: `${root}.handler.execute`,
     /** Internal: Evaluator → Handler (commands of `script` tasks and loops). */
     script: `${root}.handler.script`,
+    /** Internal: each Handler's free slots ({@link HandlerLoad}), published every second, read by the other Handlers. */
+    handlerLoad: `${root}.handler.load`,
+    /** Internal: one Handler's own subject of `kind` requests, where a busy Handler passes a request on to it. */
+    handlerDirect: (handler: string, kind: "execute" | "script") => `${root}.handler.direct.${idToken(handler)}.${kind}`,
+    /** Internal: wildcard of every Handler's own subjects. */
+    anyHandlerDirect: `${root}.handler.direct.>`,
     /** Internal: Evaluator → Memory. */
     memoryMatch: `${root}.memory.match`,
     /** Public: turn a request in words into a validated template, or decompose a failed node. */

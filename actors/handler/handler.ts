@@ -38,10 +38,11 @@ import { attachContext } from "./files.js";
 import type { CallModel } from "../model.js";
 import { serve } from "../serve.js";
 import { contextWindowOf, costOf, tokenCounter } from "./tokens.js";
-import type { Toolset } from "./toolset.js";
+import { runScriptRequest, type Toolset } from "./toolset.js";
+import { HandlerPeers } from "./peers.js";
+import { Semaphore } from "../limit.js";
 import { buildSystemPrompt, missingToolsMessage, settingsOf, toolChoice, withFallback, type HandlerConfig } from "./settings.js";
 import { createMasker, maskDeep } from "../secrets.js";
-import { runScriptRequest } from "./script.js";
 import { tracedModel } from "./traces.js";
 import { activeContext } from "../tracing.js";
 
@@ -321,9 +322,29 @@ export function startHandler(
     }
   };
 
+  // A request that finds every slot taken goes to another Handler process with a free one (peers.ts).
+  const slots = { execute: new Semaphore(config.concurrency), script: new Semaphore(config.concurrency) };
+  const peers = new HandlerPeers(deps, deps.newId(), slots);
+  peers.start();
+  const queue = deps.subjects.queue("handler");
+  const { concurrency } = config;
   const subscriptions = [
-    serve(deps, Requests.execute, { queue: deps.subjects.queue("handler"), concurrency: config.concurrency, local: true, handle: execute }),
-    serve(deps, Requests.script, { queue: deps.subjects.queue("handler"), concurrency: config.concurrency, local: true, handle: script }),
+    serve(deps, Requests.execute, {
+      queue,
+      concurrency,
+      slots: slots.execute,
+      overflow: peers.overflow("execute"),
+      local: true,
+      handle: execute,
+    }),
+    serve(deps, Requests.script, {
+      queue,
+      concurrency,
+      slots: slots.script,
+      overflow: peers.overflow("script"),
+      local: true,
+      handle: script,
+    }),
     deps.bus.subscribe(deps.subjects.cancelBroadcast, (msg) => {
       const decoded = decode(CancelBroadcast, msg.data);
       if (!decoded.ok) return;
@@ -345,6 +366,7 @@ export function startHandler(
   return {
     role: "handler",
     async stop() {
+      await peers.stop();
       await Promise.all(subscriptions.map((s) => s.unsubscribe()));
       gate?.stop();
       for (const live of sessions.values()) for (const actor of live) actor.send({ type: "session.cancel" });

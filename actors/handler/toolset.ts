@@ -3,7 +3,7 @@
  * of `script` tasks. The runtime builds the tools (runtime/tools/); the Handler only sees this seam.
  */
 import type { ToolCall } from "../../machines/handler/session.js";
-import type { ToolSourceKind } from "../../protocol/index.js";
+import type { ScriptReply, ScriptRequest, ToolSourceKind } from "../../protocol/index.js";
 
 /** How programs are run: in a bubblewrap sandbox (default), or without isolation (an explicit operator choice). */
 export type SandboxMode = "bwrap" | "unsandboxed";
@@ -66,4 +66,22 @@ export interface Toolset {
   info?(name: string): ToolInfo | undefined;
   /** Stops what the tools hold (MCP server processes and connections); called when the Handler stops. */
   close?(): Promise<void>;
+}
+
+/** Runs one command of a `script` task (`<root>.handler.script`) with the `run_script` tool's confinement and limits. */
+export async function runScriptRequest(toolset: Toolset, request: ScriptRequest, signal: AbortSignal): Promise<ScriptReply> {
+  const base = { type: "handler.script_result" as const, taskId: request.taskId, nodePath: request.nodePath };
+  const ran = await toolset.script(
+    {
+      argv: request.argv,
+      timeoutMs: request.timeoutMs,
+      ...(request.cwd === undefined ? {} : { cwd: request.cwd }),
+      ...(request.env ? { env: request.env } : {}),
+      ...(request.inheritEnv === undefined ? {} : { inheritEnv: request.inheritEnv }),
+    },
+    signal,
+  );
+  if ("error" in ran) return { ...base, exitCode: null, timedOut: false, stdout: "", stderr: "", error: ran.error };
+  const { exitCode, timedOut, stdout, stderr } = ran.outcome;
+  return { ...base, exitCode, timedOut, stdout, stderr };
 }

@@ -192,7 +192,7 @@ export class NatsBus implements ClosableBus {
             onError(err, subject);
             return;
           }
-          const running = runHandler(handler, toBusMessage(msg), (e) => onError(e, msg.subject));
+          const running = runHandler(handler, toBusMessage(msg, this.#nc), (e) => onError(e, msg.subject));
           if (running === undefined) return;
           inFlight.add(running);
           all.add(running);
@@ -321,7 +321,7 @@ function toMsgHdrs(values: Record<string, string>): MsgHdrs {
   return h;
 }
 
-function toBusMessage(msg: Msg): BusMessage {
+function toBusMessage(msg: Msg, nc: NatsConnection): BusMessage {
   let headers: Map<string, string> | undefined;
   if (msg.headers !== undefined) {
     headers = new Map();
@@ -336,6 +336,12 @@ function toBusMessage(msg: Msg): BusMessage {
     ...(headers !== undefined ? { headers } : {}),
     expectsReply: msg.reply !== undefined && msg.reply.length > 0,
     respond: (data) => msg.respond(data),
+    forward: (subject, added) => {
+      const h = natsHeaders();
+      for (const [key, values] of msg.headers ?? []) for (const value of values) h.append(key, value);
+      for (const [key, value] of Object.entries(added)) h.set(key, value);
+      nc.publish(subject, msg.data, { headers: h, ...(msg.reply ? { reply: msg.reply } : {}) });
+    },
   };
 }
 

@@ -195,8 +195,11 @@ function ownPermissions(root: string): Record<NatsRole, RolePermissions> {
         s.serviceInfo,
         s.servicePing,
         s.anyTool,
+        // Free slots reported, and requests passed on to a Handler with one free (actors/handler/peers.ts).
+        s.handlerLoad,
+        s.anyHandlerDirect,
       ],
-      subscribe: [s.execute, s.script, s.compile, control, inbox("handler")],
+      subscribe: [s.execute, s.script, s.compile, s.handlerLoad, s.anyHandlerDirect, control, inbox("handler")],
     },
     memory: {
       // The index is written by `dirigent memory index` (as this user), which purges replaced generations.
