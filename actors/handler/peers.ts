@@ -82,16 +82,16 @@ export class HandlerPeers {
     const now = this.#now();
     let best: { id: string; free: Record<Kind, number> } | undefined;
     for (const [id, peer] of this.#peers) {
-      if (now - peer.at > STALE_AFTER_MS) {
-        this.#peers.delete(id);
-        continue;
-      }
+      if (now - peer.at > STALE_AFTER_MS) continue;
       if (peer.free[kind] > 0 && (best === undefined || peer.free[kind] > best.free[kind])) best = { id, free: peer.free };
     }
     return best;
   }
 
   #report(): void {
+    // Peers that stopped reporting (gone without their last report) are forgotten.
+    const now = this.#now();
+    for (const [id, peer] of this.#peers) if (now - peer.at > STALE_AFTER_MS) this.#peers.delete(id);
     this.#publish({ execute: this.#slots.execute.free, script: this.#slots.script.free });
   }
 
