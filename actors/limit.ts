@@ -10,7 +10,7 @@ export class Semaphore {
   /** Runs `fn` once a slot is free. */
   async run<T>(fn: () => Promise<T>): Promise<T> {
     // A slot freed while others wait is handed to the first of them, never taken by a newcomer.
-    if (this.active < this.size && this.waiting.length === 0) this.active++;
+    if (this.active < this.size && this.waiting.length === 0) this.take();
     else await new Promise<void>((resolve) => this.waiting.push(resolve));
     try {
       return await fn();
@@ -19,10 +19,38 @@ export class Semaphore {
     }
   }
 
+  /**
+   * A place in line for a slot. `ready` resolves true once the slot is granted (free it with `release()` when done),
+   * or false once `cancel()` gave the place up; `cancel()` returns false when the slot was granted already.
+   */
+  ticket(): Ticket {
+    const release = () => this.release();
+    if (this.active < this.size && this.waiting.length === 0) {
+      this.take();
+      return { ready: Promise.resolve(true), cancel: () => false, release };
+    }
+    let granted = false;
+    let settle!: (granted: boolean) => void;
+    const ready = new Promise<boolean>((resolve) => (settle = resolve));
+    const grant = () => {
+      granted = true;
+      settle(true);
+    };
+    this.waiting.push(grant);
+    const cancel = () => {
+      if (granted) return false;
+      const at = this.waiting.indexOf(grant);
+      if (at >= 0) this.waiting.splice(at, 1);
+      settle(false);
+      return true;
+    };
+    return { ready, cancel, release };
+  }
+
   /** Runs `fn` at once when a slot is free (and nobody waits for one); `undefined`, without running it, otherwise. */
   tryRun<T>(fn: () => Promise<T>): Promise<T> | undefined {
     if (this.active >= this.size || this.waiting.length > 0) return undefined;
-    this.active++;
+    this.take();
     let running: Promise<T>;
     try {
       running = fn();
@@ -33,11 +61,22 @@ export class Semaphore {
     return running.finally(() => this.release());
   }
 
+  private take(): void {
+    this.active++;
+    this.onChange?.();
+  }
+
   private release(): void {
     const next = this.waiting.shift();
     if (next) next();
-    else this.active--;
+    else {
+      this.active--;
+      this.onChange?.();
+    }
   }
+
+  /** Called when a slot is taken at once or freed with nobody waiting for it: {@link free} changed. */
+  onChange: (() => void) | undefined;
 
   /** Slots a newcomer would get at once (none while anybody waits). */
   get free(): number {
@@ -48,4 +87,11 @@ export class Semaphore {
   get inUse(): number {
     return this.active;
   }
+}
+
+/** A place in line for a slot of a {@link Semaphore} (`Semaphore.ticket`). */
+export interface Ticket {
+  readonly ready: Promise<boolean>;
+  cancel(): boolean;
+  release(): void;
 }

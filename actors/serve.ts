@@ -9,7 +9,7 @@ import { RemoteError } from "./ask.js";
 import type { BusMessage, BusSubscription } from "./bus.js";
 import { KEEPALIVE_HEADER } from "./bus.js";
 import { messageOf, type ActorDeps } from "./deps.js";
-import { Semaphore } from "./limit.js";
+import { Semaphore, type Ticket } from "./limit.js";
 import { inSpan, SpanKind, type Attributes } from "./tracing.js";
 
 /** Options of {@link serve}. */
@@ -43,6 +43,11 @@ export interface Overflow {
   readonly direct: string;
   /** Passes `msg` on to a peer with a free slot and returns true, or returns false (none known: it waits here). */
   pass(msg: BusMessage): boolean;
+  /**
+   * `msg` waits here for a slot (`ticket`): should a peer report a free one meanwhile, the overflow cancels the ticket
+   * and passes `msg` on to it. Returns the function that ends the wait's registration (the slot was granted).
+   */
+  waiting(msg: BusMessage, ticket: Ticket): () => void;
 }
 
 /** Subscribes to the subject of `definition` (its wildcard, for requests about one task or goal) with validation and error replies. */
@@ -110,18 +115,30 @@ export function serve<Req extends z.ZodType, Rep extends z.ZodType, Key extends 
       return;
     }
     const keepalive = keepaliveTimer(msg);
+    const work = async () => {
+      try {
+        const reply = await traced(definition.name, msg.headers ?? undefined, decoded.value, () => handle(decoded.value, msg));
+        clearInterval(keepalive);
+        msg.respond(encodeJson(reply));
+      } catch (err) {
+        clearInterval(keepalive);
+        const remote = failure(msg.subject, err);
+        msg.respond(encodeJson(errorReply(remote.code, remote.message)));
+      }
+    };
     try {
-      await slots.run(async () => {
-        try {
-          const reply = await traced(definition.name, msg.headers ?? undefined, decoded.value, () => handle(decoded.value, msg));
-          clearInterval(keepalive);
-          msg.respond(encodeJson(reply));
-        } catch (err) {
-          clearInterval(keepalive);
-          const remote = failure(msg.subject, err);
-          msg.respond(encodeJson(errorReply(remote.code, remote.message)));
-        }
-      });
+      if (overflow === undefined) return await slots.run(work);
+      // While it waits for a slot here, a peer that frees one may take it (the overflow cancels the wait first).
+      const ticket = slots.ticket();
+      const leave = overflow.waiting(msg, ticket);
+      const granted = await ticket.ready;
+      leave();
+      if (!granted) return;
+      try {
+        await work();
+      } finally {
+        ticket.release();
+      }
     } finally {
       clearInterval(keepalive);
     }

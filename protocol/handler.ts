@@ -147,9 +147,9 @@ export const ScriptReply = z.object({
 export type ScriptReply = z.infer<typeof ScriptReply>;
 
 /**
- * `<root>.handler.load`: how many requests of each kind a Handler process would start at once, published every second
- * and when it stops (all zero). A Handler whose slots are all taken passes a request it receives to a peer with one
- * free (actors/handler/peers.ts).
+ * `<root>.handler.load`: how many requests of each kind a Handler process would start at once, published when that
+ * changes, every second, and when it stops (all zero). A Handler whose slots are all taken passes requests to a peer
+ * with free ones (actors/handler/peers.ts).
  */
 export const HandlerLoad = z.strictObject({
   type: z.literal("handler.load"),

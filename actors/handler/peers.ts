@@ -1,20 +1,24 @@
 /**
  * Work goes to a Handler with a free slot. The Handler processes of a deployment share one queue group, where NATS
  * hands each request to a member at random, busy or not. So each Handler reports its free slots on
- * `<root>.handler.load` every second ({@link HandlerLoad}), and one whose slots are all taken passes a request it
- * receives to the peer that reported the most free ones, on that peer's own subject and with the asker's reply
- * subject: the peer answers the asker, keepalives included. A passed request carries {@link FORWARDED_HEADER} and is
- * never passed again; it waits for a slot where it lands. Reports older than {@link STALE_AFTER_MS} are ignored, and a
- * Handler that stops reports no free slot. With one Handler, nothing is ever passed.
+ * `<root>.handler.load` ({@link HandlerLoad}) when they change (at most every {@link REPORT_AFTER_MS}) and every
+ * {@link LOAD_EVERY_MS}, and a request finding every slot taken goes to a peer that reported free ones, on that peer's
+ * own subject and with the asker's reply subject, so the peer answers the asker, keepalives included. It goes at once
+ * when a peer is known to be free, or else while it waits here, as soon as a peer reports a free slot (work stealing,
+ * oldest first). A passed request carries {@link FORWARDED_HEADER} and is never passed again; it waits for a slot
+ * where it lands. Reports older than {@link STALE_AFTER_MS} are ignored, and a Handler that stops reports no free
+ * slot. With one Handler, nothing is ever passed.
  */
 import { decode, encode, FORWARDED_HEADER, HandlerLoad } from "../../protocol/index.js";
 import type { BusMessage, BusSubscription } from "../bus.js";
 import type { ActorDeps } from "../deps.js";
-import type { Semaphore } from "../limit.js";
+import type { Semaphore, Ticket } from "../limit.js";
 import type { Overflow } from "../serve.js";
 
 /** How often a Handler reports its free slots. */
 export const LOAD_EVERY_MS = 1000;
+/** A change of the free slots is reported this long after it, with any other change meanwhile. */
+export const REPORT_AFTER_MS = 20;
 /** A peer not heard from for this long is not passed work (it may have stopped). */
 export const STALE_AFTER_MS = 3 * LOAD_EVERY_MS;
 
@@ -26,8 +30,11 @@ export class HandlerPeers {
   readonly #slots: Record<Kind, Semaphore>;
   /** Each peer's free slots as last reported, less what was passed to it since, and when it reported. */
   readonly #peers = new Map<string, { free: Record<Kind, number>; at: number }>();
+  /** Requests waiting here for a slot, oldest first, by kind. */
+  readonly #waiting: Record<Kind, { msg: BusMessage; ticket: Ticket }[]> = { execute: [], script: [] };
   #subscription: BusSubscription | undefined;
   #timer: ReturnType<typeof setInterval> | undefined;
+  #soon: ReturnType<typeof setTimeout> | undefined;
 
   constructor(
     deps: ActorDeps,
@@ -45,8 +52,12 @@ export class HandlerPeers {
     this.#subscription = bus.subscribe(subjects.handlerLoad, (msg) => {
       const decoded = decode(HandlerLoad, msg.data);
       if (!decoded.ok || decoded.value.handler === this.id) return;
-      this.#peers.set(decoded.value.handler, { free: { ...decoded.value.free }, at: this.#now() });
+      const peer = { free: { ...decoded.value.free }, at: this.#now() };
+      this.#peers.set(decoded.value.handler, peer);
+      this.#steal(decoded.value.handler, peer.free, "execute");
+      this.#steal(decoded.value.handler, peer.free, "script");
     });
+    for (const kind of ["execute", "script"] as const) this.#slots[kind].onChange = () => this.#reportSoon();
     this.#report();
     this.#timer = setInterval(() => this.#report(), LOAD_EVERY_MS);
     this.#timer.unref?.();
@@ -54,12 +65,18 @@ export class HandlerPeers {
 
   /** Where requests of `kind` go when every slot of this Handler is taken (`serve`'s `overflow`). */
   overflow(kind: Kind): Overflow {
-    return { direct: this.#deps.subjects.handlerDirect(this.id, kind), pass: (msg) => this.#pass(kind, msg) };
+    return {
+      direct: this.#deps.subjects.handlerDirect(this.id, kind),
+      pass: (msg) => this.#pass(kind, msg),
+      waiting: (msg, ticket) => this.#wait(kind, msg, ticket),
+    };
   }
 
   /** Stops reporting, and tells the peers this Handler takes nothing more. */
   async stop(): Promise<void> {
     clearInterval(this.#timer);
+    clearTimeout(this.#soon);
+    for (const kind of ["execute", "script"] as const) this.#slots[kind].onChange = undefined;
     try {
       this.#publish({ execute: 0, script: 0 });
     } catch {
@@ -69,12 +86,39 @@ export class HandlerPeers {
   }
 
   #pass(kind: Kind, msg: BusMessage): boolean {
-    if (msg.forward === undefined || !msg.expectsReply || msg.headers?.has(FORWARDED_HEADER) === true) return false;
+    if (!passable(msg)) return false;
     const peer = this.#freest(kind);
     if (peer === undefined) return false;
-    peer.free[kind]--;
-    msg.forward(this.#deps.subjects.handlerDirect(peer.id, kind), { [FORWARDED_HEADER]: this.id });
+    this.#forward(kind, msg, peer.id, peer.free);
     return true;
+  }
+
+  #forward(kind: Kind, msg: BusMessage, peer: string, free: Record<Kind, number>): void {
+    free[kind]--;
+    msg.forward?.(this.#deps.subjects.handlerDirect(peer, kind), { [FORWARDED_HEADER]: this.id });
+  }
+
+  /** Keeps `msg` in line for a peer's free slot while it waits for one here. */
+  #wait(kind: Kind, msg: BusMessage, ticket: Ticket): () => void {
+    if (!passable(msg)) return () => undefined;
+    const entry = { msg, ticket };
+    const line = this.#waiting[kind];
+    line.push(entry);
+    return () => {
+      const at = line.indexOf(entry);
+      if (at >= 0) line.splice(at, 1);
+    };
+  }
+
+  /** Passes the oldest requests waiting here to `peer`, as many as it has free slots. */
+  #steal(peer: string, free: Record<Kind, number>, kind: Kind): void {
+    const line = this.#waiting[kind];
+    while (free[kind] > 0 && line.length > 0) {
+      const entry = line.shift();
+      // Granted a slot here meanwhile: it runs here.
+      if (entry === undefined || !entry.ticket.cancel()) continue;
+      this.#forward(kind, entry.msg, peer, free);
+    }
   }
 
   /** The peer with the most free slots of `kind` in a fresh report. */
@@ -86,6 +130,15 @@ export class HandlerPeers {
       if (peer.free[kind] > 0 && (best === undefined || peer.free[kind] > best.free[kind])) best = { id, free: peer.free };
     }
     return best;
+  }
+
+  #reportSoon(): void {
+    if (this.#soon !== undefined) return;
+    this.#soon = setTimeout(() => {
+      this.#soon = undefined;
+      this.#report();
+    }, REPORT_AFTER_MS);
+    this.#soon.unref?.();
   }
 
   #report(): void {
@@ -102,4 +155,9 @@ export class HandlerPeers {
   #now(): number {
     return this.#deps.now().getTime();
   }
+}
+
+/** A request over NATS that wants an answer, not passed on once already. */
+function passable(msg: BusMessage): boolean {
+  return msg.forward !== undefined && msg.expectsReply && msg.headers?.has(FORWARDED_HEADER) !== true;
 }

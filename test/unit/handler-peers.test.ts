@@ -116,4 +116,30 @@ describe("a full Handler passing requests to its peers", () => {
     await bus.flush();
     expect(execute.pass(request().msg)).toBe(false);
   });
+
+  it("passes the requests waiting here, oldest first, to a peer once it reports free slots; one granted meanwhile runs here", async () => {
+    bus = new MemoryBus({ onError: () => undefined });
+    const a = peer("a", { execute: 1, script: 1 });
+    a.peers.start();
+    const release = hold(a.slots.execute, 1);
+    const execute = a.peers.overflow("execute");
+    // Three requests wait for a's one slot; no peer is known, so none is passed on arrival.
+    const waiting = [request(), request(), request()].map((r) => {
+      expect(execute.pass(r.msg)).toBe(false);
+      const ticket = a.slots.execute.ticket();
+      execute.waiting(r.msg, ticket);
+      return { ...r, ticket };
+    });
+    // a's slot frees: the oldest is granted it here, and is no longer in line.
+    release();
+    expect(await waiting[0]?.ticket.ready).toBe(true);
+    // b starts with one free slot: the next oldest goes to it, its wait here cancelled; the last stays.
+    peer("b", { execute: 1, script: 1 }).peers.start();
+    await bus.flush();
+    expect(waiting.map((w) => w.forwarded.map((f) => f.subject))).toEqual([[], ["t.handler.direct.b.execute"], []]);
+    expect(await waiting[1]?.ticket.ready).toBe(false);
+    waiting[0]?.ticket.release();
+    expect(await waiting[2]?.ticket.ready).toBe(true);
+    waiting[2]?.ticket.release();
+  });
 });
