@@ -133,7 +133,8 @@ export class HandlerPeers {
   }
 
   #reportSoon(): void {
-    if (this.#soon !== undefined) return;
+    // Alone, nobody reads the changes: the report every second is enough for a peer that starts to find this one.
+    if (this.#soon !== undefined || this.#peers.size === 0) return;
     this.#soon = setTimeout(() => {
       this.#soon = undefined;
       this.#report();
