@@ -156,6 +156,6 @@ export const HandlerLoad = z.strictObject({
   /** The Handler process (its own subjects are `<root>.handler.direct.<handler>.<kind>`). */
   handler: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, "a Handler id is 1–64 characters of [A-Za-z0-9_-]"),
   /** Free slots for sessions (`handler.execute`) and script commands (`handler.script`). */
-  free: z.strictObject({ execute: z.int().min(0), script: z.int().min(0) }),
+  free: z.strictObject({ execute: z.int().min(0).max(1_000_000), script: z.int().min(0).max(1_000_000) }),
 });
 export type HandlerLoad = z.infer<typeof HandlerLoad>;
