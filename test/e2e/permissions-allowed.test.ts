@@ -193,6 +193,22 @@ describe("the inspector user", () => {
   });
 });
 
+describe("Handlers passing work to each other", () => {
+  it("lets a Handler user report its free slots to the others and pass a request to another's own subject", async () => {
+    const [one, other] = [await connectAs("handler"), await connectAs("handler")];
+    const received: string[] = [];
+    for (const subject of [subjects.handlerLoad, subjects.handlerDirect("other", "execute")])
+      other.subscribe(subject, { callback: (_err, msg) => void received.push(msg.subject) });
+    await other.flush();
+    one.publish(subjects.handlerLoad, JSON.stringify({ type: "handler.load", handler: "one", free: { execute: 1, script: 1 } }));
+    one.publish(subjects.handlerDirect("other", "execute"), "{}");
+    await one.flush();
+    await other.flush();
+    expect(received).toEqual([subjects.handlerLoad, subjects.handlerDirect("other", "execute")]);
+    expect(violations()).toEqual([]);
+  });
+});
+
 describe("dirigent worker", () => {
   it("runs a role as its user from NATS_USER and NATS_PASSWORD, and a task completes through it", async () => {
     const env = {
