@@ -41,6 +41,13 @@ afterAll(async () => {
 
 const taskIdOf = (n: number) => `cl-${n}`;
 
+/** What the roles logged (warnings and errors) of these tasks, to tell what happened to each. */
+const loggedOf = (ids: string[]) =>
+  processes
+    .flatMap((p) => p.output().split("\n"))
+    .filter((line) => ids.some((id) => line.includes(`"${id}"`) || line.includes(`'${id}'`)))
+    .slice(0, 40);
+
 /** The step a model request is for (`cl-17-s`), from its last user message. */
 function promptOf(body: unknown): string | undefined {
   const messages = (body as { messages?: { role: string; content: unknown }[] }).messages ?? [];
@@ -90,11 +97,12 @@ describe("a three-node NATS cluster with replicas 3", () => {
     };
 
     // Results as published (a plain subscription, for progress and timing); the events stream is counted at the end.
-    const results = new Recorder<{ taskId: string; status: string; at: number }>();
+    const results = new Recorder<{ taskId: string; status: string; at: number; content?: string }>();
     const subscription = nc.subscribe(subjects.anyTaskResult, {
       callback: (_err, m) => {
-        const { taskId, status } = m.json<{ taskId: string; status: string }>();
-        results.push({ taskId, status, at: Date.now() });
+        const { taskId, status, content } = m.json<{ taskId: string; status: string; content: string }>();
+        // What a task that did not complete says about why.
+        results.push({ taskId, status, at: Date.now(), ...(status === "COMPLETE" ? {} : { content: content.slice(0, 500) }) });
       },
     });
     const distinct = () => new Set(results.values.map((r) => r.taskId)).size;
@@ -159,14 +167,7 @@ describe("a three-node NATS cluster with replicas 3", () => {
               .slice(0, 10)
               .map(async (id) => `${id}: ${(await nc.request(`${root}.tasks.${id}.get`, "", { timeout: 5000 })).string()}`),
           );
-          // What the roles logged of them (warnings and errors), to tell where each was lost.
-          const logged = processes.flatMap((p) =>
-            p
-              .output()
-              .split("\n")
-              .filter((line) => missing.some((id) => line.includes(`"${id}"`))),
-          );
-          throw new Error(`${missing.length} results missing:\n${states.join("\n")}\nlogged:\n${logged.slice(0, 40).join("\n")}`);
+          throw new Error(`${missing.length} results missing:\n${states.join("\n")}\nlogged:\n${loggedOf(missing).join("\n")}`);
         }
       }
       const elapsed = Date.now() - started;
@@ -182,7 +183,8 @@ describe("a three-node NATS cluster with replicas 3", () => {
       expect(ids.filter((id) => perSubject[subjects.taskResult(id)] !== 1)).toEqual([]);
       // Every result seen is COMPLETE. A result stored while its stream elected a leader is sent again until stored
       // (the stream keeps one, by its message id): a plain subscriber may see copies of it.
-      expect(results.values.filter((r) => r.status !== "COMPLETE")).toEqual([]);
+      const failed = results.values.filter((r) => r.status !== "COMPLETE");
+      expect(failed, `not COMPLETE; the roles logged:\n${loggedOf(failed.map((r) => r.taskId)).join("\n")}`).toEqual([]);
       const copies = results.values.length - new Set(results.values.map((r) => r.taskId)).size;
       const states = await Promise.all(
         ids.map(async (id) => (await nc.request(`${root}.tasks.${id}.get`, "", { timeout: 5000 })).json<{ state: string }>().state),
