@@ -60,12 +60,21 @@ export type WriteOutcome = "written" | "lost";
 
 /** Reads and decodes a record with its revision. */
 export async function readTaskRecord(store: TaskStore, taskId: string): Promise<{ record: TaskRecord; revision: number } | undefined> {
+  const read = await readStoredRecord(store, taskId);
+  return read && { record: read.record, revision: read.revision };
+}
+
+/** {@link readTaskRecord}, with the bytes as stored. */
+async function readStoredRecord(
+  store: TaskStore,
+  taskId: string,
+): Promise<{ record: TaskRecord; revision: number; bytes: Uint8Array } | undefined> {
   const entry = await store.getWithRevision(taskId);
   if (!entry) return undefined;
   // A record holds its template and snapshot: larger than a message body may be (the store keeps it in chunks).
   const decoded = decode(TaskRecord, entry.value, MAX_STORED_VALUE_BYTES);
   if (!decoded.ok) throw new Error(`stored record of task '${taskId}' is unreadable: ${decoded.error.message}`);
-  return { record: decoded.value, revision: entry.revision };
+  return { record: decoded.value, revision: entry.revision, bytes: entry.value };
 }
 
 /** The record of `queued` claimed by `owner` now, from the queue item at `intakeSeq`. */
@@ -149,35 +158,55 @@ export function holds(record: TaskRecord, claim: Claim): boolean {
  * A pending claim's first write creates the record; finding one in its place, it is lost.
  */
 export async function writeClaimed(store: TaskStore, claim: Claim, change: (record: TaskRecord) => TaskRecord): Promise<WriteOutcome> {
+  /** The last write sent: should its answer be lost (a NATS outage), the record read next may be that write itself. */
+  let sent: Uint8Array | undefined;
+  const landed = (current: { bytes: Uint8Array }) => sent !== undefined && sameBytes(current.bytes, sent);
   if (claim.pending === true) {
     const next = change(claim.record);
-    const revision = await store.createWithRevision(claim.taskId, encode(TaskRecord, next));
+    sent = encode(TaskRecord, next);
+    const revision = await store.createWithRevision(claim.taskId, sent);
     if (revision !== undefined) {
       claim.pending = false;
       claim.written = { record: next, revision };
       return "written";
     }
     // The record exists. This claim's own earlier write, whose answer was lost with the connection, is taken as
-    // written; anything else means another Director claimed the task (this one went silent for an ack wait), or a
-    // cancel request ended it while it was queued.
-    const current = await readTaskRecord(store, claim.taskId);
+    // written (a final one too: it is this very write); anything else means another Director claimed the task (this
+    // one went silent for an ack wait), or a cancel request ended it while it was queued.
+    const current = await readStoredRecord(store, claim.taskId);
+    if (current && landed(current)) {
+      claim.pending = false;
+      claim.written = { record: current.record, revision: current.revision };
+      return "written";
+    }
     if (!current || !holds(current.record, claim)) return "lost";
     claim.pending = false;
-    claim.written = current;
+    claim.written = { record: current.record, revision: current.revision };
   }
   const known = claim.written;
   // The record this claim wrote last is tried first, on top of the attempts that read it.
   for (let attempt = known !== undefined && holds(known.record, claim) ? -1 : 0; attempt < CAS_ATTEMPTS; attempt++) {
-    const current = attempt < 0 ? known : await readTaskRecord(store, claim.taskId);
+    const read = attempt < 0 ? undefined : await readStoredRecord(store, claim.taskId);
+    // The write before landed though its answer was lost: done (a final record no longer holds the claim).
+    if (read !== undefined && landed(read)) {
+      claim.written = { record: read.record, revision: read.revision };
+      return "written";
+    }
+    const current = attempt < 0 ? known : read && { record: read.record, revision: read.revision };
     if (!current || !holds(current.record, claim)) return "lost";
     const next = change(current.record);
-    const revision = await store.update(claim.taskId, encode(TaskRecord, next), current.revision);
+    sent = encode(TaskRecord, next);
+    const revision = await store.update(claim.taskId, sent, current.revision);
     if (revision !== undefined) {
       claim.written = { record: next, revision };
       return "written";
     }
   }
   throw new Error(`task '${claim.taskId}': record kept changing; gave up after ${CAS_ATTEMPTS} attempts`);
+}
+
+function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
+  return a.length === b.length && a.every((byte, i) => byte === b[i]);
 }
 
 /** What {@link requestCancel} did. */

@@ -5,8 +5,8 @@
  */
 import { AckPolicy, jetstreamManager, RetentionPolicy, StorageType } from "@nats-io/jetstream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { retryDelayMs } from "../../actors/bus.js";
-import { claimTask, readTaskRecord, requestCancel, writeClaimed } from "../../actors/director/records.js";
+import { retryDelayMs, type TaskStore } from "../../actors/bus.js";
+import { claimTask, pendingClaim, readTaskRecord, requestCancel, writeClaimed } from "../../actors/director/records.js";
 import { createSubjects, encode, encodeJson, TaskRecord } from "../../protocol/index.js";
 import { connectNats } from "../../runtime/nats/bus.js";
 import { openTaskStore } from "../../runtime/nats/store.js";
@@ -116,6 +116,53 @@ describe("claims on the task record (compare-and-set, KV)", () => {
       });
       expect(await writeClaimed(store, second.claim, (r) => ({ ...r, state: "failed" }))).toBe("lost");
       expect(await claimTask(store, newTaskId(), "director-c", fixedNow)).toEqual({ kind: "missing" });
+    } finally {
+      await nc.close();
+    }
+  });
+
+  it("takes its own write as written when it landed and only the answer was lost, a final one too", async () => {
+    const nc = await connectNats({ servers: server.url, name: "durability-lost-answer" });
+    try {
+      const real = await openTaskStore(nc, createSubjects(randomRoot()));
+      // A write sent again after a reconnect is refused when the first one landed: the writer sees `undefined`, as
+      // when another writer came first. `lose` makes each write land and then answer so.
+      let lose = false;
+      const store = new Proxy(real, {
+        get(target, name) {
+          if (name === "update")
+            return async (key: string, value: Uint8Array, revision: number) => {
+              const written = await target.update(key, value, revision);
+              return lose ? undefined : written;
+            };
+          if (name === "createWithRevision")
+            return async (key: string, value: Uint8Array) => {
+              const written = await target.createWithRevision(key, value);
+              return lose ? undefined : written;
+            };
+          const value: unknown = Reflect.get(target, name, target);
+          return typeof value === "function" ? value.bind(target) : value;
+        },
+      }) as TaskStore;
+
+      // A first delivery's pending claim: its first write, the final one, creates the record.
+      const fresh = newTaskId();
+      const pending = pendingClaim(queuedRecord(fresh), "director-a", fixedNow, 1);
+      lose = true;
+      expect(await writeClaimed(store, pending, (r) => ({ ...r, state: "completed", seq: 2 }))).toBe("written");
+      expect((await readTaskRecord(real, fresh))?.record).toMatchObject({ state: "completed", owner: "director-a" });
+
+      // A stored claim: a checkpoint, then the final write.
+      const taskId = newTaskId();
+      await real.create(taskId, encode(TaskRecord, queuedRecord(taskId)));
+      const claimed = await claimTask(real, taskId, "director-a", fixedNow);
+      if (claimed.kind !== "claimed") throw new Error("expected a claim");
+      expect(await writeClaimed(store, claimed.claim, (r) => ({ ...r, seq: 2 }))).toBe("written");
+      expect(await writeClaimed(store, claimed.claim, (r) => ({ ...r, state: "completed", seq: 3 }))).toBe("written");
+      // Another final write of the same claim is not this one: the task is final, the claim is over.
+      lose = false;
+      expect(await writeClaimed(store, claimed.claim, (r) => ({ ...r, state: "failed", seq: 4 }))).toBe("lost");
+      expect((await readTaskRecord(real, taskId))?.record).toMatchObject({ state: "completed", seq: 3 });
     } finally {
       await nc.close();
     }
