@@ -10,7 +10,7 @@ export class Semaphore {
   /** Runs `fn` once a slot is free. */
   async run<T>(fn: () => Promise<T>): Promise<T> {
     // A slot freed while others wait is handed to the first of them, never taken by a newcomer.
-    if (this.active < this.size && this.waiting.length === 0) this.take();
+    if (this.free > 0) this.take();
     else await new Promise<void>((resolve) => this.waiting.push(resolve));
     try {
       return await fn();
@@ -25,7 +25,7 @@ export class Semaphore {
    */
   ticket(): Ticket {
     const release = () => this.release();
-    if (this.active < this.size && this.waiting.length === 0) {
+    if (this.free > 0) {
       this.take();
       return { ready: Promise.resolve(true), cancel: () => false, release };
     }
@@ -49,7 +49,7 @@ export class Semaphore {
 
   /** Runs `fn` at once when a slot is free (and nobody waits for one); `undefined`, without running it, otherwise. */
   tryRun<T>(fn: () => Promise<T>): Promise<T> | undefined {
-    if (this.active >= this.size || this.waiting.length > 0) return undefined;
+    if (this.free === 0) return undefined;
     this.take();
     let running: Promise<T>;
     try {

@@ -15,10 +15,11 @@ import { inSpan, SpanKind, type Attributes } from "./tracing.js";
 /** Options of {@link serve}. */
 export interface ServeOptions<Req extends z.ZodType, Rep extends z.ZodType> {
   queue?: string;
-  /** At most this many requests are handled at once by this subscription. */
-  concurrency: number;
-  /** The slots requests run in, when someone else reads them too (a Handler reports its free ones); new by default. */
-  slots?: Semaphore;
+  /**
+   * At most this many requests are handled at once by this subscription; or the slots they run in, when someone else
+   * reads them too (a Handler reports its free ones to its peers).
+   */
+  concurrency: number | Semaphore;
   /**
    * A request that finds every slot taken may be passed on to a peer with a free one (see {@link Overflow});
    * requests sent to `overflow.direct` are served here as well.
@@ -58,7 +59,7 @@ export function serve<Req extends z.ZodType, Rep extends z.ZodType, Key extends 
   options: ServeOptions<Req, Rep> & (Key extends [] ? unknown : { local?: false }),
 ): BusSubscription {
   const subject = definition.servedOn(deps.subjects);
-  const slots = options.slots ?? new Semaphore(options.concurrency);
+  const slots = options.concurrency instanceof Semaphore ? options.concurrency : new Semaphore(options.concurrency);
   // The work of a role (a queue group `<root>.<role>`) is metered: requests running now, and how long each took.
   const role = options.queue?.slice(deps.subjects.root.length + 1);
   if (role !== undefined) deps.metrics?.inflight(role, () => slots.inUse);

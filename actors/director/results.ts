@@ -39,10 +39,7 @@ export async function publishResult(
 /** A task's result its events stream did not take: the run hands the delivery back, and the redelivery stores it. */
 export class ResultNotStoredError extends Error {
   override name = "ResultNotStoredError";
-  constructor(
-    readonly taskId: string,
-    cause: unknown,
-  ) {
+  constructor(taskId: string, cause: unknown) {
     super(`the result of task '${taskId}' was not stored in the events stream: ${messageOf(cause)}`, { cause });
   }
 }

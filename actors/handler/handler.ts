@@ -327,24 +327,9 @@ export function startHandler(
   const peers = new HandlerPeers(deps, deps.newId(), slots);
   peers.start();
   const queue = deps.subjects.queue("handler");
-  const { concurrency } = config;
   const subscriptions = [
-    serve(deps, Requests.execute, {
-      queue,
-      concurrency,
-      slots: slots.execute,
-      overflow: peers.overflow("execute"),
-      local: true,
-      handle: execute,
-    }),
-    serve(deps, Requests.script, {
-      queue,
-      concurrency,
-      slots: slots.script,
-      overflow: peers.overflow("script"),
-      local: true,
-      handle: script,
-    }),
+    serve(deps, Requests.execute, { queue, concurrency: slots.execute, overflow: peers.overflow("execute"), local: true, handle: execute }),
+    serve(deps, Requests.script, { queue, concurrency: slots.script, overflow: peers.overflow("script"), local: true, handle: script }),
     deps.bus.subscribe(deps.subjects.cancelBroadcast, (msg) => {
       const decoded = decode(CancelBroadcast, msg.data);
       if (!decoded.ok) return;
