@@ -171,6 +171,10 @@ export async function startSystem(options: SystemOptions): Promise<SystemHandle>
         ],
       },
     );
+    // The Compiler runs wherever the Handler does, on the same model client. It starts first so that it stops after
+    // the Handler: a process that begins to stop unsubscribes its Handler from the queue group before it first waits
+    // (a request routed to it meanwhile would still be taken).
+    started.push(startCompiler(deps, { defaultModel: config.model, concurrency: config.concurrency }, answersOnly(callModel)));
     started.push(
       startHandler(
         deps,
@@ -194,8 +198,6 @@ export async function startSystem(options: SystemOptions): Promise<SystemHandle>
         transport.turns,
       ),
     );
-    // The Compiler runs wherever the Handler does, on the same model client.
-    started.push(startCompiler(deps, { defaultModel: config.model, concurrency: config.concurrency }, answersOnly(callModel)));
   }
   if (roles.includes("evaluator")) {
     const library = options.library ?? (await loadTemplates(config.templates, deps.log));
@@ -271,8 +273,11 @@ export async function startSystem(options: SystemOptions): Promise<SystemHandle>
   await transport.bus.flush();
   let pingStopped: Promise<void> | undefined;
   const stop = async () => {
-    await (pingStopped ??= ping.stop());
+    // Each stop sends its UNSUBs before it first waits, so the ping's and the last role's go out at once: a role
+    // serving a queue group (a Handler) takes nothing routed after its process began to stop.
+    pingStopped ??= ping.stop();
     for (const role of started.reverse()) await role.stop();
+    await pingStopped;
     started.length = 0;
     await metrics?.stop();
   };

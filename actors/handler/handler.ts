@@ -351,8 +351,11 @@ export function startHandler(
   return {
     role: "handler",
     async stop() {
+      // The queue-group UNSUBs go out first, synchronously, before anything here waits for the server: a request
+      // routed once this Handler is seen to stop must not reach it (peers.stop() waits for a round trip).
+      const unsubscribed = Promise.all(subscriptions.map((s) => s.unsubscribe()));
       await peers.stop();
-      await Promise.all(subscriptions.map((s) => s.unsubscribe()));
+      await unsubscribed;
       gate?.stop();
       for (const live of sessions.values()) for (const actor of live) actor.send({ type: "session.cancel" });
       for (const live of scripts.values()) for (const controller of live) controller.abort();

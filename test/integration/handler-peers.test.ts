@@ -6,7 +6,8 @@
  * only after the others finished: the test would never end.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createSubjects, decode, HandlerLoad } from "../../protocol/index.js";
+import { NoRespondersError } from "../../actors/bus.js";
+import { createSubjects, decode, encode, ExecuteRequest, HandlerLoad, TaskId } from "../../protocol/index.js";
 import { startMockLlm, type MockLlmServer } from "../../runtime/model/mock-server.js";
 import { startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 import { newTaskId, startStack } from "../support/stack.js";
@@ -73,5 +74,24 @@ describe("Handler processes sharing the work", () => {
     // The held session was waiting all along; the seventh request at its gate lets both through.
     const released = await pipeline.client.run(task("RELEASE"));
     expect([released.content, (await held).content]).toEqual(["released", "held"]);
+  });
+
+  it("a Handler process that begins to stop takes no request routed after that, while it tells its peers it is full", async () => {
+    // The Handler's queue-group UNSUB must leave with the stop's first step: its report to the peers and the ping
+    // responder each wait for a round trip to the server, and a request routed meanwhile would still reach it (a
+    // draining Handler would then take a subtask meant for the Handler that stays).
+    await using handler = await startStack({ url: server.url, mock, roles: ["handler"] });
+    const { bus } = handler.transport;
+    const request = encode(ExecuteRequest, {
+      type: "handler.execute",
+      taskId: TaskId.parse(newTaskId()),
+      nodePath: "",
+      prompt: "Say something quick.",
+    });
+    const stopping = handler.system.stop();
+    // Same connection: this request reaches the server after whatever the stop sent before it first waited.
+    const asked = bus.request(createSubjects(handler.root).execute, request, { timeoutMs: 5_000 });
+    await expect(asked).rejects.toBeInstanceOf(NoRespondersError);
+    await stopping;
   });
 });
