@@ -46,7 +46,7 @@ const loggedOf = (ids: string[]) =>
   processes
     .flatMap((p) => p.output().split("\n"))
     .filter((line) => ids.some((id) => line.includes(`"${id}"`) || line.includes(`'${id}'`)))
-    .slice(0, 40);
+    .slice(0, 120);
 
 /** The step a model request is for (`cl-17-s`), from its last user message. */
 function promptOf(body: unknown): string | undefined {
@@ -66,7 +66,8 @@ describe("a three-node NATS cluster with replicas 3", () => {
       OPENAI_API_KEY: "test",
       DIRIGENT_MODEL_MAX_RETRIES: "0",
       DIRIGENT_ACK_WAIT_MS: String(ACK_WAIT_MS),
-      DIRIGENT_LOG_LEVEL: "warn",
+      // What the roles log of a task that fails is printed: at `info` it names each step of its run.
+      DIRIGENT_LOG_LEVEL: "info",
       DIRIGENT_DRAIN_GRACE_MS: "2000",
     };
     const args = ["--nats", cluster.url, "--prefix", root, "--replicas", "3", "--concurrency", String(CONCURRENCY)];
