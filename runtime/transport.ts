@@ -20,7 +20,7 @@ import type { Transport } from "./system.js";
 import { eagerStores, once, lazyIndexStore, lazyKeyedStore, lazyTaskStore, lazyWorkQueue } from "./nats/lazy-stores.js";
 import { openGoalStore } from "./goal-kv.js";
 import type { NatsAuth } from "./nats/auth.js";
-import { storeThroughElections, type Replication } from "./nats/replicas.js";
+import { storeThroughElections, StreamMissingError, type Replication } from "./nats/replicas.js";
 import { inboxPrefixFor } from "./nats/permissions.js";
 
 /** Attempts at opening the stores when JetStream does not answer in time. */
@@ -96,8 +96,20 @@ export async function openNatsTransport(servers: string, subjects: Subjects, opt
     const openEvents = eager.events ? async () => undefined : once(() => ensureEventsStream(nc, subjects, r));
     const lastPublished = async (subject: string) => (await wireOf(nc).lastBySubject(subjects.eventsStream, subject))?.data;
     // No `$JS.API.INFO` check: a client's user may not ask it, and the stream lookup is only made after a 503.
-    const publishStored = async (subject: string, data: Uint8Array, id: string) =>
-      storeThroughElections(await jetstreamManager(nc, { checkAPI: false }), wireOf(nc), subjects.eventsStream, { subject, data, id });
+    // A result finds the events stream gone (an operator deleted it under a running Director): the stream is made
+    // again, as a Director's start makes it, rather than the result handed back at every redelivery, unstored.
+    const publishStored = async (subject: string, data: Uint8Array, id: string) => {
+      const jsm = await jetstreamManager(nc, { checkAPI: false });
+      const store = () => storeThroughElections(jsm, wireOf(nc), subjects.eventsStream, { subject, data, id });
+      try {
+        await store();
+      } catch (err) {
+        if (!(err instanceof StreamMissingError)) throw err;
+        options.log.warn({ stream: subjects.eventsStream, subject }, "the events stream is gone: creating it again");
+        await ensureEventsStream(nc, subjects, r);
+        await store();
+      }
+    };
     return {
       kind: "nats",
       description: bus.description,

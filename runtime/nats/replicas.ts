@@ -6,7 +6,7 @@
 import { JetStreamApiCodes, JetStreamApiError, type JetStreamManager, type StreamConfig, type StreamInfo } from "@nats-io/jetstream";
 import { setTimeout as delay } from "node:timers/promises";
 import type { Logger } from "../../actors/deps.js";
-import { RequestTimeoutError } from "../../actors/bus.js";
+import { RequestTimeoutError, TransportError } from "../../actors/bus.js";
 import { StoreError, type NatsWire } from "./wire.js";
 
 /** How many replicas the runtime's streams and buckets have, and whether an existing one with fewer is scaled. */
@@ -96,6 +96,11 @@ async function streamExists(jsm: JetStreamManager, name: string): Promise<boolea
   }
 }
 
+/** A write found no stream to store it: none was created, or it was deleted since. */
+export class StreamMissingError extends TransportError {
+  override name = "StreamMissingError";
+}
+
 /** How long {@link storeThroughElections} keeps trying: a replicated stream elects a new leader within a few seconds. */
 const ELECTION_PATIENCE_MS = 15_000;
 
@@ -103,7 +108,8 @@ const ELECTION_PATIENCE_MS = 15_000;
  * Stores `data` on `subject` with message id `id` in `stream` and waits for the acknowledgement, asking again while
  * no stream answers (503: a replicated stream electing a leader after losing a node) or the answer times out. A
  * repeat that was stored already is a duplicate of `id`, stored once.
- * @throws {StoreError} when the stream refuses it, does not exist, or nothing answers within 15 s.
+ * @throws {StreamMissingError} when `stream` does not exist.
+ * @throws {StoreError} when the stream refuses it, or nothing answers within 15 s.
  */
 export async function storeThroughElections(
   jsm: JetStreamManager,
@@ -119,8 +125,9 @@ export async function storeThroughElections(
     } catch (err) {
       const transient = (err instanceof StoreError && err.status === 503) || err instanceof RequestTimeoutError;
       if (!transient || Date.now() > deadline) throw err;
-      // No stream at all (nothing created it): no use waiting. A lookup that fails is an election too.
-      if (attempt === 0 && (await streamMissing(jsm, stream))) throw err;
+      // No stream at all (nothing created it, or it was deleted): no use waiting. A lookup that fails is an election too.
+      if (attempt === 0 && (await streamMissing(jsm, stream)))
+        throw new StreamMissingError(`stream ${stream} does not exist: '${message.subject}' not stored`, message.subject, { cause: err });
       await delay(Math.min(1000, 100 * 2 ** attempt));
     }
   }

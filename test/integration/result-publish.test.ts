@@ -2,7 +2,8 @@
  * A task's result is stored in the events stream exactly once even when its acknowledged write fails (a clustered
  * stream still electing a leader after the write's patience): the Director sends nothing unstored, hands the
  * delivery back, and stores the result at the redelivery, which finds the task final (actors/director/results.ts).
- * Over a real nats-server, with the write failing once, before or after it landed.
+ * Over a real nats-server, with the write failing once, before or after it landed; and with the events stream
+ * deleted under the running Director, which creates it again.
  */
 import { jetstreamManager } from "@nats-io/jetstream";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
@@ -83,4 +84,36 @@ describe("a task's result in the events stream", () => {
       expect(decoded.ok && decoded.value.status).toBe("COMPLETE");
       expect((await stack.client.get(taskId)).state).toBe("completed");
     });
+
+  it("is stored in an events stream created again when it was deleted under the running Director", async () => {
+    await using stack = await startStack({ url: server.url });
+    const subjects = createSubjects(stack.root);
+    const jsm = await jetstreamManager(nc);
+    await jsm.streams.delete(subjects.eventsStream);
+
+    // The task is done once the Director acks its intake item, after the result is stored. (The client sees the
+    // result before that: with no stream, the write reaches the client's subscription, and goes unacknowledged.)
+    const acked = new Promise<void>((resolve) => {
+      const sub = nc.subscribe(`$JS.ACK.${subjects.intakeStream}.>`, {
+        callback: (_err, msg) => {
+          if (msg.string() !== "+ACK") return;
+          sub.unsubscribe();
+          resolve();
+        },
+      });
+    });
+    await nc.flush();
+
+    // Without the stream made again, the result would be handed back at every redelivery and never stored.
+    const taskId = newTaskId();
+    const outcome = await stack.client.run({ taskId, xml: "<task><description>Say done.</description></task>" });
+    expect(outcome.status).toBe("COMPLETE");
+    await acked;
+    const info = await jsm.streams.info(subjects.eventsStream, { subjects_filter: subjects.taskResult(taskId) });
+    expect(info.config.subjects).toEqual([subjects.anyTaskEvents, subjects.anyTaskResult]);
+    expect(info.state.subjects?.[subjects.taskResult(taskId)]).toBe(1);
+    // Its intake item was acked: nothing is redelivered.
+    const consumer = await jsm.consumers.info(subjects.intakeStream, subjects.directorConsumer);
+    expect(consumer.num_pending + consumer.num_ack_pending).toBe(0);
+  });
 });
