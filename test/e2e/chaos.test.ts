@@ -4,8 +4,9 @@
  * restarts nats-server once. Every task ends with exactly one result and a final record. A crash repeats only what
  * was running in the crashed process: a Director or Evaluator kill adds no model call (the resumed walks join the
  * sessions still running in the Handlers); a Handler kill or the restart adds at most one to a task it hit: one
- * that overlapped the time the task ran (from its `task.running` to its final event), counting an ack wait after
- * the incident for the redeliveries.
+ * that overlapped the time the task ran (from its `task.running` to its final event, or to its stored result: events
+ * are plain messages, and one published as nats-server goes down is lost), counting an ack wait after the incident
+ * for the redeliveries.
  * Debugging: `CHAOS_LOG_LEVEL=info CHAOS_DUMP=/tmp/chaos.log` writes every process's output to that file.
  */
 import { jetstream, type ConsumerMessages, type JsMsg } from "@nats-io/jetstream";
@@ -116,12 +117,18 @@ describe("chaos: kill -9 role processes and restart nats-server under load", () 
     };
     // Results, one record per message; and when each task was running (from the events' own times).
     const results = new Recorder<{ taskId: string; status: string; error?: unknown }>();
+    /** When each task's first result was stored (the stream's time, as its events' `at`). */
+    const resultAt = new Map<string, number>();
     const stopResults = await follow(subjects.anyTaskResult, (m) => {
       const outcome = m.json<{ taskId: string; status: string; error?: unknown }>();
+      if (!resultAt.has(outcome.taskId)) resultAt.set(outcome.taskId, Math.floor(m.info.timestampNanos / 1e6));
       results.push({ taskId: outcome.taskId, status: outcome.status, ...(outcome.error ? { error: outcome.error } : {}) });
     });
     const running = new Map<string, { from: number; to: number }>();
+    /** How many events the stream held beyond the last one read: 0 once the reader has caught up. */
+    let eventsBehind = Number.POSITIVE_INFINITY;
     const stopEvents = await follow(subjects.anyTaskEvents, (m) => {
+      eventsBehind = m.info.pending;
       const event = m.json<{ taskId: string; type: string; at: string }>();
       const at = Date.parse(event.at);
       const span = running.get(event.taskId) ?? { from: Number.POSITIVE_INFINITY, to: Number.NEGATIVE_INFINITY };
@@ -131,10 +138,12 @@ describe("chaos: kill -9 role processes and restart nats-server under load", () 
       results.touch();
     });
     const distinct = () => new Set(results.values.map((r) => r.taskId)).size;
+    const submittedAt = new Map<string, number>();
 
     try {
       const submit = async (n: number) => {
         const body = JSON.stringify({ taskId: taskIdOf(n), xml: xmlOf(n) });
+        if (!submittedAt.has(taskIdOf(n))) submittedAt.set(taskIdOf(n), Date.now());
         for (let attempt = 1; ; attempt++) {
           try {
             const reply = (await nc.request(`${root}.tasks.submit`, body, { timeout: 5000 })).json<{ status: string }>();
@@ -230,12 +239,19 @@ describe("chaos: kill -9 role processes and restart nats-server under load", () 
       }
       const steps = ids.flatMap((id, n) => (isSequential(n) ? [`${id}-s1`, `${id}-s2`] : [`${id}-s1`]));
       expect(steps.filter((s) => !calls.has(s))).toEqual([]);
-      await results.until(() => ids.every((id) => Number.isFinite(running.get(id)?.to)), "every task's final event", 10_000);
+      // Every event stored is read: nothing is published any more (the intake is drained).
+      await results.until(() => eventsBehind === 0, "the events read up to the stream's end", 10_000);
+      /** When task `id` ran: its first `task.running` (its submission if that event was lost) to its final event or result. */
+      const spanOf = (id: string) => {
+        const span = running.get(id);
+        const from = span !== undefined && Number.isFinite(span.from) ? span.from : (submittedAt.get(id) ?? 0);
+        return { from, to: Math.max(span?.to ?? 0, resultAt.get(id) ?? 0) };
+      };
       const excess: string[] = [];
       let repeats = 0;
       for (const id of ids) {
         const extra = [...calls].filter(([prompt]) => prompt.startsWith(`${id}-`)).reduce((sum, [, n]) => sum + n - 1, 0);
-        const span = running.get(id) ?? { from: 0, to: 0 };
+        const span = spanOf(id);
         const hit = marks.filter((m) => m.time <= span.to && m.until >= span.from);
         const allowed = hit.filter((m) => m.kind === "handler" || m.kind === "nats").length;
         repeats += extra;
@@ -245,7 +261,8 @@ describe("chaos: kill -9 role processes and restart nats-server under load", () 
       expect(excess).toEqual([]);
       console.log(
         `chaos: ${TASKS} tasks, ${steps.length} steps, ${mock.requests.length} model calls (${repeats} repeated) ` +
-          `through ${marks.map((m) => m.kind).join(", ")} in ${elapsed} ms`,
+          `through ${marks.map((m) => m.kind).join(", ")} in ${elapsed} ms; ` +
+          `final events missing from the stream: ${ids.filter((id) => !Number.isFinite(running.get(id)?.to)).join(", ") || "none"}`,
       );
     } finally {
       if (process.env.CHAOS_DUMP) writeFileSync(process.env.CHAOS_DUMP, all.map((p, i) => `=== process ${i}\n${p.output()}`).join("\n"));
