@@ -15,8 +15,9 @@ export const DEFAULT_ROOT = "dirigent";
 export const MSG_ID_HEADER = "Nats-Msg-Id";
 
 /**
- * The header of a request one Handler passed on to another with a free slot (its value: the passing Handler's id).
- * A request that carries it is never passed again: it waits for a slot where it lands.
+ * The header of a request one Handler passed on to another with a free slot (its value: the ids of the Handlers that
+ * passed it, comma-separated, first first). A request that carries it is not passed on arrival again; while it waits
+ * for a slot, a peer reporting a free one may still take it (actors/handler/peers.ts).
  */
 export const FORWARDED_HEADER = "Dirigent-Forwarded";
 

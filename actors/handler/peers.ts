@@ -5,9 +5,12 @@
  * {@link LOAD_EVERY_MS}, and a request finding every slot taken goes to a peer that reported free ones, on that peer's
  * own subject and with the asker's reply subject, so the peer answers the asker, keepalives included. It goes at once
  * when a peer is known to be free, or else while it waits here, as soon as a peer reports a free slot (work stealing,
- * oldest first). A passed request carries {@link FORWARDED_HEADER} and is never passed again; it waits for a slot
- * where it lands. Reports older than {@link STALE_AFTER_MS} are ignored, and a Handler that stops reports no free
- * slot. With one Handler, nothing is ever passed.
+ * oldest first). A passed request carries {@link FORWARDED_HEADER}, the Handlers it was passed by: it is never passed
+ * on arrival again (no ping-pong between full Handlers), but while it waits for a slot where it lands, a peer that
+ * reports a free slot may still take it, up to {@link MAX_PASSES} passes in all and never back to a Handler that
+ * passed it. So a burst that several full Handlers passed to one peer before its next report spreads out again.
+ * Reports older than {@link STALE_AFTER_MS} are ignored, and a Handler that stops reports no free slot. With one
+ * Handler, nothing is ever passed.
  */
 import { decode, encode, FORWARDED_HEADER, HandlerLoad } from "../../protocol/index.js";
 import type { BusMessage, BusSubscription } from "../bus.js";
@@ -21,6 +24,8 @@ export const LOAD_EVERY_MS = 1000;
 export const REPORT_AFTER_MS = 20;
 /** A peer not heard from for this long is not passed work (it may have stopped). */
 export const STALE_AFTER_MS = 3 * LOAD_EVERY_MS;
+/** A request is passed between Handlers at most this many times. */
+export const MAX_PASSES = 2;
 
 type Kind = "execute" | "script";
 
@@ -86,7 +91,7 @@ export class HandlerPeers {
   }
 
   #pass(kind: Kind, msg: BusMessage): boolean {
-    if (!passable(msg)) return false;
+    if (!passable(msg) || passedBy(msg).length > 0) return false;
     const peer = this.#freest(kind);
     if (peer === undefined) return false;
     this.#forward(kind, msg, peer.id, peer.free);
@@ -95,12 +100,12 @@ export class HandlerPeers {
 
   #forward(kind: Kind, msg: BusMessage, peer: string, free: Record<Kind, number>): void {
     free[kind]--;
-    msg.forward?.(this.#deps.subjects.handlerDirect(peer, kind), { [FORWARDED_HEADER]: this.id });
+    msg.forward?.(this.#deps.subjects.handlerDirect(peer, kind), { [FORWARDED_HEADER]: [...passedBy(msg), this.id].join(",") });
   }
 
   /** Keeps `msg` in line for a peer's free slot while it waits for one here. */
   #wait(kind: Kind, msg: BusMessage, ticket: Ticket): () => void {
-    if (!passable(msg)) return () => undefined;
+    if (!passable(msg) || passedBy(msg).length >= MAX_PASSES) return () => undefined;
     const entry = { msg, ticket };
     const line = this.#waiting[kind];
     line.push(entry);
@@ -110,14 +115,20 @@ export class HandlerPeers {
     };
   }
 
-  /** Passes the oldest requests waiting here to `peer`, as many as it has free slots. */
+  /** Passes the oldest requests waiting here to `peer`, as many as it has free slots, each one that may still go there. */
   #steal(peer: string, free: Record<Kind, number>, kind: Kind): void {
     const line = this.#waiting[kind];
-    while (free[kind] > 0 && line.length > 0) {
-      const entry = line.shift();
+    for (let i = 0; free[kind] > 0 && i < line.length; ) {
+      const entry = line[i];
+      if (entry === undefined) break;
+      const by = passedBy(entry.msg);
+      if (by.length >= MAX_PASSES || by.includes(peer)) {
+        i++;
+        continue;
+      }
+      line.splice(i, 1);
       // Granted a slot here meanwhile: it runs here.
-      if (entry === undefined || !entry.ticket.cancel()) continue;
-      this.#forward(kind, entry.msg, peer, free);
+      if (entry.ticket.cancel()) this.#forward(kind, entry.msg, peer, free);
     }
   }
 
@@ -158,7 +169,13 @@ export class HandlerPeers {
   }
 }
 
-/** A request over NATS that wants an answer, not passed on once already. */
+/** A request over NATS that wants an answer. */
 function passable(msg: BusMessage): boolean {
-  return msg.forward !== undefined && msg.expectsReply && msg.headers?.has(FORWARDED_HEADER) !== true;
+  return msg.forward !== undefined && msg.expectsReply;
+}
+
+/** The Handlers that passed `msg` on so far, first first ({@link FORWARDED_HEADER}). */
+function passedBy(msg: BusMessage): string[] {
+  const value = msg.headers?.get(FORWARDED_HEADER);
+  return value ? value.split(",").filter((id) => id !== "") : [];
 }

@@ -87,7 +87,7 @@ describe("a full Handler passing requests to its peers", () => {
     release();
   });
 
-  it("never passes a request passed once already, one that wants no answer, or to a peer not heard from lately", async () => {
+  it("never passes on arrival a request passed once already, one that wants no answer, or to a peer not heard from lately", async () => {
     bus = new MemoryBus({ onError: () => undefined });
     const a = peer("a", { execute: 1, script: 1 });
     a.peers.start();
@@ -139,6 +139,38 @@ describe("a full Handler passing requests to its peers", () => {
     expect(waiting.map((w) => w.forwarded.map((f) => f.subject))).toEqual([[], ["t.handler.direct.b.execute"], []]);
     expect(await waiting[1]?.ticket.ready).toBe(false);
     waiting[0]?.ticket.release();
+    expect(await waiting[2]?.ticket.ready).toBe(true);
+    waiting[2]?.ticket.release();
+  });
+
+  it("lets a peer with a free slot take a passed request waiting here, up to two passes and never back to who passed it", async () => {
+    bus = new MemoryBus({ onError: () => undefined });
+    const b = peer("b", { execute: 1, script: 1 });
+    b.peers.start();
+    const release = hold(b.slots.execute, 1);
+    const execute = b.peers.overflow("execute");
+    // Passed here by a (once), by c (once), and by a then d (twice): none is passed on arrival; all wait.
+    const waiting = [{ [FORWARDED_HEADER]: "a" }, { [FORWARDED_HEADER]: "c" }, { [FORWARDED_HEADER]: "a,d" }].map((headers) => {
+      const r = request(headers);
+      expect(execute.pass(r.msg)).toBe(false);
+      const ticket = b.slots.execute.ticket();
+      execute.waiting(r.msg, ticket);
+      return { ...r, ticket };
+    });
+    // c reports three free slots: it takes the one a passed; not the one it passed itself, nor the one passed twice
+    // (MAX_PASSES).
+    peer("c", { execute: 3, script: 1 }).peers.start();
+    await bus.flush();
+    expect(waiting.map((w) => w.forwarded)).toEqual([
+      [{ subject: "t.handler.direct.c.execute", headers: { [FORWARDED_HEADER]: "a,b" } }],
+      [],
+      [],
+    ]);
+    expect(await waiting[0]?.ticket.ready).toBe(false);
+    // The other two keep their places here: b's slot frees, the older of them is granted it.
+    release();
+    expect(await waiting[1]?.ticket.ready).toBe(true);
+    waiting[1]?.ticket.release();
     expect(await waiting[2]?.ticket.ready).toBe(true);
     waiting[2]?.ticket.release();
   });
