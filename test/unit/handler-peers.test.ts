@@ -50,6 +50,25 @@ function hold(semaphore: Semaphore, n: number): () => void {
   return release;
 }
 
+/**
+ * Handler `id` with one slot of each kind, its execute slot held: `wait` hands it a request, which it does not pass on
+ * arrival (no peer is known yet, or the request was passed already), so the request waits in its line.
+ */
+function fullHandler(id: string) {
+  const { peers, slots } = peer(id, { execute: 1, script: 1 });
+  peers.start();
+  const release = hold(slots.execute, 1);
+  const execute = peers.overflow("execute");
+  const wait = (headers?: Record<string, string>) => {
+    const r = request(headers);
+    expect(execute.pass(r.msg)).toBe(false);
+    const ticket = slots.execute.ticket();
+    execute.waiting(r.msg, ticket);
+    return { ...r, ticket };
+  };
+  return { release, wait };
+}
+
 describe("a full Handler passing requests to its peers", () => {
   it("reports its free slots, and passes to the freshest peer with the most free slots, each pass counted", async () => {
     bus = new MemoryBus({ onError: () => undefined });
@@ -119,17 +138,9 @@ describe("a full Handler passing requests to its peers", () => {
 
   it("passes the requests waiting here, oldest first, to a peer once it reports free slots; one granted meanwhile runs here", async () => {
     bus = new MemoryBus({ onError: () => undefined });
-    const a = peer("a", { execute: 1, script: 1 });
-    a.peers.start();
-    const release = hold(a.slots.execute, 1);
-    const execute = a.peers.overflow("execute");
+    const { release, wait } = fullHandler("a");
     // Three requests wait for a's one slot; no peer is known, so none is passed on arrival.
-    const waiting = [request(), request(), request()].map((r) => {
-      expect(execute.pass(r.msg)).toBe(false);
-      const ticket = a.slots.execute.ticket();
-      execute.waiting(r.msg, ticket);
-      return { ...r, ticket };
-    });
+    const waiting = [wait(), wait(), wait()];
     // a's slot frees: the oldest is granted it here, and is no longer in line.
     release();
     expect(await waiting[0]?.ticket.ready).toBe(true);
@@ -145,18 +156,9 @@ describe("a full Handler passing requests to its peers", () => {
 
   it("lets a peer with a free slot take a passed request waiting here, up to two passes and never back to who passed it", async () => {
     bus = new MemoryBus({ onError: () => undefined });
-    const b = peer("b", { execute: 1, script: 1 });
-    b.peers.start();
-    const release = hold(b.slots.execute, 1);
-    const execute = b.peers.overflow("execute");
+    const { release, wait } = fullHandler("b");
     // Passed here by a (once), by c (once), and by a then d (twice): none is passed on arrival; all wait.
-    const waiting = [{ [FORWARDED_HEADER]: "a" }, { [FORWARDED_HEADER]: "c" }, { [FORWARDED_HEADER]: "a,d" }].map((headers) => {
-      const r = request(headers);
-      expect(execute.pass(r.msg)).toBe(false);
-      const ticket = b.slots.execute.ticket();
-      execute.waiting(r.msg, ticket);
-      return { ...r, ticket };
-    });
+    const waiting = [wait({ [FORWARDED_HEADER]: "a" }), wait({ [FORWARDED_HEADER]: "c" }), wait({ [FORWARDED_HEADER]: "a,d" })];
     // c reports three free slots: it takes the one a passed; not the one it passed itself, nor the one passed twice
     // (MAX_PASSES).
     peer("c", { execute: 3, script: 1 }).peers.start();
