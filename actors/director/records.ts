@@ -160,7 +160,7 @@ export function holds(record: TaskRecord, claim: Claim): boolean {
 export async function writeClaimed(store: TaskStore, claim: Claim, change: (record: TaskRecord) => TaskRecord): Promise<WriteOutcome> {
   /** The last write sent: should its answer be lost (a NATS outage), the record read next may be that write itself. */
   let sent: Uint8Array | undefined;
-  const landed = (current: { bytes: Uint8Array }) => sent !== undefined && sameBytes(current.bytes, sent);
+  const landed = (current: { bytes: Uint8Array }) => sent !== undefined && Buffer.compare(current.bytes, sent) === 0;
   if (claim.pending === true) {
     const next = change(claim.record);
     sent = encode(TaskRecord, next);
@@ -203,10 +203,6 @@ export async function writeClaimed(store: TaskStore, claim: Claim, change: (reco
     }
   }
   throw new Error(`task '${claim.taskId}': record kept changing; gave up after ${CAS_ATTEMPTS} attempts`);
-}
-
-function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
-  return a.length === b.length && a.every((byte, i) => byte === b[i]);
 }
 
 /** What {@link requestCancel} did. */

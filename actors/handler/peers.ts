@@ -115,14 +115,16 @@ export class HandlerPeers {
     };
   }
 
-  /** Passes the oldest requests waiting here to `peer`, as many as it has free slots, each one that may still go there. */
+  /**
+   * Passes the oldest requests waiting here to `peer`, as many as it has free slots, each one `peer` did not pass here
+   * (the line holds only requests passed fewer than {@link MAX_PASSES} times).
+   */
   #steal(peer: string, free: Record<Kind, number>, kind: Kind): void {
     const line = this.#waiting[kind];
     for (let i = 0; free[kind] > 0 && i < line.length; ) {
       const entry = line[i];
       if (entry === undefined) break;
-      const by = passedBy(entry.msg);
-      if (by.length >= MAX_PASSES || by.includes(peer)) {
+      if (passedBy(entry.msg).includes(peer)) {
         i++;
         continue;
       }
