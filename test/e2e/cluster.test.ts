@@ -41,7 +41,7 @@ afterAll(async () => {
 
 const taskIdOf = (n: number) => `cl-${n}`;
 
-/** What the roles logged (warnings and errors) of these tasks, to tell what happened to each. */
+/** What the roles logged (at `info`) of these tasks, to tell what happened to each. */
 const loggedOf = (ids: string[]) =>
   processes
     .flatMap((p) => p.output().split("\n"))
