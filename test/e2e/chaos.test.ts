@@ -270,5 +270,5 @@ describe("chaos: kill -9 role processes and restart nats-server under load", () 
       await stopEvents();
       await nc.close();
     }
-  }, 85_000);
+  });
 });

@@ -134,7 +134,7 @@ describe("dirigent checkmate", () => {
     } finally {
       mock.setScript(script());
     }
-  }, 60_000);
+  });
 
   it("--interactive asks each gate on the terminal and reads the answers from stdin", async () => {
     const args = ["checkmate", "CLI-GATE write a poem", "--interactive", "--max-iter", "3", "--nats", server.url, "--prefix", randomRoot()];

@@ -77,5 +77,5 @@ describe("a checkmate task's Director killed after the user answered", () => {
     expect(events.values.filter((e) => e.type === "continuation.input")).toHaveLength(1);
     const resumedAt = events.values.findIndex((e) => e.type === "task.resumed");
     expect(events.values.slice(resumedAt).filter((e) => e.state === "awaiting_input")).toEqual([]);
-  }, 40_000);
+  });
 });

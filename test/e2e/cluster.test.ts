@@ -232,5 +232,5 @@ describe("a three-node NATS cluster with replicas 3", () => {
       subscription.unsubscribe();
       await nc.close();
     }
-  }, 90_000);
+  });
 });

@@ -62,5 +62,5 @@ describe("a Director process's --concurrency", () => {
     await sizes.count(TASKS * 2, "every task to start and end", 30_000);
     expect(running.size).toBe(0);
     expect(Math.max(...sizes.values)).toBe(CONCURRENCY);
-  }, 60_000);
+  });
 });

@@ -85,7 +85,7 @@ describe("SIGTERM drains a role process", () => {
     expect(results.values[0]).toMatchObject({ taskId, status: "COMPLETE", content: "drained answer" });
     console.log(`SIGTERM → task.resumed: ${resumedAt - termAt} ms (ack wait ${ACK_WAIT_MS} ms)`);
     expect(resumedAt - termAt).toBeLessThan(5000);
-  }, 60_000);
+  });
 
   it("a Handler finishes its session in flight, answers it, and exits 0; the task makes no second model call", async () => {
     const root = randomRoot();
@@ -122,5 +122,5 @@ describe("SIGTERM drains a role process", () => {
     await results.count(1, "the result", 10_000);
     expect(results.values[0]).toMatchObject({ taskId, status: "COMPLETE", content: "drained answer" });
     expect(mock.requests.length - before).toBe(1);
-  }, 60_000);
+  });
 });

@@ -152,7 +152,7 @@ describe("a Handler dropped as a slow consumer", () => {
       await client.close();
     }
     expect(handler.child.exitCode).toBeNull();
-  }, 60_000);
+  });
 });
 
 describe("a killed process", () => {
@@ -167,7 +167,7 @@ describe("a killed process", () => {
     expect((await health("--roles", "director,handler,evaluator")).code).toBe(0);
     await startWorker("memory").waitFor(/ready/);
     expect((await health()).code).toBe(0);
-  }, 30_000);
+  });
 });
 
 describe("processes the server cuts off", () => {
@@ -182,7 +182,7 @@ describe("processes the server cuts off", () => {
     const { code, output } = await health();
     expect(code).toBe(1);
     expect(output).toMatch(/no process answered\nmissing: director, evaluator, handler, memory/);
-  }, 60_000);
+  });
 });
 
 describe("a server gone for good", () => {
@@ -204,5 +204,5 @@ describe("a server gone for good", () => {
     forever.child.kill("SIGTERM");
     expect(await forever.exited).toBe(0);
     expect(forever.output()).toMatch(/SIGTERM: draining[\s\S]*(grace period over|drained)/);
-  }, 30_000);
+  });
 });

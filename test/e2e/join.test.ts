@@ -152,7 +152,7 @@ describe("a crash repeats only what was running in the crashed process", () => {
     const replayed = of("model.replayed");
     expect(joined.size).toBeGreaterThan(0);
     expect([...resumed].filter((id) => !joined.has(id) && !replayed.has(id))).toEqual([]);
-  }, 90_000);
+  });
 
   it("an Evaluator killed while its walks' sessions run in a Handler adds no model call", async () => {
     // Longer than the Director's wait for a silent Evaluator (6 s) and the new walk.
@@ -173,9 +173,12 @@ describe("a crash repeats only what was running in the crashed process", () => {
     const calls = callsPerTask([model]);
     expect(ids("b").map((id) => calls.get(id) ?? 0)).toEqual(ids("b").map(() => 1));
     expect(model.requests).toHaveLength(TASKS);
-    // The killed Evaluator's walks were asked for again and joined their sessions.
-    expect(of("model.joined").size).toBeGreaterThan(0);
-  }, 90_000);
+    // Every session was in flight, so each Evaluator ran at most its 20 walks and the killed one at least the rest.
+    // Each of those was asked for again and joined its session in flight or, when the session had ended by then (a
+    // loaded machine), replayed its record: either way without a model call (checked above).
+    const rejoined = new Set([...of("model.joined"), ...of("model.replayed")]);
+    expect(rejoined.size).toBeGreaterThanOrEqual(TASKS - 20);
+  });
 
   it("a Handler killed adds at most one model call per task whose session it held", async () => {
     const [modelA, modelB] = [await slowModel(4000), await slowModel(4000)];
@@ -202,5 +205,5 @@ describe("a crash repeats only what was running in the crashed process", () => {
     expect(modelA.requests.length + modelB.requests.length).toBeLessThanOrEqual(TASKS + held.size);
     // Sessions the killed Handler held were taken over by the surviving one once their leases ran out.
     expect([...held].filter((id) => modelB.requests.some((r) => taskOf(r) === id)).length).toBeGreaterThan(0);
-  }, 90_000);
+  });
 });

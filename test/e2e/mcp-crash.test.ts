@@ -99,5 +99,5 @@ describe("a Handler killed while a session's MCP tools run", () => {
     const answers = (final?.body.messages ?? []).filter((m) => m["role"] === "tool").map((m) => String(m["content"]));
     expect(answers[0]).toBe("tide: a word");
     expect(answers[1]).toMatch(/^error: the outcome of this call of 'web__note' is unknown/);
-  }, 90_000);
+  });
 });

@@ -131,7 +131,7 @@ beforeAll(async () => {
     if (child.exitCode !== null) throw new Fatal(`prometheus exited with ${child.exitCode}:\n${promOutput}`);
     return (await fetch(`${promUrl}/-/ready`)).ok ? true : undefined;
   }, "prometheus to be ready");
-}, 90_000);
+});
 
 afterAll(async () => {
   if (prometheus?.pid !== undefined && prometheus.exitCode === null) {
@@ -221,5 +221,5 @@ describe("metrics scraped by Prometheus", () => {
     expect(rules.map((r) => r.name)).toEqual(
       expect.arrayContaining(["DirigentTasksStuck", "DirigentRedeliveryStorm", "DirigentModelErrorRate"]),
     );
-  }, 90_000);
+  });
 });

@@ -167,7 +167,7 @@ describe("an Evaluator killed mid-walk", () => {
     expect(requestsFor("STEP-THREE")).toHaveLength(1);
     expect(events.values.some((e) => e.type === "model.replayed")).toBe(true);
     expect(events.values.filter((e) => e.type === "task.completed")).toHaveLength(1);
-  }, 60_000);
+  });
 });
 
 describe("a Handler killed between the turns of a session", () => {
@@ -197,7 +197,7 @@ describe("a Handler killed between the turns of a session", () => {
     expect(calls.filter(hasToolResult).length).toBeGreaterThanOrEqual(1);
     expect(calls.length).toBeLessThanOrEqual(3);
     expect(events.values.filter((e) => e.type === "task.completed")).toHaveLength(1);
-  }, 60_000);
+  });
 });
 
 describe("a Handler killed while the scripts of a turn run", () => {
@@ -234,5 +234,5 @@ describe("a Handler killed while the scripts of a turn run", () => {
     expect(log[0]).toBe("A");
     expect(log[1]?.startsWith("B ")).toBe(true);
     expect(events.values.filter((e) => e.type === "task.completed")).toHaveLength(1);
-  }, 60_000);
+  });
 });

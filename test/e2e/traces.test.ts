@@ -260,7 +260,7 @@ describe("OpenTelemetry traces across four processes", () => {
     await receiver.until(() => rerun() !== undefined);
     expect(rerun()).toMatchObject({ traceId, service: "dirigent-director", attributes: { "dirigent.deliveries": 2 } });
     expect(receiver.spans.filter((s) => s.attributes["dirigent.task_id"] === taskId).every((s) => s.traceId === traceId)).toBe(true);
-  }, 60_000);
+  });
 
   it("exports nothing without an OTLP endpoint", async () => {
     const root = randomRoot();

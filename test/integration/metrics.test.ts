@@ -65,7 +65,7 @@ describe("metrics of one process running every role", () => {
       "a reconnect counted",
       15_000,
     );
-  }, 30_000);
+  });
 
   it("serves nothing without a port", async () => {
     await using stack = await startStack();

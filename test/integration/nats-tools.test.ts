@@ -77,7 +77,7 @@ const randomRoot = () => `t${randomUUID().slice(0, 8)}`;
 beforeAll(async () => {
   server = await startTestNatsServer({ jetstream: true });
   nc = await connectNats({ servers: server.url, name: "test-nats-tools" });
-}, 30_000);
+});
 
 afterAll(async () => {
   for (const child of services) await stopService(child);

@@ -20,7 +20,7 @@ let nc: NatsConnection;
 beforeAll(async () => {
   cluster = await startTestNatsCluster(3);
   nc = await connect({ servers: [...cluster.urls] });
-}, 30_000);
+});
 
 afterAll(async () => {
   await nc?.close();

@@ -180,5 +180,5 @@ describe("a submission whose queued record does not fit one intake message (max_
     } finally {
       await small.stop();
     }
-  }, 60_000);
+  });
 });

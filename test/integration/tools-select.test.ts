@@ -37,7 +37,7 @@ let workspace: string;
 beforeAll(async () => {
   server = await startTestNatsServer();
   workspace = await mkdtemp(join(tmpdir(), "dirigent-tools-select-"));
-}, 30_000);
+});
 
 afterAll(async () => {
   await server?.stop();

@@ -41,7 +41,7 @@ beforeAll(async () => {
     mcpConfig,
     JSON.stringify({ mcpServers: { fs: { command: process.execPath, args: [FS_SERVER, workspace] }, web: { url: http.url } } }),
   );
-}, 30_000);
+});
 
 afterAll(async () => {
   await http?.close();

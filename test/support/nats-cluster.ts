@@ -113,12 +113,12 @@ export async function startTestNatsCluster(n = 3): Promise<TestNatsCluster> {
   };
 }
 
-/** Waits until the cluster has elected its JetStream meta leader (account info answers), within 20 s. */
+/** Waits until the cluster has elected its JetStream meta leader (account info answers), within 60 s. */
 async function untilJetStream(servers: string): Promise<void> {
   const nc = await connect({ servers: servers.split(",") });
   try {
     const jsm = await jetstreamManager(nc, { checkAPI: false });
-    const deadline = Date.now() + 20_000;
+    const deadline = Date.now() + 60_000;
     for (;;) {
       try {
         await jsm.getAccountInfo();

@@ -32,7 +32,7 @@ export function groupAlive(pgid: number): boolean {
 }
 
 /** Resolves once `check()` returns a value other than undefined, polling every 20 ms; rejects after `timeoutMs`. */
-export async function pollUntil<T>(check: () => T | undefined | Promise<T | undefined>, what: string, timeoutMs = 5_000): Promise<T> {
+export async function pollUntil<T>(check: () => T | undefined | Promise<T | undefined>, what: string, timeoutMs = 30_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await check();

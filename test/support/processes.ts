@@ -51,7 +51,7 @@ export function startCli(args: string[], env: NodeJS.ProcessEnv = {}, options: {
     output: () => text,
     stdout: () => out,
     exited,
-    waitFor(pattern, timeoutMs = 15_000) {
+    waitFor(pattern, timeoutMs = 60_000) {
       return new Promise((resolve, reject) => {
         const check = () => {
           const m = text.match(pattern);

@@ -21,7 +21,7 @@ export class Recorder<T> {
   }
 
   /** Resolves with the values once `condition` holds; rejects after `timeoutMs`, naming `what`. */
-  async until(condition: (values: readonly T[]) => boolean, what: string, timeoutMs = 5000): Promise<readonly T[]> {
+  async until(condition: (values: readonly T[]) => boolean, what: string, timeoutMs = 30_000): Promise<readonly T[]> {
     const deadline = Date.now() + timeoutMs;
     while (!condition(this.values)) {
       const left = deadline - Date.now();

@@ -46,7 +46,7 @@ beforeAll(async () => {
     { DIRIGENT_TEST_MCP_TOKEN: "t0ken-from-env" },
   );
   tools = composeTools(await startMcpSources(config), { maxResultBytes: 4096 });
-}, 60_000);
+});
 
 afterAll(async () => {
   await tools?.close();
