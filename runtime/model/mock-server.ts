@@ -47,6 +47,12 @@ export interface MockLlmServer {
   readonly requests: RecordedRequest[];
   /** Replaces the script and resets the `times` counters. */
   setScript(script: MockScript): void;
+  /**
+   * Opens the gate `name` whatever its count: the answers held there go out, and later requests at it pass at once.
+   * A test holds a model call at a gate of a count never reached, and opens it once what it waits for has happened
+   * (a process killed while the call is provably in flight), instead of guessing a delay.
+   */
+  openGate(name: string): void;
   /** Stops listening, drops open connections and cancels pending delays. Safe to call twice. */
   close(): Promise<void>;
 }
@@ -86,6 +92,12 @@ export async function startMockLlm(options: MockLlmOptions = {}): Promise<MockLl
       state.script = script;
       state.uses.clear();
       state.gates.clear();
+    },
+    openGate(name) {
+      const entry = state.gates.get(name) ?? { arrived: 0, held: [] };
+      state.gates.set(name, entry);
+      entry.arrived = Number.POSITIVE_INFINITY;
+      for (const release of entry.held.splice(0)) release();
     },
     close() {
       closing ??= new Promise<void>((resolve, reject) => {

@@ -86,7 +86,7 @@ describe("chaos: kill -9 role processes and restart nats-server under load", () 
     const start = (role: Role) => {
       const p = startCli(["worker", "--role", role, "--nats", server.url, "--prefix", root, "--concurrency", "4"], env);
       all.push(p);
-      const ready = p.waitFor(/ready/, 30_000).then(() => void live[role].push(p));
+      const ready = p.waitFor(/ready/, 90_000).then(() => void live[role].push(p));
       starting.add(ready);
       void ready.finally(() => starting.delete(ready)).catch(() => undefined);
       return ready;
@@ -163,7 +163,7 @@ describe("chaos: kill -9 role processes and restart nats-server under load", () 
       const marks: { time: number; until: number; kind: string }[] = [];
       const started = Date.now();
       for (const incident of INCIDENTS) {
-        await results.until(() => distinct() >= incident.after, `${incident.after} results before the ${incident.kind} incident`, 30_000);
+        await results.until(() => distinct() >= incident.after, `${incident.after} results before the ${incident.kind} incident`, 90_000);
         const mark = { time: Date.now(), until: Number.POSITIVE_INFINITY, kind: incident.kind };
         marks.push(mark);
         console.log(`chaos: ${incident.kind} incident after ${distinct()} results, ${Date.now() - started} ms`);
@@ -185,7 +185,7 @@ describe("chaos: kill -9 role processes and restart nats-server under load", () 
         void start(incident.kind);
       }
       try {
-        await results.until(() => distinct() >= TASKS, `all ${TASKS} results`, 30_000);
+        await results.until(() => distinct() >= TASKS, `all ${TASKS} results`, 90_000);
       } catch (err) {
         const seen = new Set(results.values.map((r) => r.taskId));
         const missing = Array.from({ length: TASKS }, (_, n) => taskIdOf(n)).filter((id) => !seen.has(id));
@@ -270,5 +270,5 @@ describe("chaos: kill -9 role processes and restart nats-server under load", () 
       await stopEvents();
       await nc.close();
     }
-  });
+  }, 400_000);
 });

@@ -70,7 +70,7 @@ function callsPerTask(models: MockLlmServer[]): Map<string, number> {
 }
 
 /** Polls the mocks' logs (the mock announces no request) until `condition`. */
-async function untilCalls(condition: () => boolean, what: string, timeoutMs = 30_000): Promise<void> {
+async function untilCalls(condition: () => boolean, what: string, timeoutMs = 90_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!condition()) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
@@ -97,7 +97,7 @@ async function run(stack: Stack, tag: string) {
   );
   /** Every result, once the intake is drained (nothing more can come). */
   const settled = async (): Promise<readonly TaskOutcome[]> => {
-    await results.until((v) => new Set(v.map((r) => r.taskId)).size === TASKS, "every result", 60_000);
+    await results.until((v) => new Set(v.map((r) => r.taskId)).size === TASKS, "every result", 120_000);
     const queue = stack.transport.queue;
     if (!(queue instanceof JetStreamWorkQueue)) throw new Error("expected the JetStream work queue");
     const deadline = Date.now() + 15_000;
@@ -121,7 +121,7 @@ function expectOneResultEach(tag: string, all: readonly TaskOutcome[]): void {
 }
 
 async function ready(...ps: CliProcess[]): Promise<void> {
-  await Promise.all(ps.map((p) => p.waitFor(/ready/, 30_000)));
+  await Promise.all(ps.map((p) => p.waitFor(/ready/, 90_000)));
 }
 
 describe("a crash repeats only what was running in the crashed process", () => {
@@ -152,7 +152,7 @@ describe("a crash repeats only what was running in the crashed process", () => {
     const replayed = of("model.replayed");
     expect(joined.size).toBeGreaterThan(0);
     expect([...resumed].filter((id) => !joined.has(id) && !replayed.has(id))).toEqual([]);
-  });
+  }, 300_000);
 
   it("an Evaluator killed while its walks' sessions run in a Handler adds no model call", async () => {
     // Longer than the Director's wait for a silent Evaluator (6 s) and the new walk.
@@ -178,7 +178,7 @@ describe("a crash repeats only what was running in the crashed process", () => {
     // loaded machine), replayed its record: either way without a model call (checked above).
     const rejoined = new Set([...of("model.joined"), ...of("model.replayed")]);
     expect(rejoined.size).toBeGreaterThanOrEqual(TASKS - 20);
-  });
+  }, 300_000);
 
   it("a Handler killed adds at most one model call per task whose session it held", async () => {
     const [modelA, modelB] = [await slowModel(4000), await slowModel(4000)];
@@ -205,5 +205,5 @@ describe("a crash repeats only what was running in the crashed process", () => {
     expect(modelA.requests.length + modelB.requests.length).toBeLessThanOrEqual(TASKS + held.size);
     // Sessions the killed Handler held were taken over by the surviving one once their leases ran out.
     expect([...held].filter((id) => modelB.requests.some((r) => taskOf(r) === id)).length).toBeGreaterThan(0);
-  });
+  }, 300_000);
 });

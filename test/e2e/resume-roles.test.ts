@@ -18,8 +18,11 @@ import { startCli, type CliProcess } from "../support/processes.js";
 import { Recorder } from "../support/recorder.js";
 import { newTaskId, startStack, type Stack } from "../support/stack.js";
 
-/** Long enough for a second worker process to start and the kill to land inside the model call. */
-const SLOW_MS = 5000;
+/**
+ * A gate no count reaches: the model call held there stays in flight until the test opens it, once the process it
+ * kills is gone (a kill lands inside the call whatever the machine's speed).
+ */
+const HELD = { name: "", count: 1000 };
 
 let server: TestNatsServer;
 let mock: MockLlmServer;
@@ -47,10 +50,10 @@ beforeAll(async () => {
     script: {
       rules: [
         { match: { lastUser: { regex: "STEP-ONE" } }, reply: "one done" },
-        { match: { lastUser: { regex: "STEP-TWO" } }, reply: "two done", delayMs: SLOW_MS },
+        { match: { lastUser: { regex: "STEP-TWO" } }, reply: "two done", gate: { ...HELD, name: "step-two" } },
         { match: { lastUser: { regex: "STEP-THREE" } }, reply: "three done" },
         { match: { lastUser: { regex: "^TOOLY" }, turn: 1 }, toolCalls: [{ name: "list_files", arguments: { path: "." } }] },
-        { match: { lastUser: { regex: "^TOOLY" }, hasToolResult: true }, reply: "listed", delayMs: SLOW_MS },
+        { match: { lastUser: { regex: "^TOOLY" }, hasToolResult: true }, reply: "listed", gate: { ...HELD, name: "tooly-turn-two" } },
         {
           match: { lastUser: { regex: "^SCRIPTY" }, turn: 1 },
           toolCalls: [
@@ -94,7 +97,7 @@ function worker(role: string, root: string, extraEnv: NodeJS.ProcessEnv = {}): C
 }
 
 /** The mock model announces no request: poll its record with a deadline. */
-async function untilRequest(condition: () => boolean, what: string, timeoutMs = 15_000): Promise<void> {
+async function untilRequest(condition: () => boolean, what: string, timeoutMs = 60_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!condition()) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
@@ -121,7 +124,7 @@ async function follow(stack: Stack, taskId: string) {
 
 /** Waits for the one result, then until the intake message is acked (nothing more can come), and returns all results. */
 async function settled(stack: Stack, results: Recorder<TaskOutcome>): Promise<readonly TaskOutcome[]> {
-  await results.count(1, "the result", 30_000);
+  await results.count(1, "the result", 60_000);
   const queue = stack.transport.queue;
   if (!(queue instanceof JetStreamWorkQueue)) throw new Error("expected the JetStream work queue");
   const deadline = Date.now() + 10_000;
@@ -155,8 +158,9 @@ describe("an Evaluator killed mid-walk", () => {
     await second.waitFor(/ready/);
     first.child.kill("SIGKILL");
     await first.exited;
-    // The kill landed inside step two.
+    // The kill landed inside step two: its model call is held until now.
     expect(requestsFor("STEP-THREE")).toHaveLength(0);
+    mock.openGate("step-two");
 
     const all = await settled(stack, results);
     expect(all).toHaveLength(1);
@@ -167,7 +171,7 @@ describe("an Evaluator killed mid-walk", () => {
     expect(requestsFor("STEP-THREE")).toHaveLength(1);
     expect(events.values.some((e) => e.type === "model.replayed")).toBe(true);
     expect(events.values.filter((e) => e.type === "task.completed")).toHaveLength(1);
-  });
+  }, 240_000);
 });
 
 describe("a Handler killed between the turns of a session", () => {
@@ -185,8 +189,9 @@ describe("a Handler killed between the turns of a session", () => {
     await second.waitFor(/ready/);
     first.child.kill("SIGKILL");
     await first.exited;
-    // The kill landed inside the second turn's model call.
+    // The kill landed inside the second turn's model call: it is held until now.
     expect(results.values).toHaveLength(0);
+    mock.openGate("tooly-turn-two");
 
     const all = await settled(stack, results);
     expect(all).toHaveLength(1);
@@ -197,7 +202,7 @@ describe("a Handler killed between the turns of a session", () => {
     expect(calls.filter(hasToolResult).length).toBeGreaterThanOrEqual(1);
     expect(calls.length).toBeLessThanOrEqual(3);
     expect(events.values.filter((e) => e.type === "task.completed")).toHaveLength(1);
-  });
+  }, 240_000);
 });
 
 describe("a Handler killed while the scripts of a turn run", () => {
@@ -234,5 +239,5 @@ describe("a Handler killed while the scripts of a turn run", () => {
     expect(log[0]).toBe("A");
     expect(log[1]?.startsWith("B ")).toBe(true);
     expect(events.values.filter((e) => e.type === "task.completed")).toHaveLength(1);
-  });
+  }, 240_000);
 });
