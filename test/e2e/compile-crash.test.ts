@@ -6,11 +6,11 @@
  * opens it, so the compilation is provably in flight across the crash and the resume; its request log counts the calls.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createSubjects, decode, TaskEvent, TaskOutcome } from "../../protocol/index.js";
 import { startMockLlm, type MockLlmServer, type RecordedRequest } from "../../runtime/model/mock-server.js";
 import { randomRoot, startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 import { startCli, type CliProcess } from "../support/processes.js";
-import { Recorder } from "../support/recorder.js";
+import { watch } from "../support/durability.js";
+import { pollUntil } from "../support/process-group.js";
 import { newTaskId, startStack, type Stack } from "../support/stack.js";
 
 const ACK_WAIT_MS = 1500;
@@ -67,20 +67,14 @@ function worker(role: string, root: string): CliProcess {
 }
 
 async function ready(...ps: CliProcess[]): Promise<void> {
-  await Promise.all(ps.map((p) => p.waitFor(/ready/, 30_000)));
+  await Promise.all(ps.map((p) => p.waitFor(/ready/, 60_000)));
 }
 
 const compiles = (token: string): RecordedRequest[] =>
   model.requests.filter((r) => JSON.stringify(r.body.messages[0]).includes(COMPILER) && JSON.stringify(r.body.messages).includes(token));
 
-/** Resolves once `condition` holds over the mock's request log (it announces no request), polled each tick. */
-async function untilRequests(condition: () => boolean, what: string, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
+/** Resolves once `condition` holds over the mock's request log (it announces no request). */
+const untilRequests = (condition: () => boolean, what: string) => pollUntil(() => (condition() ? true : undefined), what, 60_000);
 
 /** Sends the test's own request to the gate `name`: it opens it, should no second compile call have done so. */
 async function openGate(name: string): Promise<void> {
@@ -94,20 +88,9 @@ async function openGate(name: string): Promise<void> {
 
 /** Follows one task's events and result. */
 async function follow(stack: Stack, taskId: string) {
-  const subjects = createSubjects(stack.root);
-  const events = new Recorder<TaskEvent>();
-  const results = new Recorder<TaskOutcome>();
-  stack.transport.bus.subscribe(subjects.taskEvents(taskId), (m) => {
-    const d = decode(TaskEvent, m.data);
-    if (d.ok) events.push(d.value);
-  });
-  stack.transport.bus.subscribe(subjects.taskResult(taskId), (m) => {
-    const d = decode(TaskOutcome, m.data);
-    if (d.ok) results.push(d.value);
-  });
+  const { events, results } = watch(stack, taskId);
   await stack.transport.bus.flush();
-  const types = () => events.values.map((e) => e.type);
-  return { events, results, types };
+  return { events, results, types: () => events.values.map((e) => e.type) };
 }
 
 describe("a crash of the process that asked for a compilation repeats no compile call", () => {
@@ -131,17 +114,17 @@ describe("a crash of the process that asked for a compilation repeats no compile
     await events.until(
       () => types().includes("model.joined") || compiles("CRASH-PROMPT").length > 1,
       "the resumed task's compilation",
-      30_000,
+      60_000,
     );
     await openGate("prompt");
 
-    const [outcome] = await results.count(1, "the result", 30_000);
+    const [outcome] = await results.count(1, "the result", 60_000);
     expect(outcome).toMatchObject({ status: "COMPLETE", content: "done" });
     expect(compiles("CRASH-PROMPT")).toHaveLength(1);
     await events.until(() => types().includes("task.completed"), "the completed event");
     expect(types()).toEqual(expect.arrayContaining(["task.resumed", "model.joined", "task.compiled"]));
     expect(events.values.find((e) => e.type === "model.joined")?.data).toMatchObject({ compile: "compile", at: "here" });
-  }, 90_000);
+  }, 180_000);
 
   it("an Evaluator killed while a node that ran out of turns is decomposed", async () => {
     const root = randomRoot();
@@ -159,10 +142,10 @@ describe("a crash of the process that asked for a compilation repeats no compile
     await first.exited;
     // The Director asks the surviving Evaluator once the killed one is silent; its walk replays the node's recorded
     // session and asks for the same decomposition, which it joins.
-    await events.until(() => types().includes("model.joined") || compiles("CRASH-BIG").length > 1, "the new walk's decomposition", 30_000);
+    await events.until(() => types().includes("model.joined") || compiles("CRASH-BIG").length > 1, "the new walk's decomposition", 60_000);
     await openGate("split");
 
-    const [outcome] = await results.count(1, "the result", 30_000);
+    const [outcome] = await results.count(1, "the result", 60_000);
     expect(outcome).toMatchObject({ status: "COMPLETE", content: "part done", notes: { reparsed: { attempts: 1 } } });
     expect(compiles("CRASH-BIG")).toHaveLength(1);
     // The node's session ran once too: the new walk replayed its record.
@@ -173,5 +156,5 @@ describe("a crash of the process that asked for a compilation repeats no compile
       nodePath: expect.any(String),
       at: "here",
     });
-  }, 90_000);
+  }, 180_000);
 });

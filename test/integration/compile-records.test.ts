@@ -15,6 +15,7 @@ import { startMockLlm, type MockLlmServer } from "../../runtime/model/mock-serve
 import { createModelClient } from "../../runtime/model/openai.js";
 import { openNatsTransport, type OpenTransport } from "../../runtime/transport.js";
 import { randomRoot, startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
+import { pollUntil } from "../support/process-group.js";
 import { Recorder } from "../support/recorder.js";
 
 const COMPILER = "dirigent task compiler";
@@ -77,13 +78,7 @@ function compile(gate: RunGate, request: CompileRequest, signal = new AbortContr
   return recordedCompile(deps, transport.turns, gate, request, run, {});
 }
 
-async function untilRequests(condition: () => boolean, what: string): Promise<void> {
-  const deadline = Date.now() + 15_000;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
+const untilRequests = (condition: () => boolean, what: string) => pollUntil(() => (condition() ? true : undefined), what, 15_000);
 
 const request = (taskId: string, prompt: string): CompileRequest => ({
   type: "compiler.compile",

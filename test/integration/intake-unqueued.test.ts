@@ -13,13 +13,12 @@ import type { Logger } from "../../actors/deps.js";
 import { UNQUEUED_KEY } from "../../actors/director/unqueued.js";
 import { createSubjects, decode, TaskOutcome, UnqueuedTasks } from "../../protocol/index.js";
 import { DirigentClient } from "../../runtime/client.js";
-import { loadConfig, type Config } from "../../runtime/config.js";
 import { startMockLlm, type MockLlmServer } from "../../runtime/model/mock-server.js";
 import { NatsBus } from "../../runtime/nats/bus.js";
-import { startSystem } from "../../runtime/system.js";
 import { openNatsTransport, type OpenTransport } from "../../runtime/transport.js";
 import { randomRoot, startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 import { Recorder } from "../support/recorder.js";
+import { startStack } from "../support/stack.js";
 
 const ACK_WAIT_MS = 1000;
 
@@ -77,24 +76,16 @@ function unavailableIntake(transport: OpenTransport, root: string, failures: num
  */
 async function start(root: string, failures = 0) {
   const log = recordingLogger();
-  const opened = await openNatsTransport(server.url, createSubjects(root), { name: `unqueued-${root}`, log, ackWaitMs: ACK_WAIT_MS });
-  const transport = failures > 0 ? unavailableIntake(opened, root, failures) : opened;
-  const config: Config = {
-    ...loadConfig({}, {}),
-    prefix: root,
-    openaiBaseUrl: mock.url,
-    openaiApiKey: "test-key",
-    modelMaxRetries: 0,
-    model: "mock-model",
-    contextWindowTokens: 2_000_000,
-    maxContextWindowFraction: 1,
-  };
-  const system = await startSystem({ config, transport, log });
-  const stop = async () => {
-    await system.stop();
-    await transport.close();
-  };
-  return { log, stop, [Symbol.asyncDispose]: stop };
+  const stack = await startStack({
+    url: server.url,
+    mock,
+    root,
+    log,
+    ackWaitMs: ACK_WAIT_MS,
+    config: { contextWindowTokens: 2_000_000, maxContextWindowFraction: 1 },
+    ...(failures > 0 ? { wrapTransport: (opened: OpenTransport) => unavailableIntake(opened, root, failures) } : {}),
+  });
+  return Object.assign(stack, { log });
 }
 
 /** A client's connection under `root`: it submits, reads the task and the list, and follows the results. */
