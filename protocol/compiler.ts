@@ -46,6 +46,15 @@ export const CompileRequest = z
     model: z.string().min(1).optional(),
     /** Model answers to try, each after the previous one's validation errors are fed back (default 3). */
     maxAttempts: z.int().min(1).max(MAX_COMPILE_ATTEMPTS).optional(),
+    /** In `decompose` mode, the path of the node that failed (`0.steps.2`); with `occurrence` it keys the record. */
+    nodePath: z.string().optional(),
+    /**
+     * Which compilation of the task (of its `nodePath`, in `decompose` mode) this is, from 1: with `taskId` and what
+     * is asked it keys the Compiler's record in the turns bucket, so a task re-run after a Director or Evaluator
+     * crash joins the compilation still running, or replays its recorded answer, instead of calling the model again.
+     * Absent (or no `taskId`): nothing is recorded.
+     */
+    occurrence: z.int().positive().optional(),
   })
   .refine((r) => r.mode !== "decompose" || r.failed !== undefined, {
     message: "'failed' is required in decompose mode",

@@ -6,7 +6,9 @@
  */
 import { z } from "zod";
 import { SessionCheckpoint, SessionState } from "./continuation.js";
-import { TaskResult } from "./result.js";
+import { TaskResult, Usage } from "./result.js";
+import { CompileReply } from "./compiler.js";
+import { ErrorReply } from "./errors.js";
 
 /**
  * Version of the records written. Version 2 records a session right after the model's answer too, so a running
@@ -58,7 +60,20 @@ export const ToolRecord = z.object({
 export type ToolRecord = z.infer<typeof ToolRecord>;
 
 /**
- * The in-flight marker of a session or script command (`<record key>.run`): which Handler process runs it and until
+ * A compilation's record (the Compiler, actors/compiler/records.ts), kept in the turns bucket under
+ * `<task>.k<digest of what is asked and its occurrence>`: in progress, the model's answers so far, each of which failed
+ * validation (the next attempt feeds its errors back), and the tokens they used; finished, the answer (a template,
+ * or `INVALID_TEMPLATE` once no attempt was valid). A re-run continues after the recorded answers, or replays the
+ * finished one, without asking the model again.
+ */
+export const CompileRecord = z.discriminatedUnion("status", [
+  z.object({ v: z.literal(1), status: z.literal("running"), answers: z.array(z.string()), usage: Usage }),
+  z.object({ v: z.literal(1), status: z.literal("done"), reply: z.union([CompileReply, ErrorReply]) }),
+]);
+export type CompileRecord = z.infer<typeof CompileRecord>;
+
+/**
+ * The in-flight marker of a session, script command or compilation (`<record key>.run`): which Handler process runs it and until
  * when its lease holds (renewed while it runs). Released once its final record is written, or when it stopped
  * without one (a cancel, a shutdown): a request for the same key meanwhile joins the run instead of starting it.
  */

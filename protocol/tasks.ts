@@ -181,3 +181,22 @@ export const TaskRecord = z.object({
   trace: TraceContext.optional(),
 });
 export type TaskRecord = z.infer<typeof TaskRecord>;
+
+/**
+ * The tasks stored before they were queued and not yet known to be queued: the value of `intake.unqueued` in the
+ * tasks bucket. A submission whose queued record is too large for one intake message is stored in the bucket first and
+ * queued by reference; it is listed here from before it is stored until it is queued, so that a Director queues it
+ * should the queueing fail, or its submitter die in between (actors/director/unqueued.ts).
+ */
+export const UnqueuedTasks = z.object({
+  v: z.literal(1),
+  tasks: z.array(
+    z.object({
+      /** The task. */
+      taskId: TaskId,
+      /** ISO-8601 time it was listed. */
+      since: z.string(),
+    }),
+  ),
+});
+export type UnqueuedTasks = z.infer<typeof UnqueuedTasks>;

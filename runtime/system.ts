@@ -174,7 +174,9 @@ export async function startSystem(options: SystemOptions): Promise<SystemHandle>
     // The Compiler runs wherever the Handler does, on the same model client. It starts first so that it stops after
     // the Handler: a process that begins to stop unsubscribes its Handler from the queue group before it first waits
     // (a request routed to it meanwhile would still be taken).
-    started.push(startCompiler(deps, { defaultModel: config.model, concurrency: config.concurrency }, answersOnly(callModel)));
+    started.push(
+      startCompiler(deps, { defaultModel: config.model, concurrency: config.concurrency }, answersOnly(callModel), transport.turns),
+    );
     started.push(
       startHandler(
         deps,

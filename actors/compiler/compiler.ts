@@ -3,7 +3,9 @@
  * that ran out of resources into a `sequential` or `reduce` sub-tree. Each model answer is checked with the
  * template parser; its errors are fed back as a user message and the model answers again, a bounded number of
  * times. Serves `<root>.compiler.compile` in queue group `compiler`; reports retries of a task's compilation as
- * `compile.retry` progress, and aborts the model request when the task is cancelled.
+ * `compile.retry` progress, and aborts the model request when the task is cancelled. With the turns bucket, a
+ * compilation that names its task and occurrence is recorded and runs once across crashes of its askers
+ * (actors/compiler/records.ts).
  */
 import {
   CancelBroadcast,
@@ -21,6 +23,9 @@ import { publishProgress } from "../local.js";
 import type { CallModel } from "../model.js";
 import { RemoteError } from "../ask.js";
 import { serve } from "../serve.js";
+import type { TaskStore } from "../bus.js";
+import { createLeases, createRunGate } from "../handler/lease.js";
+import { recordedCompile } from "./records.js";
 
 /** Compiler configuration. */
 export interface CompilerConfig {
@@ -35,10 +40,17 @@ export interface CompilerConfig {
 /** The default number of model answers per compilation. */
 export const DEFAULT_COMPILE_ATTEMPTS = 3;
 
-/** Observers of one compilation. */
+/** Observers of one compilation, and where it starts. */
 export interface CompileHooks {
   /** Hears about each invalid answer that is followed by another attempt. */
   onRetry?: (info: { attempt: number; maxAttempts: number; errors: string[] }) => void;
+  /**
+   * Hears about each invalid answer that is followed by another attempt, before that attempt asks the model: every
+   * answer so far (all invalid) and the tokens they used, what {@link CompileHooks.answered} continues from.
+   */
+  onAnswers?: (answers: readonly string[], usage: Usage) => Promise<void>;
+  /** Invalid answers of an earlier run of this compilation (its record) and their tokens: not asked for again. */
+  answered?: { answers: readonly string[]; usage: Usage };
 }
 
 /**
@@ -56,20 +68,28 @@ export async function compileWithModel(
 ): Promise<CompileReply | ErrorReply> {
   const maxAttempts = request.maxAttempts ?? options.maxAttempts;
   const messages = initialMessages(request);
-  const usage: Usage = { promptTokens: 0, completionTokens: 0 };
+  const recorded = hooks.answered?.answers ?? [];
+  const usage: Usage = { ...(hooks.answered?.usage ?? { promptTokens: 0, completionTokens: 0 }) };
+  const answers: string[] = [];
   const seen: string[] = [];
   let last: { errors: string[]; line?: number; col?: number } = { errors: [] };
   for (let attempt = 1; attempt <= maxAttempts; attempt++) {
-    let answer: Awaited<ReturnType<CallModel>>;
-    try {
-      answer = await callModel({ model: request.model ?? options.defaultModel, messages }, signal);
-    } catch (err) {
-      if (signal.aborted) throw err;
-      throw new RemoteError("UNAVAILABLE", `compiler: ${messageOf(err)}`, { cause: err });
+    // A recorded answer is checked again (the check is pure) rather than asked for again.
+    let content = recorded[attempt - 1];
+    if (content === undefined) {
+      let answer: Awaited<ReturnType<CallModel>>;
+      try {
+        answer = await callModel({ model: request.model ?? options.defaultModel, messages }, signal);
+      } catch (err) {
+        if (signal.aborted) throw err;
+        throw new RemoteError("UNAVAILABLE", `compiler: ${messageOf(err)}`, { cause: err });
+      }
+      usage.promptTokens += answer.usage.promptTokens;
+      usage.completionTokens += answer.usage.completionTokens;
+      content = answer.content;
     }
-    usage.promptTokens += answer.usage.promptTokens;
-    usage.completionTokens += answer.usage.completionTokens;
-    const xml = extractXml(answer.content);
+    answers.push(content);
+    const xml = extractXml(content);
     const check = checkTemplate(xml, request.mode);
     if (check.ok) {
       return { type: "compiler.result", xml, attempts: attempt, ...(seen.length > 0 ? { errors: seen } : {}), usage };
@@ -77,8 +97,11 @@ export async function compileWithModel(
     last = check;
     seen.push(...check.errors.map((e) => `attempt ${attempt}: ${e}`));
     if (attempt < maxAttempts) {
-      hooks.onRetry?.({ attempt, maxAttempts, errors: check.errors });
-      messages.push({ role: "assistant", content: answer.content }, { role: "user", content: retryMessage(check.errors) });
+      if (attempt > recorded.length) {
+        hooks.onRetry?.({ attempt, maxAttempts, errors: check.errors });
+        await hooks.onAnswers?.(answers, usage);
+      }
+      messages.push({ role: "assistant", content }, { role: "user", content: retryMessage(check.errors) });
     }
   }
   const what = request.mode === "decompose" ? "decomposition" : "template";
@@ -93,10 +116,15 @@ export async function compileWithModel(
   );
 }
 
-/** Starts the Compiler role on the same model client as the Handler. */
-export function startCompiler(deps: ActorDeps, config: CompilerConfig, callModel: CallModel): RoleHandle {
+/**
+ * Starts the Compiler role on the same model client as the Handler. With `records` (the turns bucket), compilations
+ * that carry a task id and an `occurrence` are recorded and joined (actors/compiler/records.ts).
+ */
+export function startCompiler(deps: ActorDeps, config: CompilerConfig, callModel: CallModel, records?: TaskStore): RoleHandle {
   const live = new Map<string, Set<AbortController>>();
   const options = { defaultModel: config.defaultModel, maxAttempts: config.maxAttempts ?? DEFAULT_COMPILE_ATTEMPTS };
+  // One run per record key: a compilation asked again while it runs (here or in another Compiler) joins it.
+  const gate = records ? createRunGate(createLeases(records, deps.log)) : undefined;
 
   const compile = async (request: CompileRequest): Promise<CompileReply | ErrorReply> => {
     const controller = new AbortController();
@@ -115,8 +143,10 @@ export function startCompiler(deps: ActorDeps, config: CompilerConfig, callModel
               message: `compile attempt ${attempt}/${maxAttempts} was not a valid template; retrying: ${errors[0] ?? ""}`,
               data: { attempt, maxAttempts, errors },
             });
+    const hooks: CompileHooks = onRetry ? { onRetry } : {};
+    const run = (given: CompileHooks) => compileWithModel(request, callModel, options, controller.signal, given);
     try {
-      return await compileWithModel(request, callModel, options, controller.signal, onRetry ? { onRetry } : {});
+      return await (records && gate ? recordedCompile(deps, records, gate, request, run, hooks) : run(hooks));
     } finally {
       mine.delete(controller);
       if (mine.size === 0) live.delete(key);
@@ -133,6 +163,7 @@ export function startCompiler(deps: ActorDeps, config: CompilerConfig, callModel
     deps.bus.subscribe(deps.subjects.cancelBroadcast, (msg) => {
       const decoded = decode(CancelBroadcast, msg.data);
       if (!decoded.ok) return;
+      gate?.cancel(decoded.value.taskId);
       for (const controller of live.get(decoded.value.taskId) ?? []) controller.abort();
     }),
   ];
@@ -141,6 +172,7 @@ export function startCompiler(deps: ActorDeps, config: CompilerConfig, callModel
     role: "compiler",
     async stop() {
       await Promise.all(subscriptions.map((s) => s.unsubscribe()));
+      gate?.stop();
       for (const set of live.values()) for (const controller of set) controller.abort();
     },
   };

@@ -75,6 +75,8 @@ export function decomposeRequest(node: {
   /** The node's XML, when at hand. */
   xml?: string;
   taskId?: TaskId;
+  /** The node's path in the template tree. */
+  nodePath?: string;
   /** Variables the sub-tree may use. */
   inputNames?: readonly string[];
   maxAttempts?: number;
@@ -86,6 +88,7 @@ export function decomposeRequest(node: {
     prompt: cut(node.prompt.trim() === "" ? "(the node had no description)" : node.prompt),
     failed: { error: cut(describeFailure(node.error)), ...(node.xml === undefined ? {} : { xml: cut(node.xml) }) },
     ...(node.taskId === undefined ? {} : { taskId: node.taskId }),
+    ...(node.nodePath === undefined ? {} : { nodePath: node.nodePath }),
     ...(node.inputNames === undefined ? {} : { inputNames: [...node.inputNames] }),
     ...(node.maxAttempts === undefined ? {} : { maxAttempts: node.maxAttempts }),
   };

@@ -31,7 +31,15 @@ export async function compilePrompt(
   options: CompileOptions,
 ): Promise<CompileOutcome> {
   const { record } = claim;
-  const request: CompileRequest = { type: "compiler.compile", prompt, taskId: record.taskId, inputNames: Object.keys(record.inputs) };
+  // A task compiles its prompt once: a Director resuming it after a crash asks the same occurrence again, and the
+  // Compiler joins or replays the compilation instead of calling the model again (actors/compiler/records.ts).
+  const request: CompileRequest = {
+    type: "compiler.compile",
+    prompt,
+    taskId: record.taskId,
+    inputNames: Object.keys(record.inputs),
+    occurrence: 1,
+  };
   let reply: CompileReply;
   try {
     reply = await ask(deps, Requests.compile, request, { timeoutMs: options.timeoutMs, signal: options.signal });

@@ -18,6 +18,7 @@ import { eventPublisher } from "./message-fit.js";
 import { runActors, runDelivery, type RunActor, type RunEnv } from "./run.js";
 import type { SizeLimits } from "../size-limits.js";
 import { createParseCache, type ParseCache } from "../../machines/language/parse-cache.js";
+import { requeueUnqueued } from "./unqueued.js";
 
 /** Director configuration. */
 export interface DirectorConfig {
@@ -159,12 +160,29 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
     }),
   ];
   const intake = queue.consume(run, { concurrency: config.concurrency });
+  // Tasks the store-first intake left stored but unqueued are queued here, looked for every ack wait (only a queue
+  // with an item size limit has that path: actors/director/unqueued.ts).
+  let requeueing = false;
+  const requeue = async () => {
+    if (requeueing || draining) return;
+    requeueing = true;
+    try {
+      await requeueUnqueued(deps, store, queue, queue.ackWaitMs);
+    } catch (err) {
+      log.warn({ err: messageOf(err) }, "could not look at the unqueued tasks; trying again later");
+    } finally {
+      requeueing = false;
+    }
+  };
+  const requeueTimer = queue.maxItemBytes === undefined ? undefined : setInterval(() => void requeue(), queue.ackWaitMs);
+  requeueTimer?.unref();
 
   return {
     role: "director",
     /** Drains: stops pulling intake, hands the running tasks back (nak, so another Director resumes them at once). */
     async stop() {
       draining = true;
+      clearInterval(requeueTimer);
       const consuming = intake.unsubscribe();
       for (const delivery of runs) delivery.send({ type: "drain" });
       await Promise.all([consuming, ...subscriptions.map((s) => s.unsubscribe())]);

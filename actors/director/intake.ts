@@ -1,6 +1,8 @@
 /**
  * Intake of submissions on `<root>.tasks.submit`: decode (JSON or raw XML), validate the template, store the queued
- * task record durably as the intake queue's item, then answer. Nothing is acknowledged before it is stored.
+ * task record durably as the intake queue's item (or, too large for one, in the task store, then queued by reference),
+ * then answer. Nothing is acknowledged before it is stored, and nothing stored is left unqueued
+ * (actors/director/unqueued.ts).
  */
 import {
   decodeJson,
@@ -25,6 +27,7 @@ import { respond } from "../serve.js";
 import { inSpan, SpanKind, storedTraceContext } from "../tracing.js";
 import { checkInputs, checkSubmission, checkTemplate, DEFAULT_SIZE_LIMITS, tooLargeReply, type SizeLimits } from "../size-limits.js";
 import { parseTemplate } from "../../machines/language/parse.js";
+import { listUnqueued, unlist } from "./unqueued.js";
 import type { ParseOutcome } from "../../machines/language/ast.js";
 
 /** A decoded, validated submission. */
@@ -125,7 +128,8 @@ export async function acceptSubmission(
     updatedAt: at,
   };
   const item = encode(TaskRecord, record);
-  if (queue.maxItemBytes !== undefined && item.byteLength > queue.maxItemBytes) return acceptLarge(store, queue, taskId, item, queuing);
+  if (queue.maxItemBytes !== undefined && item.byteLength > queue.maxItemBytes)
+    return acceptLarge(deps, store, queue, taskId, item, queuing);
   // An unreadable store does not stop the submission: the queue has it, and a duplicate is dropped when delivered.
   const stored = submission.taskId === undefined ? undefined : store.get(taskId).catch(() => undefined);
   queuing?.(taskId);
@@ -143,18 +147,32 @@ export async function acceptSubmission(
 
 /**
  * A queued record too large for one queue item (a large template): stored in the task store first (which keeps large
- * values in chunks), and queued as `{taskId}`, the item a Director claims by reading the record.
+ * values in chunks), and queued as `{taskId}`, the item a Director claims by reading the record. Listed as unqueued
+ * from before it is stored until it is queued (actors/director/unqueued.ts): once stored it is accepted, and should the
+ * queue publish fail, or this process die before it, a Director queues it from the list.
  */
 async function acceptLarge(
+  deps: ActorDeps,
   store: TaskStore,
   queue: WorkQueue,
   taskId: TaskId,
   record: Uint8Array,
   queuing?: (taskId: TaskId) => void,
 ): Promise<Accepted> {
+  await listUnqueued(store, taskId, deps.now());
+  // A duplicate stays listed: the Director that looks at the list next finds its record and takes it off.
   if ((await store.create(taskId, record)) === "exists") return { reply: { taskId, status: "duplicate" } };
   queuing?.(taskId);
-  const { duplicate } = await queue.enqueue(taskId, encodeJson({ taskId }));
+  let duplicate: boolean;
+  try {
+    ({ duplicate } = await queue.enqueue(taskId, encodeJson({ taskId })));
+  } catch (err) {
+    deps.log.warn({ taskId, err: messageOf(err) }, "a stored task could not be queued; a Director queues it from the unqueued list");
+    return { reply: { taskId, status: "accepted" } };
+  }
+  await unlist(store, [taskId]).catch((err: unknown) =>
+    deps.log.debug({ taskId, err: messageOf(err) }, "a queued task stays on the unqueued list until a Director looks at it"),
+  );
   return { reply: { taskId, status: duplicate ? "duplicate" : "accepted" } };
 }
 

@@ -205,8 +205,14 @@ export function startEvaluator(deps: ActorDeps, config: EvaluatorConfig): RoleHa
       ...(config.reparse === false
         ? {}
         : {
+            // Recorded by the Compiler like a session: the nth decomposition of a node is the same one on a re-run.
             compile: async (compile: CompileRequest, signal: AbortSignal) =>
-              ask(deps, Requests.compile, compile, { timeoutMs: config.taskTimeoutMs, signal }),
+              ask(
+                deps,
+                Requests.compile,
+                { ...compile, occurrence: occurrence(`c:${compile.nodePath ?? ""}`) },
+                { timeoutMs: config.taskTimeoutMs, signal },
+              ),
           }),
       execute: async (nodePath, fields, signal, budgets = []) => {
         const execute: ExecuteRequest = {

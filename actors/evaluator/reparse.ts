@@ -74,7 +74,10 @@ export async function reparseNode(
     );
     let reply: CompileReply;
     try {
-      reply = await walk.compile(decomposeRequest({ prompt, error: last, taskId: walk.taskId as TaskId, inputNames }), signal);
+      reply = await walk.compile(
+        decomposeRequest({ prompt, error: last, taskId: walk.taskId as TaskId, nodePath: path, inputNames }),
+        signal,
+      );
     } catch (err) {
       if (signal.aborted) throw err;
       return { ...failed, notes: { ...failed.notes, reparse_error: messageOf(err), reparse_attempts: attempt } };

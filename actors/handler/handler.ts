@@ -42,7 +42,7 @@ import { runScriptRequest, type Toolset } from "./toolset.js";
 import { HandlerPeers } from "./peers.js";
 import { Semaphore } from "../limit.js";
 import { buildSystemPrompt, missingToolsMessage, settingsOf, toolChoice, withFallback, type HandlerConfig } from "./settings.js";
-import { createMasker, maskDeep } from "../secrets.js";
+import { createMasker, createStreamMasker, maskDeep } from "../secrets.js";
 import { tracedModel } from "./traces.js";
 import { activeContext } from "../tracing.js";
 
@@ -175,8 +175,11 @@ export function startHandler(
         withFallback(
           input.model,
           settings.fallbackModels ?? [],
-          (model) =>
-            traced(
+          (model) => {
+            // One stream per model call: a secret split across its pieces is held back until it can be masked whole.
+            const deltas = (request.stream ?? config.streamDeltas) ? createStreamMasker(config.secrets ?? []) : undefined;
+            const delta = (text: string) => void (text === "" || progress("model.delta", text, { text }));
+            const call = traced(
               {
                 ...input,
                 model,
@@ -193,9 +196,11 @@ export function startHandler(
                     `retry ${retry.attempt}/${retry.maxRetries} in ${retry.delayMs} ms${retry.fromRetryAfter ? " (retry-after)" : ""}: ${retry.message}`,
                     { ...retry, model },
                   ),
-                ...((request.stream ?? config.streamDeltas) ? { onDelta: (text: string) => progress("model.delta", text, { text }) } : {}),
+                ...(deltas ? { onDelta: (text: string) => delta(deltas.push(text)) } : {}),
               },
-            ),
+            );
+            return deltas ? call.finally(() => delta(deltas.end())) : call;
+          },
           (from, to, error) =>
             progress("model.fallback", `model '${from}' is unavailable (${error.message}): trying '${to}'`, {
               from,

@@ -8,6 +8,7 @@
  */
 import { createHash } from "node:crypto";
 import {
+  CompileRecord,
   decode,
   encode,
   RECORD_VERSION,
@@ -50,6 +51,9 @@ export function toolKey(sessionKey: string, turn: number, index: number, toolCal
  */
 export const RECORDED_TOOLS: ReadonlySet<string> = new Set(["run_script"]);
 
+/** The schemas of the records kept in the turns bucket by the Handler and its Compiler. */
+export type RecordSchema = typeof TurnRecord | typeof ScriptRecord | typeof ToolRecord | typeof CompileRecord;
+
 /** Largest record read back (a long session's messages). */
 const MAX_RECORD_BYTES = 16 * 1024 * 1024;
 
@@ -57,7 +61,7 @@ const MAX_RECORD_BYTES = 16 * 1024 * 1024;
  * Reads a record; an unreadable one, or one of another version, reads as absent (the work runs again) with a
  * warning. A store that fails reads as absent too: recording makes a re-run cheaper, it is never required.
  */
-export async function readSessionRecord<S extends typeof TurnRecord | typeof ScriptRecord | typeof ToolRecord>(
+export async function readSessionRecord<S extends RecordSchema>(
   store: TaskStore,
   key: string,
   schema: S,
@@ -85,9 +89,9 @@ export async function readSessionRecord<S extends typeof TurnRecord | typeof Scr
  */
 export interface RecordsBehind {
   /** Writes a record behind the reply; the returned promise never rejects (as with {@link writeRecord}, a failure is logged). */
-  write<S extends typeof TurnRecord | typeof ScriptRecord | typeof ToolRecord>(key: string, schema: S, value: z.infer<S>): Promise<void>;
+  write<S extends RecordSchema>(key: string, schema: S, value: z.infer<S>): Promise<void>;
   /** {@link readSessionRecord}, once a write of `key` still under way has resolved. */
-  read<S extends typeof TurnRecord | typeof ScriptRecord | typeof ToolRecord>(key: string, schema: S): Promise<z.infer<S> | undefined>;
+  read<S extends RecordSchema>(key: string, schema: S): Promise<z.infer<S> | undefined>;
 }
 
 /** The {@link RecordsBehind} of one Handler writing to `store`. */
@@ -109,7 +113,7 @@ export function recordsBehind(store: TaskStore, log: Logger): RecordsBehind {
 }
 
 /** Writes a record; a failure (a session too large for the store, an outage) is logged, never fatal. */
-export async function writeRecord<S extends typeof TurnRecord | typeof ScriptRecord | typeof ToolRecord>(
+export async function writeRecord<S extends RecordSchema>(
   store: TaskStore,
   key: string,
   schema: S,

@@ -54,6 +54,11 @@ const HEADER_NAME = /^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/;
 const replyFields = {
   /** The assistant text; `{{lastUser}}` is replaced by the last user message. */
   reply: z.string().optional(),
+  /**
+   * The assistant text as the pieces it is streamed in (`stream: true`), exactly, instead of a word at a time: the
+   * text is their concatenation, as is the answer of a request that does not stream. Not together with `reply`.
+   */
+  chunks: z.array(z.string().min(1)).min(1).optional(),
   /** Tool calls the assistant makes. */
   toolCalls: z.array(ToolCallSpec).optional(),
   /** Token counts to report; a missing count is estimated from the text (characters / 4). */
@@ -89,18 +94,24 @@ const replyFields = {
     .optional(),
 };
 
+/** `reply` and `chunks` both give the text: one of them at most. */
+const oneText = (r: { reply?: string | undefined; chunks?: string[] | undefined }) => r.reply === undefined || r.chunks === undefined;
+const ONE_TEXT = { message: "give 'reply' or 'chunks', not both", path: ["chunks"] };
+
 /** What to answer, without conditions: the `default` of a script. */
-export const MockReply = z.strictObject(replyFields);
+export const MockReply = z.strictObject(replyFields).refine(oneText, ONE_TEXT);
 export type MockReply = z.infer<typeof MockReply>;
 
 /** One scripted rule: conditions and what to answer when they hold. */
-export const MockRule = z.strictObject({
-  ...replyFields,
-  /** Conditions; a rule without them matches every request. */
-  match: RuleMatch.optional(),
-  /** Apply the rule this many times, then skip it (e.g. three 429s, then a later rule answers). */
-  times: z.int().positive().optional(),
-});
+export const MockRule = z
+  .strictObject({
+    ...replyFields,
+    /** Conditions; a rule without them matches every request. */
+    match: RuleMatch.optional(),
+    /** Apply the rule this many times, then skip it (e.g. three 429s, then a later rule answers). */
+    times: z.int().positive().optional(),
+  })
+  .refine(oneText, ONE_TEXT);
 export type MockRule = z.infer<typeof MockRule>;
 
 /**
@@ -210,6 +221,8 @@ export type MockAnswer =
       gate?: MockGate;
       headers: Record<string, string>;
       content: string | null;
+      /** The pieces `content` is streamed in (`chunks` of the rule); absent: a word at a time. */
+      chunks?: string[];
       refusal: string | null;
       toolCalls: PlannedToolCall[];
       finishReason: NonNullable<MockReply["finishReason"]>;
@@ -301,7 +314,10 @@ function plan(reply: MockReply, answeredBy: AnsweredBy, facts: Facts): MockAnswe
     arguments: typeof c.arguments === "string" ? c.arguments : JSON.stringify(c.arguments),
   }));
   // A rule that only sets usage, delay or finish reason still needs some text to send.
-  const text = reply.reply ?? (toolCalls.length > 0 || reply.refusal !== undefined ? null : `mock: ${facts.lastUser.slice(0, 200)}`);
+  const text =
+    reply.reply ??
+    reply.chunks?.join("") ??
+    (toolCalls.length > 0 || reply.refusal !== undefined ? null : `mock: ${facts.lastUser.slice(0, 200)}`);
   const refusal = reply.refusal ?? null;
   // A function replacer, so `$&` and friends in the user's text are not interpreted.
   const content = text === null ? null : text.replaceAll("{{lastUser}}", () => facts.lastUser);
@@ -333,6 +349,7 @@ function plan(reply: MockReply, answeredBy: AnsweredBy, facts: Facts): MockAnswe
     ...gated,
     headers,
     content,
+    ...(reply.chunks ? { chunks: reply.chunks } : {}),
     refusal,
     toolCalls,
     finishReason: reply.finishReason ?? (toolCalls.length > 0 ? "tool_calls" : "stop"),

@@ -228,7 +228,7 @@ function sendStream(res: ServerResponse, c: Completion, includeUsage: boolean): 
     frame([{ index: 0, delta: d, logprobs: null, finish_reason: finishReason }]);
 
   delta(c.content === null ? { role: "assistant" } : { role: "assistant", content: "" });
-  for (const piece of c.content?.match(/\S+\s*|\s+/gu) ?? []) delta({ content: piece });
+  for (const piece of c.chunks ?? c.content?.match(/\S+\s*|\s+/gu) ?? []) delta({ content: piece });
   for (const piece of c.refusal?.match(/\S+\s*|\s+/gu) ?? []) delta({ refusal: piece });
   for (const [index, call] of c.toolCalls.entries()) {
     delta({ tool_calls: [{ index, ...toolCallBody(call, "") }] });

@@ -1,7 +1,7 @@
 /** The mock model through the real `openai` SDK: replies, rule matching, tool calls, streaming and usage. */
 import OpenAI from "openai";
 import { describe, expect, it } from "vitest";
-import type { MockScript } from "../../runtime/model/mock-server.js";
+import { parseMockScript, type MockScript } from "../../runtime/model/mock-server.js";
 import { ask, closeServersAfterEach, functionCalls, start, textOf, user, type Message } from "../support/mock-llm-client.js";
 
 closeServersAfterEach();
@@ -192,6 +192,19 @@ describe("mock-llm: streaming", () => {
     expect(chunks.at(-1)?.choices[0]?.finish_reason).toBe("stop");
     expect(chunks.every((c) => c.id === chunks[0]?.id && c.object === "chat.completion.chunk" && c.model === "mock-model")).toBe(true);
     expect(chunks.some((c) => c.usage != null)).toBe(false);
+  });
+
+  it("streams the pieces a rule's chunks give, exactly; the text is their concatenation", async () => {
+    const pieces = ["The key is sk-li", "ve-SEC", "RET42", " ok"];
+    const { client } = await start({ rules: [{ match: { lastUser: "chunked" }, chunks: pieces }] });
+    expect(textOf(await ask(client, [user("chunked")]))).toBe(pieces.join(""));
+    const stream = await client.chat.completions.create({ model: "mock-model", messages: [user("chunked")], stream: true });
+    const deltas: string[] = [];
+    for await (const chunk of stream) deltas.push(...chunk.choices.map((ch) => ch.delta.content ?? ""));
+    expect(deltas.filter((d) => d !== "")).toEqual(pieces);
+    expect(() => parseMockScript({ rules: [{ reply: "a", chunks: ["a"] }] })).toThrow(
+      "/rules/0/chunks: give 'reply' or 'chunks', not both",
+    );
   });
 
   it("ends with a usage chunk when include_usage is set", async () => {

@@ -7,7 +7,7 @@ import { DirigentClient } from "../../runtime/client.js";
 import { openMemoryTransport, openNatsTransport, type OpenTransport } from "../../runtime/transport.js";
 import { startSystem, type Role, type SystemHandle } from "../../runtime/system.js";
 import { createSubjects } from "../../protocol/index.js";
-import { silentLogger } from "../../actors/deps.js";
+import { silentLogger, type Logger } from "../../actors/deps.js";
 import { randomRoot } from "./nats-server.js";
 import type { TypeScriptTool } from "../../runtime/tools/typescript.js";
 
@@ -27,6 +27,10 @@ export interface StackOptions {
   tools?: readonly TypeScriptTool[];
   /** Changes the opened transport before the roles start (a fault in one of its effects). */
   wrapTransport?: (transport: OpenTransport) => OpenTransport;
+  /** The intake queue's ack wait over NATS; `DIRIGENT_ACK_WAIT_MS` or its default otherwise. */
+  ackWaitMs?: number;
+  /** The roles' logger; silent by default. */
+  log?: Logger;
 }
 
 /** A running stack. */
@@ -58,13 +62,19 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     ...options.config,
   };
   const subjects = createSubjects(root);
+  const log = options.log ?? silentLogger;
   const opened = options.url
-    ? await openNatsTransport(options.url, subjects, { name: `test-${root}`, log: silentLogger })
-    : openMemoryTransport(silentLogger);
+    ? await openNatsTransport(options.url, subjects, {
+        name: `test-${root}`,
+        log,
+        ...(options.ackWaitMs === undefined ? {} : { ackWaitMs: options.ackWaitMs }),
+      })
+    : openMemoryTransport(log);
   const transport = options.wrapTransport ? options.wrapTransport(opened) : opened;
   const system = await startSystem({
     config,
     transport,
+    ...(options.log ? { log: options.log } : {}),
     ...(options.roles ? { roles: options.roles } : {}),
     ...(options.tools ? { tools: options.tools } : {}),
   });
