@@ -1,0 +1,75 @@
+/**
+ * Every machine's chart is readable as drawn: its SVG's geometry (state boxes, edge routes, the boxes the label texts
+ * cover) breaks none of the rules of test/support/chart-geometry.ts — no two labels overlap, no edge runs through a
+ * state box it does not enter or through another transition's label, no label lies on a state box.
+ */
+import { describe, expect, it } from "vitest";
+import { machineGraph } from "../../runtime/charts/graph.js";
+import { machines } from "../../runtime/charts/registry.js";
+import { statechartSvg } from "../../runtime/charts/svg.js";
+import { chartProblems, svgGeometry, type ChartGeometry } from "../support/chart-geometry.js";
+
+describe("chart layout of every machine", () => {
+  for (const { name, machine } of machines) {
+    it(`lays out ${name} with no overlapping label and no edge through a box or a label`, async () => {
+      const graph = machineGraph(machine);
+      const geometry = svgGeometry(await statechartSvg(graph), graph);
+      // The geometry holds everything drawn, so the rules below see every box and every edge.
+      expect([...geometry.states.keys()].sort()).toEqual(graph.states.map((s) => s.id).sort());
+      expect(geometry.edges.filter((e) => e.label).length).toBe(graph.transitions.length);
+      expect(chartProblems(geometry)).toEqual([]);
+    });
+  }
+});
+
+describe("the readability rules", () => {
+  const chart = (edges: ChartGeometry["edges"]): ChartGeometry => ({
+    states: new Map([
+      ["m", { x: 0, y: 0, width: 300, height: 200 }],
+      ["m.a", { x: 10, y: 40, width: 60, height: 30 }],
+      ["m.b", { x: 120, y: 40, width: 60, height: 30 }],
+      ["m.c", { x: 230, y: 40, width: 60, height: 30 }],
+    ]),
+    parents: new Map([
+      ["m", undefined],
+      ["m.a", "m"],
+      ["m.b", "m"],
+      ["m.c", "m"],
+    ]),
+    edges,
+  });
+  const ab = {
+    name: "a→b",
+    source: "m.a",
+    target: "m.b",
+    points: [
+      { x: 70, y: 55 },
+      { x: 120, y: 55 },
+    ],
+    label: { x: 75, y: 40, width: 40, height: 12 },
+  };
+
+  it("accepts an edge between neighbours with its label beside it", () => {
+    expect(chartProblems(chart([ab]))).toEqual([]);
+  });
+
+  it("finds overlapping labels, an edge through a box and through a label, a label on a box", () => {
+    const ac = {
+      name: "a→c",
+      source: "m.a",
+      target: "m.c",
+      points: [
+        { x: 70, y: 50 },
+        { x: 230, y: 50 },
+      ],
+      label: { x: 100, y: 44, width: 60, height: 16 },
+    };
+    expect(chartProblems(chart([ab, ac]))).toEqual([
+      "labels overlap: a→b / a→c",
+      "edge crosses label of a→c: a→b",
+      "edge crosses state m.b: a→c",
+      "edge crosses label of a→b: a→c",
+      "label lies on state m.b: a→c",
+    ]);
+  });
+});
