@@ -7,8 +7,7 @@
  * guards) goes through {@link escapeXml}, so the SVG holds them as text only; the page parses it as XML and keeps
  * only the elements and attributes drawn here.
  */
-import type { AnyStateMachine } from "xstate";
-import { machineGraph, type MachineGraph } from "./graph.js";
+import type { MachineGraph } from "./graph.js";
 import { INITIAL_RADIUS, LABEL_FONT, layoutChart, STATE_FONT, type ChartLayout, type Point, type StateBox } from "./layout.js";
 
 /** Escapes text for SVG/XML. */
@@ -84,18 +83,4 @@ export function drawChart(layout: ChartLayout): string {
  */
 export async function statechartSvg(graph: MachineGraph): Promise<string> {
   return drawChart(await layoutChart(graph));
-}
-
-/** Each machine's chart, laid out once per process: a machine definition does not change while it runs. */
-const charts = new WeakMap<AnyStateMachine, Promise<string>>();
-
-/**
- * The SVG of a machine's chart, laid out on the first call and cached for the process.
- *
- * @example await machineChartSvg(taskMachine)
- */
-export function machineChartSvg(machine: AnyStateMachine): Promise<string> {
-  let svg = charts.get(machine);
-  if (!svg) charts.set(machine, (svg = statechartSvg(machineGraph(machine))));
-  return svg;
 }
