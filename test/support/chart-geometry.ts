@@ -1,11 +1,12 @@
 /**
  * The readability rules of a drawn statechart, checked on its geometry: no two transition labels overlap, no edge
  * runs through a state box other than its source, its target and their ancestors, no edge runs through another
- * transition's label, and no label lies on a state box other than a container of its transition. The geometry comes
+ * transition's label or through a state's name, and no label lies on a state's name or on a state box other than a
+ * container of its transition. The geometry comes
  * from the SVG text (`svgGeometry`, for unit tests) or from the page (measured in Chromium, for browser tests).
  */
 import type { MachineGraph } from "../../runtime/charts/graph.js";
-import { LABEL_FONT } from "../../runtime/charts/layout.js";
+import { LABEL_FONT, STATE_FONT } from "../../runtime/charts/layout.js";
 import { textWidth } from "../../runtime/charts/text-width.js";
 
 /** A point of the chart. */
@@ -37,6 +38,8 @@ export interface DrawnEdge {
 export interface ChartGeometry {
   /** Every state's box by state id. */
   states: Map<string, Rect>;
+  /** The box of every state's name (text), by state id. */
+  names: Map<string, Rect>;
   /** Every state's parent, by state id (absent on the root). */
   parents: Map<string, string | undefined>;
   edges: DrawnEdge[];
@@ -107,10 +110,15 @@ export function chartProblems(chart: ChartGeometry): string[] {
       const inside = shrink(other.label, TOLERANCE);
       if (segments.some(([a, b]) => crosses(a, b, inside))) problems.push(`edge crosses label of ${other.name}: ${edge.name}`);
     }
+    for (const [id, name] of chart.names) {
+      const inside = shrink(name, TOLERANCE);
+      if (segments.some(([a, b]) => crosses(a, b, inside))) problems.push(`edge crosses the name of ${id}: ${edge.name}`);
+    }
     if (edge.label) {
       const around = new Set(containers);
       for (const [id, box] of chart.states)
         if (!around.has(id) && overlap(edge.label, box)) problems.push(`label lies on state ${id}: ${edge.name}`);
+      for (const [id, name] of chart.names) if (overlap(edge.label, name)) problems.push(`label lies on the name of ${id}: ${edge.name}`);
     }
   }
   return problems;
@@ -200,23 +208,34 @@ export function pathPoints(d: string): Pt[] {
 }
 
 /**
- * The geometry of a chart as its SVG text draws it: each `g.state`'s first `rect`, each `g.transition`'s path and
- * the box its `text` covers (estimated with the layout's own text widths: ascent .93 em above the baseline, descent
- * .24 em below), and each `g.initial`'s arrow to its `data-target`.
+ * The box a `<text>` element covers, estimated with the layout's own text widths: ascent .93 em above the baseline,
+ * descent .24 em below, as DejaVu Sans draws it.
+ */
+function textBox(tag: string, content: string, fontSize: number): Rect {
+  const width = textWidth(content, fontSize);
+  const anchor = attr(tag, "text-anchor") ?? "start";
+  const x = num(tag, "x") - (anchor === "middle" ? width / 2 : anchor === "end" ? width : 0);
+  return { x, y: num(tag, "y") - 0.93 * fontSize, width, height: 1.17 * fontSize };
+}
+
+/**
+ * The geometry of a chart as its SVG text draws it: each `g.state`'s first `rect` and the box its name covers, each
+ * `g.transition`'s path and the box its label covers, and each `g.initial`'s arrow to its `data-target`.
  */
 export function svgGeometry(svg: string, graph: MachineGraph): ChartGeometry {
   const states = new Map<string, Rect>();
-  for (const m of svg.matchAll(/<g class="state [^"]*" data-state="([^"]*)"><title>[^<]*<\/title>\s*(<rect [^>]*>)/g)) {
-    const rect = m[2] ?? "";
-    states.set(unescapeXml(m[1] ?? ""), { x: num(rect, "x"), y: num(rect, "y"), width: num(rect, "width"), height: num(rect, "height") });
+  const names = new Map<string, Rect>();
+  const stateGroups =
+    /<g class="state [^"]*" data-state="([^"]*)"><title>[^<]*<\/title>\s*(<rect [^>]*>)(?:(?!<\/g>)[^])*?(<text [^>]*>)([^<]*)<\/text>/g;
+  for (const [, id = "", rect = "", text = "", content = ""] of svg.matchAll(stateGroups)) {
+    states.set(unescapeXml(id), { x: num(rect, "x"), y: num(rect, "y"), width: num(rect, "width"), height: num(rect, "height") });
+    names.set(unescapeXml(id), textBox(text, unescapeXml(content), STATE_FONT));
   }
   const edges: DrawnEdge[] = [];
-  for (const m of svg.matchAll(/<g (class="transition"[^>]*)>(<path [^>]*>)(<text [^>]*>)([^<]*)<\/text><\/g>/g)) {
-    const [, g = "", path = "", text = "", content = ""] = m;
+  for (const [, g = "", path = "", text = "", content = ""] of svg.matchAll(
+    /<g (class="transition"[^>]*)>(<path [^>]*>)(<text [^>]*>)([^<]*)<\/text><\/g>/g,
+  )) {
     const label = unescapeXml(content);
-    const width = textWidth(label, LABEL_FONT);
-    const anchor = attr(text, "text-anchor") ?? "start";
-    const x = num(text, "x") - (anchor === "middle" ? width / 2 : anchor === "end" ? width : 0);
     const source = attr(g, "data-source") ?? "";
     const target = attr(g, "data-target") ?? "";
     edges.push({
@@ -224,12 +243,11 @@ export function svgGeometry(svg: string, graph: MachineGraph): ChartGeometry {
       source,
       target,
       points: pathPoints(attr(path, "d") ?? ""),
-      label: { x, y: num(text, "y") - 0.93 * LABEL_FONT, width, height: 1.17 * LABEL_FONT },
+      label: textBox(text, label, LABEL_FONT),
     });
   }
-  for (const m of svg.matchAll(/<g class="initial" data-target="([^"]*)">[^]*?(<path [^>]*>)/g)) {
-    const target = unescapeXml(m[1] ?? "");
-    edges.push({ name: `initial → ${target}`, target, points: pathPoints(attr(m[2] ?? "", "d") ?? "") });
+  for (const [, target = "", path = ""] of svg.matchAll(/<g class="initial" data-target="([^"]*)">[^]*?(<path [^>]*>)/g)) {
+    edges.push({ name: `initial → ${unescapeXml(target)}`, target: unescapeXml(target), points: pathPoints(attr(path, "d") ?? "") });
   }
-  return { states, parents: new Map(graph.states.map((s) => [s.id, s.parent])), edges };
+  return { states, names, parents: new Map(graph.states.map((s) => [s.id, s.parent])), edges };
 }

@@ -1,7 +1,8 @@
 /**
- * Every machine's chart is readable as drawn: its SVG's geometry (state boxes, edge routes, the boxes the label texts
- * cover) breaks none of the rules of test/support/chart-geometry.ts — no two labels overlap, no edge runs through a
- * state box it does not enter or through another transition's label, no label lies on a state box.
+ * Every machine's chart is readable as drawn: its SVG's geometry (state boxes, edge routes, the boxes the state names
+ * and label texts cover) breaks none of the rules of test/support/chart-geometry.ts — no two labels overlap, no edge
+ * runs through a state box it does not enter, through another transition's label or through a state's name, no label
+ * lies on a state box or a name.
  */
 import { describe, expect, it } from "vitest";
 import { machineGraph } from "../../runtime/charts/graph.js";
@@ -16,6 +17,7 @@ describe("chart layout of every machine", () => {
       const geometry = svgGeometry(await statechartSvg(graph), graph);
       // The geometry holds everything drawn, so the rules below see every box and every edge.
       expect([...geometry.states.keys()].sort()).toEqual(graph.states.map((s) => s.id).sort());
+      expect([...geometry.names.keys()].sort()).toEqual(graph.states.map((s) => s.id).sort());
       expect(geometry.edges.filter((e) => e.label).length).toBe(graph.transitions.length);
       expect(chartProblems(geometry)).toEqual([]);
     });
@@ -30,6 +32,7 @@ describe("the readability rules", () => {
       ["m.b", { x: 120, y: 40, width: 60, height: 30 }],
       ["m.c", { x: 230, y: 40, width: 60, height: 30 }],
     ]),
+    names: new Map([["m", { x: 10, y: 5, width: 50, height: 14 }]]),
     parents: new Map([
       ["m", undefined],
       ["m.a", "m"],
@@ -71,5 +74,19 @@ describe("the readability rules", () => {
       "edge crosses label of a→b: a→c",
       "label lies on state m.b: a→c",
     ]);
+  });
+
+  it("finds an edge through a state's name and a label on it", () => {
+    const into = {
+      name: "m→a",
+      source: "m",
+      target: "m.a",
+      points: [
+        { x: 20, y: 0 },
+        { x: 20, y: 40 },
+      ],
+      label: { x: 30, y: 10, width: 20, height: 8 },
+    };
+    expect(chartProblems(chart([into]))).toEqual(["edge crosses the name of m: m→a", "label lies on the name of m: m→a"]);
   });
 });
