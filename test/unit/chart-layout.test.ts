@@ -8,7 +8,7 @@ import { describe, expect, it } from "vitest";
 import { machineGraph } from "../../runtime/charts/graph.js";
 import { machines } from "../../runtime/charts/registry.js";
 import { statechartSvg } from "../../runtime/charts/svg.js";
-import { chartProblems, svgGeometry, type ChartGeometry } from "../support/chart-geometry.js";
+import { chartProblems, svgGeometry, type ChartGeometry, type Rect } from "../support/chart-geometry.js";
 
 describe("chart layout of every machine", () => {
   for (const { name, machine } of machines) {
@@ -41,32 +41,22 @@ describe("the readability rules", () => {
     ]),
     edges,
   });
-  const ab = {
-    name: "a→b",
-    source: "m.a",
-    target: "m.b",
-    points: [
-      { x: 70, y: 55 },
-      { x: 120, y: 55 },
-    ],
-    label: { x: 75, y: 40, width: 40, height: 12 },
-  };
+  /** A straight edge from `from` to `to` with its label. */
+  const edge = (name: string, source: string, target: string, from: [number, number], to: [number, number], label: Rect) => ({
+    name,
+    source,
+    target,
+    points: [from, to].map(([x, y]) => ({ x, y })),
+    label,
+  });
+  const ab = edge("a→b", "m.a", "m.b", [70, 55], [120, 55], { x: 75, y: 40, width: 40, height: 12 });
 
   it("accepts an edge between neighbours with its label beside it", () => {
     expect(chartProblems(chart([ab]))).toEqual([]);
   });
 
   it("finds overlapping labels, an edge through a box and through a label, a label on a box", () => {
-    const ac = {
-      name: "a→c",
-      source: "m.a",
-      target: "m.c",
-      points: [
-        { x: 70, y: 50 },
-        { x: 230, y: 50 },
-      ],
-      label: { x: 100, y: 44, width: 60, height: 16 },
-    };
+    const ac = edge("a→c", "m.a", "m.c", [70, 50], [230, 50], { x: 100, y: 44, width: 60, height: 16 });
     expect(chartProblems(chart([ab, ac]))).toEqual([
       "labels overlap: a→b / a→c",
       "edge crosses label of a→c: a→b",
@@ -77,16 +67,7 @@ describe("the readability rules", () => {
   });
 
   it("finds an edge through a state's name and a label on it", () => {
-    const into = {
-      name: "m→a",
-      source: "m",
-      target: "m.a",
-      points: [
-        { x: 20, y: 0 },
-        { x: 20, y: 40 },
-      ],
-      label: { x: 30, y: 10, width: 20, height: 8 },
-    };
+    const into = edge("m→a", "m", "m.a", [20, 0], [20, 40], { x: 30, y: 10, width: 20, height: 8 });
     expect(chartProblems(chart([into]))).toEqual(["edge crosses the name of m: m→a", "label lies on the name of m: m→a"]);
   });
 });
