@@ -7,27 +7,17 @@
  */
 import type { ELK, ElkExtendedEdge, ElkNode, ElkShape } from "elkjs/lib/elk.bundled.js";
 import type { GraphState, GraphTransition, MachineGraph } from "./graph.js";
+import type { Box, Point } from "./geometry.js";
+import { headerBox } from "./header.js";
 import { textWidth } from "./text-width.js";
-
-/** A point of the chart, in pixels from its top left corner. */
-export interface Point {
-  x: number;
-  y: number;
-}
-
-/** A rectangle of the chart. */
-export interface Box {
-  x: number;
-  y: number;
-  width: number;
-  height: number;
-}
 
 /** A state's box: a leaf state is a rounded box with its name in the middle, a compound one holds its children. */
 export interface StateBox extends Box {
   state: GraphState;
-  /** True when the state has children (its name is a header at the top left). */
+  /** True when the state has children (its name is a header above them, clear of the edges: `header.ts`). */
   compound: boolean;
+  /** The box of its name, as {@link stateName} says it. */
+  name: Box;
 }
 
 /** A transition's route and label. */
@@ -76,15 +66,18 @@ const LEAF_MIN_WIDTH = 72;
 const END_GAP = 8;
 /** Room above a compound state's children for its name. */
 const HEADER = 28;
+/** Height of a state's name. */
+const NAME_HEIGHT = Math.ceil(STATE_FONT * 1.2);
 /** Room around a label's text, so text a little wider than estimated still stays in its box. */
 const LABEL_PAD = 3;
 const LABEL_HEIGHT = Math.ceil(LABEL_FONT * 1.4);
 const MARGIN = 12;
+/** A chart laid out left to right and wider than this is also laid out top to bottom, and the narrower one kept. */
+const WIDE = 1000;
 
 /** The options of every layout: see https://eclipse.dev/elk/reference/algorithms/org-eclipse-elk-layered.html. */
 const LAYOUT_OPTIONS: Record<string, string> = {
   "elk.algorithm": "layered",
-  "elk.direction": "RIGHT",
   "elk.hierarchyHandling": "INCLUDE_CHILDREN",
   "elk.edgeRouting": "ORTHOGONAL",
   // Every coordinate ELK returns is relative to the chart's top left, whatever node or edge it belongs to.
@@ -127,16 +120,25 @@ function labelBox(text: string): { width: number; height: number } {
   return { width: textWidth(text, LABEL_FONT) + 2 * LABEL_PAD, height: LABEL_HEIGHT };
 }
 
+/** The name drawn for a state: its key, or `machine <key>` on the root. */
+export function stateName(state: GraphState): string {
+  return state.parent === undefined ? `machine ${state.key}` : state.key;
+}
+
 /** The label of a transition: `event [guard]`. */
 export function transitionLabel(t: GraphTransition): string {
   return t.guard ? `${t.event} [${t.guard}]` : t.event;
 }
 
-function elkGraph(graph: MachineGraph): ElkNode {
+/** Which way the layers of states run: left to right, or top to bottom. */
+type Direction = "RIGHT" | "DOWN";
+
+function elkGraph(graph: MachineGraph, direction: Direction): ElkNode {
   const children = new Map<string, GraphState[]>();
   for (const s of graph.states) if (s.parent !== undefined) children.set(s.parent, [...(children.get(s.parent) ?? []), s]);
   const edges: ElkExtendedEdge[] = [];
-  // ELK spreads the ends of a state's edges along its side: a leaf with many grows tall enough to keep them apart.
+  // ELK spreads the ends of a state's edges along its side: a leaf with many grows long enough to keep them apart
+  // (tall when the layers run left to right, wide when they run down).
   const ends = new Map<string, number>();
   for (const t of graph.transitions) {
     if (t.source === t.target) continue;
@@ -144,11 +146,11 @@ function elkGraph(graph: MachineGraph): ElkNode {
   }
   const node = (state: GraphState): ElkNode => {
     const kids = children.get(state.id) ?? [];
-    const name = state.parent === undefined ? `machine ${state.key}` : state.key;
-    const nameWidth = textWidth(name, STATE_FONT) + 24;
+    const nameWidth = textWidth(stateName(state), STATE_FONT) + 24;
     if (kids.length === 0) {
-      const most = Math.max(ends.get(`>${state.id}`) ?? 0, ends.get(`<${state.id}`) ?? 0);
-      return { id: stateNodeId(state.id), width: Math.max(LEAF_MIN_WIDTH, nameWidth), height: Math.max(LEAF_HEIGHT, END_GAP * (most + 1)) };
+      const side = END_GAP * (Math.max(ends.get(`>${state.id}`) ?? 0, ends.get(`<${state.id}`) ?? 0) + 1);
+      const width = Math.max(LEAF_MIN_WIDTH, nameWidth, direction === "DOWN" ? side : 0);
+      return { id: stateNodeId(state.id), width, height: Math.max(LEAF_HEIGHT, direction === "RIGHT" ? side : 0) };
     }
     const nested: ElkNode[] = kids.map(node);
     const initial = kids.find((k) => k.key === state.initial);
@@ -180,7 +182,7 @@ function elkGraph(graph: MachineGraph): ElkNode {
       labels: [{ id: `l:${i}`, text, ...labelBox(text) }],
     });
   });
-  return { id: "chart", layoutOptions: LAYOUT_OPTIONS, children: [top], edges };
+  return { id: "chart", layoutOptions: { ...LAYOUT_OPTIONS, "elk.direction": direction }, children: [top], edges };
 }
 
 function nodesOf(node: ElkNode, out: Map<string, ElkNode>): Map<string, ElkNode> {
@@ -209,21 +211,22 @@ function route(edge: ElkExtendedEdge | undefined, what: string): Point[] {
 }
 
 /**
- * Lays out a machine's chart with ELK. Deterministic: the same graph gives the same geometry.
+ * Lays out a machine's chart with ELK, its layers running left to right, or top to bottom when that is narrower and
+ * the chart is wider than {@link WIDE}: the page shows a chart in a column and scrolls down, so a narrower chart is
+ * drawn larger. Deterministic: the same graph gives the same geometry.
  *
  * @example const layout = await layoutChart(machineGraph(taskMachine)); layout.states[0].width
  */
 export async function layoutChart(graph: MachineGraph): Promise<ChartLayout> {
-  const input = elkGraph(graph);
-  const out = await (await (elk ??= loadElk())).layout(input);
+  const engine = await (elk ??= loadElk());
+  let out = await engine.layout(elkGraph(graph, "RIGHT"));
+  if ((out.width ?? 0) > WIDE) {
+    const down = await engine.layout(elkGraph(graph, "DOWN"));
+    if ((down.width ?? 0) < (out.width ?? 0)) out = down;
+  }
   const nodes = nodesOf(out, new Map());
   const edges = new Map((out.edges ?? []).map((e) => [e.id, e]));
   const parents = new Set(graph.states.map((s) => s.parent));
-  const states = graph.states.map((state) => ({
-    state,
-    compound: parents.has(state.id),
-    ...box(nodes.get(stateNodeId(state.id)), `box for state '${state.id}'`),
-  }));
   const transitions = graph.transitions.map((transition, i) => {
     const edge = edges.get(`e:${i}`);
     const label = edge?.labels?.[0];
@@ -247,5 +250,16 @@ export async function layoutChart(graph: MachineGraph): Promise<ChartLayout> {
       points: route(edges.get(`ie:${state.id}`), `initial arrow of '${state.id}'`),
     });
   }
+  const lines = [...transitions, ...initials].map((t) => t.points);
+  const labels = transitions.map((t) => t.label);
+  const states = graph.states.map((state): StateBox => {
+    const at = box(nodes.get(stateNodeId(state.id)), `box for state '${state.id}'`);
+    const width = textWidth(stateName(state), STATE_FONT);
+    const compound = parents.has(state.id);
+    const name = compound
+      ? headerBox(at, HEADER, width, NAME_HEIGHT, lines, labels)
+      : { x: at.x + (at.width - width) / 2, y: at.y + (at.height - NAME_HEIGHT) / 2, width, height: NAME_HEIGHT };
+    return { state, compound, ...at, name };
+  });
   return { id: graph.id, width: Math.ceil(out.width ?? 0), height: Math.ceil(out.height ?? 0), states, transitions, initials };
 }

@@ -8,7 +8,8 @@
  * only the elements and attributes drawn here.
  */
 import type { MachineGraph } from "./graph.js";
-import { INITIAL_RADIUS, LABEL_FONT, layoutChart, STATE_FONT, type ChartLayout, type Point, type StateBox } from "./layout.js";
+import { INITIAL_RADIUS, LABEL_FONT, layoutChart, STATE_FONT, stateName, type ChartLayout, type StateBox } from "./layout.js";
+import type { Point } from "./geometry.js";
 
 /** Escapes text for SVG/XML. */
 export function escapeXml(text: string): string {
@@ -33,7 +34,8 @@ function stateSvg(b: StateBox): string {
   const s = b.state;
   const kind = s.parent === undefined ? "root" : s.type;
   const title = escapeXml([s.id, s.description, s.tags.length ? `tags: ${s.tags.join(", ")}` : ""].filter(Boolean).join("\n"));
-  const name = escapeXml(s.parent === undefined ? `machine ${s.key}` : s.key);
+  const name = escapeXml(stateName(s));
+  const middle = b.name.y + b.name.height / 2;
   const out = [
     `<g class="state ${escapeXml(kind)}" data-state="${escapeXml(s.id)}"><title>${title}</title>`,
     `<rect x="${n(b.x)}" y="${n(b.y)}" width="${n(b.width)}" height="${n(b.height)}" rx="${b.compound ? 10 : 16}"/>`,
@@ -42,8 +44,8 @@ function stateSvg(b: StateBox): string {
     out.push(`<rect class="inner" x="${n(b.x + 4)}" y="${n(b.y + 4)}" width="${n(b.width - 8)}" height="${n(b.height - 8)}" rx="12"/>`);
   out.push(
     b.compound
-      ? `<text x="${n(b.x + 10)}" y="${baseline(b.y + 14, STATE_FONT)}">${name}</text>`
-      : `<text x="${n(b.x + b.width / 2)}" y="${baseline(b.y + b.height / 2, STATE_FONT)}" text-anchor="middle">${name}</text>`,
+      ? `<text x="${n(b.name.x)}" y="${baseline(middle, STATE_FONT)}">${name}</text>`
+      : `<text x="${n(b.x + b.width / 2)}" y="${baseline(middle, STATE_FONT)}" text-anchor="middle">${name}</text>`,
     `</g>`,
   );
   return out.join("");

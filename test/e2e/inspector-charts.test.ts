@@ -11,7 +11,8 @@ import { chromium, type Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { machineGraph } from "../../runtime/charts/graph.js";
 import { machines } from "../../runtime/charts/registry.js";
-import { chartProblems, type DrawnEdge, type Rect } from "../support/chart-geometry.js";
+import type { Box } from "../../runtime/charts/geometry.js";
+import { chartProblems, type DrawnEdge } from "../support/chart-geometry.js";
 import { randomRoot, startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 import { startCli, type CliProcess } from "../support/processes.js";
 
@@ -21,8 +22,8 @@ const CHROMIUM = "/usr/bin/chromium";
 /** One chart as measured in the page, in the SVG's own units. */
 interface Measured {
   machine: string;
-  states: Array<{ id: string; box: Rect; name: Rect }>;
-  edges: Array<{ source?: string; target: string; text?: string; points: Array<{ x: number; y: number }>; label?: Rect }>;
+  states: Array<{ id: string; box: Box; name: Box }>;
+  edges: Array<{ source?: string; target: string; text?: string; points: Array<{ x: number; y: number }>; label?: Box }>;
 }
 
 /**

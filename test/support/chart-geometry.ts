@@ -5,23 +5,10 @@
  * container of its transition. The geometry comes
  * from the SVG text (`svgGeometry`, for unit tests) or from the page (measured in Chromium, for browser tests).
  */
+import { crosses, type Box, type Point } from "../../runtime/charts/geometry.js";
 import type { MachineGraph } from "../../runtime/charts/graph.js";
 import { LABEL_FONT, STATE_FONT } from "../../runtime/charts/layout.js";
 import { textWidth } from "../../runtime/charts/text-width.js";
-
-/** A point of the chart. */
-export interface Pt {
-  x: number;
-  y: number;
-}
-
-/** A rectangle of the chart. */
-export interface Rect {
-  x: number;
-  y: number;
-  width: number;
-  height: number;
-}
 
 /** One drawn line: a transition (with its label) or an initial marker's arrow (no source, no label). */
 export interface DrawnEdge {
@@ -30,16 +17,16 @@ export interface DrawnEdge {
   source?: string;
   target: string;
   /** The line as a polyline (curves sampled). */
-  points: Pt[];
-  label?: Rect;
+  points: Point[];
+  label?: Box;
 }
 
 /** A chart's drawn geometry. */
 export interface ChartGeometry {
   /** Every state's box by state id. */
-  states: Map<string, Rect>;
+  states: Map<string, Box>;
   /** The box of every state's name (text), by state id. */
-  names: Map<string, Rect>;
+  names: Map<string, Box>;
   /** Every state's parent, by state id (absent on the root). */
   parents: Map<string, string | undefined>;
   edges: DrawnEdge[];
@@ -48,40 +35,14 @@ export interface ChartGeometry {
 /** How far two shapes may run into each other before it counts: rounding, and lines drawn along a border. */
 const TOLERANCE = 1;
 
-function shrink(r: Rect, by: number): Rect {
+function shrink(r: Box, by: number): Box {
   return { x: r.x + by, y: r.y + by, width: r.width - 2 * by, height: r.height - 2 * by };
 }
 
-function overlap(a: Rect, b: Rect): boolean {
+function overlap(a: Box, b: Box): boolean {
   const x = Math.min(a.x + a.width, b.x + b.width) - Math.max(a.x, b.x);
   const y = Math.min(a.y + a.height, b.y + b.height) - Math.max(a.y, b.y);
   return x > TOLERANCE && y > TOLERANCE;
-}
-
-/** Whether the segment a–b runs through the inside of `r` (Liang–Barsky clipping). */
-function crosses(a: Pt, b: Pt, r: Rect): boolean {
-  if (r.width <= 0 || r.height <= 0) return false;
-  const dx = b.x - a.x;
-  const dy = b.y - a.y;
-  let t0 = 0;
-  let t1 = 1;
-  const sides: Array<[number, number]> = [
-    [-dx, a.x - r.x],
-    [dx, r.x + r.width - a.x],
-    [-dy, a.y - r.y],
-    [dy, r.y + r.height - a.y],
-  ];
-  for (const [p, q] of sides) {
-    if (p === 0) {
-      if (q <= 0) return false;
-      continue;
-    }
-    const t = q / p;
-    if (p < 0) t0 = Math.max(t0, t);
-    else t1 = Math.min(t1, t);
-    if (t0 >= t1) return false;
-  }
-  return true;
 }
 
 function ancestors(id: string | undefined, parents: Map<string, string | undefined>): string[] {
@@ -93,13 +54,13 @@ function ancestors(id: string | undefined, parents: Map<string, string | undefin
 /** Every broken rule of a chart, one line each; empty when the chart is readable. */
 export function chartProblems(chart: ChartGeometry): string[] {
   const problems: string[] = [];
-  const labelled = chart.edges.filter((e): e is DrawnEdge & { label: Rect } => e.label !== undefined);
+  const labelled = chart.edges.filter((e): e is DrawnEdge & { label: Box } => e.label !== undefined);
   for (const [i, a] of labelled.entries())
     for (const b of labelled.slice(i + 1)) if (overlap(a.label, b.label)) problems.push(`labels overlap: ${a.name} / ${b.name}`);
   for (const edge of chart.edges) {
     const containers = [...ancestors(edge.source, chart.parents), ...ancestors(edge.target, chart.parents)];
     const entered = new Set([edge.source, edge.target, ...containers]);
-    const segments = edge.points.slice(1).map((b, i) => [edge.points[i] as Pt, b] as const);
+    const segments = edge.points.slice(1).map((b, i) => [edge.points[i] as Point, b] as const);
     for (const [id, box] of chart.states) {
       if (entered.has(id)) continue;
       const inside = shrink(box, TOLERANCE);
@@ -140,21 +101,21 @@ function num(tag: string, name: string): number {
 }
 
 /** The points of an SVG path's `d` (M, L, H, V, Q, C, absolute or relative, and Z), curves sampled in 16 steps. */
-export function pathPoints(d: string): Pt[] {
+export function pathPoints(d: string): Point[] {
   const tokens = d.match(/[A-Za-z]|-?[\d.]+(?:e-?\d+)?/g) ?? [];
-  const points: Pt[] = [];
-  let at: Pt = { x: 0, y: 0 };
-  let start: Pt = at;
+  const points: Point[] = [];
+  let at: Point = { x: 0, y: 0 };
+  let start: Point = at;
   let i = 0;
   const next = () => Number(tokens[i++]);
-  const curve = (controls: Pt[], end: Pt) => {
+  const curve = (controls: Point[], end: Point) => {
     const all = [at, ...controls, end];
     for (let s = 1; s <= 16; s++) {
       const t = s / 16;
       let level = all;
       while (level.length > 1)
         level = level.slice(1).map((p, k) => ({ x: level[k]!.x + (p.x - level[k]!.x) * t, y: level[k]!.y + (p.y - level[k]!.y) * t }));
-      points.push(level[0] as Pt);
+      points.push(level[0] as Point);
     }
     at = end;
   };
@@ -162,7 +123,7 @@ export function pathPoints(d: string): Pt[] {
   while (i < tokens.length) {
     if (/[A-Za-z]/.test(tokens[i] as string)) command = tokens[i++] as string;
     const rel = command === command.toLowerCase() && command !== "z";
-    const pt = (): Pt => {
+    const pt = (): Point => {
       const x = next();
       const y = next();
       return rel ? { x: at.x + x, y: at.y + y } : { x, y };
@@ -211,7 +172,7 @@ export function pathPoints(d: string): Pt[] {
  * The box a `<text>` element covers, estimated with the layout's own text widths: ascent .93 em above the baseline,
  * descent .24 em below, as DejaVu Sans draws it.
  */
-function textBox(tag: string, content: string, fontSize: number): Rect {
+function textBox(tag: string, content: string, fontSize: number): Box {
   const width = textWidth(content, fontSize);
   const anchor = attr(tag, "text-anchor") ?? "start";
   const x = num(tag, "x") - (anchor === "middle" ? width / 2 : anchor === "end" ? width : 0);
@@ -223,8 +184,8 @@ function textBox(tag: string, content: string, fontSize: number): Rect {
  * `g.transition`'s path and the box its label covers, and each `g.initial`'s arrow to its `data-target`.
  */
 export function svgGeometry(svg: string, graph: MachineGraph): ChartGeometry {
-  const states = new Map<string, Rect>();
-  const names = new Map<string, Rect>();
+  const states = new Map<string, Box>();
+  const names = new Map<string, Box>();
   const stateGroups =
     /<g class="state [^"]*" data-state="([^"]*)"><title>[^<]*<\/title>\s*(<rect [^>]*>)(?:(?!<\/g>)[^])*?(<text [^>]*>)([^<]*)<\/text>/g;
   for (const [, id = "", rect = "", text = "", content = ""] of svg.matchAll(stateGroups)) {

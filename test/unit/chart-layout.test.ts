@@ -7,8 +7,10 @@
 import { describe, expect, it } from "vitest";
 import { machineGraph } from "../../runtime/charts/graph.js";
 import { machines } from "../../runtime/charts/registry.js";
+import { headerBox } from "../../runtime/charts/header.js";
 import { statechartSvg } from "../../runtime/charts/svg.js";
-import { chartProblems, svgGeometry, type ChartGeometry, type Rect } from "../support/chart-geometry.js";
+import type { Box } from "../../runtime/charts/geometry.js";
+import { chartProblems, svgGeometry, type ChartGeometry } from "../support/chart-geometry.js";
 
 describe("chart layout of every machine", () => {
   for (const { name, machine } of machines) {
@@ -42,7 +44,7 @@ describe("the readability rules", () => {
     edges,
   });
   /** A straight edge from `from` to `to` with its label. */
-  const edge = (name: string, source: string, target: string, from: [number, number], to: [number, number], label: Rect) => ({
+  const edge = (name: string, source: string, target: string, from: [number, number], to: [number, number], label: Box) => ({
     name,
     source,
     target,
@@ -69,5 +71,24 @@ describe("the readability rules", () => {
   it("finds an edge through a state's name and a label on it", () => {
     const into = edge("m→a", "m", "m.a", [20, 0], [20, 40], { x: 30, y: 10, width: 20, height: 8 });
     expect(chartProblems(chart([into]))).toEqual(["edge crosses the name of m: m→a", "label lies on the name of m: m→a"]);
+  });
+});
+
+describe("a compound state's name", () => {
+  const state = { x: 0, y: 0, width: 200, height: 100 };
+
+  it("goes at the left of the band above the children when nothing runs there", () => {
+    expect(headerBox(state, 28, 50, 14, [], [])).toEqual({ x: 10, y: 7, width: 50, height: 14 });
+  });
+
+  it("moves right past an edge running down through the band and a label lying in it", () => {
+    const down = [
+      { x: 30, y: -20 },
+      { x: 30, y: 60 },
+    ];
+    expect(headerBox(state, 28, 50, 14, [down], []).x).toBe(34);
+    expect(headerBox(state, 28, 50, 14, [down], [{ x: 80, y: 5, width: 20, height: 10 }]).x).toBe(102);
+    // No room left: back at the left.
+    expect(headerBox({ ...state, width: 90 }, 28, 50, 14, [down], []).x).toBe(10);
   });
 });
