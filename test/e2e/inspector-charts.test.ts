@@ -6,18 +6,15 @@
  * state box it does not enter, through another transition's label or through a state's name, no label lies on a
  * state box or a name.
  */
-import { existsSync } from "node:fs";
-import { chromium, type Browser } from "playwright-core";
+import type { Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { machineGraph } from "../../runtime/charts/graph.js";
 import { machines } from "../../runtime/charts/registry.js";
 import type { Box } from "../../runtime/charts/geometry.js";
 import { chartProblems, type DrawnEdge } from "../support/chart-geometry.js";
+import { launchChromium } from "../support/chromium.js";
 import { randomRoot, startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 import { startCli, type CliProcess } from "../support/processes.js";
-
-/** Debian's Chromium, as in inspector-browser.test.ts. */
-const CHROMIUM = "/usr/bin/chromium";
 
 /** One chart as measured in the page, in the SVG's own units. */
 interface Measured {
@@ -77,15 +74,10 @@ let browser: Browser;
 let pageUrl = "";
 
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM))
-    throw new Error(`${CHROMIUM} is missing: the browser test needs Debian's Chromium (apt-get install -y chromium; .ci/run does it)`);
+  browser = await launchChromium();
   nats = await startTestNatsServer();
   inspector = startCli(["inspect", "--port", "0", "--nats", nats.url, "--prefix", randomRoot()]);
   [, pageUrl = ""] = await inspector.waitFor(/inspector on (http:\/\/127\.0\.0\.1:\d+\/)/);
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"],
-  });
 });
 
 afterAll(async () => {
