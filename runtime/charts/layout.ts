@@ -1,9 +1,10 @@
 /**
  * Lays out a {@link MachineGraph} with ELK (elkjs, the Eclipse Layout Kernel compiled to JavaScript): its layered
- * algorithm places the states left to right with compound states as nested nodes laid out together with their
- * children (`INCLUDE_CHILDREN`), routes every transition orthogonally around the boxes it does not enter, and places
- * every transition's label itself, so no two labels overlap and no edge runs through a box or a label. The result is
- * plain geometry in one coordinate system, which `svg.ts` draws as it is.
+ * algorithm places the states in layers (left to right, or top to bottom for a chart that is narrower so) with
+ * compound states as nested nodes laid out together with their children (`INCLUDE_CHILDREN`), routes every
+ * transition orthogonally around the boxes it does not enter, and places every transition's label itself, so no two
+ * labels overlap and no edge runs through a box or a label. The result is plain geometry in one coordinate system,
+ * which `svg.ts` draws as it is.
  */
 import type { ELK, ElkExtendedEdge, ElkNode, ElkShape } from "elkjs/lib/elk.bundled.js";
 import type { GraphState, GraphTransition, MachineGraph } from "./graph.js";
