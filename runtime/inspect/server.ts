@@ -17,7 +17,7 @@ import { InspectMessage } from "../../protocol/inspect.js";
 import { machineGraph } from "../charts/graph.js";
 import { machines } from "../charts/registry.js";
 import { allowedHosts, hostLiteral, isWildcard, refusal, SECURITY_HEADERS as COMMON_HEADERS } from "./guard.js";
-import { statechartSvg } from "../charts/svg.js";
+import { machineCharts as chartCache } from "../charts/cache.js";
 import { InspectState, type ActorView, type TaskView } from "./state.js";
 import { messageOf } from "../../protocol/errors.js";
 
@@ -95,12 +95,14 @@ export const PAGE_CSP =
   "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 const SECURITY_HEADERS = { ...COMMON_HEADERS, "content-security-policy": PAGE_CSP };
 
-/** The machines' charts, as the page loads them: name, machine id, SVG and graph. */
-export function machineCharts(): Array<{ name: string; id: string; svg: string; states: string[] }> {
-  return machines.map(({ name, machine }) => {
-    const graph = machineGraph(machine);
-    return { name, id: graph.id, svg: statechartSvg(graph), states: graph.states.map((s) => s.id) };
-  });
+/** The machines' charts, as the page loads them: name, machine id, SVG (prebuilt, or laid out once) and state ids. */
+export async function machineCharts(): Promise<Array<{ name: string; id: string; svg: string; states: string[] }>> {
+  return Promise.all(
+    machines.map(async (named) => {
+      const graph = machineGraph(named.machine);
+      return { name: named.name, id: graph.id, svg: await chartCache.svg(named), states: graph.states.map((s) => s.id) };
+    }),
+  );
 }
 
 /** Filters of `/api/state`: task id (substring), role and process (exact). */
@@ -137,7 +139,9 @@ export async function startInspectServer(options: InspectServerOptions): Promise
   allowedHosts(options.host ?? "127.0.0.1", 1, options.allowedHosts);
   const state = new InspectState();
   const assets = options.assetsDir ?? packagedAssetsDir();
-  const charts = JSON.stringify(machineCharts());
+  /** The charts as `/api/machines` answers them, read (or laid out) when a page first asks. */
+  let charts: Promise<string> | undefined;
+  const chartsJson = () => (charts ??= machineCharts().then((list) => JSON.stringify(list)));
   const clients = new Set<ServerResponse>();
 
   const applyStored = (m: ReplayedMessage) => {
@@ -215,7 +219,7 @@ export async function startInspectServer(options: InspectServerOptions): Promise
       res.end(body);
       return;
     }
-    if (url.pathname === "/api/machines") return json(res, 200, charts);
+    if (url.pathname === "/api/machines") return json(res, 200, await chartsJson());
     if (url.pathname === "/api/state") {
       const q = url.searchParams;
       const view = filterView(state.view(), {

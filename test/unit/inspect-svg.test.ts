@@ -1,13 +1,14 @@
-import { describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { machineGraph, type MachineGraph } from "../../runtime/charts/graph.js";
-import { escapeXml, statechartSvg, transitionLabel } from "../../runtime/charts/svg.js";
+import { transitionLabel } from "../../runtime/charts/layout.js";
+import { escapeXml, statechartSvg } from "../../runtime/charts/svg.js";
 import { machines } from "../../runtime/charts/registry.js";
 
 describe("statechart SVG of every machine", () => {
   for (const { name, machine } of machines) {
-    it(`draws ${name}: every state once, every transition with its label, boxes nested inside their parents`, () => {
+    it(`draws ${name}: every state once, every transition with its label, boxes nested inside their parents`, async () => {
       const graph = machineGraph(machine);
-      const svg = statechartSvg(graph);
+      const svg = await statechartSvg(graph);
       expect(svg).toMatch(new RegExp(`^<svg [^>]*data-machine="${graph.id}"`));
       for (const state of graph.states) expect(svg.split(`data-state="${escapeXml(state.id)}"`).length - 1).toBe(1);
       const edges = [...svg.matchAll(/<g class="transition"/g)];
@@ -28,8 +29,8 @@ describe("statechart SVG of every machine", () => {
     });
   }
 
-  it("draws the task machine's CONTINUATION states inside running", () => {
-    const svg = statechartSvg(machineGraph(machines.find((m) => m.name === "task")!.machine));
+  it("draws the task machine's CONTINUATION states inside running", async () => {
+    const svg = await statechartSvg(machineGraph(machines.find((m) => m.name === "task")!.machine));
     for (const id of ["task.running.awaitingSubtask", "task.running.awaitingEvaluation", "task.running.awaitingInput"])
       expect(svg).toContain(`data-state="${id}"`);
   });
@@ -69,7 +70,10 @@ describe("statechart SVG of hostile names", () => {
       { source: `m${evil}.a${evil}`, target: `m${evil}.a${evil}`, event: `stay${evil}`, actions: [], targetless: true },
     ],
   };
-  const svg = statechartSvg(graph);
+  let svg = "";
+  beforeAll(async () => {
+    svg = await statechartSvg(graph);
+  });
 
   it("embeds every name as escaped text: no element, attribute or quote comes from a name", () => {
     expect(svg).not.toContain("<script");
