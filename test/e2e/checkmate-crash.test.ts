@@ -30,8 +30,8 @@ beforeAll(async () => {
           reply: "- written in Python",
         },
         { match: { lastUser: { regex: "intake of a checkmate loop" } }, reply: "[NEEDS_CLARIFICATION]\n1. Which language?" },
-        // Long enough for the kill to land while the worker runs; the survivor's re-run joins the recorded session.
-        { match: { lastUser: { regex: "worker in a checkmate loop" } }, reply: "print('hi')", delayMs: 2_000 },
+        // Held until the task has resumed: the kill lands while the worker runs; the survivor's re-run joins its session.
+        { match: { lastUser: { regex: "worker in a checkmate loop" } }, reply: "print('hi')", gate: { name: "worker", count: 1000 } },
         { match: { lastUser: { regex: "judge in a checkmate loop" } }, reply: verdict },
       ],
     },
@@ -65,8 +65,9 @@ describe("a checkmate task's Director killed after the user answered", () => {
     owner.child.kill("SIGKILL");
     await owner.exited;
 
-    await events.until((v) => v.some((e) => e.type === "task.resumed"), "the resume", ACK_WAIT_MS * 4 + 5000);
-    await results.count(1, "the result", 20_000);
+    await events.until((v) => v.some((e) => e.type === "task.resumed"), "the resume", 60_000);
+    mock.openGate("worker");
+    await results.count(1, "the result", 60_000);
     expect(results.values[0]).toMatchObject({
       taskId,
       status: "COMPLETE",

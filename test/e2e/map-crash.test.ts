@@ -12,8 +12,6 @@ import { newTaskId, startStack } from "../support/stack.js";
 
 const ACK_WAIT_MS = 1500;
 /** The slow branches are still running when the Director dies, and finish before the task resumes. */
-const SLOW_MS = 1200;
-
 let server: TestNatsServer;
 let mock: MockLlmServer;
 const processes: CliProcess[] = [];
@@ -23,7 +21,8 @@ beforeAll(async () => {
   mock = await startMockLlm({
     port: 0,
     script: {
-      rules: [{ match: { lastUser: { regex: "^SLOW " } }, reply: "slow:{{lastUser}}", delayMs: SLOW_MS }],
+      // The slow branches are held at a gate until the task has resumed on the other Director.
+      rules: [{ match: { lastUser: { regex: "^SLOW " } }, reply: "slow:{{lastUser}}", gate: { name: "slow", count: 1000 } }],
       default: { reply: "fast:{{lastUser}}" },
     },
   });
@@ -64,8 +63,9 @@ describe("a Director killed mid-map", () => {
     owner.child.kill("SIGKILL");
     await owner.exited;
 
-    await events.until((v) => v.some((e) => e.type === "task.resumed"), "the resume", ACK_WAIT_MS * 4 + 5000);
-    await results.count(1, "the result", 20_000);
+    await events.until((v) => v.some((e) => e.type === "task.resumed"), "the resume", 60_000);
+    mock.openGate("slow");
+    await results.count(1, "the result", 60_000);
     const outcome = results.values[0];
     expect(outcome).toMatchObject({ taskId, status: "COMPLETE" });
     expect(JSON.parse(outcome?.content ?? "")).toEqual(["fast:FAST one", "slow:SLOW two", "fast:FAST three", "slow:SLOW four"]);
