@@ -94,10 +94,7 @@ export async function startMockLlm(options: MockLlmOptions = {}): Promise<MockLl
       state.gates.clear();
     },
     openGate(name) {
-      const entry = state.gates.get(name) ?? { arrived: 0, held: [] };
-      state.gates.set(name, entry);
-      entry.arrived = Number.POSITIVE_INFINITY;
-      for (const release of entry.held.splice(0)) release();
+      openGate(state, name);
     },
     close() {
       closing ??= new Promise<void>((resolve, reject) => {
@@ -127,6 +124,11 @@ async function handle(req: IncomingMessage, res: ServerResponse, state: ServerSt
   const route = `${req.method ?? ""} ${path}`;
   if (route === "GET /health") return sendJson(res, 200, { status: "ok" });
   if (route === "GET /v1/models") return sendJson(res, 200, modelList(state.script));
+  const gate = /^POST \/gates\/([^/]{1,200})\/open$/.exec(route);
+  if (gate) {
+    openGate(state, decodeURIComponent(gate[1] ?? ""));
+    return sendJson(res, 200, { opened: decodeURIComponent(gate[1] ?? "") });
+  }
   if (route !== "POST /v1/chat/completions") {
     log(`mock-llm: ${route} → 404`);
     return sendError(res, 404, `unknown route '${route}'`);
@@ -248,6 +250,14 @@ function toolCallBody(call: { id: string; name: string }, args: string): object 
 function modelList(script: MockScript | undefined): object {
   const ids = [...new Set(["mock-model", ...modelsOf(script)])];
   return { object: "list", data: ids.map((id) => ({ id, object: "model", created: 0, owned_by: "dirigent-mock" })) };
+}
+
+/** Opens the gate `name` whatever its count: the answers held there go out, later requests pass at once. */
+function openGate(state: ServerState, name: string): void {
+  const entry = state.gates.get(name) ?? { arrived: 0, held: [] };
+  state.gates.set(name, entry);
+  entry.arrived = Number.POSITIVE_INFINITY;
+  for (const release of entry.held.splice(0)) release();
 }
 
 /**

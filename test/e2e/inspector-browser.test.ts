@@ -54,9 +54,9 @@ describe("dirigent inspect in a browser", () => {
   it("shows a task of a multi-process cluster moving through the task machine, with no request beyond localhost", async () => {
     const root = randomRoot();
     const script = join(dir, "script.json");
-    // The answer takes a moment, so the page can show the task running before it completes.
+    // The answer is held until the page has shown the task running (the test opens the gate).
     const rules = [
-      { match: { lastUser: "slowly" }, reply: "Paris", delayMs: 1200 },
+      { match: { lastUser: "slowly" }, reply: "Paris", gate: { name: "slowly", count: 1000 } },
       // A session that asks for a subtask (CONTINUATION), then answers with its result.
       {
         match: { lastUser: { regex: "^PARENT" }, turn: 1 },
@@ -109,17 +109,18 @@ describe("dirigent inspect in a browser", () => {
       expect((await nc.request(`${root}.tasks.submit`, body, { timeout: 10_000 })).json()).toEqual({ taskId, status: "accepted" });
 
       // The task's own machine is focused and its running state highlighted while the model answers.
-      await page.waitForSelector('#focus-chart svg[data-machine="task"] g.state.active[data-state="task.running"]', { timeout: 15_000 });
+      await page.waitForSelector('#focus-chart svg[data-machine="task"] g.state.active[data-state="task.running"]', { timeout: 60_000 });
       expect(await page.locator('#focus-chart g.state.active[data-state="task.running.executing"]').count()).toBe(1);
       // Its actors come from several processes: the Director's task machine, the Evaluator's walk, the Handler's session.
-      await page.waitForSelector(`.process .group[data-task="${taskId}"] .actor[data-machine="handlerSession"]`, { timeout: 15_000 });
+      await page.waitForSelector(`.process .group[data-task="${taskId}"] .actor[data-machine="handlerSession"]`, { timeout: 60_000 });
       const processesOfTask = await page
         .locator(".process")
         .filter({ has: page.locator(`.group[data-task="${taskId}"]`) })
         .count();
       expect(processesOfTask).toBeGreaterThanOrEqual(3);
+      expect((await fetch(`${String(modelUrl).replace(/\/v1$/, "")}/gates/slowly/open`, { method: "POST" })).ok).toBe(true);
 
-      await page.waitForSelector('#focus-chart svg[data-machine="task"] g.state.active[data-state="task.completed"]', { timeout: 15_000 });
+      await page.waitForSelector('#focus-chart svg[data-machine="task"] g.state.active[data-state="task.completed"]', { timeout: 60_000 });
       expect(await page.locator('#focus-chart g.state.active[data-state="task.running"]').count()).toBe(0);
       await page.waitForSelector('#timeline li[data-type="task.completed"]');
       await page.waitForSelector(`#tasks .task[data-task-id="${taskId}"][data-state="completed"]`);
@@ -139,7 +140,7 @@ describe("dirigent inspect in a browser", () => {
         status: "accepted",
       });
       await page.fill("#filter-task", "");
-      await page.click(`#tasks .task[data-task-id="${parentId}"][data-state="completed"]`, { timeout: 15_000 });
+      await page.click(`#tasks .task[data-task-id="${parentId}"][data-state="completed"]`, { timeout: 60_000 });
       await page.waitForSelector('#tree li[data-node="0"] li[data-node="0/subtask1:0"]');
       expect(await page.locator("#detail-task").textContent()).toBe(parentId);
 
@@ -226,9 +227,9 @@ describe("dirigent inspect in a browser", () => {
       const outer = page.locator('#tree li[data-node="0"] > .map[data-map="0"]');
       // The branch that is itself a map: its branches are drawn in its node, under the outer map's node.
       const nested = page.locator('#tree li[data-node="0"] li[data-node="0.steps.1"] > .map[data-map="0.steps.1"]');
-      await outer.locator('.branch[data-branch="1"][data-state="COMPLETE"]').waitFor({ timeout: 15_000 });
-      await outer.locator('.branch[data-branch="3"][data-state="FAILED"]').waitFor({ timeout: 15_000 });
-      await nested.locator('.branch[data-branch="1"][data-state="COMPLETE"]').waitFor({ timeout: 15_000 });
+      await outer.locator('.branch[data-branch="1"][data-state="COMPLETE"]').waitFor({ timeout: 60_000 });
+      await outer.locator('.branch[data-branch="3"][data-state="FAILED"]').waitFor({ timeout: 60_000 });
+      await nested.locator('.branch[data-branch="1"][data-state="COMPLETE"]').waitFor({ timeout: 60_000 });
       mkdirSync(ARTIFACTS, { recursive: true });
       await page.locator("#detail").screenshot({ path: join(ARTIFACTS, "inspector-map.png") });
       const chips = (map: typeof outer) =>
@@ -266,8 +267,8 @@ describe("dirigent inspect in a browser", () => {
         body: JSON.stringify({ model: "mock-model", messages: [{ role: "user", content: "HOLD opener" }] }),
       });
       expect(opened.status).toBe(200);
-      await page.waitForSelector(`#tasks .task[data-task-id="${taskId}"][data-state="failed"]`, { timeout: 15_000 });
-      await nested.locator('.branch[data-branch="2"][data-state="COMPLETE"]').waitFor({ timeout: 15_000 });
+      await page.waitForSelector(`#tasks .task[data-task-id="${taskId}"][data-state="failed"]`, { timeout: 60_000 });
+      await nested.locator('.branch[data-branch="2"][data-state="COMPLETE"]').waitFor({ timeout: 60_000 });
       expect((await chips(outer)).map((b) => b.state)).toEqual(["COMPLETE", "COMPLETE", "FAILED", "COMPLETE"]);
       expect(await outer.locator(".summary").textContent()).toBe("4/4 done · 0 running · 1 failed · 4 at once");
       expect((await chips(nested)).map((b) => b.state)).toEqual(["COMPLETE", "COMPLETE"]);

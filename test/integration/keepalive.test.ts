@@ -56,7 +56,7 @@ describe("keepalives", () => {
     await sub.unsubscribe();
   });
 
-  it("fail a request whose responder went silent after the idle timeout, and askRetrying asks again", { timeout: 20_000 }, async () => {
+  it("fail a request whose responder went silent after the idle timeout, and askRetrying asks again", async () => {
     const d = deps();
     const subject = `${d.subjects.root}.dies`;
     // A responder that takes the request and never answers nor keeps it alive: a process killed mid-request.
@@ -66,7 +66,8 @@ describe("keepalives", () => {
     await expect(bus.request(subject, text.encode("{}"), { timeoutMs: 30_000, idleTimeoutMs: 500 })).rejects.toBeInstanceOf(
       ResponderSilentError,
     );
-    expect(Date.now() - started).toBeLessThan(3000);
+    // Told by the idle timeout, not the request's (30 s): the margin is for a loaded machine.
+    expect(Date.now() - started).toBeLessThan(15_000);
 
     // askRetrying: the first attempt lands on the dead one; then it leaves, a live one starts and takes the retry.
     let taken!: () => void;
