@@ -8,6 +8,7 @@ import { checkSelf, superviseConnection } from "../health.js";
 import { NatsBus } from "../nats/bus.js";
 import { ROLES, startSystem, type Role } from "../system.js";
 import { startTracing } from "../tracing/sdk.js";
+import { messageOf } from "../../protocol/errors.js";
 
 /** How long a self-check waits for this process's own answer. */
 const SELF_CHECK_TIMEOUT_MS = 5000;
@@ -46,7 +47,22 @@ async function serveUntilSignal(flags: RuntimeFlags, roles: readonly Role[], nam
   const needsModel = roles.includes("handler") || (roles.includes("memory") && config.llmMatch);
   const model = needsModel ? await embeddedModel(config) : { config, stop: async () => undefined };
   if (model.note) process.stderr.write(`dirigent: ${model.note}\n`);
-  const system = await startSystem({ config: model.config, transport: placement.transport, roles, log });
+  let system: Awaited<ReturnType<typeof startSystem>>;
+  try {
+    system = await startSystem({ config: model.config, transport: placement.transport, roles, log });
+  } catch (err) {
+    // A process that cannot serve must not stay alive holding its NATS connection: its supervisor restarts a process
+    // that exits non-zero (Restart=on-failure), never one that waits. Whatever a role that did start still holds (a
+    // metrics port, an MCP server) ends with the process.
+    log.error({ err: messageOf(err) }, "start failed: exiting");
+    process.stderr.write(`dirigent: cannot start: ${messageOf(err)}; exiting with code 1\n`);
+    await Promise.race([
+      Promise.allSettled([placement.close(), model.stop()]),
+      new Promise((resolve) => setTimeout(resolve, EXIT_AFTER_DRAIN_MS).unref()),
+    ]);
+    await flushTraces();
+    process.exit(1);
+  }
   if (system.metricsUrl !== undefined) process.stderr.write(`dirigent: metrics on ${system.metricsUrl}\n`);
   process.stderr.write(
     `dirigent: ${roles.join(", ")} on ${placement.note}, subjects under '${subjects.root}', concurrency ${config.concurrency}\n`,

@@ -191,9 +191,9 @@ describe("NATS service tools in a session", () => {
       config: { natsTools: "on", reparse: false, continuationTools: [] },
     });
     const events = new Recorder<TaskEvent>();
-    const outcome = await stack.client.run({ xml: "<task><description>Weather in Oslo?</description></task>", taskId: newTaskId() }, (e) =>
-      events.push(e),
-    );
+    const xml =
+      "<task><description>Weather in Oslo?</description><tools>read_file, list_files, get_weather, lookup_stock, wait_forever</tools></task>";
+    const outcome = await stack.client.run({ xml, taskId: newTaskId() }, (e) => events.push(e));
     await events.until(
       (v) => v.some((e) => e.type.startsWith("task.") && e.state !== "running" && e.state !== "queued"),
       "the final event",
@@ -230,15 +230,16 @@ describe("NATS service tools in a session", () => {
       config: { natsTools: "on", reparse: false },
     });
     await stopService(child);
-    const task = () => stack.client.run({ xml: "<task><description>Weather in Oslo?</description></task>", taskId: newTaskId() });
-    expect(await task()).toMatchObject({ status: "COMPLETE", content: "No weather today." });
+    const task = (tools: string) =>
+      stack.client.run({ xml: `<task><description>Weather in Oslo?</description><tools>${tools}</tools></task>`, taskId: newTaskId() });
+    expect(await task("get_weather")).toMatchObject({ status: "COMPLETE", content: "No weather today." });
     // A session keeps the tools it started with; the next one gets what the services offer now.
-    expect(await task()).toMatchObject({ status: "COMPLETE" });
+    expect(await task("get_weather")).toMatchObject({ status: "FAILED", error: { details: { missingTools: ["get_weather"] } } });
+    expect(await task("read_file")).toMatchObject({ status: "COMPLETE" });
     const requests = stack.mock.requests.map((r) => r.body as { tools?: Array<{ function: { name: string } }> });
     const names = (i: number) => (requests[i]?.tools ?? []).map((t) => t.function.name);
     expect(names(0)).toEqual(expect.arrayContaining(["get_weather", "run_subtask"]));
-    expect(names(2)).toContain("run_subtask");
-    expect(names(2)).not.toContain("get_weather");
+    expect(names(2)).toEqual(["read_file", "run_subtask", "request_user_input"]);
   });
 
   it("is off unless DIRIGENT_NATS_TOOLS is on; `dirigent tools list` shows the services' tools with their source", async () => {
