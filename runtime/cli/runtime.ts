@@ -9,6 +9,8 @@ import { NatsBus } from "../nats/bus.js";
 import { ROLES, startSystem, type Role } from "../system.js";
 import { startTracing } from "../tracing/sdk.js";
 import { messageOf } from "../../protocol/errors.js";
+import { secretValues } from "../secrets.js";
+import { providerKeys } from "../model/providers.js";
 
 /** How long a self-check waits for this process's own answer. */
 const SELF_CHECK_TIMEOUT_MS = 5000;
@@ -24,7 +26,7 @@ interface RuntimeFlags extends CommonFlags {
 async function serveUntilSignal(flags: RuntimeFlags, roles: readonly Role[], name: string, startServer: boolean): Promise<void> {
   const { config, subjects, log } = setup(flags, name);
   // Registered before any role starts, so that every span is exported (docs/traces.md).
-  const tracing = await startTracing(name);
+  const tracing = await startTracing(name, process.env, [...secretValues(config), ...providerKeys(config)]);
   // Spans still buffered go out before the process exits; a collector that does not answer holds it up 2 s at most.
   const flushTraces = () => Promise.race([tracing?.shutdown().catch(() => undefined), new Promise((r) => setTimeout(r, 2000).unref())]);
   const placement = await place({
