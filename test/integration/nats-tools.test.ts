@@ -4,7 +4,7 @@
  * `$SRV.INFO`, calls them, reads their service errors as errors, finds them again when one has no responders, and
  * `dirigent tools list` shows them.
  */
-import { spawn, type ChildProcess } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -16,6 +16,7 @@ import { startNatsToolSource } from "../../runtime/tools/nats-services.js";
 import { composeTools } from "../../runtime/tools/source.js";
 import { listTools } from "../../runtime/cli/tools.js";
 import { startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
+import { startReadyNode, stopProcess } from "../support/processes.js";
 import { Recorder } from "../support/recorder.js";
 import { newTaskId, startStack } from "../support/stack.js";
 
@@ -28,26 +29,12 @@ const services: ChildProcess[] = [];
 
 /** Starts the service process for subject root `root`; resolves once it serves. */
 async function startService(root: string): Promise<ChildProcess> {
-  const child = spawn(process.execPath, [SERVICE, server.url, root], { stdio: ["ignore", "pipe", "pipe"] });
+  const child = await startReadyNode(SERVICE, [server.url, root]);
   services.push(child);
-  let output = "";
-  await new Promise<void>((resolve, reject) => {
-    child.stdout?.on("data", (chunk: Buffer) => {
-      output += chunk.toString();
-      if (output.includes("ready")) resolve();
-    });
-    child.stderr?.on("data", (chunk: Buffer) => (output += chunk.toString()));
-    child.on("exit", (code) => reject(new Error(`the service exited (${code}): ${output}`)));
-  });
   return child;
 }
 
-async function stopService(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  const exited = new Promise((resolve) => child.once("exit", resolve));
-  child.kill("SIGKILL");
-  await exited;
-}
+const stopService = stopProcess;
 
 /**
  * Waits until the server has dropped a killed service's subscription to `subject`: a loaded server can take a moment
