@@ -46,18 +46,26 @@ export interface CallHooks {
 /** Calls one chat completion, with retries. */
 export type CallModel = (request: ModelRequest, signal: AbortSignal, hooks?: CallHooks) => Promise<ModelReply>;
 
-/** The model failed for good: a non-retryable error, or retries used up. */
+/**
+ * The model failed for good: a non-retryable error, or retries used up. Its message may quote what the server
+ * answered, which may quote the request (the prompt, an `Authorization` header): spans record `contentFree` instead.
+ */
 export class ModelCallError extends Error {
   override name = "ModelCallError";
+  /** What may be said of the failure without its content: the HTTP status and the attempts (see actors/tracing.ts). */
+  readonly contentFree: string;
   constructor(
     message: string,
     /** Attempts made. */
     readonly attempts: number,
     /** HTTP status of the last failure, if any. */
     readonly status: number | undefined,
-    options?: ErrorOptions,
+    options?: ErrorOptions & { contentFree?: string },
   ) {
     super(message, options);
+    this.contentFree =
+      options?.contentFree ??
+      `model request failed${status === undefined ? "" : `: HTTP ${status}`} after ${attempts} attempt${attempts === 1 ? "" : "s"}`;
   }
 }
 
@@ -78,7 +86,8 @@ export function answersOnly(call: CallModel): CallModel {
   return async (request, signal, hooks) => {
     const reply = await call(request, signal, hooks);
     const reason = unanswered(reply);
-    if (reason !== undefined) throw new ModelCallError(reason, 1, undefined);
+    if (reason !== undefined)
+      throw new ModelCallError(reason, 1, undefined, { contentFree: "the model's reply was no answer (content filter or refusal)" });
     return reply;
   };
 }

@@ -112,11 +112,29 @@ export function startSpan(name: string, options: SpanOptions = {}): TaskSpan {
     run: (fn) => context.with(active, fn),
     fail: (err) => {
       if (!span.isRecording()) return;
-      span.setStatus({ code: SpanStatusCode.ERROR, message: messageOf(err) });
-      if (err instanceof Error) span.recordException(err);
+      const free = contentFreeOf(err);
+      span.setStatus({ code: SpanStatusCode.ERROR, message: free ?? messageOf(err) });
+      // Neither the message nor the stack (which starts with it) of an error that may quote content.
+      if (free !== undefined) span.recordException({ name: err instanceof Error ? err.name : "Error", message: free });
+      else if (err instanceof Error) span.recordException(err);
     },
     end: () => span.end(),
   };
+}
+
+/**
+ * What a span may record of `err` when its message may quote content it does not own: the `contentFree` text of the
+ * first error of its cause chain that has one (a failed model call's, whose server may echo the prompt and the
+ * request's headers: actors/model.ts). `undefined` for an error whose message is recorded as it is (masked).
+ */
+export function contentFreeOf(err: unknown): string | undefined {
+  let at: unknown = err;
+  for (let depth = 0; depth < 8 && at !== null && typeof at === "object"; depth++) {
+    const free = (at as { contentFree?: unknown }).contentFree;
+    if (typeof free === "string") return free;
+    at = (at as { cause?: unknown }).cause;
+  }
+  return undefined;
 }
 
 /**

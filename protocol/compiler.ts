@@ -6,7 +6,7 @@
  * `INVALID_TEMPLATE` whose `details` hold `{attempts, errors}`.
  */
 import { z } from "zod";
-import { TaskId } from "./ids.js";
+import { ModelId, TaskId } from "./ids.js";
 import { Usage } from "./result.js";
 
 /** The longest request text the Compiler accepts (64 KiB characters). */
@@ -43,7 +43,7 @@ export const CompileRequest = z
     /** Names of the inputs the task will be run with; the template may use them as `{{name}}`. */
     inputNames: z.array(z.string().min(1).max(200)).max(200).optional(),
     /** Model to use; the Compiler's default otherwise. */
-    model: z.string().min(1).optional(),
+    model: ModelId.optional(),
     /** Model answers to try, each after the previous one's validation errors are fed back (default 3). */
     maxAttempts: z.int().min(1).max(MAX_COMPILE_ATTEMPTS).optional(),
     /** In `decompose` mode, the path of the node that failed (`0.steps.2`); with `occurrence` it keys the record. */

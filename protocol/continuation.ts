@@ -9,6 +9,7 @@
  */
 import { z } from "zod";
 import { Usage } from "./result.js";
+import { ModelId } from "./ids.js";
 import { ToolPattern } from "./tool-selection.js";
 
 /**
@@ -31,7 +32,7 @@ export const SessionSettings = z.object({
     .regex(/^[A-Za-z0-9_.-]{1,100}$/)
     .optional(),
   /** Models tried in order when the model is unavailable (not found, overloaded after the retries, unreachable). */
-  fallbackModels: z.array(z.string().min(1).max(200)).max(8).optional(),
+  fallbackModels: z.array(ModelId).max(8).optional(),
 });
 export type SessionSettings = z.infer<typeof SessionSettings>;
 

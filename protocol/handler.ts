@@ -4,7 +4,7 @@
  * group `handler`.
  */
 import { z } from "zod";
-import { TaskId } from "./ids.js";
+import { ModelId, TaskId } from "./ids.js";
 import { ContinuationKind, SessionSettings, SessionState } from "./continuation.js";
 import { TaskResult } from "./result.js";
 
@@ -45,7 +45,7 @@ export const ExecuteRequest = SessionSettings.extend({
   /** The template's system prompt, appended to the Handler's base prompt. */
   system: z.string().optional(),
   /** Model to use; the Handler's configured default otherwise. */
-  model: z.string().optional(),
+  model: ModelId.optional(),
   /** Publish the answer as `model.delta` progress events while it arrives; the Handler's setting otherwise. */
   stream: z.boolean().optional(),
   /**

@@ -45,10 +45,16 @@ export function toolMatches(pattern: string, name: string): boolean {
 
 /**
  * The tools of `names` that `patterns` select, in the order of `names`, and the patterns that select none of them
- * (a name no tool has, a glob that matches nothing): the missing ones.
+ * (a name no tool has, a glob that matches nothing): the missing ones. A tool of `exactOnly` is selected by its exact
+ * name only, never by a glob.
  */
-export function selectTools(patterns: readonly string[], names: readonly string[]): { selected: string[]; missing: string[] } {
-  const selected = names.filter((name) => patterns.some((p) => toolMatches(p, name)));
-  const missing = patterns.filter((p) => !names.some((name) => toolMatches(p, name)));
+export function selectTools(
+  patterns: readonly string[],
+  names: readonly string[],
+  exactOnly: ReadonlySet<string> = new Set(),
+): { selected: string[]; missing: string[] } {
+  const matches = (p: string, name: string) => (exactOnly.has(name) ? p === name : toolMatches(p, name));
+  const selected = names.filter((name) => patterns.some((p) => matches(p, name)));
+  const missing = patterns.filter((p) => !names.some((name) => matches(p, name)));
   return { selected, missing: [...new Set(missing)] };
 }

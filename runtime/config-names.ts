@@ -43,6 +43,8 @@ export const ENV_NAMES = {
   natsTools: "DIRIGENT_NATS_TOOLS",
   toolDiscoveryMs: "DIRIGENT_TOOL_DISCOVERY_MS",
   toolResultMaxBytes: "DIRIGENT_TOOL_RESULT_MAX_BYTES",
+  toolDescriptionMaxBytes: "DIRIGENT_TOOL_DESCRIPTION_MAX_BYTES",
+  toolSchemaMaxBytes: "DIRIGENT_TOOL_SCHEMA_MAX_BYTES",
   commands: "DIRIGENT_COMMANDS",
   sandbox: "DIRIGENT_SANDBOX",
   sandboxNetwork: "DIRIGENT_SANDBOX_NETWORK",

@@ -136,6 +136,10 @@ export const Config = z.object({
   toolDiscoveryMs: positiveInt,
   /** Default cap of one tool result (MCP, TypeScript) in bytes; a longer one is cut with a note. */
   toolResultMaxBytes: sizeLimit,
+  /** Largest description of a tool (MCP, NATS, TypeScript) in bytes; a longer one is left out, logged. */
+  toolDescriptionMaxBytes: sizeLimit,
+  /** Largest JSON Schema of a tool's arguments (MCP, NATS, TypeScript) in bytes of JSON; a larger one is left out, logged. */
+  toolSchemaMaxBytes: sizeLimit,
   /**
    * Programs that commands written in submitted templates may run (`script` tasks, `<script_execution>`,
    * `<file_paths source="command">`, `request_evaluation` targets): `argv[0]` must be exactly one of them (a name
@@ -275,6 +279,8 @@ export const DEFAULTS = {
   natsTools: "off",
   toolDiscoveryMs: 30_000,
   toolResultMaxBytes: 65_536,
+  toolDescriptionMaxBytes: 4096,
+  toolSchemaMaxBytes: 16_384,
   commands: [],
   sandbox: "bwrap",
   sandboxNetwork: "off",

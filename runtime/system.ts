@@ -158,6 +158,8 @@ export async function startSystem(options: SystemOptions): Promise<SystemHandle>
         scriptEnv: config.scriptEnv,
         toolTimeoutMs: config.toolTimeoutMs,
         toolResultMaxBytes: config.toolResultMaxBytes,
+        toolDescriptionMaxBytes: config.toolDescriptionMaxBytes,
+        toolSchemaMaxBytes: config.toolSchemaMaxBytes,
       },
       deps.log,
       {

@@ -30,7 +30,7 @@ import { inspectOption } from "../inspect-option.js";
 import { publishProgress } from "../local.js";
 import { createTaskSpend, usageLine } from "./budget.js";
 import { DEFAULT_INPUT_TIMEOUT_MS, taskInputs, type InputRecords } from "./input.js";
-import { entryPath, inputFailure, nodeAt, summarize } from "./nodes.js";
+import { entryPath, inputFailure, modelIdFailure, nodeAt, summarize } from "./nodes.js";
 import { templateCommandRefusal } from "./script.js";
 import { inNodeSpan, walkActors, type Walk } from "./walk.js";
 import { ENV_INPUTS_BINDING, type EnvInputs } from "./bind.js";
@@ -215,6 +215,9 @@ export function startEvaluator(deps: ActorDeps, config: EvaluatorConfig): RoleHa
               ),
           }),
       execute: async (nodePath, fields, signal, budgets = []) => {
+        // The one way from a template (and its inputs) to a Handler's model: its ids are checked here.
+        const badModel = modelIdFailure(fields);
+        if (badModel) return badModel;
         const execute: ExecuteRequest = {
           type: "handler.execute",
           taskId,

@@ -6,7 +6,7 @@
 import { ATOMIC_TYPES, type EvalNode } from "../../machines/evaluator/evaluation.js";
 import { readEvaluation } from "../../machines/evaluator/loop.js";
 import type { Env } from "../../machines/language/env.js";
-import { taskFailure, type SessionSettings, type TaskResult } from "../../protocol/index.js";
+import { MODEL_ID_PATTERN, taskFailure, type SessionSettings, type TaskResult } from "../../protocol/index.js";
 import { expandText, type InlineCall } from "./inline.js";
 import type { SubstituteMode } from "../../machines/language/substitute.js";
 import type { InputBinding, StepNode, TaskNode, TemplateDocument } from "../../machines/language/ast.js";
@@ -120,6 +120,24 @@ export function reparseAllowed(node: TaskNode): boolean {
 /** A `TASK_FAILURE` with reason `input_validation_failure`. */
 export function inputFailure(message: string, details?: Record<string, unknown>): TaskResult {
   return taskFailure("input_validation_failure", message, details);
+}
+
+/**
+ * A failure naming the models of `fields` that are not model ids ({@link MODEL_ID_PATTERN}: a `<model>` substituted
+ * from a task's input, a `fallback` written with spaces), or `undefined`: a model id names spans and labels metrics.
+ */
+export function modelIdFailure(fields: {
+  model?: string | undefined;
+  fallbackModels?: readonly string[] | undefined;
+}): TaskResult | undefined {
+  const bad = [fields.model, ...(fields.fallbackModels ?? [])].filter((m): m is string => m !== undefined && !MODEL_ID_PATTERN.test(m));
+  if (bad.length === 0) return undefined;
+  const shown = bad.map((m) => (m.length > 64 ? `${m.slice(0, 64)}…` : m));
+  const listed = shown.map((m) => JSON.stringify(m)).join(", ");
+  return inputFailure(
+    `<model>: ${listed} ${bad.length === 1 ? "is not a model id" : "are not model ids"} (1–200 characters of letters, digits and . _ : / @ + -, starting with a letter or digit)`,
+    { invalidModels: shown },
+  );
 }
 
 /** The prompt-bearing fields of an atomic task, before substitution, and its own session settings. */

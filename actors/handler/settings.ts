@@ -90,7 +90,8 @@ const KEPT = 64;
 /**
  * The tool choice of a Handler whose tools are `toolset`'s; `defaults` is the selection of a task that names none
  * (`DIRIGENT_TOOLS`; absent: every tool). A default entry no tool matches is left out (`unmatched` hears of it); a
- * task's is missing.
+ * task's is missing. A NATS service's tool is offered only where a list names it exactly: any client allowed to
+ * offer services may offer one, so neither a glob nor "every tool" brings it into a session.
  */
 export function toolChoice(
   toolset: Toolset,
@@ -101,6 +102,9 @@ export function toolChoice(
   let seen: readonly ToolDefinition[] | undefined;
   let names: string[] = [];
   let byName = new Map<string, ToolDefinition>();
+  /** The tools selected by their exact name only, and what a task without a list and without defaults gets. */
+  let exactOnly: ReadonlySet<string> = new Set();
+  let everyTool: readonly ToolDefinition[] = [];
   const kept = new Map<string, SessionTools>();
   let fallback: readonly string[] | undefined;
   let warned = false;
@@ -109,8 +113,10 @@ export function toolChoice(
     seen = toolset.definitions;
     names = seen.map((d) => d.function.name);
     byName = new Map(seen.map((d) => [d.function.name, d]));
+    exactOnly = new Set(names.filter((name) => toolset.info?.(name)?.source === "nats"));
+    everyTool = exactOnly.size === 0 ? seen : seen.filter((d) => !exactOnly.has(d.function.name));
     kept.clear();
-    const selection = defaults === undefined ? undefined : selectTools(defaults, names);
+    const selection = defaults === undefined ? undefined : selectTools(defaults, names, exactOnly);
     if (selection && selection.missing.length > 0 && !warned) {
       warned = true;
       unmatched?.(selection.missing);
@@ -125,13 +131,13 @@ export function toolChoice(
     const key = `${selected?.join(",") ?? "*"}|${kinds.join(",")}${templateTools.length === 0 ? "" : `|${JSON.stringify(templateTools)}`}`;
     const known = kept.get(key);
     if (known) return known;
-    const direct = selected === undefined ? toolset.definitions : selected.flatMap((n) => byName.get(n) ?? []);
+    const direct = selected === undefined ? everyTool : selected.flatMap((n) => byName.get(n) ?? []);
     const made: SessionTools = {
       definitions:
         kinds.length === 0 && templateTools.length === 0
           ? direct
           : [...direct, ...continuationTools(kinds), ...templateTools.map(templateToolDefinition)],
-      ...(selected === undefined ? {} : { offered: new Set(selected) }),
+      ...(selected === undefined && exactOnly.size === 0 ? {} : { offered: new Set(direct.map((d) => d.function.name)) }),
     };
     if (kept.size >= KEPT) kept.clear();
     kept.set(key, made);
@@ -141,7 +147,7 @@ export function toolChoice(
   return (patterns, kinds, templateTools = []) => {
     refresh();
     if (patterns === undefined) return choose(fallback, kinds, templateTools);
-    const { selected, missing } = selectTools(patterns, names);
+    const { selected, missing } = selectTools(patterns, names, exactOnly);
     return missing.length > 0 ? { missing } : choose(selected, kinds, templateTools);
   };
 }
@@ -151,7 +157,8 @@ export function missingToolsMessage(missing: readonly string[], toolset: Toolset
   const names = toolset.definitions.map((d) => d.function.name);
   const has = names.length === 0 ? "none" : names.length > 30 ? `${names.slice(0, 30).join(", ")}, …` : names.join(", ");
   const which = missing.map((m) => `'${m}'`).join(", ");
-  return `the task's <tools> names ${missing.length === 1 ? "a tool" : "tools"} this Handler does not have: ${which} (its tools: ${has})`;
+  const nats = names.some((n) => toolset.info?.(n)?.source === "nats") ? "; a NATS service's tool is selected by its exact name only" : "";
+  return `the task's <tools> names ${missing.length === 1 ? "a tool" : "tools"} this Handler does not have: ${which} (its tools: ${has}${nats})`;
 }
 
 /**

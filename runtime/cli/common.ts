@@ -6,7 +6,8 @@ import { parseTemplate } from "../../machines/language/parse.js";
 import { checkInputs, checkTemplate, tooLargeMessage, type SizeLimits } from "../../actors/size-limits.js";
 import { loadConfig, sizeLimitsFromEnv, type Config, type Flags } from "../config.js";
 import { createLogger } from "../logger.js";
-import { scrubSecretEnv, secretValues } from "../secrets.js";
+import { blankInitialEnvironment, scrubSecretEnv, SECRET_ENV_NAMES, secretValues } from "../secrets.js";
+import { providerKeys } from "../model/providers.js";
 import { messageOf } from "../../protocol/errors.js";
 
 /** A usage error: exit code 2. */
@@ -79,10 +80,19 @@ export function setup(flags: CommonFlags, name: string) {
     scaleStreams: flags.scaleStreams === true ? "true" : undefined,
   };
   const config: Config = loadConfig(configFlags);
-  // The configuration holds the secrets now; no child process inherits them from the environment.
+  // The configuration holds the secrets now; no child process inherits them from the environment, and no process of
+  // the same user reads them in this one's /proc/<pid>/environ.
   scrubSecretEnv();
+  const secrets = [...secretValues(config), ...providerKeys(config)];
+  const kept = blankInitialEnvironment(SECRET_ENV_NAMES, secrets);
   const subjects = createSubjects(config.prefix);
-  const log = createLogger(config.logLevel, name, secretValues(config));
+  const log = createLogger(config.logLevel, name, secrets);
+  if (kept !== undefined) {
+    const said = `secrets may be readable in this process's initial environment: ${kept}`;
+    // Elsewhere than on Linux that is the rule (docs/handler.md says what to do), not news worth a warning per command.
+    if (process.platform === "linux") log.warn({}, said);
+    else log.debug({}, said);
+  }
   return { config, subjects, log };
 }
 

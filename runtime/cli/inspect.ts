@@ -95,6 +95,7 @@ export function registerInspectCommand(program: Command): void {
             { err: messageOf(err) },
             "cannot replay finished tasks from the events stream (does this NATS user have read access to it?)",
           ),
+        onClientDropped: (reason) => log.warn({}, reason),
         ...(bridge ? { onMessage: (m) => bridge?.forward(m) } : {}),
       });
     } catch (err) {

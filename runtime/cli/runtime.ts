@@ -8,6 +8,9 @@ import { checkSelf, superviseConnection } from "../health.js";
 import { NatsBus } from "../nats/bus.js";
 import { ROLES, startSystem, type Role } from "../system.js";
 import { startTracing } from "../tracing/sdk.js";
+import { messageOf } from "../../protocol/errors.js";
+import { secretValues } from "../secrets.js";
+import { providerKeys } from "../model/providers.js";
 
 /** How long a self-check waits for this process's own answer. */
 const SELF_CHECK_TIMEOUT_MS = 5000;
@@ -23,7 +26,7 @@ interface RuntimeFlags extends CommonFlags {
 async function serveUntilSignal(flags: RuntimeFlags, roles: readonly Role[], name: string, startServer: boolean): Promise<void> {
   const { config, subjects, log } = setup(flags, name);
   // Registered before any role starts, so that every span is exported (docs/traces.md).
-  const tracing = await startTracing(name);
+  const tracing = await startTracing(name, process.env, [...secretValues(config), ...providerKeys(config)]);
   // Spans still buffered go out before the process exits; a collector that does not answer holds it up 2 s at most.
   const flushTraces = () => Promise.race([tracing?.shutdown().catch(() => undefined), new Promise((r) => setTimeout(r, 2000).unref())]);
   const placement = await place({
@@ -46,7 +49,22 @@ async function serveUntilSignal(flags: RuntimeFlags, roles: readonly Role[], nam
   const needsModel = roles.includes("handler") || (roles.includes("memory") && config.llmMatch);
   const model = needsModel ? await embeddedModel(config) : { config, stop: async () => undefined };
   if (model.note) process.stderr.write(`dirigent: ${model.note}\n`);
-  const system = await startSystem({ config: model.config, transport: placement.transport, roles, log });
+  let system: Awaited<ReturnType<typeof startSystem>>;
+  try {
+    system = await startSystem({ config: model.config, transport: placement.transport, roles, log });
+  } catch (err) {
+    // A process that cannot serve must not stay alive holding its NATS connection: its supervisor restarts a process
+    // that exits non-zero (Restart=on-failure), never one that waits. Whatever a role that did start still holds (a
+    // metrics port, an MCP server) ends with the process.
+    log.error({ err: messageOf(err) }, "start failed: exiting");
+    process.stderr.write(`dirigent: cannot start: ${messageOf(err)}; exiting with code 1\n`);
+    await Promise.race([
+      Promise.allSettled([placement.close(), model.stop()]),
+      new Promise((resolve) => setTimeout(resolve, EXIT_AFTER_DRAIN_MS).unref()),
+    ]);
+    await flushTraces();
+    process.exit(1);
+  }
   if (system.metricsUrl !== undefined) process.stderr.write(`dirigent: metrics on ${system.metricsUrl}\n`);
   process.stderr.write(
     `dirigent: ${roles.join(", ")} on ${placement.note}, subjects under '${subjects.root}', concurrency ${config.concurrency}\n`,

@@ -20,6 +20,9 @@ import { inboxPrefixFor } from "../nats/permissions.js";
 import { createSubjects } from "../../protocol/index.js";
 import { configuredSources } from "../tools/configured.js";
 import { composeTools, type ToolSource } from "../tools/source.js";
+import { createMasker } from "../../actors/secrets.js";
+import { secretValues } from "../secrets.js";
+import { providerKeys } from "../model/providers.js";
 import { builtinToolInfo, toolSelection } from "../tools/toolset.js";
 import { oneLine, table, type Write } from "./templates.js";
 
@@ -168,16 +171,24 @@ async function listConfigured(config: Config, nc: NatsConnection | undefined): P
     close: async () => {},
   };
   const nats = nc ? { connection: nc, subjects: createSubjects(config.prefix) } : undefined;
-  const composed = composeTools([builtins, ...(await configuredSources({ ...config, toolDiscoveryMs: 0 }, undefined, nats))]);
+  const sources = [builtins, ...(await configuredSources({ ...config, toolDiscoveryMs: 0 }, undefined, nats))];
+  // Shown as a Handler offers them: past the size caps left out, secrets masked (a description may quote one).
+  const mask = createMasker([...secretValues(config), ...providerKeys(config), ...sources.flatMap((s) => s.secrets ?? [])]);
+  const composed = composeTools(sources, {
+    mask,
+    maxDescriptionBytes: config.toolDescriptionMaxBytes,
+    maxSchemaBytes: config.toolSchemaMaxBytes,
+    onProblem: (message) => process.stderr.write(`dirigent: ${message}\n`),
+  });
   try {
-    return [...composed.specs.values()].map((s) => ({
-      name: s.name,
-      source: s.source,
-      ...(s.origin ? { origin: s.origin } : {}),
-      idempotent: s.idempotent,
-      description: s.description,
-      parameters: s.parameters,
-    }));
+    const specs = composed.specs;
+    return composed.definitions.flatMap(({ function: { name, description, parameters } }) => {
+      const s = specs.get(name);
+      if (!s) return [];
+      return [
+        { name, source: s.source, ...(s.origin ? { origin: mask(s.origin) } : {}), idempotent: s.idempotent, description, parameters },
+      ];
+    });
   } finally {
     await composed.close();
   }

@@ -60,7 +60,18 @@ export interface InspectServerOptions {
   assetsDir?: string;
   /** Told when reading the events stream fails (e.g. the NATS user lacks the JetStream API rights); also shown on the page. */
   onReplayError?: (err: unknown) => void;
+  /**
+   * Most bytes of the change stream (`/api/stream`) waiting to be sent to one client, which does not read them (a
+   * stalled page, a client that never reads): past it the client is dropped, not buffered for without bound.
+   * Default {@link DEFAULT_STREAM_BUFFER_BYTES}.
+   */
+  maxStreamBufferBytes?: number;
+  /** Told, with the reason, of each client of the change stream dropped for not reading. */
+  onClientDropped?: (reason: string) => void;
 }
+
+/** Default of {@link InspectServerOptions.maxStreamBufferBytes}: 4 MiB, minutes of a busy cluster's changes. */
+export const DEFAULT_STREAM_BUFFER_BYTES = 4 * 1024 * 1024;
 
 /** A running inspector server. */
 export interface InspectServer extends AsyncDisposable {
@@ -187,15 +198,26 @@ export async function startInspectServer(options: InspectServerOptions): Promise
   ];
   await bus.flush();
 
+  const maxBuffered = options.maxStreamBufferBytes ?? DEFAULT_STREAM_BUFFER_BYTES;
+  /** Writes `frame` to every client of the stream; one that left more than `maxBuffered` bytes unread is dropped. */
+  const send = (frame: string) => {
+    for (const client of clients) {
+      if (client.writableLength > maxBuffered) {
+        clients.delete(client);
+        const peer = `${client.socket?.remoteAddress ?? "?"}:${client.socket?.remotePort ?? "?"}`;
+        options.onClientDropped?.(
+          `inspector: dropped the change stream of ${peer}: it left ${client.writableLength} bytes unread, more than ${maxBuffered}; a page that reloads gets the state anew`,
+        );
+        client.destroy();
+      } else client.write(frame);
+    }
+  };
   const push = setInterval(() => {
     const delta = state.takeDelta();
     if (!delta || clients.size === 0) return;
-    const frame = `data: ${JSON.stringify(delta)}\n\n`;
-    for (const client of clients) client.write(frame);
+    send(`data: ${JSON.stringify(delta)}\n\n`);
   }, options.pushIntervalMs ?? 50);
-  const keepalive = setInterval(() => {
-    for (const client of clients) client.write(": keepalive\n\n");
-  }, 15_000);
+  const keepalive = setInterval(() => send(": keepalive\n\n"), 15_000);
 
   const json = (res: ServerResponse, status: number, body: unknown) => {
     res.writeHead(status, { "content-type": "application/json; charset=utf-8", ...SECURITY_HEADERS });

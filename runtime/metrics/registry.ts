@@ -31,8 +31,14 @@ export interface RuntimeMetrics {
   close(): void;
 }
 
-/** Creates the registry and metrics of one system, prom-client's process metrics included (prefixed `dirigent_`). */
-export function createRuntimeMetrics(options: { prices?: Prices; log: Logger }): RuntimeMetrics {
+/** The `model` label of a model that is not configured: a task's `<model>` must not make label values without bound. */
+export const OTHER_MODEL = "other";
+
+/**
+ * Creates the registry and metrics of one system, prom-client's process metrics included (prefixed `dirigent_`).
+ * `models`: the configured models, labelled by their id; any other is labelled {@link OTHER_MODEL}.
+ */
+export function createRuntimeMetrics(options: { prices?: Prices; models?: readonly string[]; log: Logger }): RuntimeMetrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: METRIC_PREFIX });
   const registers = [registry];
@@ -61,6 +67,7 @@ export function createRuntimeMetrics(options: { prices?: Prices; log: Logger }):
   });
   const stops: Array<() => void> = [];
   const prices = options.prices ?? {};
+  const known: ReadonlySet<string> = new Set([...(options.models ?? []), ...Object.keys(prices)]);
 
   const seam: Metrics = {
     taskEnded({ state, type, seconds }) {
@@ -84,7 +91,7 @@ export function createRuntimeMetrics(options: { prices?: Prices; log: Logger }):
     registry,
     seam,
     meterModel: (call) => async (request, signal, hooks) => {
-      const model = request.model;
+      const model = known.has(request.model) ? request.model : OTHER_MODEL;
       try {
         const reply = await call(request, signal, {
           ...hooks,
@@ -97,7 +104,11 @@ export function createRuntimeMetrics(options: { prices?: Prices; log: Logger }):
         modelTokens.inc({ model, kind: "prompt" }, reply.usage.promptTokens);
         modelTokens.inc({ model, kind: "completion" }, reply.usage.completionTokens);
         // Servers answer with a dated id: the requested one is the fallback key, as in the Handler's usage notes.
-        const price = Object.hasOwn(prices, reply.model) ? prices[reply.model] : Object.hasOwn(prices, model) ? prices[model] : undefined;
+        const price = Object.hasOwn(prices, reply.model)
+          ? prices[reply.model]
+          : Object.hasOwn(prices, request.model)
+            ? prices[request.model]
+            : undefined;
         const cost = costOf(reply.usage, price);
         if (cost !== undefined) modelCost.inc({ model }, cost);
         return reply;

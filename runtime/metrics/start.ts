@@ -21,7 +21,9 @@ export async function startSystemMetrics(
   context: { bus: Bus; subjects: Subjects; roles: readonly string[]; log: Logger },
 ): Promise<SystemMetrics | undefined> {
   if (config.metricsPort === undefined) return undefined;
-  const metrics = createRuntimeMetrics({ prices: config.modelPrices, log: context.log });
+  // Labelled by their id: the models the configuration names (default, cheap tier, priced); any other is `other`.
+  const models = [config.model, ...(config.cheapModel === undefined ? [] : [config.cheapModel])];
+  const metrics = createRuntimeMetrics({ prices: config.modelPrices, models, log: context.log });
   const { bus } = context;
   if (bus instanceof NatsBus) {
     metrics.watchReconnects(bus);

@@ -5,8 +5,9 @@
 import { realpath } from "node:fs/promises";
 import type { Logger } from "../../actors/deps.js";
 import { DEFAULTS, type Config } from "../config.js";
-import { hiddenPaths } from "../secrets.js";
-import { loadMcpConfig } from "./mcp-config.js";
+import { blankInitialEnvironment, hiddenPaths, SECRET_ENV_NAMES, secretValues } from "../secrets.js";
+import { providerKeys } from "../model/providers.js";
+import { loadMcpConfig, SECRETS } from "./mcp-config.js";
 import { startMcpSources, type McpSandbox } from "./mcp.js";
 import { createSandbox, unavailableMessage } from "./sandbox.js";
 import { ToolSourceError, type ToolSource } from "./source.js";
@@ -18,7 +19,7 @@ type SourceConfig = Pick<
   Config,
   "mcpConfig" | "workspaceRoot" | "sandbox" | "sandboxNetwork" | "sandboxReadOnly" | "natsPasswordFile" | "natsCreds" | "dataDir"
 > &
-  Partial<Pick<Config, "natsTools" | "toolDiscoveryMs">>;
+  Partial<Pick<Config, "natsTools" | "toolDiscoveryMs" | "openaiApiKey" | "natsPassword" | "natsToken" | "providers">>;
 
 /**
  * Starts the configured sources. Servers with `"sandbox": true` run in the sandbox of `run_script`.
@@ -44,10 +45,17 @@ export async function configuredSources(
   return [...mcp, found];
 }
 
-/** The MCP servers of `DIRIGENT_MCP_CONFIG`, started. */
+/**
+ * The MCP servers of `DIRIGENT_MCP_CONFIG`, started once this process's initial environment holds none of the secrets
+ * it knows, the values of the configuration's `${VAR}` among them: a stdio server reads it in `/proc/$PPID/environ`.
+ */
 async function mcpSources(config: SourceConfig, log?: Logger): Promise<ToolSource[]> {
   if (config.mcpConfig === undefined) return [];
   const servers = await loadMcpConfig(config.mcpConfig);
+  const secrets = [...secretValues(config), ...providerKeys({ providers: config.providers ?? {} }), ...(servers[SECRETS] ?? [])];
+  const kept = blankInitialEnvironment(SECRET_ENV_NAMES, secrets);
+  if (kept !== undefined && Object.values(servers).some((s) => "command" in s && !s.sandbox))
+    log?.warn({}, `MCP servers outside the sandbox may read this process's secrets in its environment: ${kept}`);
   let sandbox: McpSandbox | undefined;
   if (Object.values(servers).some((s) => "command" in s && s.sandbox)) {
     const made = await createSandbox({

@@ -7,8 +7,9 @@
  * other content described (`[image/png, 1234 bytes]`), `isError` as `error: …`.
  *
  * A stdio server is a program the operator configured, started with a cleared environment (HOME, LOGNAME, PATH,
- * SHELL, TERM and USER, plus what its `env` lists: no secret of the Handler's own environment), outside the sandbox
- * of `run_script` unless it asks for it with `"sandbox": true` (docs/tools.md says why).
+ * SHELL, TERM and USER, plus what its `env` lists: no secret of the Handler's own environment, which its caller has
+ * blanked in the Handler's `/proc/<pid>/environ` too: runtime/tools/configured.ts), outside the sandbox of
+ * `run_script` unless it asks for it with `"sandbox": true` (docs/tools.md says why).
  */
 import { createHash } from "node:crypto";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";

@@ -79,11 +79,19 @@ async function gatherInfo(nc: NatsConnection, subjects: Subjects, windowMs: numb
   return answers;
 }
 
-/** The tools of a set of `$SRV.INFO` answers, and what is wrong with the endpoints left out. */
-export function toolsOfInfo(answers: readonly Uint8Array[], subjects: Subjects): { found: Found[]; problems: string[] } {
+/**
+ * The tools of a set of `$SRV.INFO` answers, and what is wrong with the endpoints left out. A tool name is bound to
+ * the subject it was first offered on (`bound`): an endpoint of that name on any other subject is ignored and told,
+ * even while the bound one is gone, so a second service cannot take a tool over, nor remove it. A name first offered
+ * on two subjects at once is left out, both named: which one the operator meant is not known.
+ */
+export function toolsOfInfo(
+  answers: readonly Uint8Array[],
+  subjects: Subjects,
+  bound: ReadonlyMap<string, string> = new Map(),
+): { found: Found[]; problems: string[] } {
   const problems: string[] = [];
-  const byName = new Map<string, Found>();
-  const ambiguous = new Set<string>();
+  const byName = new Map<string, Found[]>();
   for (const data of answers) {
     let info: unknown;
     try {
@@ -123,19 +131,25 @@ export function toolsOfInfo(answers: readonly Uint8Array[], subjects: Subjects):
         }
       }
       const found: Found = { name, subject, service, description, parameters, idempotent: metadata[META_IDEMPOTENT] === "true" };
-      const taken = byName.get(name);
-      // Instances of one service answer alike: one tool. Two subjects for one name: which one is meant is unknown.
-      if (taken && taken.subject !== subject) {
-        if (!ambiguous.has(name))
-          problems.push(
-            `NATS services: tool '${name}' left out: offered on both '${taken.subject}' (${taken.service}) and '${subject}' (${service})`,
-          );
-        ambiguous.add(name);
-      } else if (!taken) byName.set(name, found);
+      // Instances of one service answer alike: one tool.
+      const same = byName.get(name) ?? [];
+      if (!same.some((f) => f.subject === subject)) byName.set(name, [...same, found]);
     }
   }
-  for (const name of ambiguous) byName.delete(name);
-  return { found: [...byName.values()].sort((a, b) => a.name.localeCompare(b.name)), problems };
+  const found: Found[] = [];
+  const where = (f: Found) => `'${f.subject}' (${f.service})`;
+  for (const [name, offers] of byName) {
+    const boundTo = bound.get(name);
+    const kept = boundTo === undefined ? (offers.length === 1 ? offers[0] : undefined) : offers.find((f) => f.subject === boundTo);
+    if (kept) found.push(kept);
+    if (boundTo === undefined && !kept)
+      problems.push(`NATS services: tool '${name}' left out: first offered on ${offers.map(where).join(" and ")} at once`);
+    for (const other of boundTo === undefined ? [] : offers.filter((f) => f !== kept))
+      problems.push(
+        `NATS services: tool '${name}' on ${where(other)} ignored: the name is bound to '${boundTo}', where it was first offered, until the Handler restarts`,
+      );
+  }
+  return { found: found.sort((a, b) => a.name.localeCompare(b.name)), problems };
 }
 
 /**
@@ -150,6 +164,8 @@ export async function startNatsToolSource(nc: NatsConnection, options: NatsToolO
   const validator = new AjvJsonSchemaValidator();
   const watchers: Array<() => void> = [];
   let specs: ToolSpec[] = [];
+  /** The subject each tool name was first offered on, for the life of the source (see {@link toolsOfInfo}). */
+  const bound = new Map<string, string>();
   let seen = "";
   let running: Promise<void> | undefined;
   let closed = false;
@@ -223,6 +239,7 @@ export async function startNatsToolSource(nc: NatsConnection, options: NatsToolO
       ({ found, problems } = toolsOfInfo(
         answers.map((m) => m.data),
         subjects,
+        bound,
       ));
     } catch (err) {
       log.error({}, `NATS service tools: discovery failed: ${messageOf(err)}; the tools found before stay offered`);
@@ -234,6 +251,7 @@ export async function startNatsToolSource(nc: NatsConnection, options: NatsToolO
     seen = fingerprint;
     for (const problem of problems) log.error({}, problem);
     specs = found.flatMap((f) => specOf(f) ?? []);
+    for (const f of found) if (!bound.has(f.name)) bound.set(f.name, f.subject);
     log.info({ tools: specs.map((s) => s.name) }, `NATS service tools: ${specs.length} found`);
     for (const watcher of watchers) watcher();
   };

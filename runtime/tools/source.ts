@@ -2,7 +2,8 @@
  * Tool sources: where the tools of a Handler come from. A source (the built-in tools, an MCP server, the TypeScript
  * tools of `startSystem({ tools })`, later NATS services and library templates) yields {@link ToolSpec}s; the
  * Handler's toolset is their composition ({@link composeTools}): names are checked against the chat-completions
- * rules and against each other at start (a collision is a clear error, never a silent shadowing), and every call
+ * rules and against each other at start (a collision is a clear error, never a silent shadowing; a NATS service's
+ * clashing tool is left out instead), sizes against their caps, and every call
  * gets the same treatment whatever its source: arguments parsed, a timeout, a result size cap (cut with a note), the
  * process's secrets masked, a thrown error turned into error text for the model.
  */
@@ -10,7 +11,7 @@ import type { ToolSourceKind } from "../../protocol/index.js";
 import type { ToolCall } from "../../machines/handler/session.js";
 import type { ToolAnswer, ToolDefinition, ToolInfo } from "../../actors/handler/toolset.js";
 import { CONTINUATION_TOOL_NAMES } from "../../actors/handler/continuation.js";
-import type { Masker } from "../../actors/secrets.js";
+import { maskDeep, type Masker } from "../../actors/secrets.js";
 import { messageOf } from "../../protocol/errors.js";
 
 export type { ToolSourceKind };
@@ -22,6 +23,10 @@ export const TOOL_NAME_PATTERN = /^[a-zA-Z0-9_-]{1,64}$/;
 export const DEFAULT_TOOL_TIMEOUT_MS = 60_000;
 /** Default cap of one tool result, in bytes of UTF-8; a longer one is cut with a note. */
 export const DEFAULT_TOOL_RESULT_MAX_BYTES = 65_536;
+/** Default cap of the description of a tool that is not built in, in bytes of UTF-8; a longer one leaves the tool out. */
+export const DEFAULT_TOOL_DESCRIPTION_MAX_BYTES = 4096;
+/** Default cap of the JSON Schema of a tool's arguments (not built in), in bytes of its JSON; a larger one leaves the tool out. */
+export const DEFAULT_TOOL_SCHEMA_MAX_BYTES = 16_384;
 
 /** The outcome of checking a call's arguments: a call ready to run, or what is wrong with them. */
 export type Prepared = { ok: true; run: (signal: AbortSignal) => Promise<string> } | { ok: false; problems: string };
@@ -57,8 +62,9 @@ export interface ToolSource {
   /** Stops what the source holds (server processes, connections). */
   close(): Promise<void>;
   /**
-   * A source whose tools change while it runs (NATS services found again) calls `changed` after its `tools` did;
-   * a name that then collides with another source's is left out (logged), not an error.
+   * A source whose tools change while it runs (NATS services found again) calls `changed` after its `tools` did.
+   * Its tool whose name collides with another source's or is unusable is left out (logged), not an error, at start
+   * as later: such a source must not stop a Handler.
    */
   watch?(changed: () => void): void;
 }
@@ -69,12 +75,15 @@ export interface ComposeOptions {
   timeoutMs?: number;
   /** Default result cap in bytes. */
   maxResultBytes?: number;
-  /** Masks secret values in every answer. */
+  /** Largest description of a tool that is not built in, in bytes of UTF-8; {@link DEFAULT_TOOL_DESCRIPTION_MAX_BYTES} by default. */
+  maxDescriptionBytes?: number;
+  /** Largest JSON Schema of a tool's arguments (not built in), in bytes of its JSON; {@link DEFAULT_TOOL_SCHEMA_MAX_BYTES} by default. */
+  maxSchemaBytes?: number;
+  /** Masks secret values in every answer, and in the descriptions and schemas offered. */
   mask?: Masker;
-  /** Told what was left out when a changing source's tools were composed again. */
+  /** Told what was left out: a tool past a size cap, or a changing source's tool whose name is taken or unusable. */
   onProblem?: (message: string) => void;
 }
-
 /** The composed tools of a Handler. */
 export interface ComposedTools {
   /** The current definitions: a new array after a source's tools changed, the same one until then. */
@@ -91,17 +100,26 @@ export class ToolSourceError extends Error {
 }
 
 /**
- * Composes sources into one set of tools.
- * @throws {ToolSourceError} when a name breaks the chat-completions rules, is a continuation tool's, or is taken twice.
+ * Composes sources into one set of tools. The sources that do not change come first, so a name one of them has is
+ * theirs; a changing source's tool (a NATS service's: any client allowed to offer services may offer one) whose name
+ * is taken or unusable is left out and told to `onProblem`, at start as later, and never stops a Handler. A tool
+ * that is not built in whose description or schema is past its cap is left out and told too.
+ * @throws {ToolSourceError} when a name of a source that does not change breaks the chat-completions rules, is a
+ * continuation tool's, or is taken twice.
  */
 export function composeTools(sources: readonly ToolSource[], options: ComposeOptions = {}): ComposedTools {
-  let specs = new Map<string, { spec: ToolSpec; from: string }>();
+  const ordered = [...sources.filter((s) => !s.watch), ...sources.filter((s) => s.watch)];
+  const maxDescriptionBytes = options.maxDescriptionBytes ?? DEFAULT_TOOL_DESCRIPTION_MAX_BYTES;
+  const maxSchemaBytes = options.maxSchemaBytes ?? DEFAULT_TOOL_SCHEMA_MAX_BYTES;
   const compose = () => {
     const composed = new Map<string, { spec: ToolSpec; from: string }>();
-    const problems: string[] = [];
-    for (const source of sources) {
+    const fatal: string[] = [];
+    const leftOut: string[] = [];
+    for (const source of ordered) {
+      const problems = source.watch ? leftOut : fatal;
       for (const spec of source.tools) {
         const taken = composed.get(spec.name);
+        const oversized = spec.source === "builtin" ? undefined : oversize(spec, maxDescriptionBytes, maxSchemaBytes);
         if (!TOOL_NAME_PATTERN.test(spec.name))
           problems.push(`${source.name}: tool name '${spec.name}' does not match ${TOOL_NAME_PATTERN.source}`);
         else if (CONTINUATION_TOOL_NAMES.includes(spec.name))
@@ -110,30 +128,36 @@ export function composeTools(sources: readonly ToolSource[], options: ComposeOpt
           problems.push(
             `tool name '${spec.name}' is offered by both ${taken.from} and ${source.name}; rename one (an MCP server's tools are named SERVER__TOOL)`,
           );
+        else if (oversized) leftOut.push(`${source.name}: tool '${spec.name}': ${oversized}`);
         else composed.set(spec.name, { spec, from: source.name });
       }
     }
-    return { composed, problems };
+    return { composed, fatal, leftOut };
+  };
+  const tell = (leftOut: readonly string[]) => {
+    for (const problem of leftOut) options.onProblem?.(`tool left out: ${problem}`);
   };
   const first = compose();
-  if (first.problems.length > 0) throw new ToolSourceError(`tools: ${first.problems.join("; ")}`);
-  specs = first.composed;
+  if (first.fatal.length > 0) throw new ToolSourceError(`tools: ${first.fatal.join("; ")}`);
+  tell(first.leftOut);
+  let specs = first.composed;
+  const mask = options.mask ?? ((text: string) => text);
+  // What a source offers is masked like what its tools answer: a description may quote a secret it found.
   const definitionsOf = () =>
     [...specs.values()].map(
       ({ spec }): ToolDefinition => ({
         type: "function",
-        function: { name: spec.name, description: spec.description, parameters: spec.parameters },
+        function: { name: spec.name, description: mask(spec.description), parameters: maskDeep(spec.parameters, mask) },
       }),
     );
   let definitions = definitionsOf();
   const changed = () => {
     const again = compose();
-    for (const problem of again.problems) options.onProblem?.(`tool left out: ${problem}`);
+    tell([...again.fatal, ...again.leftOut]);
     specs = again.composed;
     definitions = definitionsOf();
   };
   for (const source of sources) source.watch?.(changed);
-  const mask = options.mask ?? ((text: string) => text);
   const available = () => [...specs.keys()].join(", ") || "none";
   return {
     get definitions() {
@@ -176,6 +200,16 @@ export function composeTools(sources: readonly ToolSource[], options: ComposeOpt
       await Promise.allSettled(sources.map((s) => s.close()));
     },
   };
+}
+
+/** Why a tool is too large to offer (every session pays for its definition in context), or undefined. */
+function oversize(spec: ToolSpec, maxDescriptionBytes: number, maxSchemaBytes: number): string | undefined {
+  const description = Buffer.byteLength(spec.description, "utf8");
+  if (description > maxDescriptionBytes)
+    return `its description is ${description} bytes, more than ${maxDescriptionBytes} (DIRIGENT_TOOL_DESCRIPTION_MAX_BYTES)`;
+  const schema = Buffer.byteLength(JSON.stringify(spec.parameters), "utf8");
+  if (schema > maxSchemaBytes) return `its schema is ${schema} bytes, more than ${maxSchemaBytes} (DIRIGENT_TOOL_SCHEMA_MAX_BYTES)`;
+  return undefined;
 }
 
 /** A tool call did not answer in time. */

@@ -53,6 +53,10 @@ export interface ToolsConfig extends FileToolLimits, ScriptLimits {
   toolTimeoutMs?: number;
   /** Default result cap of the tools of other sources, in bytes; 64 KiB by default. */
   toolResultMaxBytes?: number;
+  /** Largest description of a tool of another source, in bytes; a longer one leaves it out (4 KiB by default). */
+  toolDescriptionMaxBytes?: number;
+  /** Largest argument schema of a tool of another source, in bytes of JSON; a larger one leaves it out (16 KiB by default). */
+  toolSchemaMaxBytes?: number;
 }
 
 /** The default sandbox: bubblewrap, no network, nothing extra bound or hidden. */
@@ -209,6 +213,8 @@ export async function createToolset(config: ToolsConfig, log?: Logger, more: { s
       onProblem: (message) => log?.error({}, message),
       ...(config.toolTimeoutMs === undefined ? {} : { timeoutMs: config.toolTimeoutMs }),
       ...(config.toolResultMaxBytes === undefined ? {} : { maxResultBytes: config.toolResultMaxBytes }),
+      ...(config.toolDescriptionMaxBytes === undefined ? {} : { maxDescriptionBytes: config.toolDescriptionMaxBytes }),
+      ...(config.toolSchemaMaxBytes === undefined ? {} : { maxSchemaBytes: config.toolSchemaMaxBytes }),
     });
   } catch (err) {
     await closeSources();

@@ -6,6 +6,9 @@
  * and logs stay off.
  */
 
+import { createMasker } from "../../actors/secrets.js";
+import { maskingSpanProcessor } from "./masking.js";
+
 /** A started tracing SDK. */
 export interface Tracing {
   /** The service name spans are exported under. */
@@ -33,15 +36,25 @@ export function traceContentWanted(env: NodeJS.ProcessEnv = process.env): boolea
 
 /**
  * Starts exporting this process's spans when {@link tracingWanted}; `undefined` otherwise. The service name is
- * `OTEL_SERVICE_NAME`, else `name` (`dirigent-handler` for a Handler worker).
+ * `OTEL_SERVICE_NAME`, else `name` (`dirigent-handler` for a Handler worker). Every field of every span is masked of
+ * `secrets` before it is exported (runtime/tracing/masking.ts).
  */
-export async function startTracing(name: string, env: NodeJS.ProcessEnv = process.env): Promise<Tracing | undefined> {
+export async function startTracing(
+  name: string,
+  env: NodeJS.ProcessEnv = process.env,
+  secrets: readonly string[] = [],
+): Promise<Tracing | undefined> {
   if (!tracingWanted(env)) return undefined;
   const { NodeSDK } = await import("@opentelemetry/sdk-node");
+  // The SDK's own reading of the environment, which it does when given no processors: the exporters of
+  // `OTEL_TRACES_EXPORTER`, their protocol (`OTEL_EXPORTER_OTLP_PROTOCOL`: http/protobuf by default, http/json, grpc)
+  // and batching (`OTEL_BSP_*`), as in any OpenTelemetry SDK. Not part of its public API: pinned by package-lock.json
+  // and checked by test/unit/tracing.test.ts.
+  const { getSpanProcessorsFromEnv } = await import("@opentelemetry/sdk-node/build/src/utils.js");
+  const mask = createMasker(secrets);
   const serviceName = set(env.OTEL_SERVICE_NAME) ? (env.OTEL_SERVICE_NAME as string) : name;
-  // The exporter, its protocol (`OTEL_EXPORTER_OTLP_PROTOCOL`: http/protobuf by default, http/json, grpc) and the
-  // batching (`OTEL_BSP_*`) come from the environment, as in any OpenTelemetry SDK.
-  const sdk = new NodeSDK({ serviceName, metricReaders: [], logRecordProcessors: [], instrumentations: [] });
+  const spanProcessors = getSpanProcessorsFromEnv(undefined).map((p) => maskingSpanProcessor(p, mask));
+  const sdk = new NodeSDK({ serviceName, spanProcessors, metricReaders: [], logRecordProcessors: [], instrumentations: [] });
   sdk.start();
   return { serviceName, shutdown: () => sdk.shutdown() };
 }

@@ -109,6 +109,8 @@ class OtlpReceiver {
 }
 
 const ROLES = ["memory", "handler", "evaluator", "director"];
+/** The API key of the Handler that meets the leaky server. */
+const API_KEY = "sk-e2e-secret-4242";
 const TEMPLATE = `<task type="sequential"><steps>
   <task type="associative_memory"><query>capital cities</query></task>
   <task><description>What is the capital of {{country}}?</description></task>
@@ -131,6 +133,8 @@ beforeAll(async () => {
     { match: { lastUser: "capital of France" }, reply: "Paris" },
     // Still at the model when its Director is killed.
     { match: { lastUser: "SLOW" }, reply: "slow answer", delayMs: 2000 },
+    // A server whose error echoes the request's Authorization header and its prompt.
+    { match: { lastUser: "LEAKY" }, status: 401, error: `Incorrect API key: Authorization: Bearer ${API_KEY} for: LEAKY PROMPT-7731` },
   ];
   writeFileSync(script, JSON.stringify({ rules }));
   const mock = startCli(["mock-llm", "--port", "0", "--script", script, "--quiet"]);
@@ -261,6 +265,24 @@ describe("OpenTelemetry traces across four processes", () => {
     expect(rerun()).toMatchObject({ traceId, service: "dirigent-director", attributes: { "dirigent.deliveries": 2 } });
     expect(receiver.spans.filter((s) => s.attributes["dirigent.task_id"] === taskId).every((s) => s.traceId === traceId)).toBe(true);
   });
+
+  it("records a model error echoing the API key and the prompt in no span, content tracing off", async () => {
+    const root = randomRoot();
+    const otel = { OTEL_EXPORTER_OTLP_ENDPOINT: endpoint, OTEL_EXPORTER_OTLP_PROTOCOL: "http/json", OTEL_BSP_SCHEDULE_DELAY: "50" };
+    await startRoles(root, {}, ["memory", "evaluator", "director"]);
+    await startRoles(root, { ...otel, OPENAI_API_KEY: API_KEY }, ["handler"]);
+    const taskId = `leaky-${Date.now()}`;
+    const traceparent = `00-${randomBytes(16).toString("hex")}-${randomBytes(8).toString("hex")}-01`;
+    const xml = "<task><description>LEAKY PROMPT-7731</description></task>";
+    expect(await runTask(root, taskId, traceparent, xml)).toMatchObject({ taskId, status: "FAILED" });
+    const chat = () =>
+      receiver.spans.find((s) => s.attributes["gen_ai.operation.name"] === "chat" && s.attributes["dirigent.task_id"] === taskId);
+    await receiver.until(() => chat() !== undefined);
+    const exported = receiver.requests.map((r) => r.body).join("\n");
+    expect(exported).toContain("model request failed: HTTP 401 after 1 attempt");
+    expect(exported).not.toContain(API_KEY);
+    expect(exported).not.toContain("PROMPT-7731");
+  }, 60_000);
 
   it("exports nothing without an OTLP endpoint", async () => {
     const root = randomRoot();

@@ -50,6 +50,24 @@ describe("metrics of one process running every role", () => {
     await expect(fetch(url ?? "")).rejects.toThrow();
   });
 
+  it("labels a model the configuration does not name `other`; a <model> input that is no model id fails the task", async () => {
+    await using stack = await startStack({ config: { metricsPort: 0 }, script: { rules: [], default: { reply: "hi" } } });
+    const xml = "<task><description>Say hi.</description><model>{{who}}</model></task>";
+    const run = (who: string) => stack.client.run({ xml, inputs: { who } });
+    expect(await run("mock-model")).toMatchObject({ status: "COMPLETE" });
+    expect(await run("someone-elses-model-7")).toMatchObject({ status: "COMPLETE" });
+    const calls = stack.mock.requests.length;
+    const bad = await run('gpt-4o"} 1\ndirigent_tasks_total{state="forged');
+    expect(bad).toMatchObject({ status: "FAILED", error: { reason: "input_validation_failure" } });
+    expect(bad.error?.message).toMatch(/^<model>: "gpt-4o.*forged" is not a model id \(1–200 characters of letters, digits/);
+    expect(stack.mock.requests.length).toBe(calls);
+    const text = await (await fetch(stack.system.metricsUrl ?? "")).text();
+    expect(text).toContain('dirigent_model_calls_total{model="mock-model",outcome="ok"} 1');
+    expect(text).toContain('dirigent_model_calls_total{model="other",outcome="ok"} 1');
+    expect(text).not.toContain("someone-elses-model-7");
+    expect(text).not.toContain("forged");
+  });
+
   it("on NATS: reads the intake queue at each scrape, and counts the connection's reconnects", async () => {
     await using server = await startTestNatsServer();
     await using stack = await startStack({ url: server.url, config: { metricsPort: 0 } });

@@ -4,7 +4,7 @@
  * `$SRV.INFO`, calls them, reads their service errors as errors, finds them again when one has no responders, and
  * `dirigent tools list` shows them.
  */
-import { spawn, type ChildProcess } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -16,6 +16,7 @@ import { startNatsToolSource } from "../../runtime/tools/nats-services.js";
 import { composeTools } from "../../runtime/tools/source.js";
 import { listTools } from "../../runtime/cli/tools.js";
 import { startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
+import { startReadyNode, stopProcess } from "../support/processes.js";
 import { Recorder } from "../support/recorder.js";
 import { newTaskId, startStack } from "../support/stack.js";
 
@@ -28,26 +29,12 @@ const services: ChildProcess[] = [];
 
 /** Starts the service process for subject root `root`; resolves once it serves. */
 async function startService(root: string): Promise<ChildProcess> {
-  const child = spawn(process.execPath, [SERVICE, server.url, root], { stdio: ["ignore", "pipe", "pipe"] });
+  const child = await startReadyNode(SERVICE, [server.url, root]);
   services.push(child);
-  let output = "";
-  await new Promise<void>((resolve, reject) => {
-    child.stdout?.on("data", (chunk: Buffer) => {
-      output += chunk.toString();
-      if (output.includes("ready")) resolve();
-    });
-    child.stderr?.on("data", (chunk: Buffer) => (output += chunk.toString()));
-    child.on("exit", (code) => reject(new Error(`the service exited (${code}): ${output}`)));
-  });
   return child;
 }
 
-async function stopService(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  const exited = new Promise((resolve) => child.once("exit", resolve));
-  child.kill("SIGKILL");
-  await exited;
-}
+const stopService = stopProcess;
 
 /**
  * Waits until the server has dropped a killed service's subscription to `subject`: a loaded server can take a moment
@@ -191,9 +178,9 @@ describe("NATS service tools in a session", () => {
       config: { natsTools: "on", reparse: false, continuationTools: [] },
     });
     const events = new Recorder<TaskEvent>();
-    const outcome = await stack.client.run({ xml: "<task><description>Weather in Oslo?</description></task>", taskId: newTaskId() }, (e) =>
-      events.push(e),
-    );
+    const xml =
+      "<task><description>Weather in Oslo?</description><tools>read_file, list_files, get_weather, lookup_stock, wait_forever</tools></task>";
+    const outcome = await stack.client.run({ xml, taskId: newTaskId() }, (e) => events.push(e));
     await events.until(
       (v) => v.some((e) => e.type.startsWith("task.") && e.state !== "running" && e.state !== "queued"),
       "the final event",
@@ -230,15 +217,16 @@ describe("NATS service tools in a session", () => {
       config: { natsTools: "on", reparse: false },
     });
     await stopService(child);
-    const task = () => stack.client.run({ xml: "<task><description>Weather in Oslo?</description></task>", taskId: newTaskId() });
-    expect(await task()).toMatchObject({ status: "COMPLETE", content: "No weather today." });
+    const task = (tools: string) =>
+      stack.client.run({ xml: `<task><description>Weather in Oslo?</description><tools>${tools}</tools></task>`, taskId: newTaskId() });
+    expect(await task("get_weather")).toMatchObject({ status: "COMPLETE", content: "No weather today." });
     // A session keeps the tools it started with; the next one gets what the services offer now.
-    expect(await task()).toMatchObject({ status: "COMPLETE" });
+    expect(await task("get_weather")).toMatchObject({ status: "FAILED", error: { details: { missingTools: ["get_weather"] } } });
+    expect(await task("read_file")).toMatchObject({ status: "COMPLETE" });
     const requests = stack.mock.requests.map((r) => r.body as { tools?: Array<{ function: { name: string } }> });
     const names = (i: number) => (requests[i]?.tools ?? []).map((t) => t.function.name);
     expect(names(0)).toEqual(expect.arrayContaining(["get_weather", "run_subtask"]));
-    expect(names(2)).toContain("run_subtask");
-    expect(names(2)).not.toContain("get_weather");
+    expect(names(2)).toEqual(["read_file", "run_subtask", "request_user_input"]);
   });
 
   it("is off unless DIRIGENT_NATS_TOOLS is on; `dirigent tools list` shows the services' tools with their source", async () => {

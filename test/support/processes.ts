@@ -75,3 +75,29 @@ export function startCli(args: string[], env: NodeJS.ProcessEnv = {}, options: {
     },
   };
 }
+
+/**
+ * Starts `node script ...args` (a test's NATS service, an MCP server) and resolves once it prints "ready"; rejects with
+ * its output when it exits first. Stop it with {@link stopProcess}.
+ */
+export async function startReadyNode(script: string, args: readonly string[]): Promise<ChildProcess> {
+  const child = spawn(process.execPath, [script, ...args], { stdio: ["ignore", "pipe", "pipe"] });
+  let output = "";
+  await new Promise<void>((resolve, reject) => {
+    child.stdout?.on("data", (chunk: Buffer) => {
+      output += chunk.toString();
+      if (output.includes("ready")) resolve();
+    });
+    child.stderr?.on("data", (chunk: Buffer) => (output += chunk.toString()));
+    child.on("exit", (code) => reject(new Error(`${script} exited (${code}): ${output}`)));
+  });
+  return child;
+}
+
+/** Kills a child with SIGKILL and waits for its exit (at once when it has exited). */
+export async function stopProcess(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise((resolve) => child.once("exit", resolve));
+  child.kill("SIGKILL");
+  await exited;
+}

@@ -10,6 +10,9 @@ import { inSpan, startSpan, storedTraceContext, traceHeaders } from "../../actor
 import { inToolSpan, tracedModel } from "../../actors/handler/traces.js";
 import { createMasker } from "../../actors/secrets.js";
 import { traceContentWanted, tracingWanted } from "../../runtime/tracing/sdk.js";
+import { maskingSpanProcessor } from "../../runtime/tracing/masking.js";
+import { createModelClient } from "../../runtime/model/openai.js";
+import { startMockLlm } from "../../runtime/model/mock-server.js";
 import type { CallModel } from "../../actors/model.js";
 
 const TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736";
@@ -57,8 +60,13 @@ describe("without an SDK", () => {
 
 describe("with an SDK", () => {
   const exporter = new tracing.InMemorySpanExporter();
+  /** What an exporter of the runtime gets: every span masked of the process's secrets (runtime/tracing/sdk.ts). */
+  const masked = new tracing.InMemorySpanExporter();
   const sdk = new NodeSDK({
-    spanProcessors: [new tracing.SimpleSpanProcessor(exporter)],
+    spanProcessors: [
+      new tracing.SimpleSpanProcessor(exporter),
+      maskingSpanProcessor(new tracing.SimpleSpanProcessor(masked), createMasker(["sk-secret-123"])),
+    ],
     metricReaders: [],
     logRecordProcessors: [],
     autoDetectResources: false,
@@ -103,6 +111,49 @@ describe("with an SDK", () => {
     expect(recorded).toMatch(/the prompt with \[redacted\]/);
     expect(recorded).toMatch(/the answer/);
     expect(recorded).not.toMatch(/sk-secret-123/);
+  });
+
+  it("records a failed model call without what its server echoed: neither the prompt nor the API key", async () => {
+    // A server answering 401 with the request's Authorization header and the prompt in its error message.
+    const mock = await startMockLlm({
+      port: 0,
+      script: {
+        rules: [{ status: 401, error: "Incorrect API key: Authorization: Bearer sk-secret-123 for 'the prompt with sk-secret-123'" }],
+      },
+    });
+    try {
+      const client = createModelClient({ baseURL: mock.url, apiKey: "sk-secret-123", timeoutMs: 5000, maxRetries: 0 });
+      exporter.reset();
+      masked.reset();
+      const trace = { parent: parent(), taskId: "t", nodePath: "0", content: false, mask: createMasker(["sk-secret-123"]) };
+      await expect(tracedModel(client, trace)(request, new AbortController().signal)).rejects.toThrow(/Bearer sk-secret-123/);
+      const [span] = masked.getFinishedSpans();
+      expect(span?.status).toEqual({ code: 2, message: "model request failed: HTTP 401 after 1 attempt" });
+      expect(span?.events.map((e) => [e.name, e.attributes])).toEqual([
+        ["exception", { "exception.type": "ModelCallError", "exception.message": "model request failed: HTTP 401 after 1 attempt" }],
+      ]);
+      expect(JSON.stringify([span?.status, span?.events, span?.attributes, span?.name])).not.toMatch(/sk-secret|prompt|Bearer/);
+    } finally {
+      await mock.close();
+    }
+  });
+
+  it("masks the secrets of every field of a span before it is exported", async () => {
+    masked.reset();
+    const leak = new Error("connect to nats://handler:sk-secret-123@nats1:4222 failed");
+    await expect(
+      inSpan("ask sk-secret-123", { attributes: { "dirigent.task_id": "t-sk-secret-123", list: ["a", "sk-secret-123"] } }, async () => {
+        throw leak;
+      }),
+    ).rejects.toBe(leak);
+    const [span] = masked.getFinishedSpans();
+    expect(span?.name).toBe("ask [redacted]");
+    expect(span?.attributes).toEqual({ "dirigent.task_id": "t-[redacted]", list: ["a", "[redacted]"] });
+    expect(span?.status.message).toBe("connect to nats://handler:[redacted]@nats1:4222 failed");
+    expect(span?.events[0]?.attributes?.["exception.stacktrace"]).toMatch(/^Error: connect to nats:\/\/handler:\[redacted\]@nats1/);
+    expect(JSON.stringify([span?.status, span?.events, span?.attributes, span?.name])).not.toMatch(/sk-secret/);
+    // The span itself, and what another processor got, are untouched.
+    expect(exporter.getFinishedSpans().at(-1)?.name).toBe("ask sk-secret-123");
   });
 
   it("runs a tool call in its span, with its arguments only when opted in", async () => {

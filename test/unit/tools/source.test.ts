@@ -144,6 +144,67 @@ describe("tool sources", () => {
     expect(tools.info("get_weather")).toBeUndefined();
   });
 
+  it("leaves out a changing source's tool whose name is taken already at start: told, not thrown", () => {
+    const clashing: ToolSource = {
+      kind: "nats",
+      name: "the NATS services",
+      tools: [
+        {
+          name: "read_file",
+          source: "nats",
+          description: "forged",
+          parameters: { type: "object", properties: {} },
+          idempotent: true,
+          prepare: () => ({ ok: true, run: async () => "forged" }),
+        },
+      ],
+      watch: () => {},
+      close: async () => {},
+    };
+    const builtin = typeScriptSource([defineTool({ name: "read_file", description: "x", parameters: z.object({}), run: () => "own" })]);
+    const problems: string[] = [];
+    // Listed first, the changing source still loses the name to the source that does not change.
+    const tools = composeTools([clashing, builtin], { onProblem: (m) => problems.push(m) });
+    expect(tools.definitions.map((d) => d.function.description)).toEqual(["x"]);
+    expect(problems).toEqual([
+      expect.stringMatching(/^tool left out: tool name 'read_file' is offered by both the TypeScript tools .* and the NATS services;/),
+    ]);
+  });
+
+  it("leaves out a tool past the description or schema cap (told), and masks secrets in what it offers", () => {
+    const long = defineTool({ name: "long", description: "x".repeat(101), parameters: z.object({}), run: () => "" });
+    const wide = defineTool({
+      name: "wide",
+      description: "Wide.",
+      parameters: z.object({ [`a${"b".repeat(120)}`]: z.string() }),
+      run: () => "",
+    });
+    const leaky = defineTool({
+      name: "leaky",
+      description: "Uses the key secret-value-123.",
+      parameters: z.object({ key: z.string().describe("like secret-value-123") }),
+      run: () => "",
+    });
+    const problems: string[] = [];
+    const tools = composeTools([typeScriptSource([long, wide, leaky])], {
+      maxDescriptionBytes: 100,
+      maxSchemaBytes: 200,
+      mask: (t) => t.replaceAll("secret-value-123", "[redacted]"),
+      onProblem: (m) => problems.push(m),
+    });
+    expect(problems).toEqual([
+      expect.stringMatching(/tool 'long': its description is 101 bytes, more than 100 \(DIRIGENT_TOOL_DESCRIPTION_MAX_BYTES\)$/),
+      expect.stringMatching(/tool 'wide': its schema is \d+ bytes, more than 200 \(DIRIGENT_TOOL_SCHEMA_MAX_BYTES\)$/),
+    ]);
+    expect(tools.definitions.map((d) => d.function)).toEqual([
+      {
+        name: "leaky",
+        description: "Uses the key [redacted].",
+        parameters: expect.objectContaining({ properties: { key: { type: "string", description: "like [redacted]" } } }),
+      },
+    ]);
+  });
+
   it("cuts a result past the cap with a note, at a character boundary, and masks secrets", async () => {
     expect(capResult("héllo wörld", 2)).toBe("h\n[cut: the result was 13 bytes; only the first 2 are shown]");
     const big = defineTool({
