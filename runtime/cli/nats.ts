@@ -1,10 +1,13 @@
-/** `dirigent nats-conf`: the nats-server users and per-role permissions of one or more subject roots, and cluster node configs. */
+/**
+ * `dirigent nats-conf`: the nats-server accounts (one per subject root), users and per-role permissions, and cluster
+ * node configs.
+ */
 import { mkdir, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { Option, type Command } from "commander";
 import { checkRoot, DEFAULT_ROOT } from "../../protocol/index.js";
 import { UsageError } from "./common.js";
-import { renderAuthorization, renderDevAuthorization, renderUsers } from "../nats/permissions.js";
+import { renderAccount, renderAccounts, renderDevAuthorization, rootsClash } from "../nats/permissions.js";
 import { DEFAULT_CLUSTER_NAME, localClusterNodes, remoteClusterNodes, renderClusterNode, type ClusterNode } from "../nats/cluster-conf.js";
 import { messageOf } from "../../protocol/errors.js";
 
@@ -20,7 +23,7 @@ interface NatsConfFlags {
   out?: string;
 }
 
-/** The authorization block's file beside the node configs. */
+/** The accounts block's file beside the node configs. */
 const AUTH_FILE = "dirigent-auth.conf";
 
 /** Registers `dirigent nats-conf`. */
@@ -28,7 +31,8 @@ export function registerNatsCommands(program: Command): void {
   program
     .command("nats-conf")
     .description(
-      "print the nats-server authorization block (one user per role and root, passwords from $DIRIGENT_NATS_[<ROOT>_]<ROLE>_PASSWORD)",
+      "print the nats-server accounts block (an account per root, a user per role and an admin user in each, " +
+        "passwords from $DIRIGENT_NATS_[<ROOT>_]<ROLE>_PASSWORD)",
     )
     .addOption(
       new Option(
@@ -36,8 +40,8 @@ export function registerNatsCommands(program: Command): void {
         "subject root (env DIRIGENT_PREFIX, default 'dirigent'); repeat it for several roots sharing one server",
       ).argParser(collect),
     )
-    .option("--admin", "add a user `admin` (`<root>-admin`) limited to the JetStream API, for operators")
-    .option("--users", "print only the entries of the `users` list, to add to a server configuration that has users already")
+    .option("--admin", "accepted for older scripts: every account has its user `admin` (`<root>-admin`) now")
+    .option("--users", "print only the account entries, to add inside the `accounts` block of a server configuration that has one")
     .option("--dev", "the development block of nats.conf: public dev passwords and a `dev` user for clients without credentials")
     .option(
       "--cluster <nodes>",
@@ -56,18 +60,19 @@ export function registerNatsCommands(program: Command): void {
         }
       }
       if (new Set(roots).size !== roots.length) throw new UsageError(`--prefix: a root is given twice (${roots.join(", ")})`);
+      const clash = rootsClash(roots);
+      if (clash !== undefined) throw new UsageError(`--prefix: ${clash}`);
       const nested = roots.find((a) => roots.some((b) => b.startsWith(`${a}.`)));
       if (nested !== undefined)
         throw new UsageError(`--prefix: roots under root '${nested}' share its subjects; choose roots that do not nest`);
       if (flags.dev && (roots.length > 1 || flags.users)) throw new UsageError("--dev is the block of one root's development server");
       if (flags.users && flags.cluster !== undefined)
         throw new UsageError("--users prints list entries; --cluster writes whole node configs");
-      const admin = flags.admin === true;
       const authorization = flags.dev
         ? renderDevAuthorization(roots[0] ?? DEFAULT_ROOT)
         : flags.users
-          ? roots.flatMap((root) => renderUsers(root, { admin })).join("\n") + "\n"
-          : renderAuthorization(roots, { admin });
+          ? roots.flatMap((root) => renderAccount(root)).join("\n") + "\n"
+          : renderAccounts(roots);
       if (flags.cluster === undefined) {
         process.stdout.write(authorization);
         return;
@@ -76,7 +81,7 @@ export function registerNatsCommands(program: Command): void {
     });
 }
 
-/** Writes `<out>/<node>.conf` per node and the authorization block they include; prints how to start them. */
+/** Writes `<out>/<node>.conf` per node and the accounts block they include; prints how to start them. */
 async function writeCluster(flags: NatsConfFlags, authorization: string): Promise<void> {
   if (!flags.out) throw new UsageError("--cluster needs --out <dir>: one file is written per node");
   const out = resolve(flags.out);

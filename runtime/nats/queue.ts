@@ -18,12 +18,13 @@ import {
   StorageType,
   type JetStreamManager,
 } from "@nats-io/jetstream";
-import { createInbox, nanos, type Msg, type NatsConnection } from "@nats-io/transport-node";
+import { createInbox, millis, nanos, type Msg, type NatsConnection } from "@nats-io/transport-node";
 import { retryDelayMs, type BusSubscription, type WorkItem, type WorkQueue } from "../../actors/bus.js";
 import type { Subjects } from "../../protocol/subjects.js";
 import { warnOnError, type BusErrorHandler } from "../bus-support.js";
 import { ensureStream, type Replication } from "./replicas.js";
 import { parseApiAnswer, StoreError, wireOf, type NatsWire } from "./wire.js";
+import { isPermissionViolation } from "./auth.js";
 
 /** Options of {@link openWorkQueue}. */
 export interface WorkQueueOptions {
@@ -51,8 +52,10 @@ const REMEMBERED_DISCARDS = 1000;
 export const DEFAULT_MAX_ACK_PENDING = 20_000;
 
 /**
- * Ensures the intake stream and the durable consumer, then returns the queue. An existing
- * consumer gets this process's `ackWaitMs` and `maxAckPending` (the last process to open wins).
+ * Ensures the intake stream and the durable consumer, then returns the queue. An existing consumer gets this process's
+ * `ackWaitMs` and `maxAckPending` when its user may update it (the last process to open wins); a Director's user may
+ * not (the consumer is `dirigent nats-setup`'s), and then the queue takes the consumer's own values, with a warning
+ * when they differ from this process's.
  */
 export async function openWorkQueue(nc: NatsConnection, subjects: Subjects, options: WorkQueueOptions = {}): Promise<JetStreamWorkQueue> {
   const jsm = await jetstreamManager(nc);
@@ -69,27 +72,44 @@ export async function openWorkQueue(nc: NatsConnection, subjects: Subjects, opti
     },
     options.replication,
   );
-  const maxAckPending = options.maxAckPending ?? DEFAULT_MAX_ACK_PENDING;
-  await ensureConsumer(jsm, subjects.intakeStream, subjects.directorConsumer, {
+  const wanted = {
     ack_wait: nanos(options.ackWaitMs ?? DEFAULT_ACK_WAIT_MS),
-    max_ack_pending: maxAckPending,
+    max_ack_pending: options.maxAckPending ?? DEFAULT_MAX_ACK_PENDING,
+  };
+  const limits = await ensureConsumer(jsm, subjects.intakeStream, subjects.directorConsumer, wanted);
+  if (limits.ack_wait !== wanted.ack_wait || limits.max_ack_pending !== wanted.max_ack_pending) {
+    options.replication?.log.warn(
+      { consumer: subjects.directorConsumer, ackWaitMs: millis(limits.ack_wait), wantedAckWaitMs: millis(wanted.ack_wait) },
+      `the intake consumer keeps ack wait ${millis(limits.ack_wait)} ms and max ack pending ${limits.max_ack_pending}, ` +
+        "which this user may not change: run 'dirigent nats-setup' as the root's admin user with this DIRIGENT_ACK_WAIT_MS",
+    );
+  }
+  return new JetStreamWorkQueue(nc, subjects, {
+    ...options,
+    ackWaitMs: millis(limits.ack_wait),
+    maxAckPending: limits.max_ack_pending,
   });
-  return new JetStreamWorkQueue(nc, subjects, { ...options, maxAckPending });
 }
 
+/** Creates the durable consumer, or updates an existing one to `limits`; returns the limits it has afterwards. */
 async function ensureConsumer(
   jsm: JetStreamManager,
   stream: string,
   name: string,
   limits: { ack_wait: number; max_ack_pending: number },
-): Promise<void> {
+): Promise<{ ack_wait: number; max_ack_pending: number }> {
   for (let attempt = 0; ; attempt++) {
     try {
       const { config } = await jsm.consumers.info(stream, name);
-      if (config.ack_wait !== limits.ack_wait || config.max_ack_pending !== limits.max_ack_pending) {
+      const have = { ack_wait: config.ack_wait ?? limits.ack_wait, max_ack_pending: config.max_ack_pending ?? limits.max_ack_pending };
+      if (have.ack_wait === limits.ack_wait && have.max_ack_pending === limits.max_ack_pending) return limits;
+      try {
         await jsm.consumers.update(stream, name, limits);
+        return limits;
+      } catch (err) {
+        if (isPermissionViolation(err)) return have;
+        throw err;
       }
-      return;
     } catch (err) {
       if (!(err instanceof JetStreamApiError && err.code === JetStreamApiCodes.ConsumerNotFound)) throw err;
     }
@@ -100,7 +120,7 @@ async function ensureConsumer(
         deliver_policy: DeliverPolicy.All,
         ...limits,
       });
-      return;
+      return limits;
     } catch (err) {
       // Another process may have added it with other limits; look again once.
       if (attempt > 0) throw err;

@@ -91,11 +91,20 @@ export class NatsTaskStore implements TaskStore {
     return chunkBytes(this.#nc.info?.max_payload ?? DEFAULT_MAX_PAYLOAD, -1);
   }
 
-  /** Every key of the bucket (an ordered consumer over its subjects), without the store's chunk keys. */
+  /**
+   * Every key of the bucket, without the store's chunk keys: the subjects of its stream (`STREAM.INFO` with a
+   * subjects filter, paged by the client), not a consumer, which role users may not create. A deleted key is listed
+   * while its delete marker is kept; reading it finds nothing.
+   */
   async keys(): Promise<string[]> {
-    const keys: string[] = [];
-    for await (const key of await this.#kv.keys()) if (!isChunkKey(key)) keys.push(key);
-    return keys;
+    const info = await (
+      await jetstreamManager(this.#nc, { checkAPI: false })
+    ).streams.info(this.#stream, {
+      subjects_filter: `${this.#subjectPrefix}>`,
+    });
+    return Object.keys(info.state.subjects ?? {})
+      .map((subject) => subject.slice(this.#subjectPrefix.length))
+      .filter((key) => !isChunkKey(key));
   }
 
   async create(key: string, value: Uint8Array): Promise<CreateResult> {

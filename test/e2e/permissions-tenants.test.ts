@@ -16,20 +16,23 @@ import { connectNats, type NatsConnection } from "../../runtime/nats/bus.js";
 import { NATS_ROLES, natsUser, passwordVariable, userInboxPrefix, type NatsRole } from "../../runtime/nats/permissions.js";
 import { startSystem, type SystemHandle } from "../../runtime/system.js";
 import { openNatsTransport, type OpenTransport } from "../../runtime/transport.js";
-import { RUNTIME } from "../support/permissions-stack.js";
+import { natsSetup, RUNTIME } from "../support/permissions-stack.js";
 import { randomRoot, startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 import { startCli } from "../support/processes.js";
 import { newTaskId } from "../support/stack.js";
 
+type User = NatsRole | "admin";
+const USERS: readonly User[] = [...NATS_ROLES, "admin"];
+
 interface Tenant {
   root: string;
   subjects: Subjects;
-  passwords: Record<NatsRole, string>;
-  as: (role: NatsRole) => { user: string; pass: string };
+  passwords: Record<User, string>;
+  as: (role: User) => { user: string; pass: string };
 }
 
 function tenant(root: string): Tenant {
-  const passwords = Object.fromEntries(NATS_ROLES.map((role) => [role, randomBytes(12).toString("hex")])) as Record<NatsRole, string>;
+  const passwords = Object.fromEntries(USERS.map((role) => [role, randomBytes(12).toString("hex")])) as Record<User, string>;
   return { root, subjects: createSubjects(root), passwords, as: (role) => ({ user: natsUser(root, role), pass: passwords[role] }) };
 }
 
@@ -45,10 +48,13 @@ beforeAll(async () => {
   const generated = startCli(["nats-conf", "--prefix", a.root, "--prefix", b.root]);
   expect(await generated.exited).toBe(0);
   const block = generated.output();
-  expect(block.match(/authorization \{/g)).toHaveLength(1);
+  expect(block.match(/accounts \{/g)).toHaveLength(1);
+  expect(block).not.toMatch(/authorization/);
   // The production form: passwords from variables (set here in the file), no `dev` user, no anonymous clients.
-  const variables = [a, b].flatMap((t) => NATS_ROLES.map((role) => `${passwordVariable(role, t.root)}: "${t.passwords[role]}"`));
+  const variables = [a, b].flatMap((t) => USERS.map((role) => `${passwordVariable(role, t.root)}: "${t.passwords[role]}"`));
   server = await startTestNatsServer({ config: `jetstream { store_dir: ".dirigent/jetstream" }\n${variables.join("\n")}\n${block}` });
+  // Each root's admin step, as its admin user, before its roles start.
+  for (const t of [a, b]) await natsSetup(server.url, t.root, t.as("admin"));
   mock = await startMockLlm({
     port: 0,
     script: { rules: [{ match: { lastUser: "slowly" }, reply: "slow answer of B", delayMs: 1500 }], default: { reply: "answer" } },

@@ -1,8 +1,8 @@
 /**
  * The stack the permission tests (test/e2e/permissions-*.test.ts) run against: a real nats-server started with the
- * production form of the authorization block (passwords from variables, no `dev` user, no anonymous clients), the mock
- * model, and every runtime role in its own connection as its own user, with inspection on. The server's violations
- * are read from its stderr.
+ * production form of the accounts block (passwords from variables, no `dev` user, no anonymous clients), the root
+ * set up by `dirigent nats-setup` as its admin user, the mock model, and every runtime role in its own connection as
+ * its own user, with inspection on. The server's violations are read from its stderr.
  */
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll } from "vitest";
@@ -11,10 +11,11 @@ import { createSubjects, type Subjects } from "../../protocol/index.js";
 import { loadConfig, type Config } from "../../runtime/config.js";
 import { startMockLlm, type MockLlmServer } from "../../runtime/model/mock-server.js";
 import { connectNats, type NatsConnection } from "../../runtime/nats/bus.js";
-import { NATS_ROLES, natsUser, passwordVariable, renderAuthorization, type NatsRole } from "../../runtime/nats/permissions.js";
+import { NATS_ROLES, natsUser, passwordVariable, renderAccounts, type NatsRole } from "../../runtime/nats/permissions.js";
 import { startSystem, type SystemHandle } from "../../runtime/system.js";
 import { openNatsTransport, type OpenTransport } from "../../runtime/transport.js";
 import { randomRoot, startTestNatsServer, type TestNatsServer } from "./nats-server.js";
+import { startCli } from "./processes.js";
 
 /** The runtime roles, in the order of `transports` and `systems`. */
 export const RUNTIME = ["memory", "handler", "evaluator", "director", "supervisor"] as const;
@@ -22,7 +23,7 @@ export const RUNTIME = ["memory", "handler", "evaluator", "director", "superviso
 export interface PermissionsStack {
   root: string;
   subjects: Subjects;
-  passwords: Record<NatsRole, string>;
+  passwords: Record<NatsRole | "admin", string>;
   /** Set before the tests run. */
   server: TestNatsServer;
   /** Set before the tests run. */
@@ -31,26 +32,40 @@ export interface PermissionsStack {
   transports: OpenTransport[];
   /** The runtime roles' systems, one per role. */
   systems: SystemHandle[];
-  /** The credentials of a role's user. */
-  as: (role: NatsRole) => { user: string; pass: string };
+  /** The credentials of a role's user, or of the root's admin. */
+  as: (role: NatsRole | "admin") => { user: string; pass: string };
   /** The permission violations the server has logged so far. */
   violations: () => string[];
   /** A plain connection as a role's user, closed after the tests. */
-  connectAs: (role: NatsRole) => Promise<NatsConnection>;
+  connectAs: (role: NatsRole | "admin") => Promise<NatsConnection>;
+}
+
+/**
+ * Runs `dirigent nats-setup` (dist/, built before e2e tests) for `root` on `url` as `admin`; resolves with its output
+ * once it exited 0.
+ */
+export async function natsSetup(url: string, root: string, admin: { user: string; pass: string }): Promise<string> {
+  const setup = startCli(["nats-setup", "--nats", url, "--prefix", root], { NATS_USER: admin.user, NATS_PASSWORD: admin.pass });
+  const code = await setup.exited;
+  if (code !== 0) throw new Error(`dirigent nats-setup exited ${code}: ${setup.output()}`);
+  return setup.output();
 }
 
 /** Starts the stack before the file's tests and stops it after them. */
 export function usePermissionsStack(): PermissionsStack {
   const root = randomRoot();
   const subjects = createSubjects(root);
-  const passwords = Object.fromEntries(NATS_ROLES.map((role) => [role, randomBytes(12).toString("hex")])) as Record<NatsRole, string>;
+  const passwords = Object.fromEntries([...NATS_ROLES, "admin"].map((role) => [role, randomBytes(12).toString("hex")])) as Record<
+    NatsRole | "admin",
+    string
+  >;
   let server: TestNatsServer;
   let mock: MockLlmServer;
   const transports: OpenTransport[] = [];
   const systems: SystemHandle[] = [];
   const connections: NatsConnection[] = [];
 
-  const as = (role: NatsRole) => ({ user: natsUser(root, role), pass: passwords[role] });
+  const as = (role: NatsRole | "admin") => ({ user: natsUser(root, role), pass: passwords[role] });
   const violations = () =>
     server
       .stderr()
@@ -76,9 +91,11 @@ export function usePermissionsStack(): PermissionsStack {
 
   beforeAll(async () => {
     // The production form: passwords from variables (here set in the file), no `dev` user, no anonymous clients.
-    const variables = Object.fromEntries(NATS_ROLES.map((role) => [passwordVariable(role, root), passwords[role]]));
+    const variables = Object.fromEntries(
+      ([...NATS_ROLES, "admin"] as const).map((role) => [passwordVariable(role, root), passwords[role]]),
+    );
     server = await startTestNatsServer({
-      config: `max_payload: 2MB\njetstream { store_dir: ".dirigent/jetstream" }\n${renderAuthorization(root, { variables })}`,
+      config: `max_payload: 2MB\njetstream { store_dir: ".dirigent/jetstream" }\n${renderAccounts(root, { variables })}`,
       // PERM_TRACE=/tmp/trace.log: a protocol trace of every user's subjects, to revise the permission sets (the
       // log then goes to the file, so the tests that read violations from stderr fail).
       ...(process.env["PERM_TRACE"] ? { args: ["-DV", "-l", process.env["PERM_TRACE"]] } : {}),
@@ -111,6 +128,8 @@ export function usePermissionsStack(): PermissionsStack {
       model: "mock-model",
       inspect: true,
     };
+    // The admin step creates the streams, buckets and the intake consumer, which no role may create.
+    await natsSetup(server.url, root, as("admin"));
     // Each role in its own connection, as its own user, opening only its own stores.
     for (const role of RUNTIME) {
       const transport = await openNatsTransport(server.url, subjects, {
@@ -132,7 +151,7 @@ export function usePermissionsStack(): PermissionsStack {
     await server?.stop();
   });
 
-  async function connectAs(role: NatsRole): Promise<NatsConnection> {
+  async function connectAs(role: NatsRole | "admin"): Promise<NatsConnection> {
     const nc = await connectNats({ servers: server.url, name: `perm-test-${role}`, ...as(role) });
     connections.push(nc);
     return nc;
