@@ -53,9 +53,7 @@ export const DEFAULT_MAX_ACK_PENDING = 20_000;
 
 /**
  * Ensures the intake stream and the durable consumer, then returns the queue. An existing consumer gets this process's
- * `ackWaitMs` and `maxAckPending` when its user may update it (the last process to open wins); a Director's user may
- * not (the consumer is `dirigent nats-setup`'s), and then the queue takes the consumer's own values, with a warning
- * when they differ from this process's.
+ * `ackWaitMs` and `maxAckPending` if its user may update it (the last to open wins), else the queue takes its values.
  */
 export async function openWorkQueue(nc: NatsConnection, subjects: Subjects, options: WorkQueueOptions = {}): Promise<JetStreamWorkQueue> {
   const jsm = await jetstreamManager(nc);
@@ -77,39 +75,30 @@ export async function openWorkQueue(nc: NatsConnection, subjects: Subjects, opti
     max_ack_pending: options.maxAckPending ?? DEFAULT_MAX_ACK_PENDING,
   };
   const limits = await ensureConsumer(jsm, subjects.intakeStream, subjects.directorConsumer, wanted);
-  if (limits.ack_wait !== wanted.ack_wait || limits.max_ack_pending !== wanted.max_ack_pending) {
+  const [ackWaitMs, maxAckPending] = [millis(limits.ack_wait), limits.max_ack_pending];
+  if (limits.ack_wait !== wanted.ack_wait || maxAckPending !== wanted.max_ack_pending)
     options.replication?.log.warn(
-      { consumer: subjects.directorConsumer, ackWaitMs: millis(limits.ack_wait), wantedAckWaitMs: millis(wanted.ack_wait) },
-      `the intake consumer keeps ack wait ${millis(limits.ack_wait)} ms and max ack pending ${limits.max_ack_pending}, ` +
-        "which this user may not change: run 'dirigent nats-setup' as the root's admin user with this DIRIGENT_ACK_WAIT_MS",
+      { consumer: subjects.directorConsumer, ackWaitMs, maxAckPending, configuredAckWaitMs: millis(wanted.ack_wait) },
+      `the intake consumer keeps ack wait ${ackWaitMs} ms and max ack pending ${maxAckPending}, which this user may not ` +
+        "change: run 'dirigent nats-setup' as the root's admin user with this DIRIGENT_ACK_WAIT_MS",
     );
-  }
-  return new JetStreamWorkQueue(nc, subjects, {
-    ...options,
-    ackWaitMs: millis(limits.ack_wait),
-    maxAckPending: limits.max_ack_pending,
-  });
+  return new JetStreamWorkQueue(nc, subjects, { ...options, ackWaitMs, maxAckPending });
 }
 
+type ConsumerLimits = { ack_wait: number; max_ack_pending: number };
+
 /** Creates the durable consumer, or updates an existing one to `limits`; returns the limits it has afterwards. */
-async function ensureConsumer(
-  jsm: JetStreamManager,
-  stream: string,
-  name: string,
-  limits: { ack_wait: number; max_ack_pending: number },
-): Promise<{ ack_wait: number; max_ack_pending: number }> {
+async function ensureConsumer(jsm: JetStreamManager, stream: string, name: string, limits: ConsumerLimits): Promise<ConsumerLimits> {
   for (let attempt = 0; ; attempt++) {
     try {
       const { config } = await jsm.consumers.info(stream, name);
       const have = { ack_wait: config.ack_wait ?? limits.ack_wait, max_ack_pending: config.max_ack_pending ?? limits.max_ack_pending };
       if (have.ack_wait === limits.ack_wait && have.max_ack_pending === limits.max_ack_pending) return limits;
-      try {
-        await jsm.consumers.update(stream, name, limits);
-        return limits;
-      } catch (err) {
-        if (isPermissionViolation(err)) return have;
-        throw err;
-      }
+      // Role users may not update it (`dirigent nats-setup` made it): the queue then keeps the consumer's limits.
+      return await jsm.consumers.update(stream, name, limits).then(
+        () => limits,
+        (err: unknown) => (isPermissionViolation(err) ? have : Promise.reject(err)),
+      );
     } catch (err) {
       if (!(err instanceof JetStreamApiError && err.code === JetStreamApiCodes.ConsumerNotFound)) throw err;
     }

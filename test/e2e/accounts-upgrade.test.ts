@@ -11,7 +11,7 @@ import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { silentLogger } from "../../actors/deps.js";
 import { createSubjects } from "../../protocol/index.js";
-import { setupStreams } from "../../runtime/cli/nats-setup.js";
+import { setupStreams } from "../../runtime/cli/nats.js";
 import { accountName, NATS_ROLES, natsUser, passwordVariable, renderAccounts, type NatsRole } from "../../runtime/nats/permissions.js";
 import { openNatsTransport, type OpenTransport } from "../../runtime/transport.js";
 import { natsSetup } from "../support/permissions-stack.js";
