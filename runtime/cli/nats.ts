@@ -74,7 +74,7 @@ export function registerNatsCommands(program: Command): void {
         throw new UsageError(`--prefix: roots under root '${nested}' share its subjects; choose roots that do not nest`);
       if (flags.dev && (roots.length > 1 || flags.users)) throw new UsageError("--dev is the block of one root's development server");
       if (flags.users && flags.cluster !== undefined)
-        throw new UsageError("--users prints list entries; --cluster writes whole node configs");
+        throw new UsageError("--users prints account entries; --cluster writes whole node configs");
       const authorization = flags.dev
         ? renderDevAuthorization(roots[0] ?? DEFAULT_ROOT)
         : flags.users
