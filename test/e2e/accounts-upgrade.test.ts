@@ -5,25 +5,21 @@
  * started again and `dirigent nats-setup` run as the root's admin. The role users of the new account find the task
  * record, the goal and the queued task.
  */
-import { randomBytes } from "node:crypto";
 import { mkdir, rename, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { silentLogger } from "../../actors/deps.js";
 import { createSubjects } from "../../protocol/index.js";
 import { setupStreams } from "../../runtime/cli/nats.js";
-import { accountName, NATS_ROLES, natsUser, passwordVariable, renderAccounts, type NatsRole } from "../../runtime/nats/permissions.js";
+import { accountName } from "../../runtime/nats/permissions.js";
 import { openNatsTransport, type OpenTransport } from "../../runtime/transport.js";
-import { natsSetup } from "../support/permissions-stack.js";
+import { accountsConfig, natsSetup, rootUsers } from "../support/permissions-stack.js";
 import { randomRoot, startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 
 const root = randomRoot();
 const subjects = createSubjects(root);
-const passwords = Object.fromEntries([...NATS_ROLES, "admin"].map((role) => [role, randomBytes(12).toString("hex")])) as Record<
-  NatsRole | "admin",
-  string
->;
-const as = (role: NatsRole | "admin") => ({ user: natsUser(root, role), pass: passwords[role] });
+const users = rootUsers(root);
+const { as } = users;
 const bytes = (text: string) => new TextEncoder().encode(text);
 const text = (data: Uint8Array | undefined) => (data === undefined ? undefined : new TextDecoder().decode(data));
 
@@ -46,10 +42,7 @@ describe("upgrading a root from the global account to its own", () => {
     await before.close();
 
     // 1. The new block, each password from a variable (here in the file), the admin's included.
-    const variables = Object.fromEntries(
-      ([...NATS_ROLES, "admin"] as const).map((role) => [passwordVariable(role, root), passwords[role]]),
-    );
-    const config = `jetstream { store_dir: ".dirigent/jetstream" }\n${renderAccounts(root, { variables })}`;
+    const config = accountsConfig([users]);
     // 2. The server stopped; 3. the root's streams moved from `$G/streams` into its account's directory.
     const jetstream = join(server.dir, ".dirigent", "jetstream", "jetstream");
     const account = accountName(root);

@@ -3,33 +3,26 @@
  * the generated accounts block: a worker whose root is not set up stops at start, naming the step; set up by the
  * root's admin (a role user may not), the worker starts, and the intake consumer has the admin's ack wait.
  */
-import { randomBytes } from "node:crypto";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { millis } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createSubjects } from "../../protocol/index.js";
 import { connectNats, type NatsConnection } from "../../runtime/nats/bus.js";
-import { NATS_ROLES, natsUser, passwordVariable, renderAccounts, type NatsRole } from "../../runtime/nats/permissions.js";
-import { natsSetup } from "../support/permissions-stack.js";
+import { accountsConfig, natsSetup, rootUsers } from "../support/permissions-stack.js";
 import { randomRoot, startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 import { startCli, type CliProcess } from "../support/processes.js";
 
 const root = randomRoot();
 const subjects = createSubjects(root);
-const passwords = Object.fromEntries([...NATS_ROLES, "admin"].map((role) => [role, randomBytes(12).toString("hex")])) as Record<
-  NatsRole | "admin",
-  string
->;
-const as = (role: NatsRole | "admin") => ({ user: natsUser(root, role), pass: passwords[role] });
-const env = (role: NatsRole | "admin") => ({ NATS_USER: as(role).user, NATS_PASSWORD: as(role).pass });
+const users = rootUsers(root);
+const { as, env } = users;
 
 let server: TestNatsServer;
 const processes: CliProcess[] = [];
 const connections: NatsConnection[] = [];
 
 beforeAll(async () => {
-  const variables = Object.fromEntries(([...NATS_ROLES, "admin"] as const).map((role) => [passwordVariable(role, root), passwords[role]]));
-  server = await startTestNatsServer({ config: `jetstream { store_dir: ".dirigent/jetstream" }\n${renderAccounts(root, { variables })}` });
+  server = await startTestNatsServer({ config: accountsConfig([users]) });
 });
 
 afterAll(async () => {

@@ -10,7 +10,6 @@
  * streams, one capturing B's subjects) and no consumer (one delivering into B's `control.cancel`); A's admin, who may,
  * creates them in A's account, where they neither see B's messages nor reach B's subscribers.
  */
-import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { silentLogger } from "../../actors/deps.js";
 import { createSubjects, type Subjects } from "../../protocol/index.js";
@@ -19,28 +18,21 @@ import { loadConfig, type Config } from "../../runtime/config.js";
 import { startMockLlm, type MockLlmServer } from "../../runtime/model/mock-server.js";
 import { AckPolicy, DeliverPolicy, jetstreamManager } from "@nats-io/jetstream";
 import { connectNats, type NatsConnection } from "../../runtime/nats/bus.js";
-import { NATS_ROLES, natsUser, passwordVariable, userInboxPrefix, type NatsRole } from "../../runtime/nats/permissions.js";
+import { userInboxPrefix } from "../../runtime/nats/permissions.js";
 import { startSystem, type SystemHandle } from "../../runtime/system.js";
 import { openNatsTransport, type OpenTransport } from "../../runtime/transport.js";
-import { natsSetup, RUNTIME } from "../support/permissions-stack.js";
+import { natsSetup, rootUsers, RUNTIME, type RootUser, type RootUsers } from "../support/permissions-stack.js";
 import { randomRoot, startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 import { startCli } from "../support/processes.js";
 import { newTaskId } from "../support/stack.js";
 import { pollUntil } from "../support/process-group.js";
 
-type User = NatsRole | "admin";
-const USERS: readonly User[] = [...NATS_ROLES, "admin"];
-
-interface Tenant {
-  root: string;
+interface Tenant extends RootUsers {
   subjects: Subjects;
-  passwords: Record<User, string>;
-  as: (role: User) => { user: string; pass: string };
 }
 
 function tenant(root: string): Tenant {
-  const passwords = Object.fromEntries(USERS.map((role) => [role, randomBytes(12).toString("hex")])) as Record<User, string>;
-  return { root, subjects: createSubjects(root), passwords, as: (role) => ({ user: natsUser(root, role), pass: passwords[role] }) };
+  return { ...rootUsers(root), subjects: createSubjects(root) };
 }
 
 const a = tenant(randomRoot());
@@ -58,7 +50,7 @@ beforeAll(async () => {
   expect(block.match(/accounts \{/g)).toHaveLength(1);
   expect(block).not.toMatch(/authorization/);
   // The production form: passwords from variables (set here in the file), no `dev` user, no anonymous clients.
-  const variables = [a, b].flatMap((t) => USERS.map((role) => `${passwordVariable(role, t.root)}: "${t.passwords[role]}"`));
+  const variables = Object.entries({ ...a.variables, ...b.variables }).map(([name, value]) => `${name}: "${value}"`);
   server = await startTestNatsServer({ config: `jetstream { store_dir: ".dirigent/jetstream" }\n${variables.join("\n")}\n${block}` });
   // Each root's admin step, as its admin user, before its roles start.
   for (const t of [a, b]) await natsSetup(server.url, t.root, t.as("admin"));
@@ -181,7 +173,7 @@ describe("two subject roots on one server", () => {
 
 describe("JetStream across roots (issue 31)", () => {
   /** A's user `role`'s JetStream manager. */
-  async function managerOf(role: User) {
+  async function managerOf(role: RootUser) {
     const nc = await connectNats({ servers: server.url, name: `a-${role}-attacker`, ...a.as(role) });
     connections.push(nc);
     return jetstreamManager(nc, { checkAPI: false });

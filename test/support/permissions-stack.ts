@@ -40,6 +40,47 @@ export interface PermissionsStack {
   connectAs: (role: NatsRole | "admin") => Promise<NatsConnection>;
 }
 
+/** The users of a root, its roles' and its admin's. */
+export type RootUser = NatsRole | "admin";
+
+/** Random passwords for every user of a root, as credentials, as a CLI's environment and as the server's variables. */
+export interface RootUsers {
+  root: string;
+  passwords: Record<RootUser, string>;
+  /** The credentials of a user of the root. */
+  as: (role: RootUser) => { user: string; pass: string };
+  /** `NATS_USER` and `NATS_PASSWORD` of a user of the root, for a `dirigent` process. */
+  env: (role: RootUser) => { NATS_USER: string; NATS_PASSWORD: string };
+  /** The password variables `renderAccounts` refers to, with their values. */
+  variables: Record<string, string>;
+}
+
+/** Users of `root` with random passwords. */
+export function rootUsers(root: string): RootUsers {
+  const users: RootUser[] = [...NATS_ROLES, "admin"];
+  const passwords = Object.fromEntries(users.map((role) => [role, randomBytes(12).toString("hex")])) as Record<RootUser, string>;
+  const as = (role: RootUser) => ({ user: natsUser(root, role), pass: passwords[role] });
+  return {
+    root,
+    passwords,
+    as,
+    env: (role) => ({ NATS_USER: as(role).user, NATS_PASSWORD: as(role).pass }),
+    variables: Object.fromEntries(users.map((role) => [passwordVariable(role, root), passwords[role]])),
+  };
+}
+
+/**
+ * A server configuration in the production form: the accounts of `roots` (passwords from variables, here set in the
+ * file), no `dev` user, no anonymous clients; JetStream in the test server's directory.
+ */
+export function accountsConfig(roots: readonly RootUsers[], extra = ""): string {
+  const variables = Object.assign({}, ...roots.map((r) => r.variables)) as Record<string, string>;
+  return `${extra}jetstream { store_dir: ".dirigent/jetstream" }\n${renderAccounts(
+    roots.map((r) => r.root),
+    { variables },
+  )}`;
+}
+
 /**
  * Runs `dirigent nats-setup` (dist/, built before e2e tests) for `root` on `url` as `admin`; resolves with its output
  * once it exited 0.
@@ -55,17 +96,14 @@ export async function natsSetup(url: string, root: string, admin: { user: string
 export function usePermissionsStack(): PermissionsStack {
   const root = randomRoot();
   const subjects = createSubjects(root);
-  const passwords = Object.fromEntries([...NATS_ROLES, "admin"].map((role) => [role, randomBytes(12).toString("hex")])) as Record<
-    NatsRole | "admin",
-    string
-  >;
+  const users = rootUsers(root);
+  const { passwords, as } = users;
   let server: TestNatsServer;
   let mock: MockLlmServer;
   const transports: OpenTransport[] = [];
   const systems: SystemHandle[] = [];
   const connections: NatsConnection[] = [];
 
-  const as = (role: NatsRole | "admin") => ({ user: natsUser(root, role), pass: passwords[role] });
   const violations = () =>
     server
       .stderr()
@@ -90,12 +128,8 @@ export function usePermissionsStack(): PermissionsStack {
   };
 
   beforeAll(async () => {
-    // The production form: passwords from variables (here set in the file), no `dev` user, no anonymous clients.
-    const variables = Object.fromEntries(
-      ([...NATS_ROLES, "admin"] as const).map((role) => [passwordVariable(role, root), passwords[role]]),
-    );
     server = await startTestNatsServer({
-      config: `max_payload: 2MB\njetstream { store_dir: ".dirigent/jetstream" }\n${renderAccounts(root, { variables })}`,
+      config: accountsConfig([users], "max_payload: 2MB\n"),
       // PERM_TRACE=/tmp/trace.log: a protocol trace of every user's subjects, to revise the permission sets (the
       // log then goes to the file, so the tests that read violations from stderr fail).
       ...(process.env["PERM_TRACE"] ? { args: ["-DV", "-l", process.env["PERM_TRACE"]] } : {}),
