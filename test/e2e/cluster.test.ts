@@ -98,12 +98,12 @@ describe("a three-node NATS cluster with replicas 3", () => {
     };
 
     // Results as published (a plain subscription, for progress and timing); the events stream is counted at the end.
-    const results = new Recorder<{ taskId: string; status: string; at: number; content?: string }>();
+    const results = new Recorder<{ taskId: string; status: string; at: number; content?: string; error?: unknown }>();
     const subscription = nc.subscribe(subjects.anyTaskResult, {
       callback: (_err, m) => {
-        const { taskId, status, content } = m.json<{ taskId: string; status: string; content: string }>();
+        const { taskId, status, content, error } = m.json<{ taskId: string; status: string; content: string; error?: unknown }>();
         // What a task that did not complete says about why.
-        results.push({ taskId, status, at: Date.now(), ...(status === "COMPLETE" ? {} : { content: content.slice(0, 500) }) });
+        results.push({ taskId, status, at: Date.now(), ...(status === "COMPLETE" ? {} : { content: content.slice(0, 500), error }) });
       },
     });
     const distinct = () => new Set(results.values.map((r) => r.taskId)).size;
