@@ -152,8 +152,14 @@ export function createSubjects(root: string = DEFAULT_ROOT) {
     anyTool: `${root}.tools.>`,
     /** Tools: the start every tool endpoint's subject must have. */
     toolPrefix: `${root}.tools.`,
+    /** Tools: the subject space of tool service `service` (`<root>.tools.<service>.>`), where its endpoints are. */
+    toolServiceSubjects: (service: string) => `${root}.tools.${service}.>`,
     /** The NATS service protocol's discovery subjects (not under the root: every service answers them). */
     serviceInfo: "$SRV.INFO",
+    /** Discovery of one service by name (`$SRV.INFO.<service>`): answered by that service's instances only. */
+    serviceInfoOf: (service: string) => `$SRV.INFO.${service}`,
+    /** Every service's own discovery subject (`$SRV.INFO.*`). */
+    anyServiceInfo: "$SRV.INFO.*",
     servicePing: "$SRV.PING",
     /** Durable consumer name of Directors on the intake stream. */
     directorConsumer: "directors",

@@ -134,6 +134,14 @@ export const Config = z.object({
   natsTools: z.enum(["off", "on"]),
   /** Interval of the re-discovery of NATS service tools (ms). */
   toolDiscoveryMs: positiveInt,
+  /**
+   * The NATS services' tools an operator allows (`weather/get_weather,calc/*`): each service is asked by name
+   * (`$SRV.INFO.<service>`, answered only by its own NATS user) and offers only the tools listed for it; another
+   * service or tool is not offered, logged. Empty: every service's tools (a warning at start).
+   */
+  natsToolAllow: list(
+    z.string().regex(/^[A-Za-z0-9_-]{1,64}\/(\*|[A-Za-z0-9_-]{1,64})$/, "must be <service>/<tool> or <service>/* (docs/tools.md)"),
+  ),
   /** Default cap of one tool result (MCP, TypeScript) in bytes; a longer one is cut with a note. */
   toolResultMaxBytes: sizeLimit,
   /** Largest description of a tool (MCP, NATS, TypeScript) in bytes; a longer one is left out, logged. */
@@ -278,6 +286,7 @@ export const DEFAULTS = {
   toolTimeoutMs: 60_000,
   natsTools: "off",
   toolDiscoveryMs: 30_000,
+  natsToolAllow: [],
   toolResultMaxBytes: 65_536,
   toolDescriptionMaxBytes: 4096,
   toolSchemaMaxBytes: 16_384,
