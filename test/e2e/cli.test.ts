@@ -59,6 +59,45 @@ describe("dirigent CLI", () => {
     expect(run.output()).toMatch(/result: COMPLETE[\s\S]*embedded answer/);
   });
 
+  it("run prints the task id first; list (and ps) shows the tasks, filtered by state and time", async () => {
+    const root = randomRoot();
+    const file = join(dir, "listed.xml");
+    writeFileSync(file, "<task><description>hello</description></task>");
+    const run = startCli(["run", file, "--task-id", "cli-listed-1", "--nats", server.url, "--prefix", root], modelEnv());
+    expect(await run.exited).toBe(0);
+    expect(run.stdout().split("\n")[0]).toBe("task cli-listed-1");
+    const generated = startCli(["run", file, "-q", "--nats", server.url, "--prefix", root], modelEnv());
+    expect(await generated.exited).toBe(0);
+    const generatedId = /^task (\S+)\n/.exec(generated.stdout())?.[1];
+    expect(generatedId).toMatch(/^[0-9a-f-]{36}$/);
+
+    const list = startCli(["list", "--nats", server.url, "--prefix", root]);
+    expect(await list.exited).toBe(0);
+    expect(list.stdout()).toMatch(/^TASK ID\s+STATE\s+LAST EVENT AT\s+LAST EVENT\n/);
+    expect(list.stdout()).toMatch(/cli-listed-1\s+completed\s+\S+\s+task\.completed/);
+    expect(list.stdout()).toContain(generatedId);
+
+    const json = startCli(["ps", "--json", "--state", "completed", "--since", "1h", "--nats", server.url, "--prefix", root]);
+    expect(await json.exited).toBe(0);
+    const rows = json
+      .stdout()
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l) as { taskId: string; state: string });
+    expect(rows.map((r) => r.taskId).sort()).toEqual(["cli-listed-1", generatedId].sort());
+    expect(rows.every((r) => r.state === "completed")).toBe(true);
+
+    const none = startCli(["list", "--state", "failed", "--nats", server.url, "--prefix", root]);
+    expect(await none.exited).toBe(0);
+    expect(none.stdout()).toBe("no tasks\n");
+    const future = startCli(["list", "--since", new Date(Date.now() + 3_600_000).toISOString(), "--nats", server.url, "--prefix", root]);
+    expect(await future.exited).toBe(0);
+    expect(future.stdout()).toBe("no tasks\n");
+    const bad = startCli(["list", "--state", "done", "--nats", server.url, "--prefix", root]);
+    expect(await bad.exited).toBe(2);
+    expect(bad.output()).toMatch(/--state 'done': one of queued, running/);
+  });
+
   it("run prints each step (step n/N) and each iteration (iteration n/max) as it happens", async () => {
     const steps = join(dir, "steps.xml");
     writeFileSync(
