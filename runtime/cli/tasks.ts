@@ -95,7 +95,7 @@ export function registerTaskCommands(program: Command): void {
       .option("--prompt <text>", "the task in words instead of a file: the runtime compiles it into a template first")
       .option("-i, --input <key=value>", "bind a template input (repeatable)", collect, [])
       .option("--task-id <id>", "choose the task id (idempotent submission)")
-      .option("--json", "print only the result, as JSON")
+      .option("--json", "one JSON object per line: every event as it happens, then the result")
       .option("-q, --quiet", "do not print events")
       .option("--max-tokens <n>", "token budget of the task, its subtasks included")
       .option("--max-cost <usd>", "cost budget of the task (needs a price table, DIRIGENT_MODEL_PRICES)")
@@ -130,7 +130,12 @@ export function registerTaskCommands(program: Command): void {
       if (placement.transport.kind === "memory") await startEmbedded();
       const client = new DirigentClient(placement.transport.bus, subjects);
       const printer = createEventPrinter((text) => process.stdout.write(text));
-      const print = flags.json || flags.quiet ? undefined : (e: TaskEvent) => printer.event(e);
+      // --json: every event as a JSON line as it happens, then the result as the last line.
+      const print = flags.json
+        ? (e: TaskEvent) => process.stdout.write(JSON.stringify(e) + "\n")
+        : flags.quiet
+          ? undefined
+          : (e: TaskEvent) => printer.event(e);
       // On a terminal, a question of the task (request_user_input) is asked here and the answer sent back.
       const onEvent = (e: TaskEvent) => {
         announce(false);
@@ -154,7 +159,7 @@ export function registerTaskCommands(program: Command): void {
         outcome = await client.run({ ...source, inputs, taskId }, onEvent, { onSubmitted });
       }
       printer.end();
-      process.stdout.write((flags.json ? JSON.stringify(outcome, null, 2) : formatOutcome(outcome)) + "\n");
+      process.stdout.write((flags.json ? JSON.stringify(outcome) : formatOutcome(outcome, { streamed: printer.streamed() })) + "\n");
       process.exitCode = outcome.status === "COMPLETE" ? 0 : 1;
     } finally {
       await system?.stop();

@@ -98,6 +98,32 @@ describe("dirigent CLI", () => {
     expect(bad.output()).toMatch(/--state 'done': one of queued, running/);
   });
 
+  it("run --json writes every event as a JSON line as it happens, then the result; --stream prints the answer once", async () => {
+    const root = randomRoot();
+    const file = join(dir, "jsonl.xml");
+    writeFileSync(file, "<task><description>hello</description></task>");
+    const json = startCli(["run", file, "--json", "--task-id", "cli-jsonl-1", "--nats", server.url, "--prefix", root], modelEnv());
+    expect(await json.exited).toBe(0);
+    const lines = json
+      .stdout()
+      .trimEnd()
+      .split("\n")
+      .map((l) => JSON.parse(l) as { taskId: string; seq?: number; type?: string; status?: string; content?: string });
+    const events = lines.slice(0, -1);
+    expect(events.map((e) => e.type)).toEqual(expect.arrayContaining(["task.queued", "task.running", "node.started", "task.completed"]));
+    expect(events.every((e) => e.taskId === "cli-jsonl-1")).toBe(true);
+    expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i + 1));
+    expect(lines.at(-1)).toMatchObject({ taskId: "cli-jsonl-1", status: "COMPLETE", content: "embedded answer" });
+
+    const stream = startCli(["run", file, "--stream", "--nats", server.url, "--prefix", root], modelEnv());
+    expect(await stream.exited).toBe(0);
+    const out = stream.stdout();
+    expect(out.split("embedded answer")).toHaveLength(2);
+    // The pieces are announced by their first event, and printed as they arrived, before the events after them.
+    expect(out).toMatch(/\[\s*\d+\] running\s+model\.delta  streaming the answer:\nembedded answer\n\[\s*\d+\] running\s+model\.turn/);
+    expect(out).toMatch(/result: COMPLETE\n[\s\S]*\(the answer is the one streamed above\)\n$/);
+  });
+
   it("run prints each step (step n/N) and each iteration (iteration n/max) as it happens", async () => {
     const steps = join(dir, "steps.xml");
     writeFileSync(
