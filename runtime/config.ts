@@ -135,9 +135,8 @@ export const Config = z.object({
   /** Interval of the re-discovery of NATS service tools (ms). */
   toolDiscoveryMs: positiveInt,
   /**
-   * The NATS services' tools an operator allows (`weather/get_weather,calc/*`): each service is asked by name
-   * (`$SRV.INFO.<service>`, answered only by its own NATS user) and offers only the tools listed for it; another
-   * service or tool is not offered, logged. Empty: every service's tools (a warning at start).
+   * The NATS services' tools an operator allows (`weather/get_weather,calc/*`), each service asked by name (its own
+   * NATS user answers `$SRV.INFO.<service>`); nothing else is offered (logged). Empty: all (a warning at start).
    */
   natsToolAllow: list(
     z.string().regex(/^[A-Za-z0-9_-]{1,64}\/(\*|[A-Za-z0-9_-]{1,64})$/, "must be <service>/<tool> or <service>/* (docs/tools.md)"),

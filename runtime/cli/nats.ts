@@ -4,7 +4,8 @@ import { join, resolve } from "node:path";
 import { Option, type Command } from "commander";
 import { checkRoot, DEFAULT_ROOT } from "../../protocol/index.js";
 import { UsageError } from "./common.js";
-import { renderAuthorization, renderDevAuthorization, renderToolServiceUsers, renderUsers } from "../nats/permissions.js";
+import { renderAuthorization, renderDevAuthorization, renderUsers } from "../nats/permissions.js";
+import { renderToolServiceUsers } from "../nats/tool-service-users.js";
 import { DEFAULT_CLUSTER_NAME, localClusterNodes, remoteClusterNodes, renderClusterNode, type ClusterNode } from "../nats/cluster-conf.js";
 import { messageOf } from "../../protocol/errors.js";
 
