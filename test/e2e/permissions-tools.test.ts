@@ -11,14 +11,14 @@ import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
 import type { Logger } from "../../actors/deps.js";
 import { startNatsToolSource } from "../../runtime/tools/nats-services.js";
-import { userInboxPrefix } from "../../runtime/nats/permissions.js";
+import { renderAuthorization, userInboxPrefix } from "../../runtime/nats/permissions.js";
 import { connectNats } from "../../runtime/nats/bus.js";
 import { silentLogger } from "../../actors/deps.js";
 import { DirigentClient } from "../../runtime/client.js";
 import { openNatsTransport } from "../../runtime/transport.js";
 import { usePermissionsStack } from "../support/permissions-stack.js";
 import { pollUntil } from "../support/process-group.js";
-import { startReadyNode, stopProcess } from "../support/processes.js";
+import { startCli, startReadyNode, stopProcess } from "../support/processes.js";
 import { newTaskId } from "../support/stack.js";
 
 const ROGUE = fileURLToPath(new URL("../support/nats-rogue-service.mjs", import.meta.url));
@@ -120,6 +120,23 @@ describe("a tool service's user", () => {
       expect(errors).toEqual(["NATS service 'spare' not offered: it is not in DIRIGENT_NATS_TOOL_ALLOW"]);
     } finally {
       await handler.close();
+    }
+  });
+});
+
+describe("dirigent nats-conf --tool-service", () => {
+  it("prints a user per service and root, and refuses a name unfit for a subject or given twice", async () => {
+    const printed = startCli(["nats-conf", "--prefix", root, "--tool-service", "weather", "--tool-service", "evil"]);
+    expect(await printed.exited).toBe(0);
+    expect(printed.stdout()).toBe(renderAuthorization(root, { toolServices: ["weather", "evil"] }));
+    for (const [args, message] of [
+      [["--tool-service", "a.b"], /--tool-service: tool service 'a\.b': a service name has 1 to 64 letters/],
+      [["--tool-service", "x", "--tool-service", "x"], /--tool-service: a service is given twice/],
+      [["--tool-service", "x", "--dev"], /--tool-service: the development block/],
+    ] as const) {
+      const refused = startCli(["nats-conf", ...args]);
+      expect(await refused.exited).toBe(2);
+      expect(refused.output()).toMatch(message);
     }
   });
 });
