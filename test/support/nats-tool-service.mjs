@@ -1,9 +1,9 @@
 // A NATS service that speaks only the NATS service (micro) protocol v1, with a plain NATS client and no dirigent
 // code: what a tool written in any language looks like to the Handler. Usage:
 //   node nats-tool-service.mjs NATS_URL ROOT
-// Prints "ready" once it serves. Endpoints, each on `<ROOT>.tools.weather.<name>`: `get_weather` (answers), `lookup_stock` (always a service error),
-// `wait_forever` (never answers),
-// `stats` (no tool metadata: not a tool), `bad_schema` (tool metadata with an unusable schema: left out).
+// Prints "ready" once it serves. The service `weather`, each endpoint on `<ROOT>.tools.weather.<name>`:
+// `get_weather` (answers), `lookup_stock` (always a service error), `wait_forever` (never answers), `stats` (no tool
+// metadata: not a tool), `bad_schema` (tool metadata with an unusable schema: left out).
 import { randomUUID } from "node:crypto";
 import { connect, headers } from "@nats-io/transport-node";
 

@@ -4,7 +4,16 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ConfigError, loadConfig } from "../../runtime/config.js";
 import { authorizationFailure, natsAuth } from "../../runtime/nats/auth.js";
-import { inboxPrefixFor, natsUser, passwordVariable, renderAuthorization, rolePermissions } from "../../runtime/nats/permissions.js";
+import {
+  inboxPrefixFor,
+  natsUser,
+  passwordVariable,
+  renderAuthorization,
+  renderToolServiceUsers,
+  rolePermissions,
+  toolServicePasswordVariable,
+  toolServiceUser,
+} from "../../runtime/nats/permissions.js";
 
 let dir: string;
 beforeAll(async () => {
@@ -89,5 +98,33 @@ describe("per-role permissions", () => {
     expect(two.match(/authorization \{/g)).toHaveLength(1);
     expect(two).toContain('{ user: "acme-submitter", password: $DIRIGENT_NATS_ACME_SUBMITTER_PASSWORD');
     expect(two).toContain('{ user: "globex-admin", password: $DIRIGENT_NATS_GLOBEX_ADMIN_PASSWORD');
+  });
+});
+
+describe("tool service users", () => {
+  it("receive their own calls and discovery only, and publish nothing but answers", () => {
+    expect(toolServiceUser("dirigent", "weather")).toBe("tool-weather");
+    expect(toolServiceUser("acme", "weather")).toBe("acme-tool-weather");
+    expect(toolServicePasswordVariable("acme", "my-svc")).toBe("DIRIGENT_NATS_ACME_TOOL_MY_SVC_PASSWORD");
+    expect(renderToolServiceUsers("acme", ["weather"])).toEqual([
+      '    { user: "acme-tool-weather", password: $DIRIGENT_NATS_ACME_TOOL_WEATHER_PASSWORD, permissions: {',
+      '        publish: { deny: [">"] }',
+      '        subscribe: { allow: ["$SRV.*", "$SRV.*.weather", "$SRV.*.weather.*", "acme.tools.weather.>"] }',
+      '        allow_responses: { max: 1, expires: "1h" }',
+      "    } }",
+    ]);
+    // The Handler may ask one service by name.
+    expect(rolePermissions("acme").handler.publish).toEqual(expect.arrayContaining(["$SRV.INFO", "$SRV.INFO.*", "acme.tools.>"]));
+    expect(renderAuthorization("acme", { toolServices: ["weather", "calc"] })).toMatch(
+      /acme-tool-weather[\s\S]*acme-tool-calc[\s\S]*\n {2}\]\n\}\n$/,
+    );
+  });
+
+  it("refuse a service name unfit for a subject, and two names sharing a password variable", () => {
+    for (const bad of ["a.b", "a*", ">", "", "x".repeat(65)])
+      expect(() => renderToolServiceUsers("acme", [bad])).toThrow(/a service name has 1 to 64 letters/);
+    expect(() => renderToolServiceUsers("acme", ["my-svc", "my_svc"])).toThrow(
+      "tool services 'my-svc' and 'my_svc' would share the password variable DIRIGENT_NATS_ACME_TOOL_MY_SVC_PASSWORD",
+    );
   });
 });
