@@ -11,15 +11,8 @@ import { createSubjects, type Subjects } from "../../protocol/index.js";
 import { loadConfig, type Config } from "../../runtime/config.js";
 import { startMockLlm, type MockLlmServer } from "../../runtime/model/mock-server.js";
 import { connectNats, type NatsConnection } from "../../runtime/nats/bus.js";
-import {
-  NATS_ROLES,
-  natsUser,
-  passwordVariable,
-  renderAuthorization,
-  toolServicePasswordVariable,
-  toolServiceUser,
-  type NatsRole,
-} from "../../runtime/nats/permissions.js";
+import { NATS_ROLES, natsUser, passwordVariable, renderAuthorization, type NatsRole } from "../../runtime/nats/permissions.js";
+import { toolServicePasswordVariable, toolServiceUser } from "../../runtime/nats/tool-service-users.js";
 import { startSystem, type SystemHandle } from "../../runtime/system.js";
 import { openNatsTransport, type OpenTransport } from "../../runtime/transport.js";
 import { randomRoot, startTestNatsServer, type TestNatsServer } from "./nats-server.js";

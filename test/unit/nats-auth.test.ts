@@ -4,16 +4,8 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ConfigError, loadConfig } from "../../runtime/config.js";
 import { authorizationFailure, natsAuth } from "../../runtime/nats/auth.js";
-import {
-  inboxPrefixFor,
-  natsUser,
-  passwordVariable,
-  renderAuthorization,
-  renderToolServiceUsers,
-  rolePermissions,
-  toolServicePasswordVariable,
-  toolServiceUser,
-} from "../../runtime/nats/permissions.js";
+import { inboxPrefixFor, natsUser, passwordVariable, renderAuthorization, rolePermissions } from "../../runtime/nats/permissions.js";
+import { renderToolServiceUsers, toolServicePasswordVariable, toolServiceUser } from "../../runtime/nats/tool-service-users.js";
 
 let dir: string;
 beforeAll(async () => {
