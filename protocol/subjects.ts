@@ -114,6 +114,11 @@ export function createSubjects(root: string = DEFAULT_ROOT) {
     tasksBucket: `${upper}_TASKS`,
     /** KV bucket of recorded Handler turns and script outcomes (resume without repeating model calls). */
     turnsBucket: `${upper}_TURNS`,
+    /**
+     * KV bucket of message bodies larger than one NATS message (a request carrying a large template or input), sent
+     * by reference: the message carries the key in the `Dirigent-Body` header (runtime/nats/bodies.ts).
+     */
+    bodiesBucket: `${upper}_BODIES`,
     /** Inspection: messages about XState actors of one role (`kind`: actor, event, snapshot, microstep); see protocol/inspect.ts. */
     inspect: (role: string, kind: string) => `${root}.inspect.${role}.${kind}`,
     /** Inspection: wildcard of all inspection messages (`dirigent inspect` subscribes to it). */

@@ -7,20 +7,20 @@ import { z } from "zod";
 import { checkRoot, DEFAULT_ROOT, MAX_BODY_BYTES, ToolPattern } from "../protocol/index.js";
 import { ENV_NAMES, FLAG_NAMES } from "./config-names.js";
 import { REFUSED_ENV } from "../actors/commands.js";
+import { MAX_STORED_VALUE_BYTES } from "../actors/bus.js";
 import { ProviderPairs } from "./model/providers.js";
 import { list } from "./config-list.js";
 
 export { ENV_NAMES };
 
 const positiveInt = z.coerce.number().int().positive();
+/** A size limit of a template or a tool's text: at most 1 MiB, the template parser's own ceiling. */
+const sizeLimit = positiveInt.max(MAX_BODY_BYTES, `must be at most ${MAX_BODY_BYTES} (1 MiB, the template parser's ceiling)`);
 /**
- * A size limit: at most 1 MiB, the largest message between roles (a task's template and inputs travel in one
- * request from Director to Evaluator) and the template parser's own ceiling.
+ * A size limit of a submission or an input: at most 64 MiB, the largest value the stores hold. A request between roles
+ * larger than one NATS message travels by reference (runtime/nats/bodies.ts).
  */
-const sizeLimit = positiveInt.max(
-  MAX_BODY_BYTES,
-  `must be at most ${MAX_BODY_BYTES} (1 MiB, the largest message between roles); it can only be lowered`,
-);
+const bodyLimit = positiveInt.max(MAX_STORED_VALUE_BYTES, `must be at most ${MAX_STORED_VALUE_BYTES} (64 MiB, the largest stored value)`);
 /** Variable names that look like secrets: never an environment input of a template. */
 const SECRET_LIKE = /KEY|SECRET|TOKEN|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE|SESSION/i;
 const fraction = z.coerce.number().gt(0).max(1);
@@ -248,9 +248,9 @@ export const Config = z.object({
   /** URL that operator alerts are also POSTed to (JSON). */
   alertWebhook: z.url({ protocol: /^https?$/ }).optional(),
   /** Largest submission body in bytes (JSON or raw XML); beyond it the submit reply is `PAYLOAD_TOO_LARGE`. */
-  maxSubmissionBytes: sizeLimit,
+  maxSubmissionBytes: bodyLimit,
   /** Largest value of one input in bytes (UTF-8 of a string, of the JSON of any other value). */
-  maxInputBytes: sizeLimit,
+  maxInputBytes: bodyLimit,
   /** Largest submitted template in bytes of UTF-8 XML (a template compiled from a prompt is not checked). */
   maxTemplateBytes: sizeLimit,
 });
@@ -328,7 +328,7 @@ export const DEFAULTS = {
   scaleStreams: false,
   selfCheckMs: 15_000,
   metricsHost: "127.0.0.1",
-  // 1 MiB each: today's submission limit (protocol/codec.ts MAX_BODY_BYTES); a template or input is part of one.
+  // 1 MiB each by default; a submission's and an input's can be raised (up to 64 MiB), a template's cannot.
   maxSubmissionBytes: 1_048_576,
   maxInputBytes: 1_048_576,
   maxTemplateBytes: 1_048_576,

@@ -69,6 +69,16 @@ export interface RunEnv {
   taskActors: TaskActors;
 }
 
+/**
+ * Whether `item` is surely its first delivery. A nats-server before 2.10.16 can count a redelivery as a first delivery
+ * ({@link WorkItem.queuedAt}); a redelivery comes an ack wait after the delivery before it, so a delivery counted as
+ * the first of an item queued an ack wait ago or longer is claimed by reading its record, like any redelivery: an
+ * earlier owner's claim is taken over at once, rather than found at the first write, one ack wait later.
+ */
+export function surelyFirst(item: WorkItem, ackWaitMs: number, now: number): boolean {
+  return item.deliveries === 1 && (item.queuedAt === undefined || now - item.queuedAt < ackWaitMs);
+}
+
 /** Claims a task on a redelivery (or for an item of an older release): reads its record first. */
 async function claimStored(
   env: RunEnv,
@@ -160,8 +170,8 @@ export function runDelivery(env: RunEnv, item: WorkItem, queued: TaskRecord | un
   const delivery = { item };
   let task: RunningTask | undefined;
   let fresh = false;
-  /** The intake's first delivery of this item (a nats-server before 2.10.16 may count a redelivery as one too). */
-  const firstOfItsTask = item.deliveries === 1;
+  /** The intake's first delivery of this item, surely: nothing of its task ran before. */
+  const firstOfItsTask = surelyFirst(item, env.ackWaitMs, deps.now().getTime());
   let checkpoints: ReturnType<typeof checkpointer> | undefined;
   const current = () => task?.item ?? delivery.item;
   const claimed = () => {

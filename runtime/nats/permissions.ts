@@ -101,10 +101,16 @@ const inboxOf = (root: string, role: NatsRole | "admin") => `${userInboxPrefix(n
 /**
  * What every runtime role may do besides its own subjects: publish its actors' inspection messages
  * (`<root>.inspect.<role>.<kind>`, when `DIRIGENT_INSPECT` is on), under its own role name only; answer pings
- * (`<root>.ping`: every process answers, into the inbox of the submitter or of the runtime role that asks) and ping.
+ * (`<root>.ping`: every process answers, into the inbox of the submitter or of the runtime role that asks) and ping;
+ * read and write the bodies bucket (a request or answer larger than one message, runtime/nats/bodies.ts).
  */
 const runtimeCommon = (root: string, role: string): RolePermissions => ({
-  publish: [`${root}.inspect.${role}.>`, `${root}.ping`, ...(["submitter", ...RUNTIME_ROLES] as NatsRole[]).map((r) => inboxOf(root, r))],
+  publish: [
+    `${root}.inspect.${role}.>`,
+    `${root}.ping`,
+    ...(["submitter", ...RUNTIME_ROLES] as NatsRole[]).map((r) => inboxOf(root, r)),
+    ...kvStore(createSubjects(root).bodiesBucket),
+  ],
   subscribe: [`${root}.ping`],
 });
 
@@ -134,7 +140,16 @@ function ownPermissions(root: string): Record<NatsRole, RolePermissions> {
   const goalEvents = s.anyGoalEvents;
   return {
     submitter: {
-      publish: [s.submit, s.anyTaskGet, s.anyTaskCancel, `${root}.tasks.*.input`, s.compile, ...goalRequests, s.ping],
+      publish: [
+        s.submit,
+        s.anyTaskGet,
+        s.anyTaskCancel,
+        `${root}.tasks.*.input`,
+        s.compile,
+        ...goalRequests,
+        s.ping,
+        ...kvStore(s.bodiesBucket),
+      ],
       subscribe: [s.anyTaskEvents, s.anyTaskResult, goalEvents, s.operatorAlerts, inbox("submitter")],
     },
     director: {
