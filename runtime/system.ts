@@ -228,6 +228,7 @@ export async function startSystem(options: SystemOptions): Promise<SystemHandle>
         commands: config.commands,
         parseCache,
         records: transport.turns,
+        secrets: [...secretValues(config), ...providerKeys(config)],
       }),
     );
   }

@@ -123,12 +123,14 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
     }
   };
 
-  const stopLocalProgress = deps.local?.onProgress((progress) => {
+  // A report that arrives once the task's machine has ended (a node finishing after a cancel) has nothing to change.
+  const toTask = (progress: Progress): boolean => {
     const actor = owned.get(progress.taskId)?.actor;
     if (actor === undefined) return false;
-    actor.send(progress);
+    if (actor.getSnapshot().status === "active") actor.send(progress);
     return true;
-  });
+  };
+  const stopLocalProgress = deps.local?.onProgress(toTask);
   const queueGroup = { queue: subjects.queue("director") };
   const subscriptions = [
     bus.subscribe(
@@ -150,7 +152,7 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
     bus.subscribe(Requests.taskCancel.servedOn(subjects), guarded("cancel", cancel), queueGroup),
     bus.subscribe(subjects.anyProgress, (msg) => {
       const decoded = decode(Progress, msg.data);
-      if (decoded.ok) owned.get(decoded.value.taskId)?.actor?.send(decoded.value);
+      if (decoded.ok) toTask(decoded.value);
     }),
     // Reports of roles in this process come as calls (actors/local.ts).
     { unsubscribe: async () => stopLocalProgress?.() },

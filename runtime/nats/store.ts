@@ -91,10 +91,10 @@ export class NatsTaskStore implements TaskStore {
     return chunkBytes(this.#nc.info?.max_payload ?? DEFAULT_MAX_PAYLOAD, -1);
   }
 
-  /** Every key of the bucket (an ordered consumer over its subjects), without the store's chunk keys. */
-  async keys(): Promise<string[]> {
+  /** The keys of the bucket matching `filter`, every key when absent (an ordered consumer over its subjects), without the store's chunk keys. */
+  async keys(filter?: string): Promise<string[]> {
     const keys: string[] = [];
-    for await (const key of await this.#kv.keys()) if (!isChunkKey(key)) keys.push(key);
+    for await (const key of await this.#kv.keys(filter)) if (!isChunkKey(key)) keys.push(key);
     return keys;
   }
 
