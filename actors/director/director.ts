@@ -19,6 +19,7 @@ import { runActors, runDelivery, type RunActor, type RunEnv } from "./run.js";
 import type { SizeLimits } from "../size-limits.js";
 import { createParseCache, type ParseCache } from "../../machines/language/parse-cache.js";
 import { requeueUnqueued } from "./unqueued.js";
+import { serveNodeReads } from "./node-reads.js";
 
 /** Director configuration. */
 export interface DirectorConfig {
@@ -40,6 +41,8 @@ export interface DirectorConfig {
   sizeLimits?: SizeLimits;
   /** The system's parse cache (shared with its Evaluator); absent: the Director keeps its own. */
   parseCache?: ParseCache;
+  /** The turns bucket holding the node records, and how long it keeps them: the Director answers `nodes` and `node`. */
+  records?: { store: TaskStore; maxAgeMs: number } | undefined;
 }
 
 /** Starts the Director role. */
@@ -156,6 +159,9 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
     }),
     // Reports of roles in this process come as calls (actors/local.ts).
     { unsubscribe: async () => stopLocalProgress?.() },
+    ...(config.records
+      ? serveNodeReads(deps, store, { records: config.records.store, maxAgeMs: config.records.maxAgeMs, concurrency: config.concurrency })
+      : []),
     bus.subscribe(subjects.cancelBroadcast, (msg) => {
       const decoded = decode(CancelBroadcast, msg.data);
       if (decoded.ok) owned.get(decoded.value.taskId)?.actor?.send({ type: "task.cancel" });

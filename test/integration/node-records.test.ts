@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { decode, NodeRecord, TurnRecord, type TaskEvent } from "../../protocol/index.js";
 import type { MockScript } from "../../runtime/model/mock-server.js";
 import { startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
+import { startCli } from "../support/processes.js";
 import { Recorder } from "../support/recorder.js";
 import { newTaskId, startStack } from "../support/stack.js";
 
@@ -157,9 +158,39 @@ describe("node records", () => {
       ],
     ]);
 
+    // The same, read as a client reads it: the list of nodes and one node with its conversation.
+    const listed = await stack.client.nodes(taskId);
+    expect(listed.nodes.map((n) => [n.path, n.name, n.state])).toEqual([
+      ["0", "report on the notes", "completed"],
+      ["0.steps.0", "step 1 · gather", "completed"],
+      ["0.steps.1", "step 2 · summarise the notes in three bullets", "completed"],
+      ["0.steps.2", "step 3 · write a title for the summary", "completed"],
+    ]);
+    expect(listed.nodes[1]).toMatchObject({ usage: { promptTokens: 300, completionTokens: 30 }, models: ["mock-model"] });
+    const detail = await stack.client.node(taskId, "0.steps.0");
+    expect(detail.node).toEqual(byPath.get("0.steps.0"));
+    expect(detail.conversations).toEqual([conversation]);
+    expect(detail.retries).toBe(0);
+    await expect(stack.client.node(taskId, "0.steps.9")).rejects.toMatchObject({ code: "NOT_FOUND" });
+    await expect(stack.client.nodes(newTaskId())).rejects.toMatchObject({ code: "NOT_FOUND" });
+
+    // `dirigent show` prints the tree and a node's conversation from another process.
+    const flags = ["--nats", server.url, "--prefix", stack.root];
+    const tree = startCli(["show", taskId, ...flags]);
+    expect(await tree.exited).toBe(0);
+    expect(tree.stdout()).toMatch(/^task \S+: 4 nodes, 1100 tokens/);
+    expect(tree.stdout()).toMatch(/\n {2}0\.steps\.0 {2}step 1 · gather {2}\[atomic\] completed in .* 330 tokens/);
+    const one = startCli(["show", taskId, "--node", "0.steps.0", ...flags]);
+    expect(await one.exited).toBe(0);
+    expect(one.stdout()).toContain("[user]");
+    expect(one.stdout()).toMatch(/→ read_file\n\s+\{\n\s+"path": "notes.md"/);
+    expect(one.stdout()).toMatch(/\[tool\] read_file \(builtin\) in /);
+    expect(one.stdout()).not.toContain(SECRET);
+
     // The secret was in an input, a file the tool read and the model's answer: masked everywhere it was kept.
     const session1 = new TextDecoder().decode(sessionBytes);
     expect(session1).toContain("[redacted]");
-    for (const text of [...raw, session1, JSON.stringify(events.values)]) expect(text).not.toContain(SECRET);
+    for (const text of [...raw, session1, JSON.stringify(events.values), JSON.stringify(detail), tree.stdout()])
+      expect(text).not.toContain(SECRET);
   });
 });
