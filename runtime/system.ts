@@ -18,7 +18,6 @@ import { createToolset, toolSelection } from "./tools/toolset.js";
 import { typeScriptSource, type TypeScriptTool } from "./tools/typescript.js";
 import { configuredSources } from "./tools/configured.js";
 import { NatsBus } from "./nats/bus.js";
-import { TURNS_MAX_AGE_MS } from "./nats/store.js";
 import { createSubjects, type Subjects } from "../protocol/index.js";
 import { loadLibrary, type TemplateLibrary } from "../actors/library/library.js";
 import { DEFAULTS, type Config } from "./config.js";
@@ -247,7 +246,7 @@ export async function startSystem(options: SystemOptions): Promise<SystemHandle>
           templateBytes: config.maxTemplateBytes,
         },
         parseCache,
-        ...(transport.turns ? { records: { store: transport.turns, maxAgeMs: TURNS_MAX_AGE_MS } } : {}),
+        ...(transport.turns ? { records: { store: transport.turns, maxAgeMs: config.recordsMaxAgeMs } } : {}),
       }),
     );
   }

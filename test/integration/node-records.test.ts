@@ -11,6 +11,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { decode, NodeRecord, TurnRecord, type TaskEvent } from "../../protocol/index.js";
 import type { MockScript } from "../../runtime/model/mock-server.js";
 import { startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
+import { RemoteError } from "../../runtime/client.js";
+import { pollUntil } from "../support/process-group.js";
 import { startCli } from "../support/processes.js";
 import { Recorder } from "../support/recorder.js";
 import { newTaskId, startStack } from "../support/stack.js";
@@ -192,5 +194,21 @@ describe("node records", () => {
     expect(session1).toContain("[redacted]");
     for (const text of [...raw, session1, JSON.stringify(events.values), JSON.stringify(detail), tree.stdout()])
       expect(text).not.toContain(SECRET);
+  });
+
+  it("answers EXPIRED once a finished task's records aged out of the turns bucket", async () => {
+    await using stack = await startStack({ url: server.url, script: SCRIPT, config: { recordsMaxAgeMs: 1500, reparse: false } });
+    const taskId = newTaskId();
+    expect((await stack.client.run({ xml: "<task><description>Say hi</description></task>", taskId })).status).toBe("COMPLETE");
+    const err = await pollUntil(
+      () =>
+        stack.client.nodes(taskId).then(
+          () => undefined,
+          (e: unknown) => (e instanceof RemoteError && e.code === "EXPIRED" ? e : undefined),
+        ),
+      "the records to expire",
+    );
+    expect(err.message).toMatch(new RegExp(`node records of task '${taskId}' have expired.*DIRIGENT_RECORDS_MAX_AGE_MS`));
+    await expect(stack.client.node(taskId, "0")).rejects.toMatchObject({ code: "EXPIRED" });
   });
 });
