@@ -105,6 +105,11 @@ export interface TaskStore {
    * @returns the new revision, or `undefined` when the key changed since (nothing was written).
    */
   update(key: string, value: Uint8Array, expectedRevision: number): Promise<number | undefined>;
+  /**
+   * The keys matching `filter` (a KV key pattern: `*` one token, `>` the rest; every key when absent). Absent on a
+   * store that cannot list.
+   */
+  keys?(filter?: string): Promise<string[]>;
   /** Whether data survives a restart of the process. */
   readonly durable: boolean;
   /**

@@ -64,6 +64,14 @@ export function createSubjects(root: string = DEFAULT_ROOT) {
     taskInput: (id: string) => `${root}.tasks.${idToken(id)}.input`,
     /** Public: request cancellation of a task. */
     taskCancel: (id: string) => `${root}.tasks.${idToken(id)}.cancel`,
+    /** Public: request the list of a task's node records ({@link NodeListReply}). */
+    taskNodes: (id: string) => `${root}.tasks.${idToken(id)}.nodes`,
+    /** Public: request one node's record with its conversations ({@link NodeDetailReply}). */
+    taskNode: (id: string) => `${root}.tasks.${idToken(id)}.node`,
+    /** Wildcard over every task's `nodes` subject (Directors subscribe to it). */
+    anyTaskNodes: `${root}.tasks.*.nodes`,
+    /** Wildcard over every task's `node` subject. */
+    anyTaskNode: `${root}.tasks.*.node`,
     /** Wildcard over every task's `get` subject (Directors subscribe to it). */
     anyTaskGet: `${root}.tasks.*.get`,
     /** Wildcard over every task's `cancel` subject. */

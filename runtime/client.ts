@@ -17,6 +17,9 @@ import {
   TaskStatusReply,
   UserInputReply,
   type CompileRequest,
+  type NodeDetailReply,
+  type NodeGetRequest,
+  type NodeListReply,
   type UserInput,
   type Subjects,
   type TaskBudget,
@@ -199,6 +202,23 @@ export class DirigentClient {
   /** Asks for a task to be cancelled. */
   cancel(taskId: string): Promise<CancelReply> {
     return ask(this.deps(), Requests.taskCancel.at(taskId), {}, { timeoutMs: this.timeoutMs });
+  }
+
+  /**
+   * The records of a task's nodes that have ended, in the order they started: path, name, kind, state, times, own
+   * usage and cost. `NOT_FOUND` for an unknown task, `EXPIRED` once its records are gone (docs/protocol.md).
+   */
+  nodes(taskId: string): Promise<NodeListReply> {
+    return ask(this.deps(), Requests.taskNodes.at(taskId), {}, { timeoutMs: this.timeoutMs });
+  }
+
+  /**
+   * One node's record (its last evaluation, or `occurrence`) with the conversations of its sessions: the messages
+   * as sent, each model call's usage, each tool call's arguments and result.
+   */
+  node(taskId: string, path: string, occurrence?: number): Promise<NodeDetailReply> {
+    const body: NodeGetRequest = { path, ...(occurrence === undefined ? {} : { occurrence }) };
+    return ask(this.deps(), Requests.taskNode.at(taskId), body, { timeoutMs: this.timeoutMs });
   }
 
   /** Answers a task's pending `request_user_input`; NO_RESPONDERS when the task waits for no answer. */

@@ -83,6 +83,8 @@ export const ENV_NAMES = {
   cheapModel: "DIRIGENT_CHEAP_MODEL",
   alertWebhook: "DIRIGENT_ALERT_WEBHOOK",
   natsMaxReconnects: "DIRIGENT_NATS_MAX_RECONNECTS",
+  recordsMaxAgeMs: "DIRIGENT_RECORDS_MAX_AGE_MS",
+  recordsMaxBytes: "DIRIGENT_RECORDS_MAX_BYTES",
   replicas: "DIRIGENT_REPLICAS",
   scaleStreams: "DIRIGENT_SCALE_STREAMS",
   selfCheckMs: "DIRIGENT_SELF_CHECK_MS",

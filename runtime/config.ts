@@ -231,6 +231,10 @@ export const Config = z.object({
   goalMaxReplans: z.coerce.number().int().min(0).max(100),
   /** Longest a sub-goal's task may run before it counts as failed. */
   goalSubtaskTimeoutMs: positiveInt,
+  /** How long the turns bucket keeps a record (sessions, tool calls, node records) when the runtime creates it. */
+  recordsMaxAgeMs: positiveInt,
+  /** Most bytes the turns bucket holds when the runtime creates it (the oldest records go first); 0: no limit. */
+  recordsMaxBytes: z.coerce.number().int().min(0),
   /** Replicas of every JetStream stream and KV bucket the runtime creates: 1, 3 or 5 (a cluster of at least as many nodes). */
   replicas: z.coerce.number().pipe(z.union([z.literal(1), z.literal(3), z.literal(5)], { error: "must be 1, 3 or 5" })),
   /** Scale an existing stream or bucket with fewer replicas up to `replicas` at start (needs a user allowed to edit streams). */
@@ -324,6 +328,8 @@ export const DEFAULTS = {
   goalMaxReplans: 5,
   goalSubtaskTimeoutMs: 1_800_000,
   natsMaxReconnects: -1,
+  recordsMaxAgeMs: 7 * 24 * 60 * 60 * 1000,
+  recordsMaxBytes: 0,
   replicas: 1,
   scaleStreams: false,
   selfCheckMs: 15_000,

@@ -239,6 +239,7 @@ export async function startSystem(options: SystemOptions): Promise<SystemHandle>
         commands: config.commands,
         parseCache,
         records: transport.turns,
+        secrets: [...secretValues(config), ...providerKeys(config)],
       }),
     );
   }
@@ -256,6 +257,7 @@ export async function startSystem(options: SystemOptions): Promise<SystemHandle>
           templateBytes: config.maxTemplateBytes,
         },
         parseCache,
+        ...(transport.turns ? { records: { store: transport.turns, maxAgeMs: config.recordsMaxAgeMs } } : {}),
       }),
     );
   }

@@ -13,7 +13,7 @@ import { MemoryBus, MemoryTaskStore, MemoryWorkQueue } from "./in-process/bus.js
 import { openIndexStore } from "./nats/index-store.js";
 import { InMemoryIndexStore } from "./in-process/index-store.js";
 import { connectNats, NatsBus } from "./nats/bus.js";
-import { ensureEventsStream, openKvStore, openTaskStore, openTurnStore } from "./nats/store.js";
+import { ensureEventsStream, openKvStore, openTaskStore, openTurnStore, type RecordRetention } from "./nats/store.js";
 import { BODIES_MAX_AGE_MS } from "./nats/bodies.js";
 import { wireOf } from "./nats/wire.js";
 import { openWorkQueue } from "./nats/queue.js";
@@ -49,6 +49,8 @@ export interface NatsTransportOptions {
   replicas?: number;
   /** Scale an existing stream or bucket with fewer replicas up to `replicas` (`--scale-streams`). */
   scaleStreams?: boolean;
+  /** Age and size limits of the turns bucket, when it is created (default: 7 days, no size limit). */
+  records?: RecordRetention;
 }
 
 /**
@@ -79,7 +81,9 @@ export async function openNatsTransport(servers: string, subjects: Subjects, opt
         eager.tasks ? openTaskStore(nc, subjects, r) : lazyTaskStore(() => openTaskStore(nc, subjects, r)),
         eager.intake ? openQueue() : lazyWorkQueue(openQueue, ackWaitMs, onError, () => bus.maxMessageBytes),
         eager.index ? openIndexStore(nc, subjects, r) : lazyIndexStore(() => openIndexStore(nc, subjects, r)),
-        eager.turns ? openTurnStore(nc, subjects, r) : lazyTaskStore(() => openTurnStore(nc, subjects, r)),
+        eager.turns
+          ? openTurnStore(nc, subjects, r, options.records)
+          : lazyTaskStore(() => openTurnStore(nc, subjects, r, options.records)),
         eager.goals ? openGoalStore(nc, subjects, r) : lazyKeyedStore(() => openGoalStore(nc, subjects, r)),
         eager.events ? ensureEventsStream(nc, subjects, r) : undefined,
       ]);

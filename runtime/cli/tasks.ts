@@ -1,4 +1,8 @@
-/** `dirigent run | submit | status | cancel`: the public task API from the command line. */
+/**
+ * `dirigent run | submit | status | cancel | input | show`: the public task API from the command line. `show` prints
+ * what each node of a task did, from its records: the tree with state, duration, tokens and cost per node, or one
+ * node's conversation message by message with its tool calls.
+ */
 import { randomUUID } from "node:crypto";
 import type { Command } from "commander";
 import { createInterface } from "node:readline/promises";
@@ -10,7 +14,7 @@ import { taskSource } from "./compile.js";
 import { place } from "../nats/connect.js";
 import { natsAuth } from "../nats/auth.js";
 import { embeddedModel } from "../model/embedded.js";
-import { createEventPrinter, formatOutcome } from "./output.js";
+import { createEventPrinter, formatNode, formatOutcome, formatTree } from "./output.js";
 import { startSystem, type SystemHandle } from "../system.js";
 import { connectNats } from "../nats/bus.js";
 import { DEFAULT_NATS_URL } from "../nats/connect.js";
@@ -252,6 +256,38 @@ export function registerTaskCommands(program: Command): void {
       });
     },
   );
+  registerShowCommand(program);
+}
+
+interface ShowFlags extends CommonFlags {
+  node?: string;
+  occurrence?: string;
+  json?: boolean;
+}
+
+/** Registers `dirigent show`. */
+function registerShowCommand(program: Command): void {
+  commonOptions(
+    program
+      .command("show")
+      .description("print what each node of a task did: the tree with state, duration, tokens and cost, or one node's conversation")
+      .argument("<id>", "task id")
+      .option("--node <path>", "print this node's record and conversation (paths as the tree lists them)")
+      .option("--occurrence <n>", "which evaluation of the node (a loop runs a node once per iteration); the last by default")
+      .option("--json", "print the answer as JSON"),
+  ).action(async (id: string, flags: ShowFlags) => {
+    const taskId = checkedId(id);
+    await withClient(flags, async (client) => {
+      if (flags.node === undefined) {
+        const reply = await client.nodes(taskId).catch(rethrow);
+        process.stdout.write(flags.json ? `${JSON.stringify(reply, null, 2)}\n` : formatTree(reply));
+        return;
+      }
+      const occurrence = flags.occurrence === undefined ? undefined : Number(flags.occurrence);
+      const reply = await client.node(taskId, flags.node, occurrence).catch(rethrow);
+      process.stdout.write(flags.json ? `${JSON.stringify(reply, null, 2)}\n` : formatNode(reply));
+    });
+  });
 }
 
 /** Asks the user a task's question on the terminal and sends the answer. */

@@ -145,6 +145,8 @@ function ownPermissions(root: string): Record<NatsRole, RolePermissions> {
         s.anyTaskGet,
         s.anyTaskCancel,
         `${root}.tasks.*.input`,
+        s.anyTaskNodes,
+        s.anyTaskNode,
         s.compile,
         ...goalRequests,
         s.ping,
@@ -180,8 +182,11 @@ function ownPermissions(root: string): Record<NatsRole, RolePermissions> {
         `${API}.STREAM.MSG.GET.${s.intakeStream}`,
         `${API}.STREAM.MSG.DELETE.${s.intakeStream}`,
         `$JS.ACK.${s.intakeStream}.>`,
+        // The node records (`nodes`, `node`): read from the turns bucket, listed by key (an ordered consumer).
+        ...kvReadWrite(s.turnsBucket),
+        ...kvWatch(s.turnsBucket),
       ],
-      subscribe: [s.submit, s.anyTaskGet, s.anyTaskCancel, s.anyProgress, control, inbox("director")],
+      subscribe: [s.submit, s.anyTaskGet, s.anyTaskCancel, s.anyTaskNodes, s.anyTaskNode, s.anyProgress, control, inbox("director")],
     },
     evaluator: {
       // The turns bucket: the outcomes of waits for the user's input (actors/evaluator/input.ts).
@@ -251,7 +256,7 @@ function ownPermissions(root: string): Record<NatsRole, RolePermissions> {
     // Read-only: it watches the inspection messages and the tasks' events, asks for a task's record, and replays
     // finished tasks from the events stream (runtime/inspect/replay.ts); it creates no consumer.
     inspector: {
-      publish: [s.anyTaskGet, ...streamRead(s.eventsStream)],
+      publish: [s.anyTaskGet, s.anyTaskNodes, s.anyTaskNode, ...streamRead(s.eventsStream)],
       subscribe: [s.anyInspect, s.anyTaskEvents, s.anyTaskResult, inbox("inspector")],
     },
   };

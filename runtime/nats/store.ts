@@ -91,10 +91,10 @@ export class NatsTaskStore implements TaskStore {
     return chunkBytes(this.#nc.info?.max_payload ?? DEFAULT_MAX_PAYLOAD, -1);
   }
 
-  /** Every key of the bucket (an ordered consumer over its subjects), without the store's chunk keys. */
-  async keys(): Promise<string[]> {
+  /** The keys of the bucket matching `filter`, every key when absent (an ordered consumer over its subjects), without the store's chunk keys. */
+  async keys(filter?: string): Promise<string[]> {
     const keys: string[] = [];
-    for await (const key of await this.#kv.keys()) if (!isChunkKey(key)) keys.push(key);
+    for await (const key of await this.#kv.keys(filter)) if (!isChunkKey(key)) keys.push(key);
     return keys;
   }
 
@@ -278,13 +278,14 @@ export function refusal(err: unknown, key: string, bytes: number): StoreRefusedE
 export async function openKvStore(
   nc: NatsConnection,
   bucket: string,
-  options: { ttlMs?: number; replication?: Replication | undefined } = {},
+  options: { ttlMs?: number; maxBytes?: number; replication?: Replication | undefined } = {},
 ): Promise<NatsTaskStore> {
   const kv = await new Kvm(nc).create(bucket, {
     history: 1,
     storage: StorageType.File,
     replicas: options.replication?.replicas ?? 1,
     ...(options.ttlMs === undefined ? {} : { ttl: options.ttlMs }),
+    ...(options.maxBytes === undefined || options.maxBytes <= 0 ? {} : { max_bytes: options.maxBytes }),
   });
   await checkBucketReplicas(await jetstreamManager(nc), bucket, options.replication);
   return new NatsTaskStore(kv, nc, bucket);
@@ -295,12 +296,26 @@ export function openTaskStore(nc: NatsConnection, subjects: Subjects, replicatio
   return openKvStore(nc, subjects.tasksBucket, { replication });
 }
 
-/** How long the turns bucket keeps a record: a task re-run later than this starts its sessions over. */
+/** How long the turns bucket keeps a record by default: a task re-run later than this starts its sessions over. */
 export const TURNS_MAX_AGE_MS = 7 * 24 * 60 * 60 * 1000;
 
-/** Opens the turns bucket (`subjects.turnsBucket`): the Handler's records of sessions and scripts. */
-export function openTurnStore(nc: NatsConnection, subjects: Subjects, replication?: Replication): Promise<NatsTaskStore> {
-  return openKvStore(nc, subjects.turnsBucket, { ttlMs: TURNS_MAX_AGE_MS, replication });
+/** How long the turns bucket keeps a record and how many bytes it holds (0: no limit); set when it is created. */
+export interface RecordRetention {
+  maxAgeMs: number;
+  maxBytes: number;
+}
+
+/**
+ * Opens the turns bucket (`subjects.turnsBucket`): the Handler's records of sessions and scripts, the node records.
+ * `retention` applies when the bucket is created; an existing bucket keeps its own (`nats kv edit` changes it).
+ */
+export function openTurnStore(
+  nc: NatsConnection,
+  subjects: Subjects,
+  replication?: Replication,
+  retention: RecordRetention = { maxAgeMs: TURNS_MAX_AGE_MS, maxBytes: 0 },
+): Promise<NatsTaskStore> {
+  return openKvStore(nc, subjects.turnsBucket, { ttlMs: retention.maxAgeMs, maxBytes: retention.maxBytes, replication });
 }
 
 /** Ensures the events stream (`subjects.eventsStream`): every task's events and result, kept 24 h on file. */
