@@ -5,7 +5,7 @@
  */
 import type { z } from "zod";
 import { decodeJson, encodeJson, ErrorReply, validate, type ErrorCode, type RequestDefinition } from "../protocol/index.js";
-import { NoRespondersError, RequestAbortedError, RequestTimeoutError, ResponderSilentError } from "./bus.js";
+import { MAX_STORED_VALUE_BYTES, NoRespondersError, RequestAbortedError, RequestTimeoutError, ResponderSilentError } from "./bus.js";
 import type { ActorDeps } from "./deps.js";
 import { traceHeaders } from "./tracing.js";
 
@@ -96,7 +96,8 @@ export async function ask<Req extends z.ZodType, Rep extends z.ZodType>(
     if (err instanceof ResponderSilentError) throw new RemoteError("UNAVAILABLE", err.message, { cause: err });
     throw err;
   }
-  const json = decodeJson(bytes);
+  // A body larger than one message came by reference (runtime/nats/bodies.ts): no larger than a stored value.
+  const json = decodeJson(bytes, MAX_STORED_VALUE_BYTES);
   if (!json.ok) throw new RemoteError("INVALID_MESSAGE", `answer on '${subject}': ${json.error.message}`);
   return replyOf(request, subject, json.value);
 }

@@ -105,6 +105,11 @@ export interface TaskStore {
    * @returns the new revision, or `undefined` when the key changed since (nothing was written).
    */
   update(key: string, value: Uint8Array, expectedRevision: number): Promise<number | undefined>;
+  /**
+   * The keys matching `filter` (a KV key pattern: `*` one token, `>` the rest; every key when absent). Absent on a
+   * store that cannot list.
+   */
+  keys?(filter?: string): Promise<string[]>;
   /** Whether data survives a restart of the process. */
   readonly durable: boolean;
   /**
@@ -128,8 +133,19 @@ export interface WorkItem {
   readonly id: string;
   /** The body. */
   readonly data: Uint8Array;
-  /** How many times it has been delivered, from 1. */
+  /**
+   * How many times it has been delivered, from 1. A nats-server before 2.10.16 can count a redelivery as a first
+   * delivery (see {@link queuedAt}).
+   */
   readonly deliveries: number;
+  /**
+   * When it was queued (ms since the epoch, by the queue's clock), when the queue tells. A redelivery comes an ack
+   * wait after the delivery before it at the earliest, so a delivery counted as the first of an item queued an ack
+   * wait ago or longer may be a redelivery: a nats-server before 2.10.16 that redelivers to a pull request of a
+   * client that is gone rewinds the consumer, and the next pull gets the item again counted as a first delivery.
+   * Absent: the queue counts deliveries exactly.
+   */
+  readonly queuedAt?: number;
   /**
    * Its position in the queue, the same on every delivery and different for every item ever queued (the stream
    * sequence): a second item queued under the same id (a duplicate submission after the queue's duplicate window)

@@ -7,7 +7,7 @@ import type { z } from "zod";
 import { decode, encodeJson, errorReply, validate, type Decoded, type ErrorReply, type RequestDefinition } from "../protocol/index.js";
 import { RemoteError } from "./ask.js";
 import type { BusMessage, BusSubscription } from "./bus.js";
-import { KEEPALIVE_HEADER } from "./bus.js";
+import { KEEPALIVE_HEADER, MAX_STORED_VALUE_BYTES } from "./bus.js";
 import { messageOf, type ActorDeps } from "./deps.js";
 import { Semaphore, type Ticket } from "./limit.js";
 import { inSpan, SpanKind, type Attributes } from "./tracing.js";
@@ -105,7 +105,7 @@ export function serve<Req extends z.ZodType, Rep extends z.ZodType, Key extends 
     if (overflow !== undefined && slots.free === 0 && overflow.pass(msg)) return;
     let decoded: Decoded<z.output<Req>>;
     try {
-      decoded = definition.anyBody ? validate(definition.request, {}) : decode(definition.request, msg.data);
+      decoded = definition.anyBody ? validate(definition.request, {}) : decode(definition.request, msg.data, MAX_STORED_VALUE_BYTES);
     } catch (err) {
       // decode returns its refusals; should it throw all the same, the sender still gets an answer.
       msg.respond(encodeJson(errorReply("INVALID_MESSAGE", `message could not be decoded: ${messageOf(err)}`)));

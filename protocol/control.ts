@@ -81,5 +81,9 @@ export const ToolCallEventData = z.object({
   replayed: z.boolean().optional(),
   /** The call was in flight in a Handler that stopped and is not idempotent: answered with an error, not run again. */
   unknownOutcome: z.boolean().optional(),
+  /** The arguments as the model sent them (JSON text), cut to 1024 characters (`…` marks a cut). */
+  arguments: z.string().optional(),
+  /** The answer the model was given, cut to 1024 characters (`…` marks a cut); absent for a continuation. */
+  result: z.string().optional(),
 });
 export type ToolCallEventData = z.infer<typeof ToolCallEventData>;

@@ -11,6 +11,7 @@ export const ErrorCode = z.enum([
   "INVALID_ID",
   "PAYLOAD_TOO_LARGE",
   "NOT_FOUND",
+  "EXPIRED",
   "UNKNOWN_TYPE",
   "TIMEOUT",
   "NO_RESPONDERS",

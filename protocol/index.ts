@@ -11,6 +11,7 @@ export * from "./evaluator.js";
 export * from "./continuation.js";
 export * from "./handler.js";
 export * from "./records.js";
+export * from "./node-records.js";
 export * from "./memory.js";
 export * from "./control.js";
 export * from "./compiler.js";

@@ -9,6 +9,11 @@ import { SessionCheckpoint, SessionState } from "./continuation.js";
 import { TaskResult, Usage } from "./result.js";
 import { CompileReply } from "./compiler.js";
 import { ErrorReply } from "./errors.js";
+import { Conversation, ToolCallTrace, TurnTrace } from "./node-records.js";
+
+/** What a running session record keeps of its model calls and tool calls so far (its messages are the session's). */
+export const SessionTrace = z.object({ turns: z.array(TurnTrace), toolCalls: z.array(ToolCallTrace) });
+export type SessionTrace = z.infer<typeof SessionTrace>;
 
 /**
  * Version of the records written. Version 2 records a session right after the model's answer too, so a running
@@ -25,8 +30,15 @@ const ReadVersion = z.literal([1, RECORD_VERSION]);
  * still to run, or after that answer's tools ran), or finished (its reply).
  */
 export const TurnRecord = z.discriminatedUnion("status", [
-  z.object({ v: ReadVersion, status: z.literal("running"), session: SessionCheckpoint }),
-  z.object({ v: ReadVersion, status: z.literal("done"), result: TaskResult, session: SessionState.optional() }),
+  z.object({ v: ReadVersion, status: z.literal("running"), session: SessionCheckpoint, trace: SessionTrace.optional() }),
+  z.object({
+    v: ReadVersion,
+    status: z.literal("done"),
+    result: TaskResult,
+    session: SessionState.optional(),
+    /** The session's conversation, bounded and masked (protocol/node-records.ts); absent in records of older releases. */
+    conversation: Conversation.optional(),
+  }),
 ]);
 export type TurnRecord = z.infer<typeof TurnRecord>;
 

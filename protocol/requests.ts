@@ -12,6 +12,7 @@ import { GoalGetReply, GoalListReply, GoalReply, GoalSubmitRequest } from "./goa
 import { ExecuteReply, ExecuteRequest, ScriptReply, ScriptRequest } from "./handler.js";
 import { PingReply, PingRequest } from "./health.js";
 import { MatchReply, MatchRequest } from "./memory.js";
+import { NodeDetailReply, NodeGetRequest, NodeListReply } from "./node-records.js";
 import type { Subjects } from "./subjects.js";
 import { CancelReply, SubmitReply, SubmitRequest, TaskStatusReply } from "./tasks.js";
 
@@ -137,6 +138,23 @@ export const Requests = {
     NoBody,
     CancelReply,
     { anyBody: true },
+  ),
+  /** Public: the records of a task's nodes, listed. */
+  taskNodes: defineRequestById(
+    "tasks.nodes",
+    (s, id) => s.taskNodes(id),
+    (s) => s.anyTaskNodes,
+    NoBody,
+    NodeListReply,
+    { anyBody: true },
+  ),
+  /** Public: one node's record, with the conversations of its sessions. */
+  taskNode: defineRequestById(
+    "tasks.node",
+    (s, id) => s.taskNode(id),
+    (s) => s.anyTaskNode,
+    NodeGetRequest,
+    NodeDetailReply,
   ),
   /** Public: the answer to a task's pending `request_user_input`; only the Evaluator waiting for it subscribes. */
   taskInput: defineRequestById(

@@ -64,6 +64,14 @@ export function createSubjects(root: string = DEFAULT_ROOT) {
     taskInput: (id: string) => `${root}.tasks.${idToken(id)}.input`,
     /** Public: request cancellation of a task. */
     taskCancel: (id: string) => `${root}.tasks.${idToken(id)}.cancel`,
+    /** Public: request the list of a task's node records ({@link NodeListReply}). */
+    taskNodes: (id: string) => `${root}.tasks.${idToken(id)}.nodes`,
+    /** Public: request one node's record with its conversations ({@link NodeDetailReply}). */
+    taskNode: (id: string) => `${root}.tasks.${idToken(id)}.node`,
+    /** Wildcard over every task's `nodes` subject (Directors subscribe to it). */
+    anyTaskNodes: `${root}.tasks.*.nodes`,
+    /** Wildcard over every task's `node` subject. */
+    anyTaskNode: `${root}.tasks.*.node`,
     /** Wildcard over every task's `get` subject (Directors subscribe to it). */
     anyTaskGet: `${root}.tasks.*.get`,
     /** Wildcard over every task's `cancel` subject. */
@@ -114,6 +122,11 @@ export function createSubjects(root: string = DEFAULT_ROOT) {
     tasksBucket: `${upper}_TASKS`,
     /** KV bucket of recorded Handler turns and script outcomes (resume without repeating model calls). */
     turnsBucket: `${upper}_TURNS`,
+    /**
+     * KV bucket of message bodies larger than one NATS message (a request carrying a large template or input), sent
+     * by reference: the message carries the key in the `Dirigent-Body` header (runtime/nats/bodies.ts).
+     */
+    bodiesBucket: `${upper}_BODIES`,
     /** Inspection: messages about XState actors of one role (`kind`: actor, event, snapshot, microstep); see protocol/inspect.ts. */
     inspect: (role: string, kind: string) => `${root}.inspect.${role}.${kind}`,
     /** Inspection: wildcard of all inspection messages (`dirigent inspect` subscribes to it). */
@@ -152,8 +165,14 @@ export function createSubjects(root: string = DEFAULT_ROOT) {
     anyTool: `${root}.tools.>`,
     /** Tools: the start every tool endpoint's subject must have. */
     toolPrefix: `${root}.tools.`,
+    /** Tools: the subject space of tool service `service` (`<root>.tools.<service>.>`), where its endpoints are. */
+    toolServiceSubjects: (service: string) => `${root}.tools.${service}.>`,
     /** The NATS service protocol's discovery subjects (not under the root: every service answers them). */
     serviceInfo: "$SRV.INFO",
+    /** Discovery of one service by name (`$SRV.INFO.<service>`): answered by that service's instances only. */
+    serviceInfoOf: (service: string) => `$SRV.INFO.${service}`,
+    /** Every service's own discovery subject (`$SRV.INFO.*`). */
+    anyServiceInfo: "$SRV.INFO.*",
     servicePing: "$SRV.PING",
     /** Durable consumer name of Directors on the intake stream. */
     directorConsumer: "directors",

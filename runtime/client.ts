@@ -17,6 +17,9 @@ import {
   TaskStatusReply,
   UserInputReply,
   type CompileRequest,
+  type NodeDetailReply,
+  type NodeGetRequest,
+  type NodeListReply,
   type UserInput,
   type Subjects,
   type TaskBudget,
@@ -49,6 +52,12 @@ export interface TaskWatch {
   readonly result: Promise<TaskOutcome>;
   /** Stops following. */
   close(): Promise<void>;
+}
+
+/** Options of {@link DirigentClient.run}. */
+export interface RunOptions {
+  /** Called with the runtime's answer to the submission (`accepted` or `duplicate`, and the task id), before any result. */
+  onSubmitted?: (reply: SubmitReply) => void;
 }
 
 /** What a client needs to ask the runtime: the bus, the subjects, no logging. */
@@ -127,13 +136,14 @@ export class DirigentClient {
    * misses a result published while the connection is down: so the task's record is also read after each reconnect,
    * and every few seconds (growing to {@link RESULT_POLL_MAX_MS}) in case a loss went unnoticed.
    */
-  async run(input: SubmitInput, onEvent?: (event: TaskEvent) => void): Promise<TaskOutcome> {
+  async run(input: SubmitInput, onEvent?: (event: TaskEvent) => void, options: RunOptions = {}): Promise<TaskOutcome> {
     const taskId = input.taskId ?? randomUUID();
     const watch = this.watch(taskId, onEvent);
     const stop = new AbortController();
     try {
       await this.bus.flush();
       const reply = await this.submit({ ...input, taskId });
+      options.onSubmitted?.(reply);
       if (reply.status === "duplicate") {
         const status = await this.get(taskId);
         if (status.result) return status.result;
@@ -192,6 +202,23 @@ export class DirigentClient {
   /** Asks for a task to be cancelled. */
   cancel(taskId: string): Promise<CancelReply> {
     return ask(this.deps(), Requests.taskCancel.at(taskId), {}, { timeoutMs: this.timeoutMs });
+  }
+
+  /**
+   * The records of a task's nodes that have ended, in the order they started: path, name, kind, state, times, own
+   * usage and cost. `NOT_FOUND` for an unknown task, `EXPIRED` once its records are gone (docs/protocol.md).
+   */
+  nodes(taskId: string): Promise<NodeListReply> {
+    return ask(this.deps(), Requests.taskNodes.at(taskId), {}, { timeoutMs: this.timeoutMs });
+  }
+
+  /**
+   * One node's record (its last evaluation, or `occurrence`) with the conversations of its sessions: the messages
+   * as sent, each model call's usage, each tool call's arguments and result.
+   */
+  node(taskId: string, path: string, occurrence?: number): Promise<NodeDetailReply> {
+    const body: NodeGetRequest = { path, ...(occurrence === undefined ? {} : { occurrence }) };
+    return ask(this.deps(), Requests.taskNode.at(taskId), body, { timeoutMs: this.timeoutMs });
   }
 
   /** Answers a task's pending `request_user_input`; NO_RESPONDERS when the task waits for no answer. */

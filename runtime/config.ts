@@ -7,20 +7,20 @@ import { z } from "zod";
 import { checkRoot, DEFAULT_ROOT, MAX_BODY_BYTES, ToolPattern } from "../protocol/index.js";
 import { ENV_NAMES, FLAG_NAMES } from "./config-names.js";
 import { REFUSED_ENV } from "../actors/commands.js";
+import { MAX_STORED_VALUE_BYTES } from "../actors/bus.js";
 import { ProviderPairs } from "./model/providers.js";
 import { list } from "./config-list.js";
 
 export { ENV_NAMES };
 
 const positiveInt = z.coerce.number().int().positive();
+/** A size limit of a template or a tool's text: at most 1 MiB, the template parser's own ceiling. */
+const sizeLimit = positiveInt.max(MAX_BODY_BYTES, `must be at most ${MAX_BODY_BYTES} (1 MiB, the template parser's ceiling)`);
 /**
- * A size limit: at most 1 MiB, the largest message between roles (a task's template and inputs travel in one
- * request from Director to Evaluator) and the template parser's own ceiling.
+ * A size limit of a submission or an input: at most 64 MiB, the largest value the stores hold. A request between roles
+ * larger than one NATS message travels by reference (runtime/nats/bodies.ts).
  */
-const sizeLimit = positiveInt.max(
-  MAX_BODY_BYTES,
-  `must be at most ${MAX_BODY_BYTES} (1 MiB, the largest message between roles); it can only be lowered`,
-);
+const bodyLimit = positiveInt.max(MAX_STORED_VALUE_BYTES, `must be at most ${MAX_STORED_VALUE_BYTES} (64 MiB, the largest stored value)`);
 /** Variable names that look like secrets: never an environment input of a template. */
 const SECRET_LIKE = /KEY|SECRET|TOKEN|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE|SESSION/i;
 const fraction = z.coerce.number().gt(0).max(1);
@@ -134,6 +134,13 @@ export const Config = z.object({
   natsTools: z.enum(["off", "on"]),
   /** Interval of the re-discovery of NATS service tools (ms). */
   toolDiscoveryMs: positiveInt,
+  /**
+   * The NATS services' tools an operator allows (`weather/get_weather,calc/*`), each service asked by name (its own
+   * NATS user answers `$SRV.INFO.<service>`); nothing else is offered (logged). Empty: all (a warning at start).
+   */
+  natsToolAllow: list(
+    z.string().regex(/^[A-Za-z0-9_-]{1,64}\/(\*|[A-Za-z0-9_-]{1,64})$/, "must be <service>/<tool> or <service>/* (docs/tools.md)"),
+  ),
   /** Default cap of one tool result (MCP, TypeScript) in bytes; a longer one is cut with a note. */
   toolResultMaxBytes: sizeLimit,
   /** Largest description of a tool (MCP, NATS, TypeScript) in bytes; a longer one is left out, logged. */
@@ -224,6 +231,10 @@ export const Config = z.object({
   goalMaxReplans: z.coerce.number().int().min(0).max(100),
   /** Longest a sub-goal's task may run before it counts as failed. */
   goalSubtaskTimeoutMs: positiveInt,
+  /** How long the turns bucket keeps a record (sessions, tool calls, node records) when the runtime creates it. */
+  recordsMaxAgeMs: positiveInt,
+  /** Most bytes the turns bucket holds when the runtime creates it (the oldest records go first); 0: no limit. */
+  recordsMaxBytes: z.coerce.number().int().min(0),
   /** Replicas of every JetStream stream and KV bucket the runtime creates: 1, 3 or 5 (a cluster of at least as many nodes). */
   replicas: z.coerce.number().pipe(z.union([z.literal(1), z.literal(3), z.literal(5)], { error: "must be 1, 3 or 5" })),
   /** Scale an existing stream or bucket with fewer replicas up to `replicas` at start (needs a user allowed to edit streams). */
@@ -241,9 +252,9 @@ export const Config = z.object({
   /** URL that operator alerts are also POSTed to (JSON). */
   alertWebhook: z.url({ protocol: /^https?$/ }).optional(),
   /** Largest submission body in bytes (JSON or raw XML); beyond it the submit reply is `PAYLOAD_TOO_LARGE`. */
-  maxSubmissionBytes: sizeLimit,
+  maxSubmissionBytes: bodyLimit,
   /** Largest value of one input in bytes (UTF-8 of a string, of the JSON of any other value). */
-  maxInputBytes: sizeLimit,
+  maxInputBytes: bodyLimit,
   /** Largest submitted template in bytes of UTF-8 XML (a template compiled from a prompt is not checked). */
   maxTemplateBytes: sizeLimit,
 });
@@ -278,6 +289,7 @@ export const DEFAULTS = {
   toolTimeoutMs: 60_000,
   natsTools: "off",
   toolDiscoveryMs: 30_000,
+  natsToolAllow: [],
   toolResultMaxBytes: 65_536,
   toolDescriptionMaxBytes: 4096,
   toolSchemaMaxBytes: 16_384,
@@ -316,11 +328,13 @@ export const DEFAULTS = {
   goalMaxReplans: 5,
   goalSubtaskTimeoutMs: 1_800_000,
   natsMaxReconnects: -1,
+  recordsMaxAgeMs: 7 * 24 * 60 * 60 * 1000,
+  recordsMaxBytes: 0,
   replicas: 1,
   scaleStreams: false,
   selfCheckMs: 15_000,
   metricsHost: "127.0.0.1",
-  // 1 MiB each: today's submission limit (protocol/codec.ts MAX_BODY_BYTES); a template or input is part of one.
+  // 1 MiB each by default; a submission's and an input's can be raised (up to 64 MiB), a template's cannot.
   maxSubmissionBytes: 1_048_576,
   maxInputBytes: 1_048_576,
   maxTemplateBytes: 1_048_576,

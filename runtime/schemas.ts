@@ -20,6 +20,13 @@ import {
   OperatorAlert,
   PingReply,
   PingRequest,
+  NodeListReply,
+  NodeGetRequest,
+  NodeDetailReply,
+  NodeRecord,
+  NodeFinishedEventData,
+  ModelTurnEventData,
+  ToolCallEventData,
 } from "../protocol/index.js";
 
 /** Public messages by file name. */
@@ -43,6 +50,13 @@ export const PUBLIC_SCHEMAS = {
   "operator-alert": OperatorAlert,
   "ping-request": PingRequest,
   "ping-reply": PingReply,
+  "node-list-reply": NodeListReply,
+  "node-get-request": NodeGetRequest,
+  "node-detail-reply": NodeDetailReply,
+  "node-record": NodeRecord,
+  "node-finished-event-data": NodeFinishedEventData,
+  "model-turn-event-data": ModelTurnEventData,
+  "tool-call-event-data": ToolCallEventData,
 } as const;
 
 /** Every public schema as a JSON Schema document (draft 2020-12), keyed by file name. */

@@ -13,7 +13,8 @@ import { MemoryBus, MemoryTaskStore, MemoryWorkQueue } from "./in-process/bus.js
 import { openIndexStore } from "./nats/index-store.js";
 import { InMemoryIndexStore } from "./in-process/index-store.js";
 import { connectNats, NatsBus } from "./nats/bus.js";
-import { ensureEventsStream, openTaskStore, openTurnStore } from "./nats/store.js";
+import { ensureEventsStream, openKvStore, openTaskStore, openTurnStore, type RecordRetention } from "./nats/store.js";
+import { BODIES_MAX_AGE_MS } from "./nats/bodies.js";
 import { wireOf } from "./nats/wire.js";
 import { openWorkQueue } from "./nats/queue.js";
 import type { Transport } from "./system.js";
@@ -48,6 +49,8 @@ export interface NatsTransportOptions {
   replicas?: number;
   /** Scale an existing stream or bucket with fewer replicas up to `replicas` (`--scale-streams`). */
   scaleStreams?: boolean;
+  /** Age and size limits of the turns bucket, when it is created (default: 7 days, no size limit). */
+  records?: RecordRetention;
 }
 
 /**
@@ -64,18 +67,23 @@ export async function openNatsTransport(servers: string, subjects: Subjects, opt
     ...(options.maxReconnects !== undefined ? { maxReconnectAttempts: options.maxReconnects } : {}),
   });
   const onError = (err: unknown, subject: string) => options.log.error({ subject, err: messageOf(err) }, "handler failed");
-  const bus = new NatsBus(nc, { onError });
+  const r: Replication = { replicas: options.replicas ?? 1, scale: options.scaleStreams === true, log: options.log };
+  // Bodies larger than one message (a large template or input) travel by reference through this bucket, opened on
+  // the first one (runtime/nats/bodies.ts).
+  const bodies = lazyTaskStore(() => openKvStore(nc, subjects.bodiesBucket, { ttlMs: BODIES_MAX_AGE_MS, replication: r }));
+  const bus = new NatsBus(nc, { onError, bodies });
   try {
     const eager = eagerStores(options.roles);
     const ackWaitMs = options.ackWaitMs ?? ackWaitMsFromEnv();
-    const r: Replication = { replicas: options.replicas ?? 1, scale: options.scaleStreams === true, log: options.log };
     const openQueue = () => openWorkQueue(nc, subjects, { ackWaitMs, onError, replication: r });
     const open = () =>
       Promise.all([
         eager.tasks ? openTaskStore(nc, subjects, r) : lazyTaskStore(() => openTaskStore(nc, subjects, r)),
         eager.intake ? openQueue() : lazyWorkQueue(openQueue, ackWaitMs, onError, () => bus.maxMessageBytes),
         eager.index ? openIndexStore(nc, subjects, r) : lazyIndexStore(() => openIndexStore(nc, subjects, r)),
-        eager.turns ? openTurnStore(nc, subjects, r) : lazyTaskStore(() => openTurnStore(nc, subjects, r)),
+        eager.turns
+          ? openTurnStore(nc, subjects, r, options.records)
+          : lazyTaskStore(() => openTurnStore(nc, subjects, r, options.records)),
         eager.goals ? openGoalStore(nc, subjects, r) : lazyKeyedStore(() => openGoalStore(nc, subjects, r)),
         eager.events ? ensureEventsStream(nc, subjects, r) : undefined,
       ]);

@@ -19,6 +19,7 @@ import { runActors, runDelivery, type RunActor, type RunEnv } from "./run.js";
 import type { SizeLimits } from "../size-limits.js";
 import { createParseCache, type ParseCache } from "../../machines/language/parse-cache.js";
 import { requeueUnqueued } from "./unqueued.js";
+import { serveNodeReads } from "./node-reads.js";
 
 /** Director configuration. */
 export interface DirectorConfig {
@@ -40,6 +41,8 @@ export interface DirectorConfig {
   sizeLimits?: SizeLimits;
   /** The system's parse cache (shared with its Evaluator); absent: the Director keeps its own. */
   parseCache?: ParseCache;
+  /** The turns bucket holding the node records, and how long it keeps them: the Director answers `nodes` and `node`. */
+  records?: { store: TaskStore; maxAgeMs: number } | undefined;
 }
 
 /** Starts the Director role. */
@@ -123,12 +126,14 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
     }
   };
 
-  const stopLocalProgress = deps.local?.onProgress((progress) => {
+  // A report that arrives once the task's machine has ended (a node finishing after a cancel) has nothing to change.
+  const toTask = (progress: Progress): boolean => {
     const actor = owned.get(progress.taskId)?.actor;
     if (actor === undefined) return false;
-    actor.send(progress);
+    if (actor.getSnapshot().status === "active") actor.send(progress);
     return true;
-  });
+  };
+  const stopLocalProgress = deps.local?.onProgress(toTask);
   const queueGroup = { queue: subjects.queue("director") };
   const subscriptions = [
     bus.subscribe(
@@ -150,10 +155,13 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
     bus.subscribe(Requests.taskCancel.servedOn(subjects), guarded("cancel", cancel), queueGroup),
     bus.subscribe(subjects.anyProgress, (msg) => {
       const decoded = decode(Progress, msg.data);
-      if (decoded.ok) owned.get(decoded.value.taskId)?.actor?.send(decoded.value);
+      if (decoded.ok) toTask(decoded.value);
     }),
     // Reports of roles in this process come as calls (actors/local.ts).
     { unsubscribe: async () => stopLocalProgress?.() },
+    ...(config.records
+      ? serveNodeReads(deps, store, { records: config.records.store, maxAgeMs: config.records.maxAgeMs, concurrency: config.concurrency })
+      : []),
     bus.subscribe(subjects.cancelBroadcast, (msg) => {
       const decoded = decode(CancelBroadcast, msg.data);
       if (decoded.ok) owned.get(decoded.value.taskId)?.actor?.send({ type: "task.cancel" });

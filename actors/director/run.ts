@@ -27,7 +27,7 @@ import type { PublishEvent } from "./message-fit.js";
 import { inSpan, ROOT_CONTEXT, startSpan } from "../tracing.js";
 
 export type { PublishEvent };
-import { claimTask, holds, PENDING_CLAIM_MS, pendingClaim, readTaskRecord, type Claim } from "./records.js";
+import { claimLostBy, claimTask, PENDING_CLAIM_MS, pendingClaim, readTaskRecord, type Claim } from "./records.js";
 import { restorable } from "./snapshot.js";
 import {
   checkpointer,
@@ -67,6 +67,16 @@ export interface RunEnv {
   runActors: RunActors;
   /** The task machine, provided once per Director (actors/director/task.ts). */
   taskActors: TaskActors;
+}
+
+/**
+ * Whether `item` is surely its first delivery. A nats-server before 2.10.16 can count a redelivery as a first delivery
+ * ({@link WorkItem.queuedAt}); a redelivery comes an ack wait after the delivery before it, so a delivery counted as
+ * the first of an item queued an ack wait ago or longer is claimed by reading its record, like any redelivery: an
+ * earlier owner's claim is taken over at once, rather than found at the first write, one ack wait later.
+ */
+export function surelyFirst(item: WorkItem, ackWaitMs: number, now: number): boolean {
+  return item.deliveries === 1 && (item.queuedAt === undefined || now - item.queuedAt < ackWaitMs);
 }
 
 /** Claims a task on a redelivery (or for an item of an older release): reads its record first. */
@@ -136,12 +146,11 @@ function taskEffects(env: RunEnv, task: RunningTask, fresh: boolean): TaskEffect
           timeoutMs: env.taskTimeoutMs,
           signal,
           // Ask again only while this Director still holds the task: a stale retry would supersede the new owner.
-          // A record that cannot be read now (NATS restarting) does not stop it: the heartbeat notices a lost claim.
           beforeRetry: async () => {
-            const now = await readTaskRecord(env.store, record.taskId).catch(() => "unknown" as const);
-            // A pending claim has no record yet; any record found is someone else's.
-            const lost = now === undefined ? claim.pending !== true : now !== "unknown" && !holds(now.record, claim);
-            if (lost) throw new Error(`task '${record.taskId}': claim lost; not asking again`);
+            // A read that fails or may be stale (around a leader election) does not stop it: the heartbeat notices a
+            // lost claim for sure.
+            const now = await readTaskRecord(env.store, record.taskId).catch(() => undefined);
+            if (claimLostBy(now, claim)) throw new Error(`task '${record.taskId}': claim lost; not asking again`);
           },
         }),
       );
@@ -161,8 +170,8 @@ export function runDelivery(env: RunEnv, item: WorkItem, queued: TaskRecord | un
   const delivery = { item };
   let task: RunningTask | undefined;
   let fresh = false;
-  /** The intake's first delivery of this item (a nats-server before 2.10.16 may count a redelivery as one too). */
-  const firstOfItsTask = item.deliveries === 1;
+  /** The intake's first delivery of this item, surely: nothing of its task ran before. */
+  const firstOfItsTask = surelyFirst(item, env.ackWaitMs, deps.now().getTime());
   let checkpoints: ReturnType<typeof checkpointer> | undefined;
   const current = () => task?.item ?? delivery.item;
   const claimed = () => {

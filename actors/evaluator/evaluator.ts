@@ -33,6 +33,9 @@ import { DEFAULT_INPUT_TIMEOUT_MS, taskInputs, type InputRecords } from "./input
 import { entryPath, inputFailure, modelIdFailure, nodeAt, summarize } from "./nodes.js";
 import { templateCommandRefusal } from "./script.js";
 import { inNodeSpan, walkActors, type Walk } from "./walk.js";
+import { nodeRecorder, recordedNode } from "./node-records.js";
+import { turnKey } from "../handler/records.js";
+import { createMasker } from "../secrets.js";
 import { ENV_INPUTS_BINDING, type EnvInputs } from "./bind.js";
 import { ask, askRetrying, RemoteError } from "../ask.js";
 import { Semaphore } from "../limit.js";
@@ -86,8 +89,13 @@ export interface EvaluatorConfig {
   commands?: readonly string[];
   /** Templates parsed before, shared with the other roles of the system; absent: this Evaluator's own. */
   parseCache?: ParseCache;
-  /** Where the outcomes of waits for the user's input are recorded (the turns bucket), so a re-run does not ask again. */
+  /**
+   * The turns bucket: where the outcomes of waits for the user's input are recorded, so a re-run does not ask again, and
+   * each node's record is written (actors/evaluator/node-records.ts).
+   */
   records?: TaskStore | undefined;
+  /** Secret values masked in node records and `node.finished` events (the API keys, the NATS password, …). */
+  secrets?: readonly string[];
 }
 
 /** Starts the Evaluator role. */
@@ -113,6 +121,7 @@ export function startEvaluator(deps: ActorDeps, config: EvaluatorConfig): RoleHa
     ...(config.envInputs ? { [ENV_INPUTS_BINDING]: config.envInputs } : {}),
   };
 
+  const mask = createMasker(config.secrets ?? []);
   const progress = (taskId: string, event: string, message: string, data?: Record<string, unknown>) =>
     publishProgress(deps, { type: "task.progress", taskId: taskId as Progress["taskId"], event, message, ...(data ? { data } : {}) });
 
@@ -174,11 +183,20 @@ export function startEvaluator(deps: ActorDeps, config: EvaluatorConfig): RoleHa
     };
     // The user's answers are recorded too, so a re-run asks no question again (actors/evaluator/input.ts).
     const inputs = taskInputs(deps, taskId, config.inputTimeoutMs ?? DEFAULT_INPUT_TIMEOUT_MS, config.records);
+    const records = nodeRecorder({
+      taskId,
+      store: config.records,
+      log: deps.log,
+      now: deps.now,
+      mask,
+      progress: (event, message, data) => progress(taskId, event, message, data),
+    });
     const walk: Walk & InputRecords = {
       actors,
       inspect: deps.inspect,
       taskId,
       document,
+      records,
       maxDepth: MAX_DEPTH,
       substitution: config.substitution ?? "strict",
       memoryMatch: async (query, signal) => {
@@ -232,6 +250,7 @@ export function startEvaluator(deps: ActorDeps, config: EvaluatorConfig): RoleHa
         const answer = await handlerCall(nodePath, signal, () =>
           askRetrying(deps, Requests.execute, body, { timeoutMs: config.taskTimeoutMs, signal }),
         );
+        records.session(nodePath, config.records ? turnKey(execute) : undefined, answer.result);
         return spend.charge(nodePath, answer.session ? { ...answer.result, session: answer.session } : answer.result, budgets);
       },
       waitForInput: (_nodePath, input, signal) => inputs.wait(input, signal),
@@ -253,6 +272,7 @@ export function startEvaluator(deps: ActorDeps, config: EvaluatorConfig): RoleHa
         const reply = await handlerCall(nodePath, signal, () =>
           askRetrying(deps, Requests.execute, execute, { timeoutMs: config.taskTimeoutMs, signal }),
         );
+        records.session(nodePath, config.records ? turnKey(execute) : undefined, reply.result);
         return spend.charge(nodePath, reply.session ? { ...reply.result, session: reply.session } : reply.result, budgets, session);
       },
       script: async (nodePath, command, signal) => {
@@ -278,7 +298,12 @@ export function startEvaluator(deps: ActorDeps, config: EvaluatorConfig): RoleHa
     }
     try {
       const done = toPromise(actor);
-      const result = await inNodeSpan(taskId, path, summarize(node), () => (actor.start(), done));
+      const result = await inNodeSpan(taskId, path, summarize(node), () =>
+        recordedNode(walk, path, node, async () => {
+          actor.start();
+          return { result: await done, env: actor.getSnapshot().context.env };
+        }),
+      );
       // Stopped for a newer owner: not an outcome of the task. Should the sender still hold the task, it asks again.
       if (superseded.has(actor)) throw new RemoteError("UNAVAILABLE", `the evaluation of task '${taskId}' was superseded by a newer owner`);
       return reply(spend.withTotals(result));

@@ -43,6 +43,7 @@ import type { TemplateLibrary } from "../library/library.js";
 import { inspectOption, type InspectHook } from "../inspect-option.js";
 import { substitute, type SubstituteMode } from "../../machines/language/substitute.js";
 import type { TaskNode, TemplateDocument } from "../../machines/language/ast.js";
+import { recordedNode, type NodeRecorder } from "./node-records.js";
 import { inSpan } from "../tracing.js";
 import type { EvalNode } from "../../machines/evaluator/evaluation.js";
 
@@ -101,6 +102,10 @@ export interface Walk {
   substitution?: SubstituteMode;
   /** Associative matching by the Memory role, for a task's context (`fresh_context`, `subset`, file_paths queries). */
   memoryMatch?: ContextDeps["memoryMatch"];
+  /** The scope the walk's node paths are reported under (`0.steps.1/subtask1:`); empty for the task's own document. */
+  scope?: string;
+  /** Records each node evaluated (actors/evaluator/node-records.ts); absent: none. */
+  records?: NodeRecorder;
 }
 
 const PATH_KEYS: readonly string[] = ["nodePath", "mapPath"];
@@ -128,21 +133,24 @@ export async function evaluateNode(
     return taskFailure("execution_halted", `nesting deeper than ${walk.maxDepth} at ${path}`);
   }
   const summary = summarize(node);
-  return inNodeSpan(walk.taskId, path, summary, async () => {
-    const actor = walk.actors.create(walk, depth, inline, {
-      ...inspectOption(walk, "evaluator", walk.taskId),
-      input: { taskId: walk.taskId, path, node: summary, env, entry },
-    });
-    const cancel = () => actor.send({ type: "evaluation.cancel" });
-    signal.addEventListener("abort", cancel, { once: true });
-    try {
-      const done = toPromise(actor);
-      actor.start();
-      return await done;
-    } finally {
-      signal.removeEventListener("abort", cancel);
-    }
-  });
+  return inNodeSpan(walk.taskId, path, summary, () =>
+    recordedNode(walk, path, node, async () => {
+      const actor = walk.actors.create(walk, depth, inline, {
+        ...inspectOption(walk, "evaluator", walk.taskId),
+        input: { taskId: walk.taskId, path, node: summary, env, entry },
+      });
+      const cancel = () => actor.send({ type: "evaluation.cancel" });
+      signal.addEventListener("abort", cancel, { once: true });
+      try {
+        const done = toPromise(actor);
+        actor.start();
+        const result = await done;
+        return { result, env: actor.getSnapshot().context.env };
+      } finally {
+        signal.removeEventListener("abort", cancel);
+      }
+    }),
+  );
 }
 
 /**
@@ -182,6 +190,7 @@ export function scopedWalk(walk: Walk, document: TemplateDocument, scope: string
   return {
     ...walk,
     document,
+    scope: `${walk.scope ?? ""}${scope}`,
     // Node paths of the data (a node's `nodePath`, a map branch's `mapPath`) are reported under the scope.
     progress: (event, message, data) =>
       walk.progress(

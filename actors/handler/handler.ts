@@ -22,13 +22,14 @@ import {
   type ExecuteReply,
   type ScriptReply,
   type SessionCheckpoint,
+  type ModelTurnEventData,
 } from "../../protocol/index.js";
 import type { TaskStore } from "../bus.js";
 import type { ActorDeps, RoleHandle } from "../deps.js";
 import { inspectOption } from "../inspect-option.js";
 import { publishProgress } from "../local.js";
 import { sessionActors, type SessionActors, type SessionEffects } from "./session.js";
-import { readSessionRecord, recordsBehind, scriptKey, turnKey, writeRecord } from "./records.js";
+import { conversationLog, readSessionRecord, recordsBehind, scriptKey, turnKey, writeRecord } from "./records.js";
 import { createLeases, createRunGate, type JoinedAt } from "./lease.js";
 import { CONTINUATION_TOOL_NAMES } from "./continuation.js";
 import { templateToolCollisions } from "./template-tools.js";
@@ -170,9 +171,13 @@ export function startHandler(
     };
     const trace = { parent: activeContext(), taskId, nodePath, content: deps.traceContent === true, mask };
     const traced = tracedModel(callModel, trace);
+    // What the session's records keep of its conversation; a session continued from a running record keeps its calls.
+    const log = conversationLog(recorded?.trace);
     const effects: SessionEffects = {
-      callModel: (input, signal) =>
-        withFallback(
+      callModel: async (input, signal) => {
+        const started = Date.now();
+        let retries = 0;
+        const reply = await withFallback(
           input.model,
           settings.fallbackModels ?? [],
           (model) => {
@@ -190,12 +195,14 @@ export function startHandler(
               },
               signal,
               {
-                onRetry: (retry) =>
+                onRetry: (retry) => {
+                  retries++;
                   progress(
                     "model.retry",
                     `retry ${retry.attempt}/${retry.maxRetries} in ${retry.delayMs} ms${retry.fromRetryAfter ? " (retry-after)" : ""}: ${retry.message}`,
                     { ...retry, model },
-                  ),
+                  );
+                },
                 ...(deltas ? { onDelta: (text: string) => delta(deltas.push(text)) } : {}),
               },
             );
@@ -208,12 +215,21 @@ export function startHandler(
               ...(error.status === undefined ? {} : { status: error.status }),
             }),
           () => signal.aborted,
-        ),
+        );
+        log.turn(input, reply, { durationMs: Date.now() - started, retries, cost: cost(reply.model, reply.usage).cost });
+        return reply;
+      },
       countTokens: (input) => countRequestTokens(input.model, input.messages, tools),
       ...(key && records
         ? {
             recordTurn: (input: SessionCheckpoint) =>
-              writeRecord(records, key, TurnRecord, { v: RECORD_VERSION, status: "running", session: input }, deps.log),
+              writeRecord(
+                records,
+                key,
+                TurnRecord,
+                maskDeep({ v: RECORD_VERSION, status: "running" as const, session: input, trace: log.trace() }, mask),
+                deps.log,
+              ),
           }
         : {}),
       runTools: (input, signal) =>
@@ -225,14 +241,16 @@ export function startHandler(
           log: deps.log,
           progress,
           trace,
+          onCall: log.toolCall,
           ...(key && records ? { records: { store: records, key, ...(recorded ? { restoredTurn: recorded.session.turns } : {}) } } : {}),
         }),
-      turnCompleted: (context, params) =>
-        progress("model.turn", `turn ${params.turn}/${params.maxTurns}`, {
-          ...params,
-          model: context.model,
-          ...cost(context.model, params.usage),
-        }),
+      // `usage` and `cost` are the message's own; the session's running totals have fields of their own.
+      turnCompleted: (context, { callUsage, usage, ...params }) => {
+        const { cost: sessionCost } = cost(context.model, usage);
+        const own = { ...cost(context.model, callUsage), ...(sessionCost === undefined ? {} : { sessionCost }) };
+        const data: ModelTurnEventData = { nodePath, ...params, usage: callUsage, sessionUsage: usage, model: context.model, ...own };
+        progress("model.turn", `turn ${params.turn}/${params.maxTurns}`, { ...data, context: params.context });
+      },
       contextWarning: (params) =>
         progress(
           "context.warning",
@@ -288,7 +306,13 @@ export function startHandler(
       const halted = result.error?.type === "TASK_FAILURE" && result.error.reason === "execution_halted";
       if (key && behind && !halted)
         releaseAfter(
-          behind.write(key, TurnRecord, { v: RECORD_VERSION, status: "done", result: reply.result, ...(session ? { session } : {}) }),
+          behind.write(key, TurnRecord, {
+            v: RECORD_VERSION,
+            status: "done",
+            result: reply.result,
+            ...(reply.session ? { session: reply.session } : {}),
+            conversation: maskDeep(log.conversation(session?.messages), mask),
+          }),
         );
       return reply;
     } finally {

@@ -7,7 +7,15 @@
  * one from its last recorded answer, using the recorded answers of its scripts. Script commands are recorded too.
  */
 import { createHash } from "node:crypto";
+import type { ChatMessage, CallModelInput, ModelReply } from "../../machines/handler/session.js";
 import {
+  cutText,
+  RECORD_TEXT_MAX,
+  type Conversation,
+  type SessionMessage,
+  type SessionTrace,
+  type ToolCallTrace,
+  type TurnTrace,
   CompileRecord,
   decode,
   encode,
@@ -124,5 +132,90 @@ export async function writeRecord<S extends RecordSchema>(
     await store.put(key, encode(schema, value));
   } catch (err) {
     log.warn({ key, err: messageOf(err) }, "record not written; a re-run would repeat this work");
+  }
+}
+
+/** Most messages a conversation record keeps. */
+const MAX_MESSAGES = 400;
+
+/**
+ * The conversation of one Handler session, kept in its records: each model call with the messages it sent, its own
+ * usage, duration and retries, and each tool call with its arguments and result. The session's running records keep
+ * the calls so far ({@link ConversationLog.trace}), so a session continued after a crash keeps them too; its final
+ * record keeps the whole conversation ({@link ConversationLog.conversation}), bounded: each text cut to
+ * {@link RECORD_TEXT_MAX} characters, at most {@link MAX_MESSAGES} messages (the first and the last).
+ */
+export interface ConversationLog {
+  /** A model call answered: `input` is what was sent. */
+  turn(input: CallModelInput, reply: ModelReply, timing: { durationMs: number; retries: number; cost?: number | undefined }): void;
+  /** A tool call answered. */
+  toolCall(trace: ToolCallTrace): void;
+  /** The model calls and tool calls so far, for a running record. */
+  trace(): SessionTrace;
+  /** The whole conversation, bounded; `last` is the session's messages when it ended, if known (a suspended session's). */
+  conversation(last?: readonly ChatMessage[]): Conversation;
+}
+
+/** A {@link ConversationLog}, continuing `restored` (the trace of the running record the session continues from). */
+export function conversationLog(restored?: SessionTrace): ConversationLog {
+  const turns: TurnTrace[] = [...(restored?.turns ?? [])];
+  const toolCalls: ToolCallTrace[] = [...(restored?.toolCalls ?? [])];
+  let messages: readonly ChatMessage[] = [];
+  return {
+    turn(input, reply, timing) {
+      const assistant: ChatMessage = {
+        role: "assistant",
+        content: reply.content === "" && reply.toolCalls.length > 0 ? null : reply.content,
+        ...(reply.toolCalls.length > 0 ? { tool_calls: reply.toolCalls } : {}),
+      };
+      messages = [...input.messages, assistant];
+      const turn = input.messages.filter((m) => m.role === "assistant").length + 1;
+      turns.push({
+        turn,
+        model: reply.model,
+        sent: input.messages.length,
+        usage: reply.usage,
+        ...(timing.cost === undefined ? {} : { cost: timing.cost }),
+        durationMs: timing.durationMs,
+        finishReason: reply.finishReason,
+        retries: timing.retries,
+      });
+    },
+    toolCall(trace) {
+      toolCalls.push({ ...trace, arguments: cutText(trace.arguments, RECORD_TEXT_MAX), result: cutText(trace.result, RECORD_TEXT_MAX) });
+    },
+    trace: () => ({ turns: [...turns], toolCalls: [...toolCalls] }),
+    conversation(last) {
+      const all = last && last.length >= messages.length ? last : messages;
+      const kept = all.length <= MAX_MESSAGES ? all : [...all.slice(0, MAX_MESSAGES / 2), ...all.slice(all.length - MAX_MESSAGES / 2)];
+      return {
+        messages: kept.map(boundMessage),
+        turns: [...turns],
+        toolCalls: [...toolCalls],
+        ...(kept.length < all.length ? { omittedMessages: all.length - kept.length } : {}),
+      };
+    },
+  };
+}
+
+function boundMessage(message: ChatMessage): SessionMessage {
+  switch (message.role) {
+    case "assistant":
+      return {
+        role: "assistant",
+        content: message.content === null ? null : cutText(message.content, RECORD_TEXT_MAX),
+        ...(message.tool_calls
+          ? {
+              tool_calls: message.tool_calls.map((c) => ({
+                ...c,
+                function: { name: c.function.name, arguments: cutText(c.function.arguments, RECORD_TEXT_MAX) },
+              })),
+            }
+          : {}),
+      };
+    case "tool":
+      return { role: "tool", tool_call_id: message.tool_call_id, content: cutText(message.content, RECORD_TEXT_MAX) };
+    default:
+      return { role: message.role, content: cutText(message.content, RECORD_TEXT_MAX) };
   }
 }

@@ -30,7 +30,7 @@ export interface SessionEffects {
   runTools(input: RunToolsInput, signal: AbortSignal): Promise<ToolResults>;
   turnCompleted(
     context: HandlerSessionContext,
-    params: { turn: number; maxTurns: number; usage: Usage; toolCalls: number; context: ContextMetrics },
+    params: { turn: number; maxTurns: number; usage: Usage; callUsage: Usage; toolCalls: number; context: ContextMetrics },
   ): void;
   contextWarning(params: { used: number; limit: number; threshold: number }): void;
 }

@@ -8,7 +8,16 @@
  * Each call is a `tool.call` progress event with the tool's source and the call's duration.
  */
 import type { ChatMessage, PendingContinuation, RunToolsInput, ToolCall, ToolResults } from "../../machines/handler/session.js";
-import { RECORD_VERSION, ToolRecord, type ContinuationKind, type TemplateTool, type ToolCallEventData } from "../../protocol/index.js";
+import {
+  cutText,
+  EVENT_TEXT_MAX,
+  RECORD_VERSION,
+  ToolRecord,
+  type ContinuationKind,
+  type TemplateTool,
+  type ToolCallEventData,
+  type ToolCallTrace,
+} from "../../protocol/index.js";
 import type { TaskStore } from "../bus.js";
 import type { Logger } from "../deps.js";
 import { readContinuation } from "./continuation.js";
@@ -43,6 +52,8 @@ export interface ToolRunEnv {
   trace?: SessionTrace;
   /** Milliseconds now (the duration of a call); `Date.now` by default. */
   now?: () => number;
+  /** Told each call once answered, for the session's conversation record. */
+  onCall?: (trace: ToolCallTrace) => void;
 }
 
 type Answered = ToolAnswer & { replayed?: boolean; unknownOutcome?: boolean };
@@ -61,7 +72,22 @@ export async function runToolCalls(input: RunToolsInput, signal: AbortSignal, en
     const kind = continued ? "continuation" : "template";
     if (asked && "continuation" in asked && !continuation) {
       continuation = asked.continuation;
-      env.progress("tool.call", call.function.name, event({ tool: call.function.name, source: kind, malformed: false }));
+      const args = call.function.arguments;
+      env.progress(
+        "tool.call",
+        call.function.name,
+        event({ tool: call.function.name, source: kind, malformed: false, arguments: cutText(args, EVENT_TEXT_MAX) }),
+      );
+      env.onCall?.({
+        turn: input.turn,
+        id: call.id,
+        tool: call.function.name,
+        source: kind,
+        arguments: args,
+        result: "",
+        durationMs: 0,
+        malformed: false,
+      });
       continue;
     }
     const started = now();
@@ -94,8 +120,22 @@ export async function runToolCalls(input: RunToolsInput, signal: AbortSignal, en
         malformed: answer.malformed,
         ...(answer.replayed ? { replayed: true } : {}),
         ...(answer.unknownOutcome ? { unknownOutcome: true } : {}),
+        arguments: cutText(call.function.arguments, EVENT_TEXT_MAX),
+        result: cutText(answer.content, EVENT_TEXT_MAX),
       }),
     );
+    env.onCall?.({
+      turn: input.turn,
+      id: call.id,
+      tool: call.function.name,
+      ...(source ? { source } : {}),
+      arguments: call.function.arguments,
+      result: answer.content,
+      durationMs,
+      malformed: answer.malformed,
+      ...(answer.replayed ? { replayed: true } : {}),
+      ...(answer.unknownOutcome ? { unknownOutcome: true } : {}),
+    });
     messages.push({ role: "tool", tool_call_id: call.id, content: answer.content });
   }
   return { messages, malformed, ...(continuation ? { continuation } : {}) };

@@ -9,7 +9,7 @@ import type { TaskStore } from "../bus.js";
 
 /** A {@link TaskStore} that can list its keys (a JetStream KV bucket, or memory). */
 export interface KeyedStore extends TaskStore {
-  keys(): Promise<string[]>;
+  keys(filter?: string): Promise<string[]>;
 }
 
 /** A Supervisor's hold on a goal. `until`: milliseconds since the epoch. */

@@ -71,7 +71,10 @@ export const handlerSessionMachine = setup({
     output: {} as SessionOutput,
   },
   actions: {
-    turnCompleted: (_, _params: { turn: number; maxTurns: number; usage: Usage; toolCalls: number; context: ContextMetrics }) => undefined,
+    turnCompleted: (
+      _,
+      _params: { turn: number; maxTurns: number; usage: Usage; callUsage: Usage; toolCalls: number; context: ContextMetrics },
+    ) => undefined,
     contextWarning: (_, _params: { used: number; limit: number; threshold: number }) => undefined,
     // Provided by the shell with its token counter: `assign(({ context }) => measured(context, count))`.
     measure: assign(({ context }) => measured(context, () => notProvided("handler.measure"))),
@@ -180,6 +183,7 @@ export const handlerSessionMachine = setup({
                 turn: context.turns,
                 maxTurns: context.maxTurns,
                 usage: context.usage,
+                callUsage: event.output.usage,
                 toolCalls: event.output.toolCalls.length,
                 context: context.context,
               }),

@@ -1,8 +1,8 @@
 /**
  * `dirigent nats-conf`: the nats-server accounts (one per subject root), users and per-role permissions, and cluster
  * node configs. `dirigent nats-setup`: the admin step of a subject root. It creates what the root's roles use and may
- * not create themselves (runtime/nats/permissions.ts): the tasks, turns, goals and index buckets, the intake stream
- * with the Directors' consumer (its ack wait from `DIRIGENT_ACK_WAIT_MS`), and the events stream.
+ * not create themselves (runtime/nats/permissions.ts): the tasks, turns, goals, index and bodies buckets, the intake
+ * stream with the Directors' consumer (its ack wait from `DIRIGENT_ACK_WAIT_MS`), and the events stream.
  */
 import { mkdir, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
@@ -10,6 +10,7 @@ import { Option, type Command } from "commander";
 import { checkRoot, DEFAULT_ROOT, type Subjects } from "../../protocol/index.js";
 import { commonOptions, setup, UsageError, type CommonFlags } from "./common.js";
 import { renderAccount, renderAccounts, renderDevAuthorization, rootsClash } from "../nats/permissions.js";
+import { renderToolServiceUsers } from "../nats/tool-service-users.js";
 import { DEFAULT_CLUSTER_NAME, localClusterNodes, remoteClusterNodes, renderClusterNode, type ClusterNode } from "../nats/cluster-conf.js";
 import { messageOf } from "../../protocol/errors.js";
 import { jetstreamManager } from "@nats-io/jetstream";
@@ -17,6 +18,8 @@ import { millis } from "@nats-io/transport-node";
 import { natsAuth } from "../nats/auth.js";
 import { NatsBus, type NatsConnection } from "../nats/bus.js";
 import { place } from "../nats/connect.js";
+import { BODIES_MAX_AGE_MS } from "../nats/bodies.js";
+import { openKvStore } from "../nats/store.js";
 
 const collect = (value: string, previous: string[] | undefined) => [...(previous ?? []), value];
 
@@ -25,6 +28,7 @@ interface NatsConfFlags {
   dev?: boolean;
   admin?: boolean;
   users?: boolean;
+  toolService?: string[];
   cluster?: string;
   clusterName?: string;
   out?: string;
@@ -48,6 +52,14 @@ export function registerNatsCommands(program: Command): void {
       ).argParser(collect),
     )
     .option("--admin", "accepted for older scripts: every account has its user `admin` (`<root>-admin`) now")
+    .addOption(
+      new Option(
+        "--tool-service <name>",
+        "add a user for NATS tool service <name> (`tool-<name>`, `<root>-tool-<name>`; password from " +
+          "$DIRIGENT_NATS_[<ROOT>_]TOOL_<NAME>_PASSWORD): it serves <root>.tools.<name>.> only and answers only the " +
+          "requests it received (docs/tools.md); repeat it for each service",
+      ).argParser(collect),
+    )
     .option("--users", "print only the account entries, to add inside the `accounts` block of a server configuration that has one")
     .option("--dev", "the development block of nats.conf: public dev passwords and a `dev` user for clients without credentials")
     .option(
@@ -75,17 +87,33 @@ export function registerNatsCommands(program: Command): void {
       if (flags.dev && (roots.length > 1 || flags.users)) throw new UsageError("--dev is the block of one root's development server");
       if (flags.users && flags.cluster !== undefined)
         throw new UsageError("--users prints account entries; --cluster writes whole node configs");
+      const toolServices = toolServicesOf(flags, roots);
       const authorization = flags.dev
         ? renderDevAuthorization(roots[0] ?? DEFAULT_ROOT)
         : flags.users
-          ? roots.flatMap((root) => renderAccount(root)).join("\n") + "\n"
-          : renderAccounts(roots);
+          ? roots.flatMap((root) => renderAccount(root, { toolServices })).join("\n") + "\n"
+          : renderAccounts(roots, { toolServices });
       if (flags.cluster === undefined) {
         process.stdout.write(authorization);
         return;
       }
       await writeCluster(flags, authorization);
     });
+}
+
+/** The `--tool-service` names, checked (each once, usable in a subject and a variable) before anything is printed. */
+function toolServicesOf(flags: NatsConfFlags, roots: readonly string[]): string[] {
+  const services = flags.toolService ?? [];
+  if (services.length > 0 && flags.dev) throw new UsageError("--tool-service: the development block's `dev` user serves tools already");
+  if (new Set(services).size !== services.length) throw new UsageError(`--tool-service: a service is given twice (${services.join(", ")})`);
+  for (const root of roots) {
+    try {
+      renderToolServiceUsers(root, services);
+    } catch (err) {
+      throw new UsageError(`--tool-service: ${messageOf(err)}`);
+    }
+  }
+  return services;
 }
 
 /** Writes `<out>/<node>.conf` per node and the accounts block they include; prints how to start them. */
@@ -131,6 +159,7 @@ export function setupStreams(subjects: Subjects): string[] {
     `KV_${subjects.turnsBucket}`,
     `KV_${subjects.goalsBucket}`,
     `KV_${subjects.indexBucket}`,
+    `KV_${subjects.bodiesBucket}`,
     subjects.intakeStream,
     subjects.eventsStream,
   ];
@@ -164,12 +193,14 @@ export function registerNatsSetupCommand(program: Command): void {
   ).action(async (flags: CommonFlags) => {
     const { config, subjects, log } = setup(flags, "dirigent-nats-setup");
     // Every role's stores opened at once: what is missing is created, what exists is only checked (and scaled with
-    // --scale-streams); the intake consumer gets this process's DIRIGENT_ACK_WAIT_MS.
+    // --scale-streams); the intake consumer gets this process's DIRIGENT_ACK_WAIT_MS, the turns bucket its
+    // DIRIGENT_RECORDS_MAX_AGE_MS and DIRIGENT_RECORDS_MAX_BYTES.
     const placement = await place({
       ...(config.nats ? { url: config.nats } : {}),
       auth: natsAuth(config),
       replicas: config.replicas,
       scaleStreams: config.scaleStreams,
+      records: { maxAgeMs: config.recordsMaxAgeMs, maxBytes: config.recordsMaxBytes },
       subjects,
       log,
       name: "dirigent-nats-setup",
@@ -179,6 +210,9 @@ export function registerNatsSetupCommand(program: Command): void {
     try {
       const bus = placement.transport.bus;
       if (!(bus instanceof NatsBus)) throw new Error("no NATS server reachable: pass --nats URL or set NATS_URL");
+      // The bodies bucket, which processes open on their first large body only.
+      const replication = { replicas: config.replicas, scale: config.scaleStreams, log };
+      await openKvStore(bus.connection, subjects.bodiesBucket, { ttlMs: BODIES_MAX_AGE_MS, replication });
       process.stdout.write(`root '${subjects.root}' is set up on ${placement.note}:\n${await describe(bus.connection, subjects)}\n`);
     } finally {
       await placement.close();

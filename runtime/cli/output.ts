@@ -1,11 +1,16 @@
-/** How the CLI shows events and results to people. */
+/** How the CLI shows events, results and node records to people. */
 import {
   BranchFinishedEventData,
   BranchStartedEventData,
   branchMapPath,
   MapStartedEventData,
+  type Conversation,
+  type NodeDetailReply,
+  type NodeListReply,
+  type NodeSummary,
   type TaskEvent,
   type TaskOutcome,
+  type Usage,
 } from "../../protocol/index.js";
 
 /** One line per event: `[seq] state  type  message`; a map's progress as {@link mapProgressText} words it. */
@@ -17,8 +22,11 @@ export function formatEvent(event: TaskEvent): string {
   return `[${String(event.seq).padStart(3)}] ${event.state.padEnd(19)} ${event.type}${message}${xml}`;
 }
 
-/** The result block printed after the events. */
-export function formatOutcome(outcome: TaskOutcome): string {
+/**
+ * The result block printed after the events. An answer already printed as it streamed (`streamed`, the text of the
+ * last run of `model.delta` events) is not printed again.
+ */
+export function formatOutcome(outcome: TaskOutcome, options: { streamed?: string | undefined } = {}): string {
   const lines = [`result: ${outcome.status}`];
   if (outcome.error) {
     const e = outcome.error;
@@ -31,16 +39,30 @@ export function formatOutcome(outcome: TaskOutcome): string {
   const cost = outcome.notes["task_cost"];
   if (task && typeof task === "object")
     lines.push(`task usage: ${JSON.stringify(task)}${typeof cost === "number" ? `, cost ${cost}` : ""}`);
-  if (outcome.content) lines.push("", outcome.content);
+  const streamed = options.streamed !== undefined && options.streamed.trim() === outcome.content.trim();
+  if (outcome.content && streamed) lines.push("(the answer is the one streamed above)");
+  else if (outcome.content) lines.push("", outcome.content);
   return lines.join("\n");
 }
 
+/** What {@link createEventPrinter} returns. */
+export interface EventPrinter {
+  /** Prints one event. */
+  event(event: TaskEvent): void;
+  /** Closes an open line of streamed text. */
+  end(): void;
+  /** The text of the last run of `model.delta` events (the streamed answer), if any. */
+  streamed(): string | undefined;
+}
+
 /**
- * Prints events as they arrive: `model.delta` text inline, as the answer streams in, and a newline before the
- * next other event. `end()` closes an open line of deltas.
+ * Prints events as they arrive. A run of `model.delta` events is shown as one: a line for its first event
+ * (`[  4] running  model.delta  streaming the answer:`), then their text as it arrives, so the numbers of the events
+ * that follow (`[ 15]`) skip the pieces; a newline closes it before the next other event.
  */
-export function createEventPrinter(write: (text: string) => void): { event(event: TaskEvent): void; end(): void } {
+export function createEventPrinter(write: (text: string) => void): EventPrinter {
   let inline = false;
+  let last: string | undefined;
   const end = () => {
     if (inline) write("\n");
     inline = false;
@@ -49,7 +71,12 @@ export function createEventPrinter(write: (text: string) => void): { event(event
     event(event) {
       const text = event.data?.["text"];
       if (event.type === "model.delta" && typeof text === "string") {
+        if (!inline) {
+          write(formatEvent({ ...event, message: "streaming the answer:" }) + "\n");
+          last = "";
+        }
         write(text);
+        last += text;
         inline = true;
         return;
       }
@@ -57,6 +84,7 @@ export function createEventPrinter(write: (text: string) => void): { event(event
       write(formatEvent(event) + "\n");
     },
     end,
+    streamed: () => last,
   };
 }
 
@@ -98,4 +126,96 @@ export function mapProgressText(event: TaskEvent): string | undefined {
     return `${named(mapPath)}${mapPath === ROOT_PATH ? "" : ":"} ${finished}/${total} done${failed}`;
   }
   return undefined;
+}
+
+const tokens = (usage: Usage | undefined) => (usage ? usage.promptTokens + usage.completionTokens : 0);
+const seconds = (ms: number) => (ms < 1000 ? `${Math.round(ms)} ms` : `${(ms / 1000).toFixed(1)} s`);
+const money = (cost: number | undefined) => (cost === undefined ? "" : ` $${cost.toFixed(4)}`);
+
+/** The parent of each listed node: the longest other listed path its own path starts with. */
+function depthOf(nodes: readonly NodeSummary[]): Map<NodeSummary, number> {
+  const paths = new Set(nodes.map((n) => n.path));
+  const depth = new Map<NodeSummary, number>();
+  for (const node of nodes) {
+    let d = 0;
+    for (const other of paths) if (other !== node.path && /^[./]/.test(node.path.slice(other.length)) && node.path.startsWith(other)) d++;
+    depth.set(node, d);
+  }
+  return depth;
+}
+
+/** The node tree as text, one line per node, children indented under their parent. */
+export function formatTree(reply: NodeListReply): string {
+  const depth = depthOf(reply.nodes);
+  const lines = reply.nodes.map((n) => {
+    const indent = "  ".repeat(depth.get(n) ?? 0);
+    const again = n.occurrence > 1 ? ` #${n.occurrence}` : "";
+    const used = n.usage ? `  ${tokens(n.usage)} tokens${money(n.cost)}` : "";
+    const error = n.error ? `  (${n.error})` : "";
+    return `${indent}${n.path}${again}  ${n.name}  [${n.kind}] ${n.state} in ${seconds(n.durationMs)}${used}${error}`;
+  });
+  const total = reply.nodes.reduce((sum, n) => sum + tokens(n.usage), 0);
+  const cost = reply.nodes.reduce<number | undefined>((sum, n) => (n.cost === undefined ? sum : (sum ?? 0) + n.cost), undefined);
+  const tail = reply.truncated ? "\n(more nodes than one answer holds: the first are listed)" : "";
+  return `task ${reply.taskId}: ${reply.nodes.length} nodes, ${total} tokens${money(cost)}\n${lines.join("\n")}${tail}\n`;
+}
+
+/** JSON text pretty-printed; any other text as it is. */
+function pretty(text: string): string {
+  const trimmed = text.trim();
+  if (!trimmed.startsWith("{") && !trimmed.startsWith("[")) return text;
+  try {
+    return JSON.stringify(JSON.parse(trimmed), null, 2);
+  } catch {
+    return text;
+  }
+}
+
+const indented = (text: string) =>
+  text
+    .split("\n")
+    .map((line) => `    ${line}`)
+    .join("\n");
+
+function formatConversation(conversation: Conversation, index: number): string[] {
+  const out = [`conversation ${index + 1}: ${conversation.turns.length} model calls, ${conversation.toolCalls.length} tool calls`];
+  const calls = new Map(conversation.toolCalls.map((c) => [c.id, c]));
+  const turnAt = new Map(conversation.turns.map((t) => [t.sent, t]));
+  conversation.messages.forEach((m, i) => {
+    if (m.role === "assistant") {
+      const turn = turnAt.get(i);
+      const about = turn ? ` (turn ${turn.turn}, ${turn.model}, ${tokens(turn.usage)} tokens, ${seconds(turn.durationMs)})` : "";
+      out.push(`  [assistant]${about}`);
+      if (m.content) out.push(indented(m.content));
+      for (const call of m.tool_calls ?? [])
+        out.push(`    → ${call.function.name}\n${indented(indented(pretty(call.function.arguments)))}`);
+    } else if (m.role === "tool") {
+      const call = calls.get(m.tool_call_id);
+      const about = call ? ` ${call.tool}${call.source ? ` (${call.source})` : ""} in ${seconds(call.durationMs)}` : "";
+      out.push(`  [tool]${about}`, indented(pretty(m.content)));
+    } else {
+      out.push(`  [${m.role}]`, indented(m.content));
+    }
+  });
+  if (conversation.omittedMessages) out.push(`  (${conversation.omittedMessages} messages left out in the middle)`);
+  return out;
+}
+
+/** One node's record and conversations as text. */
+export function formatNode(reply: NodeDetailReply): string {
+  const n = reply.node;
+  const out = [
+    `${n.path}  ${n.name}  [${n.kind}] ${n.state}`,
+    `started ${n.startedAt}, took ${seconds(n.durationMs)}`,
+    ...(n.usage ? [`usage: ${n.usage.promptTokens} prompt + ${n.usage.completionTokens} completion tokens${money(n.cost)}`] : []),
+    ...(n.models ? [`models: ${n.models.join(", ")}`] : []),
+    ...(reply.retries > 0 ? [`retries: ${reply.retries}`] : []),
+    ...(n.inputs ? ["inputs:", indented(JSON.stringify(n.inputs, null, 2))] : []),
+    ...reply.conversations.flatMap(formatConversation),
+    `output (${n.output.status}):`,
+    indented(pretty(n.output.content)),
+    ...(n.error ? ["error:", indented(JSON.stringify(n.error, null, 2))] : []),
+    ...(reply.truncated ? ["(cut to fit one message: texts shortened)"] : []),
+  ];
+  return `${out.join("\n")}\n`;
 }

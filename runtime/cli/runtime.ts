@@ -41,6 +41,7 @@ async function serveUntilSignal(flags: RuntimeFlags, roles: readonly Role[], nam
     dataDir: config.dataDir,
     startServer,
     maxReconnects: config.natsMaxReconnects,
+    records: { maxAgeMs: config.recordsMaxAgeMs, maxBytes: config.recordsMaxBytes },
   });
   if (!startServer && placement.transport.kind === "memory") {
     await placement.close();

@@ -34,9 +34,10 @@ export class MemoryTaskStore implements TaskStore {
     this.#maxValueBytes = options.maxValueBytes ?? MAX_STORED_VALUE_BYTES;
   }
 
-  /** Every key. */
-  async keys(): Promise<string[]> {
-    return [...this.#values.keys()];
+  /** The keys matching `filter` (`*` one token, `>` the rest), every key when absent. */
+  async keys(filter?: string): Promise<string[]> {
+    const all = [...this.#values.keys()];
+    return filter === undefined ? all : all.filter((key) => matches(filter.split("."), key.split(".")));
   }
 
   async create(key: string, value: Uint8Array): Promise<CreateResult> {
@@ -84,6 +85,15 @@ export class MemoryTaskStore implements TaskStore {
     this.#values.set(key, { value: copyOf(value), revision: this.#revision });
     return this.#revision;
   }
+}
+
+/** Whether the tokens of a key match those of a filter, as a NATS subject matches a wildcard subject. */
+function matches(filter: readonly string[], key: readonly string[]): boolean {
+  for (const [i, token] of filter.entries()) {
+    if (token === ">") return key.length > i;
+    if (i >= key.length || (token !== "*" && token !== key[i])) return false;
+  }
+  return filter.length === key.length;
 }
 
 function checkKey(key: string): void {

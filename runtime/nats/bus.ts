@@ -25,10 +25,12 @@ import {
   type BusSubscription,
   type RequestOptions,
   type SubscribeOptions,
+  type TaskStore,
 } from "../../actors/bus.js";
 import { runHandler, type BusErrorHandler, type ClosableBus } from "../bus-support.js";
 import { attachWire, wireOf, type NatsWire } from "./wire.js";
 import { inboxPrefixFor } from "./permissions.js";
+import { BODY_HEADER, loadBody, outgoing, type Outgoing } from "./bodies.js";
 
 export type { NatsConnection } from "@nats-io/transport-node";
 
@@ -101,6 +103,8 @@ export async function connectNats(opts: ConnectNatsOptions): Promise<NatsConnect
 export interface NatsBusOptions {
   /** Receives every error a subscription handler throws or rejects with. */
   onError: BusErrorHandler;
+  /** Where a request or answer larger than one message has its body, sent by reference (runtime/nats/bodies.ts). */
+  bodies?: TaskStore;
 }
 
 /**
@@ -111,6 +115,7 @@ export class NatsBus implements ClosableBus {
   readonly #nc: NatsConnection;
   readonly #wire: NatsWire;
   readonly #onError: BusErrorHandler;
+  readonly #bodies: TaskStore | undefined;
   readonly #inFlight = new Set<Promise<void>>();
   readonly #reconnectListeners = new Set<() => void>();
   #watchingStatus = false;
@@ -125,6 +130,18 @@ export class NatsBus implements ClosableBus {
     this.#nc = nc;
     this.#wire = wireOf(nc);
     this.#onError = options.onError;
+    this.#bodies = options.bodies;
+  }
+
+  /** `data` as sent: a body larger than one message is stored, and the message carries its key in a header. */
+  #outgoing(data: Uint8Array, headers: Record<string, string> | undefined): Promise<Outgoing> {
+    return outgoing(this.#bodies, this.maxMessageBytes, data, headers);
+  }
+
+  /** The body of a received message: read back from the bodies bucket when it was sent by reference. */
+  #incoming(msg: Msg): Uint8Array | Promise<Uint8Array> {
+    const reference = msg.headers?.get(BODY_HEADER);
+    return reference ? loadBody(this.#bodies, reference, msg.subject) : msg.data;
   }
 
   /** The underlying connection, for JetStream (`openTaskStore`, `openWorkQueue`). */
@@ -192,7 +209,10 @@ export class NatsBus implements ClosableBus {
             onError(err, subject);
             return;
           }
-          const running = runHandler(handler, toBusMessage(msg, this.#nc), (e) => onError(e, msg.subject));
+          const message = this.#toBusMessage(msg);
+          const body = this.#incoming(msg);
+          const run = body instanceof Promise ? async (m: BusMessage) => handler({ ...m, data: await body }) : handler;
+          const running = runHandler(run, message, (e) => onError(e, msg.subject));
           if (running === undefined) return;
           inFlight.add(running);
           all.add(running);
@@ -214,14 +234,19 @@ export class NatsBus implements ClosableBus {
     };
   }
 
-  async request(subject: string, data: Uint8Array, options: RequestOptions): Promise<Uint8Array> {
+  async request(subject: string, body: Uint8Array, options: RequestOptions): Promise<Uint8Array> {
     const { signal, timeoutMs } = options;
     if (signal?.aborted === true) throw aborted(subject, signal);
+    const { data, headers } = await this.#outgoing(body, options.headers);
     if (options.idleTimeoutMs !== undefined)
-      return this.#requestWithKeepalives(subject, data, { ...options, idleTimeoutMs: options.idleTimeoutMs });
-    const sent = options.headers !== undefined ? { timeoutMs, headers: toMsgHdrs(options.headers) } : { timeoutMs };
+      return this.#requestWithKeepalives(subject, data, {
+        ...options,
+        ...(headers ? { headers } : {}),
+        idleTimeoutMs: options.idleTimeoutMs,
+      });
+    const sent = headers !== undefined ? { timeoutMs, headers: toMsgHdrs(headers) } : { timeoutMs };
     const reply = this.#wire.request(subject, data, sent).then(
-      (msg) => msg.data,
+      (msg) => this.#incoming(msg),
       (err: unknown) => Promise.reject(mapClosed(err, subject)),
     );
     if (signal === undefined) return reply;
@@ -286,6 +311,10 @@ export class NatsBus implements ClosableBus {
           subject,
           data,
           (msg) => {
+            if (msg.headers?.get(BODY_HEADER)) {
+              const body = this.#incoming(msg) as Promise<Uint8Array>;
+              return void body.then((answer) => finish(undefined, answer), finish);
+            }
             if (msg.data.length > 0) return finish(undefined, msg.data);
             if (msg.headers?.code === 503) return finish(new NoRespondersError(`no responders on '${subject}'`, subject));
             armIdle(); // a keepalive
@@ -313,6 +342,19 @@ export class NatsBus implements ClosableBus {
     else if (!this.#nc.isClosed()) await this.#nc.drain();
     await Promise.all(this.#inFlight);
   }
+
+  /** `msg` for a handler; its answer, larger than one message, is sent by reference. */
+  #toBusMessage(msg: Msg): BusMessage {
+    return toBusMessage(msg, this.#nc, (data) => {
+      if (this.#bodies === undefined || data.byteLength <= this.maxMessageBytes) return msg.respond(data);
+      if (!msg.reply) return false;
+      void this.#outgoing(data, undefined).then(
+        (sent) => msg.respond(sent.data, sent.headers ? { headers: toMsgHdrs(sent.headers) } : undefined),
+        (err: unknown) => this.#onError(err, msg.subject),
+      );
+      return true;
+    });
+  }
 }
 
 function toMsgHdrs(values: Record<string, string>): MsgHdrs {
@@ -321,7 +363,7 @@ function toMsgHdrs(values: Record<string, string>): MsgHdrs {
   return h;
 }
 
-function toBusMessage(msg: Msg, nc: NatsConnection): BusMessage {
+function toBusMessage(msg: Msg, nc: NatsConnection, respond: (data: Uint8Array) => boolean): BusMessage {
   let headers: Map<string, string> | undefined;
   if (msg.headers !== undefined) {
     headers = new Map();
@@ -335,7 +377,7 @@ function toBusMessage(msg: Msg, nc: NatsConnection): BusMessage {
     data: msg.data,
     ...(headers !== undefined ? { headers } : {}),
     expectsReply: msg.reply !== undefined && msg.reply.length > 0,
-    respond: (data) => msg.respond(data),
+    respond,
     forward: (subject, added) => {
       const h = natsHeaders();
       for (const [key, values] of msg.headers ?? []) for (const value of values) h.append(key, value);

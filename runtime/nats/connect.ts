@@ -10,6 +10,7 @@ import type { Subjects } from "../../protocol/index.js";
 import { findNatsServer, startNatsServer, type NatsServerProcess } from "./server-process.js";
 import { openMemoryTransport, openNatsTransport, type OpenTransport } from "../transport.js";
 import { authorizationFailure, isAuthorizationError, isPermissionViolation, permissionFailure, type NatsAuth } from "./auth.js";
+import type { RecordRetention } from "./store.js";
 
 /** The NATS address tried when none is configured. */
 export const DEFAULT_NATS_URL = "nats://127.0.0.1:4222";
@@ -50,6 +51,8 @@ export interface PlaceOptions {
   replicas?: number;
   /** Scale existing streams with fewer replicas (`--scale-streams`). */
   scaleStreams?: boolean;
+  /** Age and size limits of the turns bucket, when this process creates it. */
+  records?: RecordRetention;
 }
 
 /** Opens a transport following the rules of `dirigent up` (see the README). */
@@ -65,6 +68,7 @@ export async function place(options: PlaceOptions): Promise<Placement> {
       ...(options.maxReconnects !== undefined ? { maxReconnects: options.maxReconnects } : {}),
       ...(options.replicas !== undefined ? { replicas: options.replicas } : {}),
       ...(options.scaleStreams !== undefined ? { scaleStreams: options.scaleStreams } : {}),
+      ...(options.records ? { records: options.records } : {}),
     }).catch((err: unknown) =>
       Promise.reject(
         isAuthorizationError(err)

@@ -51,13 +51,18 @@ export function lazyTaskStore(open: () => Promise<TaskStore>): TaskStore {
     put: async (key, value) => (await store()).put(key, value),
     getWithRevision: async (key) => (await store()).getWithRevision(key),
     update: async (key, value, revision) => (await store()).update(key, value, revision),
+    keys: async (filter) => {
+      const opened = await store();
+      if (!opened.keys) throw new Error("this store cannot list its keys");
+      return opened.keys(filter);
+    },
   };
 }
 
 /** A {@link KeyedStore} opened on its first call. */
 export function lazyKeyedStore(open: () => Promise<KeyedStore>): KeyedStore {
   const store = once(open);
-  return { ...lazyTaskStore(store), keys: async () => (await store()).keys() };
+  return { ...lazyTaskStore(store), keys: async (filter) => (await store()).keys(filter) };
 }
 
 /** An {@link IndexStore} opened on its first call. */

@@ -17,6 +17,8 @@
  */
 import { createSubjects, DEFAULT_ROOT } from "../../protocol/index.js";
 import { CURRENT_KEY } from "./index-store.js";
+import { list, quote } from "./conf-syntax.js";
+import { renderToolServiceUsers } from "./tool-service-users.js";
 
 /** The NATS users of a deployment: the four runtime roles, clients that submit work, and read-only inspectors. */
 export const NATS_ROLES = ["submitter", "director", "evaluator", "handler", "memory", "supervisor", "inspector"] as const;
@@ -101,10 +103,16 @@ const inboxOf = (root: string, role: NatsRole | "admin") => `${userInboxPrefix(n
 /**
  * What every runtime role may do besides its own subjects: publish its actors' inspection messages
  * (`<root>.inspect.<role>.<kind>`, when `DIRIGENT_INSPECT` is on), under its own role name only; answer pings
- * (`<root>.ping`: every process answers, into the inbox of the submitter or of the runtime role that asks) and ping.
+ * (`<root>.ping`: every process answers, into the inbox of the submitter or of the runtime role that asks) and ping;
+ * read and write the bodies bucket (a request or answer larger than one message, runtime/nats/bodies.ts).
  */
 const runtimeCommon = (root: string, role: string): RolePermissions => ({
-  publish: [`${root}.inspect.${role}.>`, `${root}.ping`, ...(["submitter", ...RUNTIME_ROLES] as NatsRole[]).map((r) => inboxOf(root, r))],
+  publish: [
+    `${root}.inspect.${role}.>`,
+    `${root}.ping`,
+    ...(["submitter", ...RUNTIME_ROLES] as NatsRole[]).map((r) => inboxOf(root, r)),
+    ...kvStore(createSubjects(root).bodiesBucket),
+  ],
   subscribe: [`${root}.ping`],
 });
 
@@ -134,7 +142,18 @@ function ownPermissions(root: string): Record<NatsRole, RolePermissions> {
   const goalEvents = s.anyGoalEvents;
   return {
     submitter: {
-      publish: [s.submit, s.anyTaskGet, s.anyTaskCancel, `${root}.tasks.*.input`, s.compile, ...goalRequests, s.ping],
+      publish: [
+        s.submit,
+        s.anyTaskGet,
+        s.anyTaskCancel,
+        `${root}.tasks.*.input`,
+        s.anyTaskNodes,
+        s.anyTaskNode,
+        s.compile,
+        ...goalRequests,
+        s.ping,
+        ...kvStore(s.bodiesBucket),
+      ],
       subscribe: [s.anyTaskEvents, s.anyTaskResult, goalEvents, s.operatorAlerts, inbox("submitter")],
     },
     director: {
@@ -164,8 +183,10 @@ function ownPermissions(root: string): Record<NatsRole, RolePermissions> {
         `${API}.STREAM.MSG.GET.${s.intakeStream}`,
         `${API}.STREAM.MSG.DELETE.${s.intakeStream}`,
         `$JS.ACK.${s.intakeStream}.>`,
+        // The node records (`nodes`, `node`): read from the turns bucket, listed by key (its stream's subjects).
+        ...kvReadWrite(s.turnsBucket),
       ],
-      subscribe: [s.submit, s.anyTaskGet, s.anyTaskCancel, s.anyProgress, control, inbox("director")],
+      subscribe: [s.submit, s.anyTaskGet, s.anyTaskCancel, s.anyTaskNodes, s.anyTaskNode, s.anyProgress, control, inbox("director")],
     },
     evaluator: {
       // The turns bucket: the outcomes of waits for the user's input (actors/evaluator/input.ts).
@@ -194,6 +215,8 @@ function ownPermissions(root: string): Record<NatsRole, RolePermissions> {
         `${API}.INFO`,
         ...kvStore(s.turnsBucket),
         s.serviceInfo,
+        // One service's own discovery subject (`$SRV.INFO.<service>`), which only that service's user may receive.
+        s.anyServiceInfo,
         s.servicePing,
         s.anyTool,
         // Free slots reported, and requests passed on to a Handler with one free (actors/handler/peers.ts).
@@ -226,7 +249,7 @@ function ownPermissions(root: string): Record<NatsRole, RolePermissions> {
     // Read-only: it watches the inspection messages and the tasks' events, asks for a task's record, and replays
     // finished tasks from the events stream (runtime/inspect/replay.ts); it creates no consumer.
     inspector: {
-      publish: [s.anyTaskGet, ...streamRead(s.eventsStream)],
+      publish: [s.anyTaskGet, s.anyTaskNodes, s.anyTaskNode, ...streamRead(s.eventsStream)],
       subscribe: [s.anyInspect, s.anyTaskEvents, s.anyTaskResult, inbox("inspector")],
     },
   };
@@ -268,10 +291,13 @@ export interface RenderOptions {
    * (`no_auth_user`). For the development server only.
    */
   devUser?: boolean;
+  /**
+   * Tool services to add a user for, under each root (`dirigent nats-conf --tool-service weather`):
+   * see {@link renderToolServiceUsers}.
+   */
+  toolServices?: readonly string[];
 }
 
-const quote = (value: string) => JSON.stringify(value);
-const list = (items: readonly string[]) => `[${items.map(quote).join(", ")}]`;
 /** One entry of the `users` list. */
 const userEntry = (user: string, variable: string, p: RolePermissions) => [
   `    { user: ${/^[a-z0-9_]+$/.test(user) ? user : quote(user)}, password: $${variable}, permissions: {`,
@@ -293,7 +319,7 @@ export function adminPermissions(root: string): RolePermissions {
  * The entries of the `users = [...]` list of `root`'s account: one user per role and the root's admin. With `devUser`,
  * runtime roles may also answer clients without credentials (the `dev` user's `_INBOX`).
  */
-export function renderUsers(root: string, options: Pick<RenderOptions, "devUser"> = {}): string[] {
+export function renderUsers(root: string, options: Pick<RenderOptions, "devUser" | "toolServices"> = {}): string[] {
   const permissions = rolePermissions(root);
   const lines: string[] = [];
   for (const role of NATS_ROLES) {
@@ -308,6 +334,7 @@ export function renderUsers(root: string, options: Pick<RenderOptions, "devUser"
     );
   }
   lines.push(...userEntry(natsUser(root, "admin"), passwordVariable("admin", root), adminPermissions(root)));
+  if (options.toolServices) lines.push(...renderToolServiceUsers(root, options.toolServices));
   return lines;
 }
 
@@ -316,7 +343,7 @@ export function renderUsers(root: string, options: Pick<RenderOptions, "devUser"
  * {@link renderUsers} (with `devUser`, also `dev`). `dirigent nats-conf --users` prints it to add to a server
  * configuration that has an `accounts` block already.
  */
-export function renderAccount(root: string, options: Pick<RenderOptions, "devUser"> = {}): string[] {
+export function renderAccount(root: string, options: Pick<RenderOptions, "devUser" | "toolServices"> = {}): string[] {
   const users = renderUsers(root, options);
   if (options.devUser) users.push(`    { user: dev, password: $${passwordVariable("dev")} }`);
   return [`  ${accountName(root)}: {`, "    jetstream: enabled", "    users = [", ...users.map((line) => `  ${line}`), "    ]", "  }"];

@@ -7,6 +7,7 @@
  * `concurrency` items, with one request per batch instead of a subscription and a request per item.
  */
 import { chunkBytes } from "./chunks.js";
+import { Fifo } from "./fifo.js";
 import {
   AckPolicy,
   DeliverPolicy,
@@ -122,30 +123,6 @@ const NAK = new TextEncoder().encode("-NAK");
 const WORKING = new TextEncoder().encode("+WPI");
 const encoder = new TextEncoder();
 
-/** A first-in first-out queue whose `shift` does not move the items behind (a pull may bring thousands). */
-class Fifo<T> {
-  #items: T[] = [];
-  #head = 0;
-
-  get length(): number {
-    return this.#items.length - this.#head;
-  }
-
-  push(item: T): void {
-    this.#items.push(item);
-  }
-
-  shift(): T | undefined {
-    if (this.#head >= this.#items.length) return undefined;
-    const item = this.#items[this.#head++];
-    if (this.#head >= 1024 && this.#head * 2 >= this.#items.length) {
-      this.#items = this.#items.slice(this.#head);
-      this.#head = 0;
-    }
-    return item;
-  }
-}
-
 /** One pull request on the server: how many items it may still deliver, and until when. */
 interface Pull {
   readonly id: string;
@@ -154,17 +131,20 @@ interface Pull {
 }
 
 /**
- * Delivery count and stream sequence from an acknowledgement subject:
- * `$JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending>`, or with domain and account hash
- * `$JS.ACK.<domain>.<hash>.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending>.<token>`.
+ * Delivery count, stream sequence and time stored (ms since the epoch, by the server's clock; absent when unreadable)
+ * from an acknowledgement subject: `$JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending>`, or with
+ * domain and account hash `$JS.ACK.<domain>.<hash>.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending>.<token>`.
  */
-export function deliveryOf(ackSubject: string): { deliveries: number; seq: number } | undefined {
+export function deliveryOf(ackSubject: string): { deliveries: number; seq: number; queuedAt?: number } | undefined {
   const tokens = ackSubject.split(".");
   const at = tokens.length === 9 ? 4 : tokens.length >= 11 ? 6 : -1;
   if (at < 0 || tokens[0] !== "$JS" || tokens[1] !== "ACK") return undefined;
   const deliveries = Number(tokens[at]);
   const seq = Number(tokens[at + 1]);
-  return Number.isInteger(deliveries) && Number.isInteger(seq) ? { deliveries, seq } : undefined;
+  // Nanoseconds: more digits than a double holds exactly, plenty for milliseconds.
+  const queuedAt = Math.floor(Number(tokens[at + 3]) / 1e6);
+  if (!Number.isInteger(deliveries) || !Number.isInteger(seq)) return undefined;
+  return { deliveries, seq, ...(Number.isSafeInteger(queuedAt) && queuedAt > 0 ? { queuedAt } : {}) };
 }
 
 /** {@link WorkQueue} over a JetStream work-queue stream; items survive restarts of processes and server. */
@@ -369,6 +349,7 @@ export class JetStreamWorkQueue implements WorkQueue {
       data: msg.data,
       deliveries: delivery.deliveries,
       seq: delivery.seq,
+      ...(delivery.queuedAt === undefined ? {} : { queuedAt: delivery.queuedAt }),
       async ack() {
         if (settled) return;
         settled = true;

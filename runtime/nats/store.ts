@@ -92,16 +92,13 @@ export class NatsTaskStore implements TaskStore {
   }
 
   /**
-   * Every key of the bucket, without the store's chunk keys: the subjects of its stream (`STREAM.INFO` with a
-   * subjects filter, paged by the client), not a consumer, which role users may not create. A deleted key is listed
-   * while its delete marker is kept; reading it finds nothing.
+   * The keys of the bucket matching `filter` (every key when absent), without the store's chunk keys: the subjects of
+   * its stream (`STREAM.INFO` with a subjects filter, paged by the client), not a consumer, which role users may not
+   * create. A deleted key is listed while its delete marker is kept; reading it finds nothing.
    */
-  async keys(): Promise<string[]> {
-    const info = await (
-      await jetstreamManager(this.#nc, { checkAPI: false })
-    ).streams.info(this.#stream, {
-      subjects_filter: `${this.#subjectPrefix}>`,
-    });
+  async keys(filter?: string): Promise<string[]> {
+    const jsm = await jetstreamManager(this.#nc, { checkAPI: false });
+    const info = await jsm.streams.info(this.#stream, { subjects_filter: `${this.#subjectPrefix}${filter ?? ">"}` });
     return Object.keys(info.state.subjects ?? {})
       .map((subject) => subject.slice(this.#subjectPrefix.length))
       .filter((key) => !isChunkKey(key));
@@ -287,13 +284,14 @@ export function refusal(err: unknown, key: string, bytes: number): StoreRefusedE
 export async function openKvStore(
   nc: NatsConnection,
   bucket: string,
-  options: { ttlMs?: number; replication?: Replication | undefined } = {},
+  options: { ttlMs?: number; maxBytes?: number; replication?: Replication | undefined } = {},
 ): Promise<NatsTaskStore> {
   const kv = await new Kvm(nc).create(bucket, {
     history: 1,
     storage: StorageType.File,
     replicas: options.replication?.replicas ?? 1,
     ...(options.ttlMs === undefined ? {} : { ttl: options.ttlMs }),
+    ...(options.maxBytes === undefined || options.maxBytes <= 0 ? {} : { max_bytes: options.maxBytes }),
   });
   await checkBucketReplicas(await jetstreamManager(nc), bucket, options.replication);
   return new NatsTaskStore(kv, nc, bucket);
@@ -304,12 +302,26 @@ export function openTaskStore(nc: NatsConnection, subjects: Subjects, replicatio
   return openKvStore(nc, subjects.tasksBucket, { replication });
 }
 
-/** How long the turns bucket keeps a record: a task re-run later than this starts its sessions over. */
+/** How long the turns bucket keeps a record by default: a task re-run later than this starts its sessions over. */
 export const TURNS_MAX_AGE_MS = 7 * 24 * 60 * 60 * 1000;
 
-/** Opens the turns bucket (`subjects.turnsBucket`): the Handler's records of sessions and scripts. */
-export function openTurnStore(nc: NatsConnection, subjects: Subjects, replication?: Replication): Promise<NatsTaskStore> {
-  return openKvStore(nc, subjects.turnsBucket, { ttlMs: TURNS_MAX_AGE_MS, replication });
+/** How long the turns bucket keeps a record and how many bytes it holds (0: no limit); set when it is created. */
+export interface RecordRetention {
+  maxAgeMs: number;
+  maxBytes: number;
+}
+
+/**
+ * Opens the turns bucket (`subjects.turnsBucket`): the Handler's records of sessions and scripts, the node records.
+ * `retention` applies when the bucket is created; an existing bucket keeps its own (`nats kv edit` changes it).
+ */
+export function openTurnStore(
+  nc: NatsConnection,
+  subjects: Subjects,
+  replication?: Replication,
+  retention: RecordRetention = { maxAgeMs: TURNS_MAX_AGE_MS, maxBytes: 0 },
+): Promise<NatsTaskStore> {
+  return openKvStore(nc, subjects.turnsBucket, { ttlMs: retention.maxAgeMs, maxBytes: retention.maxBytes, replication });
 }
 
 /** Ensures the events stream (`subjects.eventsStream`): every task's events and result, kept 24 h on file. */

@@ -25,7 +25,7 @@ const stack = usePermissionsStack();
 const { root, subjects, passwords, transports, systems, as, violations, connectAs } = stack;
 
 describe("each role as its own user", () => {
-  it("runs a task end to end, with get and cancel from a submitter, and no permission violation", async () => {
+  it("runs a task end to end, with get, cancel and its node records from a submitter, and no permission violation", async () => {
     const client = await openNatsTransport(stack.server.url, subjects, {
       name: "perm-submitter",
       log: silentLogger,
@@ -39,6 +39,9 @@ describe("each role as its own user", () => {
     expect(outcome).toMatchObject({ taskId, status: "COMPLETE", content: "permitted answer" });
     expect(await api.get(taskId)).toMatchObject({ taskId, state: "completed" });
     expect(await api.cancel(taskId)).toMatchObject({ taskId, cancelled: false });
+    // The node records: listed by a Director from the turns bucket the Evaluator wrote them to.
+    expect((await api.nodes(taskId)).nodes).toEqual([expect.objectContaining({ path: "0", state: "completed" })]);
+    expect((await api.node(taskId, "0")).conversations).toHaveLength(1);
     // What a Director reads of the events stream: a redelivered final task's result, a task's last event.
     const director = transports[3];
     expect(director?.lastPublished).toBeDefined();

@@ -50,12 +50,10 @@ async function run(script: MockScript, config: Partial<Config> = {}) {
   return { outcome, events: events.values, requests: stack.mock.requests.map((r) => r.body) };
 }
 
-/** Completion tokens of the last turn: the difference of the last two `model.turn` usage sums. */
+/** Completion tokens of the last turn: the `usage` of the last `model.turn` (the message's own). */
 function mockUsageOfLastTurn(events: readonly TaskEvent[]): number {
-  const sums = events
-    .filter((e) => e.type === "model.turn")
-    .map((e) => Number((e.data?.["usage"] as { completionTokens?: number } | undefined)?.completionTokens ?? 0));
-  return (sums.at(-1) ?? 0) - (sums.at(-2) ?? 0);
+  const last = events.filter((e) => e.type === "model.turn").at(-1);
+  return Number((last?.data?.["usage"] as { completionTokens?: number } | undefined)?.completionTokens ?? 0);
 }
 
 /**

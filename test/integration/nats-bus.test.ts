@@ -3,7 +3,7 @@ import { createSubjects } from "../../protocol/subjects.js";
 import { connectNats, NatsBus, type NatsConnection } from "../../runtime/nats/bus.js";
 import { NatsServerNotFoundError, NatsServerStartError, startNatsServer } from "../../runtime/nats/server-process.js";
 import { Kvm } from "@nats-io/kv";
-import { ensureEventsStream, NatsTaskStore, openTaskStore, readTaskEvents } from "../../runtime/nats/store.js";
+import { ensureEventsStream, NatsTaskStore, openKvStore, openTaskStore, readTaskEvents } from "../../runtime/nats/store.js";
 import { openWorkQueue } from "../../runtime/nats/queue.js";
 import { busContract } from "../support/bus-contract.js";
 import { NATS_CONF, randomRoot, startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
@@ -33,6 +33,28 @@ busContract("NatsBus", async ({ subjects, onError, ackWaitMs }) => {
 });
 
 describe("NatsBus over a real server", () => {
+  it("carries a request, its answer with keepalives, and a message larger than one NATS message by reference", async () => {
+    const subjects = createSubjects(randomRoot());
+    const nc = await connect("bodies");
+    const bodies = await openKvStore(nc, subjects.bodiesBucket, { ttlMs: 60_000 });
+    const bus = new NatsBus(nc, { onError: () => undefined, bodies });
+    const big = (fill: number) => new Uint8Array(3 * 1024 * 1024).fill(fill);
+    expect(bus.maxMessageBytes).toBeLessThan(big(0).byteLength);
+    const seen = new Recorder<number>();
+    const sub = bus.subscribe(`${subjects.submit}.big`, (msg) => {
+      seen.push(msg.data.byteLength);
+      msg.respond(big(msg.data[0] === 1 ? 2 : 4));
+    });
+    await bus.flush();
+    const answer = await bus.request(`${subjects.submit}.big`, big(1), { timeoutMs: 30_000 });
+    expect([answer.byteLength, answer[0], answer.at(-1)]).toEqual([3 * 1024 * 1024, 2, 2]);
+    const kept = await bus.request(`${subjects.submit}.big`, big(3), { timeoutMs: 30_000, idleTimeoutMs: 10_000 });
+    expect([kept.byteLength, kept[0]]).toEqual([3 * 1024 * 1024, 4]);
+    expect(seen.values).toEqual([3 * 1024 * 1024, 3 * 1024 * 1024]);
+    await sub.unsubscribe();
+    await bus.close();
+  });
+
   it("describes itself by the server URL", async () => {
     const bus = new NatsBus(await connect("describe"), { onError: () => undefined });
     expect(bus.description).toBe(`nats://127.0.0.1:${server.port}`);

@@ -12,6 +12,7 @@ import { loadConfig, type Config } from "../../runtime/config.js";
 import { startMockLlm, type MockLlmServer } from "../../runtime/model/mock-server.js";
 import { connectNats, type NatsConnection } from "../../runtime/nats/bus.js";
 import { NATS_ROLES, natsUser, passwordVariable, renderAccounts, type NatsRole } from "../../runtime/nats/permissions.js";
+import { toolServicePasswordVariable, toolServiceUser } from "../../runtime/nats/tool-service-users.js";
 import { startSystem, type SystemHandle } from "../../runtime/system.js";
 import { openNatsTransport, type OpenTransport } from "../../runtime/transport.js";
 import { randomRoot, startTestNatsServer, type TestNatsServer } from "./nats-server.js";
@@ -23,7 +24,7 @@ export const RUNTIME = ["memory", "handler", "evaluator", "director", "superviso
 export interface PermissionsStack {
   root: string;
   subjects: Subjects;
-  passwords: Record<NatsRole | "admin", string>;
+  passwords: Record<RootUser, string>;
   /** Set before the tests run. */
   server: TestNatsServer;
   /** Set before the tests run. */
@@ -32,12 +33,14 @@ export interface PermissionsStack {
   transports: OpenTransport[];
   /** The runtime roles' systems, one per role. */
   systems: SystemHandle[];
-  /** The credentials of a role's user, or of the root's admin. */
-  as: (role: NatsRole | "admin") => { user: string; pass: string };
+  /** The credentials of a role's user. */
+  as: (role: RootUser) => { user: string; pass: string };
   /** The permission violations the server has logged so far. */
   violations: () => string[];
   /** A plain connection as a role's user, closed after the tests. */
-  connectAs: (role: NatsRole | "admin") => Promise<NatsConnection>;
+  connectAs: (role: RootUser) => Promise<NatsConnection>;
+  /** The credentials of a tool service's user (one of {@link PermissionsStackOptions.toolServices}). */
+  asToolService: (service: string) => { user: string; pass: string };
 }
 
 /** The users of a root, its roles' and its admin's. */
@@ -92,8 +95,18 @@ export async function natsSetup(url: string, root: string, admin: { user: string
   return setup.output();
 }
 
+/** Options of {@link usePermissionsStack}. */
+export interface PermissionsStackOptions {
+  /** Tool services whose users the configuration has (`dirigent nats-conf --tool-service`). */
+  toolServices?: readonly string[];
+  /** Settings of every role's system over the stack's own (`natsTools` for the Handler's tools of NATS services). */
+  config?: Partial<Config>;
+  /** Runs once the server is up, before the roles start (tool services the Handler finds at its start). */
+  beforeRoles?: (stack: PermissionsStack) => Promise<void>;
+}
+
 /** Starts the stack before the file's tests and stops it after them. */
-export function usePermissionsStack(): PermissionsStack {
+export function usePermissionsStack(options: PermissionsStackOptions = {}): PermissionsStack {
   const root = randomRoot();
   const subjects = createSubjects(root);
   const users = rootUsers(root);
@@ -104,6 +117,9 @@ export function usePermissionsStack(): PermissionsStack {
   const systems: SystemHandle[] = [];
   const connections: NatsConnection[] = [];
 
+  const toolServices = options.toolServices ?? [];
+  const servicePasswords = new Map(toolServices.map((service) => [service, randomBytes(12).toString("hex")]));
+  const asToolService = (service: string) => ({ user: toolServiceUser(root, service), pass: servicePasswords.get(service) ?? "" });
   const violations = () =>
     server
       .stderr()
@@ -125,11 +141,17 @@ export function usePermissionsStack(): PermissionsStack {
     as,
     violations,
     connectAs,
+    asToolService,
   };
 
   beforeAll(async () => {
+    // The production form: passwords from variables (here set in the file), no `dev` user, no anonymous clients.
+    const variables = Object.fromEntries([
+      ...Object.entries(users.variables),
+      ...toolServices.map((service) => [toolServicePasswordVariable(root, service), servicePasswords.get(service)]),
+    ]);
     server = await startTestNatsServer({
-      config: accountsConfig([users], "max_payload: 2MB\n"),
+      config: `max_payload: 2MB\njetstream { store_dir: ".dirigent/jetstream" }\n${renderAccounts(root, { variables, toolServices })}`,
       // PERM_TRACE=/tmp/trace.log: a protocol trace of every user's subjects, to revise the permission sets (the
       // log then goes to the file, so the tests that read violations from stderr fail).
       ...(process.env["PERM_TRACE"] ? { args: ["-DV", "-l", process.env["PERM_TRACE"]] } : {}),
@@ -161,9 +183,11 @@ export function usePermissionsStack(): PermissionsStack {
       modelMaxRetries: 0,
       model: "mock-model",
       inspect: true,
+      ...options.config,
     };
     // The admin step creates the streams, buckets and the intake consumer, which no role may create.
     await natsSetup(server.url, root, as("admin"));
+    await options.beforeRoles?.(stack);
     // Each role in its own connection, as its own user, opening only its own stores.
     for (const role of RUNTIME) {
       const transport = await openNatsTransport(server.url, subjects, {
@@ -185,7 +209,7 @@ export function usePermissionsStack(): PermissionsStack {
     await server?.stop();
   });
 
-  async function connectAs(role: NatsRole | "admin"): Promise<NatsConnection> {
+  async function connectAs(role: RootUser): Promise<NatsConnection> {
     const nc = await connectNats({ servers: server.url, name: `perm-test-${role}`, ...as(role) });
     connections.push(nc);
     return nc;

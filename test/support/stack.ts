@@ -67,6 +67,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     ? await openNatsTransport(options.url, subjects, {
         name: `test-${root}`,
         log,
+        records: { maxAgeMs: config.recordsMaxAgeMs, maxBytes: config.recordsMaxBytes },
         ...(options.ackWaitMs === undefined ? {} : { ackWaitMs: options.ackWaitMs }),
       })
     : openMemoryTransport(log);

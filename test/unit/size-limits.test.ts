@@ -24,9 +24,14 @@ describe("size limits", () => {
     });
     expect(sizeLimitsFromEnv({ DIRIGENT_MAX_INPUT_BYTES: "5" })).toEqual({ ...DEFAULT_SIZE_LIMITS, inputBytes: 5 });
     expect(() => sizeLimitsFromEnv({ DIRIGENT_MAX_TEMPLATE_BYTES: "-1" })).toThrow(/DIRIGENT_MAX_TEMPLATE_BYTES/);
-    // Lowered only: a task's template and inputs travel between roles in one request of at most 1 MiB.
-    expect(() => sizeLimitsFromEnv({ DIRIGENT_MAX_SUBMISSION_BYTES: "2000000" })).toThrow(
-      /DIRIGENT_MAX_SUBMISSION_BYTES: must be at most 1048576/,
+    // A submission and an input may be raised up to the largest stored value (a request larger than one message
+    // travels by reference); a template only lowered (the parser's ceiling).
+    expect(sizeLimitsFromEnv({ DIRIGENT_MAX_SUBMISSION_BYTES: "8000000" }).submissionBytes).toBe(8_000_000);
+    expect(() => sizeLimitsFromEnv({ DIRIGENT_MAX_INPUT_BYTES: String(65 * 1024 * 1024) })).toThrow(
+      /DIRIGENT_MAX_INPUT_BYTES: must be at most 67108864/,
+    );
+    expect(() => sizeLimitsFromEnv({ DIRIGENT_MAX_TEMPLATE_BYTES: "2000000" })).toThrow(
+      /DIRIGENT_MAX_TEMPLATE_BYTES: must be at most 1048576/,
     );
   });
 

@@ -1,0 +1,253 @@
+/**
+ * The Evaluator's node records (protocol/node-records.ts): each evaluation of a node of a task is written to the
+ * turns bucket when it ends, before its parent goes on, and announced as a `node.finished` event. A node's own model
+ * usage is what its Handler sessions answered; the sessions' record keys lead to their conversations.
+ */
+import { createHash } from "node:crypto";
+import { find, type Env } from "../../machines/language/env.js";
+import type { StepNode } from "../../machines/language/ast.js";
+import {
+  boundValue,
+  boundValues,
+  cutText,
+  encode,
+  EVENT_TEXT_MAX,
+  NODE_RECORD_VERSION,
+  NodeRecord,
+  RECORD_TEXT_MAX,
+  RECORD_VALUE_MAX,
+  Usage,
+  type NodeFinishedEventData,
+  type NodeState,
+  type TaskResult,
+} from "../../protocol/index.js";
+import type { TaskStore } from "../bus.js";
+import { messageOf, type Logger } from "../deps.js";
+import { maskDeep, type Masker } from "../secrets.js";
+
+/** The key of the record of the `occurrence`th evaluation of node `path` of task `taskId`. */
+export function nodeKey(taskId: string, path: string, occurrence: number): string {
+  return `${taskId}.node.${createHash("sha256")
+    .update(JSON.stringify([path, occurrence]))
+    .digest("hex")
+    .slice(0, 40)}`;
+}
+
+/** The KV filter of every node record of task `taskId`. */
+export const nodeKeys = (taskId: string): string => `${taskId}.node.*`;
+
+/** Records the nodes of one task's walk. */
+export interface NodeRecorder {
+  /** A Handler session of the node at `path` answered: its record key (when recorded) and its result. */
+  session(path: string, key: string | undefined, result: TaskResult): void;
+  /**
+   * Evaluates the node at `path` by `evaluate` (which answers its result and its environment after binding), then
+   * writes its record and publishes `node.finished`.
+   */
+  record(path: string, node: StepNode, evaluate: () => Promise<{ result: TaskResult; env?: Env }>): Promise<TaskResult>;
+}
+
+/** What a {@link NodeRecorder} works with. */
+export interface NodeRecorderEnv {
+  taskId: string;
+  /** The turns bucket; absent: nothing is written, `node.finished` is still published. */
+  store?: TaskStore | undefined;
+  log: Logger;
+  now(): Date;
+  /** Masks the secrets this process knows. */
+  mask: Masker;
+  progress(event: string, message: string, data: Record<string, unknown>): void;
+}
+
+interface Own {
+  keys: string[];
+  usage?: Usage;
+  cost?: number;
+  models: string[];
+}
+
+/** The {@link NodeRecorder} of one walk of a task. */
+export function nodeRecorder(env: NodeRecorderEnv): NodeRecorder {
+  const occurrences = new Map<string, number>();
+  /** What the Handler sessions of the nodes running answered, by path. */
+  const own = new Map<string, Own>();
+  return {
+    session(path, key, result) {
+      const entry = own.get(path) ?? { keys: [], models: [] };
+      own.set(path, entry);
+      if (key !== undefined && !entry.keys.includes(key)) entry.keys.push(key);
+      const usage = Usage.safeParse(result.notes["usage"]);
+      if (usage.success)
+        entry.usage = {
+          promptTokens: (entry.usage?.promptTokens ?? 0) + usage.data.promptTokens,
+          completionTokens: (entry.usage?.completionTokens ?? 0) + usage.data.completionTokens,
+        };
+      const cost = result.notes["cost"];
+      if (typeof cost === "number" && Number.isFinite(cost) && cost >= 0) entry.cost = (entry.cost ?? 0) + cost;
+      const model = result.notes["model"];
+      if (typeof model === "string" && !entry.models.includes(model)) entry.models.push(model);
+    },
+    async record(path, node, evaluate) {
+      const occurrence = (occurrences.get(path) ?? 0) + 1;
+      occurrences.set(path, occurrence);
+      const started = env.now();
+      own.delete(path);
+      const { result, env: bound } = await evaluate();
+      const ended = env.now();
+      const mine = own.get(path);
+      own.delete(path);
+      const masked = maskDeep(recordOf(path, occurrence, node, result, bound, mine, started, ended), env.mask);
+      if (env.store) {
+        try {
+          await env.store.put(nodeKey(env.taskId, path, occurrence), encode(NodeRecord, masked));
+        } catch (err) {
+          env.log.warn({ taskId: env.taskId, path, err: messageOf(err) }, "node record not written");
+        }
+      }
+      const data: NodeFinishedEventData = {
+        nodePath: path,
+        occurrence,
+        name: masked.name,
+        kind: masked.kind,
+        status: result.status,
+        durationMs: masked.durationMs,
+        ...(masked.usage ? { usage: masked.usage } : {}),
+        ...(masked.cost === undefined ? {} : { cost: masked.cost }),
+        preview: cutText(masked.error ? (errorMessage(masked.error) ?? "") : masked.output.content, EVENT_TEXT_MAX),
+      };
+      env.progress("node.finished", `${masked.name}: ${result.status} in ${formatMs(masked.durationMs)}`, data);
+      return result;
+    },
+  };
+
+  function recordOf(
+    path: string,
+    occurrence: number,
+    node: StepNode,
+    result: TaskResult,
+    bound: Env | undefined,
+    mine: Own | undefined,
+    started: Date,
+    ended: Date,
+  ): NodeRecord {
+    const inputs = bound && node.kind === "task" && node.inputs.length > 0 ? inputsOf(node.inputs, bound) : undefined;
+    return {
+      v: NODE_RECORD_VERSION,
+      taskId: env.taskId as NodeRecord["taskId"],
+      path,
+      occurrence,
+      name: nodeName(node, path),
+      kind: kindOf(node),
+      state: stateOf(result),
+      startedAt: started.toISOString(),
+      endedAt: ended.toISOString(),
+      durationMs: Math.max(0, ended.getTime() - started.getTime()),
+      ...(inputs ? { inputs } : {}),
+      output: {
+        status: result.status,
+        content: cutText(result.content, RECORD_TEXT_MAX),
+        ...(result.content.length > RECORD_TEXT_MAX ? { contentTruncated: true } : {}),
+        notes: boundValues(result.notes, RECORD_VALUE_MAX),
+        ...(result.parsedContent === undefined ? {} : { parsedContent: boundValue(result.parsedContent, RECORD_VALUE_MAX) }),
+      },
+      ...(result.error ? { error: boundError(result.error) } : {}),
+      ...(mine?.usage ? { usage: mine.usage } : {}),
+      ...(mine?.cost === undefined ? {} : { cost: mine.cost }),
+      ...(mine && mine.models.length > 0 ? { models: mine.models } : {}),
+      ...(mine && mine.keys.length > 0 ? { sessions: mine.keys } : {}),
+    };
+  }
+}
+
+function inputsOf(inputs: readonly { name: string }[], bound: Env): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const input of inputs) {
+    const found = find(bound, input.name);
+    if (found.found) out[input.name] = boundValue(found.value, RECORD_VALUE_MAX);
+  }
+  return out;
+}
+
+function boundError(error: NonNullable<TaskResult["error"]>): NonNullable<TaskResult["error"]> {
+  const message = errorMessage(error);
+  return message === undefined ? error : { ...error, message: cutText(message, RECORD_TEXT_MAX) };
+}
+
+const errorMessage = (error: NonNullable<TaskResult["error"]>): string | undefined =>
+  "message" in error && typeof error.message === "string" ? error.message : undefined;
+
+function stateOf(result: TaskResult): NodeState {
+  if (result.status === "COMPLETE") return "completed";
+  if (result.status === "CONTINUATION") return "suspended";
+  const halted = result.error?.type === "TASK_FAILURE" && result.error.reason === "execution_halted";
+  return halted ? "cancelled" : "failed";
+}
+
+/** What a node is: its task type, `call`, `cond`, or its element name. */
+export function kindOf(node: StepNode): string {
+  return node.kind === "task" ? node.type : node.kind === "element" ? node.name : node.kind;
+}
+
+/** Words of a description a name keeps. */
+const NAME_WORDS = 6;
+
+/**
+ * A node's name: its place among its parent's children (`step 2`, `input 1`, `branch 3`, `director`, …) and what the
+ * template calls it: its `name` or `id` attribute, else the first words of its description or instructions, else its
+ * kind. `step 2 · summarise the notes`.
+ */
+export function nodeName(node: StepNode, path: string): string {
+  const label = labelOf(node);
+  const place = placeOf(path);
+  return place === undefined ? label : `${place} · ${label}`;
+}
+
+function labelOf(node: StepNode): string {
+  switch (node.kind) {
+    case "task": {
+      const named = node.name ?? node.attributes["id"] ?? node.attributes["name"];
+      if (named?.trim()) return named.trim();
+      const text = (node.description ?? node.instructions ?? "").replace(/\{\{[^}]*\}\}/g, " ").trim();
+      const words = text.split(/\s+/).filter((w) => w !== "");
+      if (words.length === 0) return node.ref ? `ref ${node.ref}` : node.type;
+      const first = words.slice(0, NAME_WORDS).join(" ");
+      return `${first.replace(/[.,;:]$/, "")}${words.length > NAME_WORDS ? " …" : ""}`.toLowerCase();
+    }
+    case "call":
+      return `call ${node.templateName}`;
+    case "cond":
+      return "cond";
+    case "element":
+      return node.name;
+  }
+}
+
+/** The node's place in its parent, read from the end of its path. */
+function placeOf(path: string): string | undefined {
+  // A branch of a map over a list: the map's one step under the scope `<map path>/map:<i>:`.
+  const branch = /^(.*)\/map:(\d+):([^/]*)$/.exec(path);
+  if (branch && branch[3] === `${branch[1]?.slice(branch[1].lastIndexOf(":") + 1)}.steps.0`) return `branch ${Number(branch[2]) + 1}`;
+  const last = /\.(steps|inputs|cases|args)\.(\d+)(?:\.(?:task|value|body))?$/.exec(path);
+  if (last) {
+    const n = Number(last[2]) + 1;
+    return { steps: `step ${n}`, inputs: `input ${n}`, cases: `case ${n}`, args: `argument ${n}` }[last[1] as "steps"];
+  }
+  const field = /\.(director|evaluator|scriptExecution|initialValue)(?:\.task)?$/.exec(path);
+  if (field) return field[1] === "scriptExecution" ? "script" : field[1] === "initialValue" ? "initial value" : field[1];
+  return undefined;
+}
+
+function formatMs(ms: number): string {
+  return ms < 1000 ? `${Math.round(ms)} ms` : `${(ms / 1000).toFixed(1)} s`;
+}
+
+/** Evaluates a node by `evaluate`, recorded when its walk records its nodes (`scope`: the walk's path prefix). */
+export async function recordedNode(
+  walk: { records?: NodeRecorder | undefined; scope?: string | undefined },
+  path: string,
+  node: StepNode,
+  evaluate: () => Promise<{ result: TaskResult; env?: Env }>,
+): Promise<TaskResult> {
+  if (!walk.records) return (await evaluate()).result;
+  return walk.records.record(`${walk.scope ?? ""}${path}`, node, evaluate);
+}
