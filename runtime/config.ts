@@ -9,7 +9,7 @@ import { ENV_NAMES, FLAG_NAMES } from "./config-names.js";
 import { REFUSED_ENV } from "../actors/commands.js";
 import { MAX_STORED_VALUE_BYTES } from "../actors/bus.js";
 import { ProviderPairs } from "./model/providers.js";
-import { list } from "./config-list.js";
+import { bool, json, list } from "./config-values.js";
 
 export { ENV_NAMES };
 
@@ -24,20 +24,6 @@ const bodyLimit = positiveInt.max(MAX_STORED_VALUE_BYTES, `must be at most ${MAX
 /** Variable names that look like secrets: never an environment input of a template. */
 const SECRET_LIKE = /KEY|SECRET|TOKEN|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE|SESSION/i;
 const fraction = z.coerce.number().gt(0).max(1);
-/** A JSON object in the environment, or an object. */
-const json = <T extends z.ZodType>(schema: T) =>
-  z.preprocess((v, ctx) => {
-    if (typeof v !== "string") return v;
-    try {
-      return JSON.parse(v) as unknown;
-    } catch {
-      ctx.addIssue({ code: "custom", message: "must be JSON" });
-      return z.NEVER;
-    }
-  }, schema);
-
-const BOOLEANS: Record<string, boolean> = { "1": true, true: true, yes: true, on: true, "0": false, false: false, no: false, off: false };
-
 /** Per-1M-token prices of one model. */
 const ModelPrice = z.strictObject({ input: z.number().nonnegative(), output: z.number().nonnegative() });
 
@@ -82,7 +68,7 @@ export const Config = z.object({
    * Requests between roles of one process are calls, not NATS messages, while the asked role has a slot free
    * (actors/local.ts). Off: every request crosses NATS, as between processes.
    */
-  localDispatch: z.preprocess((v) => (typeof v === "string" ? (BOOLEANS[v.toLowerCase()] ?? v) : v), z.boolean()),
+  localDispatch: bool,
   /** Longest time a task may run. */
   taskTimeoutMs: positiveInt,
   /** Intake redelivery: a task whose Director stops signalling progress this long is resumed by another Director. */
@@ -170,7 +156,7 @@ export const Config = z.object({
   /** Bytes kept of a script's stdout and of its stderr. */
   scriptOutputMaxBytes: positiveInt,
   /** Stream completions and publish assistant text as `model.delta` events. */
-  streamDeltas: z.preprocess((v) => (typeof v === "string" ? (BOOLEANS[v.toLowerCase()] ?? v) : v), z.boolean()),
+  streamDeltas: bool,
   /** `{{var}}` substitution by the Evaluator: `strict` fails on an unbound variable, `lenient` inserts `{{undefined:name}}`. */
   substitution: z.enum(["strict", "lenient"]),
   /**
@@ -196,7 +182,7 @@ export const Config = z.object({
   /** Evaluations (`request_evaluation`) one director session may ask for. */
   maxEvaluations: z.coerce.number().int().min(1).max(50),
   /** Decompose an atomic task that ran out of a resource through the Compiler (reparse), at most 3 times per node. */
-  reparse: z.preprocess((v) => (typeof v === "string" ? (BOOLEANS[v.toLowerCase()] ?? v) : v), z.boolean()),
+  reparse: bool,
   /**
    * Continuation tools offered to atomic sessions: `subtask` (run_subtask), `spawn` (spawn_subtask, await_subtasks,
    * cancel_subtask) and `input` (request_user_input). Their definitions cost about 300 (subtask), 500 (spawn) and
@@ -208,9 +194,9 @@ export const Config = z.object({
   /** Longest a task waits for the answer to `request_user_input` (a question may ask for less). */
   inputTimeoutMs: positiveInt,
   /** Memory lets the model choose among MiniSearch's best candidates (`--llm-match`); falls back to MiniSearch. */
-  llmMatch: z.preprocess((v) => (typeof v === "string" ? (BOOLEANS[v.toLowerCase()] ?? v) : v), z.boolean()),
+  llmMatch: bool,
   /** Publish XState inspection messages of every actor on `<root>.inspect.>` (`dirigent inspect` shows them). */
-  inspect: z.preprocess((v) => (typeof v === "string" ? (BOOLEANS[v.toLowerCase()] ?? v) : v), z.boolean()),
+  inspect: bool,
   /** Most inspection messages per second per process; beyond it events are dropped and snapshots coalesced. */
   inspectMaxPerSec: positiveInt,
   /** Share of tasks inspected (chosen by task id, the same in every process); 1 = all. */
@@ -238,7 +224,7 @@ export const Config = z.object({
   /** Replicas of every JetStream stream and KV bucket the runtime creates: 1, 3 or 5 (a cluster of at least as many nodes). */
   replicas: z.coerce.number().pipe(z.union([z.literal(1), z.literal(3), z.literal(5)], { error: "must be 1, 3 or 5" })),
   /** Scale an existing stream or bucket with fewer replicas up to `replicas` at start (needs a user allowed to edit streams). */
-  scaleStreams: z.preprocess((v) => (typeof v === "string" ? (BOOLEANS[v.toLowerCase()] ?? v) : v), z.boolean()),
+  scaleStreams: bool,
   /** Reconnect attempts after losing the NATS server before a runtime process exits (1); -1: reconnect forever. */
   natsMaxReconnects: z.coerce.number().int().min(-1),
   /** How often a runtime process pings itself through NATS to check that its subscriptions still reach it; 0: only after a reconnect. */

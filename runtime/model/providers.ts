@@ -5,7 +5,7 @@
  */
 import { ModelCallError, type CallModel } from "../../actors/model.js";
 import type { Config } from "../config.js";
-import { list } from "../config-list.js";
+import { list } from "../config-values.js";
 import { z } from "zod";
 import { createModelClient, type ModelConfig } from "./openai.js";
 

@@ -50,7 +50,6 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
   const env = {
     OPENAI_BASE_URL: options.modelUrl,
     OPENAI_API_KEY: "soak",
-    DIRIGENT_MODEL_MAX_RETRIES: "0",
     DIRIGENT_ACK_WAIT_MS: String(options.ackWaitMs),
     DIRIGENT_LOG_LEVEL: process.env.SOAK_LOG_LEVEL ?? "warn",
     DIRIGENT_DATA_DIR: dataDir,

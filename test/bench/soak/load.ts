@@ -7,6 +7,7 @@ import { jetstream, type ConsumerMessages } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { setTimeout as delay } from "node:timers/promises";
 import type { Subjects } from "../../../protocol/index.js";
+import { Recorder } from "../../support/recorder.js";
 
 /** The three kinds of task, in the order they take turns: two atomic tasks to each sequential and map task. */
 const KINDS = ["atomic", "sequential", "atomic", "map"] as const;
@@ -104,7 +105,7 @@ async function submitOne(nc: NatsConnection, subjects: Subjects, task: SoakTask)
 /** The stored results, read from the events stream: statuses (with the error, if any) by task id, in the order stored. */
 export interface Results {
   readonly byTask: Map<string, string[]>;
-  /** Wakes `until` waiters. */
+  /** Resolves `true` once `condition` holds (looked at with each result), `false` after `timeoutMs`. */
   until(condition: () => boolean, timeoutMs: number): Promise<boolean>;
   stop(): Promise<void>;
 }
@@ -112,7 +113,7 @@ export interface Results {
 /** Follows every result stored under `subjects` with an ordered consumer of the events stream. */
 export async function followResults(nc: NatsConnection, subjects: Subjects): Promise<Results> {
   const byTask = new Map<string, string[]>();
-  const waiters = new Set<() => void>();
+  const changes = new Recorder<never>();
   const js = jetstream(nc);
   const messages: ConsumerMessages = await (
     await js.consumers.get(subjects.eventsStream, { filter_subjects: subjects.anyTaskResult })
@@ -122,28 +123,16 @@ export async function followResults(nc: NatsConnection, subjects: Subjects): Pro
       const outcome = m.json<{ taskId: string; status: string; error?: { type?: string; message?: string } }>();
       const status = outcome.error ? `${outcome.status} ${outcome.error.type ?? ""}: ${outcome.error.message ?? ""}` : outcome.status;
       byTask.set(outcome.taskId, [...(byTask.get(outcome.taskId) ?? []), status]);
-      for (const wake of waiters) wake();
+      changes.touch();
     }
   })();
   return {
     byTask,
-    async until(condition, timeoutMs) {
-      const deadline = Date.now() + timeoutMs;
-      while (!condition()) {
-        const left = deadline - Date.now();
-        if (left <= 0) return false;
-        await new Promise<void>((resolve) => {
-          const done = () => {
-            clearTimeout(timer);
-            waiters.delete(done);
-            resolve();
-          };
-          const timer = setTimeout(done, Math.min(left, 1000));
-          waiters.add(done);
-        });
-      }
-      return true;
-    },
+    until: (condition, timeoutMs) =>
+      changes.until(condition, "results", timeoutMs).then(
+        () => true,
+        () => false,
+      ),
     async stop() {
       messages.stop();
       await reading.catch(() => undefined);

@@ -190,8 +190,8 @@ it(`soak: ${SECONDS} s at ${RATE} tasks/s, a worker killed every ${KILL_EVERY_S}
       ["model calls (repeated)", `${repeated.calls} (${repeated.repeated})`, ""],
       [
         "repeated model calls per kill",
-        `${kills.length === 0 ? "–" : (repeated.repeated / kills.length).toFixed(2)}; by the role killed before them: ` +
-          `${KILLED_ROLES.map((r) => `${r} ${repeated.byRole[r]}`).join(", ")}, before any kill ${repeated.byRole.none}`,
+        `${kills.length === 0 ? "–" : (repeated.repeated / kills.length).toFixed(2)}; by the role killed last before them: ` +
+          `${KILLED_ROLES.map((r) => `${r} ${repeated.byRole[r]} in ${killsBy[r]} kills`).join(", ")}, before any kill ${repeated.byRole.none}`,
         "",
       ],
       ["CPU of the `up` processes per task", `${(cpuUs / 1000 / Math.max(1, outcome.accepted)).toFixed(1)} ms`, ""],

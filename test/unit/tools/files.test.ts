@@ -127,12 +127,18 @@ describe("reads without races", () => {
     // entry and a symlink to the outside, as fast as it can, while this one reads.
     const swap = `const fs = require("node:fs"); process.chdir(${JSON.stringify(raceWs.root)});
       const mv = (a, b) => { try { fs.renameSync(a, b); } catch {} };
-      for (;;) { mv("f-real", "f.txt"); mv("sub-real", "sub"); mv("f.txt", "f-real"); mv("sub", "sub-real");
-                 mv("f-link", "f.txt"); mv("sub-link", "sub"); mv("f.txt", "f-link"); mv("sub", "sub-link"); }`;
-    const swapper = spawn(process.execPath, ["-e", swap], { stdio: "ignore" });
+      for (let n = 0; ; n++) { mv("f-real", "f.txt"); mv("sub-real", "sub"); mv("f.txt", "f-real"); mv("sub", "sub-real");
+                 mv("f-link", "f.txt"); mv("sub-link", "sub"); mv("f.txt", "f-link"); mv("sub", "sub-link");
+                 if (n === 0) process.stdout.write("swapping"); }`;
+    const swapper = spawn(process.execPath, ["-e", swap], { stdio: ["ignore", "pipe", "ignore"] });
     const exited = new Promise<void>((resolve) => swapper.once("exit", () => resolve()));
     const seen = new Map<string, number>();
     try {
+      // The reads start once the swaps have: on a loaded machine the swapper's start can outlast all of them.
+      await new Promise<void>((resolve, reject) => {
+        swapper.stdout.once("data", () => resolve());
+        swapper.once("exit", (code) => reject(new Error(`the swapper exited (${code}) before swapping`)));
+      });
       for (let i = 0; i < 1500; i++) {
         for (const path of ["f.txt", "sub/f.txt"]) {
           let answer: string;
