@@ -90,7 +90,10 @@ export function permissionFailure(url: string, auth: NatsAuth | undefined, roles
   const what =
     roles === undefined ? "all roles" : roles.length === 0 ? "a client" : `the ${roles.join(", ")} role${roles.length > 1 ? "s" : ""}`;
   const message = messageOf(cause);
-  return new Error(`NATS at ${url}: ${message}: ${who} lacks the permissions of ${what} (see 'dirigent nats-conf' and docs/deploy.md)`, {
-    cause,
-  });
+  // A role user may not create streams, buckets or consumers: a missing one is the admin step's to make.
+  const hint = /\$JS\.API\.(STREAM|CONSUMER)\.CREATE\./.test(message)
+    ? "a stream, bucket or consumer of this root is missing, and only its admin creates them: run 'dirigent nats-setup' " +
+      "as the root's admin user (docs/deploy.md)"
+    : `${who} lacks the permissions of ${what} (see 'dirigent nats-conf' and docs/deploy.md)`;
+  return new Error(`NATS at ${url}: ${message}: ${hint}`, { cause });
 }

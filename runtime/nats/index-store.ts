@@ -6,6 +6,9 @@
  * `current`, so they see either the old or the new generation, never part of one. The writer purges the
  * generation it replaced from the bucket's stream after the flip (no delete markers pile up); a reader that loses a
  * chunk to that purge starts again from `current`.
+ *
+ * Watching needs no consumer (role users may create none, runtime/nats/permissions.ts): every write of `current` is
+ * also a plain message on its subject `$KV.<bucket>.current`, which a watcher takes as a reason to read the pointer.
  */
 import { StorageType, jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
 import { checkBucketReplicas, type Replication } from "./replicas.js";
@@ -59,12 +62,14 @@ export class NatsIndexStore implements IndexStore {
   readonly #kv: KV;
   readonly #bucket: string;
   readonly #jsm: JetStreamManager;
+  readonly #nc: NatsConnection;
 
   /** Use {@link openIndexStore}, which also creates the bucket. */
-  constructor(kv: KV, bucket: string, jsm: JetStreamManager) {
+  constructor(kv: KV, bucket: string, jsm: JetStreamManager, nc: NatsConnection) {
     this.#kv = kv;
     this.#bucket = bucket;
     this.#jsm = jsm;
+    this.#nc = nc;
   }
 
   async getGlobalIndex(): Promise<IndexSnapshot> {
@@ -109,22 +114,43 @@ export class NatsIndexStore implements IndexStore {
     }
   }
 
+  /**
+   * Reports the current generation now and after each change. A write of the pointer (even one its compare-and-set
+   * refused) and a reconnect (writes missed meanwhile) make it read the pointer again; reads run one at a time, so the
+   * last report is the pointer as it is.
+   */
   async watch(onGeneration: (generation: string) => void): Promise<IndexWatch> {
-    const updates = await this.#kv.watch({ key: CURRENT_KEY });
-    let sawCurrent = false;
-    const loop = (async () => {
-      for await (const entry of updates) {
-        sawCurrent = true;
-        if (entry.operation !== "PUT") onGeneration("");
-        else onGeneration(parseJson(Pointer, entry.value, "index pointer").generation);
+    let stopped = false;
+    let reported: string | undefined;
+    let reading: Promise<void> = Promise.resolve();
+    const read = () => {
+      reading = reading
+        .then(async () => {
+          if (stopped) return;
+          const generation = (await this.#pointer())?.value.generation ?? "";
+          if (!stopped && generation !== reported) {
+            reported = generation;
+            onGeneration(generation);
+          }
+        })
+        .catch(() => undefined);
+    };
+    const sub = this.#nc.subscribe(`$KV.${this.#bucket}.${CURRENT_KEY}`, { callback: () => read() });
+    void (async () => {
+      for await (const status of this.#nc.status()) {
+        if (stopped) return;
+        if (status.type === "reconnect") read();
       }
-    })();
-    // With no pointer yet the watch delivers nothing until the first write: report the empty index now.
-    if (!(await this.#pointer()) && !sawCurrent) onGeneration("");
+    })().catch(() => undefined);
+    // The subscription is in place on the server before the first read, so no write falls between the two.
+    await this.#nc.flush();
+    read();
+    await reading;
     return {
       stop: async () => {
-        updates.stop();
-        await loop.catch(() => undefined);
+        stopped = true;
+        sub.unsubscribe();
+        await reading;
       },
     };
   }
@@ -148,7 +174,7 @@ export async function openIndexStore(nc: NatsConnection, subjects: Subjects, rep
   const kv = await new Kvm(nc).create(subjects.indexBucket, { history: 1, storage: StorageType.File, replicas });
   const jsm = await jetstreamManager(nc);
   await checkBucketReplicas(jsm, subjects.indexBucket, replication);
-  return new NatsIndexStore(kv, subjects.indexBucket, jsm);
+  return new NatsIndexStore(kv, subjects.indexBucket, jsm, nc);
 }
 
 /** Splits entries into JSON arrays of at most {@link CHUNK_BYTES} (a single larger entry gets a chunk of its own). */

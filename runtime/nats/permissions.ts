@@ -1,18 +1,22 @@
 /**
- * The one place the NATS users and per-role permissions of a deployment are defined. `renderAuthorization` writes
- * the nats-server `authorization { users = [...] }` block for a subject root (`dirigent nats-conf`); the repository's
- * `nats.conf` holds its output for the default root, and a test fails when it is stale.
+ * The one place the NATS accounts, users and per-role permissions of a deployment are defined. `renderAccounts`
+ * writes the nats-server `accounts { ... }` block for one or more subject roots (`dirigent nats-conf`); the
+ * repository's `nats.conf` holds its output for the default root, and a test fails when it is stale.
  *
- * Each role may publish and subscribe only where it must, JetStream API subjects included. Every user has a name of
- * its own (`submitter` for the default root, `<root>-submitter` for any other, see {@link natsUser}) and an inbox prefix
- * of its own (`_INBOX_<user>`, see {@link userInboxPrefix}), so that no other user, of this root or another one on the
- * same server, can read its replies (JetStream API answers carry task records). A role may publish into the inboxes of
- * those who send it requests: not through `allow_responses`, which allows one reply per request by default, while a
- * responder also sends keepalives (`KEEPALIVE_HEADER`). Several roots' users go into one block
- * (`renderAuthorization([a, b])`): nats-server 2.9 allows no `accounts {}` block next to `authorization { users }`
- * (CVE-2023-47090).
+ * Every root is an account of its own (`ACME` for root `acme`, see {@link accountName}): its streams, buckets and
+ * subjects are invisible to the users of every other root, whatever those create. Within a root, each role may
+ * publish and subscribe only where it must, JetStream API subjects included; no role creates a stream or a consumer
+ * (an admin step does, `dirigent nats-setup`, run as the root's `admin` user), because nats-server 2.9 checks neither a
+ * new stream's `subjects`/`sources` nor a push consumer's `deliver_subject` against its creator's permissions.
+ * Every user has a name of its own (`submitter` for the default root, `<root>-submitter` for any other, see
+ * {@link natsUser}) and an inbox prefix of its own (`_INBOX_<user>`, see {@link userInboxPrefix}), so that no other
+ * user of its root can read its replies (JetStream API answers carry task records). A role may publish into the
+ * inboxes of those who send it requests: not through `allow_responses`, which allows one reply per request by
+ * default, while a responder also sends keepalives (`KEEPALIVE_HEADER`). There is no top-level
+ * `authorization { users }`: nats-server 2.9 must not have one beside `accounts {}` (CVE-2023-47090).
  */
 import { createSubjects, DEFAULT_ROOT } from "../../protocol/index.js";
+import { CURRENT_KEY } from "./index-store.js";
 import { list, quote } from "./conf-syntax.js";
 import { renderToolServiceUsers } from "./tool-service-users.js";
 
@@ -71,26 +75,24 @@ export function passwordVariable(role: NatsRole | "dev" | "admin", root: string 
 }
 
 const API = "$JS.API";
-/** Look up and create a stream (`ensureStream`, `Kvm.create`). */
-const streamSetup = (stream: string) => [`${API}.STREAM.INFO.${stream}`, `${API}.STREAM.CREATE.${stream}`];
+/**
+ * Look a stream up (`ensureStream`, `Kvm.create` of an existing bucket). Creating one is the admin's
+ * (`dirigent nats-setup`): a role that could create streams could also capture or source any subject of its account.
+ */
+const streamLookup = (stream: string) => [`${API}.STREAM.INFO.${stream}`];
 /**
  * Open, read and write a KV bucket. Reads use direct get by subject (`DIRECT.GET.<stream>.<subject>`, 2.9) on buckets
- * created with `allow_direct`, as the runtime creates them; `STREAM.MSG.GET` on a bucket made without it.
+ * created with `allow_direct`, as the runtime creates them; `STREAM.MSG.GET` on a bucket made without it. Listing the
+ * keys is a `STREAM.INFO` with a subjects filter (runtime/nats/store.ts), not a consumer.
  */
 const kvReadWrite = (bucket: string) => [
-  ...streamSetup(`KV_${bucket}`),
+  ...streamLookup(`KV_${bucket}`),
   `$KV.${bucket}.>`,
   `${API}.DIRECT.GET.KV_${bucket}.>`,
   `${API}.STREAM.MSG.GET.KV_${bucket}`,
 ];
 /** A bucket of a `NatsTaskStore`: read and write, and purge the chunks of a large value once replaced (runtime/nats/chunks.ts). */
 const kvStore = (bucket: string) => [...kvReadWrite(bucket), `${API}.STREAM.PURGE.KV_${bucket}`];
-/** Watch a KV bucket: an ordered push consumer (`CONSUMER.CREATE.<stream>.<name>.<filter>`), recreated after a gap. */
-const kvWatch = (bucket: string) => [
-  `${API}.CONSUMER.CREATE.KV_${bucket}.>`,
-  `${API}.CONSUMER.DELETE.KV_${bucket}.>`,
-  `${API}.CONSUMER.INFO.KV_${bucket}.>`,
-];
 
 /** Read the events stream without side effects: its state and its messages by sequence or by subject (`STREAM.MSG.GET`). */
 const streamRead = (stream: string) => [`${API}.STREAM.INFO.${stream}`, `${API}.STREAM.MSG.GET.${stream}`];
@@ -168,23 +170,21 @@ function ownPermissions(root: string): Record<NatsRole, RolePermissions> {
         s.anyIntake,
         `${API}.INFO`,
         ...kvStore(s.tasksBucket),
-        ...streamSetup(s.intakeStream),
-        ...streamSetup(s.eventsStream),
+        ...streamLookup(s.intakeStream),
+        ...streamLookup(s.eventsStream),
         // The last message of a subject (`lastPublished`): is a redelivered final task's result stored, or did its old
         // owner die before publishing it? How far did a task running under a pending claim get (its last event)?
         `${API}.STREAM.MSG.GET.${s.eventsStream}`,
+        // The intake consumer is created (and its ack wait set) by `dirigent nats-setup`; Directors read it.
         `${API}.CONSUMER.INFO.${s.intakeStream}.${s.directorConsumer}`,
-        // Created and updated (ack wait) through the 2.9 API: CONSUMER.CREATE.<stream>.<name>.
-        `${API}.CONSUMER.CREATE.${s.intakeStream}.${s.directorConsumer}`,
         `${API}.CONSUMER.MSG.NEXT.${s.intakeStream}.${s.directorConsumer}`,
         // A queued task's record is its intake item: looked up by subject (status, cancel), removed when cancelled.
         `${API}.DIRECT.GET.${s.intakeStream}.>`,
         `${API}.STREAM.MSG.GET.${s.intakeStream}`,
         `${API}.STREAM.MSG.DELETE.${s.intakeStream}`,
         `$JS.ACK.${s.intakeStream}.>`,
-        // The node records (`nodes`, `node`): read from the turns bucket, listed by key (an ordered consumer).
+        // The node records (`nodes`, `node`): read from the turns bucket, listed by key (its stream's subjects).
         ...kvReadWrite(s.turnsBucket),
-        ...kvWatch(s.turnsBucket),
       ],
       subscribe: [s.submit, s.anyTaskGet, s.anyTaskCancel, s.anyTaskNodes, s.anyTaskNode, s.anyProgress, control, inbox("director")],
     },
@@ -226,18 +226,12 @@ function ownPermissions(root: string): Record<NatsRole, RolePermissions> {
       subscribe: [s.execute, s.script, s.compile, s.handlerLoad, s.anyHandlerDirect, control, inbox("handler")],
     },
     memory: {
-      // The index is written by `dirigent memory index` (as this user), which purges replaced generations.
-      publish: [
-        inbox("evaluator"),
-        `${API}.INFO`,
-        ...kvReadWrite(s.indexBucket),
-        ...kvWatch(s.indexBucket),
-        `${API}.STREAM.PURGE.KV_${s.indexBucket}`,
-      ],
-      subscribe: [s.memoryMatch, control, inbox("memory")],
+      // The index is written by `dirigent memory index` (as this user), which purges replaced generations. Its
+      // pointer is watched as the plain messages of its subject, with no consumer (runtime/nats/index-store.ts).
+      publish: [inbox("evaluator"), `${API}.INFO`, ...kvReadWrite(s.indexBucket), `${API}.STREAM.PURGE.KV_${s.indexBucket}`],
+      subscribe: [s.memoryMatch, control, inbox("memory"), `$KV.${s.indexBucket}.${CURRENT_KEY}`],
     },
-    // Runs goals: submits their tasks like a client, keeps goals and leases in the goals bucket (listing its keys
-    // is an ordered consumer, as a KV watch), and answers the goal API.
+    // Runs goals: submits their tasks like a client, keeps goals and leases in the goals bucket, and answers the goal API.
     supervisor: {
       publish: [
         clients,
@@ -249,7 +243,6 @@ function ownPermissions(root: string): Record<NatsRole, RolePermissions> {
         s.goalControl,
         `${API}.INFO`,
         ...kvStore(s.goalsBucket),
-        ...kvWatch(s.goalsBucket),
       ],
       subscribe: [...goalRequests, s.goalControl, s.anyTaskResult, inbox("supervisor")],
     },
@@ -262,7 +255,31 @@ function ownPermissions(root: string): Record<NatsRole, RolePermissions> {
   };
 }
 
-/** Options of {@link renderAuthorization}. */
+/**
+ * The NATS account of subject root `root`: the root upper-cased, its dots and dashes as `_` (`ACME_PROD` for root
+ * `acme.prod`), as its streams and buckets are named (`ACME_PROD_INTAKE`).
+ */
+export function accountName(root: string): string {
+  return root.toUpperCase().replace(/[.-]/g, "_");
+}
+
+/**
+ * Why `roots` cannot share one server's configuration, or `undefined` when they can: two roots with the same account
+ * name (`acme-x` and `acme_x`, `acme.x`) would share an account, its streams and their password variables.
+ */
+export function rootsClash(roots: readonly string[]): string | undefined {
+  const seen = new Map<string, string>();
+  for (const root of roots) {
+    const account = accountName(root);
+    const other = seen.get(account);
+    if (other !== undefined && other !== root)
+      return `roots '${other}' and '${root}' are both account ${account} (dots and dashes become '_'), sharing streams and password variables; choose roots that differ otherwise`;
+    seen.set(account, root);
+  }
+  return undefined;
+}
+
+/** Options of {@link renderAccounts}. */
 export interface RenderOptions {
   /**
    * Values of the password variables, written into the file. Without them each password is read from the server's
@@ -270,16 +287,10 @@ export interface RenderOptions {
    */
   variables?: Partial<Record<string, string>>;
   /**
-   * Add a user `dev` that may do anything, and let clients without credentials in as `dev` (`no_auth_user`).
-   * For the development server only.
+   * Add a user `dev` that may do anything in the root's account, and let clients without credentials in as `dev`
+   * (`no_auth_user`). For the development server only.
    */
   devUser?: boolean;
-  /**
-   * Add a user `admin` (`<root>-admin` for another root) for operators: the JetStream API only (`nats stream edit
-   * --replicas 3`, `nats stream ls`) of every root on the server, no application subjects. Its password comes from
-   * `$DIRIGENT_NATS_ADMIN_PASSWORD` (`$DIRIGENT_NATS_<ROOT>_ADMIN_PASSWORD`).
-   */
-  admin?: boolean;
   /**
    * Tool services to add a user for, under each root (`dirigent nats-conf --tool-service weather`):
    * see {@link renderToolServiceUsers}.
@@ -296,11 +307,19 @@ const userEntry = (user: string, variable: string, p: RolePermissions) => [
 ];
 
 /**
- * The entries of the `users = [...]` list for the users of `root` (with `admin`, its admin), to paste into the list of
- * a server that already has users (`dirigent nats-conf --users`). With `devUser`, runtime roles may also answer
- * clients without credentials (the `dev` user's `_INBOX`).
+ * The permissions of the admin user of a root (`admin`, `<root>-admin`): the JetStream API of its root's account only,
+ * no application subject. It runs `dirigent nats-setup` (creating the streams, buckets and the intake consumer) and
+ * operators' `nats stream` commands.
  */
-export function renderUsers(root: string, options: Pick<RenderOptions, "admin" | "devUser" | "toolServices"> = {}): string[] {
+export function adminPermissions(root: string): RolePermissions {
+  return { publish: [`${API}.>`], subscribe: [inboxOf(root, "admin")] };
+}
+
+/**
+ * The entries of the `users = [...]` list of `root`'s account: one user per role and the root's admin. With `devUser`,
+ * runtime roles may also answer clients without credentials (the `dev` user's `_INBOX`).
+ */
+export function renderUsers(root: string, options: Pick<RenderOptions, "devUser" | "toolServices"> = {}): string[] {
   const permissions = rolePermissions(root);
   const lines: string[] = [];
   for (const role of NATS_ROLES) {
@@ -314,41 +333,48 @@ export function renderUsers(root: string, options: Pick<RenderOptions, "admin" |
       ),
     );
   }
-  if (options.admin) {
-    lines.push(
-      ...userEntry(natsUser(root, "admin"), passwordVariable("admin", root), {
-        publish: [`${API}.>`],
-        subscribe: [inboxOf(root, "admin")],
-      }),
-    );
-  }
+  lines.push(...userEntry(natsUser(root, "admin"), passwordVariable("admin", root), adminPermissions(root)));
   if (options.toolServices) lines.push(...renderToolServiceUsers(root, options.toolServices));
   return lines;
 }
 
 /**
- * Renders the `authorization` block (and, with `devUser`, `no_auth_user`) of nats-server's configuration, with the
- * users of every root in `roots`: roots that share a server go into one block (a second `authorization` block would
- * replace the first).
- * @example renderAuthorization("dirigent") // passwords from $DIRIGENT_NATS_<ROLE>_PASSWORD
- * @example renderAuthorization(["acme", "globex"]) // $DIRIGENT_NATS_ACME_<ROLE>_PASSWORD, $DIRIGENT_NATS_GLOBEX_<ROLE>_PASSWORD
+ * The account of `root`, an entry of the `accounts { ... }` block: JetStream enabled, and the users of
+ * {@link renderUsers} (with `devUser`, also `dev`). `dirigent nats-conf --users` prints it to add to a server
+ * configuration that has an `accounts` block already.
  */
-export function renderAuthorization(roots: string | readonly string[], options: RenderOptions = {}): string {
+export function renderAccount(root: string, options: Pick<RenderOptions, "devUser" | "toolServices"> = {}): string[] {
+  const users = renderUsers(root, options);
+  if (options.devUser) users.push(`    { user: dev, password: $${passwordVariable("dev")} }`);
+  return [`  ${accountName(root)}: {`, "    jetstream: enabled", "    users = [", ...users.map((line) => `  ${line}`), "    ]", "  }"];
+}
+
+/**
+ * Renders the `accounts` block (and, with `devUser`, `no_auth_user`) of nats-server's configuration: one account per
+ * root in `roots` ({@link accountName}), each with its users. Nothing of one account (subjects, streams, buckets,
+ * consumers) is visible in another.
+ * @example renderAccounts("dirigent") // passwords from $DIRIGENT_NATS_<ROLE>_PASSWORD
+ * @example renderAccounts(["acme", "globex"]) // $DIRIGENT_NATS_ACME_<ROLE>_PASSWORD, $DIRIGENT_NATS_GLOBEX_<ROLE>_PASSWORD
+ * @throws {RangeError} when two roots would share an account ({@link rootsClash}).
+ */
+export function renderAccounts(roots: string | readonly string[], options: RenderOptions = {}): string {
+  const all = typeof roots === "string" ? [roots] : roots;
+  const clash = rootsClash(all);
+  if (clash !== undefined) throw new RangeError(clash);
   const lines: string[] = [];
   const variables = Object.entries(options.variables ?? {}).filter((e): e is [string, string] => e[1] !== undefined);
   for (const [name, value] of variables) lines.push(`${name}: ${quote(value)}`);
   if (variables.length > 0) lines.push("");
-  lines.push("authorization {", "  users = [");
-  for (const root of typeof roots === "string" ? [roots] : roots) lines.push(...renderUsers(root, options));
-  if (options.devUser) lines.push(`    { user: dev, password: $${passwordVariable("dev")} }`);
-  lines.push("  ]", "}");
+  lines.push("accounts {");
+  for (const root of all) lines.push(...renderAccount(root, options));
+  lines.push("}");
   if (options.devUser) lines.push("no_auth_user: dev");
   return lines.join("\n") + "\n";
 }
 
 /** The development passwords of the repository's `nats.conf`: public, for development only. */
 export const DEV_PASSWORDS: Record<string, string> = Object.fromEntries(
-  [...NATS_ROLES, "dev" as const].map((role) => [passwordVariable(role), `dev-${role}`]),
+  [...NATS_ROLES, "admin" as const, "dev" as const].map((role) => [passwordVariable(role), `dev-${role}`]),
 );
 
 /** Markers around the generated part of `nats.conf`. */
@@ -357,5 +383,5 @@ export const GENERATED_END = "# END generated";
 
 /** The generated part of the development `nats.conf`, markers included. */
 export function renderDevAuthorization(root = createSubjects().root): string {
-  return `${GENERATED_BEGIN}\n${renderAuthorization(root, { variables: DEV_PASSWORDS, devUser: true })}${GENERATED_END}\n`;
+  return `${GENERATED_BEGIN}\n${renderAccounts(root, { variables: DEV_PASSWORDS, devUser: true })}${GENERATED_END}\n`;
 }

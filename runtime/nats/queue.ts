@@ -19,12 +19,13 @@ import {
   StorageType,
   type JetStreamManager,
 } from "@nats-io/jetstream";
-import { createInbox, nanos, type Msg, type NatsConnection } from "@nats-io/transport-node";
+import { createInbox, millis, nanos, type Msg, type NatsConnection } from "@nats-io/transport-node";
 import { retryDelayMs, type BusSubscription, type WorkItem, type WorkQueue } from "../../actors/bus.js";
 import type { Subjects } from "../../protocol/subjects.js";
 import { warnOnError, type BusErrorHandler } from "../bus-support.js";
 import { ensureStream, type Replication } from "./replicas.js";
 import { parseApiAnswer, StoreError, wireOf, type NatsWire } from "./wire.js";
+import { isPermissionViolation } from "./auth.js";
 
 /** Options of {@link openWorkQueue}. */
 export interface WorkQueueOptions {
@@ -52,8 +53,8 @@ const REMEMBERED_DISCARDS = 1000;
 export const DEFAULT_MAX_ACK_PENDING = 20_000;
 
 /**
- * Ensures the intake stream and the durable consumer, then returns the queue. An existing
- * consumer gets this process's `ackWaitMs` and `maxAckPending` (the last process to open wins).
+ * Ensures the intake stream and the durable consumer, then returns the queue. An existing consumer gets this process's
+ * `ackWaitMs` and `maxAckPending` if its user may update it (the last to open wins), else the queue takes its values.
  */
 export async function openWorkQueue(nc: NatsConnection, subjects: Subjects, options: WorkQueueOptions = {}): Promise<JetStreamWorkQueue> {
   const jsm = await jetstreamManager(nc);
@@ -70,27 +71,35 @@ export async function openWorkQueue(nc: NatsConnection, subjects: Subjects, opti
     },
     options.replication,
   );
-  const maxAckPending = options.maxAckPending ?? DEFAULT_MAX_ACK_PENDING;
-  await ensureConsumer(jsm, subjects.intakeStream, subjects.directorConsumer, {
+  const wanted = {
     ack_wait: nanos(options.ackWaitMs ?? DEFAULT_ACK_WAIT_MS),
-    max_ack_pending: maxAckPending,
-  });
-  return new JetStreamWorkQueue(nc, subjects, { ...options, maxAckPending });
+    max_ack_pending: options.maxAckPending ?? DEFAULT_MAX_ACK_PENDING,
+  };
+  const limits = await ensureConsumer(jsm, subjects.intakeStream, subjects.directorConsumer, wanted);
+  const [ackWaitMs, maxAckPending] = [millis(limits.ack_wait), limits.max_ack_pending];
+  if (limits.ack_wait !== wanted.ack_wait || maxAckPending !== wanted.max_ack_pending)
+    options.replication?.log.warn(
+      { consumer: subjects.directorConsumer, ackWaitMs, maxAckPending, configuredAckWaitMs: millis(wanted.ack_wait) },
+      `the intake consumer keeps ack wait ${ackWaitMs} ms and max ack pending ${maxAckPending}, which this user may not ` +
+        "change: run 'dirigent nats-setup' as the root's admin user with this DIRIGENT_ACK_WAIT_MS",
+    );
+  return new JetStreamWorkQueue(nc, subjects, { ...options, ackWaitMs, maxAckPending });
 }
 
-async function ensureConsumer(
-  jsm: JetStreamManager,
-  stream: string,
-  name: string,
-  limits: { ack_wait: number; max_ack_pending: number },
-): Promise<void> {
+type ConsumerLimits = { ack_wait: number; max_ack_pending: number };
+
+/** Creates the durable consumer, or updates an existing one to `limits`; returns the limits it has afterwards. */
+async function ensureConsumer(jsm: JetStreamManager, stream: string, name: string, limits: ConsumerLimits): Promise<ConsumerLimits> {
   for (let attempt = 0; ; attempt++) {
     try {
       const { config } = await jsm.consumers.info(stream, name);
-      if (config.ack_wait !== limits.ack_wait || config.max_ack_pending !== limits.max_ack_pending) {
-        await jsm.consumers.update(stream, name, limits);
-      }
-      return;
+      const have = { ack_wait: config.ack_wait ?? limits.ack_wait, max_ack_pending: config.max_ack_pending ?? limits.max_ack_pending };
+      if (have.ack_wait === limits.ack_wait && have.max_ack_pending === limits.max_ack_pending) return limits;
+      // Role users may not update it (`dirigent nats-setup` made it): the queue then keeps the consumer's limits.
+      return await jsm.consumers.update(stream, name, limits).then(
+        () => limits,
+        (err: unknown) => (isPermissionViolation(err) ? have : Promise.reject(err)),
+      );
     } catch (err) {
       if (!(err instanceof JetStreamApiError && err.code === JetStreamApiCodes.ConsumerNotFound)) throw err;
     }
@@ -101,7 +110,7 @@ async function ensureConsumer(
         deliver_policy: DeliverPolicy.All,
         ...limits,
       });
-      return;
+      return limits;
     } catch (err) {
       // Another process may have added it with other limits; look again once.
       if (attempt > 0) throw err;

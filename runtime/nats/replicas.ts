@@ -39,7 +39,7 @@ export async function checkReplicas(jsm: JetStreamManager, info: StreamInfo, rep
     log.warn(
       { stream, replicas: have, configured: replicas, command: scaleCommand(stream, replicas) },
       `stream ${stream} has ${have} replica(s), fewer than the configured ${replicas}: scale it as the admin user with ` +
-        `'${scaleCommand(stream, replicas)}', or start one process with --scale-streams`,
+        `'${scaleCommand(stream, replicas)}', or 'dirigent nats-setup --replicas ${replicas} --scale-streams'`,
     );
     return have;
   }

@@ -91,11 +91,17 @@ export class NatsTaskStore implements TaskStore {
     return chunkBytes(this.#nc.info?.max_payload ?? DEFAULT_MAX_PAYLOAD, -1);
   }
 
-  /** The keys of the bucket matching `filter`, every key when absent (an ordered consumer over its subjects), without the store's chunk keys. */
+  /**
+   * The keys of the bucket matching `filter` (every key when absent), without the store's chunk keys: the subjects of
+   * its stream (`STREAM.INFO` with a subjects filter, paged by the client), not a consumer, which role users may not
+   * create. A deleted key is listed while its delete marker is kept; reading it finds nothing.
+   */
   async keys(filter?: string): Promise<string[]> {
-    const keys: string[] = [];
-    for await (const key of await this.#kv.keys(filter)) if (!isChunkKey(key)) keys.push(key);
-    return keys;
+    const jsm = await jetstreamManager(this.#nc, { checkAPI: false });
+    const info = await jsm.streams.info(this.#stream, { subjects_filter: `${this.#subjectPrefix}${filter ?? ">"}` });
+    return Object.keys(info.state.subjects ?? {})
+      .map((subject) => subject.slice(this.#subjectPrefix.length))
+      .filter((key) => !isChunkKey(key));
   }
 
   async create(key: string, value: Uint8Array): Promise<CreateResult> {

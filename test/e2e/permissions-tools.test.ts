@@ -11,7 +11,7 @@ import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
 import type { Logger } from "../../actors/deps.js";
 import { startNatsToolSource } from "../../runtime/tools/nats-services.js";
-import { renderAuthorization, userInboxPrefix } from "../../runtime/nats/permissions.js";
+import { renderAccounts, userInboxPrefix } from "../../runtime/nats/permissions.js";
 import { connectNats } from "../../runtime/nats/bus.js";
 import { silentLogger } from "../../actors/deps.js";
 import { DirigentClient } from "../../runtime/client.js";
@@ -128,7 +128,7 @@ describe("dirigent nats-conf --tool-service", () => {
   it("prints a user per service and root, and refuses a name unfit for a subject or given twice", async () => {
     const printed = startCli(["nats-conf", "--prefix", root, "--tool-service", "weather", "--tool-service", "evil"]);
     expect(await printed.exited).toBe(0);
-    expect(printed.stdout()).toBe(renderAuthorization(root, { toolServices: ["weather", "evil"] }));
+    expect(printed.stdout()).toBe(renderAccounts(root, { toolServices: ["weather", "evil"] }));
     for (const [args, message] of [
       [["--tool-service", "a.b"], /--tool-service: tool service 'a\.b': a service name has 1 to 64 letters/],
       [["--tool-service", "x", "--tool-service", "x"], /--tool-service: a service is given twice/],

@@ -14,16 +14,18 @@ import { createSubjects } from "../../protocol/index.js";
 import { DirigentClient } from "../../runtime/client.js";
 import { loadConfig } from "../../runtime/config.js";
 import { startMockLlm, type MockLlmServer } from "../../runtime/model/mock-server.js";
-import { NATS_ROLES, natsUser, passwordVariable, renderAuthorization, type NatsRole } from "../../runtime/nats/permissions.js";
+import { natsUser } from "../../runtime/nats/permissions.js";
 import { startSystem, type SystemHandle } from "../../runtime/system.js";
 import { openNatsTransport, type OpenTransport } from "../../runtime/transport.js";
 import { randomRoot, startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 import { startCli, type CliProcess } from "../support/processes.js";
 import { newTaskId } from "../support/stack.js";
+import { accountsConfig, natsSetup, rootUsers } from "../support/permissions-stack.js";
 
 const root = randomRoot();
 const subjects = createSubjects(root);
-const passwords = Object.fromEntries(NATS_ROLES.map((role) => [role, randomBytes(12).toString("hex")])) as Record<NatsRole, string>;
+const users = rootUsers(root);
+const { passwords } = users;
 const API_KEY = `sk-test-${randomBytes(16).toString("hex")}`;
 const dir = mkdtempSync(join(tmpdir(), "dirigent-secrets-"));
 const workspace = join(dir, "workspace");
@@ -40,10 +42,8 @@ beforeAll(async () => {
   for (const path of [workspace, dataDir]) mkdirSync(path);
   writeFileSync(passwordFile, `${passwords.handler}\n`, { mode: 0o600 });
   writeFileSync(join(dataDir, "state"), `data ${passwords.handler}\n`);
-  const variables = Object.fromEntries(NATS_ROLES.map((role) => [passwordVariable(role, root), passwords[role]]));
-  server = await startTestNatsServer({
-    config: `jetstream { store_dir: ".dirigent/jetstream" }\n${renderAuthorization(root, { variables })}`,
-  });
+  server = await startTestNatsServer({ config: accountsConfig([users]) });
+  await natsSetup(server.url, root, users.as("admin"));
   mock = await startMockLlm({ port: 0, script: { rules: [], default: { reply: "unused" } } });
   const config = { ...loadConfig({}, {}), prefix: root, openaiBaseUrl: mock.url, openaiApiKey: "other-key", commands: ["sh"] };
   for (const role of ["memory", "evaluator", "director"] as const) {

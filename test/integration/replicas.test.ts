@@ -59,7 +59,7 @@ describe("replicas of the runtime's streams and buckets", () => {
     expect((await jsm.streams.info(name)).config.num_replicas).toBe(1);
     expect(log.warnings).toEqual([
       `stream ${name} has 1 replica(s), fewer than the configured 3: scale it as the admin user with ` +
-        `'nats stream edit ${name} --replicas 3 --force', or start one process with --scale-streams`,
+        `'nats stream edit ${name} --replicas 3 --force', or 'dirigent nats-setup --replicas 3 --scale-streams'`,
     ]);
 
     await ensureStream(jsm, config, { replicas: 3, scale: true, log });

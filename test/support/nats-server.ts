@@ -37,8 +37,11 @@ export interface TestNatsServer extends AsyncDisposable {
   readonly dir: string;
   /** The tail of the current process's stderr. */
   stderr(): string;
-  /** Stops the process (by pid) and starts a new one on the same port and store; clients reconnect. */
-  restart(): Promise<void>;
+  /**
+   * Stops the process (by pid) and starts a new one on the same port and store; clients reconnect. `meanwhile` runs
+   * while no server runs (to change its files).
+   */
+  restart(meanwhile?: () => Promise<void>): Promise<void>;
   /** Stops the process (by pid) and removes the temporary directory. Idempotent. */
   stop(): Promise<void>;
 }
@@ -80,8 +83,9 @@ export async function startTestNatsServer({ jetstream = true, config, args }: Te
     },
     dir,
     stderr: () => current.stderr(),
-    async restart() {
+    async restart(meanwhile?: () => Promise<void>) {
       await current.stop();
+      await meanwhile?.();
       current = await launch(port);
     },
     stop,

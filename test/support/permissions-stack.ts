@@ -1,8 +1,8 @@
 /**
  * The stack the permission tests (test/e2e/permissions-*.test.ts) run against: a real nats-server started with the
- * production form of the authorization block (passwords from variables, no `dev` user, no anonymous clients), the mock
- * model, and every runtime role in its own connection as its own user, with inspection on. The server's violations
- * are read from its stderr.
+ * production form of the accounts block (passwords from variables, no `dev` user, no anonymous clients), the root
+ * set up by `dirigent nats-setup` as its admin user, the mock model, and every runtime role in its own connection as
+ * its own user, with inspection on. The server's violations are read from its stderr.
  */
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll } from "vitest";
@@ -11,11 +11,12 @@ import { createSubjects, type Subjects } from "../../protocol/index.js";
 import { loadConfig, type Config } from "../../runtime/config.js";
 import { startMockLlm, type MockLlmServer } from "../../runtime/model/mock-server.js";
 import { connectNats, type NatsConnection } from "../../runtime/nats/bus.js";
-import { NATS_ROLES, natsUser, passwordVariable, renderAuthorization, type NatsRole } from "../../runtime/nats/permissions.js";
+import { NATS_ROLES, natsUser, passwordVariable, renderAccounts, type NatsRole } from "../../runtime/nats/permissions.js";
 import { toolServicePasswordVariable, toolServiceUser } from "../../runtime/nats/tool-service-users.js";
 import { startSystem, type SystemHandle } from "../../runtime/system.js";
 import { openNatsTransport, type OpenTransport } from "../../runtime/transport.js";
 import { randomRoot, startTestNatsServer, type TestNatsServer } from "./nats-server.js";
+import { startCli } from "./processes.js";
 
 /** The runtime roles, in the order of `transports` and `systems`. */
 export const RUNTIME = ["memory", "handler", "evaluator", "director", "supervisor"] as const;
@@ -23,7 +24,7 @@ export const RUNTIME = ["memory", "handler", "evaluator", "director", "superviso
 export interface PermissionsStack {
   root: string;
   subjects: Subjects;
-  passwords: Record<NatsRole, string>;
+  passwords: Record<RootUser, string>;
   /** Set before the tests run. */
   server: TestNatsServer;
   /** Set before the tests run. */
@@ -33,13 +34,65 @@ export interface PermissionsStack {
   /** The runtime roles' systems, one per role. */
   systems: SystemHandle[];
   /** The credentials of a role's user. */
-  as: (role: NatsRole) => { user: string; pass: string };
+  as: (role: RootUser) => { user: string; pass: string };
   /** The permission violations the server has logged so far. */
   violations: () => string[];
   /** A plain connection as a role's user, closed after the tests. */
-  connectAs: (role: NatsRole) => Promise<NatsConnection>;
+  connectAs: (role: RootUser) => Promise<NatsConnection>;
   /** The credentials of a tool service's user (one of {@link PermissionsStackOptions.toolServices}). */
   asToolService: (service: string) => { user: string; pass: string };
+}
+
+/** The users of a root, its roles' and its admin's. */
+export type RootUser = NatsRole | "admin";
+
+/** Random passwords for every user of a root, as credentials, as a CLI's environment and as the server's variables. */
+export interface RootUsers {
+  root: string;
+  passwords: Record<RootUser, string>;
+  /** The credentials of a user of the root. */
+  as: (role: RootUser) => { user: string; pass: string };
+  /** `NATS_USER` and `NATS_PASSWORD` of a user of the root, for a `dirigent` process. */
+  env: (role: RootUser) => { NATS_USER: string; NATS_PASSWORD: string };
+  /** The password variables `renderAccounts` refers to, with their values. */
+  variables: Record<string, string>;
+}
+
+/** Users of `root` with random passwords. */
+export function rootUsers(root: string): RootUsers {
+  const users: RootUser[] = [...NATS_ROLES, "admin"];
+  const passwords = Object.fromEntries(users.map((role) => [role, randomBytes(12).toString("hex")])) as Record<RootUser, string>;
+  const as = (role: RootUser) => ({ user: natsUser(root, role), pass: passwords[role] });
+  return {
+    root,
+    passwords,
+    as,
+    env: (role) => ({ NATS_USER: as(role).user, NATS_PASSWORD: as(role).pass }),
+    variables: Object.fromEntries(users.map((role) => [passwordVariable(role, root), passwords[role]])),
+  };
+}
+
+/**
+ * A server configuration in the production form: the accounts of `roots` (passwords from variables, here set in the
+ * file), no `dev` user, no anonymous clients; JetStream in the test server's directory.
+ */
+export function accountsConfig(roots: readonly RootUsers[], extra = ""): string {
+  const variables = Object.assign({}, ...roots.map((r) => r.variables)) as Record<string, string>;
+  return `${extra}jetstream { store_dir: ".dirigent/jetstream" }\n${renderAccounts(
+    roots.map((r) => r.root),
+    { variables },
+  )}`;
+}
+
+/**
+ * Runs `dirigent nats-setup` (dist/, built before e2e tests) for `root` on `url` as `admin`; resolves with its output
+ * once it exited 0.
+ */
+export async function natsSetup(url: string, root: string, admin: { user: string; pass: string }): Promise<string> {
+  const setup = startCli(["nats-setup", "--nats", url, "--prefix", root], { NATS_USER: admin.user, NATS_PASSWORD: admin.pass });
+  const code = await setup.exited;
+  if (code !== 0) throw new Error(`dirigent nats-setup exited ${code}: ${setup.output()}`);
+  return setup.output();
 }
 
 /** Options of {@link usePermissionsStack}. */
@@ -56,14 +109,14 @@ export interface PermissionsStackOptions {
 export function usePermissionsStack(options: PermissionsStackOptions = {}): PermissionsStack {
   const root = randomRoot();
   const subjects = createSubjects(root);
-  const passwords = Object.fromEntries(NATS_ROLES.map((role) => [role, randomBytes(12).toString("hex")])) as Record<NatsRole, string>;
+  const users = rootUsers(root);
+  const { passwords, as } = users;
   let server: TestNatsServer;
   let mock: MockLlmServer;
   const transports: OpenTransport[] = [];
   const systems: SystemHandle[] = [];
   const connections: NatsConnection[] = [];
 
-  const as = (role: NatsRole) => ({ user: natsUser(root, role), pass: passwords[role] });
   const toolServices = options.toolServices ?? [];
   const servicePasswords = new Map(toolServices.map((service) => [service, randomBytes(12).toString("hex")]));
   const asToolService = (service: string) => ({ user: toolServiceUser(root, service), pass: servicePasswords.get(service) ?? "" });
@@ -94,11 +147,11 @@ export function usePermissionsStack(options: PermissionsStackOptions = {}): Perm
   beforeAll(async () => {
     // The production form: passwords from variables (here set in the file), no `dev` user, no anonymous clients.
     const variables = Object.fromEntries([
-      ...NATS_ROLES.map((role) => [passwordVariable(role, root), passwords[role]]),
+      ...Object.entries(users.variables),
       ...toolServices.map((service) => [toolServicePasswordVariable(root, service), servicePasswords.get(service)]),
     ]);
     server = await startTestNatsServer({
-      config: `max_payload: 2MB\njetstream { store_dir: ".dirigent/jetstream" }\n${renderAuthorization(root, { variables, toolServices })}`,
+      config: `max_payload: 2MB\njetstream { store_dir: ".dirigent/jetstream" }\n${renderAccounts(root, { variables, toolServices })}`,
       // PERM_TRACE=/tmp/trace.log: a protocol trace of every user's subjects, to revise the permission sets (the
       // log then goes to the file, so the tests that read violations from stderr fail).
       ...(process.env["PERM_TRACE"] ? { args: ["-DV", "-l", process.env["PERM_TRACE"]] } : {}),
@@ -132,6 +185,8 @@ export function usePermissionsStack(options: PermissionsStackOptions = {}): Perm
       inspect: true,
       ...options.config,
     };
+    // The admin step creates the streams, buckets and the intake consumer, which no role may create.
+    await natsSetup(server.url, root, as("admin"));
     await options.beforeRoles?.(stack);
     // Each role in its own connection, as its own user, opening only its own stores.
     for (const role of RUNTIME) {
@@ -154,7 +209,7 @@ export function usePermissionsStack(options: PermissionsStackOptions = {}): Perm
     await server?.stop();
   });
 
-  async function connectAs(role: NatsRole): Promise<NatsConnection> {
+  async function connectAs(role: RootUser): Promise<NatsConnection> {
     const nc = await connectNats({ servers: server.url, name: `perm-test-${role}`, ...as(role) });
     connections.push(nc);
     return nc;

@@ -4,7 +4,15 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ConfigError, loadConfig } from "../../runtime/config.js";
 import { authorizationFailure, natsAuth } from "../../runtime/nats/auth.js";
-import { inboxPrefixFor, natsUser, passwordVariable, renderAuthorization, rolePermissions } from "../../runtime/nats/permissions.js";
+import {
+  accountName,
+  inboxPrefixFor,
+  natsUser,
+  passwordVariable,
+  renderAccounts,
+  rolePermissions,
+  rootsClash,
+} from "../../runtime/nats/permissions.js";
 import { renderToolServiceUsers, toolServicePasswordVariable, toolServiceUser } from "../../runtime/nats/tool-service-users.js";
 
 let dir: string;
@@ -84,14 +92,40 @@ describe("per-role permissions", () => {
     }
   });
 
-  it("render passwords as server variables, with no accounts block", () => {
-    const text = renderAuthorization("dirigent");
+  it("create no stream and no consumer: that is the admin step's (dirigent nats-setup)", () => {
+    const p = rolePermissions("acme");
+    for (const [role, r] of Object.entries(p)) {
+      const api = r.publish.filter((s) => s.startsWith("$JS.API."));
+      expect(
+        api.filter((s) => /\.(STREAM|CONSUMER)\.(CREATE|UPDATE|DELETE)\.|\.DURABLE\.|^\$JS\.API\.>$/.test(s)),
+        role,
+      ).toEqual([]);
+    }
+    // The Memory user follows the index pointer as plain messages of its subject, with no consumer.
+    expect(p.memory.subscribe).toContain("$KV.ACME_INDEX.current");
+  });
+
+  it("render one account per root, passwords as server variables, and no top-level authorization block", () => {
+    const text = renderAccounts("dirigent");
     expect(text).toContain("password: $DIRIGENT_NATS_SUBMITTER_PASSWORD");
-    expect(text).not.toMatch(/accounts|no_auth_user|user: dev/);
-    const two = renderAuthorization(["acme", "globex"], { admin: true });
-    expect(two.match(/authorization \{/g)).toHaveLength(1);
-    expect(two).toContain('{ user: "acme-submitter", password: $DIRIGENT_NATS_ACME_SUBMITTER_PASSWORD');
+    expect(text).not.toMatch(/authorization|no_auth_user|user: dev/);
+    const two = renderAccounts(["acme", "globex"]);
+    expect(two.match(/accounts \{/g)).toHaveLength(1);
+    expect(two).toMatch(
+      /ACME: \{\s+jetstream: enabled\s+users = \[\s+\{ user: "acme-submitter", password: \$DIRIGENT_NATS_ACME_SUBMITTER_PASSWORD/,
+    );
     expect(two).toContain('{ user: "globex-admin", password: $DIRIGENT_NATS_GLOBEX_ADMIN_PASSWORD');
+    // Each root's users sit in its own account only.
+    const globex = two.slice(two.indexOf("GLOBEX: {"));
+    expect(globex).not.toContain("acme-");
+  });
+
+  it("refuse roots whose accounts, streams and password variables would be the same", () => {
+    expect(accountName("acme.prod-eu")).toBe("ACME_PROD_EU");
+    expect(rootsClash(["acme", "globex", "acme.eu"])).toBeUndefined();
+    expect(rootsClash(["acme-x", "acme_x"])).toMatch(/'acme-x' and 'acme_x' are both account ACME_X/);
+    expect(rootsClash(["acme.x", "globex", "acme-x"])).toMatch(/'acme\.x' and 'acme-x'/);
+    expect(() => renderAccounts(["acme-x", "acme_x"])).toThrow(/both account ACME_X/);
   });
 });
 
@@ -109,8 +143,8 @@ describe("tool service users", () => {
     ]);
     // The Handler may ask one service by name.
     expect(rolePermissions("acme").handler.publish).toEqual(expect.arrayContaining(["$SRV.INFO", "$SRV.INFO.*", "acme.tools.>"]));
-    expect(renderAuthorization("acme", { toolServices: ["weather", "calc"] })).toMatch(
-      /acme-tool-weather[\s\S]*acme-tool-calc[\s\S]*\n {2}\]\n\}\n$/,
+    expect(renderAccounts("acme", { toolServices: ["weather", "calc"] })).toMatch(
+      /ACME: \{[\s\S]*acme-tool-weather[\s\S]*acme-tool-calc[\s\S]*\n {4}\]\n {2}\}\n\}\n$/,
     );
   });
 
