@@ -208,10 +208,11 @@ function labelOf(node: StepNode): string {
       const named = node.name ?? node.attributes["id"] ?? node.attributes["name"];
       if (named?.trim()) return named.trim();
       const text = (node.description ?? node.instructions ?? "").replace(/\{\{[^}]*\}\}/g, " ").trim();
-      const words = text.split(/\s+/).filter((w) => w !== "");
+      // A placeholder left out may leave its punctuation alone: no word of punctuation only.
+      const words = text.split(/\s+/).filter((w) => /[\p{L}\p{N}]/u.test(w));
       if (words.length === 0) return node.ref ? `ref ${node.ref}` : node.type;
       const first = words.slice(0, NAME_WORDS).join(" ");
-      return `${first.replace(/[.,;:]$/, "")}${words.length > NAME_WORDS ? " …" : ""}`.toLowerCase();
+      return `${first.replace(/[.,;:!?]+$/, "")}${words.length > NAME_WORDS ? " …" : ""}`.toLowerCase();
     }
     case "call":
       return `call ${node.templateName}`;

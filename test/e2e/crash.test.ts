@@ -99,6 +99,11 @@ describe("a Director killed mid-task", () => {
     // flight or replayed its record instead of calling the model again.
     expect(mock.requests).toHaveLength(1);
     expect(events.values.some((e) => e.event.type === "model.replayed" || e.event.type === "model.joined")).toBe(true);
+    // The node's record, read from the surviving Director: its conversation is that one model call's.
+    const node = await stack.client.node(taskId, "0");
+    expect(node.node).toMatchObject({ state: "completed", output: { content: "slow answer" } });
+    expect(node.conversations.at(-1)?.messages.at(-1)).toMatchObject({ role: "assistant", content: "slow answer" });
+    expect(node.conversations.at(-1)?.turns).toHaveLength(1);
     console.log(`kill -9 → task.resumed: ${(resumed?.at ?? Number.NaN) - killedAt} ms (ack wait ${ACK_WAIT_MS} ms)`);
   });
 });

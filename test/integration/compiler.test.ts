@@ -164,6 +164,7 @@ describe("compiler over a real nats-server", () => {
       "task.compiled",
       "node.started",
       "model.turn",
+      "node.finished",
       "task.completed",
     ]);
     expect(events.values.find((e) => e.type === "task.compiled")).toMatchObject({ state: "running", data: { xml: GOOD, attempts: 1 } });

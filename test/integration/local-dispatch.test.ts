@@ -48,7 +48,7 @@ describe("local dispatch between the roles of one process", () => {
     const seen = spy(stack);
     const { outcome, types } = await runOne(stack);
     expect(outcome).toMatchObject({ status: "COMPLETE", content: "white" });
-    expect(types).toEqual(["task.queued", "task.running", "node.started", "model.turn", "task.completed"]);
+    expect(types).toEqual(["task.queued", "task.running", "node.started", "model.turn", "node.finished", "task.completed"]);
     await stack.transport.bus.flush();
     expect(seen.values).toEqual([]);
   });
@@ -72,10 +72,10 @@ describe("local dispatch between the roles of one process", () => {
     const seen = spy(stack);
     const { outcome, types } = await runOne(stack);
     expect(outcome).toMatchObject({ status: "COMPLETE", content: "white" });
-    expect(types).toEqual(["task.queued", "task.running", "node.started", "model.turn", "task.completed"]);
+    expect(types).toEqual(["task.queued", "task.running", "node.started", "model.turn", "node.finished", "task.completed"]);
     expect(seen.values.filter((s) => s.endsWith(".evaluate"))).toHaveLength(1);
     expect(seen.values.filter((s) => s.endsWith(".execute"))).toHaveLength(1);
-    expect(seen.values.filter((s) => s.includes(".progress."))).toHaveLength(2);
+    expect(seen.values.filter((s) => s.includes(".progress."))).toHaveLength(3);
   });
 
   it("sends a request over NATS to the role in another process", async () => {

@@ -196,6 +196,26 @@ describe("node records", () => {
       expect(text).not.toContain(SECRET);
   });
 
+  it("records each branch of a map over a list under its own path and name", async () => {
+    await using stack = await startStack({ url: server.url, script: SCRIPT, config: { reparse: false } });
+    const taskId = newTaskId();
+    const xml = `<task type="map" over="files" as="path">
+      <inputs><input name="files" from="files"/></inputs>
+      <steps><task><description>Summarise {{path}}.</description></task></steps>
+    </task>`;
+    expect((await stack.client.run({ xml, taskId, inputs: { files: ["a.md", "b.md", "c.md"] } })).status).toBe("COMPLETE");
+    const { nodes } = await stack.client.nodes(taskId);
+    expect(nodes.map((n) => [n.path, n.name, n.kind]).sort()).toEqual([
+      ["0", "map", "map"],
+      ["0/map:0:0.steps.0", "branch 1 · summarise", "atomic"],
+      ["0/map:1:0.steps.0", "branch 2 · summarise", "atomic"],
+      ["0/map:2:0.steps.0", "branch 3 · summarise", "atomic"],
+    ]);
+    const branch = await stack.client.node(taskId, "0/map:1:0.steps.0");
+    expect(branch.node.output.content).toBe("- one\n- two\n- three");
+    expect(branch.conversations[0]?.messages.find((m) => m.role === "user")?.content).toContain("Summarise b.md.");
+  });
+
   it("answers EXPIRED once a finished task's records aged out of the turns bucket", async () => {
     await using stack = await startStack({ url: server.url, script: SCRIPT, config: { recordsMaxAgeMs: 1500, reparse: false } });
     const taskId = newTaskId();

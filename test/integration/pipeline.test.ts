@@ -44,8 +44,15 @@ describe("pipeline over a real nats-server", () => {
       notes: { usage: { promptTokens: 11, completionTokens: 4 }, model: "scripted-model" },
     });
     await events.until((v) => v.some((e) => e.type === "task.completed"), "the completed event");
-    expect(events.values.map((e) => e.type)).toEqual(["task.queued", "task.running", "node.started", "model.turn", "task.completed"]);
-    expect(events.values.map((e) => e.seq)).toEqual([1, 2, 3, 4, 5]);
+    expect(events.values.map((e) => e.type)).toEqual([
+      "task.queued",
+      "task.running",
+      "node.started",
+      "model.turn",
+      "node.finished",
+      "task.completed",
+    ]);
+    expect(events.values.map((e) => e.seq)).toEqual([1, 2, 3, 4, 5, 6]);
     const request = mock.requests.at(-1)?.body;
     expect(request?.model).toBe("scripted-model");
     expect(request?.messages[0]).toMatchObject({ role: "system" });
