@@ -28,7 +28,7 @@ export interface ClusterConfOptions {
   readonly clusterName: string;
   /** Every node of the cluster, this one included. */
   readonly nodes: readonly ClusterNode[];
-  /** A file `include`d at the end (the authorization block of `dirigent nats-conf`, relative to the config file). */
+  /** A file `include`d at the end (the accounts block of `dirigent nats-conf`, relative to the config file). */
   readonly include?: string;
   /** `max_payload`; default 2MB (prompts and model outputs can exceed the 1 MB default). */
   readonly maxPayload?: string;
