@@ -22,7 +22,7 @@ import { eagerStores, once, lazyIndexStore, lazyKeyedStore, lazyTaskStore, lazyW
 import { openGoalStore } from "./goal-kv.js";
 import type { NatsAuth } from "./nats/auth.js";
 import { storeThroughElections, StreamMissingError, type Replication } from "./nats/replicas.js";
-import { inboxPrefixFor } from "./nats/permissions.js";
+import { inboxPrefixFor } from "./nats/conf/permissions.js";
 
 /** Attempts at opening the stores when JetStream does not answer in time. */
 const OPEN_ATTEMPTS = 3;

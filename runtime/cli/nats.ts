@@ -1,7 +1,7 @@
 /**
  * `dirigent nats-conf`: the nats-server accounts (one per subject root), users and per-role permissions, and cluster
  * node configs. `dirigent nats-setup`: the admin step of a subject root. It creates what the root's roles use and may
- * not create themselves (runtime/nats/permissions.ts): the tasks, turns, goals, index and bodies buckets, the intake
+ * not create themselves (runtime/nats/conf/permissions.ts): the tasks, turns, goals, index and bodies buckets, the intake
  * stream with the Directors' consumer (its ack wait from `DIRIGENT_ACK_WAIT_MS`), and the events stream.
  */
 import { mkdir, writeFile } from "node:fs/promises";
@@ -9,9 +9,15 @@ import { join, resolve } from "node:path";
 import { Option, type Command } from "commander";
 import { checkRoot, DEFAULT_ROOT, type Subjects } from "../../protocol/index.js";
 import { commonOptions, setup, UsageError, type CommonFlags } from "./common.js";
-import { renderAccount, renderAccounts, renderDevAuthorization, rootsClash } from "../nats/permissions.js";
-import { renderToolServiceUsers } from "../nats/tool-service-users.js";
-import { DEFAULT_CLUSTER_NAME, localClusterNodes, remoteClusterNodes, renderClusterNode, type ClusterNode } from "../nats/cluster-conf.js";
+import { renderAccount, renderAccounts, renderDevAuthorization, rootsClash } from "../nats/conf/permissions.js";
+import { renderToolServiceUsers } from "../nats/conf/tool-service-users.js";
+import {
+  DEFAULT_CLUSTER_NAME,
+  localClusterNodes,
+  remoteClusterNodes,
+  renderClusterNode,
+  type ClusterNode,
+} from "../nats/conf/cluster-conf.js";
 import { messageOf } from "../../protocol/errors.js";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { millis } from "@nats-io/transport-node";

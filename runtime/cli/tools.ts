@@ -16,7 +16,7 @@ import { startSystem } from "../system.js";
 import { loadConfig, type Config } from "../config.js";
 import { connectNats, type NatsConnection } from "../nats/bus.js";
 import { DEFAULT_NATS_URL } from "../nats/connect.js";
-import { inboxPrefixFor } from "../nats/permissions.js";
+import { inboxPrefixFor } from "../nats/conf/permissions.js";
 import { createSubjects } from "../../protocol/index.js";
 import { configuredSources } from "../tools/configured.js";
 import { composeTools, type ToolSource } from "../tools/source.js";

@@ -29,7 +29,7 @@ import {
 } from "../../actors/bus.js";
 import { runHandler, type BusErrorHandler, type ClosableBus } from "../bus-support.js";
 import { attachWire, wireOf, type NatsWire } from "./wire.js";
-import { inboxPrefixFor } from "./permissions.js";
+import { inboxPrefixFor } from "./conf/permissions.js";
 import { BODY_HEADER, loadBody, outgoing, type Outgoing } from "./bodies.js";
 
 export type { NatsConnection } from "@nats-io/transport-node";

@@ -7,7 +7,7 @@
  * generation it replaced from the bucket's stream after the flip (no delete markers pile up); a reader that loses a
  * chunk to that purge starts again from `current`.
  *
- * Watching needs no consumer (role users may create none, runtime/nats/permissions.ts): every write of `current` is
+ * Watching needs no consumer (role users may create none, runtime/nats/conf/permissions.ts): every write of `current` is
  * also a plain message on its subject `$KV.<bucket>.current`, which a watcher takes as a reason to read the pointer.
  */
 import { StorageType, jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";

@@ -24,7 +24,7 @@ import type { Subjects } from "../../protocol/index.js";
 import { silentLogger, type Logger } from "../../actors/deps.js";
 import { messageOf } from "../../protocol/errors.js";
 import { wireOf } from "../nats/wire.js";
-import { TOOL_SERVICE_NAME } from "../nats/tool-service-users.js";
+import { TOOL_SERVICE_NAME } from "../nats/conf/tool-service-users.js";
 import { ENV_NAMES } from "../config-names.js";
 import { TOOL_NAME_PATTERN, type ToolSource, type ToolSpec } from "./source.js";
 

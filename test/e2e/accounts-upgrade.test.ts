@@ -12,7 +12,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { silentLogger } from "../../actors/deps.js";
 import { createSubjects } from "../../protocol/index.js";
 import { setupStreams } from "../../runtime/cli/nats.js";
-import { accountName } from "../../runtime/nats/permissions.js";
+import { accountName } from "../../runtime/nats/conf/permissions.js";
 import { openNatsTransport, type OpenTransport } from "../../runtime/transport.js";
 import { accountsConfig, natsSetup, rootUsers } from "../support/permissions-stack.js";
 import { randomRoot, startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";

@@ -1,5 +1,5 @@
 /**
- * Per-role users and permissions (runtime/nats/permissions.ts), what they allow, against a real nats-server started
+ * Per-role users and permissions (runtime/nats/conf/permissions.ts), what they allow, against a real nats-server started
  * with the production form of the authorization block (test/support/permissions-stack.ts): every role connects as its
  * own user and a task and a goal complete end to end without a single permission violation; a worker process runs a
  * role as its user from NATS_USER and NATS_PASSWORD. Inspection is on: every runtime role publishes its actors'

@@ -1,5 +1,5 @@
 /**
- * Per-role users and permissions (runtime/nats/permissions.ts), what they refuse, against a real nats-server started
+ * Per-role users and permissions (runtime/nats/conf/permissions.ts), what they refuse, against a real nats-server started
  * with the production form of the authorization block (test/support/permissions-stack.ts): a submitter cannot reach
  * internal subjects, the task records or the intake stream; an inspector cannot publish or write; clients without
  * credentials or with a wrong password are refused with a clear error. Also: `nats.conf` is not stale.
@@ -16,7 +16,7 @@ import { place } from "../../runtime/nats/connect.js";
 import { natsTaskReplay } from "../../runtime/inspect/replay.js";
 import { startInspectServer } from "../../runtime/inspect/server.js";
 import { connectNats, NatsBus } from "../../runtime/nats/bus.js";
-import { GENERATED_BEGIN, GENERATED_END, renderDevAuthorization, userInboxPrefix } from "../../runtime/nats/permissions.js";
+import { GENERATED_BEGIN, GENERATED_END, renderDevAuthorization, userInboxPrefix } from "../../runtime/nats/conf/permissions.js";
 import { usePermissionsStack } from "../support/permissions-stack.js";
 import { startCli } from "../support/processes.js";
 

@@ -1,5 +1,5 @@
 /**
- * Two subject roots on one nats-server, each with its own users (runtime/nats/permissions.ts): the server runs the
+ * Two subject roots on one nats-server, each with its own users (runtime/nats/conf/permissions.ts): the server runs the
  * block `dirigent nats-conf --prefix A --prefix B` prints, every runtime role of both roots connects as its root's
  * user, and each user reads replies in inboxes of its own (`_INBOX_<user>`). A submitter of root A runs its own task;
  * its subscriptions to root B's results, events and inboxes, and to the shared `_INBOX`, are refused, and it cannot
@@ -18,7 +18,7 @@ import { loadConfig, type Config } from "../../runtime/config.js";
 import { startMockLlm, type MockLlmServer } from "../../runtime/model/mock-server.js";
 import { AckPolicy, DeliverPolicy, jetstreamManager } from "@nats-io/jetstream";
 import { connectNats, type NatsConnection } from "../../runtime/nats/bus.js";
-import { userInboxPrefix } from "../../runtime/nats/permissions.js";
+import { userInboxPrefix } from "../../runtime/nats/conf/permissions.js";
 import { startSystem, type SystemHandle } from "../../runtime/system.js";
 import { openNatsTransport, type OpenTransport } from "../../runtime/transport.js";
 import { natsSetup, rootUsers, RUNTIME, type RootUser, type RootUsers } from "../support/permissions-stack.js";

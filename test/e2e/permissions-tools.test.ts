@@ -11,7 +11,7 @@ import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
 import type { Logger } from "../../actors/deps.js";
 import { startNatsToolSource } from "../../runtime/tools/nats-services.js";
-import { renderAccounts, userInboxPrefix } from "../../runtime/nats/permissions.js";
+import { renderAccounts, userInboxPrefix } from "../../runtime/nats/conf/permissions.js";
 import { connectNats } from "../../runtime/nats/bus.js";
 import { silentLogger } from "../../actors/deps.js";
 import { DirigentClient } from "../../runtime/client.js";

@@ -14,7 +14,7 @@ import { createSubjects } from "../../protocol/index.js";
 import { DirigentClient } from "../../runtime/client.js";
 import { loadConfig } from "../../runtime/config.js";
 import { startMockLlm, type MockLlmServer } from "../../runtime/model/mock-server.js";
-import { natsUser } from "../../runtime/nats/permissions.js";
+import { natsUser } from "../../runtime/nats/conf/permissions.js";
 import { startSystem, type SystemHandle } from "../../runtime/system.js";
 import { openNatsTransport, type OpenTransport } from "../../runtime/transport.js";
 import { randomRoot, startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";

@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
-import { renderClusterNode, type ClusterNode } from "../../runtime/nats/cluster-conf.js";
+import { renderClusterNode, type ClusterNode } from "../../runtime/nats/conf/cluster-conf.js";
 import { startNatsServer, type NatsServerProcess } from "../../runtime/nats/server-process.js";
 
 /** A cluster of test servers; `stop` ends every process and removes the temporary directory. */

@@ -1,6 +1,6 @@
 /** `dirigent nats-conf --cluster`: node configs of a cluster, and `--replicas` in the configuration. */
 import { describe, expect, it } from "vitest";
-import { localClusterNodes, remoteClusterNodes, renderClusterNode } from "../../runtime/nats/cluster-conf.js";
+import { localClusterNodes, remoteClusterNodes, renderClusterNode } from "../../runtime/nats/conf/cluster-conf.js";
 import { ConfigError, loadConfig } from "../../runtime/config.js";
 
 describe("cluster node configs", () => {

@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { createSubjects, decode, encode, PingReply, PingRequest } from "../../protocol/index.js";
 import { formatHealth, healthReport, parseRoles, parseTimeout, REQUIRED_ROLES } from "../../runtime/cli/health.js";
 import { UsageError } from "../../runtime/cli/common.js";
-import { rolePermissions } from "../../runtime/nats/permissions.js";
+import { rolePermissions } from "../../runtime/nats/conf/permissions.js";
 
 const reply = (roles: string[], pid: number): PingReply => ({
   processId: `h:${pid}:abcd1234`,

@@ -12,8 +12,8 @@ import {
   renderAccounts,
   rolePermissions,
   rootsClash,
-} from "../../runtime/nats/permissions.js";
-import { renderToolServiceUsers, toolServicePasswordVariable, toolServiceUser } from "../../runtime/nats/tool-service-users.js";
+} from "../../runtime/nats/conf/permissions.js";
+import { renderToolServiceUsers, toolServicePasswordVariable, toolServiceUser } from "../../runtime/nats/conf/tool-service-users.js";
 
 let dir: string;
 beforeAll(async () => {

@@ -2,7 +2,7 @@
  * The NATS users of tool services (`dirigent nats-conf --tool-service <name>`, issue 31): each service receives only
  * its own endpoints' calls and answers only what it received. The runtime roles' users are in permissions.ts.
  */
-import { createSubjects, DEFAULT_ROOT } from "../../protocol/index.js";
+import { createSubjects, DEFAULT_ROOT } from "../../../protocol/index.js";
 import { list, quote } from "./conf-syntax.js";
 import type { RolePermissions } from "./permissions.js";
 
