@@ -116,7 +116,7 @@ export function createSubjects(root: string = DEFAULT_ROOT) {
     turnsBucket: `${upper}_TURNS`,
     /**
      * KV bucket of message bodies larger than one NATS message (a request carrying a large template or input), sent
-     * by reference: the message carries the key in the `Dirigent-Body` header (runtime/nats/bodies.ts).
+     * by reference: the message carries the key in the `Dirigent-Body` header (runtime/nats/chunks.ts).
      */
     bodiesBucket: `${upper}_BODIES`,
     /** Inspection: messages about XState actors of one role (`kind`: actor, event, snapshot, microstep); see protocol/inspect.ts. */
@@ -157,8 +157,14 @@ export function createSubjects(root: string = DEFAULT_ROOT) {
     anyTool: `${root}.tools.>`,
     /** Tools: the start every tool endpoint's subject must have. */
     toolPrefix: `${root}.tools.`,
+    /** Tools: the subject space of tool service `service` (`<root>.tools.<service>.>`), where its endpoints are. */
+    toolServiceSubjects: (service: string) => `${root}.tools.${service}.>`,
     /** The NATS service protocol's discovery subjects (not under the root: every service answers them). */
     serviceInfo: "$SRV.INFO",
+    /** Discovery of one service by name (`$SRV.INFO.<service>`): answered by that service's instances only. */
+    serviceInfoOf: (service: string) => `$SRV.INFO.${service}`,
+    /** Every service's own discovery subject (`$SRV.INFO.*`). */
+    anyServiceInfo: "$SRV.INFO.*",
     servicePing: "$SRV.PING",
     /** Durable consumer name of Directors on the intake stream. */
     directorConsumer: "directors",

@@ -51,6 +51,12 @@ export interface TaskWatch {
   close(): Promise<void>;
 }
 
+/** Options of {@link DirigentClient.run}. */
+export interface RunOptions {
+  /** Called with the runtime's answer to the submission (`accepted` or `duplicate`, and the task id), before any result. */
+  onSubmitted?: (reply: SubmitReply) => void;
+}
+
 /** What a client needs to ask the runtime: the bus, the subjects, no logging. */
 export function clientDeps(bus: Bus, subjects: Subjects) {
   return { bus, subjects, log: silentLogger, now: () => new Date(), newId: () => randomUUID() };
@@ -127,13 +133,14 @@ export class DirigentClient {
    * misses a result published while the connection is down: so the task's record is also read after each reconnect,
    * and every few seconds (growing to {@link RESULT_POLL_MAX_MS}) in case a loss went unnoticed.
    */
-  async run(input: SubmitInput, onEvent?: (event: TaskEvent) => void): Promise<TaskOutcome> {
+  async run(input: SubmitInput, onEvent?: (event: TaskEvent) => void, options: RunOptions = {}): Promise<TaskOutcome> {
     const taskId = input.taskId ?? randomUUID();
     const watch = this.watch(taskId, onEvent);
     const stop = new AbortController();
     try {
       await this.bus.flush();
       const reply = await this.submit({ ...input, taskId });
+      options.onSubmitted?.(reply);
       if (reply.status === "duplicate") {
         const status = await this.get(taskId);
         if (status.result) return status.result;

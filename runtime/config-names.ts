@@ -42,6 +42,7 @@ export const ENV_NAMES = {
   toolTimeoutMs: "DIRIGENT_TOOL_TIMEOUT_MS",
   natsTools: "DIRIGENT_NATS_TOOLS",
   toolDiscoveryMs: "DIRIGENT_TOOL_DISCOVERY_MS",
+  natsToolAllow: "DIRIGENT_NATS_TOOL_ALLOW",
   toolResultMaxBytes: "DIRIGENT_TOOL_RESULT_MAX_BYTES",
   toolDescriptionMaxBytes: "DIRIGENT_TOOL_DESCRIPTION_MAX_BYTES",
   toolSchemaMaxBytes: "DIRIGENT_TOOL_SCHEMA_MAX_BYTES",

@@ -18,7 +18,7 @@ const positiveInt = z.coerce.number().int().positive();
 const sizeLimit = positiveInt.max(MAX_BODY_BYTES, `must be at most ${MAX_BODY_BYTES} (1 MiB, the template parser's ceiling)`);
 /**
  * A size limit of a submission or an input: at most 64 MiB, the largest value the stores hold. A request between roles
- * larger than one NATS message travels by reference (runtime/nats/bodies.ts).
+ * larger than one NATS message travels by reference (runtime/nats/chunks.ts).
  */
 const bodyLimit = positiveInt.max(MAX_STORED_VALUE_BYTES, `must be at most ${MAX_STORED_VALUE_BYTES} (64 MiB, the largest stored value)`);
 /** Variable names that look like secrets: never an environment input of a template. */
@@ -134,6 +134,13 @@ export const Config = z.object({
   natsTools: z.enum(["off", "on"]),
   /** Interval of the re-discovery of NATS service tools (ms). */
   toolDiscoveryMs: positiveInt,
+  /**
+   * The NATS services' tools an operator allows (`weather/get_weather,calc/*`), each service asked by name (its own
+   * NATS user answers `$SRV.INFO.<service>`); nothing else is offered (logged). Empty: all (a warning at start).
+   */
+  natsToolAllow: list(
+    z.string().regex(/^[A-Za-z0-9_-]{1,64}\/(\*|[A-Za-z0-9_-]{1,64})$/, "must be <service>/<tool> or <service>/* (docs/tools.md)"),
+  ),
   /** Default cap of one tool result (MCP, TypeScript) in bytes; a longer one is cut with a note. */
   toolResultMaxBytes: sizeLimit,
   /** Largest description of a tool (MCP, NATS, TypeScript) in bytes; a longer one is left out, logged. */
@@ -278,6 +285,7 @@ export const DEFAULTS = {
   toolTimeoutMs: 60_000,
   natsTools: "off",
   toolDiscoveryMs: 30_000,
+  natsToolAllow: [],
   toolResultMaxBytes: 65_536,
   toolDescriptionMaxBytes: 4096,
   toolSchemaMaxBytes: 16_384,

@@ -4,7 +4,7 @@
  */
 export { startSystem, ROLES, type Role, type SystemHandle, type SystemOptions, type Transport } from "./system.js";
 export { loadConfig, ConfigError, DEFAULTS, ENV_NAMES, type Config } from "./config.js";
-export { DirigentClient, RemoteError, type SubmitInput, type TaskWatch } from "./client.js";
+export { DirigentClient, RemoteError, type RunOptions, type SubmitInput, type TaskWatch } from "./client.js";
 export { GoalClient } from "./goal-client.js";
 export { openNatsTransport, openMemoryTransport, type OpenTransport } from "./transport.js";
 export { place, DEFAULT_NATS_URL, type Placement } from "./nats/connect.js";

@@ -152,6 +152,18 @@ export function holds(record: TaskRecord, claim: Claim): boolean {
 }
 
 /**
+ * Whether a record read shows that `claim` is lost: someone else's record, or a final one, newer than what this claim
+ * wrote. A read can be stale (a direct get answered by a replica still catching up after a leader election): no
+ * record, or a revision older than this claim's last write, says nothing, and is not taken as a loss (the next write
+ * or heartbeat finds out for sure).
+ */
+export function claimLostBy(read: Known | undefined, claim: Claim): boolean {
+  if (read === undefined) return false;
+  if (holds(read.record, claim)) return false;
+  return claim.written === undefined || read.revision > claim.written.revision;
+}
+
+/**
  * Writes `change(current record)` while the claim is the record's. Concurrent changes by others (a cancel
  * request) are kept: the change is applied to the record as it is now. The record this claim wrote last is taken
  * as the current one without reading it; should the store hold a newer revision, it is read and the change applied again.

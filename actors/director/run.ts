@@ -27,7 +27,7 @@ import type { PublishEvent } from "./message-fit.js";
 import { inSpan, ROOT_CONTEXT, startSpan } from "../tracing.js";
 
 export type { PublishEvent };
-import { claimTask, holds, PENDING_CLAIM_MS, pendingClaim, readTaskRecord, type Claim } from "./records.js";
+import { claimLostBy, claimTask, PENDING_CLAIM_MS, pendingClaim, readTaskRecord, type Claim } from "./records.js";
 import { restorable } from "./snapshot.js";
 import {
   checkpointer,
@@ -146,12 +146,11 @@ function taskEffects(env: RunEnv, task: RunningTask, fresh: boolean): TaskEffect
           timeoutMs: env.taskTimeoutMs,
           signal,
           // Ask again only while this Director still holds the task: a stale retry would supersede the new owner.
-          // A record that cannot be read now (NATS restarting) does not stop it: the heartbeat notices a lost claim.
           beforeRetry: async () => {
-            const now = await readTaskRecord(env.store, record.taskId).catch(() => "unknown" as const);
-            // A pending claim has no record yet; any record found is someone else's.
-            const lost = now === undefined ? claim.pending !== true : now !== "unknown" && !holds(now.record, claim);
-            if (lost) throw new Error(`task '${record.taskId}': claim lost; not asking again`);
+            // A read that fails or may be stale (around a leader election) does not stop it: the heartbeat notices a
+            // lost claim for sure.
+            const now = await readTaskRecord(env.store, record.taskId).catch(() => undefined);
+            if (claimLostBy(now, claim)) throw new Error(`task '${record.taskId}': claim lost; not asking again`);
           },
         }),
       );

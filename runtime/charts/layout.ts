@@ -101,11 +101,11 @@ const LAYOUT_OPTIONS: Record<string, string> = {
 };
 
 /**
- * One ELK instance for the process, loaded on the first layout: the bundled build (1.6 MB) runs in this thread with
- * no worker, and only the processes that draw charts pay for loading it.
+ * An ELK engine for one layout, loaded on the first: the bundled build (1.6 MB) runs in this thread with no worker,
+ * and only the processes that draw charts pay for loading it. The module is loaded once (the import is cached); an
+ * engine costs a few milliseconds and holds nothing between layouts, so none is kept at module level, where two
+ * systems in one process would share it.
  */
-let elk: Promise<ELK> | undefined;
-
 async function loadElk(): Promise<ELK> {
   // elkjs is CommonJS: its `module.exports` is the constructor, which also carries itself as `default` (what the
   // typings describe as the module's default export).
@@ -219,7 +219,7 @@ function route(edge: ElkExtendedEdge | undefined, what: string): Point[] {
  * @example const layout = await layoutChart(machineGraph(taskMachine)); layout.states[0].width
  */
 export async function layoutChart(graph: MachineGraph): Promise<ChartLayout> {
-  const engine = await (elk ??= loadElk());
+  const engine = await loadElk();
   let out = await engine.layout(elkGraph(graph, "RIGHT"));
   if ((out.width ?? 0) > WIDE) {
     const down = await engine.layout(elkGraph(graph, "DOWN"));

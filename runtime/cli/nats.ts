@@ -5,6 +5,7 @@ import { Option, type Command } from "commander";
 import { checkRoot, DEFAULT_ROOT } from "../../protocol/index.js";
 import { UsageError } from "./common.js";
 import { renderAuthorization, renderDevAuthorization, renderUsers } from "../nats/permissions.js";
+import { renderToolServiceUsers } from "../nats/tool-service-users.js";
 import { DEFAULT_CLUSTER_NAME, localClusterNodes, remoteClusterNodes, renderClusterNode, type ClusterNode } from "../nats/cluster-conf.js";
 import { messageOf } from "../../protocol/errors.js";
 
@@ -15,6 +16,7 @@ interface NatsConfFlags {
   dev?: boolean;
   admin?: boolean;
   users?: boolean;
+  toolService?: string[];
   cluster?: string;
   clusterName?: string;
   out?: string;
@@ -37,6 +39,14 @@ export function registerNatsCommands(program: Command): void {
       ).argParser(collect),
     )
     .option("--admin", "add a user `admin` (`<root>-admin`) limited to the JetStream API, for operators")
+    .addOption(
+      new Option(
+        "--tool-service <name>",
+        "add a user for NATS tool service <name> (`tool-<name>`, `<root>-tool-<name>`; password from " +
+          "$DIRIGENT_NATS_[<ROOT>_]TOOL_<NAME>_PASSWORD): it serves <root>.tools.<name>.> only and answers only the " +
+          "requests it received (docs/tools.md); repeat it for each service",
+      ).argParser(collect),
+    )
     .option("--users", "print only the entries of the `users` list, to add to a server configuration that has users already")
     .option("--dev", "the development block of nats.conf: public dev passwords and a `dev` user for clients without credentials")
     .option(
@@ -63,17 +73,33 @@ export function registerNatsCommands(program: Command): void {
       if (flags.users && flags.cluster !== undefined)
         throw new UsageError("--users prints list entries; --cluster writes whole node configs");
       const admin = flags.admin === true;
+      const toolServices = toolServicesOf(flags, roots);
       const authorization = flags.dev
         ? renderDevAuthorization(roots[0] ?? DEFAULT_ROOT)
         : flags.users
-          ? roots.flatMap((root) => renderUsers(root, { admin })).join("\n") + "\n"
-          : renderAuthorization(roots, { admin });
+          ? roots.flatMap((root) => renderUsers(root, { admin, toolServices })).join("\n") + "\n"
+          : renderAuthorization(roots, { admin, toolServices });
       if (flags.cluster === undefined) {
         process.stdout.write(authorization);
         return;
       }
       await writeCluster(flags, authorization);
     });
+}
+
+/** The `--tool-service` names, checked (each once, usable in a subject and a variable) before anything is printed. */
+function toolServicesOf(flags: NatsConfFlags, roots: readonly string[]): string[] {
+  const services = flags.toolService ?? [];
+  if (services.length > 0 && flags.dev) throw new UsageError("--tool-service: the development block's `dev` user serves tools already");
+  if (new Set(services).size !== services.length) throw new UsageError(`--tool-service: a service is given twice (${services.join(", ")})`);
+  for (const root of roots) {
+    try {
+      renderToolServiceUsers(root, services);
+    } catch (err) {
+      throw new UsageError(`--tool-service: ${messageOf(err)}`);
+    }
+  }
+  return services;
 }
 
 /** Writes `<out>/<node>.conf` per node and the authorization block they include; prints how to start them. */

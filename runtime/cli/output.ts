@@ -17,8 +17,11 @@ export function formatEvent(event: TaskEvent): string {
   return `[${String(event.seq).padStart(3)}] ${event.state.padEnd(19)} ${event.type}${message}${xml}`;
 }
 
-/** The result block printed after the events. */
-export function formatOutcome(outcome: TaskOutcome): string {
+/**
+ * The result block printed after the events. An answer already printed as it streamed (`streamed`, the text of the
+ * last run of `model.delta` events) is not printed again.
+ */
+export function formatOutcome(outcome: TaskOutcome, options: { streamed?: string | undefined } = {}): string {
   const lines = [`result: ${outcome.status}`];
   if (outcome.error) {
     const e = outcome.error;
@@ -31,16 +34,30 @@ export function formatOutcome(outcome: TaskOutcome): string {
   const cost = outcome.notes["task_cost"];
   if (task && typeof task === "object")
     lines.push(`task usage: ${JSON.stringify(task)}${typeof cost === "number" ? `, cost ${cost}` : ""}`);
-  if (outcome.content) lines.push("", outcome.content);
+  const streamed = options.streamed !== undefined && options.streamed.trim() === outcome.content.trim();
+  if (outcome.content && streamed) lines.push("(the answer is the one streamed above)");
+  else if (outcome.content) lines.push("", outcome.content);
   return lines.join("\n");
 }
 
+/** What {@link createEventPrinter} returns. */
+export interface EventPrinter {
+  /** Prints one event. */
+  event(event: TaskEvent): void;
+  /** Closes an open line of streamed text. */
+  end(): void;
+  /** The text of the last run of `model.delta` events (the streamed answer), if any. */
+  streamed(): string | undefined;
+}
+
 /**
- * Prints events as they arrive: `model.delta` text inline, as the answer streams in, and a newline before the
- * next other event. `end()` closes an open line of deltas.
+ * Prints events as they arrive. A run of `model.delta` events is shown as one: a line for its first event
+ * (`[  4] running  model.delta  streaming the answer:`), then their text as it arrives, so the numbers of the events
+ * that follow (`[ 15]`) skip the pieces; a newline closes it before the next other event.
  */
-export function createEventPrinter(write: (text: string) => void): { event(event: TaskEvent): void; end(): void } {
+export function createEventPrinter(write: (text: string) => void): EventPrinter {
   let inline = false;
+  let last: string | undefined;
   const end = () => {
     if (inline) write("\n");
     inline = false;
@@ -49,7 +66,12 @@ export function createEventPrinter(write: (text: string) => void): { event(event
     event(event) {
       const text = event.data?.["text"];
       if (event.type === "model.delta" && typeof text === "string") {
+        if (!inline) {
+          write(formatEvent({ ...event, message: "streaming the answer:" }) + "\n");
+          last = "";
+        }
         write(text);
+        last += text;
         inline = true;
         return;
       }
@@ -57,6 +79,7 @@ export function createEventPrinter(write: (text: string) => void): { event(event
       write(formatEvent(event) + "\n");
     },
     end,
+    streamed: () => last,
   };
 }
 

@@ -2,7 +2,7 @@
 import { randomUUID } from "node:crypto";
 import type { Command } from "commander";
 import { createInterface } from "node:readline/promises";
-import { parseTaskId, type TaskEvent } from "../../protocol/index.js";
+import { parseTaskId, TaskState, type SubmitReply, type TaskEvent } from "../../protocol/index.js";
 import { DirigentClient, RemoteError } from "../client.js";
 import { collect, commonOptions, parseInputs, setup, UsageError, type CommonFlags } from "./common.js";
 import { budgetFields, type BudgetFlags } from "./budget.js";
@@ -12,6 +12,9 @@ import { natsAuth } from "../nats/auth.js";
 import { embeddedModel } from "../model/embedded.js";
 import { createEventPrinter, formatOutcome } from "./output.js";
 import { startSystem, type SystemHandle } from "../system.js";
+import { connectNats } from "../nats/bus.js";
+import { DEFAULT_NATS_URL } from "../nats/connect.js";
+import { listStoredTasks, type ListedTask } from "../inspect/replay.js";
 import { messageOf } from "../../protocol/errors.js";
 
 interface RunFlags extends CommonFlags, BudgetFlags {
@@ -26,6 +29,41 @@ function taskIdFlag(value: string | undefined): string | undefined {
   if (value === undefined) return undefined;
   if (!parseTaskId(value)) throw new UsageError(`--task-id '${value}': must be 1–64 characters of [A-Za-z0-9_-]`);
   return value;
+}
+
+interface ListFlags extends CommonFlags {
+  state?: string;
+  since?: string;
+  limit: string;
+  json?: boolean;
+}
+
+function stateFlag(value: string): TaskState {
+  const parsed = TaskState.safeParse(value);
+  if (!parsed.success) throw new UsageError(`--state '${value}': one of ${TaskState.options.join(", ")}`);
+  return parsed.data;
+}
+
+const UNIT_MS: Record<string, number> = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+
+/** `--since`: an ISO-8601 time, or a duration before `now` (`15m`); milliseconds since the epoch. */
+export function sinceFlag(value: string, now: number): number {
+  const ago = /^(\d+)([smhd])$/.exec(value);
+  if (ago) return now - Number(ago[1]) * (UNIT_MS[ago[2] ?? "s"] ?? 1000);
+  const at = Date.parse(value);
+  if (Number.isNaN(at)) throw new UsageError(`--since '${value}': an ISO-8601 time or a duration such as 30s, 15m, 2h, 1d`);
+  return at;
+}
+
+/** The tasks as a table: id, state, time of the last event, the last event. */
+function formatTaskList(tasks: readonly ListedTask[]): string {
+  if (tasks.length === 0) return "no tasks\n";
+  const width = Math.max(7, ...tasks.map((t) => t.taskId.length));
+  const rows = tasks.map(
+    (t) =>
+      `${t.taskId.padEnd(width)}  ${t.state.padEnd(19)}  ${t.at.padEnd(24)}  ${t.type}${t.message ? `  ${t.message.replace(/[\u0000-\u001f\u007f-\u009f]/g, "?")}` : ""}`,
+  );
+  return [`${"TASK ID".padEnd(width)}  ${"STATE".padEnd(19)}  ${"LAST EVENT AT".padEnd(24)}  LAST EVENT`, ...rows].join("\n") + "\n";
 }
 
 function checkedId(value: string): string {
@@ -57,7 +95,7 @@ export function registerTaskCommands(program: Command): void {
       .option("--prompt <text>", "the task in words instead of a file: the runtime compiles it into a template first")
       .option("-i, --input <key=value>", "bind a template input (repeatable)", collect, [])
       .option("--task-id <id>", "choose the task id (idempotent submission)")
-      .option("--json", "print only the result, as JSON")
+      .option("--json", "one JSON object per line: every event as it happens, then the result")
       .option("-q, --quiet", "do not print events")
       .option("--max-tokens <n>", "token budget of the task, its subtasks included")
       .option("--max-cost <usd>", "cost budget of the task (needs a price table, DIRIGENT_MODEL_PRICES)")
@@ -92,22 +130,36 @@ export function registerTaskCommands(program: Command): void {
       if (placement.transport.kind === "memory") await startEmbedded();
       const client = new DirigentClient(placement.transport.bus, subjects);
       const printer = createEventPrinter((text) => process.stdout.write(text));
-      const print = flags.json || flags.quiet ? undefined : (e: TaskEvent) => printer.event(e);
+      // --json: every event as a JSON line as it happens, then the result as the last line.
+      const print = flags.json
+        ? (e: TaskEvent) => process.stdout.write(JSON.stringify(e) + "\n")
+        : flags.quiet
+          ? undefined
+          : (e: TaskEvent) => printer.event(e);
       // On a terminal, a question of the task (request_user_input) is asked here and the answer sent back.
       const onEvent = (e: TaskEvent) => {
+        announce(false);
         print?.(e);
         if (e.type === "continuation.input" && process.stdin.isTTY) void askUser(client, taskId, e.message ?? "");
       };
+      // The task id first, once the runtime took the task (its answer, or its first event if that comes sooner): what
+      // `status`, `input` and `cancel` need.
+      let announced = false;
+      const announce = (duplicate: boolean) => {
+        if (!announced && !flags.json) process.stdout.write(`task ${taskId}${duplicate ? " (duplicate: already submitted)" : ""}\n`);
+        announced = true;
+      };
+      const onSubmitted = (reply: SubmitReply) => announce(reply.status === "duplicate");
       let outcome;
       try {
-        outcome = await client.run({ ...source, inputs, taskId }, onEvent);
+        outcome = await client.run({ ...source, inputs, taskId }, onEvent, { onSubmitted });
       } catch (err) {
         if (!(err instanceof RemoteError && err.code === "NO_RESPONDERS") || system) rethrow(err);
         await startEmbedded();
-        outcome = await client.run({ ...source, inputs, taskId }, onEvent);
+        outcome = await client.run({ ...source, inputs, taskId }, onEvent, { onSubmitted });
       }
       printer.end();
-      process.stdout.write((flags.json ? JSON.stringify(outcome, null, 2) : formatOutcome(outcome)) + "\n");
+      process.stdout.write((flags.json ? JSON.stringify(outcome) : formatOutcome(outcome, { streamed: printer.streamed() })) + "\n");
       process.exitCode = outcome.status === "COMPLETE" ? 0 : 1;
     } finally {
       await system?.stop();
@@ -135,6 +187,35 @@ export function registerTaskCommands(program: Command): void {
       const reply = await client.submit({ ...source, inputs, ...(taskId ? { taskId } : {}) }).catch(rethrow);
       process.stdout.write(`${reply.taskId}${reply.status === "duplicate" ? " (duplicate: already submitted)" : ""}\n`);
     });
+  });
+
+  commonOptions(
+    program
+      .command("list")
+      .alias("ps")
+      .description("list the tasks with events in the last 24 h (the events stream), newest first")
+      .option("--state <states>", "only tasks in these states (comma-separated: queued, running, awaiting_input, completed, failed, …)")
+      .option("--since <time>", "only tasks with an event since then: an ISO-8601 time or a duration ago (30s, 15m, 2h, 1d)")
+      .option("--limit <n>", "print at most n tasks", "50")
+      .option("--json", "one JSON object per line"),
+  ).action(async (flags: ListFlags) => {
+    const states = flags.state === undefined ? undefined : new Set<string>(flags.state.split(",").map((s) => stateFlag(s.trim())));
+    const since = flags.since === undefined ? undefined : sinceFlag(flags.since, Date.now());
+    const limit = Number(flags.limit);
+    if (!Number.isInteger(limit) || limit < 1) throw new UsageError(`--limit '${flags.limit}': must be a positive integer`);
+    const { config, subjects } = setup(flags, "dirigent-list");
+    const url = config.nats ?? DEFAULT_NATS_URL;
+    const nc = await connectNats({ servers: url, name: "dirigent-list", ...natsAuth(config) }).catch((err: unknown) => {
+      throw new Error(`cannot reach NATS at ${url}: ${messageOf(err)} (start the runtime with 'dirigent up' or pass --nats URL)`);
+    });
+    try {
+      const tasks = (await listStoredTasks(nc, subjects))
+        .filter((t) => (states ? states.has(t.state) : true) && (since === undefined ? true : Date.parse(t.at) >= since))
+        .slice(0, limit);
+      process.stdout.write(flags.json ? tasks.map((t) => JSON.stringify(t) + "\n").join("") : formatTaskList(tasks));
+    } finally {
+      await nc.close();
+    }
   });
 
   commonOptions(program.command("status").description("print a task's state and result as JSON").argument("<id>", "task id")).action(

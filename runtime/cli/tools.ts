@@ -100,9 +100,9 @@ export function registerToolCommands(program: Command): void {
       if (model.note) process.stderr.write(`dirigent: ${model.note}\n`);
       try {
         const client = new DirigentClient(placement.transport.bus, subjects);
-        const outcome = await client.run({ xml, inputs, taskId: `demo-${randomUUID()}` }, (e) =>
-          process.stdout.write(formatEvent(e) + "\n"),
-        );
+        const taskId = `demo-${randomUUID()}`;
+        process.stdout.write(`task ${taskId}\n`);
+        const outcome = await client.run({ xml, inputs, taskId }, (e) => process.stdout.write(formatEvent(e) + "\n"));
         process.stdout.write(formatOutcome(outcome) + "\n");
         process.exitCode = outcome.status === "COMPLETE" ? 0 : 1;
       } finally {

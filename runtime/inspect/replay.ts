@@ -119,3 +119,73 @@ export function natsTaskReplay(nc: NatsConnection, subjects: Subjects): TaskRepl
     recent: (max) => readRecentTaskMessages(nc, subjects, max),
   };
 }
+
+/** One task as `dirigent list` shows it: its last stored event. */
+export interface ListedTask {
+  readonly taskId: string;
+  /** The task's state after its last event. */
+  readonly state: string;
+  /** The last event's type (`task.completed`, `model.turn`, …). */
+  readonly type: string;
+  /** ISO-8601 time of the last event. */
+  readonly at: string;
+  /** The last event's one-line summary. */
+  readonly message?: string;
+}
+
+const StreamSubjectsReply = z.object({
+  error: ApiError.optional(),
+  state: z.object({ subjects: z.record(z.string(), z.number()).optional() }).optional(),
+  total: z.number().optional(),
+  offset: z.number().optional(),
+  limit: z.number().optional(),
+});
+
+const ListedEvent = z.object({
+  taskId: z.string(),
+  state: z.string(),
+  type: z.string(),
+  at: z.string(),
+  message: z.string().optional(),
+});
+
+/**
+ * Every task with events in the events stream (kept 24 h), newest last event first, from read-only API requests
+ * (`STREAM.INFO` with a subject filter, paged by the server, then `STREAM.MSG.GET` of each task's last event), so
+ * the `inspector` NATS user may list them.
+ */
+export async function listStoredTasks(nc: NatsConnection, subjects: Subjects): Promise<ListedTask[]> {
+  const info = `${API}.STREAM.INFO.${subjects.eventsStream}`;
+  const names: string[] = [];
+  for (let offset = 0; ; ) {
+    const reply = await api(nc, info, { subjects_filter: subjects.anyTaskEvents, offset }, StreamSubjectsReply);
+    if (reply.error) {
+      if (reply.error.err_code === NO_STREAM) return [];
+      throw new ReplayError(`${info}: ${reply.error.description ?? reply.error.code}`);
+    }
+    const page = Object.keys(reply.state?.subjects ?? {});
+    names.push(...page);
+    offset += page.length;
+    if (page.length === 0 || reply.total === undefined || offset >= reply.total) break;
+  }
+  const get = `${API}.STREAM.MSG.GET.${subjects.eventsStream}`;
+  const out: ListedTask[] = [];
+  for (let i = 0; i < names.length; i += CONCURRENCY) {
+    const read = await Promise.all(
+      names.slice(i, i + CONCURRENCY).map(async (subject) => {
+        const reply = await api(nc, get, { last_by_subj: subject }, MsgGetReply);
+        // Aged out since the listing: absent.
+        if (reply.error || !reply.message?.data) return undefined;
+        try {
+          const event = ListedEvent.safeParse(JSON.parse(Buffer.from(reply.message.data, "base64").toString("utf8")));
+          return event.success ? event.data : undefined;
+        } catch {
+          return undefined;
+        }
+      }),
+    );
+    for (const e of read)
+      if (e) out.push({ taskId: e.taskId, state: e.state, type: e.type, at: e.at, ...(e.message ? { message: e.message } : {}) });
+  }
+  return out.sort((a, b) => (a.at < b.at ? 1 : a.at > b.at ? -1 : 0));
+}

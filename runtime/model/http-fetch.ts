@@ -7,7 +7,8 @@
  * (a method, headers, a string or byte body, an abort signal) and falls back to the global `fetch` for anything else
  * (a `Request` object, a stream or form body). Responses: a JSON body is read whole before the promise resolves (the
  * SDK's timeout then covers it); a streamed one (`text/event-stream`) resolves at its headers with a stream body.
- * gzip, deflate and br bodies are decoded, as `fetch` does.
+ * gzip, deflate and br bodies are decoded, as `fetch` does. A request whose reused socket the server closed before
+ * any answer is sent again on another ({@link STALE_SOCKET_RETRIES}).
  */
 import http from "node:http";
 import https from "node:https";
@@ -38,17 +39,32 @@ export function createHttpFetch(options: HttpFetchOptions = {}): typeof fetch {
   };
 }
 
-function send(url: URL, init: Init, module: typeof http | typeof https, agent: http.Agent): Promise<Response> {
+/**
+ * Times a request is sent again after a kept-alive socket it reused was closed under it before any answer (the
+ * server closed the idle socket as the request went out: a race every keep-alive client meets). The request never
+ * reached the server's handler, so sending it again repeats nothing. A fresh socket's failure is never retried here.
+ */
+const STALE_SOCKET_RETRIES = 3;
+
+function send(
+  url: URL,
+  init: Init,
+  module: typeof http | typeof https,
+  agent: http.Agent,
+  staleRetries = STALE_SOCKET_RETRIES,
+): Promise<Response> {
   const headers: Record<string, string> = {};
   if (init.headers) new Headers(init.headers).forEach((value, name) => (headers[name] = value));
   const body = init.body as string | Uint8Array | null | undefined;
   if (body !== undefined && body !== null && headers["content-length"] === undefined)
     headers["content-length"] = String(typeof body === "string" ? Buffer.byteLength(body) : body.byteLength);
   return new Promise<Response>((resolve, reject) => {
+    let answered = false;
     const request = module.request(
       url,
       { method: init.method ?? "GET", headers, agent, ...(init.signal ? { signal: init.signal } : {}) },
       (res) => {
+        answered = true;
         res.on("error", reject);
         const responseHeaders = new Headers();
         for (const [name, value] of Object.entries(res.headers))
@@ -71,7 +87,11 @@ function send(url: URL, init: Init, module: typeof http | typeof https, agent: h
         }
       },
     );
-    request.on("error", reject);
+    request.on("error", (err: NodeJS.ErrnoException) => {
+      const stale = request.reusedSocket && staleRetries > 0 && (err.code === "ECONNRESET" || err.code === "EPIPE");
+      if (stale && init.signal?.aborted !== true && !answered) resolve(send(url, init, module, agent, staleRetries - 1));
+      else reject(err);
+    });
     request.end(body ?? undefined);
   });
 }

@@ -13,6 +13,8 @@
  * (CVE-2023-47090).
  */
 import { createSubjects, DEFAULT_ROOT } from "../../protocol/index.js";
+import { list, quote } from "./conf-syntax.js";
+import { renderToolServiceUsers } from "./tool-service-users.js";
 
 /** The NATS users of a deployment: the four runtime roles, clients that submit work, and read-only inspectors. */
 export const NATS_ROLES = ["submitter", "director", "evaluator", "handler", "memory", "supervisor", "inspector"] as const;
@@ -100,7 +102,7 @@ const inboxOf = (root: string, role: NatsRole | "admin") => `${userInboxPrefix(n
  * What every runtime role may do besides its own subjects: publish its actors' inspection messages
  * (`<root>.inspect.<role>.<kind>`, when `DIRIGENT_INSPECT` is on), under its own role name only; answer pings
  * (`<root>.ping`: every process answers, into the inbox of the submitter or of the runtime role that asks) and ping;
- * read and write the bodies bucket (a request or answer larger than one message, runtime/nats/bodies.ts).
+ * read and write the bodies bucket (a request or answer larger than one message, runtime/nats/chunks.ts).
  */
 const runtimeCommon = (root: string, role: string): RolePermissions => ({
   publish: [
@@ -208,6 +210,8 @@ function ownPermissions(root: string): Record<NatsRole, RolePermissions> {
         `${API}.INFO`,
         ...kvStore(s.turnsBucket),
         s.serviceInfo,
+        // One service's own discovery subject (`$SRV.INFO.<service>`), which only that service's user may receive.
+        s.anyServiceInfo,
         s.servicePing,
         s.anyTool,
         // Free slots reported, and requests passed on to a Handler with one free (actors/handler/peers.ts).
@@ -271,10 +275,13 @@ export interface RenderOptions {
    * `$DIRIGENT_NATS_ADMIN_PASSWORD` (`$DIRIGENT_NATS_<ROOT>_ADMIN_PASSWORD`).
    */
   admin?: boolean;
+  /**
+   * Tool services to add a user for, under each root (`dirigent nats-conf --tool-service weather`):
+   * see {@link renderToolServiceUsers}.
+   */
+  toolServices?: readonly string[];
 }
 
-const quote = (value: string) => JSON.stringify(value);
-const list = (items: readonly string[]) => `[${items.map(quote).join(", ")}]`;
 /** One entry of the `users` list. */
 const userEntry = (user: string, variable: string, p: RolePermissions) => [
   `    { user: ${/^[a-z0-9_]+$/.test(user) ? user : quote(user)}, password: $${variable}, permissions: {`,
@@ -288,7 +295,7 @@ const userEntry = (user: string, variable: string, p: RolePermissions) => [
  * a server that already has users (`dirigent nats-conf --users`). With `devUser`, runtime roles may also answer
  * clients without credentials (the `dev` user's `_INBOX`).
  */
-export function renderUsers(root: string, options: Pick<RenderOptions, "admin" | "devUser"> = {}): string[] {
+export function renderUsers(root: string, options: Pick<RenderOptions, "admin" | "devUser" | "toolServices"> = {}): string[] {
   const permissions = rolePermissions(root);
   const lines: string[] = [];
   for (const role of NATS_ROLES) {
@@ -310,6 +317,7 @@ export function renderUsers(root: string, options: Pick<RenderOptions, "admin" |
       }),
     );
   }
+  if (options.toolServices) lines.push(...renderToolServiceUsers(root, options.toolServices));
   return lines;
 }
 

@@ -1,6 +1,7 @@
 /**
  * Request/reply and JetStream writes on one NATS connection through a single reply subscription of its own
- * (`<inbox prefix>.<nuid>.<token>`), shared by the connection's bus, task stores and work queue.
+ * (`<inbox prefix>.<nuid>.<token>`), shared by the connection's bus, task stores and work queue. Each request's token
+ * is crypto-random: one who sees a reply subject (a tool service answering its call) cannot tell the next ones.
  *
  * Why not `nc.request` and the JetStream client: each of their requests allocates errors (with a stack) and
  * deferreds whether or not it fails, and the JetStream client wraps every publish in more of the same. On the task
@@ -8,6 +9,7 @@
  * Here a request is one publish with a reply subject, one map entry and one timer; a JetStream write is a request
  * whose answer is the stream's JSON acknowledgement.
  */
+import { randomUUID } from "node:crypto";
 import { createInbox, headers as natsHeaders, type Msg, type MsgHdrs, type NatsConnection } from "@nats-io/transport-node";
 import { NoRespondersError, RequestTimeoutError, TransportError } from "../../actors/bus.js";
 import { MSG_ID_HEADER } from "../../protocol/index.js";
@@ -74,7 +76,6 @@ export class NatsWire {
   readonly #pending = new Map<string, Pending>();
   /** Whether each stream read so far answers direct gets (from its configuration, asked once). */
   readonly #direct = new Map<string, Promise<boolean>>();
-  #next = 0;
 
   constructor(nc: NatsConnection, inboxPrefix: string) {
     this.#nc = nc;
@@ -129,9 +130,13 @@ export class NatsWire {
     else pending.settle?.(undefined, msg);
   }
 
+  /**
+   * A request's reply token: 122 random bits (Node draws them from a cached pool, so this costs no system call per
+   * request). Not a counter: a service that answered one request could otherwise predict the reply subjects of the
+   * connection's next ones and answer them first (issue 31).
+   */
   #token(): string {
-    this.#next = (this.#next + 1) % Number.MAX_SAFE_INTEGER;
-    return this.#next.toString(36);
+    return randomUUID();
   }
 
   /**

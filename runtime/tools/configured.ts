@@ -19,7 +19,7 @@ type SourceConfig = Pick<
   Config,
   "mcpConfig" | "workspaceRoot" | "sandbox" | "sandboxNetwork" | "sandboxReadOnly" | "natsPasswordFile" | "natsCreds" | "dataDir"
 > &
-  Partial<Pick<Config, "natsTools" | "toolDiscoveryMs" | "openaiApiKey" | "natsPassword" | "natsToken" | "providers">>;
+  Partial<Pick<Config, "natsTools" | "toolDiscoveryMs" | "natsToolAllow" | "openaiApiKey" | "natsPassword" | "natsToken" | "providers">>;
 
 /**
  * Starts the configured sources. Servers with `"sandbox": true` run in the sandbox of `run_script`.
@@ -40,6 +40,7 @@ export async function configuredSources(
   const found = await startNatsToolSource(nats.connection, {
     subjects: nats.subjects,
     rediscoverMs: config.toolDiscoveryMs ?? DEFAULTS.toolDiscoveryMs,
+    allow: config.natsToolAllow ?? [],
     ...(log ? { log } : {}),
   });
   return [...mcp, found];

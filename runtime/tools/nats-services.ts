@@ -9,9 +9,14 @@
  *   schema: the tool is left out, logged);
  * - `dirigent.tool.idempotent` = `"true"`: a repeat does no harm (a call in flight in a crashed Handler runs again).
  *
- * The tool's name is the endpoint's `name`; its `subject` must be under `<root>.tools.` (the subjects the Handler's
- * NATS user may publish to). A call is a request to that subject whose body is the arguments as JSON; the reply body
- * is the result; a reply with a `Nats-Service-Error` header is an error the model reads.
+ * The tool's name is the endpoint's `name`; its `subject` must be under `<root>.tools.<service>.`, the subjects of its
+ * own service (the only ones that service's NATS user may receive, `dirigent nats-conf --tool-service`). A call is a
+ * request to that subject whose body is the arguments as JSON; the reply body is the result; a reply with a
+ * `Nats-Service-Error` header is an error the model reads.
+ *
+ * With an allowlist (`DIRIGENT_NATS_TOOL_ALLOW`: `<service>/<tool>`, `<service>/*`), each listed service is also asked
+ * by name (`$SRV.INFO.<service>`, which only its own user may receive) and only those answers describe its tools: a
+ * service answering `$SRV.INFO` under another's name is not believed. A service or tool not on the list is not offered.
  */
 import type { Msg, NatsConnection } from "@nats-io/transport-node";
 import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv";
@@ -19,6 +24,8 @@ import type { Subjects } from "../../protocol/index.js";
 import { silentLogger, type Logger } from "../../actors/deps.js";
 import { messageOf } from "../../protocol/errors.js";
 import { wireOf } from "../nats/wire.js";
+import { TOOL_SERVICE_NAME } from "../nats/tool-service-users.js";
+import { ENV_NAMES } from "../config-names.js";
 import { TOOL_NAME_PATTERN, type ToolSource, type ToolSpec } from "./source.js";
 
 /** How long the answers to one `$SRV.INFO` request are gathered by default. */
@@ -41,6 +48,32 @@ export interface NatsToolOptions {
   rediscoverMs: number;
   /** How long the answers of one discovery are gathered; {@link DISCOVERY_WINDOW_MS} by default. */
   windowMs?: number;
+  /** The operator's allowlist (`weather/get_weather`, `calc/*`); empty or absent: every service's tools. */
+  allow?: readonly string[];
+}
+
+/** The setting that holds the allowlist, named in what is logged. */
+const ALLOW_SETTING = ENV_NAMES.natsToolAllow;
+
+/** One answer to a discovery request: its body, and the service asked by name (`$SRV.INFO.<service>`) if it was. */
+export interface InfoAnswer {
+  data: Uint8Array;
+  asked?: string | undefined;
+}
+
+/** The allowlist by service: the tool names allowed, or `"*"` for all of them. */
+type Allowlist = ReadonlyMap<string, ReadonlySet<string> | "*">;
+
+/** The allowlist of `entries` (`<service>/<tool>`, `<service>/*`, as the configuration checked them). */
+export function allowlistOf(entries: readonly string[]): Allowlist {
+  const allow = new Map<string, Set<string> | "*">();
+  for (const entry of entries) {
+    const [service = "", tool = ""] = entry.split("/");
+    const known = allow.get(service);
+    if (tool === "*" || known === "*") allow.set(service, "*");
+    else allow.set(service, new Set([...(known ?? []), tool]));
+  }
+  return allow;
 }
 
 /** A tool as a service offers it. */
@@ -68,14 +101,19 @@ const decoder = new TextDecoder();
 const encoder = new TextEncoder();
 const isRecord = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === "object" && !Array.isArray(v);
 
-/** Sends one `$SRV.INFO` request and gathers the answers for `windowMs`. */
-async function gatherInfo(nc: NatsConnection, subjects: Subjects, windowMs: number): Promise<Msg[]> {
-  const answers: Msg[] = [];
-  const cancel = wireOf(nc).requestMany(subjects.serviceInfo, new Uint8Array(0), (msg) => {
-    if (msg.data.length > 0) answers.push(msg);
-  });
+/**
+ * Sends a `$SRV.INFO` request, and one `$SRV.INFO.<service>` per service of `named`, and gathers the answers for
+ * `windowMs`.
+ */
+async function gatherInfo(nc: NatsConnection, subjects: Subjects, windowMs: number, named: readonly string[]): Promise<InfoAnswer[]> {
+  const answers: InfoAnswer[] = [];
+  const ask = (subject: string, asked: string | undefined) =>
+    wireOf(nc).requestMany(subject, new Uint8Array(0), (msg: Msg) => {
+      if (msg.data.length > 0) answers.push({ data: msg.data, asked });
+    });
+  const cancels = [ask(subjects.serviceInfo, undefined), ...named.map((service) => ask(subjects.serviceInfoOf(service), service))];
   await new Promise((resolve) => setTimeout(resolve, windowMs));
-  cancel();
+  for (const cancel of cancels) cancel();
   return answers;
 }
 
@@ -86,13 +124,16 @@ async function gatherInfo(nc: NatsConnection, subjects: Subjects, windowMs: numb
  * on two subjects at once is left out, both named: which one the operator meant is not known.
  */
 export function toolsOfInfo(
-  answers: readonly Uint8Array[],
+  answers: readonly (Uint8Array | InfoAnswer)[],
   subjects: Subjects,
   bound: ReadonlyMap<string, string> = new Map(),
+  allow: Allowlist = new Map(),
 ): { found: Found[]; problems: string[] } {
   const problems: string[] = [];
   const byName = new Map<string, Found[]>();
-  for (const data of answers) {
+  const unlisted = new Set<string>();
+  for (const answer of answers) {
+    const { data, asked } = answer instanceof Uint8Array ? { data: answer, asked: undefined } : answer;
     let info: unknown;
     try {
       info = JSON.parse(decoder.decode(data));
@@ -101,7 +142,23 @@ export function toolsOfInfo(
     }
     if (!isRecord(info) || info["type"] !== INFO_RESPONSE_TYPE || !Array.isArray(info["endpoints"])) continue;
     const service = typeof info["name"] === "string" ? info["name"] : "(unnamed)";
-    for (const endpoint of info["endpoints"] as unknown[]) {
+    const endpoints = (info["endpoints"] as unknown[]).filter(isRecord);
+    if (allow.size > 0) {
+      // A listed service is read from the answers to its own discovery subject only: an answer to `$SRV.INFO` can
+      // come from any service, under any name. An unlisted one is told once, if it offers tools under this root.
+      if (asked !== undefined && asked !== service) continue;
+      if (asked === undefined) {
+        const here = endpoints.some((e) => String(e["subject"]).startsWith(subjects.toolPrefix));
+        if (!allow.has(service) && here && !unlisted.has(service)) {
+          unlisted.add(service);
+          problems.push(`NATS service '${service}' not offered: it is not in ${ALLOW_SETTING}`);
+        }
+        continue;
+      }
+    }
+    const allowed = allow.get(service);
+    const own = `${subjects.toolPrefix}${service}.`;
+    for (const endpoint of endpoints) {
       if (!isRecord(endpoint)) continue;
       const metadata = isRecord(endpoint["metadata"]) ? endpoint["metadata"] : {};
       const description = metadata[META_DESCRIPTION];
@@ -113,8 +170,16 @@ export function toolsOfInfo(
         leftOut(`its name does not match ${TOOL_NAME_PATTERN.source}`);
         continue;
       }
-      if (!subject.startsWith(subjects.toolPrefix) || subject.length === subjects.toolPrefix.length) {
-        leftOut(`its subject '${subject}' is not under '${subjects.anyTool}' (the subjects the Handler calls tools on)`);
+      if (!TOOL_SERVICE_NAME.test(service)) {
+        leftOut(`the service's name does not match ${TOOL_SERVICE_NAME.source}`);
+        continue;
+      }
+      if (!subject.startsWith(own) || subject.length === own.length) {
+        leftOut(`its subject '${subject}' is not under '${subjects.toolServiceSubjects(service)}' (its service's own subjects)`);
+        continue;
+      }
+      if (allowed !== undefined && allowed !== "*" && !allowed.has(name)) {
+        leftOut(`it is not in ${ALLOW_SETTING}`);
         continue;
       }
       let parameters: Record<string, unknown> | undefined;
@@ -160,6 +225,12 @@ export function toolsOfInfo(
 export async function startNatsToolSource(nc: NatsConnection, options: NatsToolOptions): Promise<NatsToolSource> {
   const { subjects, rediscoverMs } = options;
   const log = options.log ?? silentLogger;
+  const allow = allowlistOf(options.allow ?? []);
+  if (allow.size === 0)
+    log.warn(
+      {},
+      `NATS service tools: ${ALLOW_SETTING} is empty, so every service's tools are offered; name the services and tools you mean (docs/tools.md)`,
+    );
   const windowMs = options.windowMs ?? DISCOVERY_WINDOW_MS;
   const validator = new AjvJsonSchemaValidator();
   const watchers: Array<() => void> = [];
@@ -235,12 +306,8 @@ export async function startNatsToolSource(nc: NatsConnection, options: NatsToolO
     let found: Found[];
     let problems: string[];
     try {
-      const answers = await gatherInfo(nc, subjects, windowMs);
-      ({ found, problems } = toolsOfInfo(
-        answers.map((m) => m.data),
-        subjects,
-        bound,
-      ));
+      const answers = await gatherInfo(nc, subjects, windowMs, [...allow.keys()]);
+      ({ found, problems } = toolsOfInfo(answers, subjects, bound, allow));
     } catch (err) {
       log.error({}, `NATS service tools: discovery failed: ${messageOf(err)}; the tools found before stay offered`);
       return;

@@ -59,6 +59,71 @@ describe("dirigent CLI", () => {
     expect(run.output()).toMatch(/result: COMPLETE[\s\S]*embedded answer/);
   });
 
+  it("run prints the task id first; list (and ps) shows the tasks, filtered by state and time", async () => {
+    const root = randomRoot();
+    const file = join(dir, "listed.xml");
+    writeFileSync(file, "<task><description>hello</description></task>");
+    const run = startCli(["run", file, "--task-id", "cli-listed-1", "--nats", server.url, "--prefix", root], modelEnv());
+    expect(await run.exited).toBe(0);
+    expect(run.stdout().split("\n")[0]).toBe("task cli-listed-1");
+    const generated = startCli(["run", file, "-q", "--nats", server.url, "--prefix", root], modelEnv());
+    expect(await generated.exited).toBe(0);
+    const generatedId = /^task (\S+)\n/.exec(generated.stdout())?.[1];
+    expect(generatedId).toMatch(/^[0-9a-f-]{36}$/);
+
+    const list = startCli(["list", "--nats", server.url, "--prefix", root]);
+    expect(await list.exited).toBe(0);
+    expect(list.stdout()).toMatch(/^TASK ID\s+STATE\s+LAST EVENT AT\s+LAST EVENT\n/);
+    expect(list.stdout()).toMatch(/cli-listed-1\s+completed\s+\S+\s+task\.completed/);
+    expect(list.stdout()).toContain(generatedId);
+
+    const json = startCli(["ps", "--json", "--state", "completed", "--since", "1h", "--nats", server.url, "--prefix", root]);
+    expect(await json.exited).toBe(0);
+    const rows = json
+      .stdout()
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l) as { taskId: string; state: string });
+    expect(rows.map((r) => r.taskId).sort()).toEqual(["cli-listed-1", generatedId].sort());
+    expect(rows.every((r) => r.state === "completed")).toBe(true);
+
+    const none = startCli(["list", "--state", "failed", "--nats", server.url, "--prefix", root]);
+    expect(await none.exited).toBe(0);
+    expect(none.stdout()).toBe("no tasks\n");
+    const future = startCli(["list", "--since", new Date(Date.now() + 3_600_000).toISOString(), "--nats", server.url, "--prefix", root]);
+    expect(await future.exited).toBe(0);
+    expect(future.stdout()).toBe("no tasks\n");
+    const bad = startCli(["list", "--state", "done", "--nats", server.url, "--prefix", root]);
+    expect(await bad.exited).toBe(2);
+    expect(bad.output()).toMatch(/--state 'done': one of queued, running/);
+  });
+
+  it("run --json writes every event as a JSON line as it happens, then the result; --stream prints the answer once", async () => {
+    const root = randomRoot();
+    const file = join(dir, "jsonl.xml");
+    writeFileSync(file, "<task><description>hello</description></task>");
+    const json = startCli(["run", file, "--json", "--task-id", "cli-jsonl-1", "--nats", server.url, "--prefix", root], modelEnv());
+    expect(await json.exited).toBe(0);
+    const lines = json
+      .stdout()
+      .trimEnd()
+      .split("\n")
+      .map((l) => JSON.parse(l) as { taskId: string; seq?: number; type?: string; status?: string; content?: string });
+    const events = lines.slice(0, -1);
+    expect(events.map((e) => e.type)).toEqual(expect.arrayContaining(["task.queued", "task.running", "node.started", "task.completed"]));
+    expect(events.every((e) => e.taskId === "cli-jsonl-1")).toBe(true);
+    expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i + 1));
+    expect(lines.at(-1)).toMatchObject({ taskId: "cli-jsonl-1", status: "COMPLETE", content: "embedded answer" });
+
+    const stream = startCli(["run", file, "--stream", "--nats", server.url, "--prefix", root], modelEnv());
+    expect(await stream.exited).toBe(0);
+    const out = stream.stdout();
+    expect(out.split("embedded answer")).toHaveLength(2);
+    // The pieces are announced by their first event, and printed as they arrived, before the events after them.
+    expect(out).toMatch(/\[\s*\d+\] running\s+model\.delta  streaming the answer:\nembedded answer\n\[\s*\d+\] running\s+model\.turn/);
+    expect(out).toMatch(/result: COMPLETE\n[\s\S]*\(the answer is the one streamed above\)\n$/);
+  });
+
   it("run prints each step (step n/N) and each iteration (iteration n/max) as it happens", async () => {
     const steps = join(dir, "steps.xml");
     writeFileSync(

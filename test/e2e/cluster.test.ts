@@ -73,7 +73,7 @@ describe("a three-node NATS cluster with replicas 3", () => {
     const args = ["--nats", cluster.url, "--prefix", root, "--replicas", "3", "--concurrency", String(CONCURRENCY)];
     for (const role of ["memory", "handler", "evaluator", "director"] as const)
       for (let i = 0; i < LAYOUT[role]; i++) processes.push(startCli(["worker", "--role", role, ...args], env));
-    await Promise.all(processes.map((p) => p.waitFor(/ready/, 30_000)));
+    await Promise.all(processes.map((p) => p.waitFor(/ready/, 90_000)));
 
     const nc: NatsConnection = await connect({ servers: [...cluster.urls], maxReconnectAttempts: -1, reconnectTimeWait: 250 });
     // A short API timeout: a request to a stream without a leader goes unanswered, and is asked again sooner.
@@ -98,12 +98,12 @@ describe("a three-node NATS cluster with replicas 3", () => {
     };
 
     // Results as published (a plain subscription, for progress and timing); the events stream is counted at the end.
-    const results = new Recorder<{ taskId: string; status: string; at: number; content?: string }>();
+    const results = new Recorder<{ taskId: string; status: string; at: number; content?: string; error?: unknown }>();
     const subscription = nc.subscribe(subjects.anyTaskResult, {
       callback: (_err, m) => {
-        const { taskId, status, content } = m.json<{ taskId: string; status: string; content: string }>();
+        const { taskId, status, content, error } = m.json<{ taskId: string; status: string; content: string; error?: unknown }>();
         // What a task that did not complete says about why.
-        results.push({ taskId, status, at: Date.now(), ...(status === "COMPLETE" ? {} : { content: content.slice(0, 500) }) });
+        results.push({ taskId, status, at: Date.now(), ...(status === "COMPLETE" ? {} : { content: content.slice(0, 500), error }) });
       },
     });
     const distinct = () => new Set(results.values.map((r) => r.taskId)).size;
@@ -139,26 +139,26 @@ describe("a three-node NATS cluster with replicas 3", () => {
       };
       await submitRange(0, TASKS / 2);
 
-      await results.until(() => distinct() >= 60, "60 results before the first kill", 30_000);
+      await results.until(() => distinct() >= 60, "60 results before the first kill", 60_000);
       const first = await killLeader();
-      await results.until(() => distinct() >= 130, "130 results after the first kill", 30_000);
+      await results.until(() => distinct() >= 130, "130 results after the first kill", 60_000);
       await cluster.start(first);
       // Back once it is a current replica of the intake stream again.
-      for (const deadline = Date.now() + 15_000; ; await delay(100)) {
+      for (const deadline = Date.now() + 60_000; ; await delay(100)) {
         const replicas = (await api(() => jsm.streams.info(subjects.intakeStream))).cluster?.replicas ?? [];
         if (replicas.some((r) => r.name === first && r.current)) break;
         if (Date.now() > deadline) throw new Error(`${first} did not catch up`);
       }
       await submitRange(TASKS / 2, TASKS);
-      await results.until(() => distinct() >= 180, "180 results before the second kill", 30_000);
+      await results.until(() => distinct() >= 180, "180 results before the second kill", 60_000);
       const second = await killLeader();
-      await results.until(() => distinct() >= 240, "240 results after the second kill", 30_000);
+      await results.until(() => distinct() >= 240, "240 results after the second kill", 60_000);
       await cluster.start(second);
       const ids = Array.from({ length: TASKS }, (_, n) => taskIdOf(n));
       const storedResults = async () =>
         (await api(() => jsm.streams.info(subjects.eventsStream, { subjects_filter: subjects.anyTaskResult }))).state.subjects ?? {};
       // The client may have missed a result while it reconnected: the events stream has them all.
-      for (const deadline = Date.now() + 30_000; ; await delay(200)) {
+      for (const deadline = Date.now() + 60_000; ; await delay(200)) {
         const stored = await storedResults();
         const missing = ids.filter((id) => !stored[subjects.taskResult(id)]);
         if (missing.length === 0) break;
@@ -174,7 +174,7 @@ describe("a three-node NATS cluster with replicas 3", () => {
       const elapsed = Date.now() - started;
 
       // Nothing more is on its way once every intake message is acked; then count.
-      for (const deadline = Date.now() + 20_000; ; await delay(100)) {
+      for (const deadline = Date.now() + 60_000; ; await delay(100)) {
         const info = await api(() => jsm.consumers.info(subjects.intakeStream, subjects.directorConsumer));
         if (info.num_pending + info.num_ack_pending === 0) break;
         if (Date.now() > deadline) throw new Error(`intake not drained: ${info.num_pending} pending, ${info.num_ack_pending} unacked`);

@@ -107,6 +107,35 @@ describe("createHttpFetch", () => {
     await expect(httpFetch(`http://127.0.0.1:${port}/`)).rejects.toMatchObject({ code: "ECONNREFUSED" });
   });
 
+  it("sends a request again on a new socket when the kept-alive socket it reused is closed before any answer", async () => {
+    // The server closes a kept-alive socket as its next request comes (as one whose idle timeout ran out just then
+    // would): the request never reached a handler.
+    const seen = new Map<object, number>();
+    let handled = 0;
+    const closing = createServer((req, res) => {
+      const n = (seen.get(req.socket) ?? 0) + 1;
+      seen.set(req.socket, n);
+      if (n > 1) return void req.socket.destroy();
+      handled++;
+      req.resume();
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(JSON.stringify({ n: handled }));
+    });
+    await new Promise<void>((resolve) => closing.listen(0, "127.0.0.1", resolve));
+    const url = `http://127.0.0.1:${(closing.address() as AddressInfo).port}/`;
+    try {
+      const own = createHttpFetch();
+      expect(await (await own(url, { method: "POST", body: "first" })).json()).toEqual({ n: 1 });
+      expect(await (await own(url, { method: "POST", body: "second" })).json()).toEqual({ n: 2 });
+      // Each answer came on its own socket, and the second request was handled once.
+      expect(seen.size).toBe(2);
+      expect(handled).toBe(2);
+    } finally {
+      closing.closeAllConnections();
+      await new Promise((resolve) => closing.close(resolve));
+    }
+  });
+
   it("leaves what it does not cover to fetch: a Request object", async () => {
     const res = await httpFetch(new Request(`${base}/echo`, { method: "PUT", body: "req" }));
     expect(await res.json()).toMatchObject({ method: "PUT", body: "req" });

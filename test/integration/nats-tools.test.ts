@@ -116,13 +116,13 @@ describe("the NATS service tool source", () => {
     try {
       expect(tools.definitions.map((d) => d.function.name)).toContain("get_weather");
       await stopService(child);
-      await interestGone(`${createSubjects(root).toolPrefix}get_weather`);
+      await interestGone(`${createSubjects(root).toolPrefix}weather.get_weather`);
       const answer = await tools.run(
         { id: "c1", type: "function", function: { name: "get_weather", arguments: '{"city":"Oslo"}' } },
         new AbortController().signal,
       );
       expect(answer.content).toMatch(
-        /^error: 'get_weather' has no responders on '.*\.tools\.get_weather' now \(its service stopped\); the tools offered were updated/,
+        /^error: 'get_weather' has no responders on '.*\.tools\.weather\.get_weather' now \(its service stopped\); the tools offered were updated/,
       );
       await changed;
       expect(tools.definitions).toEqual([]);

@@ -12,6 +12,7 @@ import { loadConfig, type Config } from "../../runtime/config.js";
 import { startMockLlm, type MockLlmServer } from "../../runtime/model/mock-server.js";
 import { connectNats, type NatsConnection } from "../../runtime/nats/bus.js";
 import { NATS_ROLES, natsUser, passwordVariable, renderAuthorization, type NatsRole } from "../../runtime/nats/permissions.js";
+import { toolServicePasswordVariable, toolServiceUser } from "../../runtime/nats/tool-service-users.js";
 import { startSystem, type SystemHandle } from "../../runtime/system.js";
 import { openNatsTransport, type OpenTransport } from "../../runtime/transport.js";
 import { randomRoot, startTestNatsServer, type TestNatsServer } from "./nats-server.js";
@@ -37,10 +38,22 @@ export interface PermissionsStack {
   violations: () => string[];
   /** A plain connection as a role's user, closed after the tests. */
   connectAs: (role: NatsRole) => Promise<NatsConnection>;
+  /** The credentials of a tool service's user (one of {@link PermissionsStackOptions.toolServices}). */
+  asToolService: (service: string) => { user: string; pass: string };
+}
+
+/** Options of {@link usePermissionsStack}. */
+export interface PermissionsStackOptions {
+  /** Tool services whose users the configuration has (`dirigent nats-conf --tool-service`). */
+  toolServices?: readonly string[];
+  /** Settings of every role's system over the stack's own (`natsTools` for the Handler's tools of NATS services). */
+  config?: Partial<Config>;
+  /** Runs once the server is up, before the roles start (tool services the Handler finds at its start). */
+  beforeRoles?: (stack: PermissionsStack) => Promise<void>;
 }
 
 /** Starts the stack before the file's tests and stops it after them. */
-export function usePermissionsStack(): PermissionsStack {
+export function usePermissionsStack(options: PermissionsStackOptions = {}): PermissionsStack {
   const root = randomRoot();
   const subjects = createSubjects(root);
   const passwords = Object.fromEntries(NATS_ROLES.map((role) => [role, randomBytes(12).toString("hex")])) as Record<NatsRole, string>;
@@ -51,6 +64,9 @@ export function usePermissionsStack(): PermissionsStack {
   const connections: NatsConnection[] = [];
 
   const as = (role: NatsRole) => ({ user: natsUser(root, role), pass: passwords[role] });
+  const toolServices = options.toolServices ?? [];
+  const servicePasswords = new Map(toolServices.map((service) => [service, randomBytes(12).toString("hex")]));
+  const asToolService = (service: string) => ({ user: toolServiceUser(root, service), pass: servicePasswords.get(service) ?? "" });
   const violations = () =>
     server
       .stderr()
@@ -72,13 +88,17 @@ export function usePermissionsStack(): PermissionsStack {
     as,
     violations,
     connectAs,
+    asToolService,
   };
 
   beforeAll(async () => {
     // The production form: passwords from variables (here set in the file), no `dev` user, no anonymous clients.
-    const variables = Object.fromEntries(NATS_ROLES.map((role) => [passwordVariable(role, root), passwords[role]]));
+    const variables = Object.fromEntries([
+      ...NATS_ROLES.map((role) => [passwordVariable(role, root), passwords[role]]),
+      ...toolServices.map((service) => [toolServicePasswordVariable(root, service), servicePasswords.get(service)]),
+    ]);
     server = await startTestNatsServer({
-      config: `max_payload: 2MB\njetstream { store_dir: ".dirigent/jetstream" }\n${renderAuthorization(root, { variables })}`,
+      config: `max_payload: 2MB\njetstream { store_dir: ".dirigent/jetstream" }\n${renderAuthorization(root, { variables, toolServices })}`,
       // PERM_TRACE=/tmp/trace.log: a protocol trace of every user's subjects, to revise the permission sets (the
       // log then goes to the file, so the tests that read violations from stderr fail).
       ...(process.env["PERM_TRACE"] ? { args: ["-DV", "-l", process.env["PERM_TRACE"]] } : {}),
@@ -110,7 +130,9 @@ export function usePermissionsStack(): PermissionsStack {
       modelMaxRetries: 0,
       model: "mock-model",
       inspect: true,
+      ...options.config,
     };
+    await options.beforeRoles?.(stack);
     // Each role in its own connection, as its own user, opening only its own stores.
     for (const role of RUNTIME) {
       const transport = await openNatsTransport(server.url, subjects, {
