@@ -12,6 +12,7 @@ import { startCompiler } from "../actors/compiler/compiler.js";
 import { startMemory } from "../actors/memory/memory.js";
 import type { IndexStore } from "../actors/memory/index-store.js";
 import { answersOnly, type CallModel } from "../actors/model.js";
+import { embeddedModel } from "./model/embedded.js";
 import { createModelClient } from "./model/openai.js";
 import { modelClientConfig, providerKeys, withProviders } from "./model/providers.js";
 import { createToolset, toolSelection } from "./tools/toolset.js";
@@ -96,6 +97,11 @@ export interface SystemHandle extends AsyncDisposable {
   readonly roles: readonly Role[];
   readonly subjects: Subjects;
   readonly transport: Transport;
+  /**
+   * The URL of the offline mock model this system started because no model was configured (no `OPENAI_API_KEY`,
+   * `OPENAI_BASE_URL` or `callModel`); absent when it uses a configured one.
+   */
+  readonly offlineModelUrl?: string;
   /** This process's id in its answers to `<root>.ping` (see runtime/health.ts). */
   readonly processId: string;
   /** Where Prometheus scrapes this process's metrics (`DIRIGENT_METRICS_PORT`); absent: no metrics. */
@@ -106,10 +112,15 @@ export interface SystemHandle extends AsyncDisposable {
 
 /** Starts roles on a transport. */
 export async function startSystem(options: SystemOptions): Promise<SystemHandle> {
-  const { config, transport } = options;
+  const { transport } = options;
   const roles = options.roles ?? ROLES;
-  const subjects = createSubjects(config.prefix);
   const log = options.log ?? silentLogger;
+  // As the CLI does: a Handler with no model configured (no OPENAI_API_KEY, no OPENAI_BASE_URL, no callModel) answers
+  // with the offline mock model, and says so, rather than trying the public API without a key.
+  const offline = roles.includes("handler") && options.callModel === undefined ? await embeddedModel(options.config) : undefined;
+  if (offline?.note) log.warn({ model: offline.config.openaiBaseUrl }, offline.note);
+  const config = offline?.config ?? options.config;
+  const subjects = createSubjects(config.prefix);
   const metrics = options.metrics === false ? undefined : await startSystemMetrics(config, { bus: transport.bus, subjects, roles, log });
   const deps: ActorDeps = {
     bus: transport.bus,
@@ -284,12 +295,14 @@ export async function startSystem(options: SystemOptions): Promise<SystemHandle>
     await pingStopped;
     started.length = 0;
     await metrics?.stop();
+    await offline?.stop();
   };
   return {
     roles,
     subjects,
     transport,
     processId: ping.processId,
+    ...(offline?.note && offline.config.openaiBaseUrl ? { offlineModelUrl: offline.config.openaiBaseUrl } : {}),
     ...(metrics ? { metricsUrl: metrics.url } : {}),
     stop,
     [Symbol.asyncDispose]: stop,

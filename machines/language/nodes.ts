@@ -62,6 +62,8 @@ import {
   splitList,
   strayText,
   unsupported,
+  didYouMean,
+  TASK_ATTRIBUTE_VOCABULARY,
 } from "./values.js";
 import type { XmlElement } from "./xml.js";
 
@@ -106,7 +108,11 @@ export function buildTask(ctx: BuildContext, el: XmlElement, origin?: ImplicitTa
   }
   const task: Mutable<TaskNode> = { kind: "task", loc: el.loc, type, inputs: [], attributes: {}, extra: [], ...sessionAttributes(el) };
   const attributes: Record<string, string> = {};
-  for (const [key, value] of Object.entries(el.attrs)) if (!TASK_ATTRIBUTES.has(key)) attributes[key] = value;
+  for (const [key, value] of Object.entries(el.attrs)) {
+    if (!TASK_ATTRIBUTE_VOCABULARY.has(key))
+      fail(el, `unknown attribute ${key} of <${el.name}>${didYouMean(key, TASK_ATTRIBUTE_VOCABULARY, (n) => n)}`);
+    if (!TASK_ATTRIBUTES.has(key)) attributes[key] = value;
+  }
   task.attributes = attributes;
   if (origin !== undefined) task.origin = origin;
   if (el.attrs.subtype !== undefined) task.subtype = el.attrs.subtype.trim();

@@ -129,8 +129,12 @@ export function rawElement(el: XmlElement): ElementNode {
   };
 }
 
-/** Keep an element the runtime does not model, with an `unsupported-element` warning. */
+/**
+ * Keep an element the runtime does not model, with an `unsupported-element` warning; one that is not in the language
+ * at all (a typo such as `<descripton>`) is refused.
+ */
 export function unsupported(ctx: BuildContext, el: XmlElement, parent: string): ElementNode {
+  unknownElement(el, parent);
   ctx.warn("unsupported-element", `<${el.name}> is not supported inside <${parent}>; kept as is`, el.loc);
   return rawElement(el);
 }
@@ -206,3 +210,63 @@ export const KNOWN_TYPES: readonly KnownTaskType[] = [
   "judge_loop",
   "associative_memory",
 ];
+
+/**
+ * Every element name of the task language: those the runtime models, and those of the seed-era templates it knows
+ * but ignores (kept with an `unsupported-element` warning, so the seed corpus keeps parsing). Any other element is a
+ * mistake, refused with its line and column and the nearest known name ({@link unknownElement}).
+ */
+export const LANGUAGE_ELEMENTS: ReadonlySet<string> = new Set([
+  ...["task", "call", "cond", "case", "arg", "template", "function", "library", "steps", "step", "body", "code"],
+  ...["description", "instructions", "system", "criteria", "provider", "expected_output", "model", "tools"],
+  ...["inputs", "input", "input_source", "initial_value", "item", "source_var", "parameters", "parameter", "param"],
+  ...["returns", "return", "outputs", "output_slot", "output_format", "condition", "termination_condition"],
+  ...["context_management", "inherit_context", "accumulate_data", "accumulation_format", "fresh_context"],
+  ...["file_paths", "path", "context_query", "context_relevance", "context_description", "context_assembly"],
+  ...["script", "script_execution", "execution", "command", "timeout", "environment", "max_iterations"],
+  ...["director", "evaluator", "inner_task", "reduction_task", "worker", "judge", "intake", "criteria_judge"],
+  ...["query", "constraints", "max_results", "relevance_threshold", "primary_elements", "secondary_elements"],
+  ...["excluded_elements", "disable_reparsing", "continuation_policy", "rebuild_memory", "manual_xml"],
+  ...["failed_task", "original_prompt", "error", "message", "name", "resource", "task_instructions"],
+  ...["validation_rules"],
+]);
+
+/**
+ * The attributes of `<task>`: those its builder reads, and those the runners of its types read (a judge loop's
+ * timeouts and gates, a script's `fail_on_nonzero`, budgets). Any other is refused like an unknown element.
+ */
+export const TASK_ATTRIBUTE_VOCABULARY: ReadonlySet<string> = new Set([
+  ...["type", "subtype", "name", "ref", "parameters", "params", "returns"],
+  ...["max_turns", "temperature", "max_output_tokens", "max_parallel", "on_failure", "over", "as"],
+  ...["max_tokens", "max_cost", "fail_on_nonzero", "include"],
+  ...["worker_timeout", "judge_timeout", "gate_timeout", "interactive", "max_intake_rounds", "criteria_judge"],
+]);
+
+/** Edit distance of two short names (for "did you mean"). */
+function distance(a: string, b: string): number {
+  let prev = Array.from({ length: b.length + 1 }, (_, i) => i);
+  for (let i = 1; i <= a.length; i++) {
+    const row = [i];
+    for (let j = 1; j <= b.length; j++)
+      row.push(Math.min((prev[j] ?? 0) + 1, (row[j - 1] ?? 0) + 1, (prev[j - 1] ?? 0) + (a[i - 1] === b[j - 1] ? 0 : 1)));
+    prev = row;
+  }
+  return prev[b.length] ?? 0;
+}
+
+/** `; did you mean <x>?` for the known name nearest to `name` (at most 2 edits, or a third of its length), else "". */
+export function didYouMean(name: string, known: Iterable<string>, quote: (n: string) => string): string {
+  let best: string | undefined;
+  let bestDistance = Infinity;
+  for (const candidate of known) {
+    const d = distance(name.toLowerCase(), candidate);
+    if (d < bestDistance) [best, bestDistance] = [candidate, d];
+  }
+  return best !== undefined && bestDistance <= Math.max(2, Math.floor(name.length / 3)) ? `; did you mean ${quote(best)}?` : "";
+}
+
+/** Refuses an element that is not in {@link LANGUAGE_ELEMENTS}, naming its parent and the nearest known name. */
+export function unknownElement(el: XmlElement, parent: string): void {
+  if (LANGUAGE_ELEMENTS.has(el.name)) return;
+  fail(el, `unknown element <${el.name}> inside <${parent}>${didYouMean(el.name, LANGUAGE_ELEMENTS, (n) => `<${n}>`)}`);
+}

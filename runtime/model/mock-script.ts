@@ -52,7 +52,7 @@ export type ToolCallSpec = z.infer<typeof ToolCallSpec>;
 const HEADER_NAME = /^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/;
 
 const replyFields = {
-  /** The assistant text; `{{lastUser}}` is replaced by the last user message. */
+  /** The assistant text; `{{lastUser}}` is replaced by the last user message, `{{lastTool}}` by the last tool result. */
   reply: z.string().optional(),
   /**
    * The assistant text as the pieces it is streamed in (`stream: true`), exactly, instead of a word at a time: the
@@ -320,7 +320,10 @@ function plan(reply: MockReply, answeredBy: AnsweredBy, facts: Facts): MockAnswe
     (toolCalls.length > 0 || reply.refusal !== undefined ? null : `mock: ${facts.lastUser.slice(0, 200)}`);
   const refusal = reply.refusal ?? null;
   // A function replacer, so `$&` and friends in the user's text are not interpreted.
-  const content = text === null ? null : text.replaceAll("{{lastUser}}", () => facts.lastUser);
+  const content =
+    text === null
+      ? null
+      : text.replaceAll("{{lastUser}}", () => facts.lastUser).replaceAll("{{lastTool}}", () => facts.lastToolResult ?? "");
   const completionChars =
     (content?.length ?? 0) + (refusal?.length ?? 0) + toolCalls.reduce((n, c) => n + c.name.length + c.arguments.length, 0);
   const prompt = reply.usage?.prompt_tokens ?? estimateTokens(facts.promptChars);

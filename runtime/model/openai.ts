@@ -172,7 +172,9 @@ export function createModelClient(config: ModelConfig): CallModel {
       } catch (error) {
         if (signal.aborted) throw error;
         const { retryable, status } = classify(error);
-        const message = messageOf(error);
+        // A server that cannot be reached is named: which one was tried is the first thing to check.
+        const message =
+          error instanceof OpenAI.APIConnectionError ? `${messageOf(error)} (model server ${client.baseURL})` : messageOf(error);
         const tries = attempt > 1 ? ` after ${attempt} attempts` : "";
         if (!retryable) throw new ModelCallError(`model request failed${tries}: ${message}`, attempt, status, { cause: error });
         const next = nextRetry(policy, attempt, waitedMs, error instanceof OpenAI.APIError ? retryAfterMs(error.headers) : undefined);

@@ -7,6 +7,7 @@
  * `concurrency` items, with one request per batch instead of a subscription and a request per item.
  */
 import { chunkBytes } from "./chunks.js";
+import { Fifo } from "./fifo.js";
 import {
   AckPolicy,
   DeliverPolicy,
@@ -112,30 +113,6 @@ const ACK = new TextEncoder().encode("+ACK");
 const NAK = new TextEncoder().encode("-NAK");
 const WORKING = new TextEncoder().encode("+WPI");
 const encoder = new TextEncoder();
-
-/** A first-in first-out queue whose `shift` does not move the items behind (a pull may bring thousands). */
-class Fifo<T> {
-  #items: T[] = [];
-  #head = 0;
-
-  get length(): number {
-    return this.#items.length - this.#head;
-  }
-
-  push(item: T): void {
-    this.#items.push(item);
-  }
-
-  shift(): T | undefined {
-    if (this.#head >= this.#items.length) return undefined;
-    const item = this.#items[this.#head++];
-    if (this.#head >= 1024 && this.#head * 2 >= this.#items.length) {
-      this.#items = this.#items.slice(this.#head);
-      this.#head = 0;
-    }
-    return item;
-  }
-}
 
 /** One pull request on the server: how many items it may still deliver, and until when. */
 interface Pull {

@@ -257,6 +257,17 @@ describe("dirigent CLI", () => {
     expect(run.output()).toMatch(/branch\.finished  map 2\/2 done[\s\S]*result: COMPLETE/);
   });
 
+  it("refuses a template with a misspelt element before submitting: file:line:col, INVALID_TEMPLATE, exit 2", async () => {
+    const file = join(dir, "typo.xml");
+    writeFileSync(file, "<task>\n  <descripton>Say hi</descripton>\n</task>\n");
+    const run = startCli(["run", file, "--nats", server.url, "--prefix", randomRoot()], modelEnv());
+    expect(await run.exited).toBe(2);
+    expect(run.output()).toContain(
+      `${file}:2:3: INVALID_TEMPLATE: unknown element <descripton> inside <task>; did you mean <description>?`,
+    );
+    expect(run.stdout()).toBe("");
+  });
+
   it("refuses a bad task id and a bad flag value with exit code 2", async () => {
     const bad = startCli(["status", "a.b", "--nats", server.url]);
     expect(await bad.exited).toBe(2);

@@ -93,6 +93,24 @@ describe("bad input on every subject", () => {
     expect(outcome).toMatchObject({ status: "COMPLETE", content: "still alive" });
   });
 
+  it("refuses a template with an unknown element at submission, with its line and column, and stores nothing", async () => {
+    await using stack = await startStack({ url: server.url });
+    const taskId = newTaskId();
+    const xml = "<task>\n  <descripton>Say hi</descripton>\n</task>";
+    const raw = await stack.transport.bus.request(stack.system.subjects.submit, enc(JSON.stringify({ taskId, xml })), {
+      timeoutMs: 10_000,
+    });
+    expect(JSON.parse(new TextDecoder().decode(raw))).toEqual({
+      error: {
+        code: "INVALID_TEMPLATE",
+        message: "unknown element <descripton> inside <task>; did you mean <description>?",
+        line: 2,
+        col: 3,
+      },
+    });
+    await expect(stack.client.get(taskId)).rejects.toMatchObject({ code: "NOT_FOUND" });
+  });
+
   it("answers a bad task id in a get subject with INVALID_ID", async () => {
     await using stack = await startStack({ url: server.url });
     const raw = await stack.transport.bus.request(`${stack.root}.tasks.${"x".repeat(65)}.get`, new Uint8Array(), { timeoutMs: 5000 });

@@ -40,6 +40,21 @@ describe("mock-llm: plain replies", () => {
     expect(server.requests[0]?.answeredBy).toBe("default");
   });
 
+  it("fills {{lastTool}} with the last tool result, so a tool's answer can be echoed back", async () => {
+    const { client } = await start({
+      rules: [{ match: { hasToolResult: true }, reply: "the tool said: {{lastTool}}" }],
+      default: { reply: "[{{lastTool}}]" },
+    });
+    const call = { id: "c1", type: "function" as const, function: { name: "lookup", arguments: "{}" } };
+    const messages: Message[] = [
+      user("look it up"),
+      { role: "assistant", content: null, tool_calls: [call] },
+      { role: "tool", tool_call_id: "c1", content: "42 $&" },
+    ];
+    expect(textOf(await ask(client, messages))).toBe("the tool said: 42 $&");
+    expect(textOf(await ask(client, [user("no tool yet")]))).toBe("[]");
+  });
+
   it("reads the text parts of array content", async () => {
     const { client } = await start({ rules: [{ match: { lastUser: "needle" }, reply: "found" }] });
     const completion = await ask(client, [

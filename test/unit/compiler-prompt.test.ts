@@ -57,12 +57,16 @@ describe("checkTemplate", () => {
   });
 
   it("treats unknown elements, unknown task types, stray text and no entry as errors", () => {
-    const unknown = checkTemplate('<task type="parallel"><foo>1</foo><description>x</description></task>');
+    const unknown = checkTemplate('<task type="parallel"><validation_rules>1</validation_rules><description>x</description></task>');
     expect(unknown.ok).toBe(false);
     if (!unknown.ok) {
       expect(unknown.errors.join("\n")).toMatch(/unknown task type 'parallel'/);
-      expect(unknown.errors.join("\n")).toMatch(/<foo> is not supported/);
+      expect(unknown.errors.join("\n")).toMatch(/<validation_rules> is not supported/);
     }
+    expect(checkTemplate("<task><foo>1</foo><description>x</description></task>")).toMatchObject({
+      ok: false,
+      errors: [expect.stringMatching(/unknown element <foo> inside <task>/)],
+    });
     const none = checkTemplate('<template name="f"><task><description>x</description></task></template>');
     expect(none).toMatchObject({ ok: false, errors: [expect.stringMatching(/defines no task to run/)] });
     expect(checkTemplate("no xml here")).toMatchObject({ ok: false });

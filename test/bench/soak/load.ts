@@ -101,7 +101,7 @@ async function submitOne(nc: NatsConnection, subjects: Subjects, task: SoakTask)
   }
 }
 
-/** The stored results, read from the events stream: statuses by task id, in the order stored. */
+/** The stored results, read from the events stream: statuses (with the error, if any) by task id, in the order stored. */
 export interface Results {
   readonly byTask: Map<string, string[]>;
   /** Wakes `until` waiters. */
@@ -119,8 +119,9 @@ export async function followResults(nc: NatsConnection, subjects: Subjects): Pro
   ).consume({ expires: 2000 });
   const reading = (async () => {
     for await (const m of messages) {
-      const outcome = m.json<{ taskId: string; status: string }>();
-      byTask.set(outcome.taskId, [...(byTask.get(outcome.taskId) ?? []), outcome.status]);
+      const outcome = m.json<{ taskId: string; status: string; error?: { type?: string; message?: string } }>();
+      const status = outcome.error ? `${outcome.status} ${outcome.error.type ?? ""}: ${outcome.error.message ?? ""}` : outcome.status;
+      byTask.set(outcome.taskId, [...(byTask.get(outcome.taskId) ?? []), status]);
       for (const wake of waiters) wake();
     }
   })();

@@ -2,8 +2,6 @@
  * The figures of `npm run soak`, computed from what the run observed (submissions, results, model calls, kills,
  * memory samples). Pure, so that test/bench/soak/report.test.ts checks the arithmetic without a run.
  */
-import { median } from "../results.js";
-
 /** The roles the soak kills (each runs in its own `dirigent worker` process). */
 export const KILLED_ROLES = ["director", "evaluator", "handler", "memory"] as const;
 export type KilledRole = (typeof KILLED_ROLES)[number];
@@ -89,46 +87,52 @@ export function repeats(calls: readonly ModelCall[], kills: readonly Kill[]): Re
   return { calls: calls.length, repeated, byRole };
 }
 
-/** One memory figure of an `up` process at the points of the run. */
+/** A memory figure over a stretch of the run: the mean of its samples, and their range. */
+export interface Stretch {
+  mean: number;
+  min: number;
+  max: number;
+}
+
+/** One memory figure of an `up` process over the run. */
 export interface MemoryPoints {
   /** The first sample, before the load. */
   start: number;
-  /** Median over the window ending when the warm-up ends. */
-  warm: number;
-  /** Median over the window ending at the middle of the load. */
-  middle: number;
-  /** Median over the window ending when the load ends. */
-  end: number;
-  /** The larger of |middle − warm| and |end − warm|, as a fraction of warm. */
+  /** The thirds of the time from the end of the warm-up to the end of the load: early, middle, end. */
+  thirds: [Stretch, Stretch, Stretch];
+  /** The larger of |middle − early| and |end − early| (means), as a fraction of early. */
   drift: number;
 }
 
 /**
- * The figure `of` each sample at the start, after the warm-up, in the middle and at the end of a load of `durationMs`
- * (times since the load began), each a median over the samples of the `windowMs` before the point (noise from
- * garbage collection evens out); undefined when a window holds no sample.
+ * The figure `of` each sample at the start and over the thirds of the load after its warm-up (times since the load
+ * began, up to `durationMs`). A third's mean spans the saw-tooth of garbage collection (the heap grows between major
+ * collections, each of which brings it back down), where a single reading would land anywhere on it. Undefined when a
+ * third holds no sample.
  */
 export function memoryPoints(
   samples: readonly MemorySample[],
   of: (s: MemorySample) => number | undefined,
   warmupMs: number,
   durationMs: number,
-  windowMs: number,
 ): MemoryPoints | undefined {
   const values = samples.flatMap((s) => {
     const v = of(s);
     return v === undefined ? [] : [{ at: s.at, v }];
   });
-  const before = (point: number) => {
-    const inWindow = values.filter((x) => x.at > point - windowMs && x.at <= point).map((x) => x.v);
-    return inWindow.length === 0 ? undefined : median(inWindow);
+  const third = (durationMs - warmupMs) / 3;
+  const stretch = (k: number): Stretch | undefined => {
+    const from = warmupMs + k * third;
+    const inside = values.filter((x) => x.at >= from && x.at <= from + third).map((x) => x.v);
+    return inside.length === 0
+      ? undefined
+      : { mean: inside.reduce((a, b) => a + b, 0) / inside.length, min: Math.min(...inside), max: Math.max(...inside) };
   };
   const start = values[0]?.v;
-  const warm = before(warmupMs);
-  const middle = before(warmupMs + (durationMs - warmupMs) / 2);
-  const end = before(durationMs);
-  if (start === undefined || warm === undefined || middle === undefined || end === undefined) return undefined;
-  return { start, warm, middle, end, drift: Math.max(Math.abs(middle - warm), Math.abs(end - warm)) / warm };
+  const [early, middle, end] = [stretch(0), stretch(1), stretch(2)];
+  if (start === undefined || early === undefined || middle === undefined || end === undefined) return undefined;
+  const drift = Math.max(Math.abs(middle.mean - early.mean), Math.abs(end.mean - early.mean)) / early.mean;
+  return { start, thirds: [early, middle, end], drift };
 }
 
 /** The limit on {@link MemoryPoints.drift} of the RSS: flat within 10 % after the warm-up. */

@@ -3,11 +3,11 @@
  * `dirigent up` and one worker process per role for `SOAK_SECONDS` (600), against the offline mock model, while
  * every `SOAK_KILL_EVERY_S` (30) a worker of a random role is killed with `kill -9` and restarted. The run reports
  * tasks accepted, completed, failed and lost (target 0), the model calls repeated per kill, and the `up` processes'
- * memory at the start, after the warm-up, in the middle and at the end (target: RSS flat within 10 % after the
- * warm-up). It fails when a target is missed. Not part of `npm test` or `npm run bench`: it runs for minutes.
+ * memory at the start and over the early, middle and last third of the load after the warm-up (target: RSS flat
+ * within 10 % after the warm-up). It fails when a target is missed. Not part of `npm test` or `npm run bench`: it runs for minutes.
  *
  * Knobs (environment): `SOAK_SECONDS`, `SOAK_RATE` (tasks a second, 4), `SOAK_KILL_EVERY_S`, `SOAK_WARMUP_S` (60,
- * or a sixth of a shorter run), `SOAK_MODEL_DELAY_MS` (each model answer's delay, 100), `SOAK_CONCURRENCY` (16),
+ * or a sixth of a shorter run), `SOAK_MODEL_DELAY_MS` (each model answer's delay, 1000), `SOAK_CONCURRENCY` (16),
  * `SOAK_UP` (`up` processes, 1), `SOAK_ACK_WAIT_MS` (5000), `SOAK_DRAIN_S` (the wait for the last results, 180),
  * `SOAK_LOG_LEVEL` (the processes' log level, warn), `SOAK_OUT` (a file for the figures as JSON).
  */
@@ -44,15 +44,13 @@ const SECONDS = knob("SOAK_SECONDS", 600);
 const RATE = knob("SOAK_RATE", 4);
 const KILL_EVERY_S = knob("SOAK_KILL_EVERY_S", 30);
 const WARMUP_S = knob("SOAK_WARMUP_S", Math.min(60, SECONDS / 6));
-const MODEL_DELAY_MS = knob("SOAK_MODEL_DELAY_MS", 100);
+const MODEL_DELAY_MS = knob("SOAK_MODEL_DELAY_MS", 1000);
 const CONCURRENCY = knob("SOAK_CONCURRENCY", 16);
 const UPS = knob("SOAK_UP", 1);
 const ACK_WAIT_MS = knob("SOAK_ACK_WAIT_MS", 5000);
 const DRAIN_S = knob("SOAK_DRAIN_S", 180);
 /** How often the `up` processes' memory is read. */
 const SAMPLE_EVERY_MS = 2000;
-/** Each memory figure is the median of the samples of this window before its point. */
-const WINDOW_MS = Math.min(30_000, (SECONDS * 1000) / 10);
 const PROGRESS_EVERY_MS = 30_000;
 
 const log = (line: string) => console.log(`soak: ${line}`);
@@ -162,11 +160,12 @@ it(`soak: ${SECONDS} s at ${RATE} tasks/s, a worker killed every ${KILL_EVERY_S}
     const killsBy = Object.fromEntries(KILLED_ROLES.map((r) => [r, kills.filter((k) => k.role === r).length]));
     const memory = ups.map((u) => ({
       pid: u.pid,
-      rss: memoryPoints(samples.get(u.pid) ?? [], (s) => s.rss, WARMUP_S * 1000, durationMs, WINDOW_MS),
-      heap: memoryPoints(samples.get(u.pid) ?? [], (s) => s.heapUsed, WARMUP_S * 1000, durationMs, WINDOW_MS),
+      rss: memoryPoints(samples.get(u.pid) ?? [], (s) => s.rss, WARMUP_S * 1000, durationMs),
+      heap: memoryPoints(samples.get(u.pid) ?? [], (s) => s.heapUsed, WARMUP_S * 1000, durationMs),
       afterDrain: samples.get(u.pid)?.at(-1),
     }));
     const lostIds = [...accepted].filter((id) => !byTask.has(id));
+    const failedIds = [...accepted].filter((id) => byTask.has(id) && byTask.get(id)?.[0] !== "COMPLETE");
     const lostStates = await Promise.all(
       lostIds.slice(0, 20).map(async (id) => {
         try {
@@ -199,10 +198,16 @@ it(`soak: ${SECONDS} s at ${RATE} tasks/s, a worker killed every ${KILL_EVERY_S}
       ...memory.flatMap((m, i) => {
         const name = ups.length > 1 ? `up ${i + 1} ` : "up ";
         const points = (p: typeof m.rss) =>
-          p === undefined ? "no samples" : `${mib(p.start)} / ${mib(p.warm)} / ${mib(p.middle)} / ${mib(p.end)} (${percent(p.drift)})`;
+          p === undefined
+            ? "no samples"
+            : `${mib(p.start)}; ${p.thirds.map((t) => `${mib(t.mean)} (${mib(t.min)}–${mib(t.max)})`).join(" / ")}; drift ${percent(p.drift)}`;
         return [
-          [`${name}RSS: start / after warm-up / middle / end (drift)`, points(m.rss), `drift ≤ ${RSS_DRIFT_LIMIT * 100} %`],
-          [`${name}V8 heap used: the same points`, points(m.heap), ""],
+          [
+            `${name}RSS: at the start; after the warm-up, mean (range) of the early / middle / last third of the load`,
+            points(m.rss),
+            `drift ≤ ${RSS_DRIFT_LIMIT * 100} %`,
+          ],
+          [`${name}V8 heap used, the same way`, points(m.heap), ""],
           [`${name}after the drain: RSS / heap`, m.afterDrain ? `${mib(m.afterDrain.rss)} / ${mib(m.afterDrain.heapUsed ?? 0)}` : "–", ""],
         ];
       }),
@@ -220,6 +225,12 @@ it(`soak: ${SECONDS} s at ${RATE} tasks/s, a worker killed every ${KILL_EVERY_S}
       `figures (${new Date().toISOString().slice(0, 16).replace("T", " ")} UTC, ${machineLine()}):\n${table}\n` +
         `targets met: failed 0 ${met(verdicts.failed)}, lost 0 ${met(verdicts.lost)}, one result each ${met(verdicts.repeatedResults)}, ` +
         `RSS flat ${met(verdicts.rss)}` +
+        (failedIds.length
+          ? `\nfailed tasks (first 20):\n${failedIds
+              .slice(0, 20)
+              .map((id) => `${id} (${submitted.get(id)?.kind}): ${byTask.get(id)?.[0]}`)
+              .join("\n")}`
+          : "") +
         (lostStates.length ? `\nlost tasks (first 20):\n${lostStates.join("\n")}` : ""),
     );
     if (process.env.SOAK_OUT)
@@ -242,8 +253,7 @@ it(`soak: ${SECONDS} s at ${RATE} tasks/s, a worker killed every ${KILL_EVERY_S}
           1,
         ),
       );
-    const failures = (id: string) => byTask.get(id)?.[0] !== "COMPLETE";
-    expect([...accepted].filter((id) => byTask.has(id) && failures(id)).map((id) => `${id} ${submitted.get(id)?.kind}`)).toEqual([]);
+    expect(failedIds).toEqual([]);
     expect(lostIds).toEqual([]);
     expect(outcome.repeatedResults).toBe(0);
     expect(verdicts.rss, "RSS of the up processes flat within 10 % after the warm-up").toBe(true);

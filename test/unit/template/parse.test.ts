@@ -64,7 +64,7 @@ describe("parseTemplate: tasks", () => {
   });
 
   it("reads attributes, prose children, model, criteria and flags", () => {
-    const task = entryTask(`<task type="atomic" subtype="director" name="n" ref="r" color="blue">
+    const task = entryTask(`<task type="atomic" subtype="director" name="n" ref="r" interactive="true">
       <instructions>Do it</instructions><system>Be brief</system><provider>anthropic</provider>
       <model preferred="m1" fallback="m2, m3"/><criteria><item>a</item><item>b</item></criteria>
       <manual_xml>false</manual_xml><disable_reparsing>TRUE</disable_reparsing></task>`);
@@ -78,7 +78,7 @@ describe("parseTemplate: tasks", () => {
       criteria: ["a", "b"],
       manualXml: false,
       disableReparsing: true,
-      attributes: { color: "blue" },
+      attributes: { interactive: "true" },
     });
     expect(task.model).toMatchObject({ kind: "model", name: "m1", fallback: ["m2", "m3"] });
   });
@@ -253,11 +253,11 @@ describe("parseTemplate: calls, conditionals, templates, fragments", () => {
 
   it("keeps unknown top-level elements and library/function definitions", () => {
     const { document, warnings } = parsed(
-      `<library><task name="l"/></library><function name="f"><parameters><param name="p" type="T"/></parameters><body><task/></body></function><foo a="1"><bar/></foo>`,
+      `<library><task name="l"/></library><function name="f"><parameters><param name="p" type="T"/></parameters><body><task/></body></function><validation_rules a="1"><bar/></validation_rules>`,
     );
     expect(document.nodes.map((n) => n.kind)).toEqual(["library", "function", "element"]);
     expect(document.nodes[1]).toMatchObject({ name: "f", params: [{ name: "p", type: "T" }], body: [{ kind: "task" }] });
-    expect(document.nodes[2]).toMatchObject({ name: "foo", attributes: { a: "1" }, children: [{ name: "bar" }] });
+    expect(document.nodes[2]).toMatchObject({ name: "validation_rules", attributes: { a: "1" }, children: [{ name: "bar" }] });
     expect(document.entry).toBeUndefined();
     expect(kinds(warnings)).toEqual(["unsupported-element"]);
   });
@@ -268,6 +268,25 @@ describe("parseTemplate: errors", () => {
     expect(failure("hello")).toMatchObject({ line: 1, col: 1, message: expect.stringContaining("not XML") });
     expect(failure("\n  hello <task/>")).toMatchObject({ line: 2, col: 3 });
     expect(failure("<task/> trailing words")).toMatchObject({ line: 1, col: 9, message: expect.stringContaining("'trailing words'") });
+  });
+
+  it("refuses an element or a task attribute the language does not have, at its place, naming the nearest known one", () => {
+    expect(failure("<task>\n  <descripton>Say hi</descripton>\n</task>")).toMatchObject({
+      line: 2,
+      col: 3,
+      message: "unknown element <descripton> inside <task>; did you mean <description>?",
+    });
+    expect(failure('<task type="sequential"><steps><task><descriptio>a</descriptio></task></steps></task>').message).toBe(
+      "unknown element <descriptio> inside <task>; did you mean <description>?",
+    );
+    expect(failure("<frobnicate/>").message).toBe("unknown element <frobnicate> inside <template>");
+    expect(failure('<task>\n <description>a</description></task><task max_turn="3"><description>b</description></task>')).toMatchObject({
+      line: 2,
+      message: "unknown attribute max_turn of <task>; did you mean max_turns?",
+    });
+    // Elements of the seed-era language that the runtime ignores still parse, with a warning.
+    const { warnings } = parsed("<task><description>a</description><validation_rules><rule/></validation_rules></task>");
+    expect(kinds(warnings)).toEqual(["unsupported-element"]);
   });
 
   it("refuses an empty document", () => {
