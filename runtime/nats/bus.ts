@@ -29,7 +29,7 @@ import {
 import { runHandler, type BusErrorHandler, type ClosableBus } from "../bus-support.js";
 import { attachWire, wireOf, type NatsWire } from "./wire.js";
 import { inboxPrefixFor } from "./permissions.js";
-import { BODY_HEADER, chunkBytes, loadBody, outgoing, type Outgoing } from "./chunks.js";
+import { BODY_HEADER, chunkBytes, loadBody, outgoing, withBody, type Outgoing } from "./chunks.js";
 
 export type { NatsConnection } from "@nats-io/transport-node";
 
@@ -210,7 +210,7 @@ export class NatsBus implements ClosableBus {
           }
           const message = this.#toBusMessage(msg);
           const body = this.#incoming(msg);
-          const run = body instanceof Promise ? async (m: BusMessage) => handler({ ...m, data: await body }) : handler;
+          const run = body instanceof Promise ? withBody(handler, body) : handler;
           const running = runHandler(run, message, (e) => onError(e, msg.subject));
           if (running === undefined) return;
           inFlight.add(running);

@@ -21,7 +21,8 @@
  * is stored again); the bucket's age limit, {@link BODIES_MAX_AGE_MS}, removes them.
  */
 import { randomUUID } from "node:crypto";
-import type { TaskStore } from "../../actors/bus.js";
+import type { BusMessage, TaskStore } from "../../actors/bus.js";
+import { encodeJson, errorReply, messageOf } from "../../protocol/index.js";
 import { TransportError } from "../../actors/bus.js";
 
 /** Header of a pointer entry: `<id> <count> <bytes>`. */
@@ -135,4 +136,21 @@ export async function loadBody(bodies: TaskStore | undefined, reference: string,
   if (data === undefined || (size !== undefined && Number(size) !== data.byteLength))
     throw new TransportError(`the stored body of a message on '${subject}' is gone or incomplete (${reference})`, subject);
   return data;
+}
+
+/**
+ * `handler`, given the message with its body read back (`body`); a body that cannot be read (gone, or a reference to
+ * nothing) is answered `INVALID_MESSAGE` when the message expects a reply, and reported as the handler's error.
+ */
+export function withBody(handler: (msg: BusMessage) => void | Promise<void>, body: Promise<Uint8Array>) {
+  return async (msg: BusMessage): Promise<void> => {
+    let data: Uint8Array;
+    try {
+      data = await body;
+    } catch (err) {
+      if (msg.expectsReply) msg.respond(encodeJson(errorReply("INVALID_MESSAGE", messageOf(err))));
+      throw err;
+    }
+    await handler({ ...msg, data });
+  };
 }
