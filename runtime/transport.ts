@@ -68,7 +68,7 @@ export async function openNatsTransport(servers: string, subjects: Subjects, opt
   const r: Replication = { replicas: options.replicas ?? 1, scale: options.scaleStreams === true, log: options.log };
   // Bodies larger than one message (a large template or input) travel by reference through this bucket, opened on
   // the first one (runtime/nats/chunks.ts).
-  const bodies = lazyTaskStore(() => openKvStore(nc, subjects.bodiesBucket, { ttlMs: BODIES_MAX_AGE_MS, replication: r }));
+  const bodies = lazyTaskStore(() => openKvStore(nc, subjects.bodiesBucket, { ttlMs: BODIES_MAX_AGE_MS, replication: r, checkApi: false }));
   const bus = new NatsBus(nc, { onError, bodies });
   try {
     const eager = eagerStores(options.roles);
