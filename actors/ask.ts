@@ -96,7 +96,7 @@ export async function ask<Req extends z.ZodType, Rep extends z.ZodType>(
     if (err instanceof ResponderSilentError) throw new RemoteError("UNAVAILABLE", err.message, { cause: err });
     throw err;
   }
-  // A body larger than one message came by reference (runtime/nats/bodies.ts): no larger than a stored value.
+  // A body larger than one message came by reference (runtime/nats/chunks.ts): no larger than a stored value.
   const json = decodeJson(bytes, MAX_STORED_VALUE_BYTES);
   if (!json.ok) throw new RemoteError("INVALID_MESSAGE", `answer on '${subject}': ${json.error.message}`);
   return replyOf(request, subject, json.value);

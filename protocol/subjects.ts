@@ -124,7 +124,7 @@ export function createSubjects(root: string = DEFAULT_ROOT) {
     turnsBucket: `${upper}_TURNS`,
     /**
      * KV bucket of message bodies larger than one NATS message (a request carrying a large template or input), sent
-     * by reference: the message carries the key in the `Dirigent-Body` header (runtime/nats/bodies.ts).
+     * by reference: the message carries the key in the `Dirigent-Body` header (runtime/nats/chunks.ts).
      */
     bodiesBucket: `${upper}_BODIES`,
     /** Inspection: messages about XState actors of one role (`kind`: actor, event, snapshot, microstep); see protocol/inspect.ts. */

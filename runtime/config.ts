@@ -18,7 +18,7 @@ const positiveInt = z.coerce.number().int().positive();
 const sizeLimit = positiveInt.max(MAX_BODY_BYTES, `must be at most ${MAX_BODY_BYTES} (1 MiB, the template parser's ceiling)`);
 /**
  * A size limit of a submission or an input: at most 64 MiB, the largest value the stores hold. A request between roles
- * larger than one NATS message travels by reference (runtime/nats/bodies.ts).
+ * larger than one NATS message travels by reference (runtime/nats/chunks.ts).
  */
 const bodyLimit = positiveInt.max(MAX_STORED_VALUE_BYTES, `must be at most ${MAX_STORED_VALUE_BYTES} (64 MiB, the largest stored value)`);
 /** Variable names that look like secrets: never an environment input of a template. */

@@ -14,7 +14,7 @@ import { openIndexStore } from "./nats/index-store.js";
 import { InMemoryIndexStore } from "./in-process/index-store.js";
 import { connectNats, NatsBus } from "./nats/bus.js";
 import { ensureEventsStream, openKvStore, openTaskStore, openTurnStore, type RecordRetention } from "./nats/store.js";
-import { BODIES_MAX_AGE_MS } from "./nats/bodies.js";
+import { BODIES_MAX_AGE_MS } from "./nats/chunks.js";
 import { wireOf } from "./nats/wire.js";
 import { openWorkQueue } from "./nats/queue.js";
 import type { Transport } from "./system.js";
@@ -69,8 +69,8 @@ export async function openNatsTransport(servers: string, subjects: Subjects, opt
   const onError = (err: unknown, subject: string) => options.log.error({ subject, err: messageOf(err) }, "handler failed");
   const r: Replication = { replicas: options.replicas ?? 1, scale: options.scaleStreams === true, log: options.log };
   // Bodies larger than one message (a large template or input) travel by reference through this bucket, opened on
-  // the first one (runtime/nats/bodies.ts).
-  const bodies = lazyTaskStore(() => openKvStore(nc, subjects.bodiesBucket, { ttlMs: BODIES_MAX_AGE_MS, replication: r }));
+  // the first one (runtime/nats/chunks.ts).
+  const bodies = lazyTaskStore(() => openKvStore(nc, subjects.bodiesBucket, { ttlMs: BODIES_MAX_AGE_MS, replication: r, checkApi: false }));
   const bus = new NatsBus(nc, { onError, bodies });
   try {
     const eager = eagerStores(options.roles);

@@ -33,8 +33,8 @@ export interface DirectorConfig {
    */
   lastPublished?: (subject: string) => Promise<Uint8Array | undefined>;
   /**
-   * Stores a task's result in the events stream and waits for its acknowledgement, `id` naming it once (a JetStream
-   * message id): a result published while a replicated stream elects a leader is not lost. Absent: a plain publish.
+   * Stores a task's result or event in the events stream and waits for its acknowledgement, `id` naming it once (a
+   * JetStream message id): one published while a replicated stream elects a leader is not lost. Absent: a plain publish.
    */
   publishStored?: (subject: string, data: Uint8Array, id: string) => Promise<void>;
   /** Size limits of submissions; {@link DEFAULT_SIZE_LIMITS} when absent. */
@@ -56,7 +56,7 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
   /** Set by `stop`: take no new task, hand back the ones running. */
   let draining = false;
 
-  const publishEvent = eventPublisher(deps);
+  const publishEvent = eventPublisher(deps, config.publishStored);
   /** The type of a template's entry task, for metrics. */
   const taskType = (xml: string) => {
     if (xml === "") return "prompt";

@@ -8,7 +8,8 @@
  *   `{"bytes": <size of the whole result>}`. The task's record keeps the whole result (the store holds large values).
  */
 import { encode, TaskEvent, TaskOutcome, type TaskId, type TaskState } from "../../protocol/index.js";
-import type { ActorDeps } from "../deps.js";
+import { randomUUID } from "node:crypto";
+import { messageOf, type ActorDeps } from "../deps.js";
 
 const encoder = new TextEncoder();
 
@@ -58,9 +59,38 @@ export type PublishEvent = (
   data?: Record<string, unknown>,
 ) => void;
 
-/** Publishes each task event on the task's events subject, cut to fit one message ({@link fitEvent}). */
-export function eventPublisher(deps: ActorDeps): PublishEvent {
-  return (taskId, seq, type, state, message, data) => {
+/** A {@link PublishEvent} that tells when a task's events published so far are stored. */
+export interface EventPublisher extends PublishEvent {
+  /** Resolves once every event of `taskId` published so far is stored (or given up on). */
+  settled(taskId: string): Promise<void>;
+}
+
+/**
+ * Publishes each task event on the task's events subject, cut to fit one message ({@link fitEvent}). With `store`
+ * (NATS: the events stream), each is stored with an acknowledgement and a message id unique to this publish, sent
+ * again through a leader election until stored, so the stream's replay has every event: one task's events are
+ * stored one after the other, in order; a repeat of a publish that was stored already is dropped by its message id.
+ * A live subscriber may get such a repeat (docs/deploy.md). An event still not stored after the store's patience is
+ * logged and left out of the replay.
+ */
+export function eventPublisher(deps: ActorDeps, store?: (subject: string, data: Uint8Array, id: string) => Promise<void>): EventPublisher {
+  /** Per task, the store of its last event (the next waits for it). */
+  const chains = new Map<string, Promise<void>>();
+  // Message ids unique to this publisher's publishes: a new owner's event of the same seq is a different one.
+  const nonce = randomUUID();
+  let published = 0;
+  const publish = (taskId: string, subject: string, body: Uint8Array, seq: number) => {
+    if (store === undefined) return deps.bus.publish(subject, body);
+    const id = `${nonce}.${++published}`;
+    const next = (chains.get(taskId) ?? Promise.resolve())
+      .then(() => store(subject, body, id))
+      .catch((err: unknown) => deps.log.warn({ taskId, seq, err: messageOf(err) }, "task event not stored in the events stream"));
+    chains.set(taskId, next);
+    void next.then(() => {
+      if (chains.get(taskId) === next) chains.delete(taskId);
+    });
+  };
+  const send: PublishEvent = (taskId, seq, type, state, message, data) => {
     const event: TaskEvent = {
       taskId: taskId as TaskId,
       seq,
@@ -70,6 +100,7 @@ export function eventPublisher(deps: ActorDeps): PublishEvent {
       ...(message === undefined ? {} : { message }),
       ...(data === undefined ? {} : { data }),
     };
-    deps.bus.publish(deps.subjects.taskEvents(taskId), fitEvent(event, deps.bus.maxMessageBytes));
+    publish(taskId, deps.subjects.taskEvents(taskId), fitEvent(event, deps.bus.maxMessageBytes), seq);
   };
+  return Object.assign(send, { settled: async (taskId: string) => chains.get(taskId) });
 }

@@ -74,6 +74,8 @@ export async function finish(env: RunEnv, task: RunningTask, context: TaskContex
     seconds: Math.max(0, deps.now().getTime() - Date.parse(record.submittedAt)) / 1000,
   });
   env.publishEvent(task.claim.taskId, seq, `task.${state}`, state, state === "failed" ? context.result?.error?.message : undefined);
+  // The result follows the task's events into the events stream: a replay ends with it.
+  await env.publishEvent.settled(task.claim.taskId);
   await publishResult(env.deps, env.publishStored, task.claim.taskId, encode(TaskOutcome, fitOutcome(outcome, deps.bus.maxMessageBytes)));
   return "written";
 }
@@ -95,5 +97,6 @@ export async function publishLostResult(env: RunEnv, record: TaskRecord): Promis
     record.state,
     record.state === "failed" ? record.result.error?.message : undefined,
   );
+  await env.publishEvent.settled(record.taskId);
   await publishResult(env.deps, env.publishStored, record.taskId, encode(TaskOutcome, fitOutcome(record.result, deps.bus.maxMessageBytes)));
 }

@@ -23,7 +23,7 @@ import { messageOf, type ActorDeps } from "../deps.js";
 import { inspectOption } from "../inspect-option.js";
 import { askRetrying } from "../ask.js";
 import { compilePrompt } from "./compile.js";
-import type { PublishEvent } from "./message-fit.js";
+import type { EventPublisher, PublishEvent } from "./message-fit.js";
 import { inSpan, ROOT_CONTEXT, startSpan } from "../tracing.js";
 
 export type { PublishEvent };
@@ -60,7 +60,7 @@ export interface RunEnv {
   pendingClaims: Map<string, { item: WorkItem }>;
   /** The run actors under way (a drain is sent to each). */
   runs: Set<RunActor>;
-  publishEvent: PublishEvent;
+  publishEvent: EventPublisher;
   /** The type of a template's entry task, for metrics (`prompt`: none yet, a task submitted in words). */
   taskType: (xml: string) => string;
   /** The run machine, provided once per Director ({@link runActors}). */

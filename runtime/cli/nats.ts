@@ -24,7 +24,7 @@ import { millis } from "@nats-io/transport-node";
 import { natsAuth } from "../nats/auth.js";
 import { NatsBus, type NatsConnection } from "../nats/bus.js";
 import { place } from "../nats/connect.js";
-import { BODIES_MAX_AGE_MS } from "../nats/bodies.js";
+import { BODIES_MAX_AGE_MS } from "../nats/chunks.js";
 import { openKvStore } from "../nats/store.js";
 
 const collect = (value: string, previous: string[] | undefined) => [...(previous ?? []), value];

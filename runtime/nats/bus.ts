@@ -2,7 +2,6 @@
  * The {@link Bus} over a NATS connection, and the one place the runtime opens NATS connections.
  * NATS errors are mapped to the transport errors of `actors/bus.ts`, with the NATS error as `cause`.
  */
-import { chunkBytes } from "./chunks.js";
 import {
   ClosedConnectionError,
   connect,
@@ -30,7 +29,7 @@ import {
 import { runHandler, type BusErrorHandler, type ClosableBus } from "../bus-support.js";
 import { attachWire, wireOf, type NatsWire } from "./wire.js";
 import { inboxPrefixFor } from "./conf/permissions.js";
-import { BODY_HEADER, loadBody, outgoing, type Outgoing } from "./bodies.js";
+import { BODY_HEADER, chunkBytes, loadBody, outgoing, withBody, type Outgoing } from "./chunks.js";
 
 export type { NatsConnection } from "@nats-io/transport-node";
 
@@ -103,7 +102,7 @@ export async function connectNats(opts: ConnectNatsOptions): Promise<NatsConnect
 export interface NatsBusOptions {
   /** Receives every error a subscription handler throws or rejects with. */
   onError: BusErrorHandler;
-  /** Where a request or answer larger than one message has its body, sent by reference (runtime/nats/bodies.ts). */
+  /** Where a request or answer larger than one message has its body, sent by reference (runtime/nats/chunks.ts). */
   bodies?: TaskStore;
 }
 
@@ -211,7 +210,7 @@ export class NatsBus implements ClosableBus {
           }
           const message = this.#toBusMessage(msg);
           const body = this.#incoming(msg);
-          const run = body instanceof Promise ? async (m: BusMessage) => handler({ ...m, data: await body }) : handler;
+          const run = body instanceof Promise ? withBody(handler, body) : handler;
           const running = runHandler(run, message, (e) => onError(e, msg.subject));
           if (running === undefined) return;
           inFlight.add(running);

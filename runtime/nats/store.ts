@@ -284,16 +284,18 @@ export function refusal(err: unknown, key: string, bytes: number): StoreRefusedE
 export async function openKvStore(
   nc: NatsConnection,
   bucket: string,
-  options: { ttlMs?: number; maxBytes?: number; replication?: Replication | undefined } = {},
+  options: { ttlMs?: number; maxBytes?: number; replication?: Replication | undefined; checkApi?: boolean } = {},
 ): Promise<NatsTaskStore> {
-  const kv = await new Kvm(nc).create(bucket, {
+  // `checkApi: false`: no `$JS.API.INFO` first, which a submitter's user may not ask (the bodies bucket).
+  const checkAPI = options.checkApi ?? true;
+  const kv = await new Kvm(jetstream(nc, { checkAPI })).create(bucket, {
     history: 1,
     storage: StorageType.File,
     replicas: options.replication?.replicas ?? 1,
     ...(options.ttlMs === undefined ? {} : { ttl: options.ttlMs }),
     ...(options.maxBytes === undefined || options.maxBytes <= 0 ? {} : { max_bytes: options.maxBytes }),
   });
-  await checkBucketReplicas(await jetstreamManager(nc), bucket, options.replication);
+  await checkBucketReplicas(await jetstreamManager(nc, { checkAPI }), bucket, options.replication);
   return new NatsTaskStore(kv, nc, bucket);
 }
 

@@ -3,10 +3,11 @@
  * hundred tasks while the harness `kill -9`s the nats-server leading the intake stream (found with
  * `$JS.API.STREAM.INFO`), starts it again, and once it is back kills the node leading the intake stream then. Every
  * task ends with exactly one result, none is lost, and model calls are repeated at most once per task and node loss
- * (docs/deploy.md, "What a crash repeats": a NATS outage may repeat a Handler's call in flight). Prints how long
+ * (docs/deploy.md, "What a crash repeats": a NATS outage may repeat a Handler's call in flight). The events stream's
+ * leader is moved to each node killed, and its replay holds every event of every task. Prints how long
  * results stopped at each leader loss (BENCHMARKS.md, "NATS cluster (issue 22)").
  */
-import { jetstreamManager } from "@nats-io/jetstream";
+import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { setTimeout as delay } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -108,8 +109,22 @@ describe("a three-node NATS cluster with replicas 3", () => {
     });
     const distinct = () => new Set(results.values.map((r) => r.taskId)).size;
     const kills: { node: string; at: number; elected: number }[] = [];
+    // The events stream's leader is moved to the node about to be killed (a step down elects another at random), so
+    // events are published while it elects a new one.
+    const colocateEvents = async (node: string) => {
+      for (let attempt = 1; (await leaderOf(subjects.eventsStream)) !== node; attempt++) {
+        if (attempt > 30) throw new Error(`the events stream's leader never moved to ${node}`);
+        await api(() => nc.request(`$JS.API.STREAM.LEADER.STEPDOWN.${subjects.eventsStream}`, "", { timeout: 5000 }));
+        // Until its new leader is known.
+        for (let polls = 0; (await api(() => jsm.streams.info(subjects.eventsStream))).cluster?.leader === undefined; polls++) {
+          if (polls > 200) throw new Error("the events stream elected no leader");
+          await delay(50);
+        }
+      }
+    };
     const killLeader = async () => {
       const node = await leaderOf(subjects.intakeStream);
+      await colocateEvents(node);
       const kill = { node, at: Date.now(), elected: 0 };
       kills.push(kill);
       await cluster.kill(node);
@@ -192,6 +207,22 @@ describe("a three-node NATS cluster with replicas 3", () => {
       );
       expect(states.filter((state) => state !== "completed")).toEqual([]);
 
+      // The events stream's replay: every event of every task, each seq from 1 to its last event, `task.completed`.
+      // Events published while the stream elected its leader were sent again until stored (docs/deploy.md).
+      const replay = await replayEvents(nc, subjects.eventsStream, subjects.anyTaskEvents);
+      const byTask = new Map<string, { seq: number; type: string }[]>();
+      for (const e of replay) byTask.set(e.taskId, [...(byTask.get(e.taskId) ?? []), e]);
+      const gaps = ids.flatMap((id) => {
+        const events = byTask.get(id) ?? [];
+        const last = events.at(-1);
+        const seqs = new Set(events.map((e) => e.seq));
+        const missing = last === undefined ? [1] : Array.from({ length: last.seq }, (_, i) => i + 1).filter((n) => !seqs.has(n));
+        return last?.type === "task.completed" && missing.length === 0
+          ? []
+          : [`${id}: last ${last?.type}, missing seq ${missing.join(",")}`];
+      });
+      expect(gaps).toEqual([]);
+
       // Model calls: every task's once, a repeat at most once per node loss.
       const calls = new Map<string, number>();
       for (const r of mock.requests) {
@@ -234,3 +265,15 @@ describe("a three-node NATS cluster with replicas 3", () => {
     }
   });
 });
+
+/** Every message of `filter` in `stream`, in stream order, as task events. */
+async function replayEvents(nc: NatsConnection, stream: string, filter: string): Promise<{ taskId: string; seq: number; type: string }[]> {
+  const consumer = await jetstream(nc).consumers.get(stream, { filter_subjects: filter });
+  const { num_pending: pending } = await consumer.info(true);
+  const out: { taskId: string; seq: number; type: string }[] = [];
+  while (out.length < pending) {
+    const batch = await consumer.fetch({ max_messages: Math.min(500, pending - out.length), expires: 5000 });
+    for await (const m of batch) out.push(m.json<{ taskId: string; seq: number; type: string }>());
+  }
+  return out;
+}

@@ -1,7 +1,7 @@
 /**
  * A 5 MB input end to end, over a nats-server whose messages carry at most 2 MB (the repository's nats.conf): the
  * client's submission, the Director's evaluation request and the Evaluator's Handler request are each larger than
- * one message, and travel by reference through the bodies bucket (runtime/nats/bodies.ts). Each role runs in a
+ * one message, and travel by reference through the bodies bucket (runtime/nats/chunks.ts). Each role runs in a
  * process of its own, so every one of those requests crosses NATS. The limits are raised above 1 MiB by the settings.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";

@@ -21,7 +21,15 @@ import { RUNTIME, usePermissionsStack } from "../support/permissions-stack.js";
 import { startCli } from "../support/processes.js";
 import { newTaskId } from "../support/stack.js";
 
-const stack = usePermissionsStack();
+// Submissions and inputs may exceed one message (2 MB here): they travel by reference through the bodies bucket.
+const stack = usePermissionsStack({
+  config: {
+    maxSubmissionBytes: 8 * 1024 * 1024,
+    maxInputBytes: 8 * 1024 * 1024,
+    contextWindowTokens: 20_000_000,
+    maxContextWindowFraction: 1,
+  },
+});
 const { root, subjects, passwords, transports, systems, as, violations, connectAs } = stack;
 
 describe("each role as its own user", () => {
@@ -56,6 +64,25 @@ describe("each role as its own user", () => {
       });
       expect(await director.lastPublished(subjects.taskResult(newTaskId()))).toBeUndefined();
     }
+    expect(violations()).toEqual([]);
+  });
+
+  it("carries a 3 MB input from a submitter through every role by reference, with no permission violation", async () => {
+    const client = await openNatsTransport(stack.server.url, subjects, {
+      name: "perm-large",
+      log: silentLogger,
+      auth: as("submitter"),
+      roles: [],
+    });
+    transports.push(client);
+    expect(client.bus.maxMessageBytes).toBeLessThan(3_000_000);
+    const doc = "permitted ".repeat(300_000);
+    const outcome = await new DirigentClient(client.bus, subjects).run({
+      taskId: newTaskId(),
+      xml: "<task><description>{{doc}}</description></task>",
+      inputs: { doc },
+    });
+    expect(outcome).toMatchObject({ status: "COMPLETE", content: "permitted answer" });
     expect(violations()).toEqual([]);
   });
 

@@ -51,6 +51,13 @@ describe("NatsBus over a real server", () => {
     const kept = await bus.request(`${subjects.submit}.big`, big(3), { timeoutMs: 30_000, idleTimeoutMs: 10_000 });
     expect([kept.byteLength, kept[0]]).toEqual([3 * 1024 * 1024, 4]);
     expect(seen.values).toEqual([3 * 1024 * 1024, 3 * 1024 * 1024]);
+    // A reference to no stored body is answered, not left unanswered.
+    const bogus = await bus.request(`${subjects.submit}.big`, new Uint8Array(), {
+      timeoutMs: 30_000,
+      headers: { "Dirigent-Body": "body.00000000-0000-0000-0000-000000000000 5" },
+    });
+    expect(JSON.parse(text.decode(bogus))).toMatchObject({ error: { code: "INVALID_MESSAGE" } });
+    expect(seen.values).toHaveLength(2);
     await sub.unsubscribe();
     await bus.close();
   });

@@ -48,7 +48,7 @@ describe("per-role permissions", () => {
       // The inspector reads the events stream, nothing else of JetStream, and never writes to it.
       const readEvents = (subject: string) =>
         role === "inspector" && /^\$JS\.API\.STREAM\.(INFO|MSG\.GET)\.ACME_DIRIGENT_EVENTS$/.test(subject);
-      // The submitter sends and reads bodies larger than one message through the bodies bucket (runtime/nats/bodies.ts).
+      // The submitter sends and reads bodies larger than one message through the bodies bucket (runtime/nats/chunks.ts).
       const bodies = (subject: string) => role === "submitter" && /(^|\.|_)ACME_DIRIGENT_BODIES(\.>)?$/.test(subject);
       const all = [...p[role].publish.filter((s) => !readEvents(s) && !bodies(s)), ...p[role].subscribe].join(" ");
       expect(all).not.toMatch(/\$JS|\$KV|intake|handler|evaluator\.|memory\.match|progress|control/);

@@ -104,7 +104,7 @@ const inboxOf = (root: string, role: NatsRole | "admin") => `${userInboxPrefix(n
  * What every runtime role may do besides its own subjects: publish its actors' inspection messages
  * (`<root>.inspect.<role>.<kind>`, when `DIRIGENT_INSPECT` is on), under its own role name only; answer pings
  * (`<root>.ping`: every process answers, into the inbox of the submitter or of the runtime role that asks) and ping;
- * read and write the bodies bucket (a request or answer larger than one message, runtime/nats/bodies.ts).
+ * read and write the bodies bucket (a request or answer larger than one message, runtime/nats/chunks.ts).
  */
 const runtimeCommon = (root: string, role: string): RolePermissions => ({
   publish: [
