@@ -194,6 +194,7 @@ export async function startSystem(options: SystemOptions): Promise<SystemHandle>
       startHandler(
         deps,
         {
+          natsTools: config.natsTools,
           defaultModel: config.model,
           maxTurns: config.maxTurns,
           baseSystemPrompt: config.baseSystemPrompt,
