@@ -149,6 +149,11 @@ describe("dirigent CLI", () => {
     const up = startCli(["up", "--nats", server.url, "--prefix", root], modelEnv());
     try {
       await up.waitFor(/ready/);
+      // The start lines say which model server, which tools from where, and whether inspection and metrics are on.
+      expect(up.output()).toContain(`dirigent: model gpt-4o-mini at ${mock.url}\n`);
+      expect(up.output()).toMatch(/dirigent: tools builtin: read_file, list_files; NATS services' tools off \(DIRIGENT_NATS_TOOLS=on\)\n/);
+      expect(up.output()).toContain("dirigent: inspection off (DIRIGENT_INSPECT=on for 'dirigent inspect')\n");
+      expect(up.output()).toContain("dirigent: metrics off (--metrics-port)\n");
       const file = join(dir, "slow.xml");
       writeFileSync(file, "<task><description>answer slowly</description></task>");
       const nc = await connect({ servers: server.url });
