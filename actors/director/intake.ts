@@ -9,8 +9,10 @@ import {
   encode,
   encodeJson,
   errorReply,
+  parseTaskId,
   Requests,
   SubmitRequest,
+  TASK_ID_HEADER,
   TaskRecord,
   textOf,
   validate,
@@ -235,6 +237,14 @@ async function submit(
     return undefined;
   }
   const trace = storedTraceContext(msg.headers);
+  const chosen = headerTaskId(msg.headers);
+  if (chosen !== undefined && decoded.submission.taskId === undefined) {
+    if (!parseTaskId(chosen)) {
+      respond(msg, Requests.submit, errorReply("INVALID_ID", `${TASK_ID_HEADER} '${chosen}': must be 1–64 characters of [A-Za-z0-9_-]`));
+      return undefined;
+    }
+    decoded.submission.taskId = chosen as TaskId;
+  }
   try {
     const submission = trace ? { ...decoded.submission, trace } : decoded.submission;
     const accepted = await acceptSubmission(deps, store, queue, submission, queuing);
@@ -252,5 +262,11 @@ function firstNonSpace(data: Uint8Array): string | undefined {
     if (byte !== 0x20 && byte !== 0x0a && byte !== 0x0d && byte !== 0x09 && byte !== 0xef && byte !== 0xbb && byte !== 0xbf)
       return String.fromCharCode(byte);
   }
+  return undefined;
+}
+
+/** The task id a submission's {@link TASK_ID_HEADER} header chooses (header names are not case-sensitive). */
+function headerTaskId(headers: ReadonlyMap<string, string> | undefined): string | undefined {
+  for (const [name, value] of headers ?? []) if (name.toLowerCase() === TASK_ID_HEADER.toLowerCase()) return value.trim();
   return undefined;
 }

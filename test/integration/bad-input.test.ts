@@ -111,6 +111,21 @@ describe("bad input on every subject", () => {
     await expect(stack.client.get(taskId)).rejects.toMatchObject({ code: "NOT_FOUND" });
   });
 
+  it("lets a raw XML submission choose its task id with the Dirigent-Task-Id header, checked like any task id", async () => {
+    await using stack = await startStack({ url: server.url, script: { rules: [{ reply: "raw and named" }] } });
+    const bus = stack.transport.bus;
+    const taskId = newTaskId();
+    const watch = stack.client.watch(taskId);
+    await bus.flush();
+    const xml = enc("<task><description>hi</description></task>");
+    const raw = await bus.request(stack.system.subjects.submit, xml, { timeoutMs: 10_000, headers: { "dirigent-task-id": taskId } });
+    expect(JSON.parse(new TextDecoder().decode(raw))).toEqual({ taskId, status: "accepted" });
+    expect(await watch.result).toMatchObject({ taskId, status: "COMPLETE", content: "raw and named" });
+    await watch.close();
+    const bad = await bus.request(stack.system.subjects.submit, xml, { timeoutMs: 10_000, headers: { "Dirigent-Task-Id": "a.b" } });
+    expect(JSON.parse(new TextDecoder().decode(bad))).toMatchObject({ error: { code: "INVALID_ID" } });
+  });
+
   it("answers a bad task id in a get subject with INVALID_ID", async () => {
     await using stack = await startStack({ url: server.url });
     const raw = await stack.transport.bus.request(`${stack.root}.tasks.${"x".repeat(65)}.get`, new Uint8Array(), { timeoutMs: 5000 });
