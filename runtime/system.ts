@@ -259,6 +259,7 @@ export async function startSystem(options: SystemOptions): Promise<SystemHandle>
       startDirector(deps, transport.store, transport.queue, {
         concurrency: config.concurrency,
         taskTimeoutMs: config.taskTimeoutMs,
+        substitution: config.substitution,
         ...(transport.lastPublished ? { lastPublished: transport.lastPublished } : {}),
         ...(transport.publishStored ? { publishStored: transport.publishStored } : {}),
         sizeLimits: {
