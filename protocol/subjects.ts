@@ -21,6 +21,12 @@ export const MSG_ID_HEADER = "Nats-Msg-Id";
  */
 export const FORWARDED_HEADER = "Dirigent-Forwarded";
 
+/**
+ * The header by which a raw XML submission on `<root>.tasks.submit` chooses its task id (a JSON submission has its
+ * `taskId` field, which wins): `nats req -H Dirigent-Task-Id:hello-1 dirigent.tasks.submit '<task>…</task>'`.
+ */
+export const TASK_ID_HEADER = "Dirigent-Task-Id";
+
 const ROOT_TOKEN = /^[a-z0-9_-]+$/;
 
 /** Checks a subject root such as `dirigent` or `acme.dirigent`; throws {@link InvalidSubjectError} naming the bad token. */

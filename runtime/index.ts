@@ -1,6 +1,9 @@
+/// <reference types="node" preserve="true" />
 /**
  * dirigent's library entry: start roles in your own process, talk to a runtime, run the offline model.
- * The wire contract alone is `dirigent/protocol`.
+ * The wire contract alone is `dirigent/protocol`. Its types use Node's (`NodeJS.ProcessEnv`, `AsyncDisposable`): the
+ * reference above brings `@types/node` (a dependency) into a consumer's program even when its tsconfig lists no
+ * `types` (TypeScript 6 and later include no `@types` package by default). docs/embedding.md shows the use.
  */
 export { startSystem, ROLES, type Role, type SystemHandle, type SystemOptions, type Transport } from "./system.js";
 export { loadConfig, ConfigError, DEFAULTS, ENV_NAMES, type Config } from "./config.js";

@@ -102,6 +102,11 @@ export interface SystemHandle extends AsyncDisposable {
    * `OPENAI_BASE_URL` or `callModel`); absent when it uses a configured one.
    */
   readonly offlineModelUrl?: string;
+  /**
+   * The tools this process's Handler offers at start, with their source (`builtin`, `mcp`, `ts`, `nats`); absent
+   * without a Handler. NATS services found later are not in it.
+   */
+  readonly handlerTools?: ReadonlyArray<{ readonly name: string; readonly source: string }>;
   /** This process's id in its answers to `<root>.ping` (see runtime/health.ts). */
   readonly processId: string;
   /** Where Prometheus scrapes this process's metrics (`DIRIGENT_METRICS_PORT`); absent: no metrics. */
@@ -134,6 +139,7 @@ export async function startSystem(options: SystemOptions): Promise<SystemHandle>
     metrics: metrics?.metrics.seam,
   };
   const started: RoleHandle[] = [];
+  let handlerTools: Array<{ name: string; source: string }> | undefined;
   // Templates parsed once per system, shared by the roles that parse them.
   const parseCache = createParseCache();
   // Dependency order: whoever is asked starts before whoever asks.
@@ -184,6 +190,10 @@ export async function startSystem(options: SystemOptions): Promise<SystemHandle>
         ],
       },
     );
+    handlerTools = toolset.definitions.map((d) => ({
+      name: d.function.name,
+      source: toolset.info?.(d.function.name)?.source ?? "builtin",
+    }));
     // The Compiler runs wherever the Handler does, on the same model client. It starts first so that it stops after
     // the Handler: a process that begins to stop unsubscribes its Handler from the queue group before it first waits
     // (a request routed to it meanwhile would still be taken).
@@ -194,6 +204,7 @@ export async function startSystem(options: SystemOptions): Promise<SystemHandle>
       startHandler(
         deps,
         {
+          natsTools: config.natsTools,
           defaultModel: config.model,
           maxTurns: config.maxTurns,
           baseSystemPrompt: config.baseSystemPrompt,
@@ -249,6 +260,7 @@ export async function startSystem(options: SystemOptions): Promise<SystemHandle>
       startDirector(deps, transport.store, transport.queue, {
         concurrency: config.concurrency,
         taskTimeoutMs: config.taskTimeoutMs,
+        substitution: config.substitution,
         ...(transport.lastPublished ? { lastPublished: transport.lastPublished } : {}),
         ...(transport.publishStored ? { publishStored: transport.publishStored } : {}),
         sizeLimits: {
@@ -305,6 +317,7 @@ export async function startSystem(options: SystemOptions): Promise<SystemHandle>
     transport,
     processId: ping.processId,
     ...(offline?.note && offline.config.openaiBaseUrl ? { offlineModelUrl: offline.config.openaiBaseUrl } : {}),
+    ...(handlerTools ? { handlerTools } : {}),
     ...(metrics ? { metricsUrl: metrics.url } : {}),
     stop,
     [Symbol.asyncDispose]: stop,

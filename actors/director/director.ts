@@ -37,6 +37,8 @@ export interface DirectorConfig {
    * JetStream message id): one published while a replicated stream elects a leader is not lost. Absent: a plain publish.
    */
   publishStored?: (subject: string, data: Uint8Array, id: string) => Promise<void>;
+  /** `{{var}}` substitution of the deployment: under `strict` (the default) a placeholder nothing can fill is refused at submission. */
+  substitution?: "strict" | "lenient";
   /** Size limits of submissions; {@link DEFAULT_SIZE_LIMITS} when absent. */
   sizeLimits?: SizeLimits;
   /** The system's parse cache (shared with its Evaluator); absent: the Director keeps its own. */
@@ -143,7 +145,9 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
         const queuing = (taskId: string) => void (announced = gates.submitting(taskId));
         let accepted: Awaited<ReturnType<typeof handleSubmit>>;
         try {
-          accepted = await handleSubmit(deps, store, queue, msg, queuing, config.sizeLimits, parseCache.parse);
+          accepted = await handleSubmit(deps, store, queue, msg, queuing, config.sizeLimits, parseCache.parse, {
+            strictPlaceholders: config.substitution !== "lenient",
+          });
           if (accepted?.reply.status === "accepted") publishEvent(accepted.reply.taskId, 1, "task.queued", "queued", "queued");
         } finally {
           announced?.(accepted?.discarded);

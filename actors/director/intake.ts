@@ -9,8 +9,10 @@ import {
   encode,
   encodeJson,
   errorReply,
+  parseTaskId,
   Requests,
   SubmitRequest,
+  TASK_ID_HEADER,
   TaskRecord,
   textOf,
   validate,
@@ -28,6 +30,7 @@ import { inSpan, SpanKind, storedTraceContext } from "../tracing.js";
 import { checkInputs, checkSubmission, checkTemplate, DEFAULT_SIZE_LIMITS, tooLargeReply, type SizeLimits } from "../size-limits.js";
 import { parseTemplate } from "../../machines/language/parse.js";
 import { listUnqueued, unlist } from "./unqueued.js";
+import { unfillablePlaceholder } from "./placeholders.js";
 import type { ParseOutcome } from "../../machines/language/ast.js";
 
 /** A decoded, validated submission. */
@@ -193,6 +196,15 @@ export function queuedRecord(data: Uint8Array): { ok: true; record: TaskRecord |
   return decoded.ok ? { ok: true, record: decoded.value } : { ok: false, message: decoded.error.message };
 }
 
+/** How {@link handleSubmit} checks a submission beyond its decoding. */
+export interface SubmitOptions {
+  /**
+   * Refuse (`INVALID_TEMPLATE`) an atomic task whose prose has a `{{name}}` that nothing can ever fill (strict
+   * substitution: under lenient substitution it becomes a marker, which is allowed).
+   */
+  strictPlaceholders?: boolean;
+}
+
 /**
  * Handles one message on the submit subject, in a `task.submit` span under the submitter's `traceparent` header when
  * it sent one; the task keeps that trace (docs/traces.md).
@@ -205,9 +217,10 @@ export function handleSubmit(
   queuing?: (taskId: TaskId) => void,
   limits: SizeLimits = DEFAULT_SIZE_LIMITS,
   parse: (xml: string) => ParseOutcome = parseTemplate,
+  options: SubmitOptions = {},
 ): Promise<Accepted | undefined> {
   return inSpan("task.submit", { parent: msg.headers ?? undefined, kind: SpanKind.SERVER }, async (span) => {
-    const accepted = await submit(deps, store, queue, msg, queuing, limits, parse);
+    const accepted = await submit(deps, store, queue, msg, queuing, limits, parse, options);
     if (accepted) span.span.setAttributes({ "dirigent.task_id": accepted.reply.taskId, "dirigent.submit.status": accepted.reply.status });
     return accepted;
   });
@@ -221,10 +234,16 @@ async function submit(
   queuing: ((taskId: TaskId) => void) | undefined,
   limits: SizeLimits,
   parse: (xml: string) => ParseOutcome,
+  options: SubmitOptions,
 ): Promise<Accepted | undefined> {
   let decoded: ReturnType<typeof decodeSubmission>;
   try {
     decoded = decodeSubmission(msg.data, limits, parse);
+    const parsed =
+      decoded.ok && options.strictPlaceholders && decoded.submission.prompt === undefined ? parse(decoded.submission.xml) : undefined;
+    const unfillable = parsed?.ok && decoded.ok ? unfillablePlaceholder(parsed.document, decoded.submission.inputs) : undefined;
+    if (unfillable)
+      decoded = { ok: false, reply: errorReply("INVALID_TEMPLATE", unfillable.message, { line: unfillable.line, col: unfillable.col }) };
   } catch (err) {
     // Decoding returns its refusals; should a check throw all the same, the submitter still gets an answer.
     decoded = { ok: false, reply: errorReply("INVALID_MESSAGE", `submission could not be decoded: ${messageOf(err)}`) };
@@ -235,6 +254,14 @@ async function submit(
     return undefined;
   }
   const trace = storedTraceContext(msg.headers);
+  const chosen = headerTaskId(msg.headers);
+  if (chosen !== undefined && decoded.submission.taskId === undefined) {
+    if (!parseTaskId(chosen)) {
+      respond(msg, Requests.submit, errorReply("INVALID_ID", `${TASK_ID_HEADER} '${chosen}': must be 1–64 characters of [A-Za-z0-9_-]`));
+      return undefined;
+    }
+    decoded.submission.taskId = chosen as TaskId;
+  }
   try {
     const submission = trace ? { ...decoded.submission, trace } : decoded.submission;
     const accepted = await acceptSubmission(deps, store, queue, submission, queuing);
@@ -252,5 +279,11 @@ function firstNonSpace(data: Uint8Array): string | undefined {
     if (byte !== 0x20 && byte !== 0x0a && byte !== 0x0d && byte !== 0x09 && byte !== 0xef && byte !== 0xbb && byte !== 0xbf)
       return String.fromCharCode(byte);
   }
+  return undefined;
+}
+
+/** The task id a submission's {@link TASK_ID_HEADER} header chooses (header names are not case-sensitive). */
+function headerTaskId(headers: ReadonlyMap<string, string> | undefined): string | undefined {
+  for (const [name, value] of headers ?? []) if (name.toLowerCase() === TASK_ID_HEADER.toLowerCase()) return value.trim();
   return undefined;
 }

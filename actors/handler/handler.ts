@@ -101,7 +101,7 @@ export function startHandler(
     const chosen = chooseTools(settingsOf(request).tools, request.continuations ?? [], request.templateTools ?? []);
     if ("missing" in chosen) {
       const { taskId, nodePath } = request;
-      const message = missingToolsMessage(chosen.missing, toolset);
+      const message = missingToolsMessage(chosen.missing, toolset, config.natsTools);
       return {
         type: "handler.result",
         taskId,

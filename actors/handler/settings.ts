@@ -14,6 +14,11 @@ import type { ModelPrice } from "./tokens.js";
 
 /** Handler configuration, immutable for the life of every session it starts. */
 export interface HandlerConfig {
+  /**
+   * Whether this Handler offers the tools of NATS services (`DIRIGENT_NATS_TOOLS`); when off, a task naming a tool it
+   * lacks is told that a NATS service's tool needs it on.
+   */
+  natsTools?: "on" | "off";
   /** Model used when the template names none. */
   defaultModel: string;
   /** Hard limit on assistant messages per session. */
@@ -153,12 +158,13 @@ export function toolChoice(
 }
 
 /** The message of a task refused because it names tools this Handler does not have. */
-export function missingToolsMessage(missing: readonly string[], toolset: Toolset): string {
+export function missingToolsMessage(missing: readonly string[], toolset: Toolset, natsTools: "on" | "off" = "on"): string {
   const names = toolset.definitions.map((d) => d.function.name);
   const has = names.length === 0 ? "none" : names.length > 30 ? `${names.slice(0, 30).join(", ")}, …` : names.join(", ");
   const which = missing.map((m) => `'${m}'`).join(", ");
   const nats = names.some((n) => toolset.info?.(n)?.source === "nats") ? "; a NATS service's tool is selected by its exact name only" : "";
-  return `the task's <tools> names ${missing.length === 1 ? "a tool" : "tools"} this Handler does not have: ${which} (its tools: ${has}${nats})`;
+  const off = natsTools === "off" ? "; if it is a tool of a NATS service, this Handler offers those only with DIRIGENT_NATS_TOOLS=on" : "";
+  return `the task's <tools> names ${missing.length === 1 ? "a tool" : "tools"} this Handler does not have: ${which} (its tools: ${has}${nats})${off}`;
 }
 
 /**

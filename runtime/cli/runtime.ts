@@ -6,7 +6,8 @@ import { natsAuth } from "../nats/auth.js";
 import { embeddedModel } from "../model/embedded.js";
 import { checkSelf, superviseConnection } from "../health.js";
 import { NatsBus } from "../nats/bus.js";
-import { ROLES, startSystem, type Role } from "../system.js";
+import { ROLES, startSystem, type Role, type SystemHandle } from "../system.js";
+import type { Config } from "../config.js";
 import { startTracing } from "../tracing/sdk.js";
 import { messageOf } from "../../protocol/errors.js";
 import { secretValues } from "../secrets.js";
@@ -66,7 +67,7 @@ async function serveUntilSignal(flags: RuntimeFlags, roles: readonly Role[], nam
     await flushTraces();
     process.exit(1);
   }
-  if (system.metricsUrl !== undefined) process.stderr.write(`dirigent: metrics on ${system.metricsUrl}\n`);
+  for (const line of startLines(model.config, system)) process.stderr.write(`dirigent: ${line}\n`);
   process.stderr.write(
     `dirigent: ${roles.join(", ")} on ${placement.note}, subjects under '${subjects.root}', concurrency ${config.concurrency}\n`,
   );
@@ -153,4 +154,41 @@ export function registerRuntimeCommands(program: Command): void {
     if (!role) throw new UsageError(`--role '${String(flags.role)}': expected one of ${ROLES.join(", ")}`);
     return serveUntilSignal(flags, [role], `dirigent-${role}`, false);
   });
+}
+
+/**
+ * What a new runtime process says about itself besides its roles: the model server and model, the tools by source
+ * (and whether NATS services' tools are on), inspection and metrics, each with the setting that changes it.
+ */
+export function startLines(config: Config, system: Pick<SystemHandle, "roles" | "handlerTools" | "metricsUrl">): string[] {
+  const lines: string[] = [];
+  if (system.roles.includes("handler")) {
+    const providers = Object.keys(config.providers);
+    const server = config.openaiBaseUrl
+      ? withoutUserInfo(config.openaiBaseUrl)
+      : "https://api.openai.com/v1 (the SDK's default; OPENAI_BASE_URL to change)";
+    lines.push(`model ${config.model} at ${server}${providers.length ? `; providers ${providers.join(", ")}` : ""}`);
+    const bySource = new Map<string, string[]>();
+    for (const t of system.handlerTools ?? []) bySource.set(t.source, [...(bySource.get(t.source) ?? []), t.name]);
+    const listed = [...bySource].map(([source, names]) => `${source}: ${names.join(", ")}`).join("; ");
+    const nats = config.natsTools === "on" ? "NATS services' tools on" : "NATS services' tools off (DIRIGENT_NATS_TOOLS=on)";
+    lines.push(`tools ${listed === "" ? "none" : listed}; ${nats}`);
+  }
+  lines.push(
+    config.inspect ? "inspection on: see it with 'dirigent inspect'" : "inspection off (DIRIGENT_INSPECT=on for 'dirigent inspect')",
+  );
+  lines.push(system.metricsUrl !== undefined ? `metrics on ${system.metricsUrl}` : "metrics off (--metrics-port)");
+  return lines;
+}
+
+/** A URL without the user and password it may carry (a start line is no place for them). */
+function withoutUserInfo(url: string): string {
+  try {
+    const parsed = new URL(url);
+    parsed.username = "";
+    parsed.password = "";
+    return parsed.toString();
+  } catch {
+    return "(not a URL)";
+  }
 }

@@ -6,7 +6,7 @@
 import { randomUUID } from "node:crypto";
 import type { Command } from "commander";
 import { createInterface } from "node:readline/promises";
-import { parseTaskId, TaskState, type SubmitReply, type TaskEvent } from "../../protocol/index.js";
+import { decode, parseTaskId, TaskEvent, TaskState, type SubmitReply, type Subjects } from "../../protocol/index.js";
 import { DirigentClient, RemoteError } from "../client.js";
 import { collect, commonOptions, parseInputs, setup, UsageError, type CommonFlags } from "./common.js";
 import { budgetFields, type BudgetFlags } from "./budget.js";
@@ -16,9 +16,10 @@ import { natsAuth } from "../nats/auth.js";
 import { embeddedModel } from "../model/embedded.js";
 import { createEventPrinter, formatNode, formatOutcome, formatTree } from "./output.js";
 import { startSystem, type SystemHandle } from "../system.js";
-import { connectNats } from "../nats/bus.js";
+import { connectNats, NatsBus } from "../nats/bus.js";
+import type { NatsConnection } from "@nats-io/transport-node";
 import { DEFAULT_NATS_URL } from "../nats/connect.js";
-import { listStoredTasks, type ListedTask } from "../inspect/replay.js";
+import { listStoredTasks, readStoredTask, type ListedTask } from "../inspect/replay.js";
 import { messageOf } from "../../protocol/errors.js";
 
 interface RunFlags extends CommonFlags, BudgetFlags {
@@ -224,9 +225,11 @@ export function registerTaskCommands(program: Command): void {
 
   commonOptions(program.command("status").description("print a task's state and result as JSON").argument("<id>", "task id")).action(
     async (id: string, flags: CommonFlags) => {
-      await withClient(flags, async (client) => {
+      await withClient(flags, async (client, nc, subjects) => {
         const reply = await client.get(checkedId(id)).catch(rethrow);
-        process.stdout.write(JSON.stringify(reply, null, 2) + "\n");
+        // A task waiting for input: its question, from its last `continuation.input` event (the events stream).
+        const question = reply.state === "awaiting_input" ? await pendingQuestion(nc, subjects, id) : undefined;
+        process.stdout.write(JSON.stringify(question === undefined ? reply : { ...reply, question }, null, 2) + "\n");
       });
     },
   );
@@ -239,9 +242,11 @@ export function registerTaskCommands(program: Command): void {
       .argument("<text>", "the answer"),
   ).action(async (id: string, text: string, flags: CommonFlags) => {
     await withClient(flags, async (client) => {
-      const reply = await client.input(checkedId(id), text).catch((err: unknown) => {
-        if (err instanceof RemoteError && err.code === "NO_RESPONDERS") throw new Error(`task ${id} is not waiting for input`);
-        return rethrow(err);
+      const reply = await client.input(checkedId(id), text).catch(async (err: unknown) => {
+        if (!(err instanceof RemoteError && err.code === "NO_RESPONDERS")) return rethrow(err);
+        // Nobody waits for an answer: say whether the task exists at all.
+        const status = await client.get(id).catch(rethrow);
+        throw new Error(`task ${id} is ${status.state}, not waiting for input`);
       });
       process.stdout.write(JSON.stringify(reply) + "\n");
     });
@@ -304,7 +309,10 @@ async function askUser(client: DirigentClient, taskId: string, question: string)
 }
 
 /** Connects to a running runtime (never an embedded one: it would end with this command). */
-async function withClient(flags: CommonFlags, fn: (client: DirigentClient) => Promise<void>): Promise<void> {
+async function withClient(
+  flags: CommonFlags,
+  fn: (client: DirigentClient, nc: NatsConnection | undefined, subjects: Subjects) => Promise<void>,
+): Promise<void> {
   const { config, subjects, log } = setup(flags, "dirigent-client");
   const placement = await place({
     ...(config.nats ? { url: config.nats } : {}),
@@ -321,8 +329,21 @@ async function withClient(flags: CommonFlags, fn: (client: DirigentClient) => Pr
   try {
     if (placement.transport.kind === "memory")
       throw new Error("no NATS server reachable: start the runtime with 'dirigent up' or pass --nats URL");
-    await fn(new DirigentClient(placement.transport.bus, subjects));
+    const bus = placement.transport.bus;
+    await fn(new DirigentClient(bus, subjects), bus instanceof NatsBus ? bus.connection : undefined, subjects);
   } finally {
     await placement.close();
   }
+}
+
+/** The question of a task's last `continuation.input` event, read from the events stream; undefined when unreadable. */
+async function pendingQuestion(nc: NatsConnection | undefined, subjects: Subjects, taskId: string): Promise<string | undefined> {
+  if (nc === undefined) return undefined;
+  const stored = await readStoredTask(nc, subjects, taskId).catch(() => []);
+  let question: string | undefined;
+  for (const m of stored) {
+    const event = m.subject === subjects.taskEvents(taskId) ? decode(TaskEvent, m.data) : undefined;
+    if (event?.ok && event.value.type === "continuation.input") question = event.value.message ?? "";
+  }
+  return question;
 }

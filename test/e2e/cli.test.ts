@@ -26,6 +26,9 @@ beforeAll(async () => {
         // A map's branches: held at a gate the test opens, or refused with HTTP 400.
         { match: { lastUser: "MAPFILE" }, gate: { name: "cli-files", count: 4 }, reply: "read {{lastUser}}" },
         { match: { lastUser: "MAPBREAK" }, status: 400, reply: "bad request" },
+        // A question to the user, then an answer that echoes the user's reply.
+        { match: { lastUser: "ASKCITY", turn: 1 }, toolCalls: [{ name: "request_user_input", arguments: { question: "Which city?" } }] },
+        { match: { lastUser: "ASKCITY", hasToolResult: true }, reply: "going to {{lastTool}}" },
         { reply: "embedded answer" },
       ],
     },
@@ -149,6 +152,11 @@ describe("dirigent CLI", () => {
     const up = startCli(["up", "--nats", server.url, "--prefix", root], modelEnv());
     try {
       await up.waitFor(/ready/);
+      // The start lines say which model server, which tools from where, and whether inspection and metrics are on.
+      expect(up.output()).toContain(`dirigent: model gpt-4o-mini at ${mock.url}\n`);
+      expect(up.output()).toMatch(/dirigent: tools builtin: read_file, list_files; NATS services' tools off \(DIRIGENT_NATS_TOOLS=on\)\n/);
+      expect(up.output()).toContain("dirigent: inspection off (DIRIGENT_INSPECT=on for 'dirigent inspect')\n");
+      expect(up.output()).toContain("dirigent: metrics off (--metrics-port)\n");
       const file = join(dir, "slow.xml");
       writeFileSync(file, "<task><description>answer slowly</description></task>");
       const nc = await connect({ servers: server.url });
@@ -179,6 +187,42 @@ describe("dirigent CLI", () => {
       await up.stop();
     }
     expect(up.output()).toMatch(/SIGTERM: draining/);
+  });
+
+  it("status shows a pending question; input answers it, and names a task that does not exist or waits for nothing", async () => {
+    const root = randomRoot();
+    const up = startCli(["up", "--nats", server.url, "--prefix", root], modelEnv());
+    try {
+      await up.waitFor(/ready/);
+      const file = join(dir, "ask.xml");
+      writeFileSync(file, "<task><description>ASKCITY for the trip</description></task>");
+      const nc = await connect({ servers: server.url });
+      const taskId = "cli-ask-1";
+      const events = nc.subscribe(`${root}.tasks.${taskId}.events`);
+      const result = nc.subscribe(`${root}.tasks.${taskId}.result`, { max: 1 });
+      const submit = startCli(["submit", file, "--task-id", taskId, "--nats", server.url, "--prefix", root]);
+      expect(await submit.exited).toBe(0);
+      for await (const m of events) if ((m.json() as { type: string }).type === "continuation.input") break;
+
+      const status = startCli(["status", taskId, "--nats", server.url, "--prefix", root]);
+      expect(await status.exited).toBe(0);
+      expect(JSON.parse(status.stdout())).toEqual({ taskId, state: "awaiting_input", question: "Which city?" });
+
+      const unknown = startCli(["input", "no-such-task", "Oslo", "--nats", server.url, "--prefix", root]);
+      expect(await unknown.exited).toBe(1);
+      expect(unknown.output()).toMatch(/no task 'no-such-task'/);
+
+      const answer = startCli(["input", taskId, "Lisbon", "--nats", server.url, "--prefix", root]);
+      expect(await answer.exited, answer.output()).toBe(0);
+      for await (const m of result) expect(m.json()).toMatchObject({ status: "COMPLETE", content: "going to Lisbon" });
+      await nc.drain();
+
+      const late = startCli(["input", taskId, "Porto", "--nats", server.url, "--prefix", root]);
+      expect(await late.exited).toBe(1);
+      expect(late.output()).toMatch(/task cli-ask-1 is completed, not waiting for input/);
+    } finally {
+      await up.stop();
+    }
   });
 
   it("run prints a map's progress as map n/N done lines, naming failed branches and nested maps", async () => {

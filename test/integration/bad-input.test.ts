@@ -111,6 +111,46 @@ describe("bad input on every subject", () => {
     await expect(stack.client.get(taskId)).rejects.toMatchObject({ code: "NOT_FOUND" });
   });
 
+  it("refuses at submission a {{name}} of an atomic task that no input can fill; a submitted or declared input fills it", async () => {
+    await using stack = await startStack({ url: server.url, script: { rules: [{ reply: "hello" }] } });
+    const submit = async (body: object) =>
+      JSON.parse(
+        new TextDecoder().decode(
+          await stack.transport.bus.request(stack.system.subjects.submit, enc(JSON.stringify(body)), { timeoutMs: 10_000 }),
+        ),
+      ) as unknown;
+    const xml = "\n<task><description>Say hello to {{name}}</description></task>";
+    expect(await submit({ xml })).toEqual({
+      error: {
+        code: "INVALID_TEMPLATE",
+        message: expect.stringMatching(
+          /^\{\{name\}\} in <description> can never be filled: no input 'name' is submitted or bound by an <input> of the task/,
+        ),
+        line: 2,
+        col: 1,
+      },
+    });
+    expect(await submit({ xml, inputs: { name: "Ada" } })).toMatchObject({ status: "accepted" });
+    const declared =
+      '<task><description>Say hello to {{name.first}}</description><inputs><input name="name">{"first":"Ada"}</input></inputs></task>';
+    expect(await submit({ xml: declared })).toMatchObject({ status: "accepted" });
+  });
+
+  it("lets a raw XML submission choose its task id with the Dirigent-Task-Id header, checked like any task id", async () => {
+    await using stack = await startStack({ url: server.url, script: { rules: [{ reply: "raw and named" }] } });
+    const bus = stack.transport.bus;
+    const taskId = newTaskId();
+    const watch = stack.client.watch(taskId);
+    await bus.flush();
+    const xml = enc("<task><description>hi</description></task>");
+    const raw = await bus.request(stack.system.subjects.submit, xml, { timeoutMs: 10_000, headers: { "dirigent-task-id": taskId } });
+    expect(JSON.parse(new TextDecoder().decode(raw))).toEqual({ taskId, status: "accepted" });
+    expect(await watch.result).toMatchObject({ taskId, status: "COMPLETE", content: "raw and named" });
+    await watch.close();
+    const bad = await bus.request(stack.system.subjects.submit, xml, { timeoutMs: 10_000, headers: { "Dirigent-Task-Id": "a.b" } });
+    expect(JSON.parse(new TextDecoder().decode(bad))).toMatchObject({ error: { code: "INVALID_ID" } });
+  });
+
   it("answers a bad task id in a get subject with INVALID_ID", async () => {
     await using stack = await startStack({ url: server.url });
     const raw = await stack.transport.bus.request(`${stack.root}.tasks.${"x".repeat(65)}.get`, new Uint8Array(), { timeoutMs: 5000 });

@@ -87,12 +87,10 @@ describe("pipeline over a real nats-server", () => {
     await watch.close();
   });
 
-  it("fails with input_validation_failure naming a missing variable", async () => {
+  it("refuses at submission an atomic task whose variable no input fills, naming it (INVALID_TEMPLATE)", async () => {
     await using stack = await startStack({ url: server.url, mock });
-    const outcome = await stack.client.run({ xml: HAIKU, taskId: newTaskId() });
-    expect(outcome.status).toBe("FAILED");
-    expect(outcome.error).toMatchObject({ type: "TASK_FAILURE", reason: "input_validation_failure" });
-    expect(outcome.error?.message).toContain("'topic'");
+    const run = stack.client.run({ xml: HAIKU, taskId: newTaskId() });
+    await expect(run).rejects.toMatchObject({ code: "INVALID_TEMPLATE", message: expect.stringContaining("no input 'topic'") });
   });
 
   it("fails a loop without its evaluator at run time with a clear error, never at parse time", async () => {

@@ -117,6 +117,10 @@ describe("<tools>: which tools a task gets", () => {
     expect(outcome.error?.message).toContain(
       "the task's <tools> names tools this Handler does not have: 'web__*', 'search', 'run_script' (its tools: read_file, list_files, get_weather, db__query, db__insert)",
     );
+    // NATS services' tools are off (the default): the message says what would offer one.
+    expect(outcome.error?.message).toMatch(
+      /; if it is a tool of a NATS service, this Handler offers those only with DIRIGENT_NATS_TOOLS=on$/,
+    );
     expect(requests).toEqual([]);
   });
 });

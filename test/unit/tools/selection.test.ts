@@ -37,6 +37,9 @@ describe("toolChoice", () => {
     expect(missingToolsMessage(["db__*"], tools)).toBe(
       "the task's <tools> names a tool this Handler does not have: 'db__*' (its tools: read_file, fs__read, fs__write, get_weather)",
     );
+    expect(missingToolsMessage(["weather"], tools, "off")).toBe(
+      "the task's <tools> names a tool this Handler does not have: 'weather' (its tools: read_file, fs__read, fs__write, get_weather); if it is a tool of a NATS service, this Handler offers those only with DIRIGENT_NATS_TOOLS=on",
+    );
   });
 });
 
