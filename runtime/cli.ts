@@ -18,6 +18,7 @@ import { registerInspectCommand } from "./cli/inspect.js";
 import { registerCheckmateCommand } from "./cli/checkmate.js";
 import { registerGoalCommands } from "./cli/goals.js";
 import { registerHealthCommand } from "./cli/health.js";
+import { registerMcpCommand } from "./protocols/mcp-command.js";
 import { messageOf } from "../protocol/errors.js";
 
 const program = new Command()
@@ -41,6 +42,7 @@ registerInspectCommand(program);
 registerCheckmateCommand(program);
 registerGoalCommands(program);
 registerHealthCommand(program);
+registerMcpCommand(program);
 
 try {
   await program.parseAsync(process.argv);
