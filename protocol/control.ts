@@ -62,7 +62,7 @@ export const Progress = z.object({
 export type Progress = z.infer<typeof Progress>;
 
 /** Where a tool of a Handler comes from (runtime/tools/, docs/tools.md). */
-export const ToolSourceKind = z.enum(["builtin", "mcp", "ts", "nats", "template", "continuation"]);
+export const ToolSourceKind = z.enum(["builtin", "mcp", "a2a", "ts", "nats", "template", "continuation"]);
 export type ToolSourceKind = z.infer<typeof ToolSourceKind>;
 
 /** The `data` of a `tool.call` progress event: one tool call of a Handler session, once answered. */

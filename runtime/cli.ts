@@ -18,6 +18,8 @@ import { registerInspectCommand } from "./cli/inspect.js";
 import { registerCheckmateCommand } from "./cli/checkmate.js";
 import { registerGoalCommands } from "./cli/goals.js";
 import { registerHealthCommand } from "./cli/health.js";
+import { registerMcpCommand } from "./protocols/mcp-command.js";
+import { registerA2aCommand } from "./protocols/a2a-command.js";
 import { messageOf } from "../protocol/errors.js";
 
 const program = new Command()
@@ -42,6 +44,8 @@ registerInspectCommand(program);
 registerCheckmateCommand(program);
 registerGoalCommands(program);
 registerHealthCommand(program);
+registerMcpCommand(program);
+registerA2aCommand(program);
 
 try {
   await program.parseAsync(process.argv);

@@ -67,7 +67,7 @@ export const METRICS = {
     name: "dirigent_tool_calls_total",
     type: "counter",
     labels: ["source"],
-    help: "Tool calls of Handler sessions, by source (builtin, mcp, ts, nats, template, continuation; none: a malformed call).",
+    help: "Tool calls of Handler sessions, by source (builtin, mcp, a2a, ts, nats, template, continuation; none: a malformed call).",
   },
   inflight: {
     name: "dirigent_inflight",

@@ -1,6 +1,6 @@
 /**
- * The tool sources a configuration names besides the built-in tools: the MCP servers of `DIRIGENT_MCP_CONFIG`, and
- * the NATS services' tools when `DIRIGENT_NATS_TOOLS` is on.
+ * The tool sources a configuration names besides the built-in tools: the MCP servers and A2A agents of
+ * `DIRIGENT_MCP_CONFIG`, and the NATS services' tools when `DIRIGENT_NATS_TOOLS` is on.
  */
 import { realpath } from "node:fs/promises";
 import type { Logger } from "../../actors/deps.js";
@@ -14,6 +14,7 @@ import { ToolSourceError, type ToolSource } from "./source.js";
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { Subjects } from "../../protocol/index.js";
 import { startNatsToolSource } from "./nats-services.js";
+import { loadA2aAgents, startA2aSources } from "./a2a-agents.js";
 
 type SourceConfig = Pick<
   Config,
@@ -32,6 +33,16 @@ export async function configuredSources(
   nats?: { connection: NatsConnection; subjects: Subjects },
 ): Promise<ToolSource[]> {
   const mcp = await mcpSources(config, log);
+  const a2a =
+    config.mcpConfig === undefined
+      ? []
+      : await loadA2aAgents(config.mcpConfig)
+          .then((agents) => startA2aSources(agents, log))
+          .catch(async (err: unknown) => {
+            await Promise.allSettled(mcp.map((s) => s.close()));
+            throw err;
+          });
+  mcp.push(...a2a);
   if (config.natsTools !== "on") return mcp;
   if (nats === undefined) {
     await Promise.allSettled(mcp.map((s) => s.close()));

@@ -48,7 +48,9 @@ export type HttpServer = z.infer<typeof HttpServer>;
 export type McpServer = StdioServer | HttpServer;
 
 export const McpConfigFile = z.object({
-  mcpServers: z.record(z.string().min(1), z.unknown()),
+  mcpServers: z.record(z.string().min(1), z.unknown()).default({}),
+  /** Remote A2A agents whose skills are tools (`runtime/tools/a2a-agents.ts`). */
+  a2aAgents: z.record(z.string().min(1), z.unknown()).optional(),
 });
 
 /** Servers by name, with the values taken from the environment (`${VAR}`): secrets, masked in every tool answer. */
