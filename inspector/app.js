@@ -2,6 +2,8 @@
 // then applies the changes the server pushes over Server-Sent Events. No library, no request beyond this origin.
 import { el, svgElement } from "./dom.js";
 import { mapStrip, nodeLabel, parentPath } from "./task-tree.js";
+import { nodeKey, nodeTable, treeRows } from "./nodes.js";
+import { nodeDetail } from "./conversation.js";
 
 const $ = (id) => document.getElementById(id);
 const actors = new Map(); // actorId → actor view
@@ -13,6 +15,9 @@ const charts = new Map(); // machine id → { svg text }
 const filter = { task: "", role: "", process: "", finished: true };
 let selectedActor;
 let selectedTask;
+const nodeLists = new Map(); // taskId → { nodes } or { error }: its node records
+let selectedNode; // key (path#occurrence) of the node shown in detail
+let nodesTimer; // a reload of the node list, after a node.finished event
 let galleryDirty = false; // an actor of the selected task changed: its states in the gallery need redrawing
 const stats = { deltas: 0, lags: [] }; // read by the benchmark
 window.__inspector = stats;
@@ -201,6 +206,11 @@ async function selectTask(taskId, focusActor = true) {
   if (selectedTask !== taskId) return;
   renderTaskDetail();
   renderGallery();
+  selectedNode = undefined;
+  $("node-detail").textContent = "";
+  $("nodes").textContent = "";
+  // A task not seen yet has no records: they are read once its first node has finished.
+  if (tasks.has(taskId)) void loadNodes(taskId);
   const main = taskActorOf(taskId);
   if (focusActor && main) selectActor(main.actorId);
   else if (focusActor && !main) {
@@ -241,6 +251,58 @@ function renderTaskDetail() {
   for (const entry of timelines.get(taskId) ?? []) list.append(timelineItem(entry));
 }
 
+/** Reads the selected task's node records and redraws the tree and waterfall. */
+async function loadNodes(taskId) {
+  $("task-nodes").hidden = false;
+  const res = await fetch(`/api/tasks/${encodeURIComponent(taskId)}/nodes`);
+  const body = await res.json().catch(() => ({ error: `HTTP ${res.status}` }));
+  nodeLists.set(taskId, res.ok ? { nodes: body.nodes, truncated: body.truncated } : { error: body.error ?? `HTTP ${res.status}`, code: body.code });
+  if (taskId === selectedTask) renderNodes();
+}
+
+/** Reloads the node list soon (several nodes often finish together). */
+function reloadNodesSoon(taskId) {
+  clearTimeout(nodesTimer);
+  nodesTimer = setTimeout(() => void loadNodes(taskId), 250);
+}
+
+const FINAL = new Set(["completed", "failed", "cancelled"]);
+
+/** The task's nodes seen in its events but not recorded yet, while it runs: `{ path, startedAt }`. */
+function runningNodes(taskId) {
+  const task = tasks.get(taskId);
+  if (!task || FINAL.has(task.state)) return [];
+  const first = new Map();
+  for (const entry of timelines.get(taskId) ?? []) if (entry.nodePath && !first.has(entry.nodePath)) first.set(entry.nodePath, entry.at);
+  return task.nodes.filter((p) => first.has(p)).map((p) => ({ path: p, startedAt: new Date(first.get(p)).toISOString() }));
+}
+
+function renderNodes() {
+  const list = nodeLists.get(selectedTask);
+  const box = $("nodes");
+  if (!list) return;
+  if (list.error) {
+    $("nodes-status").textContent = list.code === "NOT_FOUND" ? "no records yet" : list.error;
+    box.textContent = "";
+    return;
+  }
+  const rows = treeRows(list.nodes, runningNodes(selectedTask));
+  $("nodes-status").textContent = `${list.nodes.length} recorded${list.truncated ? " (the first ones)" : ""}`;
+  box.replaceChildren(rows.length ? nodeTable(rows, { selected: selectedNode, onSelect: selectNode }) : el("p", { class: "hint" }, "no node has ended yet"));
+}
+
+async function selectNode(node) {
+  const taskId = selectedTask;
+  selectedNode = nodeKey(node);
+  for (const r of $("nodes").querySelectorAll(".node-row")) r.classList.toggle("selected", `${r.dataset.path}#${r.dataset.occurrence}` === selectedNode);
+  const detail = $("node-detail");
+  detail.replaceChildren(el("p", { class: "hint" }, `loading ${node.name}…`));
+  const res = await fetch(`/api/tasks/${encodeURIComponent(taskId)}/node?path=${encodeURIComponent(node.path)}&occurrence=${node.occurrence}`);
+  const body = await res.json().catch(() => ({ error: `HTTP ${res.status}` }));
+  if (taskId !== selectedTask || selectedNode !== nodeKey(node)) return;
+  detail.replaceChildren(res.ok ? nodeDetail(body) : el("p", { class: "error" }, body.error ?? `HTTP ${res.status}`));
+}
+
 function timelineItem(entry) {
   const time = new Date(entry.at).toISOString().slice(11, 23);
   return el(
@@ -277,6 +339,7 @@ function applyDelta(delta) {
     if (!list && taskId === selectedTask) timelines.set(taskId, (list = []));
     list?.push(entry);
     if (taskId === selectedTask) $("timeline").append(timelineItem(entry));
+    if (taskId === selectedTask && (entry.type === "node.finished" || entry.kind === "result")) reloadNodesSoon(taskId);
   }
   if (galleryDirty) renderGallery();
   $("actor-count").textContent = `(${[...actors.values()].filter((a) => a.snapshot.status === "active").length} active)`;
@@ -325,6 +388,7 @@ async function start() {
   for (const delta of queued.splice(0)) applyDelta(delta);
   for (const id of ["filter-task", "filter-role", "filter-process", "filter-finished"]) $(id).addEventListener("input", applyFilters);
   $("filters").addEventListener("submit", (e) => e.preventDefault());
+  $("show-xstate").addEventListener("input", () => $("timeline").classList.toggle("hide-xstate", !$("show-xstate").checked));
   const wanted = new URLSearchParams(location.search).get("task");
   if (wanted) {
     $("filter-task").value = wanted;

@@ -144,6 +144,8 @@ describe("the inspector page with hostile runtime data", () => {
     await row(taskId).waitFor();
     expect(await row(taskId).locator(".id").textContent()).toBe(taskId);
     expect(await page.locator("#detail-task").textContent()).toBe(taskId);
+    // The machines' events are behind the timeline's toggle.
+    await page.check("#show-xstate");
     await page.locator("#timeline li .type", { hasText: `ev-${EVIL}` }).waitFor();
     expect(await page.locator("#timeline li").first().getAttribute("data-type")).toBe(`ev-${EVIL}`);
     // The process, the actors and their states.
