@@ -5,7 +5,8 @@
  * durations and tokens, and a waterfall with one bar per node; clicking the first step shows its conversation (the
  * prompt as sent, the model's answer, the tool call with its arguments and result), its output and its tokens; the
  * timeline shows lifecycle and node events, the machines' internal events only behind a toggle. Saves a screenshot
- * in test-artifacts/inspector-nodes.png (copied to docs/ by hand when the page changes).
+ * in test-artifacts/inspector-nodes.png (copied to docs/ by hand when the page changes). A map whose three branches
+ * the mock model holds until all have asked draws them as bars in their own lanes, overlapping in time.
  */
 import { connect } from "@nats-io/transport-node";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -172,6 +173,64 @@ describe("inspector 2: node records in a browser", () => {
     mkdirSync(ARTIFACTS, { recursive: true });
     await page.screenshot({ path: join(ARTIFACTS, "inspector-nodes.png"), fullPage: false });
     expect(errors).toEqual([]);
+    await page.close();
+  });
+
+  it("draws a map's branches, which ran at the same time, as bars overlapping in time, each in its own lane", async () => {
+    const root = randomRoot();
+    const script = join(dir, "map-script.json");
+    // No branch is answered before all three have asked: they are in flight together.
+    const rules = [{ match: { lastUser: { regex: "^BRANCH" } }, gate: { name: "together", count: 3 }, reply: "done {{lastUser}}" }];
+    writeFileSync(script, JSON.stringify({ rules }));
+    const mock = startCli(["mock-llm", "--port", "0", "--script", script, "--quiet"]);
+    processes.push(mock);
+    const [modelUrl = ""] = await mock.waitFor(/http:\/\/127\.0\.0\.1:\d+\/v1/);
+    const inspector = startCli(["inspect", "--port", "0", "--nats", server.url, "--prefix", root]);
+    processes.push(inspector);
+    const [, pageUrl = ""] = await inspector.waitFor(/inspector on (http:\/\/127\.0\.0\.1:\d+\/)/);
+    const up = startCli(["up", "--nats", server.url, "--prefix", root], { OPENAI_BASE_URL: modelUrl, OPENAI_API_KEY: "sk-nodes-map" });
+    processes.push(up);
+    await up.waitFor(/ready/);
+
+    const page = await browser.newPage({ viewport: { width: 1600, height: 1000 } });
+    const taskId = `nodes-map-${Date.now()}`;
+    const xml = `<task type="map"><steps>
+  <task><description>BRANCH one</description></task>
+  <task><description>BRANCH two</description></task>
+  <task><description>BRANCH three</description></task>
+</steps></task>`;
+    await page.goto(`${pageUrl}?task=${taskId}`);
+    await page.waitForSelector("body[data-ready=true]");
+    const nc = await connect({ servers: server.url, name: "inspector-nodes-map-test" });
+    try {
+      const subjects = createSubjects(root);
+      expect((await nc.request(subjects.submit, JSON.stringify({ taskId, xml }), { timeout: 10_000 })).json()).toEqual({
+        taskId,
+        status: "accepted",
+      });
+      // Read again at each node.finished event, the list ends with all four nodes recorded.
+      await page.locator('#nodes .node-row[data-path="0"][data-state="completed"]').waitFor({ timeout: 60_000 });
+    } finally {
+      await nc.drain();
+    }
+    const rows = await page.locator("#nodes .node-row").evaluateAll((trs) =>
+      trs.map((tr) => {
+        const bar = tr.querySelector(".bar")?.getBoundingClientRect();
+        return {
+          path: tr.getAttribute("data-path"),
+          lane: tr.getAttribute("data-lane"),
+          left: bar?.left ?? NaN,
+          right: bar?.right ?? NaN,
+          top: bar?.top ?? NaN,
+        };
+      }),
+    );
+    expect(rows.map((r) => r.path)).toEqual(["0", "0.steps.0", "0.steps.1", "0.steps.2"]);
+    expect(new Set(rows.map((r) => r.lane)).size).toBe(4);
+    const branches = rows.slice(1);
+    // Each branch in its own lane (one below the other), all overlapping in time: none ended before another started.
+    expect(branches.map((b) => b.top)).toEqual([...branches.map((b) => b.top)].sort((a, b) => a - b));
+    for (const a of branches) for (const b of branches) expect(a.left).toBeLessThan(b.right);
     await page.close();
   });
 });
