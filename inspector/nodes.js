@@ -69,12 +69,30 @@ export function treeRows(recorded, running = [], now = Date.now()) {
   return rows;
 }
 
-/** The table of nodes and their waterfall; `onSelect(node)` when a row is clicked. */
-export function nodeTable(rows, { selected, onSelect }) {
+/**
+ * The recorded nodes as they were at time `at` (ms): a node not started yet is left out, one that ended later is
+ * `running` up to `at`.
+ */
+export function nodesAt(nodes, at) {
+  const out = [];
+  for (const n of nodes) {
+    const start = Date.parse(n.startedAt);
+    if (start > at) continue;
+    if (Date.parse(n.endedAt) <= at) out.push(n);
+    else out.push({ ...n, state: "running", endedAt: new Date(at).toISOString(), durationMs: at - start, usage: undefined, cost: undefined, error: undefined });
+  }
+  return out;
+}
+
+/**
+ * The table of nodes and their waterfall; `onSelect(node)` when a row is clicked. `axis` (`{ t0, t1 }`, ms) fixes the
+ * time axis (the scrubber keeps the whole task's); by default it spans the rows.
+ */
+export function nodeTable(rows, { selected, onSelect, axis }) {
   const starts = rows.map((r) => Date.parse(r.node.startedAt)).filter(Number.isFinite);
   const ends = rows.map((r) => Date.parse(r.node.endedAt)).filter(Number.isFinite);
-  const t0 = Math.min(...starts);
-  const span = Math.max(1, Math.max(...ends) - t0);
+  const t0 = axis ? axis.t0 : Math.min(...starts);
+  const span = Math.max(1, (axis ? axis.t1 : Math.max(...ends)) - t0);
   const table = el("table", { class: "nodes" });
   table.append(
     el(

@@ -4,7 +4,8 @@
  * page, reading the task's node records through `dirigent inspect`, draws its node tree with names, states,
  * durations and tokens, and a waterfall with one bar per node; clicking the first step shows its conversation (the
  * prompt as sent, the model's answer, the tool call with its arguments and result), its output and its tokens; the
- * timeline shows lifecycle and node events, the machines' internal events only behind a toggle. Saves a screenshot
+ * timeline shows lifecycle and node events, the machines' internal events only behind a toggle; the scrubber
+ * redraws the tree, the waterfall and the task machine's active state as they were at a moment of the task. Saves a screenshot
  * in test-artifacts/inspector-nodes.png (copied to docs/ by hand when the page changes). A map whose three branches
  * the mock model holds until all have asked draws them as bars in their own lanes, overlapping in time.
  */
@@ -172,6 +173,38 @@ describe("inspector 2: node records in a browser", () => {
 
     mkdirSync(ARTIFACTS, { recursive: true });
     await page.screenshot({ path: join(ARTIFACTS, "inspector-nodes.png"), fullPage: false });
+
+    // Time travel: in the middle of step 1, the tree and waterfall show the task and step 1 running and step 2 not
+    // started, the task machine is in `running`, and the later timeline entries are marked as after that moment.
+    const step1 = byPath.get("0.steps.0")!;
+    const scrub = (at: number) =>
+      page.evaluate(
+        `(() => { const input = document.getElementById("scrub"); input.value = "${at}"; input.dispatchEvent(new Event("input")); })()`,
+      );
+    const middle = Date.parse(step1.startedAt) + Math.floor(step1.durationMs / 2);
+    await scrub(middle);
+    await page.waitForSelector(`#scrubber[data-at="${middle}"]`);
+    const states = () =>
+      page.locator("#nodes .node-row").evaluateAll((trs) => trs.map((tr) => [tr.getAttribute("data-path"), tr.getAttribute("data-state")]));
+    expect(await states()).toEqual([
+      ["0", "running"],
+      ["0.steps.0", "running"],
+    ]);
+    expect(await page.locator("#nodes .bar").count()).toBe(2);
+    await page.waitForSelector('#focus-chart svg[data-machine="task"] g.state.active[data-state="task.running"]');
+    expect(await page.locator('#focus-chart g.state.active[data-state="task.completed"]').count()).toBe(0);
+    expect(await timeline.locator('li[data-type="task.completed"]').getAttribute("class")).toContain("after-scrub");
+    // At the first event the task was queued; back at now it is completed, with all its nodes.
+    await scrub(Number(await page.locator("#scrub").getAttribute("min")));
+    await page.waitForSelector('#focus-chart svg[data-machine="task"] g.state.active[data-state="task.queued"]');
+    await page.click("#scrub-live");
+    await page.waitForSelector('#focus-chart svg[data-machine="task"] g.state.active[data-state="task.completed"]');
+    expect(await states()).toEqual([
+      ["0", "completed"],
+      ["0.steps.0", "completed"],
+      ["0.steps.1", "completed"],
+    ]);
+    expect(await timeline.locator("li.after-scrub").count()).toBe(0);
     expect(errors).toEqual([]);
     await page.close();
   });
