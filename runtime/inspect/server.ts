@@ -1,7 +1,8 @@
 /**
  * The HTTP side of `dirigent inspect`: serves the page and its assets from the package (loopback only, no external
  * resource), the machines' charts, the cluster's state as JSON, one task (replayed from the events stream when it
- * is not live), and a Server-Sent Events stream of changes fed by a subscription to `<root>.inspect.>` and the
+ * is not live), a task's node records and one node's conversation (asked of a Director, runtime/inspect/nodes.ts),
+ * and a Server-Sent Events stream of changes fed by a subscription to `<root>.inspect.>` and the
  * tasks' events and results. Every request passes the checks of `runtime/inspect/guard.ts` (its `Host` must name this
  * server, its `Origin`, if any, must be the server's own) and every answer carries a strict Content-Security-Policy.
  */
