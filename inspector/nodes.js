@@ -23,6 +23,28 @@ export function cost(value) {
   return typeof value === "number" ? `$${value < 0.01 ? value.toPrecision(2) : value.toFixed(4)}` : "";
 }
 
+/**
+ * For each row, the tokens and cost of the rows under it (its descendants in the tree), shown for a composite that
+ * called no model itself: its children's total.
+ */
+function subtreeSums(rows) {
+  return rows.map(({ depth }, i) => {
+    const sum = { tokens: 0, cost: 0, priced: false };
+    for (let j = i + 1; j < rows.length && rows[j].depth > depth; j++) {
+      const n = rows[j].node;
+      if (n.usage) sum.tokens += n.usage.promptTokens + n.usage.completionTokens;
+      if (typeof n.cost === "number") ((sum.cost += n.cost), (sum.priced = true));
+    }
+    return sum;
+  });
+}
+
+/** A number cell: the node's own value, else its children's total marked `Σ`. */
+function sumCell(own, children) {
+  if (own || !children) return el("td", { class: "num" }, own);
+  return el("td", { class: "num sum", title: "the total of the nodes under it" }, `Σ ${children}`);
+}
+
 /** The key of one evaluation of a node. */
 export const nodeKey = (n) => `${n.path}#${n.occurrence}`;
 
@@ -79,7 +101,16 @@ export function nodesAt(nodes, at) {
     const start = Date.parse(n.startedAt);
     if (start > at) continue;
     if (Date.parse(n.endedAt) <= at) out.push(n);
-    else out.push({ ...n, state: "running", endedAt: new Date(at).toISOString(), durationMs: at - start, usage: undefined, cost: undefined, error: undefined });
+    else
+      out.push({
+        ...n,
+        state: "running",
+        endedAt: new Date(at).toISOString(),
+        durationMs: at - start,
+        usage: undefined,
+        cost: undefined,
+        error: undefined,
+      });
   }
   return out;
 }
@@ -107,6 +138,7 @@ export function nodeTable(rows, { selected, onSelect, axis }) {
     ),
   );
   const body = el("tbody");
+  const sums = subtreeSums(rows);
   rows.forEach(({ node, depth }, lane) => {
     const name = el(
       "td",
@@ -137,8 +169,8 @@ export function nodeTable(rows, { selected, onSelect, axis }) {
       name,
       el("td", { class: "state" }, node.state),
       el("td", { class: "num" }, duration(node.durationMs)),
-      el("td", { class: "num" }, tokens(node.usage)),
-      el("td", { class: "num" }, cost(node.cost)),
+      sumCell(tokens(node.usage), sums[lane].tokens ? String(sums[lane].tokens) : ""),
+      sumCell(cost(node.cost), sums[lane].priced ? cost(sums[lane].cost) : ""),
       el("td", { class: "waterfall" }, el("div", { class: "lane" }, bar)),
     );
     if (node.error) row.title = node.error;

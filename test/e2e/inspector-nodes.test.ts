@@ -127,6 +127,8 @@ describe("inspector 2: node records in a browser", () => {
     // The first step's own tokens: its two model calls (105 + 129).
     expect(table[1]?.cells[3]).toBe("234");
     expect(table[2]?.cells[3]).toBe("44");
+    // The sequential called no model itself: its cell shows its steps' total.
+    expect(table[0]?.cells[3]).toBe("Σ 278");
     // The waterfall: one bar per node, each coloured by its state, the second step's bar starting after the first's.
     const bars = await page.locator("#nodes .bar").evaluateAll((els) =>
       els.map((b) => ({
