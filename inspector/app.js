@@ -2,6 +2,8 @@
 // then applies the changes the server pushes over Server-Sent Events. No library, no request beyond this origin.
 import { el, svgElement } from "./dom.js";
 import { mapStrip, nodeLabel, parentPath } from "./task-tree.js";
+import { nodeKey, nodesAt, nodeTable, treeRows } from "./nodes.js";
+import { nodeDetail } from "./conversation.js";
 
 const $ = (id) => document.getElementById(id);
 const actors = new Map(); // actorId → actor view
@@ -13,6 +15,10 @@ const charts = new Map(); // machine id → { svg text }
 const filter = { task: "", role: "", process: "", finished: true };
 let selectedActor;
 let selectedTask;
+const nodeLists = new Map(); // taskId → { nodes } or { error }: its node records
+let selectedNode; // key (path#occurrence) of the node shown in detail
+let nodesTimer; // a reload of the node list, after a node.finished event
+let scrubAt; // the moment the scrubber shows (ms), or undefined: now
 let galleryDirty = false; // an actor of the selected task changed: its states in the gallery need redrawing
 const stats = { deltas: 0, lags: [] }; // read by the benchmark
 window.__inspector = stats;
@@ -153,7 +159,8 @@ function showChart(machine) {
 
 function renderFocus() {
   const actor = actors.get(selectedActor);
-  if (!actor) return;
+  // The scrubber shows the task machine as it was: live changes wait until it is back at now.
+  if (!actor || (scrubAt !== undefined && actor.taskId === selectedTask)) return;
   $("focus-title").textContent = `${actor.machine} · ${actor.role} · ${actor.taskId ? `task ${actor.taskId} · ` : ""}${actor.isMachine ? valueText(actor.snapshot.value) : actor.snapshot.status}`;
   showChart(actor.isMachine ? actor.machine : undefined);
   highlight($("focus-chart"), actor);
@@ -201,6 +208,12 @@ async function selectTask(taskId, focusActor = true) {
   if (selectedTask !== taskId) return;
   renderTaskDetail();
   renderGallery();
+  selectedNode = undefined;
+  scrubAt = undefined;
+  $("node-detail").textContent = "";
+  $("nodes").textContent = "";
+  // A task not seen yet has no records: they are read once its first node has finished.
+  if (tasks.has(taskId)) void loadNodes(taskId);
   const main = taskActorOf(taskId);
   if (focusActor && main) selectActor(main.actorId);
   else if (focusActor && !main) {
@@ -241,11 +254,105 @@ function renderTaskDetail() {
   for (const entry of timelines.get(taskId) ?? []) list.append(timelineItem(entry));
 }
 
+/** Reads the selected task's node records and redraws the tree and waterfall. */
+async function loadNodes(taskId) {
+  $("task-nodes").hidden = false;
+  const res = await fetch(`/api/tasks/${encodeURIComponent(taskId)}/nodes`);
+  const body = await res.json().catch(() => ({ error: `HTTP ${res.status}` }));
+  nodeLists.set(taskId, res.ok ? { nodes: body.nodes, truncated: body.truncated } : { error: body.error ?? `HTTP ${res.status}`, code: body.code });
+  if (taskId === selectedTask) renderNodes();
+}
+
+/** Reloads the node list soon (several nodes often finish together). */
+function reloadNodesSoon(taskId) {
+  clearTimeout(nodesTimer);
+  nodesTimer = setTimeout(() => void loadNodes(taskId), 250);
+}
+
+const FINAL = new Set(["completed", "failed", "cancelled"]);
+
+/** The task's nodes seen in its events but not recorded yet, while it runs: `{ path, startedAt }`. */
+function runningNodes(taskId) {
+  const task = tasks.get(taskId);
+  if (!task || FINAL.has(task.state)) return [];
+  const first = new Map();
+  for (const entry of timelines.get(taskId) ?? []) if (entry.nodePath && !first.has(entry.nodePath)) first.set(entry.nodePath, entry.at);
+  return task.nodes.filter((p) => first.has(p)).map((p) => ({ path: p, startedAt: new Date(first.get(p)).toISOString() }));
+}
+
+function renderNodes() {
+  const list = nodeLists.get(selectedTask);
+  const box = $("nodes");
+  if (!list) return;
+  if (list.error) {
+    $("nodes-status").textContent = list.code === "NOT_FOUND" ? "no records yet" : list.error;
+    box.textContent = "";
+    return;
+  }
+  const axis = taskSpan(selectedTask, list.nodes);
+  const rows = scrubAt === undefined ? treeRows(list.nodes, runningNodes(selectedTask)) : treeRows(nodesAt(list.nodes, scrubAt));
+  $("nodes-status").textContent = `${list.nodes.length} recorded${list.truncated ? " (the first ones)" : ""}`;
+  box.replaceChildren(rows.length ? nodeTable(rows, { selected: selectedNode, onSelect: selectNode, axis: scrubAt === undefined ? undefined : axis }) : el("p", { class: "hint" }, scrubAt === undefined ? "no node has ended yet" : "no node had started yet"));
+  renderScrubber(axis);
+}
+
+/** From the task's first event or node to its last (ms). */
+function taskSpan(taskId, nodes) {
+  const times = [...(timelines.get(taskId) ?? []).map((e) => e.at), ...nodes.flatMap((n) => [Date.parse(n.startedAt), Date.parse(n.endedAt)])].filter(Number.isFinite);
+  return times.length ? { t0: Math.min(...times), t1: Math.max(...times) } : undefined;
+}
+
+/**
+ * The scrubber over the task's history: at a moment before its end, the tree and the waterfall show the nodes as
+ * they were then, the timeline the entries up to then, and the focused chart the task machine's state then (from
+ * the state its lifecycle events carried).
+ */
+function renderScrubber(axis) {
+  const box = $("scrubber");
+  box.hidden = !axis;
+  if (!axis) return;
+  const input = $("scrub");
+  input.min = String(axis.t0);
+  input.max = String(axis.t1);
+  input.value = String(scrubAt ?? axis.t1);
+  $("scrub-time").textContent = scrubAt === undefined ? "now" : `${new Date(scrubAt).toISOString().slice(11, 23)} (+${scrubAt - axis.t0} ms)`;
+  box.dataset.at = scrubAt === undefined ? "" : String(scrubAt);
+  for (const li of $("timeline").children) li.classList.toggle("after-scrub", scrubAt !== undefined && Number(li.dataset.at) > scrubAt);
+  if (scrubAt === undefined) return;
+  let state;
+  for (const entry of timelines.get(selectedTask) ?? []) if (entry.at <= scrubAt && entry.kind === "task" && entry.state) state = entry.state;
+  showChart("task");
+  highlight($("focus-chart"), state ? { isMachine: true, machine: "task", snapshot: { value: replayValue(state) } } : undefined);
+  $("focus-title").textContent = `task · ${selectedTask} · ${state ?? ""} at ${$("scrub-time").textContent}`;
+  $("focus").dataset.state = state ?? "";
+}
+
+function scrubTo(value) {
+  const list = nodeLists.get(selectedTask);
+  const axis = list?.nodes ? taskSpan(selectedTask, list.nodes) : undefined;
+  if (!axis) return;
+  scrubAt = value >= axis.t1 ? undefined : value;
+  renderNodes();
+  if (scrubAt === undefined) renderFocus();
+}
+
+async function selectNode(node) {
+  const taskId = selectedTask;
+  selectedNode = nodeKey(node);
+  for (const r of $("nodes").querySelectorAll(".node-row")) r.classList.toggle("selected", `${r.dataset.path}#${r.dataset.occurrence}` === selectedNode);
+  const detail = $("node-detail");
+  detail.replaceChildren(el("p", { class: "hint" }, `loading ${node.name}…`));
+  const res = await fetch(`/api/tasks/${encodeURIComponent(taskId)}/node?path=${encodeURIComponent(node.path)}&occurrence=${node.occurrence}`);
+  const body = await res.json().catch(() => ({ error: `HTTP ${res.status}` }));
+  if (taskId !== selectedTask || selectedNode !== nodeKey(node)) return;
+  detail.replaceChildren(res.ok ? nodeDetail(body) : el("p", { class: "error" }, body.error ?? `HTTP ${res.status}`));
+}
+
 function timelineItem(entry) {
   const time = new Date(entry.at).toISOString().slice(11, 23);
   return el(
     "li",
-    { class: `kind-${entry.kind}`, "data-type": entry.type },
+    { class: `kind-${entry.kind}${scrubAt !== undefined && entry.at > scrubAt ? " after-scrub" : ""}`, "data-type": entry.type, "data-at": String(entry.at) },
     el("span", { class: "time" }, time),
     el("span", { class: "type" }, entry.type),
     entry.nodePath ? ` @${entry.nodePath}` : "",
@@ -277,6 +384,7 @@ function applyDelta(delta) {
     if (!list && taskId === selectedTask) timelines.set(taskId, (list = []));
     list?.push(entry);
     if (taskId === selectedTask) $("timeline").append(timelineItem(entry));
+    if (taskId === selectedTask && (entry.type === "node.finished" || entry.kind === "result")) reloadNodesSoon(taskId);
   }
   if (galleryDirty) renderGallery();
   $("actor-count").textContent = `(${[...actors.values()].filter((a) => a.snapshot.status === "active").length} active)`;
@@ -325,6 +433,9 @@ async function start() {
   for (const delta of queued.splice(0)) applyDelta(delta);
   for (const id of ["filter-task", "filter-role", "filter-process", "filter-finished"]) $(id).addEventListener("input", applyFilters);
   $("filters").addEventListener("submit", (e) => e.preventDefault());
+  $("scrub").addEventListener("input", () => scrubTo(Number($("scrub").value)));
+  $("scrub-live").addEventListener("click", () => scrubTo(Infinity));
+  $("show-xstate").addEventListener("input", () => $("timeline").classList.toggle("hide-xstate", !$("show-xstate").checked));
   const wanted = new URLSearchParams(location.search).get("task");
   if (wanted) {
     $("filter-task").value = wanted;

@@ -1,7 +1,8 @@
 /**
  * The HTTP side of `dirigent inspect`: serves the page and its assets from the package (loopback only, no external
  * resource), the machines' charts, the cluster's state as JSON, one task (replayed from the events stream when it
- * is not live), and a Server-Sent Events stream of changes fed by a subscription to `<root>.inspect.>` and the
+ * is not live), a task's node records and one node's conversation (asked of a Director, runtime/inspect/nodes.ts),
+ * and a Server-Sent Events stream of changes fed by a subscription to `<root>.inspect.>` and the
  * tasks' events and results. Every request passes the checks of `runtime/inspect/guard.ts` (its `Host` must name this
  * server, its `Origin`, if any, must be the server's own) and every answer carries a strict Content-Security-Policy.
  */
@@ -20,6 +21,7 @@ import { allowedHosts, hostLiteral, isWildcard, refusal, SECURITY_HEADERS as COM
 import { machineCharts as chartCache } from "../charts/cache.js";
 import { InspectState, type ActorView, type TaskView } from "./state.js";
 import { messageOf } from "../../protocol/errors.js";
+import { nodeApi } from "./nodes.js";
 
 /** A stored task message (an event or a result) read back from the events stream. */
 export interface ReplayedMessage {
@@ -94,6 +96,8 @@ const ASSETS: Record<string, string> = {
   "/app.js": "app.js",
   "/dom.js": "dom.js",
   "/task-tree.js": "task-tree.js",
+  "/nodes.js": "nodes.js",
+  "/conversation.js": "conversation.js",
   "/app.css": "app.css",
 };
 const TYPES: Record<string, string> = {
@@ -154,6 +158,7 @@ export async function startInspectServer(options: InspectServerOptions): Promise
   let charts: Promise<string> | undefined;
   const chartsJson = () => (charts ??= machineCharts().then((list) => JSON.stringify(list)));
   const clients = new Set<ServerResponse>();
+  const nodes = nodeApi(bus, subjects);
 
   const applyStored = (m: ReplayedMessage) => {
     if (m.subject.endsWith(".events")) {
@@ -250,6 +255,21 @@ export async function startInspectServer(options: InspectServerOptions): Promise
         process: q.get("process") ?? undefined,
       });
       return json(res, 200, replayError === undefined ? view : { ...view, replayError });
+    }
+    const nodesMatch = /^\/api\/tasks\/([^/]+)\/(nodes|node)$/.exec(url.pathname);
+    if (nodesMatch) {
+      const taskId = decodeURIComponent(nodesMatch[1] ?? "");
+      if (nodesMatch[2] === "nodes") {
+        const answer = await nodes.list(taskId);
+        return json(res, answer.status, answer.body);
+      }
+      const path = url.searchParams.get("path");
+      const occurrence = url.searchParams.get("occurrence");
+      if (!path) return json(res, 400, { error: "path is required: /api/tasks/<id>/node?path=0.steps.1" });
+      if (occurrence !== null && !/^[1-9]\d{0,8}$/.test(occurrence))
+        return json(res, 400, { error: `occurrence '${occurrence}' is not a positive integer` });
+      const answer = await nodes.get(taskId, path, occurrence === null ? undefined : Number(occurrence));
+      return json(res, answer.status, answer.body);
     }
     const taskMatch = /^\/api\/tasks\/([^/]+)$/.exec(url.pathname);
     if (taskMatch) {

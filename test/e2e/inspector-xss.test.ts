@@ -144,6 +144,8 @@ describe("the inspector page with hostile runtime data", () => {
     await row(taskId).waitFor();
     expect(await row(taskId).locator(".id").textContent()).toBe(taskId);
     expect(await page.locator("#detail-task").textContent()).toBe(taskId);
+    // The machines' events are behind the timeline's toggle.
+    await page.check("#show-xstate");
     await page.locator("#timeline li .type", { hasText: `ev-${EVIL}` }).waitFor();
     expect(await page.locator("#timeline li").first().getAttribute("data-type")).toBe(`ev-${EVIL}`);
     // The process, the actors and their states.
@@ -173,6 +175,106 @@ describe("the inspector page with hostile runtime data", () => {
 
     await expectNothingInjected(page);
     await page.close();
+  });
+
+  it("shows node records and conversations as text: names, prompts, answers, tool arguments and results", async () => {
+    const subjects = createSubjects(root);
+    const taskId = `xss-nodes-${Date.now()}`;
+    const at = new Date().toISOString();
+    const node = {
+      path: `0-${EVIL}`,
+      occurrence: 1,
+      name: `step 1 · ${EVIL}`,
+      kind: `atomic-${EVIL}`,
+      state: "failed",
+      startedAt: at,
+      endedAt: at,
+      durationMs: 12,
+      usage: { promptTokens: 3, completionTokens: 4 },
+      error: `err-${EVIL}`,
+    };
+    const call = { id: `call-${EVIL}`, type: "function", function: { name: `tool-${EVIL}`, arguments: JSON.stringify({ html: EVIL }) } };
+    const detail = {
+      taskId,
+      node: {
+        v: 1,
+        taskId,
+        ...node,
+        inputs: { [`in-${EVIL}`]: EVIL },
+        output: { status: "FAILED", content: `out-${EVIL}`, notes: { [`note-${EVIL}`]: EVIL } },
+        error: { type: "TASK_FAILURE", reason: "model_error", message: `err-${EVIL}` },
+        models: [`model-${EVIL}`],
+      },
+      conversations: [
+        {
+          messages: [
+            { role: "system", content: `sys-${EVIL}` },
+            { role: "user", content: `user-${EVIL}` },
+            { role: "assistant", content: null, tool_calls: [call] },
+            { role: "tool", tool_call_id: call.id, content: `result-${EVIL}` },
+            { role: "assistant", content: `answer-${EVIL}` },
+          ],
+          turns: [
+            {
+              turn: 1,
+              model: `model-${EVIL}`,
+              sent: 2,
+              usage: { promptTokens: 1, completionTokens: 1 },
+              durationMs: 1,
+              finishReason: `fr-${EVIL}`,
+              retries: 0,
+            },
+          ],
+          toolCalls: [
+            {
+              turn: 1,
+              id: call.id,
+              tool: `tool-${EVIL}`,
+              source: `src-${EVIL}`,
+              arguments: call.function.arguments,
+              result: `result-${EVIL}`,
+              durationMs: 2,
+              malformed: false,
+            },
+          ],
+        },
+      ],
+      retries: 0,
+    };
+    // A Director of this test's own, answering the node subjects with hostile records.
+    const answer = (subject: string, reply: unknown) => {
+      const sub = nc.subscribe(subject);
+      void (async () => {
+        for await (const m of sub) m.respond(JSON.stringify(reply));
+      })();
+      return sub;
+    };
+    const subs = [answer(subjects.taskNodes(taskId), { taskId, nodes: [node] }), answer(subjects.taskNode(taskId), detail)];
+    const event = { taskId, seq: 1, type: "task.running", state: "running", at, message: "running" };
+    nc.publish(subjects.taskEvents(taskId), JSON.stringify(event));
+    await nc.flush();
+    try {
+      const page = await newPage();
+      await page.goto(`${pageUrl}?task=${taskId}`);
+      await page.waitForSelector("body[data-ready=true]");
+      const row = page.locator("#nodes .node-row");
+      await row.waitFor();
+      expect(await row.getAttribute("data-path")).toBe(node.path);
+      expect(await row.locator("td.name").textContent()).toBe(node.name);
+      await row.click();
+      const shown = page.locator("#node-detail .node-detail");
+      await shown.waitFor();
+      expect(await shown.locator("h3").textContent()).toBe(node.name);
+      const texts = await shown.locator(".message pre").allTextContents();
+      expect(texts).toEqual([`sys-${EVIL}`, `user-${EVIL}`, JSON.stringify({ html: EVIL }, null, 2), `result-${EVIL}`, `answer-${EVIL}`]);
+      expect(await shown.locator(".tool-call .head").textContent()).toBe(`tool call tool-${EVIL} · src-${EVIL} · 2 ms`);
+      expect(await shown.locator("pre.output").textContent()).toBe(`out-${EVIL}`);
+      expect(await shown.locator(".error").textContent()).toBe(`TASK_FAILURE (model_error): err-${EVIL}`);
+      await expectNothingInjected(page);
+      await page.close();
+    } finally {
+      for (const sub of subs) sub.unsubscribe();
+    }
   });
 
   it("inserts a forged chart only as the SVG elements and attributes a chart has", async () => {

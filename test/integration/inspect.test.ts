@@ -102,6 +102,27 @@ describe("inspector over the in-process bus", () => {
     expect((await get("/api/tasks/no-such-task")).status).toBe(404);
   });
 
+  it("answers a task's node records and one node's conversation, asked of the Director, with an HTTP status per error", async () => {
+    const list = await get<{ taskId: string; nodes: Array<{ path: string; name: string; state: string }> }>(`/api/tasks/${taskId}/nodes`);
+    expect(list.status).toBe(200);
+    expect(list.body.nodes).toEqual([expect.objectContaining({ path: "0", state: "completed", name: "say hello to" })]);
+    const node = await get<{ node: { path: string }; conversations: Array<{ messages: Array<{ role: string; content: string | null }> }> }>(
+      `/api/tasks/${taskId}/node?path=0&occurrence=1`,
+    );
+    expect(node.status).toBe(200);
+    expect(node.body.node.path).toBe("0");
+    expect(node.body.conversations[0]?.messages.map((m) => [m.role, m.content])).toEqual(
+      expect.arrayContaining([
+        ["user", expect.stringContaining("Say hello to Ada")],
+        ["assistant", "Hello, Ada"],
+      ]),
+    );
+    expect(await get(`/api/tasks/no-such-task/nodes`)).toMatchObject({ status: 404, body: { code: "NOT_FOUND" } });
+    expect(await get(`/api/tasks/${taskId}/node?path=9.steps.9`)).toMatchObject({ status: 404, body: { code: "NOT_FOUND" } });
+    expect((await get(`/api/tasks/${taskId}/node`)).status).toBe(400);
+    expect((await get(`/api/tasks/${taskId}/node?path=0&occurrence=0`)).status).toBe(400);
+  });
+
   it("shows a subtask in the task tree and the task machine passing through awaitingSubtask", async () => {
     const parent = newTaskId();
     const outcome = await stack.client.run({ taskId: parent, xml: "<task><description>PARENT plan a trip</description></task>" });

@@ -1,0 +1,47 @@
+/**
+ * The inspector's window on node records (docs/protocol.md "Node records"): `/api/tasks/<id>/nodes` and
+ * `/api/tasks/<id>/node?path=&occurrence=` ask a Director on `<root>.tasks.<id>.nodes` / `.node`, the same subjects
+ * `dirigent show` asks, and answer the reply as JSON. A protocol error becomes an HTTP status with `{error, code}`.
+ */
+import { ask, RemoteError } from "../../actors/ask.js";
+import type { Bus } from "../../actors/bus.js";
+import { Requests, type Subjects } from "../../protocol/index.js";
+import type { NodeDetailReply, NodeListReply } from "../../protocol/node-records.js";
+import { messageOf } from "../../protocol/errors.js";
+import { clientDeps } from "../client.js";
+
+/** An answer of the node API: an HTTP status and its JSON body. */
+export interface NodeApiAnswer {
+  status: number;
+  body: NodeListReply | NodeDetailReply | { error: string; code?: string };
+}
+
+/** HTTP status of a protocol error code: unknown task 404, records aged out 410, no Director or no answer 502/504. */
+const STATUS: Record<string, number> = {
+  NOT_FOUND: 404,
+  EXPIRED: 410,
+  INVALID_MESSAGE: 400,
+  NO_RESPONDERS: 502,
+  UNAVAILABLE: 502,
+  TIMEOUT: 504,
+};
+
+/** Asks the runtime for node records, for {@link NodeApiAnswer}s of the inspector server. */
+export function nodeApi(bus: Bus, subjects: Subjects, timeoutMs = 10_000) {
+  const deps = clientDeps(bus, subjects);
+  const answer = async (asking: () => Promise<NodeListReply | NodeDetailReply>): Promise<NodeApiAnswer> => {
+    try {
+      return { status: 200, body: await asking() };
+    } catch (err) {
+      if (err instanceof RemoteError) return { status: STATUS[err.code] ?? 502, body: { error: err.message, code: err.code } };
+      return { status: 502, body: { error: messageOf(err) } };
+    }
+  };
+  return {
+    /** The task's nodes that have ended, in the order they started. */
+    list: (taskId: string) => answer(() => ask(deps, Requests.taskNodes.at(taskId), {}, { timeoutMs })),
+    /** One node's record with its conversations; `occurrence` absent asks for the last one. */
+    get: (taskId: string, path: string, occurrence: number | undefined) =>
+      answer(() => ask(deps, Requests.taskNode.at(taskId), { path, ...(occurrence === undefined ? {} : { occurrence }) }, { timeoutMs })),
+  };
+}
