@@ -16,9 +16,8 @@ import { parseTaskId, type TaskEvent, type TaskOutcome } from "../../protocol/in
 import { DirigentClient, RemoteError } from "../client.js";
 import { commonOptions, setup, UsageError, type CommonFlags } from "./common.js";
 import { mapProgressText } from "./output.js";
-import { place } from "../nats/connect.js";
+import { placeClient } from "../nats/connect.js";
 import { embeddedModel } from "../model/embedded.js";
-import { natsAuth } from "../nats/auth.js";
 import { startSystem, type SystemHandle } from "../system.js";
 import { messageOf } from "../../protocol/errors.js";
 
@@ -182,18 +181,7 @@ export function registerCheckmateCommand(program: Command): void {
       ...(positive("--gate-timeout", flags.gateTimeout, false) === undefined ? {} : { gateTimeoutS: Number(flags.gateTimeout) }),
     };
     const { config, subjects, log } = setup(flags, "dirigent-checkmate");
-    const placement = await place({
-      ...(config.nats ? { url: config.nats } : {}),
-      auth: natsAuth(config),
-      replicas: config.replicas,
-      scaleStreams: config.scaleStreams,
-      roles: [],
-      subjects,
-      log,
-      name: "dirigent-checkmate",
-      dataDir: config.dataDir,
-      startServer: false,
-    });
+    const placement = await placeClient(config, subjects, log, "dirigent-checkmate");
     let system: SystemHandle | undefined;
     let stopModel: (() => Promise<void>) | undefined;
     let answers: ReturnType<typeof stdinAnswers> | undefined;

@@ -5,8 +5,7 @@ import type { Command } from "commander";
 import { MAX_COMPILE_ATTEMPTS, parseTaskId, type CompileReply, type TaskEvent } from "../../protocol/index.js";
 import { DirigentClient, RemoteError } from "../client.js";
 import { collect, commonOptions, parseInputs, readTemplate, setup, UsageError, type CommonFlags } from "./common.js";
-import { place } from "../nats/connect.js";
-import { natsAuth } from "../nats/auth.js";
+import { placeClient } from "../nats/connect.js";
 import { embeddedModel } from "../model/embedded.js";
 import { formatEvent, formatOutcome } from "./output.js";
 import { ROLES, startSystem, type Role, type SystemHandle } from "../system.js";
@@ -48,18 +47,7 @@ async function withRuntime<T>(
   fn: (client: DirigentClient, timeoutMs: number) => Promise<T>,
 ): Promise<T> {
   const { config, subjects, log } = setup(flags, name);
-  const placement = await place({
-    ...(config.nats ? { url: config.nats } : {}),
-    auth: natsAuth(config),
-    replicas: config.replicas,
-    scaleStreams: config.scaleStreams,
-    roles: [],
-    subjects,
-    log,
-    name,
-    dataDir: config.dataDir,
-    startServer: false,
-  });
+  const placement = await placeClient(config, subjects, log, name);
   let system: SystemHandle | undefined;
   let stopModel: (() => Promise<void>) | undefined;
   const startEmbedded = async () => {

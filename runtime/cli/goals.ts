@@ -4,9 +4,8 @@ import type { Command } from "commander";
 import { GoalId, type Goal, type GoalEvent, type OperatorAlert } from "../../protocol/index.js";
 import { RemoteError } from "../client.js";
 import { commonOptions, setup, UsageError, type CommonFlags } from "./common.js";
-import { place } from "../nats/connect.js";
+import { placeClient } from "../nats/connect.js";
 import { GoalClient } from "../goal-client.js";
-import { natsAuth } from "../nats/auth.js";
 
 interface AddFlags extends CommonFlags {
   priority?: string;
@@ -38,18 +37,7 @@ function rethrow(err: unknown): never {
 /** Connects to a running runtime (goals need Supervisors, which an embedded runtime would stop with this command). */
 async function withGoals(flags: CommonFlags, fn: (client: GoalClient) => Promise<void>): Promise<void> {
   const { config, subjects, log } = setup(flags, "dirigent-goal");
-  const placement = await place({
-    ...(config.nats ? { url: config.nats } : {}),
-    auth: natsAuth(config),
-    replicas: config.replicas,
-    scaleStreams: config.scaleStreams,
-    roles: [],
-    subjects,
-    log,
-    name: "dirigent-goal",
-    dataDir: config.dataDir,
-    startServer: false,
-  });
+  const placement = await placeClient(config, subjects, log, "dirigent-goal");
   try {
     if (placement.transport.kind === "memory")
       throw new Error("no NATS server reachable: start the runtime with 'dirigent up' or pass --nats URL");

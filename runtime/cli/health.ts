@@ -5,8 +5,7 @@
 import type { Command } from "commander";
 import { decode, encode, Requests, type PingReply, type Subjects } from "../../protocol/index.js";
 import { commonOptions, setup, UsageError, type CommonFlags } from "./common.js";
-import { place } from "../nats/connect.js";
-import { natsAuth } from "../nats/auth.js";
+import { placeClient } from "../nats/connect.js";
 import { NatsBus } from "../nats/bus.js";
 import { wireOf } from "../nats/wire.js";
 import { ROLES, type Role } from "../system.js";
@@ -132,18 +131,7 @@ export function registerHealthCommand(program: Command): void {
     const required = parseRoles(flags.roles);
     if (flags.host !== undefined && flags.host.trim() === "") throw new UsageError("--host: expected a host name");
     const { config, subjects, log } = setup(flags, "dirigent-health");
-    const placement = await place({
-      ...(config.nats ? { url: config.nats } : {}),
-      auth: natsAuth(config),
-      replicas: config.replicas,
-      scaleStreams: config.scaleStreams,
-      roles: [],
-      subjects,
-      log,
-      name: "dirigent-health",
-      dataDir: config.dataDir,
-      startServer: false,
-    });
+    const placement = await placeClient(config, subjects, log, "dirigent-health");
     try {
       const bus = placement.transport.bus;
       if (!(bus instanceof NatsBus)) throw new Error("no NATS server reachable: pass --nats URL or set NATS_URL");

@@ -7,8 +7,7 @@ import { IndexRanker, toFileMatch } from "../../actors/memory/rank.js";
 import { isInside } from "../tools/workspace.js";
 import type { FileMatch, MatchRequest } from "../../protocol/index.js";
 import { collect, commonOptions, setup, UsageError, type CommonFlags } from "./common.js";
-import { place, type Placement } from "../nats/connect.js";
-import { natsAuth } from "../nats/auth.js";
+import { placeClient, type Placement } from "../nats/connect.js";
 import { GlobError } from "../indexer/gitignore.js";
 import { updateIndex } from "../indexer/indexer.js";
 import { embeddedModel } from "../model/embedded.js";
@@ -186,18 +185,7 @@ async function outsideWorkspace(matches: readonly FileMatch[], root: string): Pr
 /** Connects to NATS (the index is shared there; an in-process index would vanish with this command). */
 async function withIndex(flags: CommonFlags, name: string, run: (placement: Placement, config: Config) => Promise<void>): Promise<void> {
   const { config, subjects, log } = setup(flags, name);
-  const placement = await place({
-    ...(config.nats ? { url: config.nats } : {}),
-    auth: natsAuth(config),
-    replicas: config.replicas,
-    scaleStreams: config.scaleStreams,
-    roles: ["memory"],
-    subjects,
-    log,
-    name,
-    dataDir: config.dataDir,
-    startServer: false,
-  });
+  const placement = await placeClient(config, subjects, log, name, ["memory"]);
   try {
     if (placement.transport.kind === "memory")
       throw new Error("no NATS server reachable: the index lives in NATS; start one with 'dirigent up' or pass --nats URL");

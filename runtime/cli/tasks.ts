@@ -11,7 +11,7 @@ import { DirigentClient, RemoteError } from "../client.js";
 import { collect, commonOptions, parseInputs, setup, UsageError, type CommonFlags } from "./common.js";
 import { budgetFields, type BudgetFlags } from "./budget.js";
 import { taskSource } from "./compile.js";
-import { place } from "../nats/connect.js";
+import { placeClient } from "../nats/connect.js";
 import { natsAuth } from "../nats/auth.js";
 import { embeddedModel } from "../model/embedded.js";
 import { createEventPrinter, formatNode, formatOutcome, formatTree } from "./output.js";
@@ -110,18 +110,7 @@ export function registerTaskCommands(program: Command): void {
     const inputs = parseInputs(flags.input ?? []);
     const taskId = taskIdFlag(flags.taskId) ?? randomUUID();
     const { config, subjects, log } = setup(flags, "dirigent-run");
-    const placement = await place({
-      ...(config.nats ? { url: config.nats } : {}),
-      auth: natsAuth(config),
-      replicas: config.replicas,
-      scaleStreams: config.scaleStreams,
-      roles: [],
-      subjects,
-      log,
-      name: "dirigent-run",
-      dataDir: config.dataDir,
-      startServer: false,
-    });
+    const placement = await placeClient(config, subjects, log, "dirigent-run");
     let system: SystemHandle | undefined;
     let stopModel: (() => Promise<void>) | undefined;
     const startEmbedded = async () => {
@@ -314,18 +303,7 @@ async function withClient(
   fn: (client: DirigentClient, nc: NatsConnection | undefined, subjects: Subjects) => Promise<void>,
 ): Promise<void> {
   const { config, subjects, log } = setup(flags, "dirigent-client");
-  const placement = await place({
-    ...(config.nats ? { url: config.nats } : {}),
-    auth: natsAuth(config),
-    replicas: config.replicas,
-    scaleStreams: config.scaleStreams,
-    roles: [],
-    subjects,
-    log,
-    name: "dirigent-client",
-    dataDir: config.dataDir,
-    startServer: false,
-  });
+  const placement = await placeClient(config, subjects, log, "dirigent-client");
   try {
     if (placement.transport.kind === "memory")
       throw new Error("no NATS server reachable: start the runtime with 'dirigent up' or pass --nats URL");

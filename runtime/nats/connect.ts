@@ -9,7 +9,8 @@ import type { Logger } from "../../actors/deps.js";
 import type { Subjects } from "../../protocol/index.js";
 import { findNatsServer, startNatsServer, type NatsServerProcess } from "./server-process.js";
 import { openMemoryTransport, openNatsTransport, type OpenTransport } from "../transport.js";
-import { authorizationFailure, isAuthorizationError, isPermissionViolation, permissionFailure, type NatsAuth } from "./auth.js";
+import { authorizationFailure, isAuthorizationError, isPermissionViolation, natsAuth, permissionFailure, type NatsAuth } from "./auth.js";
+import type { Config } from "../config.js";
 import type { RecordRetention } from "./store.js";
 
 /** The NATS address tried when none is configured. */
@@ -142,4 +143,29 @@ function wrap(transport: OpenTransport, note: string, server?: NatsServerProcess
       process.off("exit", killChild);
     },
   };
+}
+
+/**
+ * Connects a client of the runtime (the CLI's commands, `dirigent mcp` and `a2a`): `--nats` / `NATS_URL` when set,
+ * else the default address, else in-process; starts no server. `roles`: the roles this process runs itself (none).
+ */
+export function placeClient(
+  config: Config,
+  subjects: Subjects,
+  log: Logger,
+  name: string,
+  roles: readonly string[] = [],
+): Promise<Placement> {
+  return place({
+    ...(config.nats ? { url: config.nats } : {}),
+    auth: natsAuth(config),
+    replicas: config.replicas,
+    scaleStreams: config.scaleStreams,
+    roles,
+    subjects,
+    log,
+    name,
+    dataDir: config.dataDir,
+    startServer: false,
+  });
 }

@@ -7,8 +7,7 @@ import { loadLibrary, type TemplateLibrary } from "../../actors/library/library.
 import type { Logger } from "../../actors/deps.js";
 import { DirigentClient } from "../client.js";
 import type { Config } from "../config.js";
-import { place } from "../nats/connect.js";
-import { natsAuth } from "../nats/auth.js";
+import { placeClient } from "../nats/connect.js";
 import { embeddedModel } from "../model/embedded.js";
 import { startSystem, type SystemHandle } from "../system.js";
 import type { Subjects } from "../../protocol/index.js";
@@ -24,18 +23,7 @@ export interface RuntimeConnection {
 
 /** Connects to the runtime at `config.nats` (or the default address), or starts an embedded one. */
 export async function connectRuntime(config: Config, subjects: Subjects, log: Logger, name: string): Promise<RuntimeConnection> {
-  const placement = await place({
-    ...(config.nats ? { url: config.nats } : {}),
-    auth: natsAuth(config),
-    replicas: config.replicas,
-    scaleStreams: config.scaleStreams,
-    roles: [],
-    subjects,
-    log,
-    name,
-    dataDir: config.dataDir,
-    startServer: false,
-  });
+  const placement = await placeClient(config, subjects, log, name);
   let system: SystemHandle | undefined;
   let stopModel: (() => Promise<void>) | undefined;
   let note = `the runtime on ${placement.note}`;
