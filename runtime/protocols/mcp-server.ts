@@ -3,7 +3,8 @@
  * template's inputs, next to `run_task` (any template as XML), `task_status` and `cancel_task`. A tool call runs a
  * task through the public task API and answers with its result as text and `structuredContent`; the task's events
  * become progress notifications when the caller asks for them, and a cancelled call cancels the task. Tasks this
- * server ran are resources (`dirigent://tasks/<id>`); any task can be read by that address.
+ * server ran are resources (`dirigent://tasks/<id>`, with their nodes at `…/nodes/<path>`); any task can be read by
+ * that address.
  */
 import { randomUUID } from "node:crypto";
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
@@ -193,7 +194,13 @@ export function createMcpServer(deps: McpServerDeps): Server {
       {
         uriTemplate: "dirigent://tasks/{taskId}",
         name: "task",
-        description: "A dirigent task: its state and, once it ended, its result (content, notes, usage).",
+        description: "A dirigent task: its state and, once it ended, its result (content, notes, usage) and its nodes.",
+        mimeType: "application/json",
+      },
+      {
+        uriTemplate: "dirigent://tasks/{taskId}/nodes/{path}",
+        name: "node",
+        description: "One node of a task (its path URL-encoded, as the task lists it): its record and conversation.",
         mimeType: "application/json",
       },
     ],
@@ -201,18 +208,41 @@ export function createMcpServer(deps: McpServerDeps): Server {
 
   server.setRequestHandler(ReadResourceRequestSchema, async (request) => {
     const uri = request.params.uri;
-    const id = /^dirigent:\/\/tasks\/([^/?#]+)$/.exec(uri)?.[1];
-    if (id === undefined || !parseTaskId(id))
-      throw new McpError(ErrorCode.InvalidParams, `no such resource '${uri.slice(0, 200)}' (expected dirigent://tasks/<task id>)`);
+    const match = /^dirigent:\/\/tasks\/([^/?#]+)(?:\/nodes\/([^/?#]+))?$/.exec(uri);
+    const id = match?.[1];
+    const path = match?.[2] === undefined ? undefined : decodedPath(match[2]);
+    if (id === undefined || !parseTaskId(id) || path === "")
+      throw new McpError(
+        ErrorCode.InvalidParams,
+        `no such resource '${uri.slice(0, 200)}' (expected dirigent://tasks/<task id> or dirigent://tasks/<task id>/nodes/<path>)`,
+      );
+    const json = (body: unknown) => ({ contents: [{ uri, mimeType: "application/json", text: JSON.stringify(body, null, 2) }] });
     try {
+      if (path !== undefined) return json(await deps.client.node(id, path));
       const reply = await deps.client.get(id);
-      const body = { ...reply, ...(reply.result ? { summary: taskSummary(reply.result) } : {}) };
-      return { contents: [{ uri, mimeType: "application/json", text: JSON.stringify(body, null, 2) }] };
+      // A task that ended lists its nodes (their records: docs/protocol.md); one whose records are gone has none.
+      const nodes = reply.result
+        ? await deps.client.nodes(id).then(
+            (list) => list.nodes,
+            () => undefined,
+          )
+        : undefined;
+      return json({ ...reply, ...(reply.result ? { summary: taskSummary(reply.result) } : {}), ...(nodes ? { nodes } : {}) });
     } catch (err) {
-      if (err instanceof RemoteError && err.code === "NOT_FOUND") throw new McpError(ErrorCode.InvalidParams, `no task '${id}'`);
+      if (err instanceof RemoteError && err.code === "NOT_FOUND")
+        throw new McpError(ErrorCode.InvalidParams, path === undefined ? `no task '${id}'` : `no node '${path}' of task '${id}'`);
       throw new McpError(ErrorCode.InternalError, err instanceof RemoteError ? `${err.code}: ${err.message}` : messageOf(err));
     }
   });
 
   return server;
+}
+
+/** A node path from a resource URI: URL-decoded, or "" when it is not valid percent-encoding. */
+function decodedPath(encoded: string): string {
+  try {
+    return decodeURIComponent(encoded);
+  } catch {
+    return "";
+  }
 }

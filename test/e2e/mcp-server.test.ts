@@ -97,6 +97,13 @@ describe("dirigent mcp over stdio", () => {
     const read = await client.readResource({ uri: `dirigent://tasks/${taskId}` });
     const body = JSON.parse(String((read.contents[0] as { text: string }).text));
     expect(body).toMatchObject({ taskId, state: "completed", result: { status: "COMPLETE", content: SUMMARY } });
+    // Its nodes are listed, and each is a resource of its own with its conversation.
+    const nodes = body.nodes as { path: string; kind: string }[];
+    expect(nodes.length).toBeGreaterThan(0);
+    const node = await client.readResource({ uri: `dirigent://tasks/${taskId}/nodes/${encodeURIComponent(nodes[0]?.path ?? "")}` });
+    const record = String((node.contents[0] as { text: string }).text);
+    expect(record).toContain("this text: dirigent");
+    await expect(client.readResource({ uri: `dirigent://tasks/${taskId}/nodes/no.such.node` })).rejects.toThrow(/no node 'no.such.node'/);
     await expect(client.readResource({ uri: "dirigent://tasks/no-such-task" })).rejects.toThrow(/no task 'no-such-task'/);
     await expect(client.readResource({ uri: "file:///etc/passwd" })).rejects.toThrow(/expected dirigent:\/\/tasks/);
   });
