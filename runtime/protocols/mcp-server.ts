@@ -160,7 +160,13 @@ export function createMcpServer(deps: McpServerDeps): Server {
           .sendNotification({ method: "notifications/progress", params: { progressToken: token, progress, message } })
           .catch(() => undefined);
       };
-      const onEvent = (e: TaskEvent) => notify(`${e.type} (${e.state})${e.message ? `: ${e.message}` : ""}`);
+      // Events can come before the submission's answer: they are held until `submitted` has been reported first.
+      const early: string[] = [];
+      const onEvent = (e: TaskEvent) => {
+        const line = `${e.type} (${e.state})${e.message ? `: ${e.message}` : ""}`;
+        if (submitted) notify(line);
+        else early.push(line);
+      };
       let submitted = false;
       const cancel = () => {
         if (submitted) void deps.client.cancel(taskId).catch(() => undefined);
@@ -172,6 +178,7 @@ export function createMcpServer(deps: McpServerDeps): Server {
             submitted = true;
             deps.tasks.add(taskId);
             notify(`task ${taskId} submitted`);
+            for (const line of early.splice(0)) notify(line);
             // Cancelled while the submission was on its way.
             if (extra.signal.aborted) cancel();
           },
