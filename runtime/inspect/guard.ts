@@ -3,8 +3,8 @@
  * `Host` must name this server (so a page of another site cannot read it through DNS rebinding), its `Origin`, when
  * a browser sends one, must be an allowed one, and every answer carries the same security headers.
  */
-import type { IncomingMessage } from "node:http";
-import { isIP } from "node:net";
+import type { IncomingMessage, Server } from "node:http";
+import { isIP, type AddressInfo } from "node:net";
 
 /** Headers sent with every answer of the inspector's servers; `content-security-policy` is set per server. */
 export const SECURITY_HEADERS: Readonly<Record<string, string>> = {
@@ -101,4 +101,27 @@ export function refusal(
 /** Whether `origin` is a page served from this machine over loopback (`http://localhost[:port]`, 127.0.0.1, [::1]). */
 export function isLoopbackOrigin(origin: string): boolean {
   return /^https?:\/\/(localhost|127\.0\.0\.1|\[::1\])(:\d{1,5})?$/.test(origin.toLowerCase());
+}
+
+/**
+ * Starts `server` listening on `address:port` (0: any free port) and answers the port it got, the `Host` values it
+ * accepts ({@link allowedHosts}, with `extra`) and its base URL (`http://127.0.0.1:<port>` when it listens on every
+ * interface). Shared by the inspector, `dirigent mcp --http` and `dirigent a2a`.
+ */
+export async function listenGuarded(
+  server: Server,
+  port: number,
+  address: string,
+  extra: readonly string[] = [],
+): Promise<{ port: number; hosts: Set<string>; base: string }> {
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(port, address, () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
+  const bound = (server.address() as AddressInfo).port;
+  const shown = isWildcard(address) ? "127.0.0.1" : hostLiteral(address);
+  return { port: bound, hosts: allowedHosts(address, bound, extra), base: `http://${shown}:${bound}` };
 }

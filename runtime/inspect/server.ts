@@ -9,7 +9,6 @@
 import { existsSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Bus, BusSubscription } from "../../actors/bus.js";
@@ -17,7 +16,7 @@ import { decode, TaskEvent, TaskOutcome, type Subjects } from "../../protocol/in
 import { InspectMessage } from "../../protocol/inspect.js";
 import { machineGraph } from "../charts/graph.js";
 import { machines } from "../charts/registry.js";
-import { allowedHosts, hostLiteral, isWildcard, refusal, SECURITY_HEADERS as COMMON_HEADERS } from "./guard.js";
+import { allowedHosts, listenGuarded, refusal, SECURITY_HEADERS as COMMON_HEADERS } from "./guard.js";
 import { machineCharts as chartCache } from "../charts/cache.js";
 import { InspectState, type ActorView, type TaskView } from "./state.js";
 import { messageOf } from "../../protocol/errors.js";
@@ -298,12 +297,9 @@ export async function startInspectServer(options: InspectServerOptions): Promise
     });
   });
   const address = options.host ?? "127.0.0.1";
-  await new Promise<void>((resolveListen, reject) => {
-    server.once("error", reject);
-    server.listen(options.port, address, () => resolveListen());
-  });
-  const port = (server.address() as AddressInfo).port;
-  hosts = allowedHosts(address, port, options.allowedHosts);
+  const listening = await listenGuarded(server, options.port, address, options.allowedHosts);
+  const port = listening.port;
+  hosts = listening.hosts;
   const close = async () => {
     clearInterval(push);
     clearInterval(keepalive);
@@ -313,6 +309,5 @@ export async function startInspectServer(options: InspectServerOptions): Promise
     server.closeAllConnections();
     await new Promise<void>((r) => server.close(() => r()));
   };
-  const shown = isWildcard(address) ? "127.0.0.1" : hostLiteral(address);
-  return { url: `http://${shown}:${port}/`, port, state, close, [Symbol.asyncDispose]: close };
+  return { url: `${listening.base}/`, port, state, close, [Symbol.asyncDispose]: close };
 }

@@ -4,13 +4,12 @@
  * `tasks/get`, `tasks/cancel`), served by the A2A SDK's Express handlers behind the rules of `http-guard.ts`.
  */
 import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
 import express from "express";
 import { A2A_PROTOCOL_VERSION, AGENT_CARD_PATH, type AgentCard } from "@a2a-js/sdk";
 import { duplicateInterfacesForLegacy } from "@a2a-js/sdk/compat/v0_3";
 import { DefaultRequestHandler, InMemoryTaskStore } from "@a2a-js/sdk/server";
 import { agentCardHandler, jsonRpcHandler, UserBuilder } from "@a2a-js/sdk/server/express";
-import { allowedHosts, hostLiteral, isWildcard } from "../inspect/guard.js";
+import { listenGuarded } from "../inspect/guard.js";
 import { checkListen, refuse } from "./http-guard.js";
 import { DirigentExecutor, type A2aExecutorDeps } from "./a2a-executor.js";
 import type { LibraryTool } from "./library-tools.js";
@@ -79,16 +78,9 @@ export async function startA2aServer(options: A2aServerOptions): Promise<A2aServ
     if (!refuse(req, res, hosts, options.token)) next();
   });
   const http: Server = createServer(app);
-  await new Promise<void>((resolve, reject) => {
-    http.once("error", reject);
-    http.listen(options.port, host, () => {
-      http.off("error", reject);
-      resolve();
-    });
-  });
-  const port = (http.address() as AddressInfo).port;
-  hosts = allowedHosts(host, port, options.allowedHosts ?? []);
-  const url = `http://${isWildcard(host) ? "127.0.0.1" : hostLiteral(host)}:${port}/`;
+  const listening = await listenGuarded(http, options.port, host, options.allowedHosts ?? []);
+  hosts = listening.hosts;
+  const url = `${listening.base}/`;
   const card = agentCard(options.tools, url, options.name ?? "dirigent", options.version);
   // The SDK keeps the bus of an input-required task, so a cancellation reaches the executor in every state.
   const requestHandler = new DefaultRequestHandler(card, new InMemoryTaskStore(), new DirigentExecutor(options));

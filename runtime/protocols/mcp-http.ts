@@ -4,11 +4,10 @@
  */
 import { randomUUID } from "node:crypto";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
 import type { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import { isInitializeRequest } from "@modelcontextprotocol/sdk/types.js";
-import { allowedHosts, hostLiteral, isWildcard, SECURITY_HEADERS } from "../inspect/guard.js";
+import { listenGuarded, SECURITY_HEADERS } from "../inspect/guard.js";
 import { checkListen, refuse } from "./http-guard.js";
 import { messageOf } from "../../protocol/errors.js";
 
@@ -98,18 +97,10 @@ export async function startMcpHttp(options: McpHttpOptions): Promise<McpHttpServ
       else res.end();
     });
   });
-  await new Promise<void>((resolve, reject) => {
-    http.once("error", reject);
-    http.listen(options.port, host, () => {
-      http.off("error", reject);
-      resolve();
-    });
-  });
-  const port = (http.address() as AddressInfo).port;
-  hosts = allowedHosts(host, port, options.allowedHosts ?? []);
-  const shown = isWildcard(host) ? "127.0.0.1" : hostLiteral(host);
+  const listening = await listenGuarded(http, options.port, host, options.allowedHosts ?? []);
+  hosts = listening.hosts;
   return {
-    url: `http://${shown}:${port}/mcp`,
+    url: `${listening.base}/mcp`,
     close: async () => {
       await Promise.allSettled([...sessions.values()].map((s) => s.server.close()));
       sessions.clear();
