@@ -28,6 +28,7 @@ import { NatsBus } from "../../runtime/nats/bus.js";
 import { startSystem } from "../../runtime/system.js";
 import { openNatsTransport } from "../../runtime/transport.js";
 import { startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
+import { pollUntil } from "../support/process-group.js";
 import { newTaskId, startStack, type Stack } from "../support/stack.js";
 
 const APPEND_A = "require('node:fs').appendFileSync('log.txt', 'A\\n')";
@@ -47,7 +48,8 @@ beforeAll(async () => {
       rules: [
         { match: { lastUser: { regex: "^RECORDED" }, hasToolResult: false }, toolCalls: [{ name: "list_files", arguments: {} }] },
         { match: { lastUser: { regex: "^RECORDED" }, hasToolResult: true }, reply: "final answer" },
-        { match: { lastUser: { regex: "^SLOW" } }, reply: "slow done", delayMs: 400 },
+        // Held until the test opens the gate (its count is never reached).
+        { match: { lastUser: { regex: "^SLOW" } }, reply: "slow done", gate: { name: "slow", count: 1000 } },
         // Two scripts in the directory `crash`: A appends "A" to log.txt; B appends "B" and, the first time, hangs.
         {
           match: { lastUser: { regex: "^SCRIPTED crash" }, hasToolResult: false },
@@ -288,11 +290,15 @@ describe("a superseded evaluation", () => {
       inputs: {},
     });
     const evaluate = (owner: string) => ask(deps(s), Requests.evaluate, request(owner), { timeoutMs: 10_000 });
+    const slowCalls = () => mock.requests.filter((r) => JSON.stringify(r.body).includes("SLOW work")).length;
+    const before = slowCalls();
     const old = evaluate("director-old");
-    await s.transport.bus.flush();
+    // The new owner asks once the old walk is provably running (its model call held at the gate).
+    await pollUntil(() => (slowCalls() > before ? true : undefined), "the old walk's model call");
     const fresh = evaluate("director-new");
     // The stopped one is no outcome of the task: an error its sender retries should it still own the task.
     await expect(old).rejects.toMatchObject({ code: "UNAVAILABLE", message: expect.stringContaining("superseded") });
+    mock.openGate("slow");
     const done = await fresh;
     expect(done.result).toMatchObject({ status: "COMPLETE", content: "slow done" });
   });
