@@ -149,7 +149,10 @@ export async function readTemplate(file: string, limits: SizeLimits = sizeLimits
   return xml;
 }
 
-/** Resolves on SIGINT or SIGTERM. */
+/**
+ * Resolves on SIGINT or SIGTERM. Call it before printing the line that says the process is ready: whoever reads that
+ * line may signal at once, and a signal that comes before the listener kills the process instead of draining it.
+ */
 export function untilSignal(): Promise<NodeJS.Signals> {
   return new Promise((resolve) => {
     const on = (signal: NodeJS.Signals) => {

@@ -3,7 +3,7 @@ import { randomUUID } from "node:crypto";
 import type { Command } from "commander";
 import { GoalId, type Goal, type GoalEvent, type OperatorAlert } from "../../protocol/index.js";
 import { RemoteError } from "../client.js";
-import { commonOptions, setup, UsageError, type CommonFlags } from "./common.js";
+import { commonOptions, setup, UsageError, untilSignal, type CommonFlags } from "./common.js";
 import { placeClient } from "../nats/connect.js";
 import { GoalClient } from "../goal-client.js";
 
@@ -210,11 +210,9 @@ export function registerGoalCommands(program: Command): void {
     await withGoals(flags, async (client) => {
       client.alerts((a) => process.stdout.write((flags.json ? JSON.stringify(a) : formatAlert(a)) + "\n"));
       await client.flush();
+      const signalled = untilSignal();
       process.stderr.write("dirigent: listening for operator alerts (Ctrl-C to stop)\n");
-      await new Promise<void>((resolve) => {
-        process.once("SIGINT", resolve);
-        process.once("SIGTERM", resolve);
-      });
+      await signalled;
     });
   });
 }

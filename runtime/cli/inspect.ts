@@ -104,12 +104,13 @@ export function registerInspectCommand(program: Command): void {
       await bus.close();
       throw err;
     }
+    const signalled = untilSignal();
     process.stderr.write(`dirigent: inspector on ${server.url} (NATS at ${bus.description}, subjects under '${subjects.root}')\n`);
     process.stderr.write(`dirigent: start runtime processes with DIRIGENT_INSPECT=on to see their actors\n`);
     if (!isLoopback(host)) process.stderr.write(exposedWarning("inspector", host, allowedHosts));
     if (bridge) process.stderr.write(`dirigent: Stately bridge on ${bridge.pageUrl} (the page frames stately.ai/inspect)\n`);
     if (bridge && !isLoopback(statelyHost)) process.stderr.write(exposedWarning("Stately bridge", statelyHost, allowedHosts));
-    await untilSignal();
+    await signalled;
     await server.close();
     await bridge?.stop();
     await bus.close();

@@ -86,8 +86,11 @@ async function serveUntilSignal(flags: RuntimeFlags, roles: readonly Role[], nam
           onFatal: lost,
         })
       : undefined;
+  // Listening before "ready" is printed: a supervisor that signals as soon as it reads the line finds the handler in
+  // place (under load the line woke a test that signalled before the next statement ran, and the process died of it).
+  const signalled = untilSignal();
   process.stderr.write(`dirigent: ready (Ctrl-C to stop)\n`);
-  const outcome = await Promise.race([untilSignal().then((signal) => ({ signal })), cutOff.then((reason) => ({ reason }))]);
+  const outcome = await Promise.race([signalled.then((signal) => ({ signal })), cutOff.then((reason) => ({ reason }))]);
   watch?.stop();
   if ("reason" in outcome) {
     log.error({ reason: outcome.reason, processId: system.processId }, "cannot serve any more: exiting");

@@ -67,9 +67,10 @@ export function registerToolCommands(program: Command): void {
         ...(script ? { script } : {}),
         ...(flags.quiet ? {} : { log: (line: string) => process.stderr.write(line + "\n") }),
       });
+      const signalled = untilSignal();
       process.stdout.write(`${server.url}\n`);
       process.stderr.write(`dirigent mock-llm: listening on ${server.url} (use OPENAI_BASE_URL=${server.url})\n`);
-      await untilSignal();
+      await signalled;
       await server.close();
     });
 

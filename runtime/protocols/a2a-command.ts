@@ -43,11 +43,12 @@ export function registerA2aCommand(program: Command): void {
         version: "0.1.0",
         ...listen,
       });
+      const signalled = untilSignal();
       process.stderr.write(
         `dirigent: A2A agent on ${server.url} (card at ${server.url}.well-known/agent-card.json; tasks run on ${runtime.note})\n`,
       );
       if (!isLoopback(listen.host)) process.stderr.write(`dirigent: WARNING: the A2A agent listens on ${listen.host}, not on loopback\n`);
-      await untilSignal();
+      await signalled;
       await server.close();
     } finally {
       await runtime.close();

@@ -48,19 +48,21 @@ export function registerMcpCommand(program: Command): void {
           ...listen,
           onError: (err) => log.warn({ err: messageOf(err) }, "MCP request failed"),
         });
+        const signalled = untilSignal();
         process.stderr.write(
           `dirigent: MCP server on ${http.url} (${deps.tools.length} library templates; tasks run on ${runtime.note})\n`,
         );
         if (!isLoopback(listen.host))
           process.stderr.write(`dirigent: WARNING: the MCP server listens on ${listen.host}, not on loopback\n`);
-        await untilSignal();
+        await signalled;
         await http.close();
       } else {
         const server = createMcpServer(deps);
         const closed = new Promise<void>((resolve) => (server.onclose = resolve));
         await server.connect(new StdioServerTransport());
+        const signalled = untilSignal();
         process.stderr.write(`dirigent: MCP server on stdio (${deps.tools.length} library templates; tasks run on ${runtime.note})\n`);
-        await Promise.race([closed, untilSignal()]);
+        await Promise.race([closed, signalled]);
         await server.close();
       }
     } finally {
