@@ -42,7 +42,9 @@ function activeStates(machineId, value) {
 function valueText(value) {
   if (value === undefined || value === null) return "";
   if (typeof value === "string") return value;
-  return Object.entries(value).map(([k, v]) => (v && typeof v === "object" && Object.keys(v).length === 0 ? k : `${k}.${valueText(v)}`)).join(", ");
+  return Object.entries(value)
+    .map(([k, v]) => (v && typeof v === "object" && Object.keys(v).length === 0 ? k : `${k}.${valueText(v)}`))
+    .join(", ");
 }
 
 function shortProcess(p) {
@@ -80,7 +82,13 @@ function visible(actor) {
 function renderActor(actor) {
   let row = actorRows.get(actor.actorId);
   if (!row) {
-    row = el("li", { class: "actor", "data-actor-id": actor.actorId, "data-machine": actor.machine, "data-role": actor.role, title: actor.actorId });
+    row = el("li", {
+      class: "actor",
+      "data-actor-id": actor.actorId,
+      "data-machine": actor.machine,
+      "data-role": actor.role,
+      title: actor.actorId,
+    });
     row.append(el("span", { class: "machine" }, actor.machine), " ", el("span", { class: "value" }));
     row.onclick = () => selectActor(actor.actorId);
     actorRows.set(actor.actorId, row);
@@ -98,7 +106,12 @@ function renderActor(actor) {
 function renderTask(task) {
   let row = taskRows.get(task.taskId);
   if (!row) {
-    row = el("li", { class: "task", "data-task-id": task.taskId }, el("span", { class: "id" }, task.taskId), el("span", { class: "state" }));
+    row = el(
+      "li",
+      { class: "task", "data-task-id": task.taskId },
+      el("span", { class: "id" }, task.taskId),
+      el("span", { class: "state" }),
+    );
     row.onclick = () => selectTask(task.taskId);
     taskRows.set(task.taskId, row);
     $("tasks").prepend(row);
@@ -106,7 +119,10 @@ function renderTask(task) {
   const state = task.state ?? (task.status ? task.status.toLowerCase() : "");
   row.querySelector(".state").textContent = `${state}${task.replayed ? " (replayed)" : ""}`;
   row.dataset.state = state;
-  const hidden = (filter.task && !task.taskId.includes(filter.task)) || (filter.role && !task.roles.includes(filter.role)) || (filter.process && !task.processes.includes(filter.process));
+  const hidden =
+    (filter.task && !task.taskId.includes(filter.task)) ||
+    (filter.role && !task.roles.includes(filter.role)) ||
+    (filter.process && !task.processes.includes(filter.process));
   row.classList.toggle("hidden", Boolean(hidden));
   if (task.taskId === selectedTask) renderTaskDetail();
 }
@@ -127,7 +143,8 @@ function highlight(container, actor) {
   if (!svg) return;
   const active = new Set(actor && actor.isMachine ? activeStates(actor.machine, actor.snapshot.value) : []);
   for (const g of svg.querySelectorAll("g.state")) g.classList.toggle("active", active.has(g.dataset.state));
-  for (const t of svg.querySelectorAll("g.transition")) t.classList.toggle("taken", Boolean(actor && t.dataset.event === actor.lastEvent && active.has(t.dataset.target)));
+  for (const t of svg.querySelectorAll("g.transition"))
+    t.classList.toggle("taken", Boolean(actor && t.dataset.event === actor.lastEvent && active.has(t.dataset.target)));
 }
 
 /**
@@ -154,14 +171,17 @@ function showChart(machine) {
   const box = $("focus-chart");
   if (box.dataset.machine === machine) return;
   box.dataset.machine = machine ?? "";
-  box.replaceChildren(chart ? svgElement(chart.svg) : el("p", { class: "hint" }, machine ? `${machine} is not a state machine (an invoked promise)` : ""));
+  box.replaceChildren(
+    chart ? svgElement(chart.svg) : el("p", { class: "hint" }, machine ? `${machine} is not a state machine (an invoked promise)` : ""),
+  );
 }
 
 function renderFocus() {
   const actor = actors.get(selectedActor);
   // The scrubber shows the task machine as it was: live changes wait until it is back at now.
   if (!actor || (scrubAt !== undefined && actor.taskId === selectedTask)) return;
-  $("focus-title").textContent = `${actor.machine} · ${actor.role} · ${actor.taskId ? `task ${actor.taskId} · ` : ""}${actor.isMachine ? valueText(actor.snapshot.value) : actor.snapshot.status}`;
+  $("focus-title").textContent =
+    `${actor.machine} · ${actor.role} · ${actor.taskId ? `task ${actor.taskId} · ` : ""}${actor.isMachine ? valueText(actor.snapshot.value) : actor.snapshot.status}`;
   showChart(actor.isMachine ? actor.machine : undefined);
   highlight($("focus-chart"), actor);
   $("focus").dataset.actorId = actor.actorId;
@@ -226,7 +246,12 @@ async function selectTask(taskId, focusActor = true) {
 }
 
 function replayValue(state) {
-  const running = { running: "executing", awaiting_evaluation: "awaitingEvaluation", awaiting_subtask: "awaitingSubtask", awaiting_input: "awaitingInput" };
+  const running = {
+    running: "executing",
+    awaiting_evaluation: "awaitingEvaluation",
+    awaiting_subtask: "awaitingSubtask",
+    awaiting_input: "awaitingInput",
+  };
   return running[state] ? { running: running[state] } : state;
 }
 
@@ -234,7 +259,9 @@ function renderTaskDetail() {
   const taskId = selectedTask;
   const task = tasks.get(taskId);
   $("detail-task").textContent = taskId ?? "–";
-  $("detail-state").textContent = task ? `${task.state ?? ""}${task.status ? ` · ${task.status}` : ""} · ${task.processes.length} processes · roles ${task.roles.join(", ")}` : "";
+  $("detail-state").textContent = task
+    ? `${task.state ?? ""}${task.status ? ` · ${task.status}` : ""} · ${task.processes.length} processes · roles ${task.roles.join(", ")}`
+    : "";
   const tree = $("tree");
   tree.textContent = "";
   if (task) {
@@ -244,7 +271,15 @@ function renderTaskDetail() {
     tree.append(root);
     const maps = task.maps ?? [];
     const mapPaths = new Set(maps.map((m) => m.nodePath));
-    for (const p of paths) items.set(p, el("li", { "data-node": p }, nodeLabel(p, mapPaths), el("ul")));
+    // A node recorded already is named as its record names it (`step 2 · describe each animal`).
+    const names = new Map((nodeLists.get(taskId)?.nodes ?? []).map((n) => [n.path, n.name]));
+    for (const p of paths) {
+      const name = names.get(p);
+      items.set(
+        p,
+        el("li", { "data-node": p }, nodeLabel(p, mapPaths), ...(name ? [el("span", { class: "node-name" }, ` · ${name}`)] : []), el("ul")),
+      );
+    }
     for (const p of paths) (items.get(parentPath(p, paths)) ?? root).querySelector("ul").append(items.get(p));
     // Each map's branches go between its label and its child nodes.
     for (const map of maps) (items.get(map.nodePath) ?? root).querySelector(":scope > ul").before(mapStrip(map));
@@ -259,8 +294,13 @@ async function loadNodes(taskId) {
   $("task-nodes").hidden = false;
   const res = await fetch(`/api/tasks/${encodeURIComponent(taskId)}/nodes`);
   const body = await res.json().catch(() => ({ error: `HTTP ${res.status}` }));
-  nodeLists.set(taskId, res.ok ? { nodes: body.nodes, truncated: body.truncated } : { error: body.error ?? `HTTP ${res.status}`, code: body.code });
-  if (taskId === selectedTask) renderNodes();
+  nodeLists.set(
+    taskId,
+    res.ok ? { nodes: body.nodes, truncated: body.truncated } : { error: body.error ?? `HTTP ${res.status}`, code: body.code },
+  );
+  if (taskId !== selectedTask) return;
+  renderNodes();
+  renderTaskDetail();
 }
 
 /** Reloads the node list soon (several nodes often finish together). */
@@ -292,13 +332,20 @@ function renderNodes() {
   const axis = taskSpan(selectedTask, list.nodes);
   const rows = scrubAt === undefined ? treeRows(list.nodes, runningNodes(selectedTask)) : treeRows(nodesAt(list.nodes, scrubAt));
   $("nodes-status").textContent = `${list.nodes.length} recorded${list.truncated ? " (the first ones)" : ""}`;
-  box.replaceChildren(rows.length ? nodeTable(rows, { selected: selectedNode, onSelect: selectNode, axis: scrubAt === undefined ? undefined : axis }) : el("p", { class: "hint" }, scrubAt === undefined ? "no node has ended yet" : "no node had started yet"));
+  box.replaceChildren(
+    rows.length
+      ? nodeTable(rows, { selected: selectedNode, onSelect: selectNode, axis: scrubAt === undefined ? undefined : axis })
+      : el("p", { class: "hint" }, scrubAt === undefined ? "no node has ended yet" : "no node had started yet"),
+  );
   renderScrubber(axis);
 }
 
 /** From the task's first event or node to its last (ms). */
 function taskSpan(taskId, nodes) {
-  const times = [...(timelines.get(taskId) ?? []).map((e) => e.at), ...nodes.flatMap((n) => [Date.parse(n.startedAt), Date.parse(n.endedAt)])].filter(Number.isFinite);
+  const times = [
+    ...(timelines.get(taskId) ?? []).map((e) => e.at),
+    ...nodes.flatMap((n) => [Date.parse(n.startedAt), Date.parse(n.endedAt)]),
+  ].filter(Number.isFinite);
   return times.length ? { t0: Math.min(...times), t1: Math.max(...times) } : undefined;
 }
 
@@ -315,12 +362,14 @@ function renderScrubber(axis) {
   input.min = String(axis.t0);
   input.max = String(axis.t1);
   input.value = String(scrubAt ?? axis.t1);
-  $("scrub-time").textContent = scrubAt === undefined ? "now" : `${new Date(scrubAt).toISOString().slice(11, 23)} (+${scrubAt - axis.t0} ms)`;
+  $("scrub-time").textContent =
+    scrubAt === undefined ? "now" : `${new Date(scrubAt).toISOString().slice(11, 23)} (+${scrubAt - axis.t0} ms)`;
   box.dataset.at = scrubAt === undefined ? "" : String(scrubAt);
   for (const li of $("timeline").children) li.classList.toggle("after-scrub", scrubAt !== undefined && Number(li.dataset.at) > scrubAt);
   if (scrubAt === undefined) return;
   let state;
-  for (const entry of timelines.get(selectedTask) ?? []) if (entry.at <= scrubAt && entry.kind === "task" && entry.state) state = entry.state;
+  for (const entry of timelines.get(selectedTask) ?? [])
+    if (entry.at <= scrubAt && entry.kind === "task" && entry.state) state = entry.state;
   showChart("task");
   highlight($("focus-chart"), state ? { isMachine: true, machine: "task", snapshot: { value: replayValue(state) } } : undefined);
   $("focus-title").textContent = `task · ${selectedTask} · ${state ?? ""} at ${$("scrub-time").textContent}`;
@@ -339,10 +388,13 @@ function scrubTo(value) {
 async function selectNode(node) {
   const taskId = selectedTask;
   selectedNode = nodeKey(node);
-  for (const r of $("nodes").querySelectorAll(".node-row")) r.classList.toggle("selected", `${r.dataset.path}#${r.dataset.occurrence}` === selectedNode);
+  for (const r of $("nodes").querySelectorAll(".node-row"))
+    r.classList.toggle("selected", `${r.dataset.path}#${r.dataset.occurrence}` === selectedNode);
   const detail = $("node-detail");
   detail.replaceChildren(el("p", { class: "hint" }, `loading ${node.name}…`));
-  const res = await fetch(`/api/tasks/${encodeURIComponent(taskId)}/node?path=${encodeURIComponent(node.path)}&occurrence=${node.occurrence}`);
+  const res = await fetch(
+    `/api/tasks/${encodeURIComponent(taskId)}/node?path=${encodeURIComponent(node.path)}&occurrence=${node.occurrence}`,
+  );
   const body = await res.json().catch(() => ({ error: `HTTP ${res.status}` }));
   if (taskId !== selectedTask || selectedNode !== nodeKey(node)) return;
   detail.replaceChildren(res.ok ? nodeDetail(body) : el("p", { class: "error" }, body.error ?? `HTTP ${res.status}`));
@@ -352,7 +404,11 @@ function timelineItem(entry) {
   const time = new Date(entry.at).toISOString().slice(11, 23);
   return el(
     "li",
-    { class: `kind-${entry.kind}${scrubAt !== undefined && entry.at > scrubAt ? " after-scrub" : ""}`, "data-type": entry.type, "data-at": String(entry.at) },
+    {
+      class: `kind-${entry.kind}${scrubAt !== undefined && entry.at > scrubAt ? " after-scrub" : ""}`,
+      "data-type": entry.type,
+      "data-at": String(entry.at),
+    },
     el("span", { class: "time" }, time),
     el("span", { class: "type" }, entry.type),
     entry.nodePath ? ` @${entry.nodePath}` : "",
@@ -365,7 +421,15 @@ function upsertActor(actor) {
   renderActor(actor);
   if (selectedTask && actor.taskId === selectedTask) galleryDirty = true;
   if (actor.actorId === selectedActor) renderFocus();
-  if (selectedTask && actor.taskId === selectedTask && actor.machine === "task" && taskActorOf(selectedTask) === actor && selectedActor !== actor.actorId && !actors.get(selectedActor)) selectActor(actor.actorId);
+  if (
+    selectedTask &&
+    actor.taskId === selectedTask &&
+    actor.machine === "task" &&
+    taskActorOf(selectedTask) === actor &&
+    selectedActor !== actor.actorId &&
+    !actors.get(selectedActor)
+  )
+    selectActor(actor.actorId);
 }
 
 function applyDelta(delta) {

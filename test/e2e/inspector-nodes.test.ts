@@ -6,7 +6,7 @@
  * prompt as sent, the model's answer, the tool call with its arguments and result), its output and its tokens; the
  * timeline shows lifecycle and node events, the machines' internal events only behind a toggle; the scrubber
  * redraws the tree, the waterfall and the task machine's active state as they were at a moment of the task. Saves a screenshot
- * in test-artifacts/inspector-nodes.png (copied to docs/ by hand when the page changes). A map whose three branches
+ * in test-artifacts/inspector-nodes.png (docs/ has its own, taken by `npm run screenshots`). A map whose three branches
  * the mock model holds until all have asked draws them as bars in their own lanes, overlapping in time.
  */
 import { connect } from "@nats-io/transport-node";
@@ -124,6 +124,9 @@ describe("inspector 2: node records in a browser", () => {
       expect(row.cells[2]).toMatch(/\d (ms|s)$/);
     }
     expect(table[1]?.cells[0]).toBe("step 1 · read");
+    // The task tree beside names each node as its record does.
+    await page.locator('#tree li[data-node="0.steps.0"] > .node-name').waitFor();
+    expect(await page.locator('#tree li[data-node="0.steps.0"] > .node-name').textContent()).toBe(" · step 1 · read");
     // The first step's own tokens: its two model calls (105 + 129).
     expect(table[1]?.cells[3]).toBe("234");
     expect(table[2]?.cells[3]).toBe("44");
