@@ -148,17 +148,33 @@ function highlight(container, actor) {
 }
 
 /**
- * Highlights, on every machine's chart in the gallery, the current states of all the selected task's actors of that
- * machine (class `in-task`), so the whole task is visible at once, not only the focused actor.
+ * The states of the selected task's machine actors: now (the live actors), or, while the scrubber is back in the
+ * task's history, the state each actor had entered by then (from the task's `state` timeline entries).
+ */
+function taskMachineStates() {
+  if (!selectedTask) return [];
+  if (scrubAt === undefined)
+    return [...actors.values()]
+      .filter((a) => a.taskId === selectedTask && a.isMachine)
+      .map((a) => ({ machine: a.machine, value: a.snapshot.value }));
+  const byActor = new Map();
+  for (const entry of timelines.get(selectedTask) ?? [])
+    if (entry.kind === "state" && entry.at <= scrubAt) byActor.set(entry.actorId, { machine: entry.machine, value: entry.value });
+  return [...byActor.values()];
+}
+
+/**
+ * Highlights, on every machine's chart in the gallery, the states of all the selected task's actors of that machine
+ * (class `in-task`), so the whole task is visible at once, not only the focused actor; at the scrubber's moment
+ * while it is back in the task's history.
  */
 function renderGallery() {
   galleryDirty = false;
   const active = new Map(); // machine id → Set of state ids
-  for (const a of actors.values()) {
-    if (!selectedTask || a.taskId !== selectedTask || !a.isMachine) continue;
+  for (const a of taskMachineStates()) {
     let set = active.get(a.machine);
     if (!set) active.set(a.machine, (set = new Set()));
-    for (const id of activeStates(a.machine, a.snapshot.value)) set.add(id);
+    for (const id of activeStates(a.machine, a.value)) set.add(id);
   }
   for (const svg of $("machines").querySelectorAll("svg[data-machine]")) {
     const set = active.get(svg.dataset.machine);
@@ -286,7 +302,7 @@ function renderTaskDetail() {
   }
   const list = $("timeline");
   list.textContent = "";
-  for (const entry of timelines.get(taskId) ?? []) list.append(timelineItem(entry));
+  for (const entry of timelines.get(taskId) ?? []) if (entry.kind !== "state") list.append(timelineItem(entry));
 }
 
 /** Reads the selected task's node records and redraws the tree and waterfall. */
@@ -381,6 +397,7 @@ function scrubTo(value) {
   const axis = list?.nodes ? taskSpan(selectedTask, list.nodes) : undefined;
   if (!axis) return;
   scrubAt = value >= axis.t1 ? undefined : value;
+  renderGallery();
   renderNodes();
   if (scrubAt === undefined) renderFocus();
 }
@@ -447,7 +464,7 @@ function applyDelta(delta) {
     let list = timelines.get(taskId);
     if (!list && taskId === selectedTask) timelines.set(taskId, (list = []));
     list?.push(entry);
-    if (taskId === selectedTask) $("timeline").append(timelineItem(entry));
+    if (taskId === selectedTask && entry.kind !== "state") $("timeline").append(timelineItem(entry));
     if (taskId === selectedTask && (entry.type === "node.finished" || entry.kind === "result")) reloadNodesSoon(taskId);
   }
   if (galleryDirty) renderGallery();

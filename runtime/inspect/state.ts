@@ -30,14 +30,21 @@ export interface ActorView {
 /** One entry of a task's timeline. */
 export interface TimelineEntry {
   at: number;
-  /** `task`: a lifecycle event; `xstate`: an event delivered to one of the task's actors; `result`: the outcome. */
-  kind: "task" | "xstate" | "result";
+  /**
+   * `task`: a lifecycle event; `xstate`: an event delivered to one of the task's actors; `result`: the outcome;
+   * `state`: one of the task's machine actors entered the state `value` (the page's scrubber redraws every chart from
+   * these; the timeline list does not show them).
+   */
+  kind: "task" | "xstate" | "result" | "state";
   type: string;
   message?: string;
   state?: string;
   actorId?: string;
   sourceId?: string;
   nodePath?: string;
+  /** For `state`: the actor's machine and its state value. */
+  machine?: string;
+  value?: unknown;
 }
 
 /** A task as the page shows it. */
@@ -70,7 +77,7 @@ export interface InspectStateLimits {
   maxActors: number;
   /** Most tasks kept; the oldest finished ones go first. Default 2000. */
   maxTasks: number;
-  /** Most timeline entries kept per task. Default 1000. */
+  /** Most timeline entries kept per task (lifecycle, machine events and states). Default 4000. */
   maxTimeline: number;
 }
 
@@ -101,7 +108,7 @@ export class InspectState {
     limits: Partial<InspectStateLimits> = {},
     private readonly now: () => number = Date.now,
   ) {
-    this.#limits = { maxActors: 20_000, maxTasks: 2000, maxTimeline: 1000, ...limits };
+    this.#limits = { maxActors: 20_000, maxTasks: 2000, maxTimeline: 4000, ...limits };
   }
 
   /** Applies one inspection message. */
@@ -124,17 +131,20 @@ export class InspectState {
       };
       this.#actors.set(m.actorId, view);
       this.#touchActor(view);
+      this.#recordState(view);
       this.#evictActors();
       return;
     }
     const actor = this.#actors.get(m.actorId);
     if (m.type === "inspect.snapshot") {
       if (!actor) return;
+      const moved = JSON.stringify(actor.snapshot.value) !== JSON.stringify(m.snapshot.value);
       actor.snapshot = m.snapshot;
       actor.lastEvent = m.eventType;
       actor.updatedAt = m.at;
       actor.receivedAt = receivedAt;
       this.#touchActor(actor);
+      if (moved) this.#recordState(actor);
       return;
     }
     if (m.type === "inspect.event" && m.taskId !== undefined && actor?.isMachine) {
@@ -218,6 +228,20 @@ export class InspectState {
   /** Number of actors kept. */
   get actorCount(): number {
     return this.#actors.size;
+  }
+
+  /** A task's machine actor in a new state goes on the task's timeline, for the scrubber. */
+  #recordState(actor: ActorView): void {
+    if (actor.taskId === undefined || !actor.isMachine || actor.snapshot.value === undefined) return;
+    const task = this.#task(actor.taskId, actor.updatedAt);
+    this.#addTimeline(task, {
+      at: actor.updatedAt,
+      kind: "state",
+      type: "state",
+      actorId: actor.actorId,
+      machine: actor.machine,
+      value: actor.snapshot.value,
+    });
   }
 
   #touchActor(actor: ActorView): void {

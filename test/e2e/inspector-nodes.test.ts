@@ -199,9 +199,28 @@ describe("inspector 2: node records in a browser", () => {
     await page.waitForSelector('#focus-chart svg[data-machine="task"] g.state.active[data-state="task.running"]');
     expect(await page.locator('#focus-chart g.state.active[data-state="task.completed"]').count()).toBe(0);
     expect(await timeline.locator('li[data-type="task.completed"]').getAttribute("class")).toContain("after-scrub");
+    // Every machine's chart is redrawn as it was too: when step 1's tool call had just ended, its Handler session was
+    // in a state short of its end; at the first event no session existed; now every session has ended.
+    const sessionStates = () =>
+      page
+        .locator('#machines svg[data-machine="handlerSession"] g.state.in-task')
+        .evaluateAll((gs) => gs.map((g) => g.getAttribute("data-state")));
+    const liveSessions = await (async () => {
+      await page.click("#scrub-live");
+      await page.waitForSelector('#scrubber[data-at=""]');
+      return sessionStates();
+    })();
+    expect(liveSessions.length).toBeGreaterThan(0);
+    const toolCallAt = Number(await timeline.locator('li[data-type="tool.call"]').first().getAttribute("data-at"));
+    await scrub(toolCallAt);
+    await page.waitForSelector(`#scrubber[data-at="${toolCallAt}"]`);
+    const duringTool = await sessionStates();
+    expect(duringTool.length).toBeGreaterThan(0);
+    expect(duringTool).not.toEqual(liveSessions);
     // At the first event the task was queued; back at now it is completed, with all its nodes.
     await scrub(Number(await page.locator("#scrub").getAttribute("min")));
     await page.waitForSelector('#focus-chart svg[data-machine="task"] g.state.active[data-state="task.queued"]');
+    expect(await sessionStates()).toEqual([]);
     await page.click("#scrub-live");
     await page.waitForSelector('#focus-chart svg[data-machine="task"] g.state.active[data-state="task.completed"]');
     expect(await states()).toEqual([
