@@ -302,7 +302,11 @@ function renderTaskDetail() {
   }
   const list = $("timeline");
   list.textContent = "";
-  for (const entry of timelines.get(taskId) ?? []) if (entry.kind !== "state") list.append(timelineItem(entry));
+  let previous;
+  for (const entry of timelines.get(taskId) ?? []) {
+    if (listed(entry, previous)) list.append(timelineItem(entry));
+    if (entry.kind !== "state") previous = entry;
+  }
 }
 
 /** Reads the selected task's node records and redraws the tree and waterfall. */
@@ -317,6 +321,10 @@ async function loadNodes(taskId) {
   if (taskId !== selectedTask) return;
   renderNodes();
   renderTaskDetail();
+  // The running node on show has ended: its record replaces what it streamed.
+  const open = $("node-detail").querySelector('.node-detail[data-state="running"]');
+  const ended = open && (body.nodes ?? []).find((n) => n.path === open.dataset.path);
+  if (ended) void selectNode(ended);
 }
 
 /** Reloads the node list soon (several nodes often finish together). */
@@ -337,16 +345,20 @@ function runningNodes(taskId) {
 }
 
 function renderNodes() {
-  const list = nodeLists.get(selectedTask);
+  const running = scrubAt === undefined ? runningNodes(selectedTask) : [];
+  // Before any record (none read yet, or none written yet) the nodes seen running are listed alone.
+  const stored = nodeLists.get(selectedTask);
+  const list = running.length && (!stored || stored.code === "NOT_FOUND") ? { nodes: [] } : stored;
   const box = $("nodes");
   if (!list) return;
+  $("task-nodes").hidden = false;
   if (list.error) {
     $("nodes-status").textContent = list.code === "NOT_FOUND" ? "no records yet" : list.error;
     box.textContent = "";
     return;
   }
   const axis = taskSpan(selectedTask, list.nodes);
-  const rows = scrubAt === undefined ? treeRows(list.nodes, runningNodes(selectedTask)) : treeRows(nodesAt(list.nodes, scrubAt));
+  const rows = scrubAt === undefined ? treeRows(list.nodes, running) : treeRows(nodesAt(list.nodes, scrubAt));
   $("nodes-status").textContent = `${list.nodes.length} recorded${list.truncated ? " (the first ones)" : ""}`;
   box.replaceChildren(
     rows.length
@@ -402,12 +414,36 @@ function scrubTo(value) {
   if (scrubAt === undefined) renderFocus();
 }
 
+/** The text a running node's model has streamed so far (its `model.delta` events), or undefined when none. */
+function streamedText(taskId, path) {
+  const pieces = (timelines.get(taskId) ?? []).filter((e) => e.type === "model.delta" && e.nodePath === path).map((e) => e.message ?? "");
+  return pieces.length ? pieces.join("") : undefined;
+}
+
+/** A node that runs and has no record yet: what its model has streamed so far, growing as `model.delta` events come. */
+function runningDetail(node) {
+  const text = streamedText(selectedTask, node.path);
+  return el(
+    "div",
+    { class: "node-detail", "data-path": node.path, "data-state": "running" },
+    el("h3", {}, node.name),
+    el("p", { class: "hint" }, `running since ${node.startedAt.slice(11, 23)}; its record is read once it ends`),
+    el("h4", {}, "answer so far"),
+    el("pre", { class: "streaming" }, text ?? ""),
+    ...(text === undefined
+      ? [el("p", { class: "hint" }, "nothing streamed (the task streams when submitted with stream: true or with DIRIGENT_STREAM=on)")]
+      : []),
+  );
+}
+
 async function selectNode(node) {
   const taskId = selectedTask;
   selectedNode = nodeKey(node);
   for (const r of $("nodes").querySelectorAll(".node-row"))
     r.classList.toggle("selected", `${r.dataset.path}#${r.dataset.occurrence}` === selectedNode);
   const detail = $("node-detail");
+  // A node seen running but not recorded: its answer streams in; its record replaces this once it is read.
+  if (node.state === "running" && !node.kind) return detail.replaceChildren(runningDetail(node));
   detail.replaceChildren(el("p", { class: "hint" }, `loading ${node.name}…`));
   const res = await fetch(
     `/api/tasks/${encodeURIComponent(taskId)}/node?path=${encodeURIComponent(node.path)}&occurrence=${node.occurrence}`,
@@ -415,6 +451,22 @@ async function selectNode(node) {
   const body = await res.json().catch(() => ({ error: `HTTP ${res.status}` }));
   if (taskId !== selectedTask || selectedNode !== nodeKey(node)) return;
   detail.replaceChildren(res.ok ? nodeDetail(body) : el("p", { class: "error" }, body.error ?? `HTTP ${res.status}`));
+}
+
+/**
+ * Whether an entry is listed in the timeline: states only redraw the charts, and a run of `model.delta` events of
+ * one node is listed once (its first piece), as `dirigent run` prints it; the node's detail shows the whole text.
+ */
+function listed(entry, previous) {
+  if (entry.kind === "state") return false;
+  return !(entry.type === "model.delta" && previous?.type === "model.delta" && previous.nodePath === entry.nodePath);
+}
+
+/** A streamed piece of the running node on show goes at the end of its answer so far. */
+function appendStreamed(entry) {
+  const open = $("node-detail").querySelector('.node-detail[data-state="running"]');
+  if (!open || open.dataset.path !== entry.nodePath) return;
+  open.querySelector("pre.streaming")?.append(entry.message ?? "");
 }
 
 function timelineItem(entry) {
@@ -464,7 +516,18 @@ function applyDelta(delta) {
     let list = timelines.get(taskId);
     if (!list && taskId === selectedTask) timelines.set(taskId, (list = []));
     list?.push(entry);
-    if (taskId === selectedTask && entry.kind !== "state") $("timeline").append(timelineItem(entry));
+    if (taskId === selectedTask) {
+      if (
+        listed(
+          entry,
+          list?.findLast((e, i) => i < list.length - 1 && e.kind !== "state"),
+        )
+      )
+        $("timeline").append(timelineItem(entry));
+      if (entry.type === "model.delta") appendStreamed(entry);
+      // A node that starts is listed as running at once.
+      if (entry.type === "node.started" && scrubAt === undefined) renderNodes();
+    }
     if (taskId === selectedTask && (entry.type === "node.finished" || entry.kind === "result")) reloadNodesSoon(taskId);
   }
   if (galleryDirty) renderGallery();

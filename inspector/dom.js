@@ -14,7 +14,28 @@ export function el(tag, attrs = {}, ...children) {
 
 // What a chart may contain: the elements and attributes runtime/charts/svg.ts draws, nothing that runs code or loads.
 const SVG_ELEMENTS = new Set(["svg", "defs", "marker", "g", "path", "rect", "circle", "text", "title"]);
-const SVG_ATTRIBUTES = new Set(["xmlns", "class", "viewBox", "width", "height", "x", "y", "rx", "cx", "cy", "r", "d", "text-anchor", "marker-end", "id", "refX", "refY", "markerWidth", "markerHeight", "orient"]);
+const SVG_ATTRIBUTES = new Set([
+  "xmlns",
+  "class",
+  "viewBox",
+  "width",
+  "height",
+  "x",
+  "y",
+  "rx",
+  "cx",
+  "cy",
+  "r",
+  "d",
+  "text-anchor",
+  "marker-end",
+  "id",
+  "refX",
+  "refY",
+  "markerWidth",
+  "markerHeight",
+  "orient",
+]);
 
 /**
  * A chart's SVG text as a node of this page: parsed as XML (never as HTML), keeping only the allowed elements and

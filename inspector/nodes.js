@@ -175,7 +175,8 @@ export function nodeTable(rows, { selected, onSelect, axis }) {
     );
     if (node.error) row.title = node.error;
     row.classList.toggle("selected", selected === nodeKey(node));
-    if (node.state !== "running") row.onclick = () => onSelect(node);
+    // A running node not recorded yet shows what its model has streamed so far (inspector/app.js).
+    row.onclick = () => onSelect(node);
     body.append(row);
   });
   table.append(body);

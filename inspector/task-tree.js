@@ -5,7 +5,13 @@ import { el } from "./dom.js";
 /** Parent of a node path: the longest other known path it extends (`0/subtask1:0` under `0`, `0/map:2:0.steps.0` under `0/map:2`). */
 export function parentPath(path, paths) {
   let best;
-  for (const p of paths) if (p !== path && (path.startsWith(`${p}/`) || path.startsWith(`${p}.`) || path.startsWith(`${p}:`)) && (!best || p.length > best.length)) best = p;
+  for (const p of paths)
+    if (
+      p !== path &&
+      (path.startsWith(`${p}/`) || path.startsWith(`${p}.`) || path.startsWith(`${p}:`)) &&
+      (!best || p.length > best.length)
+    )
+      best = p;
   return best;
 }
 
@@ -31,7 +37,14 @@ export function mapStrip(map) {
     // A branch the inspector did not keep (too many in the task) is not known to be waiting.
     const state = branch ? branch.state : map.truncated ? "unknown" : "waiting";
     const title = branch ? branch.nodePath : map.truncated ? "not kept by the inspector" : "not started";
-    strip.append(el("div", { class: "branch", "data-branch": String(n), "data-state": state, title }, el("span", { class: "label" }, `branch ${n}/${map.total}`), el("span", { class: "state" }, state)));
+    strip.append(
+      el(
+        "div",
+        { class: "branch", "data-branch": String(n), "data-state": state, title },
+        el("span", { class: "label" }, `branch ${n}/${map.total}`),
+        el("span", { class: "state" }, state),
+      ),
+    );
   }
   if (map.total > shown) strip.append(el("span", { class: "more" }, `+${map.total - shown} more`));
   return el("div", { class: "map", "data-map": map.nodePath }, el("div", { class: "summary" }, summary), strip);

@@ -72,6 +72,11 @@ const replyFields = {
    * all; later requests at an open gate pass at once. Proves requests run at the same time, without timing.
    */
   gate: z.strictObject({ name: z.string().min(1).max(200), count: z.int().min(1).max(1000) }).optional(),
+  /**
+   * In a streamed answer, send the first `after` pieces of text, then hold the rest until the gate `name` is opened
+   * (`openGate`, `POST /gates/<name>/open`): a test sees an answer streaming, mid-way, without timing.
+   */
+  streamGate: z.strictObject({ name: z.string().min(1).max(200), after: z.int().min(1) }).optional(),
   /** Answer with this HTTP error status and an OpenAI-style error body instead of a completion. */
   status: z.int().min(400).max(599).optional(),
   /** The error message; with no `status` it means status 500. */
@@ -223,6 +228,8 @@ export type MockAnswer =
       content: string | null;
       /** The pieces `content` is streamed in (`chunks` of the rule); absent: a word at a time. */
       chunks?: string[];
+      /** Hold the stream after this many pieces until the gate opens (`streamGate` of the rule). */
+      streamGate?: NonNullable<MockReply["streamGate"]>;
       refusal: string | null;
       toolCalls: PlannedToolCall[];
       finishReason: NonNullable<MockReply["finishReason"]>;
@@ -353,6 +360,7 @@ function plan(reply: MockReply, answeredBy: AnsweredBy, facts: Facts): MockAnswe
     headers,
     content,
     ...(reply.chunks ? { chunks: reply.chunks } : {}),
+    ...(reply.streamGate ? { streamGate: reply.streamGate } : {}),
     refusal,
     toolCalls,
     finishReason: reply.finishReason ?? (toolCalls.length > 0 ? "tool_calls" : "stop"),

@@ -186,7 +186,7 @@ async function handle(req: IncomingMessage, res: ServerResponse, state: ServerSt
   };
   if (body.stream === true) {
     log(`${summary} → 200 (stream)`);
-    sendStream(res, completion, body.stream_options?.include_usage === true);
+    await sendStream(state, res, completion, body.stream_options?.include_usage === true);
   } else {
     log(`${summary} → 200`);
     sendJson(res, 200, completionBody(completion), completion.headers);
@@ -218,8 +218,8 @@ function completionBody(c: Completion): object {
   };
 }
 
-function sendStream(res: ServerResponse, c: Completion, includeUsage: boolean): void {
-  // The SSE frames are written in one go, so a client gone now is the only abort to check.
+async function sendStream(state: ServerState, res: ServerResponse, c: Completion, includeUsage: boolean): Promise<void> {
+  // The SSE frames are written in one go (but for a stream gate), so a client gone now is the only abort to check.
   if (res.destroyed) return;
   res.writeHead(200, { ...c.headers, "content-type": "text/event-stream", "cache-control": "no-cache" });
   const frame = (choices: object[], extra: object = {}): void => {
@@ -230,7 +230,11 @@ function sendStream(res: ServerResponse, c: Completion, includeUsage: boolean): 
     frame([{ index: 0, delta: d, logprobs: null, finish_reason: finishReason }]);
 
   delta(c.content === null ? { role: "assistant" } : { role: "assistant", content: "" });
-  for (const piece of c.chunks ?? c.content?.match(/\S+\s*|\s+/gu) ?? []) delta({ content: piece });
+  for (const [n, piece] of (c.chunks ?? c.content?.match(/\S+\s*|\s+/gu) ?? []).entries()) {
+    // A stream gate holds the rest of the text (and the end) until the test opens it; no count opens it by itself.
+    if (c.streamGate && n === c.streamGate.after && !(await passGate(state, { name: c.streamGate.name, count: 1000 }, res))) return;
+    delta({ content: piece });
+  }
   for (const piece of c.refusal?.match(/\S+\s*|\s+/gu) ?? []) delta({ refusal: piece });
   for (const [index, call] of c.toolCalls.entries()) {
     delta({ tool_calls: [{ index, ...toolCallBody(call, "") }] });

@@ -290,4 +290,60 @@ describe("inspector 2: node records in a browser", () => {
     for (const a of branches) for (const b of branches) expect(a.left).toBeLessThan(b.right);
     await page.close();
   });
+
+  it("streams a running node's answer into its detail, then shows its record once it ends", async () => {
+    const root = randomRoot();
+    const script = join(dir, "stream-script.json");
+    // Two pieces go out, then the answer is held mid-stream until the test has seen them in the page.
+    const rules = [
+      { match: { lastUser: { regex: "^POEM" } }, chunks: ["Salt ", "wind ", "over ", "stone"], streamGate: { name: "midway", after: 2 } },
+    ];
+    writeFileSync(script, JSON.stringify({ rules }));
+    const mock = startCli(["mock-llm", "--port", "0", "--script", script, "--quiet"]);
+    processes.push(mock);
+    const [modelUrl = ""] = await mock.waitFor(/http:\/\/127\.0\.0\.1:\d+\/v1/);
+    const inspector = startCli(["inspect", "--port", "0", "--nats", server.url, "--prefix", root]);
+    processes.push(inspector);
+    const [, pageUrl = ""] = await inspector.waitFor(/inspector on (http:\/\/127\.0\.0\.1:\d+\/)/);
+    const up = startCli(["up", "--nats", server.url, "--prefix", root], { OPENAI_BASE_URL: modelUrl, OPENAI_API_KEY: "sk-nodes-stream" });
+    processes.push(up);
+    await up.waitFor(/dirigent: ready/);
+
+    const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+    const errors: string[] = [];
+    page.on("pageerror", (e) => errors.push(e.message));
+    const taskId = `nodes-stream-${Date.now()}`;
+    await page.goto(`${pageUrl}?task=${taskId}`);
+    await page.waitForSelector("body[data-ready=true]");
+    const nc = await connect({ servers: server.url, name: "inspector-nodes-stream-test" });
+    try {
+      const subjects = createSubjects(root);
+      const done = nc.subscribe(subjects.taskResult(taskId), { max: 1 });
+      const xml = "<task><description>POEM about the shore</description></task>";
+      expect((await nc.request(subjects.submit, JSON.stringify({ taskId, xml, stream: true }), { timeout: 10_000 })).json()).toEqual({
+        taskId,
+        status: "accepted",
+      });
+      // The node is listed running before it has a record; clicked, it shows what has streamed so far.
+      const row = page.locator('#nodes .node-row[data-path="0"][data-state="running"]');
+      await row.waitFor({ timeout: 60_000 });
+      await row.click();
+      const streaming = page.locator('#node-detail .node-detail[data-path="0"][data-state="running"] pre.streaming');
+      await streaming.filter({ hasText: /^Salt wind\s*$/ }).waitFor({ timeout: 60_000 });
+      expect(await streaming.textContent()).toBe("Salt wind ");
+      // One timeline line for the run of pieces.
+      expect(await page.locator('#timeline li[data-type="model.delta"]').count()).toBe(1);
+      const [, port = ""] = /:(\d+)\//.exec(modelUrl) ?? [];
+      expect((await fetch(`http://127.0.0.1:${port}/gates/midway/open`, { method: "POST" })).status).toBe(200);
+      for await (const m of done) expect(m.json<{ status: string }>().status).toBe("COMPLETE");
+    } finally {
+      await nc.drain();
+    }
+    // Once the node ends, its record replaces the streamed text: the whole answer, as output.
+    const recorded = page.locator('#node-detail .node-detail[data-path="0"]:not([data-state="running"])');
+    await recorded.waitFor({ timeout: 60_000 });
+    expect(await recorded.locator("pre.output").textContent()).toBe("Salt wind over stone");
+    expect(errors).toEqual([]);
+    await page.close();
+  });
 });
