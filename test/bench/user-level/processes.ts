@@ -4,6 +4,8 @@
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { fileURLToPath } from "node:url";
+import { processCpuUs } from "../results.js";
+import { cpuPerTask } from "./stats.js";
 
 /** A script of this folder, by file name. */
 export const here = (file: string): string => fileURLToPath(new URL(file, import.meta.url));
@@ -83,4 +85,29 @@ export async function startProcess(
     void exited.then(() => fail(new Error(`${label} exited (${proc.exitCode ?? proc.signalCode}) before it was ready:\n${tail}`)));
   });
   return { child, match };
+}
+
+/** Whose CPU is read: a process by pid, or a function reading CPU µs so far (e.g. `postgresCpuUs`). */
+export type CpuSource = number | (() => number | undefined);
+
+const cpuOf = (source: CpuSource) => (typeof source === "number" ? processCpuUs(source) : source());
+
+/**
+ * `run`, adding to each list of `into` the CPU its process (pid, or a reading of CPU µs such as PostgreSQL's) spent
+ * per task in it, `tasks` tasks a run.
+ */
+export function withCpu(
+  tasks: number,
+  run: () => Promise<number>,
+  into: ReadonlyArray<{ pid: CpuSource; list: number[] }>,
+): () => Promise<number> {
+  return async () => {
+    const before = into.map(({ pid }) => cpuOf(pid));
+    const value = await run();
+    into.forEach(({ pid, list }, i) => {
+      const used = cpuPerTask(before[i], cpuOf(pid), tasks);
+      if (used !== undefined) list.push(used);
+    });
+    return value;
+  };
 }

@@ -11,14 +11,16 @@
 import { afterAll, beforeAll, bench, describe } from "vitest";
 import { startTestNatsServer, type TestNatsServer } from "../../support/nats-server.js";
 import { hasRedis, startTestRedis, type TestRedis } from "../bullmq.js";
-import { alternate, figureOf, fmt, median, once, percentile, processCpuUs, record, WHOLE } from "../results.js";
+import { alternate, figureOf, fmt, median, once, percentile, postgresCpuUs, record, WHOLE } from "../results.js";
 import { startBull } from "./bullmq.js";
 import { startDirigent, type Contender, type Dirigent } from "./dirigent.js";
 import { postgresMissing, startLangGraph } from "./langgraph.js";
 import { startModelServer, type ModelServer } from "./model.js";
 import { modelCallFloor } from "./floor.js";
-import { cpuPerTask, marginalStepMs, ratio, stepOverheadMs } from "./stats.js";
+import { marginalStepMs, ratio, stepOverheadMs } from "./stats.js";
+import { withCpu } from "./processes.js";
 import {
+  addPeers,
   perRound,
   recordLatency,
   recordOr,
@@ -82,19 +84,6 @@ afterAll(async () => {
   await nats?.stop();
 });
 
-/** `run`, adding to each list of `into` the CPU its process (pid) spent per task in it, `tasks` tasks a run. */
-function withCpu(tasks: number, run: () => Promise<number>, into: Array<{ pid: number; list: number[] }>): () => Promise<number> {
-  return async () => {
-    const before = into.map(({ pid }) => processCpuUs(pid));
-    const value = await run();
-    into.forEach(({ pid, list }, i) => {
-      const used = cpuPerTask(before[i], processCpuUs(pid), tasks);
-      if (used !== undefined) list.push(used);
-    });
-    return value;
-  };
-}
-
 /** `(0.5× BullMQ, 3.1× LangGraph.js, 1.2× DBOS, 1.1× Restate)` of the medians. */
 function versus(ours: number, bullValue: number | undefined, graphValue: number | undefined, runs: Record<string, number[]>): string {
   const parts = [
@@ -105,31 +94,18 @@ function versus(ours: number, bullValue: number | undefined, graphValue: number 
   return parts.length ? `(${parts.join(", ")})` : "(no other runtime to compare)";
 }
 
-/** Adds to `variants` each running peer's `measure`, with the CPU of its processes per task into `cpu[key][i]`. */
-function addPeers(
-  variants: Record<string, () => Promise<number>>,
-  key: (p: Peer) => string,
-  tasks: number,
-  measure: (c: NonNullable<Peer["contender"]>, key: string) => () => Promise<number>,
-  cpu: Record<string, number[][]>,
-): void {
-  for (const p of peers ?? []) {
-    if (!p.contender) continue;
-    const lists = p.processes.map(() => [] as number[]);
-    cpu[p.key] = lists;
-    variants[key(p)] = withCpu(
-      tasks,
-      measure(p.contender, key(p)),
-      p.processes.map(({ pid }, i) => ({ pid, list: lists[i]! })),
-    );
-  }
-}
-
-describe("user level: dirigent up vs BullMQ vs LangGraph.js + PostgreSQL, model over HTTP", () => {
+describe("user level: dirigent up vs BullMQ, LangGraph.js, DBOS and Restate, model over HTTP", () => {
   bench(
     "11 user-level throughput",
     once(async () => {
-      const cpu = { dirigent: [] as number[], nats: [] as number[], bull: [] as number[], redis: [] as number[], graph: [] as number[] };
+      const cpu = {
+        dirigent: [] as number[],
+        nats: [] as number[],
+        bull: [] as number[],
+        redis: [] as number[],
+        graph: [] as number[],
+        pg: [] as number[],
+      };
       const variants: Record<string, () => Promise<number>> = {
         dirigent: withCpu(TASKS, () => dirigent.throughput(TASKS), [
           { pid: dirigent.pid, list: cpu.dirigent },
@@ -145,10 +121,14 @@ describe("user level: dirigent up vs BullMQ vs LangGraph.js + PostgreSQL, model 
       }
       if (langgraph) {
         const g = langgraph;
-        variants["langgraph"] = withCpu(TASKS, () => g.throughput(TASKS), [{ pid: g.pid, list: cpu.graph }]);
+        variants["langgraph"] = withCpu(TASKS, () => g.throughput(TASKS), [
+          { pid: g.pid, list: cpu.graph },
+          { pid: postgresCpuUs, list: cpu.pg },
+        ]);
       }
       const peerCpu: Record<string, number[][]> = {};
       addPeers(
+        peers,
         variants,
         (p) => p.key,
         TASKS,
@@ -195,8 +175,13 @@ describe("user level: dirigent up vs BullMQ vs LangGraph.js + PostgreSQL, model 
       recordOr({ order: 11.62, workload, variant: "BullMQ: CPU of the worker process per job", unit: "µs" }, bull && cpu.bull, noBull);
       recordOr({ order: 11.63, workload, variant: "BullMQ: CPU of Redis per job", unit: "µs" }, bull && cpu.redis, noBull);
       recordOr(
-        { order: 11.64, workload, variant: "LangGraph.js: CPU of the worker process per run (PostgreSQL's not included)", unit: "µs" },
+        { order: 11.64, workload, variant: "LangGraph.js: CPU of the worker process per run", unit: "µs" },
         langgraph && cpu.graph,
+        noLangGraph,
+      );
+      recordOr(
+        { order: 11.641, workload, variant: "LangGraph.js: CPU of PostgreSQL per run (all its processes, whoever they serve)", unit: "µs" },
+        langgraph && cpu.pg,
         noLangGraph,
       );
       // The floor: the model call a task makes, alone, through the Handler's client and through fetch.
@@ -277,6 +262,7 @@ describe("user level: dirigent up vs BullMQ vs LangGraph.js + PostgreSQL, model 
       const stepsCpu: Record<string, number[][]> = {};
       for (const p of peers ?? []) if (p.contender) [p50[p.key], p99[p.key], p50[`${p.key}-steps`]] = [[], [], []];
       addPeers(
+        peers,
         variants,
         (p) => p.key,
         LATENCY_TASKS,
@@ -284,6 +270,7 @@ describe("user level: dirigent up vs BullMQ vs LangGraph.js + PostgreSQL, model 
         peerCpu,
       );
       addPeers(
+        peers,
         variants,
         (p) => `${p.key}-steps`,
         SEQUENTIAL_TASKS,

@@ -4,9 +4,10 @@
  * runs the same work as the other contenders: one model call per task (a DBOS step, a Restate `ctx.run`), and the
  * 10-step workflow of workload 13 (10 steps, 10 `ctx.run`s, one after the other).
  */
-import { figureOf, fmt, median, record, type Row } from "../../results.js";
+import { figureOf, fmt, median, postgresCpuUs, record, type Row } from "../../results.js";
 import type { Sequential } from "../dirigent.js";
 import { ratio, stepOverheadMs } from "../stats.js";
+import { withCpu, type CpuSource } from "../processes.js";
 import { POLL_MS, startDbos } from "./dbos.js";
 import { startRestate } from "./restate.js";
 
@@ -19,7 +20,7 @@ export interface Peer {
   readonly contender?: Sequential;
   readonly skipped: string;
   /** The processes whose CPU is read, worker first. */
-  readonly processes: ReadonlyArray<{ what: string; pid: number }>;
+  readonly processes: ReadonlyArray<{ what: string; pid: CpuSource }>;
   /** How a task is submitted and awaited, and what it runs (throughput rows). */
   readonly how: string;
   readonly unit: string;
@@ -44,7 +45,14 @@ export async function startPeers(modelUrl: string, concurrency: number, steps: n
       slot: 1,
       ...(typeof dbos === "string"
         ? { skipped: dbos, processes: [] }
-        : { contender: dbos, skipped: "", processes: [{ what: "the worker process", pid: dbos.pid }] }),
+        : {
+            contender: dbos,
+            skipped: "",
+            processes: [
+              { what: "the worker process", pid: dbos.pid },
+              { what: "PostgreSQL (all its processes, whoever they serve)", pid: postgresCpuUs },
+            ],
+          }),
       how: `worker process, a queue of concurrency ${concurrency} polled every ${POLL_MS} ms; DBOSClient.enqueue → waitAll (polling every ${POLL_MS} ms); one step calls the model through the openai SDK`,
       unit: "workflows/s",
     },
@@ -117,25 +125,17 @@ export function recordThroughput(
       p.skipped,
     );
   }
-  cpuRows(11.65, workload, peers, cpu, "per task", " (PostgreSQL's not included)");
+  cpuRows(11.65, workload, peers, cpu, "per task");
 }
 
 /** Rows `base` + 0.00n: the CPU of each peer's processes per task, from `cpu[key][i]` (the i-th process). */
-function cpuRows(
-  base: number,
-  workload: string,
-  peers: readonly Peer[],
-  cpu: Record<string, number[][]>,
-  per: string,
-  dbosNote: string,
-): void {
+function cpuRows(base: number, workload: string, peers: readonly Peer[], cpu: Record<string, number[][]>, per: string): void {
   let n = 0;
   for (const p of peers) {
     const processes = p.contender ? p.processes : [{ what: p.key === "dbos" ? "the worker process" : "the service process", pid: 0 }];
     processes.forEach(({ what }, i) => {
-      const note = p.key === "dbos" ? dbosNote : "";
       recordOr(
-        { order: base + n++ / 1000, workload, variant: `${p.name}: CPU of ${what} ${per}${note}`, unit: "µs" },
+        { order: base + n++ / 1000, workload, variant: `${p.name}: CPU of ${what} ${per}`, unit: "µs" },
         p.contender ? cpu[p.key]?.[i] : undefined,
         p.skipped,
       );
@@ -168,7 +168,7 @@ export function recordLatency(
       p.skipped,
     );
   }
-  cpuRows(12.73, workload, peers, cpu, "per task, one at a time", "");
+  cpuRows(12.73, workload, peers, cpu, "per task, one at a time");
 }
 
 /**
@@ -215,6 +215,27 @@ export function recordSteps(
         p.contender ? cpu[p.key]?.[i] : undefined,
         p.skipped,
       ),
+    );
+  }
+}
+
+/** Adds to `variants` each running peer's `measure`, with the CPU of its processes per task into `cpu[key][i]`. */
+export function addPeers(
+  peers: readonly Peer[] | undefined,
+  variants: Record<string, () => Promise<number>>,
+  key: (p: Peer) => string,
+  tasks: number,
+  measure: (c: NonNullable<Peer["contender"]>, key: string) => () => Promise<number>,
+  cpu: Record<string, number[][]>,
+): void {
+  for (const p of peers ?? []) {
+    if (!p.contender) continue;
+    const lists = p.processes.map(() => [] as number[]);
+    cpu[p.key] = lists;
+    variants[key(p)] = withCpu(
+      tasks,
+      measure(p.contender, key(p)),
+      p.processes.map(({ pid }, i) => ({ pid, list: lists[i]! })),
     );
   }
 }
