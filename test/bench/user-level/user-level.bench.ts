@@ -13,7 +13,7 @@ import { startTestNatsServer, type TestNatsServer } from "../../support/nats-ser
 import { hasRedis, startTestRedis, type TestRedis } from "../bullmq.js";
 import { alternate, figureOf, fmt, median, once, percentile, postgresCpuUs, record, WHOLE } from "../results.js";
 import { startBull } from "./bullmq.js";
-import { startDirigent, type Contender, type Dirigent } from "./dirigent.js";
+import { startDirigent, type Contender, type Dirigent, type Sequential } from "./dirigent.js";
 import { postgresMissing, startLangGraph } from "./langgraph.js";
 import { startModelServer, type ModelServer } from "./model.js";
 import { modelCallFloor } from "./floor.js";
@@ -21,6 +21,7 @@ import { marginalStepMs, ratio, stepOverheadMs } from "./stats.js";
 import { withCpu } from "./processes.js";
 import {
   addPeers,
+  langGraphPeer,
   perRound,
   recordLatency,
   recordOr,
@@ -46,7 +47,7 @@ let model: ModelServer;
 let redis: TestRedis | undefined;
 let dirigent: Dirigent;
 let bull: Contender | undefined;
-let langgraph: Contender | undefined;
+let langgraph: Sequential | undefined;
 let peers: Peer[] | undefined;
 let noBull = "skipped: redis-server not on PATH";
 let noLangGraph = "";
@@ -64,7 +65,7 @@ beforeAll(async () => {
   }
   const missing = await postgresMissing();
   if (missing === undefined)
-    langgraph = await startLangGraph(model.url, CONCURRENCY).catch((error: unknown) => {
+    langgraph = await startLangGraph(model.url, CONCURRENCY, STEPS).catch((error: unknown) => {
       noLangGraph = `skipped: the LangGraph.js worker did not start (${String(error).slice(0, 200)})`;
       return undefined;
     });
@@ -260,7 +261,9 @@ describe("user level: dirigent up vs BullMQ, LangGraph.js, DBOS and Restate, mod
       // The peers: one-call tasks (`<key>`) and the sequential workflow (`<key>-steps`), in the same alternation.
       const peerCpu: Record<string, number[][]> = {};
       const stepsCpu: Record<string, number[][]> = {};
-      for (const p of peers ?? []) if (p.contender) [p50[p.key], p99[p.key], p50[`${p.key}-steps`]] = [[], [], []];
+      const stepPeers = [langGraphPeer(langgraph, noLangGraph, STEPS), ...(peers ?? [])];
+      for (const p of peers ?? []) if (p.contender) [p50[p.key], p99[p.key]] = [[], []];
+      for (const p of stepPeers) if (p.contender) p50[`${p.key}-steps`] = [];
       addPeers(
         peers,
         variants,
@@ -270,7 +273,7 @@ describe("user level: dirigent up vs BullMQ, LangGraph.js, DBOS and Restate, mod
         peerCpu,
       );
       addPeers(
-        peers,
+        stepPeers,
         variants,
         (p) => `${p.key}-steps`,
         SEQUENTIAL_TASKS,
@@ -377,8 +380,8 @@ describe("user level: dirigent up vs BullMQ, LangGraph.js, DBOS and Restate, mod
         unit: "µs",
         figure: figureOf(cpu.sequential),
       });
-      const peerSteps = Object.fromEntries((peers ?? []).map((p) => [p.key, p50[`${p.key}-steps`] ?? []]));
-      recordSteps(steps13, peers ?? [], STEPS, sequential, modelMs, peerSteps, stepsCpu);
+      const peerSteps = Object.fromEntries(stepPeers.map((p) => [p.key, p50[`${p.key}-steps`] ?? []]));
+      recordSteps(steps13, stepPeers, STEPS, sequential, modelMs, peerSteps, stepsCpu);
     }),
     WHOLE,
   );

@@ -13,9 +13,9 @@ import { startRestate } from "./restate.js";
 
 /** One peer: its name, and either the running contender or why it is not there. */
 export interface Peer {
-  readonly key: "dbos" | "restate";
+  readonly key: "langgraph" | "dbos" | "restate";
   readonly name: string;
-  /** Row orders of this peer within a block of rows (DBOS first). */
+  /** Row orders of this peer within a block of rows (LangGraph.js 0, in workload 13 only; DBOS 1; Restate 2). */
   readonly slot: number;
   readonly contender?: Sequential;
   readonly skipped: string;
@@ -24,6 +24,8 @@ export interface Peer {
   /** How a task is submitted and awaited, and what it runs (throughput rows). */
   readonly how: string;
   readonly unit: string;
+  /** The sequential workflow of workload 13, as this peer writes it. */
+  readonly workflow: string;
 }
 
 const reason = (name: string, error: unknown) => `skipped: ${name} did not start (${String(error).slice(0, 200)})`;
@@ -55,6 +57,7 @@ export async function startPeers(modelUrl: string, concurrency: number, steps: n
           }),
       how: `worker process, a queue of concurrency ${concurrency} polled every ${POLL_MS} ms; DBOSClient.enqueue → waitAll (polling every ${POLL_MS} ms); one step calls the model through the openai SDK`,
       unit: "workflows/s",
+      workflow: `a workflow of ${steps} DBOS steps`,
     },
     {
       key: "restate",
@@ -72,10 +75,36 @@ export async function startPeers(modelUrl: string, concurrency: number, steps: n
           }),
       how: `restate-server + service process; POST /bench/chat on the ingress (at most ${concurrency} at once) → answer; one ctx.run calls the model through the openai SDK`,
       unit: "invocations/s",
+      workflow: `a handler of ${steps} ctx.run`,
     },
   ];
   for (const peer of peers) if (!peer.contender) console.log(`[bench] ${peer.name}: ${peer.skipped}`);
   return peers;
+}
+
+/**
+ * LangGraph.js (started by the bench beside BullMQ, its rows of workloads 11 and 12 written there) as a peer of
+ * workload 13: a chain of `steps` nodes, checkpointed in PostgreSQL.
+ */
+export function langGraphPeer(contender: Sequential | undefined, skipped: string, steps: number): Peer {
+  return {
+    key: "langgraph",
+    name: "LangGraph.js",
+    slot: 0,
+    skipped,
+    ...(contender
+      ? {
+          contender,
+          processes: [
+            { what: "the worker process", pid: contender.pid },
+            { what: "PostgreSQL (all its processes, whoever they serve)", pid: postgresCpuUs },
+          ],
+        }
+      : { processes: [] }),
+    how: "",
+    unit: "",
+    workflow: `a chain of ${steps} nodes (PostgresSaver), POST /steps`,
+  };
 }
 
 export async function stopPeers(peers: readonly Peer[] | undefined): Promise<void> {
@@ -190,8 +219,7 @@ export function recordSteps(
     const base = 13.5 + p.slot / 10;
     const theirs = p.contender ? sequential[p.key] : undefined;
     const perStep = theirs?.map((t, i) => stepOverheadMs(t, steps, modelMs[i] ?? Number.NaN));
-    const what = p.key === "dbos" ? `a workflow of ${steps} DBOS steps` : `a handler of ${steps} ctx.run`;
-    recordOr({ order: base, workload, variant: `${p.name}: ${what}, submit → result, p50`, unit: "ms" }, theirs, p.skipped);
+    recordOr({ order: base, workload, variant: `${p.name}: ${p.workflow}, submit → result, p50`, unit: "ms" }, theirs, p.skipped);
     recordOr(
       { order: base + 0.01, workload, variant: `${p.name}: runtime per step over the model's time (as row 13.1), per round`, unit: "ms" },
       perStep,
