@@ -165,3 +165,30 @@ export function processCpuUs(pid: number): number | undefined {
     return undefined;
   }
 }
+
+/**
+ * The CPU the machine's PostgreSQL has used so far, µs: the user + system time of every `postgres` process (the
+ * postmaster, its helpers and one backend per connection) and, through the postmaster's children's times, that of
+ * the backends that have exited. Every client of the cluster counts, not only the bench's. `undefined` where /proc
+ * shows no PostgreSQL.
+ */
+export function postgresCpuUs(): number | undefined {
+  const processes = readdirSync("/proc")
+    .filter((name) => /^\d+$/.test(name))
+    .flatMap((pid) => {
+      try {
+        const line = readFileSync(`/proc/${pid}/stat`, "utf8");
+        if (!line.includes(" (postgres) ")) return [];
+        const fields = line.split(") ")[1]?.split(" ") ?? [];
+        // After the command name: ppid is field 1, utime..cstime are 11..14.
+        const [utime, stime, cutime, cstime] = [11, 12, 13, 14].map((i) => Number(fields[i]));
+        return [{ pid: Number(pid), ppid: Number(fields[1]), own: utime! + stime!, children: cutime! + cstime! }];
+      } catch {
+        return []; // exited meanwhile
+      }
+    });
+  if (processes.length === 0) return undefined;
+  const pids = new Set(processes.map((p) => p.pid));
+  const ticks = processes.reduce((sum, p) => sum + p.own + (pids.has(p.ppid) ? 0 : p.children), 0);
+  return (ticks * 1e6) / CLOCK_TICKS_PER_S;
+}

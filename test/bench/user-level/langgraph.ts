@@ -1,12 +1,13 @@
 /**
  * The LangGraph.js side of the user-level bench: a database of its own on the machine's PostgreSQL (created here,
  * dropped at the end), the worker process (langgraph-worker.mjs) checkpointing into it, and the bench process
- * submitting runs over HTTP (`POST /run`, keep-alive, at most the worker's concurrency of connections).
+ * submitting runs over HTTP (`POST /run`, or `POST /steps` for the chain of workload 13; keep-alive, at most the
+ * worker's concurrency of connections).
  */
 import { randomBytes, randomUUID } from "node:crypto";
 import { Agent, request } from "node:http";
 import pg from "pg";
-import type { Contender } from "./dirigent.js";
+import type { Sequential } from "./dirigent.js";
 import { here, startNode } from "./processes.js";
 
 /** The database the bench connects to first (to create and drop its own): `BENCH_PG_URL`. */
@@ -45,8 +46,8 @@ export function withDatabase(url: string, database: string): string {
 
 const PROMPT = "Answer with the word ok.";
 
-/** Creates the database, starts the worker (concurrency `concurrency`) and the submitting side. */
-export async function startLangGraph(modelUrl: string, concurrency: number): Promise<Contender> {
+/** Creates the database, starts the worker (concurrency `concurrency`, a chain of `steps` nodes) and the submitting side. */
+export async function startLangGraph(modelUrl: string, concurrency: number, steps: number): Promise<Sequential> {
   const database = `dirigent_bench_${randomBytes(4).toString("hex")}`;
   await admin(`create database ${database}`);
   const drop = () => admin(`drop database if exists ${database} with (force)`);
@@ -57,7 +58,12 @@ export async function startLangGraph(modelUrl: string, concurrency: number): Pro
     const { child, match } = await startNode(
       here("langgraph-worker.mjs"),
       [],
-      { BENCH_PG_URL: withDatabase(PG_URL, database), BENCH_CONCURRENCY: String(concurrency), BENCH_MODEL_URL: modelUrl },
+      {
+        BENCH_PG_URL: withDatabase(PG_URL, database),
+        BENCH_CONCURRENCY: String(concurrency),
+        BENCH_MODEL_URL: modelUrl,
+        BENCH_STEPS: String(steps),
+      },
       /listening (\d+)/,
     );
     port = Number(match[1]);
@@ -68,10 +74,10 @@ export async function startLangGraph(modelUrl: string, concurrency: number): Pro
     throw error;
   }
   const agent = new Agent({ keepAlive: true, maxSockets: concurrency });
-  const run = () =>
+  const run = (path = "/run") =>
     new Promise<void>((resolve, reject) => {
       const req = request(
-        { host: "127.0.0.1", port, path: "/run", method: "POST", agent, headers: { "content-type": "application/json" } },
+        { host: "127.0.0.1", port, path, method: "POST", agent, headers: { "content-type": "application/json" } },
         (res) => {
           let body = "";
           res.setEncoding("utf8");
@@ -86,12 +92,17 @@ export async function startLangGraph(modelUrl: string, concurrency: number): Pro
     pid,
     async throughput(count) {
       const start = performance.now();
-      await Promise.all(Array.from({ length: count }, run));
+      await Promise.all(Array.from({ length: count }, () => run()));
       return count / ((performance.now() - start) / 1000);
     },
     async latency() {
       const start = performance.now();
       await run();
+      return performance.now() - start;
+    },
+    async sequentialLatency() {
+      const start = performance.now();
+      await run("/steps");
       return performance.now() - start;
     },
     async stop() {

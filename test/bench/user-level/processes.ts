@@ -1,9 +1,11 @@
 /**
- * The processes of the user-level bench: a Node script as a child process, ready once its output shows a line,
+ * The processes of the user-level bench: a Node script (or a server binary) as a child process, ready once its output shows a line,
  * its output drained (a full pipe would stall it) and kept in a bounded tail for error messages.
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { fileURLToPath } from "node:url";
+import { processCpuUs } from "../results.js";
+import { cpuPerTask } from "./stats.js";
 
 /** A script of this folder, by file name. */
 export const here = (file: string): string => fileURLToPath(new URL(file, import.meta.url));
@@ -23,14 +25,26 @@ const TAIL_CHARS = 8192;
  * Starts `node script ...args` with `env` added to this process's environment; resolves with the match of `ready`
  * in its output, or rejects when it exits first or after `timeoutMs`.
  */
-export async function startNode(
+export function startNode(
   script: string,
   args: readonly string[],
   env: NodeJS.ProcessEnv,
   ready: RegExp,
   timeoutMs = 30_000,
 ): Promise<{ child: Child; match: RegExpMatchArray }> {
-  const proc: ChildProcess = spawn(process.execPath, [script, ...args], {
+  return startProcess(process.execPath, [script, ...args], env, ready, timeoutMs);
+}
+
+/** {@link startNode} for any executable `file` (e.g. a server binary). */
+export async function startProcess(
+  file: string,
+  args: readonly string[],
+  env: NodeJS.ProcessEnv,
+  ready: RegExp,
+  timeoutMs = 30_000,
+): Promise<{ child: Child; match: RegExpMatchArray }> {
+  const label = file === process.execPath ? String(args[0]) : file;
+  const proc: ChildProcess = spawn(file, args, {
     env: { ...process.env, ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
@@ -55,7 +69,7 @@ export async function startNode(
     },
   };
   const match = await new Promise<RegExpMatchArray>((resolve, reject) => {
-    const timer = setTimeout(() => fail(new Error(`${script}: not ready within ${timeoutMs} ms:\n${tail}`)), timeoutMs);
+    const timer = setTimeout(() => fail(new Error(`${label}: not ready within ${timeoutMs} ms:\n${tail}`)), timeoutMs);
     const fail = (error: Error) => {
       clearTimeout(timer);
       onOutput = () => undefined;
@@ -68,7 +82,32 @@ export async function startNode(
       onOutput = () => undefined;
       resolve(m);
     };
-    void exited.then(() => fail(new Error(`${script} exited (${proc.exitCode ?? proc.signalCode}) before it was ready:\n${tail}`)));
+    void exited.then(() => fail(new Error(`${label} exited (${proc.exitCode ?? proc.signalCode}) before it was ready:\n${tail}`)));
   });
   return { child, match };
+}
+
+/** Whose CPU is read: a process by pid, or a function reading CPU µs so far (e.g. `postgresCpuUs`). */
+export type CpuSource = number | (() => number | undefined);
+
+const cpuOf = (source: CpuSource) => (typeof source === "number" ? processCpuUs(source) : source());
+
+/**
+ * `run`, adding to each list of `into` the CPU its process (pid, or a reading of CPU µs such as PostgreSQL's) spent
+ * per task in it, `tasks` tasks a run.
+ */
+export function withCpu(
+  tasks: number,
+  run: () => Promise<number>,
+  into: ReadonlyArray<{ pid: CpuSource; list: number[] }>,
+): () => Promise<number> {
+  return async () => {
+    const before = into.map(({ pid }) => cpuOf(pid));
+    const value = await run();
+    into.forEach(({ pid, list }, i) => {
+      const used = cpuPerTask(before[i], cpuOf(pid), tasks);
+      if (used !== undefined) list.push(used);
+    });
+    return value;
+  };
 }

@@ -1,8 +1,9 @@
 /**
  * Workloads 11–13 of `npm run bench` (issue 21): the user level. `dirigent up` as its own process, BullMQ's worker
- * as its own process and a LangGraph.js graph durable on PostgreSQL as its own process, each task or job making one
- * chat-completions call over HTTP to a model server answering at once (a fourth process); the bench process submits
- * and awaits results as a user in another process would. The three alternate in one run (A B C, C B A, …) after a
+ * as its own process, a LangGraph.js graph durable on PostgreSQL as its own process, and the durable-execution peers
+ * DBOS (on PostgreSQL) and Restate (its own server) in processes of their own (./durable/), each task or job making
+ * one chat-completions call over HTTP to a model server answering at once (a process of its own); the bench process
+ * submits and awaits results as a user in another process would. They alternate in one run (A B C, C B A, …) after a
  * warm-up round. Sizes: `BENCH_USER_TASKS` (default `BENCH_TASKS`, else 1000), `BENCH_USER_LATENCY_TASKS` (default
  * 200), `BENCH_USER_REPEATS` (3), `BENCH_USER_CONCURRENCY` (64), `BENCH_SEQUENTIAL_TASKS` (50). Rows 11.7 and 11.71 are
  * the floor: the model call alone, in the bench process (./floor.ts).
@@ -10,13 +11,27 @@
 import { afterAll, beforeAll, bench, describe } from "vitest";
 import { startTestNatsServer, type TestNatsServer } from "../../support/nats-server.js";
 import { hasRedis, startTestRedis, type TestRedis } from "../bullmq.js";
-import { alternate, figureOf, fmt, median, once, percentile, processCpuUs, record, WHOLE, type Row } from "../results.js";
+import { alternate, figureOf, fmt, median, once, percentile, postgresCpuUs, record, WHOLE } from "../results.js";
 import { startBull } from "./bullmq.js";
-import { startDirigent, type Contender, type Dirigent } from "./dirigent.js";
+import { startDirigent, type Contender, type Dirigent, type Sequential } from "./dirigent.js";
 import { postgresMissing, startLangGraph } from "./langgraph.js";
 import { startModelServer, type ModelServer } from "./model.js";
 import { modelCallFloor } from "./floor.js";
-import { cpuPerTask, marginalStepMs, ratio, stepOverheadMs } from "./stats.js";
+import { marginalStepMs, ratio, stepOverheadMs } from "./stats.js";
+import { withCpu } from "./processes.js";
+import {
+  addPeers,
+  langGraphPeer,
+  perRound,
+  recordLatency,
+  recordOr,
+  recordSteps,
+  recordThroughput,
+  startPeers,
+  stopPeers,
+  versusPeers,
+  type Peer,
+} from "./durable/peers.js";
 
 const TASKS = Number(process.env.BENCH_USER_TASKS ?? process.env.BENCH_TASKS ?? 1000);
 const LATENCY_TASKS = Number(process.env.BENCH_USER_LATENCY_TASKS ?? 200);
@@ -32,7 +47,8 @@ let model: ModelServer;
 let redis: TestRedis | undefined;
 let dirigent: Dirigent;
 let bull: Contender | undefined;
-let langgraph: Contender | undefined;
+let langgraph: Sequential | undefined;
+let peers: Peer[] | undefined;
 let noBull = "skipped: redis-server not on PATH";
 let noLangGraph = "";
 
@@ -49,16 +65,18 @@ beforeAll(async () => {
   }
   const missing = await postgresMissing();
   if (missing === undefined)
-    langgraph = await startLangGraph(model.url, CONCURRENCY).catch((error: unknown) => {
+    langgraph = await startLangGraph(model.url, CONCURRENCY, STEPS).catch((error: unknown) => {
       noLangGraph = `skipped: the LangGraph.js worker did not start (${String(error).slice(0, 200)})`;
       return undefined;
     });
   else noLangGraph = `skipped: PostgreSQL not reachable (${missing}); set BENCH_PG_URL`;
   if (!bull) console.log(`[bench] ${noBull}`);
   if (!langgraph) console.log(`[bench] ${noLangGraph}`);
+  peers = await startPeers(model.url, CONCURRENCY, STEPS, missing);
 });
 
 afterAll(async () => {
+  await stopPeers(peers);
   await langgraph?.stop();
   await bull?.stop();
   await dirigent?.stop();
@@ -67,43 +85,28 @@ afterAll(async () => {
   await nats?.stop();
 });
 
-/** `run`, adding to each list of `into` the CPU its process (pid) spent per task in it, `tasks` tasks a run. */
-function withCpu(tasks: number, run: () => Promise<number>, into: Array<{ pid: number; list: number[] }>): () => Promise<number> {
-  return async () => {
-    const before = into.map(({ pid }) => processCpuUs(pid));
-    const value = await run();
-    into.forEach(({ pid, list }, i) => {
-      const used = cpuPerTask(before[i], processCpuUs(pid), tasks);
-      if (used !== undefined) list.push(used);
-    });
-    return value;
-  };
-}
-
-/** Per-round ratios of two variants' values (rounds pair up: the same index is the same round). */
-const perRound = (a: number[], b: number[] | undefined) =>
-  (b ?? []).map((x, i) => ratio(a[i] ?? Number.NaN, x)).filter((x): x is number => x !== undefined);
-
-/** `(0.5× BullMQ, 3.1× LangGraph.js)` of the medians. */
-function versus(ours: number, bullValue: number | undefined, graphValue: number | undefined): string {
+/** `(0.5× BullMQ, 3.1× LangGraph.js, 1.2× DBOS, 1.1× Restate)` of the medians. */
+function versus(ours: number, bullValue: number | undefined, graphValue: number | undefined, runs: Record<string, number[]>): string {
   const parts = [
     bullValue === undefined ? undefined : `${fmt(ours / bullValue)}× BullMQ`,
     graphValue === undefined ? undefined : `${fmt(ours / graphValue)}× LangGraph.js`,
+    ...versusPeers(ours, peers ?? [], runs),
   ].filter(Boolean);
-  return parts.length ? `(${parts.join(", ")})` : "(no BullMQ or LangGraph.js to compare)";
+  return parts.length ? `(${parts.join(", ")})` : "(no other runtime to compare)";
 }
 
-/** Records `row`, or a "skipped" row in its place when `values` is absent. */
-function recordOr(row: Omit<Row, "figure">, values: number[] | undefined, skipped: string): void {
-  if (values && values.length) record({ ...row, figure: figureOf(values) });
-  else record({ ...row, note: skipped });
-}
-
-describe("user level: dirigent up vs BullMQ vs LangGraph.js + PostgreSQL, model over HTTP", () => {
+describe("user level: dirigent up vs BullMQ, LangGraph.js, DBOS and Restate, model over HTTP", () => {
   bench(
     "11 user-level throughput",
     once(async () => {
-      const cpu = { dirigent: [] as number[], nats: [] as number[], bull: [] as number[], redis: [] as number[], graph: [] as number[] };
+      const cpu = {
+        dirigent: [] as number[],
+        nats: [] as number[],
+        bull: [] as number[],
+        redis: [] as number[],
+        graph: [] as number[],
+        pg: [] as number[],
+      };
       const variants: Record<string, () => Promise<number>> = {
         dirigent: withCpu(TASKS, () => dirigent.throughput(TASKS), [
           { pid: dirigent.pid, list: cpu.dirigent },
@@ -119,10 +122,22 @@ describe("user level: dirigent up vs BullMQ vs LangGraph.js + PostgreSQL, model 
       }
       if (langgraph) {
         const g = langgraph;
-        variants["langgraph"] = withCpu(TASKS, () => g.throughput(TASKS), [{ pid: g.pid, list: cpu.graph }]);
+        variants["langgraph"] = withCpu(TASKS, () => g.throughput(TASKS), [
+          { pid: g.pid, list: cpu.graph },
+          { pid: postgresCpuUs, list: cpu.pg },
+        ]);
       }
+      const peerCpu: Record<string, number[][]> = {};
+      addPeers(
+        peers,
+        variants,
+        (p) => p.key,
+        TASKS,
+        (c) => () => c.throughput(TASKS),
+        peerCpu,
+      );
       const runs = await alternate(variants, REPEATS);
-      for (const list of Object.values(cpu)) list.shift(); // the warm-up round's
+      for (const list of [...Object.values(cpu), ...Object.values(peerCpu).flat()]) list.shift(); // the warm-up round's
       const ours = runs["dirigent"] ?? [];
       const theirs = runs["bullmq"];
       const graph = runs["langgraph"];
@@ -136,7 +151,7 @@ describe("user level: dirigent up vs BullMQ vs LangGraph.js + PostgreSQL, model 
         unit: "tasks/s",
         figure: figureOf(ours),
         target: "≥ 1.0× BullMQ and ≥ 3× LangGraph.js",
-        note: versus(median(ours), theirs && median(theirs), graph && median(graph)),
+        note: versus(median(ours), theirs && median(theirs), graph && median(graph), runs),
         ...(toBull === undefined && toGraph === undefined ? {} : { met: (toBull ?? Infinity) >= 1 && (toGraph ?? Infinity) >= 3 }),
       });
       recordOr(
@@ -155,13 +170,19 @@ describe("user level: dirigent up vs BullMQ vs LangGraph.js + PostgreSQL, model 
         graph && perRound(ours, graph),
         noLangGraph,
       );
+      recordThroughput(workload, peers ?? [], ours, runs, peerCpu);
       record({ order: 11.6, workload, variant: "dirigent: CPU of the `up` process per task", unit: "µs", figure: figureOf(cpu.dirigent) });
       record({ order: 11.61, workload, variant: "dirigent: CPU of nats-server per task", unit: "µs", figure: figureOf(cpu.nats) });
       recordOr({ order: 11.62, workload, variant: "BullMQ: CPU of the worker process per job", unit: "µs" }, bull && cpu.bull, noBull);
       recordOr({ order: 11.63, workload, variant: "BullMQ: CPU of Redis per job", unit: "µs" }, bull && cpu.redis, noBull);
       recordOr(
-        { order: 11.64, workload, variant: "LangGraph.js: CPU of the worker process per run (PostgreSQL's not included)", unit: "µs" },
+        { order: 11.64, workload, variant: "LangGraph.js: CPU of the worker process per run", unit: "µs" },
         langgraph && cpu.graph,
+        noLangGraph,
+      );
+      recordOr(
+        { order: 11.641, workload, variant: "LangGraph.js: CPU of PostgreSQL per run (all its processes, whoever they serve)", unit: "µs" },
+        langgraph && cpu.pg,
         noLangGraph,
       );
       // The floor: the model call a task makes, alone, through the Handler's client and through fetch.
@@ -237,8 +258,31 @@ describe("user level: dirigent up vs BullMQ vs LangGraph.js + PostgreSQL, model 
           [{ pid: g.pid, list: cpu.graph }],
         );
       }
+      // The peers: one-call tasks (`<key>`) and the sequential workflow (`<key>-steps`), in the same alternation.
+      const peerCpu: Record<string, number[][]> = {};
+      const stepsCpu: Record<string, number[][]> = {};
+      const stepPeers = [langGraphPeer(langgraph, noLangGraph, STEPS), ...(peers ?? [])];
+      for (const p of peers ?? []) if (p.contender) [p50[p.key], p99[p.key]] = [[], []];
+      for (const p of stepPeers) if (p.contender) p50[`${p.key}-steps`] = [];
+      addPeers(
+        peers,
+        variants,
+        (p) => p.key,
+        LATENCY_TASKS,
+        (c, key) => series(key, LATENCY_TASKS, () => c.latency()),
+        peerCpu,
+      );
+      addPeers(
+        stepPeers,
+        variants,
+        (p) => `${p.key}-steps`,
+        SEQUENTIAL_TASKS,
+        (c, key) => series(key, SEQUENTIAL_TASKS, () => c.sequentialLatency()),
+        stepsCpu,
+      );
       await alternate(variants, REPEATS);
-      for (const list of [...Object.values(p50), ...Object.values(p99), ...Object.values(cpu)]) list.shift(); // warm-up
+      const peerLists = [...Object.values(peerCpu), ...Object.values(stepsCpu)].flat();
+      for (const list of [...Object.values(p50), ...Object.values(p99), ...Object.values(cpu), ...peerLists]) list.shift(); // warm-up
       const ours = p50["dirigent"] ?? [];
       const theirs = bull ? p50["bullmq"] : undefined;
       const graph = langgraph ? p50["langgraph"] : undefined;
@@ -251,7 +295,7 @@ describe("user level: dirigent up vs BullMQ vs LangGraph.js + PostgreSQL, model 
         unit: "ms",
         figure: figureOf(ours),
         target: "≤ 1.25× BullMQ p50",
-        note: versus(median(ours), theirs && median(theirs), graph && median(graph)),
+        note: versus(median(ours), theirs && median(theirs), graph && median(graph), p50),
         ...(toBull === undefined ? {} : { met: toBull <= 1.25 }),
       });
       record({ order: 12.11, workload, variant: "dirigent: submit → result, p99", unit: "ms", figure: figureOf(p99["dirigent"] ?? []) });
@@ -297,18 +341,19 @@ describe("user level: dirigent up vs BullMQ vs LangGraph.js + PostgreSQL, model 
         langgraph && cpu.graph,
         noLangGraph,
       );
+      recordLatency(workload, peers ?? [], ours, p50, p99, peerCpu);
 
       // 13: the sequential task, against the model's round trip and the one-step task measured in the same rounds.
       const sequential = p50["sequential"] ?? [];
       const modelMs = p50["model"] ?? [];
-      const steps13 = `13 a ${STEPS}-step sequential task (${SEQUENTIAL_TASKS} one at a time, \`dirigent up\`, model over HTTP answering at once)`;
+      const steps13 = `13 a ${STEPS}-step sequential task (${SEQUENTIAL_TASKS} one at a time, model over HTTP answering at once)`;
       const overhead = sequential.map((t, i) => stepOverheadMs(t, STEPS, modelMs[i] ?? Number.NaN));
       const marginal = sequential.map((t, i) => marginalStepMs(t, ours[i] ?? Number.NaN, STEPS, modelMs[i] ?? Number.NaN));
       const perStep = median(overhead);
       record({
         order: 13.1,
         workload: steps13,
-        variant: `runtime per step over the model's time: (task p50 − ${STEPS} × model round trip p50) ÷ ${STEPS}, per round`,
+        variant: `dirigent: runtime per step over the model's time: (task p50 − ${STEPS} × model round trip p50) ÷ ${STEPS}, per round`,
         unit: "ms",
         figure: figureOf(overhead),
         target: "≤ 0.5 ms",
@@ -317,11 +362,17 @@ describe("user level: dirigent up vs BullMQ vs LangGraph.js + PostgreSQL, model 
       record({
         order: 13.2,
         workload: steps13,
-        variant: `one step more: (task p50 − one-step task p50) ÷ ${STEPS - 1} − model round trip p50, per round`,
+        variant: `dirigent: one step more: (task p50 − one-step task p50) ÷ ${STEPS - 1} − model round trip p50, per round`,
         unit: "ms",
         figure: figureOf(marginal),
       });
-      record({ order: 13.3, workload: steps13, variant: "the task, submit → result, p50", unit: "ms", figure: figureOf(sequential) });
+      record({
+        order: 13.3,
+        workload: steps13,
+        variant: "dirigent: the task, submit → result, p50",
+        unit: "ms",
+        figure: figureOf(sequential),
+      });
       record({
         order: 13.4,
         workload: steps13,
@@ -329,6 +380,8 @@ describe("user level: dirigent up vs BullMQ vs LangGraph.js + PostgreSQL, model 
         unit: "µs",
         figure: figureOf(cpu.sequential),
       });
+      const peerSteps = Object.fromEntries(stepPeers.map((p) => [p.key, p50[`${p.key}-steps`] ?? []]));
+      recordSteps(steps13, stepPeers, STEPS, sequential, modelMs, peerSteps, stepsCpu);
     }),
     WHOLE,
   );
