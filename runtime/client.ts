@@ -30,6 +30,12 @@ import {
 const RESULT_POLL_FIRST_MS = 3000;
 /** Longest pause between those reads. */
 const RESULT_POLL_MAX_MS = 30_000;
+/**
+ * How long {@link DirigentClient.run} still waits for the live result once the record shows one. A Director stores
+ * the result, then publishes the task's last events (each acknowledged by the events stream, in order), then the
+ * result: a read in between finds the result before the last events have come, and returning then would lose them.
+ */
+const LIVE_RESULT_GRACE_MS = 5000;
 
 /** What to submit. */
 export interface SubmitInput {
@@ -148,7 +154,17 @@ export class DirigentClient {
         const status = await this.get(taskId);
         if (status.result) return status.result;
       }
-      return await Promise.race([watch.result, this.storedResult(taskId, stop.signal)]);
+      let grace: ReturnType<typeof setTimeout> | undefined;
+      const stored = this.storedResult(taskId, stop.signal).then(
+        // Found in the record: the live result (after the task's last events) normally follows within moments; it
+        // is waited for a while, so the events are not cut off, unless it was lost (a reconnect, a Director gone).
+        (outcome) => new Promise<TaskOutcome>((resolve) => (grace = setTimeout(() => resolve(outcome), LIVE_RESULT_GRACE_MS))),
+      );
+      try {
+        return await Promise.race([watch.result, stored]);
+      } finally {
+        clearTimeout(grace);
+      }
     } finally {
       stop.abort();
       await watch.close();
