@@ -17,18 +17,12 @@
  */
 import { createSubjects, DEFAULT_ROOT } from "../../../protocol/index.js";
 import { CURRENT_KEY } from "../index-store.js";
-import { list, quote } from "./conf-syntax.js";
+import { list, quote, type RolePermissions } from "./conf-syntax.js";
 import { renderToolServiceUsers } from "./tool-service-users.js";
 
 /** The NATS users of a deployment: the four runtime roles, clients that submit work, and read-only inspectors. */
 export const NATS_ROLES = ["submitter", "director", "evaluator", "handler", "memory", "supervisor", "inspector"] as const;
 export type NatsRole = (typeof NATS_ROLES)[number];
-
-/** What one user may do. */
-export interface RolePermissions {
-  publish: string[];
-  subscribe: string[];
-}
 
 /**
  * The roles that run actors. A new one goes here and in {@link NATS_ROLES}, with its own entry in `ownPermissions`;
