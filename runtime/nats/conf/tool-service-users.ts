@@ -38,7 +38,12 @@ export function toolServicePermissions(root: string, service: string): RolePermi
   const s = createSubjects(root);
   return {
     publish: [],
-    subscribe: ["$SRV.*", `$SRV.*.${service}`, `$SRV.*.${service}.*`, s.toolServiceSubjects(service)],
+    subscribe: [
+      s.anyServiceDiscovery,
+      s.serviceDiscoveryOf(service),
+      s.serviceInstanceDiscoveryOf(service),
+      s.toolServiceSubjects(service),
+    ],
   };
 }
 
