@@ -7,9 +7,10 @@
  * no responder on the subject, or all of its slots are busy, the request goes over NATS as always, to whichever
  * process of the role takes it. Temporal calls the same idea eager dispatch.
  */
-import { encode, Progress } from "../protocol/index.js";
-import type { ActorDeps } from "./deps.js";
+import { encode, Progress, type Subjects } from "../protocol/index.js";
+import type { Bus } from "./bus.js";
 import type { Semaphore } from "./limit.js";
+import type { Metrics } from "./metrics.js";
 
 /** A responder of this process: runs `request` in one of its slots, or says it has none free (`undefined`). */
 type Responder = (request: unknown) => Promise<unknown> | undefined;
@@ -61,11 +62,19 @@ export class LocalResponders {
   }
 }
 
+/** What a progress report travels by: an actor's deps (`ActorDeps`) hold them all. */
+export interface ProgressRoute {
+  readonly bus: Bus;
+  readonly subjects: Subjects;
+  readonly local?: LocalResponders | undefined;
+  readonly metrics?: Metrics | undefined;
+}
+
 /**
  * Reports a task's progress to the Director that runs it: directly when that is this process's Director (so a report
  * never arrives after the answer it came before), over `<root>.progress.<id>` otherwise.
  */
-export function publishProgress(deps: ActorDeps, progress: Progress): void {
+export function publishProgress(deps: ProgressRoute, progress: Progress): void {
   deps.metrics?.progress(progress);
   if (deps.local?.deliverProgress(progress) === true) return;
   deps.bus.publish(deps.subjects.progress(progress.taskId), encode(Progress, progress));

@@ -116,6 +116,8 @@ export function createSubjects(root: string = DEFAULT_ROOT) {
     anyProgress: `${root}.progress.*`,
     /** Internal: cancellation broadcast. */
     cancelBroadcast: `${root}.control.cancel`,
+    /** Internal: wildcard of every control subject (cancel, abort, superseded, goals), which every role hears. */
+    anyControl: `${root}.control.>`,
     /** Internal: a Handler stops the session or script of one node ({@link NodeAbort}). */
     nodeAbort: `${root}.control.abort`,
     /** Queue group shared by all processes of a role. */
@@ -137,6 +139,8 @@ export function createSubjects(root: string = DEFAULT_ROOT) {
     inspect: (role: string, kind: string) => `${root}.inspect.${role}.${kind}`,
     /** Inspection: wildcard of all inspection messages (`dirigent inspect` subscribes to it). */
     anyInspect: `${root}.inspect.>`,
+    /** Inspection: wildcard of one role's inspection messages (the role's NATS user may publish only these). */
+    anyInspectOf: (role: string) => `${root}.inspect.${role}.>`,
     /** Internal: an Evaluator took over a task's evaluation; others running it for an older owner stop. */
     superseded: `${root}.control.superseded`,
     /** KV bucket of the global file-metadata index (Memory). */
@@ -180,7 +184,64 @@ export function createSubjects(root: string = DEFAULT_ROOT) {
     /** Every service's own discovery subject (`$SRV.INFO.*`). */
     anyServiceInfo: "$SRV.INFO.*",
     servicePing: "$SRV.PING",
+    /** Discovery requests to every service (`$SRV.<verb>`: `PING`, `INFO`, `STATS`). */
+    anyServiceDiscovery: "$SRV.*",
+    /** Discovery requests to one service by name (`$SRV.<verb>.<service>`). */
+    serviceDiscoveryOf: (service: string) => `$SRV.*.${service}`,
+    /** Discovery requests to one instance of a service (`$SRV.<verb>.<service>.<id>`). */
+    serviceInstanceDiscoveryOf: (service: string) => `$SRV.*.${service}.*`,
     /** Durable consumer name of Directors on the intake stream. */
     directorConsumer: "directors",
   } as const;
 }
+
+/**
+ * The inbox prefix of a connection that names none: its replies come to `_INBOX.<id>`, which any user allowed
+ * `_INBOX.>` could read.
+ */
+export const DEFAULT_INBOX_PREFIX = "_INBOX";
+
+/**
+ * An inbox prefix of its own for `name` (a NATS user, a role): `_INBOX_<name>`, one subject token (dots become `:`), so
+ * that no one's inboxes lie under another's.
+ */
+export function ownInboxPrefix(name: string): string {
+  return `${DEFAULT_INBOX_PREFIX}_${name.replace(/\./g, ":")}`;
+}
+
+/** Every inbox under `prefix` (`<prefix>.>`). */
+export function inboxesOf(prefix: string): string {
+  return `${prefix}.>`;
+}
+
+/**
+ * The subjects of nats-server's JetStream API that dirigent's roles use, and those of its key-value buckets and acks
+ * (not under the root: the server's own, per account). The permissions of each role allow exactly these
+ * (runtime/nats/conf/permissions.ts).
+ */
+export const jetStreamApi = {
+  /** Every JetStream API request (a root's admin). */
+  any: "$JS.API.>",
+  /** The account's JetStream information. */
+  info: "$JS.API.INFO",
+  /** A stream's state and configuration (with a subjects filter: its subjects). */
+  streamInfo: (stream: string) => `$JS.API.STREAM.INFO.${stream}`,
+  /** One message of a stream, by sequence or by last on a subject. */
+  streamMsgGet: (stream: string) => `$JS.API.STREAM.MSG.GET.${stream}`,
+  /** Deleting one message of a stream. */
+  streamMsgDelete: (stream: string) => `$JS.API.STREAM.MSG.DELETE.${stream}`,
+  /** Purging a stream (or the messages of a subject filter). */
+  streamPurge: (stream: string) => `$JS.API.STREAM.PURGE.${stream}`,
+  /** Direct get of the last message on `subject` (`>`: any) from a stream made with `allow_direct`. */
+  directGet: (stream: string, subject: string) => `$JS.API.DIRECT.GET.${stream}.${subject}`,
+  /** A consumer's state. */
+  consumerInfo: (stream: string, consumer: string) => `$JS.API.CONSUMER.INFO.${stream}.${consumer}`,
+  /** The next messages of a pull consumer. */
+  consumerNext: (stream: string, consumer: string) => `$JS.API.CONSUMER.MSG.NEXT.${stream}.${consumer}`,
+  /** The acknowledgements of a stream's consumers' messages. */
+  acks: (stream: string) => `$JS.ACK.${stream}.>`,
+  /** The stream behind key-value bucket `bucket`. */
+  bucketStream: (bucket: string) => `KV_${bucket}`,
+  /** The subject of `key` in key-value bucket `bucket` (`>`: every key). */
+  bucketKey: (bucket: string, key: string) => `$KV.${bucket}.${key}`,
+} as const;

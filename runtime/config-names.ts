@@ -2,8 +2,6 @@
  * Where each configuration key comes from besides its default: its environment variable and its command-line flag
  * (runtime/config.ts reads them; error messages name them).
  */
-import type { Config } from "./config.js";
-
 /** Environment variable of each key. */
 export const ENV_NAMES = {
   nats: "NATS_URL",
@@ -93,10 +91,10 @@ export const ENV_NAMES = {
   maxSubmissionBytes: "DIRIGENT_MAX_SUBMISSION_BYTES",
   maxInputBytes: "DIRIGENT_MAX_INPUT_BYTES",
   maxTemplateBytes: "DIRIGENT_MAX_TEMPLATE_BYTES",
-} as const satisfies Record<keyof Config, string>;
+} as const;
 
 /** Command-line flag of each key (for error messages). */
-export const FLAG_NAMES: Partial<Record<keyof Config, string>> = {
+export const FLAG_NAMES: Partial<Record<keyof typeof ENV_NAMES, string>> = {
   nats: "--nats",
   natsUser: "--nats-user",
   natsPasswordFile: "--nats-password-file",

@@ -8,7 +8,6 @@ import { checkRoot, DEFAULT_ROOT, MAX_BODY_BYTES, ToolPattern } from "../protoco
 import { ENV_NAMES, FLAG_NAMES } from "./config-names.js";
 import { REFUSED_ENV } from "../actors/commands.js";
 import { MAX_STORED_VALUE_BYTES } from "../actors/bus.js";
-import { ProviderPairs } from "./model/providers.js";
 import { bool, json, list } from "./config-values.js";
 
 export { ENV_NAMES };
@@ -24,6 +23,16 @@ const bodyLimit = positiveInt.max(MAX_STORED_VALUE_BYTES, `must be at most ${MAX
 /** Variable names that look like secrets: never an environment input of a template. */
 const SECRET_LIKE = /KEY|SECRET|TOKEN|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE|SESSION/i;
 const fraction = z.coerce.number().gt(0).max(1);
+/** `DIRIGENT_PROVIDERS`: `name=url` pairs, comma-separated (or an object of them: a config file, a test), as an object. */
+const ProviderPairs = z.preprocess(
+  (v) => (typeof v === "object" && v !== null && !Array.isArray(v) ? Object.entries(v).map(([name, url]) => `${name}=${String(url)}`) : v),
+  list(
+    z
+      .string()
+      .regex(/^[A-Za-z0-9_.-]{1,100}=\S+$/, "must be name=url pairs")
+      .refine((p) => URL.canParse(p.slice(p.indexOf("=") + 1)), "must be name=url pairs with a valid URL"),
+  ).transform((pairs) => Object.fromEntries(pairs.map((p) => [p.slice(0, p.indexOf("=")), p.slice(p.indexOf("=") + 1)]))),
+);
 /** Per-1M-token prices of one model. */
 const ModelPrice = z.strictObject({ input: z.number().nonnegative(), output: z.number().nonnegative() });
 
@@ -55,10 +64,9 @@ export const Config = z.object({
   /** OpenAI-compatible base URL. */
   openaiBaseUrl: z.url().optional(),
   /**
-   * OpenAI-compatible servers a task names with `<provider>`: `name=url` pairs. Each uses the API key in
-   * `DIRIGENT_PROVIDER_<NAME>_API_KEY` (name upper-cased, `-` and `.` as `_`), else `OPENAI_API_KEY`.
+   * OpenAI-compatible servers a task names with `<provider>`, by name (runtime/model/providers.ts). Each uses the API
+   * key in `DIRIGENT_PROVIDER_<NAME>_API_KEY` (name upper-cased, `-` and `.` as `_`), else `OPENAI_API_KEY`.
    */
-  /** OpenAI-compatible servers a task names with `<provider>`, by name (runtime/model/providers.ts). */
   providers: ProviderPairs,
   /** API key; never logged. */
   openaiApiKey: z.string().optional(),
@@ -246,6 +254,9 @@ export const Config = z.object({
 });
 export type Config = z.infer<typeof Config>;
 
+/** Every key of the configuration has an environment variable (runtime/config-names.ts), and every variable a key. */
+const NAMES: Readonly<Record<keyof Config, string>> & Record<Exclude<keyof typeof ENV_NAMES, keyof Config>, never> = ENV_NAMES;
+
 /** Defaults of every configurable value. */
 export const DEFAULTS = {
   prefix: DEFAULT_ROOT,
@@ -345,11 +356,11 @@ export type Flags = Partial<Record<keyof Config, string | number | undefined>>;
 export function loadConfig(flags: Flags = {}, env: NodeJS.ProcessEnv = process.env): Config {
   const raw: Record<string, unknown> = { ...DEFAULTS };
   const source: Record<string, string> = {};
-  for (const key of Object.keys(ENV_NAMES) as Array<keyof Config>) {
-    const fromEnv = env[ENV_NAMES[key]];
+  for (const key of Object.keys(NAMES) as Array<keyof Config>) {
+    const fromEnv = env[NAMES[key]];
     if (fromEnv !== undefined && fromEnv !== "") {
       raw[key] = fromEnv;
-      source[key] = `environment variable ${ENV_NAMES[key]}`;
+      source[key] = `environment variable ${NAMES[key]}`;
     }
     const fromFlag = flags[key];
     if (fromFlag !== undefined) {

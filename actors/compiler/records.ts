@@ -13,7 +13,7 @@ import type { ActorDeps } from "../deps.js";
 import { publishProgress } from "../local.js";
 import { readSessionRecord, writeRecord } from "../handler/records.js";
 import type { JoinedAt, RunGate } from "../handler/lease.js";
-import type { CompileHooks } from "./compiler.js";
+import type { CompileHooks } from "./compilation.js";
 
 /** The record key of a compilation, or undefined when it asks for no record (no task id or no `occurrence`). */
 export function compileKey(request: CompileRequest): string | undefined {

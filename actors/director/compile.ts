@@ -3,7 +3,7 @@
  * template in the task record under its claim (a resumed task does not compile again), and announces it as a
  * `task.compiled` event, so the user sees what runs.
  */
-import { CompileReply, Requests, type CompileRequest, type TaskResult } from "../../protocol/index.js";
+import { CompileReply, Requests, taskFailure, type CompileRequest, type TaskResult } from "../../protocol/index.js";
 import type { TaskStore } from "../bus.js";
 import type { ActorDeps } from "../deps.js";
 import { writeClaimed, type Claim } from "./records.js";
@@ -46,16 +46,11 @@ export async function compilePrompt(
   } catch (err) {
     if (!(err instanceof RemoteError) || options.signal.aborted) throw err;
     const message = `could not compile the prompt into a task template: ${err.message}`;
-    const error: TaskResult["error"] =
+    const result: TaskResult =
       err.code === "INVALID_TEMPLATE"
-        ? { type: "XML_PARSE_ERROR", message }
-        : {
-            type: "TASK_FAILURE",
-            reason: err.code === "UNAVAILABLE" ? "model_error" : "unexpected_error",
-            message,
-            details: { code: err.code },
-          };
-    return { ok: false, result: { content: "", status: "FAILED", notes: {}, error } };
+        ? { content: "", status: "FAILED", notes: {}, error: { type: "XML_PARSE_ERROR", message } }
+        : taskFailure(err.code === "UNAVAILABLE" ? "model_error" : "unexpected_error", message, { code: err.code });
+    return { ok: false, result };
   }
   const written = await writeClaimed(store, claim, (current) => ({ ...current, xml: reply.xml, updatedAt: deps.now().toISOString() }));
   if (written === "lost") throw new Error(`task '${record.taskId}': claim lost while compiling`);

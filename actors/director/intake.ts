@@ -18,10 +18,7 @@ import {
   validate,
   type ErrorReply,
   type SubmitReply,
-  type TaskBudget,
   type TaskId,
-  type TaskInputs,
-  type TraceContext,
 } from "../../protocol/index.js";
 import { MAX_STORED_VALUE_BYTES, type BusMessage, type TaskStore, type WorkQueue } from "../bus.js";
 import { messageOf, type ActorDeps } from "../deps.js";
@@ -33,20 +30,11 @@ import { listUnqueued, unlist } from "./unqueued.js";
 import { unfillablePlaceholder } from "./placeholders.js";
 import type { ParseOutcome } from "../../machines/language/ast.js";
 
-/** A decoded, validated submission. */
-export interface Submission {
-  taskId?: TaskId;
-  xml: string;
-  inputs: TaskInputs;
-  /** The request in words (then `xml` is empty until the Director has it compiled). */
-  prompt?: string;
-  /** Token and cost limits of the task. */
-  budget?: TaskBudget;
-  /** Stream the answers as `model.delta` events. */
-  stream?: boolean;
-  /** The trace the task continues (docs/traces.md). */
-  trace?: TraceContext;
-}
+/**
+ * A decoded, validated submission: the id its submitter chose, if any ({@link SubmitRequest}), and what its task
+ * record takes from it ({@link TaskRecord}: `xml` is empty for a request in words until the Director has it compiled).
+ */
+export type Submission = Pick<SubmitRequest, "taskId"> & Pick<TaskRecord, "xml" | "prompt" | "inputs" | "budget" | "stream" | "trace">;
 
 /**
  * Decodes a submit body: JSON `{taskId?, xml|template, inputs?}` or a raw XML document. Checks the sizes against

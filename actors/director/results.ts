@@ -4,7 +4,7 @@
  */
 import type { ActorDeps } from "../deps.js";
 import { messageOf } from "../../protocol/errors.js";
-import type { RunEnv } from "./run.js";
+import type { RunEnv } from "./run-env.js";
 import type { FinishOutput } from "../../machines/director/run.js";
 import type { TaskContext } from "../../machines/director/task.js";
 import { encode, TaskOutcome, type TaskRecord, type TaskState } from "../../protocol/index.js";

@@ -14,60 +14,23 @@ import {
   type RunContext,
   type RunOutcome,
 } from "../../machines/director/run.js";
-import { runActors, type RunActor, type RunActors, type RunEffects } from "./run-actors.js";
+import { runActors, type RunActor, type RunEffects } from "./run-actors.js";
+import type { RunEnv } from "./run-env.js";
 
 export { runActors, type RunActor };
 import { CancelBroadcast, encode, Requests, FINAL_STATES, type EvaluateRequest, type TaskRecord } from "../../protocol/index.js";
-import { retryDelayMs, type TaskStore, type WorkItem } from "../bus.js";
-import { messageOf, type ActorDeps } from "../deps.js";
+import { retryDelayMs, type WorkItem } from "../bus.js";
+import { messageOf } from "../deps.js";
 import { inspectOption } from "../inspect-option.js";
 import { askRetrying } from "../ask.js";
 import { compilePrompt } from "./compile.js";
-import type { EventPublisher, PublishEvent } from "./message-fit.js";
+import type { PublishEvent } from "./message-fit.js";
 import { inSpan, ROOT_CONTEXT, startSpan } from "../tracing.js";
 
 export type { PublishEvent };
 import { claimLostBy, claimTask, PENDING_CLAIM_MS, pendingClaim, readTaskRecord, type Claim } from "./records.js";
 import { restorable } from "./snapshot.js";
-import {
-  checkpointer,
-  failedContext,
-  heartbeatMs,
-  stateOf,
-  unstorableMessage,
-  type RunningTask,
-  type TaskActors,
-  type TaskEffects,
-} from "./task.js";
-
-/** What the runs of one Director share. */
-export interface RunEnv {
-  deps: ActorDeps;
-  store: TaskStore;
-  /** This Director's claim owner. */
-  owner: string;
-  /** The queue's ack wait: the heartbeat beats three times in it. */
-  ackWaitMs: number;
-  /** Longest a task may run before it fails with a timeout. */
-  taskTimeoutMs: number;
-  /** The last message stored on a subject of the events stream (see DirectorConfig). */
-  lastPublished?: (subject: string) => Promise<Uint8Array | undefined>;
-  /** Stores a result with an acknowledgement (see DirectorConfig). */
-  publishStored?: (subject: string, data: Uint8Array, id: string) => Promise<void>;
-  /** Tasks this process runs, by id. */
-  owned: Map<string, RunningTask>;
-  /** Tasks whose claim is being written, with their latest delivery. */
-  pendingClaims: Map<string, { item: WorkItem }>;
-  /** The run actors under way (a drain is sent to each). */
-  runs: Set<RunActor>;
-  publishEvent: EventPublisher;
-  /** The type of a template's entry task, for metrics (`prompt`: none yet, a task submitted in words). */
-  taskType: (xml: string) => string;
-  /** The run machine, provided once per Director ({@link runActors}). */
-  runActors: RunActors;
-  /** The task machine, provided once per Director (actors/director/task.ts). */
-  taskActors: TaskActors;
-}
+import { checkpointer, failedContext, heartbeatMs, stateOf, unstorableMessage, type RunningTask, type TaskEffects } from "./task.js";
 
 /**
  * Whether `item` is surely its first delivery. A nats-server before 2.10.16 can count a redelivery as a first delivery

@@ -6,6 +6,7 @@ import { createActor, type Actor, type InspectionEvent, type Snapshot } from "xs
 import { fromPromise } from "../promise-actor.js";
 import { taskMachine, type Announcement, type TaskContext, type TaskInput } from "../../machines/director/task.js";
 import {
+  taskFailure,
   TaskState as TaskStateSchema,
   type TaskId,
   type TaskOutcome,
@@ -94,12 +95,7 @@ export function stateOf(snapshot: { readonly tags?: Iterable<string> | undefined
 
 /** The context of a task that fails with `message` without its machine (it could not be restored, or it broke). */
 export function failedContext(record: TaskRecord, message: string): TaskContext {
-  const result: TaskResult = {
-    content: "",
-    status: "FAILED",
-    notes: {},
-    error: { type: "TASK_FAILURE", reason: "unexpected_error", message },
-  };
+  const result = taskFailure("unexpected_error", message);
   return { taskId: record.taskId, xml: record.xml, inputs: record.inputs, result, cancelled: false };
 }
 

@@ -10,50 +10,11 @@
  */
 import { readdir, readFile, stat } from "node:fs/promises";
 import { join } from "node:path";
-import type { TemplateDocument } from "../../machines/language/ast.js";
-import { templatesOfFile } from "./entries.js";
+import { templatesOfFile, type LibraryError, type LibraryTemplate } from "./entries.js";
 import { DEFAULT_MATCH_LIMIT, MIN_MATCH_SCORE, type MatchProfile, matchProfile, matchQuery, scoreTemplate } from "./match.js";
 import { messageOf } from "../../protocol/errors.js";
 
-/** One registered template. */
-export interface LibraryTemplate {
-  /** Unique name: the `name` attribute, or the file's base name for the file's unnamed task. */
-  name: string;
-  /** The task's `type` (`atomic` when absent); `call` or `cond` for a template that is a call or a cond. */
-  type: string;
-  /** The task's `subtype` (`evaluator`, `subtask`, …), when written. */
-  subtype?: string;
-  /** The task's `<description>`, trimmed (`{{…}}` not substituted); empty when it has none. */
-  description: string;
-  /** The task's `<criteria>` (a list joined by spaces), when written: it joins the description in matching. */
-  criteria?: string;
-  /** The file it was read from (as named to the loader). */
-  file: string;
-  /**
-   * XML that runs this template when submitted: the whole file when the template is the file's first task, else
-   * the file's function templates followed by the template's own element (for a `<template>`, its body). For a
-   * function-style `<task name parameters>` it is the whole file: run `document` instead.
-   */
-  xml: string;
-  /**
-   * The template as a document the Evaluator can walk: `entry` (and `nodes[0]`) is the template's task (for a
-   * function template, its body; its parameters are bound from the inputs), `templates` the file's function
-   * templates. Locations are those of the file.
-   */
-  document: TemplateDocument;
-}
-
-/** A problem with a template file, located when the file was read. */
-export interface LibraryError {
-  /** The file (or the directory, when it cannot be read). */
-  file: string;
-  /** 1-based line, when known. */
-  line?: number;
-  /** 1-based column, when known. */
-  col?: number;
-  /** Short, lowercase explanation. */
-  message: string;
-}
+export type { LibraryError, LibraryTemplate };
 
 /** A candidate template for a query, with its score (Jaccard overlap in [0, 1], plus any hint boost). */
 export interface TemplateMatch {

@@ -6,7 +6,7 @@
  */
 import { z } from "zod";
 import type { FileMatch, MatchRequest } from "../../protocol/index.js";
-import type { ChatMessage } from "../../machines/handler/session-types.js";
+import type { ChatMessage } from "../../machines/handler/session-context.js";
 import type { CallModel } from "../model.js";
 import type { Ranked } from "./rank.js";
 import { messageOf } from "../../protocol/errors.js";

@@ -7,11 +7,25 @@ import { createActor, toPromise } from "xstate";
 import { encodeJson, Requests, type Goal, type GoalEvent, type OperatorAlert } from "../../protocol/index.js";
 import { goalMachine, subGoalTaskId, type GoalOutput } from "../../machines/supervisor/goal.js";
 import { messageOf, type ActorDeps } from "../deps.js";
-import { goalActors } from "./goal-effects.js";
+import { goalActors, type GoalEffectOptions } from "./goal-effects.js";
 import type { GoalStore } from "./goal-store.js";
 import { inspectOption } from "../inspect-option.js";
 import { ask } from "../ask.js";
-import type { SupervisorOptions } from "./supervisor.js";
+
+/** Settings of the goal loops of a Supervisor (part of its `SupervisorOptions`). */
+export interface GoalLoopOptions {
+  /** This process's name in leases and events. */
+  owner: string;
+  /** How long a lease holds without renewal; renewed every third of it. */
+  leaseMs: number;
+  /** Sub-goals of one goal run at once. */
+  maxParallel: number;
+  /** Cost per goal over 24 h that counts as a major divergence (USD). */
+  costThresholdUsd: number;
+  /** POST every operator alert there too. */
+  alertWebhook?: string | undefined;
+  effects: GoalEffectOptions;
+}
 
 /** A running loop. */
 export interface LoopHandle {
@@ -21,7 +35,7 @@ export interface LoopHandle {
 }
 
 /** Starts the loop of `goalId`; it ends at once (resolving `undefined`) when the lease is not free or the goal not active. */
-export function runGoalLoop(deps: ActorDeps, store: GoalStore, goalId: string, options: SupervisorOptions): LoopHandle {
+export function runGoalLoop(deps: ActorDeps, store: GoalStore, goalId: string, options: GoalLoopOptions): LoopHandle {
   let stopRequest: string | undefined;
   let stopMachine: ((reason: string) => void) | undefined;
   const done = (async (): Promise<GoalOutput | undefined> => {
@@ -121,7 +135,7 @@ export function runGoalLoop(deps: ActorDeps, store: GoalStore, goalId: string, o
 /** Publishes an operator alert and POSTs it to the webhook, if one is configured (failures are logged, never fatal). */
 async function sendAlert(
   deps: ActorDeps,
-  options: SupervisorOptions,
+  options: GoalLoopOptions,
   kind: OperatorAlert["kind"],
   goal: Goal,
   reason: string,

@@ -27,34 +27,22 @@ import { statusCounts } from "../../machines/supervisor/goal.js";
 import { supervisorMachine } from "../../machines/supervisor/supervisor.js";
 import type { BusSubscription } from "../bus.js";
 import { messageOf, type ActorDeps, type RoleHandle } from "../deps.js";
-import type { GoalEffectOptions } from "./goal-effects.js";
-import { cancelGoalTree, runGoalLoop, type LoopHandle } from "./goal-loop.js";
+import { cancelGoalTree, runGoalLoop, type GoalLoopOptions, type LoopHandle } from "./goal-loop.js";
 import { GoalStore, type KeyedStore } from "./goal-store.js";
 import { inspectOption } from "../inspect-option.js";
 import { RemoteError } from "../ask.js";
 import { serve } from "../serve.js";
 
-/** Settings of the Supervisor role. */
-export interface SupervisorOptions {
-  /** This process's name in leases and events. */
-  owner: string;
+/** Settings of the Supervisor role: those of each goal's loop, and its own. */
+export interface SupervisorOptions extends GoalLoopOptions {
   /** Goal cycles one process runs at once (default 5). */
   maxConcurrent: number;
   /** Pause between two starts (default 2 s). */
   staggerMs: number;
   /** Reconciliation tick (default 10 s). */
   tickMs: number;
-  /** How long a lease holds without renewal; renewed every third of it. */
-  leaseMs: number;
-  /** Sub-goals of one goal run at once. */
-  maxParallel: number;
-  /** Cost per goal over 24 h that counts as a major divergence (USD). */
-  costThresholdUsd: number;
   /** Replans before a goal is paused (for goals submitted without their own). */
   maxReplans: number;
-  /** POST every operator alert there too. */
-  alertWebhook?: string | undefined;
-  effects: GoalEffectOptions;
   /** Requests served at once. */
   concurrency: number;
 }

@@ -10,7 +10,7 @@
  * Every state carries a tag naming its public {@link TaskState}.
  */
 import { assign, fromPromise, setup } from "xstate";
-import type { Progress, TaskInputs, TaskResult, TaskState } from "../../protocol/index.js";
+import { taskFailure, type Progress, type TaskInputs, type TaskResult, type TaskState } from "../../protocol/index.js";
 import { notProvided } from "../not-provided.js";
 
 /** Input of a task lifecycle actor. */
@@ -60,14 +60,8 @@ function relayIn(state: TaskState) {
       : { event: event.type, state };
 }
 
-function failure(message: string): TaskResult {
-  return {
-    content: "",
-    status: "FAILED",
-    notes: {},
-    error: { type: "TASK_FAILURE", reason: "unexpected_error", message },
-  };
-}
+/** The result of a task that fails for a reason of its own lifecycle, not of its template. */
+const failure = (message: string): TaskResult => taskFailure("unexpected_error", message);
 
 /** The task lifecycle machine. */
 /**

@@ -22,16 +22,6 @@
  */
 import { assign, fromPromise, setup } from "xstate";
 import type { SessionCheckpoint, Usage } from "../../protocol/index.js";
-import type {
-  CallModelInput,
-  ContextMetrics,
-  HandlerSessionContext,
-  HandlerSessionInput,
-  ModelReply,
-  SessionOutput,
-  RunToolsInput,
-  ToolResults,
-} from "./session-types.js";
 import { budgetExceeded } from "./budget.js";
 import {
   checkpointOf,
@@ -42,7 +32,15 @@ import {
   sessionGuards,
   suspendedOutput,
   withAnswer,
-} from "./session-steps.js";
+  type CallModelInput,
+  type ContextMetrics,
+  type HandlerSessionContext,
+  type HandlerSessionInput,
+  type ModelReply,
+  type SessionOutput,
+  type RunToolsInput,
+  type ToolResults,
+} from "./session-context.js";
 import { notProvided } from "../not-provided.js";
 import { outputOf } from "../invoke-events.js";
 
@@ -59,8 +57,8 @@ export type {
   TokenCount,
   ToolCall,
   ToolResults,
-} from "./session-types.js";
-export { measured } from "./session-steps.js";
+} from "./session-context.js";
+export { measured };
 
 /** The Handler session machine. Its output is the session's {@link TaskResult}. */
 export const handlerSessionMachine = setup({

@@ -42,7 +42,7 @@ import {
   sessionAttributes,
   terminationCondition,
   toolList,
-} from "./pieces.js";
+} from "./task-elements.js";
 import {
   type BuildContext,
   type Mutable,

@@ -1,7 +1,7 @@
 /**
  * Entry point of the template parser: XML text → typed AST ({@link TemplateDocument}) or a located
  * `INVALID_TEMPLATE` error. Well-formedness comes from fast-xml-parser (`./xml.ts`); the language
- * rules (aliases, enum checks, defaults: docs/design.md) live in the builders (`./nodes.ts`, `./pieces.ts`).
+ * rules (aliases, enum checks, defaults: docs/design.md) live in the builders (`./nodes.ts`, `./task-elements.ts`).
  */
 import type { ExecutableNode, FragmentPiece, ParseOutcome, TemplateNode, TemplateWarning, TopLevelNode } from "./ast.js";
 import { InvalidTemplateError } from "./errors.js";
@@ -27,7 +27,7 @@ import {
   scriptExecution,
   scriptSpec,
   terminationCondition,
-} from "./pieces.js";
+} from "./task-elements.js";
 import { type BuildContext, clip, fail, prose, unsupported } from "./values.js";
 import { type XmlElement, readXml } from "./xml.js";
 

@@ -34,10 +34,10 @@ import {
   evaluationSummary,
   type KeepResult,
   GOAL_DEFAULTS,
-} from "./goal-rules.js";
+} from "./goal-plan.js";
 import { notProvided } from "../not-provided.js";
 
-export * from "./goal-rules.js";
+export * from "./goal-plan.js";
 
 /** Input of the goal machine. */
 export interface GoalInput {

@@ -7,7 +7,7 @@
 import { mkdir, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { Option, type Command } from "commander";
-import { checkRoot, DEFAULT_ROOT, type Subjects } from "../../protocol/index.js";
+import { checkRoot, DEFAULT_ROOT, type Subjects, jetStreamApi } from "../../protocol/index.js";
 import { commonOptions, setup, UsageError, type CommonFlags } from "./common.js";
 import { renderAccount, renderAccounts, renderDevAuthorization, rootsClash } from "../nats/conf/permissions.js";
 import { renderToolServiceUsers } from "../nats/conf/tool-service-users.js";
@@ -161,11 +161,9 @@ async function writeCluster(flags: NatsConfFlags, authorization: string): Promis
 /** The streams of root `subjects` that `dirigent nats-setup` makes: KV buckets as their streams (`KV_<bucket>`). */
 export function setupStreams(subjects: Subjects): string[] {
   return [
-    `KV_${subjects.tasksBucket}`,
-    `KV_${subjects.turnsBucket}`,
-    `KV_${subjects.goalsBucket}`,
-    `KV_${subjects.indexBucket}`,
-    `KV_${subjects.bodiesBucket}`,
+    ...[subjects.tasksBucket, subjects.turnsBucket, subjects.goalsBucket, subjects.indexBucket, subjects.bodiesBucket].map(
+      jetStreamApi.bucketStream,
+    ),
     subjects.intakeStream,
     subjects.eventsStream,
   ];

@@ -5,7 +5,7 @@
  */
 import { Semaphore } from "../../actors/limit.js";
 import type { CallModel } from "../../actors/model.js";
-import type { ChatMessage } from "../../machines/handler/session-types.js";
+import type { ChatMessage } from "../../machines/handler/session-context.js";
 import { languageOf } from "./describe.js";
 import { messageOf } from "../../protocol/errors.js";
 

@@ -6,11 +6,10 @@
  */
 import type { NatsConnection } from "@nats-io/transport-node";
 import { z } from "zod";
-import type { Subjects } from "../../protocol/index.js";
 import type { ReplayedMessage, TaskReplay } from "./server.js";
 import { messageOf } from "../../protocol/errors.js";
+import { jetStreamApi, type Subjects } from "../../protocol/index.js";
 
-const API = "$JS.API";
 /** JetStream's error codes: no message found, stream not found. */
 const NO_MESSAGE = 10037;
 const NO_STREAM = 10059;
@@ -52,7 +51,7 @@ interface Stored extends ReplayedMessage {
 
 /** One stored message: by sequence, or the first at or after `seq` on subject `next`; `undefined` when there is none. */
 async function getMessage(nc: NatsConnection, stream: string, seq: number, next?: string): Promise<Stored | undefined> {
-  const subject = `${API}.STREAM.MSG.GET.${stream}`;
+  const subject = jetStreamApi.streamMsgGet(stream);
   const reply = await api(nc, subject, next === undefined ? { seq } : { seq, next_by_subj: next }, MsgGetReply);
   if (reply.error) {
     if (reply.error.err_code === NO_MESSAGE) return undefined;
@@ -64,7 +63,7 @@ async function getMessage(nc: NatsConnection, stream: string, seq: number, next?
 
 /** The events stream's sequence range; `undefined` when the stream does not exist or is empty. */
 async function streamRange(nc: NatsConnection, stream: string): Promise<{ first: number; last: number } | undefined> {
-  const subject = `${API}.STREAM.INFO.${stream}`;
+  const subject = jetStreamApi.streamInfo(stream);
   const reply = await api(nc, subject, {}, StreamInfoReply);
   if (reply.error) {
     if (reply.error.err_code === NO_STREAM) return undefined;
@@ -155,7 +154,7 @@ const ListedEvent = z.object({
  * the `inspector` NATS user may list them.
  */
 export async function listStoredTasks(nc: NatsConnection, subjects: Subjects): Promise<ListedTask[]> {
-  const info = `${API}.STREAM.INFO.${subjects.eventsStream}`;
+  const info = jetStreamApi.streamInfo(subjects.eventsStream);
   const names: string[] = [];
   for (let offset = 0; ; ) {
     const reply = await api(nc, info, { subjects_filter: subjects.anyTaskEvents, offset }, StreamSubjectsReply);
@@ -168,7 +167,7 @@ export async function listStoredTasks(nc: NatsConnection, subjects: Subjects): P
     offset += page.length;
     if (page.length === 0 || reply.total === undefined || offset >= reply.total) break;
   }
-  const get = `${API}.STREAM.MSG.GET.${subjects.eventsStream}`;
+  const get = jetStreamApi.streamMsgGet(subjects.eventsStream);
   const out: ListedTask[] = [];
   for (let i = 0; i < names.length; i += CONCURRENCY) {
     const read = await Promise.all(

@@ -5,20 +5,7 @@
  */
 import { ModelCallError, type CallModel } from "../../actors/model.js";
 import type { Config } from "../config.js";
-import { list } from "../config-values.js";
-import { z } from "zod";
 import { createModelClient, type ModelConfig } from "./openai.js";
-
-/** `DIRIGENT_PROVIDERS`: `name=url` pairs, comma-separated (or an object of them: a config file, a test), as an object. */
-export const ProviderPairs = z.preprocess(
-  (v) => (typeof v === "object" && v !== null && !Array.isArray(v) ? Object.entries(v).map(([name, url]) => `${name}=${String(url)}`) : v),
-  list(
-    z
-      .string()
-      .regex(/^[A-Za-z0-9_.-]{1,100}=\S+$/, "must be name=url pairs")
-      .refine((p) => URL.canParse(p.slice(p.indexOf("=") + 1)), "must be name=url pairs with a valid URL"),
-  ).transform((pairs) => Object.fromEntries(pairs.map((p) => [p.slice(0, p.indexOf("=")), p.slice(p.indexOf("=") + 1)]))),
-);
 
 type ClientSettings = Pick<
   Config,

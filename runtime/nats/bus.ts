@@ -30,6 +30,7 @@ import { runHandler, type BusErrorHandler, type ClosableBus } from "../bus-suppo
 import { attachWire, wireOf, type NatsWire } from "./wire.js";
 import { inboxPrefixFor } from "./conf/permissions.js";
 import { BODY_HEADER, chunkBytes, loadBody, outgoing, withBody, type Outgoing } from "./chunks.js";
+import { DEFAULT_INBOX_PREFIX } from "../../protocol/index.js";
 
 export type { NatsConnection } from "@nats-io/transport-node";
 
@@ -91,7 +92,7 @@ export async function connectNats(opts: ConnectNatsOptions): Promise<NatsConnect
     ...(opts.pass !== undefined ? { pass: opts.pass } : {}),
     ...(opts.token !== undefined ? { token: opts.token } : {}),
     ...(opts.creds !== undefined ? { authenticator: credsAuthenticator(opts.creds) } : {}),
-    ...(inboxPrefix !== "_INBOX" ? { inboxPrefix } : {}),
+    ...(inboxPrefix !== DEFAULT_INBOX_PREFIX ? { inboxPrefix } : {}),
   });
   // The connection's own request/reply state (runtime/nats/wire.ts), shared by its bus, stores and work queue.
   attachWire(nc, inboxPrefix);

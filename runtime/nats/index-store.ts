@@ -28,6 +28,7 @@ import type { Subjects } from "../../protocol/subjects.js";
 import { IndexEntry as IndexEntrySchema } from "../../protocol/memory.js";
 import { newGeneration } from "../in-process/index-store.js";
 import { Semaphore } from "../../actors/limit.js";
+import { jetStreamApi } from "../../protocol/index.js";
 
 /** The pointer key. */
 export const CURRENT_KEY = "current";
@@ -135,7 +136,7 @@ export class NatsIndexStore implements IndexStore {
         })
         .catch(() => undefined);
     };
-    const sub = this.#nc.subscribe(`$KV.${this.#bucket}.${CURRENT_KEY}`, { callback: () => read() });
+    const sub = this.#nc.subscribe(jetStreamApi.bucketKey(this.#bucket, CURRENT_KEY), { callback: () => read() });
     void (async () => {
       for await (const status of this.#nc.status()) {
         if (stopped) return;
@@ -164,7 +165,9 @@ export class NatsIndexStore implements IndexStore {
   /** Removes a generation's chunks from the bucket's stream, leaving no delete markers behind (one call, any size). */
   async #purge(generation: string, chunks: number): Promise<void> {
     if (chunks === 0) return;
-    await this.#jsm.streams.purge(`KV_${this.#bucket}`, { filter: `$KV.${this.#bucket}.gen.${generation}.>` });
+    await this.#jsm.streams.purge(jetStreamApi.bucketStream(this.#bucket), {
+      filter: jetStreamApi.bucketKey(this.#bucket, `gen.${generation}.>`),
+    });
   }
 }
 

@@ -26,6 +26,7 @@ import { warnOnError, type BusErrorHandler } from "../bus-support.js";
 import { ensureStream, type Replication } from "./replicas.js";
 import { parseApiAnswer, StoreError, wireOf, type NatsWire } from "./wire.js";
 import { isPermissionViolation } from "./auth.js";
+import { jetStreamApi } from "../../protocol/index.js";
 
 /** Options of {@link openWorkQueue}. */
 export interface WorkQueueOptions {
@@ -194,7 +195,7 @@ export class JetStreamWorkQueue implements WorkQueue {
   async discard(_id: string, seq: number): Promise<void> {
     this.#discarded.add(seq);
     if (this.#discarded.size > REMEMBERED_DISCARDS) this.#discarded.delete(this.#discarded.values().next().value as number);
-    const api = `$JS.API.STREAM.MSG.DELETE.${this.#subjects.intakeStream}`;
+    const api = jetStreamApi.streamMsgDelete(this.#subjects.intakeStream);
     const answer = await this.#wire.request(api, encoder.encode(JSON.stringify({ seq, no_erase: true })), { timeoutMs: 5000 });
     try {
       parseApiAnswer(answer, api);
@@ -221,7 +222,7 @@ export class JetStreamWorkQueue implements WorkQueue {
       throw new RangeError(`concurrency must be an integer from 1 to maxAckPending (${this.#maxAckPending}), got '${concurrency}'`);
     }
     const nc = this.#nc;
-    const next = `$JS.API.CONSUMER.MSG.NEXT.${this.#subjects.intakeStream}.${this.#subjects.directorConsumer}`;
+    const next = jetStreamApi.consumerNext(this.#subjects.intakeStream, this.#subjects.directorConsumer);
     const inbox = `${createInbox(this.#wire.inboxPrefix)}.`;
     const waiting = new Fifo<Msg>();
     const inFlight = new Set<Promise<void>>();

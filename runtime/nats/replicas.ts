@@ -8,6 +8,7 @@ import { setTimeout as delay } from "node:timers/promises";
 import type { Logger } from "../../actors/deps.js";
 import { RequestTimeoutError, TransportError } from "../../actors/bus.js";
 import { StoreError, type NatsWire } from "./wire.js";
+import { jetStreamApi } from "../../protocol/index.js";
 
 /** How many replicas the runtime's streams and buckets have, and whether an existing one with fewer is scaled. */
 export interface Replication {
@@ -51,7 +52,7 @@ export async function checkReplicas(jsm: JetStreamManager, info: StreamInfo, rep
 /** Looks the KV bucket `bucket`'s stream up (`KV_<bucket>`) and checks its replicas as {@link checkReplicas} does. */
 export async function checkBucketReplicas(jsm: JetStreamManager, bucket: string, replication: Replication | undefined): Promise<void> {
   if (!replication || replication.replicas <= 1) return;
-  await checkReplicas(jsm, await jsm.streams.info(`KV_${bucket}`), replication);
+  await checkReplicas(jsm, await jsm.streams.info(jetStreamApi.bucketStream(bucket)), replication);
 }
 
 /**

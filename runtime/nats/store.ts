@@ -23,6 +23,7 @@ import {
 import { parseApiAnswer, STORE_TIMEOUT_MS, StoreError, wireOf, WRONG_LAST_SEQUENCE, type NatsWire, type StoreOptions } from "./wire.js";
 import { messageOf } from "../../protocol/errors.js";
 import { checkBucketReplicas, ensureStream, type Replication } from "./replicas.js";
+import { jetStreamApi } from "../../protocol/index.js";
 
 export { ensureStream };
 
@@ -77,8 +78,8 @@ export class NatsTaskStore implements TaskStore {
     this.#kv = kv;
     this.#nc = nc;
     this.#wire = wireOf(nc);
-    this.#stream = `KV_${bucket}`;
-    this.#subjectPrefix = `$KV.${bucket}.`;
+    this.#stream = jetStreamApi.bucketStream(bucket);
+    this.#subjectPrefix = jetStreamApi.bucketKey(bucket, "");
   }
 
   #subject(key: string): string {
@@ -258,7 +259,7 @@ export class NatsTaskStore implements TaskStore {
   async #purge(filter: string, before?: number): Promise<void> {
     // Nothing is stored before the first sequence (and nats-server 2.9 purges every match when asked for `seq: 1`).
     if (before !== undefined && before <= 1) return;
-    const api = `$JS.API.STREAM.PURGE.${this.#stream}`;
+    const api = jetStreamApi.streamPurge(this.#stream);
     const body = JSON.stringify({ filter: this.#subjectPrefix + filter, ...(before === undefined ? {} : { seq: before }) });
     parseApiAnswer(await this.#wire.request(api, encoder.encode(body), { timeoutMs: STORE_TIMEOUT_MS }), api);
   }

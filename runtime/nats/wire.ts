@@ -12,7 +12,7 @@
 import { randomUUID } from "node:crypto";
 import { createInbox, headers as natsHeaders, type Msg, type MsgHdrs, type NatsConnection } from "@nats-io/transport-node";
 import { NoRespondersError, RequestTimeoutError, TransportError } from "../../actors/bus.js";
-import { MSG_ID_HEADER } from "../../protocol/index.js";
+import { MSG_ID_HEADER, DEFAULT_INBOX_PREFIX, jetStreamApi } from "../../protocol/index.js";
 
 /** How long a JetStream write waits for the stream's acknowledgement by default (as the JetStream client does). */
 export const STORE_TIMEOUT_MS = 5000;
@@ -201,7 +201,7 @@ export class NatsWire {
    */
   async lastBySubject(stream: string, subject: string): Promise<StoredMessage | undefined> {
     if (!(await this.#allowsDirect(stream))) return this.#lastBySubjectApi(stream, subject);
-    const direct = `$JS.API.DIRECT.GET.${stream}.${subject}`;
+    const direct = jetStreamApi.directGet(stream, subject);
     const answer = await this.request(direct, new Uint8Array(0), { timeoutMs: STORE_TIMEOUT_MS });
     const h = answer.headers;
     if (h?.code === 404) return undefined;
@@ -219,7 +219,7 @@ export class NatsWire {
   #allowsDirect(stream: string): Promise<boolean> {
     let known = this.#direct.get(stream);
     if (known === undefined) {
-      const api = `$JS.API.STREAM.INFO.${stream}`;
+      const api = jetStreamApi.streamInfo(stream);
       known = this.request(api, new Uint8Array(0), { timeoutMs: STORE_TIMEOUT_MS }).then((answer) => {
         const config = parseApiAnswer(answer, api)["config"] as { allow_direct?: boolean } | undefined;
         return config?.allow_direct === true;
@@ -232,7 +232,7 @@ export class NatsWire {
 
   /** {@link lastBySubject} through the stream API (its answer carries the message and its headers in base64). */
   async #lastBySubjectApi(stream: string, subject: string): Promise<StoredMessage | undefined> {
-    const api = `$JS.API.STREAM.MSG.GET.${stream}`;
+    const api = jetStreamApi.streamMsgGet(stream);
     const answer = await this.request(api, new TextEncoder().encode(JSON.stringify({ last_by_subj: subject })), {
       timeoutMs: STORE_TIMEOUT_MS,
     });
@@ -346,6 +346,6 @@ export function attachWire(nc: NatsConnection, inboxPrefix: string): void {
 /** The connection's {@link NatsWire}, made (and its reply subscription opened) on first use; `_INBOX` for a connection opened elsewhere. */
 export function wireOf(nc: NatsConnection): NatsWire {
   const carrier = nc as Carrier;
-  if (carrier[WIRE] === undefined) attachWire(nc, "_INBOX");
+  if (carrier[WIRE] === undefined) attachWire(nc, DEFAULT_INBOX_PREFIX);
   return (carrier[WIRE] as ConnectionWire).wire;
 }

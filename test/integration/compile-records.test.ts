@@ -6,7 +6,7 @@
  */
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { compileWithModel, type CompileHooks } from "../../actors/compiler/compiler.js";
+import { compileWithModel, type CompileHooks } from "../../actors/compiler/compilation.js";
 import { compileKey, recordedCompile } from "../../actors/compiler/records.js";
 import { silentLogger, type ActorDeps } from "../../actors/deps.js";
 import { createLeases, createRunGate, type RunGate } from "../../actors/handler/lease.js";

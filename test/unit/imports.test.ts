@@ -67,27 +67,76 @@ describe("import direction protocol ← language ← machines ← actors ← run
   }
 });
 
-describe("one concern per folder", () => {
-  it("no folder of protocol/, machines/, actors/ or runtime/ holds more than 15 source files at its root", () => {
-    const crowded: string[] = [];
-    const visit = (dir: string): void => {
-      const names = readdirSync(dir);
-      const sources = names.filter((n) => n.endsWith(".ts"));
-      if (sources.length > 15 && relative(root, dir) !== "protocol") crowded.push(`${relative(root, dir)}: ${sources.length}`);
-      for (const n of names) if (statSync(join(dir, n)).isDirectory()) visit(join(dir, n));
-    };
-    for (const top of ["machines", "actors", "runtime"]) visit(join(root, top));
-    expect(crowded).toEqual([]);
+/**
+ * Import loops known and being removed, each as the set of its files: a loop whose files all lie in one of these sets
+ * is let through for now. Nothing else may join this list.
+ */
+const KNOWN_LOOPS: readonly (readonly string[])[] = [
+  [
+    "actors/evaluator/walk.ts",
+    "actors/evaluator/calls.ts",
+    "actors/evaluator/checkmate.ts",
+    "actors/evaluator/continuation.ts",
+    "actors/evaluator/runners/atomic.ts",
+  ],
+];
+
+/**
+ * The import loops among `files` (paths relative to the repository root), type-only imports included: the strongly
+ * connected components of more than one file (Tarjan's algorithm), each sorted, and any file that imports itself.
+ */
+function importLoops(files: readonly string[], importsOf: (file: string) => readonly string[]): string[][] {
+  const known = new Set(files);
+  const index = new Map<string, number>();
+  const low = new Map<string, number>();
+  const stack: string[] = [];
+  const onStack = new Set<string>();
+  const loops: string[][] = [];
+  const visit = (file: string): void => {
+    index.set(file, index.size);
+    low.set(file, index.get(file) ?? 0);
+    stack.push(file);
+    onStack.add(file);
+    for (const next of importsOf(file)) {
+      if (!known.has(next)) continue;
+      if (!index.has(next)) {
+        visit(next);
+        low.set(file, Math.min(low.get(file) ?? 0, low.get(next) ?? 0));
+      } else if (onStack.has(next)) low.set(file, Math.min(low.get(file) ?? 0, index.get(next) ?? 0));
+    }
+    if (low.get(file) !== index.get(file)) return;
+    const loop: string[] = [];
+    let member: string | undefined;
+    do {
+      member = stack.pop();
+      if (member === undefined) break;
+      onStack.delete(member);
+      loop.push(member);
+    } while (member !== file);
+    if (loop.length > 1 || importsOf(file).includes(file)) loops.push(loop.sort());
+  };
+  for (const file of files) if (!index.has(file)) visit(file);
+  return loops;
+}
+
+describe("no import loops", () => {
+  const sources = ["protocol", "machines", "actors", "runtime"].flatMap((top) => files(join(root, top)).map((f) => relative(root, f)));
+  const importsOf = (file: string): string[] =>
+    imports(readFileSync(join(root, file), "utf8"))
+      .filter((spec) => spec.startsWith("."))
+      .map((spec) => relative(root, join(root, file, "..", spec.replace(/\.js$/, ".ts"))));
+
+  it("no file of protocol/, machines/, actors/ or runtime/ reaches itself through its imports (type imports included)", () => {
+    const loops = importLoops(sources, importsOf).filter((loop) => !KNOWN_LOOPS.some((k) => loop.every((f) => k.includes(f))));
+    expect(loops.map((loop) => loop.join(" → "))).toEqual([]);
   });
 
-  it("no source file of protocol/, machines/, actors/, runtime/ or test/ is longer than 400 lines", () => {
-    const long: string[] = [];
-    for (const top of ["protocol", "machines", "actors", "runtime", "test"]) {
-      for (const file of files(join(root, top))) {
-        const lines = readFileSync(file, "utf8").split("\n").length - 1;
-        if (lines > 400) long.push(`${relative(root, file)}: ${lines} lines`);
-      }
-    }
-    expect(long).toEqual([]);
+  it("finds a loop of two files, a longer one, and none in a chain", () => {
+    const graph: Record<string, string[]> = { a: ["b"], b: ["a"], c: ["d"], d: ["e"], e: ["c", "f"], f: [], g: ["f"] };
+    const found = importLoops(Object.keys(graph), (f) => graph[f] ?? []);
+    expect(found).toEqual([
+      ["a", "b"],
+      ["c", "d", "e"],
+    ]);
   });
 });

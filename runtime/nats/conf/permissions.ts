@@ -15,20 +15,21 @@
  * default, while a responder also sends keepalives (`KEEPALIVE_HEADER`). There is no top-level
  * `authorization { users }`: nats-server 2.9 must not have one beside `accounts {}` (CVE-2023-47090).
  */
-import { createSubjects, DEFAULT_ROOT } from "../../../protocol/index.js";
+import {
+  createSubjects,
+  DEFAULT_INBOX_PREFIX,
+  DEFAULT_ROOT,
+  inboxesOf,
+  jetStreamApi as js,
+  ownInboxPrefix,
+} from "../../../protocol/index.js";
 import { CURRENT_KEY } from "../index-store.js";
-import { list, quote } from "./conf-syntax.js";
+import { list, quote, type RolePermissions } from "./conf-syntax.js";
 import { renderToolServiceUsers } from "./tool-service-users.js";
 
 /** The NATS users of a deployment: the four runtime roles, clients that submit work, and read-only inspectors. */
 export const NATS_ROLES = ["submitter", "director", "evaluator", "handler", "memory", "supervisor", "inspector"] as const;
 export type NatsRole = (typeof NATS_ROLES)[number];
-
-/** What one user may do. */
-export interface RolePermissions {
-  publish: string[];
-  subscribe: string[];
-}
 
 /**
  * The roles that run actors. A new one goes here and in {@link NATS_ROLES}, with its own entry in `ownPermissions`;
@@ -51,7 +52,7 @@ export function natsUser(root: string, role: NatsRole | "admin"): string {
  * @example userInboxPrefix("acme.prod-submitter") // "_INBOX_acme:prod-submitter"
  */
 export function userInboxPrefix(user: string): string | undefined {
-  return /^[A-Za-z0-9_\-.:]+$/.test(user) ? `_INBOX_${user.replace(/\./g, ":")}` : undefined;
+  return /^[A-Za-z0-9_\-.:]+$/.test(user) ? ownInboxPrefix(user) : undefined;
 }
 
 /**
@@ -62,7 +63,7 @@ export function inboxPrefixFor(roles: readonly string[] | undefined, user?: stri
   const own = user === undefined ? undefined : userInboxPrefix(user);
   if (own !== undefined) return own;
   const only = roles?.length === 1 ? roles[0] : undefined;
-  return only !== undefined && RUNTIME_ROLES.includes(only) ? `_INBOX_${only}` : "_INBOX";
+  return only !== undefined && RUNTIME_ROLES.includes(only) ? ownInboxPrefix(only) : DEFAULT_INBOX_PREFIX;
 }
 
 /**
@@ -74,31 +75,30 @@ export function passwordVariable(role: NatsRole | "dev" | "admin", root: string 
   return `DIRIGENT_NATS_${user.toUpperCase().replace(/[.-]/g, "_")}_PASSWORD`;
 }
 
-const API = "$JS.API";
 /**
  * Look a stream up (`ensureStream`, `Kvm.create` of an existing bucket). Creating one is the admin's
  * (`dirigent nats-setup`): a role that could create streams could also capture or source any subject of its account.
  */
-const streamLookup = (stream: string) => [`${API}.STREAM.INFO.${stream}`];
+const streamLookup = (stream: string) => [js.streamInfo(stream)];
 /**
  * Open, read and write a KV bucket. Reads use direct get by subject (`DIRECT.GET.<stream>.<subject>`, 2.9) on buckets
  * created with `allow_direct`, as the runtime creates them; `STREAM.MSG.GET` on a bucket made without it. Listing the
  * keys is a `STREAM.INFO` with a subjects filter (runtime/nats/store.ts), not a consumer.
  */
 const kvReadWrite = (bucket: string) => [
-  ...streamLookup(`KV_${bucket}`),
-  `$KV.${bucket}.>`,
-  `${API}.DIRECT.GET.KV_${bucket}.>`,
-  `${API}.STREAM.MSG.GET.KV_${bucket}`,
+  ...streamLookup(js.bucketStream(bucket)),
+  js.bucketKey(bucket, ">"),
+  js.directGet(js.bucketStream(bucket), ">"),
+  js.streamMsgGet(js.bucketStream(bucket)),
 ];
 /** A bucket of a `NatsTaskStore`: read and write, and purge the chunks of a large value once replaced (runtime/nats/chunks.ts). */
-const kvStore = (bucket: string) => [...kvReadWrite(bucket), `${API}.STREAM.PURGE.KV_${bucket}`];
+const kvStore = (bucket: string) => [...kvReadWrite(bucket), js.streamPurge(js.bucketStream(bucket))];
 
 /** Read the events stream without side effects: its state and its messages by sequence or by subject (`STREAM.MSG.GET`). */
-const streamRead = (stream: string) => [`${API}.STREAM.INFO.${stream}`, `${API}.STREAM.MSG.GET.${stream}`];
+const streamRead = (stream: string) => [js.streamInfo(stream), js.streamMsgGet(stream)];
 
 /** The subjects of the inboxes of a role's user of root `root` (`_INBOX_<user>.>`). */
-const inboxOf = (root: string, role: NatsRole | "admin") => `${userInboxPrefix(natsUser(root, role))}.>`;
+const inboxOf = (root: string, role: NatsRole | "admin") => inboxesOf(ownInboxPrefix(natsUser(root, role)));
 
 /**
  * What every runtime role may do besides its own subjects: publish its actors' inspection messages
@@ -106,15 +106,18 @@ const inboxOf = (root: string, role: NatsRole | "admin") => `${userInboxPrefix(n
  * (`<root>.ping`: every process answers, into the inbox of the submitter or of the runtime role that asks) and ping;
  * read and write the bodies bucket (a request or answer larger than one message, runtime/nats/chunks.ts).
  */
-const runtimeCommon = (root: string, role: string): RolePermissions => ({
-  publish: [
-    `${root}.inspect.${role}.>`,
-    `${root}.ping`,
-    ...(["submitter", ...RUNTIME_ROLES] as NatsRole[]).map((r) => inboxOf(root, r)),
-    ...kvStore(createSubjects(root).bodiesBucket),
-  ],
-  subscribe: [`${root}.ping`],
-});
+const runtimeCommon = (root: string, role: string): RolePermissions => {
+  const s = createSubjects(root);
+  return {
+    publish: [
+      s.anyInspectOf(role),
+      s.ping,
+      ...(["submitter", ...RUNTIME_ROLES] as NatsRole[]).map((r) => inboxOf(root, r)),
+      ...kvStore(s.bodiesBucket),
+    ],
+    subscribe: [s.ping],
+  };
+};
 
 /** `base` with `extra` appended (a role's own permissions plus those every runtime role shares), each subject once. */
 const withCommon = (base: RolePermissions, extra: RolePermissions): RolePermissions => ({
@@ -136,7 +139,7 @@ function ownPermissions(root: string): Record<NatsRole, RolePermissions> {
   const inbox = (role: NatsRole) => inboxOf(root, role);
   /** The submitter's inbox: the answers to submit, get, cancel, input, compile and the goal API. */
   const clients = inbox("submitter");
-  const control = `${root}.control.>`;
+  const control = s.anyControl;
   /** The goal API (served by Supervisors) and what it publishes. */
   const goalRequests = [s.goalsSubmit, s.goalsList, s.anyGoalRequest("get"), s.anyGoalRequest("resume"), s.anyGoalRequest("cancel")];
   const goalEvents = s.anyGoalEvents;
@@ -146,7 +149,7 @@ function ownPermissions(root: string): Record<NatsRole, RolePermissions> {
         s.submit,
         s.anyTaskGet,
         s.anyTaskCancel,
-        `${root}.tasks.*.input`,
+        s.anyTaskInput,
         s.anyTaskNodes,
         s.anyTaskNode,
         s.compile,
@@ -168,21 +171,21 @@ function ownPermissions(root: string): Record<NatsRole, RolePermissions> {
         s.evaluate,
         s.compile,
         s.anyIntake,
-        `${API}.INFO`,
+        js.info,
         ...kvStore(s.tasksBucket),
         ...streamLookup(s.intakeStream),
         ...streamLookup(s.eventsStream),
         // The last message of a subject (`lastPublished`): is a redelivered final task's result stored, or did its old
         // owner die before publishing it? How far did a task running under a pending claim get (its last event)?
-        `${API}.STREAM.MSG.GET.${s.eventsStream}`,
+        js.streamMsgGet(s.eventsStream),
         // The intake consumer is created (and its ack wait set) by `dirigent nats-setup`; Directors read it.
-        `${API}.CONSUMER.INFO.${s.intakeStream}.${s.directorConsumer}`,
-        `${API}.CONSUMER.MSG.NEXT.${s.intakeStream}.${s.directorConsumer}`,
+        js.consumerInfo(s.intakeStream, s.directorConsumer),
+        js.consumerNext(s.intakeStream, s.directorConsumer),
         // A queued task's record is its intake item: looked up by subject (status, cancel), removed when cancelled.
-        `${API}.DIRECT.GET.${s.intakeStream}.>`,
-        `${API}.STREAM.MSG.GET.${s.intakeStream}`,
-        `${API}.STREAM.MSG.DELETE.${s.intakeStream}`,
-        `$JS.ACK.${s.intakeStream}.>`,
+        js.directGet(s.intakeStream, ">"),
+        js.streamMsgGet(s.intakeStream),
+        js.streamMsgDelete(s.intakeStream),
+        js.acks(s.intakeStream),
         // The node records (`nodes`, `node`): read from the turns bucket, listed by key (its stream's subjects).
         ...kvReadWrite(s.turnsBucket),
       ],
@@ -200,10 +203,10 @@ function ownPermissions(root: string): Record<NatsRole, RolePermissions> {
         s.compile,
         s.superseded,
         s.nodeAbort,
-        `${API}.INFO`,
+        js.info,
         ...kvStore(s.turnsBucket),
       ],
-      subscribe: [s.evaluate, `${root}.tasks.*.input`, control, inbox("evaluator")],
+      subscribe: [s.evaluate, s.anyTaskInput, control, inbox("evaluator")],
     },
     handler: {
       // Tools of NATS services: discovery (`$SRV.INFO`, `$SRV.PING`) and calls of endpoints under `<root>.tools.>`.
@@ -212,7 +215,7 @@ function ownPermissions(root: string): Record<NatsRole, RolePermissions> {
         inbox("director"),
         clients,
         s.anyProgress,
-        `${API}.INFO`,
+        js.info,
         ...kvStore(s.turnsBucket),
         s.serviceInfo,
         // One service's own discovery subject (`$SRV.INFO.<service>`), which only that service's user may receive.
@@ -228,8 +231,8 @@ function ownPermissions(root: string): Record<NatsRole, RolePermissions> {
     memory: {
       // The index is written by `dirigent memory index` (as this user), which purges replaced generations. Its
       // pointer is watched as the plain messages of its subject, with no consumer (runtime/nats/index-store.ts).
-      publish: [inbox("evaluator"), `${API}.INFO`, ...kvReadWrite(s.indexBucket), `${API}.STREAM.PURGE.KV_${s.indexBucket}`],
-      subscribe: [s.memoryMatch, control, inbox("memory"), `$KV.${s.indexBucket}.${CURRENT_KEY}`],
+      publish: [inbox("evaluator"), js.info, ...kvReadWrite(s.indexBucket), js.streamPurge(js.bucketStream(s.indexBucket))],
+      subscribe: [s.memoryMatch, control, inbox("memory"), js.bucketKey(s.indexBucket, CURRENT_KEY)],
     },
     // Runs goals: submits their tasks like a client, keeps goals and leases in the goals bucket, and answers the goal API.
     supervisor: {
@@ -241,7 +244,7 @@ function ownPermissions(root: string): Record<NatsRole, RolePermissions> {
         goalEvents,
         s.operatorAlerts,
         s.goalControl,
-        `${API}.INFO`,
+        js.info,
         ...kvStore(s.goalsBucket),
       ],
       subscribe: [...goalRequests, s.goalControl, s.anyTaskResult, inbox("supervisor")],
@@ -312,7 +315,7 @@ const userEntry = (user: string, variable: string, p: RolePermissions) => [
  * operators' `nats stream` commands.
  */
 export function adminPermissions(root: string): RolePermissions {
-  return { publish: [`${API}.>`], subscribe: [inboxOf(root, "admin")] };
+  return { publish: [js.any], subscribe: [inboxOf(root, "admin")] };
 }
 
 /**
@@ -329,7 +332,7 @@ export function renderUsers(root: string, options: Pick<RenderOptions, "devUser"
       ...userEntry(
         natsUser(root, role),
         passwordVariable(role, root),
-        answersDev ? withCommon(p, { publish: ["_INBOX.>"], subscribe: [] }) : p,
+        answersDev ? withCommon(p, { publish: [inboxesOf(DEFAULT_INBOX_PREFIX)], subscribe: [] }) : p,
       ),
     );
   }

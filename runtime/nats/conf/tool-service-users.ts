@@ -3,8 +3,7 @@
  * its own endpoints' calls and answers only what it received. The runtime roles' users are in permissions.ts.
  */
 import { createSubjects, DEFAULT_ROOT } from "../../../protocol/index.js";
-import { list, quote } from "./conf-syntax.js";
-import type { RolePermissions } from "./permissions.js";
+import { list, quote, type RolePermissions } from "./conf-syntax.js";
 
 /** What a tool service's name may be in `dirigent nats-conf --tool-service` (the NATS service protocol's names). */
 export const TOOL_SERVICE_NAME = /^[A-Za-z0-9_-]{1,64}$/;
@@ -39,7 +38,12 @@ export function toolServicePermissions(root: string, service: string): RolePermi
   const s = createSubjects(root);
   return {
     publish: [],
-    subscribe: ["$SRV.*", `$SRV.*.${service}`, `$SRV.*.${service}.*`, s.toolServiceSubjects(service)],
+    subscribe: [
+      s.anyServiceDiscovery,
+      s.serviceDiscoveryOf(service),
+      s.serviceInstanceDiscoveryOf(service),
+      s.toolServiceSubjects(service),
+    ],
   };
 }
 

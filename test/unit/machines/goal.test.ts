@@ -297,7 +297,7 @@ describe("goal machine", () => {
   });
 });
 
-describe("settle (goal-rules.ts): a settled sub-goal's cost accounting", () => {
+describe("settle (goal-plan.ts): a settled sub-goal's cost accounting", () => {
   const started = () => {
     const goal = applyPlan(newGoal(), plan("a", "b"));
     const [a, b] = goal.subGoals.map((s) => s.id) as [string, string];

@@ -1,7 +1,7 @@
 /**
- * The pure rules of an autonomous goal (seed 003, the loom-bot agent): which sub-goal runs next, when a goal is
- * complete, the metric divergence triggers, the replan rule, and how a plan becomes sub-goals. No I/O, no clock:
- * times come in as arguments.
+ * An autonomous goal's plan and how it advances (seed 003, the loom-bot agent): how a plan becomes sub-goals, which
+ * sub-goals run next, when the goal is complete, the metric divergence triggers and the replan rule. Pure: no I/O, no
+ * clock (times come in as arguments).
  */
 import type { CostEntry, DivergenceEvaluation, Goal, GoalPlan, SubGoal, SubGoalOutcome } from "../../protocol/index.js";
 

@@ -1,6 +1,7 @@
 /**
- * Builders for the typed pieces of a task: context management, file paths, output format, inputs,
- * script settings, termination condition, model, parameters. Each also stands alone as a fragment.
+ * Builders for the elements a task holds besides its steps, each into its typed part (machines/language/ast.ts):
+ * context management, file paths, output format, inputs, script settings, termination condition, initial value,
+ * model, tools, session and map attributes, parameters and returns. Each also stands alone as a fragment.
  */
 import type {
   AccumulationFormat,

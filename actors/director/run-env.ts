@@ -1,0 +1,39 @@
+/**
+ * What the runs of one Director share: its deps, stores and claim owner, the tasks it runs, and the run and task
+ * machines it provides once. Built by actors/director/director.ts; each delivery's run (actors/director/run.ts) and its
+ * finish (actors/director/results.ts) read it.
+ */
+import type { TaskStore, WorkItem } from "../bus.js";
+import type { ActorDeps } from "../deps.js";
+import type { EventPublisher } from "./message-fit.js";
+import type { RunActor, RunActors } from "./run-actors.js";
+import type { RunningTask, TaskActors } from "./task.js";
+
+/** What the runs of one Director share. */
+export interface RunEnv {
+  deps: ActorDeps;
+  store: TaskStore;
+  /** This Director's claim owner. */
+  owner: string;
+  /** The queue's ack wait: the heartbeat beats three times in it. */
+  ackWaitMs: number;
+  /** Longest a task may run before it fails with a timeout. */
+  taskTimeoutMs: number;
+  /** The last message stored on a subject of the events stream (see DirectorConfig). */
+  lastPublished?: (subject: string) => Promise<Uint8Array | undefined>;
+  /** Stores a result with an acknowledgement (see DirectorConfig). */
+  publishStored?: (subject: string, data: Uint8Array, id: string) => Promise<void>;
+  /** Tasks this process runs, by id. */
+  owned: Map<string, RunningTask>;
+  /** Tasks whose claim is being written, with their latest delivery. */
+  pendingClaims: Map<string, { item: WorkItem }>;
+  /** The run actors under way (a drain is sent to each). */
+  runs: Set<RunActor>;
+  publishEvent: EventPublisher;
+  /** The type of a template's entry task, for metrics (`prompt`: none yet, a task submitted in words). */
+  taskType: (xml: string) => string;
+  /** The run machine, provided once per Director (actors/director/run-actors.ts). */
+  runActors: RunActors;
+  /** The task machine, provided once per Director (actors/director/task.ts). */
+  taskActors: TaskActors;
+}
