@@ -1,7 +1,7 @@
 /**
  * docs/embedding.md as a new user meets it: the package as `npm pack` makes it, installed in a project of its own (no
  * access to the sources), each TypeScript example of the guide compiled against it with a tsconfig that names no
- * `types` and with `"types": []` (the default of TypeScript 6 and later), then run: in-process roles with the
+ * `types` and with `"types": []` (the default of TypeScript 6 and later), with TypeScript 5 and 7, then run: in-process roles with the
  * offline model, typed results, a client of a `dirigent up` runtime, a TypeScript tool, a service stopped by SIGTERM.
  */
 import { execFile, spawn } from "node:child_process";
@@ -78,10 +78,11 @@ afterAll(async () => {
 });
 
 /**
- * Compiles the examples with the repository's TypeScript and `types` as given (absent: not in the tsconfig); with
- * `libCheck`, the package's declaration files are checked too (slow: every dependency's are).
+ * Compiles the examples with the repository's TypeScript 5 (`typescript`) or 7 (`typescript7`, what `npm install
+ * typescript` installs now) and `types` as given (absent: not in the tsconfig); with `libCheck`, the package's
+ * declaration files are checked too (slow: every dependency's are).
  */
-async function compile(types: string[] | undefined, libCheck: boolean): Promise<void> {
+async function compile(types: string[] | undefined, libCheck: boolean, typescript = "typescript"): Promise<void> {
   const compilerOptions = {
     module: "nodenext",
     target: "es2022",
@@ -92,9 +93,9 @@ async function compile(types: string[] | undefined, libCheck: boolean): Promise<
     ...(types ? { types } : {}),
   };
   writeFileSync(join(project, "tsconfig.json"), JSON.stringify({ compilerOptions, include: ["src"] }));
-  const tsc = join(REPO, "node_modules", "typescript", "bin", "tsc");
+  const tsc = join(REPO, "node_modules", typescript, "bin", "tsc");
   await run(process.execPath, [tsc, "-p", project], { cwd: project }).catch((err: { stdout?: string }) => {
-    throw new Error(`tsc failed (types: ${JSON.stringify(types)}):\n${err.stdout ?? String(err)}`);
+    throw new Error(`${typescript} tsc failed (types: ${JSON.stringify(types)}):\n${err.stdout ?? String(err)}`);
   });
 }
 
@@ -141,6 +142,12 @@ describe("docs/embedding.md from the packed package", () => {
 
   it("compiles every example with no types listed (TypeScript 5's default)", async () => {
     await compile(undefined, false);
+  });
+
+  it("compiles every example with TypeScript 7 and no types listed, declaration files checked", async () => {
+    rmSync(join(project, "dist"), { recursive: true, force: true });
+    await compile(undefined, true, "typescript7");
+    expect(readdirSync(join(project, "dist")).sort()).toEqual(["embedded.js", "remote.js", "service.js", "tool.js", "typed.js"]);
   });
 
   it("runs the examples", async () => {
