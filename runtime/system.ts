@@ -28,10 +28,11 @@ import { startSupervisor } from "../actors/supervisor/supervisor.js";
 import type { KeyedStore } from "../actors/supervisor/goal-store.js";
 import { hostname } from "node:os";
 import { startPingResponder } from "./health.js";
-import { hiddenPaths, secretValues } from "./secrets.js";
+import { secretValues } from "./secrets.js";
 import { createParseCache } from "../machines/language/parse-cache.js";
 import { traceContentWanted } from "./tracing/sdk.js";
 import { startSystemMetrics } from "./metrics/start.js";
+import { directorSettings, evaluatorSettings, handlerSettings, supervisorSettings, toolsetSettings } from "./role-settings.js";
 
 /** The roles: the four of the task pipeline, and the Supervisor of autonomous goals. */
 export const ROLES = ["director", "evaluator", "handler", "memory", "supervisor"] as const;
@@ -155,41 +156,16 @@ export async function startSystem(options: SystemOptions): Promise<SystemHandle>
     const callModel = metrics ? metrics.metrics.meterModel(client) : client;
     const secrets = [...secretValues(config), ...providerKeys(config)];
     const selection = toolSelection(config.tools);
-    const toolset = await createToolset(
-      {
-        workspaceRoot: config.workspaceRoot,
-        enabled: selection.enabled,
-        commands: config.commands,
-        sandbox: {
-          mode: config.sandbox,
-          network: config.sandboxNetwork === "on",
-          readOnly: config.sandboxReadOnly,
-          hidden: hiddenPaths(config),
-        },
-        secrets,
-        readMaxBytes: config.readMaxBytes,
-        listMaxEntries: config.listMaxEntries,
-        scriptTimeoutMs: config.scriptTimeoutMs,
-        scriptKillGraceMs: config.scriptKillGraceMs,
-        scriptOutputMaxBytes: config.scriptOutputMaxBytes,
-        scriptEnv: config.scriptEnv,
-        toolTimeoutMs: config.toolTimeoutMs,
-        toolResultMaxBytes: config.toolResultMaxBytes,
-        toolDescriptionMaxBytes: config.toolDescriptionMaxBytes,
-        toolSchemaMaxBytes: config.toolSchemaMaxBytes,
-      },
-      deps.log,
-      {
-        sources: [
-          ...(options.tools?.length ? [typeScriptSource(options.tools)] : []),
-          ...(await configuredSources(
-            config,
-            deps.log,
-            transport.bus instanceof NatsBus ? { connection: transport.bus.connection, subjects } : undefined,
-          )),
-        ],
-      },
-    );
+    const toolset = await createToolset(toolsetSettings(config, secrets, selection.enabled), deps.log, {
+      sources: [
+        ...(options.tools?.length ? [typeScriptSource(options.tools)] : []),
+        ...(await configuredSources(
+          config,
+          deps.log,
+          transport.bus instanceof NatsBus ? { connection: transport.bus.connection, subjects } : undefined,
+        )),
+      ],
+    });
     handlerTools = toolset.definitions.map((d) => ({
       name: d.function.name,
       source: toolset.info?.(d.function.name)?.source ?? "builtin",
@@ -200,95 +176,40 @@ export async function startSystem(options: SystemOptions): Promise<SystemHandle>
     started.push(
       startCompiler(deps, { defaultModel: config.model, concurrency: config.concurrency }, answersOnly(callModel), transport.turns),
     );
-    started.push(
-      startHandler(
-        deps,
-        {
-          natsTools: config.natsTools,
-          defaultModel: config.model,
-          maxTurns: config.maxTurns,
-          baseSystemPrompt: config.baseSystemPrompt,
-          concurrency: config.concurrency,
-          contextWindowTokens: config.contextWindowTokens,
-          maxContextWindowFraction: config.maxContextWindowFraction,
-          warningThreshold: config.warningThreshold,
-          maxMalformedToolCalls: config.maxMalformedToolCalls,
-          ...(config.maxOutputTokens > 0 ? { maxOutputTokens: config.maxOutputTokens } : {}),
-          ...(selection.defaultTools ? { defaultTools: selection.defaultTools } : {}),
-          prices: config.modelPrices,
-          streamDeltas: config.streamDeltas,
-          secrets,
-        },
-        callModel,
-        toolset,
-        transport.turns,
-      ),
-    );
+    started.push(startHandler(deps, handlerSettings(config, secrets, selection.defaultTools), callModel, toolset, transport.turns));
   }
   if (roles.includes("evaluator")) {
     const library = options.library ?? (await loadTemplates(config.templates, deps.log));
     started.push(
-      startEvaluator(deps, {
-        concurrency: config.concurrency,
-        taskTimeoutMs: config.taskTimeoutMs,
-        substitution: config.substitution,
-        library,
-        maxSubtaskDepth: config.maxSubtaskDepth,
-        // Read once, at start: the allowlisted variables a template's `from="env:NAME"` gets.
-        envInputs: {
-          allowed: config.envInputs,
-          values: Object.fromEntries(
-            config.envInputs.flatMap((name) => (process.env[name] === undefined ? [] : [[name, process.env[name]]])),
-          ),
-        },
-        taskParallelism: config.taskParallelism,
-        maxEvaluations: config.maxEvaluations,
-        continuationTools: config.continuationTools,
-        templateTools: config.templateTools,
-        inputTimeoutMs: config.inputTimeoutMs,
-        reparse: config.reparse,
-        commands: config.commands,
-        parseCache,
-        records: transport.turns,
-        secrets: [...secretValues(config), ...providerKeys(config)],
-      }),
+      startEvaluator(
+        deps,
+        evaluatorSettings(
+          config,
+          { library, parseCache, records: transport.turns, secrets: [...secretValues(config), ...providerKeys(config)] },
+          process.env,
+        ),
+      ),
     );
   }
   if (roles.includes("director")) {
     await Promise.all([transport.store.open?.(), transport.openEvents?.()]);
     started.push(
-      startDirector(deps, transport.store, transport.queue, {
-        concurrency: config.concurrency,
-        taskTimeoutMs: config.taskTimeoutMs,
-        substitution: config.substitution,
-        ...(transport.lastPublished ? { lastPublished: transport.lastPublished } : {}),
-        ...(transport.publishStored ? { publishStored: transport.publishStored } : {}),
-        sizeLimits: {
-          submissionBytes: config.maxSubmissionBytes,
-          inputBytes: config.maxInputBytes,
-          templateBytes: config.maxTemplateBytes,
-        },
-        parseCache,
-        ...(transport.turns ? { records: { store: transport.turns, maxAgeMs: config.recordsMaxAgeMs } } : {}),
-      }),
+      startDirector(
+        deps,
+        transport.store,
+        transport.queue,
+        directorSettings(config, parseCache, {
+          lastPublished: transport.lastPublished,
+          publishStored: transport.publishStored,
+          turns: transport.turns,
+        }),
+      ),
     );
   }
   if (roles.includes("supervisor")) {
     if (!transport.goals) throw new Error("the supervisor role needs a goals store");
     started.push(
-      startSupervisor(deps, transport.goals, {
-        owner: `${hostname()}:${process.pid}:${deps.newId().slice(0, 8)}`,
-        maxConcurrent: config.supervisorMaxGoals,
-        staggerMs: config.supervisorStaggerMs,
-        tickMs: config.supervisorTickMs,
-        leaseMs: config.goalLeaseMs,
-        maxParallel: config.goalMaxParallel,
-        costThresholdUsd: config.goalCostThreshold,
-        maxReplans: config.goalMaxReplans,
-        alertWebhook: config.alertWebhook,
-        concurrency: config.concurrency,
-        effects: { cheapModel: config.cheapModel, subGoalTimeoutMs: config.goalSubtaskTimeoutMs, stepTimeoutMs: config.taskTimeoutMs },
-      }),
+      startSupervisor(deps, transport.goals, supervisorSettings(config, `${hostname()}:${process.pid}:${deps.newId().slice(0, 8)}`)),
     );
   }
   // Last, so that an answer to a ping means every role of the process is serving.
