@@ -62,7 +62,10 @@ export interface TaskWatch {
 
 /** Options of {@link DirigentClient.run}. */
 export interface RunOptions {
-  /** Called with the runtime's answer to the submission (`accepted` or `duplicate`, and the task id), before any result. */
+  /**
+   * Called with the runtime's answer to the submission (`accepted` or `duplicate`, and the task id), before any event
+   * and any result: events that arrive before the answer are held until it has been reported.
+   */
   onSubmitted?: (reply: SubmitReply) => void;
 }
 
@@ -138,18 +141,25 @@ export class DirigentClient {
   }
 
   /**
-   * Submits and waits for the result, reporting events on the way. The result subscription is core NATS, which
+   * Submits and waits for the result, reporting events on the way: `options.onSubmitted` first, then the events in the
+   * order they came (a task's first events can overtake the submission's answer; they are held until it came). A
+   * refused submission reports no event. The result subscription is core NATS, which
    * misses a result published while the connection is down: so the task's record is also read after each reconnect,
    * and every few seconds (growing to {@link RESULT_POLL_MAX_MS}) in case a loss went unnoticed.
    */
   async run(input: SubmitInput, onEvent?: (event: TaskEvent) => void, options: RunOptions = {}): Promise<TaskOutcome> {
     const taskId = input.taskId ?? randomUUID();
-    const watch = this.watch(taskId, onEvent);
+    // The events that came before the submission's answer; undefined once it came.
+    let held: TaskEvent[] | undefined = [];
+    const watch = this.watch(taskId, (event) => (held ? held.push(event) : onEvent?.(event)));
     const stop = new AbortController();
     try {
       await this.bus.flush();
       const reply = await this.submit({ ...input, taskId });
       options.onSubmitted?.(reply);
+      const early = held;
+      held = undefined;
+      for (const event of early) onEvent?.(event);
       if (reply.status === "duplicate") {
         const status = await this.get(taskId);
         if (status.result) return status.result;

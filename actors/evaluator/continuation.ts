@@ -127,8 +127,6 @@ function contextOverride(request: SubtaskRequest): PartialContextSettings {
 }
 
 async function runSubtask(walk: ContinuationWalk, input: SubtaskInput, signal: AbortSignal): Promise<TaskResult> {
-  // The invoked actor starts before its state's entry actions run: let `continuation.subtask` go out first.
-  await Promise.resolve();
   const { request } = input;
   const chosen = chooseSubtaskTemplate(walk.library, request);
   // A function template (a template tool's call, or a hint naming one): its parameters' defaults and types apply,

@@ -27,6 +27,7 @@ import {
 import type { ActorDeps, RoleHandle } from "../deps.js";
 import type { TaskStore } from "../bus.js";
 import { inspectOption } from "../inspect-option.js";
+import { START } from "../../machines/invoke-events.js";
 import { publishProgress } from "../local.js";
 import { createTaskSpend, usageLine } from "./budget.js";
 import { DEFAULT_INPUT_TIMEOUT_MS, taskInputs, type InputRecords } from "./input.js";
@@ -300,7 +301,7 @@ export function startEvaluator(deps: ActorDeps, config: EvaluatorConfig): RoleHa
       const done = toPromise(actor);
       const result = await inNodeSpan(taskId, path, summarize(node), () =>
         recordedNode(walk, path, node, async () => {
-          actor.start();
+          actor.start().send(START);
           return { result: await done, env: actor.getSnapshot().context.env };
         }),
       );

@@ -9,6 +9,7 @@ import type { SuspendedResult } from "../../machines/evaluator/continuation.js";
 import { find, flatten, type Env } from "../../machines/language/env.js";
 import { directorEvaluatorMachine } from "../../machines/evaluator/loop.js";
 import { boundNow, evaluationMachine, type BindOutcome, type EvaluationInput } from "../../machines/evaluator/evaluation.js";
+import { START } from "../../machines/invoke-events.js";
 import { reduceMachine, type ResolvedItems } from "../../machines/evaluator/reduce.js";
 import { sequentialMachine } from "../../machines/evaluator/sequential.js";
 import { mapMachine, type BranchCommand } from "../../machines/evaluator/map.js";
@@ -124,9 +125,6 @@ export async function evaluateNode(
   inline = 0,
   entry = false,
 ): Promise<TaskResult> {
-  // XState starts an invoked child before the parent's own entry actions run on its first step; yielding once
-  // lets the parent report (e.g. `step 1/3`) before anything the nested evaluation reports.
-  await Promise.resolve();
   const node = nodeAt(walk.document, path);
   if (!node) return missingNode(path);
   if (depth > walk.maxDepth) {
@@ -143,7 +141,7 @@ export async function evaluateNode(
       signal.addEventListener("abort", cancel, { once: true });
       try {
         const done = toPromise(actor);
-        actor.start();
+        actor.start().send(START);
         const result = await done;
         return { result, env: actor.getSnapshot().context.env };
       } finally {

@@ -1,7 +1,7 @@
 /**
  * The checkmate judge loop (seed 001, the checkmate skill): intake → worker → judge until PASS or max iterations.
  *
- * preparing → intake? (→ awaitingInput on `[NEEDS_CLARIFICATION]` → intake …) → judgingCriteria | reviewingCriteria?
+ * idle → preparing → intake? (→ awaitingInput on `[NEEDS_CLARIFICATION]` → intake …) → judgingCriteria | reviewingCriteria?
  * (→ intake …) → startGate? → working → judging → deciding → checkpoint? → working … → passed | exhausted | stopped | failed.
  * - Criteria come from the task (`<criteria>`), else from an intake model call. An intake answer containing
  *   `[NEEDS_CLARIFICATION]` makes the task wait for the user's answer (`continuation.input`, the task's visible
@@ -80,7 +80,7 @@ import {
   judgeInput,
   workerInput,
 } from "./checkmate-rules.js";
-import { errorOf, outputOf } from "../invoke-events.js";
+import { errorOf, outputOf, type StartEvent, idleUntilStarted } from "../invoke-events.js";
 import type { Env } from "../language/env.js";
 import { notProvided } from "../not-provided.js";
 import type { ProgressParams } from "./sequential.js";
@@ -111,6 +111,7 @@ export const checkmateMachine = setup({
   types: {
     input: {} as CheckmateInput,
     context: {} as CheckmateContext,
+    events: {} as StartEvent,
     output: {} as TaskResult,
   },
   actions: {
@@ -193,8 +194,9 @@ export const checkmateMachine = setup({
     gates: [],
     directions: [],
   }),
-  initial: "preparing",
+  initial: "idle",
   states: {
+    idle: idleUntilStarted("preparing"),
     preparing: {
       description: "The task text and any given criteria, substituted.",
       invoke: {

@@ -4,7 +4,7 @@
  * The Evaluator answers it, then resumes the session with the answer as the tool's response; the session may ask
  * again, until it finishes.
  *
- * inspecting → checkingSubtask → awaitingSubtask → resuming → inspecting …, or inspecting → checkingEvaluation →
+ * idle → inspecting → checkingSubtask → awaitingSubtask → resuming → inspecting …, or inspecting → checkingEvaluation →
  * awaitingEvaluation → resuming …, ending in done | failed. Subtasks are bounded by depth (default 5; a request's
  * `max_depth` sets the limit below it) and refused when the same request already runs on the path to this
  * node (cycle detection by task signature). A failing child fails the parent with `subtask_failure` carrying the
@@ -31,7 +31,7 @@ import {
   type TaskResult,
 } from "../../protocol/index.js";
 import { notProvided } from "../not-provided.js";
-import { errorOf, outputOf } from "../invoke-events.js";
+import { errorOf, outputOf, idleUntilStarted } from "../invoke-events.js";
 import type { ProgressParams } from "./sequential.js";
 import { messageOf } from "../../protocol/errors.js";
 
@@ -225,8 +225,9 @@ export const continuationMachine = setup({
     "xstate.done.actor.*": { guard: "isSpawnedChild", actions: "settleSpawned" },
     "xstate.error.actor.*": { guard: "isSpawnedChild", actions: "settleSpawnedThrew" },
   },
-  initial: "inspecting",
+  initial: "idle",
   states: {
+    idle: idleUntilStarted("inspecting"),
     inspecting: {
       description: "What does the suspended session ask for?",
       always: [

@@ -1,7 +1,7 @@
 /**
  * The Evaluator's walk of one node of a task template.
  *
- * routing → (binding →) bound → runningAtomic | runningSequential | runningMap | runningMemory | runningScript | runningLoop | runningCheckmate, or →
+ * idle → routing → (binding →) bound → runningAtomic | runningSequential | runningMap | runningMemory | runningScript | runningLoop | runningCheckmate, or →
  * runningReduce | runningCall | runningCond, each → done | failed;
  * → unsupported for task types it does not know. The machine knows nodes by *path* (`0`, `0.steps.2`,
  * `templates.1.body`) and a plain summary ({@link EvalNode}); the shell resolves paths to typed AST nodes.
@@ -12,15 +12,16 @@
  * Effects: `bindNow` (an action: the node's `<inputs>` bound into its environment at once) or `bindInputs` (an actor, when
  * an input is a nested task to evaluate first), `runAtomic` (substitute and run
  * in a Handler), `runScript` (a `script` task's command, run by a Handler), `runCall` (a function template call), `runCond` (the first true case of a `<cond>`) and `progress`. `evaluation.cancel` aborts the node in flight.
+ * The machine waits in `idle` for START (machines/invoke-events.ts), and sends it to each composite it invokes.
  */
-import { assign, fromPromise, setup } from "xstate";
+import { assign, fromPromise, sendTo, setup } from "xstate";
 import type { TaskResult } from "../../protocol/index.js";
 import type { Env } from "../language/env.js";
 import { continuationMachine, DEFAULT_MAX_EVALUATIONS, DEFAULT_MAX_SUBTASK_DEPTH, type SuspendedResult } from "./continuation.js";
 import { checkmateMachine } from "./checkmate.js";
 import { directorEvaluatorMachine } from "./loop.js";
 import { notProvided } from "../not-provided.js";
-import { errorOf, outputOf } from "../invoke-events.js";
+import { errorOf, outputOf, START, type StartEvent, idleUntilStarted } from "../invoke-events.js";
 import { reduceMachine } from "./reduce.js";
 import { DEFAULT_MAX_PARALLEL, mapMachine } from "./map.js";
 import { sequentialMachine, type ProgressParams } from "./sequential.js";
@@ -89,7 +90,7 @@ export const evaluationMachine = setup({
   types: {
     input: {} as EvaluationInput,
     context: {} as EvaluationContext,
-    events: {} as { type: "evaluation.cancel" },
+    events: {} as { type: "evaluation.cancel" } | StartEvent,
     output: {} as TaskResult,
   },
   actions: {
@@ -140,7 +141,7 @@ export const evaluationMachine = setup({
 }).createMachine({
   id: "evaluation",
   context: ({ input }) => input,
-  initial: "routing",
+  initial: "idle",
   on: {
     "evaluation.cancel": {
       target: ".failed",
@@ -148,6 +149,7 @@ export const evaluationMachine = setup({
     },
   },
   states: {
+    idle: idleUntilStarted("routing"),
     routing: {
       description:
         "Choose how to evaluate the node by its kind and type. A task's <inputs> are bound first: at once (`bindNow`), or by the `bindInputs` actor when one of them is a nested task to evaluate.",
@@ -202,7 +204,9 @@ export const evaluationMachine = setup({
     continuing: {
       description:
         "CONTINUATION: the session asked for a subtask or an evaluation; the `continuation` child machine answers it and resumes the session.",
+      entry: sendTo("continuation", START),
       invoke: {
+        id: "continuation",
         src: "continuation",
         input: ({ context }) => ({
           path: context.path,
@@ -233,8 +237,12 @@ export const evaluationMachine = setup({
     },
     runningSequential: {
       description: "A sequential task: its steps run in the `sequential` child machine.",
-      entry: started("sequential", (context) => `sequential task started: ${context.node.stepCount ?? 0} steps`),
+      entry: [
+        started("sequential", (context) => `sequential task started: ${context.node.stepCount ?? 0} steps`),
+        sendTo("sequential", START),
+      ],
       invoke: {
+        id: "sequential",
         src: "sequential",
         input: ({ context }) => ({
           path: context.path,
@@ -250,7 +258,9 @@ export const evaluationMachine = setup({
     },
     runningMap: {
       description: "A map task: its branches run at once (at most max_parallel) in the `map` child machine.",
+      entry: sendTo("map", START),
       invoke: {
+        id: "map",
         src: "map",
         input: ({ context }) => ({
           path: context.path,
@@ -284,8 +294,9 @@ export const evaluationMachine = setup({
     },
     runningLoop: {
       description: "A director–evaluator loop: its iterations run in the `directorEvaluator` child machine.",
-      entry: started("director_evaluator_loop", () => "director-evaluator loop started"),
+      entry: [started("director_evaluator_loop", () => "director-evaluator loop started"), sendTo("directorEvaluator", START)],
       invoke: {
+        id: "directorEvaluator",
         src: "directorEvaluator",
         input: ({ context }) => {
           const loop = context.node.loop ?? { director: false, evaluator: false, script: false };
@@ -304,8 +315,9 @@ export const evaluationMachine = setup({
     },
     runningCheckmate: {
       description: "A judge_loop (checkmate): intake, then worker and judge iterations in the `checkmate` child machine.",
-      entry: started("judge_loop", () => "checkmate loop started"),
+      entry: [started("judge_loop", () => "checkmate loop started"), sendTo("checkmate", START)],
       invoke: {
+        id: "checkmate",
         src: "checkmate",
         input: ({ context }) => ({ path: context.path, env: context.env, ...(context.node.checkmate ?? {}) }),
         ...settles,
@@ -313,8 +325,9 @@ export const evaluationMachine = setup({
     },
     runningReduce: {
       description: "A reduce task: its inputs are folded in the `reduce` child machine.",
-      entry: started("reduce", () => "reduce task started"),
+      entry: [started("reduce", () => "reduce task started"), sendTo("reduce", START)],
       invoke: {
+        id: "reduce",
         src: "reduce",
         input: ({ context }) => ({
           path: context.path,

@@ -1,7 +1,7 @@
 /**
  * A static `director_evaluator_loop` (docs/task-language.md#director_evaluator_loop; choices in docs/design.md).
  *
- * validating → directing → scripting? → evaluating → deciding → directing … → done | exhausted | failed.
+ * idle → validating → directing → scripting? → evaluating → deciding → directing … → done | exhausted | failed.
  * Iterations are 1-based. The director sees `current_iteration` and the previous round's `evaluation_feedback`,
  * `evaluation_success` and `last_evaluation`; the script and the evaluator also see `director_result` and (after
  * the script) `script_output`≡`script_stdout`, `script_errors`≡`script_stderr` (the seeds spell them both ways)
@@ -17,7 +17,7 @@ import { taskFailure, type TaskError, type TaskResult } from "../../protocol/ind
 import { extend, rootEnv, type Env } from "../language/env.js";
 import { evaluateTest } from "../language/expression.js";
 import { notProvided } from "../not-provided.js";
-import { errorOf, outputOf } from "../invoke-events.js";
+import { errorOf, outputOf, type StartEvent, idleUntilStarted } from "../invoke-events.js";
 import type { ProgressParams, RunStepInput } from "./sequential.js";
 import { messageOf } from "../../protocol/errors.js";
 
@@ -244,6 +244,7 @@ export const directorEvaluatorMachine = setup({
   types: {
     input: {} as DirectorEvaluatorInput,
     context: {} as DirectorEvaluatorContext,
+    events: {} as StartEvent,
     output: {} as TaskResult,
   },
   actions: {
@@ -289,8 +290,9 @@ export const directorEvaluatorMachine = setup({
     history: [],
     current: { iteration: 1 },
   }),
-  initial: "validating",
+  initial: "idle",
   states: {
+    idle: idleUntilStarted("validating"),
     validating: {
       description: "A loop needs a <director> and an <evaluator>.",
       always: [
@@ -337,11 +339,7 @@ export const directorEvaluatorMachine = setup({
         src: "runStep",
         input: ({ context }) => ({ path: `${context.path}.evaluator`, env: afterDirector(context) }),
         onDone: [
-          {
-            guard: "stepCompleted",
-            target: "deciding",
-            actions: "recordEvaluation",
-          },
+          { guard: "stepCompleted", target: "deciding", actions: "recordEvaluation" },
           { target: "failed", actions: { type: "failStep", params: { phase: "evaluator" } } },
         ],
         onError: { target: "failed", actions: { type: "failThrew", params: { phase: "evaluator" } } },

@@ -6,7 +6,7 @@
  * `<as>_index`, each branch under the scope `<path>/map:<i>:`. Every branch sees the map's environment only: no branch
  * sees a sibling's result.
  *
- * resolving → running → done | failed, or running → cancelling → failed. The machine decides which branch starts
+ * idle → resolving → running → done | failed, or running → cancelling → failed. The machine decides which branch starts
  * when; the `branches` actor (invoked for the whole run, provided by the shell) runs each one it is sent
  * (`branch.start`: the shell evaluates the node at the branch's path) and answers with `branch.done`, and stopping it
  * stops the branches still running; a branch that finishes frees its slot for the next. Branches are not child actors: a map of 1,000
@@ -21,6 +21,7 @@ import type { TaskResult } from "../../protocol/index.js";
 import { extend, find, type Env } from "../language/env.js";
 import type { MapFailurePolicy } from "../language/ast.js";
 import { notProvided } from "../not-provided.js";
+import { idleUntilStarted, type StartEvent } from "../invoke-events.js";
 import { compositeFailure, stepResultOf, type ProgressParams, type StepResult } from "./sequential.js";
 import { messageOf } from "../../protocol/errors.js";
 
@@ -171,7 +172,7 @@ const mapBase = setup({
   types: {
     input: {} as MapInput,
     context: {} as MapContext,
-    events: {} as BranchDone,
+    events: {} as BranchDone | StartEvent,
     output: {} as TaskResult,
   },
   actions: {
@@ -212,6 +213,7 @@ const launch = mapBase.enqueueActions(({ context, enqueue }) => {
 
 /** A branch finished: its result is kept, and reported with how many have finished. */
 const settle = mapBase.enqueueActions(({ context, event, enqueue }) => {
+  if (event.type !== "branch.done") return;
   const i = event.index;
   if (context.branches[i]?.status !== "running") return;
   const status = event.result.status === "COMPLETE" ? "COMPLETE" : "FAILED";
@@ -247,7 +249,7 @@ export const mapMachine = setup({
   types: {
     input: {} as MapInput,
     context: {} as MapContext,
-    events: {} as BranchDone,
+    events: {} as BranchDone | StartEvent,
     output: {} as TaskResult,
   },
   actions: { progress: (_, _params: ProgressParams) => undefined, launch, settle, cancelRunning },
@@ -262,8 +264,9 @@ export const mapMachine = setup({
 }).createMachine({
   id: "map",
   context: ({ input }) => initial(input),
-  initial: "resolving",
+  initial: "idle",
   states: {
+    idle: idleUntilStarted("resolving"),
     resolving: {
       description: "Count the branches: the steps, or the elements of the list a map over a list runs for.",
       always: [{ guard: "unreadable", target: "failed" }, { guard: "empty", target: "done" }, { target: "running" }],

@@ -1,7 +1,7 @@
 /**
  * A `reduce` task (docs/task-language.md#reduce): fold its `<inputs>` in order into an accumulator.
  *
- * resolving → initialising? → inner → reducing → (next input) … → done | failed. The `resolveItems` actor gives the input values;
+ * idle → resolving → initialising? → inner → reducing → (next input) … → done | failed. The `resolveItems` actor gives the input values;
  * the accumulator starts as `<initial_value>` (literal text, or the output of its task at `<path>.initialValue.task`).
  * For each input, `<inner_task>` (`<path>.innerTask`) runs with `current_input`, `input_name`, `input_index` and
  * `accumulator` bound; then `<reduction_task>` (`<path>.reductionTask`) runs with `current_result`, `accumulator`
@@ -11,7 +11,7 @@ import { assign, fromPromise, setup } from "xstate";
 import type { TaskError, TaskResult } from "../../protocol/index.js";
 import { extend, type Env } from "../language/env.js";
 import { notProvided } from "../not-provided.js";
-import { errorOf, outputOf } from "../invoke-events.js";
+import { errorOf, outputOf, type StartEvent, idleUntilStarted } from "../invoke-events.js";
 import { compositeFailure, type ProgressParams, type RunStepInput } from "./sequential.js";
 import { messageOf } from "../../protocol/errors.js";
 
@@ -98,6 +98,7 @@ export const reduceMachine = setup({
   types: {
     input: {} as ReduceInput,
     context: {} as ReduceContext,
+    events: {} as StartEvent,
     output: {} as TaskResult,
   },
   actions: {
@@ -127,8 +128,9 @@ export const reduceMachine = setup({
 }).createMachine({
   id: "reduce",
   context: ({ input }) => ({ ...input, items: [], index: 0, accumulator: input.initialValue, current: "", partials: [] }),
-  initial: "resolving",
+  initial: "idle",
   states: {
+    idle: idleUntilStarted("resolving"),
     resolving: {
       description: "Resolve the values of the task's <inputs>.",
       invoke: {

@@ -2,7 +2,7 @@
  * A `sequential` task: its `<steps>` run in order, each in the environment of the task plus what earlier
  * steps produced (docs/task-language.md#sequential).
  *
- * running ⇄ advancing → done | failed. Each step is evaluated by the `runStep` actor (the shell evaluates the
+ * idle → advancing ⇄ running → done | failed. Each step is evaluated by the `runStep` actor (the shell evaluates the
  * node at the step's path). After each step, the next step sees `step_results` (every earlier result, in order, as
  * `{content, status, parsedContent?, notes?}`), `previous_result` (the last output), `result` (its value, seed era), the `<output_slot>` variables of earlier steps and the latest `last_evaluator_output` (seed era),
  * and, when the task accumulates data, `history`: the SequentialHistory in the task's
@@ -14,7 +14,7 @@ import type { TaskError, TaskResult } from "../../protocol/index.js";
 import { ACCUMULATED_BINDING, accumulatedOutputs } from "./context-defaults.js";
 import { extend, find, type Env } from "../language/env.js";
 import { notProvided } from "../not-provided.js";
-import { errorOf, outputOf } from "../invoke-events.js";
+import { errorOf, outputOf, type StartEvent, idleUntilStarted } from "../invoke-events.js";
 import type { AccumulationFormat } from "../language/ast.js";
 import { messageOf } from "../../protocol/errors.js";
 
@@ -187,6 +187,7 @@ export const sequentialMachine = setup({
   types: {
     input: {} as SequentialInput,
     context: {} as SequentialContext,
+    events: {} as StartEvent,
     output: {} as TaskResult,
   },
   actions: {
@@ -209,8 +210,9 @@ export const sequentialMachine = setup({
 }).createMachine({
   id: "sequential",
   context: ({ input }) => ({ ...input, index: 0, outputs: [], results: [], history: [], historyChars: 0, slots: {} }),
-  initial: "advancing",
+  initial: "idle",
   states: {
+    idle: idleUntilStarted("advancing"),
     advancing: {
       description: "Run the next step, or finish when every step has run.",
       always: [{ guard: "hasNextStep", target: "running" }, { target: "done" }],

@@ -132,11 +132,10 @@ export function registerTaskCommands(program: Command): void {
           : (e: TaskEvent) => printer.event(e);
       // On a terminal, a question of the task (request_user_input) is asked here and the answer sent back.
       const onEvent = (e: TaskEvent) => {
-        announce(false);
         print?.(e);
         if (e.type === "continuation.input" && process.stdin.isTTY) void askUser(client, taskId, e.message ?? "");
       };
-      // The task id first, once the runtime took the task (its answer, or its first event if that comes sooner): what
+      // The task id first, once the runtime took the task (the client reports its answer before any event): what
       // `status`, `input` and `cancel` need.
       let announced = false;
       const announce = (duplicate: boolean) => {

@@ -160,13 +160,8 @@ export function createMcpServer(deps: McpServerDeps): Server {
           .sendNotification({ method: "notifications/progress", params: { progressToken: token, progress, message } })
           .catch(() => undefined);
       };
-      // Events can come before the submission's answer: they are held until `submitted` has been reported first.
-      const early: string[] = [];
-      const onEvent = (e: TaskEvent) => {
-        const line = `${e.type} (${e.state})${e.message ? `: ${e.message}` : ""}`;
-        if (submitted) notify(line);
-        else early.push(line);
-      };
+      // The client reports the submission before any event, so `submitted` is the first progress.
+      const onEvent = (e: TaskEvent) => notify(`${e.type} (${e.state})${e.message ? `: ${e.message}` : ""}`);
       let submitted = false;
       const cancel = () => {
         if (submitted) void deps.client.cancel(taskId).catch(() => undefined);
@@ -178,7 +173,6 @@ export function createMcpServer(deps: McpServerDeps): Server {
             submitted = true;
             deps.tasks.add(taskId);
             notify(`task ${taskId} submitted`);
-            for (const line of early.splice(0)) notify(line);
             // Cancelled while the submission was on its way.
             if (extra.signal.aborted) cancel();
           },

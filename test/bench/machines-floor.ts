@@ -4,6 +4,7 @@
  * that answer at once: no NATS, no JSON, no model. What a task costs in XState alone, per task.
  */
 import { assign, createActor, fromPromise, toPromise } from "xstate";
+import { START } from "../../machines/invoke-events.js";
 import type { SuspendedResult } from "../../machines/evaluator/continuation.js";
 import { rootEnv, type Env } from "../../machines/language/env.js";
 import { evaluationMachine } from "../../machines/evaluator/evaluation.js";
@@ -68,7 +69,7 @@ async function oneTask(i: number): Promise<void> {
     input: { taskId: `t-${i}`, path: "0", node: { kind: "task", type: "atomic" }, env: rootEnv({}), entry: true },
   });
   const eDone = toPromise(e);
-  e.start();
+  e.start().send(START);
   const s = createActor(session, { input: SESSION_INPUT });
   const sDone = toPromise(s);
   s.start();

@@ -119,9 +119,11 @@ describe("dirigent a2a", () => {
   it("message/stream sends the task's events as status updates over SSE, then the result", async () => {
     const states: TaskState[] = [];
     const notes: string[] = [];
+    const kinds: string[] = [];
     let artifact = "";
     for await (const event of client.sendMessageStream(send(message([text("Say hello")])))) {
       const p = event.payload;
+      kinds.push(p?.$case === "task" ? `task ${p.value.status?.state ?? ""}` : (p?.$case ?? ""));
       if (p?.$case === "statusUpdate") {
         states.push(p.value.status?.state ?? TaskState.UNRECOGNIZED);
         notes.push(p.value.status?.message?.parts.map((x) => (x.content?.$case === "text" ? x.content.value : "")).join("") ?? "");
@@ -131,6 +133,10 @@ describe("dirigent a2a", () => {
     }
     expect(states.at(-1)).toBe(TaskState.TASK_STATE_COMPLETED);
     expect(states.filter((s) => s === TaskState.TASK_STATE_WORKING).length).toBeGreaterThan(1);
+    // The task is reported submitted, then the submission's answer, before any of the task's events.
+    expect(kinds.slice(0, 2)).toEqual([`task ${TaskState.TASK_STATE_SUBMITTED}`, "statusUpdate"]);
+    expect(notes[0]).toMatch(/^task \S+ submitted$/);
+    expect(notes[1]).toMatch(/^task\.queued \(queued\)/);
     expect(notes).toContainEqual(expect.stringMatching(/^task\.completed \(completed\)/));
     expect(artifact).toBe(SUMMARY);
   });

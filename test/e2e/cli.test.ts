@@ -135,7 +135,10 @@ describe("dirigent CLI", () => {
     );
     const seq = startCli(["run", steps, "--nats", server.url, "--prefix", randomRoot()], modelEnv());
     expect(await seq.exited).toBe(0);
-    expect(seq.output()).toMatch(/step\.started\s+step 1\/2[\s\S]*step\.started\s+step 2\/2[\s\S]*result: COMPLETE/);
+    // The sequential reports its own start first, then each step before the step's own node.started.
+    expect(seq.output()).toMatch(
+      /node\.started\s+sequential task started: 2 steps\n[^\n]*step\.started\s+step 1\/2\n[^\n]*node\.started\s+atomic task started\n[\s\S]*step\.started\s+step 2\/2\n[^\n]*node\.started\s+atomic task started\n[\s\S]*result: COMPLETE/,
+    );
     const loop = join(dir, "loop.xml");
     writeFileSync(
       loop,
@@ -144,6 +147,7 @@ describe("dirigent CLI", () => {
     // The mock's evaluator never answers success: the loop is exhausted after both iterations (exit code 1).
     const de = startCli(["run", loop, "--nats", server.url, "--prefix", randomRoot()], modelEnv());
     expect(await de.exited).toBe(1);
+    expect(de.output()).toMatch(/node\.started\s+director-evaluator loop started\n[^\n]*iteration\.started\s+iteration 1\/2\n/);
     expect(de.output()).toMatch(/iteration\.started\s+iteration 1\/2[\s\S]*iteration\.started\s+iteration 2\/2[\s\S]*result: FAILED/);
   });
 

@@ -292,10 +292,12 @@ describe("dynamic director–evaluator (evaluation_request)", () => {
     await using s = await stack();
     const before = mock.requests.length;
     const outcome = await s.client.run({
-      xml: `<task subtype="director"><description>LIBDIRECTOR x</description><criteria>{{nowhere}}</criteria></task>`,
+      // `place` is submitted, so the submission is accepted; its `name` is not there when the task runs.
+      xml: `<task subtype="director"><description>LIBDIRECTOR x</description><criteria>{{place.name}}</criteria></task>`,
+      inputs: { place: {} },
       taskId: newTaskId(),
     });
-    expect(outcome.error).toMatchObject({ reason: "input_validation_failure", details: { missing: ["nowhere"] } });
+    expect(outcome.error).toMatchObject({ reason: "input_validation_failure", details: { missing: ["place.name"] } });
     expect(mock.requests.length).toBe(before);
   });
 

@@ -226,16 +226,6 @@ const CHECKS: Record<string, (ran: Ran) => void | Promise<void>> = {
     expectComplete(ran);
     expectPrompts(ran, ["Validate ada@example.com against email"]);
   },
-  "00f0c4d55772": (ran) => {
-    expect(ran.outcome.status).toBe("FAILED");
-    expect(ran.outcome.error).toMatchObject({
-      type: "TASK_FAILURE",
-      reason: "input_validation_failure",
-      details: { missing: ["user_name"] },
-    });
-    expect(ran.outcome.error?.message).toContain("'user_name'");
-    expect(ran.requests).toHaveLength(0);
-  },
   d8dbc8ca2332: (ran) => {
     expectComplete(ran);
     // `inherit="none"`: not even the Handler's allowlist (HOME, LANG, …) reaches the program.
@@ -295,6 +285,16 @@ describe("corpus examples the table says are refused", () => {
     expectComplete(ran);
     expect(ran.outcome.content).toBe("");
     expect(ran.requests).toHaveLength(0);
+  });
+
+  it("00f0c4d55772: a template without parameters does not see the caller's user_name: refused at submission", async () => {
+    const refused = h.runExample({ id: "00f0c4d55772", inputs: { user_name: "Alice" }, shows: "" });
+    await expect(refused).rejects.toMatchObject({
+      code: "INVALID_TEMPLATE",
+      message: expect.stringMatching(
+        /^\{\{user_name\}\} in <description> can never be filled: the body of template 'old_style_greeting' sees only its parameters \(none\)/,
+      ),
+    });
   });
 
   it("26b7a8980cc0: the `find … | grep …` file_paths command names a program the allowlist lacks: the task fails before anything runs", async () => {

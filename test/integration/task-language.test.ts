@@ -152,9 +152,13 @@ describe("task language over a real nats-server", () => {
 
     const leaky = `<template name="leak" params="person"><task><description>HELLO {{person}} from {{user}}</description></task></template>
 <call template="leak"><arg>user</arg></call>`;
-    const isolated = await stack.client.run({ xml: leaky, inputs: { user: "Ada" }, taskId: newTaskId() });
-    expect(isolated.error).toMatchObject({ reason: "input_validation_failure" });
-    expect(isolated.error?.message).toContain("'user'");
+    // The caller's `user` can never reach the body: the submission is refused.
+    await expect(stack.client.run({ xml: leaky, inputs: { user: "Ada" }, taskId: newTaskId() })).rejects.toMatchObject({
+      code: "INVALID_TEMPLATE",
+      message: expect.stringContaining(
+        "{{user}} in <description> can never be filled: the body of template 'leak' sees only its parameters (person)",
+      ),
+    });
   });
 
   it("binds names such as __proto__ and constructor as its own, never as something inherited", async () => {
@@ -192,9 +196,10 @@ describe("task language over a real nats-server", () => {
     const xml = `<task type="sequential">
   <steps>
     <task><description>OUTLINE ok</description></task>
-    <task><description>Use {{no_such_var}}</description></task>
+    <task><description>Use {{step_results[5].content}}</description></task>
   </steps>
 </task>`;
+    // `step_results` is bound in a step (so the submission is accepted); it has no sixth entry when the step runs.
     const outcome = await stack.client.run({ xml, taskId: newTaskId() });
     expect(outcome.status).toBe("FAILED");
     expect(outcome.error).toMatchObject({
@@ -202,7 +207,7 @@ describe("task language over a real nats-server", () => {
       reason: "input_validation_failure",
       details: { failedStep: 1, totalSteps: 2 },
     });
-    expect(outcome.error?.message).toContain("'no_such_var'");
+    expect(outcome.error?.message).toContain("'step_results[5].content'");
   });
 
   it("runs the first <cond> case whose test is true", async () => {

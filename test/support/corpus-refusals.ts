@@ -21,6 +21,8 @@ export const NOT_RUN: Readonly<Record<string, string>> = {
   "7ff9a6a21b40":
     "`composite` task type: `not_supported` (the `<task ref>` inside it names `load_csv` of the `<library>` element beside it, which is not a template library)",
   "04aa368d28b4": "`function` task type (`<body>`, `<step>`): `not_supported`",
+  "00f0c4d55772":
+    "the documented failure, found at submission: a template without parameters does not see the caller's `user_name` (`INVALID_TEMPLATE` at 3:3)",
   "996bc568ce48": "`director-evaluator` (hyphenated) task type: `not_supported`",
   a260d6351e86:
     "skeleton loop: no `<director>`/`<evaluator>` (`<!-- other elements -->`): fails `input_validation_failure` (requires a `<director>`)",

@@ -192,11 +192,6 @@ export const RUNS: readonly CorpusRun[] = [
     inputs: { user_input: "ada@example.com", validation_schema: "email" },
     shows: "a `<call task>` of the function-style task in a75962761949",
   },
-  {
-    id: "00f0c4d55772",
-    inputs: { user_name: "Alice" },
-    shows: "the documented failure: a template without parameters does not see the caller's `user_name`",
-  },
   // Script.
   {
     id: "d8dbc8ca2332",

@@ -8,6 +8,7 @@ import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { createActor, toPromise } from "xstate";
+import { START } from "../../machines/invoke-events.js";
 import {
   chooseEvaluationTemplate,
   chooseSubtaskTemplate,
@@ -100,7 +101,7 @@ describe("dynamic evaluation", () => {
     };
     const actor = createActor(machine, { input: { path: "0", env: rootEnv(), result, maxDepth: 5, maxEvaluations: 5 } });
     const done = toPromise(actor);
-    actor.start();
+    actor.start().send(START);
     const output = await done;
     expect(output).toMatchObject({
       status: "COMPLETE",

@@ -4,6 +4,7 @@
  * when no answer comes in time.
  */
 import { createActor, fromPromise, toPromise } from "xstate";
+import { START } from "../../../machines/invoke-events.js";
 import { describe, expect, it } from "vitest";
 import {
   checkmateMachine,
@@ -61,7 +62,7 @@ async function run(script: Script, maxIterations = 3) {
   });
   const actor = createActor(machine, { input: { path: "0", env: rootEnv({}), maxIterations } });
   const done = toPromise(actor);
-  actor.start();
+  actor.start().send(START);
   const output = await done;
   return { output, asks, workers, intakes, progress, state: actor.getSnapshot().value };
 }

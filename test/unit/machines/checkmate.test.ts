@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { createActor, fromPromise, toPromise } from "xstate";
+import { START } from "../../../machines/invoke-events.js";
 import {
   bestAttempt,
   checkmateMachine,
@@ -68,7 +69,7 @@ async function run(script: Script, input: Partial<CheckmateInput> = {}) {
   });
   const actor = createActor(machine, { input: { path: "0", env: rootEnv({}), ...input } });
   const done = toPromise(actor);
-  actor.start();
+  actor.start().send(START);
   const output = await done;
   return { output, progress, workers, intakes, asks, state: actor.getSnapshot().value };
 }

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { createActor, fromPromise, waitFor } from "xstate";
+import { START } from "../../../machines/invoke-events.js";
 import {
   continuationMachine,
   LAST_EVALUATOR_OUTPUT,
@@ -68,6 +69,7 @@ function run(
   const actor = createActor(machine, {
     input: { path: "0", env: options.env ?? rootEnv(), result, maxDepth: 5, maxEvaluations: options.maxEvaluations ?? 5 },
   }).start();
+  actor.send(START);
   return { actor, progress, seen };
 }
 

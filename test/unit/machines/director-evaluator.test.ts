@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { createActor, fromPromise, toPromise } from "xstate";
+import { START } from "../../../machines/invoke-events.js";
 import { find, rootEnv, type Env } from "../../../machines/language/env.js";
 import { directorEvaluatorMachine, readEvaluation, type DirectorEvaluatorInput } from "../../../machines/evaluator/loop.js";
 import type { TaskResult } from "../../../protocol/index.js";
@@ -54,7 +55,7 @@ async function run(steps: Script, input: Partial<DirectorEvaluatorInput> = {}) {
     },
   });
   const done = toPromise(actor);
-  actor.start();
+  actor.start().send(START);
   const output = await done;
   return { output, progress, seen, state: actor.getSnapshot().value };
 }

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { assign, createActor, fromPromise, waitFor } from "xstate";
+import { START } from "../../../machines/invoke-events.js";
 import { rootEnv, type Env } from "../../../machines/language/env.js";
 import { directorEvaluatorMachine } from "../../../machines/evaluator/loop.js";
 import { continuationMachine, type SuspendedResult } from "../../../machines/evaluator/continuation.js";
@@ -9,6 +10,13 @@ import { sequentialMachine } from "../../../machines/evaluator/sequential.js";
 import type { TaskResult } from "../../../protocol/index.js";
 
 const ok = (content: string): TaskResult => ({ content, status: "COMPLETE", notes: {} });
+
+/** Starts an evaluation actor as the shell does: started, then sent START. */
+function begin<A extends { start(): unknown; send(event: typeof START): void }>(actor: A): A {
+  actor.start();
+  actor.send(START);
+  return actor;
+}
 
 /** Runs `node`; `bind` binds its inputs, at once (`bindNow`) or, for a node with `inputTasks`, by the `bindInputs` actor. */
 function run(node: EvalNode, runAtomic: (input: { path: string; env: Env }) => Promise<TaskResult>, bind?: () => BindOutcome) {
@@ -28,7 +36,7 @@ function run(node: EvalNode, runAtomic: (input: { path: string; env: Env }) => P
     },
   });
   return {
-    actor: createActor(machine, { input: { taskId: "t", path: "0", node, env: rootEnv(), entry: true } }).start(),
+    actor: begin(createActor(machine, { input: { taskId: "t", path: "0", node, env: rootEnv(), entry: true } })),
     progress,
     bindings,
   };
@@ -74,7 +82,7 @@ describe("evaluation machine", () => {
 
   it("fails clearly when the shell provides no bindNow", async () => {
     const machine = evaluationMachine.provide({ actors: { runAtomic: fromPromise(async () => ok("never")) } });
-    const actor = createActor(machine, { input: { taskId: "t", path: "0", node: { kind: "task" }, env: rootEnv(), entry: true } }).start();
+    const actor = begin(createActor(machine, { input: { taskId: "t", path: "0", node: { kind: "task" }, env: rootEnv(), entry: true } }));
     const snap = await waitFor(actor, (s) => s.status === "done");
     expect(snap.output?.error?.message).toBe("not provided: evaluation.bindNow");
   });
@@ -119,9 +127,11 @@ describe("evaluation machine", () => {
       },
       actions: { bindNow: () => undefined },
     });
-    const actor = createActor(withSteps, {
-      input: { taskId: "t", path: "0", node: { kind: "task", type: "sequential", stepCount: 2 }, env: rootEnv(), entry: true },
-    }).start();
+    const actor = begin(
+      createActor(withSteps, {
+        input: { taskId: "t", path: "0", node: { kind: "task", type: "sequential", stepCount: 2 }, env: rootEnv(), entry: true },
+      }),
+    );
     const snap = await waitFor(actor, (s) => s.status === "done");
     expect(paths).toEqual(["0.steps.0", "0.steps.1"]);
     expect(snap.output).toMatchObject({ status: "COMPLETE", content: "0.steps.1", notes: { steps: 2 } });
@@ -141,9 +151,11 @@ describe("evaluation machine", () => {
       },
       actions: { bindNow: assign({ env: () => rootEnv({ file: "a.csv" }) }) },
     });
-    const actor = createActor(machine, {
-      input: { taskId: "t", path: "0", node: { kind: "task", type: "atomic", ref: "load_csv" }, env: rootEnv(), entry: true },
-    }).start();
+    const actor = begin(
+      createActor(machine, {
+        input: { taskId: "t", path: "0", node: { kind: "task", type: "atomic", ref: "load_csv" }, env: rootEnv(), entry: true },
+      }),
+    );
     const snap = await waitFor(actor, (s) => s.status === "done");
     expect(snap.output).toMatchObject({ status: "COMPLETE", content: "ref with a.csv" });
   });
@@ -210,9 +222,11 @@ describe("evaluation machine", () => {
       },
       actions: { bindNow: () => undefined },
     });
-    const actor = createActor(machine, {
-      input: { taskId: "t", path: "0", node: { kind: "task", type: "atomic" }, env: rootEnv(), entry: true },
-    }).start();
+    const actor = begin(
+      createActor(machine, {
+        input: { taskId: "t", path: "0", node: { kind: "task", type: "atomic" }, env: rootEnv(), entry: true },
+      }),
+    );
     const snap = await waitFor(actor, (s) => s.status === "done");
     expect(snap.output).toMatchObject({ status: "COMPLETE", content: "resumed with child answer", notes: { subtasks: 1 } });
   });
@@ -225,9 +239,11 @@ describe("evaluation machine", () => {
       },
       actions: { bindNow: assign({ env: () => rootEnv({ name: "x" }) }) },
     });
-    const actor = createActor(machine, {
-      input: { taskId: "t", path: "0", node: { kind: "task", type: "script" }, env: rootEnv(), entry: true },
-    }).start();
+    const actor = begin(
+      createActor(machine, {
+        input: { taskId: "t", path: "0", node: { kind: "task", type: "script" }, env: rootEnv(), entry: true },
+      }),
+    );
     const snap = await waitFor(actor, (s) => s.status === "done");
     expect(snap.value).toBe("done");
     expect(snap.output?.content).toBe("stdout");
@@ -257,7 +273,7 @@ describe("evaluation machine", () => {
       type: "director_evaluator_loop",
       loop: { director: true, evaluator: true, script: false, maxIterations: 2 },
     };
-    const actor = createActor(machine, { input: { taskId: "t", path: "0", node, env: rootEnv(), entry: true } }).start();
+    const actor = begin(createActor(machine, { input: { taskId: "t", path: "0", node, env: rootEnv(), entry: true } }));
     const snap = await waitFor(actor, (s) => s.status === "done");
     expect(snap.output).toMatchObject({ status: "COMPLETE", content: "draft" });
     expect(paths).toEqual(["0.director", "0.evaluator"]);

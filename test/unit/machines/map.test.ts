@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { createActor, fromCallback, waitFor } from "xstate";
+import { START } from "../../../machines/invoke-events.js";
 import { find, rootEnv } from "../../../machines/language/env.js";
 import { mapMachine, type BranchCommand, type BranchDone, type BranchInput, type MapInput } from "../../../machines/evaluator/map.js";
 import { runBranches } from "../../../actors/evaluator/runners/map.js";
@@ -48,6 +49,7 @@ function harness(input: Partial<MapInput>) {
     ...input,
   };
   const actor = createActor(machine, { input: full }).start();
+  actor.send(START);
   const startedCount = (n: number) =>
     started.length >= n ? Promise.resolve() : new Promise<void>((resolve) => waiters.push(() => started.length >= n && resolve()));
   const settle = async (key: string, result: TaskResult) => {

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { createActor, fromPromise, waitFor } from "xstate";
+import { START } from "../../../machines/invoke-events.js";
 import { flatten, rootEnv, type Env } from "../../../machines/language/env.js";
 import { reduceMachine, type ReduceInput, type ReduceItem } from "../../../machines/evaluator/reduce.js";
 import type { TaskResult } from "../../../protocol/index.js";
@@ -28,7 +29,9 @@ function run(input: Partial<ReduceInput>, step: (path: string, env: Env) => Task
     actions: { progress: (_, p) => progress.push(p.message) },
   });
   const full: ReduceInput = { path: "0", env: rootEnv(), initialValue: "0", initialTask: false, ...input };
-  return { actor: createActor(machine, { input: full }).start(), progress };
+  const actor = createActor(machine, { input: full }).start();
+  actor.send(START);
+  return { actor, progress };
 }
 
 /** inner doubles the input; reduction adds it to the accumulator. */

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { createActor, fromPromise, waitFor } from "xstate";
+import { START } from "../../../machines/invoke-events.js";
 import { find, rootEnv, type Env } from "../../../machines/language/env.js";
 import { sequentialMachine, type SequentialInput } from "../../../machines/evaluator/sequential.js";
 import type { TaskResult } from "../../../protocol/index.js";
@@ -21,7 +22,9 @@ function run(input: Partial<SequentialInput>, step: (path: string, env: Env) => 
     maxHistoryChars: 1000,
     ...input,
   };
-  return { actor: createActor(machine, { input: full }).start(), progress };
+  const actor = createActor(machine, { input: full }).start();
+  actor.send(START);
+  return { actor, progress };
 }
 
 describe("sequential machine", () => {

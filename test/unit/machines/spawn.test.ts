@@ -5,6 +5,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { createActor, fromPromise, SimulatedClock, waitFor } from "xstate";
+import { START } from "../../../machines/invoke-events.js";
 import {
   continuationMachine,
   RESERVED,
@@ -66,6 +67,7 @@ function harness(first: SuspendedResult, steps: Array<(answer: string) => Suspen
     },
   });
   const actor = createActor(machine, { clock, input: { path: "0", env, result: first, maxDepth: 5, maxEvaluations: 5 } }).start();
+  actor.send(START);
   return { actor, clock, children, answers, progress };
 }
 
