@@ -152,6 +152,7 @@ function ownPermissions(root: string): Record<NatsRole, RolePermissions> {
         s.anyTaskInput,
         s.anyTaskNodes,
         s.anyTaskNode,
+        s.anyTaskRerun,
         s.compile,
         ...goalRequests,
         s.ping,
@@ -189,7 +190,17 @@ function ownPermissions(root: string): Record<NatsRole, RolePermissions> {
         // The node records (`nodes`, `node`): read from the turns bucket, listed by key (its stream's subjects).
         ...kvReadWrite(s.turnsBucket),
       ],
-      subscribe: [s.submit, s.anyTaskGet, s.anyTaskCancel, s.anyTaskNodes, s.anyTaskNode, s.anyProgress, control, inbox("director")],
+      subscribe: [
+        s.submit,
+        s.anyTaskGet,
+        s.anyTaskCancel,
+        s.anyTaskNodes,
+        s.anyTaskNode,
+        s.anyTaskRerun,
+        s.anyProgress,
+        control,
+        inbox("director"),
+      ],
     },
     evaluator: {
       // The turns bucket: the outcomes of waits for the user's input (actors/evaluator/input.ts).
