@@ -4,12 +4,16 @@
  * step 1 it equals a fresh run, a changed template runs only its changed step, a fork of a fork works, and a running
  * task or an unknown node is refused with a message naming it.
  */
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { decode, NodeRecord, type TaskEvent, type TaskRecord } from "../../protocol/index.js";
 import type { MockScript } from "../../runtime/model/mock-server.js";
 import { RemoteError } from "../../runtime/client.js";
 import { startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 import { pollUntil } from "../support/process-group.js";
+import { startCli } from "../support/processes.js";
 import { Recorder } from "../support/recorder.js";
 import { newTaskId, startStack, type Stack } from "../support/stack.js";
 import { nodeKey } from "../../actors/evaluator/node-records.js";
@@ -121,6 +125,39 @@ describe("dirigent rerun", () => {
     expect(again.value.content).toBe("Short title");
     expect((await taskRecord(again.value.taskId)).forkOf).toEqual({ taskId: changed.value.taskId, from: "0.steps.1" });
   });
+
+  it(
+    "dirigent rerun --template FILE from another process: forks, follows the fork, and prints its result",
+    { timeout: 120_000 },
+    async () => {
+      const first = await original();
+      const dir = await mkdtemp(join(tmpdir(), "dirigent-rerun-"));
+      try {
+        await writeFile(join(dir, "changed.xml"), CHANGED);
+        const flags = ["--nats", server.url, "--prefix", stack.root];
+        const before = stack.mock.requests.length;
+        const cli = startCli(["rerun", first, "--template", join(dir, "changed.xml"), "--json", ...flags]);
+        expect(await cli.exited).toBe(0);
+        expect(stack.mock.requests.length - before).toBe(1);
+        const lines = cli
+          .stdout()
+          .trim()
+          .split("\n")
+          .map((l) => JSON.parse(l) as Record<string, unknown>);
+        expect(lines.find((l) => "replayed" in l && "forkOf" in l)).toMatchObject({
+          status: "accepted",
+          forkOf: { taskId: first, from: "0.steps.2" },
+          replayed: 2,
+        });
+        expect(lines.at(-1)).toMatchObject({ status: "COMPLETE", content: "Short title" });
+        const unknown = startCli(["rerun", first, "--from", "0.steps.7", ...flags]);
+        expect(await unknown.exited).toBe(1);
+        expect(unknown.output()).toContain("no record of node '0.steps.7'");
+      } finally {
+        await rm(dir, { recursive: true, force: true });
+      }
+    },
+  );
 
   it("refuses a running task, an unknown node and an unknown task, naming the problem", { timeout: 120_000 }, async () => {
     const first = await original();
