@@ -161,7 +161,7 @@ export async function missingRecords(deps: ActorDeps, tasks: TaskStore, maxAgeMs
 }
 
 function summaryOf(record: NodeRecord): NodeSummary {
-  const { path, occurrence, name, kind, state, startedAt, endedAt, durationMs, usage, cost, models, error } = record;
+  const { path, occurrence, name, kind, state, startedAt, endedAt, durationMs, usage, cost, models, error, replayedFrom } = record;
   const message = error && "message" in error && typeof error.message === "string" ? error.message : undefined;
   return {
     path,
@@ -175,6 +175,7 @@ function summaryOf(record: NodeRecord): NodeSummary {
     ...(usage ? { usage } : {}),
     ...(cost === undefined ? {} : { cost }),
     ...(models ? { models } : {}),
+    ...(replayedFrom === undefined ? {} : { replayedFrom }),
     ...(message === undefined ? {} : { error: cutText(message, 512) }),
   };
 }

@@ -260,10 +260,11 @@ function ownPermissions(root: string): Record<NatsRole, RolePermissions> {
       ],
       subscribe: [...goalRequests, s.goalControl, s.anyTaskResult, inbox("supervisor")],
     },
-    // Read-only: it watches the inspection messages and the tasks' events, asks for a task's record, and replays
-    // finished tasks from the events stream (runtime/inspect/replay.ts); it creates no consumer.
+    // It watches the inspection messages and the tasks' events, asks for a task's record, and replays finished tasks
+    // from the events stream (runtime/inspect/replay.ts); it creates no consumer. The one thing it changes: a fork of
+    // an ended task, asked of a Director (the page's "Re-run from here").
     inspector: {
-      publish: [s.anyTaskGet, s.anyTaskNodes, s.anyTaskNode, ...streamRead(s.eventsStream)],
+      publish: [s.anyTaskGet, s.anyTaskNodes, s.anyTaskNode, s.anyTaskRerun, ...streamRead(s.eventsStream)],
       subscribe: [s.anyInspect, s.anyTaskEvents, s.anyTaskResult, inbox("inspector")],
     },
   };
