@@ -56,7 +56,7 @@ export function rerunBox(taskId, path, { inputs, open }) {
         start.disabled = false;
         return;
       }
-      status.textContent = `fork ${answer.taskId}: ${answer.replayed} nodes replayed`;
+      status.textContent = `fork ${answer.taskId}: ${answer.replayed} node${answer.replayed === 1 ? "" : "s"} replayed`;
       open(answer.taskId);
     };
     box.append(el("div", { class: "label" }, "inputs (JSON; edit to change them in the fork)"), text, start, status);

@@ -300,7 +300,7 @@ function registerRerunCommand(program: Command): void {
             flags.json
               ? line(reply)
               : process.stdout.write(
-                  `task ${reply.taskId} (fork of ${taskId} from ${reply.forkOf.from}; ${reply.replayed} nodes replayed)\n`,
+                  `task ${reply.taskId} (fork of ${taskId} from ${reply.forkOf.from}; ${reply.replayed} node${reply.replayed === 1 ? "" : "s"} replayed)\n`,
                 ),
         })
         .catch(rethrow);
