@@ -32,6 +32,8 @@ const CHANGED = TASK.replace("Step three: a title for", "Step three: a short tit
 
 const SCRIPT: MockScript = {
   rules: [
+    { match: { lastUser: "Step two: fragile" }, status: 400, error: "a bad request", times: 1 },
+    { match: { lastUser: "Step two: slow" }, reply: "late", gate: { name: "slow", count: 1000 }, times: 1 },
     { match: { lastUser: "Step one" }, reply: "facts A and B" },
     { match: { lastUser: "Step two" }, reply: "summary of A and B" },
     { match: { lastUser: "a short title" }, reply: "Short title" },
@@ -158,6 +160,26 @@ describe("dirigent rerun", () => {
       }
     },
   );
+
+  it("forks a failed task and a cancelled one from the node that did not complete", { timeout: 120_000 }, async () => {
+    const failed = await counted(() => stack.client.run({ xml: TASK.replace("Step two:", "Step two: fragile"), taskId: newTaskId() }));
+    expect(failed.value.status).toBe("FAILED");
+    expect(failed.calls).toBe(2);
+    const fixed = await counted(() => stack.client.runFork(failed.value.taskId, { from: "0.steps.1" }));
+    expect(fixed.calls).toBe(2);
+    expect(fixed.value).toMatchObject({ status: "COMPLETE", content: "A title" });
+
+    const taskId = newTaskId();
+    const arrived = stack.mock.requests.length;
+    const running = stack.client.run({ xml: TASK.replace("Step two:", "Step two: slow"), taskId });
+    await pollUntil(() => (stack.mock.requests.length >= arrived + 2 ? true : undefined), "step 2 held at the model");
+    await stack.client.cancel(taskId);
+    expect((await running).status).toBe("CANCELLED");
+    stack.mock.openGate("slow");
+    const resumed = await counted(() => stack.client.runFork(taskId, { from: "0.steps.1" }));
+    expect(resumed.calls).toBe(2);
+    expect(resumed.value).toMatchObject({ status: "COMPLETE", content: "A title" });
+  });
 
   it("refuses a running task, an unknown node and an unknown task, naming the problem", { timeout: 120_000 }, async () => {
     const first = await original();
