@@ -121,12 +121,12 @@ export function serveRerun(deps: ActorDeps, config: RerunConfig): BusSubscriptio
 
 /**
  * Whether the part of the template that holds a node path differs between `before` and `after`, or mentions one of
- * `inputs`. A path scoped into a subtask or map branch (`0.steps.1/subtask1:0`) is judged by its unscoped start.
+ * `inputs`. A path scoped into a subtask, map branch or library template (`0.steps.1/subtask1:0`) is judged by its
+ * unscoped start; a function template's body of the task's own template (`templates.0.body`) by itself.
  */
 function changedness(before: TemplateDocument, after: TemplateDocument, inputs: readonly string[]): (path: string) => boolean {
   const known = new Map<string, boolean>();
-  return (path) => {
-    const own = path.split("/")[0] ?? path;
+  const differs = (own: string): boolean => {
     let answer = known.get(own);
     if (answer === undefined) {
       const was = json(nodeAt(before, own));
@@ -136,6 +136,7 @@ function changedness(before: TemplateDocument, after: TemplateDocument, inputs: 
     }
     return answer;
   };
+  return (path) => differs(path.split("/")[0] ?? path);
 }
 
 const json = (value: unknown): string | undefined => (value === undefined ? undefined : JSON.stringify(value));

@@ -80,10 +80,13 @@ export function planFork(nodes: readonly ForkNode[], from: string | undefined, t
       code: "INVALID_MESSAGE",
       message: `the output of node '${cut.path}' was too large for its record and cannot be replayed: re-run from it or an earlier node`,
     };
-  // The outermost replayed nodes answer for the nodes evaluated within them (started and ended inside them).
+  // The outermost replayed nodes answer for the nodes evaluated within them (started and ended inside them): those
+  // under their path, and the bodies of the task's function templates they called (`templates.0.body`).
   const outer: ReplayedNode[] = [];
   const within = (inner: ForkNode, o: ForkNode) =>
-    isAncestor(o.path, inner.path) && inner.startedAt >= o.startedAt && inner.endedAt <= o.endedAt;
+    (isAncestor(o.path, inner.path) || (inner.path.startsWith("templates.") && !o.path.startsWith("templates."))) &&
+    inner.startedAt >= o.startedAt &&
+    inner.endedAt <= o.endedAt;
   const outerNodes = replayable.filter((n) => !replayable.some((o) => o !== n && within(n, o)));
   for (const o of outerNodes) {
     const nested = replayable.filter((n) => n !== o && within(n, o)).map(({ path, occurrence }) => ({ path, occurrence }));

@@ -96,6 +96,22 @@ describe("planFork", () => {
     expect(plan.ok && plan.nodes.map((n) => n.path)).toEqual(["0/map:0:0.steps.0"]);
   });
 
+  it("replays a function template's body with the call that ran it, so a later call of it runs live", () => {
+    const calls = [
+      node("0", 0, 40),
+      node("0.steps.0", 1, 9),
+      node("templates.0.body", 2, 8),
+      node("0.steps.1", 10, 19),
+      node("templates.0.body", 11, 18, { occurrence: 2 }),
+    ];
+    const plan = planFork(calls, "0.steps.1", "t1");
+    expect(plan).toMatchObject({
+      ok: true,
+      nodes: [{ path: "0.steps.0", occurrence: 1, nested: [{ path: "templates.0.body", occurrence: 1 }] }],
+      replayed: 2,
+    });
+  });
+
   it("does not replay a suspended node", () => {
     const suspended = SEQUENTIAL.map((n) => (n.path === "0.steps.0" ? { ...n, state: "suspended" as const } : n));
     expect(planFork(suspended, "0.steps.2", "t1")).toMatchObject({ ok: true, replayed: 3 });
