@@ -4,6 +4,7 @@ import { el, svgElement } from "./dom.js";
 import { mapStrip, nodeLabel, parentPath } from "./task-tree.js";
 import { nodeKey, nodesAt, nodeTable, treeRows } from "./nodes.js";
 import { nodeDetail } from "./conversation.js";
+import { canRerun, rerunBox } from "./rerun.js";
 
 const $ = (id) => document.getElementById(id);
 const actors = new Map(); // actorId → actor view
@@ -451,6 +452,24 @@ async function selectNode(node) {
   const body = await res.json().catch(() => ({ error: `HTTP ${res.status}` }));
   if (taskId !== selectedTask || selectedNode !== nodeKey(node)) return;
   detail.replaceChildren(res.ok ? nodeDetail(body) : el("p", { class: "error" }, body.error ?? `HTTP ${res.status}`));
+  if (res.ok && canRerun(tasks.get(taskId)?.state))
+    detail.querySelector(".node-name")?.after(rerunBox(taskId, node.path, { inputs: () => rootInputs(taskId), open: openTask }));
+}
+
+/** The task's inputs, as its root node's record holds them (masked values included). */
+async function rootInputs(taskId) {
+  const res = await fetch(`/api/tasks/${encodeURIComponent(taskId)}/nodes`);
+  const root = res.ok ? (await res.json()).nodes.find((n) => !/[./]/.test(n.path)) : undefined;
+  if (!root) return {};
+  const detail = await fetch(`/api/tasks/${encodeURIComponent(taskId)}/node?path=${encodeURIComponent(root.path)}`);
+  return detail.ok ? ((await detail.json()).node.inputs ?? {}) : {};
+}
+
+/** Shows another task: the page with `?task=<id>`. */
+function openTask(taskId) {
+  const url = new URL(location.href);
+  url.searchParams.set("task", taskId);
+  location.assign(url.toString());
 }
 
 /**

@@ -81,6 +81,7 @@ export function nodeDetail(reply) {
       ["tokens", n.usage ? `${tokens(n.usage)} (${n.usage.promptTokens} in, ${n.usage.completionTokens} out)` : undefined],
       ["cost", cost(n.cost)],
       ["models", n.models?.join(", ")],
+      ["replayed from", n.replayedFrom],
       ["retries", reply.retries || undefined],
     ]),
   );

@@ -12,6 +12,8 @@ export const ErrorCode = z.enum([
   "PAYLOAD_TOO_LARGE",
   "NOT_FOUND",
   "EXPIRED",
+  /** The request does not fit the target's state (a running task cannot be re-run). */
+  "CONFLICT",
   "UNKNOWN_TYPE",
   "TIMEOUT",
   "NO_RESPONDERS",

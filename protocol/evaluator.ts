@@ -3,6 +3,7 @@
  * Request/reply on `<root>.evaluator.evaluate` (queue group `evaluator`).
  */
 import { z } from "zod";
+import { ReplayPlan } from "./fork.js";
 import { TaskId } from "./ids.js";
 import { TaskResult } from "./result.js";
 import { TaskBudget, TaskInputs } from "./tasks.js";
@@ -27,6 +28,8 @@ export const EvaluateRequest = z.object({
    * stop, and the Handler has no records of its calls to look for. Absent: there may be.
    */
   fresh: z.boolean().optional(),
+  /** A fork: the nodes answered from another task's node records instead of being run. */
+  replay: ReplayPlan.optional(),
 });
 export type EvaluateRequest = z.infer<typeof EvaluateRequest>;
 

@@ -22,3 +22,5 @@ export * from "./subjects.js";
 export * from "./requests.js";
 export * from "./tool-selection.js";
 export * from "./map-events.js";
+export * from "./fork.js";
+export * from "./rerun.js";

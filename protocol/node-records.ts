@@ -158,6 +158,8 @@ export const NodeRecord = z.object({
   models: z.array(z.string()).optional(),
   /** The Handler session records of this node (keys in the turns bucket), in order: their conversations. */
   sessions: z.array(z.string()).optional(),
+  /** A fork's node answered from the record of the task it was forked from (that task's id): nothing ran. */
+  replayedFrom: TaskId.optional(),
 });
 export type NodeRecord = z.infer<typeof NodeRecord>;
 
@@ -174,6 +176,7 @@ export const NodeSummary = NodeRecord.pick({
   usage: true,
   cost: true,
   models: true,
+  replayedFrom: true,
 }).extend({
   /** The error's message, when it failed. */
   error: z.string().optional(),
@@ -239,6 +242,8 @@ export const NodeFinishedEventData = z.object({
   cost: z.number().nonnegative().optional(),
   /** The first characters of its output, or of its error's message ({@link EVENT_TEXT_MAX}). */
   preview: z.string(),
+  /** Answered from the record of the task this one was forked from: no model call, tool call or program ran. */
+  replayed: z.literal(true).optional(),
 });
 export type NodeFinishedEventData = z.infer<typeof NodeFinishedEventData>;
 

@@ -13,6 +13,7 @@ import { ExecuteReply, ExecuteRequest, ScriptReply, ScriptRequest } from "./hand
 import { PingReply, PingRequest } from "./health.js";
 import { MatchReply, MatchRequest } from "./memory.js";
 import { NodeDetailReply, NodeGetRequest, NodeListReply } from "./node-records.js";
+import { RerunReply, RerunRequest } from "./rerun.js";
 import type { Subjects } from "./subjects.js";
 import { CancelReply, SubmitReply, SubmitRequest, TaskStatusReply } from "./tasks.js";
 
@@ -155,6 +156,14 @@ export const Requests = {
     (s) => s.anyTaskNode,
     NodeGetRequest,
     NodeDetailReply,
+  ),
+  /** Public: a new task forked from a finished one, its nodes before `from` answered from the original's records. */
+  taskRerun: defineRequestById(
+    "tasks.rerun",
+    (s, id) => s.taskRerun(id),
+    (s) => s.anyTaskRerun,
+    RerunRequest,
+    RerunReply,
   ),
   /** Public: the answer to a task's pending `request_user_input`; only the Evaluator waiting for it subscribes. */
   taskInput: defineRequestById(

@@ -74,6 +74,10 @@ export function createSubjects(root: string = DEFAULT_ROOT) {
     taskNodes: (id: string) => `${root}.tasks.${idToken(id)}.nodes`,
     /** Public: request one node's record with its conversations ({@link NodeDetailReply}). */
     taskNode: (id: string) => `${root}.tasks.${idToken(id)}.node`,
+    /** Public: fork a finished task from one of its nodes ({@link RerunRequest}). */
+    taskRerun: (id: string) => `${root}.tasks.${idToken(id)}.rerun`,
+    /** Wildcard over every task's `rerun` subject (Directors subscribe to it). */
+    anyTaskRerun: `${root}.tasks.*.rerun`,
     /** Wildcard over every task's `nodes` subject (Directors subscribe to it). */
     anyTaskNodes: `${root}.tasks.*.nodes`,
     /** Wildcard over every task's `node` subject. */

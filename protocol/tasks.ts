@@ -4,6 +4,7 @@
  */
 import { z } from "zod";
 import { MAX_COMPILE_PROMPT_CHARS } from "./compiler.js";
+import { ForkOf, ReplayPlan } from "./fork.js";
 import { TaskId } from "./ids.js";
 import { Notes, TaskError } from "./result.js";
 
@@ -87,6 +88,8 @@ export const TaskEvent = z.object({
   message: z.string().optional(),
   /** Event-specific data. */
   data: z.record(z.string(), z.unknown()).optional(),
+  /** The task is a fork (`dirigent rerun`): what it was forked from. */
+  forkOf: ForkOf.optional(),
 });
 export type TaskEvent = z.infer<typeof TaskEvent>;
 
@@ -179,6 +182,10 @@ export const TaskRecord = z.object({
   machine: z.object({ id: z.string(), version: z.int().nonnegative(), snapshot: z.unknown() }).optional(),
   /** The trace the task's spans belong to: the submitter's `traceparent`, or the intake's span. */
   trace: TraceContext.optional(),
+  /** The task is a fork (`dirigent rerun`): what it was forked from. */
+  forkOf: ForkOf.optional(),
+  /** A fork's nodes answered from the original's records. */
+  replay: ReplayPlan.optional(),
 });
 export type TaskRecord = z.infer<typeof TaskRecord>;
 

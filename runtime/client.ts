@@ -20,6 +20,7 @@ import {
   type NodeDetailReply,
   type NodeGetRequest,
   type NodeListReply,
+  type RerunReply,
   type UserInput,
   type Subjects,
   type TaskBudget,
@@ -72,6 +73,18 @@ export interface RunOptions {
 /** What a client needs to ask the runtime: the bus, the subjects, no logging. */
 export function clientDeps(bus: Bus, subjects: Subjects) {
   return { bus, subjects, log: silentLogger, now: () => new Date(), newId: () => randomUUID() };
+}
+
+/** A fork of a task ({@link DirigentClient.rerun}): the body of `tasks.<id>.rerun` (protocol/rerun.ts). */
+export interface RerunInput {
+  /** The node to run live from; optional when `xml` or `inputs` change something (then the first node they change). */
+  from?: string;
+  /** The fork's id; a new one when absent. */
+  taskId?: string;
+  /** Inputs replacing the original's of the same name. */
+  inputs?: TaskInputs;
+  /** A changed template. */
+  xml?: string;
 }
 
 /** Client of the public API. */
@@ -147,15 +160,53 @@ export class DirigentClient {
    * misses a result published while the connection is down: so the task's record is also read after each reconnect,
    * and every few seconds (growing to {@link RESULT_POLL_MAX_MS}) in case a loss went unnoticed.
    */
-  async run(input: SubmitInput, onEvent?: (event: TaskEvent) => void, options: RunOptions = {}): Promise<TaskOutcome> {
+  run(input: SubmitInput, onEvent?: (event: TaskEvent) => void, options: RunOptions = {}): Promise<TaskOutcome> {
     const taskId = input.taskId ?? randomUUID();
+    return this.follow(taskId, () => this.submit({ ...input, taskId }), onEvent, options);
+  }
+
+  /**
+   * Forks task `taskId` (`dirigent rerun`): a new task whose nodes before `request.from` are answered from the
+   * original's records and the rest run live, with the request's inputs and template. `CONFLICT` for a task not ended,
+   * `NOT_FOUND` for an unknown task or node, `EXPIRED` once its records are gone (docs/protocol.md).
+   */
+  rerun(taskId: string, request: RerunInput): Promise<RerunReply> {
+    return ask(this.deps(), Requests.taskRerun.at(taskId), request, { timeoutMs: this.timeoutMs });
+  }
+
+  /** {@link rerun}, then waits for the fork's result, reporting its events on the way (as {@link run}). */
+  runFork(
+    taskId: string,
+    request: RerunInput,
+    onEvent?: (event: TaskEvent) => void,
+    options: { onSubmitted?: (reply: RerunReply) => void } = {},
+  ): Promise<TaskOutcome> {
+    const fork = request.taskId ?? randomUUID();
+    return this.follow(
+      fork,
+      async () => {
+        const reply = await this.rerun(taskId, { ...request, taskId: fork });
+        options.onSubmitted?.(reply);
+        return reply;
+      },
+      onEvent,
+    );
+  }
+
+  /** Subscribes to task `taskId`, submits it by `submit`, and waits for its result. */
+  private async follow(
+    taskId: string,
+    submit: () => Promise<SubmitReply>,
+    onEvent?: (event: TaskEvent) => void,
+    options: RunOptions = {},
+  ): Promise<TaskOutcome> {
     // The events that came before the submission's answer; undefined once it came.
     let held: TaskEvent[] | undefined = [];
     const watch = this.watch(taskId, (event) => (held ? held.push(event) : onEvent?.(event)));
     const stop = new AbortController();
     try {
       await this.bus.flush();
-      const reply = await this.submit({ ...input, taskId });
+      const reply = await submit();
       options.onSubmitted?.(reply);
       const early = held;
       held = undefined;

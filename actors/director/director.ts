@@ -21,6 +21,7 @@ import type { SizeLimits } from "../size-limits.js";
 import { createParseCache, type ParseCache } from "../../machines/language/parse-cache.js";
 import { requeueUnqueued } from "./unqueued.js";
 import { serveNodeReads } from "./node-reads.js";
+import { serveRerun } from "../fork/rerun.js";
 
 /** Director configuration. */
 export interface DirectorConfig {
@@ -59,7 +60,8 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
   /** Set by `stop`: take no new task, hand back the ones running. */
   let draining = false;
 
-  const publishEvent = eventPublisher(deps, config.publishStored);
+  // A fork's events say what it was forked from.
+  const publishEvent = eventPublisher(deps, config.publishStored, (taskId) => owned.get(taskId)?.claim.record.forkOf);
   /** The type of a template's entry task, for metrics. */
   const taskType = (xml: string) => {
     if (xml === "") return "prompt";
@@ -165,7 +167,24 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
     // Reports of roles in this process come as calls (actors/local.ts).
     { unsubscribe: async () => stopLocalProgress?.() },
     ...(config.records
-      ? serveNodeReads(deps, store, { records: config.records.store, maxAgeMs: config.records.maxAgeMs, concurrency: config.concurrency })
+      ? [
+          ...serveNodeReads(deps, store, {
+            records: config.records.store,
+            maxAgeMs: config.records.maxAgeMs,
+            concurrency: config.concurrency,
+          }),
+          serveRerun(deps, {
+            tasks: store,
+            queue,
+            records: config.records.store,
+            maxAgeMs: config.records.maxAgeMs,
+            parseCache,
+            sizeLimits: config.sizeLimits,
+            publishEvent,
+            concurrency: config.concurrency,
+            gates,
+          }),
+        ]
       : []),
     bus.subscribe(subjects.cancelBroadcast, (msg) => {
       const decoded = decode(CancelBroadcast, msg.data);

@@ -32,9 +32,11 @@ import type { ParseOutcome } from "../../machines/language/ast.js";
 
 /**
  * A decoded, validated submission: the id its submitter chose, if any ({@link SubmitRequest}), and what its task
- * record takes from it ({@link TaskRecord}: `xml` is empty for a request in words until the Director has it compiled).
+ * record takes from it ({@link TaskRecord}: `xml` is empty for a request in words until the Director has it compiled;
+ * a fork's `forkOf` and `replay`, actors/fork/rerun.ts).
  */
-export type Submission = Pick<SubmitRequest, "taskId"> & Pick<TaskRecord, "xml" | "prompt" | "inputs" | "budget" | "stream" | "trace">;
+export type Submission = Pick<SubmitRequest, "taskId"> &
+  Pick<TaskRecord, "xml" | "prompt" | "inputs" | "budget" | "stream" | "trace" | "forkOf" | "replay">;
 
 /**
  * Decodes a submit body: JSON `{taskId?, xml|template, inputs?}` or a raw XML document. Checks the sizes against
@@ -115,6 +117,8 @@ export async function acceptSubmission(
     ...(submission.budget ? { budget: submission.budget } : {}),
     ...(submission.stream === undefined ? {} : { stream: submission.stream }),
     ...(submission.trace ? { trace: submission.trace } : {}),
+    ...(submission.forkOf ? { forkOf: submission.forkOf } : {}),
+    ...(submission.replay ? { replay: submission.replay } : {}),
     submittedAt: at,
     updatedAt: at,
   };

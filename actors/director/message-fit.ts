@@ -7,7 +7,7 @@
  * - a result too large has its `content` cut to fit, `parsedContent` dropped, and the note `truncated` set to
  *   `{"bytes": <size of the whole result>}`. The task's record keeps the whole result (the store holds large values).
  */
-import { encode, TaskEvent, TaskOutcome, type TaskId, type TaskState } from "../../protocol/index.js";
+import { encode, TaskEvent, TaskOutcome, type ForkOf, type TaskId, type TaskState } from "../../protocol/index.js";
 import { randomUUID } from "node:crypto";
 import { messageOf, type ActorDeps } from "../deps.js";
 
@@ -57,6 +57,7 @@ export type PublishEvent = (
   state: TaskState,
   message?: string,
   data?: Record<string, unknown>,
+  forkOf?: ForkOf,
 ) => void;
 
 /** A {@link PublishEvent} that tells when a task's events published so far are stored. */
@@ -73,7 +74,11 @@ export interface EventPublisher extends PublishEvent {
  * A live subscriber may get such a repeat (docs/deploy.md). An event still not stored after the store's patience is
  * logged and left out of the replay.
  */
-export function eventPublisher(deps: ActorDeps, store?: (subject: string, data: Uint8Array, id: string) => Promise<void>): EventPublisher {
+export function eventPublisher(
+  deps: ActorDeps,
+  store?: (subject: string, data: Uint8Array, id: string) => Promise<void>,
+  forkOf?: (taskId: string) => ForkOf | undefined,
+): EventPublisher {
   /** Per task, the store of its last event (the next waits for it). */
   const chains = new Map<string, Promise<void>>();
   // Message ids unique to this publisher's publishes: a new owner's event of the same seq is a different one.
@@ -90,7 +95,7 @@ export function eventPublisher(deps: ActorDeps, store?: (subject: string, data: 
       if (chains.get(taskId) === next) chains.delete(taskId);
     });
   };
-  const send: PublishEvent = (taskId, seq, type, state, message, data) => {
+  const send: PublishEvent = (taskId, seq, type, state, message, data, fork = forkOf?.(taskId)) => {
     const event: TaskEvent = {
       taskId: taskId as TaskId,
       seq,
@@ -99,6 +104,7 @@ export function eventPublisher(deps: ActorDeps, store?: (subject: string, data: 
       at: deps.now().toISOString(),
       ...(message === undefined ? {} : { message }),
       ...(data === undefined ? {} : { data }),
+      ...(fork === undefined ? {} : { forkOf: fork }),
     };
     publish(taskId, deps.subjects.taskEvents(taskId), fitEvent(event, deps.bus.maxMessageBytes), seq);
   };

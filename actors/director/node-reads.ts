@@ -54,38 +54,10 @@ export function serveNodeReads(deps: ActorDeps, tasks: TaskStore, config: NodeRe
   const taskOf = (msg: BusMessage): TaskId | ErrorReply =>
     parseTaskId(subjects.taskIdOf(msg.subject)) ?? errorReply("INVALID_ID", `illegal task id in subject '${msg.subject}'`);
 
-  /** Every node record of the task, in the order the nodes started. */
-  const readAll = async (taskId: string): Promise<NodeRecord[]> => {
-    if (!config.records.keys) throw new Error("the turns store cannot list its keys");
-    const keys = await config.records.keys(nodeKeys(taskId));
-    const out: NodeRecord[] = [];
-    for (let at = 0; at < keys.length; at += READS_AT_ONCE) {
-      const batch = await Promise.all(keys.slice(at, at + READS_AT_ONCE).map((key) => readNode(key)));
-      out.push(...batch.filter((r): r is NodeRecord => r !== undefined));
-    }
-    return out.sort((a, b) => a.startedAt.localeCompare(b.startedAt) || a.path.localeCompare(b.path) || a.occurrence - b.occurrence);
-  };
+  const readAll = (taskId: string) => readNodeRecords(config.records, taskId);
+  const readNode = (key: string) => readNodeRecord(config.records, key);
 
-  const readNode = async (key: string): Promise<NodeRecord | undefined> => {
-    const bytes = await config.records.get(key);
-    const decoded = bytes && decode(NodeRecord, bytes, MAX_RECORD_BYTES);
-    return decoded && decoded.ok ? decoded.value : undefined;
-  };
-
-  /** Why a task has no node records: unknown, expired, or none yet (an empty list). */
-  const missing = async (taskId: string): Promise<ErrorReply | undefined> => {
-    const task = (await readTaskRecord(tasks, taskId))?.record;
-    if (task === undefined) return errorReply("NOT_FOUND", `no task '${taskId}'`);
-    const age = deps.now().getTime() - Date.parse(task.updatedAt);
-    if (FINAL_STATES.has(task.state) && age >= config.maxAgeMs) {
-      const days = Math.round((config.maxAgeMs / 86_400_000) * 10) / 10;
-      return errorReply(
-        "EXPIRED",
-        `the node records of task '${taskId}' have expired: they are kept ${days} days (DIRIGENT_RECORDS_MAX_AGE_MS)`,
-      );
-    }
-    return undefined;
-  };
+  const missing = (taskId: string) => missingRecords(deps, tasks, config.maxAgeMs, taskId);
 
   const nodes = async (_: unknown, msg: BusMessage): Promise<NodeListReply | ErrorReply> => {
     const taskId = taskOf(msg);
@@ -155,8 +127,41 @@ export function serveNodeReads(deps: ActorDeps, tasks: TaskStore, config: NodeRe
   return [serve(deps, Requests.taskNodes, { ...common, handle: nodes }), serve(deps, Requests.taskNode, { ...common, handle: node })];
 }
 
+/** Every node record of task `taskId`, in the order the nodes started. */
+export async function readNodeRecords(records: TaskStore, taskId: string): Promise<NodeRecord[]> {
+  if (!records.keys) throw new Error("the turns store cannot list its keys");
+  const keys = await records.keys(nodeKeys(taskId));
+  const out: NodeRecord[] = [];
+  for (let at = 0; at < keys.length; at += READS_AT_ONCE) {
+    const batch = await Promise.all(keys.slice(at, at + READS_AT_ONCE).map((key) => readNodeRecord(records, key)));
+    out.push(...batch.filter((r): r is NodeRecord => r !== undefined));
+  }
+  return out.sort((a, b) => a.startedAt.localeCompare(b.startedAt) || a.path.localeCompare(b.path) || a.occurrence - b.occurrence);
+}
+
+async function readNodeRecord(records: TaskStore, key: string): Promise<NodeRecord | undefined> {
+  const bytes = await records.get(key);
+  const decoded = bytes && decode(NodeRecord, bytes, MAX_RECORD_BYTES);
+  return decoded && decoded.ok ? decoded.value : undefined;
+}
+
+/** Why task `taskId` has no node records: unknown, or expired (`undefined`: none yet). */
+export async function missingRecords(deps: ActorDeps, tasks: TaskStore, maxAgeMs: number, taskId: string): Promise<ErrorReply | undefined> {
+  const task = (await readTaskRecord(tasks, taskId))?.record;
+  if (task === undefined) return errorReply("NOT_FOUND", `no task '${taskId}'`);
+  const age = deps.now().getTime() - Date.parse(task.updatedAt);
+  if (FINAL_STATES.has(task.state) && age >= maxAgeMs) {
+    const days = Math.round((maxAgeMs / 86_400_000) * 10) / 10;
+    return errorReply(
+      "EXPIRED",
+      `the node records of task '${taskId}' have expired: they are kept ${days} days (DIRIGENT_RECORDS_MAX_AGE_MS)`,
+    );
+  }
+  return undefined;
+}
+
 function summaryOf(record: NodeRecord): NodeSummary {
-  const { path, occurrence, name, kind, state, startedAt, endedAt, durationMs, usage, cost, models, error } = record;
+  const { path, occurrence, name, kind, state, startedAt, endedAt, durationMs, usage, cost, models, error, replayedFrom } = record;
   const message = error && "message" in error && typeof error.message === "string" ? error.message : undefined;
   return {
     path,
@@ -170,6 +175,7 @@ function summaryOf(record: NodeRecord): NodeSummary {
     ...(usage ? { usage } : {}),
     ...(cost === undefined ? {} : { cost }),
     ...(models ? { models } : {}),
+    ...(replayedFrom === undefined ? {} : { replayedFrom }),
     ...(message === undefined ? {} : { error: cutText(message, 512) }),
   };
 }

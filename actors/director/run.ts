@@ -102,6 +102,7 @@ function taskEffects(env: RunEnv, task: RunningTask, fresh: boolean): TaskEffect
         inputs: input.inputs,
         ...(record.budget ? { budget: record.budget } : {}),
         ...(record.stream === undefined ? {} : { stream: record.stream }),
+        ...(record.replay ? { replay: record.replay } : {}),
       });
       const asked = { parent: task.span?.context ?? record.trace ?? ROOT_CONTEXT, attributes: { "dirigent.task_id": record.taskId } };
       const reply = await inSpan("director.evaluate", asked, () =>

@@ -35,6 +35,7 @@ import { entryPath, inputFailure, modelIdFailure, nodeAt, summarize } from "./no
 import { templateCommandRefusal } from "./script.js";
 import { inNodeSpan, walkActors, type Walk } from "./walk.js";
 import { nodeRecorder, recordedNode } from "./node-records.js";
+import { replays } from "../fork/replay.js";
 import { turnKey } from "../handler/records.js";
 import { createMasker } from "../secrets.js";
 import { ENV_INPUTS_BINDING, type EnvInputs } from "./bind.js";
@@ -191,6 +192,17 @@ export function startEvaluator(deps: ActorDeps, config: EvaluatorConfig): RoleHa
       now: deps.now,
       mask,
       progress: (event, message, data) => progress(taskId, event, message, data),
+      ...(request.replay
+        ? {
+            replays: replays(request.replay, {
+              taskId,
+              store: config.records,
+              log: deps.log,
+              now: deps.now,
+              progress: (event, message, data) => progress(taskId, event, message, data),
+            }),
+          }
+        : {}),
     });
     const walk: Walk & InputRecords = {
       actors,

@@ -19,6 +19,7 @@ import {
   Usage,
   type NodeFinishedEventData,
   type NodeState,
+  type ReplayedNode,
   type TaskResult,
 } from "../../protocol/index.js";
 import type { TaskStore } from "../bus.js";
@@ -35,6 +36,14 @@ export function nodeKey(taskId: string, path: string, occurrence: number): strin
 
 /** The KV filter of every node record of task `taskId`. */
 export const nodeKeys = (taskId: string): string => `${taskId}.node.*`;
+
+/** The replayed evaluations of a fork's walk, looked up by path and occurrence (actors/fork/replay.ts). */
+export interface Replays {
+  /** The plan's entry for the `occurrence`th evaluation of `path`, when it is replayed. */
+  find(path: string, occurrence: number): ReplayedNode | undefined;
+  /** Answers `node` from the original's record; its nested nodes' records are copied first. */
+  replay(node: ReplayedNode): Promise<TaskResult>;
+}
 
 /** Records the nodes of one task's walk. */
 export interface NodeRecorder {
@@ -57,6 +66,8 @@ export interface NodeRecorderEnv {
   /** Masks the secrets this process knows. */
   mask: Masker;
   progress(event: string, message: string, data: Record<string, unknown>): void;
+  /** A fork's nodes answered from the original's records (actors/fork/replay.ts); absent: every node runs. */
+  replays?: Replays | undefined;
 }
 
 interface Own {
@@ -90,6 +101,14 @@ export function nodeRecorder(env: NodeRecorderEnv): NodeRecorder {
     async record(path, node, evaluate) {
       const occurrence = (occurrences.get(path) ?? 0) + 1;
       occurrences.set(path, occurrence);
+      const { replays } = env;
+      const replayed = replays?.find(path, occurrence);
+      if (replays && replayed) {
+        // The nodes evaluated within it in the original count as evaluated: a later evaluation of one is the next.
+        for (const inner of replayed.nested ?? [])
+          occurrences.set(inner.path, Math.max(occurrences.get(inner.path) ?? 0, inner.occurrence));
+        return replays.replay(replayed);
+      }
       const started = env.now();
       own.delete(path);
       const { result, env: bound } = await evaluate();

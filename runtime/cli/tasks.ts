@@ -1,5 +1,5 @@
 /**
- * `dirigent run | submit | status | cancel | input | show`: the public task API from the command line. `show` prints
+ * `dirigent run | submit | status | cancel | input | show | rerun`: the public task API from the command line. `show` prints
  * what each node of a task did, from its records: the tree with state, duration, tokens and cost per node, or one
  * node's conversation message by message with its tool calls.
  */
@@ -8,7 +8,7 @@ import type { Command } from "commander";
 import { createInterface } from "node:readline/promises";
 import { decode, parseTaskId, TaskEvent, TaskState, type SubmitReply, type Subjects } from "../../protocol/index.js";
 import { DirigentClient, RemoteError } from "../client.js";
-import { collect, commonOptions, parseInputs, setup, UsageError, type CommonFlags } from "./common.js";
+import { collect, commonOptions, parseInputs, readTemplate, setup, UsageError, type CommonFlags } from "./common.js";
 import { budgetFields, type BudgetFlags } from "./budget.js";
 import { taskSource } from "./compile.js";
 import { placeClient } from "../nats/connect.js";
@@ -250,6 +250,64 @@ export function registerTaskCommands(program: Command): void {
     },
   );
   registerShowCommand(program);
+  registerRerunCommand(program);
+}
+
+interface RerunFlags extends CommonFlags {
+  from?: string;
+  input?: string[];
+  template?: string;
+  taskId?: string;
+  json?: boolean;
+  quiet?: boolean;
+}
+
+/** Registers `dirigent rerun`: fork a finished task from one of its nodes and follow the fork. */
+function registerRerunCommand(program: Command): void {
+  commonOptions(
+    program
+      .command("rerun")
+      .description(
+        "fork an ended task: a new task whose nodes before --from are answered from the original's records (no model call), the rest run live",
+      )
+      .argument("<id>", "the task to fork (completed, failed or cancelled)")
+      .option("--from <path>", "the node to run live from (paths as 'dirigent show' lists them); optional with --template or -i")
+      .option("-i, --input <key=value>", "replace an input of the original (repeatable)", collect, [])
+      .option("--template <file>", "a changed template: unchanged nodes before the fork point are replayed")
+      .option("--task-id <id>", "choose the fork's id")
+      .option("--json", "one JSON object per line: the fork's answer, every event, then the result")
+      .option("-q, --quiet", "do not print events"),
+  ).action(async (id: string, flags: RerunFlags) => {
+    const taskId = checkedId(id);
+    const inputs = parseInputs(flags.input ?? []);
+    const xml = flags.template === undefined ? undefined : await readTemplate(flags.template);
+    if (flags.from === undefined && xml === undefined && Object.keys(inputs).length === 0)
+      throw new UsageError("give the node to run from (--from PATH), or a changed template (--template FILE) or input (-i k=v)");
+    const request = {
+      ...(flags.from === undefined ? {} : { from: flags.from }),
+      ...(Object.keys(inputs).length > 0 ? { inputs } : {}),
+      ...(xml === undefined ? {} : { xml }),
+      taskId: taskIdFlag(flags.taskId) ?? randomUUID(),
+    };
+    await withClient(flags, async (client) => {
+      const printer = createEventPrinter((text) => process.stdout.write(text));
+      const line = (value: unknown) => process.stdout.write(JSON.stringify(value) + "\n");
+      const onEvent = flags.json ? line : flags.quiet ? undefined : (e: TaskEvent) => printer.event(e);
+      const outcome = await client
+        .runFork(taskId, request, onEvent, {
+          onSubmitted: (reply) =>
+            flags.json
+              ? line(reply)
+              : process.stdout.write(
+                  `task ${reply.taskId} (fork of ${taskId} from ${reply.forkOf.from}; ${reply.replayed} node${reply.replayed === 1 ? "" : "s"} replayed)\n`,
+                ),
+        })
+        .catch(rethrow);
+      printer.end();
+      process.stdout.write((flags.json ? JSON.stringify(outcome) : formatOutcome(outcome, { streamed: printer.streamed() })) + "\n");
+      process.exitCode = outcome.status === "COMPLETE" ? 0 : 1;
+    });
+  });
 }
 
 interface ShowFlags extends CommonFlags {

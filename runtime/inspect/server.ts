@@ -22,6 +22,21 @@ import { InspectState, type ActorView, type TaskView } from "./state.js";
 import { messageOf } from "../../protocol/errors.js";
 import { nodeApi } from "./nodes.js";
 
+/** Largest body of `POST /api/tasks/<id>/rerun` (a changed template with its inputs). */
+const MAX_RERUN_BODY_BYTES = 4 * 1024 * 1024;
+
+/** The body of `req` as text, or `undefined` once it exceeds `max` bytes. */
+async function readBody(req: IncomingMessage, max: number): Promise<string | undefined> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    size += chunk.byteLength;
+    if (size > max) return undefined;
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks).toString("utf8");
+}
+
 /** A stored task message (an event or a result) read back from the events stream. */
 export interface ReplayedMessage {
   subject: string;
@@ -97,6 +112,7 @@ const ASSETS: Record<string, string> = {
   "/task-tree.js": "task-tree.js",
   "/nodes.js": "nodes.js",
   "/conversation.js": "conversation.js",
+  "/rerun.js": "rerun.js",
   "/app.css": "app.css",
 };
 const TYPES: Record<string, string> = {
@@ -237,7 +253,22 @@ export async function startInspectServer(options: InspectServerOptions): Promise
       return;
     }
     const url = new URL(req.url ?? "/", "http://127.0.0.1");
-    if (req.method !== "GET") return json(res, 405, { error: "only GET" });
+    const rerunMatch = /^\/api\/tasks\/([^/]+)\/rerun$/.exec(url.pathname);
+    if (rerunMatch && req.method === "POST") {
+      // JSON only: a cross-site form cannot send it without a preflight (and the guard refuses a foreign Origin).
+      if (!/^application\/json\b/.test(req.headers["content-type"] ?? "")) return json(res, 415, { error: "send JSON" });
+      const body = await readBody(req, MAX_RERUN_BODY_BYTES);
+      if (body === undefined) return json(res, 413, { error: `the body exceeds ${MAX_RERUN_BODY_BYTES} bytes` });
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(body);
+      } catch {
+        return json(res, 400, { error: "the body is not JSON" });
+      }
+      const answer = await nodes.rerun(decodeURIComponent(rerunMatch[1] ?? ""), parsed);
+      return json(res, answer.status, answer.body);
+    }
+    if (req.method !== "GET") return json(res, 405, { error: "only GET, and POST to /api/tasks/<id>/rerun" });
     const asset = ASSETS[url.pathname];
     if (asset) {
       const body = await readFile(join(assets, asset));

@@ -152,6 +152,7 @@ function ownPermissions(root: string): Record<NatsRole, RolePermissions> {
         s.anyTaskInput,
         s.anyTaskNodes,
         s.anyTaskNode,
+        s.anyTaskRerun,
         s.compile,
         ...goalRequests,
         s.ping,
@@ -189,7 +190,17 @@ function ownPermissions(root: string): Record<NatsRole, RolePermissions> {
         // The node records (`nodes`, `node`): read from the turns bucket, listed by key (its stream's subjects).
         ...kvReadWrite(s.turnsBucket),
       ],
-      subscribe: [s.submit, s.anyTaskGet, s.anyTaskCancel, s.anyTaskNodes, s.anyTaskNode, s.anyProgress, control, inbox("director")],
+      subscribe: [
+        s.submit,
+        s.anyTaskGet,
+        s.anyTaskCancel,
+        s.anyTaskNodes,
+        s.anyTaskNode,
+        s.anyTaskRerun,
+        s.anyProgress,
+        control,
+        inbox("director"),
+      ],
     },
     evaluator: {
       // The turns bucket: the outcomes of waits for the user's input (actors/evaluator/input.ts).
@@ -249,10 +260,11 @@ function ownPermissions(root: string): Record<NatsRole, RolePermissions> {
       ],
       subscribe: [...goalRequests, s.goalControl, s.anyTaskResult, inbox("supervisor")],
     },
-    // Read-only: it watches the inspection messages and the tasks' events, asks for a task's record, and replays
-    // finished tasks from the events stream (runtime/inspect/replay.ts); it creates no consumer.
+    // It watches the inspection messages and the tasks' events, asks for a task's record, and replays finished tasks
+    // from the events stream (runtime/inspect/replay.ts); it creates no consumer. The one thing it changes: a fork of
+    // an ended task, asked of a Director (the page's "Re-run from here").
     inspector: {
-      publish: [s.anyTaskGet, s.anyTaskNodes, s.anyTaskNode, ...streamRead(s.eventsStream)],
+      publish: [s.anyTaskGet, s.anyTaskNodes, s.anyTaskNode, s.anyTaskRerun, ...streamRead(s.eventsStream)],
       subscribe: [s.anyInspect, s.anyTaskEvents, s.anyTaskResult, inbox("inspector")],
     },
   };
