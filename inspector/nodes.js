@@ -32,6 +32,8 @@ function subtreeSums(rows) {
     const sum = { tokens: 0, cost: 0, priced: false };
     for (let j = i + 1; j < rows.length && rows[j].depth > depth; j++) {
       const n = rows[j].node;
+      // A replayed node cost this task nothing: its tokens were paid by the task it was replayed from.
+      if (n.replayedFrom) continue;
       if (n.usage) sum.tokens += n.usage.promptTokens + n.usage.completionTokens;
       if (typeof n.cost === "number") ((sum.cost += n.cost), (sum.priced = true));
     }
@@ -168,10 +170,20 @@ export function nodeTable(rows, { selected, onSelect, axis }) {
         ...(node.replayedFrom ? { "data-replayed": "true" } : {}),
       },
       name,
-      el("td", { class: "state", ...(node.replayedFrom ? { title: `replayed from task ${node.replayedFrom}` } : {}) }, node.state),
+      el(
+        "td",
+        { class: "state", ...(node.replayedFrom ? { title: `replayed from task ${node.replayedFrom}` } : {}) },
+        node.replayedFrom ? `${node.state} ↺` : node.state,
+      ),
       el("td", { class: "num" }, duration(node.durationMs)),
-      sumCell(tokens(node.usage), sums[lane].tokens ? String(sums[lane].tokens) : ""),
-      sumCell(cost(node.cost), sums[lane].priced ? cost(sums[lane].cost) : ""),
+      ...(node.replayedFrom
+        ? [tokens(node.usage), cost(node.cost)].map((text) =>
+            el("td", { class: "num paid-before", title: `paid by task ${node.replayedFrom}, not by this one` }, text),
+          )
+        : [
+            sumCell(tokens(node.usage), sums[lane].tokens ? String(sums[lane].tokens) : ""),
+            sumCell(cost(node.cost), sums[lane].priced ? cost(sums[lane].cost) : ""),
+          ]),
       el("td", { class: "waterfall" }, el("div", { class: "lane" }, bar)),
     );
     if (node.error) row.title = node.error;

@@ -97,6 +97,20 @@ describe("inspector: re-run from a node", () => {
       await page.locator('#nodes .node-row[data-path="0.steps.2"][data-state="completed"]').waitFor({ timeout: 60_000 });
       expect(await page.locator("#detail-task").textContent()).toBe(fork);
       expect(await page.locator('#nodes .node-row[data-path="0.steps.0"]').getAttribute("data-replayed")).toBe("true");
+      // The replayed step's tokens were paid by the original: shown struck through, and left out of the fork's total.
+      await page.locator('#nodes .node-row[data-path="0"][data-state="completed"]').waitFor({ timeout: 60_000 });
+      const cells = await page.locator("#nodes .node-row").evaluateAll((trs) =>
+        trs.map((tr) => ({
+          path: tr.getAttribute("data-path") ?? "",
+          replayed: tr.hasAttribute("data-replayed"),
+          tokens: tr.querySelectorAll("td")[3]?.textContent ?? "",
+          paidBefore: tr.querySelectorAll("td")[3]?.classList.contains("paid-before") ?? false,
+        })),
+      );
+      expect(cells.find((c) => c.path === "0.steps.0")).toMatchObject({ replayed: true, paidBefore: true });
+      const live = cells.filter((c) => c.path.startsWith("0.steps.") && !c.replayed).reduce((n, c) => n + Number(c.tokens), 0);
+      expect(live).toBeGreaterThan(0);
+      expect(cells.find((c) => c.path === "0")?.tokens).toBe(`Σ ${live}`);
       const status = (await nc.request(subjects.taskGet(fork), "{}", { timeout: 10_000 })).json<TaskStatusReply>();
       expect(status.result?.content).toBe("Waves title");
       expect(mock.requests.length).toBe(5);

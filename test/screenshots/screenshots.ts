@@ -4,7 +4,8 @@
  * built-in tool call in step 1, a map of two branches in step 2, a title in step 3), opened in headless Debian
  * Chromium. Writes:
  * - docs/inspector.png: the live actors, the task tree, the task machine and the timeline of the completed task;
- * - docs/inspector-nodes.png: the node tree with its waterfall, and step 1's conversation with its tool call.
+ * - docs/inspector-nodes.png: the node tree with its waterfall, and step 1's conversation with its tool call;
+ * - docs/inspector-fork.png: the task re-run from step 3 with "Re-run from here": steps 1 and 2 replayed.
  * Each shot waits for what it shows (a completed node, a drawn state), never for a time.
  */
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -68,7 +69,7 @@ const RULES = [
   { match: { lastUser: { regex: "^TITLE" } }, reply: "Life in a Tide Pool", usage: { prompt_tokens: 140, completion_tokens: 6 } },
 ];
 
-it("retakes docs/inspector.png and docs/inspector-nodes.png from a real task", async () => {
+it("retakes docs/inspector.png, docs/inspector-nodes.png and docs/inspector-fork.png from a real task", async () => {
   const root = randomRoot();
   const workspace = join(dir, "workspace");
   mkdirSync(workspace);
@@ -125,6 +126,17 @@ it("retakes docs/inspector.png and docs/inspector-nodes.png from a real task", a
   await page.locator('#node-detail .node-detail[data-path="0.steps.0"] .tool-call[data-tool="read_file"]').waitFor();
   await page.locator("#nodes").scrollIntoViewIfNeeded();
   await page.screenshot({ path: join(DOCS, "inspector-nodes.png"), fullPage: false });
+
+  // A fork: step 3 re-run from the page; steps 1 and 2 are answered from the records, step 3 runs live.
+  await page.locator('#nodes .node-row[data-path="0.steps.2"]').click();
+  await page.locator('#node-detail .node-detail[data-path="0.steps.2"] .rerun-button').click();
+  await page.locator("#node-detail .rerun-start").click();
+  await page.waitForURL((url) => url.searchParams.get("task") !== taskId, { timeout: 60_000 });
+  await page.waitForSelector("body[data-ready=true]");
+  await page.locator('#nodes .node-row[data-path="0"][data-state="completed"]').waitFor({ timeout: 60_000 });
+  await page.locator('#nodes .node-row[data-path="0.steps.0"][data-replayed="true"]').click();
+  await page.locator('#node-detail .node-detail[data-path="0.steps.0"]').waitFor();
+  await page.screenshot({ path: join(DOCS, "inspector-fork.png"), fullPage: false });
   expect(errors).toEqual([]);
   await page.close();
 });
