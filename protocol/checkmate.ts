@@ -1,8 +1,8 @@
 /**
- * The verdict of the checkmate judge loop (seed 001, the checkmate skill): the judge answers JSON
+ * The verdict of the checkmate judge loop (intake → worker → judge until PASS): the judge answers JSON
  * `{result: PASS|FAIL, score, criteria: [{item, pass, evidence}], gapSummary}`, possibly inside a ```json fence.
  * {@link parseVerdict} reads it from a model's text and validates it; best-attempt selection uses the typed `score`,
- * never a free-text field (the seed's best attempt came out empty once its judge stopped writing `**Score:**`).
+ * never a free-text field, so a judge that leaves out a `**Score:**` line cannot leave the run without a best attempt.
  */
 import { z } from "zod";
 import { fencedBlock } from "./fence.js";
@@ -97,5 +97,5 @@ export function verdictOf(text: string): StoredVerdict {
   };
 }
 
-/** Marker an intake answer uses to ask the user questions instead of writing criteria, as the seed's intake does. */
+/** Marker an intake answer uses to ask the user questions instead of writing criteria; such an answer is never locked in as criteria. */
 export const NEEDS_CLARIFICATION = "[NEEDS_CLARIFICATION]";

@@ -66,7 +66,7 @@ export const SubtaskRequest = z.strictObject({
 });
 export type SubtaskRequest = z.infer<typeof SubtaskRequest>;
 
-/** `notes.evaluation_request` (dynamic director–evaluator, hoidn's seed 000): evaluate the Director's output. */
+/** `notes.evaluation_request` (dynamic director–evaluator): a director asks for its output to be evaluated before it goes on. */
 export const EvaluationRequest = z.strictObject({
   /** Kind of evaluation; `script`, `bash_script`, `test` and `run_script` run `target` first. */
   type: z.string().min(1).max(64),

@@ -1,5 +1,5 @@
 /**
- * Autonomous goals (seed 003, the loom-bot agent, mapped from BullMQ and Discord onto NATS): a goal is decomposed into
+ * Autonomous goals, queued, run and alerted over NATS: a goal is decomposed into
  * sub-goals, each sub-goal runs as an ordinary dirigent task, every outcome is checked for divergence, and the goal
  * is replanned or, past its replan limit, paused with an operator alert. Supervisors (any number of processes)
  * run the goal cycles; clients submit and steer goals on the subjects in `subjects.ts` (`<root>.goals.*`).

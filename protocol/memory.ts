@@ -1,11 +1,11 @@
 /**
- * Associative matching requests to the Memory actor and its answers (the seed design's Memory system).
+ * Associative matching requests to the Memory actor and its answers: which indexed files are relevant to a task.
  * Request/reply on `<root>.memory.match` (queue group `memory`); the Evaluator is its only caller.
  */
 import { z } from "zod";
 import { TaskInputs } from "./tasks.js";
 
-/** Context generation input, v4 fields plus the seed-era `taskText`. */
+/** Context generation input: the template-aware fields, plus `taskText` for callers written for the earlier free-text format. */
 export const MatchRequest = z.object({
   type: z.literal("memory.match"),
   /** The substituted task description: the matching query. */
@@ -20,7 +20,7 @@ export const MatchRequest = z.object({
   inheritedContext: z.string().optional(),
   /** Outputs of earlier steps. */
   previousOutputs: z.array(z.string()).optional(),
-  /** Seed-era free text query. */
+  /** Free-text query, accepted from callers written for the earlier format; it joins the matching query. */
   taskText: z.string().optional(),
 });
 export type MatchRequest = z.infer<typeof MatchRequest>;

@@ -1,6 +1,7 @@
 /**
  * What a task produces: a {@link TaskResult}, and when it fails, a typed {@link TaskError}.
- * Shapes follow the hoidn seed design, with the choices recorded in docs/design.md.
+ * The field names and failure reasons are the ones existing templates and callers read; where the designs they
+ * were written for disagree, the choice taken is recorded in docs/design.md.
  */
 import { z } from "zod";
 
@@ -12,7 +13,10 @@ export type ReturnStatus = z.infer<typeof ReturnStatus>;
 export const Notes = z.record(z.string(), z.unknown());
 export type Notes = z.infer<typeof Notes>;
 
-/** Why a task failed, for `TASK_FAILURE` errors (the seed design's, plus `not_supported` and `model_error`). */
+/**
+ * Why a task failed, for `TASK_FAILURE` errors: the reasons existing templates and callers already handle, plus
+ * `not_supported` (a construct the runtime does not run) and `model_error` (the model API failed or refused).
+ */
 export const FailureReason = z.enum([
   "context_retrieval_failure",
   "context_matching_failure",

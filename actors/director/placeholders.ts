@@ -122,7 +122,7 @@ function checkCall(call: CallNode, scope: Scope): Unfillable | undefined {
   return undefined;
 }
 
-/** The prose of a task that runs one session (atomic, and the seed-era types run as atomic). */
+/** The prose of a task that runs one session (atomic, and `director`/`evaluator` types of the earlier format, which run as atomic). */
 function checkSession(task: TaskNode, scope: Scope): Unfillable | undefined {
   const criteria = typeof task.criteria === "string" ? [task.criteria] : (task.criteria ?? []);
   const fp = task.filePaths;

@@ -1,12 +1,12 @@
 /**
  * Template matching (docs/task-language.md): which registered template handles a task description? Jaccard overlap of
- * word sets, the way the Python `find_matching_tasks` scores, with hints (`template_hints`) as a boost. Pure and
+ * word sets, with hints (`template_hints`) as a boost. Pure and
  * deterministic: no I/O, no randomness, ties keep registration order.
  */
 
-/** Scores at or below this are not a match (the Python original's threshold). */
+/** Scores at or below this are not a match: one word shared among ten or more says nothing about which template fits. */
 export const MIN_MATCH_SCORE = 0.1;
-/** Candidates returned unless the caller asks otherwise (the seed design's five). */
+/** Candidates returned unless the caller asks otherwise: the five docs/task-language.md promises. */
 export const DEFAULT_MATCH_LIMIT = 5;
 /** Added when a hint is exactly a template's name (case-insensitive). */
 export const EXACT_HINT_BOOST = 0.5;

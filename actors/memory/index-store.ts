@@ -21,7 +21,7 @@ export interface IndexWatch {
 }
 
 /**
- * The global index (the seed design's Memory): absolute path → free-text metadata, never file contents.
+ * The global index that associative matching reads: absolute path → free-text metadata, never file contents.
  * Readers never see a half-written generation.
  */
 export interface IndexStore {

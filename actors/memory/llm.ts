@@ -1,5 +1,5 @@
 /**
- * Associative matching by the model (`--llm-match`), as the seed design does it: MiniSearch
+ * Associative matching by the model (`--llm-match`), for relevance that shared words alone miss: MiniSearch
  * ranks the index, then the model chooses among the best candidates and answers a JSON array of
  * `{path, relevance, score}`. Its answer is validated: only paths among the candidates are kept. An unusable
  * answer, or a model that fails, falls back to the MiniSearch ranking, and the reply's `context` says so.

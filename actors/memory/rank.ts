@@ -18,7 +18,7 @@ export { POSTING_BUDGET } from "./field.js";
 /** At most this many matches unless the caller asks otherwise. */
 export const DEFAULT_MATCH_LIMIT = 20;
 
-/** The words of a request that make up the query: the description, the seed-era text and short string inputs. */
+/** The words of a request that make up the query: the description, the free-text `taskText` of older callers and short string inputs. */
 export function queryText(request: MatchRequest): string {
   const parts = [request.templateDescription, request.taskText ?? ""];
   for (const value of Object.values(request.inputs)) if (typeof value === "string" && value.length <= 200) parts.push(value);

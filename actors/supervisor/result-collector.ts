@@ -1,7 +1,7 @@
 /**
- * Result collection (the loom-bot seed's ResultCollector, done right): await the results of N tasks at once, driven by
- * their result messages rather than polling. An unknown task id fails at once (the seed waited for the whole
- * timeout); results come back in input order; a task not finished by the deadline is reported as a timeout, on its
+ * Result collection: await the results of N tasks at once, driven by their result messages rather than polling, so a
+ * result is seen as soon as it is published. An unknown task id fails at once instead of holding the caller for the
+ * whole timeout; results come back in input order; a task not finished by the deadline is reported as a timeout, on its
  * own, while the others keep their results.
  */
 import { decode, FINAL_STATES, Requests, TaskOutcome } from "../../protocol/index.js";
@@ -16,7 +16,7 @@ export type CollectedResult =
 
 /** Options of {@link collectResults}. */
 export interface CollectOptions {
-  /** How long to wait for all of them; default 300,000 ms (the seed's). */
+  /** How long to wait for all of them; default 300,000 ms (5 minutes). */
   timeoutMs?: number;
   /** Called as each task settles, in the order they settle. */
   onSettled?: (result: CollectedResult, index: number) => void;

@@ -1,5 +1,5 @@
 /**
- * The Supervisor role: serves the goal API and runs goal cycles (the loom-bot seed's, on NATS instead of BullMQ and Discord).
+ * The Supervisor role: serves the goal API and runs goal cycles; goals, their work and operator alerts all go over NATS.
  *
  * Subjects: `<root>.goals.submit` and `<root>.goals.list`, `<root>.goals.*.get|resume|cancel` (queue group
  * `supervisor`); `<root>.control.goals` (every Supervisor: stop a loop, reconcile now); publishes

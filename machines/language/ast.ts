@@ -45,7 +45,7 @@ export type FreshContext = "enabled" | "disabled";
 /** Where explicit context files come from (docs/task-language.md#context). */
 export type FilePathSource = "literal" | "command" | "description" | "context_description";
 
-/** How a call names its template (all three seed syntaxes): `<call template>`, `<call task>` or `<call><template>`. */
+/** How a call names its template (templates in use spell it all three ways): `<call template>`, `<call task>` or `<call><template>`. */
 export type CallSyntax = "template-attribute" | "task-attribute" | "template-element";
 
 /** A `<context_management>` block. Absent fields were not written in the template. */
@@ -266,7 +266,7 @@ export interface TaskNode {
   readonly maxOutputTokens?: number;
   /** `<provider>` id. */
   readonly provider?: string;
-  /** `<criteria>`: free text, or a list of `<criterion>`/`<item>` children (the seeds use both). */
+  /** `<criteria>`: free text, or a list of `<criterion>`/`<item>` children (templates write it both ways). */
   readonly criteria?: string | readonly string[];
   /** `<expected_output>` text. */
   readonly expectedOutput?: string;
@@ -300,9 +300,9 @@ export interface TaskNode {
   readonly terminationCondition?: TerminationCondition;
   /** script task: command, timeout and environment. */
   readonly execution?: ScriptSpec;
-  /** `<output_slot>`: the env variable a sequential step's output is bound to for the later steps (seed era). */
+  /** `<output_slot>`: the env variable a sequential step's output is bound to for the later steps (earlier format, still accepted). */
   readonly outputSlot?: string;
-  /** `<input_source>`: the env variable whose value is this task's `input` (seed era). */
+  /** `<input_source>`: the env variable whose value is this task's `input` (earlier format, still accepted). */
   readonly inputSource?: string;
   /** `<disable_reparsing>`. */
   readonly disableReparsing?: boolean;
@@ -327,7 +327,7 @@ export interface CallArg {
   readonly value: string | StepNode;
 }
 
-/** A `<call>` of a function template, normalised from all three syntaxes the seeds use. */
+/** A `<call>` of a function template, normalised from the three syntaxes templates use. */
 export interface CallNode {
   readonly kind: "call";
   readonly loc: SourceLocation;
@@ -350,7 +350,7 @@ export interface CondCase {
   readonly body: readonly StepNode[];
 }
 
-/** `<cond>`: run the first case whose test is true. The seed design leaves its semantics unspecified. */
+/** `<cond>`: run the first case whose test is true; the test language and the result when none matches are in docs/task-language.md. */
 export interface CondNode {
   readonly kind: "cond";
   readonly loc: SourceLocation;
@@ -390,7 +390,7 @@ export interface LibraryNode {
   readonly entries: readonly StepNode[];
 }
 
-/** `<function name><parameters><param/></parameters><body>…</body></function>` (ideas document only). */
+/** `<function name><parameters><param/></parameters><body>…</body></function>`: parsed so templates holding one load; it never runs. */
 export interface FunctionNode {
   readonly kind: "function";
   readonly loc: SourceLocation;
@@ -485,7 +485,7 @@ export interface TemplateDocument {
 
 /** Kinds of non-fatal findings. */
 export type TemplateWarningKind =
-  /** `fresh_context=enabled` with `inherit_context` other than `none` (the seeds' examples do it). */
+  /** `fresh_context=enabled` with `inherit_context` other than `none` (a warning, not an error: many existing templates do it). */
   | "fresh-context-conflict"
   /** `inherit_context=none`, `accumulate_data=false`, `fresh_context=disabled` and no file paths: no context at all. */
   | "no-context"

@@ -1,6 +1,6 @@
 /**
  * Builders for executable and defining nodes: `<task>` (all types), `<call>` (three syntaxes), `<cond>`,
- * `<template>` and function-style tasks, `<library>` and the hoidn ideas document's `<function>`.
+ * `<template>` and function-style tasks, `<library>` and `<function>` (parsed so templates holding one load; it never runs).
  */
 import type {
   CallArg,
@@ -101,7 +101,7 @@ export function buildStep(ctx: BuildContext, el: XmlElement): StepNode {
 /** `<task>` (or the body of a wrapper such as `<director>`, as an implicit task). */
 export function buildTask(ctx: BuildContext, el: XmlElement, origin?: ImplicitTaskOrigin): TaskNode {
   const type = el.attrs.type?.trim() || "atomic";
-  // Seed-era `director` and `evaluator` types are atomic tasks with that role (docs/task-language.md).
+  // `director` and `evaluator` as types (templates in the earlier format) are atomic tasks with that role (docs/task-language.md).
   if (!KNOWN_TYPES.some((known) => known === type) && type !== "director" && type !== "evaluator") {
     const expected = `${KNOWN_TYPES.slice(0, -1).join(", ")} or ${KNOWN_TYPES.at(-1) ?? ""}`;
     ctx.warn("unsupported-task-type", `unknown task type '${type}' (expected ${expected})`, el.loc);
@@ -367,7 +367,7 @@ export function buildLibrary(ctx: BuildContext, el: XmlElement): LibraryNode {
   return name === undefined ? { kind: "library", loc: el.loc, entries } : { kind: "library", loc: el.loc, name, entries };
 }
 
-/** `<function name><parameters/><body/></function>` (ideas document). */
+/** `<function name><parameters/><body/></function>`: parsed so templates holding one load; it never runs. */
 export function buildFunction(ctx: BuildContext, el: XmlElement): FunctionNode {
   let name = el.attrs.name?.trim() ?? "";
   let params: ParameterSpec[] = [];

@@ -176,7 +176,7 @@ export function mergeScript(execution: ScriptSpec | undefined, loose: ScriptSpec
   return merged;
 }
 
-// Free text, or a list of <criterion>/<item> children: the seeds use both.
+// Free text, or a list of <criterion>/<item> children: templates write criteria both ways.
 export function criteria(ctx: BuildContext, el: XmlElement): string | string[] {
   const children = childElements(el);
   if (children.length > 0 && children.every((c) => c.name === "criterion" || c.name === "item")) {
@@ -199,7 +199,7 @@ export function ignoredSettings(ctx: BuildContext, task: TaskNode): void {
     ctx.warn("ignored-setting", `${set.join(", ")} set the session of an atomic task; on a ${task.type} task they are ignored`, task.loc);
 }
 
-/** The task types the runtime knows (seed-era `director` and `evaluator` aside). */
+/** The task types the runtime knows (aside from `director` and `evaluator`, accepted from templates in the earlier format). */
 export const KNOWN_TYPES: readonly KnownTaskType[] = [
   "atomic",
   "sequential",
@@ -212,8 +212,9 @@ export const KNOWN_TYPES: readonly KnownTaskType[] = [
 ];
 
 /**
- * Every element name of the task language: those the runtime models, and those of the seed-era templates it knows
- * but ignores (kept with an `unsupported-element` warning, so the seed corpus keeps parsing). Any other element is a
+ * Every element name of the task language: those the runtime models, and those of templates written for the earlier
+ * format that it knows but ignores (kept with an `unsupported-element` warning, so such templates keep parsing, those
+ * of the test corpus in docs/corpus.md among them). Any other element is a
  * mistake, refused with its line and column and the nearest known name ({@link unknownElement}).
  */
 export const LANGUAGE_ELEMENTS: ReadonlySet<string> = new Set([

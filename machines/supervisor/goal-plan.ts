@@ -1,11 +1,14 @@
 /**
- * An autonomous goal's plan and how it advances (seed 003, the loom-bot agent): how a plan becomes sub-goals, which
+ * An autonomous goal's plan and how it advances: how a plan becomes sub-goals, which
  * sub-goals run next, when the goal is complete, the metric divergence triggers and the replan rule. Pure: no I/O, no
  * clock (times come in as arguments).
  */
 import type { CostEntry, DivergenceEvaluation, Goal, GoalPlan, SubGoal, SubGoalOutcome } from "../../protocol/index.js";
 
-/** Defaults of the goal loop (the loom-bot seed's values). */
+/**
+ * Defaults of the goal loop, as the README documents them (`DIRIGENT_GOAL_COST_THRESHOLD` and
+ * `DIRIGENT_GOAL_MAX_REPLANS` change the first two).
+ */
 export const GOAL_DEFAULTS = {
   /** Cost per goal over a rolling 24 h that counts as a major divergence (USD, the price table's unit). */
   costThresholdUsd: 5,
@@ -85,7 +88,10 @@ export function metricDivergence(
   return undefined;
 }
 
-/** Normalises a model judgement as the seed does: divergent with severity none → minor; not divergent → none. */
+/**
+ * Normalises a model judgement so severity and divergence agree: divergent with severity none → minor (a divergence
+ * the model saw is never dropped); not divergent → none.
+ */
 export function normaliseJudgement(
   subGoalId: string,
   judgement: { divergent: boolean; severity: "none" | "minor" | "major"; reason: string },
@@ -114,8 +120,9 @@ export interface ReplanDecision {
 }
 
 /**
- * The seed's replan rule: any major → replan; more than 2 minor → replan; at least 4 evaluations and more than half
- * divergent → replan. Unknown evaluations count towards neither side.
+ * The replan rule: one major divergence replans at once; minor ones replan once they pile up (more than 2), and so
+ * does a plan that goes wrong more often than right (at least 4 evaluations, more than half divergent). Unknown
+ * evaluations count towards neither side.
  */
 export function shouldReplan(evaluations: readonly DivergenceEvaluation[]): ReplanDecision {
   const known = evaluations.filter((e) => e.severity !== "unknown");

@@ -1,5 +1,5 @@
 /**
- * One goal's cycle (seed 003, the loom-bot agent): decompose → run a wave of sub-goals → evaluate each outcome for
+ * One goal's cycle: decompose → run a wave of sub-goals → evaluate each outcome for
  * divergence → replan or carry on, until every sub-goal is completed or skipped.
  *
  * starting → decomposing → selecting → running → judging → deciding → selecting … → completed

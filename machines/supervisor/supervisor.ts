@@ -1,5 +1,5 @@
 /**
- * The Supervisor (seed 003, loom-bot): runs goal cycles with a concurrency cap, starting them a stagger apart,
+ * The Supervisor: runs goal cycles with a concurrency cap, starting them a stagger apart,
  * and reconciles on a tick: it starts loops for active goals and stops those whose goal is no longer active.
  *
  * Two parallel regions:
@@ -7,13 +7,13 @@
  *   → `idle` → after `TICK` → `listing`.
  * - `launching`: `ready` → (a goal queued and room under the cap) `starting` → after `STAGGER` → `ready`.
  * A loop counts as stopped only once it has halted (`loop.halted`): until then it holds its place under the cap
- * and its goal is never started a second time (the seed's supervisor forgot the loop before it had stopped).
+ * and its goal is never started a second time, not even by a tick that comes while the loop is finishing its turn.
  * Effects: `listActive`; actions `startLoop` and `stopLoop` (the shell runs and stops the goal machine).
  */
 import { assertEvent, assign, enqueueActions, fromPromise, setup } from "xstate";
 import { notProvided } from "../not-provided.js";
 
-/** Defaults of the Supervisor (the loom-bot seed's values). */
+/** Defaults of the Supervisor, as the README documents them (set by `DIRIGENT_SUPERVISOR_MAX_GOALS`, `_STAGGER_MS`, `_TICK_MS`). */
 export const SUPERVISOR_DEFAULTS = { maxConcurrent: 5, staggerMs: 2_000, tickMs: 10_000 } as const;
 
 export interface SupervisorInput {

@@ -12,7 +12,7 @@ import { compileGlob, IgnoreFile, IgnoreStack } from "./gitignore.js";
 import { identifiersOf } from "./identifiers.js";
 import type { Summarize } from "./summarize.js";
 
-/** Options of {@link indexDirectory} (the seed's `GitIndexingOptions`). */
+/** Options of {@link indexDirectory}: the globs and size cap of `dirigent memory index`, and hooks for progress and tests. */
 export interface IndexOptions {
   /** Only files matching one of these globs (relative to the directory) are indexed. */
   include?: readonly string[];
