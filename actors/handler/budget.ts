@@ -5,13 +5,7 @@
  */
 import type { SessionBudget } from "../../machines/handler/budget.js";
 import type { ExecuteRequest, Usage } from "../../protocol/index.js";
-import type { ModelPrice } from "./tokens.js";
-
-/** The price of `model` in `prices`, by own key only. */
-export function priceOf(prices: Readonly<Record<string, ModelPrice>> | undefined, ...models: string[]): ModelPrice | undefined {
-  for (const model of models) if (prices && Object.hasOwn(prices, model)) return prices[model];
-  return undefined;
-}
+import type { ModelPrice } from "../../machines/handler/pricing.js";
 
 /** The session machine's `budget` input for `request`, or nothing when the request carries no budget. */
 export function sessionBudget(request: ExecuteRequest, price: ModelPrice | undefined): { budget?: SessionBudget } {

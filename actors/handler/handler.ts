@@ -17,7 +17,6 @@ import {
   ScriptRecord,
   ScriptRequest,
   TurnRecord,
-  Usage,
   taskFailure,
   type ExecuteReply,
   type ScriptReply,
@@ -34,11 +33,12 @@ import { createLeases, createRunGate, type JoinedAt } from "./lease.js";
 import { CONTINUATION_TOOL_NAMES } from "./continuation.js";
 import { templateToolCollisions } from "./template-tools.js";
 import { runToolCalls } from "./tool-calls.js";
-import { priceOf, sessionBudget } from "./budget.js";
+import { sessionBudget } from "./budget.js";
+import { costNote, priceOf, pricedResult, turnCosts } from "../../machines/handler/pricing.js";
 import { attachContext } from "./files.js";
 import type { CallModel } from "../model.js";
 import { serve } from "../serve.js";
-import { contextWindowOf, costOf, tokenCounter } from "./tokens.js";
+import { contextWindowOf, tokenCounter } from "./tokens.js";
 import { runScriptRequest, type Toolset } from "./toolset.js";
 import { HandlerPeers } from "./peers.js";
 import { Semaphore } from "../limit.js";
@@ -160,15 +160,6 @@ export function startHandler(
       progress("model.replayed", `continuing the recorded session ${where} ${recorded.session.turns}`, { turns: recorded.session.turns });
     }
     const model = request.model ?? config.defaultModel;
-    // Servers answer with a dated id (gpt-4o-mini-2024-07-18), so the requested id is the fallback key.
-    const cost = (answered: string, usage: Usage) => {
-      const prices = config.prices ?? {};
-      const value = costOf(
-        usage,
-        Object.hasOwn(prices, answered) ? prices[answered] : Object.hasOwn(prices, model) ? prices[model] : undefined,
-      );
-      return value === undefined ? {} : { cost: value };
-    };
     const trace = { parent: activeContext(), taskId, nodePath, content: deps.traceContent === true, mask };
     const traced = tracedModel(callModel, trace);
     // What the session's records keep of its conversation; a session continued from a running record keeps its calls.
@@ -216,7 +207,11 @@ export function startHandler(
             }),
           () => signal.aborted,
         );
-        log.turn(input, reply, { durationMs: Date.now() - started, retries, cost: cost(reply.model, reply.usage).cost });
+        log.turn(input, reply, {
+          durationMs: Date.now() - started,
+          retries,
+          cost: costNote(config.prices, model, reply.model, reply.usage).cost,
+        });
         return reply;
       },
       countTokens: (input) => countRequestTokens(input.model, input.messages, tools),
@@ -246,8 +241,7 @@ export function startHandler(
         }),
       // `usage` and `cost` are the message's own; the session's running totals have fields of their own.
       turnCompleted: (context, { callUsage, usage, ...params }) => {
-        const { cost: sessionCost } = cost(context.model, usage);
-        const own = { ...cost(context.model, callUsage), ...(sessionCost === undefined ? {} : { sessionCost }) };
+        const own = turnCosts(config.prices, model, context.model, callUsage, usage);
         const data: ModelTurnEventData = { nodePath, ...params, usage: callUsage, sessionUsage: usage, model: context.model, ...own };
         progress("model.turn", `turn ${params.turn}/${params.maxTurns}`, { ...data, context: params.context });
       },
@@ -290,8 +284,7 @@ export function startHandler(
       const { session: suspended, ...result }: SessionOutput = await done;
       // A suspended session keeps the task's settings, for its resume in any Handler.
       const session = suspended && Object.keys(settings).length > 0 ? { ...suspended, settings } : suspended;
-      const usage = Usage.safeParse(result.notes["usage"]);
-      const priced = usage.success ? { ...result, notes: { ...result.notes, ...cost(String(result.notes["model"]), usage.data) } } : result;
+      const priced = pricedResult(result, config.prices, model);
       const reply: ExecuteReply = maskDeep(
         {
           type: "handler.result",

@@ -10,7 +10,7 @@ import { templateToolDefinition } from "./template-tools.js";
 import { ModelCallError } from "../model.js";
 import { continuationTools } from "./continuation.js";
 import type { ToolDefinition, Toolset } from "./toolset.js";
-import type { ModelPrice } from "./tokens.js";
+import type { Prices } from "../../machines/handler/pricing.js";
 
 /** Handler configuration, immutable for the life of every session it starts. */
 export interface HandlerConfig {
@@ -43,7 +43,7 @@ export interface HandlerConfig {
    */
   defaultTools?: readonly string[];
   /** Per-1M-token prices by model id; usage of a listed model gets a `cost`. */
-  prices?: Readonly<Record<string, ModelPrice>>;
+  prices?: Prices;
   /**
    * Stream completions and publish each piece of assistant text as a `model.delta` event. A request's own
    * `stream` field wins. Default false.

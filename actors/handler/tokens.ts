@@ -1,25 +1,16 @@
 /**
  * Token accounting of Handler sessions with `gpt-tokenizer`: counts everything sent to the model (messages,
- * tool calls, tool definitions), knows the context window of OpenAI models, and prices usage from a table.
+ * tool calls, tool definitions), and knows the context window of OpenAI models.
  * Each text is counted by `token-count.ts`: exactly, or above a size an upper bound, in linear time.
  */
 import * as models from "gpt-tokenizer/models";
 import { countTextTokens, EXACT_COUNT_MAX_CHARS, type TextCount } from "./token-count.js";
 import type { ChatMessage, TokenCount } from "../../machines/handler/session.js";
-import type { Usage } from "../../protocol/index.js";
 
 /** Tokens the chat format adds per message (role markers), as OpenAI documents for its chat models. */
 const PER_MESSAGE = 4;
 /** Tokens that prime the assistant's reply. */
 const REPLY_PRIMER = 3;
-
-/** Per-1M-token prices of one model, in any currency unit. */
-export interface ModelPrice {
-  /** Price of 1M prompt tokens. */
-  input: number;
-  /** Price of 1M completion tokens. */
-  output: number;
-}
 
 interface ModelSpec {
   context_window?: number;
@@ -127,11 +118,4 @@ function countRequest(
   }
   if (tools.length > 0) add(countToolSet(tools));
   return { tokens, exact };
-}
-
-/** The cost of `usage` with `price`, rounded to 1e-6. */
-export function costOf(usage: Usage, price: ModelPrice | undefined): number | undefined {
-  if (!price) return undefined;
-  const cost = (usage.promptTokens * price.input + usage.completionTokens * price.output) / 1_000_000;
-  return Math.round(cost * 1e6) / 1e6;
 }

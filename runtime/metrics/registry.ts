@@ -8,7 +8,7 @@ import { jetstreamManager } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { Metrics } from "../../actors/metrics.js";
 import type { CallModel } from "../../actors/model.js";
-import { costOf } from "../../actors/handler/tokens.js";
+import { costOf, priceOf } from "../../machines/handler/pricing.js";
 import type { Logger } from "../../actors/deps.js";
 import { messageOf, ToolCallEventData, type Progress, type Subjects } from "../../protocol/index.js";
 import { METRIC_PREFIX, METRICS, STEP_BUCKETS, TASK_BUCKETS } from "./names.js";
@@ -104,12 +104,7 @@ export function createRuntimeMetrics(options: { prices?: Prices; models?: readon
         modelTokens.inc({ model, kind: "prompt" }, reply.usage.promptTokens);
         modelTokens.inc({ model, kind: "completion" }, reply.usage.completionTokens);
         // Servers answer with a dated id: the requested one is the fallback key, as in the Handler's usage notes.
-        const price = Object.hasOwn(prices, reply.model)
-          ? prices[reply.model]
-          : Object.hasOwn(prices, request.model)
-            ? prices[request.model]
-            : undefined;
-        const cost = costOf(reply.usage, price);
+        const cost = costOf(reply.usage, priceOf(prices, reply.model, request.model));
         if (cost !== undefined) modelCost.inc({ model }, cost);
         return reply;
       } catch (err) {
