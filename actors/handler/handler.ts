@@ -34,6 +34,7 @@ import { CONTINUATION_TOOL_NAMES } from "./continuation.js";
 import { templateToolCollisions } from "./template-tools.js";
 import { runToolCalls } from "./tool-calls.js";
 import { sessionBudget } from "./budget.js";
+import { readsRecord, replayable, replayOf } from "../../machines/handler/replay.js";
 import { costNote, priceOf, pricedResult, turnCosts } from "../../machines/handler/pricing.js";
 import { attachContext } from "./files.js";
 import type { CallModel } from "../model.js";
@@ -140,25 +141,13 @@ export function startHandler(
     const maxOutputTokens = settings.maxOutputTokens ?? config.maxOutputTokens;
     const progress = (event: string, message: string, data: Record<string, unknown>) =>
       publishProgress(deps, maskDeep({ type: "task.progress" as const, taskId, event, message, data: { nodePath, ...data } }, mask));
-    // A fresh call (its task's first evaluation, first request) has no record to replay, unless a run of it came
-    // first: its in-flight marker was there. `fresh` rests on the intake's delivery count, which a nats-server
-    // before 2.10.16 can report as 1 on a redelivery (a delivery to a pull of a client gone rewinds the consumer).
-    const recorded = key && behind && (request.fresh !== true || before) ? await behind.read(key, TurnRecord) : undefined;
-    if (recorded?.status === "done") {
-      progress("model.replayed", "replayed the recorded session: no model call", { turns: recorded.result.notes["turns"] });
-      return {
-        type: "handler.result",
-        taskId,
-        nodePath,
-        result: recorded.result,
-        ...(recorded.session ? { session: recorded.session } : {}),
-      };
+    const replay = replayOf(key && behind && readsRecord(request, before) ? await behind.read(key, TurnRecord) : undefined);
+    if (replay.kind !== "run") progress("model.replayed", replay.message, { turns: replay.turns });
+    if (replay.kind === "replay") {
+      const { result, session } = replay;
+      return { type: "handler.result", taskId, nodePath, result, ...(session ? { session } : {}) };
     }
-    if (recorded) {
-      const last = recorded.session.messages.at(-1);
-      const where = last?.role === "assistant" && last.tool_calls?.length ? `with the tool calls of turn` : `after turn`;
-      progress("model.replayed", `continuing the recorded session ${where} ${recorded.session.turns}`, { turns: recorded.session.turns });
-    }
+    const recorded = replay.kind === "continue" ? replay.record : undefined;
     const model = request.model ?? config.defaultModel;
     const trace = { parent: activeContext(), taskId, nodePath, content: deps.traceContent === true, mask };
     const traced = tracedModel(callModel, trace);
@@ -295,9 +284,7 @@ export function startHandler(
         },
         mask,
       );
-      // A session stopped by a cancel or a shutdown is not an answer to replay.
-      const halted = result.error?.type === "TASK_FAILURE" && result.error.reason === "execution_halted";
-      if (key && behind && !halted)
+      if (key && behind && replayable(result))
         releaseAfter(
           behind.write(key, TurnRecord, {
             v: RECORD_VERSION,
