@@ -33,9 +33,9 @@ import { createLeases, createRunGate, type JoinedAt } from "./lease.js";
 import { CONTINUATION_TOOL_NAMES } from "./continuation.js";
 import { templateToolCollisions } from "./template-tools.js";
 import { runToolCalls } from "./tool-calls.js";
-import { sessionBudget } from "./budget.js";
 import { readsRecord, replayable, replayOf } from "../../machines/handler/replay.js";
-import { costNote, priceOf, pricedResult, turnCosts } from "../../machines/handler/pricing.js";
+import { costNote, pricedResult, turnCosts } from "../../machines/handler/pricing.js";
+import { outputLimit, sessionInput, sessionModel } from "../../machines/handler/session-input.js";
 import { attachContext } from "./files.js";
 import type { CallModel } from "../model.js";
 import { serve } from "../serve.js";
@@ -43,7 +43,7 @@ import { contextWindowOf, tokenCounter } from "./tokens.js";
 import { runScriptRequest, type Toolset } from "./toolset.js";
 import { HandlerPeers } from "./peers.js";
 import { Semaphore } from "../limit.js";
-import { buildSystemPrompt, missingToolsMessage, settingsOf, toolChoice, withFallback, type HandlerConfig } from "./settings.js";
+import { missingToolsMessage, settingsOf, toolChoice, withFallback, type HandlerConfig } from "./settings.js";
 import { createMasker, createStreamMasker, maskDeep } from "../secrets.js";
 import { tracedModel } from "./traces.js";
 import { activeContext } from "../tracing.js";
@@ -138,7 +138,7 @@ export function startHandler(
     const chosen = chooseTools(settings.tools, kinds, templateTools);
     // Checked in `execute` before the run: the toolset does not change.
     const { definitions: tools, offered } = "missing" in chosen ? { definitions: [], offered: new Set<string>() } : chosen;
-    const maxOutputTokens = settings.maxOutputTokens ?? config.maxOutputTokens;
+    const maxOutputTokens = outputLimit(settings, config);
     const progress = (event: string, message: string, data: Record<string, unknown>) =>
       publishProgress(deps, maskDeep({ type: "task.progress" as const, taskId, event, message, data: { nodePath, ...data } }, mask));
     const replay = replayOf(key && behind && readsRecord(request, before) ? await behind.read(key, TurnRecord) : undefined);
@@ -148,7 +148,7 @@ export function startHandler(
       return { type: "handler.result", taskId, nodePath, result, ...(session ? { session } : {}) };
     }
     const recorded = replay.kind === "continue" ? replay.record : undefined;
-    const model = request.model ?? config.defaultModel;
+    const model = sessionModel(request, config);
     const trace = { parent: activeContext(), taskId, nodePath, content: deps.traceContent === true, mask };
     const traced = tracedModel(callModel, trace);
     // What the session's records keep of its conversation; a session continued from a running record keeps its calls.
@@ -247,22 +247,11 @@ export function startHandler(
         : await attachContext(toolset, request.files, request.context, request.files?.length ? AbortSignal.timeout(30_000) : NO_SIGNAL);
     const actor = actors.create(effects, {
       ...inspectOption(deps, "handler", taskId),
-      input: {
-        system: buildSystemPrompt(config.baseSystemPrompt, request.system) + attached.text,
-        prompt: request.prompt,
-        model,
-        maxTurns: settings.maxTurns ?? config.maxTurns,
-        contextLimit: Math.floor(contextWindowOf(model, config.contextWindowTokens ?? 128_000) * (config.maxContextWindowFraction ?? 0.8)),
-        warningThreshold: config.warningThreshold ?? 0.8,
-        maxMalformedToolCalls: config.maxMalformedToolCalls ?? 3,
-        ...(maxOutputTokens ? { maxOutputTokens } : {}),
-        ...(recorded
-          ? { restore: recorded.session }
-          : request.resume
-            ? { restore: { ...request.resume.session, answer: request.resume.answer } }
-            : {}),
-        ...sessionBudget(request, priceOf(config.prices, request.resume?.session.model ?? model, model)),
-      },
+      input: sessionInput(request, settings, config, {
+        contextWindow: contextWindowOf(model),
+        attached: attached.text,
+        ...(recorded ? { recorded: recorded.session } : {}),
+      }),
     });
     const live = sessions.get(taskId) ?? new Set();
     sessions.set(taskId, live.add(actor));

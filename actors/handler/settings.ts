@@ -10,40 +10,22 @@ import { templateToolDefinition } from "./template-tools.js";
 import { ModelCallError } from "../model.js";
 import { continuationTools } from "./continuation.js";
 import type { ToolDefinition, Toolset } from "./toolset.js";
-import type { Prices } from "../../machines/handler/pricing.js";
+import type { SessionDefaults } from "../../machines/handler/session-input.js";
 
 /** Handler configuration, immutable for the life of every session it starts. */
-export interface HandlerConfig {
+export interface HandlerConfig extends SessionDefaults {
   /**
    * Whether this Handler offers the tools of NATS services (`DIRIGENT_NATS_TOOLS`); when off, a task naming a tool it
    * lacks is told that a NATS service's tool needs it on.
    */
   natsTools?: "on" | "off";
-  /** Model used when the template names none. */
-  defaultModel: string;
-  /** Hard limit on assistant messages per session. */
-  maxTurns: number;
-  /** The base system prompt; the template's `<system>` is appended to it. */
-  baseSystemPrompt: string;
   /** Sessions run at once in this process. */
   concurrency: number;
-  /** Context window of models the tokenizer does not know. Default 128000. */
-  contextWindowTokens?: number;
-  /** Share of the model's context window a session may use. Default 0.8. */
-  maxContextWindowFraction?: number;
-  /** Share of the context limit at which a `context.warning` event is sent. Default 0.8. */
-  warningThreshold?: number;
-  /** Malformed tool calls answered with an error before the session fails. Default 3. */
-  maxMalformedToolCalls?: number;
-  /** Largest completion of one model call, sent to the model as `max_tokens`. Default: none sent. */
-  maxOutputTokens?: number;
   /**
    * The tools (names and globs) offered to a session whose task names none (`DIRIGENT_TOOLS`); default: every tool
    * of the toolset. A task's `<tools>` chooses among all of the toolset's tools.
    */
   defaultTools?: readonly string[];
-  /** Per-1M-token prices by model id; usage of a listed model gets a `cost`. */
-  prices?: Prices;
   /**
    * Stream completions and publish each piece of assistant text as a `model.delta` event. A request's own
    * `stream` field wins. Default false.
@@ -54,11 +36,6 @@ export interface HandlerConfig {
    * leaves the Handler (results, program outputs), besides the toolset's own masking of tool answers.
    */
   secrets?: readonly string[];
-}
-
-/** Joins the base system prompt and the template's system prompt (base first, as the Python original joins them). */
-export function buildSystemPrompt(base: string, template: string | undefined): string {
-  return template ? `${base}\n\n===\n\n${template}` : base;
 }
 
 /** The settings a request runs under: its own, or for a resume those of the session it resumes. */

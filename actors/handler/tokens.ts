@@ -68,9 +68,9 @@ function keptCounts(max: number): (text: string) => TextCount {
   };
 }
 
-/** The context window of a model the tokenizer knows, else `fallback`. */
-export function contextWindowOf(model: string, fallback: number): number {
-  return specOf(model)?.context_window ?? fallback;
+/** The context window of a model the tokenizer knows. */
+export function contextWindowOf(model: string): number | undefined {
+  return specOf(model)?.context_window;
 }
 
 /** Counts the tokens of a request: every message, tool call and tool definition. */

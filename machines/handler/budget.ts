@@ -1,15 +1,11 @@
 /**
  * The task budget as a Handler session sees it (pure): what the session may still spend, checked before each
  * model call with the tokens about to be sent. Over it, the session ends with `RESOURCE_EXHAUSTION` `budget`,
- * carrying the partial content.
+ * carrying the partial content. A task's remaining budget becomes the session's limits on its cumulative usage (a
+ * resumed session's earlier usage added back), with the price of the model for a cost budget.
  */
-import type { TaskError, Usage } from "../../protocol/index.js";
-
-/** Per-1M-token prices of the session's model. */
-export interface TokenPrice {
-  input: number;
-  output: number;
-}
+import type { ExecuteRequest, TaskError, Usage } from "../../protocol/index.js";
+import type { ModelPrice } from "./pricing.js";
 
 /**
  * Limits on the session's cumulative usage (a resumed session's earlier usage included): `tokens` on prompt plus
@@ -18,11 +14,12 @@ export interface TokenPrice {
 export interface SessionBudget {
   tokens?: number;
   cost?: number;
-  price?: TokenPrice;
+  /** Per-1M-token prices of the session's model. */
+  price?: ModelPrice;
 }
 
 /** Cost of `promptTokens` and `completionTokens` at `price`, unrounded. */
-const priced = (price: TokenPrice, promptTokens: number, completionTokens: number) =>
+const priced = (price: ModelPrice, promptTokens: number, completionTokens: number) =>
   (promptTokens * price.input + completionTokens * price.output) / 1_000_000;
 
 const round6 = (n: number) => Math.round(n * 1e6) / 1e6;
@@ -58,4 +55,18 @@ export function budgetExceeded(budget: SessionBudget | undefined, usage: Usage, 
     }
   }
   return undefined;
+}
+
+/** The session machine's `budget` input for `request`, or nothing when the request carries no budget. */
+export function sessionBudget(request: ExecuteRequest, price: ModelPrice | undefined): { budget?: SessionBudget } {
+  const remaining = request.budget;
+  if (!remaining || (remaining.tokens === undefined && remaining.cost === undefined)) return {};
+  const before: Usage = request.resume?.session.usage ?? { promptTokens: 0, completionTokens: 0 };
+  const budget: SessionBudget = {};
+  if (remaining.tokens !== undefined) budget.tokens = remaining.tokens + before.promptTokens + before.completionTokens;
+  if (remaining.cost !== undefined && price) {
+    budget.cost = remaining.cost + (before.promptTokens * price.input + before.completionTokens * price.output) / 1_000_000;
+    budget.price = { input: price.input, output: price.output };
+  }
+  return { budget };
 }

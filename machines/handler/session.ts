@@ -9,7 +9,7 @@
  * messages only and are checked before each model call, as in the seed design. Before each call the `measure` action
  * counts everything about to be sent (synchronously: tokenizing is computation, not I/O, and an actor per turn
  * cost more than the count); over the limit ends the session (`RESOURCE_EXHAUSTION` context),
- * and crossing `warningThreshold` of it fires `contextWarning` once. A task budget in the input (`handler-budget.ts`)
+ * and crossing `warningThreshold` of it fires `contextWarning` once. A task budget in the input (`budget.ts`)
  * is checked at the same point: usage so far plus the tokens about to be sent over it ends the session
  * (`RESOURCE_EXHAUSTION` budget). For a model the tokenizer does not know, the
  * server's reported usage of the previous call is a floor under the count. `finish_reason: length` ends the
