@@ -43,8 +43,9 @@ import { contextWindowOf, tokenCounter } from "./tokens.js";
 import { runScriptRequest, type Toolset } from "./toolset.js";
 import { HandlerPeers } from "./peers.js";
 import { Semaphore } from "../limit.js";
-import { missingToolsMessage, settingsOf, toolChoice, withFallback, type HandlerConfig } from "./settings.js";
-import { createMasker, createStreamMasker, maskDeep } from "../secrets.js";
+import { missingToolsMessage, settingsOf, toolChoice, type HandlerConfig } from "./settings.js";
+import { sessionModelCall } from "./model-call.js";
+import { createMasker, maskDeep } from "../secrets.js";
 import { tracedModel } from "./traces.js";
 import { activeContext } from "../tracing.js";
 
@@ -154,55 +155,17 @@ export function startHandler(
     // What the session's records keep of its conversation; a session continued from a running record keeps its calls.
     const log = conversationLog(recorded?.trace);
     const effects: SessionEffects = {
-      callModel: async (input, signal) => {
-        const started = Date.now();
-        let retries = 0;
-        const reply = await withFallback(
-          input.model,
-          settings.fallbackModels ?? [],
-          (model) => {
-            // One stream per model call: a secret split across its pieces is held back until it can be masked whole.
-            const deltas = (request.stream ?? config.streamDeltas) ? createStreamMasker(config.secrets ?? []) : undefined;
-            const delta = (text: string) => void (text === "" || progress("model.delta", text, { text }));
-            const call = traced(
-              {
-                ...input,
-                model,
-                tools,
-                ...(maxOutputTokens ? { maxTokens: maxOutputTokens } : {}),
-                ...(settings.temperature === undefined ? {} : { temperature: settings.temperature }),
-                ...(settings.provider === undefined ? {} : { provider: settings.provider }),
-              },
-              signal,
-              {
-                onRetry: (retry) => {
-                  retries++;
-                  progress(
-                    "model.retry",
-                    `retry ${retry.attempt}/${retry.maxRetries} in ${retry.delayMs} ms${retry.fromRetryAfter ? " (retry-after)" : ""}: ${retry.message}`,
-                    { ...retry, model },
-                  );
-                },
-                ...(deltas ? { onDelta: (text: string) => delta(deltas.push(text)) } : {}),
-              },
-            );
-            return deltas ? call.finally(() => delta(deltas.end())) : call;
-          },
-          (from, to, error) =>
-            progress("model.fallback", `model '${from}' is unavailable (${error.message}): trying '${to}'`, {
-              from,
-              to,
-              ...(error.status === undefined ? {} : { status: error.status }),
-            }),
-          () => signal.aborted,
-        );
-        log.turn(input, reply, {
-          durationMs: Date.now() - started,
-          retries,
-          cost: costNote(config.prices, model, reply.model, reply.usage).cost,
-        });
-        return reply;
-      },
+      callModel: sessionModelCall({
+        call: traced,
+        settings,
+        tools,
+        maxOutputTokens,
+        stream: request.stream ?? config.streamDeltas ?? false,
+        secrets: config.secrets ?? [],
+        progress,
+        answered: (input, reply, timing) =>
+          log.turn(input, reply, { ...timing, cost: costNote(config.prices, model, reply.model, reply.usage).cost }),
+      }),
       countTokens: (input) => countRequestTokens(input.model, input.messages, tools),
       ...(key && records
         ? {

@@ -7,7 +7,6 @@
  */
 import { selectTools, type ContinuationKind, type ExecuteRequest, type SessionSettings, type TemplateTool } from "../../protocol/index.js";
 import { templateToolDefinition } from "./template-tools.js";
-import { ModelCallError } from "../model.js";
 import { continuationTools } from "./continuation.js";
 import type { ToolDefinition, Toolset } from "./toolset.js";
 import type { SessionDefaults } from "../../machines/handler/session-input.js";
@@ -142,39 +141,4 @@ export function missingToolsMessage(missing: readonly string[], toolset: Toolset
   const nats = names.some((n) => toolset.info?.(n)?.source === "nats") ? "; a NATS service's tool is selected by its exact name only" : "";
   const off = natsTools === "off" ? "; if it is a tool of a NATS service, this Handler offers those only with DIRIGENT_NATS_TOOLS=on" : "";
   return `the task's <tools> names ${missing.length === 1 ? "a tool" : "tools"} this Handler does not have: ${which} (its tools: ${has}${nats})${off}`;
-}
-
-/**
- * Whether a failed model call says the model is unavailable, so another may answer: not found or not allowed (404,
- * 403), overloaded or failing after the retries (408, 409, 429, 5xx), or unreachable (no HTTP status). A request the
- * server refused for its content (400, 413, 422) or a bad API key (401) would fail with any model.
- */
-export function modelUnavailable(error: unknown): error is ModelCallError {
-  if (!(error instanceof ModelCallError)) return false;
-  const status = error.status;
-  return status === undefined || status === 403 || status === 404 || status === 408 || status === 409 || status === 429 || status >= 500;
-}
-
-/**
- * Calls `first`, then each of `fallbacks` in order while the previous is unavailable ({@link modelUnavailable});
- * `onFallback` hears of each switch. The last failure is thrown when none answers.
- */
-export async function withFallback<T>(
-  first: string,
-  fallbacks: readonly string[],
-  call: (model: string) => Promise<T>,
-  onFallback: (from: string, to: string, error: ModelCallError) => void,
-  aborted: () => boolean,
-): Promise<T> {
-  const models = [first, ...fallbacks.filter((m) => m !== first)];
-  for (const [index, model] of models.entries()) {
-    try {
-      return await call(model);
-    } catch (error) {
-      const next = models[index + 1];
-      if (next === undefined || aborted() || !modelUnavailable(error)) throw error;
-      onFallback(model, next, error);
-    }
-  }
-  throw new Error("no model to call");
 }

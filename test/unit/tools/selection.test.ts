@@ -3,7 +3,8 @@
  * default selection (runtime/tools/toolset.ts), and the fallback of models when one is unavailable.
  */
 import { describe, expect, it } from "vitest";
-import { modelUnavailable, missingToolsMessage, toolChoice, withFallback } from "../../../actors/handler/settings.js";
+import { missingToolsMessage, toolChoice } from "../../../actors/handler/settings.js";
+import { modelUnavailable, withFallback } from "../../../actors/handler/model-call.js";
 import type { Toolset } from "../../../actors/handler/toolset.js";
 import { ModelCallError } from "../../../actors/model.js";
 import { toolSelection } from "../../../runtime/tools/toolset.js";
