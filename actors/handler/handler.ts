@@ -27,7 +27,8 @@ import type { TaskStore } from "../bus.js";
 import type { ActorDeps, RoleHandle } from "../deps.js";
 import { inspectOption } from "../inspect-option.js";
 import { publishProgress } from "../local.js";
-import { sessionActors, type SessionActors, type SessionEffects } from "./session.js";
+import { sessionActors, type SessionEffects } from "./session.js";
+import { liveRuns } from "./live-runs.js";
 import { conversationLog, readSessionRecord, recordsBehind, scriptKey, turnKey, writeRecord } from "./records.js";
 import { createLeases, createRunGate, type JoinedAt } from "./lease.js";
 import { CONTINUATION_TOOL_NAMES } from "./continuation.js";
@@ -74,9 +75,8 @@ export function startHandler(
   const mask = createMasker(config.secrets ?? []);
   // This Handler's session actors: the machine provided once, its effects acting for this Handler's sessions only.
   const actors = sessionActors();
-  const sessions = new Map<string, Set<ReturnType<SessionActors["create"]>>>();
-  /** The node path each live session and script runs for: a `node.abort` stops only that node. */
-  const nodeOf = new WeakMap<object, string>();
+  // Its sessions and script commands in flight: a cancel, a `node.abort` or the Handler's stop ends them.
+  const live = liveRuns();
   /** The tools of a session: its task's `<tools>` or the default, with its continuation tools. */
   const chooseTools = toolChoice(toolset, config.defaultTools, (unmatched) =>
     deps.log.warn(
@@ -216,9 +216,8 @@ export function startHandler(
         ...(recorded ? { recorded: recorded.session } : {}),
       }),
     });
-    const live = sessions.get(taskId) ?? new Set();
-    sessions.set(taskId, live.add(actor));
-    nodeOf.set(actor, nodePath);
+    // Leaving the current state stops the invoked actor, whose AbortSignal cancels the HTTP request or backoff wait.
+    const ended = live.add(taskId, nodePath, () => actor.send({ type: "session.cancel" }));
     try {
       const done = toPromise(actor);
       actor.start();
@@ -248,12 +247,10 @@ export function startHandler(
         );
       return reply;
     } finally {
-      live.delete(actor);
-      if (live.size === 0) sessions.delete(taskId);
+      ended();
     }
   };
 
-  const scripts = new Map<string, Set<AbortController>>();
   const script = async (request: ScriptRequest): Promise<ScriptReply> => {
     const key = records ? scriptKey(request) : undefined;
     if (key === undefined || gate === undefined) return runScript(request, undefined);
@@ -262,9 +259,7 @@ export function startHandler(
   /** Runs a script command, or replays its record (`key`). */
   const runScript = async (request: ScriptRequest, key: string | undefined): Promise<ScriptReply> => {
     const controller = new AbortController();
-    const live = scripts.get(request.taskId) ?? new Set();
-    scripts.set(request.taskId, live.add(controller));
-    nodeOf.set(controller, request.nodePath);
+    const ended = live.add(request.taskId, request.nodePath, () => controller.abort());
     try {
       const recorded = key && records ? await readSessionRecord(records, key, ScriptRecord, deps.log) : undefined;
       if (recorded) {
@@ -278,8 +273,7 @@ export function startHandler(
       }
       return reply;
     } finally {
-      live.delete(controller);
-      if (live.size === 0) scripts.delete(request.taskId);
+      ended();
     }
   };
 
@@ -294,18 +288,13 @@ export function startHandler(
     deps.bus.subscribe(deps.subjects.cancelBroadcast, (msg) => {
       const decoded = decode(CancelBroadcast, msg.data);
       if (!decoded.ok) return;
-      // Leaving the current state stops the invoked actor, whose AbortSignal cancels the HTTP request, the
-      // backoff wait or the running script.
-      for (const actor of sessions.get(decoded.value.taskId) ?? []) actor.send({ type: "session.cancel" });
-      for (const controller of scripts.get(decoded.value.taskId) ?? []) controller.abort();
+      live.cancelTask(decoded.value.taskId);
       gate?.cancel(decoded.value.taskId);
     }),
     deps.bus.subscribe(deps.subjects.nodeAbort, (msg) => {
       const decoded = decode(NodeAbort, msg.data);
       if (!decoded.ok) return;
-      const { taskId, nodePath } = decoded.value;
-      for (const actor of sessions.get(taskId) ?? []) if (nodeOf.get(actor) === nodePath) actor.send({ type: "session.cancel" });
-      for (const controller of scripts.get(taskId) ?? []) if (nodeOf.get(controller) === nodePath) controller.abort();
+      live.abortNode(decoded.value.taskId, decoded.value.nodePath);
     }),
   ];
 
@@ -318,8 +307,7 @@ export function startHandler(
       await peers.stop();
       await unsubscribed;
       gate?.stop();
-      for (const live of sessions.values()) for (const actor of live) actor.send({ type: "session.cancel" });
-      for (const live of scripts.values()) for (const controller of live) controller.abort();
+      live.stopAll();
       await toolset.close?.();
     },
   };
