@@ -5,8 +5,6 @@
  * `<root>.handler.script` (same queue group) runs the commands of `script` tasks with the `run_script` tool's limits.
  * A request for a session or command still running, here or in another Handler, joins it (actors/handler/lease.ts).
  */
-import { toPromise } from "xstate";
-import type { SessionOutput } from "../../machines/handler/session.js";
 import {
   CancelBroadcast,
   NodeAbort,
@@ -16,42 +14,26 @@ import {
   Requests,
   ScriptRecord,
   ScriptRequest,
-  TurnRecord,
   taskFailure,
   type ExecuteReply,
   type ScriptReply,
-  type SessionCheckpoint,
-  type ModelTurnEventData,
 } from "../../protocol/index.js";
 import type { TaskStore } from "../bus.js";
 import type { ActorDeps, RoleHandle } from "../deps.js";
-import { inspectOption } from "../inspect-option.js";
 import { publishProgress } from "../local.js";
-import { sessionActors, type SessionEffects } from "./session.js";
+import { sessionActors } from "./session.js";
+import { sessionRunner } from "./session-run.js";
 import { liveRuns } from "./live-runs.js";
-import { conversationLog, readSessionRecord, recordsBehind, scriptKey, turnKey, writeRecord } from "./records.js";
+import { readSessionRecord, recordsBehind, scriptKey, turnKey, writeRecord } from "./records.js";
 import { createLeases, createRunGate, type JoinedAt } from "./lease.js";
-import { CONTINUATION_TOOL_NAMES } from "./continuation.js";
-import { templateToolCollisions } from "./template-tools.js";
-import { runToolCalls } from "./tool-calls.js";
-import { readsRecord, replayable, replayOf } from "../../machines/handler/replay.js";
-import { costNote, pricedResult, turnCosts } from "../../machines/handler/pricing.js";
-import { outputLimit, sessionInput, sessionModel } from "../../machines/handler/session-input.js";
-import { attachContext } from "./files.js";
 import type { CallModel } from "../model.js";
 import { serve } from "../serve.js";
-import { contextWindowOf, tokenCounter } from "./tokens.js";
+import { tokenCounter } from "./tokens.js";
 import { runScriptRequest, type Toolset } from "./toolset.js";
 import { HandlerPeers } from "./peers.js";
 import { Semaphore } from "../limit.js";
 import { missingToolsMessage, settingsOf, toolChoice, type HandlerConfig } from "./settings.js";
-import { sessionModelCall } from "./model-call.js";
 import { createMasker, maskDeep } from "../secrets.js";
-import { tracedModel } from "./traces.js";
-import { activeContext } from "../tracing.js";
-
-/** The signal of context without files to read: nothing to time out. */
-const NO_SIGNAL = new AbortController().signal;
 
 const NO_TOOLS: Toolset = {
   definitions: [],
@@ -120,137 +102,19 @@ export function startHandler(
       joinedEvent(request, "session"),
     );
   };
-  /** Runs a session, or replays or continues its record (`key`); `before`: another run of it came first. */
-  const runSession = async (
-    request: ExecuteRequest,
-    key: string | undefined,
-    before: boolean,
-    releaseAfter: (written: Promise<unknown>) => void,
-  ): Promise<ExecuteReply> => {
-    const { taskId, nodePath } = request;
-    const kinds = request.continuations ?? [];
-    const settings = settingsOf(request);
-    const templateTools = request.templateTools ?? [];
-    const taken = templateToolCollisions(templateTools, [...toolset.definitions.map((d) => d.function.name), ...CONTINUATION_TOOL_NAMES]);
-    if (taken.length > 0) {
-      const message = `library templates offered as tools (DIRIGENT_TEMPLATE_TOOLS) take names this Handler's tools already have: ${taken.join(", ")}`;
-      return { type: "handler.result", taskId, nodePath, result: taskFailure("input_validation_failure", message, { names: taken }) };
-    }
-    const chosen = chooseTools(settings.tools, kinds, templateTools);
-    // Checked in `execute` before the run: the toolset does not change.
-    const { definitions: tools, offered } = "missing" in chosen ? { definitions: [], offered: new Set<string>() } : chosen;
-    const maxOutputTokens = outputLimit(settings, config);
-    const progress = (event: string, message: string, data: Record<string, unknown>) =>
-      publishProgress(deps, maskDeep({ type: "task.progress" as const, taskId, event, message, data: { nodePath, ...data } }, mask));
-    const replay = replayOf(key && behind && readsRecord(request, before) ? await behind.read(key, TurnRecord) : undefined);
-    if (replay.kind !== "run") progress("model.replayed", replay.message, { turns: replay.turns });
-    if (replay.kind === "replay") {
-      const { result, session } = replay;
-      return { type: "handler.result", taskId, nodePath, result, ...(session ? { session } : {}) };
-    }
-    const recorded = replay.kind === "continue" ? replay.record : undefined;
-    const model = sessionModel(request, config);
-    const trace = { parent: activeContext(), taskId, nodePath, content: deps.traceContent === true, mask };
-    const traced = tracedModel(callModel, trace);
-    // What the session's records keep of its conversation; a session continued from a running record keeps its calls.
-    const log = conversationLog(recorded?.trace);
-    const effects: SessionEffects = {
-      callModel: sessionModelCall({
-        call: traced,
-        settings,
-        tools,
-        maxOutputTokens,
-        stream: request.stream ?? config.streamDeltas ?? false,
-        secrets: config.secrets ?? [],
-        progress,
-        answered: (input, reply, timing) =>
-          log.turn(input, reply, { ...timing, cost: costNote(config.prices, model, reply.model, reply.usage).cost }),
-      }),
-      countTokens: (input) => countRequestTokens(input.model, input.messages, tools),
-      ...(key && records
-        ? {
-            recordTurn: (input: SessionCheckpoint) =>
-              writeRecord(
-                records,
-                key,
-                TurnRecord,
-                maskDeep({ v: RECORD_VERSION, status: "running" as const, session: input, trace: log.trace() }, mask),
-                deps.log,
-              ),
-          }
-        : {}),
-      runTools: (input, signal) =>
-        runToolCalls(input, signal, {
-          toolset,
-          kinds,
-          ...(offered ? { offered } : {}),
-          templateTools,
-          log: deps.log,
-          progress,
-          trace,
-          onCall: log.toolCall,
-          ...(key && records ? { records: { store: records, key, ...(recorded ? { restoredTurn: recorded.session.turns } : {}) } } : {}),
-        }),
-      // `usage` and `cost` are the message's own; the session's running totals have fields of their own.
-      turnCompleted: (context, { callUsage, usage, ...params }) => {
-        const own = turnCosts(config.prices, model, context.model, callUsage, usage);
-        const data: ModelTurnEventData = { nodePath, ...params, usage: callUsage, sessionUsage: usage, model: context.model, ...own };
-        progress("model.turn", `turn ${params.turn}/${params.maxTurns}`, { ...data, context: params.context });
-      },
-      contextWarning: (params) =>
-        progress(
-          "context.warning",
-          `context at ${params.used}/${params.limit} tokens (warning at ${Math.round(params.threshold * 100)} %)`,
-          { ...params },
-        ),
-    };
-    const attached =
-      request.resume || recorded
-        ? { text: "", notes: {} }
-        : await attachContext(toolset, request.files, request.context, request.files?.length ? AbortSignal.timeout(30_000) : NO_SIGNAL);
-    const actor = actors.create(effects, {
-      ...inspectOption(deps, "handler", taskId),
-      input: sessionInput(request, settings, config, {
-        contextWindow: contextWindowOf(model),
-        attached: attached.text,
-        ...(recorded ? { recorded: recorded.session } : {}),
-      }),
-    });
-    // Leaving the current state stops the invoked actor, whose AbortSignal cancels the HTTP request or backoff wait.
-    const ended = live.add(taskId, nodePath, () => actor.send({ type: "session.cancel" }));
-    try {
-      const done = toPromise(actor);
-      actor.start();
-      const { session: suspended, ...result }: SessionOutput = await done;
-      // A suspended session keeps the task's settings, for its resume in any Handler.
-      const session = suspended && Object.keys(settings).length > 0 ? { ...suspended, settings } : suspended;
-      const priced = pricedResult(result, config.prices, model);
-      const reply: ExecuteReply = maskDeep(
-        {
-          type: "handler.result",
-          taskId,
-          nodePath,
-          result: { ...priced, notes: { ...attached.notes, ...priced.notes } },
-          ...(session ? { session } : {}),
-        },
-        mask,
-      );
-      if (key && behind && replayable(result))
-        releaseAfter(
-          behind.write(key, TurnRecord, {
-            v: RECORD_VERSION,
-            status: "done",
-            result: reply.result,
-            ...(reply.session ? { session: reply.session } : {}),
-            conversation: maskDeep(log.conversation(session?.messages), mask),
-          }),
-        );
-      return reply;
-    } finally {
-      ended();
-    }
-  };
-
+  const runSession = sessionRunner({
+    deps,
+    config,
+    callModel,
+    toolset,
+    records,
+    behind,
+    mask,
+    actors,
+    live,
+    chooseTools,
+    countRequestTokens,
+  });
   const script = async (request: ScriptRequest): Promise<ScriptReply> => {
     const key = records ? scriptKey(request) : undefined;
     if (key === undefined || gate === undefined) return runScript(request, undefined);
