@@ -10,9 +10,7 @@ import {
   NodeAbort,
   decode,
   ExecuteRequest,
-  RECORD_VERSION,
   Requests,
-  ScriptRecord,
   ScriptRequest,
   taskFailure,
   type ExecuteReply,
@@ -23,17 +21,18 @@ import type { ActorDeps, RoleHandle } from "../deps.js";
 import { publishProgress } from "../local.js";
 import { sessionActors } from "./session.js";
 import { sessionRunner } from "./session-run.js";
+import { scriptRunner } from "./script-run.js";
 import { liveRuns } from "./live-runs.js";
-import { readSessionRecord, recordsBehind, scriptKey, turnKey, writeRecord } from "./records.js";
+import { recordsBehind, scriptKey, turnKey } from "./records.js";
 import { createLeases, createRunGate, type JoinedAt } from "./lease.js";
 import type { CallModel } from "../model.js";
 import { serve } from "../serve.js";
 import { tokenCounter } from "./tokens.js";
-import { runScriptRequest, type Toolset } from "./toolset.js";
+import type { Toolset } from "./toolset.js";
 import { HandlerPeers } from "./peers.js";
 import { Semaphore } from "../limit.js";
 import { missingToolsMessage, settingsOf, toolChoice, type HandlerConfig } from "./settings.js";
-import { createMasker, maskDeep } from "../secrets.js";
+import { createMasker } from "../secrets.js";
 
 const NO_TOOLS: Toolset = {
   definitions: [],
@@ -120,26 +119,7 @@ export function startHandler(
     if (key === undefined || gate === undefined) return runScript(request, undefined);
     return gate.run(request.taskId, key, () => runScript(request, key), joinedEvent(request, "script command"));
   };
-  /** Runs a script command, or replays its record (`key`). */
-  const runScript = async (request: ScriptRequest, key: string | undefined): Promise<ScriptReply> => {
-    const controller = new AbortController();
-    const ended = live.add(request.taskId, request.nodePath, () => controller.abort());
-    try {
-      const recorded = key && records ? await readSessionRecord(records, key, ScriptRecord, deps.log) : undefined;
-      if (recorded) {
-        const { v: _v, ...outcome } = recorded;
-        return { type: "handler.script_result", taskId: request.taskId, nodePath: request.nodePath, ...outcome };
-      }
-      const reply = maskDeep(await runScriptRequest(toolset, request, controller.signal), mask);
-      if (key && records && !controller.signal.aborted) {
-        const { type: _t, taskId: _id, nodePath: _p, ...outcome } = reply;
-        await writeRecord(records, key, ScriptRecord, { v: RECORD_VERSION, ...outcome }, deps.log);
-      }
-      return reply;
-    } finally {
-      ended();
-    }
-  };
+  const runScript = scriptRunner({ deps, toolset, records, mask, live });
 
   // A request that finds every slot taken goes to another Handler process with a free one (peers.ts).
   const slots = { execute: new Semaphore(config.concurrency), script: new Semaphore(config.concurrency) };
