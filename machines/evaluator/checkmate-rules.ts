@@ -76,7 +76,10 @@ export function workerInput(context: CheckmateContext) {
   return { path, env, task, criteria, iteration, maxIterations, ...(previous === undefined ? {} : { previous }), gaps, directions };
 }
 
-/** Answers that approve the criteria or go on (the seed's approval words); an empty answer approves too. */
+/**
+ * Answers that approve the criteria or go on (the short replies people actually type to say yes); an empty answer
+ * approves too, so pressing Enter goes on.
+ */
 const APPROVAL = /^(?:yes|y|ok|okay|approve|approved|lgtm|continue|proceed|go|good|looks good|ship it)?[.! ]*$/i;
 
 /** Whether the user's answer approves. */

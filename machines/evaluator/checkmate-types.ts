@@ -13,7 +13,10 @@ import {
 import type { Env } from "../language/env.js";
 import { messageOf } from "../../protocol/errors.js";
 
-/** Defaults (the checkmate seed's: 5 iterations). */
+/**
+ * Defaults: 5 iterations lets the worker act on the judge's gaps a few times, and bounds the model calls a task that
+ * never passes can spend.
+ */
 export const CHECKMATE_DEFAULTS = { maxIterations: 5, maxIntakeRounds: 3, maxClarifications: 3 } as const;
 
 /** Input of a checkmate loop. */

@@ -1,5 +1,6 @@
 /**
- * The checkmate judge loop (seed 001, the checkmate skill): intake → worker → judge until PASS or max iterations.
+ * The checkmate judge loop: a worker's output is checked against acceptance criteria by a separate judge, so the model
+ * that did the work never grades it. intake → worker → judge until PASS or max iterations.
  *
  * idle → preparing → intake? (→ awaitingInput on `[NEEDS_CLARIFICATION]` → intake …) → judgingCriteria | reviewingCriteria?
  * (→ intake …) → startGate? → working → judging → deciding → checkpoint? → working … → passed | exhausted | stopped | failed.

@@ -33,8 +33,9 @@ const row = (
 });
 
 /**
- * Defaults keyed by `type` or `type:subtype` (the seed's operator defaults as the base; a subtask inherits nothing). A
- * `type:subtype` row wins over the `type` row; an unknown type falls back to `atomic`.
+ * Defaults keyed by `type` or `type:subtype`: the documented per-operator defaults that existing templates were written
+ * against, except that a subtask inherits nothing, so a spawned subtask starts clean instead of seeing its parent's
+ * context. A `type:subtype` row wins over the `type` row; an unknown type falls back to `atomic`.
  */
 export const CONTEXT_DEFAULTS: Readonly<Record<string, ContextSettings>> = {
   atomic: row("full", false, "notes_only", "disabled"),

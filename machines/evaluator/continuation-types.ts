@@ -117,5 +117,8 @@ export interface EvaluationOutcome {
   lastEvaluatorOutput: string;
 }
 
-/** The one variable that survives between continuations of a dynamic director–evaluator (hoidn's seed 000). */
+/**
+ * The one variable that survives between continuations of a dynamic director–evaluator: the director's next round sees the
+ * evaluator's verdict and nothing else of the evaluation, so its context does not grow with every round.
+ */
 export const LAST_EVALUATOR_OUTPUT = "last_evaluator_output";

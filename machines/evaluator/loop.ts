@@ -4,7 +4,7 @@
  * idle → validating → directing → scripting? → evaluating → deciding → directing … → done | exhausted | failed.
  * Iterations are 1-based. The director sees `current_iteration` and the previous round's `evaluation_feedback`,
  * `evaluation_success` and `last_evaluation`; the script and the evaluator also see `director_result` and (after
- * the script) `script_output`≡`script_stdout`, `script_errors`≡`script_stderr` (the seeds spell them both ways)
+ * the script) `script_output`≡`script_stdout`, `script_errors`≡`script_stderr` (templates use both spellings)
  * and `script_exit_code`. A script's non-zero exit is data for the evaluator, never a failure. The loop stops when
  * the evaluator reports `success === true` or the `<termination_condition>` is true over `{evaluation, iteration,
  * current_iteration}`. Running out of iterations ends in `exhausted`: FAILED (`execution_halted`) with the best

@@ -4,7 +4,9 @@
  *
  * idle → advancing ⇄ running → done | failed. Each step is evaluated by the `runStep` actor (the shell evaluates the
  * node at the step's path). After each step, the next step sees `step_results` (every earlier result, in order, as
- * `{content, status, parsedContent?, notes?}`), `previous_result` (the last output), `result` (its value, seed era), the `<output_slot>` variables of earlier steps and the latest `last_evaluator_output` (seed era),
+ * `{content, status, parsedContent?, notes?}`), `previous_result` (the last output), `result` (its value), the
+ * `<output_slot>` variables of earlier steps and the latest `last_evaluator_output` (`result`, the slots and
+ * `last_evaluator_output` are kept so that templates written for the earlier variable wiring run unchanged),
  * and, when the task accumulates data, `history`: the SequentialHistory in the task's
  * `accumulation_format` (notes only, or output and notes). The history is bounded ({@link SequentialInput.maxHistoryChars})
  * and lives only in this actor's context, so it is discarded when the sequence ends.
@@ -92,7 +94,7 @@ export interface SequentialContext extends SequentialInput {
   history: HistoryEntry[];
   /** Characters of output and serialized notes stored in the history so far. */
   historyChars: number;
-  /** Variables the finished steps bound: their `<output_slot>`s, and `last_evaluator_output` (seed era). */
+  /** Variables the finished steps bound: their `<output_slot>`s, and `last_evaluator_output` (kept for templates that read it). */
   slots: Record<string, unknown>;
   result?: TaskResult;
 }
@@ -131,7 +133,8 @@ function stepEnv(context: SequentialContext): Env {
     step_results: context.results,
     previous_result: context.outputs.at(-1) ?? "",
   };
-  // Seed era: `result` is the previous step's value (its parsed JSON, else its text), unless the task binds the name.
+  // `result` is the previous step's value (its parsed JSON, else its text), for templates that chain steps with
+  // `{{result}}`; a task that binds `result` itself keeps its own value.
   const last = context.results.at(-1);
   if (last && !find(context.env, "result").found) bindings["result"] = last.parsedContent ?? last.content;
   if (context.accumulate) {
@@ -157,7 +160,8 @@ function recorded(context: SequentialContext, result: TaskResult): Partial<Seque
     entry.truncated = true;
   } else chars += notesChars;
   const slots = { ...context.slots };
-  // Seed era: an evaluation's output survives as `last_evaluator_output` for the later steps.
+  // An evaluation's output survives as `last_evaluator_output`, so a later director step written against that name
+  // sees the verdict.
   const evaluated = result.notes["last_evaluator_output"];
   if (typeof evaluated === "string") slots["last_evaluator_output"] = evaluated;
   const slot = context.outputSlots?.[context.index];
