@@ -75,7 +75,8 @@ function* bindSteps(node: TaskNode, env: Env, entry: boolean): Generator<number,
   // No prototype: an input may be named `__proto__` (template names are the submitter's).
   const bindings: Record<string, unknown> = Object.assign(Object.create(null) as Record<string, unknown>, budget.bindings);
   if (node.inputSource !== undefined) {
-    // Seed-era wiring: `<input_source>x</input_source>` makes the value of `x` this task's `input`.
+    // `<input_source>x</input_source>` makes the value of `x` this task's `input`: templates that pass a result on
+    // by name (as evaluator tasks reading `last_evaluator_output` do) keep working.
     const found = find(env, node.inputSource);
     if (!found.found)
       return {
@@ -103,8 +104,8 @@ export function bindInputsNow(node: TaskNode, env: Env, entry: boolean): BindOut
 }
 
 /**
- * Evaluates the nested tasks among `node`'s inputs at once (the seed's "in parallel, then the parent step"). The
- * first one to fail stops the ones still running, and is the outcome.
+ * Evaluates the nested tasks among `node`'s inputs at once: they are independent, so the parent step waits only for
+ * the slowest. The first one to fail stops the ones still running, and is the outcome.
  */
 async function taskValues(
   evaluate: EvaluateInputTask,

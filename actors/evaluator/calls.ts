@@ -11,7 +11,10 @@ import { checkParam, inputFailure } from "./nodes.js";
 import { evaluateNode, reservedOf, scopedWalk, type Walk } from "./walk.js";
 const QUOTED = /^"([\s\S]*)"$|^'([\s\S]*)'$/;
 
-/** An argument's value: a variable (path) first, a literal second, as the seed design resolves arguments. */
+/**
+ * An argument's value: a variable (path) first, a literal second, so `<arg>report</arg>` passes the variable `report`
+ * when there is one and the text otherwise, as template authors write both with the same syntax.
+ */
 export function argumentValue(text: string, env: Env, mode: SubstituteMode = "strict"): { value: unknown } | { missing: string[] } {
   const t = text.trim();
   const quoted = QUOTED.exec(t);

@@ -89,7 +89,10 @@ export function intakePrompt(input: IntakeInput): string {
   return parts.join("\n\n");
 }
 
-/** The criteria judge prompt (the seed's intake gate: APPROVED or NEEDS_WORK). */
+/**
+ * The criteria judge prompt: vague criteria make every later verdict arbitrary, so they are judged (APPROVED or
+ * NEEDS_WORK) before any work starts.
+ */
 export function criteriaJudgePrompt(input: CriteriaJudgeInput): string {
   return [
     "You are the criteria judge of a checkmate loop. Decide whether the acceptance criteria below are good enough to judge the task's output: binary, specific, covering the implicit requirements, checkable from the output alone.",
@@ -104,7 +107,10 @@ export function gapList(gaps: readonly Gap[]): string {
   return gaps.map((g) => `- Iteration ${g.iteration}: ${g.gapSummary}`).join("\n");
 }
 
-/** The worker prompt: the seed's handoff template, with all accumulated gaps, not only the last. */
+/**
+ * The worker prompt: task, criteria, previous attempt and judge feedback, with all accumulated gaps, not only the last,
+ * so a fix for one gap does not undo an earlier one.
+ */
 export function workerPrompt(input: WorkerInput): string {
   const parts = [
     `You are the worker in a checkmate loop (iteration ${input.iteration}/${input.maxIterations}).`,

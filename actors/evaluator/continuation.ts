@@ -197,7 +197,8 @@ async function runEvaluation(walk: ContinuationWalk, input: EvaluationStepInput,
     script_errors: script?.stderr ?? "",
     script_stderr: script?.stderr ?? "",
     script_exit_code: script?.exitCode ?? "",
-    // As in hoidn's seed 000: the evaluation sees a subset of the context and accumulates data.
+    // The evaluation sees only the part of the context relevant to what it checks, not the director's whole
+    // context, and, when it is a sequence, its later steps see what the earlier ones found.
     [CONTEXT_OVERRIDE_BINDING]: { inheritContext: "subset", accumulateData: true } satisfies PartialContextSettings,
   });
   const result = await walk.evaluateDocument(chosen.document, env, signal, `${input.path}/evaluation${input.iteration}:`);

@@ -151,12 +151,16 @@ export interface AtomicFields extends SessionSettings {
   context?: string;
 }
 
-/** What a seed-era `type="evaluator"` task is asked to answer: the evaluation schema. */
+/**
+ * What a `type="evaluator"` task (older templates' spelling of an evaluator) is asked to answer: the evaluation
+ * schema, so its verdict can be read without guessing.
+ */
 export const EVALUATION_SCHEMA = 'Answer with JSON only: {"success": true or false, "feedback": "what is missing or wrong"}.';
 
 /**
- * A seed-era evaluator's result read as an evaluation: `notes.success` and `notes.feedback` set, `parsedContent`
- * `{success, feedback}` (an answer without a boolean `success` is no success, with feedback saying so).
+ * A `type="evaluator"` task's result read as an evaluation, so the director after it sees a verdict: `notes.success`
+ * and `notes.feedback` set, `parsedContent` `{success, feedback}` (an answer without a boolean `success` is no success,
+ * with feedback saying so).
  */
 export function asEvaluation(result: TaskResult): TaskResult {
   if (result.status !== "COMPLETE") return result;

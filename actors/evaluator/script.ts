@@ -12,7 +12,7 @@ import { inputFailure } from "./nodes.js";
 import { substitute } from "../../machines/language/substitute.js";
 import type { ScriptEnvironment, ScriptExecution, TaskNode, TemplateDocument } from "../../machines/language/ast.js";
 
-/** Default timeout of a command, in seconds (the seed design's). */
+/** Default timeout of a command, in seconds: long enough for a build or test run, short enough that a hung command ends. */
 export const DEFAULT_SCRIPT_TIMEOUT_S = 300;
 
 /** What running one argv gave: the Handler's `handler.script_result`, without its routing fields. */

@@ -1,7 +1,7 @@
 /**
  * An atomic task in a walk: its prompt substituted (`{{var}}` and inline calls), its context worked out, one Handler
- * session run with the continuation tools it is offered, and its answer put in its `<output_format>` (a seed-era
- * evaluator's read as an evaluation).
+ * session run with the continuation tools it is offered, and its answer put in its `<output_format>` (a
+ * `type="evaluator"` task's read as an evaluation).
  */
 import type { SuspendedResult } from "../../../machines/evaluator/continuation.js";
 import type { Env } from "../../../machines/language/env.js";
@@ -20,7 +20,7 @@ import type { Walk } from "../walk.js";
  */
 export function continuationsFor(walk: Pick<Walk, "continuationTools">, node: TaskNode): ContinuationKind[] {
   const kinds = walk.continuationTools.filter((k) => k !== "evaluation");
-  // Seed era: `type="director"` is an atomic director.
+  // `type="director"` is an atomic director, so templates written with that type (before the subtype) still direct.
   return node.subtype === "director" || node.type === "director" ? [...kinds, "evaluation"] : kinds;
 }
 
