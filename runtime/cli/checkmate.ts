@@ -1,7 +1,8 @@
 /**
- * `dirigent checkmate "TASK"`: a checkmate judge loop (the checkmate skill, seed 001) as a `<task type="judge_loop">`, submitted and
- * watched like `dirigent run` (an embedded runtime when none is reachable). Prints `[checkmate: iteration n/max]`
- * and each verdict as they happen, then the output (PASS) or the best attempt with the final judge report.
+ * `dirigent checkmate "TASK"`: a checkmate judge loop (a worker's output judged against acceptance criteria until it
+ * passes) as a `<task type="judge_loop">`, submitted and watched like `dirigent run` (an embedded runtime when none is
+ * reachable). Prints `[checkmate: iteration n/max]` and each verdict as they happen, then the output (PASS) or the
+ * best attempt with the final judge report.
  * `--resume ID` re-attaches to task ID, or submits it again under the same id: the runtime replays its finished
  * worker and judge calls from the Handler's records, and the answers already given.
  * `--interactive` makes the loop's human gates ask (criteria approval, go/cancel/edit, continue/redirect/stop): each
