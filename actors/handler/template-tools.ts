@@ -1,5 +1,5 @@
 /**
- * Library templates as tools of a session (the seed's `registerSubtaskTool`): the Evaluator names them in the execute
+ * Library templates as tools of a session, so a model can ask for a known, tested piece of work by name: the Evaluator names them in the execute
  * request ({@link TemplateTool}); the model calls one by name with the template's parameters; a valid call suspends the
  * session like `run_subtask` does, with a `subtask_request` whose `template_hints` name the template exactly, so the
  * Evaluator runs that template as a subtask and resumes the session with its result.

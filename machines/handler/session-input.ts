@@ -54,7 +54,7 @@ export function outputLimit(settings: SessionSettings, defaults: Pick<SessionDef
   return settings.maxOutputTokens ?? defaults.maxOutputTokens;
 }
 
-/** Joins the base system prompt and the template's system prompt (base first, as the Python original joins them). */
+/** Joins the base system prompt and the template's system prompt (base first, so a template adds to the runtime's rules and cannot drop them). */
 export function buildSystemPrompt(base: string, template: string | undefined): string {
   return template ? `${base}\n\n===\n\n${template}` : base;
 }

@@ -6,7 +6,7 @@
  * (docs/handler.md has the diagram). `recordTurn` records the session right after the model answers with tool calls (before any of
  * them runs) and again once they ran; a session restored from a record taken after the answer starts with its tool
  * calls (`starting`), so the model is not asked that turn again. Turns count assistant
- * messages only and are checked before each model call, as in the seed design. Before each call the `measure` action
+ * messages only and are checked before each model call, so a session never starts a turn it may not finish. Before each call the `measure` action
  * counts everything about to be sent (synchronously: tokenizing is computation, not I/O, and an actor per turn
  * cost more than the count); over the limit ends the session (`RESOURCE_EXHAUSTION` context),
  * and crossing `warningThreshold` of it fires `contextWarning` once. A task budget in the input (`budget.ts`)
