@@ -18,7 +18,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createSubjects } from "../../protocol/index.js";
 import { machines } from "../../runtime/charts/registry.js";
 import { randomRoot, startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
-import { startCli, type CliProcess } from "../support/processes.js";
+import { startCli, startInspectorCli, startMockLlmCli, type CliProcess } from "../support/processes.js";
 
 /** Debian's Chromium; `.ci/run` installs it (`apt-get install chromium`). */
 export const CHROMIUM = "/usr/bin/chromium";
@@ -66,18 +66,18 @@ describe("dirigent inspect in a browser", () => {
       { match: { lastUser: { regex: "^PARENT" }, hasToolResult: { regex: "Oslo" } }, reply: "Visit Oslo" },
     ];
     writeFileSync(script, JSON.stringify({ rules }));
-    const mock = startCli(["mock-llm", "--port", "0", "--script", script, "--quiet"]);
-    processes.push(mock);
-    const [modelUrl] = await mock.waitFor(/http:\/\/127\.0\.0\.1:\d+\/v1/);
+    const mock = await startMockLlmCli(script);
+    processes.push(mock.process);
+    const modelUrl = mock.url;
     const env = {
       OPENAI_BASE_URL: modelUrl,
       OPENAI_API_KEY: "sk-browser-test-secret",
       DIRIGENT_MODEL_MAX_RETRIES: "0",
       DIRIGENT_INSPECT: "on",
     };
-    const inspector = startCli(["inspect", "--port", "0", "--nats", server.url, "--prefix", root]);
-    processes.push(inspector);
-    const [, pageUrl] = (await inspector.waitFor(/inspector on (http:\/\/127\.0\.0\.1:\d+\/)/)) as unknown as [string, string];
+    const inspector = await startInspectorCli(server.url, root);
+    processes.push(inspector.process);
+    const { pageUrl } = inspector;
     for (const role of ["memory", "handler", "evaluator", "director"]) {
       const worker = startCli(["worker", "--role", role, "--nats", server.url, "--prefix", root, "--concurrency", "4"], env);
       processes.push(worker);
@@ -185,12 +185,12 @@ describe("dirigent inspect in a browser", () => {
       { match: { lastUser: "BREAK" }, status: 400, reply: "bad request" },
     ];
     writeFileSync(script, JSON.stringify({ rules, default: { reply: "done: {{lastUser}}" } }));
-    const mock = startCli(["mock-llm", "--port", "0", "--script", script, "--quiet"]);
-    processes.push(mock);
-    const [modelUrl = ""] = await mock.waitFor(/http:\/\/127\.0\.0\.1:\d+\/v1/);
-    const inspector = startCli(["inspect", "--port", "0", "--nats", server.url, "--prefix", root]);
-    processes.push(inspector);
-    const [, pageUrl = ""] = await inspector.waitFor(/inspector on (http:\/\/127\.0\.0\.1:\d+\/)/);
+    const mock = await startMockLlmCli(script);
+    processes.push(mock.process);
+    const modelUrl = mock.url;
+    const inspector = await startInspectorCli(server.url, root);
+    processes.push(inspector.process);
+    const { pageUrl } = inspector;
     const env = { OPENAI_BASE_URL: modelUrl, OPENAI_API_KEY: "sk-map-test", DIRIGENT_MODEL_MAX_RETRIES: "0" };
     const up = startCli(["up", "--nats", server.url, "--prefix", root], env);
     processes.push(up);

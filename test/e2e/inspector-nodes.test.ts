@@ -20,7 +20,7 @@ import { createSubjects } from "../../protocol/index.js";
 import type { NodeListReply } from "../../protocol/node-records.js";
 import { launchChromium } from "../support/chromium.js";
 import { randomRoot, startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
-import { startCli, type CliProcess } from "../support/processes.js";
+import { startCli, startInspectorCli, startMockLlmCli, type CliProcess } from "../support/processes.js";
 
 const ARTIFACTS = fileURLToPath(new URL("../../test-artifacts", import.meta.url));
 
@@ -63,12 +63,12 @@ describe("inspector 2: node records in a browser", () => {
       { match: { lastUser: { regex: "^TITLE" } }, reply: "Pools of Anemones", usage: { prompt_tokens: 40, completion_tokens: 4 } },
     ];
     writeFileSync(script, JSON.stringify({ rules }));
-    const mock = startCli(["mock-llm", "--port", "0", "--script", script, "--quiet"]);
-    processes.push(mock);
-    const [modelUrl = ""] = await mock.waitFor(/http:\/\/127\.0\.0\.1:\d+\/v1/);
-    const inspector = startCli(["inspect", "--port", "0", "--nats", server.url, "--prefix", root]);
-    processes.push(inspector);
-    const [, pageUrl = ""] = await inspector.waitFor(/inspector on (http:\/\/127\.0\.0\.1:\d+\/)/);
+    const mock = await startMockLlmCli(script);
+    processes.push(mock.process);
+    const modelUrl = mock.url;
+    const inspector = await startInspectorCli(server.url, root);
+    processes.push(inspector.process);
+    const { pageUrl } = inspector;
     const env = {
       OPENAI_BASE_URL: modelUrl,
       OPENAI_API_KEY: "sk-nodes-test",
@@ -239,12 +239,12 @@ describe("inspector 2: node records in a browser", () => {
     // No branch is answered before all three have asked: they are in flight together.
     const rules = [{ match: { lastUser: { regex: "^BRANCH" } }, gate: { name: "together", count: 3 }, reply: "done {{lastUser}}" }];
     writeFileSync(script, JSON.stringify({ rules }));
-    const mock = startCli(["mock-llm", "--port", "0", "--script", script, "--quiet"]);
-    processes.push(mock);
-    const [modelUrl = ""] = await mock.waitFor(/http:\/\/127\.0\.0\.1:\d+\/v1/);
-    const inspector = startCli(["inspect", "--port", "0", "--nats", server.url, "--prefix", root]);
-    processes.push(inspector);
-    const [, pageUrl = ""] = await inspector.waitFor(/inspector on (http:\/\/127\.0\.0\.1:\d+\/)/);
+    const mock = await startMockLlmCli(script);
+    processes.push(mock.process);
+    const modelUrl = mock.url;
+    const inspector = await startInspectorCli(server.url, root);
+    processes.push(inspector.process);
+    const { pageUrl } = inspector;
     const up = startCli(["up", "--nats", server.url, "--prefix", root], { OPENAI_BASE_URL: modelUrl, OPENAI_API_KEY: "sk-nodes-map" });
     processes.push(up);
     await up.waitFor(/ready/);
@@ -299,12 +299,12 @@ describe("inspector 2: node records in a browser", () => {
       { match: { lastUser: { regex: "^POEM" } }, chunks: ["Salt ", "wind ", "over ", "stone"], streamGate: { name: "midway", after: 2 } },
     ];
     writeFileSync(script, JSON.stringify({ rules }));
-    const mock = startCli(["mock-llm", "--port", "0", "--script", script, "--quiet"]);
-    processes.push(mock);
-    const [modelUrl = ""] = await mock.waitFor(/http:\/\/127\.0\.0\.1:\d+\/v1/);
-    const inspector = startCli(["inspect", "--port", "0", "--nats", server.url, "--prefix", root]);
-    processes.push(inspector);
-    const [, pageUrl = ""] = await inspector.waitFor(/inspector on (http:\/\/127\.0\.0\.1:\d+\/)/);
+    const mock = await startMockLlmCli(script);
+    processes.push(mock.process);
+    const modelUrl = mock.url;
+    const inspector = await startInspectorCli(server.url, root);
+    processes.push(inspector.process);
+    const { pageUrl } = inspector;
     const up = startCli(["up", "--nats", server.url, "--prefix", root], { OPENAI_BASE_URL: modelUrl, OPENAI_API_KEY: "sk-nodes-stream" });
     processes.push(up);
     await up.waitFor(/dirigent: ready/);

@@ -18,7 +18,7 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import { createSubjects } from "../../protocol/index.js";
 import { launchChromium } from "../support/chromium.js";
 import { randomRoot, startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
-import { startCli, type CliProcess } from "../support/processes.js";
+import { startCli, startInspectorCli, startMockLlmCli, type CliProcess } from "../support/processes.js";
 
 const DOCS = fileURLToPath(new URL("../../docs", import.meta.url));
 
@@ -76,12 +76,10 @@ it("retakes docs/inspector.png, docs/inspector-nodes.png and docs/inspector-fork
   writeFileSync(join(workspace, "notes.txt"), "anemones, hermit crabs and a sea star under the ledge");
   const script = join(dir, "script.json");
   writeFileSync(script, JSON.stringify({ rules: RULES }));
-  const mock = startCli(["mock-llm", "--port", "0", "--script", script, "--quiet"]);
-  processes.push(mock);
-  const [modelUrl = ""] = await mock.waitFor(/http:\/\/127\.0\.0\.1:\d+\/v1/);
-  const inspector = startCli(["inspect", "--port", "0", "--nats", server.url, "--prefix", root]);
-  processes.push(inspector);
-  const [, pageUrl = ""] = await inspector.waitFor(/inspector on (http:\/\/127\.0\.0\.1:\d+\/)/);
+  const mock = await startMockLlmCli(script);
+  const inspector = await startInspectorCli(server.url, root);
+  processes.push(mock.process, inspector.process);
+  const [modelUrl, pageUrl] = [mock.url, inspector.pageUrl];
   const env = {
     OPENAI_BASE_URL: modelUrl,
     OPENAI_API_KEY: "sk-screenshots",

@@ -101,3 +101,17 @@ export async function stopProcess(child: ChildProcess): Promise<void> {
   child.kill("SIGKILL");
   await exited;
 }
+
+/** `dirigent mock-llm` on a free port with the rules of `scriptFile`: the process and its OpenAI-compatible URL. */
+export async function startMockLlmCli(scriptFile: string): Promise<{ process: CliProcess; url: string }> {
+  const process = startCli(["mock-llm", "--port", "0", "--script", scriptFile, "--quiet"]);
+  const [url = ""] = await process.waitFor(/http:\/\/127\.0\.0\.1:\d+\/v1/);
+  return { process, url };
+}
+
+/** `dirigent inspect` on a free port for the runtime under `root`: the process and the page's URL. */
+export async function startInspectorCli(natsUrl: string, root: string): Promise<{ process: CliProcess; pageUrl: string }> {
+  const process = startCli(["inspect", "--port", "0", "--nats", natsUrl, "--prefix", root]);
+  const [, pageUrl = ""] = await process.waitFor(/inspector on (http:\/\/127\.0\.0\.1:\d+\/)/);
+  return { process, pageUrl };
+}
