@@ -296,7 +296,7 @@ export function startEvaluator(deps: ActorDeps, config: EvaluatorConfig): RoleHa
         );
       },
     };
-    const actor = actors.create(walk, 0, 0, {
+    const { actor, release } = actors.create(walk, 0, 0, {
       ...inspectOption(deps, "evaluator", taskId),
       input: { taskId, path, node: summarize(node), env: extend(rootEnv(limits), request.inputs ?? {}), entry: true },
     });
@@ -321,6 +321,7 @@ export function startEvaluator(deps: ActorDeps, config: EvaluatorConfig): RoleHa
       if (superseded.has(actor)) throw new RemoteError("UNAVAILABLE", `the evaluation of task '${taskId}' was superseded by a newer owner`);
       return reply(spend.withTotals(result));
     } finally {
+      release();
       set.delete(actor);
       if (set.size === 0) {
         live.delete(taskId);

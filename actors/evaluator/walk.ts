@@ -1,9 +1,11 @@
 /**
  * The effects of the evaluation machines for one document: a node path is resolved to its typed AST node, its
  * `<inputs>` are bound, an atomic task is substituted and sent to a Handler, a call binds its arguments, and a
- * step of a composite is evaluated by a nested evaluation actor ({@link evaluateNode}).
+ * step of a composite is evaluated by a nested evaluation actor ({@link evaluateNode}), a child of the evaluation that
+ * started it: one actor system per task. The effects find what they act for (the walk, its depth) in a map owned by
+ * the Evaluator ({@link walkActors}), by the key each machine carries in its context (`scopeKey`).
  */
-import { assign, createActor, fromCallback, toPromise, type Actor, type InspectionEvent } from "xstate";
+import { assign, createActor, fromCallback, toPromise, type Actor, type AnyActorRef, type InspectionEvent } from "xstate";
 import { fromPromise } from "../promise-actor.js";
 import type { SuspendedResult } from "../../machines/evaluator/continuation.js";
 import { find, flatten, type Env } from "../../machines/language/env.js";
@@ -39,14 +41,13 @@ import type { InputRecords } from "./input.js";
 import { bindArgs, runCond } from "./calls.js";
 
 export { argumentValue } from "./calls.js";
-import { actorScopes } from "../actor-scopes.js";
 import type { TemplateLibrary } from "../library/library.js";
-import { inspectOption, type InspectHook } from "../inspect-option.js";
+import type { InspectHook } from "../inspect-option.js";
 import { substitute, type SubstituteMode } from "../../machines/language/substitute.js";
 import type { TaskNode, TemplateDocument } from "../../machines/language/ast.js";
 import { recordedNode, type NodeRecorder } from "./node-records.js";
 import { inSpan } from "../tracing.js";
-import type { EvalNode } from "../../machines/evaluator/evaluation.js";
+import type { EvalNode, Scoped } from "../../machines/evaluator/evaluation.js";
 
 /** The Evaluator's reserved (`$`) bindings of `env`; they cross into function templates and subtasks. */
 export function reservedOf(env: Env): Record<string, unknown> {
@@ -107,6 +108,11 @@ export interface Walk {
   scope?: string;
   /** Records each node evaluated (actors/evaluator/node-records.ts); absent: none. */
   records?: NodeRecorder;
+  /**
+   * The evaluation actor of the node whose effects use this view of the walk: the nodes they evaluate are its
+   * children, in the task's one actor system. Absent: the node evaluated is the root of the task's system.
+   */
+  parent?: AnyActorRef;
 }
 
 const PATH_KEYS: readonly string[] = ["nodePath", "mapPath"];
@@ -115,7 +121,10 @@ function missingNode(path: string): TaskResult {
   return taskFailure("unexpected_error", `no executable node at path ${path}`);
 }
 
-/** Evaluates the node at `path` in `env` with a nested evaluation actor; aborting `signal` cancels it. */
+/**
+ * Evaluates the node at `path` in `env` with a nested evaluation actor, a child of `walk.parent` in the task's actor
+ * system (the task's root without one); aborting `signal` cancels it.
+ */
 export async function evaluateNode(
   walk: Walk,
   path: string,
@@ -133,8 +142,7 @@ export async function evaluateNode(
   const summary = summarize(node);
   return inNodeSpan(walk.taskId, path, summary, () =>
     recordedNode(walk, path, node, async () => {
-      const actor = walk.actors.create(walk, depth, inline, {
-        ...inspectOption(walk, "evaluator", walk.taskId),
+      const { actor, release } = walk.actors.create(walk, depth, inline, {
         input: { taskId: walk.taskId, path, node: summary, env, entry },
       });
       const cancel = () => actor.send({ type: "evaluation.cancel" });
@@ -146,6 +154,7 @@ export async function evaluateNode(
         return { result, env: actor.getSnapshot().context.env };
       } finally {
         signal.removeEventListener("abort", cancel);
+        release();
       }
     }),
   );
@@ -211,14 +220,17 @@ async function callInlineAt(walk: Walk, c: InlineCall, env: Env, path: string, d
   return evaluateNode(bound.walk, `templates.${bound.template}.body`, bound.env, depth + 1, signal, inline + 1);
 }
 
-/** What the effects of one evaluation actor system act for: the walk, its nesting depth, the inline calls around it. */
-type WalkScope = { readonly walk: Walk; readonly depth: number; readonly inline: number; continuation?: ContinuationScope };
+/**
+ * What the effects of one node's evaluation act for: the walk (its `parent` the node's evaluation actor), its nesting
+ * depth, the inline calls around it. Kept by {@link walkActors} under the key the node's machines carry (`scopeKey`).
+ */
+type NodeScope = { readonly walk: Walk; readonly depth: number; readonly inline: number; continuation?: ContinuationScope };
 
-/** The effects' view of the walk of an actor system. */
-type ScopeOf = (system: unknown) => WalkScope;
+/** The effects' view of the node whose machines carry `scopeKey`. */
+type ScopeOf = (scopeKey: string | undefined) => NodeScope;
 
 /** Evaluates the nested task of an input of a node of `scope`'s walk, one level deeper. */
-function inputTasksOf({ walk, depth }: WalkScope, signal: AbortSignal): EvaluateInputTask {
+function inputTasksOf({ walk, depth }: NodeScope, signal: AbortSignal): EvaluateInputTask {
   return (path, env, stop) => evaluateNode(walk, path, env, depth + 1, stop ?? signal);
 }
 
@@ -233,26 +245,45 @@ type WalkMachine = ReturnType<typeof buildWalkMachine>;
 
 /** Creates the evaluation actors of one Evaluator. */
 export interface WalkActors {
-  /** Creates the evaluation actor of a node of `walk` at nesting `depth` (`inline`: inline calls around it). */
+  /**
+   * Creates the evaluation actor of a node of `walk` at nesting `depth` (`inline`: inline calls around it): a child of
+   * `walk.parent` in its task's actor system, or, without a parent, the root of a new system (the task's). Its scope
+   * is kept until `release` (call it when the actor has ended).
+   */
   create(
     walk: Walk,
     depth: number,
     inline: number,
-    options: { input: EvaluationInput; inspect?: (event: InspectionEvent) => void },
-  ): Actor<WalkMachine>;
+    options: { input: Omit<EvaluationInput, "scopeKey">; inspect?: (event: InspectionEvent) => void },
+  ): { actor: Actor<WalkMachine>; release(): void };
 }
 
 /**
  * The evaluation actors of one Evaluator: the machine is provided once (building it is costly), and its effects act
- * for the walk registered for the actor system they run in, in a registry this Evaluator alone owns.
+ * for the scope their machine's `scopeKey` names, in a map this Evaluator alone owns: an entry is made with each
+ * node's evaluation actor and deleted when it ends.
  */
 export function walkActors(): WalkActors {
-  const scopes = actorScopes<WalkScope>("an evaluation actor runs outside a walk");
-  const machine = buildWalkMachine((system) => scopes.of(system));
-  return { create: (walk, depth, inline, options) => scopes.create({ walk, depth, inline }, () => createActor(machine, options)) };
+  const scopes = new Map<string, NodeScope>();
+  let made = 0;
+  const machine = buildWalkMachine((scopeKey) => {
+    const scope = scopeKey === undefined ? undefined : scopes.get(scopeKey);
+    if (scope === undefined) throw new Error("an evaluation actor runs outside a walk");
+    return scope;
+  });
+  return {
+    create(walk, depth, inline, options) {
+      const scopeKey = `${walk.taskId}#${++made}`;
+      const input = { ...options.input, scopeKey };
+      const actor = createActor(machine, walk.parent === undefined ? { ...options, input } : { input, parent: walk.parent, id: scopeKey });
+      // Set before the actor starts: its machine waits in `idle` until START, so no effect has run yet.
+      scopes.set(scopeKey, { walk: { ...walk, parent: actor }, depth, inline });
+      return { actor, release: () => scopes.delete(scopeKey) };
+    },
+  };
 }
 
-function continuationScope(scope: WalkScope): ContinuationScope {
+function continuationScope(scope: NodeScope): ContinuationScope {
   const { walk, depth } = scope;
   return (scope.continuation ??= {
     walk: {
@@ -276,32 +307,41 @@ function continuationScope(scope: WalkScope): ContinuationScope {
 }
 
 function buildWalkMachine(scopeOf: ScopeOf) {
-  const progress = ({ system }: { system: unknown }, p: { event: string; message: string; data?: Record<string, unknown> }) =>
-    scopeOf(system).walk.progress(p.event, p.message, p.data);
-  const runStep = fromPromise<TaskResult, { path: string; env: Env }>(({ input, signal, system }) => {
-    const { walk, depth, inline } = scopeOf(system);
+  const progress = (
+    { context }: { context: { scopeKey?: string | undefined } },
+    p: { event: string; message: string; data?: Record<string, unknown> },
+  ) => scopeOf(context.scopeKey).walk.progress(p.event, p.message, p.data);
+  const runStep = fromPromise<TaskResult, { path: string; env: Env } & Scoped>(({ input, signal }) => {
+    const { walk, depth, inline } = scopeOf(input.scopeKey);
     return evaluateNode(walk, input.path, input.env, depth + 1, signal, inline);
   });
   return evaluationMachine.provide({
     actions: {
       progress,
-      bindNow: assign(({ context, system }) => {
-        const { walk } = scopeOf(system);
+      bindNow: assign(({ context }) => {
+        const { walk } = scopeOf(context.scopeKey);
         return boundNow(() => bindInputsNow(taskAt(walk, context.path), context.env, context.entry));
       }),
     },
     actors: {
-      bindInputs: fromPromise<BindOutcome, { path: string; env: Env; entry: boolean }>(({ input, signal, system }) => {
-        const { walk } = scopeOf(system);
-        return bindInputs(inputTasksOf(scopeOf(system), signal), taskAt(walk, input.path), input.path, input.env, input.entry, signal);
+      bindInputs: fromPromise<BindOutcome, { path: string; env: Env; entry: boolean } & Scoped>(({ input, signal }) => {
+        const { walk } = scopeOf(input.scopeKey);
+        return bindInputs(
+          inputTasksOf(scopeOf(input.scopeKey), signal),
+          taskAt(walk, input.path),
+          input.path,
+          input.env,
+          input.entry,
+          signal,
+        );
       }),
-      runAtomic: fromPromise<SuspendedResult, { path: string; env: Env }>(async ({ input, signal, system }) => {
-        const { walk, depth, inline } = scopeOf(system);
+      runAtomic: fromPromise<SuspendedResult, { path: string; env: Env } & Scoped>(async ({ input, signal }) => {
+        const { walk, depth, inline } = scopeOf(input.scopeKey);
         const callInline = (c: InlineCall) => callInlineAt(walk, c, input.env, input.path, depth, inline, signal);
         return runAtomicTask(walk, taskAt(walk, input.path), input.path, input.env, callInline, signal);
       }),
-      reparse: fromPromise<TaskResult, { path: string; env: Env; result: TaskResult }>(async ({ input, signal, system }) => {
-        const { walk, depth } = scopeOf(system);
+      reparse: fromPromise<TaskResult, { path: string; env: Env; result: TaskResult } & Scoped>(async ({ input, signal }) => {
+        const { walk, depth } = scopeOf(input.scopeKey);
         const compile = walk.compile;
         if (!compile) return input.result;
         const reparseWalk = {
@@ -312,16 +352,16 @@ function buildWalkMachine(scopeOf: ScopeOf) {
         };
         return reparseNode(reparseWalk, taskAt(walk, input.path), input.path, input.env, input.result, signal);
       }),
-      runRef: fromPromise<TaskResult, { path: string; env: Env }>(async ({ input, signal, system }) => {
-        const { walk, depth } = scopeOf(system);
+      runRef: fromPromise<TaskResult, { path: string; env: Env } & Scoped>(async ({ input, signal }) => {
+        const { walk, depth } = scopeOf(input.scopeKey);
         const ref = taskAt(walk, input.path).ref ?? "";
         const template = walk.library.get(ref);
         if (!template) return inputFailure(`no template named '${ref}' in the template library (--templates)`, { ref });
         const result = await evaluateDocument(walk, template.document, input.env, depth + 1, signal, `${input.path}/ref:`);
         return { ...result, notes: { ...result.notes, template_used: template.name } };
       }),
-      runCall: fromPromise<TaskResult, { path: string; env: Env }>(async ({ input, signal, system }) => {
-        const { walk, depth, inline } = scopeOf(system);
+      runCall: fromPromise<TaskResult, { path: string; env: Env } & Scoped>(async ({ input, signal }) => {
+        const { walk, depth, inline } = scopeOf(input.scopeKey);
         const node = nodeAt(walk.document, input.path);
         if (node?.kind !== "call") return missingNode(input.path);
         const args = node.args.map((arg, i) => ({
@@ -332,28 +372,28 @@ function buildWalkMachine(scopeOf: ScopeOf) {
         if ("result" in bound) return bound.result;
         return evaluateNode(bound.walk, `templates.${bound.template}.body`, bound.env, depth + 1, signal, inline);
       }),
-      runCond: fromPromise<TaskResult, { path: string; env: Env }>(async ({ input, signal, system }) => {
-        const { walk, depth } = scopeOf(system);
+      runCond: fromPromise<TaskResult, { path: string; env: Env } & Scoped>(async ({ input, signal }) => {
+        const { walk, depth } = scopeOf(input.scopeKey);
         const node = nodeAt(walk.document, input.path);
         if (node?.kind !== "cond") return missingNode(input.path);
         return runCond(walk, node, input.path, input.env, depth, signal);
       }),
-      runMemory: fromPromise<TaskResult, { path: string; env: Env }>(({ input, signal, system }) => {
-        const { walk, depth, inline } = scopeOf(system);
+      runMemory: fromPromise<TaskResult, { path: string; env: Env } & Scoped>(({ input, signal }) => {
+        const { walk, depth, inline } = scopeOf(input.scopeKey);
         const call = (c: InlineCall) => callInlineAt(walk, c, input.env, input.path, depth, inline, signal);
         return runMemoryTask(taskAt(walk, input.path), input.env, walk.memoryMatch, call, walk.substitution ?? "strict", signal);
       }),
-      runScript: fromPromise<TaskResult, { path: string; env: Env }>(({ input, signal, system }) => {
-        const { walk } = scopeOf(system);
+      runScript: fromPromise<TaskResult, { path: string; env: Env } & Scoped>(({ input, signal }) => {
+        const { walk } = scopeOf(input.scopeKey);
         return runScriptTask(walk.script, taskAt(walk, input.path), input.path, input.env, signal);
       }),
-      continuation: provideContinuationFor((system) => continuationScope(scopeOf(system))),
+      continuation: provideContinuationFor((scopeKey) => continuationScope(scopeOf(scopeKey))),
       sequential: sequentialMachine.provide({ actions: { progress }, actors: { runStep } }),
       map: mapMachine.provide({
         actions: { progress },
         actors: {
-          branches: fromCallback<BranchCommand>(({ receive, sendBack, system }) => {
-            const { walk, depth, inline } = scopeOf(system);
+          branches: fromCallback<BranchCommand, Scoped>(({ receive, sendBack, input }) => {
+            const { walk, depth, inline } = scopeOf(input.scopeKey);
             return runBranches(
               receive,
               sendBack,
@@ -368,8 +408,8 @@ function buildWalkMachine(scopeOf: ScopeOf) {
         actions: { progress },
         actors: {
           runStep,
-          runScript: fromPromise<TaskResult, { path: string; env: Env }>(async ({ input, signal, system }) => {
-            const { walk, depth, inline } = scopeOf(system);
+          runScript: fromPromise<TaskResult, { path: string; env: Env } & Scoped>(async ({ input, signal }) => {
+            const { walk, depth, inline } = scopeOf(input.scopeKey);
             const loopPath = input.path.replace(/\.scriptExecution$/, "");
             const se = taskAt(walk, loopPath).scriptExecution;
             if (!se) return inputFailure("the loop has no <script_execution>");
@@ -378,14 +418,14 @@ function buildWalkMachine(scopeOf: ScopeOf) {
           }),
         },
       }),
-      checkmate: provideCheckmate((system) => scopeOf(system).walk, taskAt),
+      checkmate: provideCheckmate((scopeKey) => scopeOf(scopeKey).walk, taskAt),
       reduce: reduceMachine.provide({
         actions: { progress },
         actors: {
           runStep,
-          resolveItems: fromPromise<ResolvedItems, { path: string; env: Env }>(({ input, signal, system }) => {
-            const { walk } = scopeOf(system);
-            return resolveItems(inputTasksOf(scopeOf(system), signal), taskAt(walk, input.path), input.path, input.env, signal);
+          resolveItems: fromPromise<ResolvedItems, { path: string; env: Env } & Scoped>(({ input, signal }) => {
+            const { walk } = scopeOf(input.scopeKey);
+            return resolveItems(inputTasksOf(scopeOf(input.scopeKey), signal), taskAt(walk, input.path), input.path, input.env, signal);
           }),
         },
       }),

@@ -45,8 +45,18 @@ export interface EvalNode {
   checkmate?: { maxIterations?: number; criteriaJudge?: boolean; maxIntakeRounds?: number };
 }
 
+/**
+ * What every evaluation machine and the inputs of its effects carry: the key of the scope the shell's effects act for
+ * (actors/evaluator/walk.ts keeps the scopes of its walks in a map by key). Plain text in the context, so the walk
+ * itself (its functions, its secrets) never enters a snapshot or an inspection event. Absent: effects outside a walk
+ * (the machines' unit tests) have no scope.
+ */
+export interface Scoped {
+  scopeKey?: string | undefined;
+}
+
 /** Input of an evaluation. */
-export interface EvaluationInput<N extends EvalNode = EvalNode> {
+export interface EvaluationInput<N extends EvalNode = EvalNode> extends Scoped {
   taskId: string;
   /** Path of the node in its document. */
   path: string;
