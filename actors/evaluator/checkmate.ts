@@ -17,7 +17,7 @@
  * `judge_timeout` (seconds), `criteria_judge="true"`, `max_intake_rounds`, `interactive="true"`, `gate_timeout`
  * (seconds: how long a gate waits before its default).
  */
-import { fromPromise } from "../promise-actor.js";
+import { fromPromise } from "xstate";
 import {
   checkmateMachine,
   type AskInput,

@@ -4,7 +4,7 @@
  * the request's script through a Handler and then an evaluator template, and a suspended Handler session resumes
  * with the answer.
  */
-import { fromPromise } from "../promise-actor.js";
+import { fromPromise } from "xstate";
 import {
   continuationMachine,
   type EvaluationOutcome,

@@ -5,8 +5,7 @@
  * started it: one actor system per task. The effects find what they act for (the walk, its depth) in a map owned by
  * the Evaluator ({@link walkActors}), by the key each machine carries in its context (`scopeKey`).
  */
-import { assign, createActor, fromCallback, toPromise, type Actor, type AnyActorRef, type InspectionEvent } from "xstate";
-import { fromPromise } from "../promise-actor.js";
+import { assign, createActor, fromCallback, fromPromise, toPromise, type Actor, type AnyActorRef, type InspectionEvent } from "xstate";
 import type { SuspendedResult } from "../../machines/evaluator/continuation.js";
 import { find, flatten, type Env } from "../../machines/language/env.js";
 import { directorEvaluatorMachine } from "../../machines/evaluator/loop.js";

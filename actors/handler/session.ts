@@ -3,8 +3,7 @@
  * effect acts for the session whose actor system runs it, registered by {@link SessionActors.create} in a registry
  * that Handler alone owns.
  */
-import { assign, createActor, type Actor, type InspectionEvent } from "xstate";
-import { fromPromise } from "../promise-actor.js";
+import { assign, createActor, fromPromise, type Actor, type InspectionEvent } from "xstate";
 import {
   handlerSessionMachine,
   measured,
