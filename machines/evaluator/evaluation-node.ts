@@ -6,6 +6,9 @@ import { taskFailure, type TaskError, type TaskResult } from "../../protocol/ind
 import type { Env } from "../language/env.js";
 import type { AccumulationFormat } from "../language/ast.js";
 import { messageOf } from "../../protocol/errors.js";
+import type { Scoped } from "../scoped.js";
+
+export type { Scoped } from "../scoped.js";
 
 /** The part of a template node the walk decides on: plain data, summarised by the shell. */
 export interface EvalNode {
@@ -43,16 +46,6 @@ export interface EvalNode {
   loop?: { director: boolean; evaluator: boolean; script: boolean; maxIterations?: number; condition?: string };
   /** judge_loop (checkmate): its settings. */
   checkmate?: { maxIterations?: number; criteriaJudge?: boolean; maxIntakeRounds?: number };
-}
-
-/**
- * What every evaluation machine and the inputs of its effects carry: the key of the scope the shell's effects act for
- * (actors/evaluator/walk.ts keeps the scopes of its walks in a map by key). Plain text in the context, so the walk
- * itself (its functions, its secrets) never enters a snapshot or an inspection event. Absent: effects outside a walk
- * (the machines' unit tests) have no scope.
- */
-export interface Scoped {
-  scopeKey?: string | undefined;
 }
 
 /** Input of an evaluation. */
