@@ -36,7 +36,7 @@ import { budgetScopes } from "./budget.js";
 import { inputFailure } from "./nodes.js";
 import { InputTimeout } from "./input.js";
 import { messageOf } from "../deps.js";
-import type { Walk } from "./walk.js";
+import type { Walk } from "./document-walk.js";
 import { substitute } from "../../machines/language/substitute.js";
 import type { TaskNode } from "../../machines/language/ast.js";
 

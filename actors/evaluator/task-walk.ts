@@ -29,7 +29,7 @@ import { DEFAULT_INPUT_TIMEOUT_MS, taskInputs, type InputRecords } from "./input
 import { nodeRecorder } from "./node-records.js";
 import { entryPath, inputFailure, modelIdFailure, nodeAt } from "./nodes.js";
 import { templateCommandRefusal } from "./script.js";
-import type { Walk, WalkActors } from "./walk.js";
+import type { Walk, WalkActors } from "./document-walk.js";
 
 /** A template that does not parse, or defines nothing to run, fails as an `XML_PARSE_ERROR`. */
 function parseFailure(message: string, location?: { line: number; col: number }): TaskResult {

@@ -5,116 +5,36 @@
  * started it: one actor system per task. The effects find what they act for (the walk, its depth) in a map owned by
  * the Evaluator ({@link walkActors}), by the key each machine carries in its context (`scopeKey`).
  */
-import { assign, createActor, fromCallback, fromPromise, toPromise, type Actor, type AnyActorRef, type InspectionEvent } from "xstate";
+import { assign, createActor, fromCallback, fromPromise, toPromise } from "xstate";
 import type { SuspendedResult } from "../../machines/evaluator/continuation.js";
-import { find, flatten, type Env } from "../../machines/language/env.js";
+import { find, type Env } from "../../machines/language/env.js";
 import { directorEvaluatorMachine } from "../../machines/evaluator/loop.js";
-import { boundNow, evaluationMachine, type BindOutcome, type EvaluationInput } from "../../machines/evaluator/evaluation.js";
+import { boundNow, evaluationMachine, type BindOutcome, type EvalNode, type Scoped } from "../../machines/evaluator/evaluation.js";
 import { START } from "../../machines/invoke-events.js";
 import { reduceMachine, type ResolvedItems } from "../../machines/evaluator/reduce.js";
 import { sequentialMachine } from "../../machines/evaluator/sequential.js";
 import { mapMachine, type BranchCommand } from "../../machines/evaluator/map.js";
-import {
-  taskFailure,
-  type CompileReply,
-  type CompileRequest,
-  type ContinuationKind,
-  type InputRequest,
-  type SessionState,
-  type TaskResult,
-  type TemplateTool,
-} from "../../protocol/index.js";
+import { substitute } from "../../machines/language/substitute.js";
+import type { TaskNode, TemplateDocument } from "../../machines/language/ast.js";
+import { taskFailure, type TaskResult } from "../../protocol/index.js";
+import { inSpan } from "../tracing.js";
 import { bindInputs, bindInputsNow, resolveItems, type EvaluateInputTask } from "./bind.js";
-import type { BudgetScope, TaskSpend } from "./budget.js";
-import { reparseNode } from "./reparse.js";
-import { provideContinuationFor, type ContinuationScope } from "./continuation.js";
+import { bindArgs, runCond } from "./calls.js";
 import { provideCheckmate } from "./checkmate.js";
-import { applyOutputFormat, returnsOf, type ContextDeps } from "./context.js";
+import { applyOutputFormat, returnsOf } from "./context.js";
+import { provideContinuationFor, type ContinuationScope } from "./continuation.js";
+import { scopedWalk, type Walk, type WalkActors } from "./document-walk.js";
 import { MAX_INLINE_DEPTH, type InlineCall } from "./inline.js";
-import { criteriaText, entryPath, inputFailure, nodeAt, summarize, type AtomicFields } from "./nodes.js";
-import { runScriptExecution, runScriptTask, type RunCommand } from "./script.js";
-import { runMemoryTask } from "./runners/memory.js";
+import { recordedNode } from "./node-records.js";
+import { criteriaText, entryPath, inputFailure, nodeAt, summarize } from "./nodes.js";
+import { reparseNode } from "./reparse.js";
 import { continuationsFor, runAtomicTask } from "./runners/atomic.js";
 import { runBranches } from "./runners/map.js";
-import type { InputRecords } from "./input.js";
-import { bindArgs, runCond } from "./calls.js";
+import { runMemoryTask } from "./runners/memory.js";
+import { runScriptExecution, runScriptTask } from "./script.js";
 
 export { argumentValue } from "./calls.js";
-import type { TemplateLibrary } from "../library/library.js";
-import type { InspectHook } from "../inspect-option.js";
-import { substitute, type SubstituteMode } from "../../machines/language/substitute.js";
-import type { TaskNode, TemplateDocument } from "../../machines/language/ast.js";
-import { recordedNode, type NodeRecorder } from "./node-records.js";
-import { inSpan } from "../tracing.js";
-import type { EvalNode, Scoped } from "../../machines/evaluator/evaluation.js";
-
-/** The Evaluator's reserved (`$`) bindings of `env`; they cross into function templates and subtasks. */
-export function reservedOf(env: Env): Record<string, unknown> {
-  return Object.fromEntries(Object.entries(flatten(env)).filter(([name]) => name.startsWith("$")));
-}
-
-/** What a walk of one document needs from the Evaluator role. */
-export interface Walk {
-  /** The evaluation actors of the Evaluator running the walk ({@link walkActors}, one per Evaluator). */
-  actors: WalkActors;
-  /** XState inspection of the nested evaluation actors (the Evaluator's `deps.inspect`). */
-  inspect?: InspectHook | undefined;
-  taskId: string;
-  document: TemplateDocument;
-  /** Publish a progress report of the task. */
-  progress(event: string, message: string, data?: Record<string, unknown>): void;
-  /** Run substituted atomic fields in a Handler; a CONTINUATION result carries the suspended session. */
-  execute(
-    path: string,
-    fields: AtomicFields & { continuations?: ContinuationKind[]; templateTools?: TemplateTool[] },
-    signal: AbortSignal,
-    budgets?: readonly BudgetScope[],
-  ): Promise<SuspendedResult>;
-  /** Wait for the user's answer to a `request_user_input` question of the task. */
-  waitForInput(path: string, request: InputRequest, signal: AbortSignal): Promise<string>;
-  /** True when the next wait for `request` returns a recorded answer (a re-run): the question is not put again. */
-  inputRecorded?: InputRecords["inputRecorded"];
-  /**
-   * Resume a suspended Handler session with `answer` as the response to its pending tool call; `continuations`: the
-   * continuation tools the resumed session is offered again (it may ask for another subtask).
-   */
-  resume(
-    path: string,
-    session: SessionState,
-    answer: string,
-    signal: AbortSignal,
-    continuations?: ContinuationKind[],
-  ): Promise<SuspendedResult>;
-  /** Templates subtasks and evaluations are chosen from. */
-  library: TemplateLibrary;
-  /** A map branch's share of the task's budgets (absent: branches share them unreserved). */
-  reserve?: TaskSpend["reserve"];
-  /** Library templates offered as tools to every atomic session of the walk (`DIRIGENT_TEMPLATE_TOOLS`). */
-  templateTools?: readonly TemplateTool[];
-  /** Continuation tools offered to every atomic session (`subtask`, `input`); directors also get `evaluation`. */
-  continuationTools: readonly ContinuationKind[];
-  /** Ask the Compiler to decompose a node; absent: no reparsing. */
-  compile?: (request: CompileRequest, signal: AbortSignal) => Promise<CompileReply>;
-  /** Run the argv of a script in a Handler. */
-  script: RunCommand;
-  /** Deepest nesting of evaluations (steps, calls, nested inputs) before the walk fails. */
-  maxDepth: number;
-  /** `{{var}}` substitution of prompts and call arguments: `strict` (default) or `lenient` (the Python marker). */
-  substitution?: SubstituteMode;
-  /** Associative matching by the Memory role, for a task's context (`fresh_context`, `subset`, file_paths queries). */
-  memoryMatch?: ContextDeps["memoryMatch"];
-  /** The scope the walk's node paths are reported under (`0.steps.1/subtask1:`); empty for the task's own document. */
-  scope?: string;
-  /** Records each node evaluated (actors/evaluator/node-records.ts); absent: none. */
-  records?: NodeRecorder;
-  /**
-   * The evaluation actor of the node whose effects use this view of the walk: the nodes they evaluate are its
-   * children, in the task's one actor system. Absent: the node evaluated is the root of the task's system.
-   */
-  parent?: AnyActorRef;
-}
-
-const PATH_KEYS: readonly string[] = ["nodePath", "mapPath"];
+export { reservedOf, scopedWalk, type Walk, type WalkActors } from "./document-walk.js";
 
 function missingNode(path: string): TaskResult {
   return taskFailure("unexpected_error", `no executable node at path ${path}`);
@@ -187,30 +107,6 @@ export function evaluateDocument(
   return evaluateNode(scopedWalk(walk, document, scope), path, env, depth, signal, 0, true);
 }
 
-/**
- * A walk of another document (a subtask's template, an evaluator, a decomposition) whose node paths are reported
- * and sent to Handlers under `scope` (`0/subtask1:0`), so they never collide with the task's own paths.
- */
-export function scopedWalk(walk: Walk, document: TemplateDocument, scope: string): Walk {
-  const at = (path: string) => `${scope}${path}`;
-  return {
-    ...walk,
-    document,
-    scope: `${walk.scope ?? ""}${scope}`,
-    // Node paths of the data (a node's `nodePath`, a map branch's `mapPath`) are reported under the scope.
-    progress: (event, message, data) =>
-      walk.progress(
-        event,
-        message,
-        data && Object.fromEntries(Object.entries(data).map(([k, v]) => [k, PATH_KEYS.includes(k) && typeof v === "string" ? at(v) : v])),
-      ),
-    execute: (path, ...rest) => walk.execute(at(path), ...rest),
-    resume: (path, ...rest) => walk.resume(at(path), ...rest),
-    script: (path, ...rest) => walk.script(at(path), ...rest),
-    waitForInput: (path, ...rest) => walk.waitForInput(at(path), ...rest),
-  };
-}
-
 /** An inline call `{{f(…)}}` in the text of the node at `path`: the function template's body, one inline level deeper. */
 async function callInlineAt(walk: Walk, c: InlineCall, env: Env, path: string, depth: number, inline: number, signal: AbortSignal) {
   if (inline >= MAX_INLINE_DEPTH) return inputFailure(`inline call ${c.template}() nested deeper than ${MAX_INLINE_DEPTH}`);
@@ -239,24 +135,6 @@ function taskAt(walk: Walk, path: string): TaskNode {
   return node;
 }
 
-/** The evaluation machine with every effect provided. */
-type WalkMachine = ReturnType<typeof buildWalkMachine>;
-
-/** Creates the evaluation actors of one Evaluator. */
-export interface WalkActors {
-  /**
-   * Creates the evaluation actor of a node of `walk` at nesting `depth` (`inline`: inline calls around it): a child of
-   * `walk.parent` in its task's actor system, or, without a parent, the root of a new system (the task's). Its scope
-   * is kept until `release` (call it when the actor has ended).
-   */
-  create(
-    walk: Walk,
-    depth: number,
-    inline: number,
-    options: { input: Omit<EvaluationInput, "scopeKey">; inspect?: (event: InspectionEvent) => void },
-  ): { actor: Actor<WalkMachine>; release(): void };
-}
-
 /**
  * The evaluation actors of one Evaluator: the machine is provided once (building it is costly), and its effects act
  * for the scope their machine's `scopeKey` names, in a map this Evaluator alone owns: an entry is made with each
@@ -279,6 +157,7 @@ export function walkActors(): WalkActors {
       scopes.set(scopeKey, { walk: { ...walk, parent: actor }, depth, inline });
       return { actor, release: () => scopes.delete(scopeKey) };
     },
+    evaluate: evaluateNode,
   };
 }
 
