@@ -20,8 +20,10 @@ import {
   type NodeFinishedEventData,
   type NodeState,
   type ReplayedNode,
+  type SessionState,
   type TaskResult,
 } from "../../protocol/index.js";
+import type { SuspendedResult } from "../../machines/evaluator/continuation.js";
 import type { TaskStore } from "../bus.js";
 import { messageOf, type Logger } from "../deps.js";
 import { maskDeep, type Masker } from "../secrets.js";
@@ -33,6 +35,9 @@ export function nodeKey(taskId: string, path: string, occurrence: number): strin
     .digest("hex")
     .slice(0, 40)}`;
 }
+
+/** A suspended session of the node at `path`, as the call that resumes it names it. */
+const suspendedKey = (path: string, session: SessionState) => `${path}|${session.toolCallId}|${session.messages.length}`;
 
 /** The KV filter of every node record of task `taskId`. */
 export const nodeKeys = (taskId: string): string => `${taskId}.node.*`;
@@ -47,8 +52,12 @@ export interface Replays {
 
 /** Records the nodes of one task's walk. */
 export interface NodeRecorder {
-  /** A Handler session of the node at `path` answered: its record key (when recorded) and its result. */
-  session(path: string, key: string | undefined, result: TaskResult): void;
+  /**
+   * A Handler session of the node at `path` answered: its record key (when recorded) and its result (with the session
+   * when it suspended for a CONTINUATION). `from`: the suspended session this call resumed, whose use up to then an
+   * earlier call already counted (a resumed session's usage and cost are its running totals).
+   */
+  session(path: string, key: string | undefined, result: SuspendedResult, from?: SessionState): void;
   /**
    * Evaluates the node at `path` by `evaluate` (which answers its result and its environment after binding), then
    * writes its record and publishes `node.finished`.
@@ -82,19 +91,26 @@ export function nodeRecorder(env: NodeRecorderEnv): NodeRecorder {
   const occurrences = new Map<string, number>();
   /** What the Handler sessions of the nodes running answered, by path. */
   const own = new Map<string, Own>();
+  /** The cost of each suspended session so far, by {@link suspendedKey}: a resumed session's cost is its running total. */
+  const suspendedCost = new Map<string, number>();
   return {
-    session(path, key, result) {
+    session(path, key, result, from) {
       const entry = own.get(path) ?? { keys: [], models: [] };
       own.set(path, entry);
       if (key !== undefined && !entry.keys.includes(key)) entry.keys.push(key);
       const usage = Usage.safeParse(result.notes["usage"]);
       if (usage.success)
         entry.usage = {
-          promptTokens: (entry.usage?.promptTokens ?? 0) + usage.data.promptTokens,
-          completionTokens: (entry.usage?.completionTokens ?? 0) + usage.data.completionTokens,
+          promptTokens: (entry.usage?.promptTokens ?? 0) + Math.max(0, usage.data.promptTokens - (from?.usage.promptTokens ?? 0)),
+          completionTokens:
+            (entry.usage?.completionTokens ?? 0) + Math.max(0, usage.data.completionTokens - (from?.usage.completionTokens ?? 0)),
         };
+      const before = from ? (suspendedCost.get(suspendedKey(path, from)) ?? 0) : 0;
+      if (from) suspendedCost.delete(suspendedKey(path, from));
       const cost = result.notes["cost"];
-      if (typeof cost === "number" && Number.isFinite(cost) && cost >= 0) entry.cost = (entry.cost ?? 0) + cost;
+      const priced = typeof cost === "number" && Number.isFinite(cost) && cost >= 0;
+      if (priced) entry.cost = (entry.cost ?? 0) + Math.max(0, cost - before);
+      if (result.session) suspendedCost.set(suspendedKey(path, result.session), priced ? cost : 0);
       const model = result.notes["model"];
       if (typeof model === "string" && !entry.models.includes(model)) entry.models.push(model);
     },
@@ -247,6 +263,9 @@ function placeOf(path: string): string | undefined {
   // A branch of a map over a list: the map's one step under the scope `<map path>/map:<i>:`.
   const branch = /^(.*)\/map:(\d+):([^/]*)$/.exec(path);
   if (branch && branch[3] === `${branch[1]?.slice(branch[1].lastIndexOf(":") + 1)}.steps.0`) return `branch ${Number(branch[2]) + 1}`;
+  // The root of a subtask's template: `<path>/subtask<n>:0` (run_subtask) or `<path>/spawn<n>:0` (spawn_subtask).
+  const subtask = /\/(subtask|spawn)(\d+):0$/.exec(path);
+  if (subtask) return `${subtask[1] === "spawn" ? "spawned subtask" : "subtask"} ${subtask[2]}`;
   const last = /\.(steps|inputs|cases|args)\.(\d+)(?:\.(?:task|value|body))?$/.exec(path);
   if (last) {
     const n = Number(last[2]) + 1;
