@@ -171,7 +171,7 @@ export function nodeRecorder(env: NodeRecorderEnv): NodeRecorder {
       taskId: env.taskId as NodeRecord["taskId"],
       path,
       occurrence,
-      name: nodeName(node, path),
+      name: nodeName(node, path, bound),
       kind: kindOf(node),
       state: stateOf(result),
       startedAt: started.toISOString(),
@@ -229,22 +229,32 @@ const NAME_WORDS = 6;
 /**
  * A node's name: its place among its parent's children (`step 2`, `input 1`, `branch 3`, `director`, …) and what the
  * template calls it: its `name` or `id` attribute, else the first words of its description or instructions, else its
- * kind. `step 2 · summarise the notes`.
+ * kind. `step 2 · summarise the notes`. Placeholders are left out, but for a description of placeholders only (a
+ * subtask's `{{description}}`), whose words are their text values in `env`, the node's environment.
  */
-export function nodeName(node: StepNode, path: string): string {
-  const label = labelOf(node);
+export function nodeName(node: StepNode, path: string, env?: Env): string {
+  const label = labelOf(node, env);
   const place = placeOf(path);
   return place === undefined ? label : `${place} · ${label}`;
 }
 
-function labelOf(node: StepNode): string {
+/** The words of `text` (no word of punctuation only: a placeholder left out may leave its punctuation alone). */
+const wordsOf = (text: string) => text.split(/\s+/).filter((w) => /[\p{L}\p{N}]/u.test(w));
+
+function labelOf(node: StepNode, env: Env | undefined): string {
   switch (node.kind) {
     case "task": {
       const named = node.name ?? node.attributes["id"] ?? node.attributes["name"];
       if (named?.trim()) return named.trim();
-      const text = (node.description ?? node.instructions ?? "").replace(/\{\{[^}]*\}\}/g, " ").trim();
-      // A placeholder left out may leave its punctuation alone: no word of punctuation only.
-      const words = text.split(/\s+/).filter((w) => /[\p{L}\p{N}]/u.test(w));
+      const described = node.description ?? node.instructions ?? "";
+      let words = wordsOf(described.replace(/\{\{[^}]*\}\}/g, " "));
+      if (words.length === 0 && env)
+        words = wordsOf(
+          described.replace(/\{\{\s*([\w.]+)\s*\}\}/g, (_, name: string) => {
+            const found = find(env, name);
+            return found.found && typeof found.value === "string" ? ` ${found.value} ` : " ";
+          }),
+        );
       if (words.length === 0) return node.ref ? `ref ${node.ref}` : node.type;
       const first = words.slice(0, NAME_WORDS).join(" ");
       return `${first.replace(/[.,;:!?]+$/, "")}${words.length > NAME_WORDS ? " …" : ""}`.toLowerCase();

@@ -282,7 +282,7 @@ describe("a fork over a multi-process stack", () => {
         ),
       );
       expect(text).toContain(
-        `0.steps.0/subtask1:0  subtask 1 · atomic  [atomic] completed, replayed from ${original}  442 tokens $0.0005 (paid there)`,
+        `0.steps.0/subtask1:0  subtask 1 · child name three cities  [atomic] completed, replayed from ${original}  442 tokens $0.0005 (paid there)`,
       );
       expect(text).toMatch(/\n {2}0\.steps\.1 {2}step 2 · title for {2}\[atomic\] completed in \S+ m?s {2}550 tokens \$0\.0006\n/);
     },

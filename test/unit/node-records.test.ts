@@ -1,11 +1,13 @@
 /**
  * Node records without a server: a node's usage and cost are its own model calls' when its session suspended for a
  * CONTINUATION and resumed (the resumed call answers the session's running total); a subtask's root is named by its
- * place; `dirigent show`'s tree leaves a fork's replayed nodes out of its total and says whose they were.
+ * place and, when its description is a placeholder, by what that was bound to; `dirigent show`'s tree leaves a fork's
+ * replayed nodes out of its total and says whose they were.
  */
 import { describe, expect, it } from "vitest";
 import { silentLogger } from "../../actors/deps.js";
 import { nodeName, nodeRecorder } from "../../actors/evaluator/node-records.js";
+import { rootEnv } from "../../machines/language/env.js";
 import { parseTemplate } from "../../machines/language/parse.js";
 import type { NodeListReply, SessionState, TaskResult } from "../../protocol/index.js";
 import { formatTree } from "../../runtime/cli/output.js";
@@ -45,6 +47,11 @@ describe("node records", () => {
   it("name a subtask's root by its place", () => {
     expect(nodeName(atomic("CHILD name three cities"), "0.steps.0/subtask2:0")).toBe("subtask 2 · child name three cities");
     expect(nodeName(atomic("{{description}}"), "0/spawn1:0")).toBe("spawned subtask 1 · atomic");
+    // A description of placeholders only (a subtask's generic template) is named by what they were bound to.
+    const env = rootEnv({ description: "CHILD name three cities, then stop", n: 3 });
+    expect(nodeName(atomic("{{description}}"), "0/subtask1:0", env)).toBe("subtask 1 · child name three cities, then stop");
+    expect(nodeName(atomic("{{n}}"), "0/subtask1:0", env)).toBe("subtask 1 · atomic");
+    expect(nodeName(atomic("Summarise {{description}}"), "0.steps.1", env)).toBe("step 2 · summarise");
     expect(nodeName(atomic("Inner step"), "0/subtask1:0.steps.0")).toBe("step 1 · inner step");
   });
 });
