@@ -4,7 +4,7 @@
  * A fork from the step after a map answers the whole map from the original's records; a fork from a branch of a map
  * (one branch at a time) answers the branches before it and runs it and what follows; a fork of that fork works. A
  * fork from the step after a CONTINUATION subtask answers the parent session and the subtask from their records, with
- * no model call. A fork's usage and cost, in its result and in `dirigent show`, count only what it ran itself.
+ * no model call, and so does a fork of that fork. A fork's usage and cost, in its result and in `dirigent show`, count only what it ran itself.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { NodeSummary, TaskEvent, Usage } from "../../protocol/index.js";
@@ -232,7 +232,7 @@ describe("a fork over a multi-process stack", () => {
   );
 
   it(
-    "of a task whose first step ran a subtask: from the step after it, the parent's session and the subtask are replayed",
+    "of a task whose first step ran a subtask: from the step after it, the parent's session and the subtask are replayed; a fork of that fork",
     { timeout: 240_000 },
     async () => {
       const original = newTaskId();
@@ -271,6 +271,16 @@ describe("a fork over a multi-process stack", () => {
       ]);
       // The replayed parent's record still leads to its conversation.
       expect((await stack.client.node(after.taskId, "0.steps.0")).conversations.flatMap((c) => c.turns)).toHaveLength(2);
+      // A fork of the fork: the parent and its subtask come from the fork's own records.
+      const again = await fork(after.taskId, "0.steps.1");
+      expect(again.calls).toBe(1);
+      expect(again.replayed).toEqual(["0.steps.0", child]);
+      expect(await listed(again.taskId)).toEqual([
+        ["0", undefined],
+        ["0.steps.0", after.taskId],
+        [child, after.taskId],
+        ["0.steps.1", undefined],
+      ]);
 
       // `dirigent show` of the fork: the total is what the fork ran; the replayed nodes' tokens are the original's.
       const show = startCli(["show", after.taskId, "--nats", server.url, "--prefix", stack.root]);
