@@ -4,7 +4,8 @@
  * A fork from the step after a map answers the whole map from the original's records; a fork from a branch of a map
  * (one branch at a time) answers the branches before it and runs it and what follows; a fork of that fork works. A
  * fork from the step after a CONTINUATION subtask answers the parent session and the subtask from their records, with
- * no model call, and so does a fork of that fork. A fork's usage and cost, in its result and in `dirigent show`, count only what it ran itself.
+ * no model call, and so does a fork of that fork. A fork's usage and cost, in its result and in `dirigent show`,
+ * count only what it ran itself.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { NodeSummary, TaskEvent, Usage } from "../../protocol/index.js";
