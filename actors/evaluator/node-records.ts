@@ -26,6 +26,7 @@ import {
 import type { SuspendedResult } from "../../machines/evaluator/continuation.js";
 import type { TaskStore } from "../bus.js";
 import { messageOf, type Logger } from "../deps.js";
+import { sessionKey } from "./budget.js";
 import { maskDeep, type Masker } from "../secrets.js";
 
 /** The key of the record of the `occurrence`th evaluation of node `path` of task `taskId`. */
@@ -35,9 +36,6 @@ export function nodeKey(taskId: string, path: string, occurrence: number): strin
     .digest("hex")
     .slice(0, 40)}`;
 }
-
-/** A suspended session of the node at `path`, as the call that resumes it names it. */
-const suspendedKey = (path: string, session: SessionState) => `${path}|${session.toolCallId}|${session.messages.length}`;
 
 /** The KV filter of every node record of task `taskId`. */
 export const nodeKeys = (taskId: string): string => `${taskId}.node.*`;
@@ -91,7 +89,7 @@ export function nodeRecorder(env: NodeRecorderEnv): NodeRecorder {
   const occurrences = new Map<string, number>();
   /** What the Handler sessions of the nodes running answered, by path. */
   const own = new Map<string, Own>();
-  /** The cost of each suspended session so far, by {@link suspendedKey}: a resumed session's cost is its running total. */
+  /** The cost of each suspended session so far, by {@link sessionKey}: a resumed session's cost is its running total. */
   const suspendedCost = new Map<string, number>();
   return {
     session(path, key, result, from) {
@@ -105,12 +103,12 @@ export function nodeRecorder(env: NodeRecorderEnv): NodeRecorder {
           completionTokens:
             (entry.usage?.completionTokens ?? 0) + Math.max(0, usage.data.completionTokens - (from?.usage.completionTokens ?? 0)),
         };
-      const before = from ? (suspendedCost.get(suspendedKey(path, from)) ?? 0) : 0;
-      if (from) suspendedCost.delete(suspendedKey(path, from));
+      const before = from ? (suspendedCost.get(sessionKey(path, from)) ?? 0) : 0;
+      if (from) suspendedCost.delete(sessionKey(path, from));
       const cost = result.notes["cost"];
       const priced = typeof cost === "number" && Number.isFinite(cost) && cost >= 0;
       if (priced) entry.cost = (entry.cost ?? 0) + Math.max(0, cost - before);
-      if (result.session) suspendedCost.set(suspendedKey(path, result.session), priced ? cost : 0);
+      if (result.session) suspendedCost.set(sessionKey(path, result.session), priced ? cost : 0);
       const model = result.notes["model"];
       if (typeof model === "string" && !entry.models.includes(model)) entry.models.push(model);
     },
