@@ -196,8 +196,9 @@ export function taskWalk(
       const answer = await handlerCall(nodePath, signal, () =>
         askRetrying(deps, Requests.execute, body, { timeoutMs: config.taskTimeoutMs, signal }),
       );
-      records.session(nodePath, config.records ? turnKey(execute) : undefined, answer.result);
-      return spend.charge(nodePath, answer.session ? { ...answer.result, session: answer.session } : answer.result, budgets);
+      const result = answer.session ? { ...answer.result, session: answer.session } : answer.result;
+      records.session(nodePath, config.records ? turnKey(execute) : undefined, result);
+      return spend.charge(nodePath, result, budgets);
     },
     waitForInput: (_nodePath, input, signal) => inputs.wait(input, signal),
     inputRecorded: inputs.inputRecorded,
@@ -218,8 +219,9 @@ export function taskWalk(
       const reply = await handlerCall(nodePath, signal, () =>
         askRetrying(deps, Requests.execute, execute, { timeoutMs: config.taskTimeoutMs, signal }),
       );
-      records.session(nodePath, config.records ? turnKey(execute) : undefined, reply.result);
-      return spend.charge(nodePath, reply.session ? { ...reply.result, session: reply.session } : reply.result, budgets, session);
+      const result = reply.session ? { ...reply.result, session: reply.session } : reply.result;
+      records.session(nodePath, config.records ? turnKey(execute) : undefined, result, session);
+      return spend.charge(nodePath, result, budgets, session);
     },
     script: async (nodePath, command, signal) => {
       const request: ScriptRequest = { type: "handler.script", taskId, nodePath, ...command, occurrence: occurrence(`s:${nodePath}`) };
