@@ -13,9 +13,8 @@ import { budgetFields, type BudgetFlags } from "./budget.js";
 import { taskSource } from "./compile.js";
 import { placeClient } from "../nats/connect.js";
 import { natsAuth } from "../nats/auth.js";
-import { embeddedModel } from "../model/embedded.js";
+import { embeddedRuntime } from "./embedded-runtime.js";
 import { createEventPrinter, formatNode, formatOutcome, formatTree } from "./output.js";
-import { startSystem, type SystemHandle } from "../system.js";
 import { connectNats, NatsBus } from "../nats/bus.js";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { DEFAULT_NATS_URL } from "../nats/connect.js";
@@ -127,34 +126,24 @@ async function runTask(file: string | undefined, flags: RunFlags): Promise<void>
   const taskId = taskIdFlag(flags.taskId) ?? randomUUID();
   const { config, subjects, log } = setup(flags, "dirigent-run");
   const placement = await placeClient(config, subjects, log, "dirigent-run");
-  let system: SystemHandle | undefined;
-  let stopModel: (() => Promise<void>) | undefined;
-  const startEmbedded = async () => {
-    const model = await embeddedModel(config);
-    stopModel = model.stop;
-    if (model.note) process.stderr.write(`dirigent: ${model.note}\n`);
-    process.stderr.write(`dirigent: no runtime reachable; running an embedded one on ${placement.note}\n`);
-    system = await startSystem({ config: model.config, transport: placement.transport, log, metrics: false });
-  };
+  const embedded = embeddedRuntime(config, placement, log);
   try {
-    if (placement.transport.kind === "memory") await startEmbedded();
+    if (placement.transport.kind === "memory") await embedded.start();
     const client = new DirigentClient(placement.transport.bus, subjects);
     const { printer, onEvent, onSubmitted } = runOutput(flags, client, taskId);
     let outcome;
     try {
       outcome = await client.run({ ...source, inputs, taskId }, onEvent, { onSubmitted });
     } catch (err) {
-      if (!(err instanceof RemoteError && err.code === "NO_RESPONDERS") || system) rethrow(err);
-      await startEmbedded();
+      if (!(err instanceof RemoteError && err.code === "NO_RESPONDERS") || embedded.started) rethrow(err);
+      await embedded.start();
       outcome = await client.run({ ...source, inputs, taskId }, onEvent, { onSubmitted });
     }
     printer.end();
     process.stdout.write((flags.json ? JSON.stringify(outcome) : formatOutcome(outcome, { streamed: printer.streamed() })) + "\n");
     process.exitCode = outcome.status === "COMPLETE" ? 0 : 1;
   } finally {
-    await system?.stop();
-    await placement.close();
-    await stopModel?.();
+    await embedded.close();
   }
 }
 
