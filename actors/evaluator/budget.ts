@@ -12,6 +12,7 @@ import type { SuspendedResult } from "../../machines/evaluator/continuation.js";
 import { flatten, type Env } from "../../machines/language/env.js";
 import { Usage, type ExecuteRequest, type SessionState, type TaskBudget, type TaskResult } from "../../protocol/index.js";
 import type { TaskNode } from "../../machines/language/ast.js";
+import { roundCost } from "../../machines/handler/pricing.js";
 
 /** The reserved binding that holds the budgets of the nodes around a point of the walk. */
 export const BUDGET_BINDING = "$budgets";
@@ -76,7 +77,6 @@ export interface TaskSpend {
   reserve(scopes: readonly BudgetScope[], parts: number): { scope: BudgetScope; release(): void } | undefined;
 }
 
-const round = (n: number) => Math.round(n * 1e6) / 1e6;
 /** A suspended session of the node at `path`, as the call that resumes it names it. */
 export const sessionKey = (path: string, session: SessionState) => `${path}|${session.toolCallId}|${session.messages.length}`;
 
@@ -133,7 +133,7 @@ export function createTaskSpend(budget: TaskBudget | undefined, report?: (spent:
     const cost = tightest(scopes, "cost");
     if (!tokens && !cost) return {};
     return {
-      budget: { ...(tokens ? { tokens: Math.max(0, tokens.left) } : {}), ...(cost ? { cost: Math.max(0, round(cost.left)) } : {}) },
+      budget: { ...(tokens ? { tokens: Math.max(0, tokens.left) } : {}), ...(cost ? { cost: Math.max(0, roundCost(cost.left)) } : {}) },
     };
   };
 
@@ -166,7 +166,7 @@ export function createTaskSpend(budget: TaskBudget | undefined, report?: (spent:
           report?.({
             nodePath: path,
             usage: { promptTokens: total.promptTokens, completionTokens: total.completionTokens },
-            ...(total.priced ? { cost: round(total.cost) } : {}),
+            ...(total.priced ? { cost: roundCost(total.cost) } : {}),
             left,
           });
         }
@@ -178,7 +178,7 @@ export function createTaskSpend(budget: TaskBudget | undefined, report?: (spent:
       const owner = tightest(scopes, unit);
       if (!owner) return result;
       const limit = owner.scope[unit] ?? 0;
-      const used = round(spentOf(owner.scope)[unit]);
+      const used = roundCost(spentOf(owner.scope)[unit]);
       const whose =
         owner.scope.id === root.id ? "the task's" : reservations.has(owner.scope.id) ? "a map branch's share of the" : "a template node's";
       const message = `${whose} ${unit === "tokens" ? "token" : "cost"} budget of ${limit} reached (${used} used)`;
@@ -192,7 +192,7 @@ export function createTaskSpend(budget: TaskBudget | undefined, report?: (spent:
       const scope: BudgetScope = {
         id: randomUUID(),
         ...(tokens ? { tokens: Math.floor(share(tokens.left)) } : {}),
-        ...(cost ? { cost: round(share(cost.left)) } : {}),
+        ...(cost ? { cost: roundCost(share(cost.left)) } : {}),
       };
       reservations.set(scope.id, { scope, parents: new Set(all(scopes).map((s) => s.id)) });
       return { scope, release: () => reservations.delete(scope.id) };
@@ -200,7 +200,7 @@ export function createTaskSpend(budget: TaskBudget | undefined, report?: (spent:
     withTotals(result) {
       if (total.calls === 0) return result;
       const usage: Usage = { promptTokens: total.promptTokens, completionTokens: total.completionTokens };
-      return { ...result, notes: { ...result.notes, task_usage: usage, ...(total.priced ? { task_cost: round(total.cost) } : {}) } };
+      return { ...result, notes: { ...result.notes, task_usage: usage, ...(total.priced ? { task_cost: roundCost(total.cost) } : {}) } };
     },
   };
 }

@@ -93,11 +93,11 @@ export function startHandler(
       };
     }
     const key = records ? turnKey(request) : undefined;
-    if (key === undefined || gate === undefined) return runSession(request, undefined, false, () => undefined);
+    if (key === undefined || gate === undefined) return runSession(request, chosen, undefined, false, () => undefined);
     return gate.run(
       request.taskId,
       key,
-      (before, releaseAfter) => runSession(request, key, before, releaseAfter),
+      (before, releaseAfter) => runSession(request, chosen, key, before, releaseAfter),
       joinedEvent(request, "session"),
     );
   };
@@ -111,7 +111,6 @@ export function startHandler(
     mask,
     actors,
     live,
-    chooseTools,
     countRequestTokens,
   });
   const script = async (request: ScriptRequest): Promise<ScriptReply> => {

@@ -33,7 +33,7 @@ import type { LiveRuns } from "./live-runs.js";
 import { sessionModelCall } from "./model-call.js";
 import { conversationLog, writeRecord, type ConversationLog, type RecordsBehind } from "./records.js";
 import type { SessionActors, SessionEffects } from "./session.js";
-import { settingsOf, type ChooseTools, type HandlerConfig, type SessionTools } from "./settings.js";
+import { settingsOf, type HandlerConfig, type SessionTools } from "./settings.js";
 import { templateToolCollisions } from "./template-tools.js";
 import type { CountRequestTokens } from "./tokens.js";
 import { contextWindowOf } from "./tokens.js";
@@ -57,13 +57,16 @@ export interface SessionHandler {
   mask: Masker;
   actors: SessionActors;
   live: LiveRuns;
-  chooseTools: ChooseTools;
   countRequestTokens: CountRequestTokens;
 }
 
-/** Runs a session call, or replays or continues its record (`key`); `before`: another run of it came first. */
+/**
+ * Runs a session call with `tools` (chosen once, by the Handler's `execute`), or replays or continues its record
+ * (`key`); `before`: another run of it came first.
+ */
 export type RunSession = (
   request: ExecuteRequest,
+  tools: SessionTools,
   key: string | undefined,
   before: boolean,
   releaseAfter: (written: Promise<unknown>) => void,
@@ -72,7 +75,7 @@ export type RunSession = (
 /** The session runs of `handler`. */
 export function sessionRunner(handler: SessionHandler): RunSession {
   const { deps, config, toolset, behind, mask } = handler;
-  return async (request, key, before, releaseAfter) => {
+  return async (request, tools, key, before, releaseAfter) => {
     const { taskId, nodePath } = request;
     const settings = settingsOf(request);
     const templateTools = request.templateTools ?? [];
@@ -81,9 +84,6 @@ export function sessionRunner(handler: SessionHandler): RunSession {
       const message = `library templates offered as tools (DIRIGENT_TEMPLATE_TOOLS) take names this Handler's tools already have: ${taken.join(", ")}`;
       return { type: "handler.result", taskId, nodePath, result: taskFailure("input_validation_failure", message, { names: taken }) };
     }
-    const chosen = handler.chooseTools(settings.tools, request.continuations ?? [], templateTools);
-    // Checked in `execute` before the run: the toolset does not change.
-    const tools: SessionTools = "missing" in chosen ? { definitions: [], offered: new Set<string>() } : chosen;
     const progress = (event: string, message: string, data: Record<string, unknown>) =>
       publishProgress(deps, maskDeep({ type: "task.progress" as const, taskId, event, message, data: { nodePath, ...data } }, mask));
     const replay = replayOf(key && behind && readsRecord(request, before) ? await behind.read(key, TurnRecord) : undefined);

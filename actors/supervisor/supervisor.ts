@@ -50,9 +50,37 @@ export interface SupervisorOptions extends GoalLoopOptions {
 export function startSupervisor(deps: ActorDeps, kv: KeyedStore, options: SupervisorOptions): RoleHandle {
   const { subjects, log } = deps;
   const store = new GoalStore(kv);
-  const loops = new Map<string, LoopHandle>();
   const control = (message: GoalControl) => deps.bus.publish(subjects.goalControl, encodeJson(message));
+  const supervisor = supervisorActor(deps, store, options);
+  const subs: BusSubscription[] = [
+    ...serveGoalApi(deps, store, options, control),
+    deps.bus.subscribe(subjects.goalControl, (msg) => {
+      const decoded = decode(GoalControl, msg.data);
+      if (!decoded.ok) return void log.warn({ err: decoded.error.message }, "rejected goal control message");
+      if (decoded.value.action === "reconcile") supervisor.send({ type: "reconcile" });
+      else supervisor.send({ type: "goal.stop", goalId: decoded.value.goalId, reason: decoded.value.reason });
+    }),
+  ];
+  supervisor.start();
 
+  return {
+    role: "supervisor",
+    async stop() {
+      await Promise.all(subs.map((s) => s.unsubscribe()));
+      supervisor.send({ type: "drain" });
+      await Promise.race([
+        new Promise<void>((resolve) => supervisor.subscribe({ complete: resolve, error: () => resolve() })),
+        new Promise<void>((resolve) => setTimeout(resolve, 10_000).unref()),
+      ]);
+      supervisor.stop();
+    },
+  };
+}
+
+/** The Supervisor's chart, its goal loops run and stopped for it (one loop a goal it holds the lease of). */
+function supervisorActor(deps: ActorDeps, store: GoalStore, options: SupervisorOptions): Actor<typeof supervisorMachine> {
+  const { log } = deps;
+  const loops = new Map<string, LoopHandle>();
   let supervisor: Actor<typeof supervisorMachine>;
   const machine = supervisorMachine.provide({
     actions: {
@@ -82,6 +110,17 @@ export function startSupervisor(deps: ActorDeps, kv: KeyedStore, options: Superv
     ...inspectOption(deps, "supervisor"),
   });
 
+  return supervisor;
+}
+
+/** The goal API: submit, list, get, resume and cancel, served in the Supervisors' queue group. */
+function serveGoalApi(
+  deps: ActorDeps,
+  store: GoalStore,
+  options: SupervisorOptions,
+  control: (message: GoalControl) => void,
+): BusSubscription[] {
+  const { subjects } = deps;
   const getGoal = async (subject: string): Promise<Goal> => {
     const id = subjects.goalIdOf(subject) ?? "";
     if (!GoalId.safeParse(id).success) throw new RemoteError("INVALID_ID", `illegal goal id in subject '${subject}'`);
@@ -97,7 +136,7 @@ export function startSupervisor(deps: ActorDeps, kv: KeyedStore, options: Superv
 
   const queue = subjects.queue("supervisor");
   const common = { queue, concurrency: options.concurrency };
-  const subs: BusSubscription[] = [
+  return [
     serve(deps, Requests.goalsSubmit, {
       ...common,
       handle: async (request) => {
@@ -154,27 +193,7 @@ export function startSupervisor(deps: ActorDeps, kv: KeyedStore, options: Superv
         return { goalId: goal.id, status: "cancelled" } satisfies GoalReply;
       },
     }),
-    deps.bus.subscribe(subjects.goalControl, (msg) => {
-      const decoded = decode(GoalControl, msg.data);
-      if (!decoded.ok) return void log.warn({ err: decoded.error.message }, "rejected goal control message");
-      if (decoded.value.action === "reconcile") supervisor.send({ type: "reconcile" });
-      else supervisor.send({ type: "goal.stop", goalId: decoded.value.goalId, reason: decoded.value.reason });
-    }),
   ];
-  supervisor.start();
-
-  return {
-    role: "supervisor",
-    async stop() {
-      await Promise.all(subs.map((s) => s.unsubscribe()));
-      supervisor.send({ type: "drain" });
-      await Promise.race([
-        new Promise<void>((resolve) => supervisor.subscribe({ complete: resolve, error: () => resolve() })),
-        new Promise<void>((resolve) => setTimeout(resolve, 10_000).unref()),
-      ]);
-      supervisor.stop();
-    },
-  };
 }
 
 function summaryOf(goal: Goal): GoalSummary {

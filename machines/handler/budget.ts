@@ -5,7 +5,7 @@
  * resumed session's earlier usage added back), with the price of the model for a cost budget.
  */
 import type { ExecuteRequest, TaskError, Usage } from "../../protocol/index.js";
-import type { ModelPrice } from "./pricing.js";
+import { priced, roundCost, type ModelPrice } from "./pricing.js";
 
 /**
  * Limits on the session's cumulative usage (a resumed session's earlier usage included): `tokens` on prompt plus
@@ -17,12 +17,6 @@ export interface SessionBudget {
   /** Per-1M-token prices of the session's model. */
   price?: ModelPrice;
 }
-
-/** Cost of `promptTokens` and `completionTokens` at `price`, unrounded. */
-const priced = (price: ModelPrice, promptTokens: number, completionTokens: number) =>
-  (promptTokens * price.input + completionTokens * price.output) / 1_000_000;
-
-const round6 = (n: number) => Math.round(n * 1e6) / 1e6;
 
 /**
  * The budget the next model call would break: spent so far plus `nextPrompt` (the tokens about to be sent)
@@ -42,14 +36,14 @@ export function budgetExceeded(budget: SessionBudget | undefined, usage: Usage, 
     };
   }
   if (budget.cost !== undefined && budget.price) {
-    const cost = priced(budget.price, usage.promptTokens, usage.completionTokens);
-    if (cost + priced(budget.price, nextPrompt, 0) > budget.cost) {
+    const cost = priced(budget.price, usage);
+    if (cost + priced(budget.price, { promptTokens: nextPrompt, completionTokens: 0 }) > budget.cost) {
       return {
         type: "RESOURCE_EXHAUSTION",
         resource: "budget",
         budget: "cost",
-        message: `cost budget of ${budget.cost} reached (${round6(cost)} spent, the next call sends ${nextPrompt} tokens)`,
-        metrics: { used: round6(cost), limit: budget.cost },
+        message: `cost budget of ${budget.cost} reached (${roundCost(cost)} spent, the next call sends ${nextPrompt} tokens)`,
+        metrics: { used: roundCost(cost), limit: budget.cost },
         content,
       };
     }
@@ -65,7 +59,7 @@ export function sessionBudget(request: ExecuteRequest, price: ModelPrice | undef
   const budget: SessionBudget = {};
   if (remaining.tokens !== undefined) budget.tokens = remaining.tokens + before.promptTokens + before.completionTokens;
   if (remaining.cost !== undefined && price) {
-    budget.cost = remaining.cost + (before.promptTokens * price.input + before.completionTokens * price.output) / 1_000_000;
+    budget.cost = remaining.cost + priced(price, before);
     budget.price = { input: price.input, output: price.output };
   }
   return { budget };

@@ -22,11 +22,16 @@ export function priceOf(prices: Prices | undefined, ...models: string[]): ModelP
   return undefined;
 }
 
+/** The cost of `usage` at `price`, unrounded: the one cost formula. */
+export const priced = (price: ModelPrice, usage: Usage): number =>
+  (usage.promptTokens * price.input + usage.completionTokens * price.output) / 1_000_000;
+
+/** A cost rounded to 1e-6, as costs are reported. */
+export const roundCost = (cost: number): number => Math.round(cost * 1e6) / 1e6;
+
 /** The cost of `usage` with `price`, rounded to 1e-6. */
 export function costOf(usage: Usage, price: ModelPrice | undefined): number | undefined {
-  if (!price) return undefined;
-  const cost = (usage.promptTokens * price.input + usage.completionTokens * price.output) / 1_000_000;
-  return Math.round(cost * 1e6) / 1e6;
+  return price ? roundCost(priced(price, usage)) : undefined;
 }
 
 /** The `cost` note of `usage` by the model that `answered` a call of `requested`; empty when neither has a price. */

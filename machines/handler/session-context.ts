@@ -244,6 +244,16 @@ export function withAnswer(context: HandlerSessionContext, reply: ModelReply): P
   };
 }
 
+/** What the results of the last answer's tool calls do to the session: their messages, and a continuation if one asked. */
+export function withToolResults(context: HandlerSessionContext, results: ToolResults): Partial<HandlerSessionContext> {
+  return {
+    messages: [...context.messages, ...results.messages],
+    pendingToolCalls: [],
+    malformedToolCalls: context.malformedToolCalls + results.malformed,
+    ...(results.continuation ? { continuation: results.continuation } : {}),
+  };
+}
+
 /**
  * The context once `count` has counted what is about to be sent: the context metrics (for a model the tokenizer does
  * not know, the server's reported usage of the last call is a floor under the count), or the session's failure when
@@ -279,7 +289,6 @@ export const sessionGuards = {
   overContext: ({ context }) => context.context.used > context.context.limit,
   overBudget: ({ context }) => budgetExceeded(context.budget, context.usage, context.context.used) !== undefined,
   nearContext: ({ context }) => !context.warned && context.context.used >= context.context.limit * context.warningThreshold,
-  tooManyMalformed: ({ context }) => context.malformedToolCalls > context.maxMalformedToolCalls,
   // Only `measure` sets an error on the way to a model call: any error then is its failure to count.
   countFailed: ({ context }) => context.error !== undefined,
 } satisfies Record<string, Guard>;

@@ -1,11 +1,12 @@
 /**
  * One Handler session: the LLM conversation of one atomic task, with hard limits on turns, context and output.
  *
- * starting → checkingLimits → measuring → checkingContext → awaitingModel → deciding → recordingAnswer →
- * runningTool → checkingToolCalls → recording → checkingLimits …, ending in done | exhausted | failed | suspended
- * (docs/handler.md has the diagram). `recordTurn` records the session right after the model answers with tool calls (before any of
+ * checkingLimits → checkingContext → awaitingModel → deciding → recordingAnswer → runningTool → recording →
+ * checkingLimits …, ending in done | exhausted | failed | suspended (docs/handler.md has the diagram). Each decision is
+ * a guard on the way out of the state before it, so a turn takes three eventless steps (two checks before the call,
+ * `deciding` after it). `recordTurn` records the session right after the model answers with tool calls (before any of
  * them runs) and again once they ran; a session restored from a record taken after the answer starts with its tool
- * calls (`starting`), so the model is not asked that turn again. Turns count assistant
+ * calls (the first branch of `checkingLimits`), so the model is not asked that turn again. Turns count assistant
  * messages only and are checked before each model call, so a session never starts a turn it may not finish. Before each call the `measure` action
  * counts everything about to be sent (synchronously: tokenizing is computation, not I/O, and an actor per turn
  * cost more than the count); over the limit ends the session (`RESOURCE_EXHAUSTION` context),
@@ -40,6 +41,7 @@ import {
   type SessionOutput,
   type RunToolsInput,
   type ToolResults,
+  withToolResults,
 } from "./session-context.js";
 import { notProvided } from "../not-provided.js";
 import { outputOf } from "../invoke-events.js";
@@ -77,6 +79,7 @@ export const handlerSessionMachine = setup({
     contextWarning: (_, _params: { used: number; limit: number; threshold: number }) => undefined,
     // Provided by the shell with its token counter: `assign(({ context }) => measured(context, count))`.
     measure: assign(({ context }) => measured(context, () => notProvided("handler.measure"))),
+    takeToolResults: assign(({ context, event }) => withToolResults(context, outputOf<ToolResults>(event))),
   },
   actors: {
     callModel: fromPromise<ModelReply, CallModelInput>(async () => notProvided("handler.callModel")),
@@ -84,11 +87,17 @@ export const handlerSessionMachine = setup({
     // Without a record store there is nothing to write: recording is optional.
     recordTurn: fromPromise<void, SessionCheckpoint & Scoped>(async () => undefined),
   },
-  guards: { ...sessionGuards, toolsSuspend: ({ event }) => outputOf<ToolResults>(event).continuation !== undefined },
+  guards: {
+    ...sessionGuards,
+    toolsSuspend: ({ event }) => outputOf<ToolResults>(event).continuation !== undefined,
+    // Checked on the tools' results, before `takeToolResults` counts them in.
+    tooManyMalformed: ({ context, event }) =>
+      context.malformedToolCalls + outputOf<ToolResults>(event).malformed > context.maxMalformedToolCalls,
+  },
 }).createMachine({
   id: "handlerSession",
   context: ({ input }) => initialContext(input),
-  initial: "starting",
+  initial: "checkingLimits",
   on: {
     "session.cancel": {
       description: "The task was cancelled: leaving the current state aborts the model call or tool in flight.",
@@ -104,15 +113,12 @@ export const handlerSessionMachine = setup({
     },
   },
   states: {
-    starting: {
-      description:
-        "A session restored from a record taken right after the model answered runs that answer's tool calls; any other asks the model.",
-      always: [{ guard: "wantsTools", target: "runningTool" }, { target: "checkingLimits" }],
-    },
     checkingLimits: {
-      description: "Before each model call: is there a turn left?",
+      description:
+        "Before each model call: is there a turn left? If so, count the tokens about to be sent (the `measure` action). A session restored from a record taken right after the model answered runs that answer's tool calls first.",
       always: [
-        { guard: "turnsLeft", target: "measuring" },
+        { guard: "wantsTools", target: "runningTool" },
+        { guard: "turnsLeft", target: "checkingContext", actions: "measure" },
         {
           target: "exhausted",
           actions: assign({
@@ -127,14 +133,11 @@ export const handlerSessionMachine = setup({
         },
       ],
     },
-    measuring: {
-      description: "Counting the tokens of everything about to be sent (the `measure` action).",
-      entry: "measure",
-      always: [{ guard: "countFailed", target: "failed" }, { target: "checkingContext" }],
-    },
     checkingContext: {
-      description: "Is the context within its limit, and the call within the task's budget? Warn once past the threshold.",
+      description:
+        "Could the tokens be counted, is the context within its limit, and the call within the task's budget? Warn once past the threshold.",
       always: [
+        { guard: "countFailed", target: "failed" },
         {
           guard: "overBudget",
           target: "exhausted",
@@ -262,7 +265,8 @@ export const handlerSessionMachine = setup({
       },
     },
     runningTool: {
-      description: "Running the tool calls of the last assistant message.",
+      description:
+        "Running the tool calls of the last assistant message; a continuation among them suspends the session, and too many malformed calls fail it.",
       invoke: {
         src: "runTools",
         input: ({ context }) => ({ calls: context.pendingToolCalls, turn: context.turns, scopeKey: context.scopeKey }),
@@ -270,21 +274,25 @@ export const handlerSessionMachine = setup({
           {
             guard: "toolsSuspend",
             target: "suspended",
-            actions: assign(({ context, event }) => ({
-              messages: [...context.messages, ...event.output.messages],
-              pendingToolCalls: [],
-              malformedToolCalls: context.malformedToolCalls + event.output.malformed,
-              ...(event.output.continuation ? { continuation: event.output.continuation } : {}),
-            })),
+            actions: "takeToolResults",
           },
           {
-            target: "checkingToolCalls",
-            actions: assign(({ context, event }) => ({
-              messages: [...context.messages, ...event.output.messages],
-              pendingToolCalls: [],
-              malformedToolCalls: context.malformedToolCalls + event.output.malformed,
-            })),
+            guard: "tooManyMalformed",
+            target: "failed",
+            actions: [
+              "takeToolResults",
+              assign({
+                error: ({ context }) => ({
+                  type: "TASK_FAILURE" as const,
+                  reason: "model_error" as const,
+                  message: `the model made ${context.malformedToolCalls} malformed tool calls (at most ${context.maxMalformedToolCalls} are answered)`,
+                  content: context.content,
+                  details: { malformedToolCalls: context.malformedToolCalls },
+                }),
+              }),
+            ],
           },
+          { target: "recording", actions: "takeToolResults" },
         ],
         onError: {
           target: "failed",
@@ -298,25 +306,6 @@ export const handlerSessionMachine = setup({
           }),
         },
       },
-    },
-    checkingToolCalls: {
-      description: "Has the model made too many malformed tool calls?",
-      always: [
-        {
-          guard: "tooManyMalformed",
-          target: "failed",
-          actions: assign({
-            error: ({ context }) => ({
-              type: "TASK_FAILURE" as const,
-              reason: "model_error" as const,
-              message: `the model made ${context.malformedToolCalls} malformed tool calls (at most ${context.maxMalformedToolCalls} are answered)`,
-              content: context.content,
-              details: { malformedToolCalls: context.malformedToolCalls },
-            }),
-          }),
-        },
-        { target: "recording" },
-      ],
     },
     recording: {
       description:

@@ -19,6 +19,18 @@ export interface SourceLocation {
   readonly col: number;
 }
 
+/** What every node and part of the AST carries: its `kind` and where its start tag stands. */
+export interface Located<K extends string> {
+  readonly kind: K;
+  readonly loc: SourceLocation;
+}
+
+/** A node or part that keeps the child elements the runtime does not model, so nothing is lost. */
+export interface KeepsExtra {
+  /** Unsupported child elements, in document order. */
+  readonly extra: readonly ElementNode[];
+}
+
 /** Task types the runtime knows (XSD enum). */
 export type KnownTaskType =
   | "atomic"
@@ -49,9 +61,7 @@ export type FilePathSource = "literal" | "command" | "description" | "context_de
 export type CallSyntax = "template-attribute" | "task-attribute" | "template-element";
 
 /** A `<context_management>` block. Absent fields were not written in the template. */
-export interface ContextManagement {
-  readonly kind: "context_management";
-  readonly loc: SourceLocation;
+export interface ContextManagement extends Located<"context_management">, KeepsExtra {
   /** `<inherit_context>`; legacy `true`/`false` are read as `full`/`none` with a warning. */
   readonly inheritContext?: InheritContext;
   /** `<accumulate_data>`. */
@@ -60,14 +70,10 @@ export interface ContextManagement {
   readonly accumulationFormat?: AccumulationFormat;
   /** `<fresh_context>`. */
   readonly freshContext?: FreshContext;
-  /** Unsupported child elements, in document order. */
-  readonly extra: readonly ElementNode[];
 }
 
 /** A `<file_paths>` block. */
-export interface FilePaths {
-  readonly kind: "file_paths";
-  readonly loc: SourceLocation;
+export interface FilePaths extends Located<"file_paths">, KeepsExtra {
   /** The `source` attribute, `literal` when absent. */
   readonly source: FilePathSource;
   /** `<path>` children (trimmed, empty ones dropped), in order. */
@@ -78,14 +84,10 @@ export interface FilePaths {
   readonly description?: string;
   /** `<context_query>` text, for `source="context_description"`. */
   readonly contextQuery?: string;
-  /** Unsupported child elements, in document order. */
-  readonly extra: readonly ElementNode[];
 }
 
 /** An `<output_format type schema>` element. */
-export interface OutputFormat {
-  readonly kind: "output_format";
-  readonly loc: SourceLocation;
+export interface OutputFormat extends Located<"output_format"> {
   /** `json` or `text`; `text` when the attribute is absent. */
   readonly type: "json" | "text";
   /** The `schema` attribute as written (`object`, `string[]`, …). */
@@ -93,9 +95,7 @@ export interface OutputFormat {
 }
 
 /** An `<input name from>` binding. */
-export interface InputBinding {
-  readonly kind: "input";
-  readonly loc: SourceLocation;
+export interface InputBinding extends Located<"input">, KeepsExtra {
   /** Name the value is bound to. */
   readonly name: string;
   /** Environment variable (or dotted path) the value comes from (`from`: deprecated, yet in every example). */
@@ -108,8 +108,6 @@ export interface InputBinding {
   readonly description?: string;
   /** Nested `<expected_output>`. */
   readonly expectedOutput?: string;
-  /** Unsupported child elements, in document order. */
-  readonly extra: readonly ElementNode[];
 }
 
 /** A declared parameter of a function template or function-style task. */
@@ -137,9 +135,7 @@ export interface ReturnSpec {
 }
 
 /** A `<model>` element: text content or `preferred`, plus a `fallback` list. */
-export interface ModelSpec {
-  readonly kind: "model";
-  readonly loc: SourceLocation;
+export interface ModelSpec extends Located<"model"> {
   /** Model id (text content, else the `preferred` attribute). */
   readonly name?: string;
   /** Comma-separated `fallback` attribute, trimmed. */
@@ -147,17 +143,13 @@ export interface ModelSpec {
 }
 
 /** `<tools>`: the tools the task's session is offered, by name or glob (`fs__*`); empty: none. */
-export interface ToolList {
-  readonly kind: "tools";
-  readonly loc: SourceLocation;
+export interface ToolList extends Located<"tools"> {
   /** Names and globs, in the order written. */
   readonly patterns: readonly string[];
 }
 
 /** `<script_execution>` of a director–evaluator loop: a command or a call. */
-export interface ScriptExecution {
-  readonly kind: "script_execution";
-  readonly loc: SourceLocation;
+export interface ScriptExecution extends Located<"script_execution">, KeepsExtra {
   /** `<command>` text (may contain `{{…}}`). */
   readonly command?: string;
   /** `<timeout>` in seconds. */
@@ -166,14 +158,10 @@ export interface ScriptExecution {
   readonly inputs: readonly InputBinding[];
   /** A `<call>` to run instead of a command; a command runs like `system:run_script`. */
   readonly call?: CallNode;
-  /** Unsupported child elements, in document order. */
-  readonly extra: readonly ElementNode[];
 }
 
 /** Environment of a script task: `<environment inherit="none"><var name>…</var></environment>`. */
-export interface ScriptEnvironment {
-  readonly kind: "environment";
-  readonly loc: SourceLocation;
+export interface ScriptEnvironment extends Located<"environment"> {
   /** The `inherit` attribute as written (`none`, `all`, …). */
   readonly inherit?: string;
   /** Children with a `name` attribute, as name/text pairs, in order. */
@@ -181,33 +169,23 @@ export interface ScriptEnvironment {
 }
 
 /** How a `script` task runs: `<execution>` or `<script>`, or loose `<command>`/`<timeout>`/`<environment>` children. */
-export interface ScriptSpec {
-  readonly kind: "execution";
-  readonly loc: SourceLocation;
+export interface ScriptSpec extends Located<"execution">, KeepsExtra {
   /** Command line (may contain `{{…}}`). */
   readonly command?: string;
   /** Timeout in seconds. */
   readonly timeout?: number;
   /** Environment settings. */
   readonly environment?: ScriptEnvironment;
-  /** Unsupported child elements, in document order. */
-  readonly extra: readonly ElementNode[];
 }
 
 /** `<termination_condition>` of a director–evaluator loop (a safe expression, never `eval`). */
-export interface TerminationCondition {
-  readonly kind: "termination_condition";
-  readonly loc: SourceLocation;
+export interface TerminationCondition extends Located<"termination_condition">, KeepsExtra {
   /** Expressions of the `<condition>` children (or the element's own text), in order. */
   readonly conditions: readonly string[];
-  /** Unsupported child elements, in document order. */
-  readonly extra: readonly ElementNode[];
 }
 
 /** `<initial_value>` of a reduce task: literal text and/or a task producing it. */
-export interface InitialValue {
-  readonly kind: "initial_value";
-  readonly loc: SourceLocation;
+export interface InitialValue extends Located<"initial_value"> {
   /** Text content, trimmed; absent when empty. */
   readonly value?: string;
   /** A nested task (or call) producing the value. */
@@ -233,9 +211,7 @@ export interface MapSpec {
 export type ImplicitTaskOrigin = "director" | "evaluator" | "inner_task" | "reduction_task";
 
 /** A `<task>`: the one executable unit with a prompt. Child order does not matter, as in the examples. */
-export interface TaskNode {
-  readonly kind: "task";
-  readonly loc: SourceLocation;
+export interface TaskNode extends Located<"task"> {
   /** The `type` attribute, `atomic` when absent, as nested step tasks assume. */
   readonly type: TaskType;
   /** The `subtype` attribute (free string). */
@@ -328,17 +304,13 @@ export interface CallArg {
 }
 
 /** A `<call>` of a function template, normalised from the three syntaxes templates use. */
-export interface CallNode {
-  readonly kind: "call";
-  readonly loc: SourceLocation;
+export interface CallNode extends Located<"call">, KeepsExtra {
   /** Name of the called template. */
   readonly templateName: string;
   /** Which syntax named it. */
   readonly syntax: CallSyntax;
   /** `<arg>` children, in order. */
   readonly args: readonly CallArg[];
-  /** Unsupported child elements, in document order. */
-  readonly extra: readonly ElementNode[];
 }
 
 /** One `<case test>` of a `<cond>`. */
@@ -351,19 +323,13 @@ export interface CondCase {
 }
 
 /** `<cond>`: run the first case whose test is true; the test language and the result when none matches are in docs/task-language.md. */
-export interface CondNode {
-  readonly kind: "cond";
-  readonly loc: SourceLocation;
+export interface CondNode extends Located<"cond">, KeepsExtra {
   /** The cases, in order. */
   readonly cases: readonly CondCase[];
-  /** Unsupported child elements, in document order. */
-  readonly extra: readonly ElementNode[];
 }
 
 /** A function template: `<template name params returns>` or a function-style `<task name parameters>`. */
-export interface TemplateNode {
-  readonly kind: "template";
-  readonly loc: SourceLocation;
+export interface TemplateNode extends Located<"template">, KeepsExtra {
   /** Template name. */
   readonly name: string;
   /** Parameter names in declared order, trimmed. */
@@ -376,14 +342,10 @@ export interface TemplateNode {
   readonly body: ExecutableNode;
   /** Which syntax defined it. */
   readonly form: "template" | "task";
-  /** Unsupported child elements, in document order. */
-  readonly extra: readonly ElementNode[];
 }
 
 /** A `<library>` of named task definitions (proposal only). */
-export interface LibraryNode {
-  readonly kind: "library";
-  readonly loc: SourceLocation;
+export interface LibraryNode extends Located<"library"> {
   /** The `name` attribute, when given. */
   readonly name?: string;
   /** The children, in order. */
@@ -391,9 +353,7 @@ export interface LibraryNode {
 }
 
 /** `<function name><parameters><param/></parameters><body>…</body></function>`: parsed so templates holding one load; it never runs. */
-export interface FunctionNode {
-  readonly kind: "function";
-  readonly loc: SourceLocation;
+export interface FunctionNode extends Located<"function">, KeepsExtra {
   /** Function name. */
   readonly name: string;
   /** `<param>` declarations, in order. */
@@ -402,14 +362,10 @@ export interface FunctionNode {
   readonly returns?: ReturnSpec;
   /** Children of `<body>`, in order. */
   readonly body: readonly StepNode[];
-  /** Unsupported child elements, in document order. */
-  readonly extra: readonly ElementNode[];
 }
 
 /** A prose element on its own (`<description>`, `<instructions>`, `<system>`, …). */
-export interface TextPiece {
-  readonly kind: "text";
-  readonly loc: SourceLocation;
+export interface TextPiece extends Located<"text"> {
   /** Element name. */
   readonly element: string;
   /** Text content, trimmed. */
@@ -417,13 +373,9 @@ export interface TextPiece {
 }
 
 /** An `<inputs>` list on its own. */
-export interface InputList {
-  readonly kind: "inputs";
-  readonly loc: SourceLocation;
+export interface InputList extends Located<"inputs">, KeepsExtra {
   /** The bindings, in order. */
   readonly inputs: readonly InputBinding[];
-  /** Unsupported child elements, in document order. */
-  readonly extra: readonly ElementNode[];
 }
 
 /** The typed content of a fragment document. */
@@ -440,17 +392,13 @@ export type FragmentPiece =
   | TextPiece;
 
 /** A top-level element that is a piece of a task (`<context_management>`, `<file_paths>`, …). */
-export interface FragmentNode {
-  readonly kind: "fragment";
-  readonly loc: SourceLocation;
+export interface FragmentNode extends Located<"fragment"> {
   /** The typed piece. */
   readonly piece: FragmentPiece;
 }
 
 /** Any element the parser does not model, kept verbatim so nothing is lost. */
-export interface ElementNode {
-  readonly kind: "element";
-  readonly loc: SourceLocation;
+export interface ElementNode extends Located<"element"> {
   /** Element name as written (namespace prefix included). */
   readonly name: string;
   /** All attributes. */

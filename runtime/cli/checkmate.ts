@@ -18,8 +18,7 @@ import { DirigentClient, RemoteError } from "../client.js";
 import { commonOptions, setup, UsageError, type CommonFlags } from "./common.js";
 import { mapProgressText } from "./output.js";
 import { placeClient } from "../nats/connect.js";
-import { embeddedModel } from "../model/embedded.js";
-import { startSystem, type SystemHandle } from "../system.js";
+import { embeddedRuntime } from "./embedded-runtime.js";
 import { messageOf } from "../../protocol/errors.js";
 
 interface CheckmateFlags extends CommonFlags {
@@ -183,18 +182,10 @@ export function registerCheckmateCommand(program: Command): void {
     };
     const { config, subjects, log } = setup(flags, "dirigent-checkmate");
     const placement = await placeClient(config, subjects, log, "dirigent-checkmate");
-    let system: SystemHandle | undefined;
-    let stopModel: (() => Promise<void>) | undefined;
+    const embedded = embeddedRuntime(config, placement, log);
     let answers: ReturnType<typeof stdinAnswers> | undefined;
-    const startEmbedded = async () => {
-      const model = await embeddedModel(config);
-      stopModel = model.stop;
-      if (model.note) process.stderr.write(`dirigent: ${model.note}\n`);
-      process.stderr.write(`dirigent: no runtime reachable; running an embedded one on ${placement.note}\n`);
-      system = await startSystem({ config: model.config, transport: placement.transport, log, metrics: false });
-    };
     try {
-      if (placement.transport.kind === "memory") await startEmbedded();
+      if (placement.transport.kind === "memory") await embedded.start();
       const client = new DirigentClient(placement.transport.bus, subjects);
       if (!flags.json) process.stderr.write(`dirigent: checkmate task ${taskId} (resume with --resume ${taskId})\n`);
       const onEvent = (e: TaskEvent) => {
@@ -216,17 +207,15 @@ export function registerCheckmateCommand(program: Command): void {
       try {
         outcome = await run();
       } catch (err) {
-        if (!(err instanceof RemoteError && err.code === "NO_RESPONDERS") || system) throw err;
-        await startEmbedded();
+        if (!(err instanceof RemoteError && err.code === "NO_RESPONDERS") || embedded.started) throw err;
+        await embedded.start();
         outcome = await run();
       }
       process.stdout.write((flags.json ? JSON.stringify(outcome, null, 2) : formatCheckmate(outcome)) + "\n");
       process.exitCode = outcome.status === "COMPLETE" ? 0 : 1;
     } finally {
       answers?.close();
-      await system?.stop();
-      await placement.close();
-      await stopModel?.();
+      await embedded.close();
     }
   });
 }

@@ -48,7 +48,12 @@ export function registerMemoryCommands(
   note: Write = (text) => process.stderr.write(text),
 ): void {
   const memory = program.command("memory").description("the global file-metadata index the Memory role matches against");
+  registerIndexCommand(memory, write, note);
+  registerMatchCommand(memory, write, note);
+}
 
+/** `dirigent memory index DIR`: indexes a directory into the shared index, with the model's descriptions on `--summarize`. */
+function registerIndexCommand(memory: Command, write: Write, note: Write): void {
   commonOptions(
     memory
       .command("index")
@@ -68,49 +73,7 @@ export function registerMemoryCommands(
     if (!Number.isInteger(concurrency) || concurrency < 1)
       throw new UsageError(`--summarize-concurrency '${flags.summarizeConcurrency}': expected a positive integer`);
     await withIndex(flags, "dirigent-memory-index", async (placement, config) => {
-      let result;
-      const offline = !config.openaiApiKey && !config.openaiBaseUrl;
-      // The offline mock model cannot describe a file: its answers would be stored as descriptions.
-      if (flags.summarize && offline)
-        note(
-          "dirigent: no OPENAI_API_KEY or OPENAI_BASE_URL set: the offline mock model writes no descriptions, so the extracted ones are kept\n",
-        );
-      const model = flags.summarize && !offline ? await embeddedModel(config) : undefined;
-      try {
-        let warnings = 0;
-        const summarize: Summarize | undefined =
-          model &&
-          modelSummarizer({
-            callModel: memoryModelClient(model.config),
-            model: model.config.model,
-            concurrency,
-            onWarning: (path, message) => {
-              warnings++;
-              note(`warning: ${path}: the model wrote no description (${message.split("\n")[0]}); the extracted one is kept\n`);
-            },
-          });
-        const every = Math.max(1, concurrency * 5);
-        result = await updateIndex(placement.transport.index, dir, {
-          include: flags.include,
-          exclude: flags.exclude,
-          ...(maxFileSize === undefined ? {} : { maxFileSize }),
-          ...(summarize
-            ? {
-                summarize,
-                onProgress: ({ done, total, path }) => {
-                  if (done % every === 0 || done === total) note(`summarized ${done}/${total} files (last: ${path})\n`);
-                },
-              }
-            : {}),
-        });
-        if (summarize) note(`the model described ${result.stats.summarized ?? 0} files; ${warnings} kept the extracted description\n`);
-      } catch (err) {
-        if (err instanceof GlobError || (err instanceof Error && err.message.startsWith("cannot index"))) throw new UsageError(err.message);
-        throw err;
-      } finally {
-        await model?.stop();
-      }
-      const { stats, generation, written } = result;
+      const { stats, generation, written } = await indexDirectory(placement, config, dir, flags, { maxFileSize, concurrency, note });
       const counts = `${stats.files} files (read ${stats.read}, unchanged ${stats.reused}, skipped ${stats.skipped})`;
       write(
         written
@@ -119,7 +82,63 @@ export function registerMemoryCommands(
       );
     });
   });
+}
 
+/** Indexes `dir` into the shared index; with `--summarize` and a real model, the model describes each new or changed file. */
+async function indexDirectory(
+  placement: Placement,
+  config: Config,
+  dir: string,
+  flags: IndexFlags,
+  options: { maxFileSize: number | undefined; concurrency: number; note: Write },
+): Promise<Awaited<ReturnType<typeof updateIndex>>> {
+  const { maxFileSize, concurrency, note } = options;
+  const offline = !config.openaiApiKey && !config.openaiBaseUrl;
+  // The offline mock model cannot describe a file: its answers would be stored as descriptions.
+  if (flags.summarize && offline)
+    note(
+      "dirigent: no OPENAI_API_KEY or OPENAI_BASE_URL set: the offline mock model writes no descriptions, so the extracted ones are kept\n",
+    );
+  const model = flags.summarize && !offline ? await embeddedModel(config) : undefined;
+  try {
+    let warnings = 0;
+    const summarize: Summarize | undefined =
+      model &&
+      modelSummarizer({
+        callModel: memoryModelClient(model.config),
+        model: model.config.model,
+        concurrency,
+        onWarning: (path, message) => {
+          warnings++;
+          note(`warning: ${path}: the model wrote no description (${message.split("\n")[0]}); the extracted one is kept\n`);
+        },
+      });
+    const every = Math.max(1, concurrency * 5);
+    const result = await updateIndex(placement.transport.index, dir, {
+      include: flags.include,
+      exclude: flags.exclude,
+      ...(maxFileSize === undefined ? {} : { maxFileSize }),
+      ...(summarize
+        ? {
+            summarize,
+            onProgress: ({ done, total, path }) => {
+              if (done % every === 0 || done === total) note(`summarized ${done}/${total} files (last: ${path})\n`);
+            },
+          }
+        : {}),
+    });
+    if (summarize) note(`the model described ${result.stats.summarized ?? 0} files; ${warnings} kept the extracted description\n`);
+    return result;
+  } catch (err) {
+    if (err instanceof GlobError || (err instanceof Error && err.message.startsWith("cannot index"))) throw new UsageError(err.message);
+    throw err;
+  } finally {
+    await model?.stop();
+  }
+}
+
+/** `dirigent memory match QUERY`: the files the Memory role would match, ranked, or chosen by the model with `llmMatch`. */
+function registerMatchCommand(memory: Command, write: Write, note: Write): void {
   commonOptions(
     memory
       .command("match")
@@ -134,27 +153,10 @@ export function registerMemoryCommands(
     await withIndex(flags, "dirigent-memory-match", async (placement, config) => {
       const { entries, generation } = await placement.transport.index.getGlobalIndex();
       const ranker = new IndexRanker(entries);
-      let matches = ranker.match(query, limit);
-      let context: string | undefined;
-      if (config.llmMatch && entries.length > 0) {
-        const model = await embeddedModel(config);
-        if (model.note) note(`dirigent: ${model.note}\n`);
-        try {
-          const llm = { callModel: memoryModelClient(model.config), model: model.config.model };
-          const request: MatchRequest = { type: "memory.match", templateDescription: query, templateType: "atomic", inputs: {} };
-          const candidates = ranker.rank(query, Math.max(limit, LLM_CANDIDATES));
-          const signal = AbortSignal.timeout(config.modelTimeoutMs * (config.modelMaxRetries + 1) + config.modelRetryBudgetMs);
-          ({ context, matches } = await chooseWithModel(request, candidates, candidates.slice(0, limit).map(toFileMatch), {
-            ...llm,
-            limit,
-            total: entries.length,
-            signal,
-            timeoutMs: config.modelTimeoutMs,
-          }));
-        } finally {
-          await model.stop();
-        }
-      }
+      const { matches, context } =
+        config.llmMatch && entries.length > 0
+          ? await matchWithModel(config, ranker, query, { limit, total: entries.length, note })
+          : { matches: ranker.match(query, limit), context: undefined };
       const outside = await outsideWorkspace(matches, config.workspaceRoot);
       if (outside.length > 0) {
         note(
@@ -173,6 +175,33 @@ export function registerMemoryCommands(
       for (const m of matches) write(`${(m.score ?? 0).toFixed(3)}  ${m.path}\n       ${m.relevance}\n`);
     });
   });
+}
+
+/** The matches the model chooses among the ranker's best candidates for `query`, as the Memory role's `llmMatch` does. */
+async function matchWithModel(
+  config: Config,
+  ranker: IndexRanker,
+  query: string,
+  options: { limit: number; total: number; note: Write },
+): Promise<{ matches: FileMatch[]; context?: string | undefined }> {
+  const { limit, total, note } = options;
+  const model = await embeddedModel(config);
+  if (model.note) note(`dirigent: ${model.note}\n`);
+  try {
+    const llm = { callModel: memoryModelClient(model.config), model: model.config.model };
+    const request: MatchRequest = { type: "memory.match", templateDescription: query, templateType: "atomic", inputs: {} };
+    const candidates = ranker.rank(query, Math.max(limit, LLM_CANDIDATES));
+    const signal = AbortSignal.timeout(config.modelTimeoutMs * (config.modelMaxRetries + 1) + config.modelRetryBudgetMs);
+    return await chooseWithModel(request, candidates, candidates.slice(0, limit).map(toFileMatch), {
+      ...llm,
+      limit,
+      total,
+      signal,
+      timeoutMs: config.modelTimeoutMs,
+    });
+  } finally {
+    await model.stop();
+  }
 }
 
 /** The matched paths a Handler with workspace root `root` could not read. */

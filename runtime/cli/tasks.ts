@@ -13,9 +13,8 @@ import { budgetFields, type BudgetFlags } from "./budget.js";
 import { taskSource } from "./compile.js";
 import { placeClient } from "../nats/connect.js";
 import { natsAuth } from "../nats/auth.js";
-import { embeddedModel } from "../model/embedded.js";
+import { embeddedRuntime } from "./embedded-runtime.js";
 import { createEventPrinter, formatNode, formatOutcome, formatTree } from "./output.js";
-import { startSystem, type SystemHandle } from "../system.js";
 import { connectNats, NatsBus } from "../nats/bus.js";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { DEFAULT_NATS_URL } from "../nats/connect.js";
@@ -92,6 +91,18 @@ function rethrow(err: unknown): never {
 
 /** Registers the task commands. */
 export function registerTaskCommands(program: Command): void {
+  registerRunCommand(program);
+  registerSubmitCommand(program);
+  registerListCommand(program);
+  registerStatusCommand(program);
+  registerInputCommand(program);
+  registerCancelCommand(program);
+  registerShowCommand(program);
+  registerRerunCommand(program);
+}
+
+/** `dirigent run`: submits a task, prints its events as they happen and its result; runs an embedded runtime when none is reachable. */
+function registerRunCommand(program: Command): void {
   commonOptions(
     program
       .command("run")
@@ -105,62 +116,64 @@ export function registerTaskCommands(program: Command): void {
       .option("--max-tokens <n>", "token budget of the task, its subtasks included")
       .option("--max-cost <usd>", "cost budget of the task (needs a price table, DIRIGENT_MODEL_PRICES)")
       .option("--stream", "stream the answer: print it as it arrives"),
-  ).action(async (file: string | undefined, flags: RunFlags) => {
-    const source = { ...(await taskSource(file, flags.prompt)), ...budgetFields(flags) };
-    const inputs = parseInputs(flags.input ?? []);
-    const taskId = taskIdFlag(flags.taskId) ?? randomUUID();
-    const { config, subjects, log } = setup(flags, "dirigent-run");
-    const placement = await placeClient(config, subjects, log, "dirigent-run");
-    let system: SystemHandle | undefined;
-    let stopModel: (() => Promise<void>) | undefined;
-    const startEmbedded = async () => {
-      const model = await embeddedModel(config);
-      stopModel = model.stop;
-      if (model.note) process.stderr.write(`dirigent: ${model.note}\n`);
-      process.stderr.write(`dirigent: no runtime reachable; running an embedded one on ${placement.note}\n`);
-      system = await startSystem({ config: model.config, transport: placement.transport, log, metrics: false });
-    };
-    try {
-      if (placement.transport.kind === "memory") await startEmbedded();
-      const client = new DirigentClient(placement.transport.bus, subjects);
-      const printer = createEventPrinter((text) => process.stdout.write(text));
-      // --json: every event as a JSON line as it happens, then the result as the last line.
-      const print = flags.json
-        ? (e: TaskEvent) => process.stdout.write(JSON.stringify(e) + "\n")
-        : flags.quiet
-          ? undefined
-          : (e: TaskEvent) => printer.event(e);
-      // On a terminal, a question of the task (request_user_input) is asked here and the answer sent back.
-      const onEvent = (e: TaskEvent) => {
-        print?.(e);
-        if (e.type === "continuation.input" && process.stdin.isTTY) void askUser(client, taskId, e.message ?? "");
-      };
-      // The task id first, once the runtime took the task (the client reports its answer before any event): what
-      // `status`, `input` and `cancel` need.
-      let announced = false;
-      const announce = (duplicate: boolean) => {
-        if (!announced && !flags.json) process.stdout.write(`task ${taskId}${duplicate ? " (duplicate: already submitted)" : ""}\n`);
-        announced = true;
-      };
-      const onSubmitted = (reply: SubmitReply) => announce(reply.status === "duplicate");
-      let outcome;
-      try {
-        outcome = await client.run({ ...source, inputs, taskId }, onEvent, { onSubmitted });
-      } catch (err) {
-        if (!(err instanceof RemoteError && err.code === "NO_RESPONDERS") || system) rethrow(err);
-        await startEmbedded();
-        outcome = await client.run({ ...source, inputs, taskId }, onEvent, { onSubmitted });
-      }
-      printer.end();
-      process.stdout.write((flags.json ? JSON.stringify(outcome) : formatOutcome(outcome, { streamed: printer.streamed() })) + "\n");
-      process.exitCode = outcome.status === "COMPLETE" ? 0 : 1;
-    } finally {
-      await system?.stop();
-      await placement.close();
-      await stopModel?.();
-    }
-  });
+  ).action(runTask);
+}
 
+/** Runs a task (`dirigent run`); with no runtime reachable, an embedded one. */
+async function runTask(file: string | undefined, flags: RunFlags): Promise<void> {
+  const source = { ...(await taskSource(file, flags.prompt)), ...budgetFields(flags) };
+  const inputs = parseInputs(flags.input ?? []);
+  const taskId = taskIdFlag(flags.taskId) ?? randomUUID();
+  const { config, subjects, log } = setup(flags, "dirigent-run");
+  const placement = await placeClient(config, subjects, log, "dirigent-run");
+  const embedded = embeddedRuntime(config, placement, log);
+  try {
+    if (placement.transport.kind === "memory") await embedded.start();
+    const client = new DirigentClient(placement.transport.bus, subjects);
+    const { printer, onEvent, onSubmitted } = runOutput(flags, client, taskId);
+    let outcome;
+    try {
+      outcome = await client.run({ ...source, inputs, taskId }, onEvent, { onSubmitted });
+    } catch (err) {
+      if (!(err instanceof RemoteError && err.code === "NO_RESPONDERS") || embedded.started) rethrow(err);
+      await embedded.start();
+      outcome = await client.run({ ...source, inputs, taskId }, onEvent, { onSubmitted });
+    }
+    printer.end();
+    process.stdout.write((flags.json ? JSON.stringify(outcome) : formatOutcome(outcome, { streamed: printer.streamed() })) + "\n");
+    process.exitCode = outcome.status === "COMPLETE" ? 0 : 1;
+  } finally {
+    await embedded.close();
+  }
+}
+
+/** What `dirigent run` prints of a task: its id once submitted, its events (or none, or JSON lines), and asks its questions on a terminal. */
+function runOutput(flags: RunFlags, client: DirigentClient, taskId: string) {
+  const printer = createEventPrinter((text) => process.stdout.write(text));
+  // --json: every event as a JSON line as it happens, then the result as the last line.
+  const print = flags.json
+    ? (e: TaskEvent) => process.stdout.write(JSON.stringify(e) + "\n")
+    : flags.quiet
+      ? undefined
+      : (e: TaskEvent) => printer.event(e);
+  // On a terminal, a question of the task (request_user_input) is asked here and the answer sent back.
+  const onEvent = (e: TaskEvent) => {
+    print?.(e);
+    if (e.type === "continuation.input" && process.stdin.isTTY) void askUser(client, taskId, e.message ?? "");
+  };
+  // The task id first, once the runtime took the task (the client reports its answer before any event): what
+  // `status`, `input` and `cancel` need.
+  let announced = false;
+  const announce = (duplicate: boolean) => {
+    if (!announced && !flags.json) process.stdout.write(`task ${taskId}${duplicate ? " (duplicate: already submitted)" : ""}\n`);
+    announced = true;
+  };
+  const onSubmitted = (reply: SubmitReply) => announce(reply.status === "duplicate");
+  return { printer, onEvent, onSubmitted };
+}
+
+/** `dirigent submit`: submits a task and prints its id. */
+function registerSubmitCommand(program: Command): void {
   commonOptions(
     program
       .command("submit")
@@ -181,7 +194,10 @@ export function registerTaskCommands(program: Command): void {
       process.stdout.write(`${reply.taskId}${reply.status === "duplicate" ? " (duplicate: already submitted)" : ""}\n`);
     });
   });
+}
 
+/** `dirigent list` (`ps`): the tasks with events in the last 24 h, from the events stream. */
+function registerListCommand(program: Command): void {
   commonOptions(
     program
       .command("list")
@@ -210,7 +226,10 @@ export function registerTaskCommands(program: Command): void {
       await nc.close();
     }
   });
+}
 
+/** `dirigent status`: a task's state and result, with its question when it waits for input. */
+function registerStatusCommand(program: Command): void {
   commonOptions(program.command("status").description("print a task's state and result as JSON").argument("<id>", "task id")).action(
     async (id: string, flags: CommonFlags) => {
       await withClient(flags, async (client, nc, subjects) => {
@@ -221,7 +240,10 @@ export function registerTaskCommands(program: Command): void {
       });
     },
   );
+}
 
+/** `dirigent input`: answers a task that waits for user input. */
+function registerInputCommand(program: Command): void {
   commonOptions(
     program
       .command("input")
@@ -239,7 +261,10 @@ export function registerTaskCommands(program: Command): void {
       process.stdout.write(JSON.stringify(reply) + "\n");
     });
   });
+}
 
+/** `dirigent cancel`: cancels a task. */
+function registerCancelCommand(program: Command): void {
   commonOptions(program.command("cancel").description("cancel a task").argument("<id>", "task id")).action(
     async (id: string, flags: CommonFlags) => {
       await withClient(flags, async (client) => {
@@ -249,8 +274,6 @@ export function registerTaskCommands(program: Command): void {
       });
     },
   );
-  registerShowCommand(program);
-  registerRerunCommand(program);
 }
 
 interface RerunFlags extends CommonFlags {

@@ -162,19 +162,8 @@ export function filterView(
   return { actors, tasks };
 }
 
-/** Starts the inspector server: subscribes to the cluster and listens on `host:port`. */
-export async function startInspectServer(options: InspectServerOptions): Promise<InspectServer> {
-  const { bus, subjects } = options;
-  // Validated before anything starts, so a bad name fails the start rather than every request.
-  allowedHosts(options.host ?? "127.0.0.1", 1, options.allowedHosts);
-  const state = new InspectState();
-  const assets = options.assetsDir ?? packagedAssetsDir();
-  /** The charts as `/api/machines` answers them, read (or laid out) when a page first asks. */
-  let charts: Promise<string> | undefined;
-  const chartsJson = () => (charts ??= machineCharts().then((list) => JSON.stringify(list)));
-  const clients = new Set<ServerResponse>();
-  const nodes = nodeApi(bus, subjects);
-
+/** The finished tasks read back from the events stream into `state`, and the last failure to read them. */
+function storedTasks(state: InspectState, options: InspectServerOptions) {
   const applyStored = (m: ReplayedMessage) => {
     if (m.subject.endsWith(".events")) {
       const event = decode(TaskEvent, m.data);
@@ -186,21 +175,36 @@ export async function startInspectServer(options: InspectServerOptions): Promise
   };
   /** The last replay failure, shown on the page (`replayError` of `/api/state`) until a replay succeeds. */
   let replayError: string | undefined;
-  const replayed = async (read: () => Promise<ReplayedMessage[]>): Promise<ReplayedMessage[]> => {
+  const load = async (read: () => Promise<ReplayedMessage[]>): Promise<void> => {
+    let messages: ReplayedMessage[];
     try {
-      const messages = await read();
+      messages = await read();
       replayError = undefined;
-      return messages;
     } catch (err) {
       replayError = `cannot replay finished tasks from the events stream: ${messageOf(err)}`;
       options.onReplayError?.(err);
-      return [];
+      return;
     }
+    for (const m of messages) applyStored(m);
   };
   const replay = options.replay;
-  if (replay) for (const m of await replayed(() => replay.recent(options.replayRecent ?? 2000))) applyStored(m);
+  return {
+    error: () => replayError,
+    /** Reads the most recent stored messages of all tasks (at start). */
+    recent: async () => {
+      if (replay) await load(() => replay.recent(options.replayRecent ?? 2000));
+    },
+    /** Reads one task that is not live, if the events stream holds it. */
+    task: async (taskId: string) => {
+      if (!state.hasTask(taskId) && replay) await load(() => replay.task(taskId));
+    },
+  };
+}
 
-  const subscriptions: BusSubscription[] = [
+/** Subscribes `state` to the cluster's inspection messages and its tasks' events and results. */
+function followCluster(state: InspectState, options: InspectServerOptions): BusSubscription[] {
+  const { bus, subjects } = options;
+  return [
     bus.subscribe(subjects.anyInspect, (msg) => {
       const decoded = decode(InspectMessage, msg.data);
       if (!decoded.ok) return;
@@ -216,8 +220,11 @@ export async function startInspectServer(options: InspectServerOptions): Promise
       if (decoded.ok) state.applyOutcome(decoded.value);
     }),
   ];
-  await bus.flush();
+}
 
+/** The change stream (`/api/stream`): `state`'s changes pushed to its clients as Server-Sent Events, with keepalives. */
+function changeStream(state: InspectState, options: InspectServerOptions) {
+  const clients = new Set<ServerResponse>();
   const maxBuffered = options.maxStreamBufferBytes ?? DEFAULT_STREAM_BUFFER_BYTES;
   /** Writes `frame` to every client of the stream; one that left more than `maxBuffered` bytes unread is dropped. */
   const send = (frame: string) => {
@@ -238,11 +245,74 @@ export async function startInspectServer(options: InspectServerOptions): Promise
     send(`data: ${JSON.stringify(delta)}\n\n`);
   }, options.pushIntervalMs ?? 50);
   const keepalive = setInterval(() => send(": keepalive\n\n"), 15_000);
-
-  const json = (res: ServerResponse, status: number, body: unknown) => {
-    res.writeHead(status, { "content-type": "application/json; charset=utf-8", ...SECURITY_HEADERS });
-    res.end(typeof body === "string" ? body : JSON.stringify(body));
+  return {
+    /** Opens the stream on `res` until its request closes. */
+    open(req: IncomingMessage, res: ServerResponse) {
+      res.writeHead(200, { "content-type": "text/event-stream", connection: "keep-alive", ...SECURITY_HEADERS });
+      res.write(": connected\n\n");
+      clients.add(res);
+      req.on("close", () => clients.delete(res));
+    },
+    close() {
+      clearInterval(push);
+      clearInterval(keepalive);
+      for (const client of clients) client.end();
+      clients.clear();
+    },
   };
+}
+
+const json = (res: ServerResponse, status: number, body: unknown) => {
+  res.writeHead(status, { "content-type": "application/json; charset=utf-8", ...SECURITY_HEADERS });
+  res.end(typeof body === "string" ? body : JSON.stringify(body));
+};
+
+/** `POST /api/tasks/<id>/rerun`: a JSON body of bounded size, handed to a Director. */
+async function rerun(req: IncomingMessage, res: ServerResponse, nodes: ReturnType<typeof nodeApi>, taskId: string): Promise<void> {
+  // JSON only: a cross-site form cannot send it without a preflight (and the guard refuses a foreign Origin).
+  if (!/^application\/json\b/.test(req.headers["content-type"] ?? "")) return json(res, 415, { error: "send JSON" });
+  const body = await readBody(req, MAX_RERUN_BODY_BYTES);
+  if (body === undefined) return json(res, 413, { error: `the body exceeds ${MAX_RERUN_BODY_BYTES} bytes` });
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body);
+  } catch {
+    return json(res, 400, { error: "the body is not JSON" });
+  }
+  const answer = await nodes.rerun(taskId, parsed);
+  return json(res, answer.status, answer.body);
+}
+
+/** `GET /api/tasks/<id>/nodes` (a task's node records) and `GET /api/tasks/<id>/node?path=…` (one node's). */
+async function nodeRecords(res: ServerResponse, nodes: ReturnType<typeof nodeApi>, taskId: string, which: string, url: URL): Promise<void> {
+  if (which === "nodes") {
+    const answer = await nodes.list(taskId);
+    return json(res, answer.status, answer.body);
+  }
+  const path = url.searchParams.get("path");
+  const occurrence = url.searchParams.get("occurrence");
+  if (!path) return json(res, 400, { error: "path is required: /api/tasks/<id>/node?path=0.steps.1" });
+  if (occurrence !== null && !/^[1-9]\d{0,8}$/.test(occurrence))
+    return json(res, 400, { error: `occurrence '${occurrence}' is not a positive integer` });
+  const answer = await nodes.get(taskId, path, occurrence === null ? undefined : Number(occurrence));
+  return json(res, answer.status, answer.body);
+}
+
+/** Starts the inspector server: subscribes to the cluster and listens on `host:port`. */
+export async function startInspectServer(options: InspectServerOptions): Promise<InspectServer> {
+  // Validated before anything starts, so a bad name fails the start rather than every request.
+  allowedHosts(options.host ?? "127.0.0.1", 1, options.allowedHosts);
+  const state = new InspectState();
+  const assets = options.assetsDir ?? packagedAssetsDir();
+  /** The charts as `/api/machines` answers them, read (or laid out) when a page first asks. */
+  let charts: Promise<string> | undefined;
+  const chartsJson = () => (charts ??= machineCharts().then((list) => JSON.stringify(list)));
+  const nodes = nodeApi(options.bus, options.subjects);
+  const stored = storedTasks(state, options);
+  await stored.recent();
+  const subscriptions = followCluster(state, options);
+  await options.bus.flush();
+  const stream = changeStream(state, options);
 
   let hosts: ReadonlySet<string> = new Set();
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
@@ -254,20 +324,7 @@ export async function startInspectServer(options: InspectServerOptions): Promise
     }
     const url = new URL(req.url ?? "/", "http://127.0.0.1");
     const rerunMatch = /^\/api\/tasks\/([^/]+)\/rerun$/.exec(url.pathname);
-    if (rerunMatch && req.method === "POST") {
-      // JSON only: a cross-site form cannot send it without a preflight (and the guard refuses a foreign Origin).
-      if (!/^application\/json\b/.test(req.headers["content-type"] ?? "")) return json(res, 415, { error: "send JSON" });
-      const body = await readBody(req, MAX_RERUN_BODY_BYTES);
-      if (body === undefined) return json(res, 413, { error: `the body exceeds ${MAX_RERUN_BODY_BYTES} bytes` });
-      let parsed: unknown;
-      try {
-        parsed = JSON.parse(body);
-      } catch {
-        return json(res, 400, { error: "the body is not JSON" });
-      }
-      const answer = await nodes.rerun(decodeURIComponent(rerunMatch[1] ?? ""), parsed);
-      return json(res, answer.status, answer.body);
-    }
+    if (rerunMatch && req.method === "POST") return rerun(req, res, nodes, decodeURIComponent(rerunMatch[1] ?? ""));
     if (req.method !== "GET") return json(res, 405, { error: "only GET, and POST to /api/tasks/<id>/rerun" });
     const asset = ASSETS[url.pathname];
     if (asset) {
@@ -284,40 +341,23 @@ export async function startInspectServer(options: InspectServerOptions): Promise
         role: q.get("role") ?? undefined,
         process: q.get("process") ?? undefined,
       });
+      const replayError = stored.error();
       return json(res, 200, replayError === undefined ? view : { ...view, replayError });
     }
     const nodesMatch = /^\/api\/tasks\/([^/]+)\/(nodes|node)$/.exec(url.pathname);
-    if (nodesMatch) {
-      const taskId = decodeURIComponent(nodesMatch[1] ?? "");
-      if (nodesMatch[2] === "nodes") {
-        const answer = await nodes.list(taskId);
-        return json(res, answer.status, answer.body);
-      }
-      const path = url.searchParams.get("path");
-      const occurrence = url.searchParams.get("occurrence");
-      if (!path) return json(res, 400, { error: "path is required: /api/tasks/<id>/node?path=0.steps.1" });
-      if (occurrence !== null && !/^[1-9]\d{0,8}$/.test(occurrence))
-        return json(res, 400, { error: `occurrence '${occurrence}' is not a positive integer` });
-      const answer = await nodes.get(taskId, path, occurrence === null ? undefined : Number(occurrence));
-      return json(res, answer.status, answer.body);
-    }
+    if (nodesMatch) return nodeRecords(res, nodes, decodeURIComponent(nodesMatch[1] ?? ""), nodesMatch[2] ?? "", url);
     const taskMatch = /^\/api\/tasks\/([^/]+)$/.exec(url.pathname);
     if (taskMatch) {
       const taskId = decodeURIComponent(taskMatch[1] ?? "");
-      if (!state.hasTask(taskId) && replay) for (const m of await replayed(() => replay.task(taskId))) applyStored(m);
+      await stored.task(taskId);
       const task = state.task(taskId);
       if (task) return json(res, 200, task);
+      const replayError = stored.error();
       return replayError !== undefined
         ? json(res, 502, { error: replayError })
         : json(res, 404, { error: `no task '${taskId}' live or in the events stream` });
     }
-    if (url.pathname === "/api/stream") {
-      res.writeHead(200, { "content-type": "text/event-stream", connection: "keep-alive", ...SECURITY_HEADERS });
-      res.write(": connected\n\n");
-      clients.add(res);
-      req.on("close", () => clients.delete(res));
-      return;
-    }
+    if (url.pathname === "/api/stream") return stream.open(req, res);
     json(res, 404, { error: "not found" });
   };
 
@@ -332,10 +372,7 @@ export async function startInspectServer(options: InspectServerOptions): Promise
   const port = listening.port;
   hosts = listening.hosts;
   const close = async () => {
-    clearInterval(push);
-    clearInterval(keepalive);
-    for (const client of clients) client.end();
-    clients.clear();
+    stream.close();
     await Promise.all(subscriptions.map((s) => s.unsubscribe()));
     server.closeAllConnections();
     await new Promise<void>((r) => server.close(() => r()));

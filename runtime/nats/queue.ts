@@ -148,6 +148,44 @@ export function deliveryOf(ackSubject: string): { deliveries: number; seq: numbe
   return { deliveries, seq, ...(Number.isSafeInteger(queuedAt) && queuedAt > 0 ? { queuedAt } : {}) };
 }
 
+/**
+ * What a status message on a pull's reply subject says: an idle heartbeat; the pull ended with nothing more to
+ * deliver (408: expired; 404: nothing to deliver); or a failure (409: refused or cut, e.g. by a leadership change;
+ * 503: nobody serves the consumer).
+ */
+function pullStatus(msg: Msg, next: string): "heartbeat" | "ended" | StoreError {
+  const status = msg.headers?.code ?? 0;
+  if (status === 100) return "heartbeat";
+  if (status === 408 || status === 404) return "ended";
+  return new StoreError(
+    `intake pull: ${status === 503 ? "no responders (JetStream not ready, or the stream is gone)" : `${status} ${msg.headers?.description ?? ""}`.trim()}`,
+    next,
+    0,
+    status,
+  );
+}
+
+/**
+ * Watches for a pull the server may have lost: every `everyMs`, `overdue` (a pull whose end never came, because the
+ * server restarted or the connection broke, is forgotten once overdue); after a reconnect, `reconnected` (the server
+ * may have lost its waiting pull). The timer, for the consumer to clear.
+ */
+function watchLostPulls(
+  nc: NatsConnection,
+  everyMs: number,
+  pulls: { overdue(): void; reconnected(): void; stopped(): boolean },
+): ReturnType<typeof setInterval> {
+  const sweep = setInterval(pulls.overdue, everyMs);
+  sweep.unref();
+  void (async () => {
+    for await (const s of nc.status()) {
+      if (pulls.stopped()) return;
+      if (s.type === "reconnect") pulls.reconnected();
+    }
+  })().catch(() => undefined);
+  return sweep;
+}
+
 /** {@link WorkQueue} over a JetStream work-queue stream; items survive restarts of processes and server. */
 export class JetStreamWorkQueue implements WorkQueue {
   readonly durable = true;
@@ -287,20 +325,11 @@ export class JetStreamWorkQueue implements WorkQueue {
         if (err !== null) return failed(err);
         // Deliveries carry their acknowledgement subject as reply; status messages carry none.
         if (!msg.reply) {
-          const status = msg.headers?.code ?? 0;
-          // A pull ended (408: expired; 404: nothing to deliver; 409: refused or cut, e.g. by a leadership change), or
-          // nobody serves the consumer (503). Status messages come on the pull's own reply subject.
-          if (status === 100) return; // an idle heartbeat
+          const status = pullStatus(msg, next);
+          if (status === "heartbeat") return;
+          // Status messages come on the pull's own reply subject.
           if (current?.id === msg.subject.slice(inbox.length)) current = undefined;
-          if (status === 408 || status === 404) return pull();
-          return failed(
-            new StoreError(
-              `intake pull: ${status === 503 ? "no responders (JetStream not ready, or the stream is gone)" : `${status} ${msg.headers?.description ?? ""}`.trim()}`,
-              next,
-              0,
-              status,
-            ),
-          );
+          return status === "ended" ? pull() : failed(status);
         }
         if (current !== undefined && --current.remaining <= 0) current = undefined;
         if (stopped) return void nc.publish(msg.reply, NAK);
@@ -309,22 +338,17 @@ export class JetStreamWorkQueue implements WorkQueue {
       },
     });
 
-    // A pull whose end never came (the server restarted, the connection broke) is forgotten once overdue.
-    const sweep = setInterval(() => {
-      if (current !== undefined && Date.now() > current.expiresAt + 2000) current = undefined;
-      pull();
-    }, this.#pullExpiresMs);
-    sweep.unref();
-    // After a reconnect the server may have lost its waiting pull: ask again.
-    void (async () => {
-      for await (const s of nc.status()) {
-        if (stopped) return;
-        if (s.type === "reconnect") {
-          current = undefined;
-          pull();
-        }
-      }
-    })().catch(() => undefined);
+    const sweep = watchLostPulls(nc, this.#pullExpiresMs, {
+      overdue: () => {
+        if (current !== undefined && Date.now() > current.expiresAt + 2000) current = undefined;
+        pull();
+      },
+      reconnected: () => {
+        current = undefined;
+        pull();
+      },
+      stopped: () => stopped,
+    });
     pull();
 
     return {

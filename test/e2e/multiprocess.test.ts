@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestNatsServer, randomRoot, type TestNatsServer } from "../support/nats-server.js";
-import { startCli, type CliProcess } from "../support/processes.js";
+import { startCli, startMockLlmCli, type CliProcess } from "../support/processes.js";
 
 let server: TestNatsServer;
 let dir: string;
@@ -30,9 +30,9 @@ describe("four roles in four processes", () => {
     const root = randomRoot();
     const script = join(dir, "script.json");
     writeFileSync(script, JSON.stringify({ rules: [{ match: { lastUser: "capital of France" }, reply: "Paris" }] }));
-    const mock = startCli(["mock-llm", "--port", "0", "--script", script, "--quiet"]);
-    processes.push(mock);
-    const [url] = await mock.waitFor(/http:\/\/127\.0\.0\.1:\d+\/v1/);
+    const mock = await startMockLlmCli(script);
+    processes.push(mock.process);
+    const { url } = mock;
     const env = { OPENAI_BASE_URL: url, OPENAI_API_KEY: "test", DIRIGENT_MODEL_MAX_RETRIES: "0" };
     for (const role of ["memory", "handler", "evaluator", "director"]) {
       const worker = startCli(["worker", "--role", role, "--nats", server.url, "--prefix", root, "--concurrency", "4"], env);
@@ -97,9 +97,9 @@ describe("four roles in four processes", () => {
       worker("gamma", "C-result"),
     ];
     writeFileSync(script, JSON.stringify({ rules }));
-    const mock = startCli(["mock-llm", "--port", "0", "--script", script, "--quiet"]);
-    processes.push(mock);
-    const [url] = await mock.waitFor(/http:\/\/127\.0\.0\.1:\d+\/v1/);
+    const mock = await startMockLlmCli(script);
+    processes.push(mock.process);
+    const { url } = mock;
     const env = {
       OPENAI_BASE_URL: url,
       OPENAI_API_KEY: "test",
@@ -129,9 +129,9 @@ describe("four roles in four processes", () => {
       { match: { lastUser: { regex: "^SIDE " } }, gate: { name: "inputs", count: 2 }, reply: "side {{lastUser}}" },
     ];
     writeFileSync(script, JSON.stringify({ rules, default: { reply: "done: {{lastUser}}" } }));
-    const mock = startCli(["mock-llm", "--port", "0", "--script", script, "--quiet"]);
-    processes.push(mock);
-    const [url] = await mock.waitFor(/http:\/\/127\.0\.0\.1:\d+\/v1/);
+    const mock = await startMockLlmCli(script);
+    processes.push(mock.process);
+    const { url } = mock;
     const env = { OPENAI_BASE_URL: url, OPENAI_API_KEY: "test", DIRIGENT_MODEL_MAX_RETRIES: "0" };
     for (const role of ["memory", "handler", "handler", "evaluator", "director"]) {
       // Either Handler may get every branch (the queue group picks one at random): each can hold all four.

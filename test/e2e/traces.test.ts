@@ -11,7 +11,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { randomRoot, startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
-import { startCli, type CliProcess } from "../support/processes.js";
+import { startCli, startMockLlmCli, type CliProcess } from "../support/processes.js";
 import { claimant, startDirectors } from "../support/takeover.js";
 
 /** One span as received, with its process's service name. */
@@ -137,9 +137,9 @@ beforeAll(async () => {
     { match: { lastUser: "LEAKY" }, status: 401, error: `Incorrect API key: Authorization: Bearer ${API_KEY} for: LEAKY PROMPT-7731` },
   ];
   writeFileSync(script, JSON.stringify({ rules }));
-  const mock = startCli(["mock-llm", "--port", "0", "--script", script, "--quiet"]);
-  processes.push(mock);
-  [modelUrl] = (await mock.waitFor(/http:\/\/127\.0\.0\.1:\d+\/v1/)) as unknown as [string];
+  const mock = await startMockLlmCli(script);
+  processes.push(mock.process);
+  modelUrl = mock.url;
 });
 
 afterAll(async () => {

@@ -22,6 +22,7 @@ import {
   inboxesOf,
   jetStreamApi as js,
   ownInboxPrefix,
+  type Subjects,
 } from "../../../protocol/index.js";
 import { CURRENT_KEY } from "../index-store.js";
 import { list, quote, type RolePermissions } from "./conf-syntax.js";
@@ -133,141 +134,155 @@ export function rolePermissions(root: string): Record<NatsRole, RolePermissions>
   ) as Record<NatsRole, RolePermissions>;
 }
 
-/** Each role's own permissions, without those every runtime role shares ({@link runtimeCommon}). */
+/** What the roles' permissions are written in: the root's subjects, the roles' inboxes and the goal API. */
+interface PermissionTerms {
+  s: Subjects;
+  /** The subjects of `role`'s inboxes. */
+  inbox: (role: NatsRole) => string;
+  /** The submitter's inbox: the answers to submit, get, cancel, input, compile and the goal API. */
+  clients: string;
+  /** The goal API (served by Supervisors). */
+  goalRequests: string[];
+}
+
+/** Each role's own permissions, without those every runtime role shares ({@link runtimeCommon}): one entry a role. */
+const OWN_PERMISSIONS: Record<NatsRole, (terms: PermissionTerms) => RolePermissions> = {
+  submitter: ({ s, inbox, goalRequests }) => ({
+    publish: [
+      s.submit,
+      s.anyTaskGet,
+      s.anyTaskCancel,
+      s.anyTaskInput,
+      s.anyTaskNodes,
+      s.anyTaskNode,
+      s.anyTaskRerun,
+      s.compile,
+      ...goalRequests,
+      s.ping,
+      ...kvStore(s.bodiesBucket),
+    ],
+    subscribe: [s.anyTaskEvents, s.anyTaskResult, s.anyGoalEvents, s.operatorAlerts, inbox("submitter")],
+  }),
+  director: ({ s, inbox, clients }) => ({
+    publish: [
+      clients,
+      // Supervisors submit, look up and cancel the tasks of their goals; inspectors look tasks up.
+      inbox("supervisor"),
+      inbox("inspector"),
+      s.anyTaskEvents,
+      s.anyTaskResult,
+      s.cancelBroadcast,
+      s.evaluate,
+      s.compile,
+      s.anyIntake,
+      js.info,
+      ...kvStore(s.tasksBucket),
+      ...streamLookup(s.intakeStream),
+      ...streamLookup(s.eventsStream),
+      // The last message of a subject (`lastPublished`): is a redelivered final task's result stored, or did its old
+      // owner die before publishing it? How far did a task running under a pending claim get (its last event)?
+      js.streamMsgGet(s.eventsStream),
+      // The intake consumer is created (and its ack wait set) by `dirigent nats-setup`; Directors read it.
+      js.consumerInfo(s.intakeStream, s.directorConsumer),
+      js.consumerNext(s.intakeStream, s.directorConsumer),
+      // A queued task's record is its intake item: looked up by subject (status, cancel), removed when cancelled.
+      js.directGet(s.intakeStream, ">"),
+      js.streamMsgGet(s.intakeStream),
+      js.streamMsgDelete(s.intakeStream),
+      js.acks(s.intakeStream),
+      // The node records (`nodes`, `node`): read from the turns bucket, listed by key (its stream's subjects).
+      ...kvReadWrite(s.turnsBucket),
+    ],
+    subscribe: [
+      s.submit,
+      s.anyTaskGet,
+      s.anyTaskCancel,
+      s.anyTaskNodes,
+      s.anyTaskNode,
+      s.anyTaskRerun,
+      s.anyProgress,
+      s.anyControl,
+      inbox("director"),
+    ],
+  }),
+  evaluator: ({ s, inbox, clients }) => ({
+    // The turns bucket: the outcomes of waits for the user's input (actors/evaluator/input.ts).
+    publish: [
+      inbox("director"),
+      clients,
+      s.anyProgress,
+      s.execute,
+      s.script,
+      s.memoryMatch,
+      s.compile,
+      s.superseded,
+      s.nodeAbort,
+      js.info,
+      ...kvStore(s.turnsBucket),
+    ],
+    subscribe: [s.evaluate, s.anyTaskInput, s.anyControl, inbox("evaluator")],
+  }),
+  handler: ({ s, inbox, clients }) => ({
+    // Tools of NATS services: discovery (`$SRV.INFO`, `$SRV.PING`) and calls of endpoints under `<root>.tools.>`.
+    publish: [
+      inbox("evaluator"),
+      inbox("director"),
+      clients,
+      s.anyProgress,
+      js.info,
+      ...kvStore(s.turnsBucket),
+      s.serviceInfo,
+      // One service's own discovery subject (`$SRV.INFO.<service>`), which only that service's user may receive.
+      s.anyServiceInfo,
+      s.servicePing,
+      s.anyTool,
+      // Free slots reported, and requests passed on to a Handler with one free (actors/handler/peers.ts).
+      s.handlerLoad,
+      s.anyHandlerDirect,
+    ],
+    subscribe: [s.execute, s.script, s.compile, s.handlerLoad, s.anyHandlerDirect, s.anyControl, inbox("handler")],
+  }),
+  memory: ({ s, inbox }) => ({
+    // The index is written by `dirigent memory index` (as this user), which purges replaced generations. Its
+    // pointer is watched as the plain messages of its subject, with no consumer (runtime/nats/index-store.ts).
+    publish: [inbox("evaluator"), js.info, ...kvReadWrite(s.indexBucket), js.streamPurge(js.bucketStream(s.indexBucket))],
+    subscribe: [s.memoryMatch, s.anyControl, inbox("memory"), js.bucketKey(s.indexBucket, CURRENT_KEY)],
+  }),
+  // Runs goals: submits their tasks like a client, keeps goals and leases in the goals bucket, and answers the goal API.
+  supervisor: ({ s, inbox, clients, goalRequests }) => ({
+    publish: [
+      clients,
+      s.submit,
+      s.anyTaskGet,
+      s.anyTaskCancel,
+      s.anyGoalEvents,
+      s.operatorAlerts,
+      s.goalControl,
+      js.info,
+      ...kvStore(s.goalsBucket),
+    ],
+    subscribe: [...goalRequests, s.goalControl, s.anyTaskResult, inbox("supervisor")],
+  }),
+  // It watches the inspection messages and the tasks' events, asks for a task's record, and replays finished tasks
+  // from the events stream (runtime/inspect/replay.ts); it creates no consumer. The one thing it changes: a fork of
+  // an ended task, asked of a Director (the page's "Re-run from here").
+  inspector: ({ s, inbox }) => ({
+    publish: [s.anyTaskGet, s.anyTaskNodes, s.anyTaskNode, s.anyTaskRerun, ...streamRead(s.eventsStream)],
+    subscribe: [s.anyInspect, s.anyTaskEvents, s.anyTaskResult, inbox("inspector")],
+  }),
+};
+
+/** Each role's own permissions for root `root`. */
 function ownPermissions(root: string): Record<NatsRole, RolePermissions> {
   const s = createSubjects(root);
   const inbox = (role: NatsRole) => inboxOf(root, role);
-  /** The submitter's inbox: the answers to submit, get, cancel, input, compile and the goal API. */
-  const clients = inbox("submitter");
-  const control = s.anyControl;
-  /** The goal API (served by Supervisors) and what it publishes. */
-  const goalRequests = [s.goalsSubmit, s.goalsList, s.anyGoalRequest("get"), s.anyGoalRequest("resume"), s.anyGoalRequest("cancel")];
-  const goalEvents = s.anyGoalEvents;
-  return {
-    submitter: {
-      publish: [
-        s.submit,
-        s.anyTaskGet,
-        s.anyTaskCancel,
-        s.anyTaskInput,
-        s.anyTaskNodes,
-        s.anyTaskNode,
-        s.anyTaskRerun,
-        s.compile,
-        ...goalRequests,
-        s.ping,
-        ...kvStore(s.bodiesBucket),
-      ],
-      subscribe: [s.anyTaskEvents, s.anyTaskResult, goalEvents, s.operatorAlerts, inbox("submitter")],
-    },
-    director: {
-      publish: [
-        clients,
-        // Supervisors submit, look up and cancel the tasks of their goals; inspectors look tasks up.
-        inbox("supervisor"),
-        inbox("inspector"),
-        s.anyTaskEvents,
-        s.anyTaskResult,
-        s.cancelBroadcast,
-        s.evaluate,
-        s.compile,
-        s.anyIntake,
-        js.info,
-        ...kvStore(s.tasksBucket),
-        ...streamLookup(s.intakeStream),
-        ...streamLookup(s.eventsStream),
-        // The last message of a subject (`lastPublished`): is a redelivered final task's result stored, or did its old
-        // owner die before publishing it? How far did a task running under a pending claim get (its last event)?
-        js.streamMsgGet(s.eventsStream),
-        // The intake consumer is created (and its ack wait set) by `dirigent nats-setup`; Directors read it.
-        js.consumerInfo(s.intakeStream, s.directorConsumer),
-        js.consumerNext(s.intakeStream, s.directorConsumer),
-        // A queued task's record is its intake item: looked up by subject (status, cancel), removed when cancelled.
-        js.directGet(s.intakeStream, ">"),
-        js.streamMsgGet(s.intakeStream),
-        js.streamMsgDelete(s.intakeStream),
-        js.acks(s.intakeStream),
-        // The node records (`nodes`, `node`): read from the turns bucket, listed by key (its stream's subjects).
-        ...kvReadWrite(s.turnsBucket),
-      ],
-      subscribe: [
-        s.submit,
-        s.anyTaskGet,
-        s.anyTaskCancel,
-        s.anyTaskNodes,
-        s.anyTaskNode,
-        s.anyTaskRerun,
-        s.anyProgress,
-        control,
-        inbox("director"),
-      ],
-    },
-    evaluator: {
-      // The turns bucket: the outcomes of waits for the user's input (actors/evaluator/input.ts).
-      publish: [
-        inbox("director"),
-        clients,
-        s.anyProgress,
-        s.execute,
-        s.script,
-        s.memoryMatch,
-        s.compile,
-        s.superseded,
-        s.nodeAbort,
-        js.info,
-        ...kvStore(s.turnsBucket),
-      ],
-      subscribe: [s.evaluate, s.anyTaskInput, control, inbox("evaluator")],
-    },
-    handler: {
-      // Tools of NATS services: discovery (`$SRV.INFO`, `$SRV.PING`) and calls of endpoints under `<root>.tools.>`.
-      publish: [
-        inbox("evaluator"),
-        inbox("director"),
-        clients,
-        s.anyProgress,
-        js.info,
-        ...kvStore(s.turnsBucket),
-        s.serviceInfo,
-        // One service's own discovery subject (`$SRV.INFO.<service>`), which only that service's user may receive.
-        s.anyServiceInfo,
-        s.servicePing,
-        s.anyTool,
-        // Free slots reported, and requests passed on to a Handler with one free (actors/handler/peers.ts).
-        s.handlerLoad,
-        s.anyHandlerDirect,
-      ],
-      subscribe: [s.execute, s.script, s.compile, s.handlerLoad, s.anyHandlerDirect, control, inbox("handler")],
-    },
-    memory: {
-      // The index is written by `dirigent memory index` (as this user), which purges replaced generations. Its
-      // pointer is watched as the plain messages of its subject, with no consumer (runtime/nats/index-store.ts).
-      publish: [inbox("evaluator"), js.info, ...kvReadWrite(s.indexBucket), js.streamPurge(js.bucketStream(s.indexBucket))],
-      subscribe: [s.memoryMatch, control, inbox("memory"), js.bucketKey(s.indexBucket, CURRENT_KEY)],
-    },
-    // Runs goals: submits their tasks like a client, keeps goals and leases in the goals bucket, and answers the goal API.
-    supervisor: {
-      publish: [
-        clients,
-        s.submit,
-        s.anyTaskGet,
-        s.anyTaskCancel,
-        goalEvents,
-        s.operatorAlerts,
-        s.goalControl,
-        js.info,
-        ...kvStore(s.goalsBucket),
-      ],
-      subscribe: [...goalRequests, s.goalControl, s.anyTaskResult, inbox("supervisor")],
-    },
-    // It watches the inspection messages and the tasks' events, asks for a task's record, and replays finished tasks
-    // from the events stream (runtime/inspect/replay.ts); it creates no consumer. The one thing it changes: a fork of
-    // an ended task, asked of a Director (the page's "Re-run from here").
-    inspector: {
-      publish: [s.anyTaskGet, s.anyTaskNodes, s.anyTaskNode, s.anyTaskRerun, ...streamRead(s.eventsStream)],
-      subscribe: [s.anyInspect, s.anyTaskEvents, s.anyTaskResult, inbox("inspector")],
-    },
+  const terms: PermissionTerms = {
+    s,
+    inbox,
+    clients: inbox("submitter"),
+    goalRequests: [s.goalsSubmit, s.goalsList, s.anyGoalRequest("get"), s.anyGoalRequest("resume"), s.anyGoalRequest("cancel")],
   };
+  return Object.fromEntries(NATS_ROLES.map((role) => [role, OWN_PERMISSIONS[role](terms)])) as Record<NatsRole, RolePermissions>;
 }
 
 /**

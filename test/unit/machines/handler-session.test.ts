@@ -45,6 +45,8 @@ function session(replies: Array<ModelReply | Error>, options: Options | number =
   const warnings: Array<{ used: number; limit: number }> = [];
   /** The effects in the order they ran: `model`, `record <turns> <role of the last message>`, `tools <turn>`. */
   const steps: string[] = [];
+  /** The session's microsteps, each as the state it entered, `(always)` after an eventless one. */
+  const microsteps: string[] = [];
   const machine = handlerSessionMachine.provide({
     actors: {
       callModel: fromPromise(async ({ input }) => {
@@ -72,8 +74,17 @@ function session(replies: Array<ModelReply | Error>, options: Options | number =
       measure: assign(({ context }) => measured(context, () => opts.counts?.shift() ?? { tokens: 10, exact: true })),
     },
   });
-  const actor = createActor(machine, { input: { ...base, maxTurns: opts.maxTurns ?? base.maxTurns, ...opts.input } }).start();
-  return { actor, seen, turns, warnings, steps };
+  const actor = createActor(machine, {
+    input: { ...base, maxTurns: opts.maxTurns ?? base.maxTurns, ...opts.input },
+    inspect: (event) => {
+      // Only the session machine takes microsteps; its promise actors do not.
+      if (event.type !== "@xstate.microstep" || !("value" in event.snapshot)) return;
+      const eventless = event._transitions.some((t) => t.eventType === "");
+      microsteps.push(`${String(event.snapshot.value)}${eventless ? " (always)" : ""}`);
+    },
+  });
+  actor.start();
+  return { actor, seen, turns, warnings, steps, microsteps };
 }
 
 describe("handler session machine", () => {
@@ -104,6 +115,24 @@ describe("handler session machine", () => {
     await waitFor(actor, (s) => s.status === "done");
     // A final answer is not recorded here: the shell records the session's reply.
     expect(steps).toEqual(["model", "record 1 assistant", "tools 1", "record 1 tool", "model"]);
+  });
+
+  it("takes three eventless steps a turn: two checks before the model call, one decision after it", async () => {
+    const { actor, microsteps } = session([reply("", [call("c1")]), reply("final")]);
+    await waitFor(actor, (s) => s.status === "done");
+    expect(microsteps).toEqual([
+      "checkingContext (always)",
+      "awaitingModel (always)",
+      "deciding",
+      "recordingAnswer (always)",
+      "runningTool",
+      "recording",
+      "checkingLimits",
+      "checkingContext (always)",
+      "awaitingModel (always)",
+      "deciding",
+      "done (always)",
+    ]);
   });
 
   it("restored from a record taken after the answer, runs its tool calls without asking the model for that turn", async () => {
