@@ -22,6 +22,7 @@ import { createParseCache, type ParseCache } from "../../machines/language/parse
 import { requeueUnqueued } from "./unqueued.js";
 import { serveNodeReads } from "./node-reads.js";
 import { serveRerun } from "../fork/rerun.js";
+import { serveTakeovers } from "./takeover.js";
 
 /** Director configuration. */
 export interface DirectorConfig {
@@ -38,7 +39,7 @@ export interface DirectorConfig {
    * Stores a task's result or event in the events stream and waits for its acknowledgement, `id` naming it once (a
    * JetStream message id): one published while a replicated stream elects a leader is not lost. Absent: a plain publish.
    */
-  publishStored?: (subject: string, data: Uint8Array, id: string) => Promise<void>;
+  publishStored?: (subject: string, data: Uint8Array, id: string, signal?: AbortSignal) => Promise<void>;
   /** `{{var}}` substitution of the deployment: under `strict` (the default) a placeholder nothing can fill is refused at submission. */
   substitution?: "strict" | "lenient";
   /** Size limits of submissions; {@link DEFAULT_SIZE_LIMITS} when absent. */
@@ -186,6 +187,7 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
           }),
         ]
       : []),
+    serveTakeovers(deps, owner, owned),
     bus.subscribe(subjects.cancelBroadcast, (msg) => {
       const decoded = decode(CancelBroadcast, msg.data);
       if (decoded.ok) owned.get(decoded.value.taskId)?.actor?.send({ type: "task.cancel" });

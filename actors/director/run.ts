@@ -18,7 +18,15 @@ import { runActors, type RunActor, type RunEffects } from "./run-actors.js";
 import type { RunEnv } from "./run-env.js";
 
 export { runActors, type RunActor };
-import { CancelBroadcast, encode, Requests, FINAL_STATES, type EvaluateRequest, type TaskRecord } from "../../protocol/index.js";
+import {
+  CancelBroadcast,
+  encode,
+  Requests,
+  FINAL_STATES,
+  type EvaluateRequest,
+  type TaskRecord,
+  type TaskState,
+} from "../../protocol/index.js";
 import { retryDelayMs, type WorkItem } from "../bus.js";
 import { messageOf } from "../deps.js";
 import { inspectOption } from "../inspect-option.js";
@@ -31,6 +39,7 @@ export type { PublishEvent };
 import { claimLostBy, claimTask, PENDING_CLAIM_MS, pendingClaim, readTaskRecord, type Claim } from "./records.js";
 import { restorable } from "./snapshot.js";
 import { checkpointer, failedContext, heartbeatMs, stateOf, unstorableMessage, type RunningTask, type TaskEffects } from "./task.js";
+import { replacedAnother, tellPreviousOwner } from "./takeover.js";
 
 /**
  * Whether `item` is surely its first delivery. A nats-server before 2.10.16 can count a redelivery as a first delivery
@@ -77,6 +86,10 @@ function taskEffects(env: RunEnv, task: RunningTask, fresh: boolean): TaskEffect
   const { deps, owner } = env;
   const { claim } = task;
   const record = claim.record;
+  // Once another Director owns the task, nothing of it is published here.
+  const emit = (type: string, state: TaskState, message?: string, data?: Record<string, unknown>) => {
+    if (!task.lost) env.publishEvent(record.taskId, ++task.seq, type, state, message, data);
+  };
   return {
     evaluate: async (input, signal) => {
       // The compiled template is in the record (stored before the evaluation is asked for); the machine's
@@ -86,7 +99,7 @@ function taskEffects(env: RunEnv, task: RunningTask, fresh: boolean): TaskEffect
         const compiled = await compilePrompt(deps, env.store, claim, record.prompt, {
           timeoutMs: env.taskTimeoutMs,
           signal,
-          announce: (type, message, data) => env.publishEvent(record.taskId, ++task.seq, type, "running", message, data),
+          announce: (type, message, data) => emit(type, "running", message, data),
         });
         if (!compiled.ok) return compiled.result;
         xml = compiled.xml;
@@ -120,7 +133,7 @@ function taskEffects(env: RunEnv, task: RunningTask, fresh: boolean): TaskEffect
       );
       return reply.result;
     },
-    announce: (a) => env.publishEvent(record.taskId, ++task.seq, a.event, a.state, a.message, a.data),
+    announce: (a) => emit(a.event, a.state, a.message, a.data),
   };
 }
 
@@ -137,6 +150,8 @@ export function runDelivery(env: RunEnv, item: WorkItem, queued: TaskRecord | un
   /** The intake's first delivery of this item, surely: nothing of its task ran before. */
   const firstOfItsTask = surelyFirst(item, env.ackWaitMs, deps.now().getTime());
   let checkpoints: ReturnType<typeof checkpointer> | undefined;
+  /** The store of the task's last event sent, once its events are closed (another Director owns the task). */
+  let closed: Promise<void> | undefined;
   const current = () => task?.item ?? delivery.item;
   const claimed = () => {
     if (task === undefined) throw new Error(`task '${item.id}': no claim`);
@@ -164,6 +179,10 @@ export function runDelivery(env: RunEnv, item: WorkItem, queued: TaskRecord | un
         ...(claim.previousOwner === undefined ? {} : { "dirigent.previous_owner": claim.previousOwner }),
       },
     });
+    running.supersede = () => {
+      run.send({ type: "claim.superseded" });
+      return closed ?? Promise.resolve();
+    };
     task = running;
     checkpoints = checkpointer(deps, env.store, running, {
       lost: () => {
@@ -230,8 +249,9 @@ export function runDelivery(env: RunEnv, item: WorkItem, queued: TaskRecord | un
         claim = found.claim;
       }
       take(claim);
-      return { kind: "claimed", pending: claim.pending === true };
+      return { kind: "claimed", pending: claim.pending === true, takenOver: replacedAnother(claim, env.owner) };
     },
+    tellPreviousOwner: () => tellPreviousOwner(deps, env.owner, claimed().claim),
     restore: async (): Promise<RestoreOutput> => create(),
     finish: async (input: FinishInput): Promise<FinishOutput> => {
       const running = claimed();
@@ -267,6 +287,11 @@ export function runDelivery(env: RunEnv, item: WorkItem, queued: TaskRecord | un
       running.actor?.send(record.cancelRequested ? { type: "task.cancel" } : { type: "task.start" });
     },
     stopTask: () => task?.actor?.stop(),
+    closeEvents: () => {
+      if (task === undefined || closed !== undefined) return;
+      task.lost = true;
+      closed = env.publishEvent.cut(task.claim.taskId);
+    },
     beat: () => checkpointsOf().beat(),
     checkpoint: () => checkpointsOf().checkpoint(),
     dueClaim: () => checkpointsOf().due(),

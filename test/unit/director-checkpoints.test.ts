@@ -64,6 +64,7 @@ async function heartbeating(store: FlakyStore) {
     actions: {
       startTask: () => undefined,
       stopTask: () => undefined,
+      closeEvents: () => undefined,
       beat: () => checkpoints.beat(),
       ack: () => undefined,
       nakLater: () => undefined,

@@ -169,6 +169,8 @@ function ownPermissions(root: string): Record<NatsRole, RolePermissions> {
         s.anyTaskEvents,
         s.anyTaskResult,
         s.cancelBroadcast,
+        // A Director that took a task over tells the one whose claim it replaced (actors/director/takeover.ts).
+        s.anyDirectorTakeover,
         s.evaluate,
         s.compile,
         s.anyIntake,
@@ -199,6 +201,7 @@ function ownPermissions(root: string): Record<NatsRole, RolePermissions> {
         s.anyTaskRerun,
         s.anyProgress,
         control,
+        s.anyDirectorTakeover,
         inbox("director"),
       ],
     },

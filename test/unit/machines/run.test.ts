@@ -22,6 +22,7 @@ const PENDING_CLAIM_MS = 400;
 
 interface Fakes {
   claim?: () => Promise<ClaimOutput>;
+  tellPreviousOwner?: () => Promise<void>;
   restore?: () => Promise<RestoreOutput>;
   finish?: (input: FinishInput) => Promise<FinishOutput>;
   flush?: () => Promise<void>;
@@ -40,6 +41,9 @@ function harness(fakes: Fakes = {}, draining = false, firstDelivery = false) {
       claim: fromPromise(
         async () => (effects.push("claim"), (fakes.claim ?? (async () => ({ kind: "claimed", pending: false }) as const))()),
       ),
+      tellPreviousOwner: fromPromise(
+        async () => (effects.push("tellPreviousOwner"), (fakes.tellPreviousOwner ?? (async () => undefined))()),
+      ),
       restore: fromPromise(async () => (effects.push("restore"), (fakes.restore ?? (async () => ({ kind: "ready" }) as const))())),
       finish: fromPromise(async ({ input }: { input: FinishInput }) => {
         effects.push("finish");
@@ -52,6 +56,7 @@ function harness(fakes: Fakes = {}, draining = false, firstDelivery = false) {
     actions: {
       startTask: log("startTask"),
       stopTask: log("stopTask"),
+      closeEvents: log("closeEvents"),
       beat: log("beat"),
       checkpoint: log("checkpoint"),
       dueClaim: log("dueClaim"),
@@ -157,7 +162,42 @@ describe("run protocol machine", () => {
     await waitFor(actor, (s) => s.matches("running"));
     actor.send({ type: "claim.lost" });
     await settledIn("lost");
-    expect(effects).toEqual(["claim", "restore", "startTask", "stopTask", "readOwner"]);
+    expect(effects).toEqual(["claim", "restore", "startTask", "closeEvents", "stopTask", "readOwner"]);
+  });
+
+  it("a claim that replaced another Director's tells that Director before anything is restored or published", async () => {
+    const told = deferred<void>();
+    const { actor, effects, settledIn } = harness({
+      claim: async () => ({ kind: "claimed", pending: false, takenOver: true }),
+      tellPreviousOwner: () => told.promise,
+    });
+    await waitFor(actor, (s) => s.matches("telling"));
+    expect(effects).toEqual(["claim", "tellPreviousOwner"]);
+    // Unanswered (the previous owner is gone): the run goes on all the same.
+    told.reject(new Error("no responders"));
+    await waitFor(actor, (s) => s.matches("running"));
+    actor.send({ type: "task.done" });
+    await settledIn("settled");
+    expect(effects).toEqual(["claim", "tellPreviousOwner", "restore", "startTask", "finish", "ack"]);
+  });
+
+  it("told that another Director took the task over, closes its events and stops the task without finishing it", async () => {
+    const { actor, effects, settledIn } = harness({ readOwner: async () => ({ final: true }) });
+    await waitFor(actor, (s) => s.matches("running"));
+    actor.send({ type: "claim.superseded" });
+    await settledIn("lost");
+    expect(effects).toEqual(["claim", "restore", "startTask", "closeEvents", "stopTask", "readOwner", "ack"]);
+  });
+
+  it("told so while restoring, closes its events at once and never starts the task", async () => {
+    const restore = deferred<RestoreOutput>();
+    const { actor, effects, settledIn } = harness({ restore: () => restore.promise });
+    await waitFor(actor, (s) => s.matches("restoring"));
+    actor.send({ type: "claim.superseded" });
+    expect(effects).toEqual(["claim", "restore", "closeEvents"]);
+    restore.resolve({ kind: "ready" });
+    await settledIn("lost");
+    expect(effects).toEqual(["claim", "restore", "closeEvents", "stopTask", "readOwner"]);
   });
 
   it("a drain during restore hands the task back once restored, without starting it", async () => {
