@@ -63,6 +63,8 @@ export interface RunningTask {
   checkpointed: number;
   /** Set when another Director took the claim over: no event of the task is published any more. */
   lost: boolean;
+  /** Nothing of the task ran before this claim (its first delivery): its evaluation looks for nothing earlier. */
+  readonly fresh: boolean;
   actor: TaskActor | undefined;
   /** This delivery's `director.run` span (docs/traces.md). */
   span?: TaskSpan;

@@ -4,9 +4,8 @@
  * running → completed | failed | cancelled) is the {@link taskMachine} of ./task.ts, which the Director runs beside
  * this one and whose end it reports here as `task.done`.
  *
- * delivered → claiming → (telling →) restoring → running → finishing → settled; a first delivery (nothing of its task ran before)
- * goes from delivered to running at once: its Director took its pending claim and created its task before the run
- * started (neither reads anything, so no actor is invoked for them). On the way a task can be handed back (`drain`:
+ * claiming → (telling →) restoring → running → finishing → settled; a first delivery (nothing of its task ran before,
+ * {@link surelyFirst}) is claimed without reading anything, under a pending claim its first write stores. On the way a task can be handed back (`drain`:
  * the process stops; or an effect failed: the delivery comes again after a pause), lost (another Director took the
  * claim over), or refused (the claim was not granted: contended, already final, dropped, or claimed here under an
  * earlier delivery). A claim that replaced another Director's claim tells that Director first (`telling`), which stops
@@ -33,11 +32,32 @@ export interface RunInput {
   pendingClaimMs: number;
   /** The process was already draining when the delivery arrived. */
   draining?: boolean;
-  /**
-   * The task's first delivery, carrying its queued record, while the process is not draining: its Director took its
-   * pending claim and created its actor from its start before this run started (nothing to read), so it runs at once.
-   */
-  firstDelivery?: boolean;
+}
+
+/**
+ * Whether a delivery is surely its item's first (`deliveries`, and when the queue tells, `queuedAt`: ms since the
+ * epoch). A nats-server before 2.10.16 can count a redelivery as a first delivery; a redelivery comes an ack wait
+ * after the delivery before it, so a delivery counted as the first of an item queued an ack wait ago or longer is
+ * claimed by reading its record, like any redelivery: an earlier owner's claim is taken over at once, rather than
+ * found at the first write, one ack wait later.
+ */
+export function surelyFirst(item: { deliveries: number; queuedAt?: number | undefined }, ackWaitMs: number, now: number): boolean {
+  return item.deliveries === 1 && (item.queuedAt === undefined || now - item.queuedAt < ackWaitMs);
+}
+
+/**
+ * The `task.resumed` event a run publishes when it starts its task, if any: taken over from `previousOwner` (resumed
+ * from its snapshot), or delivered before to a Director that stopped before it stored its claim (not `fresh`: the
+ * task starts over, and the Handler's records replay what that run finished).
+ */
+export function resumeNotice(
+  previousOwner: string | undefined,
+  fresh: boolean,
+  deliveries: number,
+): { message: string; data: Record<string, unknown> } | undefined {
+  if (previousOwner !== undefined) return { message: `resumed from ${previousOwner}`, data: { previousOwner } };
+  if (!fresh) return { message: "resumed: delivered again, from its start", data: { deliveries } };
+  return undefined;
 }
 
 /** What `claim` found: the task is this Director's, or why it is not run here. */
@@ -161,7 +181,6 @@ export const runMachine = setup({
     restoreRefused: (_, output: RestoreOutput) => output.kind === "refused",
     draining: ({ context }) => context.draining,
     superseded: ({ context }) => context.superseded,
-    firstDelivery: ({ context }) => context.firstDelivery,
     pending: ({ context }) => context.pending,
     cancellingOthers: ({ context }) => context.cancelOthers,
     writtenCancellingOthers: ({ context }, output: FinishOutput) => output === "written" && context.cancelOthers,
@@ -174,18 +193,13 @@ export const runMachine = setup({
   },
 }).createMachine({
   id: "run",
-  context: ({ input }) => ({ draining: false, firstDelivery: false, ...input, pending: false, cancelOthers: false, superseded: false }),
-  initial: "delivered",
+  context: ({ input }) => ({ draining: false, ...input, pending: false, cancelOthers: false, superseded: false }),
+  initial: "claiming",
   on: { drain: { actions: "markDraining" }, "claim.superseded": { actions: ["markSuperseded", "closeEvents"] } },
   states: {
-    delivered: {
-      description:
-        "A first delivery comes claimed (a pending claim) with its task created by its Director, and runs at once; any other is claimed by reading its record.",
-      always: [{ guard: "firstDelivery", target: "running", actions: assign({ pending: true }) }, { target: "claiming" }],
-    },
     claiming: {
       description:
-        "Claims the task by reading its record (a redelivery, an item without its record, a first delivery while draining): the task's, or why it is not run here.",
+        "Claims the task: a first delivery under a pending claim, read from nothing; any other by reading its record. The task's, or why it is not run here.",
       invoke: {
         src: "claim",
         onDone: [

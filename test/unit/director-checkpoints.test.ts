@@ -47,7 +47,7 @@ async function heartbeating(store: FlakyStore) {
     nak: () => undefined,
     working: () => void signals.push("working"),
   };
-  const task: RunningTask = { claim: claimed.claim, item, seq: 1, checkpointed: 1, lost: false, actor: undefined };
+  const task: RunningTask = { claim: claimed.claim, item, seq: 1, checkpointed: 1, lost: false, fresh: false, actor: undefined };
   const finishes: FinishInput[] = [];
   const clock = new SimulatedClock();
   const checkpoints = checkpointer(deps as ActorDeps, store, task, {

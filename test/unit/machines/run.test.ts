@@ -30,7 +30,7 @@ interface Fakes {
 }
 
 /** The run machine with fake effects that log what they are asked to do, on a simulated clock. */
-function harness(fakes: Fakes = {}, draining = false, firstDelivery = false) {
+function harness(fakes: Fakes = {}, draining = false) {
   const clock = new SimulatedClock();
   const effects: string[] = [];
   const finishes: FinishInput[] = [];
@@ -69,7 +69,7 @@ function harness(fakes: Fakes = {}, draining = false, firstDelivery = false) {
   });
   const actor = createActor(machine, {
     clock,
-    input: { taskId: "t1", heartbeatMs: HEARTBEAT_MS, pendingClaimMs: PENDING_CLAIM_MS, draining, firstDelivery },
+    input: { taskId: "t1", heartbeatMs: HEARTBEAT_MS, pendingClaimMs: PENDING_CLAIM_MS, draining },
   });
   // An action that throws ends the actor in error: heard here, as the Director's shell hears it (not rethrown).
   actor.subscribe({ error: () => undefined });
@@ -96,17 +96,15 @@ describe("run protocol machine", () => {
     expect(finishes).toEqual([{}]);
   });
 
-  it("runs a first delivery at once, its claim pending, with no claim or restore actor (its Director took both)", async () => {
-    const { actor, clock, effects, settledIn } = harness({}, false, true);
-    // Running within start: no claim or restore actor was waited for.
-    expect(actor.getSnapshot().value).toEqual({ running: "beating" });
-    expect(Object.keys(actor.getSnapshot().children)).toEqual([]);
+  it("runs a first delivery under a pending claim, claimed and restored through the same actors as any other", async () => {
+    const { actor, clock, effects, settledIn } = harness({ claim: async () => ({ kind: "claimed", pending: true }) });
+    await waitFor(actor, (s) => s.matches("running"));
     expect(actor.getSnapshot().context.pending).toBe(true);
     // Its claim is pending: stored by the first checkpoint once due.
     clock.increment(PENDING_CLAIM_MS);
     actor.send({ type: "task.done" });
     await settledIn("settled");
-    expect(effects).toEqual(["startTask", "dueClaim", "finish", "ack"]);
+    expect(effects).toEqual(["claim", "restore", "startTask", "dueClaim", "finish", "ack"]);
   });
 
   it("beats every heartbeat while running, and stores a pending claim once it is due", async () => {
