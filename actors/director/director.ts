@@ -11,7 +11,7 @@ import { CancelBroadcast, decode, encodeJson, errorReply, Progress, Requests } f
 import type { BusMessage, TaskStore, WorkItem, WorkQueue } from "../bus.js";
 import { messageOf, type ActorDeps, type RoleHandle } from "../deps.js";
 import { submissionGates } from "./gates.js";
-import { stateOf, taskActors, type RunningTask } from "./task.js";
+import { heartbeatMs, stateOf, taskActors, type RunningTask } from "./task.js";
 import { handleSubmit, queuedRecord } from "./intake.js";
 import { taskRequests } from "./requests.js";
 import { eventPublisher } from "./message-fit.js";
@@ -210,6 +210,11 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
   };
   const requeueTimer = queue.maxItemBytes === undefined ? undefined : setInterval(() => void requeue(), queue.ackWaitMs);
   requeueTimer?.unref();
+  // One clock for every task of this Director: each run signals progress on its delivery and checkpoints its task.
+  const heartbeat = setInterval(() => {
+    for (const delivery of runs) delivery.send({ type: "heartbeat" });
+  }, heartbeatMs(queue.ackWaitMs));
+  heartbeat.unref();
 
   return {
     role: "director",
@@ -217,6 +222,7 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
     async stop() {
       draining = true;
       clearInterval(requeueTimer);
+      clearInterval(heartbeat);
       const consuming = intake.unsubscribe();
       for (const delivery of runs) delivery.send({ type: "drain" });
       await Promise.all([consuming, ...subscriptions.map((s) => s.unsubscribe())]);

@@ -31,7 +31,7 @@ import type { RunEnv } from "./run-env.js";
 import { restorable } from "./snapshot.js";
 import { replacedAnother, tellPreviousOwner } from "./takeover.js";
 import { taskEffects } from "./task-effects.js";
-import { checkpointer, failedContext, heartbeatMs, stateOf, unstorableMessage, type RunningTask } from "./task.js";
+import { checkpointer, failedContext, stateOf, unstorableMessage, type RunningTask } from "./task.js";
 
 export { runActors, type RunActor };
 export type { PublishEvent };
@@ -94,7 +94,7 @@ export function runDelivery(env: RunEnv, item: WorkItem, queued: TaskRecord | un
   const run: RunActor = env.runActors.create(
     runEffects(env, delivery, (event) => run.send(event)),
     {
-      input: { taskId: item.id, heartbeatMs: heartbeatMs(env.ackWaitMs), pendingClaimMs: PENDING_CLAIM_MS, draining },
+      input: { taskId: item.id, pendingClaimMs: PENDING_CLAIM_MS, draining },
     },
   );
   const current = () => delivery.task?.item ?? delivery.item;

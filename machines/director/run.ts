@@ -13,9 +13,10 @@
  * and publishes nothing more of it. A task submitted in words compiles inside its evaluation (actors/director/run.ts), so a task
  * resumed after the compile does not compile again.
  *
- * Inbound (from the shell): `drain`, `task.done`, `task.changed`, `claim.lost`, `claim.superseded`, `checkpoint.refused`. Delays:
- * `heartbeat` (signal progress on the delivery and re-write the claim's checkpoint), `claimDue` (a pending claim is
- * stored by the first checkpoint after it). Effects, provided by actors/director/run.ts: the actors `claim`,
+ * Inbound (from the shell): `heartbeat` (one clock per Director, a third of the queue's ack wait, beats every run:
+ * signal progress on the delivery and re-write the claim's checkpoint), `drain`, `task.done`, `task.changed`,
+ * `claim.lost`, `claim.superseded`, `checkpoint.refused`. Delay: `claimDue` (a pending claim is stored by the first
+ * checkpoint after it). Effects, provided by actors/director/run.ts: the actors `claim`,
  * `tellPreviousOwner`, `restore`, `finish`, `flush` and `readOwner`, and the actions `startTask`, `stopTask`,
  * `closeEvents`, `beat`, `checkpoint`, `dueClaim`, `ack`, `nak`, `nakLater`, `cancelOthers` and `report`.
  */
@@ -26,8 +27,6 @@ import { messageOf } from "../../protocol/errors.js";
 /** Input of a run actor. */
 export interface RunInput {
   taskId: string;
-  /** Interval of the heartbeat: a third of the queue's ack wait, so one late beat does not cost the claim. */
-  heartbeatMs: number;
   /** After this long a pending claim (first delivery: no record written yet) is stored by a checkpoint. */
   pendingClaimMs: number;
   /** The process was already draining when the delivery arrived. */
@@ -115,6 +114,8 @@ export interface RunContext extends Required<RunInput> {
 
 /** Events a run actor accepts. */
 export type RunEvent =
+  /** The Director's heartbeat: signal progress on the delivery and re-write the claim's checkpoint. */
+  | { type: "heartbeat" }
   /** The process is draining: hand the task back. */
   | { type: "drain" }
   /** The task's machine ended (done, or in error). */
@@ -188,7 +189,6 @@ export const runMachine = setup({
     takenOverFinished: (_, output: { final: boolean }) => output.final,
   },
   delays: {
-    heartbeat: ({ context }) => context.heartbeatMs,
     claimDue: ({ context }) => context.pendingClaimMs,
   },
 }).createMachine({
@@ -245,17 +245,12 @@ export const runMachine = setup({
       },
     },
     running: {
-      description: "The task's machine runs; each change of its state is checkpointed under the claim.",
+      description:
+        "The task's machine runs; each change of its state is checkpointed under the claim, and each heartbeat signals progress on the delivery and re-writes the checkpoint.",
       entry: "startTask",
-      initial: "beating",
-      states: {
-        beating: {
-          description: "Signals progress on the delivery and re-writes the claim's checkpoint every heartbeat.",
-          after: { heartbeat: { target: "beating", reenter: true, actions: "beat" } },
-        },
-      },
       after: { claimDue: { guard: "pending", actions: "dueClaim" } },
       on: {
+        heartbeat: { actions: "beat" },
         "task.changed": { actions: "checkpoint" },
         "task.done": "finishing",
         "claim.lost": { target: "checkingOwner", actions: ["closeEvents", "stopTask"] },

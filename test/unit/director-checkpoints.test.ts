@@ -8,7 +8,6 @@ import { checkpointer, type RunningTask } from "../../actors/director/task.js";
 import { MemoryTaskStore } from "../../runtime/in-process/store.js";
 import type { TaskId, TaskRecord } from "../../protocol/index.js";
 
-const HEARTBEAT_MS = 1000;
 const at = "2026-01-01T00:00:00.000Z";
 const queued: TaskRecord = { taskId: "t1" as TaskId, state: "queued", xml: "<task/>", inputs: {}, submittedAt: at, updatedAt: at };
 
@@ -23,8 +22,8 @@ class FlakyStore extends MemoryTaskStore {
 }
 
 /**
- * A claimed task whose heartbeat is the run machine's (on a simulated clock) and whose checkpoints are the real ones,
- * written to an in-process store.
+ * A claimed task whose heartbeats are sent to its run machine (as its Director's clock sends them) and whose
+ * checkpoints are the real ones, written to an in-process store.
  */
 async function heartbeating(store: FlakyStore) {
   const logged: string[] = [];
@@ -71,11 +70,11 @@ async function heartbeating(store: FlakyStore) {
       cancelOthers: () => undefined,
     },
   });
-  const run = createActor(machine, { clock, input: { taskId: "t1", heartbeatMs: HEARTBEAT_MS, pendingClaimMs: 400 } }).start();
+  const run = createActor(machine, { clock, input: { taskId: "t1", pendingClaimMs: 400 } }).start();
   await waitFor(run, (s) => s.matches("running"));
   /** One heartbeat, and its checkpoint written (or failed). */
   const beat = async () => {
-    clock.increment(HEARTBEAT_MS);
+    run.send({ type: "heartbeat" });
     await checkpoints.idle();
   };
   return { run, task, logged, signals, finishes, beat };

@@ -17,7 +17,6 @@ function deferred<T>() {
   return { promise, resolve, reject };
 }
 
-const HEARTBEAT_MS = 1000;
 const PENDING_CLAIM_MS = 400;
 
 interface Fakes {
@@ -69,7 +68,7 @@ function harness(fakes: Fakes = {}, draining = false) {
   });
   const actor = createActor(machine, {
     clock,
-    input: { taskId: "t1", heartbeatMs: HEARTBEAT_MS, pendingClaimMs: PENDING_CLAIM_MS, draining },
+    input: { taskId: "t1", pendingClaimMs: PENDING_CLAIM_MS, draining },
   });
   // An action that throws ends the actor in error: heard here, as the Director's shell hears it (not rethrown).
   actor.subscribe({ error: () => undefined });
@@ -107,28 +106,27 @@ describe("run protocol machine", () => {
     expect(effects).toEqual(["claim", "restore", "startTask", "dueClaim", "finish", "ack"]);
   });
 
-  it("beats every heartbeat while running, and stores a pending claim once it is due", async () => {
+  it("beats at each of its Director's heartbeats while running, and stores a pending claim once it is due", async () => {
     const { actor, clock, effects } = harness({ claim: async () => ({ kind: "claimed", pending: true }) });
     await waitFor(actor, (s) => s.matches("running"));
     clock.increment(PENDING_CLAIM_MS);
     expect(effects.filter((e) => e === "dueClaim")).toHaveLength(1);
     expect(effects).not.toContain("beat");
-    clock.increment(HEARTBEAT_MS - PENDING_CLAIM_MS);
-    clock.increment(HEARTBEAT_MS);
-    clock.increment(HEARTBEAT_MS);
+    for (let i = 0; i < 3; i++) actor.send({ type: "heartbeat" });
     expect(effects.filter((e) => e === "beat")).toHaveLength(3);
     expect(effects.filter((e) => e === "dueClaim")).toHaveLength(1);
     actor.send({ type: "task.done" });
     await waitFor(actor, (s) => s.status === "done");
-    // No heartbeat after the run left `running`.
-    clock.increment(HEARTBEAT_MS * 3);
+    // No beat after the run left `running`.
+    actor.send({ type: "heartbeat" });
     expect(effects.filter((e) => e === "beat")).toHaveLength(3);
   });
 
   it("does not store a claim early that was stored when it was granted", async () => {
     const { actor, clock, effects } = harness();
     await waitFor(actor, (s) => s.matches("running"));
-    clock.increment(HEARTBEAT_MS);
+    clock.increment(PENDING_CLAIM_MS);
+    actor.send({ type: "heartbeat" });
     expect(effects).not.toContain("dueClaim");
   });
 
@@ -237,10 +235,10 @@ describe("run protocol machine", () => {
 
   it("a heartbeat whose write failed keeps the task running: the next beat writes again", async () => {
     // A transient checkpoint failure is the shell's to log; the machine keeps beating.
-    const { actor, clock, effects } = harness();
+    const { actor, effects } = harness();
     await waitFor(actor, (s) => s.matches("running"));
-    clock.increment(HEARTBEAT_MS);
-    clock.increment(HEARTBEAT_MS);
+    actor.send({ type: "heartbeat" });
+    actor.send({ type: "heartbeat" });
     expect(actor.getSnapshot().matches("running")).toBe(true);
     expect(effects.filter((e) => e === "beat")).toHaveLength(2);
   });
