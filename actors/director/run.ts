@@ -22,6 +22,7 @@ import { CancelBroadcast, encode, FINAL_STATES, type TaskRecord } from "../../pr
 import { retryDelayMs, type WorkItem } from "../bus.js";
 import { messageOf } from "../deps.js";
 import { inspectOption } from "../inspect-option.js";
+import { queuedRecord } from "./intake.js";
 import { ROOT_CONTEXT, startSpan } from "../tracing.js";
 import type { PublishEvent } from "./message-fit.js";
 import { claimTask, PENDING_CLAIM_MS, pendingClaim, readTaskRecord, type Claim } from "./records.js";
@@ -64,6 +65,35 @@ async function claimStored(
   if (claimed.kind === "duplicate") deps.log.info({ taskId }, "the task was queued again after the duplicate window; dropped");
   if (claimed.kind === "final") await publishLostResult(env, claimed.record);
   return { kind: "done" };
+}
+
+/**
+ * Takes one intake delivery: runs it through the run protocol ({@link runDelivery}), unless this process runs its task
+ * already (a redelivery: the newer delivery is the one to settle; another item of the same id, queued again after the
+ * duplicate window, is dropped), the process is `draining` (handed back), its submission turned out a duplicate
+ * (`dropped`: the item was removed), or it is unreadable (dropped).
+ */
+export async function deliver(
+  env: RunEnv,
+  item: WorkItem,
+  draining: () => boolean,
+  dropped: (item: WorkItem) => Promise<boolean>,
+): Promise<void> {
+  const local = env.owned.get(item.id);
+  if (local) {
+    if (local.item.seq !== item.seq) await item.ack();
+    else local.item = item;
+    return;
+  }
+  if (draining()) return item.nak();
+  if (await dropped(item)) return void (await item.ack().catch(() => undefined));
+  const queued = queuedRecord(item.data);
+  if (!queued.ok) {
+    env.deps.log.warn({ taskId: item.id, err: queued.message }, "unreadable intake item; dropped");
+    await item.ack();
+    return;
+  }
+  await runDelivery(env, item, queued.record, draining());
 }
 
 /** One intake delivery as its run carries it out: the item, and once claimed, the task it runs. */
