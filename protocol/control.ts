@@ -33,6 +33,30 @@ export const Superseded = z.object({
 });
 export type Superseded = z.infer<typeof Superseded>;
 
+/**
+ * Sent by a Director that took a task over to the Director whose claim it replaced, on
+ * `<root>.director.<previousOwner>.takeover`, before it publishes anything of the task: that Director stops publishing
+ * the task's events, and answers once the events it had in flight are sent ({@link TakeoverReply}).
+ */
+export const TakeoverNotice = z.object({
+  type: z.literal("task.taken_over"),
+  taskId: TaskId,
+  /** The Director that holds the task now. */
+  owner: z.string().min(1),
+  /** The claim it replaced: its owner and claim time, as the record held them. */
+  previousOwner: z.string().min(1),
+  previousClaimedAt: z.string().min(1),
+});
+export type TakeoverNotice = z.infer<typeof TakeoverNotice>;
+
+/** The answer to a {@link TakeoverNotice}: `held`, the Director ran the task under that claim and has stopped publishing. */
+export const TakeoverReply = z.object({
+  type: z.literal("task.released"),
+  taskId: TaskId,
+  held: z.boolean(),
+});
+export type TakeoverReply = z.infer<typeof TakeoverReply>;
+
 /** Published on `<root>.tasks.<id>.input` (public): the answer to a task's pending `request_user_input`. */
 export const UserInput = z.strictObject({
   /** The answer. */

@@ -6,7 +6,7 @@
  */
 import { z } from "zod";
 import { CompileReply, CompileRequest } from "./compiler.js";
-import { UserInput, UserInputReply } from "./control.js";
+import { TakeoverNotice, TakeoverReply, UserInput, UserInputReply } from "./control.js";
 import { EvaluateReply, EvaluateRequest } from "./evaluator.js";
 import { GoalGetReply, GoalListReply, GoalReply, GoalSubmitRequest } from "./goals.js";
 import { ExecuteReply, ExecuteRequest, ScriptReply, ScriptRequest } from "./handler.js";
@@ -175,6 +175,14 @@ export const Requests = {
   ),
   /** Internal: Director → Evaluator. */
   evaluate: defineRequest("evaluator.evaluate", (s) => s.evaluate, EvaluateRequest, EvaluateReply, { localAsIs: true }),
+  /** Internal: Director → the Director whose claim on a task it replaced, addressed by that Director's owner id. */
+  directorTakeover: defineRequestById(
+    "director.takeover",
+    (s, owner) => s.directorTakeover(owner),
+    (s) => s.anyDirectorTakeover,
+    TakeoverNotice,
+    TakeoverReply,
+  ),
   /** Internal: Evaluator → Handler, an atomic task. */
   execute: defineRequest("handler.execute", (s) => s.execute, ExecuteRequest, ExecuteReply, { localAsIs: true }),
   /** Internal: Evaluator → Handler, one command of a `script` task. */

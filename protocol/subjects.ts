@@ -147,6 +147,10 @@ export function createSubjects(root: string = DEFAULT_ROOT) {
     anyInspectOf: (role: string) => `${root}.inspect.${role}.>`,
     /** Internal: an Evaluator took over a task's evaluation; others running it for an older owner stop. */
     superseded: `${root}.control.superseded`,
+    /** Internal: a Director that took a task over tells the Director whose claim it replaced ({@link TakeoverNotice}). */
+    directorTakeover: (owner: string) => `${root}.director.${idToken(owner)}.takeover`,
+    /** Internal: wildcard of every Director's takeover subject. */
+    anyDirectorTakeover: `${root}.director.*.takeover`,
     /** KV bucket of the global file-metadata index (Memory). */
     indexBucket: `${upper}_INDEX`,
     /** Public: submit an autonomous goal ({@link GoalSubmitRequest}); Supervisors answer. */

@@ -54,7 +54,7 @@ export interface Transport {
   /** The last message stored on `subject` in the events stream (`undefined`: none); absent when nothing is stored. */
   lastPublished?: (subject: string) => Promise<Uint8Array | undefined>;
   /** Stores a task's result in the events stream with an acknowledgement (see `DirectorConfig.publishStored`). */
-  publishStored?: (subject: string, data: Uint8Array, id: string) => Promise<void>;
+  publishStored?: (subject: string, data: Uint8Array, id: string, signal?: AbortSignal) => Promise<void>;
   /** Creates the events stream should the transport not have at open (opened for no Director); idempotent. */
   openEvents?: () => Promise<void>;
 }

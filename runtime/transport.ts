@@ -106,9 +106,9 @@ export async function openNatsTransport(servers: string, subjects: Subjects, opt
     // No `$JS.API.INFO` check: a client's user may not ask it, and the stream lookup is only made after a 503.
     // A result finds the events stream gone (an operator deleted it under a running Director): the stream is made
     // again, as a Director's start makes it, rather than the result handed back at every redelivery, unstored.
-    const publishStored = async (subject: string, data: Uint8Array, id: string) => {
+    const publishStored = async (subject: string, data: Uint8Array, id: string, signal?: AbortSignal) => {
       const jsm = await jetstreamManager(nc, { checkAPI: false });
-      const store = () => storeThroughElections(jsm, wireOf(nc), subjects.eventsStream, { subject, data, id });
+      const store = () => storeThroughElections(jsm, wireOf(nc), subjects.eventsStream, { subject, data, id }, signal);
       try {
         await store();
       } catch (err) {

@@ -29,6 +29,9 @@ import { parseTemplate } from "../../machines/language/parse.js";
 import { listUnqueued, unlist } from "./unqueued.js";
 import { unfillablePlaceholder } from "./placeholders.js";
 import type { ParseOutcome } from "../../machines/language/ast.js";
+import type { BusSubscription } from "../bus.js";
+import type { SubmissionGates } from "./gates.js";
+import type { PublishEvent } from "./message-fit.js";
 
 /**
  * A decoded, validated submission: the id its submitter chose, if any ({@link SubmitRequest}), and what its task
@@ -278,4 +281,37 @@ function firstNonSpace(data: Uint8Array): string | undefined {
 function headerTaskId(headers: ReadonlyMap<string, string> | undefined): string | undefined {
   for (const [name, value] of headers ?? []) if (name.toLowerCase() === TASK_ID_HEADER.toLowerCase()) return value.trim();
   return undefined;
+}
+
+/** What {@link serveSubmit} checks submissions with, and how it tells of them. */
+export interface ServeSubmitOptions {
+  /** Deliveries of this process wait for their submission's answer (actors/director/gates.ts). */
+  gates: SubmissionGates;
+  sizeLimits?: SizeLimits;
+  parse: (xml: string) => ParseOutcome;
+  strictPlaceholders: boolean;
+  /** Publishes each accepted task's `task.queued`. */
+  publishEvent: PublishEvent;
+}
+
+/** Serves `<root>.tasks.submit` in the Directors' queue group ({@link handleSubmit}). */
+export function serveSubmit(deps: ActorDeps, store: TaskStore, queue: WorkQueue, options: ServeSubmitOptions): BusSubscription {
+  const { gates, publishEvent } = options;
+  return deps.bus.subscribe(
+    Requests.submit.servedOn(deps.subjects),
+    async (msg) => {
+      let announced: ((discarded: number | undefined) => void) | undefined;
+      const queuing = (taskId: string) => void (announced = gates.submitting(taskId));
+      let accepted: Accepted | undefined;
+      try {
+        accepted = await handleSubmit(deps, store, queue, msg, queuing, options.sizeLimits, options.parse, {
+          strictPlaceholders: options.strictPlaceholders,
+        });
+        if (accepted?.reply.status === "accepted") publishEvent(accepted.reply.taskId, 1, "task.queued", "queued", "queued");
+      } finally {
+        announced?.(accepted?.discarded);
+      }
+    },
+    { queue: deps.subjects.queue("director") },
+  );
 }

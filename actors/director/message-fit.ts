@@ -64,6 +64,11 @@ export type PublishEvent = (
 export interface EventPublisher extends PublishEvent {
   /** Resolves once every event of `taskId` published so far is stored (or given up on). */
   settled(taskId: string): Promise<void>;
+  /**
+   * Sends no event of `taskId` published so far that is not sent yet, and does not ask again for the one being stored
+   * (another Director owns the task now); resolves once that one's attempt under way has ended.
+   */
+  cut(taskId: string): Promise<void>;
 }
 
 /**
@@ -76,23 +81,30 @@ export interface EventPublisher extends PublishEvent {
  */
 export function eventPublisher(
   deps: ActorDeps,
-  store?: (subject: string, data: Uint8Array, id: string) => Promise<void>,
+  store?: (subject: string, data: Uint8Array, id: string, signal?: AbortSignal) => Promise<void>,
   forkOf?: (taskId: string) => ForkOf | undefined,
 ): EventPublisher {
-  /** Per task, the store of its last event (the next waits for it). */
-  const chains = new Map<string, Promise<void>>();
+  /** Per task, the store of its last event (the next waits for it); aborted, its events not stored yet are dropped. */
+  const chains = new Map<string, { tail: Promise<void>; cut: AbortController }>();
   // Message ids unique to this publisher's publishes: a new owner's event of the same seq is a different one.
   const nonce = randomUUID();
   let published = 0;
   const publish = (taskId: string, subject: string, body: Uint8Array, seq: number) => {
     if (store === undefined) return deps.bus.publish(subject, body);
     const id = `${nonce}.${++published}`;
-    const next = (chains.get(taskId) ?? Promise.resolve())
-      .then(() => store(subject, body, id))
-      .catch((err: unknown) => deps.log.warn({ taskId, seq, err: messageOf(err) }, "task event not stored in the events stream"));
-    chains.set(taskId, next);
+    let chain = chains.get(taskId);
+    if (chain === undefined) chains.set(taskId, (chain = { tail: Promise.resolve(), cut: new AbortController() }));
+    const link = chain;
+    const { signal } = link.cut;
+    const next = link.tail
+      .then(() => (signal.aborted ? undefined : store(subject, body, id, signal)))
+      .catch((err: unknown) => {
+        if (signal.aborted) deps.log.debug({ taskId, seq, err: messageOf(err) }, "task event dropped: another Director owns the task");
+        else deps.log.warn({ taskId, seq, err: messageOf(err) }, "task event not stored in the events stream");
+      });
+    link.tail = next;
     void next.then(() => {
-      if (chains.get(taskId) === next) chains.delete(taskId);
+      if (chains.get(taskId) === link && link.tail === next) chains.delete(taskId);
     });
   };
   const send: PublishEvent = (taskId, seq, type, state, message, data, fork = forkOf?.(taskId)) => {
@@ -108,5 +120,14 @@ export function eventPublisher(
     };
     publish(taskId, deps.subjects.taskEvents(taskId), fitEvent(event, deps.bus.maxMessageBytes), seq);
   };
-  return Object.assign(send, { settled: async (taskId: string) => chains.get(taskId) });
+  return Object.assign(send, {
+    settled: async (taskId: string) => chains.get(taskId)?.tail,
+    cut: async (taskId: string) => {
+      const chain = chains.get(taskId);
+      if (chain === undefined) return;
+      chain.cut.abort();
+      chains.delete(taskId);
+      await chain.tail;
+    },
+  });
 }

@@ -31,6 +31,8 @@ export interface Claim {
   readonly record: TaskRecord;
   /** The owner the task had before, when this claim took it over (a resume). */
   readonly previousOwner?: string;
+  /** The claim time of that owner's claim, which this claim replaced (it is told so: actors/director/takeover.ts). */
+  readonly previousClaimedAt?: string;
   /**
    * The record as this claim last wrote it, with its revision: the next write compares against it at once instead
    * of reading the record first, and reads it only when someone else wrote in between.
@@ -139,6 +141,7 @@ export async function claimTask(
           record: next,
           written: { record: next, revision: written },
           ...(record.owner === undefined ? {} : { previousOwner: record.owner }),
+          ...(record.claimedAt === undefined ? {} : { previousClaimedAt: record.claimedAt }),
         },
       };
     }

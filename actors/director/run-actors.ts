@@ -21,12 +21,14 @@ export type RunActor = Actor<typeof runMachine>;
 /** The effects of one delivery's run (machines/director/run.ts), as its Director carries them out. */
 export interface RunEffects {
   claim(): Promise<ClaimOutput>;
+  tellPreviousOwner(): Promise<void>;
   restore(): Promise<RestoreOutput>;
   finish(input: FinishInput): Promise<FinishOutput>;
   flush(): Promise<void>;
   readOwner(): Promise<{ final: boolean }>;
   startTask(): void;
   stopTask(): void;
+  closeEvents(): void;
   beat(): void;
   checkpoint(): void;
   dueClaim(): void;
@@ -52,6 +54,7 @@ export function runActors(): RunActors {
   const machine = runMachine.provide({
     actors: {
       claim: fromPromise<ClaimOutput>(({ system }) => of(system).claim()),
+      tellPreviousOwner: fromPromise<void>(({ system }) => of(system).tellPreviousOwner()),
       restore: fromPromise<RestoreOutput>(({ system }) => of(system).restore()),
       finish: fromPromise<FinishOutput, FinishInput>(({ input, system }) => of(system).finish(input)),
       flush: fromPromise<void>(({ system }) => of(system).flush()),
@@ -60,6 +63,7 @@ export function runActors(): RunActors {
     actions: {
       startTask: ({ system }) => of(system).startTask(),
       stopTask: ({ system }) => of(system).stopTask(),
+      closeEvents: ({ system }) => of(system).closeEvents(),
       beat: ({ system }) => of(system).beat(),
       checkpoint: ({ system }) => of(system).checkpoint(),
       dueClaim: ({ system }) => of(system).dueClaim(),

@@ -22,7 +22,7 @@ export interface RunEnv {
   /** The last message stored on a subject of the events stream (see DirectorConfig). */
   lastPublished?: (subject: string) => Promise<Uint8Array | undefined>;
   /** Stores a result with an acknowledgement (see DirectorConfig). */
-  publishStored?: (subject: string, data: Uint8Array, id: string) => Promise<void>;
+  publishStored?: (subject: string, data: Uint8Array, id: string, signal?: AbortSignal) => Promise<void>;
   /** Tasks this process runs, by id. */
   owned: Map<string, RunningTask>;
   /** Tasks whose claim is being written, with their latest delivery. */

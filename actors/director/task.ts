@@ -60,11 +60,18 @@ export interface RunningTask {
   seq: number;
   /** The last seq stored in the record. */
   checkpointed: number;
-  /** Set when another Director took the claim over. */
+  /** Set when another Director took the claim over: no event of the task is published any more. */
   lost: boolean;
+  /** Nothing of the task ran before this claim (its first delivery): its evaluation looks for nothing earlier. */
+  readonly fresh: boolean;
   actor: TaskActor | undefined;
   /** This delivery's `director.run` span (docs/traces.md). */
   span?: TaskSpan;
+  /**
+   * Stops the task here: the Director that took it over said so (actors/director/takeover.ts). Resolves once no event
+   * of it is in flight.
+   */
+  supersede?: () => Promise<void>;
 }
 
 /** Progress signals go out three times per ack wait, so one late signal does not cost the task its claim. */

@@ -99,3 +99,26 @@ export async function requeueUnqueued(deps: ActorDeps, store: TaskStore, queue: 
 function unlistAll(store: TaskStore): Promise<void> {
   return changeList(store, () => []);
 }
+
+/**
+ * Looks at the list every ack wait and queues what was left on it, while `running()`; only a queue with an item size
+ * limit has the store-first path. Returns a stop.
+ */
+export function requeueEveryAckWait(deps: ActorDeps, store: TaskStore, queue: WorkQueue, running: () => boolean): () => void {
+  if (queue.maxItemBytes === undefined) return () => undefined;
+  let requeueing = false;
+  const requeue = async () => {
+    if (requeueing || !running()) return;
+    requeueing = true;
+    try {
+      await requeueUnqueued(deps, store, queue, queue.ackWaitMs);
+    } catch (err) {
+      deps.log.warn({ err: messageOf(err) }, "could not look at the unqueued tasks; trying again later");
+    } finally {
+      requeueing = false;
+    }
+  };
+  const timer = setInterval(() => void requeue(), queue.ackWaitMs);
+  timer.unref();
+  return () => clearInterval(timer);
+}

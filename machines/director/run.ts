@@ -4,19 +4,21 @@
  * running → completed | failed | cancelled) is the {@link taskMachine} of ./task.ts, which the Director runs beside
  * this one and whose end it reports here as `task.done`.
  *
- * delivered → claiming → restoring → running → finishing → settled; a first delivery (nothing of its task ran before)
- * goes from delivered to running at once: its Director took its pending claim and created its task before the run
- * started (neither reads anything, so no actor is invoked for them). On the way a task can be handed back (`drain`:
+ * claiming → (telling →) restoring → running → finishing → settled; a first delivery (nothing of its task ran before,
+ * {@link surelyFirst}) is claimed without reading anything, under a pending claim its first write stores. On the way a task can be handed back (`drain`:
  * the process stops; or an effect failed: the delivery comes again after a pause), lost (another Director took the
  * claim over), or refused (the claim was not granted: contended, already final, dropped, or claimed here under an
- * earlier delivery). A task submitted in words compiles inside its evaluation (actors/director/run.ts), so a task
+ * earlier delivery). A claim that replaced another Director's claim tells that Director first (`telling`), which stops
+ * publishing the task's events before this one publishes any; a Director told so (`claim.superseded`) stops its task
+ * and publishes nothing more of it. A task submitted in words compiles inside its evaluation (actors/director/run.ts), so a task
  * resumed after the compile does not compile again.
  *
- * Inbound (from the shell): `drain`, `task.done`, `task.changed`, `claim.lost`, `checkpoint.refused`. Delays:
- * `heartbeat` (signal progress on the delivery and re-write the claim's checkpoint), `claimDue` (a pending claim is
- * stored by the first checkpoint after it). Effects, provided by actors/director/run.ts: the actors `claim`,
- * `restore`, `finish`, `flush` and `readOwner`, and the actions `startTask`, `stopTask`, `beat`, `checkpoint`,
- * `dueClaim`, `ack`, `nak`, `nakLater`, `cancelOthers` and `report`.
+ * Inbound (from the shell): `heartbeat` (one clock per Director, a third of the queue's ack wait, beats every run:
+ * signal progress on the delivery and re-write the claim's checkpoint), `drain`, `task.done`, `task.changed`,
+ * `claim.lost`, `claim.superseded`, `checkpoint.refused`. Delay: `claimDue` (a pending claim is stored by the first
+ * checkpoint after it). Effects, provided by actors/director/run.ts: the actors `claim`,
+ * `tellPreviousOwner`, `restore`, `finish`, `flush` and `readOwner`, and the actions `startTask`, `stopTask`,
+ * `closeEvents`, `beat`, `checkpoint`, `dueClaim`, `ack`, `nak`, `nakLater`, `cancelOthers` and `report`.
  */
 import { assign, fromPromise, setup } from "xstate";
 import { notProvided } from "../not-provided.js";
@@ -25,23 +27,45 @@ import { messageOf } from "../../protocol/errors.js";
 /** Input of a run actor. */
 export interface RunInput {
   taskId: string;
-  /** Interval of the heartbeat: a third of the queue's ack wait, so one late beat does not cost the claim. */
-  heartbeatMs: number;
   /** After this long a pending claim (first delivery: no record written yet) is stored by a checkpoint. */
   pendingClaimMs: number;
   /** The process was already draining when the delivery arrived. */
   draining?: boolean;
-  /**
-   * The task's first delivery, carrying its queued record, while the process is not draining: its Director took its
-   * pending claim and created its actor from its start before this run started (nothing to read), so it runs at once.
-   */
-  firstDelivery?: boolean;
+}
+
+/**
+ * Whether a delivery is surely its item's first (`deliveries`, and when the queue tells, `queuedAt`: ms since the
+ * epoch). A nats-server before 2.10.16 can count a redelivery as a first delivery; a redelivery comes an ack wait
+ * after the delivery before it, so a delivery counted as the first of an item queued an ack wait ago or longer is
+ * claimed by reading its record, like any redelivery: an earlier owner's claim is taken over at once, rather than
+ * found at the first write, one ack wait later.
+ */
+export function surelyFirst(item: { deliveries: number; queuedAt?: number | undefined }, ackWaitMs: number, now: number): boolean {
+  return item.deliveries === 1 && (item.queuedAt === undefined || now - item.queuedAt < ackWaitMs);
+}
+
+/**
+ * The `task.resumed` event a run publishes when it starts its task, if any: taken over from `previousOwner` (resumed
+ * from its snapshot), or delivered before to a Director that stopped before it stored its claim (not `fresh`: the
+ * task starts over, and the Handler's records replay what that run finished).
+ */
+export function resumeNotice(
+  previousOwner: string | undefined,
+  fresh: boolean,
+  deliveries: number,
+): { message: string; data: Record<string, unknown> } | undefined {
+  if (previousOwner !== undefined) return { message: `resumed from ${previousOwner}`, data: { previousOwner } };
+  if (!fresh) return { message: "resumed: delivered again, from its start", data: { deliveries } };
+  return undefined;
 }
 
 /** What `claim` found: the task is this Director's, or why it is not run here. */
 export type ClaimOutput =
-  /** Claimed: `pending` when nothing is stored yet (the first delivery runs at once, its claim stored later). */
-  | { kind: "claimed"; pending: boolean }
+  /**
+   * Claimed: `pending` when nothing is stored yet (the first delivery runs at once, its claim stored later);
+   * `takenOver` when the claim replaced another Director's, which is told before anything of the task is published.
+   */
+  | { kind: "claimed"; pending: boolean; takenOver?: boolean }
   /** Another Director holds a live claim: asked again after a pause. */
   | { kind: "contended" }
   /** Nothing to run: the task is final (its result is published), has no record, or was queued again. */
@@ -60,6 +84,17 @@ export interface FinishInput {
   failure?: string;
 }
 
+/** A claim as a takeover notice names it: its owner and when it was made. */
+export interface ClaimId {
+  owner: string;
+  claimedAt: string;
+}
+
+/** Whether a takeover notice naming the claim `replaced` is about `held`, the claim a Director runs its task under. */
+export function supersedes(replaced: ClaimId, held: ClaimId): boolean {
+  return replaced.owner === held.owner && replaced.claimedAt === held.claimedAt;
+}
+
 /** The final states of a run. */
 export type RunOutcome = "settled" | "handedBack" | "lost" | "refused";
 
@@ -73,10 +108,14 @@ export interface RunContext extends Required<RunInput> {
   cancelOthers: boolean;
   /** Why the delivery went back to the queue after an effect failed. */
   error?: string;
+  /** Another Director's claim replaced this one (it said so): nothing of the task is published here any more. */
+  superseded: boolean;
 }
 
 /** Events a run actor accepts. */
 export type RunEvent =
+  /** The Director's heartbeat: signal progress on the delivery and re-write the claim's checkpoint. */
+  | { type: "heartbeat" }
   /** The process is draining: hand the task back. */
   | { type: "drain" }
   /** The task's machine ended (done, or in error). */
@@ -85,6 +124,8 @@ export type RunEvent =
   | { type: "task.changed" }
   /** A checkpoint found the claim taken over by another Director. */
   | { type: "claim.lost" }
+  /** The Director that took the task over said so (its claim replaced this one). */
+  | { type: "claim.superseded" }
   /** The store refused a checkpoint for good (too large). */
   | { type: "checkpoint.refused"; message: string };
 
@@ -108,6 +149,8 @@ export const runMachine = setup({
   actions: {
     startTask: () => notProvided("run.startTask"),
     stopTask: () => notProvided("run.stopTask"),
+    /** Publishes no more event of the task, and drops those not sent yet: another Director owns it. */
+    closeEvents: () => notProvided("run.closeEvents"),
     beat: () => notProvided("run.beat"),
     checkpoint: () => notProvided("run.checkpoint"),
     dueClaim: () => notProvided("run.dueClaim"),
@@ -118,10 +161,13 @@ export const runMachine = setup({
     /** Logs what the run came to. */
     report: (_, _params: { outcome: RunOutcome }) => undefined,
     markDraining: assign({ draining: true }),
+    markSuperseded: assign({ superseded: true }),
     recordError: assign((_, params: { error: unknown }) => ({ error: messageOf(params.error) })),
   },
   actors: {
     claim: fromPromise<ClaimOutput>(async () => notProvided("run.claim")),
+    /** Tells the Director whose claim this one replaced; resolves once it stopped publishing (or did not answer). */
+    tellPreviousOwner: fromPromise<void>(async () => notProvided("run.tellPreviousOwner")),
     restore: fromPromise<RestoreOutput>(async () => notProvided("run.restore")),
     finish: fromPromise<FinishOutput, FinishInput>(async () => notProvided("run.finish")),
     flush: fromPromise<void>(async () => notProvided("run.flush")),
@@ -130,11 +176,12 @@ export const runMachine = setup({
   },
   guards: {
     claimed: (_, output: ClaimOutput) => output.kind === "claimed",
+    takenOver: (_, output: ClaimOutput) => output.kind === "claimed" && output.takenOver === true,
     contended: (_, output: ClaimOutput) => output.kind === "contended",
     nothingToRun: (_, output: ClaimOutput) => output.kind === "done",
     restoreRefused: (_, output: RestoreOutput) => output.kind === "refused",
     draining: ({ context }) => context.draining,
-    firstDelivery: ({ context }) => context.firstDelivery,
+    superseded: ({ context }) => context.superseded,
     pending: ({ context }) => context.pending,
     cancellingOthers: ({ context }) => context.cancelOthers,
     writtenCancellingOthers: ({ context }, output: FinishOutput) => output === "written" && context.cancelOthers,
@@ -142,26 +189,25 @@ export const runMachine = setup({
     takenOverFinished: (_, output: { final: boolean }) => output.final,
   },
   delays: {
-    heartbeat: ({ context }) => context.heartbeatMs,
     claimDue: ({ context }) => context.pendingClaimMs,
   },
 }).createMachine({
   id: "run",
-  context: ({ input }) => ({ draining: false, firstDelivery: false, ...input, pending: false, cancelOthers: false }),
-  initial: "delivered",
-  on: { drain: { actions: "markDraining" } },
+  context: ({ input }) => ({ draining: false, ...input, pending: false, cancelOthers: false, superseded: false }),
+  initial: "claiming",
+  on: { drain: { actions: "markDraining" }, "claim.superseded": { actions: ["markSuperseded", "closeEvents"] } },
   states: {
-    delivered: {
-      description:
-        "A first delivery comes claimed (a pending claim) with its task created by its Director, and runs at once; any other is claimed by reading its record.",
-      always: [{ guard: "firstDelivery", target: "running", actions: assign({ pending: true }) }, { target: "claiming" }],
-    },
     claiming: {
       description:
-        "Claims the task by reading its record (a redelivery, an item without its record, a first delivery while draining): the task's, or why it is not run here.",
+        "Claims the task: a first delivery under a pending claim, read from nothing; any other by reading its record. The task's, or why it is not run here.",
       invoke: {
         src: "claim",
         onDone: [
+          {
+            guard: { type: "takenOver", params: ({ event }) => event.output },
+            target: "telling",
+            actions: assign({ pending: false }),
+          },
           {
             guard: { type: "claimed", params: ({ event }) => event.output },
             target: "restoring",
@@ -174,11 +220,17 @@ export const runMachine = setup({
         onError: failed,
       },
     },
+    telling: {
+      description:
+        "The claim replaced another Director's: that Director is told, and stops publishing the task's events, before anything is published here. Unanswered (it is gone), the run goes on.",
+      invoke: { src: "tellPreviousOwner", onDone: "restoring", onError: "restoring" },
+    },
     restoring: {
       description: "Creates the task's actor: from its stored snapshot when taken over, else from its start.",
       invoke: {
         src: "restore",
         onDone: [
+          { guard: "superseded", target: "checkingOwner", actions: "stopTask" },
           {
             guard: { type: "restoreRefused", params: ({ event }) => event.output },
             target: "finishing",
@@ -193,20 +245,16 @@ export const runMachine = setup({
       },
     },
     running: {
-      description: "The task's machine runs; each change of its state is checkpointed under the claim.",
+      description:
+        "The task's machine runs; each change of its state is checkpointed under the claim, and each heartbeat signals progress on the delivery and re-writes the checkpoint.",
       entry: "startTask",
-      initial: "beating",
-      states: {
-        beating: {
-          description: "Signals progress on the delivery and re-writes the claim's checkpoint every heartbeat.",
-          after: { heartbeat: { target: "beating", reenter: true, actions: "beat" } },
-        },
-      },
       after: { claimDue: { guard: "pending", actions: "dueClaim" } },
       on: {
+        heartbeat: { actions: "beat" },
         "task.changed": { actions: "checkpoint" },
         "task.done": "finishing",
-        "claim.lost": { target: "checkingOwner", actions: "stopTask" },
+        "claim.lost": { target: "checkingOwner", actions: ["closeEvents", "stopTask"] },
+        "claim.superseded": { target: "checkingOwner", actions: ["markSuperseded", "closeEvents", "stopTask"] },
         "checkpoint.refused": {
           target: "finishing",
           actions: ["stopTask", assign({ failure: ({ event }) => event.message, cancelOthers: true })],

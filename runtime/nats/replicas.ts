@@ -110,6 +110,7 @@ const ELECTION_PATIENCE_MS = 60_000;
  * Stores `data` on `subject` with message id `id` in `stream` and waits for the acknowledgement, asking again while
  * no stream answers (503: a replicated stream electing a leader after losing a node) or the answer times out. A
  * repeat that was stored already is a duplicate of `id`, stored once.
+ * Once `signal` is aborted it is not asked again: the attempt under way ends, and its error is thrown.
  * @throws {StreamMissingError} when `stream` does not exist.
  * @throws {StoreError} when the stream refuses it, or nothing answers within 60 s.
  */
@@ -118,6 +119,7 @@ export async function storeThroughElections(
   wire: NatsWire,
   stream: string,
   message: { subject: string; data: Uint8Array; id: string },
+  signal?: AbortSignal,
 ): Promise<void> {
   const deadline = Date.now() + ELECTION_PATIENCE_MS;
   for (let attempt = 0; ; attempt++) {
@@ -126,11 +128,13 @@ export async function storeThroughElections(
       return;
     } catch (err) {
       const transient = (err instanceof StoreError && err.status === 503) || err instanceof RequestTimeoutError;
-      if (!transient || Date.now() > deadline) throw err;
+      if (!transient || Date.now() > deadline || signal?.aborted === true) throw err;
       // No stream at all (nothing created it, or it was deleted): no use waiting. A lookup that fails is an election too.
       if (attempt === 0 && (await streamMissing(jsm, stream)))
         throw new StreamMissingError(`stream ${stream} does not exist: '${message.subject}' not stored`, message.subject, { cause: err });
-      await delay(Math.min(1000, 100 * 2 ** attempt));
+      await delay(Math.min(1000, 100 * 2 ** attempt), undefined, signal ? { signal } : {}).catch(() => {
+        throw err;
+      });
     }
   }
 }

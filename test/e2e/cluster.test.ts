@@ -210,8 +210,10 @@ describe("a three-node NATS cluster with replicas 3", () => {
       // The events stream's replay, read as docs/deploy.md tells a client that needs each event once (the last seq per
       // task kept; after a `task.resumed`, numbers accepted again from there): every seq from 1 to the task's
       // `task.completed`, which comes last. Events published while the stream elected its leader were sent again until
-      // stored; a Director whose delivery another took over (its intake ack lost with a killed leader) may still
-      // publish what its walk in flight reports, numbered from its own count, after its successor's events.
+      // stored. A Director whose delivery another took over (its in-progress signals lost with a killed leader) is told
+      // by its successor and stops before the successor's `task.resumed`; only one that could not be told (reconnecting
+      // to another node just then) may publish what its walk reports, numbered from its own count, until its next
+      // write finds the claim lost: the reading drops those.
       const replay = await replayEvents(nc, subjects.eventsStream, subjects.anyTaskEvents);
       const byTask = new Map<string, { seq: number; type: string }[]>();
       for (const e of replay) byTask.set(e.taskId, [...(byTask.get(e.taskId) ?? []), e]);

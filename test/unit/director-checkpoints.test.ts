@@ -8,7 +8,6 @@ import { checkpointer, type RunningTask } from "../../actors/director/task.js";
 import { MemoryTaskStore } from "../../runtime/in-process/store.js";
 import type { TaskId, TaskRecord } from "../../protocol/index.js";
 
-const HEARTBEAT_MS = 1000;
 const at = "2026-01-01T00:00:00.000Z";
 const queued: TaskRecord = { taskId: "t1" as TaskId, state: "queued", xml: "<task/>", inputs: {}, submittedAt: at, updatedAt: at };
 
@@ -23,8 +22,8 @@ class FlakyStore extends MemoryTaskStore {
 }
 
 /**
- * A claimed task whose heartbeat is the run machine's (on a simulated clock) and whose checkpoints are the real ones,
- * written to an in-process store.
+ * A claimed task whose heartbeats are sent to its run machine (as its Director's clock sends them) and whose
+ * checkpoints are the real ones, written to an in-process store.
  */
 async function heartbeating(store: FlakyStore) {
   const logged: string[] = [];
@@ -47,7 +46,7 @@ async function heartbeating(store: FlakyStore) {
     nak: () => undefined,
     working: () => void signals.push("working"),
   };
-  const task: RunningTask = { claim: claimed.claim, item, seq: 1, checkpointed: 1, lost: false, actor: undefined };
+  const task: RunningTask = { claim: claimed.claim, item, seq: 1, checkpointed: 1, lost: false, fresh: false, actor: undefined };
   const finishes: FinishInput[] = [];
   const clock = new SimulatedClock();
   const checkpoints = checkpointer(deps as ActorDeps, store, task, {
@@ -64,17 +63,18 @@ async function heartbeating(store: FlakyStore) {
     actions: {
       startTask: () => undefined,
       stopTask: () => undefined,
+      closeEvents: () => undefined,
       beat: () => checkpoints.beat(),
       ack: () => undefined,
       nakLater: () => undefined,
       cancelOthers: () => undefined,
     },
   });
-  const run = createActor(machine, { clock, input: { taskId: "t1", heartbeatMs: HEARTBEAT_MS, pendingClaimMs: 400 } }).start();
+  const run = createActor(machine, { clock, input: { taskId: "t1", pendingClaimMs: 400 } }).start();
   await waitFor(run, (s) => s.matches("running"));
   /** One heartbeat, and its checkpoint written (or failed). */
   const beat = async () => {
-    clock.increment(HEARTBEAT_MS);
+    run.send({ type: "heartbeat" });
     await checkpoints.idle();
   };
   return { run, task, logged, signals, finishes, beat };

@@ -43,6 +43,37 @@ describe("eventPublisher with a store", () => {
     expect(new Set(stored.map((s) => s.id)).size).toBe(stored.length);
   });
 
+  it("cut: drops a task's events not sent yet, signals the one being stored, and a later event starts afresh", async () => {
+    const stored: number[] = [];
+    const signals: (AbortSignal | undefined)[] = [];
+    let release: () => void = () => undefined;
+    const store = async (_subject: string, data: Uint8Array, _id: string, signal?: AbortSignal) => {
+      const event = decode(TaskEvent, data);
+      if (!event.ok) throw new Error("not an event");
+      signals.push(signal);
+      if (event.value.seq === 1) await new Promise<void>((resolve) => (release = resolve));
+      stored.push(event.value.seq);
+    };
+    const publish = eventPublisher(deps(), store);
+    publish("t1", 1, "node.started", "running");
+    publish("t1", 2, "model.turn", "running");
+    publish("t1", 3, "node.finished", "running");
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    let cutDone = false;
+    const cut = publish.cut("t1").then(() => (cutDone = true));
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    // The store under way is told (no retry) and waited for; the two behind it never go out.
+    expect(signals[0]?.aborted).toBe(true);
+    expect(cutDone).toBe(false);
+    release();
+    await cut;
+    expect(stored).toEqual([1]);
+    publish("t1", 9, "task.resumed", "running");
+    await publish.settled("t1");
+    expect(stored).toEqual([1, 9]);
+    expect(signals[1]?.aborted).toBe(false);
+  });
+
   it("publishes plainly without a store", async () => {
     const d = deps();
     const seen: number[] = [];

@@ -1,6 +1,6 @@
 /** Telling a first delivery from a redelivery a nats-server before 2.10.16 counted as one (test/e2e/stale-delivery.test.ts). */
 import { describe, expect, it } from "vitest";
-import { surelyFirst } from "../../actors/director/run.js";
+import { surelyFirst } from "../../machines/director/run.js";
 import type { WorkItem } from "../../actors/bus.js";
 import { deliveryOf } from "../../runtime/nats/queue.js";
 

@@ -172,6 +172,8 @@ const OWN_PERMISSIONS: Record<NatsRole, (terms: PermissionTerms) => RolePermissi
       s.anyTaskEvents,
       s.anyTaskResult,
       s.cancelBroadcast,
+      // A Director that took a task over tells the one whose claim it replaced (actors/director/takeover.ts).
+      s.anyDirectorTakeover,
       s.evaluate,
       s.compile,
       s.anyIntake,
@@ -202,6 +204,7 @@ const OWN_PERMISSIONS: Record<NatsRole, (terms: PermissionTerms) => RolePermissi
       s.anyTaskRerun,
       s.anyProgress,
       s.anyControl,
+      s.anyDirectorTakeover,
       inbox("director"),
     ],
   }),

@@ -17,11 +17,11 @@ function deferred<T>() {
   return { promise, resolve, reject };
 }
 
-const HEARTBEAT_MS = 1000;
 const PENDING_CLAIM_MS = 400;
 
 interface Fakes {
   claim?: () => Promise<ClaimOutput>;
+  tellPreviousOwner?: () => Promise<void>;
   restore?: () => Promise<RestoreOutput>;
   finish?: (input: FinishInput) => Promise<FinishOutput>;
   flush?: () => Promise<void>;
@@ -29,7 +29,7 @@ interface Fakes {
 }
 
 /** The run machine with fake effects that log what they are asked to do, on a simulated clock. */
-function harness(fakes: Fakes = {}, draining = false, firstDelivery = false) {
+function harness(fakes: Fakes = {}, draining = false) {
   const clock = new SimulatedClock();
   const effects: string[] = [];
   const finishes: FinishInput[] = [];
@@ -39,6 +39,9 @@ function harness(fakes: Fakes = {}, draining = false, firstDelivery = false) {
     actors: {
       claim: fromPromise(
         async () => (effects.push("claim"), (fakes.claim ?? (async () => ({ kind: "claimed", pending: false }) as const))()),
+      ),
+      tellPreviousOwner: fromPromise(
+        async () => (effects.push("tellPreviousOwner"), (fakes.tellPreviousOwner ?? (async () => undefined))()),
       ),
       restore: fromPromise(async () => (effects.push("restore"), (fakes.restore ?? (async () => ({ kind: "ready" }) as const))())),
       finish: fromPromise(async ({ input }: { input: FinishInput }) => {
@@ -52,6 +55,7 @@ function harness(fakes: Fakes = {}, draining = false, firstDelivery = false) {
     actions: {
       startTask: log("startTask"),
       stopTask: log("stopTask"),
+      closeEvents: log("closeEvents"),
       beat: log("beat"),
       checkpoint: log("checkpoint"),
       dueClaim: log("dueClaim"),
@@ -64,7 +68,7 @@ function harness(fakes: Fakes = {}, draining = false, firstDelivery = false) {
   });
   const actor = createActor(machine, {
     clock,
-    input: { taskId: "t1", heartbeatMs: HEARTBEAT_MS, pendingClaimMs: PENDING_CLAIM_MS, draining, firstDelivery },
+    input: { taskId: "t1", pendingClaimMs: PENDING_CLAIM_MS, draining },
   });
   // An action that throws ends the actor in error: heard here, as the Director's shell hears it (not rethrown).
   actor.subscribe({ error: () => undefined });
@@ -91,41 +95,38 @@ describe("run protocol machine", () => {
     expect(finishes).toEqual([{}]);
   });
 
-  it("runs a first delivery at once, its claim pending, with no claim or restore actor (its Director took both)", async () => {
-    const { actor, clock, effects, settledIn } = harness({}, false, true);
-    // Running within start: no claim or restore actor was waited for.
-    expect(actor.getSnapshot().value).toEqual({ running: "beating" });
-    expect(Object.keys(actor.getSnapshot().children)).toEqual([]);
+  it("runs a first delivery under a pending claim, claimed and restored through the same actors as any other", async () => {
+    const { actor, clock, effects, settledIn } = harness({ claim: async () => ({ kind: "claimed", pending: true }) });
+    await waitFor(actor, (s) => s.matches("running"));
     expect(actor.getSnapshot().context.pending).toBe(true);
     // Its claim is pending: stored by the first checkpoint once due.
     clock.increment(PENDING_CLAIM_MS);
     actor.send({ type: "task.done" });
     await settledIn("settled");
-    expect(effects).toEqual(["startTask", "dueClaim", "finish", "ack"]);
+    expect(effects).toEqual(["claim", "restore", "startTask", "dueClaim", "finish", "ack"]);
   });
 
-  it("beats every heartbeat while running, and stores a pending claim once it is due", async () => {
+  it("beats at each of its Director's heartbeats while running, and stores a pending claim once it is due", async () => {
     const { actor, clock, effects } = harness({ claim: async () => ({ kind: "claimed", pending: true }) });
     await waitFor(actor, (s) => s.matches("running"));
     clock.increment(PENDING_CLAIM_MS);
     expect(effects.filter((e) => e === "dueClaim")).toHaveLength(1);
     expect(effects).not.toContain("beat");
-    clock.increment(HEARTBEAT_MS - PENDING_CLAIM_MS);
-    clock.increment(HEARTBEAT_MS);
-    clock.increment(HEARTBEAT_MS);
+    for (let i = 0; i < 3; i++) actor.send({ type: "heartbeat" });
     expect(effects.filter((e) => e === "beat")).toHaveLength(3);
     expect(effects.filter((e) => e === "dueClaim")).toHaveLength(1);
     actor.send({ type: "task.done" });
     await waitFor(actor, (s) => s.status === "done");
-    // No heartbeat after the run left `running`.
-    clock.increment(HEARTBEAT_MS * 3);
+    // No beat after the run left `running`.
+    actor.send({ type: "heartbeat" });
     expect(effects.filter((e) => e === "beat")).toHaveLength(3);
   });
 
   it("does not store a claim early that was stored when it was granted", async () => {
     const { actor, clock, effects } = harness();
     await waitFor(actor, (s) => s.matches("running"));
-    clock.increment(HEARTBEAT_MS);
+    clock.increment(PENDING_CLAIM_MS);
+    actor.send({ type: "heartbeat" });
     expect(effects).not.toContain("dueClaim");
   });
 
@@ -157,7 +158,42 @@ describe("run protocol machine", () => {
     await waitFor(actor, (s) => s.matches("running"));
     actor.send({ type: "claim.lost" });
     await settledIn("lost");
-    expect(effects).toEqual(["claim", "restore", "startTask", "stopTask", "readOwner"]);
+    expect(effects).toEqual(["claim", "restore", "startTask", "closeEvents", "stopTask", "readOwner"]);
+  });
+
+  it("a claim that replaced another Director's tells that Director before anything is restored or published", async () => {
+    const told = deferred<void>();
+    const { actor, effects, settledIn } = harness({
+      claim: async () => ({ kind: "claimed", pending: false, takenOver: true }),
+      tellPreviousOwner: () => told.promise,
+    });
+    await waitFor(actor, (s) => s.matches("telling"));
+    expect(effects).toEqual(["claim", "tellPreviousOwner"]);
+    // Unanswered (the previous owner is gone): the run goes on all the same.
+    told.reject(new Error("no responders"));
+    await waitFor(actor, (s) => s.matches("running"));
+    actor.send({ type: "task.done" });
+    await settledIn("settled");
+    expect(effects).toEqual(["claim", "tellPreviousOwner", "restore", "startTask", "finish", "ack"]);
+  });
+
+  it("told that another Director took the task over, closes its events and stops the task without finishing it", async () => {
+    const { actor, effects, settledIn } = harness({ readOwner: async () => ({ final: true }) });
+    await waitFor(actor, (s) => s.matches("running"));
+    actor.send({ type: "claim.superseded" });
+    await settledIn("lost");
+    expect(effects).toEqual(["claim", "restore", "startTask", "closeEvents", "stopTask", "readOwner", "ack"]);
+  });
+
+  it("told so while restoring, closes its events at once and never starts the task", async () => {
+    const restore = deferred<RestoreOutput>();
+    const { actor, effects, settledIn } = harness({ restore: () => restore.promise });
+    await waitFor(actor, (s) => s.matches("restoring"));
+    actor.send({ type: "claim.superseded" });
+    expect(effects).toEqual(["claim", "restore", "closeEvents"]);
+    restore.resolve({ kind: "ready" });
+    await settledIn("lost");
+    expect(effects).toEqual(["claim", "restore", "closeEvents", "stopTask", "readOwner"]);
   });
 
   it("a drain during restore hands the task back once restored, without starting it", async () => {
@@ -199,10 +235,10 @@ describe("run protocol machine", () => {
 
   it("a heartbeat whose write failed keeps the task running: the next beat writes again", async () => {
     // A transient checkpoint failure is the shell's to log; the machine keeps beating.
-    const { actor, clock, effects } = harness();
+    const { actor, effects } = harness();
     await waitFor(actor, (s) => s.matches("running"));
-    clock.increment(HEARTBEAT_MS);
-    clock.increment(HEARTBEAT_MS);
+    actor.send({ type: "heartbeat" });
+    actor.send({ type: "heartbeat" });
     expect(actor.getSnapshot().matches("running")).toBe(true);
     expect(effects.filter((e) => e === "beat")).toHaveLength(2);
   });
