@@ -204,7 +204,8 @@ export function startEvaluator(deps: ActorDeps, config: EvaluatorConfig): RoleHa
           }
         : {}),
     });
-    const walk: Walk & InputRecords = {
+    // What the walk sends out waits for the node records sent before it (actors/evaluator/node-records.ts).
+    const walk: Walk & InputRecords = records.gate({
       actors,
       inspect: deps.inspect,
       taskId,
@@ -295,7 +296,7 @@ export function startEvaluator(deps: ActorDeps, config: EvaluatorConfig): RoleHa
           askRetrying(deps, Requests.script, request, { timeoutMs: command.timeoutMs + SCRIPT_REPLY_MARGIN_MS, signal }),
         );
       },
-    };
+    });
     const actor = actors.create(walk, 0, 0, {
       ...inspectOption(deps, "evaluator", taskId),
       input: { taskId, path, node: summarize(node), env: extend(rootEnv(limits), request.inputs ?? {}), entry: true },

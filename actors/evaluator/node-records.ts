@@ -1,7 +1,14 @@
 /**
  * The Evaluator's node records (protocol/node-records.ts): each evaluation of a node of a task is written to the
- * turns bucket when it ends, before its parent goes on, and announced as a `node.finished` event. A node's own model
- * usage is what its Handler sessions answered; the sessions' record keys lead to their conversations.
+ * turns bucket when it ends, before its parent goes on, and announced as a `node.finished` event once stored. A
+ * node's own model usage is what its Handler sessions answered; the sessions' record keys lead to their conversations.
+ *
+ * The write is sent as soon as the node ends, and the walk does not wait for it there: its next step is prepared
+ * (actors made, inputs bound, a prompt substituted) while the write travels, and what goes out of the Evaluator
+ * next (a Handler session or script, a Memory match, a compile, a question, an event) is held until every record
+ * written so far is stored ({@link NodeRecorder.gate}). The task's answer waits for them all. So the round trip of
+ * a record no longer adds to each step, and a parent still does nothing anyone can see before its child's record
+ * is stored.
  */
 import { createHash } from "node:crypto";
 import { find, type Env } from "../../machines/language/env.js";
@@ -45,15 +52,36 @@ export interface Replays {
   replay(node: ReplayedNode): Promise<TaskResult>;
 }
 
+/** A call a walk makes out of the Evaluator. */
+type Outbound = (...args: never[]) => Promise<unknown>;
+
+/** The effects of a walk that reach outside the Evaluator (actors/evaluator/walk.ts's `Walk`), held by {@link NodeRecorder.gate}. */
+export interface WalkEffects {
+  progress(event: string, message: string, data?: Record<string, unknown>): void;
+  execute: Outbound;
+  resume: Outbound;
+  script: Outbound;
+  waitForInput: Outbound;
+  compile?: Outbound | undefined;
+  memoryMatch?: Outbound | undefined;
+}
+
 /** Records the nodes of one task's walk. */
 export interface NodeRecorder {
   /** A Handler session of the node at `path` answered: its record key (when recorded) and its result. */
   session(path: string, key: string | undefined, result: TaskResult): void;
   /**
    * Evaluates the node at `path` by `evaluate` (which answers its result and its environment after binding), then
-   * writes its record and publishes `node.finished`.
+   * sends its record and, once stored, publishes `node.finished`. The outermost node of the walk (the task's root)
+   * returns once every record of the walk is stored and announced; an inner one at once, its parent's next effects
+   * held by {@link gate} until then.
    */
   record(path: string, node: StepNode, evaluate: () => Promise<{ result: TaskResult; env?: Env }>): Promise<TaskResult>;
+  /**
+   * `walk` with its effects held until the records sent before each is called are stored and their `node.finished`
+   * published: its progress events queue behind them in order, its calls start after them.
+   */
+  gate<W extends WalkEffects>(walk: W): W;
 }
 
 /** What a {@link NodeRecorder} works with. */
@@ -82,7 +110,41 @@ export function nodeRecorder(env: NodeRecorderEnv): NodeRecorder {
   const occurrences = new Map<string, number>();
   /** What the Handler sessions of the nodes running answered, by path. */
   const own = new Map<string, Own>();
+  /** Nodes being evaluated: when the last one ends, it is the walk's outermost. */
+  let evaluating = 0;
+  /**
+   * What goes out of the walk, in order: each record's write followed by its `node.finished`, and the progress
+   * events published while one is pending. `queued` counts the items not done yet; at 0 nothing waits.
+   */
+  let outbox: Promise<void> = Promise.resolve();
+  let queued = 0;
+  const enqueue = (item: () => void | Promise<void>): void => {
+    queued++;
+    outbox = outbox
+      .then(item)
+      .catch((err: unknown) => env.log.warn({ taskId: env.taskId, err: messageOf(err) }, "progress of the walk not published"))
+      .finally(() => void queued--);
+  };
+  /** `call` once everything queued so far has gone out; at once when nothing is. */
+  const after = <T>(call: () => Promise<T>): Promise<T> => (queued === 0 ? call() : outbox.then(call));
+  const held =
+    <F extends Outbound>(call: F) =>
+    (...args: Parameters<F>): Promise<Awaited<ReturnType<F>>> =>
+      after(() => call(...args) as Promise<Awaited<ReturnType<F>>>);
   return {
+    gate(walk) {
+      return {
+        ...walk,
+        progress: (event, message, data) =>
+          queued === 0 ? walk.progress(event, message, data) : enqueue(() => walk.progress(event, message, data)),
+        execute: held(walk.execute),
+        resume: held(walk.resume),
+        script: held(walk.script),
+        waitForInput: held(walk.waitForInput),
+        ...(walk.compile ? { compile: held(walk.compile) } : {}),
+        ...(walk.memoryMatch ? { memoryMatch: held(walk.memoryMatch) } : {}),
+      };
+    },
     session(path, key, result) {
       const entry = own.get(path) ?? { keys: [], models: [] };
       own.set(path, entry);
@@ -107,22 +169,28 @@ export function nodeRecorder(env: NodeRecorderEnv): NodeRecorder {
         // The nodes evaluated within it in the original count as evaluated: a later evaluation of one is the next.
         for (const inner of replayed.nested ?? [])
           occurrences.set(inner.path, Math.max(occurrences.get(inner.path) ?? 0, inner.occurrence));
-        return replays.replay(replayed);
+        // Its copies and their events come after the records of the nodes before it.
+        return after(() => replays.replay(replayed));
       }
       const started = env.now();
       own.delete(path);
-      const { result, env: bound } = await evaluate();
+      evaluating++;
+      let evaluated: { result: TaskResult; env?: Env };
+      try {
+        evaluated = await evaluate();
+      } finally {
+        evaluating--;
+      }
+      const { result, env: bound } = evaluated;
       const ended = env.now();
       const mine = own.get(path);
       own.delete(path);
       const masked = maskDeep(recordOf(path, occurrence, node, result, bound, mine, started, ended), env.mask);
-      if (env.store) {
-        try {
-          await env.store.put(nodeKey(env.taskId, path, occurrence), encode(NodeRecord, masked));
-        } catch (err) {
-          env.log.warn({ taskId: env.taskId, path, err: messageOf(err) }, "node record not written");
-        }
-      }
+      const { store } = env;
+      // Sent now, in the same tick as whatever the walk sends next; `node.finished` once it is stored.
+      const written = store?.put(nodeKey(env.taskId, path, occurrence), encode(NodeRecord, masked)).catch((err: unknown) => {
+        env.log.warn({ taskId: env.taskId, path, err: messageOf(err) }, "node record not written");
+      });
       const data: NodeFinishedEventData = {
         nodePath: path,
         occurrence,
@@ -134,7 +202,13 @@ export function nodeRecorder(env: NodeRecorderEnv): NodeRecorder {
         ...(masked.cost === undefined ? {} : { cost: masked.cost }),
         preview: cutText(masked.error ? (errorMessage(masked.error) ?? "") : masked.output.content, EVENT_TEXT_MAX),
       };
-      env.progress("node.finished", `${masked.name}: ${result.status} in ${formatMs(masked.durationMs)}`, data);
+      const message = `${masked.name}: ${result.status} in ${formatMs(masked.durationMs)}`;
+      enqueue(async () => {
+        await written;
+        env.progress("node.finished", message, data);
+      });
+      // The task's root: its answer goes once every record of the walk is stored and announced.
+      if (evaluating === 0) await outbox;
       return result;
     },
   };
