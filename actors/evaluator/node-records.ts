@@ -107,149 +107,189 @@ interface Own {
 
 /** The {@link NodeRecorder} of one walk of a task. */
 export function nodeRecorder(env: NodeRecorderEnv): NodeRecorder {
-  const occurrences = new Map<string, number>();
+  return new WalkRecords(env);
+}
+
+/**
+ * A task in flight keeps its recorder and a record call per node being evaluated: a class and a promise callback
+ * rather than closures and async frames, so that a task waiting on its model holds little.
+ */
+class WalkRecords implements NodeRecorder {
+  readonly #env: NodeRecorderEnv;
+  readonly #occurrences = new Map<string, number>();
   /** What the Handler sessions of the nodes running answered, by path. */
-  const own = new Map<string, Own>();
+  readonly #own = new Map<string, Own>();
   /** Nodes being evaluated: when the last one ends, it is the walk's outermost. */
-  let evaluating = 0;
+  #evaluating = 0;
   /**
    * What goes out of the walk, in order: each record's write followed by its `node.finished`, and the progress
-   * events published while one is pending. `queued` counts the items not done yet; at 0 nothing waits.
+   * events published while one is pending. `#queued` counts the items not done yet; at 0 nothing waits.
    */
-  let outbox: Promise<void> = Promise.resolve();
-  let queued = 0;
-  const enqueue = (item: () => void | Promise<void>): void => {
-    queued++;
-    outbox = outbox
-      .then(item)
-      .catch((err: unknown) => env.log.warn({ taskId: env.taskId, err: messageOf(err) }, "progress of the walk not published"))
-      .finally(() => void queued--);
-  };
-  /** `call` once everything queued so far has gone out; at once when nothing is. */
-  const after = <T>(call: () => Promise<T>): Promise<T> => (queued === 0 ? call() : outbox.then(call));
-  const held =
-    <F extends Outbound>(call: F) =>
-    (...args: Parameters<F>): Promise<Awaited<ReturnType<F>>> =>
-      after(() => call(...args) as Promise<Awaited<ReturnType<F>>>);
-  return {
-    gate(walk) {
-      return {
-        ...walk,
-        progress: (event, message, data) =>
-          queued === 0 ? walk.progress(event, message, data) : enqueue(() => walk.progress(event, message, data)),
-        execute: held(walk.execute),
-        resume: held(walk.resume),
-        script: held(walk.script),
-        waitForInput: held(walk.waitForInput),
-        ...(walk.compile ? { compile: held(walk.compile) } : {}),
-        ...(walk.memoryMatch ? { memoryMatch: held(walk.memoryMatch) } : {}),
-      };
-    },
-    session(path, key, result) {
-      const entry = own.get(path) ?? { keys: [], models: [] };
-      own.set(path, entry);
-      if (key !== undefined && !entry.keys.includes(key)) entry.keys.push(key);
-      const usage = Usage.safeParse(result.notes["usage"]);
-      if (usage.success)
-        entry.usage = {
-          promptTokens: (entry.usage?.promptTokens ?? 0) + usage.data.promptTokens,
-          completionTokens: (entry.usage?.completionTokens ?? 0) + usage.data.completionTokens,
-        };
-      const cost = result.notes["cost"];
-      if (typeof cost === "number" && Number.isFinite(cost) && cost >= 0) entry.cost = (entry.cost ?? 0) + cost;
-      const model = result.notes["model"];
-      if (typeof model === "string" && !entry.models.includes(model)) entry.models.push(model);
-    },
-    async record(path, node, evaluate) {
-      const occurrence = (occurrences.get(path) ?? 0) + 1;
-      occurrences.set(path, occurrence);
-      const { replays } = env;
-      const replayed = replays?.find(path, occurrence);
-      if (replays && replayed) {
-        // The nodes evaluated within it in the original count as evaluated: a later evaluation of one is the next.
-        for (const inner of replayed.nested ?? [])
-          occurrences.set(inner.path, Math.max(occurrences.get(inner.path) ?? 0, inner.occurrence));
-        // Its copies and their events come after the records of the nodes before it.
-        return after(() => replays.replay(replayed));
-      }
-      const started = env.now();
-      own.delete(path);
-      evaluating++;
-      let evaluated: { result: TaskResult; env?: Env };
-      try {
-        evaluated = await evaluate();
-      } finally {
-        evaluating--;
-      }
-      const { result, env: bound } = evaluated;
-      const ended = env.now();
-      const mine = own.get(path);
-      own.delete(path);
-      const masked = maskDeep(recordOf(path, occurrence, node, result, bound, mine, started, ended), env.mask);
-      const { store } = env;
-      // Sent now, in the same tick as whatever the walk sends next; `node.finished` once it is stored.
-      const written = store?.put(nodeKey(env.taskId, path, occurrence), encode(NodeRecord, masked)).catch((err: unknown) => {
-        env.log.warn({ taskId: env.taskId, path, err: messageOf(err) }, "node record not written");
-      });
-      const data: NodeFinishedEventData = {
-        nodePath: path,
-        occurrence,
-        name: masked.name,
-        kind: masked.kind,
-        status: result.status,
-        durationMs: masked.durationMs,
-        ...(masked.usage ? { usage: masked.usage } : {}),
-        ...(masked.cost === undefined ? {} : { cost: masked.cost }),
-        preview: cutText(masked.error ? (errorMessage(masked.error) ?? "") : masked.output.content, EVENT_TEXT_MAX),
-      };
-      const message = `${masked.name}: ${result.status} in ${formatMs(masked.durationMs)}`;
-      enqueue(async () => {
-        await written;
-        env.progress("node.finished", message, data);
-      });
-      // The task's root: its answer goes once every record of the walk is stored and announced.
-      if (evaluating === 0) await outbox;
-      return result;
-    },
-  };
+  #outbox: Promise<void> = Promise.resolve();
+  #queued = 0;
 
-  function recordOf(
+  constructor(env: NodeRecorderEnv) {
+    this.#env = env;
+  }
+
+  #enqueue(item: () => void | Promise<void>): void {
+    this.#queued++;
+    this.#outbox = this.#outbox
+      .then(item)
+      .catch((err: unknown) => this.#env.log.warn({ taskId: this.#env.taskId, err: messageOf(err) }, "progress of the walk not published"))
+      .finally(() => void this.#queued--);
+  }
+
+  /** `call` once everything queued so far has gone out; at once when nothing is. */
+  #after<T>(call: () => Promise<T>): Promise<T> {
+    return this.#queued === 0 ? call() : this.#outbox.then(call);
+  }
+
+  gate<W extends WalkEffects>(walk: W): W {
+    // Changed in place: the walk is the Evaluator's own object, made for this task.
+    const effects: WalkEffects = walk;
+    const held =
+      (call: Outbound): Outbound =>
+      (...args) =>
+        this.#after(() => call(...args));
+    const { progress } = effects;
+    effects.progress = (event, message, data) =>
+      this.#queued === 0 ? progress(event, message, data) : this.#enqueue(() => progress(event, message, data));
+    effects.execute = held(effects.execute);
+    effects.resume = held(effects.resume);
+    effects.script = held(effects.script);
+    effects.waitForInput = held(effects.waitForInput);
+    if (effects.compile) effects.compile = held(effects.compile);
+    if (effects.memoryMatch) effects.memoryMatch = held(effects.memoryMatch);
+    return walk;
+  }
+
+  session(path: string, key: string | undefined, result: TaskResult): void {
+    const own = this.#own;
+    const entry = own.get(path) ?? { keys: [], models: [] };
+    own.set(path, entry);
+    if (key !== undefined && !entry.keys.includes(key)) entry.keys.push(key);
+    const usage = Usage.safeParse(result.notes["usage"]);
+    if (usage.success)
+      entry.usage = {
+        promptTokens: (entry.usage?.promptTokens ?? 0) + usage.data.promptTokens,
+        completionTokens: (entry.usage?.completionTokens ?? 0) + usage.data.completionTokens,
+      };
+    const cost = result.notes["cost"];
+    if (typeof cost === "number" && Number.isFinite(cost) && cost >= 0) entry.cost = (entry.cost ?? 0) + cost;
+    const model = result.notes["model"];
+    if (typeof model === "string" && !entry.models.includes(model)) entry.models.push(model);
+  }
+
+  record(path: string, node: StepNode, evaluate: () => Promise<{ result: TaskResult; env?: Env }>): Promise<TaskResult> {
+    const occurrences = this.#occurrences;
+    const occurrence = (occurrences.get(path) ?? 0) + 1;
+    occurrences.set(path, occurrence);
+    const { replays } = this.#env;
+    const replayed = replays?.find(path, occurrence);
+    if (replays && replayed) {
+      // The nodes evaluated within it in the original count as evaluated: a later evaluation of one is the next.
+      for (const inner of replayed.nested ?? []) occurrences.set(inner.path, Math.max(occurrences.get(inner.path) ?? 0, inner.occurrence));
+      // Its copies and their events come after the records of the nodes before it.
+      return this.#after(() => replays.replay(replayed));
+    }
+    const started = this.#env.now();
+    this.#own.delete(path);
+    this.#evaluating++;
+    let evaluating: Promise<{ result: TaskResult; env?: Env }>;
+    try {
+      evaluating = evaluate();
+    } catch (err) {
+      this.#evaluating--;
+      return Promise.reject(err);
+    }
+    return evaluating.then(
+      (evaluated) => {
+        this.#evaluating--;
+        return this.#recorded(path, occurrence, node, evaluated, started);
+      },
+      (err: unknown) => {
+        this.#evaluating--;
+        throw err;
+      },
+    );
+  }
+
+  /** Sends the record of a node evaluated, queues its `node.finished`; the outermost waits for all to go out. */
+  #recorded(
     path: string,
     occurrence: number,
     node: StepNode,
-    result: TaskResult,
-    bound: Env | undefined,
-    mine: Own | undefined,
+    { result, env: bound }: { result: TaskResult; env?: Env },
     started: Date,
-    ended: Date,
-  ): NodeRecord {
-    const inputs = bound && node.kind === "task" && node.inputs.length > 0 ? inputsOf(node.inputs, bound) : undefined;
-    return {
-      v: NODE_RECORD_VERSION,
-      taskId: env.taskId as NodeRecord["taskId"],
-      path,
+  ): TaskResult | Promise<TaskResult> {
+    const env = this.#env;
+    const ended = env.now();
+    const mine = this.#own.get(path);
+    this.#own.delete(path);
+    const masked = maskDeep(recordOf(env.taskId, path, occurrence, node, result, bound, mine, started, ended), env.mask);
+    // Sent now, in the same tick as whatever the walk sends next; `node.finished` once it is stored.
+    const written = env.store?.put(nodeKey(env.taskId, path, occurrence), encode(NodeRecord, masked)).catch((err: unknown) => {
+      env.log.warn({ taskId: env.taskId, path, err: messageOf(err) }, "node record not written");
+    });
+    const data: NodeFinishedEventData = {
+      nodePath: path,
       occurrence,
-      name: nodeName(node, path),
-      kind: kindOf(node),
-      state: stateOf(result),
-      startedAt: started.toISOString(),
-      endedAt: ended.toISOString(),
-      durationMs: Math.max(0, ended.getTime() - started.getTime()),
-      ...(inputs ? { inputs } : {}),
-      output: {
-        status: result.status,
-        content: cutText(result.content, RECORD_TEXT_MAX),
-        ...(result.content.length > RECORD_TEXT_MAX ? { contentTruncated: true } : {}),
-        notes: boundValues(result.notes, RECORD_VALUE_MAX),
-        ...(result.parsedContent === undefined ? {} : { parsedContent: boundValue(result.parsedContent, RECORD_VALUE_MAX) }),
-      },
-      ...(result.error ? { error: boundError(result.error) } : {}),
-      ...(mine?.usage ? { usage: mine.usage } : {}),
-      ...(mine?.cost === undefined ? {} : { cost: mine.cost }),
-      ...(mine && mine.models.length > 0 ? { models: mine.models } : {}),
-      ...(mine && mine.keys.length > 0 ? { sessions: mine.keys } : {}),
+      name: masked.name,
+      kind: masked.kind,
+      status: result.status,
+      durationMs: masked.durationMs,
+      ...(masked.usage ? { usage: masked.usage } : {}),
+      ...(masked.cost === undefined ? {} : { cost: masked.cost }),
+      preview: cutText(masked.error ? (errorMessage(masked.error) ?? "") : masked.output.content, EVENT_TEXT_MAX),
     };
+    const message = `${masked.name}: ${result.status} in ${formatMs(masked.durationMs)}`;
+    this.#enqueue(async () => {
+      await written;
+      env.progress("node.finished", message, data);
+    });
+    // The task's root: its answer goes once every record of the walk is stored and announced.
+    return this.#evaluating === 0 ? this.#outbox.then(() => result) : result;
   }
+}
+
+function recordOf(
+  taskId: string,
+  path: string,
+  occurrence: number,
+  node: StepNode,
+  result: TaskResult,
+  bound: Env | undefined,
+  mine: Own | undefined,
+  started: Date,
+  ended: Date,
+): NodeRecord {
+  const inputs = bound && node.kind === "task" && node.inputs.length > 0 ? inputsOf(node.inputs, bound) : undefined;
+  return {
+    v: NODE_RECORD_VERSION,
+    taskId: taskId as NodeRecord["taskId"],
+    path,
+    occurrence,
+    name: nodeName(node, path),
+    kind: kindOf(node),
+    state: stateOf(result),
+    startedAt: started.toISOString(),
+    endedAt: ended.toISOString(),
+    durationMs: Math.max(0, ended.getTime() - started.getTime()),
+    ...(inputs ? { inputs } : {}),
+    output: {
+      status: result.status,
+      content: cutText(result.content, RECORD_TEXT_MAX),
+      ...(result.content.length > RECORD_TEXT_MAX ? { contentTruncated: true } : {}),
+      notes: boundValues(result.notes, RECORD_VALUE_MAX),
+      ...(result.parsedContent === undefined ? {} : { parsedContent: boundValue(result.parsedContent, RECORD_VALUE_MAX) }),
+    },
+    ...(result.error ? { error: boundError(result.error) } : {}),
+    ...(mine?.usage ? { usage: mine.usage } : {}),
+    ...(mine?.cost === undefined ? {} : { cost: mine.cost }),
+    ...(mine && mine.models.length > 0 ? { models: mine.models } : {}),
+    ...(mine && mine.keys.length > 0 ? { sessions: mine.keys } : {}),
+  };
 }
 
 function inputsOf(inputs: readonly { name: string }[], bound: Env): Record<string, unknown> {
@@ -336,12 +376,12 @@ function formatMs(ms: number): string {
 }
 
 /** Evaluates a node by `evaluate`, recorded when its walk records its nodes (`scope`: the walk's path prefix). */
-export async function recordedNode(
+export function recordedNode(
   walk: { records?: NodeRecorder | undefined; scope?: string | undefined },
   path: string,
   node: StepNode,
   evaluate: () => Promise<{ result: TaskResult; env?: Env }>,
 ): Promise<TaskResult> {
-  if (!walk.records) return (await evaluate()).result;
+  if (!walk.records) return evaluate().then((evaluated) => evaluated.result);
   return walk.records.record(`${walk.scope ?? ""}${path}`, node, evaluate);
 }
