@@ -2,8 +2,7 @@
  * The run machine of the Director (machines/director/run.ts) provided once per Director: each delivery's run actor
  * acts through that delivery's own effects ({@link RunEffects}, made in ./run.ts), found through the actor's system.
  */
-import { createActor, type Actor } from "xstate";
-import { fromPromise } from "../promise-actor.js";
+import { createActor, fromPromise, type Actor } from "xstate";
 import {
   runMachine,
   type ClaimOutput,

@@ -2,8 +2,7 @@
  * One task as its Director runs it under a claim: its actor (the machine provided once per Director), the public state
  * of its machine, its outcome, and the checkpoints of its seq and snapshot.
  */
-import { createActor, type Actor, type InspectionEvent, type Snapshot } from "xstate";
-import { fromPromise } from "../promise-actor.js";
+import { createActor, fromPromise, type Actor, type InspectionEvent, type Snapshot } from "xstate";
 import { taskMachine, type Announcement, type TaskContext, type TaskInput } from "../../machines/director/task.js";
 import {
   taskFailure,

@@ -77,7 +77,8 @@ export interface TaskSpend {
 }
 
 const round = (n: number) => Math.round(n * 1e6) / 1e6;
-const sessionKey = (path: string, session: SessionState) => `${path}|${session.toolCallId}|${session.messages.length}`;
+/** A suspended session of the node at `path`, as the call that resumes it names it. */
+export const sessionKey = (path: string, session: SessionState) => `${path}|${session.toolCallId}|${session.messages.length}`;
 
 /** What the task has used so far, reported after each Handler call under a budget (the `task.usage` event). */
 export interface SpendReport {

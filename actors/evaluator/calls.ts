@@ -8,7 +8,7 @@ import { evaluateTest } from "../../machines/language/expression.js";
 import { substitute, type SubstituteMode } from "../../machines/language/substitute.js";
 import type { CondNode, TemplateDocument, TemplateNode } from "../../machines/language/ast.js";
 import { checkParam, inputFailure } from "./nodes.js";
-import { evaluateNode, reservedOf, scopedWalk, type Walk } from "./walk.js";
+import { reservedOf, scopedWalk, type Walk } from "./document-walk.js";
 const QUOTED = /^"([\s\S]*)"$|^'([\s\S]*)'$/;
 
 /**
@@ -88,7 +88,7 @@ export async function bindArgs(
         return { result: inputFailure(`missing required input: ${got.missing.map((m) => `'${m}'`).join(", ")}`, { missing: got.missing }) };
       params[param] = got.value;
     } else {
-      const result = await evaluateNode(caller, arg.nodePath, env, depth + 1, signal);
+      const result = await caller.actors.evaluate(caller, arg.nodePath, env, depth + 1, signal);
       if (result.status !== "COMPLETE") return { result };
       params[param] = result.content;
     }
@@ -147,7 +147,7 @@ export async function runCond(walk: Walk, node: CondNode, path: string, env: Env
     walk.progress("cond.matched", `case ${i + 1}/${node.cases.length}: ${branch.test}`, { nodePath: `${path}.cases.${i}` });
     let result: TaskResult = { content: "", status: "COMPLETE", notes: {} };
     for (let j = 0; j < branch.body.length; j++) {
-      result = await evaluateNode(walk, `${path}.cases.${i}.body.${j}`, env, depth + 1, signal);
+      result = await walk.actors.evaluate(walk, `${path}.cases.${i}.body.${j}`, env, depth + 1, signal);
       if (result.status !== "COMPLETE") return result;
     }
     return { ...result, notes: { ...result.notes, matchedCase: i } };

@@ -17,7 +17,7 @@
  * `judge_timeout` (seconds), `criteria_judge="true"`, `max_intake_rounds`, `interactive="true"`, `gate_timeout`
  * (seconds: how long a gate waits before its default).
  */
-import { fromPromise } from "../promise-actor.js";
+import { fromPromise } from "xstate";
 import {
   checkmateMachine,
   type AskInput,
@@ -30,12 +30,13 @@ import {
   type WorkerInput,
 } from "../../machines/evaluator/checkmate.js";
 import { find, type Env } from "../../machines/language/env.js";
+import type { Scoped } from "../../machines/evaluator/evaluation-node.js";
 import { taskFailure, type TaskResult } from "../../protocol/index.js";
 import { budgetScopes } from "./budget.js";
 import { inputFailure } from "./nodes.js";
 import { InputTimeout } from "./input.js";
 import { messageOf } from "../deps.js";
-import type { Walk } from "./walk.js";
+import type { Walk } from "./document-walk.js";
 import { substitute } from "../../machines/language/substitute.js";
 import type { TaskNode } from "../../machines/language/ast.js";
 
@@ -225,21 +226,24 @@ async function call(
   }
 }
 
-/** The checkmate machine with effects that act for the walk of the actor system they run in (`walkOf(system)`): built once per Evaluator. */
-export function provideCheckmate(walkOf: (system: unknown) => Walk, taskAt: (walk: Walk, path: string) => TaskNode) {
+/**
+ * The checkmate machine with effects that act for the walk of the scope their machine's `scopeKey` names (`walkOf`):
+ * built once per Evaluator.
+ */
+export function provideCheckmate(walkOf: (scopeKey: string | undefined) => Walk, taskAt: (walk: Walk, path: string) => TaskNode) {
   return checkmateMachine.provide({
-    actions: { progress: ({ system }, p) => walkOf(system).progress(p.event, p.message, p.data) },
+    actions: { progress: ({ context }, p) => walkOf(context.scopeKey).progress(p.event, p.message, p.data) },
     actors: {
-      prepare: fromPromise<Prepared, { path: string; env: Env }>(async ({ input, system }) => {
-        const walk = walkOf(system);
+      prepare: fromPromise<Prepared, { path: string; env: Env } & Scoped>(async ({ input }) => {
+        const walk = walkOf(input.scopeKey);
         return prepareCheckmate(walk, taskAt(walk, input.path), input.env);
       }),
-      runIntake: fromPromise<TaskResult, IntakeInput>(({ input, signal, system }) => {
-        const walk = walkOf(system);
+      runIntake: fromPromise<TaskResult, IntakeInput>(({ input, signal }) => {
+        const walk = walkOf(input.scopeKey);
         return call(walk, taskAt(walk, input.path), input.path, "intake", `intake${input.round}`, intakePrompt(input), input.env, signal);
       }),
-      runCriteriaJudge: fromPromise<TaskResult, CriteriaJudgeInput>(({ input, signal, system }) => {
-        const walk = walkOf(system);
+      runCriteriaJudge: fromPromise<TaskResult, CriteriaJudgeInput>(({ input, signal }) => {
+        const walk = walkOf(input.scopeKey);
         return call(
           walk,
           taskAt(walk, input.path),
@@ -251,9 +255,9 @@ export function provideCheckmate(walkOf: (system: unknown) => Walk, taskAt: (wal
           signal,
         );
       }),
-      askUser: fromPromise<AskReply, AskInput>(({ input, signal, system }) => askUser(walkOf(system), input, signal)),
-      runWorker: fromPromise<TaskResult, WorkerInput>(({ input, signal, system }) => {
-        const walk = walkOf(system);
+      askUser: fromPromise<AskReply, AskInput>(({ input, signal }) => askUser(walkOf(input.scopeKey), input, signal)),
+      runWorker: fromPromise<TaskResult, WorkerInput>(({ input, signal }) => {
+        const walk = walkOf(input.scopeKey);
         const node = taskAt(walk, input.path);
         return call(
           walk,
@@ -267,8 +271,8 @@ export function provideCheckmate(walkOf: (system: unknown) => Walk, taskAt: (wal
           seconds(node, "worker_timeout"),
         );
       }),
-      runJudge: fromPromise<TaskResult, JudgeInput>(({ input, signal, system }) => {
-        const walk = walkOf(system);
+      runJudge: fromPromise<TaskResult, JudgeInput>(({ input, signal }) => {
+        const walk = walkOf(input.scopeKey);
         const node = taskAt(walk, input.path);
         return call(
           walk,

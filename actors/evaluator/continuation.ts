@@ -4,13 +4,14 @@
  * the request's script through a Handler and then an evaluator template, and a suspended Handler session resumes
  * with the answer.
  */
-import { fromPromise } from "../promise-actor.js";
+import { fromPromise } from "xstate";
 import {
   continuationMachine,
   type EvaluationOutcome,
   type EvaluationStepInput,
   type InputWaitInput,
   LAST_EVALUATOR_OUTPUT,
+  type ResumeInput,
   type SubtaskInput,
   type SuspendedResult,
 } from "../../machines/evaluator/continuation.js";
@@ -227,7 +228,7 @@ async function runEvaluation(walk: ContinuationWalk, input: EvaluationStepInput,
 /** Formats the result of a resumed session of the task at `path` as its node asks. */
 export type ApplyFormat = (path: string, result: SuspendedResult) => SuspendedResult;
 
-/** What the continuation effects of one actor system act for. */
+/** What the continuation effects of one node's evaluation act for. */
 export interface ContinuationScope {
   readonly walk: ContinuationWalk;
   readonly applyFormat: ApplyFormat;
@@ -240,26 +241,24 @@ export function provideContinuation(walk: ContinuationWalk, applyFormat: ApplyFo
 }
 
 /**
- * The continuation machine with effects that act for the scope of the actor system they run in (`scopeOf(system)`),
- * so one machine serves every task of the Evaluator that provides it.
+ * The continuation machine with effects that act for the scope their machine's `scopeKey` names (`scopeOf`), so one
+ * machine serves every task of the Evaluator that provides it.
  */
-export function provideContinuationFor(scopeOf: (system: unknown) => ContinuationScope) {
+export function provideContinuationFor(scopeOf: (scopeKey: string | undefined) => ContinuationScope) {
   return continuationMachine.provide({
-    actions: { progress: ({ system }, p) => scopeOf(system).walk.progress(p.event, p.message, p.data) },
+    actions: { progress: ({ context }, p) => scopeOf(context.scopeKey).walk.progress(p.event, p.message, p.data) },
     actors: {
-      runSubtask: fromPromise<TaskResult, SubtaskInput>(({ input, signal, system }) => runSubtask(scopeOf(system).walk, input, signal)),
-      runEvaluation: fromPromise<EvaluationOutcome, EvaluationStepInput>(({ input, signal, system }) =>
-        runEvaluation(scopeOf(system).walk, input, signal),
+      runSubtask: fromPromise<TaskResult, SubtaskInput>(({ input, signal }) => runSubtask(scopeOf(input.scopeKey).walk, input, signal)),
+      runEvaluation: fromPromise<EvaluationOutcome, EvaluationStepInput>(({ input, signal }) =>
+        runEvaluation(scopeOf(input.scopeKey).walk, input, signal),
       ),
-      waitForInput: fromPromise<string, InputWaitInput>(({ input, signal, system }) =>
-        scopeOf(system).walk.waitForInput(input.path, input.request, signal),
+      waitForInput: fromPromise<string, InputWaitInput>(({ input, signal }) =>
+        scopeOf(input.scopeKey).walk.waitForInput(input.path, input.request, signal),
       ),
-      resumeAtomic: fromPromise<SuspendedResult, { path: string; session: SessionState; answer: string }>(
-        async ({ input, signal, system }) => {
-          const { walk, applyFormat } = scopeOf(system);
-          return applyFormat(input.path, await walk.resume(input.path, input.session, input.answer, signal));
-        },
-      ),
+      resumeAtomic: fromPromise<SuspendedResult, ResumeInput>(async ({ input, signal }) => {
+        const { walk, applyFormat } = scopeOf(input.scopeKey);
+        return applyFormat(input.path, await walk.resume(input.path, input.session, input.answer, signal));
+      }),
     },
   });
 }

@@ -27,10 +27,13 @@ import {
   type NodeFinishedEventData,
   type NodeState,
   type ReplayedNode,
+  type SessionState,
   type TaskResult,
 } from "../../protocol/index.js";
+import type { SuspendedResult } from "../../machines/evaluator/continuation.js";
 import type { TaskStore } from "../bus.js";
 import { messageOf, type Logger } from "../deps.js";
+import { sessionKey } from "./budget.js";
 import { maskDeep, type Masker } from "../secrets.js";
 
 /** The key of the record of the `occurrence`th evaluation of node `path` of task `taskId`. */
@@ -68,8 +71,12 @@ export interface WalkEffects {
 
 /** Records the nodes of one task's walk. */
 export interface NodeRecorder {
-  /** A Handler session of the node at `path` answered: its record key (when recorded) and its result. */
-  session(path: string, key: string | undefined, result: TaskResult): void;
+  /**
+   * A Handler session of the node at `path` answered: its record key (when recorded) and its result (with the session
+   * when it suspended for a CONTINUATION). `from`: the suspended session this call resumed, whose use up to then an
+   * earlier call already counted (a resumed session's usage and cost are its running totals).
+   */
+  session(path: string, key: string | undefined, result: SuspendedResult, from?: SessionState): void;
   /**
    * Evaluates the node at `path` by `evaluate` (which answers its result and its environment after binding), then
    * sends its record and, once stored, publishes `node.finished`. The outermost node of the walk (the task's root)
@@ -119,6 +126,8 @@ class WalkRecords implements NodeRecorder {
   readonly #occurrences = new Map<string, number>();
   /** What the Handler sessions of the nodes running answered, by path. */
   readonly #own = new Map<string, Own>();
+  /** The cost of each suspended session so far, by {@link sessionKey}: a resumed session's cost is its running total. */
+  readonly #suspendedCost = new Map<string, number>();
   /** Nodes being evaluated: when the last one ends, it is the walk's outermost. */
   #evaluating = 0;
   /**
@@ -164,7 +173,7 @@ class WalkRecords implements NodeRecorder {
     return walk;
   }
 
-  session(path: string, key: string | undefined, result: TaskResult): void {
+  session(path: string, key: string | undefined, result: SuspendedResult, from?: SessionState): void {
     const own = this.#own;
     const entry = own.get(path) ?? { keys: [], models: [] };
     own.set(path, entry);
@@ -172,11 +181,17 @@ class WalkRecords implements NodeRecorder {
     const usage = Usage.safeParse(result.notes["usage"]);
     if (usage.success)
       entry.usage = {
-        promptTokens: (entry.usage?.promptTokens ?? 0) + usage.data.promptTokens,
-        completionTokens: (entry.usage?.completionTokens ?? 0) + usage.data.completionTokens,
+        promptTokens: (entry.usage?.promptTokens ?? 0) + Math.max(0, usage.data.promptTokens - (from?.usage.promptTokens ?? 0)),
+        completionTokens:
+          (entry.usage?.completionTokens ?? 0) + Math.max(0, usage.data.completionTokens - (from?.usage.completionTokens ?? 0)),
       };
+    const suspendedCost = this.#suspendedCost;
+    const before = from ? (suspendedCost.get(sessionKey(path, from)) ?? 0) : 0;
+    if (from) suspendedCost.delete(sessionKey(path, from));
     const cost = result.notes["cost"];
-    if (typeof cost === "number" && Number.isFinite(cost) && cost >= 0) entry.cost = (entry.cost ?? 0) + cost;
+    const priced = typeof cost === "number" && Number.isFinite(cost) && cost >= 0;
+    if (priced) entry.cost = (entry.cost ?? 0) + Math.max(0, cost - before);
+    if (result.session) suspendedCost.set(sessionKey(path, result.session), priced ? cost : 0);
     const model = result.notes["model"];
     if (typeof model === "string" && !entry.models.includes(model)) entry.models.push(model);
   }
@@ -270,7 +285,7 @@ function recordOf(
     taskId: taskId as NodeRecord["taskId"],
     path,
     occurrence,
-    name: nodeName(node, path),
+    name: nodeName(node, path, bound),
     kind: kindOf(node),
     state: stateOf(result),
     startedAt: started.toISOString(),
@@ -327,22 +342,32 @@ const NAME_WORDS = 6;
 /**
  * A node's name: its place among its parent's children (`step 2`, `input 1`, `branch 3`, `director`, …) and what the
  * template calls it: its `name` or `id` attribute, else the first words of its description or instructions, else its
- * kind. `step 2 · summarise the notes`.
+ * kind. `step 2 · summarise the notes`. Placeholders are left out, but for a description of placeholders only (a
+ * subtask's `{{description}}`), whose words are their text values in `env`, the node's environment.
  */
-export function nodeName(node: StepNode, path: string): string {
-  const label = labelOf(node);
+export function nodeName(node: StepNode, path: string, env?: Env): string {
+  const label = labelOf(node, env);
   const place = placeOf(path);
   return place === undefined ? label : `${place} · ${label}`;
 }
 
-function labelOf(node: StepNode): string {
+/** The words of `text` (no word of punctuation only: a placeholder left out may leave its punctuation alone). */
+const wordsOf = (text: string) => text.split(/\s+/).filter((w) => /[\p{L}\p{N}]/u.test(w));
+
+function labelOf(node: StepNode, env: Env | undefined): string {
   switch (node.kind) {
     case "task": {
       const named = node.name ?? node.attributes["id"] ?? node.attributes["name"];
       if (named?.trim()) return named.trim();
-      const text = (node.description ?? node.instructions ?? "").replace(/\{\{[^}]*\}\}/g, " ").trim();
-      // A placeholder left out may leave its punctuation alone: no word of punctuation only.
-      const words = text.split(/\s+/).filter((w) => /[\p{L}\p{N}]/u.test(w));
+      const described = node.description ?? node.instructions ?? "";
+      let words = wordsOf(described.replace(/\{\{[^}]*\}\}/g, " "));
+      if (words.length === 0 && env)
+        words = wordsOf(
+          described.replace(/\{\{\s*([\w.]+)\s*\}\}/g, (_, name: string) => {
+            const found = find(env, name);
+            return found.found && typeof found.value === "string" ? ` ${found.value} ` : " ";
+          }),
+        );
       if (words.length === 0) return node.ref ? `ref ${node.ref}` : node.type;
       const first = words.slice(0, NAME_WORDS).join(" ");
       return `${first.replace(/[.,;:!?]+$/, "")}${words.length > NAME_WORDS ? " …" : ""}`.toLowerCase();
@@ -361,6 +386,9 @@ function placeOf(path: string): string | undefined {
   // A branch of a map over a list: the map's one step under the scope `<map path>/map:<i>:`.
   const branch = /^(.*)\/map:(\d+):([^/]*)$/.exec(path);
   if (branch && branch[3] === `${branch[1]?.slice(branch[1].lastIndexOf(":") + 1)}.steps.0`) return `branch ${Number(branch[2]) + 1}`;
+  // The root of a subtask's template: `<path>/subtask<n>:0` (run_subtask) or `<path>/spawn<n>:0` (spawn_subtask).
+  const subtask = /\/(subtask|spawn)(\d+):0$/.exec(path);
+  if (subtask) return `${subtask[1] === "spawn" ? "spawned subtask" : "subtask"} ${subtask[2]}`;
   const last = /\.(steps|inputs|cases|args)\.(\d+)(?:\.(?:task|value|body))?$/.exec(path);
   if (last) {
     const n = Number(last[2]) + 1;

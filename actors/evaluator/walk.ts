@@ -1,121 +1,49 @@
 /**
  * The effects of the evaluation machines for one document: a node path is resolved to its typed AST node, its
  * `<inputs>` are bound, an atomic task is substituted and sent to a Handler, a call binds its arguments, and a
- * step of a composite is evaluated by a nested evaluation actor ({@link evaluateNode}).
+ * step of a composite is evaluated by a nested evaluation actor ({@link evaluateNode}), a child of the evaluation that
+ * started it: one actor system per task. The effects find what they act for (the walk, its depth) in a map owned by
+ * the Evaluator ({@link walkActors}), by the key each machine carries in its context (`scopeKey`).
  */
-import { assign, createActor, fromCallback, toPromise, type Actor, type InspectionEvent } from "xstate";
-import { fromPromise } from "../promise-actor.js";
+import { assign, createActor, fromCallback, fromPromise, toPromise } from "xstate";
 import type { SuspendedResult } from "../../machines/evaluator/continuation.js";
-import { find, flatten, type Env } from "../../machines/language/env.js";
+import { find, type Env } from "../../machines/language/env.js";
 import { directorEvaluatorMachine } from "../../machines/evaluator/loop.js";
-import { boundNow, evaluationMachine, type BindOutcome, type EvaluationInput } from "../../machines/evaluator/evaluation.js";
+import { boundNow, evaluationMachine, type BindOutcome, type EvalNode, type Scoped } from "../../machines/evaluator/evaluation.js";
 import { START } from "../../machines/invoke-events.js";
 import { reduceMachine, type ResolvedItems } from "../../machines/evaluator/reduce.js";
 import { sequentialMachine } from "../../machines/evaluator/sequential.js";
 import { mapMachine, type BranchCommand } from "../../machines/evaluator/map.js";
-import {
-  taskFailure,
-  type CompileReply,
-  type CompileRequest,
-  type ContinuationKind,
-  type InputRequest,
-  type SessionState,
-  type TaskResult,
-  type TemplateTool,
-} from "../../protocol/index.js";
+import { substitute } from "../../machines/language/substitute.js";
+import type { TaskNode, TemplateDocument } from "../../machines/language/ast.js";
+import { taskFailure, type TaskResult } from "../../protocol/index.js";
+import { inSpan } from "../tracing.js";
 import { bindInputs, bindInputsNow, resolveItems, type EvaluateInputTask } from "./bind.js";
-import type { BudgetScope, TaskSpend } from "./budget.js";
-import { reparseNode } from "./reparse.js";
-import { provideContinuationFor, type ContinuationScope } from "./continuation.js";
+import { bindArgs, runCond } from "./calls.js";
 import { provideCheckmate } from "./checkmate.js";
-import { applyOutputFormat, returnsOf, type ContextDeps } from "./context.js";
+import { applyOutputFormat, returnsOf } from "./context.js";
+import { provideContinuationFor, type ContinuationScope } from "./continuation.js";
+import { scopedWalk, type Walk, type WalkActors } from "./document-walk.js";
 import { MAX_INLINE_DEPTH, type InlineCall } from "./inline.js";
-import { criteriaText, entryPath, inputFailure, nodeAt, summarize, type AtomicFields } from "./nodes.js";
-import { runScriptExecution, runScriptTask, type RunCommand } from "./script.js";
-import { runMemoryTask } from "./runners/memory.js";
+import { recordedNode } from "./node-records.js";
+import { criteriaText, entryPath, inputFailure, nodeAt, summarize } from "./nodes.js";
+import { reparseNode } from "./reparse.js";
 import { continuationsFor, runAtomicTask } from "./runners/atomic.js";
 import { runBranches } from "./runners/map.js";
-import type { InputRecords } from "./input.js";
-import { bindArgs, runCond } from "./calls.js";
+import { runMemoryTask } from "./runners/memory.js";
+import { runScriptExecution, runScriptTask } from "./script.js";
 
 export { argumentValue } from "./calls.js";
-import { actorScopes } from "../actor-scopes.js";
-import type { TemplateLibrary } from "../library/library.js";
-import { inspectOption, type InspectHook } from "../inspect-option.js";
-import { substitute, type SubstituteMode } from "../../machines/language/substitute.js";
-import type { TaskNode, TemplateDocument } from "../../machines/language/ast.js";
-import { recordedNode, type NodeRecorder } from "./node-records.js";
-import { inSpan } from "../tracing.js";
-import type { EvalNode } from "../../machines/evaluator/evaluation.js";
-
-/** The Evaluator's reserved (`$`) bindings of `env`; they cross into function templates and subtasks. */
-export function reservedOf(env: Env): Record<string, unknown> {
-  return Object.fromEntries(Object.entries(flatten(env)).filter(([name]) => name.startsWith("$")));
-}
-
-/** What a walk of one document needs from the Evaluator role. */
-export interface Walk {
-  /** The evaluation actors of the Evaluator running the walk ({@link walkActors}, one per Evaluator). */
-  actors: WalkActors;
-  /** XState inspection of the nested evaluation actors (the Evaluator's `deps.inspect`). */
-  inspect?: InspectHook | undefined;
-  taskId: string;
-  document: TemplateDocument;
-  /** Publish a progress report of the task. */
-  progress(event: string, message: string, data?: Record<string, unknown>): void;
-  /** Run substituted atomic fields in a Handler; a CONTINUATION result carries the suspended session. */
-  execute(
-    path: string,
-    fields: AtomicFields & { continuations?: ContinuationKind[]; templateTools?: TemplateTool[] },
-    signal: AbortSignal,
-    budgets?: readonly BudgetScope[],
-  ): Promise<SuspendedResult>;
-  /** Wait for the user's answer to a `request_user_input` question of the task. */
-  waitForInput(path: string, request: InputRequest, signal: AbortSignal): Promise<string>;
-  /** True when the next wait for `request` returns a recorded answer (a re-run): the question is not put again. */
-  inputRecorded?: InputRecords["inputRecorded"];
-  /**
-   * Resume a suspended Handler session with `answer` as the response to its pending tool call; `continuations`: the
-   * continuation tools the resumed session is offered again (it may ask for another subtask).
-   */
-  resume(
-    path: string,
-    session: SessionState,
-    answer: string,
-    signal: AbortSignal,
-    continuations?: ContinuationKind[],
-  ): Promise<SuspendedResult>;
-  /** Templates subtasks and evaluations are chosen from. */
-  library: TemplateLibrary;
-  /** A map branch's share of the task's budgets (absent: branches share them unreserved). */
-  reserve?: TaskSpend["reserve"];
-  /** Library templates offered as tools to every atomic session of the walk (`DIRIGENT_TEMPLATE_TOOLS`). */
-  templateTools?: readonly TemplateTool[];
-  /** Continuation tools offered to every atomic session (`subtask`, `input`); directors also get `evaluation`. */
-  continuationTools: readonly ContinuationKind[];
-  /** Ask the Compiler to decompose a node; absent: no reparsing. */
-  compile?: (request: CompileRequest, signal: AbortSignal) => Promise<CompileReply>;
-  /** Run the argv of a script in a Handler. */
-  script: RunCommand;
-  /** Deepest nesting of evaluations (steps, calls, nested inputs) before the walk fails. */
-  maxDepth: number;
-  /** `{{var}}` substitution of prompts and call arguments: `strict` (default) or `lenient` (the Python marker). */
-  substitution?: SubstituteMode;
-  /** Associative matching by the Memory role, for a task's context (`fresh_context`, `subset`, file_paths queries). */
-  memoryMatch?: ContextDeps["memoryMatch"];
-  /** The scope the walk's node paths are reported under (`0.steps.1/subtask1:`); empty for the task's own document. */
-  scope?: string;
-  /** Records each node evaluated (actors/evaluator/node-records.ts); absent: none. */
-  records?: NodeRecorder;
-}
-
-const PATH_KEYS: readonly string[] = ["nodePath", "mapPath"];
+export { reservedOf, scopedWalk, type Walk, type WalkActors } from "./document-walk.js";
 
 function missingNode(path: string): TaskResult {
   return taskFailure("unexpected_error", `no executable node at path ${path}`);
 }
 
-/** Evaluates the node at `path` in `env` with a nested evaluation actor; aborting `signal` cancels it. */
+/**
+ * Evaluates the node at `path` in `env` with a nested evaluation actor, a child of `walk.parent` in the task's actor
+ * system (the task's root without one); aborting `signal` cancels it.
+ */
 export async function evaluateNode(
   walk: Walk,
   path: string,
@@ -133,8 +61,7 @@ export async function evaluateNode(
   const summary = summarize(node);
   return inNodeSpan(walk.taskId, path, summary, () =>
     recordedNode(walk, path, node, async () => {
-      const actor = walk.actors.create(walk, depth, inline, {
-        ...inspectOption(walk, "evaluator", walk.taskId),
+      const { actor, release } = walk.actors.create(walk, depth, inline, {
         input: { taskId: walk.taskId, path, node: summary, env, entry },
       });
       const cancel = () => actor.send({ type: "evaluation.cancel" });
@@ -146,6 +73,7 @@ export async function evaluateNode(
         return { result, env: actor.getSnapshot().context.env };
       } finally {
         signal.removeEventListener("abort", cancel);
+        release();
       }
     }),
   );
@@ -179,30 +107,6 @@ export function evaluateDocument(
   return evaluateNode(scopedWalk(walk, document, scope), path, env, depth, signal, 0, true);
 }
 
-/**
- * A walk of another document (a subtask's template, an evaluator, a decomposition) whose node paths are reported
- * and sent to Handlers under `scope` (`0/subtask1:0`), so they never collide with the task's own paths.
- */
-export function scopedWalk(walk: Walk, document: TemplateDocument, scope: string): Walk {
-  const at = (path: string) => `${scope}${path}`;
-  return {
-    ...walk,
-    document,
-    scope: `${walk.scope ?? ""}${scope}`,
-    // Node paths of the data (a node's `nodePath`, a map branch's `mapPath`) are reported under the scope.
-    progress: (event, message, data) =>
-      walk.progress(
-        event,
-        message,
-        data && Object.fromEntries(Object.entries(data).map(([k, v]) => [k, PATH_KEYS.includes(k) && typeof v === "string" ? at(v) : v])),
-      ),
-    execute: (path, ...rest) => walk.execute(at(path), ...rest),
-    resume: (path, ...rest) => walk.resume(at(path), ...rest),
-    script: (path, ...rest) => walk.script(at(path), ...rest),
-    waitForInput: (path, ...rest) => walk.waitForInput(at(path), ...rest),
-  };
-}
-
 /** An inline call `{{f(…)}}` in the text of the node at `path`: the function template's body, one inline level deeper. */
 async function callInlineAt(walk: Walk, c: InlineCall, env: Env, path: string, depth: number, inline: number, signal: AbortSignal) {
   if (inline >= MAX_INLINE_DEPTH) return inputFailure(`inline call ${c.template}() nested deeper than ${MAX_INLINE_DEPTH}`);
@@ -211,14 +115,17 @@ async function callInlineAt(walk: Walk, c: InlineCall, env: Env, path: string, d
   return evaluateNode(bound.walk, `templates.${bound.template}.body`, bound.env, depth + 1, signal, inline + 1);
 }
 
-/** What the effects of one evaluation actor system act for: the walk, its nesting depth, the inline calls around it. */
-type WalkScope = { readonly walk: Walk; readonly depth: number; readonly inline: number; continuation?: ContinuationScope };
+/**
+ * What the effects of one node's evaluation act for: the walk (its `parent` the node's evaluation actor), its nesting
+ * depth, the inline calls around it. Kept by {@link walkActors} under the key the node's machines carry (`scopeKey`).
+ */
+type NodeScope = { readonly walk: Walk; readonly depth: number; readonly inline: number; continuation?: ContinuationScope };
 
-/** The effects' view of the walk of an actor system. */
-type ScopeOf = (system: unknown) => WalkScope;
+/** The effects' view of the node whose machines carry `scopeKey`. */
+type ScopeOf = (scopeKey: string | undefined) => NodeScope;
 
 /** Evaluates the nested task of an input of a node of `scope`'s walk, one level deeper. */
-function inputTasksOf({ walk, depth }: WalkScope, signal: AbortSignal): EvaluateInputTask {
+function inputTasksOf({ walk, depth }: NodeScope, signal: AbortSignal): EvaluateInputTask {
   return (path, env, stop) => evaluateNode(walk, path, env, depth + 1, stop ?? signal);
 }
 
@@ -228,31 +135,33 @@ function taskAt(walk: Walk, path: string): TaskNode {
   return node;
 }
 
-/** The evaluation machine with every effect provided. */
-type WalkMachine = ReturnType<typeof buildWalkMachine>;
-
-/** Creates the evaluation actors of one Evaluator. */
-export interface WalkActors {
-  /** Creates the evaluation actor of a node of `walk` at nesting `depth` (`inline`: inline calls around it). */
-  create(
-    walk: Walk,
-    depth: number,
-    inline: number,
-    options: { input: EvaluationInput; inspect?: (event: InspectionEvent) => void },
-  ): Actor<WalkMachine>;
-}
-
 /**
  * The evaluation actors of one Evaluator: the machine is provided once (building it is costly), and its effects act
- * for the walk registered for the actor system they run in, in a registry this Evaluator alone owns.
+ * for the scope their machine's `scopeKey` names, in a map this Evaluator alone owns: an entry is made with each
+ * node's evaluation actor and deleted when it ends.
  */
 export function walkActors(): WalkActors {
-  const scopes = actorScopes<WalkScope>("an evaluation actor runs outside a walk");
-  const machine = buildWalkMachine((system) => scopes.of(system));
-  return { create: (walk, depth, inline, options) => scopes.create({ walk, depth, inline }, () => createActor(machine, options)) };
+  const scopes = new Map<string, NodeScope>();
+  let made = 0;
+  const machine = buildWalkMachine((scopeKey) => {
+    const scope = scopeKey === undefined ? undefined : scopes.get(scopeKey);
+    if (scope === undefined) throw new Error("an evaluation actor runs outside a walk");
+    return scope;
+  });
+  return {
+    create(walk, depth, inline, options) {
+      const scopeKey = `${walk.taskId}#${++made}`;
+      const input = { ...options.input, scopeKey };
+      const actor = createActor(machine, walk.parent === undefined ? { ...options, input } : { input, parent: walk.parent, id: scopeKey });
+      // Set before the actor starts: its machine waits in `idle` until START, so no effect has run yet.
+      scopes.set(scopeKey, { walk: { ...walk, parent: actor }, depth, inline });
+      return { actor, release: () => scopes.delete(scopeKey) };
+    },
+    evaluate: evaluateNode,
+  };
 }
 
-function continuationScope(scope: WalkScope): ContinuationScope {
+function continuationScope(scope: NodeScope): ContinuationScope {
   const { walk, depth } = scope;
   return (scope.continuation ??= {
     walk: {
@@ -276,32 +185,41 @@ function continuationScope(scope: WalkScope): ContinuationScope {
 }
 
 function buildWalkMachine(scopeOf: ScopeOf) {
-  const progress = ({ system }: { system: unknown }, p: { event: string; message: string; data?: Record<string, unknown> }) =>
-    scopeOf(system).walk.progress(p.event, p.message, p.data);
-  const runStep = fromPromise<TaskResult, { path: string; env: Env }>(({ input, signal, system }) => {
-    const { walk, depth, inline } = scopeOf(system);
+  const progress = (
+    { context }: { context: { scopeKey?: string | undefined } },
+    p: { event: string; message: string; data?: Record<string, unknown> },
+  ) => scopeOf(context.scopeKey).walk.progress(p.event, p.message, p.data);
+  const runStep = fromPromise<TaskResult, { path: string; env: Env } & Scoped>(({ input, signal }) => {
+    const { walk, depth, inline } = scopeOf(input.scopeKey);
     return evaluateNode(walk, input.path, input.env, depth + 1, signal, inline);
   });
   return evaluationMachine.provide({
     actions: {
       progress,
-      bindNow: assign(({ context, system }) => {
-        const { walk } = scopeOf(system);
+      bindNow: assign(({ context }) => {
+        const { walk } = scopeOf(context.scopeKey);
         return boundNow(() => bindInputsNow(taskAt(walk, context.path), context.env, context.entry));
       }),
     },
     actors: {
-      bindInputs: fromPromise<BindOutcome, { path: string; env: Env; entry: boolean }>(({ input, signal, system }) => {
-        const { walk } = scopeOf(system);
-        return bindInputs(inputTasksOf(scopeOf(system), signal), taskAt(walk, input.path), input.path, input.env, input.entry, signal);
+      bindInputs: fromPromise<BindOutcome, { path: string; env: Env; entry: boolean } & Scoped>(({ input, signal }) => {
+        const { walk } = scopeOf(input.scopeKey);
+        return bindInputs(
+          inputTasksOf(scopeOf(input.scopeKey), signal),
+          taskAt(walk, input.path),
+          input.path,
+          input.env,
+          input.entry,
+          signal,
+        );
       }),
-      runAtomic: fromPromise<SuspendedResult, { path: string; env: Env }>(async ({ input, signal, system }) => {
-        const { walk, depth, inline } = scopeOf(system);
+      runAtomic: fromPromise<SuspendedResult, { path: string; env: Env } & Scoped>(async ({ input, signal }) => {
+        const { walk, depth, inline } = scopeOf(input.scopeKey);
         const callInline = (c: InlineCall) => callInlineAt(walk, c, input.env, input.path, depth, inline, signal);
         return runAtomicTask(walk, taskAt(walk, input.path), input.path, input.env, callInline, signal);
       }),
-      reparse: fromPromise<TaskResult, { path: string; env: Env; result: TaskResult }>(async ({ input, signal, system }) => {
-        const { walk, depth } = scopeOf(system);
+      reparse: fromPromise<TaskResult, { path: string; env: Env; result: TaskResult } & Scoped>(async ({ input, signal }) => {
+        const { walk, depth } = scopeOf(input.scopeKey);
         const compile = walk.compile;
         if (!compile) return input.result;
         const reparseWalk = {
@@ -312,16 +230,16 @@ function buildWalkMachine(scopeOf: ScopeOf) {
         };
         return reparseNode(reparseWalk, taskAt(walk, input.path), input.path, input.env, input.result, signal);
       }),
-      runRef: fromPromise<TaskResult, { path: string; env: Env }>(async ({ input, signal, system }) => {
-        const { walk, depth } = scopeOf(system);
+      runRef: fromPromise<TaskResult, { path: string; env: Env } & Scoped>(async ({ input, signal }) => {
+        const { walk, depth } = scopeOf(input.scopeKey);
         const ref = taskAt(walk, input.path).ref ?? "";
         const template = walk.library.get(ref);
         if (!template) return inputFailure(`no template named '${ref}' in the template library (--templates)`, { ref });
         const result = await evaluateDocument(walk, template.document, input.env, depth + 1, signal, `${input.path}/ref:`);
         return { ...result, notes: { ...result.notes, template_used: template.name } };
       }),
-      runCall: fromPromise<TaskResult, { path: string; env: Env }>(async ({ input, signal, system }) => {
-        const { walk, depth, inline } = scopeOf(system);
+      runCall: fromPromise<TaskResult, { path: string; env: Env } & Scoped>(async ({ input, signal }) => {
+        const { walk, depth, inline } = scopeOf(input.scopeKey);
         const node = nodeAt(walk.document, input.path);
         if (node?.kind !== "call") return missingNode(input.path);
         const args = node.args.map((arg, i) => ({
@@ -332,28 +250,28 @@ function buildWalkMachine(scopeOf: ScopeOf) {
         if ("result" in bound) return bound.result;
         return evaluateNode(bound.walk, `templates.${bound.template}.body`, bound.env, depth + 1, signal, inline);
       }),
-      runCond: fromPromise<TaskResult, { path: string; env: Env }>(async ({ input, signal, system }) => {
-        const { walk, depth } = scopeOf(system);
+      runCond: fromPromise<TaskResult, { path: string; env: Env } & Scoped>(async ({ input, signal }) => {
+        const { walk, depth } = scopeOf(input.scopeKey);
         const node = nodeAt(walk.document, input.path);
         if (node?.kind !== "cond") return missingNode(input.path);
         return runCond(walk, node, input.path, input.env, depth, signal);
       }),
-      runMemory: fromPromise<TaskResult, { path: string; env: Env }>(({ input, signal, system }) => {
-        const { walk, depth, inline } = scopeOf(system);
+      runMemory: fromPromise<TaskResult, { path: string; env: Env } & Scoped>(({ input, signal }) => {
+        const { walk, depth, inline } = scopeOf(input.scopeKey);
         const call = (c: InlineCall) => callInlineAt(walk, c, input.env, input.path, depth, inline, signal);
         return runMemoryTask(taskAt(walk, input.path), input.env, walk.memoryMatch, call, walk.substitution ?? "strict", signal);
       }),
-      runScript: fromPromise<TaskResult, { path: string; env: Env }>(({ input, signal, system }) => {
-        const { walk } = scopeOf(system);
+      runScript: fromPromise<TaskResult, { path: string; env: Env } & Scoped>(({ input, signal }) => {
+        const { walk } = scopeOf(input.scopeKey);
         return runScriptTask(walk.script, taskAt(walk, input.path), input.path, input.env, signal);
       }),
-      continuation: provideContinuationFor((system) => continuationScope(scopeOf(system))),
+      continuation: provideContinuationFor((scopeKey) => continuationScope(scopeOf(scopeKey))),
       sequential: sequentialMachine.provide({ actions: { progress }, actors: { runStep } }),
       map: mapMachine.provide({
         actions: { progress },
         actors: {
-          branches: fromCallback<BranchCommand>(({ receive, sendBack, system }) => {
-            const { walk, depth, inline } = scopeOf(system);
+          branches: fromCallback<BranchCommand, Scoped>(({ receive, sendBack, input }) => {
+            const { walk, depth, inline } = scopeOf(input.scopeKey);
             return runBranches(
               receive,
               sendBack,
@@ -368,8 +286,8 @@ function buildWalkMachine(scopeOf: ScopeOf) {
         actions: { progress },
         actors: {
           runStep,
-          runScript: fromPromise<TaskResult, { path: string; env: Env }>(async ({ input, signal, system }) => {
-            const { walk, depth, inline } = scopeOf(system);
+          runScript: fromPromise<TaskResult, { path: string; env: Env } & Scoped>(async ({ input, signal }) => {
+            const { walk, depth, inline } = scopeOf(input.scopeKey);
             const loopPath = input.path.replace(/\.scriptExecution$/, "");
             const se = taskAt(walk, loopPath).scriptExecution;
             if (!se) return inputFailure("the loop has no <script_execution>");
@@ -378,14 +296,14 @@ function buildWalkMachine(scopeOf: ScopeOf) {
           }),
         },
       }),
-      checkmate: provideCheckmate((system) => scopeOf(system).walk, taskAt),
+      checkmate: provideCheckmate((scopeKey) => scopeOf(scopeKey).walk, taskAt),
       reduce: reduceMachine.provide({
         actions: { progress },
         actors: {
           runStep,
-          resolveItems: fromPromise<ResolvedItems, { path: string; env: Env }>(({ input, signal, system }) => {
-            const { walk } = scopeOf(system);
-            return resolveItems(inputTasksOf(scopeOf(system), signal), taskAt(walk, input.path), input.path, input.env, signal);
+          resolveItems: fromPromise<ResolvedItems, { path: string; env: Env } & Scoped>(({ input, signal }) => {
+            const { walk } = scopeOf(input.scopeKey);
+            return resolveItems(inputTasksOf(scopeOf(input.scopeKey), signal), taskAt(walk, input.path), input.path, input.env, signal);
           }),
         },
       }),

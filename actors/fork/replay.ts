@@ -41,9 +41,11 @@ export function replays(plan: ReplayPlan, env: ReplayEnv): Replays {
     const decoded = bytes && decode(NodeRecord, bytes, MAX_RECORD_BYTES);
     return decoded && decoded.ok ? decoded.value : undefined;
   };
-  /** Writes the fork's copy of `record` and announces it. */
-  const copy = async (record: NodeRecord): Promise<void> => {
-    const at = env.now().toISOString();
+  /**
+   * Writes the fork's copy of `record`, replayed `at`, and announces it. A replayed node and the nodes within it are
+   * all replayed at the same instant, so that a fork of this fork finds them within it again (machines/fork/plan.ts).
+   */
+  const copy = async (record: NodeRecord, at: string): Promise<void> => {
     const mine: NodeRecord = {
       ...record,
       taskId: env.taskId as TaskId,
@@ -75,11 +77,12 @@ export function replays(plan: ReplayPlan, env: ReplayEnv): Replays {
     find: (path, occurrence) => byKey.get(`${occurrence}#${path}`),
     async replay(node) {
       let record: NodeRecord | undefined;
+      const at = env.now().toISOString();
       try {
         record = await read(node);
         for (const nested of node.nested ?? []) {
           const inner = await read(nested);
-          if (inner) await copy(inner);
+          if (inner) await copy(inner, at);
         }
       } catch (err) {
         return taskFailure(
@@ -92,7 +95,7 @@ export function replays(plan: ReplayPlan, env: ReplayEnv): Replays {
           "unexpected_error",
           `the record of node '${node.path}' of task '${plan.taskId}' is gone (expired?): it cannot be replayed`,
         );
-      await copy(record);
+      await copy(record, at);
       const { output } = record;
       return {
         content: output.content,

@@ -101,7 +101,7 @@ export function sessionRunner(handler: SessionHandler): RunSession {
       request.resume || recorded
         ? { text: "", notes: {} }
         : await attachContext(toolset, request.files, request.context, request.files?.length ? AbortSignal.timeout(30_000) : NO_SIGNAL);
-    const actor = handler.actors.create(effects, {
+    const { actor, release } = handler.actors.create(effects, {
       ...inspectOption(deps, "handler", taskId),
       input: sessionInput(request, settings, config, {
         contextWindow: contextWindowOf(model),
@@ -131,6 +131,7 @@ export function sessionRunner(handler: SessionHandler): RunSession {
         );
       return reply;
     } finally {
+      release();
       ended();
     }
   };

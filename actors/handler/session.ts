@@ -1,10 +1,9 @@
 /**
  * The Handler's session machine with its effects provided once per Handler (building a machine is costly): each
- * effect acts for the session whose actor system runs it, registered by {@link SessionActors.create} in a registry
- * that Handler alone owns.
+ * effect acts for the session whose key its machine carries, kept by {@link SessionActors.create} in a map that
+ * Handler alone owns.
  */
-import { assign, createActor, type Actor, type InspectionEvent } from "xstate";
-import { fromPromise } from "../promise-actor.js";
+import { assign, createActor, fromPromise, type Actor, type InspectionEvent } from "xstate";
 import {
   handlerSessionMachine,
   measured,
@@ -18,7 +17,7 @@ import {
   type ToolResults,
 } from "../../machines/handler/session.js";
 import type { SessionCheckpoint, Usage } from "../../protocol/index.js";
-import { actorScopes } from "../actor-scopes.js";
+import type { Scoped } from "../../machines/scoped.js";
 
 /** The effects of one session, as its Handler provides them. */
 export interface SessionEffects {
@@ -35,32 +34,49 @@ export interface SessionEffects {
   contextWarning(params: { used: number; limit: number; threshold: number }): void;
 }
 
-const provideSession = (effectsOf: (system: unknown) => SessionEffects) =>
+const provideSession = (effectsOf: (scopeKey: string | undefined) => SessionEffects) =>
   handlerSessionMachine.provide({
     actors: {
-      callModel: fromPromise<ModelReply, CallModelInput>(({ input, signal, system }) => effectsOf(system).callModel(input, signal)),
-      recordTurn: fromPromise<void, SessionCheckpoint>(async ({ input, system }) => effectsOf(system).recordTurn?.(input)),
-      runTools: fromPromise<ToolResults, RunToolsInput>(({ input, signal, system }) => effectsOf(system).runTools(input, signal)),
+      callModel: fromPromise<ModelReply, CallModelInput>(({ input, signal }) => effectsOf(input.scopeKey).callModel(input, signal)),
+      recordTurn: fromPromise<void, SessionCheckpoint & Scoped>(async ({ input: { scopeKey, ...checkpoint } }) =>
+        effectsOf(scopeKey).recordTurn?.(checkpoint),
+      ),
+      runTools: fromPromise<ToolResults, RunToolsInput>(({ input, signal }) => effectsOf(input.scopeKey).runTools(input, signal)),
     },
     actions: {
-      turnCompleted: ({ context, system }, params) => effectsOf(system).turnCompleted(context, params),
-      contextWarning: ({ system }, params) => effectsOf(system).contextWarning(params),
-      measure: assign(({ context, system }) => measured(context, (input) => effectsOf(system).countTokens(input))),
+      turnCompleted: ({ context }, params) => effectsOf(context.scopeKey).turnCompleted(context, params),
+      contextWarning: ({ context }, params) => effectsOf(context.scopeKey).contextWarning(params),
+      measure: assign(({ context }) => measured(context, (input) => effectsOf(context.scopeKey).countTokens(input))),
     },
   });
 
 /** Creates the session actors of one Handler. */
 export interface SessionActors {
-  /** Creates the actor of one session with `effects`. */
+  /** Creates the actor of one session with `effects`; they are kept until `release` (call it when the session has ended). */
   create(
     effects: SessionEffects,
     options: { input: HandlerSessionInput; inspect?: (event: InspectionEvent) => void },
-  ): Actor<ReturnType<typeof provideSession>>;
+  ): { actor: Actor<ReturnType<typeof provideSession>>; release(): void };
 }
 
-/** The session actors of one Handler: the machine provided once, its effects found by the session's actor system. */
+/**
+ * The session actors of one Handler: the machine provided once, its effects kept in a map this Handler alone owns, by
+ * the key each session's machine carries (`scopeKey`).
+ */
 export function sessionActors(): SessionActors {
-  const sessions = actorScopes<SessionEffects>("a Handler session runs without its effects");
-  const machine = provideSession((system) => sessions.of(system));
-  return { create: (effects, options) => sessions.create(effects, () => createActor(machine, options)) };
+  const sessions = new Map<string, SessionEffects>();
+  let made = 0;
+  const machine = provideSession((scopeKey) => {
+    const effects = scopeKey === undefined ? undefined : sessions.get(scopeKey);
+    if (effects === undefined) throw new Error("a Handler session runs without its effects");
+    return effects;
+  });
+  return {
+    create(effects, options) {
+      const scopeKey = `s${++made}`;
+      sessions.set(scopeKey, effects);
+      const actor = createActor(machine, { ...options, input: { ...options.input, scopeKey } });
+      return { actor, release: () => sessions.delete(scopeKey) };
+    },
+  };
 }

@@ -3,8 +3,7 @@
  * over the global index of an {@link IndexStore}. It watches the store and loads each new generation, whichever
  * process wrote it.
  */
-import { createActor, waitFor } from "xstate";
-import { fromPromise } from "../promise-actor.js";
+import { createActor, fromPromise, waitFor } from "xstate";
 import { memoryMachine, type LoadedIndex } from "../../machines/memory/memory.js";
 import { Requests, type MatchReply } from "../../protocol/index.js";
 import { messageOf, type ActorDeps, type RoleHandle } from "../deps.js";

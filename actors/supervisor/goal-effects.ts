@@ -8,8 +8,7 @@
  * - `judge`: `<goal>-judge-<sub-goal>` on the cheap-tier model, answers a {@link DivergenceJudgement}.
  * - `review`: `<goal>-keep-<sub-goal>-r<replans>` on the cheap-tier model, answers a {@link KeepDecision}.
  */
-import { fromCallback } from "xstate";
-import { fromPromise } from "../promise-actor.js";
+import { fromCallback, fromPromise } from "xstate";
 import {
   DivergenceJudgement,
   GoalPlan,

@@ -9,8 +9,7 @@
  * it holds the lease of (`goals-loop.ts`). A lease expires unless renewed, so the goals of a Supervisor that died
  * are taken over by another, which carries on from the stored goal.
  */
-import { createActor, type Actor } from "xstate";
-import { fromPromise } from "../promise-actor.js";
+import { createActor, fromPromise, type Actor } from "xstate";
 import {
   decode,
   encodeJson,

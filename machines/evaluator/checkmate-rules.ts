@@ -72,8 +72,19 @@ export function criteriaFeedback(output: TaskResult): string {
 /** What `runWorker` is given besides path and env: the task, criteria, previous output, every gap and the user's directions. */
 export function workerInput(context: CheckmateContext) {
   const previous = context.attempts.findLast((a) => a.output !== undefined)?.output;
-  const { path, env, task, criteria, iteration, maxIterations, gaps, directions } = context;
-  return { path, env, task, criteria, iteration, maxIterations, ...(previous === undefined ? {} : { previous }), gaps, directions };
+  const { scopeKey, path, env, task, criteria, iteration, maxIterations, gaps, directions } = context;
+  return {
+    scopeKey,
+    path,
+    env,
+    task,
+    criteria,
+    iteration,
+    maxIterations,
+    ...(previous === undefined ? {} : { previous }),
+    gaps,
+    directions,
+  };
 }
 
 /**
@@ -201,8 +212,8 @@ export function gateProgress(context: CheckmateContext): ProgressParams {
 
 /** What `runJudge` is given: the task, criteria and the last attempt's output. */
 export function judgeInput(context: CheckmateContext) {
-  const { path, env, task, criteria, iteration, maxIterations } = context;
-  return { path, env, task, criteria, iteration, maxIterations, output: context.attempts.at(-1)?.output ?? "" };
+  const { scopeKey, path, env, task, criteria, iteration, maxIterations } = context;
+  return { scopeKey, path, env, task, criteria, iteration, maxIterations, output: context.attempts.at(-1)?.output ?? "" };
 }
 
 /** The worker's output, recorded as this iteration's attempt. */

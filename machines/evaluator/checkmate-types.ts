@@ -12,6 +12,7 @@ import {
 } from "../../protocol/index.js";
 import type { Env } from "../language/env.js";
 import { messageOf } from "../../protocol/errors.js";
+import type { Scoped } from "./evaluation-node.js";
 
 /**
  * Defaults: 5 iterations lets the worker act on the judge's gaps a few times, and bounds the model calls a task that
@@ -20,7 +21,7 @@ import { messageOf } from "../../protocol/errors.js";
 export const CHECKMATE_DEFAULTS = { maxIterations: 5, maxIntakeRounds: 3, maxClarifications: 3 } as const;
 
 /** Input of a checkmate loop. */
-export interface CheckmateInput {
+export interface CheckmateInput extends Scoped {
   /** Path of the `judge_loop` task node. */
   path: string;
   env: Env;
@@ -46,7 +47,7 @@ export type Prepared = { task: string; criteria?: string; interactive?: boolean;
 export type GateKind = "clarification" | "criteria" | "start" | "checkpoint";
 
 /** What `askUser` is given: the question, put to the user on the task's input subject. */
-export interface AskInput {
+export interface AskInput extends Scoped {
   path: string;
   gate: GateKind;
   request: InputRequest;
@@ -78,7 +79,7 @@ export interface Clarification {
 }
 
 /** What `runIntake` is given. `round` counts intake calls from 1. */
-export interface IntakeInput {
+export interface IntakeInput extends Scoped {
   path: string;
   env: Env;
   task: string;
@@ -90,7 +91,7 @@ export interface IntakeInput {
 }
 
 /** What `runCriteriaJudge` is given. */
-export interface CriteriaJudgeInput {
+export interface CriteriaJudgeInput extends Scoped {
   path: string;
   env: Env;
   task: string;
@@ -105,7 +106,7 @@ export interface Gap {
 }
 
 /** What `runWorker` is given. */
-export interface WorkerInput {
+export interface WorkerInput extends Scoped {
   path: string;
   env: Env;
   task: string;
@@ -121,7 +122,7 @@ export interface WorkerInput {
 }
 
 /** What `runJudge` is given. */
-export interface JudgeInput {
+export interface JudgeInput extends Scoped {
   path: string;
   env: Env;
   task: string;

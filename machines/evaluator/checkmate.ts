@@ -85,6 +85,7 @@ import { errorOf, outputOf, type StartEvent, idleUntilStarted } from "../invoke-
 import type { Env } from "../language/env.js";
 import { notProvided } from "../not-provided.js";
 import type { ProgressParams } from "./sequential.js";
+import type { Scoped } from "./evaluation-node.js";
 
 export * from "./checkmate-types.js";
 export * from "./checkmate-rules.js";
@@ -105,7 +106,7 @@ const progress = (params: (context: CheckmateContext) => ProgressParams) => ({
 /** What `askUser` is given for a gate. */
 const ask =
   (gate: GateKind) =>
-  ({ context }: Ctx): AskInput => ({ path: context.path, gate, request: gateRequest(context, gate) });
+  ({ context }: Ctx): AskInput => ({ scopeKey: context.scopeKey, path: context.path, gate, request: gateRequest(context, gate) });
 
 /** The checkmate machine. Output: the passing output, the exhaustion with the best attempt, or the failure. */
 export const checkmateMachine = setup({
@@ -149,7 +150,7 @@ export const checkmateMachine = setup({
     nextIteration: assign({ iteration: ({ context }) => context.iteration + 1 }),
   },
   actors: {
-    prepare: fromPromise<Prepared, { path: string; env: Env }>(async () => notProvided("checkmate.prepare")),
+    prepare: fromPromise<Prepared, { path: string; env: Env } & Scoped>(async () => notProvided("checkmate.prepare")),
     runIntake: fromPromise<TaskResult, IntakeInput>(async () => notProvided("checkmate.runIntake")),
     runCriteriaJudge: fromPromise<TaskResult, CriteriaJudgeInput>(async () => notProvided("checkmate.runCriteriaJudge")),
     askUser: fromPromise<AskReply, AskInput>(async () => notProvided("checkmate.askUser")),
@@ -202,7 +203,7 @@ export const checkmateMachine = setup({
       description: "The task text and any given criteria, substituted.",
       invoke: {
         src: "prepare",
-        input: ({ context }) => ({ path: context.path, env: context.env }),
+        input: ({ context }) => ({ path: context.path, env: context.env, scopeKey: context.scopeKey }),
         onDone: [
           { guard: "preparationFailed", target: "failed", actions: "failPreparation" },
           { target: "routingIntake", actions: "storePreparedTask" },
@@ -231,6 +232,7 @@ export const checkmateMachine = setup({
       invoke: {
         src: "runIntake",
         input: ({ context }) => ({
+          scopeKey: context.scopeKey,
           path: context.path,
           env: context.env,
           task: context.task,
@@ -304,6 +306,7 @@ export const checkmateMachine = setup({
       invoke: {
         src: "runCriteriaJudge",
         input: ({ context }) => ({
+          scopeKey: context.scopeKey,
           path: context.path,
           env: context.env,
           task: context.task,

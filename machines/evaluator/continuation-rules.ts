@@ -136,6 +136,7 @@ export function childInput(context: ContinuationContext, number: number, scope: 
   const request = pending?.request ?? { type: "atomic", description: "" };
   const limit = request.max_depth === undefined ? depthLimit(context) : context.chain.length + 1 + request.max_depth - 1;
   return {
+    scopeKey: context.scopeKey,
     path: context.path,
     request,
     number,

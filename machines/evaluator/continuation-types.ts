@@ -13,6 +13,7 @@ import type {
 } from "../../protocol/index.js";
 import { find, type Env } from "../language/env.js";
 import type { SpawnedSubtask } from "./spawn.js";
+import type { Scoped } from "./evaluation-node.js";
 
 /** Env bindings the Evaluator reserves (`$` names cannot be written in a template). */
 export const RESERVED = {
@@ -39,7 +40,7 @@ export const DEFAULT_MAX_EVALUATIONS = 5;
 export type SuspendedResult = TaskResult & { session?: SessionState };
 
 /** Input of a continuation. */
-export interface ContinuationInput {
+export interface ContinuationInput extends Scoped {
   /** Path of the atomic node. */
   path: string;
   /** The node's environment. */
@@ -60,8 +61,15 @@ export type Pending =
   | { kind: "evaluation"; request: EvaluationRequest }
   | { kind: "input"; request: InputRequest };
 
+/** What `resumeAtomic` is given: the suspended session and the answer to resume it with. */
+export interface ResumeInput extends Scoped {
+  path: string;
+  session: SessionState;
+  answer: string;
+}
+
 /** What `waitForInput` is given. */
-export interface InputWaitInput {
+export interface InputWaitInput extends Scoped {
   path: string;
   request: InputRequest;
 }
@@ -87,7 +95,7 @@ export interface ContinuationContext extends ContinuationInput {
 }
 
 /** What `runSubtask` is given: the request and the environment the child starts from. */
-export interface SubtaskInput {
+export interface SubtaskInput extends Scoped {
   path: string;
   request: SubtaskRequest;
   /** Number of the subtask within this node, from 1 (of its kind: run or spawned). */
@@ -99,7 +107,7 @@ export interface SubtaskInput {
 }
 
 /** What `runEvaluation` is given. */
-export interface EvaluationStepInput {
+export interface EvaluationStepInput extends Scoped {
   path: string;
   request: EvaluationRequest;
   /** The director's output so far. */

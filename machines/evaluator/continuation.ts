@@ -42,6 +42,7 @@ import {
   type EvaluationStepInput,
   type InputWaitInput,
   RESERVED,
+  type ResumeInput,
   type SubtaskInput,
   type SuspendedResult,
   reservedLimit,
@@ -183,9 +184,7 @@ export const continuationMachine = setup({
   actors: {
     runSubtask: fromPromise<TaskResult, SubtaskInput>(async () => notProvided("continuation.runSubtask")),
     runEvaluation: fromPromise<EvaluationOutcome, EvaluationStepInput>(async () => notProvided("continuation.runEvaluation")),
-    resumeAtomic: fromPromise<SuspendedResult, { path: string; session: SessionState; answer: string }>(async () =>
-      notProvided("continuation.resumeAtomic"),
-    ),
+    resumeAtomic: fromPromise<SuspendedResult, ResumeInput>(async () => notProvided("continuation.resumeAtomic")),
     waitForInput: fromPromise<string, InputWaitInput>(async () => notProvided("continuation.waitForInput")),
   },
   guards: {
@@ -333,6 +332,7 @@ export const continuationMachine = setup({
       invoke: {
         src: "runEvaluation",
         input: ({ context }) => ({
+          scopeKey: context.scopeKey,
           path: context.path,
           request: context.pending?.kind === "evaluation" ? context.pending.request : { type: "llm", criteria: "" },
           output: context.result.content,
@@ -355,6 +355,7 @@ export const continuationMachine = setup({
       invoke: {
         src: "waitForInput",
         input: ({ context }) => ({
+          scopeKey: context.scopeKey,
           path: context.path,
           request: context.pending?.kind === "input" ? context.pending.request : { question: "" },
         }),
@@ -373,7 +374,12 @@ export const continuationMachine = setup({
       },
       invoke: {
         src: "resumeAtomic",
-        input: ({ context }) => ({ path: context.path, session: context.result.session as SessionState, answer: context.answer ?? "" }),
+        input: ({ context }) => ({
+          scopeKey: context.scopeKey,
+          path: context.path,
+          session: context.result.session as SessionState,
+          answer: context.answer ?? "",
+        }),
         onDone: { target: "inspecting", actions: "storeResumed" },
         onError: { target: "failed", actions: "failResumeThrew" },
       },

@@ -6,6 +6,9 @@ import { taskFailure, type TaskError, type TaskResult } from "../../protocol/ind
 import type { Env } from "../language/env.js";
 import type { AccumulationFormat } from "../language/ast.js";
 import { messageOf } from "../../protocol/errors.js";
+import type { Scoped } from "../scoped.js";
+
+export type { Scoped } from "../scoped.js";
 
 /** The part of a template node the walk decides on: plain data, summarised by the shell. */
 export interface EvalNode {
@@ -46,7 +49,7 @@ export interface EvalNode {
 }
 
 /** Input of an evaluation. */
-export interface EvaluationInput<N extends EvalNode = EvalNode> {
+export interface EvaluationInput<N extends EvalNode = EvalNode> extends Scoped {
   taskId: string;
   /** Path of the node in its document. */
   path: string;

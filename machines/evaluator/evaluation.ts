@@ -38,6 +38,7 @@ import {
   type EvalNode,
   type EvaluationContext,
   type EvaluationInput,
+  type Scoped,
 } from "./evaluation-node.js";
 
 export * from "./evaluation-node.js";
@@ -103,15 +104,19 @@ export const evaluationMachine = setup({
     failUnsupported: assign({ result: ({ context }) => failed("not_supported", unsupported(context.node)) }),
   },
   actors: {
-    bindInputs: fromPromise<BindOutcome, { path: string; env: Env; entry: boolean }>(async () => notProvided("evaluation.bindInputs")),
-    runAtomic: fromPromise<SuspendedResult, { path: string; env: Env }>(async () => notProvided("evaluation.runAtomic")),
+    bindInputs: fromPromise<BindOutcome, { path: string; env: Env; entry: boolean } & Scoped>(async () =>
+      notProvided("evaluation.bindInputs"),
+    ),
+    runAtomic: fromPromise<SuspendedResult, { path: string; env: Env } & Scoped>(async () => notProvided("evaluation.runAtomic")),
     continuation: continuationMachine,
-    runCall: fromPromise<TaskResult, { path: string; env: Env }>(async () => notProvided("evaluation.runCall")),
-    runCond: fromPromise<TaskResult, { path: string; env: Env }>(async () => notProvided("evaluation.runCond")),
-    runScript: fromPromise<TaskResult, { path: string; env: Env }>(async () => notProvided("evaluation.runScript")),
-    runRef: fromPromise<TaskResult, { path: string; env: Env }>(async () => notProvided("evaluation.runRef")),
-    runMemory: fromPromise<TaskResult, { path: string; env: Env }>(async () => notProvided("evaluation.runMemory")),
-    reparse: fromPromise<TaskResult, { path: string; env: Env; result: TaskResult }>(async () => notProvided("evaluation.reparse")),
+    runCall: fromPromise<TaskResult, { path: string; env: Env } & Scoped>(async () => notProvided("evaluation.runCall")),
+    runCond: fromPromise<TaskResult, { path: string; env: Env } & Scoped>(async () => notProvided("evaluation.runCond")),
+    runScript: fromPromise<TaskResult, { path: string; env: Env } & Scoped>(async () => notProvided("evaluation.runScript")),
+    runRef: fromPromise<TaskResult, { path: string; env: Env } & Scoped>(async () => notProvided("evaluation.runRef")),
+    runMemory: fromPromise<TaskResult, { path: string; env: Env } & Scoped>(async () => notProvided("evaluation.runMemory")),
+    reparse: fromPromise<TaskResult, { path: string; env: Env; result: TaskResult } & Scoped>(async () =>
+      notProvided("evaluation.reparse"),
+    ),
     sequential: sequentialMachine,
     map: mapMachine,
     directorEvaluator: directorEvaluatorMachine,
@@ -167,7 +172,7 @@ export const evaluationMachine = setup({
       invoke: {
         id: "bindInputs",
         src: "bindInputs",
-        input: ({ context }) => ({ path: context.path, env: context.env, entry: context.entry }),
+        input: ({ context }) => ({ path: context.path, env: context.env, entry: context.entry, scopeKey: context.scopeKey }),
         onDone: { target: "bound", actions: "storeBinding" },
         onError: settles.onError,
       },
@@ -192,7 +197,7 @@ export const evaluationMachine = setup({
       entry: started("atomic", () => "atomic task started"),
       invoke: {
         src: "runAtomic",
-        input: ({ context }) => ({ path: context.path, env: context.env }),
+        input: ({ context }) => ({ path: context.path, env: context.env, scopeKey: context.scopeKey }),
         onDone: [
           { guard: "suspended", target: "continuing", actions: "storeResult" },
           { guard: "reparseRecovers", target: "reparsing", actions: "storeResult" },
@@ -209,6 +214,7 @@ export const evaluationMachine = setup({
         id: "continuation",
         src: "continuation",
         input: ({ context }) => ({
+          scopeKey: context.scopeKey,
           path: context.path,
           env: context.env,
           result: context.result ?? failed("unexpected_error", "no continuation result"),
@@ -228,6 +234,7 @@ export const evaluationMachine = setup({
       invoke: {
         src: "reparse",
         input: ({ context }) => ({
+          scopeKey: context.scopeKey,
           path: context.path,
           env: context.env,
           result: context.result ?? failed("unexpected_error", "no result to reparse"),
@@ -245,6 +252,7 @@ export const evaluationMachine = setup({
         id: "sequential",
         src: "sequential",
         input: ({ context }) => ({
+          scopeKey: context.scopeKey,
           path: context.path,
           stepCount: context.node.stepCount ?? 0,
           env: context.env,
@@ -263,6 +271,7 @@ export const evaluationMachine = setup({
         id: "map",
         src: "map",
         input: ({ context }) => ({
+          scopeKey: context.scopeKey,
           path: context.path,
           stepCount: context.node.stepCount ?? 0,
           env: context.env,
@@ -279,7 +288,7 @@ export const evaluationMachine = setup({
       entry: started("associative_memory", () => "associative memory task started"),
       invoke: {
         src: "runMemory",
-        input: ({ context }) => ({ path: context.path, env: context.env }),
+        input: ({ context }) => ({ path: context.path, env: context.env, scopeKey: context.scopeKey }),
         ...settles,
       },
     },
@@ -288,7 +297,7 @@ export const evaluationMachine = setup({
       entry: started("script", () => "script task started"),
       invoke: {
         src: "runScript",
-        input: ({ context }) => ({ path: context.path, env: context.env }),
+        input: ({ context }) => ({ path: context.path, env: context.env, scopeKey: context.scopeKey }),
         ...settles,
       },
     },
@@ -301,6 +310,7 @@ export const evaluationMachine = setup({
         input: ({ context }) => {
           const loop = context.node.loop ?? { director: false, evaluator: false, script: false };
           return {
+            scopeKey: context.scopeKey,
             path: context.path,
             env: context.env,
             hasDirector: loop.director,
@@ -319,7 +329,7 @@ export const evaluationMachine = setup({
       invoke: {
         id: "checkmate",
         src: "checkmate",
-        input: ({ context }) => ({ path: context.path, env: context.env, ...(context.node.checkmate ?? {}) }),
+        input: ({ context }) => ({ path: context.path, env: context.env, ...(context.node.checkmate ?? {}), scopeKey: context.scopeKey }),
         ...settles,
       },
     },
@@ -330,6 +340,7 @@ export const evaluationMachine = setup({
         id: "reduce",
         src: "reduce",
         input: ({ context }) => ({
+          scopeKey: context.scopeKey,
           path: context.path,
           env: context.env,
           initialValue: context.node.initialValue ?? "",
@@ -350,7 +361,7 @@ export const evaluationMachine = setup({
       },
       invoke: {
         src: "runRef",
-        input: ({ context }) => ({ path: context.path, env: context.env }),
+        input: ({ context }) => ({ path: context.path, env: context.env, scopeKey: context.scopeKey }),
         ...settles,
       },
     },
@@ -366,7 +377,7 @@ export const evaluationMachine = setup({
       },
       invoke: {
         src: "runCall",
-        input: ({ context }) => ({ path: context.path, env: context.env }),
+        input: ({ context }) => ({ path: context.path, env: context.env, scopeKey: context.scopeKey }),
         ...settles,
       },
     },
@@ -374,7 +385,7 @@ export const evaluationMachine = setup({
       description: "A <cond>: the body of the first case whose test is true runs.",
       invoke: {
         src: "runCond",
-        input: ({ context }) => ({ path: context.path, env: context.env }),
+        input: ({ context }) => ({ path: context.path, env: context.env, scopeKey: context.scopeKey }),
         ...settles,
       },
     },

@@ -20,6 +20,7 @@ import { notProvided } from "../not-provided.js";
 import { errorOf, outputOf, type StartEvent, idleUntilStarted } from "../invoke-events.js";
 import type { ProgressParams, RunStepInput } from "./sequential.js";
 import { messageOf } from "../../protocol/errors.js";
+import type { Scoped } from "./evaluation-node.js";
 
 /** Default of `<max_iterations>`. */
 export const DEFAULT_MAX_ITERATIONS = 5;
@@ -28,7 +29,7 @@ export const DEFAULT_MAX_ITERATIONS = 5;
 export const INVALID_EVALUATION_FEEDBACK = "Evaluation failed or structure invalid.";
 
 /** Input of a director–evaluator loop. */
-export interface DirectorEvaluatorInput {
+export interface DirectorEvaluatorInput extends Scoped {
   /** Path of the loop task node. */
   path: string;
   /** The environment of the loop (its inputs bound). */
@@ -312,7 +313,11 @@ export const directorEvaluatorMachine = setup({
       },
       invoke: {
         src: "runStep",
-        input: ({ context }) => ({ path: `${context.path}.director`, env: extend(context.env, loopBindings(context)) }),
+        input: ({ context }) => ({
+          path: `${context.path}.director`,
+          env: extend(context.env, loopBindings(context)),
+          scopeKey: context.scopeKey,
+        }),
         onDone: [
           { guard: "directedWithScript", target: "scripting", actions: "recordAttempt" },
           { guard: "stepCompleted", target: "evaluating", actions: "recordAttempt" },
@@ -325,7 +330,7 @@ export const directorEvaluatorMachine = setup({
       description: "The script runs on the director's attempt; a non-zero exit is data for the evaluator.",
       invoke: {
         src: "runScript",
-        input: ({ context }) => ({ path: `${context.path}.scriptExecution`, env: afterDirector(context) }),
+        input: ({ context }) => ({ path: `${context.path}.scriptExecution`, env: afterDirector(context), scopeKey: context.scopeKey }),
         onDone: [
           { guard: "stepCompleted", target: "evaluating", actions: "recordScript" },
           { target: "failed", actions: { type: "failStep", params: { phase: "script" } } },
@@ -337,7 +342,7 @@ export const directorEvaluatorMachine = setup({
       description: "The evaluator judges the attempt (and the script's output).",
       invoke: {
         src: "runStep",
-        input: ({ context }) => ({ path: `${context.path}.evaluator`, env: afterDirector(context) }),
+        input: ({ context }) => ({ path: `${context.path}.evaluator`, env: afterDirector(context), scopeKey: context.scopeKey }),
         onDone: [
           { guard: "stepCompleted", target: "deciding", actions: "recordEvaluation" },
           { target: "failed", actions: { type: "failStep", params: { phase: "evaluator" } } },

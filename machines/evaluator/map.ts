@@ -24,12 +24,13 @@ import { notProvided } from "../not-provided.js";
 import { idleUntilStarted, type StartEvent } from "../invoke-events.js";
 import { compositeFailure, stepResultOf, type ProgressParams, type StepResult } from "./sequential.js";
 import { messageOf } from "../../protocol/errors.js";
+import type { Scoped } from "./evaluation-node.js";
 
 /** Branches of a map running at once when the task does not say (`max_parallel`). */
 export const DEFAULT_MAX_PARALLEL = 10;
 
 /** Input of a map actor. */
-export interface MapInput {
+export interface MapInput extends Scoped {
   /** Path of the map task node; its steps are `<path>.steps.<i>`. */
   path: string;
   /** Number of `<steps>`. */
@@ -179,7 +180,7 @@ const mapBase = setup({
     progress: (_, _params: ProgressParams) => undefined,
   },
   actors: {
-    branches: fromCallback<BranchCommand>(() => notProvided("map.branches")),
+    branches: fromCallback<BranchCommand, Scoped>(() => notProvided("map.branches")),
   },
 });
 
@@ -253,7 +254,7 @@ export const mapMachine = setup({
     output: {} as TaskResult,
   },
   actions: { progress: (_, _params: ProgressParams) => undefined, launch, settle, cancelRunning },
-  actors: { branches: fromCallback<BranchCommand>(() => notProvided("map.branches")) },
+  actors: { branches: fromCallback<BranchCommand, Scoped>(() => notProvided("map.branches")) },
   guards: {
     unreadable: ({ context }) => context.failure !== undefined,
     empty: ({ context }) => context.total === 0,
@@ -273,7 +274,7 @@ export const mapMachine = setup({
     },
     running: {
       description: "Branches run, at most max_parallel at once; each one that finishes frees its slot for the next.",
-      invoke: { id: "branches", src: "branches" },
+      invoke: { id: "branches", src: "branches", input: ({ context }) => ({ scopeKey: context.scopeKey }) },
       entry: [
         {
           type: "progress",

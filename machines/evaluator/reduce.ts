@@ -14,6 +14,7 @@ import { notProvided } from "../not-provided.js";
 import { errorOf, outputOf, type StartEvent, idleUntilStarted } from "../invoke-events.js";
 import { compositeFailure, type ProgressParams, type RunStepInput } from "./sequential.js";
 import { messageOf } from "../../protocol/errors.js";
+import type { Scoped } from "./evaluation-node.js";
 
 /** One input of a reduce task, resolved. */
 export interface ReduceItem {
@@ -27,7 +28,7 @@ export interface ReduceItem {
 export type ResolvedItems = { items: ReduceItem[] } | { result: TaskResult };
 
 /** Input of a reduce actor. */
-export interface ReduceInput {
+export interface ReduceInput extends Scoped {
   /** Path of the reduce task node. */
   path: string;
   /** The environment of the task. */
@@ -117,7 +118,7 @@ export const reduceMachine = setup({
     }),
   },
   actors: {
-    resolveItems: fromPromise<ResolvedItems, { path: string; env: Env }>(async () => notProvided("reduce.resolveItems")),
+    resolveItems: fromPromise<ResolvedItems, { path: string; env: Env } & Scoped>(async () => notProvided("reduce.resolveItems")),
     runStep: fromPromise<TaskResult, RunStepInput>(async () => notProvided("reduce.runStep")),
   },
   guards: {
@@ -135,7 +136,7 @@ export const reduceMachine = setup({
       description: "Resolve the values of the task's <inputs>.",
       invoke: {
         src: "resolveItems",
-        input: ({ context }) => ({ path: context.path, env: context.env }),
+        input: ({ context }) => ({ path: context.path, env: context.env, scopeKey: context.scopeKey }),
         onDone: [
           { guard: "inputsFailed", target: "failed", actions: "failInputs" },
           { target: "starting", actions: "storeItems" },
@@ -150,7 +151,7 @@ export const reduceMachine = setup({
       description: "Run the task of <initial_value>; its output is the starting accumulator.",
       invoke: {
         src: "runStep",
-        input: ({ context }) => ({ path: `${context.path}.initialValue.task`, env: context.env }),
+        input: ({ context }) => ({ path: `${context.path}.initialValue.task`, env: context.env, scopeKey: context.scopeKey }),
         onDone: [
           { guard: ok, target: "advancing", actions: "startAccumulator" },
           { target: "failed", actions: { type: "failStep", params: { phase: "initial_value" } } },
@@ -174,6 +175,7 @@ export const reduceMachine = setup({
       invoke: {
         src: "runStep",
         input: ({ context }) => ({
+          scopeKey: context.scopeKey,
           path: `${context.path}.innerTask`,
           env: extend(context.env, {
             current_input: item(context).value,
@@ -194,6 +196,7 @@ export const reduceMachine = setup({
       invoke: {
         src: "runStep",
         input: ({ context }) => ({
+          scopeKey: context.scopeKey,
           path: `${context.path}.reductionTask`,
           env: extend(context.env, {
             current_result: context.current,

@@ -19,6 +19,7 @@ import { notProvided } from "../not-provided.js";
 import { errorOf, outputOf, type StartEvent, idleUntilStarted } from "../invoke-events.js";
 import type { AccumulationFormat } from "../language/ast.js";
 import { messageOf } from "../../protocol/errors.js";
+import type { Scoped } from "./evaluation-node.js";
 
 /** One entry of the SequentialHistory. */
 export interface HistoryEntry {
@@ -65,7 +66,7 @@ export function stepResultOf(result: TaskResult): StepResult {
 }
 
 /** Input of a sequential actor. */
-export interface SequentialInput {
+export interface SequentialInput extends Scoped {
   /** Path of the sequential task node; its steps are `<path>.steps.<i>`. */
   path: string;
   /** Number of `<steps>`. */
@@ -100,7 +101,7 @@ export interface SequentialContext extends SequentialInput {
 }
 
 /** Input of the `runStep` actor: evaluate the node at `path` in `env`. */
-export interface RunStepInput {
+export interface RunStepInput extends Scoped {
   path: string;
   env: Env;
 }
@@ -233,7 +234,7 @@ export const sequentialMachine = setup({
       },
       invoke: {
         src: "runStep",
-        input: ({ context }) => ({ path: `${context.path}.steps.${context.index}`, env: stepEnv(context) }),
+        input: ({ context }) => ({ path: `${context.path}.steps.${context.index}`, env: stepEnv(context), scopeKey: context.scopeKey }),
         onDone: [
           {
             guard: "stepCompleted",

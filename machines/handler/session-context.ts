@@ -6,6 +6,7 @@
 import type { ContinuationKind, SessionCheckpoint, SessionState, TaskError, TaskResult, Usage } from "../../protocol/index.js";
 import { messageOf } from "../../protocol/errors.js";
 import { budgetExceeded, type SessionBudget } from "./budget.js";
+import type { Scoped } from "../scoped.js";
 
 /** A chat message, in the chat-completions shape. */
 export type ChatMessage =
@@ -37,7 +38,7 @@ export interface ModelReply {
 }
 
 /** Input of a session. */
-export interface HandlerSessionInput {
+export interface HandlerSessionInput extends Scoped {
   /** Full system prompt (base prompt + template system prompt). */
   system: string;
   /** The user prompt. */
@@ -89,7 +90,7 @@ export interface TokenCount {
 }
 
 /** Input of `runTools`: the tool calls of one assistant message. */
-export interface RunToolsInput {
+export interface RunToolsInput extends Scoped {
   calls: ToolCall[];
   /** The turn whose answer asked for them (1 for the first model call). */
   turn: number;
@@ -143,7 +144,7 @@ export interface HandlerSessionContext extends HandlerSessionInput {
 }
 
 /** Input of `callModel`. */
-export interface CallModelInput {
+export interface CallModelInput extends Scoped {
   model: string;
   messages: ChatMessage[];
 }
@@ -178,6 +179,7 @@ export function initialContext(input: HandlerSessionInput): HandlerSessionContex
     maxMalformedToolCalls: input.maxMalformedToolCalls,
     ...(input.maxOutputTokens === undefined ? {} : { maxOutputTokens: input.maxOutputTokens }),
     ...(input.budget === undefined ? {} : { budget: input.budget }),
+    ...(input.scopeKey === undefined ? {} : { scopeKey: input.scopeKey }),
     messages: [
       { role: "system", content: input.system },
       { role: "user", content: input.prompt },
@@ -297,6 +299,11 @@ export function checkpointOf(context: HandlerSessionContext): SessionCheckpoint 
     malformedToolCalls: context.malformedToolCalls,
     model: context.model,
   };
+}
+
+/** The input of `recordTurn`: the session's checkpoint, and the key of the session's effects. */
+export function scopedCheckpoint(context: HandlerSessionContext): SessionCheckpoint & Scoped {
+  return { ...checkpointOf(context), scopeKey: context.scopeKey };
 }
 
 /** The output of a session suspended at a continuation tool call. */

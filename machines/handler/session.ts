@@ -24,11 +24,11 @@ import { assign, fromPromise, setup } from "xstate";
 import type { SessionCheckpoint, Usage } from "../../protocol/index.js";
 import { budgetExceeded } from "./budget.js";
 import {
-  checkpointOf,
   errorText,
   initialContext,
   measured,
   recordFailure,
+  scopedCheckpoint,
   sessionGuards,
   suspendedOutput,
   withAnswer,
@@ -43,6 +43,7 @@ import {
 } from "./session-context.js";
 import { notProvided } from "../not-provided.js";
 import { outputOf } from "../invoke-events.js";
+import type { Scoped } from "../scoped.js";
 
 export type {
   CallModelInput,
@@ -81,7 +82,7 @@ export const handlerSessionMachine = setup({
     callModel: fromPromise<ModelReply, CallModelInput>(async () => notProvided("handler.callModel")),
     runTools: fromPromise<ToolResults, RunToolsInput>(async () => notProvided("handler.runTools")),
     // Without a record store there is nothing to write: recording is optional.
-    recordTurn: fromPromise<void, SessionCheckpoint>(async () => undefined),
+    recordTurn: fromPromise<void, SessionCheckpoint & Scoped>(async () => undefined),
   },
   guards: { ...sessionGuards, toolsSuspend: ({ event }) => outputOf<ToolResults>(event).continuation !== undefined },
 }).createMachine({
@@ -170,7 +171,7 @@ export const handlerSessionMachine = setup({
       description: "Waiting for the model's next message.",
       invoke: {
         src: "callModel",
-        input: ({ context }) => ({ model: context.model, messages: context.messages }),
+        input: ({ context }) => ({ model: context.model, messages: context.messages, scopeKey: context.scopeKey }),
         onDone: {
           target: "deciding",
           actions: [
@@ -252,7 +253,7 @@ export const handlerSessionMachine = setup({
         "The model asked for tools: record its answer before any of them runs, so a re-run runs them without asking the model again.",
       invoke: {
         src: "recordTurn",
-        input: ({ context }) => checkpointOf(context),
+        input: ({ context }) => scopedCheckpoint(context),
         onDone: { target: "runningTool" },
         onError: {
           target: "failed",
@@ -264,7 +265,7 @@ export const handlerSessionMachine = setup({
       description: "Running the tool calls of the last assistant message.",
       invoke: {
         src: "runTools",
-        input: ({ context }) => ({ calls: context.pendingToolCalls, turn: context.turns }),
+        input: ({ context }) => ({ calls: context.pendingToolCalls, turn: context.turns, scopeKey: context.scopeKey }),
         onDone: [
           {
             guard: "toolsSuspend",
@@ -322,7 +323,7 @@ export const handlerSessionMachine = setup({
         "The turn's tools ran: record the session with their results before the next model call, so a re-run continues from here.",
       invoke: {
         src: "recordTurn",
-        input: ({ context }) => checkpointOf(context),
+        input: ({ context }) => scopedCheckpoint(context),
         onDone: { target: "checkingLimits" },
         onError: {
           target: "failed",

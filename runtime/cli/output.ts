@@ -144,7 +144,18 @@ function depthOf(nodes: readonly NodeSummary[]): Map<NodeSummary, number> {
   return depth;
 }
 
-/** The node tree as text, one line per node, children indented under their parent. */
+/** What `nodes` used, tokens and cost (none when no node was priced). */
+function spent(nodes: readonly NodeSummary[]): { tokens: number; cost: number | undefined } {
+  return {
+    tokens: nodes.reduce((sum, n) => sum + tokens(n.usage), 0),
+    cost: nodes.reduce<number | undefined>((sum, n) => (n.cost === undefined ? sum : (sum ?? 0) + n.cost), undefined),
+  };
+}
+
+/**
+ * The node tree as text, one line per node, children indented under their parent. In a fork, a node answered from
+ * another task's record ran nothing: its tokens and cost, that task's, are marked so and left out of the total.
+ */
 export function formatTree(reply: NodeListReply): string {
   const depth = depthOf(reply.nodes);
   const lines = reply.nodes.map((n) => {
@@ -152,12 +163,19 @@ export function formatTree(reply: NodeListReply): string {
     const again = n.occurrence > 1 ? ` #${n.occurrence}` : "";
     const used = n.usage ? `  ${tokens(n.usage)} tokens${money(n.cost)}` : "";
     const error = n.error ? `  (${n.error})` : "";
-    return `${indent}${n.path}${again}  ${n.name}  [${n.kind}] ${n.state} in ${seconds(n.durationMs)}${used}${error}`;
+    const state = n.replayedFrom === undefined ? `${n.state} in ${seconds(n.durationMs)}` : `${n.state}, replayed from ${n.replayedFrom}`;
+    const paid = n.replayedFrom !== undefined && n.usage ? " (paid there)" : "";
+    return `${indent}${n.path}${again}  ${n.name}  [${n.kind}] ${state}${used}${paid}${error}`;
   });
-  const total = reply.nodes.reduce((sum, n) => sum + tokens(n.usage), 0);
-  const cost = reply.nodes.reduce<number | undefined>((sum, n) => (n.cost === undefined ? sum : (sum ?? 0) + n.cost), undefined);
+  const replayed = reply.nodes.filter((n) => n.replayedFrom !== undefined);
+  const live = spent(reply.nodes.filter((n) => n.replayedFrom === undefined));
+  const before = spent(replayed);
+  const fork =
+    replayed.length === 0
+      ? ""
+      : ` (${replayed.length} replayed${before.tokens > 0 ? `, ${before.tokens} tokens${money(before.cost)} paid by the task they came from, not counted` : ""})`;
   const tail = reply.truncated ? "\n(more nodes than one answer holds: the first are listed)" : "";
-  return `task ${reply.taskId}: ${reply.nodes.length} nodes, ${total} tokens${money(cost)}\n${lines.join("\n")}${tail}\n`;
+  return `task ${reply.taskId}: ${reply.nodes.length} nodes, ${live.tokens} tokens${money(live.cost)}${fork}\n${lines.join("\n")}${tail}\n`;
 }
 
 /** JSON text pretty-printed; any other text as it is. */

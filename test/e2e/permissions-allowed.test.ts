@@ -203,6 +203,43 @@ describe("the inspector user", () => {
     expect(violations()).toEqual([]);
   });
 
+  it("forks an ended task through its page's Re-run from here (POST /api/tasks/<id>/rerun), with no permission violation", async () => {
+    const client = await openNatsTransport(stack.server.url, subjects, {
+      name: "perm-submitter-rerun",
+      log: silentLogger,
+      auth: as("submitter"),
+      roles: [],
+    });
+    transports.push(client);
+    const api = new DirigentClient(client.bus, subjects);
+    const taskId = newTaskId();
+    const xml = `<task type="sequential"><steps>
+      <task><description>Say something permitted</description></task>
+      <task><description>Say something else permitted</description></task>
+    </steps></task>`;
+    expect(await api.run({ taskId, xml })).toMatchObject({ status: "COMPLETE" });
+    const nc = await connectAs("inspector");
+    await using page = await startInspectServer({ bus: busOf(nc), subjects, port: 0, replay: natsTaskReplay(nc, subjects) });
+    const forkId = newTaskId();
+    const fork = api.watch(forkId);
+    try {
+      const answer = await fetch(new URL(`/api/tasks/${taskId}/rerun`, page.url), {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ from: "0.steps.1", taskId: forkId }),
+      });
+      expect(answer.status).toBe(200);
+      expect(await answer.json()).toMatchObject({ taskId: forkId, status: "accepted", forkOf: { taskId, from: "0.steps.1" }, replayed: 1 });
+      expect(await fork.result).toMatchObject({ taskId: forkId, status: "COMPLETE" });
+    } finally {
+      await fork.close();
+    }
+    // The page reads the fork's nodes as it reads any task's.
+    const nodes = (await (await fetch(new URL(`/api/tasks/${forkId}/nodes`, page.url))).json()) as { nodes: { path: string }[] };
+    expect(nodes.nodes.map((n) => n.path)).toEqual(["0", "0.steps.0", "0.steps.1"]);
+    expect(violations()).toEqual([]);
+  });
+
   it("receives what each runtime role publishes under its own role name", async () => {
     const nc = await connectAs("inspector");
     const received: string[] = [];

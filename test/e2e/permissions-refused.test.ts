@@ -51,9 +51,14 @@ describe("a submitter", () => {
 });
 
 describe("an inspector", () => {
-  it("cannot publish to internal subjects, as another role's inspection, nor write to or consume from JetStream", async () => {
+  it("cannot submit, cancel or answer a task, publish to internal subjects, as another role's inspection, nor write to or consume from JetStream", async () => {
     const nc = await connectAs("inspector");
+    // Forking an ended task (`tasks.<id>.rerun`, its page's "Re-run from here") is the one change it may ask for.
     const forbidden = [
+      subjects.submit,
+      subjects.taskCancel("x"),
+      subjects.taskInput("x"),
+      subjects.compile,
       subjects.execute,
       subjects.evaluate,
       subjects.intake("x"),

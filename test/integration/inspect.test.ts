@@ -132,6 +132,12 @@ describe("inspector over the in-process bus", () => {
     expect(body.nodes).toEqual(expect.arrayContaining(["0", "0/subtask1:0"]));
     expect(body.timeline.map((e) => e.type)).toContain("continuation.subtask");
     expect(body.actors.filter((a) => a.machine === "handlerSession").length).toBeGreaterThanOrEqual(2);
+    // The walk is one actor system: the subtask's evaluation is a child of the task's root evaluation.
+    const evaluations = body.actors.filter((a) => a.role === "evaluator" && a.machine === "evaluation");
+    const root = evaluations.find((a) => a.parentId === undefined);
+    expect(evaluations.map((a) => a.parentId ?? "root")).toEqual(expect.arrayContaining(["root", root?.actorId]));
+    expect(evaluations.length).toBe(2);
+    for (const evaluation of evaluations) expect(evaluation.rootId).toBe(root?.actorId);
     const values = raw
       .map((m) => JSON.parse(m) as { taskId?: string; machine?: string; snapshot?: { value?: unknown } })
       .filter((m) => m.taskId === parent && m.machine === "task");

@@ -11,7 +11,7 @@ import { budgetScopes } from "../budget.js";
 import { applyOutputFormat, atomicContext, contextFields, returnsOf, walkContextDeps, withContextNotes } from "../context.js";
 import type { InlineCall } from "../inline.js";
 import { asEvaluation, prepareAtomic } from "../nodes.js";
-import type { Walk } from "../walk.js";
+import type { Walk } from "../document-walk.js";
 
 /**
  * Continuation tools offered to an atomic task: the configured ones (`run_subtask`: past the depth limit a call

@@ -27,7 +27,7 @@ import { CURRENT_KEY } from "../index-store.js";
 import { list, quote, type RolePermissions } from "./conf-syntax.js";
 import { renderToolServiceUsers } from "./tool-service-users.js";
 
-/** The NATS users of a deployment: the four runtime roles, clients that submit work, and read-only inspectors. */
+/** The NATS users of a deployment: the runtime roles, clients that submit work, and inspectors (which may only read, and fork an ended task). */
 export const NATS_ROLES = ["submitter", "director", "evaluator", "handler", "memory", "supervisor", "inspector"] as const;
 export type NatsRole = (typeof NATS_ROLES)[number];
 

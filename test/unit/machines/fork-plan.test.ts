@@ -45,6 +45,30 @@ describe("planFork", () => {
     });
   });
 
+  it("of a fork, replays a node the fork replayed with the nodes within it (copied at one instant, after them)", () => {
+    // The fork's own records: the map and its branches replayed at second 5 (zero duration), step 2 run live after.
+    const fork = [
+      node("0", 4, 9),
+      node("0.steps.0", 5, 5),
+      node("0.steps.0/map:0:0.steps.0.steps.0", 5, 5),
+      node("0.steps.0/map:1:0.steps.0.steps.0", 5, 5),
+      node("0.steps.1", 5, 8),
+    ];
+    expect(planFork(fork, "0.steps.1", "t-fork")).toMatchObject({
+      ok: true,
+      nodes: [
+        {
+          path: "0.steps.0",
+          nested: [
+            { path: "0.steps.0/map:0:0.steps.0.steps.0", occurrence: 1 },
+            { path: "0.steps.0/map:1:0.steps.0.steps.0", occurrence: 1 },
+          ],
+        },
+      ],
+      replayed: 3,
+    });
+  });
+
   it("from a nested node keeps its parent live and replays its earlier sibling", () => {
     const plan = planFork(SEQUENTIAL, "0.steps.1.steps.1", "t1");
     expect(plan.ok && plan.nodes.map((n) => n.path)).toEqual(["0.steps.0", "0.steps.1.steps.0"]);

@@ -5,6 +5,7 @@ import { find, rootEnv } from "../../../machines/language/env.js";
 import { mapMachine, type BranchCommand, type BranchDone, type BranchInput, type MapInput } from "../../../machines/evaluator/map.js";
 import { runBranches } from "../../../actors/evaluator/runners/map.js";
 import type { TaskResult } from "../../../protocol/index.js";
+import type { Scoped } from "../../../machines/evaluator/evaluation.js";
 
 const ok = (content: string): TaskResult => ({ content, status: "COMPLETE", notes: {} });
 const bad = (message: string): TaskResult => ({
@@ -23,7 +24,7 @@ function harness(input: Partial<MapInput>) {
   let waiters: Array<() => void> = [];
   const machine = mapMachine.provide({
     actors: {
-      branches: fromCallback<BranchCommand>(({ receive, sendBack }) => {
+      branches: fromCallback<BranchCommand, Scoped>(({ receive, sendBack }) => {
         const mine: string[] = [];
         receive(({ index, input: i }) => {
           const key = i.scope ?? i.path;
