@@ -1,7 +1,14 @@
 /**
  * The Evaluator's node records (protocol/node-records.ts): each evaluation of a node of a task is written to the
- * turns bucket when it ends, before its parent goes on, and announced as a `node.finished` event. A node's own model
- * usage is what its Handler sessions answered; the sessions' record keys lead to their conversations.
+ * turns bucket when it ends, before its parent goes on, and announced as a `node.finished` event once stored. A
+ * node's own model usage is what its Handler sessions answered; the sessions' record keys lead to their conversations.
+ *
+ * The write is sent as soon as the node ends, and the walk does not wait for it there: its next step is prepared
+ * (actors made, inputs bound, a prompt substituted) while the write travels, and what goes out of the Evaluator
+ * next (a Handler session or script, a Memory match, a compile, a question, an event) is held until every record
+ * written so far is stored ({@link NodeRecorder.gate}). The task's answer waits for them all. So the round trip of
+ * a record no longer adds to each step, and a parent still does nothing anyone can see before its child's record
+ * is stored.
  */
 import { createHash } from "node:crypto";
 import { find, type Env } from "../../machines/language/env.js";
@@ -48,6 +55,20 @@ export interface Replays {
   replay(node: ReplayedNode): Promise<TaskResult>;
 }
 
+/** A call a walk makes out of the Evaluator. */
+type Outbound = (...args: never[]) => Promise<unknown>;
+
+/** The effects of a walk that reach outside the Evaluator (actors/evaluator/walk.ts's `Walk`), held by {@link NodeRecorder.gate}. */
+export interface WalkEffects {
+  progress(event: string, message: string, data?: Record<string, unknown>): void;
+  execute: Outbound;
+  resume: Outbound;
+  script: Outbound;
+  waitForInput: Outbound;
+  compile?: Outbound | undefined;
+  memoryMatch?: Outbound | undefined;
+}
+
 /** Records the nodes of one task's walk. */
 export interface NodeRecorder {
   /**
@@ -58,9 +79,16 @@ export interface NodeRecorder {
   session(path: string, key: string | undefined, result: SuspendedResult, from?: SessionState): void;
   /**
    * Evaluates the node at `path` by `evaluate` (which answers its result and its environment after binding), then
-   * writes its record and publishes `node.finished`.
+   * sends its record and, once stored, publishes `node.finished`. The outermost node of the walk (the task's root)
+   * returns once every record of the walk is stored and announced; an inner one at once, its parent's next effects
+   * held by {@link gate} until then.
    */
   record(path: string, node: StepNode, evaluate: () => Promise<{ result: TaskResult; env?: Env }>): Promise<TaskResult>;
+  /**
+   * `walk` with its effects held until the records sent before each is called are stored and their `node.finished`
+   * published: its progress events queue behind them in order, its calls start after them.
+   */
+  gate<W extends WalkEffects>(walk: W): W;
 }
 
 /** What a {@link NodeRecorder} works with. */
@@ -86,110 +114,197 @@ interface Own {
 
 /** The {@link NodeRecorder} of one walk of a task. */
 export function nodeRecorder(env: NodeRecorderEnv): NodeRecorder {
-  const occurrences = new Map<string, number>();
-  /** What the Handler sessions of the nodes running answered, by path. */
-  const own = new Map<string, Own>();
-  /** The cost of each suspended session so far, by {@link sessionKey}: a resumed session's cost is its running total. */
-  const suspendedCost = new Map<string, number>();
-  return {
-    session(path, key, result, from) {
-      const entry = own.get(path) ?? { keys: [], models: [] };
-      own.set(path, entry);
-      if (key !== undefined && !entry.keys.includes(key)) entry.keys.push(key);
-      const usage = Usage.safeParse(result.notes["usage"]);
-      if (usage.success)
-        entry.usage = {
-          promptTokens: (entry.usage?.promptTokens ?? 0) + Math.max(0, usage.data.promptTokens - (from?.usage.promptTokens ?? 0)),
-          completionTokens:
-            (entry.usage?.completionTokens ?? 0) + Math.max(0, usage.data.completionTokens - (from?.usage.completionTokens ?? 0)),
-        };
-      const before = from ? (suspendedCost.get(sessionKey(path, from)) ?? 0) : 0;
-      if (from) suspendedCost.delete(sessionKey(path, from));
-      const cost = result.notes["cost"];
-      const priced = typeof cost === "number" && Number.isFinite(cost) && cost >= 0;
-      if (priced) entry.cost = (entry.cost ?? 0) + Math.max(0, cost - before);
-      if (result.session) suspendedCost.set(sessionKey(path, result.session), priced ? cost : 0);
-      const model = result.notes["model"];
-      if (typeof model === "string" && !entry.models.includes(model)) entry.models.push(model);
-    },
-    async record(path, node, evaluate) {
-      const occurrence = (occurrences.get(path) ?? 0) + 1;
-      occurrences.set(path, occurrence);
-      const { replays } = env;
-      const replayed = replays?.find(path, occurrence);
-      if (replays && replayed) {
-        // The nodes evaluated within it in the original count as evaluated: a later evaluation of one is the next.
-        for (const inner of replayed.nested ?? [])
-          occurrences.set(inner.path, Math.max(occurrences.get(inner.path) ?? 0, inner.occurrence));
-        return replays.replay(replayed);
-      }
-      const started = env.now();
-      own.delete(path);
-      const { result, env: bound } = await evaluate();
-      const ended = env.now();
-      const mine = own.get(path);
-      own.delete(path);
-      const masked = maskDeep(recordOf(path, occurrence, node, result, bound, mine, started, ended), env.mask);
-      if (env.store) {
-        try {
-          await env.store.put(nodeKey(env.taskId, path, occurrence), encode(NodeRecord, masked));
-        } catch (err) {
-          env.log.warn({ taskId: env.taskId, path, err: messageOf(err) }, "node record not written");
-        }
-      }
-      const data: NodeFinishedEventData = {
-        nodePath: path,
-        occurrence,
-        name: masked.name,
-        kind: masked.kind,
-        status: result.status,
-        durationMs: masked.durationMs,
-        ...(masked.usage ? { usage: masked.usage } : {}),
-        ...(masked.cost === undefined ? {} : { cost: masked.cost }),
-        preview: cutText(masked.error ? (errorMessage(masked.error) ?? "") : masked.output.content, EVENT_TEXT_MAX),
-      };
-      env.progress("node.finished", `${masked.name}: ${result.status} in ${formatMs(masked.durationMs)}`, data);
-      return result;
-    },
-  };
+  return new WalkRecords(env);
+}
 
-  function recordOf(
+/**
+ * A task in flight keeps its recorder and a record call per node being evaluated: a class and a promise callback
+ * rather than closures and async frames, so that a task waiting on its model holds little.
+ */
+class WalkRecords implements NodeRecorder {
+  readonly #env: NodeRecorderEnv;
+  readonly #occurrences = new Map<string, number>();
+  /** What the Handler sessions of the nodes running answered, by path. */
+  readonly #own = new Map<string, Own>();
+  /** The cost of each suspended session so far, by {@link sessionKey}: a resumed session's cost is its running total. */
+  readonly #suspendedCost = new Map<string, number>();
+  /** Nodes being evaluated: when the last one ends, it is the walk's outermost. */
+  #evaluating = 0;
+  /**
+   * What goes out of the walk, in order: each record's write followed by its `node.finished`, and the progress
+   * events published while one is pending. `#queued` counts the items not done yet; at 0 nothing waits.
+   */
+  #outbox: Promise<void> = Promise.resolve();
+  #queued = 0;
+
+  constructor(env: NodeRecorderEnv) {
+    this.#env = env;
+  }
+
+  #enqueue(item: () => void | Promise<void>): void {
+    this.#queued++;
+    this.#outbox = this.#outbox
+      .then(item)
+      .catch((err: unknown) => this.#env.log.warn({ taskId: this.#env.taskId, err: messageOf(err) }, "progress of the walk not published"))
+      .finally(() => void this.#queued--);
+  }
+
+  /** `call` once everything queued so far has gone out; at once when nothing is. */
+  #after<T>(call: () => Promise<T>): Promise<T> {
+    return this.#queued === 0 ? call() : this.#outbox.then(call);
+  }
+
+  gate<W extends WalkEffects>(walk: W): W {
+    // Changed in place: the walk is the Evaluator's own object, made for this task.
+    const effects: WalkEffects = walk;
+    const held =
+      (call: Outbound): Outbound =>
+      (...args) =>
+        this.#after(() => call(...args));
+    const { progress } = effects;
+    effects.progress = (event, message, data) =>
+      this.#queued === 0 ? progress(event, message, data) : this.#enqueue(() => progress(event, message, data));
+    effects.execute = held(effects.execute);
+    effects.resume = held(effects.resume);
+    effects.script = held(effects.script);
+    effects.waitForInput = held(effects.waitForInput);
+    if (effects.compile) effects.compile = held(effects.compile);
+    if (effects.memoryMatch) effects.memoryMatch = held(effects.memoryMatch);
+    return walk;
+  }
+
+  session(path: string, key: string | undefined, result: SuspendedResult, from?: SessionState): void {
+    const own = this.#own;
+    const entry = own.get(path) ?? { keys: [], models: [] };
+    own.set(path, entry);
+    if (key !== undefined && !entry.keys.includes(key)) entry.keys.push(key);
+    const usage = Usage.safeParse(result.notes["usage"]);
+    if (usage.success)
+      entry.usage = {
+        promptTokens: (entry.usage?.promptTokens ?? 0) + Math.max(0, usage.data.promptTokens - (from?.usage.promptTokens ?? 0)),
+        completionTokens:
+          (entry.usage?.completionTokens ?? 0) + Math.max(0, usage.data.completionTokens - (from?.usage.completionTokens ?? 0)),
+      };
+    const suspendedCost = this.#suspendedCost;
+    const before = from ? (suspendedCost.get(sessionKey(path, from)) ?? 0) : 0;
+    if (from) suspendedCost.delete(sessionKey(path, from));
+    const cost = result.notes["cost"];
+    const priced = typeof cost === "number" && Number.isFinite(cost) && cost >= 0;
+    if (priced) entry.cost = (entry.cost ?? 0) + Math.max(0, cost - before);
+    if (result.session) suspendedCost.set(sessionKey(path, result.session), priced ? cost : 0);
+    const model = result.notes["model"];
+    if (typeof model === "string" && !entry.models.includes(model)) entry.models.push(model);
+  }
+
+  record(path: string, node: StepNode, evaluate: () => Promise<{ result: TaskResult; env?: Env }>): Promise<TaskResult> {
+    const occurrences = this.#occurrences;
+    const occurrence = (occurrences.get(path) ?? 0) + 1;
+    occurrences.set(path, occurrence);
+    const { replays } = this.#env;
+    const replayed = replays?.find(path, occurrence);
+    if (replays && replayed) {
+      // The nodes evaluated within it in the original count as evaluated: a later evaluation of one is the next.
+      for (const inner of replayed.nested ?? []) occurrences.set(inner.path, Math.max(occurrences.get(inner.path) ?? 0, inner.occurrence));
+      // Its copies and their events come after the records of the nodes before it.
+      return this.#after(() => replays.replay(replayed));
+    }
+    const started = this.#env.now();
+    this.#own.delete(path);
+    this.#evaluating++;
+    let evaluating: Promise<{ result: TaskResult; env?: Env }>;
+    try {
+      evaluating = evaluate();
+    } catch (err) {
+      this.#evaluating--;
+      return Promise.reject(err);
+    }
+    return evaluating.then(
+      (evaluated) => {
+        this.#evaluating--;
+        return this.#recorded(path, occurrence, node, evaluated, started);
+      },
+      (err: unknown) => {
+        this.#evaluating--;
+        throw err;
+      },
+    );
+  }
+
+  /** Sends the record of a node evaluated, queues its `node.finished`; the outermost waits for all to go out. */
+  #recorded(
     path: string,
     occurrence: number,
     node: StepNode,
-    result: TaskResult,
-    bound: Env | undefined,
-    mine: Own | undefined,
+    { result, env: bound }: { result: TaskResult; env?: Env },
     started: Date,
-    ended: Date,
-  ): NodeRecord {
-    const inputs = bound && node.kind === "task" && node.inputs.length > 0 ? inputsOf(node.inputs, bound) : undefined;
-    return {
-      v: NODE_RECORD_VERSION,
-      taskId: env.taskId as NodeRecord["taskId"],
-      path,
+  ): TaskResult | Promise<TaskResult> {
+    const env = this.#env;
+    const ended = env.now();
+    const mine = this.#own.get(path);
+    this.#own.delete(path);
+    const masked = maskDeep(recordOf(env.taskId, path, occurrence, node, result, bound, mine, started, ended), env.mask);
+    // Sent now, in the same tick as whatever the walk sends next; `node.finished` once it is stored.
+    const written = env.store?.put(nodeKey(env.taskId, path, occurrence), encode(NodeRecord, masked)).catch((err: unknown) => {
+      env.log.warn({ taskId: env.taskId, path, err: messageOf(err) }, "node record not written");
+    });
+    const data: NodeFinishedEventData = {
+      nodePath: path,
       occurrence,
-      name: nodeName(node, path, bound),
-      kind: kindOf(node),
-      state: stateOf(result),
-      startedAt: started.toISOString(),
-      endedAt: ended.toISOString(),
-      durationMs: Math.max(0, ended.getTime() - started.getTime()),
-      ...(inputs ? { inputs } : {}),
-      output: {
-        status: result.status,
-        content: cutText(result.content, RECORD_TEXT_MAX),
-        ...(result.content.length > RECORD_TEXT_MAX ? { contentTruncated: true } : {}),
-        notes: boundValues(result.notes, RECORD_VALUE_MAX),
-        ...(result.parsedContent === undefined ? {} : { parsedContent: boundValue(result.parsedContent, RECORD_VALUE_MAX) }),
-      },
-      ...(result.error ? { error: boundError(result.error) } : {}),
-      ...(mine?.usage ? { usage: mine.usage } : {}),
-      ...(mine?.cost === undefined ? {} : { cost: mine.cost }),
-      ...(mine && mine.models.length > 0 ? { models: mine.models } : {}),
-      ...(mine && mine.keys.length > 0 ? { sessions: mine.keys } : {}),
+      name: masked.name,
+      kind: masked.kind,
+      status: result.status,
+      durationMs: masked.durationMs,
+      ...(masked.usage ? { usage: masked.usage } : {}),
+      ...(masked.cost === undefined ? {} : { cost: masked.cost }),
+      preview: cutText(masked.error ? (errorMessage(masked.error) ?? "") : masked.output.content, EVENT_TEXT_MAX),
     };
+    const message = `${masked.name}: ${result.status} in ${formatMs(masked.durationMs)}`;
+    this.#enqueue(async () => {
+      await written;
+      env.progress("node.finished", message, data);
+    });
+    // The task's root: its answer goes once every record of the walk is stored and announced.
+    return this.#evaluating === 0 ? this.#outbox.then(() => result) : result;
   }
+}
+
+function recordOf(
+  taskId: string,
+  path: string,
+  occurrence: number,
+  node: StepNode,
+  result: TaskResult,
+  bound: Env | undefined,
+  mine: Own | undefined,
+  started: Date,
+  ended: Date,
+): NodeRecord {
+  const inputs = bound && node.kind === "task" && node.inputs.length > 0 ? inputsOf(node.inputs, bound) : undefined;
+  return {
+    v: NODE_RECORD_VERSION,
+    taskId: taskId as NodeRecord["taskId"],
+    path,
+    occurrence,
+    name: nodeName(node, path, bound),
+    kind: kindOf(node),
+    state: stateOf(result),
+    startedAt: started.toISOString(),
+    endedAt: ended.toISOString(),
+    durationMs: Math.max(0, ended.getTime() - started.getTime()),
+    ...(inputs ? { inputs } : {}),
+    output: {
+      status: result.status,
+      content: cutText(result.content, RECORD_TEXT_MAX),
+      ...(result.content.length > RECORD_TEXT_MAX ? { contentTruncated: true } : {}),
+      notes: boundValues(result.notes, RECORD_VALUE_MAX),
+      ...(result.parsedContent === undefined ? {} : { parsedContent: boundValue(result.parsedContent, RECORD_VALUE_MAX) }),
+    },
+    ...(result.error ? { error: boundError(result.error) } : {}),
+    ...(mine?.usage ? { usage: mine.usage } : {}),
+    ...(mine?.cost === undefined ? {} : { cost: mine.cost }),
+    ...(mine && mine.models.length > 0 ? { models: mine.models } : {}),
+    ...(mine && mine.keys.length > 0 ? { sessions: mine.keys } : {}),
+  };
 }
 
 function inputsOf(inputs: readonly { name: string }[], bound: Env): Record<string, unknown> {
@@ -289,12 +404,12 @@ function formatMs(ms: number): string {
 }
 
 /** Evaluates a node by `evaluate`, recorded when its walk records its nodes (`scope`: the walk's path prefix). */
-export async function recordedNode(
+export function recordedNode(
   walk: { records?: NodeRecorder | undefined; scope?: string | undefined },
   path: string,
   node: StepNode,
   evaluate: () => Promise<{ result: TaskResult; env?: Env }>,
 ): Promise<TaskResult> {
-  if (!walk.records) return (await evaluate()).result;
+  if (!walk.records) return evaluate().then((evaluated) => evaluated.result);
   return walk.records.record(`${walk.scope ?? ""}${path}`, node, evaluate);
 }

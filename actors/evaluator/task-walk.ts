@@ -137,7 +137,8 @@ export function taskWalk(
         }
       : {}),
   });
-  const walk: Walk & InputRecords = {
+  // What the walk sends out waits for the node records sent before it (actors/evaluator/node-records.ts).
+  const walk: Walk & InputRecords = records.gate({
     actors,
     inspect: deps.inspect,
     taskId,
@@ -230,6 +231,6 @@ export function taskWalk(
         askRetrying(deps, Requests.script, request, { timeoutMs: command.timeoutMs + SCRIPT_REPLY_MARGIN_MS, signal }),
       );
     },
-  };
+  });
   return { walk, spend };
 }
