@@ -8,13 +8,13 @@
  */
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createSubjects, decode, NodeRecord, TaskEvent, TaskOutcome, TurnRecord } from "../../protocol/index.js";
+import { decode, NodeRecord, TurnRecord } from "../../protocol/index.js";
 import { startMockLlm, type MockLlmServer, type RecordedRequest } from "../../runtime/model/mock-server.js";
 import { JetStreamWorkQueue } from "../../runtime/nats/queue.js";
 import { randomRoot, startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 import { pollUntil } from "../support/process-group.js";
 import { startCli, type CliProcess } from "../support/processes.js";
-import { Recorder } from "../support/recorder.js";
+import { follow } from "../support/durability.js";
 import { newTaskId, startStack, type Stack } from "../support/stack.js";
 
 const SECRET = `sk-records-${randomBytes(12).toString("hex")}`;
@@ -94,23 +94,6 @@ afterAll(async () => {
   await server?.stop();
 });
 
-/** Follows one task's events and results on the stack's connection. */
-async function follow(taskId: string) {
-  const subjects = createSubjects(root);
-  const events = new Recorder<TaskEvent>();
-  const results = new Recorder<TaskOutcome>();
-  stack.transport.bus.subscribe(subjects.taskEvents(taskId), (m) => {
-    const d = decode(TaskEvent, m.data);
-    if (d.ok) events.push(d.value);
-  });
-  stack.transport.bus.subscribe(subjects.taskResult(taskId), (m) => {
-    const d = decode(TaskOutcome, m.data);
-    if (d.ok) results.push(d.value);
-  });
-  await stack.transport.bus.flush();
-  return { events, results };
-}
-
 /** Every stored record of `taskId` as text: its node records and the session records they name. */
 async function storedRecords(taskId: string): Promise<{ nodes: NodeRecord[]; texts: string[] }> {
   const turns = stack.transport.turns;
@@ -174,7 +157,7 @@ const requestsFor = (token: string) => mock.requests.filter((r) => lastUser(r).s
 describe("node records across processes", () => {
   it("of a model error carrying the API key: the node's record and the events have it masked", { timeout: 120_000 }, async () => {
     const taskId = newTaskId();
-    const { events, results } = await follow(taskId);
+    const { events, results } = await follow(stack, taskId);
     await stack.client.submit({ taskId, xml: "<task><description>LEAK this</description></task>" });
     await results.count(1, "the result", 60_000);
     expect(results.values[0]).toMatchObject({ status: "FAILED" });
@@ -191,7 +174,7 @@ describe("node records across processes", () => {
     { timeout: 240_000 },
     async () => {
       const taskId = newTaskId();
-      const { events, results } = await follow(taskId);
+      const { events, results } = await follow(stack, taskId);
       await stack.client.submit({ taskId, xml: TASK, inputs: { topic: `the plan (${SECRET})`, files: ["x.md", "y.md"] } });
 
       // The map's two branches are at the model: kill the Director that owns the task.

@@ -9,13 +9,14 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createSubjects, decode, TaskEvent, TaskOutcome } from "../../protocol/index.js";
+import type { TaskOutcome } from "../../protocol/index.js";
 import { startMockLlm, type MockLlmServer, type RecordedRequest } from "../../runtime/model/mock-server.js";
 import { JetStreamWorkQueue } from "../../runtime/nats/queue.js";
 import { randomRoot, startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 import { noneRunning, pidsRunning } from "../support/process-group.js";
 import { startCli, type CliProcess } from "../support/processes.js";
-import { Recorder } from "../support/recorder.js";
+import { follow } from "../support/durability.js";
+import type { Recorder } from "../support/recorder.js";
 import { newTaskId, startStack, type Stack } from "../support/stack.js";
 
 /**
@@ -103,23 +104,6 @@ async function untilRequest(condition: () => boolean, what: string, timeoutMs = 
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await delay(20);
   }
-}
-
-/** Follows one task's events and results on the stack's connection. */
-async function follow(stack: Stack, taskId: string) {
-  const subjects = createSubjects(stack.root);
-  const events = new Recorder<TaskEvent>();
-  const results = new Recorder<TaskOutcome>();
-  stack.transport.bus.subscribe(subjects.taskEvents(taskId), (m) => {
-    const d = decode(TaskEvent, m.data);
-    if (d.ok) events.push(d.value);
-  });
-  stack.transport.bus.subscribe(subjects.taskResult(taskId), (m) => {
-    const d = decode(TaskOutcome, m.data);
-    if (d.ok) results.push(d.value);
-  });
-  await stack.transport.bus.flush();
-  return { events, results };
 }
 
 /** Waits for the one result, then until the intake message is acked (nothing more can come), and returns all results. */

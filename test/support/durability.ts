@@ -38,3 +38,10 @@ export function watch(stack: Stack, taskId: string) {
   });
   return { events, results, subjects };
 }
+
+/** {@link watch}, once the server has the subscriptions: nothing published after this returns is missed. */
+export async function follow(stack: Stack, taskId: string) {
+  const watched = watch(stack, taskId);
+  await stack.transport.bus.flush();
+  return watched;
+}
