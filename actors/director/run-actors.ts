@@ -1,6 +1,7 @@
 /**
  * The run machine of the Director (machines/director/run.ts) provided once per Director: each delivery's run actor
- * acts through that delivery's own effects ({@link RunEffects}, made in ./run.ts), found through the actor's system.
+ * acts through that delivery's own effects ({@link RunEffects}, made in ./run.ts), kept in a map the Director owns by
+ * the `scopeKey` the run's machine carries.
  */
 import { createActor, fromPromise, type Actor } from "xstate";
 import {
@@ -13,7 +14,7 @@ import {
   type RunInput,
   type RunOutcome,
 } from "../../machines/director/run.js";
-import { actorScopes } from "../actor-scopes.js";
+import type { Scoped } from "../../machines/scoped.js";
 
 /** The run actor of one delivery. */
 export type RunActor = Actor<typeof runMachine>;
@@ -41,38 +42,52 @@ export interface RunEffects {
 
 /** Creates run actors, each acting through the effects of its own delivery. */
 export interface RunActors {
-  create(effects: RunEffects, options: { input: RunInput }): RunActor;
+  /** The run actor of one delivery, and the release of its effects once it has ended. */
+  create(effects: RunEffects, options: { input: RunInput }): { actor: RunActor; release(): void };
 }
 
 /**
  * The run machine provided once per Director (building a machine per delivery cost as much heap as the task
- * itself): each action and actor finds its delivery's {@link RunEffects} through the run actor's system.
+ * itself): each action and actor finds its delivery's {@link RunEffects} in a map this Director owns, by the key its
+ * run actor carries (`scopeKey`, made here: a task can have two deliveries in flight at once).
  */
 export function runActors(): RunActors {
-  const scopes = actorScopes<RunEffects>("a run actor created without its delivery's effects");
-  const of = (system: unknown) => scopes.of(system);
+  const deliveries = new Map<string, RunEffects>();
+  let made = 0;
+  const of = (scopeKey: string | undefined): RunEffects => {
+    const effects = scopeKey === undefined ? undefined : deliveries.get(scopeKey);
+    if (effects === undefined) throw new Error("a run actor runs without its delivery's effects");
+    return effects;
+  };
   const machine = runMachine.provide({
     actors: {
-      claim: fromPromise<ClaimOutput>(({ system }) => of(system).claim()),
-      tellPreviousOwner: fromPromise<void>(({ system }) => of(system).tellPreviousOwner()),
-      restore: fromPromise<RestoreOutput>(({ system }) => of(system).restore()),
-      finish: fromPromise<FinishOutput, FinishInput>(({ input, system }) => of(system).finish(input)),
-      flush: fromPromise<void>(({ system }) => of(system).flush()),
-      readOwner: fromPromise<{ final: boolean }>(({ system }) => of(system).readOwner()),
+      claim: fromPromise<ClaimOutput, Scoped>(({ input }) => of(input.scopeKey).claim()),
+      tellPreviousOwner: fromPromise<void, Scoped>(({ input }) => of(input.scopeKey).tellPreviousOwner()),
+      restore: fromPromise<RestoreOutput, Scoped>(({ input }) => of(input.scopeKey).restore()),
+      finish: fromPromise<FinishOutput, FinishInput>(({ input: { scopeKey, ...input } }) => of(scopeKey).finish(input)),
+      flush: fromPromise<void, Scoped>(({ input }) => of(input.scopeKey).flush()),
+      readOwner: fromPromise<{ final: boolean }, Scoped>(({ input }) => of(input.scopeKey).readOwner()),
     },
     actions: {
-      startTask: ({ system }) => of(system).startTask(),
-      stopTask: ({ system }) => of(system).stopTask(),
-      closeEvents: ({ system }) => of(system).closeEvents(),
-      beat: ({ system }) => of(system).beat(),
-      checkpoint: ({ system }) => of(system).checkpoint(),
-      dueClaim: ({ system }) => of(system).dueClaim(),
-      ack: ({ system }) => of(system).ack(),
-      nak: ({ system }) => of(system).nak(),
-      nakLater: ({ system }) => of(system).nakLater(),
-      cancelOthers: ({ system }) => of(system).cancelOthers(),
-      report: ({ context, system }, { outcome }: { outcome: RunOutcome }) => of(system).report(context, outcome),
+      startTask: ({ context }) => of(context.scopeKey).startTask(),
+      stopTask: ({ context }) => of(context.scopeKey).stopTask(),
+      closeEvents: ({ context }) => of(context.scopeKey).closeEvents(),
+      beat: ({ context }) => of(context.scopeKey).beat(),
+      checkpoint: ({ context }) => of(context.scopeKey).checkpoint(),
+      dueClaim: ({ context }) => of(context.scopeKey).dueClaim(),
+      ack: ({ context }) => of(context.scopeKey).ack(),
+      nak: ({ context }) => of(context.scopeKey).nak(),
+      nakLater: ({ context }) => of(context.scopeKey).nakLater(),
+      cancelOthers: ({ context }) => of(context.scopeKey).cancelOthers(),
+      report: ({ context }, { outcome }: { outcome: RunOutcome }) => of(context.scopeKey).report(context, outcome),
     },
   });
-  return { create: (effects, options) => scopes.create(effects, () => createActor(machine, options)) };
+  return {
+    create: (effects, options) => {
+      const scopeKey = `r${++made}`;
+      deliveries.set(scopeKey, effects);
+      const actor = createActor(machine, { ...options, input: { ...options.input, scopeKey } });
+      return { actor, release: () => deliveries.delete(scopeKey) };
+    },
+  };
 }

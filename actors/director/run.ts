@@ -121,7 +121,7 @@ export function runDelivery(env: RunEnv, item: WorkItem, queued: TaskRecord | un
   const { deps, owned } = env;
   const first = queued !== undefined && surelyFirst(item, env.ackWaitMs, deps.now().getTime());
   const delivery: Delivery = { item, queued, first };
-  const run: RunActor = env.runActors.create(
+  const { actor: run, release } = env.runActors.create(
     runEffects(env, delivery, (event) => run.send(event)),
     {
       input: { taskId: item.id, pendingClaimMs: PENDING_CLAIM_MS, draining },
@@ -134,6 +134,8 @@ export function runDelivery(env: RunEnv, item: WorkItem, queued: TaskRecord | un
       const state = task?.actor?.getSnapshot();
       if (state) task?.span?.span.setAttribute("dirigent.task.state", state.status === "error" ? "failed" : stateOf(state));
       task?.span?.end();
+      task?.release?.();
+      release();
       env.runs.delete(run);
       if (task !== undefined && owned.get(task.claim.taskId) === task) owned.delete(task.claim.taskId);
       resolve();
@@ -295,15 +297,19 @@ function createTask(env: RunEnv, running: RunningTask, send: (event: RunEvent) =
   if (restore.kind === "refused") return refuse(restore.message);
   if (restore.kind === "snapshot" && restore.migratedFrom !== undefined)
     deps.log.info({ taskId: record.taskId, from: restore.migratedFrom }, "task snapshot migrated");
-  const actor = env.taskActors.create(taskEffects(env, running), {
+  const { actor, release } = env.taskActors.create(taskEffects(env, running), {
     ...inspectOption(deps, "director", record.taskId),
     input: { taskId: record.taskId, xml: record.xml, inputs: record.inputs },
     ...(restore.kind === "snapshot" ? { snapshot: restore.snapshot as Snapshot<unknown> } : {}),
   });
   // A snapshot xstate cannot restore leaves the actor in error before it starts: fail the task once, clearly.
   const restored = actor.getSnapshot();
-  if (restored.status === "error") return refuse(`stored snapshot cannot be restored: ${messageOf(restored.error)}`);
+  if (restored.status === "error") {
+    release();
+    return refuse(`stored snapshot cannot be restored: ${messageOf(restored.error)}`);
+  }
   running.actor = actor;
+  running.release = release;
   env.owned.set(record.taskId, running);
   // Each change of the task's state is checkpointed at once (its snapshot and seq), not only at the heartbeat;
   // the final state is not: the final record (finish) follows it at once.

@@ -68,9 +68,22 @@ export function restorable(record: TaskRecord, migrations: Migrations = MIGRATIO
       };
     }
   }
-  const missing = missingChild(snapshot);
-  if (missing !== undefined) return { kind: "refused", message: missing };
+  const problem = otherTask(snapshot, record.taskId) ?? missingChild(snapshot);
+  if (problem !== undefined) return { kind: "refused", message: problem };
   return { kind: "snapshot", snapshot, ...(stored.version === TASK_MACHINE_VERSION ? {} : { migratedFrom: stored.version }) };
+}
+
+/**
+ * Why a snapshot is not of the task `taskId`: its context, or the input of its invoked evaluation, names another task.
+ * The restored machine's effects are found by that id (./task.ts: `taskActors`).
+ */
+function otherTask(snapshot: unknown, taskId: string): string | undefined {
+  if (!isObject(snapshot)) return undefined;
+  const evaluation = isObject(snapshot.children) ? snapshot.children[EVALUATE_ID] : undefined;
+  const evaluated = isObject(evaluation) && isObject(evaluation.snapshot) ? evaluation.snapshot.input : undefined;
+  const named = [isObject(snapshot.context) ? snapshot.context.taskId : undefined, isObject(evaluated) ? evaluated.taskId : undefined];
+  const other = named.find((id) => id !== undefined && id !== taskId);
+  return other === undefined ? undefined : `stored snapshot is of task '${String(other)}', not of '${taskId}'`;
 }
 
 /**

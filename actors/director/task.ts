@@ -17,7 +17,6 @@ import { isPermanentStoreError, type StoreRefusedError, type TaskStore, type Wor
 import { messageOf, type ActorDeps } from "../deps.js";
 import { writeClaimed, type Claim } from "./records.js";
 import { persisted } from "./snapshot.js";
-import { actorScopes } from "../actor-scopes.js";
 import type { TaskSpan } from "../tracing.js";
 
 /** The effects of one task's machine, as its Director provides them. */
@@ -29,26 +28,51 @@ export interface TaskEffects {
 /** The task machine as the Director runs it. */
 export type TaskActor = Actor<typeof taskMachine>;
 
+/** A task actor and the release of its effects, once its delivery has ended. */
+export interface ScopedTaskActor {
+  actor: TaskActor;
+  release(): void;
+}
+
 /** Creates task actors, each acting through the effects of its own task. */
 export interface TaskActors {
   /** The actor of one task (a restored snapshot, when given, is not started yet). */
   create(
     effects: TaskEffects,
     options: { input: TaskInput; snapshot?: Snapshot<unknown>; inspect?: (event: InspectionEvent) => void },
-  ): TaskActor;
+  ): ScopedTaskActor;
 }
 
 /**
  * The task machine provided once per Director (a machine built per task cost as much heap as the task itself): its
- * `evaluate` and `announce` find their task's {@link TaskEffects} through the task actor's system.
+ * `evaluate` and `announce` find their task's {@link TaskEffects} in a map this Director owns, by the task's id. The id
+ * is the scope's key, rather than a key made here: it is in the machine's context and in the evaluation's input
+ * already, and a snapshot restored by the Director that takes the task over (./snapshot.ts) holds the same one, in its
+ * context and in the input of its invoked evaluation, which restarts with it. A Director runs a task under one claim
+ * at a time (its `owned` tasks, by id).
  */
 export function taskActors(): TaskActors {
-  const scopes = actorScopes<TaskEffects>("a task actor created without its effects");
+  const tasks = new Map<string, TaskEffects>();
+  const effectsOf = (taskId: string): TaskEffects => {
+    const effects = tasks.get(taskId);
+    if (effects === undefined) throw new Error(`task '${taskId}': its actor runs without its effects`);
+    return effects;
+  };
   const machine = taskMachine.provide({
-    actors: { evaluate: fromPromise<TaskResult, TaskInput>(({ input, signal, system }) => scopes.of(system).evaluate(input, signal)) },
-    actions: { announce: ({ system }, a) => scopes.of(system).announce(a) },
+    actors: { evaluate: fromPromise<TaskResult, TaskInput>(({ input, signal }) => effectsOf(input.taskId).evaluate(input, signal)) },
+    actions: { announce: ({ context }, a) => effectsOf(context.taskId).announce(a) },
   });
-  return { create: (effects, options) => scopes.create(effects, () => createActor(machine, options)) };
+  return {
+    create: (effects, options) => {
+      const { taskId } = options.input;
+      tasks.set(taskId, effects);
+      return {
+        actor: createActor(machine, options),
+        // A newer actor of the same task (a later delivery, once this one ended) keeps its own effects.
+        release: () => void (tasks.get(taskId) === effects && tasks.delete(taskId)),
+      };
+    },
+  };
 }
 
 /** A task this process runs under a claim. */
@@ -65,6 +89,8 @@ export interface RunningTask {
   /** Nothing of the task ran before this claim (its first delivery): its evaluation looks for nothing earlier. */
   readonly fresh: boolean;
   actor: TaskActor | undefined;
+  /** Drops the task's effects from its Director's map of them (./task.ts: {@link taskActors}), once its delivery ended. */
+  release?: () => void;
   /** This delivery's `director.run` span (docs/traces.md). */
   span?: TaskSpan;
   /**

@@ -23,9 +23,10 @@
 import { assign, fromPromise, setup } from "xstate";
 import { notProvided } from "../not-provided.js";
 import { messageOf } from "../../protocol/errors.js";
+import type { Scoped } from "../scoped.js";
 
-/** Input of a run actor. */
-export interface RunInput {
+/** Input of a run actor; its `scopeKey` names the delivery whose effects its actions and actors act through. */
+export interface RunInput extends Scoped {
   taskId: string;
   /** After this long a pending claim (first delivery: no record written yet) is stored by a checkpoint. */
   pendingClaimMs: number;
@@ -80,7 +81,7 @@ export type RestoreOutput = { kind: "ready" } | { kind: "refused"; message: stri
 export type FinishOutput = "written" | "lost";
 
 /** Input of `finish`: the failure that ends the task without its machine, when there is one. */
-export interface FinishInput {
+export interface FinishInput extends Scoped {
   failure?: string;
 }
 
@@ -99,7 +100,7 @@ export function supersedes(replaced: ClaimId, held: ClaimId): boolean {
 export type RunOutcome = "settled" | "handedBack" | "lost" | "refused";
 
 /** Context of a run actor. */
-export interface RunContext extends Required<RunInput> {
+export interface RunContext extends Required<Omit<RunInput, "scopeKey">>, Scoped {
   /** The claim was pending when granted. */
   pending: boolean;
   /** Why the task fails without its machine (its snapshot cannot be restored, its checkpoint cannot be stored). */
@@ -139,6 +140,9 @@ const failed = {
   ],
 } as const;
 
+/** The input of an effect: the key of the delivery it acts for. */
+const scoped = ({ context }: { context: RunContext }): Scoped => ({ scopeKey: context.scopeKey });
+
 /** The run protocol machine. */
 export const runMachine = setup({
   types: {
@@ -165,14 +169,14 @@ export const runMachine = setup({
     recordError: assign((_, params: { error: unknown }) => ({ error: messageOf(params.error) })),
   },
   actors: {
-    claim: fromPromise<ClaimOutput>(async () => notProvided("run.claim")),
+    claim: fromPromise<ClaimOutput, Scoped>(async () => notProvided("run.claim")),
     /** Tells the Director whose claim this one replaced; resolves once it stopped publishing (or did not answer). */
-    tellPreviousOwner: fromPromise<void>(async () => notProvided("run.tellPreviousOwner")),
-    restore: fromPromise<RestoreOutput>(async () => notProvided("run.restore")),
+    tellPreviousOwner: fromPromise<void, Scoped>(async () => notProvided("run.tellPreviousOwner")),
+    restore: fromPromise<RestoreOutput, Scoped>(async () => notProvided("run.restore")),
     finish: fromPromise<FinishOutput, FinishInput>(async () => notProvided("run.finish")),
-    flush: fromPromise<void>(async () => notProvided("run.flush")),
+    flush: fromPromise<void, Scoped>(async () => notProvided("run.flush")),
     /** Whether the Director that took the task over has finished it (then this delivery's ack is as safe as its own). */
-    readOwner: fromPromise<{ final: boolean }>(async () => notProvided("run.readOwner")),
+    readOwner: fromPromise<{ final: boolean }, Scoped>(async () => notProvided("run.readOwner")),
   },
   guards: {
     claimed: (_, output: ClaimOutput) => output.kind === "claimed",
@@ -202,6 +206,7 @@ export const runMachine = setup({
         "Claims the task: a first delivery under a pending claim, read from nothing; any other by reading its record. The task's, or why it is not run here.",
       invoke: {
         src: "claim",
+        input: scoped,
         onDone: [
           {
             guard: { type: "takenOver", params: ({ event }) => event.output },
@@ -223,12 +228,13 @@ export const runMachine = setup({
     telling: {
       description:
         "The claim replaced another Director's: that Director is told, and stops publishing the task's events, before anything is published here. Unanswered (it is gone), the run goes on.",
-      invoke: { src: "tellPreviousOwner", onDone: "restoring", onError: "restoring" },
+      invoke: { src: "tellPreviousOwner", input: scoped, onDone: "restoring", onError: "restoring" },
     },
     restoring: {
       description: "Creates the task's actor: from its stored snapshot when taken over, else from its start.",
       invoke: {
         src: "restore",
+        input: scoped,
         onDone: [
           { guard: "superseded", target: "checkingOwner", actions: "stopTask" },
           {
@@ -264,13 +270,13 @@ export const runMachine = setup({
     },
     handingBack: {
       description: "Draining: writes a last checkpoint, so the next Director resumes the task from it at once.",
-      invoke: { src: "flush", onDone: { target: "handedBack", actions: ["stopTask", "nak"] }, onError: failed },
+      invoke: { src: "flush", input: scoped, onDone: { target: "handedBack", actions: ["stopTask", "nak"] }, onError: failed },
     },
     finishing: {
       description: "Stores the outcome under the claim, then publishes the last event and the result.",
       invoke: {
         src: "finish",
-        input: ({ context }) => (context.failure === undefined ? {} : { failure: context.failure }),
+        input: ({ context }) => ({ ...scoped({ context }), ...(context.failure === undefined ? {} : { failure: context.failure }) }),
         onDone: [
           {
             guard: { type: "writtenCancellingOthers", params: ({ event }) => event.output },
@@ -288,6 +294,7 @@ export const runMachine = setup({
       description: "The claim was taken over: nothing is published here; the delivery is acked once the new owner has finished.",
       invoke: {
         src: "readOwner",
+        input: scoped,
         onDone: [
           { guard: { type: "takenOverFinished", params: ({ event }) => event.output }, target: "lost", actions: "ack" },
           { target: "lost" },

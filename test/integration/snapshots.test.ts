@@ -102,8 +102,7 @@ async function resultsOnceSettled(s: Stack, taskId: string): Promise<number> {
 }
 
 /** Orphans a task with `machine`, and returns its one outcome once the intake message is settled. */
-async function resumeOrphan(s: Stack, machine: TaskRecord["machine"]) {
-  const taskId = newTaskId();
+async function resumeOrphan(s: Stack, machine: TaskRecord["machine"], taskId = newTaskId()) {
   const watch = s.client.watch(taskId);
   await s.transport.bus.flush();
   await orphan(s, taskId, machine);
@@ -156,10 +155,19 @@ describe("task machine snapshots", () => {
 
   it("fails a task whose snapshot lost the child its state invokes, instead of waiting forever", async () => {
     await using s = await startStack({ url: server.url, mock });
-    const { children: _dropped, ...withoutChildren } = (await runningSnapshot(newTaskId())) as Record<string, unknown>;
-    const outcome = await resumeOrphan(s, { id: "task", version: TASK_MACHINE_VERSION, snapshot: withoutChildren });
+    const taskId = newTaskId();
+    const { children: _dropped, ...withoutChildren } = (await runningSnapshot(taskId)) as Record<string, unknown>;
+    const outcome = await resumeOrphan(s, { id: "task", version: TASK_MACHINE_VERSION, snapshot: withoutChildren }, taskId);
     expect(outcome.status).toBe("FAILED");
     expect(outcome.error?.message).toContain("cannot resume the task: stored snapshot has no child 'evaluate'");
+  });
+
+  it("fails a task whose snapshot is of another task, instead of running it without its effects", async () => {
+    await using s = await startStack({ url: server.url, mock });
+    const other = newTaskId();
+    const outcome = await resumeOrphan(s, { id: "task", version: TASK_MACHINE_VERSION, snapshot: await runningSnapshot(other) });
+    expect(outcome.status).toBe("FAILED");
+    expect(outcome.error?.message).toContain(`cannot resume the task: stored snapshot is of task '${other}'`);
   });
 
   it("migrates a v1 snapshot (its evaluation under xstate's generated id) and completes the task", async () => {
@@ -167,7 +175,7 @@ describe("task machine snapshots", () => {
     const taskId = newTaskId();
     const current = (await runningSnapshot(taskId)) as { children: Record<string, unknown> };
     const v1 = { ...current, children: { "0.task.running": current.children.evaluate } };
-    const outcome = await resumeOrphan(s, { id: "task", version: 1, snapshot: v1 });
+    const outcome = await resumeOrphan(s, { id: "task", version: 1, snapshot: v1 }, taskId);
     expect(outcome).toMatchObject({ status: "COMPLETE", content: "resumed answer" });
   });
 

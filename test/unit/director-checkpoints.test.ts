@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { createActor, fromPromise, SimulatedClock, waitFor } from "xstate";
 import { runMachine, type ClaimOutput, type FinishInput, type FinishOutput, type RestoreOutput } from "../../machines/director/run.js";
+import type { Scoped } from "../../machines/scoped.js";
 import { StoreRefusedError, type TaskStore } from "../../actors/bus.js";
 import type { ActorDeps, Logger } from "../../actors/deps.js";
 import { claimTask, readTaskRecord } from "../../actors/director/records.js";
@@ -55,10 +56,10 @@ async function heartbeating(store: FlakyStore) {
   });
   const machine = runMachine.provide({
     actors: {
-      claim: fromPromise<ClaimOutput>(async () => ({ kind: "claimed", pending: false })),
-      restore: fromPromise<RestoreOutput>(async () => ({ kind: "ready" })),
+      claim: fromPromise<ClaimOutput, Scoped>(async () => ({ kind: "claimed", pending: false })),
+      restore: fromPromise<RestoreOutput, Scoped>(async () => ({ kind: "ready" })),
       finish: fromPromise<FinishOutput, FinishInput>(async ({ input }) => (finishes.push(input), "written")),
-      readOwner: fromPromise<{ final: boolean }>(async () => ({ final: false })),
+      readOwner: fromPromise<{ final: boolean }, Scoped>(async () => ({ final: false })),
     },
     actions: {
       startTask: () => undefined,
