@@ -107,6 +107,8 @@ describe("a Director that lost its task's delivery to another", () => {
     await using b = await startStack({ url: server.url, root, roles: ["director"], ackWaitMs: ACK_WAIT_MS, log: second.log });
     await evaluations.until((v) => v.some((e) => e.request.owner !== firstOwner), "the second Director's evaluation", 20_000);
     const successor = evaluations.values.find((e) => e.request.owner !== firstOwner);
+    // Its task.resumed comes through the events stream, which may deliver it after the evaluation request.
+    await events.until((v) => v.some((e) => e.type === "task.resumed"), "the second Director's task.resumed", 20_000);
     const resumed = events.values.find((e) => e.type === "task.resumed");
     expect(resumed).toMatchObject({ data: { previousOwner: firstOwner } });
 
