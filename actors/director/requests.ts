@@ -4,6 +4,7 @@
  * running under a pending claim in another Director: then its last event says how far it got).
  */
 import { fitOutcome } from "./message-fit.js";
+import { reportedState } from "../../machines/director/task.js";
 import {
   CancelBroadcast,
   decode,
@@ -64,7 +65,7 @@ export function taskRequests(deps: ActorDeps, store: TaskStore, queue: WorkQueue
     const live = hooks.liveState(taskId);
     const stored = (await readTaskRecord(store, taskId))?.record;
     const record = stored ?? (await queuedUnder(taskId))?.record;
-    const state = live ?? (stored === undefined && record !== undefined ? await stateOfQueued(taskId) : record?.state);
+    const state = reportedState(live, stored === undefined && record !== undefined ? await stateOfQueued(taskId) : record?.state);
     if (state === undefined) return void respond(msg, Requests.taskGet, errorReply("NOT_FOUND", `no task '${taskId}'`));
     // A result too large for one message is cut to fit (actors/director/message-fit.ts); the record keeps it whole.
     const result = record?.result && fitOutcome(record.result, deps.bus.maxMessageBytes, 256);

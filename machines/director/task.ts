@@ -10,7 +10,7 @@
  * Every state carries a tag naming its public {@link TaskState}.
  */
 import { assign, fromPromise, setup } from "xstate";
-import { taskFailure, type Progress, type TaskInputs, type TaskResult, type TaskState } from "../../protocol/index.js";
+import { FINAL_STATES, taskFailure, type Progress, type TaskInputs, type TaskResult, type TaskState } from "../../protocol/index.js";
 import { notProvided } from "../not-provided.js";
 
 /** Input of a task lifecycle actor. */
@@ -224,3 +224,13 @@ export const taskMachine = setup({
     },
   },
 });
+
+/**
+ * The state a status request reports: a stored final state wins over a task actor still running here (a task
+ * cancelled while its claim was pending gets its final record from the cancel, while the Director that started it
+ * still runs it until it finds the record final); otherwise the live state, else the stored one.
+ */
+export function reportedState(live: TaskState | undefined, stored: TaskState | undefined): TaskState | undefined {
+  if (stored !== undefined && FINAL_STATES.has(stored)) return stored;
+  return live ?? stored;
+}

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { createActor, fromPromise, waitFor } from "xstate";
-import { taskMachine, type Announcement } from "../../../machines/director/task.js";
+import { reportedState, taskMachine, type Announcement } from "../../../machines/director/task.js";
 import type { TaskResult } from "../../../protocol/index.js";
 
 const input = { taskId: "t1", xml: "<task/>", inputs: {} };
@@ -111,5 +111,17 @@ describe("task lifecycle machine", () => {
       "continuation.resumed@running",
       "continuation.subtask@awaiting_subtask",
     ]);
+  });
+});
+
+describe("the state a status request reports", () => {
+  it("is a stored final state over a task actor still running here, else the live state, else the stored one", () => {
+    // Cancelled while its claim was pending: the cancel stored the final record; the Director running it has not seen it yet.
+    expect(reportedState("running", "cancelled")).toBe("cancelled");
+    expect(reportedState("running", "completed")).toBe("completed");
+    expect(reportedState("running", "queued")).toBe("running");
+    expect(reportedState("cancelled", "running")).toBe("cancelled");
+    expect(reportedState(undefined, "queued")).toBe("queued");
+    expect(reportedState(undefined, undefined)).toBeUndefined();
   });
 });
