@@ -10,6 +10,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { NodeSummary, TaskEvent, Usage } from "../../protocol/index.js";
 import { startMockLlm, type MockLlmServer, type MockScript } from "../../runtime/model/mock-server.js";
+import { seenMessage } from "../support/conversation.js";
 import { randomRoot, startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 import { startCli, type CliProcess } from "../support/processes.js";
 import { Recorder } from "../support/recorder.js";
@@ -131,18 +132,6 @@ function spent(nodes: readonly NodeSummary[]): { usage: Usage; cost: number } {
   return { usage, cost };
 }
 
-/** A message as the model saw it: role, text, tool calls and the call a tool message answers. */
-function seen(m: Record<string, unknown>): unknown {
-  const calls = Array.isArray(m["tool_calls"])
-    ? (m["tool_calls"] as Array<{ id: string; function: { name: string; arguments: string } }>).map((c) => [
-        c.id,
-        c.function.name,
-        c.function.arguments,
-      ])
-    : [];
-  return { role: m["role"], content: typeof m["content"] === "string" ? m["content"] : "", calls, answers: m["tool_call_id"] ?? null };
-}
-
 /**
  * Each model call of each conversation of the node at `path` of `taskId` is one the mock model received: the messages
  * the record says were sent are those of a request, and the answer it recorded is the one that request got.
@@ -152,10 +141,8 @@ async function matchesModel(taskId: string, path: string, answers: readonly stri
   const recorded: string[] = [];
   for (const conversation of detail.conversations) {
     for (const turn of conversation.turns) {
-      const sent = conversation.messages.slice(0, turn.sent).map((m) => JSON.stringify(seen(m as Record<string, unknown>)));
-      const request = mock.requests.find(
-        (r) => JSON.stringify(r.body.messages.map((m) => JSON.stringify(seen(m)))) === JSON.stringify(sent),
-      );
+      const sent = conversation.messages.slice(0, turn.sent).map((m) => seenMessage(m as Record<string, unknown>));
+      const request = mock.requests.find((r) => JSON.stringify(r.body.messages.map((m) => seenMessage(m))) === JSON.stringify(sent));
       expect(request, `the model call of turn ${turn.turn} of ${path}`).toBeDefined();
       const answer = conversation.messages[turn.sent];
       expect(answer?.role).toBe("assistant");

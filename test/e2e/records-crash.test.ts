@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { decode, NodeRecord, TurnRecord } from "../../protocol/index.js";
 import { startMockLlm, type MockLlmServer, type RecordedRequest } from "../../runtime/model/mock-server.js";
 import { JetStreamWorkQueue } from "../../runtime/nats/queue.js";
+import { seenMessage } from "../support/conversation.js";
 import { randomRoot, startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 import { pollUntil } from "../support/process-group.js";
 import { startCli, type CliProcess } from "../support/processes.js";
@@ -117,32 +118,17 @@ async function storedRecords(taskId: string): Promise<{ nodes: NodeRecord[]; tex
   return { nodes, texts };
 }
 
-/** A message as the model saw it: role, text, tool calls and the call a tool message answers. */
-function seen(m: Record<string, unknown>): string {
-  const calls = Array.isArray(m["tool_calls"])
-    ? (m["tool_calls"] as Array<{ id: string; function: { name: string; arguments: string } }>).map((c) => [
-        c.id,
-        c.function.name,
-        c.function.arguments,
-      ])
-    : [];
-  return JSON.stringify({
-    role: m["role"],
-    content: typeof m["content"] === "string" ? m["content"] : "",
-    calls,
-    answers: m["tool_call_id"] ?? null,
-  });
-}
-
 /** The model answers of the conversations of `path`, each model call's messages checked against a request the model got. */
 async function answersOf(taskId: string, path: string): Promise<string[]> {
   const detail = await stack.client.node(taskId, path);
   const answers: string[] = [];
   // A record keeps the messages masked: the key the input carried into the prompt is `[redacted]` there.
-  const requests = mock.requests.map((r: RecordedRequest) => JSON.stringify(r.body.messages.map(seen)).replaceAll(SECRET, "[redacted]"));
+  const requests = mock.requests.map((r: RecordedRequest) =>
+    JSON.stringify(r.body.messages.map(seenMessage)).replaceAll(SECRET, "[redacted]"),
+  );
   for (const conversation of detail.conversations)
     for (const turn of conversation.turns) {
-      const sent = JSON.stringify(conversation.messages.slice(0, turn.sent).map((m) => seen(m as Record<string, unknown>)));
+      const sent = JSON.stringify(conversation.messages.slice(0, turn.sent).map((m) => seenMessage(m as Record<string, unknown>)));
       expect(requests, `the model call of turn ${turn.turn} of ${path}`).toContain(sent);
       const answer = conversation.messages[turn.sent];
       if (answer?.role !== "assistant") throw new Error(`turn ${turn.turn} of ${path} recorded no answer`);
