@@ -107,6 +107,7 @@ export function directorSettings(
   stored: {
     lastPublished?: DirectorSettings["lastPublished"] | undefined;
     publishStored?: DirectorSettings["publishStored"] | undefined;
+    storedInOrder?: DirectorSettings["storedInOrder"] | undefined;
     turns?: TaskStore | undefined;
   },
 ): DirectorSettings {
@@ -116,6 +117,7 @@ export function directorSettings(
     substitution: config.substitution,
     ...(stored.lastPublished ? { lastPublished: stored.lastPublished } : {}),
     ...(stored.publishStored ? { publishStored: stored.publishStored } : {}),
+    ...(stored.storedInOrder ? { storedInOrder: stored.storedInOrder } : {}),
     sizeLimits: {
       submissionBytes: config.maxSubmissionBytes,
       inputBytes: config.maxInputBytes,

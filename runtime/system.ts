@@ -57,6 +57,8 @@ export interface Transport {
   publishStored?: (subject: string, data: Uint8Array, id: string, signal?: AbortSignal) => Promise<void>;
   /** Creates the events stream should the transport not have at open (opened for no Director); idempotent. */
   openEvents?: () => Promise<void>;
+  /** Whether writes to the events stream are stored in the order sent (see `DirectorConfig.storedInOrder`). */
+  storedInOrder?: () => boolean;
 }
 
 /** Options of {@link startSystem}. */
@@ -201,6 +203,7 @@ export async function startSystem(options: SystemOptions): Promise<SystemHandle>
         directorSettings(config, parseCache, {
           lastPublished: transport.lastPublished,
           publishStored: transport.publishStored,
+          storedInOrder: transport.storedInOrder,
           turns: transport.turns,
         }),
       ),

@@ -72,6 +72,9 @@ export async function openNatsTransport(servers: string, subjects: Subjects, opt
   // the first one (runtime/nats/chunks.ts).
   const bodies = lazyTaskStore(() => openKvStore(nc, subjects.bodiesBucket, { ttlMs: BODIES_MAX_AGE_MS, replication: r, checkApi: false }));
   const bus = new NatsBus(nc, { onError, bodies });
+  /** The events stream's replicas, once this process made or found it. */
+  let eventsReplicas: number | undefined;
+  const knowEvents = (replicas: number) => void (eventsReplicas = replicas);
   try {
     const eager = eagerStores(options.roles);
     const ackWaitMs = options.ackWaitMs ?? ackWaitMsFromEnv();
@@ -85,7 +88,7 @@ export async function openNatsTransport(servers: string, subjects: Subjects, opt
           ? openTurnStore(nc, subjects, r, options.records)
           : lazyTaskStore(() => openTurnStore(nc, subjects, r, options.records)),
         eager.goals ? openGoalStore(nc, subjects, r) : lazyKeyedStore(() => openGoalStore(nc, subjects, r)),
-        eager.events ? ensureEventsStream(nc, subjects, r) : undefined,
+        eager.events ? ensureEventsStream(nc, subjects, r).then(knowEvents) : undefined,
       ]);
     // A cluster creating replicated streams, or electing a leader, can leave a JetStream API request unanswered for
     // a while: asked again (creating and looking up are idempotent) before the process gives up.
@@ -101,20 +104,22 @@ export async function openNatsTransport(servers: string, subjects: Subjects, opt
     const [store, queue, index, turns, goals] = opened;
     // A process opened for no Director (a CLI command that may start an embedded runtime) creates the events stream
     // when a Director starts on it: before that Director publishes the first event.
-    const openEvents = eager.events ? async () => undefined : once(() => ensureEventsStream(nc, subjects, r));
+    const openEvents = eager.events ? async () => undefined : once(() => ensureEventsStream(nc, subjects, r).then(knowEvents));
     const lastPublished = async (subject: string) => (await wireOf(nc).lastBySubject(subjects.eventsStream, subject))?.data;
     // No `$JS.API.INFO` check: a client's user may not ask it, and the stream lookup is only made after a 503.
     // A result finds the events stream gone (an operator deleted it under a running Director): the stream is made
     // again, as a Director's start makes it, rather than the result handed back at every redelivery, unstored.
+    // Sent in the call's own tick (the manager is made only to look the stream up after a failure): writes called one
+    // after the other go out in that order.
+    const jsm = () => jetstreamManager(nc, { checkAPI: false });
     const publishStored = async (subject: string, data: Uint8Array, id: string, signal?: AbortSignal) => {
-      const jsm = await jetstreamManager(nc, { checkAPI: false });
       const store = () => storeThroughElections(jsm, wireOf(nc), subjects.eventsStream, { subject, data, id }, signal);
       try {
         await store();
       } catch (err) {
         if (!(err instanceof StreamMissingError)) throw err;
         options.log.warn({ stream: subjects.eventsStream, subject }, "the events stream is gone: creating it again");
-        await ensureEventsStream(nc, subjects, r);
+        knowEvents(await ensureEventsStream(nc, subjects, r));
         await store();
       }
     };
@@ -122,6 +127,9 @@ export async function openNatsTransport(servers: string, subjects: Subjects, opt
       kind: "nats",
       description: bus.description,
       ...{ bus, store, queue, index, turns, goals, lastPublished, publishStored, openEvents },
+      // Nothing can lose one write to the events stream and keep a later one of the same connection unless a leader
+      // election comes between them: on a server that is in no cluster, with a stream of one replica, there is none.
+      storedInOrder: () => eventsReplicas === 1 && nc.info?.cluster === undefined,
       close: () => bus.close(),
     };
   } catch (err) {

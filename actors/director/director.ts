@@ -40,6 +40,13 @@ export interface DirectorConfig {
    * JetStream message id): one published while a replicated stream elects a leader is not lost. Absent: a plain publish.
    */
   publishStored?: (subject: string, data: Uint8Array, id: string, signal?: AbortSignal) => Promise<void>;
+  /**
+   * Whether {@link publishStored}'s writes are stored in the order they are sent, even when one fails: true on a server
+   * in no cluster with an events stream of one replica, where no leader election can lose a write and keep a later
+   * one. Then a task's events are sent without waiting for each other's acknowledgement, and its result right behind
+   * its last event. Absent or false: each waits for its predecessor's acknowledgement.
+   */
+  storedInOrder?: () => boolean;
   /** `{{var}}` substitution of the deployment: under `strict` (the default) a placeholder nothing can fill is refused at submission. */
   substitution?: "strict" | "lenient";
   /** Size limits of submissions; {@link DEFAULT_SIZE_LIMITS} when absent. */
@@ -62,7 +69,7 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
   let draining = false;
 
   // A fork's events say what it was forked from.
-  const publishEvent = eventPublisher(deps, config.publishStored, (taskId) => owned.get(taskId)?.claim.record.forkOf);
+  const publishEvent = eventPublisher(deps, config.publishStored, (taskId) => owned.get(taskId)?.claim.record.forkOf, config.storedInOrder);
   /** The type of a template's entry task, for metrics. */
   const taskType = (xml: string) => {
     if (xml === "") return "prompt";

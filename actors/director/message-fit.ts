@@ -65,6 +65,12 @@ export interface EventPublisher extends PublishEvent {
   /** Resolves once every event of `taskId` published so far is stored (or given up on). */
   settled(taskId: string): Promise<void>;
   /**
+   * Stores what follows `taskId`'s events (its result) by `store`: once they are all stored, or, where the events
+   * stream stores writes in the order sent, at once, right behind the last one. Resolves (or rejects, as `store`
+   * does) once both that and the events are done.
+   */
+  afterEvents(taskId: string, store: () => Promise<void>): Promise<void>;
+  /**
    * Sends no event of `taskId` published so far that is not sent yet, and does not ask again for the one being stored
    * (another Director owns the task now); resolves once that one's attempt under way has ended.
    */
@@ -74,37 +80,53 @@ export interface EventPublisher extends PublishEvent {
 /**
  * Publishes each task event on the task's events subject, cut to fit one message ({@link fitEvent}). With `store`
  * (NATS: the events stream), each is stored with an acknowledgement and a message id unique to this publish, sent
- * again through a leader election until stored, so the stream's replay has every event: one task's events are
- * stored one after the other, in order; a repeat of a publish that was stored already is dropped by its message id.
- * A live subscriber may get such a repeat (docs/deploy.md). An event still not stored after the store's patience is
- * logged and left out of the replay.
+ * again through a leader election until stored, so the stream's replay has every event in order; a repeat of a
+ * publish that was stored already is dropped by its message id. A live subscriber may get such a repeat
+ * (docs/deploy.md). An event still not stored after the store's patience is logged and left out of the replay.
+ *
+ * The order: with `inOrder` true (a stream that stores writes in the order sent, see `DirectorConfig.storedInOrder`),
+ * each event is sent at once and the acknowledgements are awaited together; else each event is sent once its
+ * predecessor is stored, so that no election can store a later one first.
  */
 export function eventPublisher(
   deps: ActorDeps,
   store?: (subject: string, data: Uint8Array, id: string, signal?: AbortSignal) => Promise<void>,
   forkOf?: (taskId: string) => ForkOf | undefined,
+  inOrder?: () => boolean,
 ): EventPublisher {
   /** Per task, the store of its last event (the next waits for it); aborted, its events not stored yet are dropped. */
   const chains = new Map<string, { tail: Promise<void>; cut: AbortController }>();
   // Message ids unique to this publisher's publishes: a new owner's event of the same seq is a different one.
   const nonce = randomUUID();
   let published = 0;
+  /** Adds `send` to the chain of `taskId`: sent at once when the stream keeps the order, else after its predecessor. */
+  const link = (taskId: string, send: (signal: AbortSignal) => Promise<void>): Promise<void> => {
+    let chain = chains.get(taskId);
+    if (chain === undefined) chains.set(taskId, (chain = { tail: Promise.resolve(), cut: new AbortController() }));
+    const entry = chain;
+    const { signal } = entry.cut;
+    let next: Promise<void>;
+    if (inOrder?.() === true) {
+      const sent = send(signal);
+      // Handled here at once, and reported below in order, once its predecessors are done.
+      sent.catch(() => undefined);
+      next = entry.tail.then(() => sent);
+    } else next = entry.tail.then(() => (signal.aborted ? undefined : send(signal)));
+    const tail = next.catch(() => undefined);
+    entry.tail = tail;
+    void tail.then(() => {
+      if (chains.get(taskId) === entry && entry.tail === tail) chains.delete(taskId);
+    });
+    return next;
+  };
   const publish = (taskId: string, subject: string, body: Uint8Array, seq: number) => {
     if (store === undefined) return deps.bus.publish(subject, body);
     const id = `${nonce}.${++published}`;
-    let chain = chains.get(taskId);
-    if (chain === undefined) chains.set(taskId, (chain = { tail: Promise.resolve(), cut: new AbortController() }));
-    const link = chain;
-    const { signal } = link.cut;
-    const next = link.tail
-      .then(() => (signal.aborted ? undefined : store(subject, body, id, signal)))
-      .catch((err: unknown) => {
-        if (signal.aborted) deps.log.debug({ taskId, seq, err: messageOf(err) }, "task event dropped: another Director owns the task");
-        else deps.log.warn({ taskId, seq, err: messageOf(err) }, "task event not stored in the events stream");
-      });
-    link.tail = next;
-    void next.then(() => {
-      if (chains.get(taskId) === link && link.tail === next) chains.delete(taskId);
+    let cut: AbortSignal | undefined;
+    const stored = (signal: AbortSignal) => ((cut = signal), store(subject, body, id, signal));
+    link(taskId, stored).catch((err: unknown) => {
+      if (cut?.aborted === true) deps.log.debug({ taskId, seq, err: messageOf(err) }, "task event dropped: another Director owns the task");
+      else deps.log.warn({ taskId, seq, err: messageOf(err) }, "task event not stored in the events stream");
     });
   };
   const send: PublishEvent = (taskId, seq, type, state, message, data, fork = forkOf?.(taskId)) => {
@@ -122,6 +144,7 @@ export function eventPublisher(
   };
   return Object.assign(send, {
     settled: async (taskId: string) => chains.get(taskId)?.tail,
+    afterEvents: (taskId: string, follow: () => Promise<void>) => (store === undefined ? follow() : link(taskId, () => follow())),
     cut: async (taskId: string) => {
       const chain = chains.get(taskId);
       if (chain === undefined) return;

@@ -75,8 +75,8 @@ export async function finish(env: RunEnv, task: RunningTask, context: TaskContex
   });
   env.publishEvent(task.claim.taskId, seq, `task.${state}`, state, state === "failed" ? context.result?.error?.message : undefined);
   // The result follows the task's events into the events stream: a replay ends with it.
-  await env.publishEvent.settled(task.claim.taskId);
-  await publishResult(env.deps, env.publishStored, task.claim.taskId, encode(TaskOutcome, fitOutcome(outcome, deps.bus.maxMessageBytes)));
+  const body = encode(TaskOutcome, fitOutcome(outcome, deps.bus.maxMessageBytes));
+  await env.publishEvent.afterEvents(task.claim.taskId, () => publishResult(env.deps, env.publishStored, task.claim.taskId, body));
   return "written";
 }
 
@@ -97,6 +97,6 @@ export async function publishLostResult(env: RunEnv, record: TaskRecord): Promis
     record.state,
     record.state === "failed" ? record.result.error?.message : undefined,
   );
-  await env.publishEvent.settled(record.taskId);
-  await publishResult(env.deps, env.publishStored, record.taskId, encode(TaskOutcome, fitOutcome(record.result, deps.bus.maxMessageBytes)));
+  const body = encode(TaskOutcome, fitOutcome(record.result, deps.bus.maxMessageBytes));
+  await env.publishEvent.afterEvents(record.taskId, () => publishResult(env.deps, env.publishStored, record.taskId, body));
 }

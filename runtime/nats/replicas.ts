@@ -59,23 +59,27 @@ export async function checkBucketReplicas(jsm: JetStreamManager, bucket: string,
  * Creates a stream unless one of that name exists, with `replication`'s replicas. An existing stream is used as it
  * is, so a deployment can tune limits with the `nats` CLI without the runtime undoing them; only fewer replicas
  * than configured are reported (or scaled up with `--scale-streams`, see `checkReplicas`).
+ * @returns the stream's replicas.
  */
 export async function ensureStream(
   jsm: JetStreamManager,
   config: Partial<StreamConfig> & { name: string },
   replication?: Replication,
-): Promise<void> {
+): Promise<number> {
   try {
-    await checkReplicas(jsm, await jsm.streams.info(config.name), replication);
-    return;
+    return await checkReplicas(jsm, await jsm.streams.info(config.name), replication);
   } catch (err) {
     if (!(err instanceof JetStreamApiError && err.code === JetStreamApiCodes.StreamNotFound)) throw err;
   }
+  const replicas = replication?.replicas ?? 1;
   try {
-    await jsm.streams.add({ ...config, num_replicas: replication?.replicas ?? 1 });
+    await jsm.streams.add({ ...config, num_replicas: replicas });
+    return replicas;
   } catch (err) {
     // Another process created it between our lookup and our add.
-    if (!(await streamExists(jsm, config.name))) throw err;
+    const made = await streamReplicas(jsm, config.name);
+    if (made === undefined) throw err;
+    return made;
   }
 }
 
@@ -88,12 +92,12 @@ async function streamMissing(jsm: JetStreamManager, name: string): Promise<boole
   }
 }
 
-async function streamExists(jsm: JetStreamManager, name: string): Promise<boolean> {
+/** The replicas of stream `name`; `undefined` when it cannot be looked up. */
+async function streamReplicas(jsm: JetStreamManager, name: string): Promise<number | undefined> {
   try {
-    await jsm.streams.info(name);
-    return true;
+    return (await jsm.streams.info(name)).config.num_replicas || 1;
   } catch {
-    return false;
+    return undefined;
   }
 }
 
@@ -115,7 +119,7 @@ const ELECTION_PATIENCE_MS = 60_000;
  * @throws {StoreError} when the stream refuses it, or nothing answers within 60 s.
  */
 export async function storeThroughElections(
-  jsm: JetStreamManager,
+  jsm: () => Promise<JetStreamManager>,
   wire: NatsWire,
   stream: string,
   message: { subject: string; data: Uint8Array; id: string },
@@ -130,7 +134,7 @@ export async function storeThroughElections(
       const transient = (err instanceof StoreError && err.status === 503) || err instanceof RequestTimeoutError;
       if (!transient || Date.now() > deadline || signal?.aborted === true) throw err;
       // No stream at all (nothing created it, or it was deleted): no use waiting. A lookup that fails is an election too.
-      if (attempt === 0 && (await streamMissing(jsm, stream)))
+      if (attempt === 0 && (await streamMissing(await jsm(), stream)))
         throw new StreamMissingError(`stream ${stream} does not exist: '${message.subject}' not stored`, message.subject, { cause: err });
       await delay(Math.min(1000, 100 * 2 ** attempt), undefined, signal ? { signal } : {}).catch(() => {
         throw err;

@@ -327,9 +327,9 @@ export function openTurnStore(
   return openKvStore(nc, subjects.turnsBucket, { ttlMs: retention.maxAgeMs, maxBytes: retention.maxBytes, replication });
 }
 
-/** Ensures the events stream (`subjects.eventsStream`): every task's events and result, kept 24 h on file. */
-export async function ensureEventsStream(nc: NatsConnection, subjects: Subjects, replication?: Replication): Promise<void> {
-  await ensureStream(
+/** Ensures the events stream (`subjects.eventsStream`): every task's events and result, kept 24 h on file. Returns its replicas. */
+export async function ensureEventsStream(nc: NatsConnection, subjects: Subjects, replication?: Replication): Promise<number> {
+  return ensureStream(
     await jetstreamManager(nc),
     {
       name: subjects.eventsStream,

@@ -8,7 +8,8 @@
 import { jetstreamManager } from "@nats-io/jetstream";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createSubjects, decode, TaskOutcome } from "../../protocol/index.js";
+import { createSubjects, decode, TaskEvent, TaskOutcome } from "../../protocol/index.js";
+import { readTaskEvents } from "../../runtime/nats/store.js";
 import type { OpenTransport } from "../../runtime/transport.js";
 import { startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 import { newTaskId, startStack } from "../support/stack.js";
@@ -86,6 +87,46 @@ describe("a task's result in the events stream", () => {
       expect(decoded.ok && decoded.value.status).toBe("COMPLETE");
       expect((await stack.client.get(taskId)).state).toBe("completed");
     });
+
+  it("on a single server, follows the task's events without waiting for their acknowledgements, and the replay keeps the order", async () => {
+    // What the Director sends to the events stream and when each write is acknowledged, in order.
+    const log: string[] = [];
+    const name = (subject: string, data: Uint8Array) => {
+      if (subject.endsWith(".result")) return "result";
+      const event = decode(TaskEvent, data);
+      return event.ok ? event.value.type : "?";
+    };
+    await using stack = await startStack({
+      url: server.url,
+      wrapTransport: (transport) => {
+        const { publishStored } = transport;
+        if (publishStored === undefined) throw new Error("a NATS transport stores results");
+        return {
+          ...transport,
+          publishStored: (subject, data, id, signal) => {
+            log.push(`send ${name(subject, data)}`);
+            return publishStored(subject, data, id, signal).then(() => void log.push(`ack ${name(subject, data)}`));
+          },
+        };
+      },
+    });
+    expect(stack.transport.storedInOrder?.()).toBe(true);
+    const subjects = createSubjects(stack.root);
+    const taskId = newTaskId();
+    const outcome = await stack.client.run({ taskId, xml: "<task><description>Say done.</description></task>" });
+    expect(outcome.status).toBe("COMPLETE");
+    // The result goes out before the last event's acknowledgement came back.
+    expect(log.indexOf("send result")).toBeGreaterThan(log.indexOf("send task.completed"));
+    expect(log.indexOf("send result")).toBeLessThan(log.indexOf("ack task.completed"));
+    // The replay: every event once, by seq, then the result.
+    const replay = await readTaskEvents(nc, subjects, taskId);
+    const seqs = replay.map((m) => {
+      const event = decode(TaskEvent, m.data);
+      return event.ok ? event.value.seq : "result";
+    });
+    expect(seqs.at(-1)).toBe("result");
+    expect(seqs.slice(0, -1)).toEqual(Array.from({ length: seqs.length - 1 }, (_, i) => i + 1));
+  });
 
   it("is stored in an events stream created again when it was deleted under the running Director", async () => {
     await using stack = await startStack({ url: server.url });

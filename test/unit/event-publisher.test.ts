@@ -88,3 +88,77 @@ describe("eventPublisher with a store", () => {
     expect(seen).toEqual([1]);
   });
 });
+
+describe("eventPublisher: what follows the events (the result)", () => {
+  /** A store that records the order of calls and settles each write when told. */
+  const manual = () => {
+    const calls: string[] = [];
+    const pending = new Map<string, { resolve: () => void; reject: (err: Error) => void }>();
+    const store = (subject: string, data: Uint8Array) => {
+      const event = decode(TaskEvent, data);
+      const name = event.ok ? `e${event.value.seq}` : subject;
+      calls.push(name);
+      return new Promise<void>((resolve, reject) => pending.set(name, { resolve, reject }));
+    };
+    const settle = (name: string, err?: Error) => {
+      const p = pending.get(name);
+      if (p === undefined) throw new Error(`${name} was not sent`);
+      if (err) p.reject(err);
+      else p.resolve();
+    };
+    return { calls, store, settle };
+  };
+  const tick = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+  it("where the stream keeps the order sent, sends every event and the result at once and resolves once all are stored", async () => {
+    const { calls, store, settle } = manual();
+    const publish = eventPublisher(deps(), store, undefined, () => true);
+    for (let seq = 1; seq <= 3; seq++) publish("t1", seq, "node.started", "running");
+    let done = false;
+    const result = publish.afterEvents("t1", () => store("result", new Uint8Array())).then(() => (done = true));
+    // All sent before any acknowledgement, the result last.
+    expect(calls).toEqual(["e1", "e2", "e3", "result"]);
+    settle("result");
+    settle("e3");
+    settle("e1");
+    await tick();
+    expect(done).toBe(false);
+    // An event that is not stored is logged; the result still resolves once it has ended.
+    settle("e2", new Error("no leader"));
+    await result;
+    expect(done).toBe(true);
+  });
+
+  it("else sends the result only once the last event is stored, and rejects as its store does", async () => {
+    const { calls, store, settle } = manual();
+    const publish = eventPublisher(deps(), store, undefined, () => false);
+    publish("t1", 1, "node.started", "running");
+    publish("t1", 2, "task.completed", "completed");
+    const result = publish.afterEvents("t1", () => store("result", new Uint8Array()));
+    await tick();
+    expect(calls).toEqual(["e1"]);
+    settle("e1");
+    await tick();
+    expect(calls).toEqual(["e1", "e2"]);
+    settle("e2");
+    await tick();
+    expect(calls).toEqual(["e1", "e2", "result"]);
+    settle("result", new Error("result not stored"));
+    await expect(result).rejects.toThrow("result not stored");
+  });
+
+  it("rejects as the result's store does where the order is kept too, after the events", async () => {
+    const { store, settle } = manual();
+    const publish = eventPublisher(deps(), store, undefined, () => true);
+    publish("t1", 1, "task.completed", "completed");
+    let rejected = false;
+    const result = publish
+      .afterEvents("t1", () => store("result", new Uint8Array()))
+      .catch((err: Error) => ((rejected = true), err.message));
+    settle("result", new Error("result not stored"));
+    await tick();
+    expect(rejected).toBe(false);
+    settle("e1");
+    expect(await result).toBe("result not stored");
+  });
+});
