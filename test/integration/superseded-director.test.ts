@@ -5,9 +5,9 @@
  * and real Directors; the test plays the Evaluator, so it decides when the walk reports and when it ends. (A Director
  * taking over from one that is gone, which answers no notice, is test/integration/durability-tasks.test.ts.)
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from "vitest";
 import type { Logger } from "../../actors/deps.js";
-import type { WorkItem, WorkQueue } from "../../actors/bus.js";
+import { KEEPALIVE_HEADER, type WorkItem, type WorkQueue } from "../../actors/bus.js";
 import { decode, encode, encodeJson, EvaluateRequest, Progress, TaskRecord, type TaskEvent } from "../../protocol/index.js";
 import type { OpenTransport } from "../../runtime/transport.js";
 import { XML, watch } from "../support/durability.js";
@@ -76,9 +76,17 @@ describe("a Director that lost its task's delivery to another", () => {
     const { events, results, subjects } = watch(a, taskId);
     // The Evaluator: holds every evaluation; the second Director's is answered when the test says.
     const evaluations = new Recorder<{ request: EvaluateRequest; respond: (data: Uint8Array) => boolean }>();
+    const keepalives = new Set<ReturnType<typeof setInterval>>();
+    onTestFinished(() => keepalives.forEach(clearInterval));
     a.transport.bus.subscribe(subjects.evaluate, (msg) => {
       const decoded = decode(EvaluateRequest, msg.data);
-      if (decoded.ok) evaluations.push({ request: decoded.value, respond: (data) => msg.respond(data) });
+      if (!decoded.ok) return;
+      // Signs of life while it holds the evaluation, as an Evaluator sends them (actors/serve.ts): else the Director
+      // asks again after 6 s of silence (a loaded machine), and the answer to the first request goes unread.
+      const every = Number(msg.headers?.get(KEEPALIVE_HEADER));
+      const keepalive = every > 0 ? setInterval(() => msg.respond(new Uint8Array(0)), every) : undefined;
+      if (keepalive) keepalives.add(keepalive);
+      evaluations.push({ request: decoded.value, respond: (data) => (clearInterval(keepalive), msg.respond(data)) });
     });
     const report = (event: string, message: string) =>
       a.transport.bus.publish(
