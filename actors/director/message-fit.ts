@@ -62,8 +62,6 @@ export type PublishEvent = (
 
 /** A {@link PublishEvent} that tells when a task's events published so far are stored. */
 export interface EventPublisher extends PublishEvent {
-  /** Resolves once every event of `taskId` published so far is stored (or given up on). */
-  settled(taskId: string): Promise<void>;
   /**
    * Stores what follows `taskId`'s events (its result) by `store`: once they are all stored, or, where the events
    * stream stores writes in the order sent, at once, right behind the last one. Resolves (or rejects, as `store`
@@ -143,7 +141,6 @@ export function eventPublisher(
     publish(taskId, deps.subjects.taskEvents(taskId), fitEvent(event, deps.bus.maxMessageBytes), seq);
   };
   return Object.assign(send, {
-    settled: async (taskId: string) => chains.get(taskId)?.tail,
     afterEvents: (taskId: string, follow: () => Promise<void>) => (store === undefined ? follow() : link(taskId, () => follow())),
     cut: async (taskId: string) => {
       const chain = chains.get(taskId);

@@ -1,9 +1,12 @@
 /** Task events stored in the events stream (actors/director/message-fit.ts): one task's in order, each under its own id. */
 import { describe, expect, it } from "vitest";
-import { eventPublisher } from "../../actors/director/message-fit.js";
+import { eventPublisher, type EventPublisher } from "../../actors/director/message-fit.js";
 import { silentLogger, type ActorDeps } from "../../actors/deps.js";
 import { createSubjects, decode, TaskEvent } from "../../protocol/index.js";
 import { MemoryBus } from "../../runtime/in-process/bus.js";
+
+/** Resolves once every event of `taskId` published so far is stored (or given up on): nothing follows them. */
+const settled = (publish: EventPublisher, taskId: string) => publish.afterEvents(taskId, async () => undefined);
 
 const deps = (): ActorDeps => ({
   bus: new MemoryBus({ onError: () => undefined }),
@@ -34,7 +37,7 @@ describe("eventPublisher with a store", () => {
     const publish = eventPublisher(deps(), store);
     for (let seq = 1; seq <= 5; seq++) publish("t1", seq, "node.started", "running");
     publish("t2", 1, "task.queued", "queued");
-    await Promise.all([publish.settled("t1"), publish.settled("t2")]);
+    await Promise.all([settled(publish, "t1"), settled(publish, "t2")]);
     expect(stored.filter((s) => s.taskId === "t1").map((s) => s.seq)).toEqual([1, 2, 4, 5]);
     expect(stored.filter((s) => s.taskId === "t2").map((s) => s.seq)).toEqual([1]);
     // Another task's event does not wait for t1's: it is stored before t1's last.
@@ -69,7 +72,7 @@ describe("eventPublisher with a store", () => {
     await cut;
     expect(stored).toEqual([1]);
     publish("t1", 9, "task.resumed", "running");
-    await publish.settled("t1");
+    await settled(publish, "t1");
     expect(stored).toEqual([1, 9]);
     expect(signals[1]?.aborted).toBe(false);
   });
@@ -83,7 +86,7 @@ describe("eventPublisher with a store", () => {
     });
     const publish = eventPublisher(d);
     publish("t1", 1, "task.queued", "queued");
-    await publish.settled("t1");
+    await settled(publish, "t1");
     await d.bus.flush();
     expect(seen).toEqual([1]);
   });
