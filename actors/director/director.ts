@@ -79,7 +79,7 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
   };
   deps.metrics?.inflight("director", () => owned.size);
 
-  const runs = new Set<RunActor>();
+  const runs = new Map<RunActor, () => number>();
   /** What the run of each delivery shares (actors/director/run.ts). */
   const env: RunEnv = {
     deps,
@@ -155,7 +155,7 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
   const stopRequeue = requeueEveryAckWait(deps, store, queue, () => !draining);
   // One clock for every task of this Director: each run signals progress on its delivery and checkpoints its task.
   const heartbeat = setInterval(() => {
-    for (const delivery of runs) delivery.send({ type: "heartbeat" });
+    for (const [run, seq] of runs) run.send({ type: "heartbeat", seq: seq() });
   }, heartbeatMs(queue.ackWaitMs));
   heartbeat.unref();
 
@@ -167,7 +167,7 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
       stopRequeue();
       clearInterval(heartbeat);
       const consuming = intake.unsubscribe();
-      for (const delivery of runs) delivery.send({ type: "drain" });
+      for (const run of runs.keys()) run.send({ type: "drain" });
       await Promise.all([consuming, ...subscriptions.map((s) => s.unsubscribe())]);
       for (const task of owned.values()) task.actor?.stop();
     },

@@ -6,6 +6,7 @@
 import { createActor, fromPromise, type Actor } from "xstate";
 import {
   runMachine,
+  type CheckpointOutput,
   type ClaimOutput,
   type FinishInput,
   type FinishOutput,
@@ -24,6 +25,7 @@ export interface RunEffects {
   claim(): Promise<ClaimOutput>;
   tellPreviousOwner(): Promise<void>;
   restore(): Promise<RestoreOutput>;
+  checkpoint(): Promise<CheckpointOutput>;
   finish(input: FinishInput): Promise<FinishOutput>;
   flush(): Promise<void>;
   readOwner(): Promise<{ final: boolean }>;
@@ -31,8 +33,6 @@ export interface RunEffects {
   stopTask(): void;
   closeEvents(): void;
   beat(): void;
-  checkpoint(): void;
-  dueClaim(): void;
   ack(): void;
   nak(): void;
   nakLater(): void;
@@ -64,6 +64,7 @@ export function runActors(): RunActors {
       claim: fromPromise<ClaimOutput, Scoped>(({ input }) => of(input.scopeKey).claim()),
       tellPreviousOwner: fromPromise<void, Scoped>(({ input }) => of(input.scopeKey).tellPreviousOwner()),
       restore: fromPromise<RestoreOutput, Scoped>(({ input }) => of(input.scopeKey).restore()),
+      checkpoint: fromPromise<CheckpointOutput, Scoped>(({ input }) => of(input.scopeKey).checkpoint()),
       finish: fromPromise<FinishOutput, FinishInput>(({ input: { scopeKey, ...input } }) => of(scopeKey).finish(input)),
       flush: fromPromise<void, Scoped>(({ input }) => of(input.scopeKey).flush()),
       readOwner: fromPromise<{ final: boolean }, Scoped>(({ input }) => of(input.scopeKey).readOwner()),
@@ -73,8 +74,6 @@ export function runActors(): RunActors {
       stopTask: ({ context }) => of(context.scopeKey).stopTask(),
       closeEvents: ({ context }) => of(context.scopeKey).closeEvents(),
       beat: ({ context }) => of(context.scopeKey).beat(),
-      checkpoint: ({ context }) => of(context.scopeKey).checkpoint(),
-      dueClaim: ({ context }) => of(context.scopeKey).dueClaim(),
       ack: ({ context }) => of(context.scopeKey).ack(),
       nak: ({ context }) => of(context.scopeKey).nak(),
       nakLater: ({ context }) => of(context.scopeKey).nakLater(),

@@ -27,8 +27,8 @@ export interface RunEnv {
   owned: Map<string, RunningTask>;
   /** Tasks whose claim is being written, with their latest delivery. */
   pendingClaims: Map<string, { item: WorkItem }>;
-  /** The run actors under way (a drain is sent to each). */
-  runs: Set<RunActor>;
+  /** The run actors under way (a drain and the heartbeat are sent to each), with their task's last event seq. */
+  runs: Map<RunActor, () => number>;
   publishEvent: EventPublisher;
   /** The type of a template's entry task, for metrics (`prompt`: none yet, a task submitted in words). */
   taskType: (xml: string) => string;

@@ -2,14 +2,14 @@
  * The effects of the run protocol (machines/director/run.ts) for one intake delivery: claim, restore, checkpoint,
  * finish, ack and nak of that delivery's own task ({@link RunEffects}), reached by the run machine the Director
  * provides once ({@link runActors}). The task's machine (machines/director/task.ts) runs beside it, acting through
- * ./task-effects.ts; its end and its changes are sent to the run actor as `task.done` and `task.changed`, the
- * checkpoints' findings as `claim.lost` and `checkpoint.refused`, a takeover notice (./takeover.ts) as
- * `claim.superseded`.
+ * ./task-effects.ts; its end and its changes are sent to the run actor as `task.done` and `task.changed`, a takeover
+ * notice (./takeover.ts) as `claim.superseded`.
  */
 import type { Snapshot } from "xstate";
 import {
   resumeNotice,
   surelyFirst,
+  type CheckpointOutput,
   type ClaimOutput,
   type FinishInput,
   type FinishOutput,
@@ -32,7 +32,7 @@ import type { RunEnv } from "./run-env.js";
 import { restorable } from "./snapshot.js";
 import { replacedAnother, tellPreviousOwner } from "./takeover.js";
 import { taskEffects } from "./task-effects.js";
-import { checkpointer, failedContext, stateOf, unstorableMessage, type RunningTask } from "./task.js";
+import { checkpointer, failedContext, stateOf, type RunningTask } from "./task.js";
 
 export { runActors, type RunActor };
 export type { PublishEvent };
@@ -59,7 +59,8 @@ async function claimStored(
     pendingClaims.delete(delivery.item.id);
   }
   const taskId = delivery.item.id;
-  if (claimed.kind === "claimed") return { kind: "claimed", pending: claimed.claim.pending === true, claim: claimed.claim };
+  if (claimed.kind === "claimed")
+    return { kind: "claimed", pending: claimed.claim.pending === true, seq: claimed.claim.record.seq ?? 1, claim: claimed.claim };
   if (claimed.kind === "contended") return { kind: "contended" };
   if (claimed.kind === "missing") deps.log.warn({ taskId }, "queued task has no record; dropped");
   if (claimed.kind === "duplicate") deps.log.info({ taskId }, "the task was queued again after the duplicate window; dropped");
@@ -151,7 +152,7 @@ export function runDelivery(env: RunEnv, item: WorkItem, queued: TaskRecord | un
         ended();
       },
     });
-    env.runs.add(run);
+    env.runs.set(run, () => delivery.task?.seq ?? 0);
     run.start();
   });
 }
@@ -181,11 +182,12 @@ function runEffects(env: RunEnv, delivery: Delivery, send: (event: RunEvent) => 
         if (found.claim === undefined) return found;
         claim = found.claim;
       }
-      take(env, delivery, claim, send);
-      return { kind: "claimed", pending: claim.pending === true, takenOver: replacedAnother(claim, env.owner) };
+      const { seq } = take(env, delivery, claim, send);
+      return { kind: "claimed", pending: claim.pending === true, takenOver: replacedAnother(claim, env.owner), seq };
     },
     tellPreviousOwner: () => tellPreviousOwner(deps, env.owner, claimed().claim),
     restore: async (): Promise<RestoreOutput> => createTask(env, claimed(), send),
+    checkpoint: (): Promise<CheckpointOutput> => checkpoints().checkpoint(),
     finish: async (input: FinishInput): Promise<FinishOutput> => {
       const running = claimed();
       const { record } = running.claim;
@@ -218,9 +220,7 @@ function runEffects(env: RunEnv, delivery: Delivery, send: (event: RunEvent) => 
       delivery.task.lost = true;
       delivery.closed = env.publishEvent.cut(taskId);
     },
-    beat: () => checkpoints().beat(),
-    checkpoint: () => checkpoints().checkpoint(),
-    dueClaim: () => checkpoints().due(),
+    beat: () => claimed().item.working(),
     // The outcome is stored before this: a lost ack only costs a redelivery that is acked and ignored, so the
     // task's handler does not wait for the server's confirmation.
     ack: () =>
@@ -244,7 +244,7 @@ function runEffects(env: RunEnv, delivery: Delivery, send: (event: RunEvent) => 
 }
 
 /** Takes `claim` as the delivery's: the task this process now runs, with its span and its checkpoints. */
-function take(env: RunEnv, delivery: Delivery, claim: Claim, send: (event: RunEvent) => void): void {
+function take(env: RunEnv, delivery: Delivery, claim: Claim, send: (event: RunEvent) => void): RunningTask {
   const { deps } = env;
   const at = delivery.item;
   deps.log.info({ taskId: at.id, owner: env.owner, deliveries: at.deliveries, previousOwner: claim.previousOwner }, "task claimed");
@@ -253,7 +253,6 @@ function take(env: RunEnv, delivery: Delivery, claim: Claim, send: (event: RunEv
     claim,
     item: at,
     seq,
-    checkpointed: seq,
     lost: false,
     actor: undefined,
     fresh: at.deliveries === 1 && claim.previousOwner === undefined,
@@ -273,15 +272,8 @@ function take(env: RunEnv, delivery: Delivery, claim: Claim, send: (event: RunEv
     },
   };
   delivery.task = running;
-  delivery.checkpoints = checkpointer(deps, env.store, running, {
-    lost: () => {
-      deps.log.warn({ taskId: claim.taskId }, "another Director took the task over; stopping here");
-      send({ type: "claim.lost" });
-    },
-    // The task's state cannot be stored (too large): retrying cannot help, and running on unstored would lose it
-    // at the next takeover. It fails once, through the normal finish.
-    refused: (err) => send({ type: "checkpoint.refused", message: unstorableMessage("checkpoint (its state and template)", err) }),
-  });
+  delivery.checkpoints = checkpointer(deps, env.store, running);
+  return running;
 }
 
 /** Creates the task's actor: from its stored snapshot when taken over, else from its start. */
@@ -320,7 +312,7 @@ function createTask(env: RunEnv, running: RunningTask, send: (event: RunEvent) =
       const state = JSON.stringify(snapshot.value);
       if (state === lastState) return;
       lastState = state;
-      send({ type: "task.changed" });
+      send({ type: "task.changed", seq: running.seq });
     },
     // A machine error ends the task (failed, in finish); without a listener here xstate would rethrow it globally.
     error: () => send({ type: "task.done" }),

@@ -3,6 +3,7 @@
  * of its machine, its outcome, and the checkpoints of its seq and snapshot.
  */
 import { createActor, fromPromise, type Actor, type InspectionEvent, type Snapshot } from "xstate";
+import type { CheckpointOutput } from "../../machines/director/run.js";
 import { taskMachine, type Announcement, type TaskContext, type TaskInput } from "../../machines/director/task.js";
 import {
   taskFailure,
@@ -82,8 +83,6 @@ export interface RunningTask {
   item: WorkItem;
   /** The last event seq published. */
   seq: number;
-  /** The last seq stored in the record. */
-  checkpointed: number;
   /** Set when another Director took the claim over: no event of the task is published any more. */
   lost: boolean;
   /** Nothing of the task ran before this claim (its first delivery): its evaluation looks for nothing earlier. */
@@ -136,40 +135,21 @@ export function unstorableMessage(what: string, err: StoreRefusedError): string 
   return `the task's ${what} (${err.bytes} bytes) cannot be stored: ${err.message}`;
 }
 
-/** What a {@link checkpointer} reports. */
-export interface CheckpointReports {
-  /** A checkpoint found the claim gone: another Director owns the task now. */
-  lost(): void;
-  /** The store refused a checkpoint for good (too large): the task is to fail. */
-  refused(err: StoreRefusedError): void;
-}
-
 /**
- * Checkpoints the event seq and the task machine's snapshot under the claim; a checkpoint that finds the claim gone
- * means another Director owns the task now. A checkpoint the store refuses for good (too large:
- * {@link isPermanentStoreError}) is not retried: `refused` is reported once, and no checkpoint follows. When to
- * checkpoint is the run machine's (machines/director/run.ts: its `heartbeat` and `claimDue` delays, `task.changed`).
+ * Writes the checkpoints of a task's run: its event seq and its machine's snapshot, under the claim. When to write is
+ * the run machine's (machines/director/run.ts: `running`'s `stored`, `writing` and `waiting`); this carries a write
+ * out, one after another (a write waits for the one before it), and says what it came to. A write that finds the
+ * claim gone marks the task `lost`; one the store refuses for good ({@link isPermanentStoreError}) is reported
+ * `refused` with the reason, and the run fails the task.
  */
-export function checkpointer(deps: ActorDeps, store: TaskStore, task: RunningTask, reports: CheckpointReports) {
-  let refusal: StoreRefusedError | undefined;
-  let busy: Promise<void> | undefined;
-  // A pending claim is stored by the first checkpoint once it is due (or by the final record of a task that ends sooner).
-  let claimDue = task.claim.pending !== true;
-  const checkpoint = () => {
-    if (busy || refusal || (task.claim.pending === true ? !claimDue : task.seq === task.checkpointed)) return;
-    // Written once what the change set off went out (the evaluation request first). A task that ended meanwhile is
-    // not: its final record follows at once.
-    busy = new Promise<void>((resolve) => setImmediate(resolve))
-      .then(() => (ended() ? undefined : write()))
-      .finally(() => (busy = undefined));
-  };
+export function checkpointer(deps: ActorDeps, store: TaskStore, task: RunningTask) {
+  let last: Promise<unknown> = Promise.resolve();
   const ended = () => {
     const status = task.actor?.getSnapshot().status;
     return status === "done" || status === "error";
   };
-  const write = async () => {
+  const write = async (): Promise<CheckpointOutput> => {
     const seq = task.seq;
-    if (refusal) return;
     try {
       const machine = task.actor ? { machine: persisted(task.actor) } : {};
       const written = await writeClaimed(store, task.claim, (current) => ({
@@ -180,39 +160,42 @@ export function checkpointer(deps: ActorDeps, store: TaskStore, task: RunningTas
       }));
       if (written === "lost") {
         task.lost = true;
-        reports.lost();
-      } else task.checkpointed = seq;
+        deps.log.warn({ taskId: task.claim.taskId }, "another Director took the task over; stopping here");
+        return { kind: "lost" };
+      }
+      return { kind: "written", seq };
     } catch (err) {
       if (isPermanentStoreError(err)) {
-        refusal = err;
         deps.log.error(
           { taskId: task.claim.taskId, bytes: err.bytes, err: err.message },
           "checkpoint refused by the store; the task fails",
         );
-        reports.refused(err);
-      } else deps.log.warn({ taskId: task.claim.taskId, err: messageOf(err) }, "checkpoint failed; retried at the next heartbeat");
+        // The task's state cannot be stored (too large): retrying cannot help, and running on unstored would lose
+        // it at the next takeover.
+        return { kind: "refused", message: unstorableMessage("checkpoint (its state and template)", err) };
+      }
+      deps.log.warn({ taskId: task.claim.taskId, err: messageOf(err) }, "checkpoint failed; retried at the next heartbeat");
+      return { kind: "failed" };
     }
   };
+  const queued = <T>(next: () => Promise<T>): Promise<T> => {
+    const done = last.then(next);
+    last = done.catch(() => undefined);
+    return done;
+  };
   return {
-    /** Checkpoints a change, unless one is being written (the next heartbeat writes it then). */
-    checkpoint,
-    /** The heartbeat: signals progress on the intake item (below its ack wait) and checkpoints. */
-    beat: () => {
-      task.item.working();
-      claimDue = true;
-      checkpoint();
-    },
-    /** A pending claim is due to be stored. */
-    due: () => {
-      claimDue = true;
-      checkpoint();
-    },
+    /**
+     * Writes a checkpoint once what the change set off went out (the evaluation request first); a task that ended
+     * meanwhile is not written: its final record follows at once.
+     */
+    checkpoint: (): Promise<CheckpointOutput> =>
+      queued(async () => {
+        await new Promise<void>((resolve) => setImmediate(resolve));
+        return ended() ? { kind: "skipped" } : write();
+      }),
     /** Writes a checkpoint now, after the one in flight (a task handed back is resumed from it). */
-    flush: async (): Promise<void> => {
-      await busy;
-      await write();
-    },
+    flush: async (): Promise<void> => void (await queued(write)),
     /** Resolves once no checkpoint is being written (the final write then follows it instead of racing it). */
-    idle: (): Promise<void> => busy ?? Promise.resolve(),
+    idle: (): Promise<unknown> => last,
   };
 }

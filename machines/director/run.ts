@@ -13,12 +13,17 @@
  * and publishes nothing more of it. A task submitted in words compiles inside its evaluation (actors/director/run.ts), so a task
  * resumed after the compile does not compile again.
  *
+ * While the task runs, its checkpoints are decided here too (`running`: `stored` → `writing` → `stored`, or `waiting`
+ * for the next heartbeat after a write that failed): a checkpoint is written when the task published an event since
+ * the last one stored (its seq), or, under a pending claim, once the claim is due; one at a time; a write that finds
+ * the claim gone ends the run as lost, one the store refuses for good fails the task, once.
+ *
  * Inbound (from the shell): `heartbeat` (one clock per Director, a third of the queue's ack wait, beats every run:
- * signal progress on the delivery and re-write the claim's checkpoint), `drain`, `task.done`, `task.changed`,
- * `claim.lost`, `claim.superseded`, `checkpoint.refused`. Delay: `claimDue` (a pending claim is stored by the first
- * checkpoint after it). Effects, provided by actors/director/run.ts: the actors `claim`,
- * `tellPreviousOwner`, `restore`, `finish`, `flush` and `readOwner`, and the actions `startTask`, `stopTask`,
- * `closeEvents`, `beat`, `checkpoint`, `dueClaim`, `ack`, `nak`, `nakLater`, `cancelOthers` and `report`.
+ * signal progress on the delivery and write a checkpoint if one is due), `drain`, `task.done`, `task.changed` (both
+ * with the task's last event seq), `claim.superseded`. Delay: `claimDue` (a pending claim is stored by the first
+ * checkpoint after it). Effects, provided by actors/director/run.ts: the actors `claim`, `tellPreviousOwner`,
+ * `restore`, `checkpoint`, `finish`, `flush` and `readOwner`, and the actions `startTask`, `stopTask`, `closeEvents`,
+ * `beat`, `ack`, `nak`, `nakLater`, `cancelOthers` and `report`.
  */
 import { assign, fromPromise, setup } from "xstate";
 import { notProvided } from "../not-provided.js";
@@ -66,13 +71,26 @@ export type ClaimOutput =
    * Claimed: `pending` when nothing is stored yet (the first delivery runs at once, its claim stored later);
    * `takenOver` when the claim replaced another Director's, which is told before anything of the task is published.
    */
-  | { kind: "claimed"; pending: boolean; takenOver?: boolean }
+  | { kind: "claimed"; pending: boolean; takenOver?: boolean; seq: number }
   /** Another Director holds a live claim: asked again after a pause. */
   | { kind: "contended" }
   /** Nothing to run: the task is final (its result is published), has no record, or was queued again. */
   | { kind: "done" }
   /** A newer delivery joined a claim this process is still writing: that run settles it. */
   | { kind: "joined" };
+
+/**
+ * What a `checkpoint` came to: `written` (the task's snapshot and event seq `seq` stored under the claim), `skipped`
+ * (the task ended before the write: its final record follows), `lost` (another Director owns the claim now), `refused`
+ * (the store refuses it for good: too large; `message` says why), or `failed` (the store did not answer; tried again at
+ * the next heartbeat).
+ */
+export type CheckpointOutput =
+  | { kind: "written"; seq: number }
+  | { kind: "skipped" }
+  | { kind: "lost" }
+  | { kind: "refused"; message: string }
+  | { kind: "failed" };
 
 /** What `restore` found: the task's actor is ready to start, or its stored snapshot cannot run on. */
 export type RestoreOutput = { kind: "ready" } | { kind: "refused"; message: string };
@@ -111,24 +129,26 @@ export interface RunContext extends Required<Omit<RunInput, "scopeKey">>, Scoped
   error?: string;
   /** Another Director's claim replaced this one (it said so): nothing of the task is published here any more. */
   superseded: boolean;
+  /** The task's last event seq, as the shell last reported it. */
+  seq: number;
+  /** The last seq stored in the task's record. */
+  checkpointed: number;
+  /** A pending claim is due to be stored (its delay passed, or a heartbeat came). */
+  claimDue: boolean;
 }
 
 /** Events a run actor accepts. */
 export type RunEvent =
-  /** The Director's heartbeat: signal progress on the delivery and re-write the claim's checkpoint. */
-  | { type: "heartbeat" }
+  /** The Director's heartbeat: signal progress on the delivery and checkpoint if due; `seq`: the task's last event. */
+  | { type: "heartbeat"; seq: number }
   /** The process is draining: hand the task back. */
   | { type: "drain" }
   /** The task's machine ended (done, or in error). */
   | { type: "task.done" }
-  /** The task's machine changed state: checkpoint it. */
-  | { type: "task.changed" }
-  /** A checkpoint found the claim taken over by another Director. */
-  | { type: "claim.lost" }
+  /** The task's machine changed state: checkpoint it; `seq`: the task's last event. */
+  | { type: "task.changed"; seq: number }
   /** The Director that took the task over said so (its claim replaced this one). */
-  | { type: "claim.superseded" }
-  /** The store refused a checkpoint for good (too large). */
-  | { type: "checkpoint.refused"; message: string };
+  | { type: "claim.superseded" };
 
 /** On an effect's failure: the delivery goes back to the queue, after a pause growing with its deliveries. */
 const failed = {
@@ -143,6 +163,9 @@ const failed = {
 /** The input of an effect: the key of the delivery it acts for. */
 const scoped = ({ context }: { context: RunContext }): Scoped => ({ scopeKey: context.scopeKey });
 
+/** A heartbeat: progress is signalled on the delivery, and a pending claim is due. */
+const beating = ["beat", { type: "noteBeat", params: ({ event }: { event: { seq: number } }) => ({ seq: event.seq }) }] as const;
+
 /** The run protocol machine. */
 export const runMachine = setup({
   types: {
@@ -156,8 +179,6 @@ export const runMachine = setup({
     /** Publishes no more event of the task, and drops those not sent yet: another Director owns it. */
     closeEvents: () => notProvided("run.closeEvents"),
     beat: () => notProvided("run.beat"),
-    checkpoint: () => notProvided("run.checkpoint"),
-    dueClaim: () => notProvided("run.dueClaim"),
     ack: () => notProvided("run.ack"),
     nak: () => notProvided("run.nak"),
     nakLater: () => notProvided("run.nakLater"),
@@ -167,12 +188,21 @@ export const runMachine = setup({
     markDraining: assign({ draining: true }),
     markSuperseded: assign({ superseded: true }),
     recordError: assign((_, params: { error: unknown }) => ({ error: messageOf(params.error) })),
+    /** The claim granted: its seq is the last one stored; a pending claim is due at once only when not pending. */
+    noteClaim: assign((_, output: ClaimOutput) => {
+      if (output.kind !== "claimed") return {};
+      const pending = output.pending && output.takenOver !== true;
+      return { pending, seq: output.seq, checkpointed: output.seq, claimDue: !pending };
+    }),
+    noteBeat: assign((_, params: { seq: number }) => ({ seq: params.seq, claimDue: true })),
   },
   actors: {
     claim: fromPromise<ClaimOutput, Scoped>(async () => notProvided("run.claim")),
     /** Tells the Director whose claim this one replaced; resolves once it stopped publishing (or did not answer). */
     tellPreviousOwner: fromPromise<void, Scoped>(async () => notProvided("run.tellPreviousOwner")),
     restore: fromPromise<RestoreOutput, Scoped>(async () => notProvided("run.restore")),
+    /** Writes the task's snapshot and event seq under the claim, once what the last change set off went out. */
+    checkpoint: fromPromise<CheckpointOutput, Scoped>(async () => notProvided("run.checkpoint")),
     finish: fromPromise<FinishOutput, FinishInput>(async () => notProvided("run.finish")),
     flush: fromPromise<void, Scoped>(async () => notProvided("run.flush")),
     /** Whether the Director that took the task over has finished it (then this delivery's ack is as safe as its own). */
@@ -191,13 +221,27 @@ export const runMachine = setup({
     writtenCancellingOthers: ({ context }, output: FinishOutput) => output === "written" && context.cancelOthers,
     written: (_, output: FinishOutput) => output === "written",
     takenOverFinished: (_, output: { final: boolean }) => output.final,
+    /** A checkpoint is due: a pending claim once it is due, else an event published since the last seq stored. */
+    checkpointDue: ({ context }) => (context.pending ? context.claimDue : context.seq > context.checkpointed),
+    checkpointWritten: (_, output: CheckpointOutput) => output.kind === "written" || output.kind === "skipped",
+    checkpointLost: (_, output: CheckpointOutput) => output.kind === "lost",
+    checkpointRefused: (_, output: CheckpointOutput) => output.kind === "refused",
   },
   delays: {
     claimDue: ({ context }) => context.pendingClaimMs,
   },
 }).createMachine({
   id: "run",
-  context: ({ input }) => ({ draining: false, ...input, pending: false, cancelOthers: false, superseded: false }),
+  context: ({ input }) => ({
+    draining: false,
+    ...input,
+    pending: false,
+    cancelOthers: false,
+    superseded: false,
+    seq: 0,
+    checkpointed: 0,
+    claimDue: false,
+  }),
   initial: "claiming",
   on: { drain: { actions: "markDraining" }, "claim.superseded": { actions: ["markSuperseded", "closeEvents"] } },
   states: {
@@ -211,12 +255,12 @@ export const runMachine = setup({
           {
             guard: { type: "takenOver", params: ({ event }) => event.output },
             target: "telling",
-            actions: assign({ pending: false }),
+            actions: { type: "noteClaim", params: ({ event }) => event.output },
           },
           {
             guard: { type: "claimed", params: ({ event }) => event.output },
             target: "restoring",
-            actions: assign({ pending: ({ event }) => event.output.kind === "claimed" && event.output.pending }),
+            actions: { type: "noteClaim", params: ({ event }) => event.output },
           },
           { guard: { type: "contended", params: ({ event }) => event.output }, target: "refused", actions: "nakLater" },
           { guard: { type: "nothingToRun", params: ({ event }) => event.output }, target: "refused", actions: "ack" },
@@ -252,20 +296,61 @@ export const runMachine = setup({
     },
     running: {
       description:
-        "The task's machine runs; each change of its state is checkpointed under the claim, and each heartbeat signals progress on the delivery and re-writes the checkpoint.",
+        "The task's machine runs; each change of its state is checkpointed under the claim, and each heartbeat signals progress on the delivery and writes a checkpoint if one is due.",
       entry: "startTask",
-      after: { claimDue: { guard: "pending", actions: "dueClaim" } },
+      after: { claimDue: { guard: "pending", actions: assign({ claimDue: true }) } },
       on: {
-        heartbeat: { actions: "beat" },
-        "task.changed": { actions: "checkpoint" },
+        heartbeat: { actions: beating },
+        "task.changed": { actions: assign({ seq: ({ event }) => event.seq }) },
         "task.done": "finishing",
-        "claim.lost": { target: "checkingOwner", actions: ["closeEvents", "stopTask"] },
         "claim.superseded": { target: "checkingOwner", actions: ["markSuperseded", "closeEvents", "stopTask"] },
-        "checkpoint.refused": {
-          target: "finishing",
-          actions: ["stopTask", assign({ failure: ({ event }) => event.message, cancelOthers: true })],
-        },
         drain: "handingBack",
+      },
+      initial: "stored",
+      states: {
+        stored: {
+          description: "Nothing is being written; a checkpoint starts once one is due.",
+          always: { guard: "checkpointDue", target: "writing" },
+        },
+        writing: {
+          description: "A checkpoint is being written; a change meanwhile is written after it.",
+          invoke: {
+            src: "checkpoint",
+            input: scoped,
+            onDone: [
+              {
+                guard: { type: "checkpointWritten", params: ({ event }) => event.output },
+                target: "stored",
+                actions: assign(({ context, event }) => {
+                  const stored = event.output.kind === "written" ? event.output.seq : context.seq;
+                  return { pending: false, checkpointed: stored, seq: Math.max(context.seq, stored) };
+                }),
+              },
+              {
+                guard: { type: "checkpointLost", params: ({ event }) => event.output },
+                target: "#run.checkingOwner",
+                actions: ["closeEvents", "stopTask"],
+              },
+              {
+                guard: { type: "checkpointRefused", params: ({ event }) => event.output },
+                target: "#run.finishing",
+                actions: [
+                  "stopTask",
+                  assign({
+                    failure: ({ event }) => (event.output.kind === "refused" ? event.output.message : undefined),
+                    cancelOthers: true,
+                  }),
+                ],
+              },
+              { target: "waiting" },
+            ],
+            onError: "waiting",
+          },
+        },
+        waiting: {
+          description: "A checkpoint failed (the store did not answer): written again at the next heartbeat.",
+          on: { heartbeat: { target: "writing", actions: beating } },
+        },
       },
     },
     handingBack: {

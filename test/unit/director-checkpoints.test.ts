@@ -1,6 +1,13 @@
 import { describe, expect, it } from "vitest";
 import { createActor, fromPromise, SimulatedClock, waitFor } from "xstate";
-import { runMachine, type ClaimOutput, type FinishInput, type FinishOutput, type RestoreOutput } from "../../machines/director/run.js";
+import {
+  runMachine,
+  type CheckpointOutput,
+  type ClaimOutput,
+  type FinishInput,
+  type FinishOutput,
+  type RestoreOutput,
+} from "../../machines/director/run.js";
 import type { Scoped } from "../../machines/scoped.js";
 import { StoreRefusedError, type TaskStore } from "../../actors/bus.js";
 import type { ActorDeps, Logger } from "../../actors/deps.js";
@@ -47,17 +54,15 @@ async function heartbeating(store: FlakyStore) {
     nak: () => undefined,
     working: () => void signals.push("working"),
   };
-  const task: RunningTask = { claim: claimed.claim, item, seq: 1, checkpointed: 1, lost: false, fresh: false, actor: undefined };
+  const task: RunningTask = { claim: claimed.claim, item, seq: 1, lost: false, fresh: false, actor: undefined };
   const finishes: FinishInput[] = [];
   const clock = new SimulatedClock();
-  const checkpoints = checkpointer(deps as ActorDeps, store, task, {
-    lost: () => run.send({ type: "claim.lost" }),
-    refused: (err) => run.send({ type: "checkpoint.refused", message: err.message }),
-  });
+  const checkpoints = checkpointer(deps as ActorDeps, store, task);
   const machine = runMachine.provide({
     actors: {
-      claim: fromPromise<ClaimOutput, Scoped>(async () => ({ kind: "claimed", pending: false })),
+      claim: fromPromise<ClaimOutput, Scoped>(async () => ({ kind: "claimed", pending: false, seq: 1 })),
       restore: fromPromise<RestoreOutput, Scoped>(async () => ({ kind: "ready" })),
+      checkpoint: fromPromise<CheckpointOutput, Scoped>(() => checkpoints.checkpoint()),
       finish: fromPromise<FinishOutput, FinishInput>(async ({ input }) => (finishes.push(input), "written")),
       readOwner: fromPromise<{ final: boolean }, Scoped>(async () => ({ final: false })),
     },
@@ -65,7 +70,7 @@ async function heartbeating(store: FlakyStore) {
       startTask: () => undefined,
       stopTask: () => undefined,
       closeEvents: () => undefined,
-      beat: () => checkpoints.beat(),
+      beat: () => item.working(),
       ack: () => undefined,
       nakLater: () => undefined,
       cancelOthers: () => undefined,
@@ -75,7 +80,7 @@ async function heartbeating(store: FlakyStore) {
   await waitFor(run, (s) => s.matches("running"));
   /** One heartbeat, and its checkpoint written (or failed). */
   const beat = async () => {
-    run.send({ type: "heartbeat" });
+    run.send({ type: "heartbeat", seq: task.seq });
     await checkpoints.idle();
   };
   return { run, task, logged, signals, finishes, beat };
@@ -89,10 +94,11 @@ describe("the Director's heartbeat (run machine and checkpoints)", () => {
     store.failures.push(new Error("no responders: the store is restarting"));
     await beat();
     expect(logged).toEqual(["warn: checkpoint failed; retried at the next heartbeat"]);
-    expect(task.checkpointed).toBe(1);
-    expect(run.getSnapshot().matches("running")).toBe(true);
+    await waitFor(run, (s) => s.matches({ running: "waiting" }));
+    expect(run.getSnapshot().context.checkpointed).toBe(1);
     await beat();
-    expect(task.checkpointed).toBe(4);
+    await waitFor(run, (s) => s.matches({ running: "stored" }));
+    expect(run.getSnapshot().context.checkpointed).toBe(4);
     expect((await readTaskRecord(store, "t1"))?.record.seq).toBe(4);
     // Progress is signalled on the delivery at every beat, written or not.
     expect(signals).toEqual(["working", "working"]);
@@ -106,7 +112,9 @@ describe("the Director's heartbeat (run machine and checkpoints)", () => {
     await beat();
     await waitFor(run, (s) => s.status === "done");
     expect(run.getSnapshot().value).toBe("settled");
-    expect(finishes).toEqual([{ failure: "value too large" }]);
+    expect(finishes).toEqual([
+      { failure: "the task's checkpoint (its state and template) (2000000 bytes) cannot be stored: value too large" },
+    ]);
     expect(logged).toEqual(["error: checkpoint refused by the store; the task fails"]);
   });
 

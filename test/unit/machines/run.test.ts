@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import { createActor, fromPromise, SimulatedClock, waitFor } from "xstate";
 import {
   runMachine,
+  type CheckpointOutput,
   type ClaimOutput,
   type FinishInput,
   type FinishOutput,
@@ -23,6 +24,7 @@ interface Fakes {
   claim?: () => Promise<ClaimOutput>;
   tellPreviousOwner?: () => Promise<void>;
   restore?: () => Promise<RestoreOutput>;
+  checkpoint?: () => Promise<CheckpointOutput>;
   finish?: (input: FinishInput) => Promise<FinishOutput>;
   flush?: () => Promise<void>;
   readOwner?: () => Promise<{ final: boolean }>;
@@ -38,12 +40,16 @@ function harness(fakes: Fakes = {}, draining = false) {
   const machine = runMachine.provide({
     actors: {
       claim: fromPromise(
-        async () => (effects.push("claim"), (fakes.claim ?? (async () => ({ kind: "claimed", pending: false }) as const))()),
+        async () => (effects.push("claim"), (fakes.claim ?? (async () => ({ kind: "claimed", pending: false, seq: 1 }) as const))()),
       ),
       tellPreviousOwner: fromPromise(
         async () => (effects.push("tellPreviousOwner"), (fakes.tellPreviousOwner ?? (async () => undefined))()),
       ),
       restore: fromPromise(async () => (effects.push("restore"), (fakes.restore ?? (async () => ({ kind: "ready" }) as const))())),
+      // By default a checkpoint stores the seq the run last heard of.
+      checkpoint: fromPromise(
+        async () => (effects.push("checkpoint"), (fakes.checkpoint ?? (async () => ({ kind: "written", seq: written() }) as const))()),
+      ),
       finish: fromPromise(async ({ input }: { input: FinishInput }) => {
         effects.push("finish");
         finishes.push(input);
@@ -57,8 +63,6 @@ function harness(fakes: Fakes = {}, draining = false) {
       stopTask: log("stopTask"),
       closeEvents: log("closeEvents"),
       beat: log("beat"),
-      checkpoint: log("checkpoint"),
-      dueClaim: log("dueClaim"),
       ack: log("ack"),
       nak: log("nak"),
       nakLater: log("nakLater"),
@@ -71,6 +75,7 @@ function harness(fakes: Fakes = {}, draining = false) {
     input: { taskId: "t1", pendingClaimMs: PENDING_CLAIM_MS, draining },
   });
   // An action that throws ends the actor in error: heard here, as the Director's shell hears it (not rethrown).
+  const written = () => actor.getSnapshot().context.seq;
   actor.subscribe({ error: () => undefined });
   actor.start();
   const settledIn = async (outcome: RunOutcome) => {
@@ -88,7 +93,7 @@ describe("run protocol machine", () => {
   it("claims, restores, runs, finishes and acks: the happy path", async () => {
     const { actor, effects, finishes, settledIn } = harness();
     await waitFor(actor, (s) => s.matches("running"));
-    actor.send({ type: "task.changed" });
+    actor.send({ type: "task.changed", seq: 2 });
     actor.send({ type: "task.done" });
     await settledIn("settled");
     expect(effects).toEqual(["claim", "restore", "startTask", "checkpoint", "finish", "ack"]);
@@ -96,38 +101,49 @@ describe("run protocol machine", () => {
   });
 
   it("runs a first delivery under a pending claim, claimed and restored through the same actors as any other", async () => {
-    const { actor, clock, effects, settledIn } = harness({ claim: async () => ({ kind: "claimed", pending: true }) });
+    const { actor, clock, effects, settledIn } = harness({ claim: async () => ({ kind: "claimed", pending: true, seq: 1 }) });
     await waitFor(actor, (s) => s.matches("running"));
     expect(actor.getSnapshot().context.pending).toBe(true);
-    // Its claim is pending: stored by the first checkpoint once due.
+    // Its claim is pending: a change does not store it before it is due.
+    actor.send({ type: "task.changed", seq: 2 });
+    expect(effects).not.toContain("checkpoint");
+    // Stored by the first checkpoint once due.
     clock.increment(PENDING_CLAIM_MS);
     actor.send({ type: "task.done" });
     await settledIn("settled");
-    expect(effects).toEqual(["claim", "restore", "startTask", "dueClaim", "finish", "ack"]);
+    expect(effects).toEqual(["claim", "restore", "startTask", "checkpoint", "finish", "ack"]);
   });
 
   it("beats at each of its Director's heartbeats while running, and stores a pending claim once it is due", async () => {
-    const { actor, clock, effects } = harness({ claim: async () => ({ kind: "claimed", pending: true }) });
+    const { actor, clock, effects } = harness({ claim: async () => ({ kind: "claimed", pending: true, seq: 1 }) });
     await waitFor(actor, (s) => s.matches("running"));
     clock.increment(PENDING_CLAIM_MS);
-    expect(effects.filter((e) => e === "dueClaim")).toHaveLength(1);
+    expect(effects.filter((e) => e === "checkpoint")).toHaveLength(1);
     expect(effects).not.toContain("beat");
-    for (let i = 0; i < 3; i++) actor.send({ type: "heartbeat" });
+    await waitFor(actor, (s) => s.matches({ running: "stored" }));
+    expect(actor.getSnapshot().context).toMatchObject({ pending: false, checkpointed: 1 });
+    // Nothing published since: the beats signal progress and write nothing.
+    for (let i = 0; i < 3; i++) actor.send({ type: "heartbeat", seq: 1 });
     expect(effects.filter((e) => e === "beat")).toHaveLength(3);
-    expect(effects.filter((e) => e === "dueClaim")).toHaveLength(1);
+    expect(effects.filter((e) => e === "checkpoint")).toHaveLength(1);
+    // An event published since the last checkpoint: the next beat writes one.
+    actor.send({ type: "heartbeat", seq: 3 });
+    expect(effects.filter((e) => e === "checkpoint")).toHaveLength(2);
+    await waitFor(actor, (s) => s.matches({ running: "stored" }));
+    expect(actor.getSnapshot().context.checkpointed).toBe(3);
     actor.send({ type: "task.done" });
     await waitFor(actor, (s) => s.status === "done");
     // No beat after the run left `running`.
-    actor.send({ type: "heartbeat" });
-    expect(effects.filter((e) => e === "beat")).toHaveLength(3);
+    actor.send({ type: "heartbeat", seq: 4 });
+    expect(effects.filter((e) => e === "beat")).toHaveLength(4);
   });
 
   it("does not store a claim early that was stored when it was granted", async () => {
     const { actor, clock, effects } = harness();
     await waitFor(actor, (s) => s.matches("running"));
     clock.increment(PENDING_CLAIM_MS);
-    actor.send({ type: "heartbeat" });
-    expect(effects).not.toContain("dueClaim");
+    actor.send({ type: "heartbeat", seq: 1 });
+    expect(effects).not.toContain("checkpoint");
   });
 
   it("a claim lost during finish publishes nothing more, and acks only once the new owner has finished", async () => {
@@ -136,8 +152,8 @@ describe("run protocol machine", () => {
     await waitFor(actor, (s) => s.matches("running"));
     actor.send({ type: "task.done" });
     await waitFor(actor, (s) => s.matches("finishing"));
-    // The heartbeat found the claim gone while the final write was under way: the finish decides.
-    actor.send({ type: "claim.lost" });
+    // A heartbeat while the final write is under way writes no checkpoint: the finish decides.
+    actor.send({ type: "heartbeat", seq: 5 });
     expect(actor.getSnapshot().value).toBe("finishing");
     finish.resolve("lost");
     await settledIn("lost");
@@ -153,18 +169,41 @@ describe("run protocol machine", () => {
     expect(effects).not.toContain("nak");
   });
 
-  it("a claim lost while running stops the task without finishing it", async () => {
-    const { actor, effects, settledIn } = harness();
+  it("a checkpoint that finds the claim lost stops the task without finishing it", async () => {
+    const { actor, effects, settledIn } = harness({ checkpoint: async () => ({ kind: "lost" }) });
     await waitFor(actor, (s) => s.matches("running"));
-    actor.send({ type: "claim.lost" });
+    actor.send({ type: "task.changed", seq: 2 });
     await settledIn("lost");
-    expect(effects).toEqual(["claim", "restore", "startTask", "closeEvents", "stopTask", "readOwner"]);
+    expect(effects).toEqual(["claim", "restore", "startTask", "checkpoint", "closeEvents", "stopTask", "readOwner"]);
+  });
+
+  it("writes one checkpoint at a time: a change while one is written is written after it", async () => {
+    const first = deferred<CheckpointOutput>();
+    const outputs = [first.promise, Promise.resolve({ kind: "written", seq: 3 } as const)];
+    const { actor, effects } = harness({ checkpoint: () => outputs.shift() ?? Promise.reject(new Error("one write too many")) });
+    await waitFor(actor, (s) => s.matches("running"));
+    actor.send({ type: "task.changed", seq: 2 });
+    actor.send({ type: "task.changed", seq: 3 });
+    expect(effects.filter((e) => e === "checkpoint")).toHaveLength(1);
+    first.resolve({ kind: "written", seq: 2 });
+    await waitFor(actor, (s) => s.context.checkpointed === 3);
+    expect(effects.filter((e) => e === "checkpoint")).toHaveLength(2);
+    expect(actor.getSnapshot().matches({ running: "stored" })).toBe(true);
+  });
+
+  it("a checkpoint of a task that ended meanwhile is skipped without writing again", async () => {
+    const { actor, effects } = harness({ checkpoint: async () => ({ kind: "skipped" }) });
+    await waitFor(actor, (s) => s.matches("running"));
+    actor.send({ type: "task.changed", seq: 2 });
+    await waitFor(actor, (s) => s.matches({ running: "stored" }));
+    await settle();
+    expect(effects.filter((e) => e === "checkpoint")).toHaveLength(1);
   });
 
   it("a claim that replaced another Director's tells that Director before anything is restored or published", async () => {
     const told = deferred<void>();
     const { actor, effects, settledIn } = harness({
-      claim: async () => ({ kind: "claimed", pending: false, takenOver: true }),
+      claim: async () => ({ kind: "claimed", pending: false, takenOver: true, seq: 1 }),
       tellPreviousOwner: () => told.promise,
     });
     await waitFor(actor, (s) => s.matches("telling"));
@@ -225,22 +264,30 @@ describe("run protocol machine", () => {
   });
 
   it("a checkpoint refused for good fails the task through the normal finish, then cancels its work elsewhere", async () => {
-    const { actor, effects, finishes, settledIn } = harness();
+    const { actor, effects, finishes, settledIn } = harness({
+      checkpoint: async () => ({ kind: "refused", message: "the task's checkpoint (2000000 bytes) cannot be stored" }),
+    });
     await waitFor(actor, (s) => s.matches("running"));
-    actor.send({ type: "checkpoint.refused", message: "the task's checkpoint (2000000 bytes) cannot be stored" });
+    actor.send({ type: "task.changed", seq: 2 });
     await settledIn("settled");
     expect(finishes).toEqual([{ failure: "the task's checkpoint (2000000 bytes) cannot be stored" }]);
-    expect(effects).toEqual(["claim", "restore", "startTask", "stopTask", "finish", "ack", "cancelOthers"]);
+    expect(effects).toEqual(["claim", "restore", "startTask", "checkpoint", "stopTask", "finish", "ack", "cancelOthers"]);
   });
 
   it("a heartbeat whose write failed keeps the task running: the next beat writes again", async () => {
-    // A transient checkpoint failure is the shell's to log; the machine keeps beating.
-    const { actor, effects } = harness();
+    // A transient checkpoint failure is the shell's to log; the machine waits for the next beat, not a moment less.
+    const outputs: CheckpointOutput[] = [{ kind: "failed" }, { kind: "written", seq: 2 }];
+    const { actor, effects } = harness({ checkpoint: async () => outputs.shift() ?? { kind: "failed" } });
     await waitFor(actor, (s) => s.matches("running"));
-    actor.send({ type: "heartbeat" });
-    actor.send({ type: "heartbeat" });
-    expect(actor.getSnapshot().matches("running")).toBe(true);
-    expect(effects.filter((e) => e === "beat")).toHaveLength(2);
+    actor.send({ type: "task.changed", seq: 2 });
+    await waitFor(actor, (s) => s.matches({ running: "waiting" }));
+    await settle();
+    expect(effects.filter((e) => e === "checkpoint")).toHaveLength(1);
+    actor.send({ type: "heartbeat", seq: 2 });
+    await waitFor(actor, (s) => s.matches({ running: "stored" }));
+    expect(actor.getSnapshot().context.checkpointed).toBe(2);
+    expect(effects.filter((e) => e === "checkpoint")).toHaveLength(2);
+    expect(effects.filter((e) => e === "beat")).toHaveLength(1);
   });
 
   it("an effect that fails hands the delivery back after a pause", async () => {
