@@ -130,7 +130,7 @@ const RETRIABLE: ReadonlySet<ErrorCode> = new Set<ErrorCode>(["NO_RESPONDERS", "
  * responder went silent (its process died, NATS restarted), until `timeoutMs` has passed in all or `signal`
  * aborts. Only for requests that are safe to repeat: the responder replays what it recorded.
  */
-export async function askRetrying<Req extends z.ZodType, Rep extends z.ZodType>(
+export function askRetrying<Req extends z.ZodType, Rep extends z.ZodType>(
   deps: ActorDeps,
   request: RequestDefinition<Req, Rep>,
   body: z.input<Req> | ((attempt: number) => z.input<Req>),
@@ -144,17 +144,23 @@ export async function askRetrying<Req extends z.ZodType, Rep extends z.ZodType>(
   const subject = request.subjectOf(deps.subjects);
   const deadline = Date.now() + options.timeoutMs;
   let unanswered: number | undefined;
-  for (let attempt = 1; ; attempt++) {
+  // Each attempt waits with a promise callback, not an async frame: a task in flight holds one of these requests
+  // (the Director's to the Evaluator, the Evaluator's to the Handler) for as long as its model call runs.
+  const attemptAt = (attempt: number): Promise<z.output<Rep>> => {
     const left = deadline - Date.now();
-    if (left <= 0) throw new RemoteError("TIMEOUT", `no answer on '${subject}' within ${options.timeoutMs} ms`);
+    if (left <= 0) return Promise.reject(new RemoteError("TIMEOUT", `no answer on '${subject}' within ${options.timeoutMs} ms`));
+    let asked: Promise<z.output<Rep>>;
     try {
       const payload: z.input<Req> = typeof body === "function" ? (body as (attempt: number) => z.input<Req>)(attempt) : body;
-      return await ask(deps, request, payload, {
+      asked = ask(deps, request, payload, {
         timeoutMs: left,
         idleTimeoutMs: RESPONDER_IDLE_TIMEOUT_MS,
         ...(options.signal ? { signal: options.signal } : {}),
       });
     } catch (err) {
+      asked = Promise.reject(err);
+    }
+    return asked.catch(async (err: unknown) => {
       if (!(err instanceof RemoteError) || !RETRIABLE.has(err.code) || options.signal?.aborted === true) throw err;
       // Nobody there for this long: the role is not running, not restarting.
       if (err.code !== "NO_RESPONDERS") unanswered = undefined;
@@ -173,6 +179,8 @@ export async function askRetrying<Req extends z.ZodType, Rep extends z.ZodType>(
       const signal: AbortSignal | undefined = options.signal;
       if (signal?.aborted === true) throw new RemoteError("UNAVAILABLE", `request on '${subject}' was aborted`);
       await options.beforeRetry?.(attempt + 1, err);
-    }
-  }
+      return attemptAt(attempt + 1);
+    });
+  };
+  return attemptAt(1);
 }

@@ -8,15 +8,37 @@ export class Semaphore {
   }
 
   /** Runs `fn` once a slot is free. */
-  async run<T>(fn: () => Promise<T>): Promise<T> {
+  run<T>(fn: () => Promise<T>): Promise<T> {
     // A slot freed while others wait is handed to the first of them, never taken by a newcomer.
-    if (this.free > 0) this.take();
-    else await new Promise<void>((resolve) => this.waiting.push(resolve));
-    try {
-      return await fn();
-    } finally {
-      this.release();
+    if (this.free > 0) {
+      this.take();
+      return this.hold(fn);
     }
+    return new Promise<void>((resolve) => this.waiting.push(resolve)).then(() => this.hold(fn));
+  }
+
+  /**
+   * Runs `fn` in a slot taken, freed when it settles. Promise callbacks, not an async frame, wait for it: a holder
+   * can wait for as long as a task's model call, and a frame suspended meanwhile is held all that time.
+   */
+  private hold<T>(fn: () => Promise<T>): Promise<T> {
+    let running: Promise<T>;
+    try {
+      running = Promise.resolve(fn());
+    } catch (err) {
+      this.release();
+      return Promise.reject(err);
+    }
+    return running.then(
+      (value) => {
+        this.release();
+        return value;
+      },
+      (err: unknown) => {
+        this.release();
+        throw err;
+      },
+    );
   }
 
   /**

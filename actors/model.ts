@@ -83,11 +83,12 @@ export function unanswered(reply: ModelReply): string | undefined {
 
 /** A {@link CallModel} that fails with a {@link ModelCallError} naming the reason when the reply is no answer. */
 export function answersOnly(call: CallModel): CallModel {
-  return async (request, signal, hooks) => {
-    const reply = await call(request, signal, hooks);
-    const reason = unanswered(reply);
-    if (reason !== undefined)
-      throw new ModelCallError(reason, 1, undefined, { contentFree: "the model's reply was no answer (content filter or refusal)" });
-    return reply;
-  };
+  // A promise callback, not an await: a frame suspended here would be held for as long as the model takes.
+  return async (request, signal, hooks) =>
+    call(request, signal, hooks).then((reply) => {
+      const reason = unanswered(reply);
+      if (reason !== undefined)
+        throw new ModelCallError(reason, 1, undefined, { contentFree: "the model's reply was no answer (content filter or refusal)" });
+      return reply;
+    });
 }

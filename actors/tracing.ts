@@ -89,9 +89,12 @@ function tracing(): boolean {
 const NOT_TRACED_SPAN = trace.wrapSpanContext(INVALID_SPAN_CONTEXT);
 const runAsIs = <T>(fn: () => T): T => fn();
 const nothing = (): void => undefined;
-/** A {@link TaskSpan} that records nothing: its functions shared by all (a task holds one for as long as it runs). */
+/** The {@link TaskSpan} that records nothing, in the root context: every task holds a few for as long as it runs. */
+const NOT_TRACED: TaskSpan = { span: NOT_TRACED_SPAN, context: ROOT_CONTEXT, run: runAsIs, fail: nothing, end: nothing };
+/** A {@link TaskSpan} that records nothing: its functions shared by all, and the whole of it when in the root context. */
 function notTraced(): TaskSpan {
-  return { span: NOT_TRACED_SPAN, context: context.active(), run: runAsIs, fail: nothing, end: nothing };
+  const active = context.active();
+  return active === ROOT_CONTEXT ? NOT_TRACED : { span: NOT_TRACED_SPAN, context: active, run: runAsIs, fail: nothing, end: nothing };
 }
 
 /** Starts a span (its parent: see {@link SpanOptions}); end it with {@link TaskSpan.end}. */

@@ -16,6 +16,8 @@ import { serveSubmit } from "./intake.js";
 import { taskRequests } from "./requests.js";
 import { eventPublisher } from "./message-fit.js";
 import { deliver, runActors, type RunActor } from "./run.js";
+import { ClaimsDue } from "./claims-due.js";
+import { PENDING_CLAIM_MS } from "./records.js";
 import type { RunEnv } from "./run-env.js";
 import type { SizeLimits } from "../size-limits.js";
 import { createParseCache, type ParseCache } from "../../machines/language/parse-cache.js";
@@ -92,6 +94,7 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
     owned,
     pendingClaims: new Map(),
     runs,
+    claimsDue: new ClaimsDue(PENDING_CLAIM_MS),
     publishEvent,
     taskType,
     runActors: runActors(),
@@ -166,6 +169,7 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
       draining = true;
       stopRequeue();
       clearInterval(heartbeat);
+      env.claimsDue.stop();
       const consuming = intake.unsubscribe();
       for (const run of runs.keys()) run.send({ type: "drain" });
       await Promise.all([consuming, ...subscriptions.map((s) => s.unsubscribe())]);

@@ -5,6 +5,7 @@
  */
 import type { TaskStore, WorkItem } from "../bus.js";
 import type { ActorDeps } from "../deps.js";
+import type { ClaimsDue } from "./claims-due.js";
 import type { EventPublisher } from "./message-fit.js";
 import type { RunActor, RunActors } from "./run-actors.js";
 import type { RunningTask, TaskActors } from "./task.js";
@@ -29,6 +30,8 @@ export interface RunEnv {
   pendingClaims: Map<string, { item: WorkItem }>;
   /** The run actors under way (a drain and the heartbeat are sent to each), with their task's last event seq. */
   runs: Map<RunActor, () => number>;
+  /** Tells each run when its pending claim is due (one clock per Director). */
+  claimsDue: ClaimsDue;
   publishEvent: EventPublisher;
   /** The type of a template's entry task, for metrics (`prompt`: none yet, a task submitted in words). */
   taskType: (xml: string) => string;

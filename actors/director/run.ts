@@ -25,7 +25,7 @@ import { inspectOption } from "../inspect-option.js";
 import { queuedRecord } from "./intake.js";
 import { ROOT_CONTEXT, startSpan } from "../tracing.js";
 import type { PublishEvent } from "./message-fit.js";
-import { claimTask, PENDING_CLAIM_MS, pendingClaim, readTaskRecord, type Claim } from "./records.js";
+import { claimTask, pendingClaim, readTaskRecord, type Claim } from "./records.js";
 import { finish, publishLostResult } from "./results.js";
 import { runActors, type RunActor, type RunEffects } from "./run-actors.js";
 import type { RunEnv } from "./run-env.js";
@@ -94,7 +94,8 @@ export async function deliver(
     await item.ack();
     return;
   }
-  await runDelivery(env, item, queued.record, draining());
+  // Returned, not awaited: a frame suspended here would be held for as long as the task runs.
+  return runDelivery(env, item, queued.record, draining());
 }
 
 /** One intake delivery as its run carries it out: the item, and once claimed, the task it runs. */
@@ -123,9 +124,14 @@ export function runDelivery(env: RunEnv, item: WorkItem, queued: TaskRecord | un
   const first = queued !== undefined && surelyFirst(item, env.ackWaitMs, deps.now().getTime());
   const delivery: Delivery = { item, queued, first };
   const { actor: run, release } = env.runActors.create(
-    runEffects(env, delivery, (event) => run.send(event)),
+    runEffects(
+      env,
+      delivery,
+      (event) => run.send(event),
+      () => env.claimsDue.add(run),
+    ),
     {
-      input: { taskId: item.id, pendingClaimMs: PENDING_CLAIM_MS, draining },
+      input: { taskId: item.id, draining },
     },
   );
   const current = () => delivery.task?.item ?? delivery.item;
@@ -138,6 +144,7 @@ export function runDelivery(env: RunEnv, item: WorkItem, queued: TaskRecord | un
       task?.release?.();
       release();
       env.runs.delete(run);
+      env.claimsDue.delete(run);
       if (task !== undefined && owned.get(task.claim.taskId) === task) owned.delete(task.claim.taskId);
       resolve();
     };
@@ -158,7 +165,7 @@ export function runDelivery(env: RunEnv, item: WorkItem, queued: TaskRecord | un
 }
 
 /** The effects of one delivery's run, reached by the Director's run machine (provided once: {@link runActors}). */
-function runEffects(env: RunEnv, delivery: Delivery, send: (event: RunEvent) => void): RunEffects {
+function runEffects(env: RunEnv, delivery: Delivery, send: (event: RunEvent) => void, started: () => void): RunEffects {
   const { deps } = env;
   const { log } = deps;
   const taskId = delivery.item.id;
@@ -213,6 +220,8 @@ function runEffects(env: RunEnv, delivery: Delivery, send: (event: RunEvent) => 
       const resumed = resumeNotice(previousOwner, running.fresh, running.item.deliveries);
       if (resumed) env.publishEvent(record.taskId, ++running.seq, "task.resumed", "running", resumed.message, resumed.data);
       running.actor?.send(record.cancelRequested ? { type: "task.cancel" } : { type: "task.start" });
+      // The pending claim's delay counts from here, as the chart's `after` delay on `running` did.
+      started();
     },
     stopTask: () => delivery.task?.actor?.stop(),
     closeEvents: () => {

@@ -48,7 +48,8 @@ export function taskEffects(env: RunEnv, task: RunningTask): TaskEffects {
         ...(record.replay ? { replay: record.replay } : {}),
       });
       const asked = { parent: task.span?.context ?? record.trace ?? ROOT_CONTEXT, attributes: { "dirigent.task_id": record.taskId } };
-      const reply = await inSpan("director.evaluate", asked, () =>
+      // Returned with a promise callback, not awaited: a suspended frame would be held while the task's model runs.
+      return inSpan("director.evaluate", asked, () =>
         askRetrying(deps, Requests.evaluate, request, {
           timeoutMs: env.taskTimeoutMs,
           signal,
@@ -60,8 +61,7 @@ export function taskEffects(env: RunEnv, task: RunningTask): TaskEffects {
             if (claimLostBy(now, claim)) throw new Error(`task '${record.taskId}': claim lost; not asking again`);
           },
         }),
-      );
-      return reply.result;
+      ).then((reply) => reply.result);
     },
     announce: (a) => emit(a.event, a.state, a.message, a.data),
   };

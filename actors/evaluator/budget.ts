@@ -98,17 +98,20 @@ export function createTaskSpend(budget: TaskBudget | undefined, report?: (spent:
     ...(budget?.max_tokens === undefined ? {} : { tokens: budget.max_tokens }),
     ...(budget?.max_cost === undefined ? {} : { cost: budget.max_cost }),
   };
-  const spent = new Map<string, { tokens: number; cost: number }>();
+  // The maps are made when first written: most tasks charge nothing while their first call is in flight, and an
+  // empty Map is 0.2 KB held for each.
+  let spent: Map<string, { tokens: number; cost: number }> | undefined;
   const total = { promptTokens: 0, completionTokens: 0, cost: 0, priced: false, calls: 0 };
-  const suspended = new Map<string, { scopes: readonly BudgetScope[]; cost: number }>();
+  let suspended: Map<string, { scopes: readonly BudgetScope[]; cost: number }> | undefined;
   const all = (scopes: readonly BudgetScope[]) => [root, ...scopes];
-  const spentOf = (scope: BudgetScope) => spent.get(scope.id) ?? { tokens: 0, cost: 0 };
+  const spentOf = (scope: BudgetScope) => spent?.get(scope.id) ?? { tokens: 0, cost: 0 };
   /** Branch budgets held now: each against the budgets that were around it (`parents`). */
-  const reservations = new Map<string, { scope: BudgetScope; parents: ReadonlySet<string> }>();
+  let reservations: Map<string, { scope: BudgetScope; parents: ReadonlySet<string> }> | undefined;
   /** What running branches still hold of `scope`: their budgets less what they spent. */
   const heldOf = (scope: BudgetScope, unit: "tokens" | "cost") => {
     let held = 0;
-    for (const r of reservations.values()) if (r.parents.has(scope.id)) held += Math.max(0, (r.scope[unit] ?? 0) - spentOf(r.scope)[unit]);
+    for (const r of reservations?.values() ?? [])
+      if (r.parents.has(scope.id)) held += Math.max(0, (r.scope[unit] ?? 0) - spentOf(r.scope)[unit]);
     return held;
   };
 
@@ -117,7 +120,7 @@ export function createTaskSpend(budget: TaskBudget | undefined, report?: (spent:
    * its reservation already holds its part of them.
    */
   const tightest = (scopes: readonly BudgetScope[], unit: "tokens" | "cost") => {
-    const covered = new Set(scopes.flatMap((s) => [...(reservations.get(s.id)?.parents ?? [])]));
+    const covered = new Set(scopes.flatMap((s) => [...(reservations?.get(s.id)?.parents ?? [])]));
     let best: { scope: BudgetScope; left: number } | undefined;
     for (const scope of all(scopes)) {
       const limit = scope[unit];
@@ -140,13 +143,13 @@ export function createTaskSpend(budget: TaskBudget | undefined, report?: (spent:
   return {
     remaining,
     scopesOfSession(path, session) {
-      return suspended.get(sessionKey(path, session))?.scopes ?? [];
+      return suspended?.get(sessionKey(path, session))?.scopes ?? [];
     },
     charge(path, result, scopes, from) {
       const usage = Usage.safeParse(result.notes["usage"]);
       const cost = typeof result.notes["cost"] === "number" ? result.notes["cost"] : undefined;
-      const before = from ? suspended.get(sessionKey(path, from)) : undefined;
-      if (from) suspended.delete(sessionKey(path, from));
+      const before = from ? suspended?.get(sessionKey(path, from)) : undefined;
+      if (from) suspended?.delete(sessionKey(path, from));
       if (usage.success) {
         const prompt = Math.max(0, usage.data.promptTokens - (from?.usage.promptTokens ?? 0));
         const completion = Math.max(0, usage.data.completionTokens - (from?.usage.completionTokens ?? 0));
@@ -158,7 +161,7 @@ export function createTaskSpend(budget: TaskBudget | undefined, report?: (spent:
         total.calls++;
         for (const scope of all(scopes)) {
           const s = spentOf(scope);
-          spent.set(scope.id, { tokens: s.tokens + prompt + completion, cost: s.cost + costDelta });
+          (spent ??= new Map()).set(scope.id, { tokens: s.tokens + prompt + completion, cost: s.cost + costDelta });
         }
         // Reported for calls under a budget only: the event says what is left.
         const left = remaining(scopes).budget;
@@ -171,7 +174,7 @@ export function createTaskSpend(budget: TaskBudget | undefined, report?: (spent:
           });
         }
       }
-      if (result.session) suspended.set(sessionKey(path, result.session), { scopes, cost: cost ?? 0 });
+      if (result.session) (suspended ??= new Map()).set(sessionKey(path, result.session), { scopes, cost: cost ?? 0 });
       const error = result.error;
       if (error?.type !== "RESOURCE_EXHAUSTION" || error.resource !== "budget") return result;
       const unit = error.budget ?? "tokens";
@@ -180,7 +183,7 @@ export function createTaskSpend(budget: TaskBudget | undefined, report?: (spent:
       const limit = owner.scope[unit] ?? 0;
       const used = roundCost(spentOf(owner.scope)[unit]);
       const whose =
-        owner.scope.id === root.id ? "the task's" : reservations.has(owner.scope.id) ? "a map branch's share of the" : "a template node's";
+        owner.scope.id === root.id ? "the task's" : reservations?.has(owner.scope.id) ? "a map branch's share of the" : "a template node's";
       const message = `${whose} ${unit === "tokens" ? "token" : "cost"} budget of ${limit} reached (${used} used)`;
       return { ...result, error: { ...error, message, metrics: { used, limit } } };
     },
@@ -194,8 +197,8 @@ export function createTaskSpend(budget: TaskBudget | undefined, report?: (spent:
         ...(tokens ? { tokens: Math.floor(share(tokens.left)) } : {}),
         ...(cost ? { cost: roundCost(share(cost.left)) } : {}),
       };
-      reservations.set(scope.id, { scope, parents: new Set(all(scopes).map((s) => s.id)) });
-      return { scope, release: () => reservations.delete(scope.id) };
+      (reservations ??= new Map()).set(scope.id, { scope, parents: new Set(all(scopes).map((s) => s.id)) });
+      return { scope, release: () => reservations?.delete(scope.id) };
     },
     withTotals(result) {
       if (total.calls === 0) return result;

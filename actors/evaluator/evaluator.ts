@@ -89,25 +89,44 @@ export function startEvaluator(deps: ActorDeps, config: EvaluatorConfig): RoleHa
       if (request.fresh !== true)
         deps.bus.publish(deps.subjects.superseded, encode(Superseded, { type: "task.superseded", taskId, owner: request.owner }));
     }
-    try {
-      const done = toPromise(actor);
-      const result = await inNodeSpan(taskId, path, summarize(node), () =>
-        recordedNode(walk, path, node, async () => {
-          actor.start().send(START);
-          return { result: await done, env: actor.getSnapshot().context.env };
-        }),
-      );
-      // Stopped for a newer owner: not an outcome of the task. Should the sender still hold the task, it asks again.
-      if (superseded.has(actor)) throw new RemoteError("UNAVAILABLE", `the evaluation of task '${taskId}' was superseded by a newer owner`);
-      return reply(spend.withTotals(result));
-    } finally {
+    const ended = () => {
       release();
       set.delete(actor);
       if (set.size === 0) {
         live.delete(taskId);
         cancelled.delete(taskId);
       }
+    };
+    // Promise callbacks, not awaits in a try: frames suspended here would be held for as long as the task runs.
+    let evaluated: Promise<TaskResult>;
+    try {
+      const done = toPromise(actor);
+      evaluated = inNodeSpan(taskId, path, summarize(node), () =>
+        recordedNode(walk, path, node, async () => {
+          actor.start().send(START);
+          return done.then((result) => ({ result, env: actor.getSnapshot().context.env }));
+        }),
+      );
+    } catch (err) {
+      ended();
+      throw err;
     }
+    return evaluated.then(
+      (result) => {
+        try {
+          // Stopped for a newer owner: not an outcome of the task. Should the sender still hold the task, it asks again.
+          if (superseded.has(actor))
+            throw new RemoteError("UNAVAILABLE", `the evaluation of task '${taskId}' was superseded by a newer owner`);
+          return reply(spend.withTotals(result));
+        } finally {
+          ended();
+        }
+      },
+      (err: unknown) => {
+        ended();
+        throw err;
+      },
+    );
   };
 
   const subscriptions = [

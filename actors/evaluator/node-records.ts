@@ -124,10 +124,13 @@ export function nodeRecorder(env: NodeRecorderEnv): NodeRecorder {
 class WalkRecords implements NodeRecorder {
   readonly #env: NodeRecorderEnv;
   readonly #occurrences = new Map<string, number>();
-  /** What the Handler sessions of the nodes running answered, by path. */
-  readonly #own = new Map<string, Own>();
+  /**
+   * What the Handler sessions of the nodes running answered, by path. Made when first written, as is
+   * `#suspendedCost`: while a task waits on its first model call both are empty, and an empty Map is 0.2 KB.
+   */
+  #own: Map<string, Own> | undefined;
   /** The cost of each suspended session so far, by {@link sessionKey}: a resumed session's cost is its running total. */
-  readonly #suspendedCost = new Map<string, number>();
+  #suspendedCost: Map<string, number> | undefined;
   /** Nodes being evaluated: when the last one ends, it is the walk's outermost. */
   #evaluating = 0;
   /**
@@ -174,7 +177,7 @@ class WalkRecords implements NodeRecorder {
   }
 
   session(path: string, key: string | undefined, result: SuspendedResult, from?: SessionState): void {
-    const own = this.#own;
+    const own = (this.#own ??= new Map());
     const entry = own.get(path) ?? { keys: [], models: [] };
     own.set(path, entry);
     if (key !== undefined && !entry.keys.includes(key)) entry.keys.push(key);
@@ -185,7 +188,7 @@ class WalkRecords implements NodeRecorder {
         completionTokens:
           (entry.usage?.completionTokens ?? 0) + Math.max(0, usage.data.completionTokens - (from?.usage.completionTokens ?? 0)),
       };
-    const suspendedCost = this.#suspendedCost;
+    const suspendedCost = (this.#suspendedCost ??= new Map());
     const before = from ? (suspendedCost.get(sessionKey(path, from)) ?? 0) : 0;
     if (from) suspendedCost.delete(sessionKey(path, from));
     const cost = result.notes["cost"];
@@ -209,7 +212,7 @@ class WalkRecords implements NodeRecorder {
       return this.#after(() => replays.replay(replayed));
     }
     const started = this.#env.now();
-    this.#own.delete(path);
+    this.#own?.delete(path);
     this.#evaluating++;
     let evaluating: Promise<{ result: TaskResult; env?: Env }>;
     try {
@@ -240,8 +243,8 @@ class WalkRecords implements NodeRecorder {
   ): TaskResult | Promise<TaskResult> {
     const env = this.#env;
     const ended = env.now();
-    const mine = this.#own.get(path);
-    this.#own.delete(path);
+    const mine = this.#own?.get(path);
+    this.#own?.delete(path);
     const masked = maskDeep(recordOf(env.taskId, path, occurrence, node, result, bound, mine, started, ended), env.mask);
     // Sent now, in the same tick as whatever the walk sends next; `node.finished` once it is stored.
     const written = env.store?.put(nodeKey(env.taskId, path, occurrence), encode(NodeRecord, masked)).catch((err: unknown) => {

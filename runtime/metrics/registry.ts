@@ -92,14 +92,31 @@ export function createRuntimeMetrics(options: { prices?: Prices; models?: readon
     seam,
     meterModel: (call) => async (request, signal, hooks) => {
       const model = known.has(request.model) ? request.model : OTHER_MODEL;
+      const failed = (err: unknown): never => {
+        modelCalls.inc({ model, outcome: signal.aborted ? "aborted" : "error" });
+        throw err;
+      };
+      // Promise callbacks, not an await in a try: a frame suspended here would be held for as long as the model takes.
+      let calling: ReturnType<typeof call>;
       try {
-        const reply = await call(request, signal, {
+        calling = call(request, signal, {
           ...hooks,
           onRetry: (info) => {
             modelRetries.inc({ model });
             hooks?.onRetry?.(info);
           },
         });
+      } catch (err) {
+        return failed(err);
+      }
+      return calling.then((reply) => {
+        try {
+          return metered(reply);
+        } catch (err) {
+          return failed(err);
+        }
+      }, failed);
+      function metered(reply: Awaited<typeof calling>) {
         modelCalls.inc({ model, outcome: "ok" });
         modelTokens.inc({ model, kind: "prompt" }, reply.usage.promptTokens);
         modelTokens.inc({ model, kind: "completion" }, reply.usage.completionTokens);
@@ -107,9 +124,6 @@ export function createRuntimeMetrics(options: { prices?: Prices; models?: readon
         const cost = costOf(reply.usage, priceOf(prices, reply.model, request.model));
         if (cost !== undefined) modelCost.inc({ model }, cost);
         return reply;
-      } catch (err) {
-        modelCalls.inc({ model, outcome: signal.aborted ? "aborted" : "error" });
-        throw err;
       }
     },
     watchReconnects(connection) {

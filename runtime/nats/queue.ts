@@ -395,12 +395,19 @@ export class JetStreamWorkQueue implements WorkQueue {
         if (!settled) nc.publish(reply, WORKING);
       },
     };
-    try {
-      await handler(item);
-    } catch (err) {
+    const failed = (err: unknown) => {
       this.#onError(err, msg.subject);
       // Handed back after a pause growing with its deliveries, so an item that keeps failing never loops hot.
       item.nak(retryDelayMs(item.deliveries));
+    };
+    // A promise callback, not an await in a try: a frame suspended here would be held for as long as the task runs.
+    let handled: Promise<void>;
+    try {
+      handled = handler(item);
+    } catch (err) {
+      failed(err);
+      return;
     }
+    return handled.catch(failed);
   }
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { createActor, fromPromise, SimulatedClock, waitFor } from "xstate";
+import { createActor, fromPromise, waitFor } from "xstate";
 import {
   runMachine,
   type CheckpointOutput,
@@ -56,7 +56,6 @@ async function heartbeating(store: FlakyStore) {
   };
   const task: RunningTask = { claim: claimed.claim, item, seq: 1, lost: false, fresh: false, actor: undefined };
   const finishes: FinishInput[] = [];
-  const clock = new SimulatedClock();
   const checkpoints = checkpointer(deps as ActorDeps, store, task);
   const machine = runMachine.provide({
     actors: {
@@ -76,7 +75,7 @@ async function heartbeating(store: FlakyStore) {
       cancelOthers: () => undefined,
     },
   });
-  const run = createActor(machine, { clock, input: { taskId: "t1", pendingClaimMs: 400 } }).start();
+  const run = createActor(machine, { input: { taskId: "t1" } }).start();
   await waitFor(run, (s) => s.matches("running"));
   /** One heartbeat, and its checkpoint written (or failed). */
   const beat = async () => {

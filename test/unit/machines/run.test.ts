@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { createActor, fromPromise, SimulatedClock, waitFor } from "xstate";
+import { createActor, fromPromise, waitFor } from "xstate";
 import {
   runMachine,
   type CheckpointOutput,
@@ -18,8 +18,6 @@ function deferred<T>() {
   return { promise, resolve, reject };
 }
 
-const PENDING_CLAIM_MS = 400;
-
 interface Fakes {
   claim?: () => Promise<ClaimOutput>;
   tellPreviousOwner?: () => Promise<void>;
@@ -30,9 +28,8 @@ interface Fakes {
   readOwner?: () => Promise<{ final: boolean }>;
 }
 
-/** The run machine with fake effects that log what they are asked to do, on a simulated clock. */
+/** The run machine with fake effects that log what they are asked to do. */
 function harness(fakes: Fakes = {}, draining = false) {
-  const clock = new SimulatedClock();
   const effects: string[] = [];
   const finishes: FinishInput[] = [];
   const outcomes: RunOutcome[] = [];
@@ -71,8 +68,7 @@ function harness(fakes: Fakes = {}, draining = false) {
     },
   });
   const actor = createActor(machine, {
-    clock,
-    input: { taskId: "t1", pendingClaimMs: PENDING_CLAIM_MS, draining },
+    input: { taskId: "t1", draining },
   });
   // An action that throws ends the actor in error: heard here, as the Director's shell hears it (not rethrown).
   const written = () => actor.getSnapshot().context.seq;
@@ -83,7 +79,7 @@ function harness(fakes: Fakes = {}, draining = false) {
     expect(done.value).toBe(outcome);
     expect(outcomes).toEqual([outcome]);
   };
-  return { actor, clock, effects, finishes, settledIn };
+  return { actor, effects, finishes, settledIn };
 }
 
 /** Lets the fake effects' promises settle. */
@@ -101,23 +97,25 @@ describe("run protocol machine", () => {
   });
 
   it("runs a first delivery under a pending claim, claimed and restored through the same actors as any other", async () => {
-    const { actor, clock, effects, settledIn } = harness({ claim: async () => ({ kind: "claimed", pending: true, seq: 1 }) });
+    const { actor, effects, settledIn } = harness({ claim: async () => ({ kind: "claimed", pending: true, seq: 1 }) });
     await waitFor(actor, (s) => s.matches("running"));
     expect(actor.getSnapshot().context.pending).toBe(true);
     // Its claim is pending: a change does not store it before it is due.
     actor.send({ type: "task.changed", seq: 2 });
     expect(effects).not.toContain("checkpoint");
     // Stored by the first checkpoint once due.
-    clock.increment(PENDING_CLAIM_MS);
+    // The Director's clock says the pending claim's delay passed.
+    actor.send({ type: "claim.due" });
     actor.send({ type: "task.done" });
     await settledIn("settled");
     expect(effects).toEqual(["claim", "restore", "startTask", "checkpoint", "finish", "ack"]);
   });
 
   it("beats at each of its Director's heartbeats while running, and stores a pending claim once it is due", async () => {
-    const { actor, clock, effects } = harness({ claim: async () => ({ kind: "claimed", pending: true, seq: 1 }) });
+    const { actor, effects } = harness({ claim: async () => ({ kind: "claimed", pending: true, seq: 1 }) });
     await waitFor(actor, (s) => s.matches("running"));
-    clock.increment(PENDING_CLAIM_MS);
+    // The Director's clock says the pending claim's delay passed.
+    actor.send({ type: "claim.due" });
     expect(effects.filter((e) => e === "checkpoint")).toHaveLength(1);
     expect(effects).not.toContain("beat");
     await waitFor(actor, (s) => s.matches({ running: "stored" }));
@@ -139,9 +137,10 @@ describe("run protocol machine", () => {
   });
 
   it("does not store a claim early that was stored when it was granted", async () => {
-    const { actor, clock, effects } = harness();
+    const { actor, effects } = harness();
     await waitFor(actor, (s) => s.matches("running"));
-    clock.increment(PENDING_CLAIM_MS);
+    // The Director's clock says the pending claim's delay passed.
+    actor.send({ type: "claim.due" });
     actor.send({ type: "heartbeat", seq: 1 });
     expect(effects).not.toContain("checkpoint");
   });
