@@ -28,11 +28,12 @@
 import { assign, fromPromise, setup } from "xstate";
 import { notProvided } from "../not-provided.js";
 import { messageOf } from "../../protocol/errors.js";
+import type { TaskId } from "../../protocol/ids.js";
 import type { Scoped } from "../scoped.js";
 
 /** Input of a run actor; its `scopeKey` names the delivery whose effects its actions and actors act through. */
 export interface RunInput extends Scoped {
-  taskId: string;
+  taskId: TaskId;
   /** After this long a pending claim (first delivery: no record written yet) is stored by a checkpoint. */
   pendingClaimMs: number;
   /** The process was already draining when the delivery arrived. */
