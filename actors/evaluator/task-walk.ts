@@ -14,6 +14,7 @@ import {
   type ScriptRequest,
   type TaskResult,
   type TemplateTool,
+  type TaskId,
 } from "../../protocol/index.js";
 import type { ParseOutcome, StepNode, TemplateDocument } from "../../machines/language/ast.js";
 import type { ActorDeps } from "../deps.js";
@@ -68,7 +69,7 @@ export interface TaskWalkRole {
   /** Masks the configured secret values in node records. */
   mask: Masker;
   /** Publishes a progress report of the task `taskId`. */
-  progress(taskId: string, event: string, message: string, data?: Record<string, unknown>): void;
+  progress(taskId: TaskId, event: string, message: string, data?: Record<string, unknown>): void;
 }
 
 /**
