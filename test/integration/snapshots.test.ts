@@ -96,7 +96,7 @@ async function resultsOnceSettled(s: Stack, taskId: string): Promise<number> {
         );
       await delay(50);
     }
-    return (await readTaskEvents(nc, subjects, taskId)).filter((m) => m.subject === subjects.taskResult(taskId)).length;
+    return (await readTaskEvents(nc, subjects, tid(taskId))).filter((m) => m.subject === subjects.taskResult(taskId)).length;
   } finally {
     await nc.close();
   }

@@ -129,8 +129,8 @@ describe("inspection publisher", () => {
   });
 
   it("samples whole tasks by task id, the same way in every process", () => {
-    expect(samplePoint("task-a")).toBe(samplePoint("task-a"));
-    const points = Array.from({ length: 4000 }, (_, i) => samplePoint(`task-${i}-x`));
+    expect(samplePoint(tid("task-a"))).toBe(samplePoint(tid("task-a")));
+    const points = Array.from({ length: 4000 }, (_, i) => samplePoint(tid(`task-${i}-x`)));
     const share = points.filter((p) => p < 0.25).length / points.length;
     expect(share).toBeGreaterThan(0.2);
     expect(share).toBeLessThan(0.3);
@@ -139,7 +139,7 @@ describe("inspection publisher", () => {
   it("publishes nothing for tasks outside the sample, and costs nothing when off", async () => {
     bus = new MemoryBus({ onError: () => undefined });
     const seen = record(bus);
-    const out = tid(Array.from({ length: 50 }, (_, i) => `t-${i}`).find((id) => samplePoint(id) >= 0.1) ?? "");
+    const out = Array.from({ length: 50 }, (_, i) => tid(`t-${i}`)).find((id) => samplePoint(id) >= 0.1) ?? tid("t-none");
     const publisher = createInspectPublisher({ bus, subjects, maxPerSec: 1000, sample: 0.1 });
     createActor(machine, inspectOption({ inspect: publisher.hook }, "director", out))
       .start()
