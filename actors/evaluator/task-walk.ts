@@ -7,6 +7,7 @@ import {
   encode,
   NodeAbort,
   Requests,
+  xmlParseFailure,
   type CompileRequest,
   type EvaluateRequest,
   type ExecuteRequest,
@@ -32,11 +33,6 @@ import { entryPath, inputFailure, modelIdFailure, nodeAt } from "./nodes.js";
 import { templateCommandRefusal } from "./script.js";
 import type { Walk, WalkActors } from "./document-walk.js";
 
-/** A template that does not parse, or defines nothing to run, fails as an `XML_PARSE_ERROR`. */
-function parseFailure(message: string, location?: { line: number; col: number }): TaskResult {
-  return { content: "", status: "FAILED", notes: {}, error: { type: "XML_PARSE_ERROR", message, ...(location ? { location } : {}) } };
-}
-
 /**
  * The entry node of a task's parsed template, or the failure that stops the task before anything runs: the template
  * does not parse, defines no task, or names a command the allowlist `commands` (absent: not checked here) lacks.
@@ -47,12 +43,12 @@ export function taskEntry(
 ): { document: TemplateDocument; path: string; node: StepNode } | { failure: TaskResult } {
   if (!parsed.ok) {
     const { message, line, col } = parsed.error;
-    return { failure: parseFailure(message, line && col ? { line, col } : undefined) };
+    return { failure: xmlParseFailure(message, line && col ? { line, col } : undefined) };
   }
   const document = parsed.document;
   const path = entryPath(document);
   const node = path === undefined ? undefined : nodeAt(document, path);
-  if (path === undefined || !node) return { failure: parseFailure("the template defines no task to run") };
+  if (path === undefined || !node) return { failure: xmlParseFailure("the template defines no task to run") };
   const refused = commands === undefined ? undefined : templateCommandRefusal(document, commands);
   return refused === undefined ? { document, path, node } : { failure: inputFailure(refused) };
 }
