@@ -2,6 +2,7 @@
  * The narrow I/O seam between actors and the transport. Actors depend on these interfaces only;
  * `runtime/` implements them over NATS (with JetStream for durability) and in-process.
  */
+import { parseTaskId, type TaskId } from "../protocol/index.js";
 
 /** A message received from the bus. */
 export interface BusMessage {
@@ -161,6 +162,17 @@ export interface WorkItem {
   nak(delayMs?: number): void;
   /** Tells the queue the item is still being worked on: restarts its ack wait. */
   working(): void;
+}
+
+/** An intake item whose id was checked to be a task id ({@link isTaskItem}). */
+export type TaskItem = WorkItem & { readonly id: TaskId };
+
+/**
+ * Whether an intake item's id is a task id. The queue hands out the last token of the item's subject as a plain
+ * string: the intake queues only task ids, but anyone allowed to publish on the intake subjects can queue another.
+ */
+export function isTaskItem(item: WorkItem): item is TaskItem {
+  return parseTaskId(item.id) !== undefined;
 }
 
 /** Pause before a work item that failed is delivered again: 250 ms doubling per delivery, at most 10 s. */

@@ -3,13 +3,14 @@
  * to `createActor` for the root actors it creates; the runtime's hook (runtime/inspect/publisher.ts) publishes them.
  */
 import type { InspectionEvent } from "xstate";
+import type { TaskId } from "../protocol/index.js";
 
 /** Who created an inspected actor system: the role of the shell and the task it works on. */
 export interface InspectScope {
   /** The role whose shell created the root actor. */
   role: "director" | "evaluator" | "handler" | "memory" | "compiler" | "supervisor";
   /** The task the actor system works on, when it works on one. */
-  taskId?: string | undefined;
+  taskId?: TaskId | undefined;
 }
 
 /** Receives every inspection event of an actor system, with the scope its shell gave it. */
@@ -24,7 +25,7 @@ export type InspectHook = (event: InspectionEvent, scope: InspectScope) => void;
 export function inspectOption(
   holder: { readonly inspect?: InspectHook | undefined },
   role: InspectScope["role"],
-  taskId?: string,
+  taskId?: TaskId,
 ): { inspect?: (event: InspectionEvent) => void } {
   const hook = holder.inspect;
   if (!hook) return {};

@@ -109,6 +109,11 @@ export function taskFailure(reason: FailureReason, message: string, details?: Re
   return { content: "", status: "FAILED", notes: {}, error: { type: "TASK_FAILURE", reason, message, ...(details ? { details } : {}) } };
 }
 
+/** The result of a task whose template does not parse or defines nothing to run, at `location` when known. */
+export function xmlParseFailure(message: string, location?: { line: number; col: number }): TaskResult {
+  return { content: "", status: "FAILED", notes: {}, error: { type: "XML_PARSE_ERROR", message, ...(location ? { location } : {}) } };
+}
+
 /** Token usage of model calls. */
 export const Usage = z.object({
   /** Prompt tokens, summed over calls. */

@@ -10,6 +10,8 @@ import {
   CompileReply,
   decode,
   FINAL_STATES,
+  InvalidSubjectError,
+  parseTaskId,
   Requests,
   SubmitReply,
   TaskEvent,
@@ -24,6 +26,7 @@ import {
   type UserInput,
   type Subjects,
   type TaskBudget,
+  type TaskId,
   type TaskInputs,
 } from "../protocol/index.js";
 
@@ -37,6 +40,19 @@ const RESULT_POLL_MAX_MS = 30_000;
  * result: a read in between finds the result before the last events have come, and returning then would lose them.
  */
 const LIVE_RESULT_GRACE_MS = 5000;
+
+/**
+ * A task id a user of the client passed, checked once as it comes in: an illegal one fails as its subject would have
+ * before the client checked it ({@link InvalidSubjectError}, protocol/subjects.ts).
+ */
+function checkedTaskId(taskId: string): TaskId {
+  const id = parseTaskId(taskId);
+  if (id === undefined) throw new InvalidSubjectError(`illegal task id token '${taskId}'`, taskId);
+  return id;
+}
+
+/** A new task id: a UUID, 36 characters of hex digits and '-', is a valid one. */
+export const newTaskId = (): TaskId => randomUUID() as TaskId;
 
 /** What to submit. */
 export interface SubmitInput {
@@ -54,7 +70,7 @@ export interface SubmitInput {
 
 /** A task being followed: its events as they arrive and its result. */
 export interface TaskWatch {
-  readonly taskId: string;
+  readonly taskId: TaskId;
   /** Resolves with the task's outcome. */
   readonly result: Promise<TaskOutcome>;
   /** Stops following. */
@@ -131,6 +147,11 @@ export class DirigentClient {
 
   /** Follows a task's events and result. Subscribe before submitting, so nothing is missed. */
   watch(taskId: string, onEvent: (event: TaskEvent) => void = () => undefined): TaskWatch {
+    return this.watching(checkedTaskId(taskId), onEvent);
+  }
+
+  /** {@link watch} of a checked task id. */
+  private watching(taskId: TaskId, onEvent: (event: TaskEvent) => void): TaskWatch {
     const subs: BusSubscription[] = [];
     let resolve!: (outcome: TaskOutcome) => void;
     const result = new Promise<TaskOutcome>((r) => (resolve = r));
@@ -160,8 +181,8 @@ export class DirigentClient {
    * misses a result published while the connection is down: so the task's record is also read after each reconnect,
    * and every few seconds (growing to {@link RESULT_POLL_MAX_MS}) in case a loss went unnoticed.
    */
-  run(input: SubmitInput, onEvent?: (event: TaskEvent) => void, options: RunOptions = {}): Promise<TaskOutcome> {
-    const taskId = input.taskId ?? randomUUID();
+  async run(input: SubmitInput, onEvent?: (event: TaskEvent) => void, options: RunOptions = {}): Promise<TaskOutcome> {
+    const taskId = input.taskId === undefined ? newTaskId() : checkedTaskId(input.taskId);
     return this.follow(taskId, () => this.submit({ ...input, taskId }), onEvent, options);
   }
 
@@ -170,22 +191,28 @@ export class DirigentClient {
    * original's records and the rest run live, with the request's inputs and template. `CONFLICT` for a task not ended,
    * `NOT_FOUND` for an unknown task or node, `EXPIRED` once its records are gone (docs/protocol.md).
    */
-  rerun(taskId: string, request: RerunInput): Promise<RerunReply> {
+  async rerun(taskId: string, request: RerunInput): Promise<RerunReply> {
+    return this.fork(checkedTaskId(taskId), request);
+  }
+
+  /** {@link rerun} of a checked task id. */
+  private fork(taskId: TaskId, request: RerunInput): Promise<RerunReply> {
     return ask(this.deps(), Requests.taskRerun.at(taskId), request, { timeoutMs: this.timeoutMs });
   }
 
   /** {@link rerun}, then waits for the fork's result, reporting its events on the way (as {@link run}). */
-  runFork(
+  async runFork(
     taskId: string,
     request: RerunInput,
     onEvent?: (event: TaskEvent) => void,
     options: { onSubmitted?: (reply: RerunReply) => void } = {},
   ): Promise<TaskOutcome> {
-    const fork = request.taskId ?? randomUUID();
+    const original = checkedTaskId(taskId);
+    const fork = request.taskId === undefined ? newTaskId() : checkedTaskId(request.taskId);
     return this.follow(
       fork,
       async () => {
-        const reply = await this.rerun(taskId, { ...request, taskId: fork });
+        const reply = await this.fork(original, { ...request, taskId: fork });
         options.onSubmitted?.(reply);
         return reply;
       },
@@ -195,14 +222,14 @@ export class DirigentClient {
 
   /** Subscribes to task `taskId`, submits it by `submit`, and waits for its result. */
   private async follow(
-    taskId: string,
+    taskId: TaskId,
     submit: () => Promise<SubmitReply>,
     onEvent?: (event: TaskEvent) => void,
     options: RunOptions = {},
   ): Promise<TaskOutcome> {
     // The events that came before the submission's answer; undefined once it came.
     let held: TaskEvent[] | undefined = [];
-    const watch = this.watch(taskId, (event) => (held ? held.push(event) : onEvent?.(event)));
+    const watch = this.watching(taskId, (event) => (held ? held.push(event) : onEvent?.(event)));
     const stop = new AbortController();
     try {
       await this.bus.flush();
@@ -212,7 +239,7 @@ export class DirigentClient {
       held = undefined;
       for (const event of early) onEvent?.(event);
       if (reply.status === "duplicate") {
-        const status = await this.get(taskId);
+        const status = await this.status(taskId);
         if (status.result) return status.result;
       }
       let grace: ReturnType<typeof setTimeout> | undefined;
@@ -233,7 +260,7 @@ export class DirigentClient {
   }
 
   /** Resolves with the task's stored result once it has one, looking after each reconnect and with a growing pause. */
-  private async storedResult(taskId: string, signal: AbortSignal): Promise<TaskOutcome> {
+  private async storedResult(taskId: TaskId, signal: AbortSignal): Promise<TaskOutcome> {
     // Settles at the next reconnect (or the end of `run`); renewed after each.
     let reconnect!: () => void;
     let reconnected = new Promise<"reconnected">((resolve) => (reconnect = () => resolve("reconnected")));
@@ -254,7 +281,7 @@ export class DirigentClient {
         if (signal.aborted) break;
         reconnected = new Promise((resolve) => (reconnect = () => resolve("reconnected")));
         // A read in flight when the connection comes back may have been lost with it: read again at once.
-        const read = await Promise.race([this.get(taskId).catch(() => undefined), reconnected, ended]);
+        const read = await Promise.race([this.status(taskId).catch(() => undefined), reconnected, ended]);
         if (read === "ended") break;
         if (read === "reconnected") {
           next = "read";
@@ -272,36 +299,41 @@ export class DirigentClient {
   }
 
   /** The state and result of a task. */
-  get(taskId: string): Promise<TaskStatusReply> {
+  async get(taskId: string): Promise<TaskStatusReply> {
+    return this.status(checkedTaskId(taskId));
+  }
+
+  /** {@link get} of a checked task id. */
+  private status(taskId: TaskId): Promise<TaskStatusReply> {
     return ask(this.deps(), Requests.taskGet.at(taskId), {}, { timeoutMs: this.timeoutMs });
   }
 
   /** Asks for a task to be cancelled. */
-  cancel(taskId: string): Promise<CancelReply> {
-    return ask(this.deps(), Requests.taskCancel.at(taskId), {}, { timeoutMs: this.timeoutMs });
+  async cancel(taskId: string): Promise<CancelReply> {
+    return ask(this.deps(), Requests.taskCancel.at(checkedTaskId(taskId)), {}, { timeoutMs: this.timeoutMs });
   }
 
   /**
    * The records of a task's nodes that have ended, in the order they started: path, name, kind, state, times, own
    * usage and cost. `NOT_FOUND` for an unknown task, `EXPIRED` once its records are gone (docs/protocol.md).
    */
-  nodes(taskId: string): Promise<NodeListReply> {
-    return ask(this.deps(), Requests.taskNodes.at(taskId), {}, { timeoutMs: this.timeoutMs });
+  async nodes(taskId: string): Promise<NodeListReply> {
+    return ask(this.deps(), Requests.taskNodes.at(checkedTaskId(taskId)), {}, { timeoutMs: this.timeoutMs });
   }
 
   /**
    * One node's record (its last evaluation, or `occurrence`) with the conversations of its sessions: the messages
    * as sent, each model call's usage, each tool call's arguments and result.
    */
-  node(taskId: string, path: string, occurrence?: number): Promise<NodeDetailReply> {
+  async node(taskId: string, path: string, occurrence?: number): Promise<NodeDetailReply> {
     const body: NodeGetRequest = { path, ...(occurrence === undefined ? {} : { occurrence }) };
-    return ask(this.deps(), Requests.taskNode.at(taskId), body, { timeoutMs: this.timeoutMs });
+    return ask(this.deps(), Requests.taskNode.at(checkedTaskId(taskId)), body, { timeoutMs: this.timeoutMs });
   }
 
   /** Answers a task's pending `request_user_input`; NO_RESPONDERS when the task waits for no answer. */
-  input(taskId: string, text: string): Promise<UserInputReply> {
+  async input(taskId: string, text: string): Promise<UserInputReply> {
     const body: UserInput = { text };
-    return ask(this.deps(), Requests.taskInput.at(taskId), body, { timeoutMs: this.timeoutMs });
+    return ask(this.deps(), Requests.taskInput.at(checkedTaskId(taskId)), body, { timeoutMs: this.timeoutMs });
   }
 }
 

@@ -7,7 +7,15 @@
  * compilation that names its task and occurrence is recorded and runs once across crashes of its askers
  * (actors/compiler/records.ts).
  */
-import { CancelBroadcast, CompileRequest, decode, Requests, type CompileReply, type ErrorReply } from "../../protocol/index.js";
+import {
+  CancelBroadcast,
+  CompileRequest,
+  decode,
+  Requests,
+  type CompileReply,
+  type ErrorReply,
+  type TaskId,
+} from "../../protocol/index.js";
 import type { ActorDeps, RoleHandle } from "../deps.js";
 import { publishProgress } from "../local.js";
 import type { CallModel } from "../model.js";
@@ -32,14 +40,15 @@ export interface CompilerConfig {
  * that carry a task id and an `occurrence` are recorded and joined (actors/compiler/records.ts).
  */
 export function startCompiler(deps: ActorDeps, config: CompilerConfig, callModel: CallModel, records?: TaskStore): RoleHandle {
-  const live = new Map<string, Set<AbortController>>();
+  /** The compilations running, by task (`undefined`: those of no task), for a cancel of the task to abort. */
+  const live = new Map<TaskId | undefined, Set<AbortController>>();
   const options = { defaultModel: config.defaultModel, maxAttempts: config.maxAttempts ?? DEFAULT_COMPILE_ATTEMPTS };
   // One run per record key: a compilation asked again while it runs (here or in another Compiler) joins it.
   const gate = records ? createRunGate(createLeases(records, deps.log)) : undefined;
 
   const compile = async (request: CompileRequest): Promise<CompileReply | ErrorReply> => {
     const controller = new AbortController();
-    const key = request.taskId ?? "";
+    const key = request.taskId;
     const mine = live.get(key) ?? new Set();
     live.set(key, mine.add(controller));
     const { taskId } = request;

@@ -3,7 +3,7 @@
  * template in the task record under its claim (a resumed task does not compile again), and announces it as a
  * `task.compiled` event, so the user sees what runs.
  */
-import { CompileReply, Requests, taskFailure, type CompileRequest, type TaskResult } from "../../protocol/index.js";
+import { CompileReply, Requests, taskFailure, xmlParseFailure, type CompileRequest, type TaskResult } from "../../protocol/index.js";
 import type { TaskStore } from "../bus.js";
 import type { ActorDeps } from "../deps.js";
 import { writeClaimed, type Claim } from "./records.js";
@@ -48,7 +48,7 @@ export async function compilePrompt(
     const message = `could not compile the prompt into a task template: ${err.message}`;
     const result: TaskResult =
       err.code === "INVALID_TEMPLATE"
-        ? { content: "", status: "FAILED", notes: {}, error: { type: "XML_PARSE_ERROR", message } }
+        ? xmlParseFailure(message)
         : taskFailure(err.code === "UNAVAILABLE" ? "model_error" : "unexpected_error", message, { code: err.code });
     return { ok: false, result };
   }

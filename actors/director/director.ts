@@ -7,7 +7,7 @@
  * the intake work queue, `<root>.progress.*` and `<root>.control.cancel` (every Director; each acts only on the
  * tasks it owns), and its own `<root>.director.<owner>.takeover` (./owned-tasks.ts).
  */
-import { encodeJson, errorReply, Requests } from "../../protocol/index.js";
+import { encodeJson, errorReply, Requests, type TaskId } from "../../protocol/index.js";
 import type { BusMessage, TaskStore, WorkQueue } from "../bus.js";
 import { messageOf, type ActorDeps, type RoleHandle } from "../deps.js";
 import { submissionGates } from "./gates.js";
@@ -62,7 +62,7 @@ export interface DirectorConfig {
 /** Starts the Director role. */
 export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueue, config: DirectorConfig): RoleHandle {
   const { bus, subjects, log } = deps;
-  const owned = new Map<string, RunningTask>();
+  const owned = new Map<TaskId, RunningTask>();
   const owner = `director-${deps.newId()}`;
   const parseCache = config.parseCache ?? createParseCache();
   /** Deliveries wait for their submission's answer from this process (actors/director/gates.ts). */

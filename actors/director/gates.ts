@@ -3,7 +3,8 @@
  * process is still giving it. The queue can deliver an item before its submitter has the queue's acknowledgement; the
  * task's `task.queued` event goes out first, and an item the submission removed again (a duplicate) does not run.
  */
-import type { WorkItem } from "../bus.js";
+import type { TaskItem } from "../bus.js";
+import type { TaskId } from "../../protocol/index.js";
 
 /** The submission gates of one Director. */
 export interface SubmissionGates {
@@ -11,15 +12,15 @@ export interface SubmissionGates {
    * Opens the gate of a submission this process is answering (its task id known, its item about to be queued); returns
    * the function that closes it once answered, with the sequence of the item removed again, if any.
    */
-  submitting(taskId: string): (discarded: number | undefined) => void;
+  submitting(taskId: TaskId): (discarded: number | undefined) => void;
   /** Waits for the answer to the item's submission when this process is giving it; true when it removed the item. */
-  dropped(item: WorkItem): Promise<boolean>;
+  dropped(item: TaskItem): Promise<boolean>;
 }
 
 /** Makes the {@link SubmissionGates} of one Director. */
 export function submissionGates(): SubmissionGates {
   /** Submissions of this process not answered yet, resolving to the sequence of the item they removed again, if any. */
-  const answering = new Map<string, Promise<number | undefined>>();
+  const answering = new Map<TaskId, Promise<number | undefined>>();
   return {
     submitting(taskId) {
       let close: (discarded: number | undefined) => void = () => undefined;

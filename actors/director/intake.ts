@@ -109,7 +109,8 @@ export async function acceptSubmission(
   submission: Submission,
   queuing?: (taskId: TaskId) => void,
 ): Promise<Accepted> {
-  const taskId = (submission.taskId ?? deps.newId()) as TaskId;
+  // A generated id is a task id: the runtime's newId makes UUIDs, 36 characters of hex digits and '-'.
+  const taskId = submission.taskId ?? (deps.newId() as TaskId);
   const at = deps.now().toISOString();
   const record: TaskRecord = {
     taskId,
@@ -251,11 +252,12 @@ async function submit(
   const trace = storedTraceContext(msg.headers);
   const chosen = headerTaskId(msg.headers);
   if (chosen !== undefined && decoded.submission.taskId === undefined) {
-    if (!parseTaskId(chosen)) {
+    const taskId = parseTaskId(chosen);
+    if (taskId === undefined) {
       respond(msg, Requests.submit, errorReply("INVALID_ID", `${TASK_ID_HEADER} '${chosen}': must be 1–64 characters of [A-Za-z0-9_-]`));
       return undefined;
     }
-    decoded.submission.taskId = chosen as TaskId;
+    decoded.submission.taskId = taskId;
   }
   try {
     const submission = trace ? { ...decoded.submission, trace } : decoded.submission;
@@ -301,7 +303,7 @@ export function serveSubmit(deps: ActorDeps, store: TaskStore, queue: WorkQueue,
     Requests.submit.servedOn(deps.subjects),
     async (msg) => {
       let announced: ((discarded: number | undefined) => void) | undefined;
-      const queuing = (taskId: string) => void (announced = gates.submitting(taskId));
+      const queuing = (taskId: TaskId) => void (announced = gates.submitting(taskId));
       let accepted: Accepted | undefined;
       try {
         accepted = await handleSubmit(deps, store, queue, msg, queuing, options.sizeLimits, options.parse, {

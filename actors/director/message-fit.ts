@@ -51,7 +51,7 @@ export function fitOutcome(outcome: TaskOutcome, maxBytes: number | undefined, o
 
 /** Publishes a task event (`seq` is the task's next). */
 export type PublishEvent = (
-  taskId: string,
+  taskId: TaskId,
   seq: number,
   type: string,
   state: TaskState,
@@ -67,12 +67,12 @@ export interface EventPublisher extends PublishEvent {
    * stream stores writes in the order sent, at once, right behind the last one. Resolves (or rejects, as `store`
    * does) once both that and the events are done.
    */
-  afterEvents(taskId: string, store: () => Promise<void>): Promise<void>;
+  afterEvents(taskId: TaskId, store: () => Promise<void>): Promise<void>;
   /**
    * Sends no event of `taskId` published so far that is not sent yet, and does not ask again for the one being stored
    * (another Director owns the task now); resolves once that one's attempt under way has ended.
    */
-  cut(taskId: string): Promise<void>;
+  cut(taskId: TaskId): Promise<void>;
 }
 
 /**
@@ -89,16 +89,16 @@ export interface EventPublisher extends PublishEvent {
 export function eventPublisher(
   deps: ActorDeps,
   store?: (subject: string, data: Uint8Array, id: string, signal?: AbortSignal) => Promise<void>,
-  forkOf?: (taskId: string) => ForkOf | undefined,
+  forkOf?: (taskId: TaskId) => ForkOf | undefined,
   inOrder?: () => boolean,
 ): EventPublisher {
   /** Per task, the store of its last event (the next waits for it); aborted, its events not stored yet are dropped. */
-  const chains = new Map<string, { tail: Promise<void>; cut: AbortController }>();
+  const chains = new Map<TaskId, { tail: Promise<void>; cut: AbortController }>();
   // Message ids unique to this publisher's publishes: a new owner's event of the same seq is a different one.
   const nonce = randomUUID();
   let published = 0;
   /** Adds `send` to the chain of `taskId`: sent at once when the stream keeps the order, else after its predecessor. */
-  const link = (taskId: string, send: (signal: AbortSignal) => Promise<void>): Promise<void> => {
+  const link = (taskId: TaskId, send: (signal: AbortSignal) => Promise<void>): Promise<void> => {
     let chain = chains.get(taskId);
     if (chain === undefined) chains.set(taskId, (chain = { tail: Promise.resolve(), cut: new AbortController() }));
     const entry = chain;
@@ -117,7 +117,7 @@ export function eventPublisher(
     });
     return next;
   };
-  const publish = (taskId: string, subject: string, body: Uint8Array, seq: number) => {
+  const publish = (taskId: TaskId, subject: string, body: Uint8Array, seq: number) => {
     if (store === undefined) return deps.bus.publish(subject, body);
     const id = `${nonce}.${++published}`;
     let cut: AbortSignal | undefined;
@@ -129,7 +129,7 @@ export function eventPublisher(
   };
   const send: PublishEvent = (taskId, seq, type, state, message, data, fork = forkOf?.(taskId)) => {
     const event: TaskEvent = {
-      taskId: taskId as TaskId,
+      taskId,
       seq,
       type,
       state,
@@ -141,8 +141,8 @@ export function eventPublisher(
     publish(taskId, deps.subjects.taskEvents(taskId), fitEvent(event, deps.bus.maxMessageBytes), seq);
   };
   return Object.assign(send, {
-    afterEvents: (taskId: string, follow: () => Promise<void>) => (store === undefined ? follow() : link(taskId, () => follow())),
-    cut: async (taskId: string) => {
+    afterEvents: (taskId: TaskId, follow: () => Promise<void>) => (store === undefined ? follow() : link(taskId, () => follow())),
+    cut: async (taskId: TaskId) => {
       const chain = chains.get(taskId);
       if (chain === undefined) return;
       chain.cut.abort();

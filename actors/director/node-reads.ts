@@ -54,10 +54,10 @@ export function serveNodeReads(deps: ActorDeps, tasks: TaskStore, config: NodeRe
   const taskOf = (msg: BusMessage): TaskId | ErrorReply =>
     parseTaskId(subjects.taskIdOf(msg.subject)) ?? errorReply("INVALID_ID", `illegal task id in subject '${msg.subject}'`);
 
-  const readAll = (taskId: string) => readNodeRecords(config.records, taskId);
+  const readAll = (taskId: TaskId) => readNodeRecords(config.records, taskId);
   const readNode = (key: string) => readNodeRecord(config.records, key);
 
-  const missing = (taskId: string) => missingRecords(deps, tasks, config.maxAgeMs, taskId);
+  const missing = (taskId: TaskId) => missingRecords(deps, tasks, config.maxAgeMs, taskId);
 
   const nodes = async (_: unknown, msg: BusMessage): Promise<NodeListReply | ErrorReply> => {
     const taskId = taskOf(msg);
@@ -92,7 +92,7 @@ export function serveNodeReads(deps: ActorDeps, tasks: TaskStore, config: NodeRe
   };
 
   /** The record of the node at `request.path`: the occurrence asked for, or the last one. */
-  const findNode = async (taskId: string, request: NodeGetRequest): Promise<NodeRecord | undefined> => {
+  const findNode = async (taskId: TaskId, request: NodeGetRequest): Promise<NodeRecord | undefined> => {
     if (request.occurrence !== undefined) return readNode(nodeKey(taskId, request.path, request.occurrence));
     let last: NodeRecord | undefined;
     for (let occurrence = 1; ; occurrence++) {
@@ -128,7 +128,7 @@ export function serveNodeReads(deps: ActorDeps, tasks: TaskStore, config: NodeRe
 }
 
 /** Every node record of task `taskId`, in the order the nodes started. */
-export async function readNodeRecords(records: TaskStore, taskId: string): Promise<NodeRecord[]> {
+export async function readNodeRecords(records: TaskStore, taskId: TaskId): Promise<NodeRecord[]> {
   if (!records.keys) throw new Error("the turns store cannot list its keys");
   const keys = await records.keys(nodeKeys(taskId));
   const out: NodeRecord[] = [];
@@ -146,7 +146,7 @@ async function readNodeRecord(records: TaskStore, key: string): Promise<NodeReco
 }
 
 /** Why task `taskId` has no node records: unknown, or expired (`undefined`: none yet). */
-export async function missingRecords(deps: ActorDeps, tasks: TaskStore, maxAgeMs: number, taskId: string): Promise<ErrorReply | undefined> {
+export async function missingRecords(deps: ActorDeps, tasks: TaskStore, maxAgeMs: number, taskId: TaskId): Promise<ErrorReply | undefined> {
   const task = (await readTaskRecord(tasks, taskId))?.record;
   if (task === undefined) return errorReply("NOT_FOUND", `no task '${taskId}'`);
   const age = deps.now().getTime() - Date.parse(task.updatedAt);

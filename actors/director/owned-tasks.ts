@@ -3,14 +3,14 @@
  * calls from roles of the same process), cancel broadcasts, and takeover notices from the Director that took one over
  * (./takeover.ts). Each acts only on the tasks this Director owns.
  */
-import { CancelBroadcast, decode, Progress } from "../../protocol/index.js";
+import { CancelBroadcast, decode, Progress, type TaskId } from "../../protocol/index.js";
 import type { BusSubscription } from "../bus.js";
 import type { ActorDeps } from "../deps.js";
 import { serveTakeovers } from "./takeover.js";
 import type { RunningTask } from "./task.js";
 
 /** Subscribes the Director `owner` to what reaches the tasks it owns (`owned`). */
-export function serveOwnedTasks(deps: ActorDeps, owner: string, owned: ReadonlyMap<string, RunningTask>): BusSubscription[] {
+export function serveOwnedTasks(deps: ActorDeps, owner: string, owned: ReadonlyMap<TaskId, RunningTask>): BusSubscription[] {
   const { bus, subjects } = deps;
   // A report that arrives once the task's machine has ended (a node finishing after a cancel) has nothing to change.
   const toTask = (progress: Progress): boolean => {

@@ -10,7 +10,7 @@
  * sooner). Creating the record is exclusive, so should another Director have claimed the task meanwhile (only after
  * this one stopped signalling progress for a whole ack wait), the write fails and this Director publishes nothing.
  */
-import { decode, encode, FINAL_STATES, TaskRecord, type TaskOutcome } from "../../protocol/index.js";
+import { decode, encode, FINAL_STATES, TaskRecord, type TaskOutcome, type TaskId } from "../../protocol/index.js";
 import { MAX_STORED_VALUE_BYTES, type TaskStore } from "../bus.js";
 
 /** How often a write is retried when another writer changed the record in between (cancel requests do). */
@@ -22,7 +22,7 @@ export const PENDING_CLAIM_MS = 1000;
 /** A claim this Director holds on one task. */
 export interface Claim {
   /** The task. */
-  readonly taskId: string;
+  readonly taskId: TaskId;
   /** This Director's owner id. */
   readonly owner: string;
   /** When the claim was made; with `owner` it identifies the claim. */
@@ -61,7 +61,7 @@ export type ClaimOutcome =
 export type WriteOutcome = "written" | "lost";
 
 /** Reads and decodes a record with its revision. */
-export async function readTaskRecord(store: TaskStore, taskId: string): Promise<{ record: TaskRecord; revision: number } | undefined> {
+export async function readTaskRecord(store: TaskStore, taskId: TaskId): Promise<{ record: TaskRecord; revision: number } | undefined> {
   const read = await readStoredRecord(store, taskId);
   return read && { record: read.record, revision: read.revision };
 }
@@ -69,7 +69,7 @@ export async function readTaskRecord(store: TaskStore, taskId: string): Promise<
 /** {@link readTaskRecord}, with the bytes as stored. */
 async function readStoredRecord(
   store: TaskStore,
-  taskId: string,
+  taskId: TaskId,
 ): Promise<{ record: TaskRecord; revision: number; bytes: Uint8Array } | undefined> {
   const entry = await store.getWithRevision(taskId);
   if (!entry) return undefined;
@@ -111,7 +111,7 @@ export function pendingClaim(queued: TaskRecord, owner: string, now: () => Date,
  */
 export async function claimTask(
   store: TaskStore,
-  taskId: string,
+  taskId: TaskId,
   owner: string,
   now: () => Date,
   from: { queued?: TaskRecord | undefined; intakeSeq?: number | undefined } = {},
@@ -242,7 +242,7 @@ export type CancelOutcome =
  */
 export async function requestCancel(
   store: TaskStore,
-  taskId: string,
+  taskId: TaskId,
   now: () => Date,
   queued: () => Promise<{ record: TaskRecord; seq: number } | undefined>,
 ): Promise<CancelOutcome> {

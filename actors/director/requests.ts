@@ -18,6 +18,7 @@ import {
   type TaskRecord,
   type TaskState,
   type TaskStatusReply,
+  type TaskId,
 } from "../../protocol/index.js";
 import type { BusMessage, TaskStore, WorkQueue } from "../bus.js";
 import { messageOf, type ActorDeps } from "../deps.js";
@@ -28,9 +29,9 @@ import { queuedRecord } from "./intake.js";
 /** What the requests need of the Director that serves them. */
 export interface TaskRequestHooks {
   /** The state of the task's machine when this Director runs it. */
-  liveState(taskId: string): TaskState | undefined;
+  liveState(taskId: TaskId): TaskState | undefined;
   /** Publishes a task event. */
-  publishEvent(taskId: string, seq: number, type: string, state: TaskState, message?: string): void;
+  publishEvent(taskId: TaskId, seq: number, type: string, state: TaskState, message?: string): void;
   /** The last message stored on `subject` (the events stream), when events are stored. */
   lastPublished?: (subject: string) => Promise<Uint8Array | undefined>;
   /** The type of a template's entry task, for metrics (see RunEnv). */
@@ -42,7 +43,7 @@ export function taskRequests(deps: ActorDeps, store: TaskStore, queue: WorkQueue
   const { bus, subjects, log } = deps;
 
   /** The record queued under `taskId` in the intake queue, with the queue item's sequence. */
-  const queuedUnder = async (taskId: string): Promise<{ record: TaskRecord; seq: number } | undefined> => {
+  const queuedUnder = async (taskId: TaskId): Promise<{ record: TaskRecord; seq: number } | undefined> => {
     const item = await queue.peek(taskId);
     if (item === undefined) return undefined;
     const queued = queuedRecord(item.data);
@@ -53,7 +54,7 @@ export function taskRequests(deps: ActorDeps, store: TaskStore, queue: WorkQueue
    * The state of a task that has no record but its queue item: `queued`, or, when a Director started it under a pending
    * claim (its first second), the state its last event announced. An unreadable event counts as none.
    */
-  const stateOfQueued = async (taskId: string): Promise<TaskState> => {
+  const stateOfQueued = async (taskId: TaskId): Promise<TaskState> => {
     const last = await hooks.lastPublished?.(subjects.taskEvents(taskId)).catch(() => undefined);
     const event = last === undefined ? undefined : decode(TaskEvent, last);
     return event?.ok ? event.value.state : "queued";

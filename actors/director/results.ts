@@ -7,7 +7,7 @@ import { messageOf } from "../../protocol/errors.js";
 import type { RunEnv } from "./run-env.js";
 import type { FinishOutput } from "../../machines/director/run.js";
 import type { TaskContext } from "../../machines/director/task.js";
-import { encode, TaskOutcome, type TaskRecord, type TaskState } from "../../protocol/index.js";
+import { encode, TaskOutcome, type TaskRecord, type TaskState, type TaskId } from "../../protocol/index.js";
 import { isPermanentStoreError } from "../bus.js";
 import { fitOutcome } from "./message-fit.js";
 import { writeClaimed } from "./records.js";
@@ -23,7 +23,7 @@ import { failedContext, outcomeOf, unstorableMessage, type RunningTask } from ".
 export async function publishResult(
   deps: ActorDeps,
   publishStored: RunEnv["publishStored"],
-  taskId: string,
+  taskId: TaskId,
   body: Uint8Array,
 ): Promise<void> {
   const subject = deps.subjects.taskResult(taskId);
@@ -39,7 +39,7 @@ export async function publishResult(
 /** A task's result its events stream did not take: the run hands the delivery back, and the redelivery stores it. */
 export class ResultNotStoredError extends Error {
   override name = "ResultNotStoredError";
-  constructor(taskId: string, cause: unknown) {
+  constructor(taskId: TaskId, cause: unknown) {
     super(`the result of task '${taskId}' was not stored in the events stream: ${messageOf(cause)}`, { cause });
   }
 }

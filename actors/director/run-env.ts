@@ -3,7 +3,8 @@
  * machines it provides once. Built by actors/director/director.ts; each delivery's run (actors/director/run.ts) and its
  * finish (actors/director/results.ts) read it.
  */
-import type { TaskStore, WorkItem } from "../bus.js";
+import type { TaskId } from "../../protocol/index.js";
+import type { TaskItem, TaskStore } from "../bus.js";
 import type { ActorDeps } from "../deps.js";
 import type { ClaimsDue } from "./claims-due.js";
 import type { EventPublisher } from "./message-fit.js";
@@ -25,9 +26,9 @@ export interface RunEnv {
   /** Stores a result with an acknowledgement (see DirectorConfig). */
   publishStored?: (subject: string, data: Uint8Array, id: string, signal?: AbortSignal) => Promise<void>;
   /** Tasks this process runs, by id. */
-  owned: Map<string, RunningTask>;
+  owned: Map<TaskId, RunningTask>;
   /** Tasks whose claim is being written, with their latest delivery. */
-  pendingClaims: Map<string, { item: WorkItem }>;
+  pendingClaims: Map<TaskId, { item: TaskItem }>;
   /** The run actors under way (a drain and the heartbeat are sent to each), with their task's last event seq. */
   runs: Map<RunActor, () => number>;
   /** Tells each run when its pending claim is due (one clock per Director). */

@@ -18,8 +18,8 @@ import {
   type RunEvent,
   type RunOutcome,
 } from "../../machines/director/run.js";
-import { CancelBroadcast, encode, FINAL_STATES, type TaskRecord } from "../../protocol/index.js";
-import { retryDelayMs, type WorkItem } from "../bus.js";
+import { CancelBroadcast, encode, FINAL_STATES, type TaskId, type TaskRecord } from "../../protocol/index.js";
+import { isTaskItem, retryDelayMs, type TaskItem, type WorkItem } from "../bus.js";
 import { messageOf } from "../deps.js";
 import { inspectOption } from "../inspect-option.js";
 import { queuedRecord } from "./intake.js";
@@ -40,7 +40,7 @@ export type { PublishEvent };
 /** Claims a task on a redelivery (or for an item of an older release): reads its record first. */
 async function claimStored(
   env: RunEnv,
-  delivery: { item: WorkItem },
+  delivery: { item: TaskItem },
   queued: TaskRecord | undefined,
 ): Promise<ClaimOutput & { claim?: Claim }> {
   const { deps, pendingClaims } = env;
@@ -72,14 +72,19 @@ async function claimStored(
  * Takes one intake delivery: runs it through the run protocol ({@link runDelivery}), unless this process runs its task
  * already (a redelivery: the newer delivery is the one to settle; another item of the same id, queued again after the
  * duplicate window, is dropped), the process is `draining` (handed back), its submission turned out a duplicate
- * (`dropped`: the item was removed), or it is unreadable (dropped).
+ * (`dropped`: the item was removed), or it is unreadable or queued under an illegal task id (dropped).
  */
 export async function deliver(
   env: RunEnv,
   item: WorkItem,
   draining: () => boolean,
-  dropped: (item: WorkItem) => Promise<boolean>,
+  dropped: (item: TaskItem) => Promise<boolean>,
 ): Promise<void> {
+  if (!isTaskItem(item)) {
+    env.deps.log.warn({ taskId: item.id }, "intake item under an illegal task id; dropped");
+    await item.ack();
+    return;
+  }
   const local = env.owned.get(item.id);
   if (local) {
     if (local.item.seq !== item.seq) await item.ack();
@@ -101,7 +106,7 @@ export async function deliver(
 /** One intake delivery as its run carries it out: the item, and once claimed, the task it runs. */
 interface Delivery {
   /** The item delivered; a redelivery joining a claim under way replaces it ({@link claimStored}). */
-  item: WorkItem;
+  item: TaskItem;
   /** The record the item carries (absent for an item of an older release). */
   readonly queued: TaskRecord | undefined;
   /** The intake's first delivery of this item, surely: nothing of its task ran before. */
@@ -119,7 +124,7 @@ type Checkpoints = ReturnType<typeof checkpointer>;
  * Runs one intake delivery through the run protocol; resolves when its run actor has ended. `queued` is the record
  * the item carries (absent for an item of an older release); `draining`: the process was draining when it came.
  */
-export function runDelivery(env: RunEnv, item: WorkItem, queued: TaskRecord | undefined, draining: boolean): Promise<void> {
+export function runDelivery(env: RunEnv, item: TaskItem, queued: TaskRecord | undefined, draining: boolean): Promise<void> {
   const { deps, owned } = env;
   const first = queued !== undefined && surelyFirst(item, env.ackWaitMs, deps.now().getTime());
   const delivery: Delivery = { item, queued, first };
@@ -182,11 +187,11 @@ class DeliveryEffects implements RunEffects {
     private readonly started: () => void,
   ) {}
 
-  private get taskId(): string {
+  private get taskId(): TaskId {
     return this.delivery.item.id;
   }
 
-  private current(): WorkItem {
+  private current(): TaskItem {
     return this.delivery.task?.item ?? this.delivery.item;
   }
 

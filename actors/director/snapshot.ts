@@ -7,7 +7,7 @@
  */
 import type { Actor, AnyStateNode } from "xstate";
 import { EVALUATE_ID, TASK_MACHINE_VERSION, taskMachine } from "../../machines/director/task.js";
-import type { TaskRecord } from "../../protocol/index.js";
+import type { TaskRecord, TaskId } from "../../protocol/index.js";
 import { messageOf } from "../../protocol/errors.js";
 
 /** The machine id snapshots are stored under. */
@@ -77,7 +77,7 @@ export function restorable(record: TaskRecord, migrations: Migrations = MIGRATIO
  * Why a snapshot is not of the task `taskId`: its context, or the input of its invoked evaluation, names another task.
  * The restored machine's effects are found by that id (./task.ts: `taskActors`).
  */
-function otherTask(snapshot: unknown, taskId: string): string | undefined {
+function otherTask(snapshot: unknown, taskId: TaskId): string | undefined {
   if (!isObject(snapshot)) return undefined;
   const evaluation = isObject(snapshot.children) ? snapshot.children[EVALUATE_ID] : undefined;
   const evaluated = isObject(evaluation) && isObject(evaluation.snapshot) ? evaluation.snapshot.input : undefined;

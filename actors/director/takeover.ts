@@ -5,7 +5,7 @@
  * the first before it publishes anything of the task ({@link tellPreviousOwner}), and the first stops publishing the
  * task's events at once ({@link serveTakeovers}): no event of the first follows the second's `task.resumed`.
  */
-import { decode, errorReply, Requests, TakeoverNotice } from "../../protocol/index.js";
+import { decode, errorReply, Requests, TakeoverNotice, type TaskId } from "../../protocol/index.js";
 import { supersedes } from "../../machines/director/run.js";
 import { ask } from "../ask.js";
 import type { BusSubscription } from "../bus.js";
@@ -47,7 +47,7 @@ export async function tellPreviousOwner(deps: ActorDeps, owner: string, claim: C
  * Answers the takeover notices sent to this Director (`owner`): a task it runs under the claim a notice names is
  * stopped (its run publishes nothing more of it), and the answer goes once its event in flight, if any, is stored.
  */
-export function serveTakeovers(deps: ActorDeps, owner: string, owned: ReadonlyMap<string, RunningTask>): BusSubscription {
+export function serveTakeovers(deps: ActorDeps, owner: string, owned: ReadonlyMap<TaskId, RunningTask>): BusSubscription {
   return deps.bus.subscribe(deps.subjects.directorTakeover(owner), async (msg) => {
     const decoded = decode(TakeoverNotice, msg.data);
     if (!decoded.ok) return void respond(msg, Requests.directorTakeover, errorReply("INVALID_MESSAGE", decoded.error.message));

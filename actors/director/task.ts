@@ -14,7 +14,7 @@ import {
   type TaskResult,
   type TaskState,
 } from "../../protocol/index.js";
-import { isPermanentStoreError, type StoreRefusedError, type TaskStore, type WorkItem } from "../bus.js";
+import { isPermanentStoreError, type StoreRefusedError, type TaskItem, type TaskStore } from "../bus.js";
 import { messageOf, type ActorDeps } from "../deps.js";
 import { writeClaimed, type Claim } from "./records.js";
 import { persisted } from "./snapshot.js";
@@ -53,8 +53,8 @@ export interface TaskActors {
  * at a time (its `owned` tasks, by id).
  */
 export function taskActors(): TaskActors {
-  const tasks = new Map<string, TaskEffects>();
-  const effectsOf = (taskId: string): TaskEffects => {
+  const tasks = new Map<TaskId, TaskEffects>();
+  const effectsOf = (taskId: TaskId): TaskEffects => {
     const effects = tasks.get(taskId);
     if (effects === undefined) throw new Error(`task '${taskId}': its actor runs without its effects`);
     return effects;
@@ -80,7 +80,7 @@ export function taskActors(): TaskActors {
 export interface RunningTask {
   readonly claim: Claim;
   /** The intake delivery to signal progress on and to ack; a redelivery to this process replaces it. */
-  item: WorkItem;
+  item: TaskItem;
   /** The last event seq published. */
   seq: number;
   /** Set when another Director took the claim over: no event of the task is published any more. */

@@ -17,6 +17,7 @@ import type {
   SessionState,
   TaskResult,
   TemplateTool,
+  TaskId,
 } from "../../protocol/index.js";
 import type { InspectHook } from "../inspect-option.js";
 import type { TemplateLibrary } from "../library/library.js";
@@ -38,7 +39,7 @@ export interface Walk {
   actors: WalkActors;
   /** XState inspection of the nested evaluation actors (the Evaluator's `deps.inspect`). */
   inspect?: InspectHook | undefined;
-  taskId: string;
+  taskId: TaskId;
   document: TemplateDocument;
   /** Publish a progress report of the task. */
   progress(event: string, message: string, data?: Record<string, unknown>): void;

@@ -17,6 +17,7 @@ import {
   Requests,
   type EvaluateReply,
   type TaskResult,
+  type TaskId,
 } from "../../protocol/index.js";
 import type { ActorDeps, RoleHandle } from "../deps.js";
 import { inspectOption } from "../inspect-option.js";
@@ -39,13 +40,13 @@ export type { EvaluatorConfig } from "./config.js";
 
 /** Starts the Evaluator role. */
 export function startEvaluator(deps: ActorDeps, config: EvaluatorConfig): RoleHandle {
-  const live = new Map<string, Set<Actor<typeof evaluationMachine>>>();
+  const live = new Map<TaskId, Set<Actor<typeof evaluationMachine>>>();
   /** The Director claim each live evaluation runs for. */
   const owners = new WeakMap<Actor<typeof evaluationMachine>, string>();
   /** Evaluations stopped because another owner took their task over. */
   const superseded = new WeakSet<Actor<typeof evaluationMachine>>();
   /** Tasks being cancelled whole, and whether this Evaluator is stopping: no node is aborted one by one then. */
-  const cancelled = new Set<string>();
+  const cancelled = new Set<TaskId>();
   let stopped = false;
   const library = config.library ?? createLibrary([]);
   const parseCache = config.parseCache ?? createParseCache();

@@ -9,7 +9,7 @@
  * once instead of asking the user again.
  */
 import { createHash } from "node:crypto";
-import { decode, encode, encodeJson, errorReply, InputRecord, Requests, type InputRequest } from "../../protocol/index.js";
+import { decode, encode, encodeJson, errorReply, InputRecord, Requests, type InputRequest, type TaskId } from "../../protocol/index.js";
 import type { TaskStore } from "../bus.js";
 import { messageOf, type ActorDeps } from "../deps.js";
 import { respond } from "../serve.js";
@@ -20,7 +20,7 @@ export const DEFAULT_INPUT_TIMEOUT_MS = 600_000;
 /** Waits for the answer to `request` of task `taskId`; rejects on timeout or when `signal` aborts. */
 export function waitForInput(
   deps: ActorDeps,
-  taskId: string,
+  taskId: TaskId,
   request: InputRequest,
   maxTimeoutMs: number,
   signal: AbortSignal,
@@ -81,7 +81,7 @@ const digest = (parts: unknown[]) => createHash("sha256").update(JSON.stringify(
  * time a question is asked in the task is keyed by the question and n, not by node path: a question asked under a
  * subtask's scoped path and looked up by the node's own path finds the same record.
  */
-export function taskInputs(deps: ActorDeps, taskId: string, maxTimeoutMs: number, store: TaskStore | undefined): TaskInputs {
+export function taskInputs(deps: ActorDeps, taskId: TaskId, maxTimeoutMs: number, store: TaskStore | undefined): TaskInputs {
   // Made at the first question: most tasks ask none, and an empty Map is 0.2 KB held for each task in flight.
   let asked: Map<string, number> | undefined;
   const keyOf = (request: InputRequest, n: number) => `${taskId}.i${digest([request.question, n])}`;

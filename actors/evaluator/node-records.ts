@@ -29,6 +29,7 @@ import {
   type ReplayedNode,
   type SessionState,
   type TaskResult,
+  type TaskId,
 } from "../../protocol/index.js";
 import type { SuspendedResult } from "../../machines/evaluator/continuation.js";
 import type { TaskStore } from "../bus.js";
@@ -37,7 +38,7 @@ import { sessionKey } from "./budget.js";
 import { maskDeep, type Masker } from "../secrets.js";
 
 /** The key of the record of the `occurrence`th evaluation of node `path` of task `taskId`. */
-export function nodeKey(taskId: string, path: string, occurrence: number): string {
+export function nodeKey(taskId: TaskId, path: string, occurrence: number): string {
   return `${taskId}.node.${createHash("sha256")
     .update(JSON.stringify([path, occurrence]))
     .digest("hex")
@@ -45,7 +46,7 @@ export function nodeKey(taskId: string, path: string, occurrence: number): strin
 }
 
 /** The KV filter of every node record of task `taskId`. */
-export const nodeKeys = (taskId: string): string => `${taskId}.node.*`;
+export const nodeKeys = (taskId: TaskId): string => `${taskId}.node.*`;
 
 /** The replayed evaluations of a fork's walk, looked up by path and occurrence (actors/fork/replay.ts). */
 export interface Replays {
@@ -93,7 +94,7 @@ export interface NodeRecorder {
 
 /** What a {@link NodeRecorder} works with. */
 export interface NodeRecorderEnv {
-  taskId: string;
+  taskId: TaskId;
   /** The turns bucket; absent: nothing is written, `node.finished` is still published. */
   store?: TaskStore | undefined;
   log: Logger;
@@ -272,7 +273,7 @@ class WalkRecords implements NodeRecorder {
 }
 
 function recordOf(
-  taskId: string,
+  taskId: TaskId,
   path: string,
   occurrence: number,
   node: StepNode,

@@ -35,7 +35,7 @@ export function rootCause(error: TaskError | undefined): TaskError | undefined {
 
 /** What reparsing needs from the walk. */
 export interface ReparseWalk {
-  taskId: string;
+  taskId: TaskId;
   substitution?: SubstituteMode;
   compile(request: CompileRequest, signal: AbortSignal): Promise<CompileReply>;
   evaluateDocument(document: TemplateDocument, env: Env, signal: AbortSignal, scope: string): Promise<TaskResult>;
@@ -74,10 +74,7 @@ export async function reparseNode(
     );
     let reply: CompileReply;
     try {
-      reply = await walk.compile(
-        decomposeRequest({ prompt, error: last, taskId: walk.taskId as TaskId, nodePath: path, inputNames }),
-        signal,
-      );
+      reply = await walk.compile(decomposeRequest({ prompt, error: last, taskId: walk.taskId, nodePath: path, inputNames }), signal);
     } catch (err) {
       if (signal.aborted) throw err;
       return { ...failed, notes: { ...failed.notes, reparse_error: messageOf(err), reparse_attempts: attempt } };

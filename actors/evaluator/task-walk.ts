@@ -7,6 +7,7 @@ import {
   encode,
   NodeAbort,
   Requests,
+  xmlParseFailure,
   type CompileRequest,
   type EvaluateRequest,
   type ExecuteRequest,
@@ -14,6 +15,7 @@ import {
   type ScriptRequest,
   type TaskResult,
   type TemplateTool,
+  type TaskId,
 } from "../../protocol/index.js";
 import type { ParseOutcome, StepNode, TemplateDocument } from "../../machines/language/ast.js";
 import type { ActorDeps } from "../deps.js";
@@ -31,11 +33,6 @@ import { entryPath, inputFailure, modelIdFailure, nodeAt } from "./nodes.js";
 import { templateCommandRefusal } from "./script.js";
 import type { Walk, WalkActors } from "./document-walk.js";
 
-/** A template that does not parse, or defines nothing to run, fails as an `XML_PARSE_ERROR`. */
-function parseFailure(message: string, location?: { line: number; col: number }): TaskResult {
-  return { content: "", status: "FAILED", notes: {}, error: { type: "XML_PARSE_ERROR", message, ...(location ? { location } : {}) } };
-}
-
 /**
  * The entry node of a task's parsed template, or the failure that stops the task before anything runs: the template
  * does not parse, defines no task, or names a command the allowlist `commands` (absent: not checked here) lacks.
@@ -46,12 +43,12 @@ export function taskEntry(
 ): { document: TemplateDocument; path: string; node: StepNode } | { failure: TaskResult } {
   if (!parsed.ok) {
     const { message, line, col } = parsed.error;
-    return { failure: parseFailure(message, line && col ? { line, col } : undefined) };
+    return { failure: xmlParseFailure(message, line && col ? { line, col } : undefined) };
   }
   const document = parsed.document;
   const path = entryPath(document);
   const node = path === undefined ? undefined : nodeAt(document, path);
-  if (path === undefined || !node) return { failure: parseFailure("the template defines no task to run") };
+  if (path === undefined || !node) return { failure: xmlParseFailure("the template defines no task to run") };
   const refused = commands === undefined ? undefined : templateCommandRefusal(document, commands);
   return refused === undefined ? { document, path, node } : { failure: inputFailure(refused) };
 }
@@ -68,7 +65,7 @@ export interface TaskWalkRole {
   /** Masks the configured secret values in node records. */
   mask: Masker;
   /** Publishes a progress report of the task `taskId`. */
-  progress(taskId: string, event: string, message: string, data?: Record<string, unknown>): void;
+  progress(taskId: TaskId, event: string, message: string, data?: Record<string, unknown>): void;
 }
 
 /**

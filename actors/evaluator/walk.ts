@@ -16,7 +16,7 @@ import { sequentialMachine } from "../../machines/evaluator/sequential.js";
 import { mapMachine, type BranchCommand } from "../../machines/evaluator/map.js";
 import { substitute } from "../../machines/language/substitute.js";
 import type { TaskNode, TemplateDocument } from "../../machines/language/ast.js";
-import { taskFailure, type TaskResult } from "../../protocol/index.js";
+import { taskFailure, type TaskResult, type TaskId } from "../../protocol/index.js";
 import { inSpan } from "../tracing.js";
 import { bindInputs, bindInputsNow, resolveItems, type EvaluateInputTask } from "./bind.js";
 import { bindArgs, runCond } from "./calls.js";
@@ -98,7 +98,7 @@ export async function evaluateNode(
  * Runs the evaluation of one node in its span (`evaluate <type>`, docs/traces.md); the actors it starts (its steps,
  * its requests) run inside it.
  */
-export function inNodeSpan(taskId: string, path: string, node: EvalNode, evaluate: () => Promise<TaskResult>): Promise<TaskResult> {
+export function inNodeSpan(taskId: TaskId, path: string, node: EvalNode, evaluate: () => Promise<TaskResult>): Promise<TaskResult> {
   const type = node.type ?? node.kind;
   const attributes = { "dirigent.task_id": taskId, "dirigent.node_path": path, "dirigent.node.type": type };
   return inSpan(`evaluate ${type}`, { attributes }, async (span) => {

@@ -25,7 +25,7 @@ const MAX_RECORD_BYTES = 16 * 1024 * 1024;
 /** What a replay works with. */
 export interface ReplayEnv {
   /** The fork. */
-  taskId: string;
+  taskId: TaskId;
   /** The turns bucket (both tasks' node records). */
   store: TaskStore | undefined;
   log: Logger;
@@ -48,7 +48,7 @@ export function replays(plan: ReplayPlan, env: ReplayEnv): Replays {
   const copy = async (record: NodeRecord, at: string): Promise<void> => {
     const mine: NodeRecord = {
       ...record,
-      taskId: env.taskId as TaskId,
+      taskId: env.taskId,
       startedAt: at,
       endedAt: at,
       durationMs: 0,

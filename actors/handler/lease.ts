@@ -8,7 +8,7 @@
  */
 import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
-import { decode, encode, RunMarker } from "../../protocol/index.js";
+import { decode, encode, RunMarker, type TaskId } from "../../protocol/index.js";
 import type { TaskStore } from "../bus.js";
 import { messageOf, type Logger } from "../deps.js";
 import { RemoteError } from "../ask.js";
@@ -182,13 +182,13 @@ export interface RunGate {
    * @throws a {@link RemoteError} `UNAVAILABLE` when the task is cancelled or the Handler stops while it waits.
    */
   run<T>(
-    taskId: string,
+    taskId: TaskId,
     key: string,
     run: (before: boolean, releaseAfter: (written: Promise<unknown>) => void) => Promise<T>,
     joined: (at: JoinedAt) => void,
   ): Promise<T>;
   /** Stops the waits of a task's requests (the task was cancelled). */
-  cancel(taskId: string): void;
+  cancel(taskId: TaskId): void;
   /** Stops every wait (the Handler stops). */
   stop(): void;
 }
@@ -202,7 +202,7 @@ export function createRunGate(leases: Leases): RunGate {
   };
   return {
     run<T>(
-      taskId: string,
+      taskId: TaskId,
       key: string,
       run: (before: boolean, releaseAfter: (written: Promise<unknown>) => void) => Promise<T>,
       joined: (at: JoinedAt) => void,

@@ -2,15 +2,16 @@
  * The runs (sessions and script commands) a Handler has in flight, by task and node path: a task's cancel stops
  * all of its runs, a `node.abort` only those of its node, and the Handler's stop every one.
  */
+import type { TaskId } from "../../protocol/index.js";
 
 /** A Handler's runs in flight. */
 export interface LiveRuns {
   /** Registers a run of `taskId`'s node `nodePath`, ended by `stop`; returns its removal, for when it ends. */
-  add(taskId: string, nodePath: string, stop: () => void): () => void;
+  add(taskId: TaskId, nodePath: string, stop: () => void): () => void;
   /** Stops every run of `taskId`. */
-  cancelTask(taskId: string): void;
+  cancelTask(taskId: TaskId): void;
   /** Stops the runs of `taskId`'s node `nodePath`. */
-  abortNode(taskId: string, nodePath: string): void;
+  abortNode(taskId: TaskId, nodePath: string): void;
   /** Stops every run. */
   stopAll(): void;
 }
@@ -22,7 +23,7 @@ interface Run {
 
 /** An empty {@link LiveRuns}. */
 export function liveRuns(): LiveRuns {
-  const byTask = new Map<string, Set<Run>>();
+  const byTask = new Map<TaskId, Set<Run>>();
   return {
     add(taskId, nodePath, stop) {
       const run: Run = { nodePath, stop };

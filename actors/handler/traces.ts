@@ -7,12 +7,13 @@ import type { CallModel } from "../model.js";
 import type { ToolCall } from "../../machines/handler/session.js";
 import { inSpan, SpanKind, type Context } from "../tracing.js";
 import type { Masker } from "../secrets.js";
+import type { TaskId } from "../../protocol/index.js";
 
 /** Where a session's spans go and what they may hold. */
 export interface SessionTrace {
   /** The session's span (the `handler.execute` request's): parent of its model and tool calls. */
   parent: Context;
-  taskId: string;
+  taskId: TaskId;
   nodePath: string;
   /** Record prompts, completions and tool arguments and answers. */
   content: boolean;

@@ -15,6 +15,7 @@ import {
   KeepDecision,
   parseAnswer,
   Requests,
+  TaskId,
   type DivergenceEvaluation,
   type Goal,
   type SubGoalOutcome,
@@ -47,7 +48,7 @@ function escapeXml(text: string): string {
 /** Submits an atomic task whose texts travel as inputs (never parsed as XML nor scanned for `{{…}}`). */
 export async function submitTask(
   deps: ActorDeps,
-  taskId: string,
+  taskId: TaskId,
   request: string,
   system: string,
   model: string | undefined,
@@ -55,10 +56,20 @@ export async function submitTask(
   await ask(deps, Requests.submit, { taskId, xml: ATOMIC(model), inputs: { request, system } }, { timeoutMs: 10_000 });
 }
 
+/**
+ * The id of a goal's step task, derived from the goal: a valid task id unless the goal has run to thousands of rounds
+ * or replans, when it is too long and the step fails, as it did when the Director refused to take it.
+ */
+function stepTaskId(id: string): TaskId {
+  const parsed = TaskId.safeParse(id);
+  if (!parsed.success) throw new Error(`task id '${id}': ${parsed.error.issues[0]?.message ?? "not a task id"}`);
+  return parsed.data;
+}
+
 /** Submits a task (or finds it, after a takeover) and waits for its outcome. */
 async function runTask(
   deps: ActorDeps,
-  taskId: string,
+  taskId: TaskId,
   request: string,
   system: string,
   model: string | undefined,
@@ -113,10 +124,9 @@ export function goalActors(deps: ActorDeps, options: GoalEffectOptions) {
   const cheap = options.cheapModel;
   return {
     decompose: fromPromise<GoalPlan, { goal: Goal }>(async ({ input: { goal }, signal }) => {
-      const taskId = `${goal.id}-plan${goal.rounds + 1}-r${goal.replanCount}`;
       const outcome = await runTask(
         deps,
-        taskId,
+        stepTaskId(`${goal.id}-plan${goal.rounds + 1}-r${goal.replanCount}`),
         planRequest(goal),
         "You plan work. Answer with JSON only.",
         undefined,
@@ -134,7 +144,7 @@ export function goalActors(deps: ActorDeps, options: GoalEffectOptions) {
       const system = (item: WaveItem) =>
         `You work on one step of a larger goal. GOAL: ${goal.description}\nDone so far:\n${progressOf(goal)}\nDo only this step: ${item.description}`;
       void (async () => {
-        const submitted: string[] = [];
+        const submitted: TaskId[] = [];
         for (const item of items) {
           try {
             await submitTask(deps, item.taskId, item.description, system(item), undefined);
@@ -169,7 +179,7 @@ export function goalActors(deps: ActorDeps, options: GoalEffectOptions) {
           try {
             const outcome = await runTask(
               deps,
-              `${goal.id}-judge-${id}`,
+              stepTaskId(`${goal.id}-judge-${id}`),
               judgeRequest(goal, id),
               "You judge progress towards a goal. Answer with JSON only.",
               cheap,
@@ -196,7 +206,7 @@ export function goalActors(deps: ActorDeps, options: GoalEffectOptions) {
             try {
               const outcome = await runTask(
                 deps,
-                `${goal.id}-keep-${id}-r${goal.replanCount}`,
+                stepTaskId(`${goal.id}-keep-${id}-r${goal.replanCount}`),
                 reviewRequest(goal, id, reason),
                 "You review plans. Answer with JSON only.",
                 cheap,

@@ -4,8 +4,8 @@
  * compare-and-set (the goal was cancelled or changed by another process) or a lost lease stops the loop at once.
  */
 import { createActor, toPromise } from "xstate";
-import { encodeJson, Requests, type Goal, type GoalEvent, type OperatorAlert } from "../../protocol/index.js";
-import { goalMachine, subGoalTaskId, type GoalOutput } from "../../machines/supervisor/goal.js";
+import { encodeJson, parseTaskId, Requests, type Goal, type GoalEvent, type OperatorAlert, type TaskId } from "../../protocol/index.js";
+import { goalMachine, taskOfSubGoal, type GoalOutput } from "../../machines/supervisor/goal.js";
 import { messageOf, type ActorDeps } from "../deps.js";
 import { goalActors, type GoalEffectOptions } from "./goal-effects.js";
 import type { GoalStore } from "./goal-store.js";
@@ -165,7 +165,7 @@ async function sendAlert(
 }
 
 /** Cancels tasks; unknown and finished ones are left as they are. */
-export async function cancelTasks(deps: ActorDeps, taskIds: readonly string[]): Promise<string[]> {
+export async function cancelTasks(deps: ActorDeps, taskIds: readonly TaskId[]): Promise<TaskId[]> {
   const cancelled = await Promise.all(
     taskIds.map(async (taskId) => {
       try {
@@ -175,7 +175,7 @@ export async function cancelTasks(deps: ActorDeps, taskIds: readonly string[]): 
       }
     }),
   );
-  return cancelled.filter((id): id is string => id !== undefined);
+  return cancelled.filter((id): id is TaskId => id !== undefined);
 }
 
 /**
@@ -183,14 +183,15 @@ export async function cancelTasks(deps: ActorDeps, taskIds: readonly string[]): 
  * decomposition, and the judgements and reviews that may be in flight. Each task's own cancellation reaches its
  * subtasks and the Handler sessions of every process. Returns the tasks this cancelled.
  */
-export function cancelGoalTree(deps: ActorDeps, goal: Goal): Promise<string[]> {
+export function cancelGoalTree(deps: ActorDeps, goal: Goal): Promise<TaskId[]> {
   const inProgress = goal.subGoals.filter((s) => s.status === "in-progress");
   const judged = new Set(goal.evaluations.map((e) => e.subGoalId));
-  const ids = [
-    ...inProgress.map((s) => s.taskId ?? subGoalTaskId(goal.id, s.id)),
+  const steps = [
     `${goal.id}-plan${goal.rounds + 1}-r${goal.replanCount}`,
     ...goal.subGoals.filter((s) => s.outcome && !judged.has(s.id)).map((s) => `${goal.id}-judge-${s.id}`),
     ...inProgress.map((s) => `${goal.id}-keep-${s.id}-r${goal.replanCount}`),
   ];
+  // A step id too long for a task id (a goal past thousands of rounds or replans) names no task that could run.
+  const ids = [...inProgress.map((s) => taskOfSubGoal(goal.id, s)), ...steps.flatMap((id) => parseTaskId(id) ?? [])];
   return cancelTasks(deps, ids);
 }

@@ -4,15 +4,15 @@
  * whole timeout; results come back in input order; a task not finished by the deadline is reported as a timeout, on its
  * own, while the others keep their results.
  */
-import { decode, FINAL_STATES, Requests, TaskOutcome } from "../../protocol/index.js";
+import { decode, FINAL_STATES, Requests, TaskOutcome, type TaskId } from "../../protocol/index.js";
 import type { BusSubscription } from "../bus.js";
 import { messageOf, type ActorDeps } from "../deps.js";
 import { ask, RemoteError } from "../ask.js";
 
 /** What became of one task. */
 export type CollectedResult =
-  | { taskId: string; status: "completed" | "failed" | "cancelled"; outcome: TaskOutcome }
-  | { taskId: string; status: "unknown" | "timeout" | "error"; error: string };
+  | { taskId: TaskId; status: "completed" | "failed" | "cancelled"; outcome: TaskOutcome }
+  | { taskId: TaskId; status: "unknown" | "timeout" | "error"; error: string };
 
 /** Options of {@link collectResults}. */
 export interface CollectOptions {
@@ -42,13 +42,13 @@ export function settledOf(outcome: TaskOutcome): CollectedResult {
  */
 export async function collectResults(
   deps: ActorDeps,
-  taskIds: readonly string[],
+  taskIds: readonly TaskId[],
   options: CollectOptions = {},
 ): Promise<CollectedResult[]> {
   const timeoutMs = options.timeoutMs ?? 300_000;
   const requestTimeoutMs = options.requestTimeoutMs ?? 10_000;
   const results: (CollectedResult | undefined)[] = taskIds.map(() => undefined);
-  const indexes = new Map<string, number[]>();
+  const indexes = new Map<TaskId, number[]>();
   taskIds.forEach((id, i) => indexes.set(id, [...(indexes.get(id) ?? []), i]));
   let left = taskIds.length;
   let finish!: () => void;
@@ -74,7 +74,7 @@ export async function collectResults(
       }),
     );
   }
-  const lookUp = async (id: string, final: boolean): Promise<void> => {
+  const lookUp = async (id: TaskId, final: boolean): Promise<void> => {
     try {
       const status = await ask(deps, Requests.taskGet.at(id), {}, { timeoutMs: requestTimeoutMs });
       if (status.result && FINAL_STATES.has(status.state)) settle(settledOf(status.result));
@@ -111,5 +111,5 @@ export async function collectResults(
     options.signal?.removeEventListener("abort", onAbort);
     await Promise.all(subs.map((s) => s.unsubscribe()));
   }
-  return results.map((r, i) => r ?? { taskId: taskIds[i] ?? "", status: "timeout", error: `timeout after ${timeoutMs} ms` });
+  return taskIds.map((taskId, i) => results[i] ?? { taskId, status: "timeout", error: `timeout after ${timeoutMs} ms` });
 }

@@ -31,11 +31,12 @@
 import { assign, fromPromise, setup } from "xstate";
 import { notProvided } from "../not-provided.js";
 import { messageOf } from "../../protocol/errors.js";
+import type { TaskId } from "../../protocol/ids.js";
 import type { Scoped } from "../scoped.js";
 
 /** Input of a run actor; its `scopeKey` names the delivery whose effects its actions and actors act through. */
 export interface RunInput extends Scoped {
-  taskId: string;
+  taskId: TaskId;
   /** The process was already draining when the delivery arrived. */
   draining?: boolean;
 }

@@ -10,12 +10,20 @@
  * Every state carries a tag naming its public {@link TaskState}.
  */
 import { assign, fromPromise, setup } from "xstate";
-import { FINAL_STATES, taskFailure, type Progress, type TaskInputs, type TaskResult, type TaskState } from "../../protocol/index.js";
+import {
+  FINAL_STATES,
+  taskFailure,
+  type Progress,
+  type TaskId,
+  type TaskInputs,
+  type TaskResult,
+  type TaskState,
+} from "../../protocol/index.js";
 import { notProvided } from "../not-provided.js";
 
 /** Input of a task lifecycle actor. */
 export interface TaskInput {
-  taskId: string;
+  taskId: TaskId;
   xml: string;
   inputs: TaskInputs;
 }

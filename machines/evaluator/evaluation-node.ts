@@ -2,7 +2,7 @@
  * The data of the evaluation machine (machines/evaluator/evaluation.ts): the node summary it decides on, its input
  * and context, and the pure rules it applies (binding outcomes, which failures decomposition may recover from).
  */
-import { taskFailure, type TaskError, type TaskResult } from "../../protocol/index.js";
+import { taskFailure, type TaskError, type TaskId, type TaskResult } from "../../protocol/index.js";
 import type { Env } from "../language/env.js";
 import type { AccumulationFormat } from "../language/ast.js";
 import { messageOf } from "../../protocol/errors.js";
@@ -50,7 +50,7 @@ export interface EvalNode {
 
 /** Input of an evaluation. */
 export interface EvaluationInput<N extends EvalNode = EvalNode> extends Scoped {
-  taskId: string;
+  taskId: TaskId;
   /** Path of the node in its document. */
   path: string;
   /** Summary of the node at `path`. */

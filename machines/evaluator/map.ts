@@ -17,7 +17,7 @@
  * notes?}` per branch, in branch order.
  */
 import { fromCallback, setup } from "xstate";
-import type { TaskResult } from "../../protocol/index.js";
+import { taskFailure, type TaskResult } from "../../protocol/index.js";
 import { extend, find, type Env } from "../language/env.js";
 import type { MapFailurePolicy } from "../language/ast.js";
 import { notProvided } from "../not-provided.js";
@@ -99,13 +99,7 @@ function initial(input: MapInput): MapContext {
   if (input.over === undefined) return { ...base, total: input.stepCount, branches: pendingBranches(input.stepCount) };
   const list = listOf(input.env, input.over);
   if ("error" in list) {
-    const failure: TaskResult = {
-      content: "",
-      status: "FAILED",
-      notes: {},
-      error: { type: "TASK_FAILURE", reason: "input_validation_failure", message: list.error },
-    };
-    return { ...base, total: 0, branches: [], failure };
+    return { ...base, total: 0, branches: [], failure: taskFailure("input_validation_failure", list.error) };
   }
   return { ...base, items: list.items, total: list.items.length, branches: pendingBranches(list.items.length) };
 }

@@ -12,7 +12,7 @@
  * and lives only in this actor's context, so it is discarded when the sequence ends.
  */
 import { assign, fromPromise, setup } from "xstate";
-import type { TaskError, TaskResult } from "../../protocol/index.js";
+import { taskFailure, type TaskError, type TaskResult } from "../../protocol/index.js";
 import { ACCUMULATED_BINDING, accumulatedOutputs } from "./context-defaults.js";
 import { extend, find, type Env } from "../language/env.js";
 import { notProvided } from "../not-provided.js";
@@ -116,12 +116,7 @@ export interface ProgressParams {
 /** The error of a failed composite: the inner reason is kept when the inner error is a TASK_FAILURE. */
 export function compositeFailure(inner: TaskError | undefined, message: string, details: Record<string, unknown>): TaskResult {
   const reason = inner?.type === "TASK_FAILURE" ? inner.reason : "subtask_failure";
-  return {
-    content: "",
-    status: "FAILED",
-    notes: {},
-    error: { type: "TASK_FAILURE", reason, message, details: { ...details, ...(inner ? { cause: inner } : {}) } },
-  };
+  return taskFailure(reason, message, { ...details, ...(inner ? { cause: inner } : {}) });
 }
 
 function thrown(error: unknown): TaskError {

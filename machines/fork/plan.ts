@@ -14,6 +14,7 @@
  */
 import type { NodeRef, ReplayedNode } from "../../protocol/fork.js";
 import type { NodeState } from "../../protocol/node-records.js";
+import type { TaskId } from "../../protocol/ids.js";
 
 /** What the plan knows of one record of the original. */
 export interface ForkNode {
@@ -42,7 +43,7 @@ const byStart = (a: ForkNode, b: ForkNode): number =>
   a.startedAt.localeCompare(b.startedAt) || a.path.length - b.path.length || a.occurrence - b.occurrence;
 
 /** The plan of a fork of a task whose records are `nodes`, running live from `from` (or from the first change). */
-export function planFork(nodes: readonly ForkNode[], from: string | undefined, taskId: string): ForkPlan {
+export function planFork(nodes: readonly ForkNode[], from: string | undefined, taskId: TaskId): ForkPlan {
   const sorted = [...nodes].sort(byStart);
   const candidates: ForkNode[] = [];
   if (from !== undefined) {

@@ -3,7 +3,16 @@
  * sub-goals run next, when the goal is complete, the metric divergence triggers and the replan rule. Pure: no I/O, no
  * clock (times come in as arguments).
  */
-import type { CostEntry, DivergenceEvaluation, Goal, GoalPlan, SubGoal, SubGoalOutcome } from "../../protocol/index.js";
+import {
+  parseTaskId,
+  type CostEntry,
+  type DivergenceEvaluation,
+  type Goal,
+  type GoalPlan,
+  type SubGoal,
+  type SubGoalOutcome,
+  type TaskId,
+} from "../../protocol/index.js";
 
 /**
  * Defaults of the goal loop, as the README documents them (`DIRIGENT_GOAL_COST_THRESHOLD` and
@@ -47,8 +56,18 @@ export function nextWave(goal: Goal, maxParallel: number): SubGoal[] {
 }
 
 /** The task id of a sub-goal: derived, so a Supervisor that takes the goal over finds the same task. */
-export function subGoalTaskId(goalId: string, subGoalId: string): string {
-  return `${goalId}-${subGoalId}`;
+export function subGoalTaskId(goalId: string, subGoalId: string): TaskId {
+  // A valid task id by construction: the Goal schema keeps a goal id to 40 characters and a sub-goal id to 12, both
+  // of the task-id alphabet, so the two joined by '-' are at most 53 characters of it.
+  return `${goalId}-${subGoalId}` as TaskId;
+}
+
+/**
+ * The task of a sub-goal of goal `goalId`: the one it records (set by {@link startWave}), else the derived one. The
+ * recorded one is read back from the goals bucket as a plain string, so it is checked before it is used as a task id.
+ */
+export function taskOfSubGoal(goalId: string, s: SubGoal): TaskId {
+  return parseTaskId(s.taskId) ?? subGoalTaskId(goalId, s.id);
 }
 
 /** Cost of the goal in the 24 hours before `now`. */
@@ -210,8 +229,7 @@ export function settle(state: WaveState, settled: Settlement, thresholdUsd: numb
 export function startWave(goal: Goal, maxParallel: number): { goal: Goal; wave: string[] } {
   const wave = nextWave(goal, maxParallel);
   let next = goal;
-  for (const s of wave)
-    next = withSubGoal(next, s.id, (x) => ({ ...x, status: "in-progress", taskId: x.taskId ?? subGoalTaskId(next.id, x.id) }));
+  for (const s of wave) next = withSubGoal(next, s.id, (x) => ({ ...x, status: "in-progress", taskId: taskOfSubGoal(next.id, x) }));
   return { goal: next, wave: wave.map((s) => s.id) };
 }
 
@@ -223,10 +241,10 @@ export interface KeepResult {
 }
 
 /** The in-progress sub-goals the review did not keep become skipped, and their tasks are to be cancelled. */
-export function skipUnkeptAndCancel(goal: Goal, decisions: readonly KeepResult[]): { goal: Goal; cancelled: string[] } {
+export function skipUnkeptAndCancel(goal: Goal, decisions: readonly KeepResult[]): { goal: Goal; cancelled: TaskId[] } {
   const next = skipUnkept(goal, decisions);
   const skipped = goal.subGoals.filter((s) => s.status === "in-progress" && next.subGoals.find((x) => x.id === s.id)?.status === "skipped");
-  return { goal: next, cancelled: skipped.map((s) => s.taskId ?? subGoalTaskId(next.id, s.id)) };
+  return { goal: next, cancelled: skipped.map((s) => taskOfSubGoal(next.id, s)) };
 }
 
 /** A sub-goal whose judgement failed: unknown. */

@@ -18,7 +18,7 @@
  * `alert` (operator alert), `cancelTasks`.
  */
 import { assertEvent, assign, enqueueActions, fromCallback, fromPromise, setup } from "xstate";
-import type { DivergenceEvaluation, Goal, GoalPlan, SubGoalOutcome } from "../../protocol/index.js";
+import type { DivergenceEvaluation, Goal, GoalPlan, SubGoalOutcome, TaskId } from "../../protocol/index.js";
 import {
   applyPlan,
   goalComplete,
@@ -28,6 +28,7 @@ import {
   startWave,
   statusCounts,
   subGoalTaskId,
+  taskOfSubGoal,
   skipStale,
   skipUnkeptAndCancel,
   failedJudgement,
@@ -49,7 +50,7 @@ export interface GoalInput {
 /** A sub-goal of a wave, as `runWave` gets it. */
 export interface WaveItem {
   subGoalId: string;
-  taskId: string;
+  taskId: TaskId;
   description: string;
 }
 
@@ -76,7 +77,7 @@ interface GoalContext {
   /** The sub-goal that settled last (for its event). */
   lastSettled?: string;
   /** Tasks of in-progress sub-goals a replan skipped: cancelled. */
-  cancelled: string[];
+  cancelled: TaskId[];
   stopReason?: string;
 }
 
@@ -115,7 +116,7 @@ export const goalMachine = setup({
     persist: (_, _params: { goal: Goal }) => undefined,
     publish: (_, _params: GoalEventParams) => undefined,
     alert: (_, _params: { kind: "goal.escalated" | "goal.major_replan"; reason: string; goal: Goal }) => undefined,
-    cancelTasks: (_, _params: { taskIds: string[] }) => undefined,
+    cancelTasks: (_, _params: { taskIds: TaskId[] }) => undefined,
     recordStop: assign({ stopReason: ({ event }) => (assertEvent(event, "stop"), event.reason) }),
     applyPlan: assign({ goal: ({ context }, params: { plan: GoalPlan }) => applyPlan(context.goal, params.plan) }),
     replanNothingRunnable: assign({ replan: () => ({ major: false, reason: "no runnable sub-goal is left" }) }),
@@ -247,7 +248,7 @@ export const goalMachine = setup({
           goal: context.goal,
           items: context.goal.subGoals
             .filter((s) => context.wave.includes(s.id))
-            .map((s) => ({ subGoalId: s.id, taskId: s.taskId ?? subGoalTaskId(context.goal.id, s.id), description: s.description })),
+            .map((s) => ({ subGoalId: s.id, taskId: taskOfSubGoal(context.goal.id, s), description: s.description })),
         }),
       },
       always: [

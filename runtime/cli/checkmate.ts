@@ -9,12 +9,11 @@
  * question is printed and its answer read from stdin, one line each (a terminal or a pipe); `--gate-timeout`: how
  * long a gate waits before its default.
  */
-import { randomUUID } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import { createInterface } from "node:readline/promises";
 import type { Command } from "commander";
-import { parseTaskId, type TaskEvent, type TaskOutcome } from "../../protocol/index.js";
-import { DirigentClient, RemoteError } from "../client.js";
+import { parseTaskId, type TaskEvent, type TaskId, type TaskOutcome } from "../../protocol/index.js";
+import { DirigentClient, newTaskId, RemoteError } from "../client.js";
 import { commonOptions, setup, UsageError, type CommonFlags } from "./common.js";
 import { mapProgressText } from "./output.js";
 import { placeClient } from "../nats/connect.js";
@@ -106,7 +105,7 @@ export function formatCheckmate(outcome: TaskOutcome): string {
  * Answers the task's questions from stdin, one line each (`--interactive`, or any terminal): lines typed or piped
  * ahead are kept for the next question. At the end of stdin nothing more is answered (the gates take their defaults).
  */
-function stdinAnswers(client: DirigentClient, taskId: string) {
+function stdinAnswers(client: DirigentClient, taskId: TaskId) {
   const rl = createInterface({ input: process.stdin, output: process.stderr, terminal: false });
   const lines = rl[Symbol.asyncIterator]();
   let asking = Promise.resolve();
@@ -126,7 +125,7 @@ function stdinAnswers(client: DirigentClient, taskId: string) {
 }
 
 /** Re-attaches to a task: its result when it has one, else its events until it ends. */
-async function attach(client: DirigentClient, taskId: string, onEvent: (e: TaskEvent) => void): Promise<TaskOutcome | undefined> {
+async function attach(client: DirigentClient, taskId: TaskId, onEvent: (e: TaskEvent) => void): Promise<TaskOutcome | undefined> {
   const watch = client.watch(taskId, onEvent);
   try {
     const status = await client.get(taskId).catch((err: unknown) => {
@@ -162,8 +161,9 @@ export function registerCheckmateCommand(program: Command): void {
       .option("--task-id <id>", "choose the task id")
       .option("--json", "print only the result, as JSON"),
   ).action(async (task: string | undefined, flags: CheckmateFlags) => {
-    const taskId = flags.resume ?? flags.taskId ?? randomUUID();
-    if (!parseTaskId(taskId)) throw new UsageError(`task id '${taskId}': must be 1–64 characters of [A-Za-z0-9_-]`);
+    const chosen = flags.resume ?? flags.taskId;
+    const taskId = chosen === undefined ? newTaskId() : parseTaskId(chosen);
+    if (taskId === undefined) throw new UsageError(`task id '${chosen ?? ""}': must be 1–64 characters of [A-Za-z0-9_-]`);
     if ((task === undefined || task.trim() === "") && flags.resume === undefined)
       throw new UsageError('give the task: dirigent checkmate "TASK" (or --resume ID)');
     const criteria =

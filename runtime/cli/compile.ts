@@ -1,9 +1,8 @@
 /** `dirigent compile "TEXT"`: a request in words → a validated task template through the model (and `--run` it). */
-import { randomUUID } from "node:crypto";
 import { writeFile } from "node:fs/promises";
 import type { Command } from "commander";
 import { MAX_COMPILE_ATTEMPTS, parseTaskId, type CompileReply, type TaskEvent } from "../../protocol/index.js";
-import { DirigentClient, RemoteError } from "../client.js";
+import { DirigentClient, newTaskId, RemoteError } from "../client.js";
 import { collect, commonOptions, parseInputs, readTemplate, setup, UsageError, type CommonFlags } from "./common.js";
 import { placeClient } from "../nats/connect.js";
 import { embeddedModel } from "../model/embedded.js";
@@ -91,7 +90,8 @@ export function registerCompileCommand(program: Command): void {
   ).action(async (text: string, flags: CompileFlags) => {
     const maxAttempts = attemptsFlag(flags.maxAttempts);
     const inputs = parseInputs(flags.input ?? []);
-    if (flags.taskId !== undefined && !parseTaskId(flags.taskId))
+    const taskId = flags.taskId === undefined ? undefined : parseTaskId(flags.taskId);
+    if (flags.taskId !== undefined && taskId === undefined)
       throw new UsageError(`--task-id '${flags.taskId}': must be 1–64 characters of [A-Za-z0-9_-]`);
     if (text.trim() === "") throw new UsageError("the request text is empty");
     // Compiling alone needs only the Compiler, which runs with the Handler role.
@@ -113,7 +113,7 @@ export function registerCompileCommand(program: Command): void {
         return;
       }
       const onEvent = flags.json || flags.quiet ? undefined : (e: TaskEvent) => process.stdout.write(formatEvent(e) + "\n");
-      const outcome = await client.run({ xml: reply.xml, inputs, taskId: flags.taskId ?? randomUUID() }, onEvent);
+      const outcome = await client.run({ xml: reply.xml, inputs, taskId: taskId ?? newTaskId() }, onEvent);
       process.stdout.write((flags.json ? JSON.stringify(outcome, null, 2) : formatOutcome(outcome)) + "\n");
       process.exitCode = outcome.status === "COMPLETE" ? 0 : 1;
     }).catch(rethrow);

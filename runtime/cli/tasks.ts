@@ -3,11 +3,10 @@
  * what each node of a task did, from its records: the tree with state, duration, tokens and cost per node, or one
  * node's conversation message by message with its tool calls.
  */
-import { randomUUID } from "node:crypto";
 import type { Command } from "commander";
 import { createInterface } from "node:readline/promises";
-import { decode, parseTaskId, TaskEvent, TaskState, type SubmitReply, type Subjects } from "../../protocol/index.js";
-import { DirigentClient, RemoteError } from "../client.js";
+import { decode, parseTaskId, TaskEvent, TaskState, type SubmitReply, type Subjects, type TaskId } from "../../protocol/index.js";
+import { DirigentClient, newTaskId, RemoteError } from "../client.js";
 import { collect, commonOptions, parseInputs, readTemplate, setup, UsageError, type CommonFlags } from "./common.js";
 import { budgetFields, type BudgetFlags } from "./budget.js";
 import { taskSource } from "./compile.js";
@@ -29,10 +28,11 @@ interface RunFlags extends CommonFlags, BudgetFlags {
   quiet?: boolean;
 }
 
-function taskIdFlag(value: string | undefined): string | undefined {
+function taskIdFlag(value: string | undefined): TaskId | undefined {
   if (value === undefined) return undefined;
-  if (!parseTaskId(value)) throw new UsageError(`--task-id '${value}': must be 1–64 characters of [A-Za-z0-9_-]`);
-  return value;
+  const taskId = parseTaskId(value);
+  if (taskId === undefined) throw new UsageError(`--task-id '${value}': must be 1–64 characters of [A-Za-z0-9_-]`);
+  return taskId;
 }
 
 interface ListFlags extends CommonFlags {
@@ -70,9 +70,10 @@ function formatTaskList(tasks: readonly ListedTask[]): string {
   return [`${"TASK ID".padEnd(width)}  ${"STATE".padEnd(19)}  ${"LAST EVENT AT".padEnd(24)}  LAST EVENT`, ...rows].join("\n") + "\n";
 }
 
-function checkedId(value: string): string {
-  if (!parseTaskId(value)) throw new UsageError(`task id '${value}': must be 1–64 characters of [A-Za-z0-9_-]`);
-  return value;
+function checkedId(value: string): TaskId {
+  const taskId = parseTaskId(value);
+  if (taskId === undefined) throw new UsageError(`task id '${value}': must be 1–64 characters of [A-Za-z0-9_-]`);
+  return taskId;
 }
 
 /** Turns an error answer into the right exit: invalid input is a usage error. */
@@ -123,7 +124,7 @@ function registerRunCommand(program: Command): void {
 async function runTask(file: string | undefined, flags: RunFlags): Promise<void> {
   const source = { ...(await taskSource(file, flags.prompt)), ...budgetFields(flags) };
   const inputs = parseInputs(flags.input ?? []);
-  const taskId = taskIdFlag(flags.taskId) ?? randomUUID();
+  const taskId = taskIdFlag(flags.taskId) ?? newTaskId();
   const { config, subjects, log } = setup(flags, "dirigent-run");
   const placement = await placeClient(config, subjects, log, "dirigent-run");
   const embedded = embeddedRuntime(config, placement, log);
@@ -148,7 +149,7 @@ async function runTask(file: string | undefined, flags: RunFlags): Promise<void>
 }
 
 /** What `dirigent run` prints of a task: its id once submitted, its events (or none, or JSON lines), and asks its questions on a terminal. */
-function runOutput(flags: RunFlags, client: DirigentClient, taskId: string) {
+function runOutput(flags: RunFlags, client: DirigentClient, taskId: TaskId) {
   const printer = createEventPrinter((text) => process.stdout.write(text));
   // --json: every event as a JSON line as it happens, then the result as the last line.
   const print = flags.json
@@ -233,9 +234,10 @@ function registerStatusCommand(program: Command): void {
   commonOptions(program.command("status").description("print a task's state and result as JSON").argument("<id>", "task id")).action(
     async (id: string, flags: CommonFlags) => {
       await withClient(flags, async (client, nc, subjects) => {
-        const reply = await client.get(checkedId(id)).catch(rethrow);
+        const taskId = checkedId(id);
+        const reply = await client.get(taskId).catch(rethrow);
         // A task waiting for input: its question, from its last `continuation.input` event (the events stream).
-        const question = reply.state === "awaiting_input" ? await pendingQuestion(nc, subjects, id) : undefined;
+        const question = reply.state === "awaiting_input" ? await pendingQuestion(nc, subjects, taskId) : undefined;
         process.stdout.write(JSON.stringify(question === undefined ? reply : { ...reply, question }, null, 2) + "\n");
       });
     },
@@ -310,7 +312,7 @@ function registerRerunCommand(program: Command): void {
       ...(flags.from === undefined ? {} : { from: flags.from }),
       ...(Object.keys(inputs).length > 0 ? { inputs } : {}),
       ...(xml === undefined ? {} : { xml }),
-      taskId: taskIdFlag(flags.taskId) ?? randomUUID(),
+      taskId: taskIdFlag(flags.taskId) ?? newTaskId(),
     };
     await withClient(flags, async (client) => {
       const printer = createEventPrinter((text) => process.stdout.write(text));
@@ -365,7 +367,7 @@ function registerShowCommand(program: Command): void {
 }
 
 /** Asks the user a task's question on the terminal and sends the answer. */
-async function askUser(client: DirigentClient, taskId: string, question: string): Promise<void> {
+async function askUser(client: DirigentClient, taskId: TaskId, question: string): Promise<void> {
   const rl = createInterface({ input: process.stdin, output: process.stderr });
   try {
     const answer = await rl.question(`? ${question}\n> `);
@@ -395,7 +397,7 @@ async function withClient(
 }
 
 /** The question of a task's last `continuation.input` event, read from the events stream; undefined when unreadable. */
-async function pendingQuestion(nc: NatsConnection | undefined, subjects: Subjects, taskId: string): Promise<string | undefined> {
+async function pendingQuestion(nc: NatsConnection | undefined, subjects: Subjects, taskId: TaskId): Promise<string | undefined> {
   if (nc === undefined) return undefined;
   const stored = await readStoredTask(nc, subjects, taskId).catch(() => []);
   let question: string | undefined;

@@ -6,7 +6,7 @@
  */
 import { ask, RemoteError } from "../../actors/ask.js";
 import type { Bus } from "../../actors/bus.js";
-import { Requests, RerunRequest, validate, type RerunReply, type Subjects } from "../../protocol/index.js";
+import { Requests, RerunRequest, validate, type RerunReply, type Subjects, type TaskId } from "../../protocol/index.js";
 import type { NodeDetailReply, NodeListReply } from "../../protocol/node-records.js";
 import { messageOf } from "../../protocol/errors.js";
 import { clientDeps } from "../client.js";
@@ -44,12 +44,12 @@ export function nodeApi(bus: Bus, subjects: Subjects, timeoutMs = 10_000) {
   };
   return {
     /** The task's nodes that have ended, in the order they started. */
-    list: (taskId: string) => answer(() => ask(deps, Requests.taskNodes.at(taskId), {}, { timeoutMs })),
+    list: (taskId: TaskId) => answer(() => ask(deps, Requests.taskNodes.at(taskId), {}, { timeoutMs })),
     /** One node's record with its conversations; `occurrence` absent asks for the last one. */
-    get: (taskId: string, path: string, occurrence: number | undefined) =>
+    get: (taskId: TaskId, path: string, occurrence: number | undefined) =>
       answer(() => ask(deps, Requests.taskNode.at(taskId), { path, ...(occurrence === undefined ? {} : { occurrence }) }, { timeoutMs })),
     /** Forks the task (`body`: a {@link RerunRequest} as JSON, checked here before it is sent). */
-    rerun: async (taskId: string, body: unknown): Promise<NodeApiAnswer> => {
+    rerun: async (taskId: TaskId, body: unknown): Promise<NodeApiAnswer> => {
       const request = validate(RerunRequest, body);
       if (!request.ok) return { status: 400, body: { error: request.error.message, code: "INVALID_MESSAGE" } };
       return answer(() => ask(deps, Requests.taskRerun.at(taskId), request.value, { timeoutMs }));

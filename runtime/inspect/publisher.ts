@@ -10,7 +10,7 @@ import type { Bus } from "../../actors/bus.js";
 import type { InspectHook, InspectScope } from "../../actors/inspect-option.js";
 import type { InspectedSnapshot, InspectMessage } from "../../protocol/inspect.js";
 import { inspectKindOf } from "../../protocol/inspect.js";
-import type { Subjects } from "../../protocol/index.js";
+import type { Subjects, TaskId } from "../../protocol/index.js";
 import { SECRET_CONFIG_KEYS, type Config } from "../config.js";
 import { secretValues } from "../secrets.js";
 import { sanitize, type SanitizeLimits, type SanitizeOptions } from "./sanitize.js";
@@ -49,7 +49,7 @@ export const INSPECT_LIMITS: SanitizeLimits = { maxString: 300, maxArray: 10, ma
 const encoder = new TextEncoder();
 
 /** A stable number in [0, 1) from a task id: every process makes the same sampling choice. */
-export function samplePoint(taskId: string): number {
+export function samplePoint(taskId: TaskId): number {
   let h = 2166136261;
   for (let i = 0; i < taskId.length; i++) h = Math.imul(h ^ taskId.charCodeAt(i), 16777619);
   return (h >>> 0) / 2 ** 32;

@@ -8,7 +8,7 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import { z } from "zod";
 import type { ReplayedMessage, TaskReplay } from "./server.js";
 import { messageOf } from "../../protocol/errors.js";
-import { jetStreamApi, type Subjects } from "../../protocol/index.js";
+import { jetStreamApi, TaskId, type Subjects } from "../../protocol/index.js";
 
 /** JetStream's error codes: no message found, stream not found. */
 const NO_MESSAGE = 10037;
@@ -100,7 +100,7 @@ async function readSubject(nc: NatsConnection, stream: string, subject: string):
 }
 
 /** One task's stored events and result, in order; none when the stream does not exist. */
-export async function readStoredTask(nc: NatsConnection, subjects: Subjects, taskId: string): Promise<ReplayedMessage[]> {
+export async function readStoredTask(nc: NatsConnection, subjects: Subjects, taskId: TaskId): Promise<ReplayedMessage[]> {
   if (!(await streamRange(nc, subjects.eventsStream))) return [];
   const parts = await Promise.all(
     [subjects.taskEvents(taskId), subjects.taskResult(taskId)].map((s) => readSubject(nc, subjects.eventsStream, s)),
@@ -121,7 +121,7 @@ export function natsTaskReplay(nc: NatsConnection, subjects: Subjects): TaskRepl
 
 /** One task as `dirigent list` shows it: its last stored event. */
 export interface ListedTask {
-  readonly taskId: string;
+  readonly taskId: TaskId;
   /** The task's state after its last event. */
   readonly state: string;
   /** The last event's type (`task.completed`, `model.turn`, …). */
@@ -140,8 +140,9 @@ const StreamSubjectsReply = z.object({
   limit: z.number().optional(),
 });
 
+/** A stored event as read back from the stream, checked like any message from outside. */
 const ListedEvent = z.object({
-  taskId: z.string(),
+  taskId: TaskId,
   state: z.string(),
   type: z.string(),
   at: z.string(),

@@ -12,7 +12,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Bus, BusSubscription } from "../../actors/bus.js";
-import { decode, TaskEvent, TaskOutcome, type Subjects } from "../../protocol/index.js";
+import { decode, parseTaskId, TaskEvent, TaskOutcome, type Subjects, type TaskId } from "../../protocol/index.js";
 import { InspectMessage } from "../../protocol/inspect.js";
 import { machineGraph } from "../charts/graph.js";
 import { machines } from "../charts/registry.js";
@@ -46,7 +46,7 @@ export interface ReplayedMessage {
 /** Reading finished tasks back from the events stream (NATS JetStream); absent on the in-process bus. */
 export interface TaskReplay {
   /** One task's stored events and result, in order. */
-  task(taskId: string): Promise<ReplayedMessage[]>;
+  task(taskId: TaskId): Promise<ReplayedMessage[]>;
   /** The most recent stored messages of all tasks, in order. */
   recent(max: number): Promise<ReplayedMessage[]>;
 }
@@ -195,7 +195,7 @@ function storedTasks(state: InspectState, options: InspectServerOptions) {
       if (replay) await load(() => replay.recent(options.replayRecent ?? 2000));
     },
     /** Reads one task that is not live, if the events stream holds it. */
-    task: async (taskId: string) => {
+    task: async (taskId: TaskId) => {
       if (!state.hasTask(taskId) && replay) await load(() => replay.task(taskId));
     },
   };
@@ -267,8 +267,20 @@ const json = (res: ServerResponse, status: number, body: unknown) => {
   res.end(typeof body === "string" ? body : JSON.stringify(body));
 };
 
+/**
+ * The task id in a `/api/tasks/<id>…` path, checked: the path comes from the page (or anyone who can reach the
+ * server). An illegal one is answered 400 here, as a Director answers it (`INVALID_ID`), and is `undefined`.
+ */
+function pathTaskId(res: ServerResponse, segment: string | undefined): TaskId | undefined {
+  const given = decodeURIComponent(segment ?? "");
+  const taskId = parseTaskId(given);
+  if (taskId === undefined)
+    json(res, 400, { error: `task id '${given.slice(0, 100)}': must be 1–64 characters of [A-Za-z0-9_-]`, code: "INVALID_ID" });
+  return taskId;
+}
+
 /** `POST /api/tasks/<id>/rerun`: a JSON body of bounded size, handed to a Director. */
-async function rerun(req: IncomingMessage, res: ServerResponse, nodes: ReturnType<typeof nodeApi>, taskId: string): Promise<void> {
+async function rerun(req: IncomingMessage, res: ServerResponse, nodes: ReturnType<typeof nodeApi>, taskId: TaskId): Promise<void> {
   // JSON only: a cross-site form cannot send it without a preflight (and the guard refuses a foreign Origin).
   if (!/^application\/json\b/.test(req.headers["content-type"] ?? "")) return json(res, 415, { error: "send JSON" });
   const body = await readBody(req, MAX_RERUN_BODY_BYTES);
@@ -284,7 +296,7 @@ async function rerun(req: IncomingMessage, res: ServerResponse, nodes: ReturnTyp
 }
 
 /** `GET /api/tasks/<id>/nodes` (a task's node records) and `GET /api/tasks/<id>/node?path=…` (one node's). */
-async function nodeRecords(res: ServerResponse, nodes: ReturnType<typeof nodeApi>, taskId: string, which: string, url: URL): Promise<void> {
+async function nodeRecords(res: ServerResponse, nodes: ReturnType<typeof nodeApi>, taskId: TaskId, which: string, url: URL): Promise<void> {
   if (which === "nodes") {
     const answer = await nodes.list(taskId);
     return json(res, answer.status, answer.body);
@@ -324,7 +336,10 @@ export async function startInspectServer(options: InspectServerOptions): Promise
     }
     const url = new URL(req.url ?? "/", "http://127.0.0.1");
     const rerunMatch = /^\/api\/tasks\/([^/]+)\/rerun$/.exec(url.pathname);
-    if (rerunMatch && req.method === "POST") return rerun(req, res, nodes, decodeURIComponent(rerunMatch[1] ?? ""));
+    if (rerunMatch && req.method === "POST") {
+      const taskId = pathTaskId(res, rerunMatch[1]);
+      return taskId === undefined ? undefined : rerun(req, res, nodes, taskId);
+    }
     if (req.method !== "GET") return json(res, 405, { error: "only GET, and POST to /api/tasks/<id>/rerun" });
     const asset = ASSETS[url.pathname];
     if (asset) {
@@ -345,10 +360,14 @@ export async function startInspectServer(options: InspectServerOptions): Promise
       return json(res, 200, replayError === undefined ? view : { ...view, replayError });
     }
     const nodesMatch = /^\/api\/tasks\/([^/]+)\/(nodes|node)$/.exec(url.pathname);
-    if (nodesMatch) return nodeRecords(res, nodes, decodeURIComponent(nodesMatch[1] ?? ""), nodesMatch[2] ?? "", url);
+    if (nodesMatch) {
+      const taskId = pathTaskId(res, nodesMatch[1]);
+      return taskId === undefined ? undefined : nodeRecords(res, nodes, taskId, nodesMatch[2] ?? "", url);
+    }
     const taskMatch = /^\/api\/tasks\/([^/]+)$/.exec(url.pathname);
     if (taskMatch) {
-      const taskId = decodeURIComponent(taskMatch[1] ?? "");
+      const taskId = pathTaskId(res, taskMatch[1]);
+      if (taskId === undefined) return;
       await stored.task(taskId);
       const task = state.task(taskId);
       if (task) return json(res, 200, task);

@@ -4,7 +4,7 @@
  * also recorded as a delta that the server pushes to the page.
  */
 import type { InspectedSnapshot, InspectMessage } from "../../protocol/inspect.js";
-import type { TaskEvent, TaskOutcome, TaskState } from "../../protocol/index.js";
+import { parseTaskId, type TaskEvent, type TaskId, type TaskOutcome, type TaskState } from "../../protocol/index.js";
 import { TaskMaps, type MapView } from "./maps.js";
 
 /** An actor as the page shows it. */
@@ -12,7 +12,7 @@ export interface ActorView {
   actorId: string;
   process: string;
   role: string;
-  taskId?: string;
+  taskId?: TaskId;
   parentId?: string;
   rootId: string;
   /** Machine id (its chart) or invoked source name. */
@@ -49,7 +49,7 @@ export interface TimelineEntry {
 
 /** A task as the page shows it. */
 export interface TaskView {
-  taskId: string;
+  taskId: TaskId;
   state?: TaskState;
   status?: string;
   /** Node paths seen in its events and evaluation actors (`0`, `0/subtask1:0`, …). */
@@ -68,7 +68,7 @@ export interface InspectDelta {
   actors: ActorView[];
   removed: string[];
   tasks: TaskView[];
-  timeline: Array<{ taskId: string; entry: TimelineEntry }>;
+  timeline: Array<{ taskId: TaskId; entry: TimelineEntry }>;
 }
 
 /** Limits of {@link InspectState}. */
@@ -98,11 +98,11 @@ function nodePathOf(value: unknown): string | undefined {
 /** The inspector's model of the cluster. */
 export class InspectState {
   readonly #actors = new Map<string, ActorView>();
-  readonly #tasks = new Map<string, TaskRecord>();
+  readonly #tasks = new Map<TaskId, TaskRecord>();
   readonly #limits: InspectStateLimits;
   #delta: InspectDelta = { actors: [], removed: [], tasks: [], timeline: [] };
   readonly #changedActors = new Set<string>();
-  readonly #changedTasks = new Set<string>();
+  readonly #changedTasks = new Set<TaskId>();
 
   constructor(
     limits: Partial<InspectStateLimits> = {},
@@ -114,6 +114,8 @@ export class InspectState {
   /** Applies one inspection message. */
   apply(m: InspectMessage): void {
     const receivedAt = this.now();
+    // An inspection message's task id is not checked on the wire: an actor under an illegal one belongs to no task.
+    const taskId = parseTaskId(m.taskId);
     if (m.type === "inspect.actor" || (m.type === "inspect.snapshot" && !this.#actors.has(m.actorId))) {
       const view: ActorView = {
         actorId: m.actorId,
@@ -125,7 +127,7 @@ export class InspectState {
         snapshot: m.snapshot,
         updatedAt: m.at,
         receivedAt,
-        ...(m.taskId !== undefined ? { taskId: m.taskId } : {}),
+        ...(taskId !== undefined ? { taskId } : {}),
         ...(m.parentId !== undefined ? { parentId: m.parentId } : {}),
         ...(m.type === "inspect.snapshot" ? { lastEvent: m.eventType } : {}),
       };
@@ -147,10 +149,10 @@ export class InspectState {
       if (moved) this.#recordState(actor);
       return;
     }
-    if (m.type === "inspect.event" && m.taskId !== undefined && actor?.isMachine) {
+    if (m.type === "inspect.event" && taskId !== undefined && actor?.isMachine) {
       // Events a machine receives go on its task's timeline; promise actors' internals would only add noise.
       if (m.event.type.startsWith("xstate.") && m.event.type !== "xstate.init" && !m.event.type.startsWith("xstate.done")) return;
-      const task = this.#task(m.taskId, m.at);
+      const task = this.#task(taskId, m.at);
       const path = nodePathOf(actor.snapshot.context);
       this.#addTimeline(task, {
         at: m.at,
@@ -199,14 +201,14 @@ export class InspectState {
   }
 
   /** One task with its timeline, or undefined when unknown. */
-  task(taskId: string): (TaskView & { timeline: TimelineEntry[]; actors: ActorView[] }) | undefined {
+  task(taskId: TaskId): (TaskView & { timeline: TimelineEntry[]; actors: ActorView[] }) | undefined {
     const task = this.#tasks.get(taskId);
     if (!task) return undefined;
     return { ...this.#summary(task), timeline: task.timeline, actors: [...this.#actors.values()].filter((a) => a.taskId === taskId) };
   }
 
   /** Whether a task is known. */
-  hasTask(taskId: string): boolean {
+  hasTask(taskId: TaskId): boolean {
     return this.#tasks.has(taskId);
   }
 
@@ -256,7 +258,7 @@ export class InspectState {
     if (task.nodeSet.size + task.processSet.size + task.roleSet.size !== before) this.#changedTasks.add(task.taskId);
   }
 
-  #task(taskId: string, at: number, replayed = false): TaskRecord {
+  #task(taskId: TaskId, at: number, replayed = false): TaskRecord {
     let task = this.#tasks.get(taskId);
     if (!task) {
       task = {

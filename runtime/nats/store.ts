@@ -7,6 +7,7 @@ import { Kvm, type KV } from "@nats-io/kv";
 import { nanos, type NatsConnection } from "@nats-io/transport-node";
 import { randomBytes } from "node:crypto";
 import { MAX_STORED_VALUE_BYTES, StoreRefusedError, type CreateResult, type Revisioned, type TaskStore } from "../../actors/bus.js";
+import type { TaskId } from "../../protocol/ids.js";
 import type { Subjects } from "../../protocol/subjects.js";
 import {
   chunkBytes,
@@ -357,9 +358,8 @@ export interface StoredTaskMessage {
  * filter subject per consumer and only a subset of a single stream subject, so the events and the
  * result are read by two ordered consumers and merged by stream sequence.
  * @returns an empty list when nothing is stored for the task.
- * @throws InvalidSubjectError when `taskId` is not a valid task id.
  */
-export async function readTaskEvents(nc: NatsConnection, subjects: Subjects, taskId: string): Promise<StoredTaskMessage[]> {
+export async function readTaskEvents(nc: NatsConnection, subjects: Subjects, taskId: TaskId): Promise<StoredTaskMessage[]> {
   const js = jetstream(nc);
   const parts = await Promise.all(
     [subjects.taskEvents(taskId), subjects.taskResult(taskId)].map((filter) => readSubject(js, subjects.eventsStream, filter)),

@@ -10,7 +10,7 @@
 import { randomUUID } from "node:crypto";
 import { Role, TaskState, type Message, type Part, type Task } from "@a2a-js/sdk";
 import { AgentEvent, type AgentExecutor, type ExecutionEventBus, type RequestContext } from "@a2a-js/sdk/server";
-import type { TaskBudget, TaskEvent, TaskOutcome } from "../../protocol/index.js";
+import { parseTaskId, type TaskBudget, type TaskEvent, type TaskId, type TaskOutcome } from "../../protocol/index.js";
 import { messageOf } from "../../protocol/errors.js";
 import { RemoteError, type DirigentClient } from "../client.js";
 import type { LibraryTool } from "./library-tools.js";
@@ -58,10 +58,12 @@ export const dataPart = (value: unknown): Part => ({
   mediaType: "application/json",
 });
 
+/** A message of the agent in A2A task `taskId` (the A2A task's id: a rejected one may be no dirigent task id). */
 function agentMessage(taskId: string, contextId: string, parts: Part[]): Message {
   return { messageId: randomUUID(), contextId, taskId, role: Role.ROLE_AGENT, parts, metadata: {}, extensions: [], referenceTaskIds: [] };
 }
 
+/** A status update of A2A task `taskId` (the A2A task's id: a rejected one may be no dirigent task id). */
 function status(bus: ExecutionEventBus, taskId: string, contextId: string, state: TaskState, text?: string): void {
   bus.publish(
     AgentEvent.statusUpdate({
@@ -109,7 +111,7 @@ export function taskOfMessage(
 
 /** The executor of `dirigent a2a`: one per server, holding the tasks it follows. */
 export class DirigentExecutor implements AgentExecutor {
-  private readonly runs = new Map<string, Run>();
+  private readonly runs = new Map<TaskId, Run>();
   private readonly tools: ReadonlyMap<string, LibraryTool>;
 
   constructor(private readonly deps: A2aExecutorDeps) {
@@ -129,8 +131,9 @@ export class DirigentExecutor implements AgentExecutor {
       metadata: message.metadata,
     };
     bus.publish(AgentEvent.task(task));
-    const run = this.runs.get(taskId);
-    if (existing && run) return this.answer(run, taskId, message, bus);
+    const id = parseTaskId(taskId);
+    const run = id === undefined ? undefined : this.runs.get(id);
+    if (existing && run && id !== undefined) return this.answer(run, id, message, bus);
     if (existing) {
       status(bus, taskId, contextId, TaskState.TASK_STATE_FAILED, "this server no longer follows the task (it was restarted)");
       return;
@@ -140,19 +143,27 @@ export class DirigentExecutor implements AgentExecutor {
       status(bus, taskId, contextId, TaskState.TASK_STATE_REJECTED, asked.problem);
       return;
     }
-    return this.start(taskId, contextId, asked, bus);
+    // The dirigent task keeps the A2A task's id, which a client may choose: one that is no task id fails the task, as
+    // the dirigent client refuses it.
+    if (id === undefined) {
+      status(bus, taskId, contextId, TaskState.TASK_STATE_FAILED, `illegal task id token '${taskId}'`);
+      return;
+    }
+    return this.start(id, contextId, asked, bus);
   };
 
   cancelTask = async (taskId: string, bus: ExecutionEventBus): Promise<void> => {
-    const run = this.runs.get(taskId);
+    // An A2A task whose id is no task id runs no dirigent task: there is nothing to cancel.
+    const id = parseTaskId(taskId);
+    const run = id === undefined ? undefined : this.runs.get(id);
     // A task waiting for input has no turn in progress: its final status goes to the bus of the cancellation.
     if (run && run.bus === undefined) run.bus = bus;
-    await this.deps.client.cancel(taskId).catch(() => undefined);
+    if (id !== undefined) await this.deps.client.cancel(id).catch(() => undefined);
     // A task that ended as the cancellation came gets its final status here, or the cancellation would wait for one.
     if (!run) status(bus, taskId, "", TaskState.TASK_STATE_CANCELED);
   };
 
-  private start(taskId: string, contextId: string, asked: { xml: string; inputs: Record<string, unknown> }, bus: ExecutionEventBus) {
+  private start(taskId: TaskId, contextId: string, asked: { xml: string; inputs: Record<string, unknown> }, bus: ExecutionEventBus) {
     const { client, budget } = this.deps;
     const run: Run = { contextId, bus, done: Promise.resolve() };
     const turn = this.turn(run);
@@ -177,7 +188,7 @@ export class DirigentExecutor implements AgentExecutor {
   }
 
   /** Answers the task's question with the message's text, then follows it to its end or its next question. */
-  private async answer(run: Run, taskId: string, message: Message, bus: ExecutionEventBus): Promise<void> {
+  private async answer(run: Run, taskId: TaskId, message: Message, bus: ExecutionEventBus): Promise<void> {
     run.bus = bus;
     const turn = this.turn(run);
     const { text } = readMessage(message);
@@ -197,7 +208,7 @@ export class DirigentExecutor implements AgentExecutor {
     return new Promise((resolve) => (run.pause = resolve));
   }
 
-  private onEvent(run: Run, taskId: string, e: TaskEvent): void {
+  private onEvent(run: Run, taskId: TaskId, e: TaskEvent): void {
     const bus = run.bus;
     if (!bus) return;
     if (e.type === "continuation.input") {
@@ -209,7 +220,7 @@ export class DirigentExecutor implements AgentExecutor {
     status(bus, taskId, run.contextId, TaskState.TASK_STATE_WORKING, `${e.type} (${e.state})${e.message ? `: ${e.message}` : ""}`);
   }
 
-  private finish(run: Run, taskId: string, outcome: TaskOutcome): void {
+  private finish(run: Run, taskId: TaskId, outcome: TaskOutcome): void {
     const bus = run.bus;
     if (!bus) return;
     const summary = taskSummary(outcome);

@@ -6,7 +6,6 @@
  * server ran are resources (`dirigent://tasks/<id>`, with their nodes at `…/nodes/<path>`); any task can be read by
  * that address.
  */
-import { randomUUID } from "node:crypto";
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import {
   CallToolRequestSchema,
@@ -19,9 +18,9 @@ import {
   type CallToolResult,
   type Tool,
 } from "@modelcontextprotocol/sdk/types.js";
-import { parseTaskId, type TaskBudget, type TaskEvent, type TaskOutcome } from "../../protocol/index.js";
+import { parseTaskId, type TaskBudget, type TaskEvent, type TaskId, type TaskOutcome } from "../../protocol/index.js";
 import { messageOf } from "../../protocol/errors.js";
-import { RemoteError, type DirigentClient } from "../client.js";
+import { newTaskId, RemoteError, type DirigentClient } from "../client.js";
 import type { LibraryTool } from "./library-tools.js";
 import { checkArguments, taskSummary, TaskList } from "./task-calls.js";
 
@@ -39,7 +38,7 @@ export interface McpServerDeps {
 }
 
 /** URI of a task's resource. */
-export const taskUri = (taskId: string): string => `dirigent://tasks/${taskId}`;
+export const taskUri = (taskId: TaskId): string => `dirigent://tasks/${taskId}`;
 
 const BUILT_IN: Tool[] = [
   {
@@ -138,8 +137,8 @@ export function createMcpServer(deps: McpServerDeps): Server {
       return run(xml, inputs ?? {});
     }
     if (name === "task_status" || name === "cancel_task") {
-      const id = args.task_id;
-      if (typeof id !== "string" || !parseTaskId(id)) return errorResult(`${name}: 'task_id' must be a task id (1–64 of [A-Za-z0-9_-])`);
+      const id = parseTaskId(args.task_id);
+      if (id === undefined) return errorResult(`${name}: 'task_id' must be a task id (1–64 of [A-Za-z0-9_-])`);
       try {
         const reply = name === "task_status" ? await deps.client.get(id) : await deps.client.cancel(id);
         return { content: [{ type: "text", text: JSON.stringify(reply) }], structuredContent: reply };
@@ -150,7 +149,7 @@ export function createMcpServer(deps: McpServerDeps): Server {
     throw new McpError(ErrorCode.InvalidParams, `unknown tool '${name.slice(0, 100)}'`);
 
     async function run(xml: string, inputs: Record<string, unknown>): Promise<CallToolResult> {
-      const taskId = randomUUID();
+      const taskId = newTaskId();
       const token = extra._meta?.progressToken;
       let progress = 0;
       const notify = (message: string) => {
@@ -210,9 +209,9 @@ export function createMcpServer(deps: McpServerDeps): Server {
   server.setRequestHandler(ReadResourceRequestSchema, async (request) => {
     const uri = request.params.uri;
     const match = /^dirigent:\/\/tasks\/([^/?#]+)(?:\/nodes\/([^/?#]+))?$/.exec(uri);
-    const id = match?.[1];
+    const id = parseTaskId(match?.[1]);
     const path = match?.[2] === undefined ? undefined : decodedPath(match[2]);
-    if (id === undefined || !parseTaskId(id) || path === "")
+    if (id === undefined || path === "")
       throw new McpError(
         ErrorCode.InvalidParams,
         `no such resource '${uri.slice(0, 200)}' (expected dirigent://tasks/<task id> or dirigent://tasks/<task id>/nodes/<path>)`,

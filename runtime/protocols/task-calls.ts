@@ -1,5 +1,5 @@
 /** What the protocol servers share about the tasks they run: argument checks, a task's summary, the tasks started. */
-import type { TaskError, TaskOutcome, Usage } from "../../protocol/index.js";
+import type { TaskError, TaskId, TaskOutcome, Usage } from "../../protocol/index.js";
 import type { LibraryTool } from "./library-tools.js";
 
 /** How many started tasks a server remembers for listing (the oldest are forgotten first). */
@@ -7,15 +7,15 @@ export const MAX_LISTED_TASKS = 1000;
 
 /** The ids of the tasks a server started, oldest first, at most {@link MAX_LISTED_TASKS}. */
 export class TaskList {
-  private readonly started: string[] = [];
+  private readonly started: TaskId[] = [];
 
-  add(taskId: string): void {
+  add(taskId: TaskId): void {
     if (this.started.includes(taskId)) return;
     this.started.push(taskId);
     if (this.started.length > MAX_LISTED_TASKS) this.started.shift();
   }
 
-  ids(): readonly string[] {
+  ids(): readonly TaskId[] {
     return [...this.started];
   }
 }
@@ -23,7 +23,7 @@ export class TaskList {
 /** A task's outcome as the protocol servers answer it. */
 export interface TaskSummary {
   [key: string]: unknown;
-  taskId: string;
+  taskId: TaskId;
   status: TaskOutcome["status"];
   content: string;
   notes: Record<string, unknown>;

@@ -16,6 +16,7 @@ import { startInspectServer, type InspectServer } from "../../runtime/inspect/se
 import { connectNats, NatsBus } from "../../runtime/nats/bus.js";
 import { randomRoot, startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 import { figureOf, fmt, percentile, record } from "./results.js";
+import { tid } from "../support/ids.js";
 
 const ACTORS = 1000;
 const BURSTS = 5;
@@ -108,7 +109,7 @@ beforeAll(async () => {
   await page.waitForSelector("body[data-ready=true]");
   const start = performance.now();
   for (let i = 0; i < ACTORS; i++) {
-    const taskId = `bench-${Math.floor(i / 10)}`;
+    const taskId = tid(`bench-${Math.floor(i / 10)}`);
     actors.push(
       createActor(toggle, {
         ...inspectOption({ inspect: publisher.hook }, "handler", taskId),

@@ -18,6 +18,7 @@ import {
 } from "../../machines/handler/session.js";
 import { taskMachine } from "../../machines/director/task.js";
 import type { SessionCheckpoint, TaskResult } from "../../protocol/index.js";
+import { tid } from "../support/ids.js";
 
 const RESULT: TaskResult = { content: "ok", status: "COMPLETE", notes: {} };
 const REPLY: ModelReply = {
@@ -61,12 +62,12 @@ const SESSION_INPUT = {
 
 /** Runs the three machines of one trivial task, one after the other. */
 async function oneTask(i: number): Promise<void> {
-  const t = createActor(task, { input: { taskId: `t-${i}`, xml: "<task/>", inputs: {} } });
+  const t = createActor(task, { input: { taskId: tid(`t-${i}`), xml: "<task/>", inputs: {} } });
   const tDone = toPromise(t);
   t.start();
   t.send({ type: "task.start" });
   const e = createActor(evaluation, {
-    input: { taskId: `t-${i}`, path: "0", node: { kind: "task", type: "atomic" }, env: rootEnv({}), entry: true },
+    input: { taskId: tid(`t-${i}`), path: "0", node: { kind: "task", type: "atomic" }, env: rootEnv({}), entry: true },
   });
   const eDone = toPromise(e);
   e.start().send(START);

@@ -1,8 +1,9 @@
 /**
  * The inspector page in headless Debian Chromium shows hostile runtime data as text: inspection messages and task
- * events published on a real nats-server carry `<img onerror>` and `<script>` in their task id, process, actor id,
- * machine name, state value, event type and message, and a map's node paths. None becomes an element, no script
- * runs, and the page breaks no rule of its Content-Security-Policy. A forged chart (a `/api/machines` answer with a script, handlers, a link
+ * events published on a real nats-server carry `<img onerror>` and `<script>` in their process, actor id, machine
+ * name, state value, event type and message, and a map's node paths; a task id cannot carry them (an actor under an
+ * illegal one belongs to no task). None becomes an element, no script runs, and the page breaks no rule of its
+ * Content-Security-Policy. A forged chart (a `/api/machines` answer with a script, handlers, a link
  * and a foreign object) loses all of them before it reaches the page.
  */
 import { connect, type NatsConnection } from "@nats-io/transport-node";
@@ -86,11 +87,22 @@ async function expectNothingInjected(page: Page, allowed: RegExp = /$^/): Promis
 }
 
 describe("the inspector page with hostile runtime data", () => {
-  it("shows task ids, processes, machines, states, events and messages as text, with a CSP and no script run", async () => {
+  it("shows processes, machines, states, events and messages as text, with a CSP and no script run", async () => {
     const subjects = createSubjects(root);
-    const taskId = `task-${EVIL}`;
+    const taskId = `task-${Date.now()}`;
+    const illegalTaskId = `task-${EVIL}`;
     const base = { process: `proc-${EVIL}`, role: "director" as const, taskId, rootId: `a1-${EVIL}`, at: Date.now() };
     const messages: InspectMessage[] = [
+      // Sent first: once the legal task is listed, this one has been read, and it lists no task.
+      {
+        type: "inspect.actor",
+        ...base,
+        taskId: illegalTaskId,
+        actorId: `a0-${EVIL}`,
+        machine: "task",
+        isMachine: true,
+        snapshot: { status: "active", value: "running" },
+      },
       {
         type: "inspect.actor",
         ...base,
@@ -139,11 +151,12 @@ describe("the inspector page with hostile runtime data", () => {
     expect(response?.headers()["x-frame-options"]).toBe("DENY");
     await page.waitForSelector("body[data-ready=true]");
 
-    // The hostile task is listed and selected, its id and timeline shown as written.
+    // The task is listed and selected, its timeline shown as written; the illegal task id is no task.
     const row = (id: string) => page.locator("#tasks .task").filter({ has: page.locator(".id", { hasText: id }) });
     await row(taskId).waitFor();
     expect(await row(taskId).locator(".id").textContent()).toBe(taskId);
     expect(await page.locator("#detail-task").textContent()).toBe(taskId);
+    expect(await page.locator("#tasks .task .id").allTextContents()).not.toContain(illegalTaskId);
     // The machines' events are behind the timeline's toggle.
     await page.check("#show-xstate");
     await page.locator("#timeline li .type", { hasText: `ev-${EVIL}` }).waitFor();

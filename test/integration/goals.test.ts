@@ -15,6 +15,7 @@ import { startMockLlm, type MockLlmServer } from "../../runtime/model/mock-serve
 import { startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 import { Recorder } from "../support/recorder.js";
 import { newTaskId, startStack, type Stack } from "../support/stack.js";
+import { tid } from "../support/ids.js";
 
 let server: TestNatsServer;
 let mock: MockLlmServer;
@@ -307,7 +308,7 @@ describe("result collection", () => {
     const order: string[] = [];
     const deps = { bus: stack.transport.bus, subjects: stack.system.subjects, log: silentLogger, now: () => new Date(), newId: newTaskId };
     const started = Date.now();
-    const results: CollectedResult[] = await collectResults(deps, [slow, "never-submitted", fast, late], {
+    const results: CollectedResult[] = await collectResults(deps, [slow, tid("never-submitted"), fast, late], {
       timeoutMs: 1_500,
       onSettled: (r) => order.push(r.taskId),
     });

@@ -22,6 +22,7 @@ import { RemoteError } from "../../actors/ask.js";
 import { decode, encode, RunMarker } from "../../protocol/index.js";
 import { openKvStore, type NatsTaskStore } from "../../runtime/nats/store.js";
 import { randomRoot, startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
+import { tid } from "../support/ids.js";
 
 /** Short timings, so a lease runs out within the test; the logic is the one of the defaults. */
 const TIMING = { heartbeatMs: 100, leaseMs: 300, pollMs: 20 };
@@ -142,13 +143,13 @@ describe("the run gate", () => {
     const answer = new Promise<string>((resolve) => (finish = resolve));
     const joins: JoinedAt[] = [];
     const first = gate.run(
-      "t",
+      tid("t"),
       key,
       async () => (runs++, answer),
       (at) => joins.push(at),
     );
     const second = gate.run(
-      "t",
+      tid("t"),
       key,
       async () => (runs++, "second"),
       (at) => joins.push(at),
@@ -169,7 +170,7 @@ describe("the run gate", () => {
     const answer = new Promise<void>((resolve) => (finish = resolve));
     const ran: string[] = [];
     const first = here.run(
-      "t",
+      tid("t"),
       key,
       async (waited, releaseAfter) => {
         await answer;
@@ -183,7 +184,7 @@ describe("the run gate", () => {
     while ((await store.get(markerKey(key))) === undefined) await delay(5);
     const joins: JoinedAt[] = [];
     const second = there.run(
-      "t",
+      tid("t"),
       key,
       async (waited) => (ran.push(`second waited=${waited}`), "second"),
       (at) => joins.push(at),
@@ -206,7 +207,7 @@ describe("the run gate", () => {
     let finish!: () => void;
     const answer = new Promise<void>((resolve) => (finish = resolve));
     const first = here.run(
-      "t1",
+      tid("t1"),
       key,
       async () => (await answer, "first"),
       () => undefined,
@@ -215,13 +216,13 @@ describe("the run gate", () => {
     let joined!: () => void;
     const waiting = new Promise<void>((resolve) => (joined = resolve));
     const second = there.run(
-      "t1",
+      tid("t1"),
       key,
       async () => "second",
       () => joined(),
     );
     await waiting;
-    there.cancel("t1");
+    there.cancel(tid("t1"));
     await expect(second).rejects.toMatchObject({ code: "UNAVAILABLE" });
     finish();
     expect(await first).toBe("first");

@@ -8,6 +8,7 @@ import { openWorkQueue } from "../../runtime/nats/queue.js";
 import { busContract } from "../support/bus-contract.js";
 import { NATS_CONF, randomRoot, startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 import { Recorder, text } from "../support/recorder.js";
+import { tid } from "../support/ids.js";
 
 let server: TestNatsServer;
 beforeAll(async () => {
@@ -154,13 +155,13 @@ describe("NatsBus over a real server", () => {
     bus.publish(subjects.taskResult("a"), text.encode("a-result"));
     await bus.flush();
 
-    const read = await readTaskEvents(nc, subjects, "a");
+    const read = await readTaskEvents(nc, subjects, tid("a"));
     expect(read.map((m) => [m.subject, text.decode(m.data)])).toEqual([
       [subjects.taskEvents("a"), "a1"],
       [subjects.taskEvents("a"), "a2"],
       [subjects.taskResult("a"), "a-result"],
     ]);
-    expect(await readTaskEvents(nc, subjects, "nothing-here")).toEqual([]);
+    expect(await readTaskEvents(nc, subjects, tid("nothing-here"))).toEqual([]);
     await bus.close();
   });
 });

@@ -18,6 +18,7 @@ import { Recorder } from "../support/recorder.js";
 import { newTaskId, startStack, type Stack } from "../support/stack.js";
 import { nodeKey } from "../../actors/evaluator/node-records.js";
 import { readTaskRecord } from "../../actors/director/records.js";
+import { tid } from "../support/ids.js";
 
 const TASK = `<task type="sequential">
   <description>Three steps.</description>
@@ -73,7 +74,7 @@ async function original(): Promise<string> {
 }
 
 async function taskRecord(taskId: string): Promise<TaskRecord> {
-  const read = await readTaskRecord(stack.transport.store, taskId);
+  const read = await readTaskRecord(stack.transport.store, tid(taskId));
   if (!read) throw new Error(`no record of ${taskId}`);
   return read.record;
 }

@@ -18,6 +18,7 @@ import { readTaskEvents } from "../../runtime/nats/store.js";
 import { startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 import { Recorder } from "../support/recorder.js";
 import { newTaskId, startStack, type Stack } from "../support/stack.js";
+import { tid } from "../support/ids.js";
 
 let server: TestNatsServer;
 let mock: MockLlmServer;
@@ -66,7 +67,7 @@ async function orphan(s: Stack, taskId: string, machine: TaskRecord["machine"]):
 async function runningSnapshot(taskId: string): Promise<unknown> {
   const actor = createActor(
     taskMachine.provide({ actors: { evaluate: fromPromise<TaskResult, TaskInput>(() => new Promise(() => undefined)) } }),
-    { input: { taskId, xml: XML, inputs: {} } },
+    { input: { taskId: tid(taskId), xml: XML, inputs: {} } },
   ).start();
   actor.send({ type: "task.start" });
   await waitFor(actor, (s) => s.hasTag("running"));
@@ -95,7 +96,7 @@ async function resultsOnceSettled(s: Stack, taskId: string): Promise<number> {
         );
       await delay(50);
     }
-    return (await readTaskEvents(nc, subjects, taskId)).filter((m) => m.subject === subjects.taskResult(taskId)).length;
+    return (await readTaskEvents(nc, subjects, tid(taskId))).filter((m) => m.subject === subjects.taskResult(taskId)).length;
   } finally {
     await nc.close();
   }

@@ -6,8 +6,9 @@ import { loadConfig, type Config } from "../../runtime/config.js";
 import { DirigentClient } from "../../runtime/client.js";
 import { openMemoryTransport, openNatsTransport, type OpenTransport } from "../../runtime/transport.js";
 import { startSystem, type Role, type SystemHandle } from "../../runtime/system.js";
-import { createSubjects } from "../../protocol/index.js";
+import { createSubjects, type TaskId } from "../../protocol/index.js";
 import { silentLogger, type Logger } from "../../actors/deps.js";
+import { tid } from "./ids.js";
 import { randomRoot } from "./nats-server.js";
 import type { TypeScriptTool } from "../../runtime/tools/typescript.js";
 
@@ -45,7 +46,7 @@ export interface Stack extends AsyncDisposable {
 }
 
 /** A unique task id for a test. */
-export const newTaskId = (): string => `t-${randomUUID()}`;
+export const newTaskId = (): TaskId => tid(`t-${randomUUID()}`);
 
 /** Starts transport, mock model and roles. */
 export async function startStack(options: StackOptions = {}): Promise<Stack> {

@@ -15,6 +15,7 @@ import { claimTask, readTaskRecord } from "../../actors/director/records.js";
 import { checkpointer, type RunningTask } from "../../actors/director/task.js";
 import { MemoryTaskStore } from "../../runtime/in-process/store.js";
 import type { TaskId, TaskRecord } from "../../protocol/index.js";
+import { tid } from "../support/ids.js";
 
 const at = "2026-01-01T00:00:00.000Z";
 const queued: TaskRecord = { taskId: "t1" as TaskId, state: "queued", xml: "<task/>", inputs: {}, submittedAt: at, updatedAt: at };
@@ -42,11 +43,11 @@ async function heartbeating(store: FlakyStore) {
     error: (_, msg) => void logged.push(`error: ${msg}`),
   };
   const deps = { log, now: () => new Date(at) } as Pick<ActorDeps, "log" | "now">;
-  const claimed = await claimTask(store as TaskStore, "t1", "director-a", deps.now, { queued, intakeSeq: 1 });
+  const claimed = await claimTask(store as TaskStore, tid("t1"), "director-a", deps.now, { queued, intakeSeq: 1 });
   if (claimed.kind !== "claimed") throw new Error(`expected a claim, got ${claimed.kind}`);
   const signals: string[] = [];
   const item = {
-    id: "t1",
+    id: tid("t1"),
     data: new Uint8Array(),
     deliveries: 1,
     seq: 1,
@@ -75,7 +76,7 @@ async function heartbeating(store: FlakyStore) {
       cancelOthers: () => undefined,
     },
   });
-  const run = createActor(machine, { input: { taskId: "t1" } }).start();
+  const run = createActor(machine, { input: { taskId: tid("t1") } }).start();
   await waitFor(run, (s) => s.matches("running"));
   /** One heartbeat, and its checkpoint written (or failed). */
   const beat = async () => {
@@ -98,7 +99,7 @@ describe("the Director's heartbeat (run machine and checkpoints)", () => {
     await beat();
     await waitFor(run, (s) => s.matches({ running: "stored" }));
     expect(run.getSnapshot().context.checkpointed).toBe(4);
-    expect((await readTaskRecord(store, "t1"))?.record.seq).toBe(4);
+    expect((await readTaskRecord(store, tid("t1")))?.record.seq).toBe(4);
     // Progress is signalled on the delivery at every beat, written or not.
     expect(signals).toEqual(["working", "working"]);
   });
@@ -121,7 +122,7 @@ describe("the Director's heartbeat (run machine and checkpoints)", () => {
     const store = new FlakyStore();
     const { run, task, beat } = await heartbeating(store);
     // Another Director takes the claim over.
-    await claimTask(store, "t1", "director-b", () => new Date(at), { intakeSeq: 1 });
+    await claimTask(store, tid("t1"), "director-b", () => new Date(at), { intakeSeq: 1 });
     task.seq = 3;
     await beat();
     await waitFor(run, (s) => s.status === "done");

@@ -1,9 +1,10 @@
 import { describe, expect, it } from "vitest";
-import type { WorkItem } from "../../actors/bus.js";
+import type { TaskItem } from "../../actors/bus.js";
 import { submissionGates } from "../../actors/director/gates.js";
+import { tid } from "../support/ids.js";
 
-const item = (id: string, seq: number): WorkItem => ({
-  id,
+const item = (id: string, seq: number): TaskItem => ({
+  id: tid(id),
   seq,
   data: new Uint8Array(0),
   deliveries: 1,
@@ -15,7 +16,7 @@ const item = (id: string, seq: number): WorkItem => ({
 describe("a Director's submission gates", () => {
   it("holds a delivery until its submission is answered, then drops it when that submission removed its item", async () => {
     const gates = submissionGates();
-    const close = gates.submitting("t1");
+    const close = gates.submitting(tid("t1"));
     let settled: boolean | undefined;
     const waiting = gates.dropped(item("t1", 7)).then((dropped) => (settled = dropped));
     await Promise.resolve();
@@ -26,11 +27,11 @@ describe("a Director's submission gates", () => {
 
   it("lets a delivery run once its submission is answered without removing it, or another item of the task", async () => {
     const gates = submissionGates();
-    const close = gates.submitting("t2");
+    const close = gates.submitting(tid("t2"));
     const kept = gates.dropped(item("t2", 3));
     close(undefined);
     expect(await kept).toBe(false);
-    const other = gates.submitting("t3");
+    const other = gates.submitting(tid("t3"));
     const later = gates.dropped(item("t3", 9));
     other(8);
     expect(await later).toBe(false);

@@ -4,9 +4,10 @@ import { eventPublisher, type EventPublisher } from "../../actors/director/messa
 import { silentLogger, type ActorDeps } from "../../actors/deps.js";
 import { createSubjects, decode, TaskEvent } from "../../protocol/index.js";
 import { MemoryBus } from "../../runtime/in-process/bus.js";
+import { tid } from "../support/ids.js";
 
 /** Resolves once every event of `taskId` published so far is stored (or given up on): nothing follows them. */
-const settled = (publish: EventPublisher, taskId: string) => publish.afterEvents(taskId, async () => undefined);
+const settled = (publish: EventPublisher, taskId: string) => publish.afterEvents(tid(taskId), async () => undefined);
 
 const deps = (): ActorDeps => ({
   bus: new MemoryBus({ onError: () => undefined }),
@@ -35,8 +36,8 @@ describe("eventPublisher with a store", () => {
       stored.push({ taskId, seq, id });
     };
     const publish = eventPublisher(deps(), store);
-    for (let seq = 1; seq <= 5; seq++) publish("t1", seq, "node.started", "running");
-    publish("t2", 1, "task.queued", "queued");
+    for (let seq = 1; seq <= 5; seq++) publish(tid("t1"), seq, "node.started", "running");
+    publish(tid("t2"), 1, "task.queued", "queued");
     await Promise.all([settled(publish, "t1"), settled(publish, "t2")]);
     expect(stored.filter((s) => s.taskId === "t1").map((s) => s.seq)).toEqual([1, 2, 4, 5]);
     expect(stored.filter((s) => s.taskId === "t2").map((s) => s.seq)).toEqual([1]);
@@ -58,12 +59,12 @@ describe("eventPublisher with a store", () => {
       stored.push(event.value.seq);
     };
     const publish = eventPublisher(deps(), store);
-    publish("t1", 1, "node.started", "running");
-    publish("t1", 2, "model.turn", "running");
-    publish("t1", 3, "node.finished", "running");
+    publish(tid("t1"), 1, "node.started", "running");
+    publish(tid("t1"), 2, "model.turn", "running");
+    publish(tid("t1"), 3, "node.finished", "running");
     await new Promise<void>((resolve) => setImmediate(resolve));
     let cutDone = false;
-    const cut = publish.cut("t1").then(() => (cutDone = true));
+    const cut = publish.cut(tid("t1")).then(() => (cutDone = true));
     await new Promise<void>((resolve) => setImmediate(resolve));
     // The store under way is told (no retry) and waited for; the two behind it never go out.
     expect(signals[0]?.aborted).toBe(true);
@@ -71,7 +72,7 @@ describe("eventPublisher with a store", () => {
     release();
     await cut;
     expect(stored).toEqual([1]);
-    publish("t1", 9, "task.resumed", "running");
+    publish(tid("t1"), 9, "task.resumed", "running");
     await settled(publish, "t1");
     expect(stored).toEqual([1, 9]);
     expect(signals[1]?.aborted).toBe(false);
@@ -85,7 +86,7 @@ describe("eventPublisher with a store", () => {
       if (e.ok) seen.push(e.value.seq);
     });
     const publish = eventPublisher(d);
-    publish("t1", 1, "task.queued", "queued");
+    publish(tid("t1"), 1, "task.queued", "queued");
     await settled(publish, "t1");
     await d.bus.flush();
     expect(seen).toEqual([1]);
@@ -116,9 +117,9 @@ describe("eventPublisher: what follows the events (the result)", () => {
   it("where the stream keeps the order sent, sends every event and the result at once and resolves once all are stored", async () => {
     const { calls, store, settle } = manual();
     const publish = eventPublisher(deps(), store, undefined, () => true);
-    for (let seq = 1; seq <= 3; seq++) publish("t1", seq, "node.started", "running");
+    for (let seq = 1; seq <= 3; seq++) publish(tid("t1"), seq, "node.started", "running");
     let done = false;
-    const result = publish.afterEvents("t1", () => store("result", new Uint8Array())).then(() => (done = true));
+    const result = publish.afterEvents(tid("t1"), () => store("result", new Uint8Array())).then(() => (done = true));
     // All sent before any acknowledgement, the result last.
     expect(calls).toEqual(["e1", "e2", "e3", "result"]);
     settle("result");
@@ -135,9 +136,9 @@ describe("eventPublisher: what follows the events (the result)", () => {
   it("else sends the result only once the last event is stored, and rejects as its store does", async () => {
     const { calls, store, settle } = manual();
     const publish = eventPublisher(deps(), store, undefined, () => false);
-    publish("t1", 1, "node.started", "running");
-    publish("t1", 2, "task.completed", "completed");
-    const result = publish.afterEvents("t1", () => store("result", new Uint8Array()));
+    publish(tid("t1"), 1, "node.started", "running");
+    publish(tid("t1"), 2, "task.completed", "completed");
+    const result = publish.afterEvents(tid("t1"), () => store("result", new Uint8Array()));
     await tick();
     expect(calls).toEqual(["e1"]);
     settle("e1");
@@ -153,10 +154,10 @@ describe("eventPublisher: what follows the events (the result)", () => {
   it("rejects as the result's store does where the order is kept too, after the events", async () => {
     const { store, settle } = manual();
     const publish = eventPublisher(deps(), store, undefined, () => true);
-    publish("t1", 1, "task.completed", "completed");
+    publish(tid("t1"), 1, "task.completed", "completed");
     let rejected = false;
     const result = publish
-      .afterEvents("t1", () => store("result", new Uint8Array()))
+      .afterEvents(tid("t1"), () => store("result", new Uint8Array()))
       .catch((err: Error) => ((rejected = true), err.message));
     settle("result", new Error("result not stored"));
     await tick();

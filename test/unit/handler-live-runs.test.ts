@@ -1,11 +1,12 @@
 import { describe, expect, it } from "vitest";
 import { liveRuns } from "../../actors/handler/live-runs.js";
+import { tid } from "../support/ids.js";
 
 describe("a Handler's runs in flight", () => {
   const setup = () => {
     const runs = liveRuns();
     const stopped: string[] = [];
-    const add = (taskId: string, nodePath: string) => runs.add(taskId, nodePath, () => stopped.push(`${taskId}/${nodePath}`));
+    const add = (taskId: string, nodePath: string) => runs.add(tid(taskId), nodePath, () => stopped.push(`${taskId}/${nodePath}`));
     return { runs, stopped, add };
   };
 
@@ -18,8 +19,8 @@ describe("a Handler's runs in flight", () => {
     add("t1", "0");
     add("t1", "1");
     add("t2", "1");
-    if (act === "cancel") runs.cancelTask("t1");
-    else if (act === "abort") runs.abortNode("t1", "1");
+    if (act === "cancel") runs.cancelTask(tid("t1"));
+    else if (act === "abort") runs.abortNode(tid("t1"), "1");
     else runs.stopAll();
     expect(stopped).toEqual(want);
   });
@@ -29,7 +30,7 @@ describe("a Handler's runs in flight", () => {
     const ended = add("t1", "0");
     add("t1", "1");
     ended();
-    runs.cancelTask("t1");
+    runs.cancelTask(tid("t1"));
     expect(stopped).toEqual(["t1/1"]);
     const again = add("t2", "0");
     again();

@@ -12,6 +12,7 @@ import { MAX_BRANCHES, MAX_MAPS, MAX_TASK_BRANCHES, type MapView } from "../../r
 import { startInspectServer, type InspectServer } from "../../runtime/inspect/server.js";
 import { InspectState, type TaskView } from "../../runtime/inspect/state.js";
 import { branchFinished, branchStarted, mapStarted, relayed } from "../support/map-events.js";
+import { tid } from "../support/ids.js";
 
 const INNER = "0/map:1:0.steps.0";
 
@@ -92,12 +93,12 @@ describe("the inspector's map view", () => {
     state.applyTaskEvent(finished);
     state.applyTaskEvent(started, true);
     // Known from its branches only: the map's total, no parallelism yet.
-    expect(state.task("t")?.maps).toEqual([
+    expect(state.task(tid("t"))?.maps).toEqual([
       { nodePath: "0", total: 2, finished: 1, branches: [{ branch: 1, nodePath: "0.steps.0", state: "CANCELLED" }] },
     ]);
     state.applyTaskEvent(finished);
     state.applyTaskEvent(rerun);
-    expect(state.task("t")?.maps?.[0]?.branches).toEqual([{ branch: 1, nodePath: "0.steps.0", state: "running" }]);
+    expect(state.task(tid("t"))?.maps?.[0]?.branches).toEqual([{ branch: 1, nodePath: "0.steps.0", state: "running" }]);
   });
 
   it("keeps the maps at the step of a map over a list apart, by the scoped node paths of their branches", () => {
@@ -115,7 +116,7 @@ describe("the inspector's map view", () => {
       branchFinished("0.steps.0", `${inner(1)}.steps.1`, 2, 2, "COMPLETE", 1),
     ]);
     for (const event of events) state.applyTaskEvent(event);
-    const maps = state.task("t")?.maps ?? [];
+    const maps = state.task(tid("t"))?.maps ?? [];
     expect(maps.map((m) => m.nodePath)).toEqual(["0", inner(0), inner(1)]);
     expect(maps[1]?.branches).toEqual([{ branch: 1, nodePath: `${inner(0)}.steps.0`, state: "running" }]);
     expect(maps[2]).toMatchObject({ finished: 1, branches: [{ branch: 2, nodePath: `${inner(1)}.steps.1`, state: "COMPLETE" }] });
@@ -135,8 +136,8 @@ describe("the inspector's map view", () => {
       { event: "step.started", message: "step 1/2", data: { nodePath: "0.steps.0" } },
     ]);
     for (const event of events) state.applyTaskEvent(event);
-    expect(state.task("t")).not.toHaveProperty("maps");
-    expect(state.task("t")?.timeline).toHaveLength(events.length);
+    expect(state.task(tid("t"))).not.toHaveProperty("maps");
+    expect(state.task(tid("t"))?.timeline).toHaveLength(events.length);
   });
 
   it("keeps at most the first MAX_BRANCHES branches of a map, and the count of those finished", () => {
@@ -144,7 +145,7 @@ describe("the inspector's map view", () => {
     const total = MAX_BRANCHES + 50;
     const many = Array.from({ length: total }, (_, i) => branchFinished("0", `0/map:${i}`, i + 1, total, "COMPLETE", i + 1));
     for (const event of relayed("t", many)) state.applyTaskEvent(event);
-    const [map] = state.task("t")?.maps ?? [];
+    const [map] = state.task(tid("t"))?.maps ?? [];
     expect(map?.branches).toHaveLength(MAX_BRANCHES);
     expect(map?.branches.at(-1)?.branch).toBe(MAX_BRANCHES);
     expect(map).toMatchObject({ total, finished: total });
@@ -157,19 +158,19 @@ describe("the inspector's map view", () => {
       Array.from({ length: 200 }, (_, i) => branchStarted(`0.steps.${m}`, `0.steps.${m}/map:${i}`, i + 1, 200)),
     ).flat();
     for (const event of relayed("t", reports)) state.applyTaskEvent(event);
-    const kept = state.task("t")?.maps ?? [];
+    const kept = state.task(tid("t"))?.maps ?? [];
     expect(kept.reduce((n, m) => n + m.branches.length, 0)).toBe(MAX_TASK_BRANCHES);
     expect(kept.at(-1)).toMatchObject({ branches: [], truncated: true });
     expect(kept.filter((m) => m.truncated)).toHaveLength(1);
     // A known branch still changes once the task is full.
     state.applyTaskEvent(relayed("t", [branchFinished("0.steps.0", "0.steps.0/map:0", 1, 200, "FAILED", 1)], 5000)[0] as TaskEvent);
-    expect(state.task("t")?.maps?.[0]?.branches[0]?.state).toBe("FAILED");
+    expect(state.task(tid("t"))?.maps?.[0]?.branches[0]?.state).toBe("FAILED");
     for (const event of relayed(
       "t",
       Array.from({ length: MAX_MAPS + 5 }, (_, m) => mapStarted(`1.steps.${m}`, 2, 1)),
       6000,
     ))
       state.applyTaskEvent(event);
-    expect(state.task("t")?.maps).toHaveLength(MAX_MAPS);
+    expect(state.task(tid("t"))?.maps).toHaveLength(MAX_MAPS);
   });
 });

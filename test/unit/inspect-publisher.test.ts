@@ -10,6 +10,7 @@ import { createInspectPublisher, inspectHookFor, samplePoint } from "../../runti
 import { secretValues } from "../../runtime/secrets.js";
 import { REDACTED } from "../../runtime/inspect/sanitize.js";
 import { MemoryBus } from "../../runtime/in-process/bus.js";
+import { tid } from "../support/ids.js";
 
 const subjects = createSubjects("insp");
 let bus: MemoryBus;
@@ -49,7 +50,7 @@ const machine = setup({
 });
 
 async function runProbe(publisher: { hook: InspectHook }): Promise<void> {
-  const actor = createActor(machine, inspectOption({ inspect: publisher.hook }, "evaluator", "t-1")).start();
+  const actor = createActor(machine, inspectOption({ inspect: publisher.hook }, "evaluator", tid("t-1"))).start();
   actor.send({ type: "go", token: "tok-123" });
   await new Promise<void>((resolve) => actor.subscribe((s) => s.matches("waiting") && resolve()));
   actor.send({ type: "finish" });
@@ -112,7 +113,7 @@ describe("inspection publisher", () => {
       initial: "on",
       states: { on: { on: { inc: { actions: assign({ n: ({ context }) => context.n + 1 }) } } } },
     });
-    const actor = createActor(counter, inspectOption({ inspect: publisher.hook }, "handler", "t-2")).start();
+    const actor = createActor(counter, inspectOption({ inspect: publisher.hook }, "handler", tid("t-2"))).start();
     for (let i = 0; i < 50; i++) actor.send({ type: "inc" });
     await bus.flush();
     expect(seen.messages.length).toBeLessThanOrEqual(6);
@@ -128,8 +129,8 @@ describe("inspection publisher", () => {
   });
 
   it("samples whole tasks by task id, the same way in every process", () => {
-    expect(samplePoint("task-a")).toBe(samplePoint("task-a"));
-    const points = Array.from({ length: 4000 }, (_, i) => samplePoint(`task-${i}-x`));
+    expect(samplePoint(tid("task-a"))).toBe(samplePoint(tid("task-a")));
+    const points = Array.from({ length: 4000 }, (_, i) => samplePoint(tid(`task-${i}-x`)));
     const share = points.filter((p) => p < 0.25).length / points.length;
     expect(share).toBeGreaterThan(0.2);
     expect(share).toBeLessThan(0.3);
@@ -138,7 +139,7 @@ describe("inspection publisher", () => {
   it("publishes nothing for tasks outside the sample, and costs nothing when off", async () => {
     bus = new MemoryBus({ onError: () => undefined });
     const seen = record(bus);
-    const out = Array.from({ length: 50 }, (_, i) => `t-${i}`).find((id) => samplePoint(id) >= 0.1) as string;
+    const out = Array.from({ length: 50 }, (_, i) => tid(`t-${i}`)).find((id) => samplePoint(id) >= 0.1) ?? tid("t-none");
     const publisher = createInspectPublisher({ bus, subjects, maxPerSec: 1000, sample: 0.1 });
     createActor(machine, inspectOption({ inspect: publisher.hook }, "director", out))
       .start()
@@ -170,7 +171,7 @@ describe("inspection publisher", () => {
       initial: "a",
       states: { a: { on: { go: { actions: assign({ note: ({ event }) => String(event["text"]) }) } } } },
     });
-    createActor(machine, inspectOption({ inspect: hook }, "director", "t1"))
+    createActor(machine, inspectOption({ inspect: hook }, "director", tid("t1")))
       .start()
       .send({ type: "go", text: "with sk-config-key-1 and nats-token-42" });
     await bus.flush();

@@ -10,6 +10,7 @@ import { parseTemplate } from "../../machines/language/parse.js";
 import type { TaskNode } from "../../machines/language/ast.js";
 import { MemoryTaskStore } from "../../runtime/in-process/store.js";
 import type { TaskResult } from "../../protocol/index.js";
+import { tid } from "../support/ids.js";
 
 function task(xml: string): TaskNode {
   const parsed = parseTemplate(xml);
@@ -51,9 +52,9 @@ describe("node records and the walk's effects", () => {
     const log: string[] = [];
     const store = new HeldStore(log);
     const short = (key: string) => key.slice(key.lastIndexOf(".") + 1, key.lastIndexOf(".") + 7);
-    const keyOf = (path: string) => short(nodeKey("t1", path, 1));
+    const keyOf = (path: string) => short(nodeKey(tid("t1"), path, 1));
     const records = nodeRecorder({
-      taskId: "t1",
+      taskId: tid("t1"),
       store,
       log: silentLogger,
       now: () => new Date(0),
@@ -111,7 +112,7 @@ describe("node records and the walk's effects", () => {
   it("calls at once and publishes at once when no record is on its way", async () => {
     const log: string[] = [];
     const records = nodeRecorder({
-      taskId: "t2",
+      taskId: tid("t2"),
       log: silentLogger,
       now: () => new Date(0),
       mask: (text) => text,

@@ -11,6 +11,7 @@ import { rootEnv } from "../../machines/language/env.js";
 import { parseTemplate } from "../../machines/language/parse.js";
 import type { NodeListReply, SessionState, TaskResult } from "../../protocol/index.js";
 import { formatTree } from "../../runtime/cli/output.js";
+import { tid } from "../support/ids.js";
 
 function atomic(description: string) {
   const parsed = parseTemplate(`<task><description>${description}</description></task>`);
@@ -28,7 +29,7 @@ describe("node records", () => {
   it("count a suspended and resumed session's use once", async () => {
     const progress: Record<string, unknown>[] = [];
     const records = nodeRecorder({
-      taskId: "t-1",
+      taskId: tid("t-1"),
       log: silentLogger,
       now: () => new Date(0),
       mask: (text) => text,

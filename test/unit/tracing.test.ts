@@ -14,6 +14,7 @@ import { maskingSpanProcessor } from "../../runtime/tracing/masking.js";
 import { createModelClient } from "../../runtime/model/openai.js";
 import { startMockLlm } from "../../runtime/model/mock-server.js";
 import type { CallModel } from "../../actors/model.js";
+import { tid } from "../support/ids.js";
 
 const TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736";
 const PARENT = `00-${TRACE_ID}-00f067aa0ba902b7-01`;
@@ -92,7 +93,10 @@ describe("with an SDK", () => {
   it("gives a model call gen_ai attributes, without its prompt and completion unless opted in", async () => {
     exporter.reset();
     const mask = createMasker(["sk-secret-123"]);
-    await tracedModel(call, { parent: parent(), taskId: "t", nodePath: "0", content: false, mask })(request, new AbortController().signal);
+    await tracedModel(call, { parent: parent(), taskId: tid("t"), nodePath: "0", content: false, mask })(
+      request,
+      new AbortController().signal,
+    );
     const [plain] = spans();
     expect(plain?.name).toBe("chat m");
     expect(plain?.attributes).toMatchObject({
@@ -106,7 +110,10 @@ describe("with an SDK", () => {
     expect(JSON.stringify(plain?.attributes)).not.toMatch(/prompt|answer|secret/);
 
     exporter.reset();
-    await tracedModel(call, { parent: parent(), taskId: "t", nodePath: "0", content: true, mask })(request, new AbortController().signal);
+    await tracedModel(call, { parent: parent(), taskId: tid("t"), nodePath: "0", content: true, mask })(
+      request,
+      new AbortController().signal,
+    );
     const recorded = JSON.stringify(spans()[0]?.attributes);
     expect(recorded).toMatch(/the prompt with \[redacted\]/);
     expect(recorded).toMatch(/the answer/);
@@ -125,7 +132,7 @@ describe("with an SDK", () => {
       const client = createModelClient({ baseURL: mock.url, apiKey: "sk-secret-123", timeoutMs: 5000, maxRetries: 0 });
       exporter.reset();
       masked.reset();
-      const trace = { parent: parent(), taskId: "t", nodePath: "0", content: false, mask: createMasker(["sk-secret-123"]) };
+      const trace = { parent: parent(), taskId: tid("t"), nodePath: "0", content: false, mask: createMasker(["sk-secret-123"]) };
       await expect(tracedModel(client, trace)(request, new AbortController().signal)).rejects.toThrow(/Bearer sk-secret-123/);
       const [span] = masked.getFinishedSpans();
       expect(span?.status).toEqual({ code: 2, message: "model request failed: HTTP 401 after 1 attempt" });
@@ -159,7 +166,7 @@ describe("with an SDK", () => {
   it("runs a tool call in its span, with its arguments only when opted in", async () => {
     exporter.reset();
     const toolCall = { id: "c1", type: "function" as const, function: { name: "read_file", arguments: '{"path":"a"}' } };
-    const trace = { parent: parent(), taskId: "t", nodePath: "0", content: false, mask: createMasker([]) };
+    const trace = { parent: parent(), taskId: tid("t"), nodePath: "0", content: false, mask: createMasker([]) };
     await inToolSpan(toolCall, trace, "files", async () => ({ content: "file text" }));
     expect(spans()[0]?.name).toBe("execute_tool read_file");
     expect(spans()[0]?.attributes).toMatchObject({ "gen_ai.tool.name": "read_file", "dirigent.tool.source": "files" });

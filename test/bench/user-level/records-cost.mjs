@@ -294,7 +294,7 @@ console.log(
   `\nmedians over ${ROUNDS} rounds (${names.map((n) => `${n}: ${variants[n]}`).join(", ")}); per task, one at a time; ratios to ${names[0]}`,
 );
 console.log(`${"".padEnd(20)}${names.map((n) => n.padStart(18)).join("")}`);
-for (const kind of [...(THROUGHPUT > 0 ? ["many"] : []), "one", "ten"]) {
+for (const kind of [...(THROUGHPUT > 0 ? ["many"] : []), ...(TASKS > 0 ? ["one"] : []), ...(SEQ > 0 ? ["ten"] : [])]) {
   const row = (label, of) => {
     const values = names.map((n) => median(results[n].map(of)));
     console.log(

@@ -150,9 +150,9 @@ describe("user level: dirigent up vs BullMQ, LangGraph.js, DBOS and Restate, mod
         variant: "dirigent: `dirigent up` process; NATS submit → result, one model call through the openai SDK",
         unit: "tasks/s",
         figure: figureOf(ours),
-        target: "≥ 1.0× BullMQ and ≥ 3× LangGraph.js",
+        target: "≥ 0.7× BullMQ and ≥ 4× LangGraph.js (issue 34)",
         note: versus(median(ours), theirs && median(theirs), graph && median(graph), runs),
-        ...(toBull === undefined && toGraph === undefined ? {} : { met: (toBull ?? Infinity) >= 1 && (toGraph ?? Infinity) >= 3 }),
+        ...(toBull === undefined && toGraph === undefined ? {} : { met: (toBull ?? Infinity) >= 0.7 && (toGraph ?? Infinity) >= 4 }),
       });
       recordOr(
         { order: 11.2, workload, variant: "BullMQ: worker process, job calls the model with fetch", unit: "jobs/s" },
@@ -294,9 +294,9 @@ describe("user level: dirigent up vs BullMQ, LangGraph.js, DBOS and Restate, mod
         variant: "dirigent: submit → result, p50",
         unit: "ms",
         figure: figureOf(ours),
-        target: "≤ 1.25× BullMQ p50",
+        target: "≤ 1.5× BullMQ p50 (issue 34)",
         note: versus(median(ours), theirs && median(theirs), graph && median(graph), p50),
-        ...(toBull === undefined ? {} : { met: toBull <= 1.25 }),
+        ...(toBull === undefined ? {} : { met: toBull <= 1.5 }),
       });
       record({ order: 12.11, workload, variant: "dirigent: submit → result, p99", unit: "ms", figure: figureOf(p99["dirigent"] ?? []) });
       recordOr({ order: 12.2, workload, variant: "BullMQ: add → completed (QueueEvents), p50", unit: "ms" }, theirs, noBull);

@@ -8,6 +8,7 @@ import { boundNow, evaluationMachine, type BindOutcome, type EvalNode } from "..
 import { splitCommand } from "../../../machines/language/script-argv.js";
 import { sequentialMachine } from "../../../machines/evaluator/sequential.js";
 import type { TaskResult } from "../../../protocol/index.js";
+import { tid } from "../../support/ids.js";
 
 const ok = (content: string): TaskResult => ({ content, status: "COMPLETE", notes: {} });
 
@@ -36,7 +37,7 @@ function run(node: EvalNode, runAtomic: (input: { path: string; env: Env }) => P
     },
   });
   return {
-    actor: begin(createActor(machine, { input: { taskId: "t", path: "0", node, env: rootEnv(), entry: true } })),
+    actor: begin(createActor(machine, { input: { taskId: tid("t"), path: "0", node, env: rootEnv(), entry: true } })),
     progress,
     bindings,
   };
@@ -82,7 +83,9 @@ describe("evaluation machine", () => {
 
   it("fails clearly when the shell provides no bindNow", async () => {
     const machine = evaluationMachine.provide({ actors: { runAtomic: fromPromise(async () => ok("never")) } });
-    const actor = begin(createActor(machine, { input: { taskId: "t", path: "0", node: { kind: "task" }, env: rootEnv(), entry: true } }));
+    const actor = begin(
+      createActor(machine, { input: { taskId: tid("t"), path: "0", node: { kind: "task" }, env: rootEnv(), entry: true } }),
+    );
     const snap = await waitFor(actor, (s) => s.status === "done");
     expect(snap.output?.error?.message).toBe("not provided: evaluation.bindNow");
   });
@@ -129,7 +132,7 @@ describe("evaluation machine", () => {
     });
     const actor = begin(
       createActor(withSteps, {
-        input: { taskId: "t", path: "0", node: { kind: "task", type: "sequential", stepCount: 2 }, env: rootEnv(), entry: true },
+        input: { taskId: tid("t"), path: "0", node: { kind: "task", type: "sequential", stepCount: 2 }, env: rootEnv(), entry: true },
       }),
     );
     const snap = await waitFor(actor, (s) => s.status === "done");
@@ -153,7 +156,7 @@ describe("evaluation machine", () => {
     });
     const actor = begin(
       createActor(machine, {
-        input: { taskId: "t", path: "0", node: { kind: "task", type: "atomic", ref: "load_csv" }, env: rootEnv(), entry: true },
+        input: { taskId: tid("t"), path: "0", node: { kind: "task", type: "atomic", ref: "load_csv" }, env: rootEnv(), entry: true },
       }),
     );
     const snap = await waitFor(actor, (s) => s.status === "done");
@@ -224,7 +227,7 @@ describe("evaluation machine", () => {
     });
     const actor = begin(
       createActor(machine, {
-        input: { taskId: "t", path: "0", node: { kind: "task", type: "atomic" }, env: rootEnv(), entry: true },
+        input: { taskId: tid("t"), path: "0", node: { kind: "task", type: "atomic" }, env: rootEnv(), entry: true },
       }),
     );
     const snap = await waitFor(actor, (s) => s.status === "done");
@@ -241,7 +244,7 @@ describe("evaluation machine", () => {
     });
     const actor = begin(
       createActor(machine, {
-        input: { taskId: "t", path: "0", node: { kind: "task", type: "script" }, env: rootEnv(), entry: true },
+        input: { taskId: tid("t"), path: "0", node: { kind: "task", type: "script" }, env: rootEnv(), entry: true },
       }),
     );
     const snap = await waitFor(actor, (s) => s.status === "done");
@@ -273,7 +276,7 @@ describe("evaluation machine", () => {
       type: "director_evaluator_loop",
       loop: { director: true, evaluator: true, script: false, maxIterations: 2 },
     };
-    const actor = begin(createActor(machine, { input: { taskId: "t", path: "0", node, env: rootEnv(), entry: true } }));
+    const actor = begin(createActor(machine, { input: { taskId: tid("t"), path: "0", node, env: rootEnv(), entry: true } }));
     const snap = await waitFor(actor, (s) => s.status === "done");
     expect(snap.output).toMatchObject({ status: "COMPLETE", content: "draft" });
     expect(paths).toEqual(["0.director", "0.evaluator"]);

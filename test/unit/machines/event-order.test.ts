@@ -13,6 +13,7 @@ import { sequentialMachine, type ProgressParams, type RunStepInput } from "../..
 import { reduceMachine } from "../../../machines/evaluator/reduce.js";
 import { directorEvaluatorMachine } from "../../../machines/evaluator/loop.js";
 import type { TaskResult } from "../../../protocol/index.js";
+import { tid } from "../../support/ids.js";
 
 const ok = (content: string, notes: Record<string, unknown> = {}): TaskResult => ({ content, status: "COMPLETE", notes });
 
@@ -44,7 +45,7 @@ async function order(node: EvalNode): Promise<string[]> {
       }),
     },
   });
-  const actor = createActor(machine, { input: { taskId: "t", path: "0", node, env: rootEnv(), entry: true } });
+  const actor = createActor(machine, { input: { taskId: tid("t"), path: "0", node, env: rootEnv(), entry: true } });
   const done = toPromise(actor);
   actor.start().send(START);
   expect((await done).status).toBe("COMPLETE");
@@ -82,7 +83,7 @@ describe("the order of an evaluation's reports", () => {
 describe("the machines wait for START", () => {
   it("an evaluation does nothing until it is sent START", () => {
     const actor = createActor(evaluationMachine, {
-      input: { taskId: "t", path: "0", node: { kind: "task", type: "nope" }, env: rootEnv(), entry: true },
+      input: { taskId: tid("t"), path: "0", node: { kind: "task", type: "nope" }, env: rootEnv(), entry: true },
     }).start();
     expect(actor.getSnapshot().value).toBe("idle");
     actor.send(START);

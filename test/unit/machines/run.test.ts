@@ -9,6 +9,7 @@ import {
   type RestoreOutput,
   type RunOutcome,
 } from "../../../machines/director/run.js";
+import { tid } from "../../support/ids.js";
 
 /** A promise settled from the test. */
 function deferred<T>() {
@@ -68,7 +69,7 @@ function harness(fakes: Fakes = {}, draining = false) {
     },
   });
   const actor = createActor(machine, {
-    input: { taskId: "t1", draining },
+    input: { taskId: tid("t1"), draining },
   });
   // An action that throws ends the actor in error: heard here, as the Director's shell hears it (not rethrown).
   const written = () => actor.getSnapshot().context.seq;

@@ -2,8 +2,9 @@ import { describe, expect, it } from "vitest";
 import { createActor, fromPromise, waitFor } from "xstate";
 import { reportedState, taskMachine, type Announcement } from "../../../machines/director/task.js";
 import type { TaskResult } from "../../../protocol/index.js";
+import { tid } from "../../support/ids.js";
 
-const input = { taskId: "t1", xml: "<task/>", inputs: {} };
+const input = { taskId: tid("t1"), xml: "<task/>", inputs: {} };
 
 function harness(evaluate: (signal: AbortSignal) => Promise<TaskResult>) {
   const announced: Announcement[] = [];
