@@ -107,7 +107,7 @@ export function directorSettings(
   stored: {
     lastPublished?: DirectorSettings["lastPublished"] | undefined;
     publishStored?: DirectorSettings["publishStored"] | undefined;
-    storedInOrder?: DirectorSettings["storedInOrder"] | undefined;
+    orderedWrites?: DirectorSettings["orderedWrites"] | undefined;
     turns?: TaskStore | undefined;
   },
 ): DirectorSettings {
@@ -117,7 +117,7 @@ export function directorSettings(
     substitution: config.substitution,
     ...(stored.lastPublished ? { lastPublished: stored.lastPublished } : {}),
     ...(stored.publishStored ? { publishStored: stored.publishStored } : {}),
-    ...(stored.storedInOrder ? { storedInOrder: stored.storedInOrder } : {}),
+    ...(stored.orderedWrites ? { orderedWrites: stored.orderedWrites } : {}),
     sizeLimits: {
       submissionBytes: config.maxSubmissionBytes,
       inputBytes: config.maxInputBytes,

@@ -5,6 +5,7 @@ import { randomUUID } from "node:crypto";
 import type { Bus, TaskStore, WorkQueue } from "../actors/bus.js";
 import { silentLogger, type ActorDeps, type Logger, type RoleHandle } from "../actors/deps.js";
 import { startDirector } from "../actors/director/director.js";
+import type { OrderedWrites } from "../actors/director/event-publisher.js";
 import { LocalResponders } from "../actors/local.js";
 import { startEvaluator } from "../actors/evaluator/evaluator.js";
 import { startHandler } from "../actors/handler/handler.js";
@@ -57,8 +58,8 @@ export interface Transport {
   publishStored?: (subject: string, data: Uint8Array, id: string, signal?: AbortSignal) => Promise<void>;
   /** Creates the events stream should the transport not have at open (opened for no Director); idempotent. */
   openEvents?: () => Promise<void>;
-  /** Whether writes to the events stream are stored in the order sent (see `DirectorConfig.storedInOrder`). */
-  storedInOrder?: () => boolean;
+  /** Writes to the events stream stored in the order sent (see `DirectorConfig.orderedWrites`). */
+  orderedWrites?: OrderedWrites;
 }
 
 /** Options of {@link startSystem}. */
@@ -203,7 +204,7 @@ export async function startSystem(options: SystemOptions): Promise<SystemHandle>
         directorSettings(config, parseCache, {
           lastPublished: transport.lastPublished,
           publishStored: transport.publishStored,
-          storedInOrder: transport.storedInOrder,
+          orderedWrites: transport.orderedWrites,
           turns: transport.turns,
         }),
       ),

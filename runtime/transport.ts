@@ -18,6 +18,7 @@ import { BODIES_MAX_AGE_MS } from "./nats/chunks.js";
 import { wireOf } from "./nats/wire.js";
 import { openWorkQueue } from "./nats/queue.js";
 import type { Transport } from "./system.js";
+import type { OrderedWrites } from "../actors/director/event-publisher.js";
 import { eagerStores, once, lazyIndexStore, lazyKeyedStore, lazyTaskStore, lazyWorkQueue } from "./nats/lazy-stores.js";
 import { openGoalStore } from "./goal-kv.js";
 import type { NatsAuth } from "./nats/auth.js";
@@ -112,6 +113,8 @@ export async function openNatsTransport(servers: string, subjects: Subjects, opt
     // Sent in the call's own tick (the manager is made only to look the stream up after a failure): writes called one
     // after the other go out in that order.
     const jsm = () => jetstreamManager(nc, { checkAPI: false });
+    /** How often the events stream was made again: a write sent before that without acknowledgement may be lost. */
+    let eventsRemade = 0;
     const publishStored = async (subject: string, data: Uint8Array, id: string, signal?: AbortSignal) => {
       const store = () => storeThroughElections(jsm, wireOf(nc), subjects.eventsStream, { subject, data, id }, signal);
       try {
@@ -119,17 +122,23 @@ export async function openNatsTransport(servers: string, subjects: Subjects, opt
       } catch (err) {
         if (!(err instanceof StreamMissingError)) throw err;
         options.log.warn({ stream: subjects.eventsStream, subject }, "the events stream is gone: creating it again");
+        eventsRemade++;
         knowEvents(await ensureEventsStream(nc, subjects, r));
         await store();
       }
     };
+    // Nothing can lose one write to the events stream and keep a later one of the same connection unless a leader
+    // election comes between them, the connection is lost, or the stream is made again: on a server that is in no
+    // cluster, with a stream of one replica, only the last two, which `losses` counts.
+    const orderedWrites: OrderedWrites = {
+      holds: () => eventsReplicas === 1 && nc.info?.cluster === undefined,
+      send: (subject, data, id) => wireOf(nc).send(subject, data, { msgId: id }),
+      losses: () => wireOf(nc).disconnects + eventsRemade,
+    };
     return {
       kind: "nats",
       description: bus.description,
-      ...{ bus, store, queue, index, turns, goals, lastPublished, publishStored, openEvents },
-      // Nothing can lose one write to the events stream and keep a later one of the same connection unless a leader
-      // election comes between them: on a server that is in no cluster, with a stream of one replica, there is none.
-      storedInOrder: () => eventsReplicas === 1 && nc.info?.cluster === undefined,
+      ...{ bus, store, queue, index, turns, goals, lastPublished, publishStored, openEvents, orderedWrites },
       close: () => bus.close(),
     };
   } catch (err) {

@@ -14,7 +14,7 @@ import { submissionGates } from "./gates.js";
 import { heartbeatMs, stateOf, taskActors, type RunningTask } from "./task.js";
 import { serveSubmit } from "./intake.js";
 import { taskRequests } from "./requests.js";
-import { eventPublisher } from "./message-fit.js";
+import { eventPublisher, type OrderedWrites } from "./event-publisher.js";
 import { deliver, runActors, type RunActor } from "./run.js";
 import { ClaimsDue } from "./claims-due.js";
 import { PENDING_CLAIM_MS } from "./records.js";
@@ -43,12 +43,13 @@ export interface DirectorConfig {
    */
   publishStored?: (subject: string, data: Uint8Array, id: string, signal?: AbortSignal) => Promise<void>;
   /**
-   * Whether {@link publishStored}'s writes are stored in the order they are sent, even when one fails: true on a server
-   * in no cluster with an events stream of one replica, where no leader election can lose a write and keep a later
-   * one. Then a task's events are sent without waiting for each other's acknowledgement, and its result right behind
-   * its last event. Absent or false: each waits for its predecessor's acknowledgement.
+   * The events stream's writes stored in the order they are sent, even when one fails (`holds()`: on a server in no
+   * cluster with an events stream of one replica, where no leader election can lose a write and keep a later one).
+   * Then a task's events are sent without acknowledgement, vouched for by a later acknowledged write (its result, or
+   * a fence), and its result right behind its last event (actors/director/event-publisher.ts). Absent, or not
+   * holding: each waits for its predecessor's acknowledgement.
    */
-  storedInOrder?: () => boolean;
+  orderedWrites?: OrderedWrites;
   /** `{{var}}` substitution of the deployment: under `strict` (the default) a placeholder nothing can fill is refused at submission. */
   substitution?: "strict" | "lenient";
   /** Size limits of submissions; {@link DEFAULT_SIZE_LIMITS} when absent. */
@@ -71,7 +72,11 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
   let draining = false;
 
   // A fork's events say what it was forked from.
-  const publishEvent = eventPublisher(deps, config.publishStored, (taskId) => owned.get(taskId)?.claim.record.forkOf, config.storedInOrder);
+  const publishEvent = eventPublisher(deps, {
+    store: config.publishStored,
+    ordered: config.orderedWrites,
+    forkOf: (taskId) => owned.get(taskId)?.claim.record.forkOf,
+  });
   /** The type of a template's entry task, for metrics. */
   const taskType = (xml: string) => {
     if (xml === "") return "prompt";

@@ -31,7 +31,7 @@ import { unfillablePlaceholder } from "./placeholders.js";
 import type { ParseOutcome } from "../../machines/language/ast.js";
 import type { BusSubscription } from "../bus.js";
 import type { SubmissionGates } from "./gates.js";
-import type { PublishEvent } from "./message-fit.js";
+import type { PublishEvent } from "./event-publisher.js";
 
 /**
  * A decoded, validated submission: the id its submitter chose, if any ({@link SubmitRequest}), and what its task

@@ -7,7 +7,7 @@ import type { TaskId } from "../../protocol/index.js";
 import type { TaskItem, TaskStore } from "../bus.js";
 import type { ActorDeps } from "../deps.js";
 import type { ClaimsDue } from "./claims-due.js";
-import type { EventPublisher } from "./message-fit.js";
+import type { EventPublisher } from "./event-publisher.js";
 import type { RunActor, RunActors } from "./run-actors.js";
 import type { RunningTask, TaskActors } from "./task.js";
 

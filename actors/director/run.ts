@@ -24,7 +24,7 @@ import { messageOf } from "../deps.js";
 import { inspectOption } from "../inspect-option.js";
 import { queuedRecord } from "./intake.js";
 import { ROOT_CONTEXT, startSpan } from "../tracing.js";
-import type { PublishEvent } from "./message-fit.js";
+import type { PublishEvent } from "./event-publisher.js";
 import { claimTask, pendingClaim, readTaskRecord, type Claim } from "./records.js";
 import { finish, publishLostResult } from "./results.js";
 import { runActors, type RunActor, type RunEffects } from "./run-actors.js";

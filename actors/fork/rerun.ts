@@ -23,7 +23,7 @@ import type { BusMessage, BusSubscription, TaskStore, WorkQueue } from "../bus.j
 import type { ActorDeps } from "../deps.js";
 import { acceptSubmission, decodeSubmission, type Submission } from "../director/intake.js";
 import type { SubmissionGates } from "../director/gates.js";
-import type { PublishEvent } from "../director/message-fit.js";
+import type { PublishEvent } from "../director/event-publisher.js";
 import { missingRecords, readNodeRecords } from "../director/node-reads.js";
 import { readTaskRecord } from "../director/records.js";
 import { nodeAt } from "../evaluator/nodes.js";

@@ -74,6 +74,7 @@ export class NatsWire {
   /** The connection's inbox prefix (`_INBOX`, or a role's own). */
   readonly inboxPrefix: string;
   readonly #pending = new Map<string, Pending>();
+  #disconnects = 0;
   /** Whether each stream read so far answers direct gets (from its configuration, asked once). */
   readonly #direct = new Map<string, Promise<boolean>>();
 
@@ -87,12 +88,26 @@ export class NatsWire {
     // the connection is back; JetStream writes are sent again once it is back (see `store`).
     void (async () => {
       for await (const status of nc.status()) {
-        if (status.type === "disconnect") this.#failPending(false);
+        if (status.type === "disconnect") {
+          this.#disconnects++;
+          this.#failPending(false);
+        }
         // Closed for good: nothing will be sent again, so even JetStream writes fail now instead of at their timeout.
         else if (status.type === "close") this.#failPending(true);
         else if (status.type === "reconnect") this.#resendPending();
       }
     })().catch(() => undefined);
+  }
+
+  /** How often the connection was lost so far: what was sent without an answer before a loss may be lost with it. */
+  get disconnects(): number {
+    return this.#disconnects;
+  }
+
+  /** Sends a message with `options`' headers (e.g. a JetStream write's message id), asking for no answer. */
+  send(subject: string, data: Uint8Array, options: StoreOptions = {}): void {
+    const h = storeHeaders(options);
+    this.#nc.publish(subject, data, h ? { headers: h } : {});
   }
 
   #failPending(closed: boolean): void {
@@ -258,14 +273,7 @@ export class NatsWire {
    * @throws {StoreError} when the stream refused it (e.g. {@link WRONG_LAST_SEQUENCE}) or no stream captures `subject`.
    */
   async store(subject: string, data: Uint8Array, options: StoreOptions = {}): Promise<StoredAck> {
-    let h: MsgHdrs | undefined;
-    if (options.msgId !== undefined || options.expectedLastSubjectSequence !== undefined || options.headers !== undefined) {
-      h = natsHeaders();
-      for (const [name, value] of Object.entries(options.headers ?? {})) h.set(name, value);
-      if (options.msgId !== undefined) h.set(MSG_ID_HEADER, options.msgId);
-      if (options.expectedLastSubjectSequence !== undefined)
-        h.set("Nats-Expected-Last-Subject-Sequence", String(options.expectedLastSubjectSequence));
-    }
+    const h = storeHeaders(options);
     let answer: Msg;
     try {
       // Sent again after a reconnect: safe, since a write that did land is refused the second time (a message id seen, or
@@ -284,6 +292,17 @@ export class NatsWire {
       throw new StoreError(`unexpected acknowledgement for '${subject}'`, subject, 0, 0);
     return { stream: ack.stream, seq: ack.seq, duplicate: ack.duplicate === true };
   }
+}
+
+/** The headers of a JetStream write with `options`; undefined when it has none. */
+function storeHeaders(options: StoreOptions): MsgHdrs | undefined {
+  if (options.msgId === undefined && options.expectedLastSubjectSequence === undefined && options.headers === undefined) return undefined;
+  const h = natsHeaders();
+  for (const [name, value] of Object.entries(options.headers ?? {})) h.set(name, value);
+  if (options.msgId !== undefined) h.set(MSG_ID_HEADER, options.msgId);
+  if (options.expectedLastSubjectSequence !== undefined)
+    h.set("Nats-Expected-Last-Subject-Sequence", String(options.expectedLastSubjectSequence));
+  return h;
 }
 
 /** Decodes a JetStream API answer; throws its error as a {@link StoreError}. */

@@ -41,7 +41,7 @@ function failingFirstWrite(landed: boolean) {
     return {
       ...transport,
       publishStored: async (subject, data, id) => {
-        // Events are stored the same way (actors/director/message-fit.ts); only the result's write fails here.
+        // Events may be stored the same way (actors/director/event-publisher.ts); only the result's write fails here.
         if (!subject.endsWith(".result")) return publishStored(subject, data, id);
         writes.push(id);
         if (writes.length > 1) return publishStored(subject, data, id).then(() => settle("written"));
@@ -88,8 +88,8 @@ describe("a task's result in the events stream", () => {
       expect((await stack.client.get(taskId)).state).toBe("completed");
     });
 
-  it("on a single server, follows the task's events without waiting for their acknowledgements, and the replay keeps the order", async () => {
-    // What the Director sends to the events stream and when each write is acknowledged, in order.
+  it("on a single server, sends the task's events without acknowledgement and the result right behind them, and the replay keeps the order", async () => {
+    // What the Director sends to the events stream (`send`: no acknowledgement asked) and each acknowledgement, in order.
     const log: string[] = [];
     const name = (subject: string, data: Uint8Array) => {
       if (subject.endsWith(".result")) return "result";
@@ -99,25 +99,36 @@ describe("a task's result in the events stream", () => {
     await using stack = await startStack({
       url: server.url,
       wrapTransport: (transport) => {
-        const { publishStored } = transport;
-        if (publishStored === undefined) throw new Error("a NATS transport stores results");
+        const { publishStored, orderedWrites } = transport;
+        if (publishStored === undefined || orderedWrites === undefined) throw new Error("a NATS transport stores results");
         return {
           ...transport,
           publishStored: (subject, data, id, signal) => {
-            log.push(`send ${name(subject, data)}`);
+            log.push(`store ${name(subject, data)}`);
             return publishStored(subject, data, id, signal).then(() => void log.push(`ack ${name(subject, data)}`));
+          },
+          orderedWrites: {
+            ...orderedWrites,
+            send: (subject, data, id) => {
+              log.push(`send ${name(subject, data)}`);
+              orderedWrites.send(subject, data, id);
+            },
           },
         };
       },
     });
-    expect(stack.transport.storedInOrder?.()).toBe(true);
+    expect(stack.transport.orderedWrites?.holds()).toBe(true);
     const subjects = createSubjects(stack.root);
     const taskId = newTaskId();
     const outcome = await stack.client.run({ taskId, xml: "<task><description>Say done.</description></task>" });
     expect(outcome.status).toBe("COMPLETE");
-    // The result goes out before the last event's acknowledgement came back.
-    expect(log.indexOf("send result")).toBeGreaterThan(log.indexOf("send task.completed"));
-    expect(log.indexOf("send result")).toBeLessThan(log.indexOf("ack task.completed"));
+    // The result is stored right behind the last event, sent without acknowledgement. Before the result, an event may
+    // only have been stored with an acknowledgement as a fence (the last one sent, again).
+    const events = log.filter((l) => l.startsWith("send "));
+    expect(events.length).toBeGreaterThanOrEqual(4);
+    expect(log.indexOf("store result")).toBeGreaterThan(log.indexOf("send task.completed"));
+    for (const line of log.slice(0, log.indexOf("store result")).filter((l) => l.startsWith("store ")))
+      expect(events).toContain(line.replace("store", "send"));
     // The replay: every event once, by seq, then the result.
     const replay = await readTaskEvents(nc, subjects, taskId);
     const seqs = replay.map((m) => {
@@ -158,5 +169,27 @@ describe("a task's result in the events stream", () => {
     // Its intake item was acked: nothing is redelivered.
     const consumer = await jsm.consumers.info(subjects.intakeStream, subjects.directorConsumer);
     expect(consumer.num_pending + consumer.num_ack_pending).toBe(0);
+  });
+
+  it("counts a lost connection as a loss of what was sent without acknowledgement, and the next task's replay is whole", async () => {
+    await using stack = await startStack({ url: server.url });
+    const writes = stack.transport.orderedWrites;
+    if (writes === undefined) throw new Error("a NATS transport sends events in order");
+    const before = writes.losses();
+    const back = new Promise<void>((resolve) => stack.transport.bus.onReconnect?.(resolve));
+    await server.restart();
+    await back;
+    expect(writes.losses()).toBeGreaterThan(before);
+    const subjects = createSubjects(stack.root);
+    const taskId = newTaskId();
+    expect((await stack.client.run({ taskId, xml: "<task><description>Say done.</description></task>" })).status).toBe("COMPLETE");
+    // Read on a connection of its own: the file's may still be waiting to reconnect.
+    const reader = await connect({ servers: server.url });
+    const replay = await readTaskEvents(reader, subjects, taskId).finally(() => reader.close());
+    const seqs = replay.map((m) => {
+      const event = decode(TaskEvent, m.data);
+      return event.ok ? event.value.seq : "result";
+    });
+    expect(seqs).toEqual([...Array.from({ length: seqs.length - 1 }, (_, i) => i + 1), "result"]);
   });
 });

@@ -1,6 +1,6 @@
-/** Task events stored in the events stream (actors/director/message-fit.ts): one task's in order, each under its own id. */
-import { describe, expect, it } from "vitest";
-import { eventPublisher, type EventPublisher } from "../../actors/director/message-fit.js";
+/** Task events stored in the events stream (actors/director/event-publisher.ts): one task's in order, each under its own id. */
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { eventPublisher, FENCE_MS, type EventPublisher, type OrderedWrites } from "../../actors/director/event-publisher.js";
 import { silentLogger, type ActorDeps } from "../../actors/deps.js";
 import { createSubjects, decode, TaskEvent } from "../../protocol/index.js";
 import { MemoryBus } from "../../runtime/in-process/bus.js";
@@ -35,7 +35,7 @@ describe("eventPublisher with a store", () => {
       if (taskId === "t1" && seq === 3) throw new Error("no leader");
       stored.push({ taskId, seq, id });
     };
-    const publish = eventPublisher(deps(), store);
+    const publish = eventPublisher(deps(), { store });
     for (let seq = 1; seq <= 5; seq++) publish(tid("t1"), seq, "node.started", "running");
     publish(tid("t2"), 1, "task.queued", "queued");
     await Promise.all([settled(publish, "t1"), settled(publish, "t2")]);
@@ -58,7 +58,7 @@ describe("eventPublisher with a store", () => {
       if (event.value.seq === 1) await new Promise<void>((resolve) => (release = resolve));
       stored.push(event.value.seq);
     };
-    const publish = eventPublisher(deps(), store);
+    const publish = eventPublisher(deps(), { store });
     publish(tid("t1"), 1, "node.started", "running");
     publish(tid("t1"), 2, "model.turn", "running");
     publish(tid("t1"), 3, "node.finished", "running");
@@ -113,29 +113,17 @@ describe("eventPublisher: what follows the events (the result)", () => {
     return { calls, store, settle };
   };
   const tick = () => new Promise<void>((resolve) => setImmediate(resolve));
-
-  it("where the stream keeps the order sent, sends every event and the result at once and resolves once all are stored", async () => {
-    const { calls, store, settle } = manual();
-    const publish = eventPublisher(deps(), store, undefined, () => true);
-    for (let seq = 1; seq <= 3; seq++) publish(tid("t1"), seq, "node.started", "running");
-    let done = false;
-    const result = publish.afterEvents(tid("t1"), () => store("result", new Uint8Array())).then(() => (done = true));
-    // All sent before any acknowledgement, the result last.
-    expect(calls).toEqual(["e1", "e2", "e3", "result"]);
-    settle("result");
-    settle("e3");
-    settle("e1");
-    await tick();
-    expect(done).toBe(false);
-    // An event that is not stored is logged; the result still resolves once it has ended.
-    settle("e2", new Error("no leader"));
-    await result;
-    expect(done).toBe(true);
-  });
+  const unused: OrderedWrites = {
+    holds: () => true,
+    send: () => {
+      throw new Error("not sent without acknowledgement here");
+    },
+    losses: () => 0,
+  };
 
   it("else sends the result only once the last event is stored, and rejects as its store does", async () => {
     const { calls, store, settle } = manual();
-    const publish = eventPublisher(deps(), store, undefined, () => false);
+    const publish = eventPublisher(deps(), { store, ordered: { ...unused, holds: () => false } });
     publish(tid("t1"), 1, "node.started", "running");
     publish(tid("t1"), 2, "task.completed", "completed");
     const result = publish.afterEvents(tid("t1"), () => store("result", new Uint8Array()));
@@ -150,19 +138,126 @@ describe("eventPublisher: what follows the events (the result)", () => {
     settle("result", new Error("result not stored"));
     await expect(result).rejects.toThrow("result not stored");
   });
+});
 
-  it("rejects as the result's store does where the order is kept too, after the events", async () => {
-    const { store, settle } = manual();
-    const publish = eventPublisher(deps(), store, undefined, () => true);
-    publish(tid("t1"), 1, "task.completed", "completed");
-    let rejected = false;
-    const result = publish
-      .afterEvents(tid("t1"), () => store("result", new Uint8Array()))
-      .catch((err: Error) => ((rejected = true), err.message));
-    settle("result", new Error("result not stored"));
+describe("eventPublisher where the stream stores one connection's writes in the order sent", () => {
+  afterEach(() => void vi.useRealTimers());
+
+  /** The transport: writes sent without acknowledgement, acknowledged writes settled when told, and a loss count. */
+  const transport = () => {
+    const wire: string[] = [];
+    const pending = new Map<string, { resolve: () => void; reject: (err: Error) => void }>();
+    let lost = 0;
+    const name = (subject: string, data: Uint8Array) => {
+      const event = decode(TaskEvent, data);
+      return event.ok ? `${event.value.taskId}:e${event.value.seq}` : subject;
+    };
+    const ids = new Map<string, string>();
+    const ordered: OrderedWrites = {
+      holds: () => true,
+      send: (subject, data, id) => {
+        wire.push(`send ${name(subject, data)}`);
+        ids.set(name(subject, data), id);
+      },
+      losses: () => lost,
+    };
+    const store = (subject: string, data: Uint8Array, id: string) => {
+      const n = name(subject, data);
+      // A write stored again keeps the message id it was first sent under.
+      if (ids.has(n) && ids.get(n) !== id) throw new Error(`${n} stored under another id`);
+      wire.push(`store ${n}`);
+      return new Promise<void>((resolve, reject) => pending.set(n, { resolve, reject }));
+    };
+    const settle = (n: string, err?: Error) => {
+      const p = pending.get(n);
+      if (p === undefined) throw new Error(`${n} was not stored`);
+      pending.delete(n);
+      if (err) p.reject(err);
+      else p.resolve();
+    };
+    return { wire, ordered, store, settle, lose: () => void lost++ };
+  };
+  const tick = () => new Promise<void>((resolve) => setImmediate(resolve));
+  const result = (store: (subject: string, data: Uint8Array, id: string) => Promise<void>) => () =>
+    store("result", new Uint8Array(), "result");
+
+  it("sends the events without acknowledgement and the result right behind them; the result's acknowledgement vouches for them", async () => {
+    const t = transport();
+    const publish = eventPublisher(deps(), { store: t.store, ordered: t.ordered });
+    for (let seq = 1; seq <= 3; seq++) publish(tid("t1"), seq, "node.started", "running");
+    let done = false;
+    const stored = publish.afterEvents(tid("t1"), result(t.store)).then(() => (done = true));
+    expect(t.wire).toEqual(["send t1:e1", "send t1:e2", "send t1:e3", "store result"]);
     await tick();
-    expect(rejected).toBe(false);
-    settle("e1");
-    expect(await result).toBe("result not stored");
+    expect(done).toBe(false);
+    t.settle("result");
+    await stored;
+    // Nothing stored again: no loss came between the events and the result's acknowledgement.
+    expect(t.wire).toEqual(["send t1:e1", "send t1:e2", "send t1:e3", "store result"]);
+  });
+
+  it("stores again, under the same message id, the events sent before a loss, and resolves once they are stored", async () => {
+    const t = transport();
+    const publish = eventPublisher(deps(), { store: t.store, ordered: t.ordered });
+    publish(tid("t1"), 1, "node.started", "running");
+    t.lose();
+    publish(tid("t1"), 2, "task.completed", "completed");
+    let done = false;
+    const stored = publish.afterEvents(tid("t1"), result(t.store)).then(() => (done = true));
+    t.settle("result");
+    await tick();
+    // e1 went out before the connection was lost; e2 after, so the result vouches for it.
+    expect(t.wire).toEqual(["send t1:e1", "send t1:e2", "store result", "store t1:e1"]);
+    expect(done).toBe(false);
+    t.settle("t1:e1");
+    await stored;
+  });
+
+  it("rejects as the result's store does, and stores the events with acknowledgements", async () => {
+    const t = transport();
+    const publish = eventPublisher(deps(), { store: t.store, ordered: t.ordered });
+    publish(tid("t1"), 1, "task.completed", "completed");
+    const stored = publish.afterEvents(tid("t1"), result(t.store));
+    t.settle("result", new Error("result not stored"));
+    await expect(stored).rejects.toThrow("result not stored");
+    expect(t.wire).toEqual(["send t1:e1", "store result", "store t1:e1"]);
+  });
+
+  it("fences every task's events once per FENCE_MS by sending the last one again with an acknowledgement", async () => {
+    vi.useFakeTimers();
+    const t = transport();
+    const publish = eventPublisher(deps(), { store: t.store, ordered: t.ordered });
+    publish(tid("t1"), 1, "node.started", "running");
+    publish(tid("t2"), 1, "node.started", "running");
+    t.lose();
+    publish(tid("t1"), 2, "model.turn", "running");
+    expect(t.wire).toEqual(["send t1:e1", "send t2:e1", "send t1:e2"]);
+    vi.advanceTimersByTime(FENCE_MS - 1);
+    expect(t.wire).toHaveLength(3);
+    vi.advanceTimersByTime(1);
+    expect(t.wire.at(-1)).toBe("store t1:e2");
+    t.settle("t1:e2");
+    await vi.waitFor(() => expect(t.wire).toHaveLength(6));
+    // The two sent before the loss are stored again; t1:e2 is vouched for by its own acknowledgement.
+    expect(t.wire.slice(4).sort()).toEqual(["store t1:e1", "store t2:e1"]);
+    // Nothing is held any more: no fence without new events.
+    t.settle("t1:e1");
+    t.settle("t2:e1");
+    vi.advanceTimersByTime(10 * FENCE_MS);
+    expect(t.wire).toHaveLength(6);
+  });
+
+  it("stores again every event a failed fence could not vouch for, but none of a task another Director owns now", async () => {
+    vi.useFakeTimers();
+    const t = transport();
+    const publish = eventPublisher(deps(), { store: t.store, ordered: t.ordered });
+    publish(tid("t1"), 1, "node.started", "running");
+    publish(tid("t2"), 1, "node.started", "running");
+    vi.advanceTimersByTime(FENCE_MS);
+    expect(t.wire.at(-1)).toBe("store t2:e1");
+    await publish.cut(tid("t1"));
+    t.settle("t2:e1", new Error("no answer"));
+    await vi.waitFor(() => expect(t.wire).toHaveLength(4));
+    expect(t.wire).toEqual(["send t1:e1", "send t2:e1", "store t2:e1", "store t2:e1"]);
   });
 });

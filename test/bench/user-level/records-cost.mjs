@@ -155,9 +155,13 @@ async function runVariant(name, dir, round) {
   });
   /** With `--tap`: every message of the account, counted by subject with its ids left out. */
   const tapped = new Map();
+  /** With `--tap`: the subject each pending reply answers, by its inbox. */
+  const replyTo = new Map();
   const tap = args.tap
     ? nc.subscribe(">", {
         callback: (_, msg) => {
+          const asked = replyTo.get(msg.subject);
+          if (asked) replyTo.delete(msg.subject);
           const subject = msg.subject
             .replace(root, "R")
             .replace(upper, "R")
@@ -166,7 +170,9 @@ async function runVariant(name, dir, round) {
             .replace(/\.node\.[0-9a-f]{40}/g, ".node.<hash>")
             .replace(/_INBOX\.[^ ]*/g, "_INBOX.<reply>")
             .replace(/^\$JS\.ACK\..*/, "$JS.ACK.<intake>")
-            .replace(/\.[A-Za-z0-9]{22}$/g, ".<nuid>");
+            .replace(/\.[A-Za-z0-9]{22}$/g, ".<nuid>")
+            .concat(asked ? ` (reply to ${asked})` : "");
+          if (msg.reply?.startsWith("_INBOX.")) replyTo.set(msg.reply, subject);
           const t = tapped.get(subject) ?? { n: 0, bytes: 0, sample: "" };
           if (args.samples && msg.data.length >= t.sample.length) t.sample = dec.decode(msg.data);
           t.n++;
