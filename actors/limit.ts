@@ -1,3 +1,5 @@
+import { settled } from "./settled.js";
+
 /** A counting semaphore: at most `size` holders at once, the rest wait in arrival order. */
 export class Semaphore {
   private active = 0;
@@ -17,27 +19,11 @@ export class Semaphore {
     return new Promise<void>((resolve) => this.waiting.push(resolve)).then(() => this.hold(fn));
   }
 
-  /**
-   * Runs `fn` in a slot taken, freed when it settles. Promise callbacks, not an async frame, wait for it: a holder
-   * can wait for as long as a task's model call, and a frame suspended meanwhile is held all that time.
-   */
+  /** Runs `fn` in a slot taken, freed when it settles (a holder can wait for as long as a task's model call). */
   private hold<T>(fn: () => Promise<T>): Promise<T> {
-    let running: Promise<T>;
-    try {
-      running = Promise.resolve(fn());
-    } catch (err) {
-      this.release();
-      return Promise.reject(err);
-    }
-    return running.then(
-      (value) => {
-        this.release();
-        return value;
-      },
-      (err: unknown) => {
-        this.release();
-        throw err;
-      },
+    return settled(
+      () => Promise.resolve(fn()),
+      () => this.release(),
     );
   }
 

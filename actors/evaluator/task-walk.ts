@@ -32,6 +32,7 @@ import { nodeRecorder } from "./node-records.js";
 import { entryPath, inputFailure, modelIdFailure, nodeAt } from "./nodes.js";
 import { templateCommandRefusal } from "./script.js";
 import type { Walk, WalkActors } from "./document-walk.js";
+import { settled } from "../settled.js";
 
 /**
  * The entry node of a task's parsed template, or the failure that stops the task before anything runs: the template
@@ -100,24 +101,7 @@ export function taskWalk(
       };
       signal.addEventListener("abort", abort, { once: true });
       const ended = () => signal.removeEventListener("abort", abort);
-      // Promise callbacks, not an await in a try: a suspended frame would be held while the node's model runs.
-      let called: Promise<T>;
-      try {
-        called = call();
-      } catch (err) {
-        ended();
-        return Promise.reject(err);
-      }
-      return called.then(
-        (value) => {
-          ended();
-          return value;
-        },
-        (err: unknown) => {
-          ended();
-          throw err;
-        },
-      );
+      return settled(call, ended);
     });
   // The walk is deterministic given the answers it gets, so the nth call of a node is the same call on a re-run:
   // the Handler keys its records by it and replays them instead of calling the model again.

@@ -12,6 +12,7 @@ import { decode, encode, RunMarker, type TaskId } from "../../protocol/index.js"
 import type { TaskStore } from "../bus.js";
 import { messageOf, type Logger } from "../deps.js";
 import { RemoteError } from "../ask.js";
+import { settled } from "../settled.js";
 
 /** How often a running session renews its lease. */
 export const LEASE_HEARTBEAT_MS = 2000;
@@ -235,24 +236,7 @@ export function createRunGate(leases: Leases): RunGate {
             if (inflight.get(key) === running) inflight.delete(key);
           });
         };
-        // Promise callbacks, not an await in a try: a frame suspended here would be held while the session's model runs.
-        let ran: Promise<T>;
-        try {
-          ran = run(waited || lease.before, (w) => void (written = w));
-        } catch (err) {
-          ended();
-          throw err;
-        }
-        return ran.then(
-          (value) => {
-            ended();
-            return value;
-          },
-          (err: unknown) => {
-            ended();
-            throw err;
-          },
-        );
+        return settled(() => run(waited || lease.before, (w) => void (written = w)), ended);
       })();
       inflight.set(key, running);
       running.catch(() => {
