@@ -1,12 +1,15 @@
 /**
  * nats-server restarts while tasks run: every role process reconnects, the tasks in flight complete, and the
  * Directors' intake pull consumer resumes, so tasks submitted after the restart complete too. A client waiting in
- * `run` whose result was published while it was still disconnected gets it all the same.
+ * `run` whose result was published while it was still disconnected gets it all the same. The events stream's replay of
+ * each task holds every event, in order, then its result: events sent without an acknowledgement before the restart
+ * are vouched for, or stored again (actors/director/event-publisher.ts).
  */
 import { jetstream, type ConsumerMessages } from "@nats-io/jetstream";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createSubjects, type TaskOutcome } from "../../protocol/index.js";
+import { createSubjects, decode, TaskEvent, type TaskId, type TaskOutcome } from "../../protocol/index.js";
+import { readTaskEvents } from "../../runtime/nats/store.js";
 import { DirigentClient } from "../../runtime/client.js";
 import { startMockLlm, type MockLlmServer } from "../../runtime/model/mock-server.js";
 import { connectNats, NatsBus } from "../../runtime/nats/bus.js";
@@ -78,6 +81,15 @@ describe("a nats-server restart mid-task", () => {
       expect(results.values.map((r) => r.taskId).sort()).toEqual([...before, ...after].sort());
       expect(results.values.every((r) => r.status === "COMPLETE" && r.content === "survived")).toBe(true);
       console.log(`nats restart → last running task completed: ${Date.now() - restartedAt} ms`);
+      for (const taskId of [...before, ...after]) {
+        const replay = await readTaskEvents(nc, subjects, taskId as TaskId);
+        const seqs = replay.map((m) => {
+          const event = decode(TaskEvent, m.data);
+          return event.ok ? event.value.seq : "result";
+        });
+        expect(seqs, taskId).toEqual([...Array.from({ length: seqs.length - 1 }, (_, i) => i + 1), "result"]);
+        expect(seqs.length, taskId).toBeGreaterThanOrEqual(5);
+      }
       for (const p of processes) expect(p.child.exitCode).toBeNull();
     } catch (err) {
       for (const p of processes) console.log(p.output().slice(-6000));
