@@ -9,10 +9,11 @@
  *   acknowledgement, sent once its predecessor is stored, again through an election until stored;
  * - a stream that stores the writes of one connection in the order sent ({@link OrderedWrites}: a server in no
  *   cluster, a stream of one replica): each event is sent without asking for an acknowledgement, and a later
- *   acknowledged write on the same connection tells that it was stored. That later write is the task's result, or a
- *   fence: the last event sent, sent again under its message id (the stream keeps nothing twice), once per
- *   {@link FENCE_MS} for every task of the Director. An event sent before the connection was lost, or before the
- *   stream was made again, is stored again with an acknowledgement; so are those a fence failed to vouch for.
+ *   acknowledged write on the same connection tells that it was stored. That later write is the task's result, or
+ *   the first event of any task sent {@link FENCE_MS} or more after the oldest event not vouched for, which is sent
+ *   with an acknowledgement (nothing is sent only to vouch: a subscriber would see it). An event sent before the
+ *   connection was lost, or before the stream was made again, is stored again with an acknowledgement; so are those
+ *   an acknowledged write that failed could not vouch for.
  *
  * Every event has a message id unique to this publish: a repeat of one stored already is dropped by the stream. A live
  * subscriber may get such a repeat (docs/deploy.md). An event still not stored after the store's patience is logged
@@ -23,7 +24,7 @@ import type { ForkOf, TaskEvent, TaskId, TaskState } from "../../protocol/index.
 import { messageOf, type ActorDeps } from "../deps.js";
 import { fitEvent } from "./message-fit.js";
 
-/** How long an event sent without acknowledgement waits, at most, for a write that tells it was stored. */
+/** How long after an event sent without acknowledgement the next event is sent with one, to vouch for it. */
 export const FENCE_MS = 50;
 
 /** Publishes a task event (`seq` is the task's next). */
@@ -94,6 +95,8 @@ interface Unvouched {
   readonly events: Unconfirmed[];
   /** Another Director owns the task now: none is stored again. */
   cut: boolean;
+  /** Stored again already, after a loss: nothing vouches for them any more. */
+  restored?: boolean;
 }
 
 /** Publishes each task event on the task's events subject, cut to fit one message ({@link fitEvent}). */
@@ -103,11 +106,13 @@ export function eventPublisher(deps: ActorDeps, options: EventPublisherOptions =
   const chains = new Map<TaskId, { tail: Promise<void>; cut: AbortController }>();
   /** Per task, its events sent without acknowledgement and not vouched for yet. */
   let unconfirmed = new Map<TaskId, Unvouched>();
-  /** The same, of each fence waiting for its acknowledgement. */
+  /** The same, of each acknowledged event that vouches for them, until its acknowledgement. */
   const fencing = new Set<Map<TaskId, Unvouched>>();
-  /** The last event sent without acknowledgement: the fence sends it again. */
-  let lastSent: Unconfirmed | undefined;
+  /** Set {@link FENCE_MS} after the oldest event not vouched for was sent: the next event goes with an acknowledgement. */
+  let ackNext = false;
   let fenceTimer: ReturnType<typeof setTimeout> | undefined;
+  /** {@link OrderedWrites.losses} as last seen: a change means events sent before it may be lost. */
+  let knownLosses = ordered?.losses() ?? 0;
   // Message ids unique to this publisher's publishes: a new owner's event of the same seq is a different one.
   const nonce = randomUUID();
   let published = 0;
@@ -148,45 +153,69 @@ export function eventPublisher(deps: ActorDeps, options: EventPublisherOptions =
    * (undefined): those that may be lost are stored again, with an acknowledgement. Resolves once those are done.
    */
   const vouch = (taskId: TaskId, sent: Unvouched, losses: number | undefined): Promise<void> | undefined => {
-    if (sent.cut || store === undefined) return undefined;
+    if (sent.cut || sent.restored === true || store === undefined) return undefined;
     let again: Promise<void> | undefined;
     for (const e of sent.events) if (e.losses !== losses) again = storeAcked(taskId, e.subject, e.body, e.id, e.seq, store);
     return again;
   };
 
-  /** Sends the last event again with an acknowledgement: it vouches for every event sent before it. */
-  const fence = () => {
-    fenceTimer = undefined;
-    const probe = lastSent;
+  /**
+   * After a loss (the connection lost, the stream made again), before anything else is sent: every event not vouched
+   * for is stored again with an acknowledgement, each task's in the order sent, so that the replay keeps the order
+   * (those that were stored are kept once by their message id; a subscriber may see them twice).
+   */
+  const recover = (writes: OrderedWrites, save: StoreWrite) => {
+    const losses = writes.losses();
+    if (losses === knownLosses) return;
+    knownLosses = losses;
+    const batches = [...fencing, unconfirmed];
+    unconfirmed = new Map();
+    ackNext = false;
+    for (const batch of batches)
+      for (const [taskId, sent] of batch) {
+        if (sent.cut || sent.restored === true) continue;
+        sent.restored = true;
+        for (const e of sent.events) void storeAcked(taskId, e.subject, e.body, e.id, e.seq, save);
+      }
+  };
+
+  /** Sends an event with an acknowledgement that vouches for every event sent before it without one. */
+  const fence = (taskId: TaskId, subject: string, body: Uint8Array, id: string, seq: number, save: StoreWrite, writes: OrderedWrites) => {
+    ackNext = false;
     const batch = unconfirmed;
     unconfirmed = new Map();
-    lastSent = undefined;
-    if (probe === undefined || store === undefined || ordered === undefined) return;
     fencing.add(batch);
-    const settle = (losses: number | undefined) => {
+    let failed = false;
+    const stored: StoreWrite = (...args) =>
+      save(...args).catch((err: unknown) => {
+        failed = true;
+        throw err;
+      });
+    void storeAcked(taskId, subject, body, id, seq, stored).then(() => {
       fencing.delete(batch);
-      for (const [taskId, sent] of batch) void vouch(taskId, sent, losses);
-    };
-    store(probe.subject, probe.body, probe.id).then(
-      () => settle(ordered.losses()),
-      () => settle(undefined),
-    );
+      const losses = failed ? undefined : writes.losses();
+      for (const [vouchedTask, sent] of batch) void vouch(vouchedTask, sent, losses);
+    });
   };
 
   const sendUnacked = (taskId: TaskId, subject: string, body: Uint8Array, id: string, seq: number, writes: OrderedWrites) => {
     const losses = writes.losses();
+    // Nothing waits to be vouched for: the time counts from this event.
+    if (unconfirmed.size === 0) ackNext = false;
     try {
       writes.send(subject, body, id);
     } catch {
-      // Not sent (the connection is closing): it waits for the fence like any other, which stores it again.
+      // Not sent (the connection is closing): kept like any other, and stored again unless something vouches for it.
     }
     const event: Unconfirmed = { subject, body, id, seq, losses };
     const sent = unconfirmed.get(taskId);
     if (sent === undefined) unconfirmed.set(taskId, { events: [event], cut: false });
     else sent.events.push(event);
-    lastSent = event;
     if (fenceTimer === undefined) {
-      fenceTimer = setTimeout(fence, FENCE_MS);
+      fenceTimer = setTimeout(() => {
+        fenceTimer = undefined;
+        ackNext = true;
+      }, FENCE_MS);
       fenceTimer.unref?.();
     }
   };
@@ -194,8 +223,12 @@ export function eventPublisher(deps: ActorDeps, options: EventPublisherOptions =
   const publish = (taskId: TaskId, subject: string, body: Uint8Array, seq: number) => {
     if (store === undefined) return deps.bus.publish(subject, body);
     const id = `${nonce}.${++published}`;
-    if (ordered !== undefined && inOrder()) sendUnacked(taskId, subject, body, id, seq, ordered);
-    else void storeAcked(taskId, subject, body, id, seq, store);
+    if (ordered === undefined || !inOrder()) return void storeAcked(taskId, subject, body, id, seq, store);
+    recover(ordered, store);
+    // A task with writes still under way (stored again after a loss) sends the next behind them, acknowledged too.
+    if (chains.has(taskId)) void storeAcked(taskId, subject, body, id, seq, store);
+    else if (ackNext && unconfirmed.size > 0) fence(taskId, subject, body, id, seq, store, ordered);
+    else sendUnacked(taskId, subject, body, id, seq, ordered);
   };
 
   const send: PublishEvent = (taskId, seq, type, state, message, data, fork = forkOf?.(taskId)) => {
@@ -214,6 +247,7 @@ export function eventPublisher(deps: ActorDeps, options: EventPublisherOptions =
 
   const afterEvents = (taskId: TaskId, follow: () => Promise<void>): Promise<void> => {
     if (store === undefined) return follow();
+    if (ordered !== undefined && inOrder()) recover(ordered, store);
     const sent = unconfirmed.get(taskId);
     if (sent === undefined) return link(taskId, () => follow());
     // The result, acknowledged, vouches for the events sent before it.

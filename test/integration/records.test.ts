@@ -8,6 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { toolKey, turnKey } from "../../actors/handler/records.js";
+import { markerKey } from "../../actors/handler/lease.js";
 import { ask } from "../../actors/ask.js";
 import { silentLogger } from "../../actors/deps.js";
 import {
@@ -172,6 +173,18 @@ describe("Handler records", () => {
     s.transport.bus.publish(s.system.subjects.cancelBroadcast, encode(CancelBroadcast, { type: "task.cancel", taskId: request.taskId }));
     expect((await interrupted).result.error).toMatchObject({ reason: "execution_halted" });
     expect(requestsFor("SCRIPTED crash")).toBe(1);
+    // Until its in-flight marker is released, a request for the same session joins the interrupted run and gets its
+    // answer (actors/handler/lease.ts): ask again once it is.
+    const key = turnKey(request);
+    const turns = s.transport.turns;
+    if (!key || !turns) throw new Error("expected a record key and a turns store");
+    await vi.waitFor(
+      async () => {
+        const marker = await turns.get(markerKey(key));
+        expect(marker && JSON.parse(new TextDecoder().decode(marker))).toMatchObject({ released: true });
+      },
+      { timeout: 10_000, interval: 20 },
+    );
 
     const reply = await execute(s, request);
     expect(reply.result).toMatchObject({ status: "COMPLETE", content: "scripts done", notes: { turns: 2 } });

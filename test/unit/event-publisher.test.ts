@@ -196,21 +196,38 @@ describe("eventPublisher where the stream stores one connection's writes in the 
     expect(t.wire).toEqual(["send t1:e1", "send t1:e2", "send t1:e3", "store result"]);
   });
 
-  it("stores again, under the same message id, the events sent before a loss, and resolves once they are stored", async () => {
+  it("after a loss, stores the events not vouched for again, under the same message ids, before anything newer", async () => {
     const t = transport();
     const publish = eventPublisher(deps(), { store: t.store, ordered: t.ordered });
     publish(tid("t1"), 1, "node.started", "running");
+    publish(tid("t2"), 1, "node.started", "running");
     t.lose();
     publish(tid("t1"), 2, "task.completed", "completed");
     let done = false;
     const stored = publish.afterEvents(tid("t1"), result(t.store)).then(() => (done = true));
+    // Each task's events in the order sent: t1's next event and its result follow, acknowledged, behind the one again.
+    expect(t.wire).toEqual(["send t1:e1", "send t2:e1", "store t1:e1", "store t2:e1", "store t1:e2", "store result"]);
     t.settle("result");
+    t.settle("t1:e2");
     await tick();
-    // e1 went out before the connection was lost; e2 after, so the result vouches for it.
-    expect(t.wire).toEqual(["send t1:e1", "send t1:e2", "store result", "store t1:e1"]);
     expect(done).toBe(false);
     t.settle("t1:e1");
     await stored;
+    // t2's next event goes behind its own stored again, not before it.
+    publish(tid("t2"), 2, "model.turn", "running");
+    expect(t.wire.at(-1)).toBe("store t2:e2");
+  });
+
+  it("stores again the events sent before a loss that only the acknowledgement of a later write shows", async () => {
+    vi.useFakeTimers();
+    const t = transport();
+    const publish = eventPublisher(deps(), { store: t.store, ordered: t.ordered });
+    publish(tid("t1"), 1, "node.started", "running");
+    vi.advanceTimersByTime(FENCE_MS);
+    publish(tid("t1"), 2, "model.turn", "running");
+    t.lose();
+    t.settle("t1:e2");
+    await vi.waitFor(() => expect(t.wire).toEqual(["send t1:e1", "store t1:e2", "store t1:e1"]));
   });
 
   it("rejects as the result's store does, and stores the events with acknowledgements", async () => {
@@ -223,41 +240,41 @@ describe("eventPublisher where the stream stores one connection's writes in the 
     expect(t.wire).toEqual(["send t1:e1", "store result", "store t1:e1"]);
   });
 
-  it("fences every task's events once per FENCE_MS by sending the last one again with an acknowledgement", async () => {
+  it("sends the first event FENCE_MS after the oldest one not vouched for with an acknowledgement, which vouches for all before it", async () => {
     vi.useFakeTimers();
     const t = transport();
     const publish = eventPublisher(deps(), { store: t.store, ordered: t.ordered });
     publish(tid("t1"), 1, "node.started", "running");
     publish(tid("t2"), 1, "node.started", "running");
-    t.lose();
+    vi.advanceTimersByTime(FENCE_MS - 1);
     publish(tid("t1"), 2, "model.turn", "running");
     expect(t.wire).toEqual(["send t1:e1", "send t2:e1", "send t1:e2"]);
-    vi.advanceTimersByTime(FENCE_MS - 1);
-    expect(t.wire).toHaveLength(3);
     vi.advanceTimersByTime(1);
-    expect(t.wire.at(-1)).toBe("store t1:e2");
-    t.settle("t1:e2");
-    await vi.waitFor(() => expect(t.wire).toHaveLength(6));
-    // The two sent before the loss are stored again; t1:e2 is vouched for by its own acknowledgement.
-    expect(t.wire.slice(4).sort()).toEqual(["store t1:e1", "store t2:e1"]);
-    // Nothing is held any more: no fence without new events.
-    t.settle("t1:e1");
-    t.settle("t2:e1");
-    vi.advanceTimersByTime(10 * FENCE_MS);
-    expect(t.wire).toHaveLength(6);
+    // Nothing is sent only to vouch: the next event goes with an acknowledgement.
+    expect(t.wire).toHaveLength(3);
+    publish(tid("t2"), 2, "model.turn", "running");
+    expect(t.wire.at(-1)).toBe("store t2:e2");
+    t.settle("t2:e2");
+    await vi.advanceTimersByTimeAsync(0);
+    // All vouched for: nothing stored again; the next event goes without acknowledgement, and so does one within FENCE_MS.
+    publish(tid("t1"), 3, "model.turn", "running");
+    vi.advanceTimersByTime(FENCE_MS - 1);
+    publish(tid("t1"), 4, "model.turn", "running");
+    expect(t.wire.slice(4)).toEqual(["send t1:e3", "send t1:e4"]);
   });
 
-  it("stores again every event a failed fence could not vouch for, but none of a task another Director owns now", async () => {
+  it("stores again every event an acknowledged event that failed could not vouch for, but none of a task another Director owns now", async () => {
     vi.useFakeTimers();
     const t = transport();
     const publish = eventPublisher(deps(), { store: t.store, ordered: t.ordered });
     publish(tid("t1"), 1, "node.started", "running");
     publish(tid("t2"), 1, "node.started", "running");
     vi.advanceTimersByTime(FENCE_MS);
-    expect(t.wire.at(-1)).toBe("store t2:e1");
+    publish(tid("t2"), 2, "model.turn", "running");
+    expect(t.wire.at(-1)).toBe("store t2:e2");
     await publish.cut(tid("t1"));
-    t.settle("t2:e1", new Error("no answer"));
+    t.settle("t2:e2", new Error("no answer"));
     await vi.waitFor(() => expect(t.wire).toHaveLength(4));
-    expect(t.wire).toEqual(["send t1:e1", "send t2:e1", "store t2:e1", "store t2:e1"]);
+    expect(t.wire).toEqual(["send t1:e1", "send t2:e1", "store t2:e2", "store t2:e1"]);
   });
 });
