@@ -5,8 +5,12 @@
  * after the call settled, and a semaphore freed that late hands its slot to a newcomer before the first waiter.
  */
 
-/** Runs `run`; `cleanup` runs once what it returns settles (in that reaction), or at once should `run` throw. */
-export function settled<T>(run: () => Promise<T>, cleanup: () => void): Promise<T> {
+/**
+ * Runs `run`; once what it returns settles, `answer` makes the value to resolve with (while what `run` holds is still
+ * there) and `cleanup` runs right after, in the same reaction, even when `answer` throws. `cleanup` runs at once should
+ * `run` throw.
+ */
+export function settled<T, R = T>(run: () => Promise<T>, cleanup: () => void, answer?: (value: T) => R): Promise<R> {
   let running: Promise<T>;
   try {
     running = run();
@@ -16,8 +20,11 @@ export function settled<T>(run: () => Promise<T>, cleanup: () => void): Promise<
   }
   return running.then(
     (value) => {
-      cleanup();
-      return value;
+      try {
+        return answer ? answer(value) : (value as unknown as R);
+      } finally {
+        cleanup();
+      }
     },
     (err: unknown) => {
       cleanup();

@@ -5,7 +5,7 @@ import { randomUUID } from "node:crypto";
 import type { Bus, TaskStore, WorkQueue } from "../actors/bus.js";
 import { silentLogger, type ActorDeps, type Logger, type RoleHandle } from "../actors/deps.js";
 import { startDirector } from "../actors/director/director.js";
-import type { OrderedWrites } from "../actors/director/event-publisher.js";
+import type { OrderedWrites } from "../actors/director/vouching.js";
 import { LocalResponders } from "../actors/local.js";
 import { startEvaluator } from "../actors/evaluator/evaluator.js";
 import { startHandler } from "../actors/handler/handler.js";

@@ -18,7 +18,7 @@ import { BODIES_MAX_AGE_MS } from "./nats/chunks.js";
 import { wireOf } from "./nats/wire.js";
 import { openWorkQueue } from "./nats/queue.js";
 import type { Transport } from "./system.js";
-import type { OrderedWrites } from "../actors/director/event-publisher.js";
+import type { OrderedWrites } from "../actors/director/vouching.js";
 import { eagerStores, once, lazyIndexStore, lazyKeyedStore, lazyTaskStore, lazyWorkQueue } from "./nats/lazy-stores.js";
 import { openGoalStore } from "./goal-kv.js";
 import type { NatsAuth } from "./nats/auth.js";

@@ -20,6 +20,7 @@ import {
   type TaskId,
 } from "../../protocol/index.js";
 import type { ActorDeps, RoleHandle } from "../deps.js";
+import { settled } from "../settled.js";
 import { inspectOption } from "../inspect-option.js";
 import { START } from "../../machines/invoke-events.js";
 import { publishProgress } from "../local.js";
@@ -98,34 +99,22 @@ export function startEvaluator(deps: ActorDeps, config: EvaluatorConfig): RoleHa
         cancelled.delete(taskId);
       }
     };
-    // Promise callbacks, not awaits in a try: frames suspended here would be held for as long as the task runs.
-    let evaluated: Promise<TaskResult>;
-    try {
-      const done = toPromise(actor);
-      evaluated = inNodeSpan(taskId, path, summarize(node), () =>
-        recordedNode(walk, path, node, async () => {
-          actor.start().send(START);
-          return done.then((result) => ({ result, env: actor.getSnapshot().context.env }));
-        }),
-      );
-    } catch (err) {
-      ended();
-      throw err;
-    }
-    return evaluated.then(
-      (result) => {
-        try {
-          // Stopped for a newer owner: not an outcome of the task. Should the sender still hold the task, it asks again.
-          if (superseded.has(actor))
-            throw new RemoteError("UNAVAILABLE", `the evaluation of task '${taskId}' was superseded by a newer owner`);
-          return reply(spend.withTotals(result));
-        } finally {
-          ended();
-        }
+    return settled(
+      () => {
+        const done = toPromise(actor);
+        return inNodeSpan(taskId, path, summarize(node), () =>
+          recordedNode(walk, path, node, async () => {
+            actor.start().send(START);
+            return done.then((result) => ({ result, env: actor.getSnapshot().context.env }));
+          }),
+        );
       },
-      (err: unknown) => {
-        ended();
-        throw err;
+      ended,
+      (result) => {
+        // Stopped for a newer owner: not an outcome of the task. Should the sender still hold the task, it asks again.
+        if (superseded.has(actor))
+          throw new RemoteError("UNAVAILABLE", `the evaluation of task '${taskId}' was superseded by a newer owner`);
+        return reply(spend.withTotals(result));
       },
     );
   };

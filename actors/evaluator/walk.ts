@@ -18,6 +18,7 @@ import { substitute } from "../../machines/language/substitute.js";
 import type { TaskNode, TemplateDocument } from "../../machines/language/ast.js";
 import { taskFailure, type TaskResult, type TaskId } from "../../protocol/index.js";
 import { inSpan } from "../tracing.js";
+import { settled } from "../settled.js";
 import { bindInputs, bindInputsNow, resolveItems, type EvaluateInputTask } from "./bind.js";
 import { bindArgs, runCond } from "./calls.js";
 import { provideCheckmate } from "./checkmate.js";
@@ -70,25 +71,14 @@ export async function evaluateNode(
         signal.removeEventListener("abort", cancel);
         release();
       };
-      // Promise callbacks, not an await in a try: a suspended frame would be held while the node's model runs.
-      let done: Promise<TaskResult>;
-      try {
-        done = toPromise(actor);
-        actor.start().send(START);
-      } catch (err) {
-        ended();
-        throw err;
-      }
-      return done.then(
-        (result) => {
-          const bound = { result, env: actor.getSnapshot().context.env };
-          ended();
-          return bound;
+      return settled(
+        () => {
+          const done = toPromise(actor);
+          actor.start().send(START);
+          return done;
         },
-        (err: unknown) => {
-          ended();
-          throw err;
-        },
+        ended,
+        (result) => ({ result, env: actor.getSnapshot().context.env }),
       );
     }),
   );

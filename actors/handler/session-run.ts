@@ -22,6 +22,7 @@ import {
 } from "../../protocol/index.js";
 import type { TaskStore } from "../bus.js";
 import type { ActorDeps } from "../deps.js";
+import { settled } from "../settled.js";
 import { inspectOption } from "../inspect-option.js";
 import { publishProgress } from "../local.js";
 import type { CallModel } from "../model.js";
@@ -115,27 +116,14 @@ export function sessionRunner(handler: SessionHandler): RunSession {
       release();
       ended();
     };
-    let done: Promise<SessionOutput>;
-    try {
-      done = toPromise(actor);
-      actor.start();
-    } catch (err) {
-      settle();
-      throw err;
-    }
-    // Promise callbacks, not an await in a try: a suspended frame (and all it holds) would be kept while the model runs.
-    return done.then(
-      (output) => {
-        try {
-          return answered(output);
-        } finally {
-          settle();
-        }
+    return settled(
+      () => {
+        const done = toPromise(actor);
+        actor.start();
+        return done;
       },
-      (err: unknown) => {
-        settle();
-        throw err;
-      },
+      settle,
+      answered,
     );
     function answered(output: SessionOutput) {
       const reply = maskDeep(

@@ -79,7 +79,7 @@ describe("a three-node NATS cluster with replicas 3", () => {
     const nc: NatsConnection = await connect({ servers: [...cluster.urls], maxReconnectAttempts: -1, reconnectTimeWait: 250 });
     // A short API timeout: a request to a stream without a leader goes unanswered, and is asked again sooner.
     const jsm = await jetstreamManager(nc, { timeout: 1000 });
-    // A clustered server says so: the Directors' events then wait for each other (runtime/transport.ts, `storedInOrder`).
+    // A clustered server says so: the Directors' events then wait for each other (runtime/transport.ts, `orderedWrites.holds()`).
     expect(nc.info?.cluster).toBeTruthy();
     // Every stream and bucket the roles created has three replicas.
     for (const stream of [subjects.intakeStream, subjects.eventsStream, `KV_${subjects.tasksBucket}`, `KV_${subjects.turnsBucket}`])

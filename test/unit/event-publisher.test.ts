@@ -1,6 +1,7 @@
 /** Task events stored in the events stream (actors/director/event-publisher.ts): one task's in order, each under its own id. */
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { eventPublisher, FENCE_MS, type EventPublisher, type OrderedWrites } from "../../actors/director/event-publisher.js";
+import { eventPublisher, type EventPublisher } from "../../actors/director/event-publisher.js";
+import { FENCE_MS, type OrderedWrites } from "../../actors/director/vouching.js";
 import { silentLogger, type ActorDeps } from "../../actors/deps.js";
 import { createSubjects, decode, TaskEvent } from "../../protocol/index.js";
 import { MemoryBus } from "../../runtime/in-process/bus.js";

@@ -35,4 +35,25 @@ describe("settled", () => {
     await expect(failed).rejects.toThrow("at once");
     expect(cleaned).toBe(1);
   });
+
+  it("answers from the value before cleaning up, and cleans up when the answer throws", async () => {
+    const order: string[] = [];
+    const answered = await settled(
+      () => Promise.resolve(2),
+      () => order.push("cleanup"),
+      (v) => (order.push("answer"), v * 10),
+    );
+    expect(answered).toBe(20);
+    expect(order).toEqual(["answer", "cleanup"]);
+    let cleaned = 0;
+    const refused = settled(
+      () => Promise.resolve(2),
+      () => cleaned++,
+      () => {
+        throw new Error("superseded");
+      },
+    );
+    await expect(refused).rejects.toThrow("superseded");
+    expect(cleaned).toBe(1);
+  });
 });
