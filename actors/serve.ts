@@ -168,10 +168,10 @@ function traced<T>(name: string, headers: ReadonlyMap<string, string> | undefine
 function requestAttributes(request: unknown): Attributes {
   if (typeof request !== "object" || request === null) return {};
   const { taskId, nodePath } = request as { taskId?: unknown; nodePath?: unknown };
-  return {
-    ...(typeof taskId === "string" ? { "dirigent.task_id": taskId } : {}),
-    ...(typeof nodePath === "string" ? { "dirigent.node_path": nodePath } : {}),
-  };
+  const attributes: Attributes = {};
+  if (typeof taskId === "string") attributes["dirigent.task_id"] = taskId;
+  if (typeof nodePath === "string") attributes["dirigent.node_path"] = nodePath;
+  return attributes;
 }
 
 /** The longest keepalive period a sender may ask for, and the shortest: a timer can hold no more than 2^31-1 ms. */

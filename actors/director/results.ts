@@ -53,7 +53,9 @@ export async function finish(env: RunEnv, task: RunningTask, context: TaskContex
   let outcome = outcomeOf(task.claim.record.taskId, context, state);
   const seq = task.seq + 1;
   const write = () =>
-    writeClaimed(store, task.claim, (current) => ({ ...current, state, result: outcome, seq, updatedAt: deps.now().toISOString() }));
+    writeClaimed(store, task.claim, (current) =>
+      Object.assign({}, current, { state, result: outcome, seq, updatedAt: deps.now().toISOString() }),
+    );
   let written: Awaited<ReturnType<typeof write>>;
   try {
     written = await write();

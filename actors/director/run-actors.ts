@@ -24,6 +24,7 @@ export type RunActor = Actor<typeof runMachine>;
 export interface RunEffects {
   claim(): Promise<ClaimOutput>;
   tellPreviousOwner(): Promise<void>;
+  startFresh(): void;
   restore(): Promise<RestoreOutput>;
   checkpoint(): Promise<CheckpointOutput>;
   finish(input: FinishInput): Promise<FinishOutput>;
@@ -70,6 +71,7 @@ export function runActors(): RunActors {
       readOwner: fromPromise<{ final: boolean }, Scoped>(({ input }) => of(input.scopeKey).readOwner()),
     },
     actions: {
+      startFresh: ({ context }) => of(context.scopeKey).startFresh(),
       startTask: ({ context }) => of(context.scopeKey).startTask(),
       stopTask: ({ context }) => of(context.scopeKey).stopTask(),
       closeEvents: ({ context }) => of(context.scopeKey).closeEvents(),

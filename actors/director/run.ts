@@ -136,7 +136,7 @@ export function runDelivery(env: RunEnv, item: TaskItem, queued: TaskRecord | un
       () => env.claimsDue.add(run),
     ),
     {
-      input: { taskId: item.id, draining },
+      input: { taskId: item.id, draining, first },
     },
   );
   const current = () => delivery.task?.item ?? delivery.item;
@@ -205,19 +205,30 @@ class DeliveryEffects implements RunEffects {
     return this.delivery.checkpoints;
   }
 
+  // A redelivery (or a delivery that may be one) reads the task's record first.
   async claim(): Promise<ClaimOutput> {
     const { env, delivery } = this;
-    let claim: Claim;
-    // On its first delivery nothing of the task ran before: it starts at once under a pending claim, stored by its
-    // first write (actors/director/records.ts). A redelivery reads the record first.
-    if (delivery.first && delivery.queued !== undefined) claim = pendingClaim(delivery.queued, env.owner, env.deps.now, delivery.item.seq);
-    else {
-      const found = await claimStored(env, delivery, delivery.queued);
-      if (found.claim === undefined) return found;
-      claim = found.claim;
-    }
+    const found = await claimStored(env, delivery, delivery.queued);
+    if (found.claim === undefined) return found;
+    const { claim } = found;
     const { seq } = take(env, delivery, claim, this.send);
     return { kind: "claimed", pending: claim.pending === true, takenOver: replacedAnother(claim, env.owner), seq };
+  }
+
+  // On its first delivery nothing of the task ran before: it starts at once under a pending claim, stored by its
+  // first write (actors/director/records.ts), with nothing read and no actor invoked for it. Done once the run's
+  // action has returned: an XState actor created while another's action runs makes XState's development build warn.
+  startFresh(): void {
+    queueMicrotask(() => {
+      const { env, delivery } = this;
+      try {
+        if (delivery.queued === undefined) throw new Error(`task '${this.taskId}': a first delivery without its record`);
+        const running = take(env, delivery, pendingClaim(delivery.queued, env.owner, env.deps.now, delivery.item.seq), this.send);
+        this.send({ type: "task.created", output: createTask(env, running, this.send), seq: running.seq });
+      } catch (error) {
+        this.send({ type: "task.notCreated", error });
+      }
+    });
   }
 
   tellPreviousOwner(): Promise<void> {

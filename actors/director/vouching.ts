@@ -73,7 +73,7 @@ export class Vouching {
     } catch {
       // Not sent (the connection is closing): kept like any other, and stored again unless something vouches for it.
     }
-    const sent: Sent = { ...event, losses };
+    const sent: Sent = { subject: event.subject, body: event.body, id: event.id, seq: event.seq, losses };
     const task = this.#kept.get(taskId);
     if (task === undefined) this.#kept.set(taskId, { events: [sent], done: false });
     else task.events.push(sent);

@@ -175,7 +175,11 @@ function sessionEffects(handler: SessionHandler, request: ExecuteRequest, run: S
       secrets: config.secrets ?? [],
       progress,
       answered: (input, reply, timing) =>
-        log.turn(input, reply, { ...timing, cost: costNote(config.prices, model, reply.model, reply.usage).cost }),
+        log.turn(input, reply, {
+          durationMs: timing.durationMs,
+          retries: timing.retries,
+          cost: costNote(config.prices, model, reply.model, reply.usage).cost,
+        }),
     }),
     countTokens: (input) => handler.countRequestTokens(input.model, input.messages, tools),
     ...(key && records

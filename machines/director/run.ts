@@ -4,8 +4,10 @@
  * running → completed | failed | cancelled) is the {@link taskMachine} of ./task.ts, which the Director runs beside
  * this one and whose end it reports here as `task.done`.
  *
- * claiming → (telling →) restoring → running → finishing → settled; a first delivery (nothing of its task ran before,
- * {@link surelyFirst}) is claimed without reading anything, under a pending claim its first write stores. On the way a task can be handed back (`drain`:
+ * delivered → claiming → (telling →) restoring → running → finishing → settled. A first delivery (nothing of its task
+ * ran before, {@link surelyFirst}) goes delivered → starting → running instead: it is claimed without reading
+ * anything, under a pending claim its first write stores, and its task is created from its start at once, with no
+ * invoked actor (`startFresh`, which answers `task.created`). On the way a task can be handed back (`drain`:
  * the process stops; or an effect failed: the delivery comes again after a pause), lost (another Director took the
  * claim over), or refused (the claim was not granted: contended, already final, dropped, or claimed here under an
  * earlier delivery). A claim that replaced another Director's claim tells that Director first (`telling`), which stops
@@ -39,6 +41,8 @@ export interface RunInput extends Scoped {
   taskId: TaskId;
   /** The process was already draining when the delivery arrived. */
   draining?: boolean;
+  /** Surely the item's first delivery, its record with it ({@link surelyFirst}): claimed without reading anything. */
+  first?: boolean;
 }
 
 /**
@@ -149,6 +153,10 @@ export type RunEvent =
   | { type: "drain" }
   /** The task's machine ended (done, or in error). */
   | { type: "task.done" }
+  /** A first delivery's pending claim taken and its task created (`startFresh`): `seq`, the claim's last event. */
+  | { type: "task.created"; output: RestoreOutput; seq: number }
+  /** `startFresh` failed unexpectedly: the delivery goes back to the queue, as when an effect fails. */
+  | { type: "task.notCreated"; error: unknown }
   /** The task's machine changed state: checkpoint it; `seq`: the task's last event. */
   | { type: "task.changed"; seq: number }
   /** The Director that took the task over said so (its claim replaced this one). */
@@ -170,6 +178,31 @@ const scoped = ({ context }: { context: RunContext }): Scoped => ({ scopeKey: co
 /** A heartbeat: progress is signalled on the delivery, and a pending claim is due. */
 const beating = ["beat", { type: "noteBeat", params: ({ event }: { event: { seq: number } }) => ({ seq: event.seq }) }] as const;
 
+/**
+ * What follows the creation of the task's actor (`restore`, or `startFresh` then `task.created`): the event's `output`
+ * says whether it was made. Typed loosely: the same branches serve an invoked actor's done event and `task.created`.
+ */
+const restored = [
+  { guard: "superseded", target: "checkingOwner", actions: "stopTask" },
+  {
+    guard: { type: "restoreRefused", params: ({ event }: { event: RestoreEvent }) => outputOf(event) },
+    target: "finishing",
+    actions: {
+      type: "noteFailure",
+      params: ({ event }: { event: RestoreEvent }) => {
+        const output = outputOf(event);
+        return { failure: output.kind === "refused" ? `cannot resume the task: ${output.message}` : "" };
+      },
+    },
+  },
+  { guard: "draining", target: "handingBack" },
+  { target: "running" },
+] as const;
+
+/** An event that carries a {@link RestoreOutput}: an invoked `restore`'s done event, or `task.created`. */
+type RestoreEvent = { type: string; output?: unknown };
+const outputOf = (event: RestoreEvent): RestoreOutput => (event.output ?? { kind: "ready" }) as RestoreOutput;
+
 /** The run protocol machine. */
 export const runMachine = setup({
   types: {
@@ -178,6 +211,11 @@ export const runMachine = setup({
     events: {} as RunEvent,
   },
   actions: {
+    /**
+     * A first delivery: takes a pending claim, creates the task from its start and answers `task.created` (or
+     * `task.notCreated`), once this action has returned.
+     */
+    startFresh: () => notProvided("run.startFresh"),
     startTask: () => notProvided("run.startTask"),
     stopTask: () => notProvided("run.stopTask"),
     /** Publishes no more event of the task, and drops those not sent yet: another Director owns it. */
@@ -190,6 +228,7 @@ export const runMachine = setup({
     /** Logs what the run came to. */
     report: (_, _params: { outcome: RunOutcome }) => undefined,
     markDraining: assign({ draining: true }),
+    noteFailure: assign((_, params: { failure: string }) => ({ failure: params.failure })),
     markSuperseded: assign({ superseded: true }),
     recordError: assign((_, params: { error: unknown }) => ({ error: messageOf(params.error) })),
     /** The claim granted: its seq is the last one stored; a pending claim is due at once only when not pending. */
@@ -218,6 +257,7 @@ export const runMachine = setup({
     contended: (_, output: ClaimOutput) => output.kind === "contended",
     nothingToRun: (_, output: ClaimOutput) => output.kind === "done",
     restoreRefused: (_, output: RestoreOutput) => output.kind === "refused",
+    first: ({ context }) => context.first,
     draining: ({ context }) => context.draining,
     superseded: ({ context }) => context.superseded,
     pending: ({ context }) => context.pending,
@@ -235,6 +275,7 @@ export const runMachine = setup({
   id: "run",
   context: ({ input }) => ({
     draining: false,
+    first: false,
     ...input,
     pending: false,
     cancelOthers: false,
@@ -243,12 +284,27 @@ export const runMachine = setup({
     checkpointed: 0,
     claimDue: false,
   }),
-  initial: "claiming",
+  initial: "delivered",
   on: { drain: { actions: "markDraining" }, "claim.superseded": { actions: ["markSuperseded", "closeEvents"] } },
   states: {
+    delivered: {
+      description: "A delivery arrived: surely its item's first (nothing of its task ran before, its record with it), or not.",
+      always: [{ guard: "first", target: "starting" }, { target: "claiming" }],
+    },
+    starting: {
+      description:
+        "A first delivery: claimed at once under a pending claim, stored by its first write; its task's actor is created from its start.",
+      entry: "startFresh",
+      // Left only on `task.created`: its pending claim noted, then the same branches as after a restore.
+      exit: {
+        type: "noteClaim",
+        params: ({ event }) => ({ kind: "claimed", pending: true, seq: event.type === "task.created" ? event.seq : 0 }),
+      },
+      on: { "task.created": restored, "task.notCreated": failed },
+    },
     claiming: {
       description:
-        "Claims the task: a first delivery under a pending claim, read from nothing; any other by reading its record. The task's, or why it is not run here.",
+        "Claims the task by reading its record (a delivery that may not be its item's first): the task's, or why it is not run here.",
       invoke: {
         src: "claim",
         input: scoped,
@@ -277,23 +333,7 @@ export const runMachine = setup({
     },
     restoring: {
       description: "Creates the task's actor: from its stored snapshot when taken over, else from its start.",
-      invoke: {
-        src: "restore",
-        input: scoped,
-        onDone: [
-          { guard: "superseded", target: "checkingOwner", actions: "stopTask" },
-          {
-            guard: { type: "restoreRefused", params: ({ event }) => event.output },
-            target: "finishing",
-            actions: assign({
-              failure: ({ event }) => (event.output.kind === "refused" ? `cannot resume the task: ${event.output.message}` : undefined),
-            }),
-          },
-          { guard: "draining", target: "handingBack" },
-          { target: "running" },
-        ],
-        onError: failed,
-      },
+      invoke: { src: "restore", input: scoped, onDone: restored, onError: failed },
     },
     running: {
       description:

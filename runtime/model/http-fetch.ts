@@ -6,7 +6,8 @@
  * same exchange; every model call pays it. The `openai` SDK accepts any `fetch`: this one covers what it sends
  * (a method, headers, a string or byte body, an abort signal) and falls back to the global `fetch` for anything else
  * (a `Request` object, a stream or form body). Responses: a JSON body is read whole before the promise resolves (the
- * SDK's timeout then covers it); a streamed one (`text/event-stream`) resolves at its headers with a stream body.
+ * SDK's timeout then covers it) and answered by a {@link BufferedResponse}, which makes no WHATWG stream unless its
+ * `body` is asked for; a streamed one (`text/event-stream`) resolves at its headers as a `Response` with a stream body.
  * gzip, deflate and br bodies are decoded, as `fetch` does. A request whose reused socket the server closed before
  * any answer is sent again on another ({@link STALE_SOCKET_RETRIES}).
  */
@@ -54,7 +55,10 @@ function send(
   staleRetries = STALE_SOCKET_RETRIES,
 ): Promise<Response> {
   const headers: Record<string, string> = {};
-  if (init.headers) new Headers(init.headers).forEach((value, name) => (headers[name] = value));
+  if (init.headers) {
+    const given = init.headers instanceof Headers ? init.headers : new Headers(init.headers);
+    given.forEach((value, name) => (headers[name] = value));
+  }
   const body = init.body as string | Uint8Array | null | undefined;
   if (body !== undefined && body !== null && headers["content-length"] === undefined)
     headers["content-length"] = String(typeof body === "string" ? Buffer.byteLength(body) : body.byteLength);
@@ -73,17 +77,19 @@ function send(
         const decoded = decode(res, res.headers["content-encoding"]);
         if (decoded !== res) responseHeaders.delete("content-encoding");
         const noBody = status === 204 || status === 304 || init.method === "HEAD";
-        const init2 = { status, statusText: res.statusMessage ?? "", headers: responseHeaders };
+        const statusText = res.statusMessage ?? "";
         if (noBody) {
           res.resume();
-          resolve(new Response(null, init2));
+          resolve(new BufferedResponse(null, status, statusText, responseHeaders, url.href) as unknown as Response);
         } else if ((res.headers["content-type"] ?? "").startsWith("text/event-stream")) {
-          resolve(new Response(Readable.toWeb(decoded) as ReadableStream<Uint8Array>, init2));
+          resolve(new Response(Readable.toWeb(decoded) as ReadableStream<Uint8Array>, { status, statusText, headers: responseHeaders }));
         } else {
           const chunks: Buffer[] = [];
           decoded.on("data", (chunk: Buffer) => chunks.push(chunk));
           decoded.on("error", reject);
-          decoded.on("end", () => resolve(new Response(Buffer.concat(chunks), init2)));
+          decoded.on("end", () =>
+            resolve(new BufferedResponse(Buffer.concat(chunks), status, statusText, responseHeaders, url.href) as unknown as Response),
+          );
         }
       },
     );
@@ -94,6 +100,77 @@ function send(
     });
     request.end(body ?? undefined);
   });
+}
+
+const utf8 = new TextDecoder();
+
+/**
+ * A response whose body was read whole, with what the `openai` SDK and `fetch`'s callers read of a `Response`: the
+ * status, the headers, the URL, `text()`, `json()`, `arrayBuffer()`, `bytes()`, `clone()`, and `body` as a stream
+ * made only when asked for. Node's `Response` builds a WHATWG stream, its controller and its transfer hooks for every
+ * body; for the model's small JSON answers that was most of this client's CPU. Like `fetch`'s, a body is read once:
+ * a second read rejects with a `TypeError`.
+ */
+export class BufferedResponse {
+  readonly ok: boolean;
+  readonly redirected = false;
+  readonly type = "basic";
+  #bytes: Buffer | null;
+  #used = false;
+  #body: ReadableStream<Uint8Array> | null | undefined;
+
+  constructor(
+    bytes: Buffer | null,
+    readonly status: number,
+    readonly statusText: string,
+    readonly headers: Headers,
+    readonly url: string,
+  ) {
+    this.#bytes = bytes;
+    this.ok = status >= 200 && status <= 299;
+  }
+
+  get bodyUsed(): boolean {
+    return this.#used;
+  }
+
+  /** The body as a stream (made on first use; reading it uses the body). */
+  get body(): ReadableStream<Uint8Array> | null {
+    if (this.#body === undefined) {
+      const bytes = this.#bytes;
+      this.#body = bytes === null ? null : new Response(bytes).body;
+      this.#used = bytes !== null;
+    }
+    return this.#body;
+  }
+
+  async arrayBuffer(): Promise<ArrayBuffer> {
+    const bytes = this.#take();
+    return bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) as ArrayBuffer;
+  }
+
+  async bytes(): Promise<Uint8Array> {
+    return new Uint8Array(this.#take());
+  }
+
+  async text(): Promise<string> {
+    return utf8.decode(this.#take());
+  }
+
+  async json(): Promise<unknown> {
+    return JSON.parse(utf8.decode(this.#take())) as unknown;
+  }
+
+  clone(): BufferedResponse {
+    if (this.#used) throw new TypeError("Response.clone: Body has already been consumed.");
+    return new BufferedResponse(this.#bytes, this.status, this.statusText, new Headers(this.headers), this.url);
+  }
+
+  #take(): Buffer {
+    if (this.#used) throw new TypeError("Body is unusable: Body has already been read");
+    this.#used = true;
+    return this.#bytes ?? Buffer.alloc(0);
+  }
 }
 
 function decode(res: http.IncomingMessage, encoding: string | undefined): Readable {

@@ -70,6 +70,24 @@ describe("createHttpFetch", () => {
     expect(connections.size).toBe(1);
   });
 
+  it("answers a whole body as fetch would: read once, cloned before, as a stream when asked, with the request's URL", async () => {
+    const post = () => httpFetch(`${base}/echo`, { method: "POST", body: "b" });
+    const res = await post();
+    expect([res.url, res.ok, res.bodyUsed]).toEqual([`${base}/echo`, true, false]);
+    const copy = res.clone();
+    expect(await res.text()).toContain('"body":"b"');
+    expect(res.bodyUsed).toBe(true);
+    await expect(res.json()).rejects.toThrow(TypeError);
+    expect(() => res.clone()).toThrow(TypeError);
+    expect(await copy.json()).toMatchObject({ method: "POST", body: "b" });
+    const streamed = await post();
+    const chunks: Uint8Array[] = [];
+    for await (const chunk of streamed.body!) chunks.push(chunk);
+    expect(JSON.parse(Buffer.concat(chunks).toString())).toMatchObject({ body: "b" });
+    await expect(streamed.text()).rejects.toThrow(TypeError);
+    expect(new Uint8Array(await (await post()).arrayBuffer())[0]).toBe("{".charCodeAt(0));
+  });
+
   it("decodes a gzip body and drops its content-encoding", async () => {
     const res = await httpFetch(`${base}/gzip`);
     expect(res.headers.get("content-encoding")).toBeNull();

@@ -27,10 +27,12 @@ interface Fakes {
   finish?: (input: FinishInput) => Promise<FinishOutput>;
   flush?: () => Promise<void>;
   readOwner?: () => Promise<{ final: boolean }>;
+  /** A first delivery's task created (`startFresh`), or why not; `null`: no answer (the test sends it). */
+  startFresh?: (() => RestoreOutput) | null;
 }
 
 /** The run machine with fake effects that log what they are asked to do. */
-function harness(fakes: Fakes = {}, draining = false) {
+function harness(fakes: Fakes = {}, draining = false, first = false) {
   const effects: string[] = [];
   const finishes: FinishInput[] = [];
   const outcomes: RunOutcome[] = [];
@@ -57,6 +59,12 @@ function harness(fakes: Fakes = {}, draining = false) {
       readOwner: fromPromise(async () => (effects.push("readOwner"), (fakes.readOwner ?? (async () => ({ final: false })))())),
     },
     actions: {
+      // Answered at once, as the Director's shell answers: the pending claim taken, the task created (or not).
+      startFresh: () => {
+        effects.push("startFresh");
+        if (fakes.startFresh !== null)
+          actor.send({ type: "task.created", output: (fakes.startFresh ?? (() => ({ kind: "ready" }) as const))(), seq: 1 });
+      },
       startTask: log("startTask"),
       stopTask: log("stopTask"),
       closeEvents: log("closeEvents"),
@@ -69,7 +77,7 @@ function harness(fakes: Fakes = {}, draining = false) {
     },
   });
   const actor = createActor(machine, {
-    input: { taskId: tid("t1"), draining },
+    input: { taskId: tid("t1"), draining, first },
   });
   // An action that throws ends the actor in error: heard here, as the Director's shell hears it (not rethrown).
   const written = () => actor.getSnapshot().context.seq;
@@ -97,15 +105,46 @@ describe("run protocol machine", () => {
     expect(finishes).toEqual([{}]);
   });
 
-  it("runs a first delivery under a pending claim, claimed and restored through the same actors as any other", async () => {
-    const { actor, effects, settledIn } = harness({ claim: async () => ({ kind: "claimed", pending: true, seq: 1 }) });
-    await waitFor(actor, (s) => s.matches("running"));
+  it("runs a first delivery at once under a pending claim: nothing read, no actor invoked to claim or restore it", async () => {
+    const { actor, effects, settledIn } = harness({}, false, true);
+    expect(actor.getSnapshot().value).toEqual({ running: "stored" });
+    expect(actor.getSnapshot().children).toEqual({});
+    expect(effects).toEqual(["startFresh", "startTask"]);
     expect(actor.getSnapshot().context.pending).toBe(true);
     // Its claim is pending: a change does not store it before it is due.
     actor.send({ type: "task.changed", seq: 2 });
     expect(effects).not.toContain("checkpoint");
     // Stored by the first checkpoint once due.
     // The Director's clock says the pending claim's delay passed.
+    actor.send({ type: "claim.due" });
+    actor.send({ type: "task.done" });
+    await settledIn("settled");
+    expect(effects).toEqual(["startFresh", "startTask", "checkpoint", "finish", "ack"]);
+  });
+
+  it("a first delivery whose task cannot be created fails it once, through the finish; one while draining is handed back", async () => {
+    const refused = harness({ startFresh: () => ({ kind: "refused", message: "no such machine" }) }, false, true);
+    await refused.settledIn("settled");
+    expect(refused.effects).toEqual(["startFresh", "finish", "ack"]);
+    expect(refused.finishes).toEqual([{ failure: "cannot resume the task: no such machine" }]);
+    const draining = harness({}, true, true);
+    await draining.settledIn("handedBack");
+    expect(draining.effects).toEqual(["startFresh", "flush", "stopTask", "nak"]);
+  });
+
+  it("a first delivery whose start failed unexpectedly goes back to the queue after a pause", async () => {
+    const { actor, effects, settledIn } = harness({ startFresh: null }, false, true);
+    expect(actor.getSnapshot().value).toBe("starting");
+    actor.send({ type: "task.notCreated", error: new Error("boom") });
+    await settledIn("handedBack");
+    expect(actor.getSnapshot().context.error).toBe("boom");
+    expect(effects).toEqual(["startFresh", "stopTask", "nakLater"]);
+  });
+
+  it("a pending claim granted by reading the record (a delivery that may not be the first) runs the same", async () => {
+    const { actor, effects, settledIn } = harness({ claim: async () => ({ kind: "claimed", pending: true, seq: 1 }) });
+    await waitFor(actor, (s) => s.matches("running"));
+    expect(actor.getSnapshot().context.pending).toBe(true);
     actor.send({ type: "claim.due" });
     actor.send({ type: "task.done" });
     await settledIn("settled");
