@@ -8,7 +8,8 @@
  * (from /proc, ticks of 10 ms), the messages and bytes the server received and sent (`/varz`), the JetStream stores
  * in each stream of the variant (`/jsz`: the streams' last sequence), and the wall figures (tasks/s, p50: meaningful
  * only on a quiet machine). `--tap 1` counts every message by subject (`--samples 1` prints the largest of each,
- * `--order 1` each event), `--prof DIR` runs `up` under `node --cpu-prof`. A variant `NAME=DIR@VAR+VAR` runs its
+ * `--order 1` each event), `--prof DIR` runs `up` under `node --cpu-prof`, `--actors 1` counts the XState actors `up`
+ * starts per task, by kind (root or child, machine id or invoked `src`; ./count-actors.cjs). A variant `NAME=DIR@VAR+VAR` runs its
  * `up` with those environment variables set to 1.
  *
  *   node test/bench/user-level/records-cost.mjs --a /tmp/base --b . --throughput 1000 --tasks 200 --seq 50 --rounds 3
@@ -56,6 +57,8 @@ const WARMUP = Number(args.warmup ?? 50);
 /** One-call tasks submitted at once (`up --concurrency 64`), as the user-level bench's row 11; 0: none. */
 const THROUGHPUT = Number(args.throughput ?? 0);
 const PROF = args.prof ? resolve(args.prof) : undefined;
+/** Count the actors `up` starts (./count-actors.cjs, asked for its counts with SIGUSR2). */
+const ACTORS = Boolean(args.actors);
 const here = (file) => fileURLToPath(new URL(file, import.meta.url));
 const TICK_US = 10_000;
 
@@ -138,11 +141,21 @@ async function runVariant(name, dir, round) {
   const root = `t${randomBytes(6).toString("hex")}`;
   const upper = root.toUpperCase();
   const dataDir = mkdtempSync(join(tmpdir(), "dirigent-records-cost-up-"));
-  const node = PROF ? ["--cpu-prof", "--cpu-prof-dir", join(PROF, `${name}-${round}`)] : [];
+  const countFile = join(dataDir, "actors.json");
+  const node = [
+    ...(PROF ? ["--cpu-prof", "--cpu-prof-dir", join(PROF, `${name}-${round}`)] : []),
+    ...(ACTORS ? ["--require", here("count-actors.cjs")] : []),
+  ];
   const up = await start(
     process.execPath,
     [...node, join(dir, "dist/runtime/cli.js"), "up", "--nats", natsUrl, "--prefix", root, "--concurrency", "64", "--model", "bench-model"],
-    { OPENAI_BASE_URL: modelUrl, OPENAI_API_KEY: "bench", DIRIGENT_DATA_DIR: dataDir, ...variantEnv[name] },
+    {
+      OPENAI_BASE_URL: modelUrl,
+      OPENAI_API_KEY: "bench",
+      DIRIGENT_DATA_DIR: dataDir,
+      ...(ACTORS ? { DIRIGENT_COUNT_ACTORS: countFile } : {}),
+      ...variantEnv[name],
+    },
     /dirigent: ready/,
   );
   const waiting = new Map();
@@ -204,8 +217,27 @@ async function runVariant(name, dir, round) {
     const connz = await monitorJson("/connz?limit=1000&subs=true");
     return Object.fromEntries(connz.connections.map((c) => [`${c.cid}:${c.name ?? ""}`, c]));
   };
+  /** With `--actors`: the actors `up` started so far, by kind (its preload writes them on SIGUSR2). */
+  let dumps = 0;
+  const actorCounts = async () => {
+    if (!ACTORS) return {};
+    const dump = ++dumps;
+    up.proc.kill("SIGUSR2");
+    for (;;) {
+      const written = (() => {
+        try {
+          return JSON.parse(readFileSync(countFile, "utf8"));
+        } catch {
+          return undefined; // not written yet, or half written
+        }
+      })();
+      if (written?.dump === dump) return written.counts;
+      await new Promise((ok) => setTimeout(ok, 5));
+    }
+  };
   const phase = async (xml, count, atOnce = false) => {
     tapped.clear();
+    const actorsBefore = await actorCounts();
     const before = {
       up: cpuUs(up.proc.pid),
       nats: cpuUs(nats.proc.pid),
@@ -220,6 +252,7 @@ async function runVariant(name, dir, round) {
     const perSecond = count / ((performance.now() - t0) / 1000);
     const varz = await monitorJson("/varz");
     const seqs = await streamSeqs(upper);
+    const actorsAfter = await actorCounts();
     const after = await conns();
     const byConn = {};
     for (const [k, c] of Object.entries(after)) {
@@ -245,6 +278,7 @@ async function runVariant(name, dir, round) {
       inBytes: per(varz.in_bytes - before.varz.in_bytes),
       outMsgs: per(varz.out_msgs - before.varz.out_msgs),
       stores: Object.fromEntries(Object.entries(seqs).map(([s, v]) => [s, per(v - (before.seqs[s] ?? 0))])),
+      ...(ACTORS ? { actors: Object.fromEntries(Object.entries(actorsAfter).map(([k, v]) => [k, per(v - (actorsBefore[k] ?? 0))])) } : {}),
     };
   };
   if (args.subs) {
@@ -299,16 +333,21 @@ const fmt = (x) => (Math.abs(x) >= 100 ? x.toFixed(0) : x.toFixed(2));
 console.log(
   `\nmedians over ${ROUNDS} rounds (${names.map((n) => `${n}: ${variants[n]}`).join(", ")}); per task, one at a time; ratios to ${names[0]}`,
 );
-console.log(`${"".padEnd(20)}${names.map((n) => n.padStart(18)).join("")}`);
+console.log(`${"".padEnd(34)}${names.map((n) => n.padStart(18)).join("")}`);
 for (const kind of [...(THROUGHPUT > 0 ? ["many"] : []), ...(TASKS > 0 ? ["one"] : []), ...(SEQ > 0 ? ["ten"] : [])]) {
   const row = (label, of) => {
     const values = names.map((n) => median(results[n].map(of)));
     console.log(
-      `${`${kind} ${label}`.padEnd(20)}${values.map((v, i) => `${fmt(v)}${i ? ` (${(v / values[0]).toFixed(2)})` : ""}`.padStart(18)).join("")}`,
+      `${`${kind} ${label}`.padEnd(34)}${values.map((v, i) => `${fmt(v)}${i ? ` (${(v / values[0]).toFixed(2)})` : ""}`.padStart(18)).join("")}`,
     );
   };
   for (const field of [kind === "many" ? "perSecond" : "p50", "upCpuUs", "natsCpuUs", "inMsgs", "inBytes", "outMsgs"])
     row(field, (r) => r[kind][field]);
   const streams = new Set(names.flatMap((n) => results[n].flatMap((r) => Object.keys(r[kind].stores))));
   for (const s of streams) row(`stores ${s}`, (r) => r[kind].stores[s] ?? 0);
+  // With --actors: the kinds any variant started during this workload.
+  const kinds = new Set(
+    names.flatMap((n) => results[n].flatMap((r) => Object.entries(r[kind].actors ?? {}).flatMap(([k, v]) => (v > 0 ? [k] : [])))),
+  );
+  for (const k of kinds) row(`actors ${k}`, (r) => r[kind].actors?.[k] ?? 0);
 }
