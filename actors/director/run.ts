@@ -226,7 +226,7 @@ class DeliveryEffects implements RunEffects {
         const running = take(env, delivery, pendingClaim(delivery.queued, env.owner, env.deps.now, delivery.item.seq), this.send);
         this.send({ type: "task.created", output: createTask(env, running, this.send), seq: running.seq });
       } catch (error) {
-        this.send({ type: "task.notCreated", error });
+        this.send({ type: "task.create.failed", error });
       }
     });
   }

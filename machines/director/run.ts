@@ -156,7 +156,7 @@ export type RunEvent =
   /** A first delivery's pending claim taken and its task created (`startFresh`): `seq`, the claim's last event. */
   | { type: "task.created"; output: RestoreOutput; seq: number }
   /** `startFresh` failed unexpectedly: the delivery goes back to the queue, as when an effect fails. */
-  | { type: "task.notCreated"; error: unknown }
+  | { type: "task.create.failed"; error: unknown }
   /** The task's machine changed state: checkpoint it; `seq`: the task's last event. */
   | { type: "task.changed"; seq: number }
   /** The Director that took the task over said so (its claim replaced this one). */
@@ -213,7 +213,7 @@ export const runMachine = setup({
   actions: {
     /**
      * A first delivery: takes a pending claim, creates the task from its start and answers `task.created` (or
-     * `task.notCreated`), once this action has returned.
+     * `task.create.failed`), once this action has returned.
      */
     startFresh: () => notProvided("run.startFresh"),
     startTask: () => notProvided("run.startTask"),
@@ -300,7 +300,7 @@ export const runMachine = setup({
         type: "noteClaim",
         params: ({ event }) => ({ kind: "claimed", pending: true, seq: event.type === "task.created" ? event.seq : 0 }),
       },
-      on: { "task.created": restored, "task.notCreated": failed },
+      on: { "task.created": restored, "task.create.failed": failed },
     },
     claiming: {
       description:

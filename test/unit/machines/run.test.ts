@@ -135,7 +135,7 @@ describe("run protocol machine", () => {
   it("a first delivery whose start failed unexpectedly goes back to the queue after a pause", async () => {
     const { actor, effects, settledIn } = harness({ startFresh: null }, false, true);
     expect(actor.getSnapshot().value).toBe("starting");
-    actor.send({ type: "task.notCreated", error: new Error("boom") });
+    actor.send({ type: "task.create.failed", error: new Error("boom") });
     await settledIn("handedBack");
     expect(actor.getSnapshot().context.error).toBe("boom");
     expect(effects).toEqual(["startFresh", "stopTask", "nakLater"]);
