@@ -40,6 +40,12 @@ const RESULT_POLL_MAX_MS = 30_000;
  * result: a read in between finds the result before the last events have come, and returning then would lose them.
  */
 const LIVE_RESULT_GRACE_MS = 5000;
+/**
+ * How long {@link DirigentClient.run} waits, once the result came, for the task's final event (`task.completed`,
+ * `task.failed`, `task.cancelled`) when it has not come before it. A Director publishes it before the result, but an
+ * event stored again after a lost connection comes after later ones (docs/deploy.md), so the order is not certain.
+ */
+const FINAL_EVENT_GRACE_MS = 2000;
 
 /**
  * A task id a user of the client passed, checked once as it comes in: an illegal one fails as its subject would have
@@ -229,7 +235,14 @@ export class DirigentClient {
   ): Promise<TaskOutcome> {
     // The events that came before the submission's answer; undefined once it came.
     let held: TaskEvent[] | undefined = [];
-    const watch = this.watching(taskId, (event) => (held ? held.push(event) : onEvent?.(event)));
+    // Resolved by the task's final event: reported before `run` returns, should it come just after the result.
+    let ended!: () => void;
+    const final = new Promise<void>((resolve) => (ended = resolve));
+    const watch = this.watching(taskId, (event) => {
+      if (held) held.push(event);
+      else onEvent?.(event);
+      if (FINAL_STATES.has(event.state) && event.type === `task.${event.state}`) ended();
+    });
     const stop = new AbortController();
     try {
       await this.bus.flush();
@@ -248,10 +261,15 @@ export class DirigentClient {
         // is waited for a while, so the events are not cut off, unless it was lost (a reconnect, a Director gone).
         (outcome) => new Promise<TaskOutcome>((resolve) => (grace = setTimeout(() => resolve(outcome), LIVE_RESULT_GRACE_MS))),
       );
+      let waited: ReturnType<typeof setTimeout> | undefined;
       try {
-        return await Promise.race([watch.result, stored]);
+        const outcome = await Promise.race([watch.result, stored]);
+        if (onEvent !== undefined)
+          await Promise.race([final, new Promise<void>((resolve) => (waited = setTimeout(resolve, FINAL_EVENT_GRACE_MS)))]);
+        return outcome;
       } finally {
         clearTimeout(grace);
+        clearTimeout(waited);
       }
     } finally {
       stop.abort();

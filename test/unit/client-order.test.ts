@@ -23,8 +23,11 @@ const event = (taskId: TaskId, seq: number, type: string): TaskEvent => ({
   at: new Date().toISOString(),
 });
 
-/** A runtime that publishes the task's first events, and its result, before it answers the submission. */
-function eagerRuntime(refuse = false) {
+/**
+ * A runtime that publishes the task's first events, and its result, before it answers the submission; `late`: its
+ * final event after the result (as an event stored again after a lost connection comes, docs/deploy.md).
+ */
+function eagerRuntime(refuse = false, late = false) {
   bus = new MemoryBus({ onError: () => undefined });
   const b = bus;
   b.subscribe(subjects.submit, (msg) => {
@@ -36,8 +39,11 @@ function eagerRuntime(refuse = false) {
       return;
     }
     msg.respond(encode(SubmitReply, { taskId, status: "accepted" }));
-    b.publish(subjects.taskEvents(taskId), encode(TaskEvent, event(taskId, 3, "task.completed")));
+    const completed = () =>
+      b.publish(subjects.taskEvents(taskId), encode(TaskEvent, { ...event(taskId, 3, "task.completed"), state: "completed" }));
+    if (!late) completed();
     b.publish(subjects.taskResult(taskId), encode(TaskOutcome, { taskId, status: "COMPLETE", content: "done", notes: {} }));
+    if (late) setImmediate(completed);
   });
   return new DirigentClient(b, subjects);
 }
@@ -51,6 +57,14 @@ describe("DirigentClient.run", () => {
     });
     expect(outcome).toMatchObject({ status: "COMPLETE", content: "done" });
     expect(seen).toEqual(["submitted accepted", "1 task.queued", "2 task.running", "3 task.completed"]);
+  });
+
+  it("reports the task's final event before it returns, should it come just after the result", async () => {
+    const client = eagerRuntime(false, true);
+    const seen: string[] = [];
+    const outcome = await client.run({ xml: "<task/>", taskId: "t-late" }, (e) => seen.push(`${e.seq} ${e.type}`));
+    expect(outcome).toMatchObject({ status: "COMPLETE", content: "done" });
+    expect(seen).toEqual(["1 task.queued", "2 task.running", "3 task.completed"]);
   });
 
   it("reports no event of a refused submission", async () => {
