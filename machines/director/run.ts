@@ -5,7 +5,7 @@
  * this one and whose end it reports here as `task.done`.
  *
  * delivered → claiming → (telling →) restoring → running → finishing → settled. A first delivery (nothing of its task
- * ran before, {@link surelyFirst}) goes delivered → starting → running instead: it is claimed without reading
+ * ran before, {@link surelyFirst}) goes delivered → starting → created → running instead: it is claimed without reading
  * anything, under a pending claim its first write stores, and its task is created from its start at once, with no
  * invoked actor (`startFresh`, which answers `task.created`). On the way a task can be handed back (`drain`:
  * the process stops; or an effect failed: the delivery comes again after a pause), lost (another Director took the
@@ -201,7 +201,7 @@ const restored = [
 
 /** An event that carries a {@link RestoreOutput}: an invoked `restore`'s done event, or `task.created`. */
 type RestoreEvent = { type: string; output?: unknown };
-const outputOf = (event: RestoreEvent): RestoreOutput => (event.output ?? { kind: "ready" }) as RestoreOutput;
+const outputOf = (event: RestoreEvent): RestoreOutput => event.output as RestoreOutput;
 
 /** The run protocol machine. */
 export const runMachine = setup({
@@ -295,12 +295,17 @@ export const runMachine = setup({
       description:
         "A first delivery: claimed at once under a pending claim, stored by its first write; its task's actor is created from its start.",
       entry: "startFresh",
-      // Left only on `task.created`: its pending claim noted, then the same branches as after a restore.
-      exit: {
-        type: "noteClaim",
-        params: ({ event }) => ({ kind: "claimed", pending: true, seq: event.type === "task.created" ? event.seq : 0 }),
+      on: {
+        "task.created": {
+          target: "created",
+          actions: { type: "noteClaim", params: ({ event }) => ({ kind: "claimed", pending: true, seq: event.seq }) },
+        },
+        "task.create.failed": failed,
       },
-      on: { "task.created": restored, "task.create.failed": failed },
+    },
+    created: {
+      description: "The first delivery's task was created, or could not be: on as after a restore.",
+      always: restored,
     },
     claiming: {
       description:

@@ -84,8 +84,14 @@ describe("createHttpFetch", () => {
     const chunks: Uint8Array[] = [];
     for await (const chunk of streamed.body!) chunks.push(chunk);
     expect(JSON.parse(Buffer.concat(chunks).toString())).toMatchObject({ body: "b" });
+    expect(streamed.bodyUsed).toBe(true);
     await expect(streamed.text()).rejects.toThrow(TypeError);
-    expect(new Uint8Array(await (await post()).arrayBuffer())[0]).toBe("{".charCodeAt(0));
+    // Asking for the stream does not use the body; reading it does.
+    const looked = await post();
+    expect(looked.body).not.toBeNull();
+    expect(looked.bodyUsed).toBe(false);
+    expect(new Uint8Array(await looked.arrayBuffer())[0]).toBe("{".charCodeAt(0));
+    expect(looked.bodyUsed).toBe(true);
   });
 
   it("decodes a gzip body and drops its content-encoding", async () => {

@@ -137,6 +137,28 @@ const nc = await connect({ servers: natsUrl, name: "records-cost-submitter" });
 const enc = new TextEncoder();
 const dec = new TextDecoder();
 
+/**
+ * With `--actors`: asks `proc` (./count-actors.cjs preloaded) for the actors it started so far, by kind; it writes
+ * them to `file` on SIGUSR2, numbered, so each ask waits for its own answer.
+ */
+function actorCounter(proc, file) {
+  let dumps = 0;
+  return async () => {
+    const dump = ++dumps;
+    proc.kill("SIGUSR2");
+    for (;;) {
+      let written;
+      try {
+        written = JSON.parse(readFileSync(file, "utf8"));
+      } catch {
+        // not written yet, or half written
+      }
+      if (written?.dump === dump) return written.counts;
+      await new Promise((ok) => setTimeout(ok, 5));
+    }
+  };
+}
+
 async function runVariant(name, dir, round) {
   const root = `t${randomBytes(6).toString("hex")}`;
   const upper = root.toUpperCase();
@@ -217,24 +239,7 @@ async function runVariant(name, dir, round) {
     const connz = await monitorJson("/connz?limit=1000&subs=true");
     return Object.fromEntries(connz.connections.map((c) => [`${c.cid}:${c.name ?? ""}`, c]));
   };
-  /** With `--actors`: the actors `up` started so far, by kind (its preload writes them on SIGUSR2). */
-  let dumps = 0;
-  const actorCounts = async () => {
-    if (!ACTORS) return {};
-    const dump = ++dumps;
-    up.proc.kill("SIGUSR2");
-    for (;;) {
-      const written = (() => {
-        try {
-          return JSON.parse(readFileSync(countFile, "utf8"));
-        } catch {
-          return undefined; // not written yet, or half written
-        }
-      })();
-      if (written?.dump === dump) return written.counts;
-      await new Promise((ok) => setTimeout(ok, 5));
-    }
-  };
+  const actorCounts = ACTORS ? actorCounter(up.proc, countFile) : async () => ({});
   const phase = async (xml, count, atOnce = false) => {
     tapped.clear();
     const actorsBefore = await actorCounts();
