@@ -86,8 +86,9 @@ export type CompileRecord = z.infer<typeof CompileRecord>;
 
 /**
  * The in-flight marker of a session, script command or compilation (`<record key>.run`): which Handler process runs it and until
- * when its lease holds (renewed while it runs). Released once its final record is written, or when it stopped
- * without one (a cancel, a shutdown): a request for the same key meanwhile joins the run instead of starting it.
+ * when its lease holds (renewed while it runs). A run whose final record is stored leaves it as it is (the record says
+ * the run ended); one that stopped without one (a cancel, a shutdown) releases it. A request for the same key meanwhile
+ * joins the run instead of starting it.
  */
 export const RunMarker = z.object({
   v: z.literal(1),
@@ -95,7 +96,7 @@ export const RunMarker = z.object({
   owner: z.string(),
   /** Epoch milliseconds the lease holds until, unless renewed. */
   until: z.number(),
-  /** The run ended: its final record, if any, is written; the next request for the key reads it or runs it. */
+  /** The run ended without a final record stored: the next request for the key reads what it left or runs it. */
   released: z.boolean().optional(),
 });
 export type RunMarker = z.infer<typeof RunMarker>;

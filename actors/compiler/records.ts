@@ -67,7 +67,7 @@ export function recordedCompile(
   return gate.run(
     taskId,
     key,
-    async () => {
+    async (_before, stored) => {
       const recorded = await readSessionRecord(records, key, CompileRecord, deps.log);
       if (recorded?.status === "done") {
         progress("model.replayed", "replayed the recorded compilation: no model call");
@@ -80,13 +80,17 @@ export function recordedCompile(
       const reply = await compile({
         ...hooks,
         ...(recorded ? { answered: { answers: recorded.answers, usage: recorded.usage } } : {}),
-        onAnswers: (answers, usage) =>
-          writeRecord(records, key, CompileRecord, { v: 1, status: "running", answers: [...answers], usage }, deps.log),
+        onAnswers: async (answers, usage) => {
+          await writeRecord(records, key, CompileRecord, { v: 1, status: "running", answers: [...answers], usage }, deps.log);
+        },
       });
-      // Written before the marker is released (when this returns): a request waiting elsewhere then reads it.
-      await writeRecord(records, key, CompileRecord, { v: 1, status: "done", reply }, deps.log);
+      // Written before this returns: a request waiting elsewhere reads it once stored.
+      const written = writeRecord(records, key, CompileRecord, { v: 1, status: "done", reply }, deps.log);
+      stored(written);
+      await written;
       return reply;
     },
     joined,
+    async () => (await readSessionRecord(records, key, CompileRecord, deps.log))?.status === "done",
   );
 }

@@ -11,7 +11,9 @@ import {
   decode,
   ExecuteRequest,
   Requests,
+  ScriptRecord,
   ScriptRequest,
+  TurnRecord,
   taskFailure,
   type ExecuteReply,
   type ScriptReply,
@@ -23,7 +25,7 @@ import { sessionActors } from "./session.js";
 import { sessionRunner } from "./session-run.js";
 import { scriptRunner } from "./script-run.js";
 import { liveRuns } from "./live-runs.js";
-import { recordsBehind, scriptKey, turnKey } from "./records.js";
+import { readSessionRecord, recordsBehind, scriptKey, turnKey } from "./records.js";
 import { createLeases, createRunGate, type JoinedAt } from "./lease.js";
 import type { CallModel } from "../model.js";
 import { serve } from "../serve.js";
@@ -93,12 +95,14 @@ export function startHandler(
       };
     }
     const key = records ? turnKey(request) : undefined;
-    if (key === undefined || gate === undefined) return runSession(request, chosen, undefined, false, () => undefined);
+    if (key === undefined || gate === undefined || records === undefined)
+      return runSession(request, chosen, undefined, false, () => undefined);
     return gate.run(
       request.taskId,
       key,
-      (before, releaseAfter) => runSession(request, chosen, key, before, releaseAfter),
+      (before, finalWrite) => runSession(request, chosen, key, before, finalWrite),
       joinedEvent(request, "session"),
+      async () => (await readSessionRecord(records, key, TurnRecord, deps.log))?.status === "done",
     );
   };
   const runSession = sessionRunner({
@@ -115,8 +119,14 @@ export function startHandler(
   });
   const script = async (request: ScriptRequest): Promise<ScriptReply> => {
     const key = records ? scriptKey(request) : undefined;
-    if (key === undefined || gate === undefined) return runScript(request, undefined);
-    return gate.run(request.taskId, key, () => runScript(request, key), joinedEvent(request, "script command"));
+    if (key === undefined || gate === undefined || records === undefined) return runScript(request, undefined);
+    return gate.run(
+      request.taskId,
+      key,
+      (_before, finalWrite) => runScript(request, key, finalWrite),
+      joinedEvent(request, "script command"),
+      async () => (await readSessionRecord(records, key, ScriptRecord, deps.log)) !== undefined,
+    );
   };
   const runScript = scriptRunner({ deps, toolset, records, mask, live });
 

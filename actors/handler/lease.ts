@@ -1,10 +1,12 @@
 /**
  * One run per record key across Handler processes. A session (or script command) that starts writes an in-flight
- * marker next to its record (`<key>.run`, created atomically) holding its process and a lease, renews the lease
- * while it runs and releases the marker once its final record is written. A request for the same key that finds a
- * live marker of another process waits (joins): once the marker is released it reads the final record and replays
- * it; should the lease run out (the process died), it takes the marker over with compare-and-set and continues from
- * the last record. So only a Handler crash repeats what it had in flight.
+ * marker next to its record (`<key>.run`, created atomically) holding its process and a lease, and renews the lease
+ * while it runs. Its final record, once stored, says the run ended: the marker is then left as it is (no write); a run
+ * that ends without one (cancelled, stopped, its record refused) releases the marker instead. A request for the same
+ * key that finds a live marker of another process waits (joins): once the key's record is final, or the marker
+ * released, it reads the record and replays it; should the lease run out with no final record (the process died), it
+ * takes the marker over with compare-and-set and continues from the last record. So only a Handler crash repeats
+ * what it had in flight.
  */
 import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
@@ -31,8 +33,11 @@ export interface Lease {
    * request says. False when this lease created the marker, or when the store failed (nothing known).
    */
   readonly before: boolean;
-  /** Stops renewing and releases the marker (unless another process took it over meanwhile). Never rejects. */
-  release(): Promise<void>;
+  /**
+   * Stops renewing; releases the marker (unless another process took it over meanwhile) when the run left no final
+   * record (`recorded` false): a stored final record says the run ended by itself. Never rejects.
+   */
+  release(recorded: boolean): Promise<void>;
 }
 
 /** Timing of {@link createLeases}; the defaults are the constants above. */
@@ -47,12 +52,13 @@ export interface Leases {
   /** This process's owner id, as written in its markers. */
   readonly owner: string;
   /**
-   * Takes the lease of `key`: at once when nobody runs it, else once its run released it or its lease ran out.
-   * `onWait` is told once when it has to wait for another process's run. A store that fails gives a lease that
-   * holds nothing (the run goes ahead unguarded, as a record that cannot be written does).
+   * Takes the lease of `key`: at once when nobody runs it, else once its run ended (`finished`: the key's record is
+   * final; or the marker was released) or its lease ran out. `onWait` is told once when it has to wait for another
+   * process's run. A store that fails gives a lease that holds nothing (the run goes ahead unguarded, as a record
+   * that cannot be written does).
    * @throws the signal's reason when `signal` aborts while it waits.
    */
-  acquire(key: string, signal: AbortSignal, onWait?: (marker: RunMarker) => void): Promise<Lease>;
+  acquire(key: string, signal: AbortSignal, finished: () => Promise<boolean>, onWait?: (marker: RunMarker) => void): Promise<Lease>;
 }
 
 const NO_LEASE: Lease = { before: false, release: async () => undefined };
@@ -88,10 +94,10 @@ export function createLeases(store: TaskStore, log: Logger, timing: LeaseTiming 
     timer.unref();
     return {
       before,
-      async release() {
+      async release(recorded) {
         clearInterval(timer);
         await beat;
-        if (lost) return;
+        if (lost || recorded) return;
         try {
           await store.update(marker, encode(RunMarker, { v: 1, owner, until: 0, released: true }), revision);
         } catch (err) {
@@ -103,7 +109,7 @@ export function createLeases(store: TaskStore, log: Logger, timing: LeaseTiming 
 
   return {
     owner,
-    async acquire(key, signal, onWait) {
+    async acquire(key, signal, finished, onWait) {
       const marker = markerKey(key);
       /** The marker revision last seen and since when (this process's clock): a lease renewed is seen to change. */
       let seen: { revision: number; since: number } | undefined;
@@ -127,9 +133,9 @@ export function createLeases(store: TaskStore, log: Logger, timing: LeaseTiming 
           // Ran out by the owner's clock and not renewed for longer than a heartbeat by ours: clocks that disagree
           // by a few seconds cannot hand a live run over.
           const expired = decoded.ok && decoded.value.until < now && now - seen.since > heartbeatMs * 1.5;
-          const free = !decoded.ok || decoded.value.released === true || decoded.value.owner === owner || expired;
-          if (free) {
-            if (decoded.ok && expired)
+          const ended = !decoded.ok || decoded.value.released === true || decoded.value.owner === owner || (await finished());
+          if (ended || expired) {
+            if (!ended)
               log.warn(
                 { key, owner: decoded.value.owner },
                 "the Handler running this session stopped renewing its lease: taking the session over",
@@ -176,17 +182,20 @@ export type JoinedAt = "here" | "elsewhere";
 export interface RunGate {
   /**
    * Runs `run` as the one run of `key`, or joins the run of it going on: one in this process answers this request
-   * too; one in another process is waited for, and then `run` runs (it finds that run's final record, or, if its
-   * lease ran out, continues from its last one). `run` is told whether a run of the key came before this one (it
-   * waited for one, or found its marker): a `fresh` request then has a record to read after all. `run` may hold
-   * the release back until its final record is written (`releaseAfter`).
+   * too; one in another process is waited for (until `finished` says the key's record is final, or its marker is
+   * released), and then `run` runs (it finds that run's final record, or, if its lease ran out, continues from its
+   * last one). `run` is told whether a run of the key came before this one (it waited for one, or found its marker):
+   * a `fresh` request then has a record to read after all. `run` hands over the write of its final record
+   * (`recorded`, resolving true once stored); a request here joins the run until that write has resolved, and a run
+   * with no final record stored releases its marker.
    * @throws a {@link RemoteError} `UNAVAILABLE` when the task is cancelled or the Handler stops while it waits.
    */
   run<T>(
     taskId: TaskId,
     key: string,
-    run: (before: boolean, releaseAfter: (written: Promise<unknown>) => void) => Promise<T>,
+    run: (before: boolean, recorded: (written: Promise<boolean>) => void) => Promise<T>,
     joined: (at: JoinedAt) => void,
+    finished: () => Promise<boolean>,
   ): Promise<T>;
   /** Stops the waits of a task's requests (the task was cancelled). */
   cancel(taskId: TaskId): void;
@@ -205,8 +214,9 @@ export function createRunGate(leases: Leases): RunGate {
     run<T>(
       taskId: TaskId,
       key: string,
-      run: (before: boolean, releaseAfter: (written: Promise<unknown>) => void) => Promise<T>,
+      run: (before: boolean, recorded: (written: Promise<boolean>) => void) => Promise<T>,
       joined: (at: JoinedAt) => void,
+      finished: () => Promise<boolean>,
     ): Promise<T> {
       const going = inflight.get(key);
       if (going !== undefined) {
@@ -220,7 +230,7 @@ export function createRunGate(leases: Leases): RunGate {
         let waited = false;
         let lease: Lease;
         try {
-          lease = await leases.acquire(key, controller.signal, () => {
+          lease = await leases.acquire(key, controller.signal, finished, () => {
             waited = true;
             joined("elsewhere");
           });
@@ -228,13 +238,17 @@ export function createRunGate(leases: Leases): RunGate {
           live.delete(controller);
           if (live.size === 0) waits.delete(taskId);
         }
-        let written: Promise<unknown> = Promise.resolve();
+        let written: Promise<boolean> = Promise.resolve(false);
         const ended = () => {
-          // Until released, a request for the key here joins this run (its answer is already known).
-          const release = () => lease.release();
-          void written.then(release, release).finally(() => {
-            if (inflight.get(key) === running) inflight.delete(key);
-          });
+          // Until the final record's write resolved, a request for the key here joins this run (its answer is known).
+          void written
+            .then(
+              (stored) => lease.release(stored),
+              () => lease.release(false),
+            )
+            .finally(() => {
+              if (inflight.get(key) === running) inflight.delete(key);
+            });
         };
         return settled(() => run(waited || lease.before, (w) => void (written = w)), ended);
       })();

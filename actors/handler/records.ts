@@ -93,21 +93,24 @@ export async function readSessionRecord<S extends RecordSchema>(
 /**
  * Records one Handler writes without waiting for the store (a session's reply: the answer goes out at once, on the
  * same connection after the write), by key: a read of one of them through {@link RecordsBehind.read} waits for its
- * write. A request elsewhere waits for the session's in-flight marker, released once the write resolves.
+ * write. A request elsewhere waits until the record is final (or the in-flight marker released: a run with no final record).
  */
 export interface RecordsBehind {
-  /** Writes a record behind the reply; the returned promise never rejects (as with {@link writeRecord}, a failure is logged). */
-  write<S extends RecordSchema>(key: string, schema: S, value: z.infer<S>): Promise<void>;
+  /**
+   * Writes a record behind the reply; the returned promise resolves true once stored and never rejects (as with
+   * {@link writeRecord}, a failure is logged).
+   */
+  write<S extends RecordSchema>(key: string, schema: S, value: z.infer<S>): Promise<boolean>;
   /** {@link readSessionRecord}, once a write of `key` still under way has resolved. */
   read<S extends RecordSchema>(key: string, schema: S): Promise<z.infer<S> | undefined>;
 }
 
 /** The {@link RecordsBehind} of one Handler writing to `store`. */
 export function recordsBehind(store: TaskStore, log: Logger): RecordsBehind {
-  const writing = new Map<string, Promise<void>>();
+  const writing = new Map<string, Promise<boolean>>();
   return {
     write(key, schema, value) {
-      const written: Promise<void> = writeRecord(store, key, schema, value, log).finally(() => {
+      const written: Promise<boolean> = writeRecord(store, key, schema, value, log).finally(() => {
         if (writing.get(key) === written) writing.delete(key);
       });
       writing.set(key, written);
@@ -120,18 +123,20 @@ export function recordsBehind(store: TaskStore, log: Logger): RecordsBehind {
   };
 }
 
-/** Writes a record; a failure (a session too large for the store, an outage) is logged, never fatal. */
+/** Writes a record; true once stored. A failure (a session too large for the store, an outage) is logged, never fatal. */
 export async function writeRecord<S extends RecordSchema>(
   store: TaskStore,
   key: string,
   schema: S,
   value: z.infer<S>,
   log: Logger,
-): Promise<void> {
+): Promise<boolean> {
   try {
     await store.put(key, encode(schema, value));
+    return true;
   } catch (err) {
     log.warn({ key, err: messageOf(err) }, "record not written; a re-run would repeat this work");
+    return false;
   }
 }
 

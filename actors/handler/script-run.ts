@@ -20,12 +20,16 @@ export interface ScriptHandler {
   live: LiveRuns;
 }
 
-/** Runs a script command, or replays its record (`key`). */
-export type RunScript = (request: ScriptRequest, key: string | undefined) => Promise<ScriptReply>;
+/** Runs a script command, or replays its record (`key`); `finalWrite` is handed the write of its record. */
+export type RunScript = (
+  request: ScriptRequest,
+  key: string | undefined,
+  finalWrite?: (written: Promise<boolean>) => void,
+) => Promise<ScriptReply>;
 
 /** The script runs of `handler`. */
 export function scriptRunner({ deps, toolset, records, mask, live }: ScriptHandler): RunScript {
-  return async (request, key) => {
+  return async (request, key, finalWrite) => {
     const controller = new AbortController();
     const ended = live.add(request.taskId, request.nodePath, () => controller.abort());
     try {
@@ -37,7 +41,9 @@ export function scriptRunner({ deps, toolset, records, mask, live }: ScriptHandl
       const reply = maskDeep(await runScriptRequest(toolset, request, controller.signal), mask);
       if (key && records && !controller.signal.aborted) {
         const { type: _t, taskId: _id, nodePath: _p, ...outcome } = reply;
-        await writeRecord(records, key, ScriptRecord, { v: RECORD_VERSION, ...outcome }, deps.log);
+        const written = writeRecord(records, key, ScriptRecord, { v: RECORD_VERSION, ...outcome }, deps.log);
+        finalWrite?.(written);
+        await written;
       }
       return reply;
     } finally {

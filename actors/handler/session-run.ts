@@ -70,13 +70,13 @@ export type RunSession = (
   tools: SessionTools,
   key: string | undefined,
   before: boolean,
-  releaseAfter: (written: Promise<unknown>) => void,
+  finalWrite: (written: Promise<boolean>) => void,
 ) => Promise<ExecuteReply>;
 
 /** The session runs of `handler`. */
 export function sessionRunner(handler: SessionHandler): RunSession {
   const { deps, config, toolset, behind, mask } = handler;
-  return async (request, tools, key, before, releaseAfter) => {
+  return async (request, tools, key, before, finalWrite) => {
     const { taskId, nodePath } = request;
     const settings = settingsOf(request);
     const templateTools = request.templateTools ?? [];
@@ -131,7 +131,7 @@ export function sessionRunner(handler: SessionHandler): RunSession {
         mask,
       );
       if (key && behind && replayable(output))
-        releaseAfter(
+        finalWrite(
           behind.write(key, TurnRecord, {
             v: RECORD_VERSION,
             status: "done",
@@ -184,14 +184,10 @@ function sessionEffects(handler: SessionHandler, request: ExecuteRequest, run: S
     countTokens: (input) => handler.countRequestTokens(input.model, input.messages, tools),
     ...(key && records
       ? {
-          recordTurn: (input: SessionCheckpoint) =>
-            writeRecord(
-              records,
-              key,
-              TurnRecord,
-              maskDeep({ v: RECORD_VERSION, status: "running" as const, session: input, trace: log.trace() }, mask),
-              deps.log,
-            ),
+          recordTurn: async (input: SessionCheckpoint) => {
+            const running: TurnRecord = { v: RECORD_VERSION, status: "running", session: input, trace: log.trace() };
+            await writeRecord(records, key, TurnRecord, maskDeep(running, mask), deps.log);
+          },
         }
       : {}),
     runTools: (input, signal) =>

@@ -1,8 +1,9 @@
 /**
  * The Handler's in-flight markers and leases (actors/handler/lease.ts) over a real nats-server KV bucket: a key
  * runs once at a time across two "processes" (two lease sets on the same bucket), a renewed lease is not taken
- * over, a lease left to run out (its process died) is taken over with compare-and-set, a wait stops on cancel, and
- * the run gate joins a run going on in its own process and waits for one in another. Then two Handlers on one
+ * over, a lease left to run out (its process died) is taken over with compare-and-set, a run whose final record is
+ * stored leaves its marker unwritten and lets a waiter go at once, a wait stops on cancel, and the run gate joins a
+ * run going on in its own process and waits for one in another. Then two Handlers on one
  * root: identical execute (and script) requests sent at once make one session (one command run) and get its answer.
  */
 import { connect, type NatsConnection } from "@nats-io/transport-node";
@@ -19,7 +20,7 @@ import { newTaskId, startStack, type Stack } from "../support/stack.js";
 import { createLeases, createRunGate, markerKey, type JoinedAt } from "../../actors/handler/lease.js";
 import { turnKey } from "../../actors/handler/records.js";
 import { RemoteError } from "../../actors/ask.js";
-import { decode, encode, RunMarker } from "../../protocol/index.js";
+import { decode, encode, RunMarker, TurnRecord } from "../../protocol/index.js";
 import { openKvStore, type NatsTaskStore } from "../../runtime/nats/store.js";
 import { randomRoot, startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 import { tid } from "../support/ids.js";
@@ -51,6 +52,8 @@ afterAll(async () => {
 let n = 0;
 const newKey = () => `task-${++n}.tabc${n}`;
 const never = new AbortController().signal;
+/** A key whose record is not final (yet). */
+const notFinished = async () => false;
 const markerOf = async (key: string) => {
   const bytes = await store.get(markerKey(key));
   const decoded = bytes && decode(RunMarker, bytes);
@@ -63,33 +66,62 @@ describe("in-flight markers and leases", () => {
     const one = createLeases(store, silentLogger, TIMING);
     const two = createLeases(store, silentLogger, TIMING);
     const key = newKey();
-    const lease = await one.acquire(key, never);
+    const lease = await one.acquire(key, never, notFinished);
     expect(await markerOf(key)).toMatchObject({ owner: one.owner, v: 1 });
     const waits: string[] = [];
     let acquired = false;
-    const second = two.acquire(key, never, (marker) => waits.push(marker.owner)).then((l) => ((acquired = true), l));
+    const second = two.acquire(key, never, notFinished, (marker) => waits.push(marker.owner)).then((l) => ((acquired = true), l));
     // Several heartbeats and lease lengths: the renewed lease keeps the other process waiting.
     await delay(TIMING.leaseMs * 4);
     expect(acquired).toBe(false);
     expect(waits).toEqual([one.owner]);
-    await lease.release();
+    await lease.release(false);
     const taken = await second;
     expect(await markerOf(key)).toMatchObject({ owner: two.owner });
     expect((await markerOf(key)).released).toBeUndefined();
-    await taken.release();
+    await taken.release(false);
     expect(await markerOf(key)).toMatchObject({ owner: two.owner, released: true });
+  });
+
+  it("leaves the marker unwritten when the run's final record is stored, and a waiter goes on once the record is final", async () => {
+    const one = createLeases(store, silentLogger, TIMING);
+    const two = createLeases(store, silentLogger, TIMING);
+    const key = newKey();
+    let final = false;
+    const lease = await one.acquire(key, never, notFinished);
+    const before = await store.getWithRevision(markerKey(key));
+    let waits!: () => void;
+    const waiting = new Promise<void>((resolve) => (waits = resolve));
+    const second = two.acquire(key, never, async () => final, waits);
+    // The run's lease is live and renewed: the other process waits, until the record it reads says the run ended.
+    await waiting;
+    final = true;
+    const taken = await second;
+    expect(taken.before).toBe(true);
+    expect(await markerOf(key)).toMatchObject({ owner: two.owner });
+    await lease.release(true);
+    await taken.release(true);
+    // Neither release wrote: the marker is the one the second process took over with, not released.
+    const after = await store.getWithRevision(markerKey(key));
+    expect(after?.revision).toBeGreaterThan(before?.revision ?? 0);
+    expect((await markerOf(key)).released).toBeUndefined();
+    const revision = after?.revision;
+    const third = await one.acquire(key, never, async () => true);
+    expect(third.before).toBe(true);
+    await third.release(true);
+    expect((await store.getWithRevision(markerKey(key)))?.revision).toBe((revision ?? 0) + 1);
   });
 
   it("tells whether the key's marker was there already: a run of it came before", async () => {
     const one = createLeases(store, silentLogger, TIMING);
     const two = createLeases(store, silentLogger, TIMING);
     const key = newKey();
-    const first = await one.acquire(key, never);
+    const first = await one.acquire(key, never, notFinished);
     expect(first.before).toBe(false);
-    await first.release();
-    const second = await two.acquire(key, never);
+    await first.release(false);
+    const second = await two.acquire(key, never, notFinished);
     expect(second.before).toBe(true);
-    await second.release();
+    await second.release(false);
   });
 
   it("takes over a lease that is no longer renewed (its process died), with compare-and-set", async () => {
@@ -98,10 +130,10 @@ describe("in-flight markers and leases", () => {
     await store.put(markerKey(key), encode(RunMarker, { v: 1, owner: "gone:1:dead", until: Date.now() + TIMING.leaseMs }));
     const joiner = createLeases(store, silentLogger, TIMING);
     let waitedFor: string | undefined;
-    const lease = await joiner.acquire(key, never, (marker) => (waitedFor = marker.owner));
+    const lease = await joiner.acquire(key, never, notFinished, (marker) => (waitedFor = marker.owner));
     expect(waitedFor).toBe("gone:1:dead");
     expect(await markerOf(key)).toMatchObject({ owner: joiner.owner });
-    await lease.release();
+    await lease.release(false);
   });
 
   it("lets exactly one of several joiners take over a lease that ran out", async () => {
@@ -110,11 +142,11 @@ describe("in-flight markers and leases", () => {
     const joiners = Array.from({ length: 4 }, () => createLeases(store, silentLogger, TIMING));
     const order: string[] = [];
     const runs = joiners.map(async (j) => {
-      const lease = await j.acquire(key, never);
+      const lease = await j.acquire(key, never, notFinished);
       order.push(`start ${j.owner}`);
       await delay(TIMING.leaseMs * 2);
       order.push(`end ${j.owner}`);
-      await lease.release();
+      await lease.release(false);
     });
     await Promise.all(runs);
     // Never two runs at once: each start is followed by its own end.
@@ -126,11 +158,11 @@ describe("in-flight markers and leases", () => {
     const one = createLeases(store, silentLogger, TIMING);
     const two = createLeases(store, silentLogger, TIMING);
     const key = newKey();
-    const lease = await one.acquire(key, never);
+    const lease = await one.acquire(key, never, notFinished);
     const controller = new AbortController();
-    const waiting = two.acquire(key, controller.signal, () => controller.abort(new RemoteError("UNAVAILABLE", "cancelled")));
+    const waiting = two.acquire(key, controller.signal, notFinished, () => controller.abort(new RemoteError("UNAVAILABLE", "cancelled")));
     await expect(waiting).rejects.toMatchObject({ code: "UNAVAILABLE", message: "cancelled" });
-    await lease.release();
+    await lease.release(false);
   });
 });
 
@@ -147,12 +179,14 @@ describe("the run gate", () => {
       key,
       async () => (runs++, answer),
       (at) => joins.push(at),
+      notFinished,
     );
     const second = gate.run(
       tid("t"),
       key,
       async () => (runs++, "second"),
       (at) => joins.push(at),
+      notFinished,
     );
     finish("the answer");
     expect(await Promise.all([first, second])).toEqual(["the answer", "the answer"]);
@@ -160,25 +194,27 @@ describe("the run gate", () => {
     expect(joins).toEqual(["here"]);
   });
 
-  it("waits for a run in another process, then runs knowing it waited; its marker is released after the record's write", async () => {
+  it("waits for a run in another process until its final record is stored, then runs knowing it waited", async () => {
     const here = createRunGate(createLeases(store, silentLogger, TIMING));
     const there = createRunGate(createLeases(store, silentLogger, TIMING));
     const key = newKey();
+    let stored = false;
     let write!: () => void;
-    const written = new Promise<void>((resolve) => (write = resolve));
+    const written = new Promise<boolean>((resolve) => (write = () => resolve((stored = true))));
     let finish!: () => void;
     const answer = new Promise<void>((resolve) => (finish = resolve));
     const ran: string[] = [];
     const first = here.run(
       tid("t"),
       key,
-      async (waited, releaseAfter) => {
+      async (waited, finalWrite) => {
         await answer;
-        releaseAfter(written);
+        finalWrite(written);
         ran.push(`first waited=${waited}`);
         return "first";
       },
       () => undefined,
+      async () => stored,
     );
     // The first run has its marker before the second asks.
     while ((await store.get(markerKey(key))) === undefined) await delay(5);
@@ -188,10 +224,11 @@ describe("the run gate", () => {
       key,
       async (waited) => (ran.push(`second waited=${waited}`), "second"),
       (at) => joins.push(at),
+      async () => stored,
     );
     finish();
     expect(await first).toBe("first");
-    // Answered, but its record not yet written: the other process still waits.
+    // Answered, but its record not yet written: the other process still waits, past its lease (renewed).
     await delay(TIMING.leaseMs * 2);
     expect(ran).toEqual(["first waited=false"]);
     write();
@@ -211,6 +248,7 @@ describe("the run gate", () => {
       key,
       async () => (await answer, "first"),
       () => undefined,
+      notFinished,
     );
     while ((await store.get(markerKey(key))) === undefined) await delay(5);
     let joined!: () => void;
@@ -220,6 +258,7 @@ describe("the run gate", () => {
       key,
       async () => "second",
       () => joined(),
+      notFinished,
     );
     await waiting;
     there.cancel(tid("t1"));
@@ -280,14 +319,17 @@ describe("two Handlers asked for the same run at once", () => {
     const asked = () => mock.requests.filter((r) => JSON.stringify(r.body).includes("FRESH again")).length;
     const first = await ask(deps(a), Requests.execute, request, { timeoutMs: 20_000 });
     const turns = await openKvStore(nc, a.system.subjects.turnsBucket);
-    const marker = markerKey(turnKey(request) ?? "");
-    const released = async () => {
-      const bytes = await turns.get(marker);
-      const decoded = bytes && decode(RunMarker, bytes);
-      return decoded !== undefined && decoded.ok && decoded.value.released === true;
+    const key = turnKey(request) ?? "";
+    const final = async () => {
+      const bytes = await turns.get(key);
+      const decoded = bytes && decode(TurnRecord, bytes);
+      return decoded !== undefined && decoded.ok && decoded.value.status === "done";
     };
-    // Released once its record is stored: the run is over, so the next request is not joined to it.
-    while (!(await released())) await delay(5);
+    // The run is over once its final record is stored (written behind the reply), so the next request is not joined
+    // to it; its marker is left as it was, live and not released: the record says the run ended.
+    while (!(await final())) await delay(5);
+    const marker = decode(RunMarker, (await turns.get(markerKey(key))) ?? new Uint8Array());
+    expect(marker.ok && marker.value.released).toBeUndefined();
     const again = await ask(deps(b), Requests.execute, request, { timeoutMs: 20_000 });
     expect(asked()).toBe(1);
     expect(again.result).toEqual(first.result);
