@@ -3,6 +3,7 @@
  * `bindInputs` actor), and a reduce task's inputs into its items. An input's value comes from the environment
  * (`from`), from a nested task (evaluated by the caller's `evaluate`), or is literal.
  */
+import { setMaxListeners } from "node:events";
 import { extend, find, type Env } from "../../machines/language/env.js";
 import type { BindOutcome } from "../../machines/evaluator/evaluation.js";
 import type { ReduceItem, ResolvedItems } from "../../machines/evaluator/reduce.js";
@@ -115,6 +116,8 @@ async function taskValues(
   signal?: AbortSignal,
 ): Promise<InputValue[]> {
   const stop = new AbortController();
+  // Each input task running listens to it until it ends: more than ten inputs is no leak (Node warns past ten).
+  setMaxListeners(0, stop.signal);
   const abort = () => stop.abort();
   signal?.addEventListener("abort", abort, { once: true });
   let failed: number | undefined;

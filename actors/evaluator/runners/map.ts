@@ -3,6 +3,7 @@
  * and, stopped, stops the branches still running. A branch of a map over a list runs the map's one step under its own
  * node paths (`0/map:2:0.steps.0`); under budgets, each branch holds its share of them until it ends.
  */
+import { setMaxListeners } from "node:events";
 import { extend, type Env } from "../../../machines/language/env.js";
 import type { BranchCommand, BranchDone } from "../../../machines/evaluator/map.js";
 import { taskFailure, type TaskResult } from "../../../protocol/index.js";
@@ -20,6 +21,8 @@ export function runBranches(
   reserve?: TaskSpend["reserve"],
 ): () => void {
   const stop = new AbortController();
+  // Each branch running listens to it until it ends: a map of more than ten at once is no leak (Node warns past ten).
+  setMaxListeners(0, stop.signal);
   receive(({ index, input }) => {
     const held = reserve?.(budgetScopes(input.env), input.parts);
     const env = held ? extend(input.env, { [BUDGET_BINDING]: [...budgetScopes(input.env), held.scope] }) : input.env;

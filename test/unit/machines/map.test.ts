@@ -191,4 +191,32 @@ describe("map machine", () => {
     ]);
     stop();
   });
+
+  it("runs more than ten branches on its one abort signal with no listener warning from Node", async () => {
+    let listener: ((c: BranchCommand) => void) | undefined;
+    const warnings: string[] = [];
+    const warned = (w: Error) => warnings.push(w.name);
+    process.on("warning", warned);
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const aborted: number[] = [];
+    const stop = runBranches(
+      (l) => (listener = l),
+      () => undefined,
+      async (path, _env, signal) => {
+        signal.addEventListener("abort", () => aborted.push(Number(path.split(".").pop())), { once: true });
+        await gate;
+        return ok("x");
+      },
+    );
+    for (let index = 0; index < 20; index++)
+      listener?.({ type: "branch.start", index, input: { path: `0.steps.${index}`, env: rootEnv(), parts: 1 } });
+    stop();
+    release();
+    // Node emits its warning on the next tick after the listener that passed the limit.
+    await new Promise((r) => setImmediate(r));
+    process.off("warning", warned);
+    expect(aborted).toHaveLength(20);
+    expect(warnings).toEqual([]);
+  });
 });
