@@ -340,7 +340,9 @@ function take(env: RunEnv, delivery: Delivery, claim: Claim, send: (event: RunEv
     seq,
     lost: false,
     actor: undefined,
-    fresh: at.deliveries === 1 && claim.previousOwner === undefined,
+    // Surely the first delivery (one delivery, within an ack wait of its queuing): nats-server 2.9 can redeliver with a
+    // count of 1, so the count alone could call a task resumed after a crash fresh.
+    fresh: delivery.first && claim.previousOwner === undefined,
     // One span per delivery run here, in the trace stored with the task: a Director taking it over continues it.
     span: startSpan("director.run", {
       parent: claim.record.trace ?? ROOT_CONTEXT,

@@ -26,7 +26,7 @@ import { sessionRunner } from "./session-run.js";
 import { scriptRunner } from "./script-run.js";
 import { liveRuns } from "./live-runs.js";
 import { readSessionRecord, recordsBehind, scriptKey, turnKey } from "./records.js";
-import { createLeases, createRunGate, type JoinedAt } from "./lease.js";
+import { createLeases, createRunGate, HELD, type JoinedAt } from "./lease.js";
 import type { CallModel } from "../model.js";
 import { serve } from "../serve.js";
 import { tokenCounter } from "./tokens.js";
@@ -96,13 +96,15 @@ export function startHandler(
     }
     const key = records ? turnKey(request) : undefined;
     if (key === undefined || gate === undefined || records === undefined)
-      return runSession(request, chosen, undefined, false, () => undefined);
+      return runSession(request, chosen, undefined, false, () => undefined, HELD);
     return gate.run(
       request.taskId,
       key,
-      (before, finalWrite) => runSession(request, chosen, key, before, finalWrite),
+      (before, finalWrite, held) => runSession(request, chosen, key, before, finalWrite, held),
       joinedEvent(request, "session"),
       async () => (await readSessionRecord(records, key, TurnRecord, deps.log))?.status === "done",
+      // Nothing of the task ran before: the session asks the model while its marker is created.
+      request.fresh === true,
     );
   };
   const runSession = sessionRunner({

@@ -59,6 +59,11 @@ export interface Leases {
    * @throws the signal's reason when `signal` aborts while it waits.
    */
   acquire(key: string, signal: AbortSignal, finished: () => Promise<boolean>, onWait?: (marker: RunMarker) => void): Promise<Lease>;
+  /**
+   * Takes the lease of `key` if nobody ran it: its marker created now. Undefined when the marker is there already (a
+   * run of the key came before) or the store failed: {@link acquire} then says what to do.
+   */
+  create(key: string): Promise<Lease | undefined>;
 }
 
 const NO_LEASE: Lease = { before: false, release: async () => undefined };
@@ -109,6 +114,14 @@ export function createLeases(store: TaskStore, log: Logger, timing: LeaseTiming 
 
   return {
     owner,
+    async create(key) {
+      try {
+        const created = await store.createWithRevision(markerKey(key), held());
+        return created === undefined ? undefined : hold(key, created, false);
+      } catch {
+        return undefined;
+      }
+    },
     async acquire(key, signal, finished, onWait) {
       const marker = markerKey(key);
       /** The marker revision last seen and since when (this process's clock): a lease renewed is seen to change. */
@@ -178,6 +191,14 @@ function pause(ms: number, signal: AbortSignal): Promise<void> {
 /** Where a request found the run it joined: in this process, or in another Handler process. */
 export type JoinedAt = "here" | "elsewhere";
 
+/**
+ * The work of one record key as the run gate runs it: `before` (a run of the key came before: a record may be there),
+ * `finalWrite` to hand over the write of its final record (resolving true once stored), and `held`, which resolves
+ * true once the run holds the key's lease: work started before it (a `fresh` request's) does nothing but ask the
+ * model until then, and drops its answer when it resolves false.
+ */
+export type GatedRun<T> = (before: boolean, finalWrite: (written: Promise<boolean>) => void, held: Promise<boolean>) => Promise<T>;
+
 /** Runs each record key once at a time, in this process and across Handler processes ({@link createRunGate}). */
 export interface RunGate {
   /**
@@ -185,23 +206,31 @@ export interface RunGate {
    * too; one in another process is waited for (until `finished` says the key's record is final, or its marker is
    * released), and then `run` runs (it finds that run's final record, or, if its lease ran out, continues from its
    * last one). `run` is told whether a run of the key came before this one (it waited for one, or found its marker):
-   * a `fresh` request then has a record to read after all. `run` hands over the write of its final record
-   * (`recorded`, resolving true once stored); a request here joins the run until that write has resolved, and a run
-   * with no final record stored releases its marker.
+   * a `fresh` request then has a record to read after all. A request here joins the run until the write of its final
+   * record has resolved, and a run with no final record stored releases its marker.
+   *
+   * A `fresh` request (nothing of its task ran before) starts `run` at once, while its marker is created, so the
+   * marker's round trip overlaps the model call rather than coming before it. Should the marker be there already (a
+   * request counted as fresh that was not, or the same request sent twice), that run's answer is dropped once `held`
+   * says so and the request goes the usual way: it waits for the other run or reads what it left.
    * @throws a {@link RemoteError} `UNAVAILABLE` when the task is cancelled or the Handler stops while it waits.
    */
   run<T>(
     taskId: TaskId,
     key: string,
-    run: (before: boolean, recorded: (written: Promise<boolean>) => void) => Promise<T>,
+    run: GatedRun<T>,
     joined: (at: JoinedAt) => void,
     finished: () => Promise<boolean>,
+    fresh?: boolean,
   ): Promise<T>;
   /** Stops the waits of a task's requests (the task was cancelled). */
   cancel(taskId: TaskId): void;
   /** Stops every wait (the Handler stops). */
   stop(): void;
 }
+
+/** The `held` of work that runs once its lease is held. */
+export const HELD: Promise<boolean> = Promise.resolve(true);
 
 /** The run gate of a Handler process over its leases. */
 export function createRunGate(leases: Leases): RunGate {
@@ -210,38 +239,42 @@ export function createRunGate(leases: Leases): RunGate {
   const abortAll = (controllers: Iterable<AbortController>, why: string) => {
     for (const controller of controllers) controller.abort(new RemoteError("UNAVAILABLE", why));
   };
+  /** Waits for the lease of `key` (joining a run elsewhere), stopped by a cancel of the task. */
+  const acquire = async (taskId: TaskId, key: string, finished: () => Promise<boolean>, joined: (at: JoinedAt) => void) => {
+    const controller = new AbortController();
+    const live = waits.get(taskId) ?? new Set();
+    waits.set(taskId, live.add(controller));
+    let waited = false;
+    try {
+      const lease = await leases.acquire(key, controller.signal, finished, () => {
+        waited = true;
+        joined("elsewhere");
+      });
+      return { lease, before: waited || lease.before };
+    } finally {
+      live.delete(controller);
+      if (live.size === 0) waits.delete(taskId);
+    }
+  };
   return {
     run<T>(
       taskId: TaskId,
       key: string,
-      run: (before: boolean, recorded: (written: Promise<boolean>) => void) => Promise<T>,
+      run: GatedRun<T>,
       joined: (at: JoinedAt) => void,
       finished: () => Promise<boolean>,
+      fresh = false,
     ): Promise<T> {
       const going = inflight.get(key);
       if (going !== undefined) {
         joined("here");
         return going as Promise<T>;
       }
-      const running = (async () => {
-        const controller = new AbortController();
-        const live = waits.get(taskId) ?? new Set();
-        waits.set(taskId, live.add(controller));
-        let waited = false;
-        let lease: Lease;
-        try {
-          lease = await leases.acquire(key, controller.signal, finished, () => {
-            waited = true;
-            joined("elsewhere");
-          });
-        } finally {
-          live.delete(controller);
-          if (live.size === 0) waits.delete(taskId);
-        }
-        let written: Promise<boolean> = Promise.resolve(false);
+      /** `work` under `lease`, which ends once the write of its final record (`written()`, once it settled) resolved. */
+      const under = (lease: Lease, work: Promise<T>, written: () => Promise<boolean>): Promise<T> => {
         const ended = () => {
           // Until the final record's write resolved, a request for the key here joins this run (its answer is known).
-          void written
+          void written()
             .then(
               (stored) => lease.release(stored),
               () => lease.release(false),
@@ -250,7 +283,28 @@ export function createRunGate(leases: Leases): RunGate {
               if (inflight.get(key) === running) inflight.delete(key);
             });
         };
-        return settled(() => run(waited || lease.before, (w) => void (written = w)), ended);
+        return settled(() => work, ended);
+      };
+      const running = (async () => {
+        let written: Promise<boolean> = Promise.resolve(false);
+        const finalWrite = (w: Promise<boolean>) => void (written = w);
+        if (fresh) {
+          const created = leases.create(key);
+          const speculative = run(
+            false,
+            finalWrite,
+            created.then((lease) => lease !== undefined),
+          );
+          // Handled once the marker is known (settled below), not reported meanwhile as unhandled.
+          speculative.catch(() => undefined);
+          const lease = await created;
+          if (lease !== undefined) return under(lease, speculative, () => written);
+          // The marker was there: this run's answer is dropped (it waited for `held` before doing anything with it).
+          await speculative.catch(() => undefined);
+          written = Promise.resolve(false);
+        }
+        const { lease, before } = await acquire(taskId, key, finished, joined);
+        return under(lease, run(before, finalWrite, HELD), () => written);
       })();
       inflight.set(key, running);
       running.catch(() => {

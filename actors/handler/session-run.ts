@@ -71,12 +71,16 @@ export type RunSession = (
   key: string | undefined,
   before: boolean,
   finalWrite: (written: Promise<boolean>) => void,
+  held: Promise<boolean>,
 ) => Promise<ExecuteReply>;
+
+/** Why a run that did not get its key's lease stops (its answer is dropped: the request runs the usual way). */
+const DROPPED = "another run of this session came first: this one's answer is dropped";
 
 /** The session runs of `handler`. */
 export function sessionRunner(handler: SessionHandler): RunSession {
   const { deps, config, toolset, behind, mask } = handler;
-  return async (request, tools, key, before, finalWrite) => {
+  return async (request, tools, key, before, finalWrite, held) => {
     const { taskId, nodePath } = request;
     const settings = settingsOf(request);
     const templateTools = request.templateTools ?? [];
@@ -85,8 +89,14 @@ export function sessionRunner(handler: SessionHandler): RunSession {
       const message = `library templates offered as tools (DIRIGENT_TEMPLATE_TOOLS) take names this Handler's tools already have: ${taken.join(", ")}`;
       return { type: "handler.result", taskId, nodePath, result: taskFailure("input_validation_failure", message, { names: taken }) };
     }
-    const progress = (event: string, message: string, data: Record<string, unknown>) =>
-      publishProgress(deps, maskDeep({ type: "task.progress" as const, taskId, event, message, data: { nodePath, ...data } }, mask));
+    // A run started before its lease was held (a fresh request's: actors/handler/lease.ts) that did not get it is
+    // dropped: from then on it says nothing, and its model answer goes no further.
+    let dropped = false;
+    void held.then((ok) => void (dropped = !ok));
+    const progress = (event: string, message: string, data: Record<string, unknown>) => {
+      if (!dropped)
+        publishProgress(deps, maskDeep({ type: "task.progress" as const, taskId, event, message, data: { nodePath, ...data } }, mask));
+    };
     const replay = replayOf(key && behind && readsRecord(request, before) ? await behind.read(key, TurnRecord) : undefined);
     if (replay.kind !== "run") progress("model.replayed", replay.message, { turns: replay.turns });
     if (replay.kind === "replay") {
@@ -97,7 +107,7 @@ export function sessionRunner(handler: SessionHandler): RunSession {
     const model = sessionModel(request, config);
     // What the session's records keep of its conversation; a session continued from a running record keeps its calls.
     const log = conversationLog(recorded?.trace);
-    const effects = sessionEffects(handler, request, { settings, tools, key, recorded, log, progress });
+    const effects = sessionEffects(handler, request, { settings, tools, key, recorded, log, progress, held });
     const attached =
       request.resume || recorded
         ? { text: "", notes: {} }
@@ -130,16 +140,16 @@ export function sessionRunner(handler: SessionHandler): RunSession {
         sessionReply(request, output, { settings, attachedNotes: attached.notes, prices: config.prices, model }),
         mask,
       );
-      if (key && behind && replayable(output))
-        finalWrite(
-          behind.write(key, TurnRecord, {
-            v: RECORD_VERSION,
-            status: "done",
-            result: reply.result,
-            ...(reply.session ? { session: reply.session } : {}),
-            conversation: maskDeep(log.conversation(output.session?.messages), mask),
-          }),
-        );
+      if (key && behind && replayable(output)) {
+        const done: TurnRecord = {
+          v: RECORD_VERSION,
+          status: "done",
+          result: reply.result,
+          ...(reply.session ? { session: reply.session } : {}),
+          conversation: maskDeep(log.conversation(output.session?.messages), mask),
+        };
+        finalWrite(held.then((ok) => ok && behind.write(key, TurnRecord, done)));
+      }
       return reply;
     }
   };
@@ -153,34 +163,45 @@ interface SessionRun {
   recorded: RunningTurnRecord | undefined;
   log: ConversationLog;
   progress: (event: string, message: string, data: Record<string, unknown>) => void;
+  /** Resolves true once the run holds its key's lease; false: its model answer goes no further. */
+  held: Promise<boolean>;
 }
 
 /** The effects of the session that runs `request`. */
 function sessionEffects(handler: SessionHandler, request: ExecuteRequest, run: SessionRun): SessionEffects {
   const { deps, config, toolset, records, mask } = handler;
-  const { settings, key, recorded, log, progress } = run;
+  const { settings, key, recorded, log, progress, held } = run;
   const { definitions: tools, offered } = run.tools;
   const { taskId, nodePath } = request;
   const kinds = request.continuations ?? [];
   const templateTools = request.templateTools ?? [];
   const model = sessionModel(request, config);
   const trace = { parent: activeContext(), taskId, nodePath, content: deps.traceContent === true, mask };
+  const call = sessionModelCall({
+    call: tracedModel(handler.callModel, trace),
+    settings,
+    tools,
+    maxOutputTokens: outputLimit(settings, config),
+    stream: request.stream ?? config.streamDeltas ?? false,
+    secrets: config.secrets ?? [],
+    progress,
+    answered: (input, reply, timing) =>
+      log.turn(input, reply, {
+        durationMs: timing.durationMs,
+        retries: timing.retries,
+        cost: costNote(config.prices, model, reply.model, reply.usage).cost,
+      }),
+  });
+  let dropped = false;
+  void held.then((ok) => void (dropped = !ok));
   return {
-    callModel: sessionModelCall({
-      call: tracedModel(handler.callModel, trace),
-      settings,
-      tools,
-      maxOutputTokens: outputLimit(settings, config),
-      stream: request.stream ?? config.streamDeltas ?? false,
-      secrets: config.secrets ?? [],
-      progress,
-      answered: (input, reply, timing) =>
-        log.turn(input, reply, {
-          durationMs: timing.durationMs,
-          retries: timing.retries,
-          cost: costNote(config.prices, model, reply.model, reply.usage).cost,
-        }),
-    }),
+    // A run not yet holding its key's lease keeps the model's answer until it does (actors/handler/lease.ts).
+    callModel: async (input, signal) => {
+      if (dropped) throw new Error(DROPPED);
+      const reply = await call(input, signal);
+      if (!(await held)) throw new Error(DROPPED);
+      return reply;
+    },
     countTokens: (input) => handler.countRequestTokens(input.model, input.messages, tools),
     ...(key && records
       ? {

@@ -237,6 +237,72 @@ describe("the run gate", () => {
     expect(joins).toEqual(["elsewhere"]);
   });
 
+  it("starts a fresh request's run at once, while its marker is created, and lets it go on once the lease is held", async () => {
+    const gate = createRunGate(createLeases(store, silentLogger, TIMING));
+    const key = newKey();
+    const seen: string[] = [];
+    const answer = await gate.run(
+      tid("t"),
+      key,
+      async (before, _finalWrite, held) => {
+        seen.push(`before=${before}`);
+        seen.push(`held=${await held}`);
+        return "answer";
+      },
+      () => undefined,
+      notFinished,
+      true,
+    );
+    expect(answer).toBe("answer");
+    expect(seen).toEqual(["before=false", "held=true"]);
+    expect(await markerOf(key)).toMatchObject({ v: 1 });
+  });
+
+  it("drops the answer of a fresh request's run whose marker was there, and runs it the usual way after the run it found", async () => {
+    const here = createRunGate(createLeases(store, silentLogger, TIMING));
+    const there = createRunGate(createLeases(store, silentLogger, TIMING));
+    const key = newKey();
+    let stored = false;
+    let finish!: () => void;
+    const answer = new Promise<void>((resolve) => (finish = resolve));
+    const first = there.run(
+      tid("t"),
+      key,
+      async (_before, finalWrite) => {
+        await answer;
+        stored = true;
+        finalWrite(Promise.resolve(true));
+        return "first";
+      },
+      () => undefined,
+      async () => stored,
+    );
+    while ((await store.get(markerKey(key))) === undefined) await delay(5);
+    const ran: string[] = [];
+    const joins: JoinedAt[] = [];
+    let waits!: () => void;
+    const waiting = new Promise<void>((resolve) => (waits = resolve));
+    const second = here.run(
+      tid("t"),
+      key,
+      async (before, _finalWrite, held) => {
+        const ok = await held;
+        ran.push(`before=${before} held=${ok}`);
+        return ok ? "second" : "dropped";
+      },
+      (at) => (joins.push(at), waits()),
+      async () => stored,
+      true,
+    );
+    // Its first run dropped, it waits for the run it found, which then ends.
+    await waiting;
+    finish();
+    expect(await first).toBe("first");
+    expect(await second).toBe("second");
+    expect(ran).toEqual(["before=false held=false", "before=true held=true"]);
+    expect(joins).toEqual(["elsewhere"]);
+  });
+
   it("answers a wait of a cancelled task with UNAVAILABLE, and the run it waited for goes on", async () => {
     const here = createRunGate(createLeases(store, silentLogger, TIMING));
     const there = createRunGate(createLeases(store, silentLogger, TIMING));
@@ -304,7 +370,7 @@ describe("two Handlers asked for the same run at once", () => {
     expect(replies[0]?.result).toMatchObject({ status: "COMPLETE", content: "one session" });
   });
 
-  it("replay a finished session to a request marked fresh whose marker shows it ran before (a redelivery counted as a first delivery)", async () => {
+  it("replay a finished session to a request marked fresh whose marker shows it ran before (a redelivery counted as a first delivery): the model call it made while its marker was created is dropped", async () => {
     const [a, b] = await twoHandlers();
     await using _a = a;
     await using _b = b;
@@ -330,9 +396,13 @@ describe("two Handlers asked for the same run at once", () => {
     while (!(await final())) await delay(5);
     const marker = decode(RunMarker, (await turns.get(markerKey(key))) ?? new Uint8Array());
     expect(marker.ok && marker.value.released).toBeUndefined();
+    const recorded = await turns.getWithRevision(key);
     const again = await ask(deps(b), Requests.execute, request, { timeoutMs: 20_000 });
-    expect(asked()).toBe(1);
+    // A fresh request asks the model while its marker is created; finding the marker there, it drops that answer
+    // and answers from the record, which it leaves as it was.
+    expect(asked()).toBe(2);
     expect(again.result).toEqual(first.result);
+    expect((await turns.getWithRevision(key))?.revision).toBe(recorded?.revision);
   });
 
   it("run a script command once: every request gets its outcome", async () => {
