@@ -112,16 +112,15 @@ export function createLeases(store: TaskStore, log: Logger, timing: LeaseTiming 
     };
   };
 
+  /** The lease of `key` with its marker created now; undefined when the marker is there already. */
+  const createMarker = async (key: string): Promise<Lease | undefined> => {
+    const created = await store.createWithRevision(markerKey(key), held());
+    return created === undefined ? undefined : hold(key, created, false);
+  };
+
   return {
     owner,
-    async create(key) {
-      try {
-        const created = await store.createWithRevision(markerKey(key), held());
-        return created === undefined ? undefined : hold(key, created, false);
-      } catch {
-        return undefined;
-      }
-    },
+    create: (key) => createMarker(key).catch(() => undefined),
     async acquire(key, signal, finished, onWait) {
       const marker = markerKey(key);
       /** The marker revision last seen and since when (this process's clock): a lease renewed is seen to change. */
@@ -134,8 +133,8 @@ export function createLeases(store: TaskStore, log: Logger, timing: LeaseTiming 
         try {
           // Creating first costs one write when nobody runs the key (the usual case); a waiter then only reads.
           if (absent) {
-            const created = await store.createWithRevision(marker, held());
-            if (created !== undefined) return hold(key, created, false);
+            const created = await createMarker(key);
+            if (created !== undefined) return created;
           }
           const current = await store.getWithRevision(marker);
           absent = current === undefined;
@@ -295,12 +294,12 @@ export function createRunGate(leases: Leases): RunGate {
             finalWrite,
             created.then((lease) => lease !== undefined),
           );
-          // Handled once the marker is known (settled below), not reported meanwhile as unhandled.
-          speculative.catch(() => undefined);
+          // Handled at once, so a failure is not reported as unhandled while the marker is made.
+          const over = speculative.catch(() => undefined);
           const lease = await created;
           if (lease !== undefined) return under(lease, speculative, () => written);
           // The marker was there: this run's answer is dropped (it waited for `held` before doing anything with it).
-          await speculative.catch(() => undefined);
+          await over;
           written = Promise.resolve(false);
         }
         const { lease, before } = await acquire(taskId, key, finished, joined);

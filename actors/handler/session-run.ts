@@ -107,7 +107,7 @@ export function sessionRunner(handler: SessionHandler): RunSession {
     const model = sessionModel(request, config);
     // What the session's records keep of its conversation; a session continued from a running record keeps its calls.
     const log = conversationLog(recorded?.trace);
-    const effects = sessionEffects(handler, request, { settings, tools, key, recorded, log, progress, held });
+    const effects = sessionEffects(handler, request, { settings, tools, key, recorded, log, progress, held, dropped: () => dropped });
     const attached =
       request.resume || recorded
         ? { text: "", notes: {} }
@@ -165,12 +165,14 @@ interface SessionRun {
   progress: (event: string, message: string, data: Record<string, unknown>) => void;
   /** Resolves true once the run holds its key's lease; false: its model answer goes no further. */
   held: Promise<boolean>;
+  /** The run did not get its key's lease (`held` resolved false). */
+  dropped(): boolean;
 }
 
 /** The effects of the session that runs `request`. */
 function sessionEffects(handler: SessionHandler, request: ExecuteRequest, run: SessionRun): SessionEffects {
   const { deps, config, toolset, records, mask } = handler;
-  const { settings, key, recorded, log, progress, held } = run;
+  const { settings, key, recorded, log, progress, held, dropped } = run;
   const { definitions: tools, offered } = run.tools;
   const { taskId, nodePath } = request;
   const kinds = request.continuations ?? [];
@@ -192,12 +194,10 @@ function sessionEffects(handler: SessionHandler, request: ExecuteRequest, run: S
         cost: costNote(config.prices, model, reply.model, reply.usage).cost,
       }),
   });
-  let dropped = false;
-  void held.then((ok) => void (dropped = !ok));
   return {
     // A run not yet holding its key's lease keeps the model's answer until it does (actors/handler/lease.ts).
     callModel: async (input, signal) => {
-      if (dropped) throw new Error(DROPPED);
+      if (dropped()) throw new Error(DROPPED);
       const reply = await call(input, signal);
       if (!(await held)) throw new Error(DROPPED);
       return reply;
