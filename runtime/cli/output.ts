@@ -175,8 +175,11 @@ export function formatTree(reply: NodeListReply): string {
       ? ""
       : ` (${replayed.length} replayed${before.tokens > 0 ? `, ${before.tokens} tokens${money(before.cost)} paid by the task they came from, not counted` : ""})`;
   const tail = reply.truncated ? "\n(more nodes than one answer holds: the first are listed)" : "";
-  return `task ${reply.taskId}: ${reply.nodes.length} nodes, ${live.tokens} tokens${money(live.cost)}${fork}\n${lines.join("\n")}${tail}\n`;
+  return `task ${reply.taskId}: ${counted(reply.nodes.length, "node")}, ${live.tokens} tokens${money(live.cost)}${fork}\n${lines.join("\n")}${tail}\n`;
 }
+
+/** `count` and `noun`, plural unless one: "1 node", "3 nodes", "0 tool calls". */
+const counted = (count: number, noun: string): string => `${count} ${noun}${count === 1 ? "" : "s"}`;
 
 /** JSON text pretty-printed; any other text as it is. */
 function pretty(text: string): string {
@@ -196,7 +199,9 @@ const indented = (text: string) =>
     .join("\n");
 
 function formatConversation(conversation: Conversation, index: number): string[] {
-  const out = [`conversation ${index + 1}: ${conversation.turns.length} model calls, ${conversation.toolCalls.length} tool calls`];
+  const out = [
+    `conversation ${index + 1}: ${counted(conversation.turns.length, "model call")}, ${counted(conversation.toolCalls.length, "tool call")}`,
+  ];
   const calls = new Map(conversation.toolCalls.map((c) => [c.id, c]));
   const turnAt = new Map(conversation.turns.map((t) => [t.sent, t]));
   conversation.messages.forEach((m, i) => {

@@ -83,4 +83,24 @@ describe("dirigent show's tree", () => {
     expect(text).toContain("0.steps.0  0.steps.0  [atomic] completed, replayed from t-original  300 tokens $0.0030 (paid there)");
     expect(text).toContain("0.steps.1  0.steps.1  [atomic] completed in 1.0 s  50 tokens $0.0005");
   });
+
+  it("says 1 node, not 1 nodes", () => {
+    const reply = {
+      taskId: "t-one",
+      nodes: [
+        {
+          path: "0",
+          occurrence: 1,
+          name: "write a haiku",
+          kind: "atomic",
+          state: "completed" as const,
+          startedAt: "2026-11-27T00:00:00.000Z",
+          endedAt: "2026-11-27T00:00:01.000Z",
+          durationMs: 72,
+          usage: { promptTokens: 44, completionTokens: 17 },
+        },
+      ],
+    } as NodeListReply;
+    expect(formatTree(reply).split("\n")[0]).toBe("task t-one: 1 node, 61 tokens");
+  });
 });
