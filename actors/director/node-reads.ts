@@ -82,7 +82,7 @@ export function serveNodeReads(deps: ActorDeps, tasks: TaskStore, config: NodeRe
       const why = known.length === 0 ? await missing(taskId) : undefined;
       if (why) return why;
       const occurrence = request.occurrence === undefined ? "" : ` (occurrence ${request.occurrence})`;
-      return errorReply("NOT_FOUND", `task '${taskId}' has no record of node '${request.path}'${occurrence}`);
+      return errorReply("NOT_FOUND", `task '${taskId}' has no record of node '${request.path}'${occurrence}; ${pathsOf(known)}`);
     }
     const conversations = (await Promise.all((record.sessions ?? []).map(readConversation))).filter(
       (c): c is Conversation => c !== undefined,
@@ -212,4 +212,14 @@ function keepEnds(conversation: Conversation, count: number): Conversation {
     messages: [...messages.slice(0, half), ...messages.slice(messages.length - half)],
     omittedMessages: (conversation.omittedMessages ?? 0) + messages.length - 2 * half,
   };
+}
+
+/** How many node paths an error names at most. */
+const NAMED_PATHS = 12;
+
+/** The paths of a task's node records, as an error names them (the first {@link NAMED_PATHS}, each once). */
+function pathsOf(records: readonly NodeRecord[]): string {
+  const paths = [...new Set(records.map((r) => r.path))];
+  const more = paths.length > NAMED_PATHS ? `, … (${paths.length} in all)` : "";
+  return `its nodes: ${paths.slice(0, NAMED_PATHS).join(", ")}${more}`;
 }

@@ -173,7 +173,11 @@ describe("node records", () => {
     expect(detail.node).toEqual(byPath.get("0.steps.0"));
     expect(detail.conversations).toEqual([conversation]);
     expect(detail.retries).toBe(0);
-    await expect(stack.client.node(taskId, "0.steps.9")).rejects.toMatchObject({ code: "NOT_FOUND" });
+    // The error names the nodes there are, in the order they started.
+    await expect(stack.client.node(taskId, "0.steps.9")).rejects.toMatchObject({
+      code: "NOT_FOUND",
+      message: expect.stringContaining("has no record of node '0.steps.9'; its nodes: 0, 0.steps.0, 0.steps.1, 0.steps.2"),
+    });
     await expect(stack.client.nodes(newTaskId())).rejects.toMatchObject({ code: "NOT_FOUND" });
 
     // `dirigent show` prints the tree and a node's conversation from another process.
