@@ -179,7 +179,7 @@ export function formatTree(reply: NodeListReply): string {
 }
 
 /** `count` and `noun`, plural unless one: "1 node", "3 nodes", "0 tool calls". */
-const counted = (count: number, noun: string): string => `${count} ${noun}${count === 1 ? "" : "s"}`;
+export const counted = (count: number, noun: string): string => `${count} ${noun}${count === 1 ? "" : "s"}`;
 
 /** JSON text pretty-printed; any other text as it is. */
 function pretty(text: string): string {

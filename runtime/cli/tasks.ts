@@ -13,7 +13,7 @@ import { taskSource } from "./compile.js";
 import { placeClient } from "../nats/connect.js";
 import { natsAuth } from "../nats/auth.js";
 import { embeddedRuntime } from "./embedded-runtime.js";
-import { createEventPrinter, formatNode, formatOutcome, formatTree } from "./output.js";
+import { counted, createEventPrinter, formatNode, formatOutcome, formatTree } from "./output.js";
 import { connectNats, NatsBus } from "../nats/bus.js";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { DEFAULT_NATS_URL } from "../nats/connect.js";
@@ -324,7 +324,7 @@ function registerRerunCommand(program: Command): void {
             flags.json
               ? line(reply)
               : process.stdout.write(
-                  `task ${reply.taskId} (fork of ${taskId} from ${reply.forkOf.from}; ${reply.replayed} node${reply.replayed === 1 ? "" : "s"} replayed)\n`,
+                  `task ${reply.taskId} (fork of ${taskId} from ${reply.forkOf.from}; ${counted(reply.replayed, "node")} replayed)\n`,
                 ),
         })
         .catch(rethrow);

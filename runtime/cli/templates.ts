@@ -4,6 +4,7 @@ import { fileURLToPath } from "node:url";
 import type { Command } from "commander";
 import { type LibraryError, type LoadedLibrary, loadLibrary } from "../../actors/library/library.js";
 import { UsageError } from "./common.js";
+import { counted } from "./output.js";
 import { loadConfig } from "../config.js";
 
 /** The starter library shipped with dirigent (`templates/` in the package). */
@@ -56,7 +57,7 @@ export function registerTemplateCommands(program: Command, write: Write = (text)
           oneLine(t.description, 70),
         ]);
         write(table(["NAME", "TYPE", "FILE", "DESCRIPTION"], rows));
-        write(`${library.templates.length} template${library.templates.length === 1 ? "" : "s"} in ${where}\n`);
+        write(`${counted(library.templates.length, "template")} in ${where}\n`);
         for (const e of errors) process.stderr.write(formatLibraryError(e) + "\n");
       }
       if (errors.length > 0) process.exitCode = 1;
@@ -82,8 +83,8 @@ export function registerTemplateCommands(program: Command, write: Write = (text)
         if (flags.warnings) for (const w of warnings) write(formatLibraryError(w, "warning") + "\n");
         write(
           errors.length === 0
-            ? `ok: ${library.templates.length} template${library.templates.length === 1 ? "" : "s"} in ${files} file${files === 1 ? "" : "s"} (${where})\n`
-            : `${errors.length} error${errors.length === 1 ? "" : "s"}; ${library.templates.length} valid template${library.templates.length === 1 ? "" : "s"} (${where})\n`,
+            ? `ok: ${counted(library.templates.length, "template")} in ${counted(files, "file")} (${where})\n`
+            : `${counted(errors.length, "error")}; ${counted(library.templates.length, "valid template")} (${where})\n`,
         );
       }
       if (errors.length > 0) process.exitCode = 1;

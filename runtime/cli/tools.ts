@@ -10,7 +10,7 @@ import { place } from "../nats/connect.js";
 import { natsAuth } from "../nats/auth.js";
 import { embeddedModel } from "../model/embedded.js";
 import { loadMockScript, startMockLlm } from "../model/mock-server.js";
-import { formatEvent, formatOutcome } from "./output.js";
+import { counted, formatEvent, formatOutcome } from "./output.js";
 import { jsonSchemas } from "../schemas.js";
 import { startSystem } from "../system.js";
 import { loadConfig, type Config } from "../config.js";
@@ -219,6 +219,6 @@ export function registerToolsListCommand(program: Command, write: Write = (text)
         oneLine(t.description, 70),
       ]);
       write(table(["NAME", "SOURCE", "IDEMPOTENT", "DESCRIPTION"], rows));
-      write(`${listed.length} tool${listed.length === 1 ? "" : "s"}\n`);
+      write(`${counted(listed.length, "tool")}\n`);
     });
 }

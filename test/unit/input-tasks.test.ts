@@ -44,4 +44,30 @@ describe("nested input tasks", () => {
     expect(warnings).toEqual([]);
     expect("env" in outcome).toBe(true);
   });
+
+  it("stops the inputs still running when one fails, and that failure is the outcome", async () => {
+    const stopped: string[] = [];
+    const outcome = await bindInputs(
+      (path, _env, signal) => {
+        if (path === "0.inputs.3.task") return Promise.resolve({ content: "input 3 broke", status: "FAILED" as const, notes: {} });
+        // The others run until stopped, then answer as stopped.
+        return new Promise((resolve) =>
+          signal?.addEventListener(
+            "abort",
+            () => {
+              stopped.push(path);
+              resolve({ content: "stopped", status: "FAILED" as const, notes: {} });
+            },
+            { once: true },
+          ),
+        );
+      },
+      taskWithInputs(5),
+      "0",
+      rootEnv(),
+      false,
+    );
+    expect(stopped.sort()).toEqual(["0.inputs.0.task", "0.inputs.1.task", "0.inputs.2.task", "0.inputs.4.task"]);
+    expect(outcome).toMatchObject({ result: { status: "FAILED", content: "input 3 broke" } });
+  });
 });

@@ -58,20 +58,22 @@ describe("node records", () => {
 });
 
 describe("dirigent show's tree", () => {
+  /** A completed atomic node's summary, named by its path; `replayedFrom`: answered from that task's record. */
+  const node = (path: string, tokens: number, cost?: number, replayedFrom?: string) => ({
+    path,
+    occurrence: 1,
+    name: path,
+    kind: "atomic",
+    state: "completed" as const,
+    startedAt: "2026-11-27T00:00:00.000Z",
+    endedAt: "2026-11-27T00:00:01.000Z",
+    durationMs: replayedFrom ? 0 : 1000,
+    usage: { promptTokens: tokens, completionTokens: 0 },
+    ...(cost === undefined ? {} : { cost }),
+    ...(replayedFrom ? { replayedFrom } : {}),
+  });
+
   it("leaves a fork's replayed nodes out of its total, and says whose they were", () => {
-    const node = (path: string, tokens: number, cost: number, replayedFrom?: string) => ({
-      path,
-      occurrence: 1,
-      name: path,
-      kind: "atomic",
-      state: "completed" as const,
-      startedAt: "2026-11-27T00:00:00.000Z",
-      endedAt: "2026-11-27T00:00:01.000Z",
-      durationMs: replayedFrom ? 0 : 1000,
-      usage: { promptTokens: tokens, completionTokens: 0 },
-      cost,
-      ...(replayedFrom ? { replayedFrom } : {}),
-    });
     const reply = {
       taskId: "t-fork",
       nodes: [node("0.steps.0", 300, 0.003, "t-original"), node("0.steps.1", 50, 0.0005)],
@@ -85,22 +87,7 @@ describe("dirigent show's tree", () => {
   });
 
   it("says 1 node, not 1 nodes", () => {
-    const reply = {
-      taskId: "t-one",
-      nodes: [
-        {
-          path: "0",
-          occurrence: 1,
-          name: "write a haiku",
-          kind: "atomic",
-          state: "completed" as const,
-          startedAt: "2026-11-27T00:00:00.000Z",
-          endedAt: "2026-11-27T00:00:01.000Z",
-          durationMs: 72,
-          usage: { promptTokens: 44, completionTokens: 17 },
-        },
-      ],
-    } as NodeListReply;
+    const reply = { taskId: "t-one", nodes: [node("0", 61)] } as NodeListReply;
     expect(formatTree(reply).split("\n")[0]).toBe("task t-one: 1 node, 61 tokens");
   });
 });
