@@ -219,16 +219,21 @@ describe("a three-node NATS cluster with replicas 3", () => {
       const replay = await replayEvents(nc, subjects.eventsStream, subjects.anyTaskEvents);
       const byTask = new Map<string, { seq: number; type: string }[]>();
       for (const e of replay) byTask.set(e.taskId, [...(byTask.get(e.taskId) ?? []), e]);
+      const gapped: string[] = [];
       const gaps = ids.flatMap((id) => {
         const events = byTask.get(id) ?? [];
         const last = onceEach(events).at(-1);
         const seqs = new Set(events.map((e) => e.seq));
         const missing = last === undefined ? [1] : Array.from({ length: last.seq }, (_, i) => i + 1).filter((n) => !seqs.has(n));
-        return last?.type === "task.completed" && missing.length === 0
-          ? []
-          : [`${id}: last ${last?.type}, missing seq ${missing.join(",")} (stored: ${events.map((e) => `${e.seq} ${e.type}`).join(", ")})`];
+        if (last?.type === "task.completed" && missing.length === 0) return [];
+        gapped.push(id);
+        return [
+          `${id}: last ${last?.type}, missing seq ${missing.join(",")} (stored: ${events.map((e) => `${e.seq} ${e.type}`).join(", ")})`,
+        ];
       });
-      expect(gaps).toEqual([]);
+      // A gap seen once in CI (2026-11-28: seq 4 and 5 of two tasks, no takeover) left no clue: say what the roles logged.
+      const eventsLogged = () => processes.flatMap((p) => p.output().split("\n")).filter((line) => line.includes("events stream"));
+      expect(gaps, `the roles logged:\n${[...loggedOf(gapped), ...eventsLogged().slice(0, 40)].join("\n")}`).toEqual([]);
 
       // Model calls: every task's once, a repeat at most once per node loss.
       const calls = new Map<string, number>();
