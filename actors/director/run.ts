@@ -7,6 +7,7 @@
  */
 import type { Snapshot } from "xstate";
 import {
+  resumedSeq,
   resumeNotice,
   surelyFirst,
   type CheckpointOutput,
@@ -18,7 +19,7 @@ import {
   type RunEvent,
   type RunOutcome,
 } from "../../machines/director/run.js";
-import { CancelBroadcast, encode, FINAL_STATES, type TaskId, type TaskRecord } from "../../protocol/index.js";
+import { CancelBroadcast, decode, encode, FINAL_STATES, TaskEvent, type TaskId, type TaskRecord } from "../../protocol/index.js";
 import { isTaskItem, retryDelayMs, type TaskItem, type WorkItem } from "../bus.js";
 import { messageOf } from "../deps.js";
 import { inspectOption } from "../inspect-option.js";
@@ -235,8 +236,13 @@ class DeliveryEffects implements RunEffects {
     return tellPreviousOwner(this.env.deps, this.env.owner, this.claimed().claim);
   }
 
+  // A task resumed from its record: its events go on from the last one stored (resumedSeq).
   async restore(): Promise<RestoreOutput> {
-    return createTask(this.env, this.claimed(), this.send);
+    const { env } = this;
+    const running = this.claimed();
+    running.seq = resumedSeq(running.seq, await lastStoredSeq(env, this.taskId));
+    const created = createTask(env, running, this.send);
+    return created.kind === "ready" ? { kind: "ready", seq: running.seq } : created;
   }
 
   checkpoint(): Promise<CheckpointOutput> {
@@ -328,6 +334,13 @@ class DeliveryEffects implements RunEffects {
   }
 }
 
+/** The seq of the last event of `taskId` stored in the events stream; `undefined` when none is, or it cannot be read. */
+async function lastStoredSeq(env: RunEnv, taskId: TaskId): Promise<number | undefined> {
+  const last = await env.lastPublished?.(env.deps.subjects.taskEvents(taskId)).catch(() => undefined);
+  const event = last === undefined ? undefined : decode(TaskEvent, last);
+  return event?.ok === true ? event.value.seq : undefined;
+}
+
 /** Takes `claim` as the delivery's: the task this process now runs, with its span and its checkpoints. */
 function take(env: RunEnv, delivery: Delivery, claim: Claim, send: (event: RunEvent) => void): RunningTask {
   const { deps } = env;
@@ -360,6 +373,9 @@ function take(env: RunEnv, delivery: Delivery, claim: Claim, send: (event: RunEv
   };
   delivery.task = running;
   delivery.checkpoints = checkpointer(deps, env.store, running);
+  // This process runs the task from its claim on: a redelivery that comes meanwhile (while the previous owner is told,
+  // say) joins this run ({@link deliver}) rather than claim the task a second time here.
+  env.owned.set(running.claim.taskId, running);
   return running;
 }
 

@@ -98,8 +98,21 @@ export type CheckpointOutput =
   | { kind: "refused"; message: string }
   | { kind: "failed" };
 
-/** What `restore` found: the task's actor is ready to start, or its stored snapshot cannot run on. */
-export type RestoreOutput = { kind: "ready" } | { kind: "refused"; message: string };
+/**
+ * What `restore` found: the task's actor is ready to start (its events going on from `seq` when that is not the
+ * claim's: {@link resumedSeq}), or its stored snapshot cannot run on.
+ */
+export type RestoreOutput = { kind: "ready"; seq?: number } | { kind: "refused"; message: string };
+
+/**
+ * The seq a task's events go on from when its run resumes it from its record, whose checkpoint counted `checkpointed`
+ * events: the last one stored in the events stream (`stored`), when it could be read. The checkpoint can count events
+ * its writer never stored (a Director told of a takeover drops those not sent yet; one that dies loses those in
+ * flight), or miss events stored after it; numbered from the last stored, the replay skips no seq.
+ */
+export function resumedSeq(checkpointed: number, stored: number | undefined): number {
+  return stored ?? checkpointed;
+}
 
 /** What `finish` did: the outcome was stored (and published), or the claim was gone. */
 export type FinishOutput = "written" | "lost";
@@ -178,6 +191,9 @@ const scoped = ({ context }: { context: RunContext }): Scoped => ({ scopeKey: co
 /** A heartbeat: progress is signalled on the delivery, and a pending claim is due. */
 const beating = ["beat", { type: "noteBeat", params: ({ event }: { event: { seq: number } }) => ({ seq: event.seq }) }] as const;
 
+/** Notes the seq a restored task's events go on from ({@link RestoreOutput}). */
+const noteResumed = { type: "noteResumed", params: ({ event }: { event: RestoreEvent }) => outputOf(event) } as const;
+
 /**
  * What follows the creation of the task's actor (`restore`, or `startFresh` then `task.created`): the event's `output`
  * says whether it was made. Typed loosely: the same branches serve an invoked actor's done event and `task.created`.
@@ -195,8 +211,8 @@ const restored = [
       },
     },
   },
-  { guard: "draining", target: "handingBack" },
-  { target: "running" },
+  { guard: "draining", target: "handingBack", actions: noteResumed },
+  { target: "running", actions: noteResumed },
 ] as const;
 
 /** An event that carries a {@link RestoreOutput}: an invoked `restore`'s done event, or `task.created`. */
@@ -237,6 +253,10 @@ export const runMachine = setup({
       const pending = output.pending && output.takenOver !== true;
       return { pending, seq: output.seq, checkpointed: output.seq, claimDue: !pending };
     }),
+    /** A task resumed from its record numbers its events from the last one stored: its checkpoint is taken to be there. */
+    noteResumed: assign((_, output: RestoreOutput) =>
+      output.kind === "ready" && output.seq !== undefined ? { seq: output.seq, checkpointed: output.seq } : {},
+    ),
     noteBeat: assign((_, params: { seq: number }) => ({ seq: params.seq, claimDue: true })),
   },
   actors: {
@@ -333,12 +353,14 @@ export const runMachine = setup({
     },
     telling: {
       description:
-        "The claim replaced another Director's: that Director is told, and stops publishing the task's events, before anything is published here. Unanswered (it is gone), the run goes on.",
+        "The claim replaced another Director's: that Director is told, and stops publishing the task's events, before anything is published here. Unanswered (it is gone), the run goes on. Each heartbeat keeps the delivery in progress meanwhile, as while the task's actor is created.",
       invoke: { src: "tellPreviousOwner", input: scoped, onDone: "restoring", onError: "restoring" },
+      on: { heartbeat: { actions: "beat" } },
     },
     restoring: {
       description: "Creates the task's actor: from its stored snapshot when taken over, else from its start.",
       invoke: { src: "restore", input: scoped, onDone: restored, onError: failed },
+      on: { heartbeat: { actions: "beat" } },
     },
     running: {
       description:
@@ -404,7 +426,9 @@ export const runMachine = setup({
       invoke: { src: "flush", input: scoped, onDone: { target: "handedBack", actions: ["stopTask", "nak"] }, onError: failed },
     },
     finishing: {
-      description: "Stores the outcome under the claim, then publishes the last event and the result.",
+      description:
+        "Stores the outcome under the claim, then publishes the last event and the result, after the task's events (stored through a leader election, they can take seconds): each heartbeat keeps the delivery in progress until then, so that it is not redelivered and its result published by another Director ahead of them.",
+      on: { heartbeat: { actions: "beat" } },
       invoke: {
         src: "finish",
         input: ({ context }) => ({ ...scoped({ context }), ...(context.failure === undefined ? {} : { failure: context.failure }) }),

@@ -231,7 +231,9 @@ describe("a three-node NATS cluster with replicas 3", () => {
           `${id}: last ${last?.type}, missing seq ${missing.join(",")} (stored: ${events.map((e) => `${e.seq} ${e.type}`).join(", ")})`,
         ];
       });
-      // A gap seen once in CI (2026-11-28: seq 4 and 5 of two tasks, no takeover) left no clue: say what the roles logged.
+      // A gap says what the roles logged of its task. Those seen on 2026-11-28 came from a second Director that found the
+      // task final and published its result while the owner's last events still waited through an election (the owner
+      // had stopped signalling progress), and from a takeover whose previous owner never stored events its checkpoint counted.
       const eventsLogged = () => processes.flatMap((p) => p.output().split("\n")).filter((line) => line.includes("events stream"));
       expect(gaps, `the roles logged:\n${[...loggedOf(gapped), ...eventsLogged().slice(0, 40)].join("\n")}`).toEqual([]);
 

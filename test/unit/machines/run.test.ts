@@ -191,12 +191,13 @@ describe("run protocol machine", () => {
     await waitFor(actor, (s) => s.matches("running"));
     actor.send({ type: "task.done" });
     await waitFor(actor, (s) => s.matches("finishing"));
-    // A heartbeat while the final write is under way writes no checkpoint: the finish decides.
+    // A heartbeat while the final write is under way writes no checkpoint (the finish decides), but keeps the delivery
+    // in progress: the result waits for the task's events, which an election can hold up past the ack wait.
     actor.send({ type: "heartbeat", seq: 5 });
     expect(actor.getSnapshot().value).toBe("finishing");
     finish.resolve("lost");
     await settledIn("lost");
-    expect(effects).toEqual(["claim", "restore", "startTask", "finish", "readOwner", "ack"]);
+    expect(effects).toEqual(["claim", "restore", "startTask", "finish", "beat", "readOwner", "ack"]);
   });
 
   it("a claim lost during finish to an owner still running it leaves the delivery unacked", async () => {
@@ -247,12 +248,29 @@ describe("run protocol machine", () => {
     });
     await waitFor(actor, (s) => s.matches("telling"));
     expect(effects).toEqual(["claim", "tellPreviousOwner"]);
+    // The answer can take up to 10 s, longer than an ack wait: the delivery is kept in progress meanwhile.
+    actor.send({ type: "heartbeat", seq: 1 });
+    expect(effects).toEqual(["claim", "tellPreviousOwner", "beat"]);
     // Unanswered (the previous owner is gone): the run goes on all the same.
     told.reject(new Error("no responders"));
     await waitFor(actor, (s) => s.matches("running"));
     actor.send({ type: "task.done" });
     await settledIn("settled");
-    expect(effects).toEqual(["claim", "tellPreviousOwner", "restore", "startTask", "finish", "ack"]);
+    expect(effects).toEqual(["claim", "tellPreviousOwner", "beat", "restore", "startTask", "finish", "ack"]);
+  });
+
+  it("a task resumed from its record goes on from the seq its restore found stored, and checkpoints from there", async () => {
+    // The record counted 7 events; the events stream holds 5 (the previous owner never stored the last two).
+    const { actor, effects } = harness({
+      claim: async () => ({ kind: "claimed", pending: false, takenOver: true, seq: 7 }),
+      restore: async () => ({ kind: "ready", seq: 5 }),
+    });
+    await waitFor(actor, (s) => s.matches("running"));
+    expect(actor.getSnapshot().context).toMatchObject({ seq: 5, checkpointed: 5 });
+    // Its next event (6) is a change to checkpoint, though below the record's count.
+    actor.send({ type: "task.changed", seq: 6 });
+    await waitFor(actor, (s) => s.matches({ running: "stored" }) && effects.includes("checkpoint"));
+    expect(actor.getSnapshot().context.checkpointed).toBe(6);
   });
 
   it("told that another Director took the task over, closes its events and stops the task without finishing it", async () => {
