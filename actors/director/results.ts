@@ -1,13 +1,14 @@
 /**
  * A task's outcome as a Director stores and publishes it: the final record under the claim, then the last event and
- * the result ({@link finish}); a final task's result its owner stored but never published ({@link publishLostResult}).
+ * the result ({@link finish}); a final task's result its owner stored but never published ({@link publishLostResult});
+ * the last event stored of a task, which the events of a run that resumes or finishes the task for another follow.
  */
 import type { ActorDeps } from "../deps.js";
 import { messageOf } from "../../protocol/errors.js";
 import type { RunEnv } from "./run-env.js";
 import type { FinishOutput } from "../../machines/director/run.js";
 import type { TaskContext } from "../../machines/director/task.js";
-import { encode, TaskOutcome, type TaskRecord, type TaskState, type TaskId } from "../../protocol/index.js";
+import { decode, encode, TaskEvent, TaskOutcome, type TaskRecord, type TaskState, type TaskId } from "../../protocol/index.js";
 import { isPermanentStoreError } from "../bus.js";
 import { fitOutcome } from "./message-fit.js";
 import { writeClaimed } from "./records.js";
@@ -92,13 +93,25 @@ export async function publishLostResult(env: RunEnv, record: TaskRecord): Promis
   if (env.lastPublished === undefined || record.result === undefined) return;
   if ((await env.lastPublished(deps.subjects.taskResult(record.taskId))) !== undefined) return;
   deps.log.warn({ taskId: record.taskId }, "final task's result was never published; publishing it");
-  env.publishEvent(
-    record.taskId,
-    record.seq ?? 1,
-    `task.${record.state}`,
-    record.state,
-    record.state === "failed" ? record.result.error?.message : undefined,
-  );
+  // Its last event, unless stored already, right after the last one stored (the record's seq may count events its
+  // owner never stored).
+  const last = await lastStoredEvent(env, record.taskId);
+  const type = `task.${record.state}`;
+  if (last?.type !== type)
+    env.publishEvent(
+      record.taskId,
+      last === undefined ? (record.seq ?? 1) : last.seq + 1,
+      type,
+      record.state,
+      record.state === "failed" ? record.result.error?.message : undefined,
+    );
   const body = encode(TaskOutcome, fitOutcome(record.result, deps.bus.maxMessageBytes));
   await env.publishEvent.afterEvents(record.taskId, () => publishResult(env.deps, env.publishStored, record.taskId, body));
+}
+
+/** The last event of `taskId` stored in the events stream; `undefined` when none is, or it cannot be read. */
+export async function lastStoredEvent(env: RunEnv, taskId: TaskId): Promise<TaskEvent | undefined> {
+  const last = await env.lastPublished?.(env.deps.subjects.taskEvents(taskId)).catch(() => undefined);
+  const event = last === undefined ? undefined : decode(TaskEvent, last);
+  return event?.ok === true ? event.value : undefined;
 }

@@ -19,7 +19,7 @@ import {
   type RunEvent,
   type RunOutcome,
 } from "../../machines/director/run.js";
-import { CancelBroadcast, decode, encode, FINAL_STATES, TaskEvent, type TaskId, type TaskRecord } from "../../protocol/index.js";
+import { CancelBroadcast, encode, FINAL_STATES, type TaskId, type TaskRecord } from "../../protocol/index.js";
 import { isTaskItem, retryDelayMs, type TaskItem, type WorkItem } from "../bus.js";
 import { messageOf } from "../deps.js";
 import { inspectOption } from "../inspect-option.js";
@@ -27,7 +27,7 @@ import { queuedRecord } from "./intake.js";
 import { ROOT_CONTEXT, startSpan } from "../tracing.js";
 import type { PublishEvent } from "./event-publisher.js";
 import { claimTask, pendingClaim, readTaskRecord, type Claim } from "./records.js";
-import { finish, publishLostResult } from "./results.js";
+import { finish, lastStoredEvent, publishLostResult } from "./results.js";
 import { runActors, type RunActor, type RunEffects } from "./run-actors.js";
 import type { RunEnv } from "./run-env.js";
 import { restorable } from "./snapshot.js";
@@ -240,7 +240,7 @@ class DeliveryEffects implements RunEffects {
   async restore(): Promise<RestoreOutput> {
     const { env } = this;
     const running = this.claimed();
-    running.seq = resumedSeq(running.seq, await lastStoredSeq(env, this.taskId));
+    running.seq = resumedSeq(running.seq, (await lastStoredEvent(env, this.taskId))?.seq);
     const created = createTask(env, running, this.send);
     return created.kind === "ready" ? { kind: "ready", seq: running.seq } : created;
   }
@@ -332,13 +332,6 @@ class DeliveryEffects implements RunEffects {
     else if (outcome === "handedBack" && context.error !== undefined) log.error({ taskId, err: context.error }, "task handling failed");
     else if (outcome === "handedBack") log.info({ taskId }, "task handed back: draining");
   }
-}
-
-/** The seq of the last event of `taskId` stored in the events stream; `undefined` when none is, or it cannot be read. */
-async function lastStoredSeq(env: RunEnv, taskId: TaskId): Promise<number | undefined> {
-  const last = await env.lastPublished?.(env.deps.subjects.taskEvents(taskId)).catch(() => undefined);
-  const event = last === undefined ? undefined : decode(TaskEvent, last);
-  return event?.ok === true ? event.value.seq : undefined;
 }
 
 /** Takes `claim` as the delivery's: the task this process now runs, with its span and its checkpoints. */
