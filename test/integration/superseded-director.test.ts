@@ -16,7 +16,7 @@ import type { OpenTransport } from "../../runtime/transport.js";
 import { XML, watch } from "../support/durability.js";
 import { randomRoot, startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 import { Recorder } from "../support/recorder.js";
-import { newTaskId, startStack } from "../support/stack.js";
+import { newTaskId, startStack, type Stack } from "../support/stack.js";
 
 const ACK_WAIT_MS = 1500;
 
@@ -138,7 +138,16 @@ async function firstDirectorRunning(options: { deaf?: boolean } = {}) {
   // Its claim is stored (by its first heartbeat) before the second Director starts.
   await claims.until((v) => v.includes(firstOwner), "the first Director's stored claim");
   if (plain === undefined) throw new Error("no transport");
-  return { root, a, plain, first, taskId, events, results, subjects, evaluations, firstOwner, report };
+  /** The second Director's evaluation answered once it asks: the task completes under `second`. */
+  const completedBySecond = async (second: Stack) => {
+    await evaluations.until((v) => v.some((e) => e.request.owner !== firstOwner), "the second Director's evaluation", 20_000);
+    const successor = evaluations.values.find((e) => e.request.owner !== firstOwner);
+    successor?.respond(encodeJson({ type: "evaluator.result", taskId, result: { content: "Paris", status: "COMPLETE", notes: {} } }));
+    await results.count(1, "the result");
+    await events.until((v) => v.some((e) => e.type === "task.completed"), "the completed event");
+    await second.transport.bus.flush();
+  };
+  return { root, a, plain, first, taskId, events, results, subjects, evaluations, firstOwner, report, completedBySecond };
 }
 
 describe("a Director that lost its task's delivery to another", () => {
@@ -176,7 +185,7 @@ describe("a Director that lost its task's delivery to another", () => {
   }, 60_000);
 
   it("numbers its events from the last one stored, where the checkpoint counted events never stored", async () => {
-    const { root, taskId, events, results, evaluations, firstOwner, a } = await firstDirectorRunning();
+    const { root, taskId, events, a, completedBySecond } = await firstDirectorRunning();
     // The first Director's record counts three events more than the events stream holds, as when it was told of a
     // takeover with events not sent yet (it drops them), or died with events in flight.
     const stored = await readTaskRecord(a.transport.store, taskId);
@@ -193,13 +202,7 @@ describe("a Director that lost its task's delivery to another", () => {
     // Right after the last event stored, not after the count of the checkpoint (which would leave a gap of three).
     expect(resumed?.seq).toBe((lastStored?.seq ?? 0) + 1);
     expect(resumed?.seq).toBeLessThan(counted);
-    const byOther = (v: readonly { request: EvaluateRequest }[]) => v.some((e) => e.request.owner !== firstOwner);
-    await evaluations.until(byOther, "the second Director's evaluation", 20_000);
-    const successor = evaluations.values.find((e) => e.request.owner !== firstOwner);
-    successor?.respond(encodeJson({ type: "evaluator.result", taskId, result: { content: "Paris", status: "COMPLETE", notes: {} } }));
-    await results.count(1, "the result");
-    await events.until((v) => v.some((e) => e.type === "task.completed"), "the completed event");
-    await b.transport.bus.flush();
+    await completedBySecond(b);
     // Every seq once, from 1 to the end.
     const seqs = events.values.map((e: TaskEvent) => e.seq);
     expect(seqs).toEqual(seqs.map((_, i) => i + 1));
@@ -207,7 +210,9 @@ describe("a Director that lost its task's delivery to another", () => {
 
   it("runs the task once when its delivery comes again while it tells the previous owner", async () => {
     // The first Director hears no notice: the test answers for it, once the item was delivered again.
-    const { root, taskId, events, results, evaluations, firstOwner, plain, subjects } = await firstDirectorRunning({ deaf: true });
+    const { root, taskId, events, results, evaluations, firstOwner, plain, subjects, completedBySecond } = await firstDirectorRunning({
+      deaf: true,
+    });
     const notices = new Recorder<BusMessage>();
     plain.subscribe(subjects.directorTakeover(firstOwner), (msg) => notices.push(msg));
     await plain.flush();
@@ -231,13 +236,7 @@ describe("a Director that lost its task's delivery to another", () => {
     expect(told.ok && told.value.previousOwner).toBe(firstOwner);
     notice[0]?.respond(encodeJson({ type: "task.released", taskId, held: true }));
 
-    const byOther = (v: readonly { request: EvaluateRequest }[]) => v.some((e) => e.request.owner !== firstOwner);
-    await evaluations.until(byOther, "the second Director's evaluation", 20_000);
-    const successor = evaluations.values.find((e) => e.request.owner !== firstOwner);
-    successor?.respond(encodeJson({ type: "evaluator.result", taskId, result: { content: "Paris", status: "COMPLETE", notes: {} } }));
-    await results.count(1, "the result");
-    await events.until((v) => v.some((e) => e.type === "task.completed"), "the completed event");
-    await b.transport.bus.flush();
+    await completedBySecond(b);
     // Claimed once here: the second delivery joined the run under way instead of claiming the task again (which
     // would have resumed it twice, and published its events twice).
     const claimed = second.lines.values.filter((l) => l.msg === "task claimed" && l.taskId === taskId);
