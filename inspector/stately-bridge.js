@@ -3,7 +3,8 @@
 // only (the origin of the frame's configured address), so a frame that navigated elsewhere receives nothing.
 
 const frame = document.getElementById("inspector");
-const target = new URL(frame.src).origin;
+const address = frame.dataset.src;
+const target = new URL(address).origin;
 const buffer = [];
 let connected = false;
 
@@ -14,6 +15,10 @@ window.addEventListener("message", (e) => {
     for (const event of buffer.splice(0)) frame.contentWindow.postMessage(event, target);
   }
 });
+
+// The inspector is loaded only now that the listener above is in place: it says it is connected once, as soon as it
+// runs, and a frame loaded with the page could say so before this module ran (the events then waited for good).
+frame.src = address;
 
 const ws = new WebSocket(`ws://${location.host}/`);
 ws.onmessage = (message) => {

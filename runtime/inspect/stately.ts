@@ -89,7 +89,7 @@ function bridgePage(inspectorUrl: string): string {
 <style>${STYLE}</style>
 </head>
 <body>
-<iframe id="inspector" src="${escapeAttr(inspectorUrl)}"></iframe>
+<iframe id="inspector" data-src="${escapeAttr(inspectorUrl)}"></iframe>
 <script type="module" src="/bridge.js"></script>
 </body>
 </html>

@@ -2,7 +2,7 @@
  * The Stately bridge page in headless Debian Chromium, framing a stand-in for the Stately inspector served on another
  * loopback port (the real one needs the internet): under the page's Content-Security-Policy, its script connects to
  * the bridge's WebSocket and hands the stand-in every inspection event, those sent before the stand-in said it was
- * connected and those after.
+ * connected and those after, however late the page's own script arrives.
  */
 import { existsSync } from "node:fs";
 import { createServer, type Server } from "node:http";
@@ -66,6 +66,17 @@ describe("the Stately bridge page in a browser", () => {
       await page.addInitScript({
         content: `window.__violations = [];
 document.addEventListener("securitypolicyviolation", (e) => window.__violations.push(e.violatedDirective + " " + e.blockedURI));`,
+      });
+      // The page's script arrives late, as on a slow link: a frame loaded with the page would have said it is connected
+      // before anything listened (the events then waited for good). The page loads the frame from its script instead.
+      await page.route("**/bridge.js", async (route) => {
+        const framed = (await page.evaluate(`document.getElementById("inspector")?.getAttribute("src") ?? ""`)) as string;
+        if (framed !== "") {
+          const loaded =
+            page.frames().find((f) => f.url() === standInUrl) ?? (await page.waitForEvent("framenavigated", (f) => f.url() === standInUrl));
+          await loaded.waitForFunction("window.received !== undefined");
+        }
+        await route.continue();
       });
       bridge.forward(actor(0));
       const response = await page.goto(bridge.pageUrl);
