@@ -50,6 +50,18 @@ describe("a write stored through leader elections", () => {
     expect(lookups()).toBe(1);
   });
 
+  it("looks the stream up at the first write nothing answered for, after unanswered ones too", async () => {
+    const { wire, attempts } = wireFailing(
+      new RequestTimeoutError("no answer on 'r.tasks.t1.events' within 5000 ms", message.subject),
+      new StoreError("no stream stores 'r.tasks.t1.events'", message.subject, 0, 503),
+    );
+    const { jsm, lookups } = api(async () => {
+      throw new JetStreamApiError({ code: 404, err_code: JetStreamApiCodes.StreamNotFound, description: "stream not found" });
+    });
+    await expect(storeThroughElections(jsm, wire, "R_EVENTS", message)).rejects.toBeInstanceOf(StreamMissingError);
+    expect([attempts(), lookups()]).toEqual([2, 1]);
+  });
+
   it("asks again after a write nothing answered for while the stream exists (it is electing its leader)", async () => {
     const noResponders = new StoreError("no stream stores 'r.tasks.t1.events'", message.subject, 0, 503);
     const { wire, attempts } = wireFailing(noResponders, noResponders);
