@@ -7,12 +7,10 @@ import { fitOutcome } from "./message-fit.js";
 import { reportedState } from "../../machines/director/task.js";
 import {
   CancelBroadcast,
-  decode,
   encode,
   errorReply,
   parseTaskId,
   Requests,
-  TaskEvent,
   TaskOutcome,
   type CancelReply,
   type TaskRecord,
@@ -25,6 +23,7 @@ import { messageOf, type ActorDeps } from "../deps.js";
 import { respond } from "../serve.js";
 import { readTaskRecord, requestCancel } from "./records.js";
 import { queuedRecord } from "./intake.js";
+import { lastStoredEvent } from "./results.js";
 
 /** What the requests need of the Director that serves them. */
 export interface TaskRequestHooks {
@@ -54,11 +53,8 @@ export function taskRequests(deps: ActorDeps, store: TaskStore, queue: WorkQueue
    * The state of a task that has no record but its queue item: `queued`, or, when a Director started it under a pending
    * claim (its first second), the state its last event announced. An unreadable event counts as none.
    */
-  const stateOfQueued = async (taskId: TaskId): Promise<TaskState> => {
-    const last = await hooks.lastPublished?.(subjects.taskEvents(taskId)).catch(() => undefined);
-    const event = last === undefined ? undefined : decode(TaskEvent, last);
-    return event?.ok ? event.value.state : "queued";
-  };
+  const stateOfQueued = async (taskId: TaskId): Promise<TaskState> =>
+    (await lastStoredEvent(hooks.lastPublished, subjects, taskId))?.state ?? "queued";
 
   const get = async (msg: BusMessage) => {
     const taskId = parseTaskId(subjects.taskIdOf(msg.subject));

@@ -95,7 +95,7 @@ export async function publishLostResult(env: RunEnv, record: TaskRecord): Promis
   deps.log.warn({ taskId: record.taskId }, "final task's result was never published; publishing it");
   // Its last event, unless stored already, right after the last one stored (the record's seq may count events its
   // owner never stored).
-  const last = await lastStoredEvent(env, record.taskId);
+  const last = await lastStoredEvent(env.lastPublished, deps.subjects, record.taskId);
   const type = `task.${record.state}`;
   if (last?.type !== type)
     env.publishEvent(
@@ -109,9 +109,16 @@ export async function publishLostResult(env: RunEnv, record: TaskRecord): Promis
   await env.publishEvent.afterEvents(record.taskId, () => publishResult(env.deps, env.publishStored, record.taskId, body));
 }
 
-/** The last event of `taskId` stored in the events stream; `undefined` when none is, or it cannot be read. */
-export async function lastStoredEvent(env: RunEnv, taskId: TaskId): Promise<TaskEvent | undefined> {
-  const last = await env.lastPublished?.(env.deps.subjects.taskEvents(taskId)).catch(() => undefined);
+/**
+ * The last event of `taskId` stored in the events stream, read with `lastPublished` (see DirectorConfig); `undefined`
+ * when events are not stored, none is, or it cannot be read.
+ */
+export async function lastStoredEvent(
+  lastPublished: RunEnv["lastPublished"],
+  subjects: ActorDeps["subjects"],
+  taskId: TaskId,
+): Promise<TaskEvent | undefined> {
+  const last = await lastPublished?.(subjects.taskEvents(taskId)).catch(() => undefined);
   const event = last === undefined ? undefined : decode(TaskEvent, last);
   return event?.ok === true ? event.value : undefined;
 }

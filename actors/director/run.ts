@@ -240,7 +240,7 @@ class DeliveryEffects implements RunEffects {
   async restore(): Promise<RestoreOutput> {
     const { env } = this;
     const running = this.claimed();
-    running.seq = resumedSeq(running.seq, (await lastStoredEvent(env, this.taskId))?.seq);
+    running.seq = resumedSeq(running.seq, (await lastStoredEvent(env.lastPublished, env.deps.subjects, this.taskId))?.seq);
     const created = createTask(env, running, this.send);
     return created.kind === "ready" ? { kind: "ready", seq: running.seq } : created;
   }

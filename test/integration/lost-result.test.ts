@@ -5,7 +5,7 @@
  * a real Director; the test holds the intake item's first delivery (the owner's, who is gone) and stores what that
  * owner had stored before it hands the item back.
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from "vitest";
 import type { WorkItem, WorkQueue } from "../../actors/bus.js";
 import { encode, TaskEvent, TaskRecord, type TaskId } from "../../protocol/index.js";
 import type { OpenTransport } from "../../runtime/transport.js";
@@ -49,6 +49,7 @@ function holdFirstDeliveries(opened: OpenTransport, held: Recorder<{ item: WorkI
 async function finishedByAGoneOwner(stored: readonly { seq: number; type: string; state: TaskEvent["state"] }[], counted: number) {
   const held = new Recorder<{ item: WorkItem; release: () => void }>();
   const d = await startStack({ url: server.url, roles: ["director"], ackWaitMs: 1500, wrapTransport: (o) => holdFirstDeliveries(o, held) });
+  onTestFinished(() => d.stop());
   const taskId = newTaskId();
   const watched = await follow(d, taskId);
   await d.client.submit({ xml: XML, inputs: { country: "France" }, taskId });
@@ -73,14 +74,13 @@ async function finishedByAGoneOwner(stored: readonly { seq: number; type: string
   first?.release();
   await watched.results.count(1, "the result");
   await d.transport.bus.flush();
-  return { d, ...watched };
+  return watched;
 }
 
 describe("a redelivered task whose owner stored its outcome and not its result", () => {
   it("gets its result published once, its last event right after the last one stored", async () => {
     // The owner's record counts 5 events (3 and 4 never stored): the last event is 3, not 5.
-    const { d, events, results } = await finishedByAGoneOwner([{ seq: 2, type: "task.running", state: "running" }], 5);
-    await using _ = d;
+    const { events, results } = await finishedByAGoneOwner([{ seq: 2, type: "task.running", state: "running" }], 5);
     expect(results.values).toMatchObject([{ status: "COMPLETE", content: "Paris" }]);
     expect(events.values.map((e) => [e.seq, e.type])).toEqual([
       [1, "task.queued"],
@@ -90,14 +90,13 @@ describe("a redelivered task whose owner stored its outcome and not its result",
   });
 
   it("publishes only the result when the task's last event is stored already", async () => {
-    const { d, events, results } = await finishedByAGoneOwner(
+    const { events, results } = await finishedByAGoneOwner(
       [
         { seq: 2, type: "task.running", state: "running" },
         { seq: 3, type: "task.completed", state: "completed" },
       ],
       3,
     );
-    await using _ = d;
     expect(results.values).toHaveLength(1);
     expect(events.values.map((e) => [e.seq, e.type])).toEqual([
       [1, "task.queued"],
