@@ -2,12 +2,11 @@
  * JetStream storage of the runtime: task records (and the Handler's turn records, the goals) in KV buckets, and the
  * events stream that keeps each task's events and result for replay. The intake work queue is in `nats-queue.ts`.
  */
-import { RetentionPolicy, StorageType, jetstream, jetstreamManager, type JetStreamClient } from "@nats-io/jetstream";
+import { RetentionPolicy, StorageType, jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { Kvm, type KV } from "@nats-io/kv";
 import { nanos, type NatsConnection } from "@nats-io/transport-node";
 import { randomBytes } from "node:crypto";
 import { MAX_STORED_VALUE_BYTES, StoreRefusedError, type CreateResult, type Revisioned, type TaskStore } from "../../actors/bus.js";
-import type { TaskId } from "../../protocol/ids.js";
 import type { Subjects } from "../../protocol/subjects.js";
 import {
   chunkBytes,
@@ -341,46 +340,4 @@ export async function ensureEventsStream(nc: NatsConnection, subjects: Subjects,
     },
     replication,
   );
-}
-
-/** One stored message of a task: an event or its result. */
-export interface StoredTaskMessage {
-  /** `<root>.tasks.<id>.events` or `<root>.tasks.<id>.result`. */
-  readonly subject: string;
-  /** The body as published. */
-  readonly data: Uint8Array;
-  /** Sequence in the events stream; increases in publish order. */
-  readonly seq: number;
-}
-
-/**
- * Reads the stored events and result of one task, in publish order. nats-server 2.9 accepts one
- * filter subject per consumer and only a subset of a single stream subject, so the events and the
- * result are read by two ordered consumers and merged by stream sequence.
- * @returns an empty list when nothing is stored for the task.
- */
-export async function readTaskEvents(nc: NatsConnection, subjects: Subjects, taskId: TaskId): Promise<StoredTaskMessage[]> {
-  const js = jetstream(nc);
-  const parts = await Promise.all(
-    [subjects.taskEvents(taskId), subjects.taskResult(taskId)].map((filter) => readSubject(js, subjects.eventsStream, filter)),
-  );
-  return parts.flat().sort((a, b) => a.seq - b.seq);
-}
-
-async function readSubject(js: JetStreamClient, stream: string, filter: string): Promise<StoredTaskMessage[]> {
-  const consumer = await js.consumers.get(stream, { filter_subjects: filter });
-  try {
-    const { num_pending: pending } = await consumer.info(true);
-    if (pending === 0) return [];
-    const out: StoredTaskMessage[] = [];
-    // Bounded by `expires` should messages age out between the count and the fetch.
-    const batch = await consumer.fetch({ max_messages: pending, expires: 5000 });
-    for await (const m of batch) {
-      out.push({ subject: m.subject, data: m.data, seq: m.seq });
-      if (m.info.pending === 0) break;
-    }
-    return out;
-  } finally {
-    await consumer.delete().catch(() => undefined);
-  }
 }

@@ -9,7 +9,7 @@ import { jetstream, type ConsumerMessages } from "@nats-io/jetstream";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createSubjects, decode, TaskEvent, type TaskId, type TaskOutcome } from "../../protocol/index.js";
-import { readTaskEvents } from "../../runtime/nats/store.js";
+import { readStoredTask } from "../../runtime/inspect/replay.js";
 import { DirigentClient } from "../../runtime/client.js";
 import { startMockLlm, type MockLlmServer } from "../../runtime/model/mock-server.js";
 import { connectNats, NatsBus } from "../../runtime/nats/bus.js";
@@ -82,7 +82,7 @@ describe("a nats-server restart mid-task", () => {
       expect(results.values.every((r) => r.status === "COMPLETE" && r.content === "survived")).toBe(true);
       console.log(`nats restart → last running task completed: ${Date.now() - restartedAt} ms`);
       for (const taskId of [...before, ...after]) {
-        const replay = await readTaskEvents(nc, subjects, taskId as TaskId);
+        const replay = await readStoredTask(nc, subjects, taskId as TaskId);
         const seqs = replay.map((m) => {
           const event = decode(TaskEvent, m.data);
           return event.ok ? event.value.seq : "result";

@@ -3,7 +3,8 @@ import { createSubjects } from "../../protocol/subjects.js";
 import { connectNats, NatsBus, type NatsConnection } from "../../runtime/nats/bus.js";
 import { NatsServerNotFoundError, NatsServerStartError, startNatsServer } from "../../runtime/nats/server-process.js";
 import { Kvm } from "@nats-io/kv";
-import { ensureEventsStream, NatsTaskStore, openKvStore, openTaskStore, readTaskEvents } from "../../runtime/nats/store.js";
+import { ensureEventsStream, NatsTaskStore, openKvStore, openTaskStore } from "../../runtime/nats/store.js";
+import { readStoredTask } from "../../runtime/inspect/replay.js";
 import { openWorkQueue } from "../../runtime/nats/queue.js";
 import { busContract } from "../support/bus-contract.js";
 import { NATS_CONF, randomRoot, startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
@@ -155,13 +156,13 @@ describe("NatsBus over a real server", () => {
     bus.publish(subjects.taskResult("a"), text.encode("a-result"));
     await bus.flush();
 
-    const read = await readTaskEvents(nc, subjects, tid("a"));
+    const read = await readStoredTask(nc, subjects, tid("a"));
     expect(read.map((m) => [m.subject, text.decode(m.data)])).toEqual([
       [subjects.taskEvents("a"), "a1"],
       [subjects.taskEvents("a"), "a2"],
       [subjects.taskResult("a"), "a-result"],
     ]);
-    expect(await readTaskEvents(nc, subjects, tid("nothing-here"))).toEqual([]);
+    expect(await readStoredTask(nc, subjects, tid("nothing-here"))).toEqual([]);
     await bus.close();
   });
 });

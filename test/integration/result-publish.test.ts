@@ -9,7 +9,7 @@ import { jetstreamManager } from "@nats-io/jetstream";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createSubjects, decode, TaskEvent, TaskOutcome } from "../../protocol/index.js";
-import { readTaskEvents } from "../../runtime/nats/store.js";
+import { readStoredTask } from "../../runtime/inspect/replay.js";
 import type { OpenTransport } from "../../runtime/transport.js";
 import { startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 import { newTaskId, startStack } from "../support/stack.js";
@@ -130,7 +130,7 @@ describe("a task's result in the events stream", () => {
     for (const line of log.slice(0, log.indexOf("store result")).filter((l) => l.startsWith("store ")))
       expect(events).toContain(line.replace("store", "send"));
     // The replay: every event once, by seq, then the result.
-    const replay = await readTaskEvents(nc, subjects, taskId);
+    const replay = await readStoredTask(nc, subjects, taskId);
     const seqs = replay.map((m) => {
       const event = decode(TaskEvent, m.data);
       return event.ok ? event.value.seq : "result";
@@ -185,7 +185,7 @@ describe("a task's result in the events stream", () => {
     expect((await stack.client.run({ taskId, xml: "<task><description>Say done.</description></task>" })).status).toBe("COMPLETE");
     // Read on a connection of its own: the file's may still be waiting to reconnect.
     const reader = await connect({ servers: server.url });
-    const replay = await readTaskEvents(reader, subjects, taskId).finally(() => reader.close());
+    const replay = await readStoredTask(reader, subjects, taskId).finally(() => reader.close());
     const seqs = replay.map((m) => {
       const event = decode(TaskEvent, m.data);
       return event.ok ? event.value.seq : "result";

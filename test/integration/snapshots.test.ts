@@ -14,7 +14,7 @@ import { TASK_MACHINE_VERSION, taskMachine, type TaskInput } from "../../machine
 import { createSubjects, encode, encodeJson, TaskRecord, type TaskEvent, type TaskResult } from "../../protocol/index.js";
 import { startMockLlm, type MockLlmServer } from "../../runtime/model/mock-server.js";
 import { connectNats } from "../../runtime/nats/bus.js";
-import { readTaskEvents } from "../../runtime/nats/store.js";
+import { readStoredTask } from "../../runtime/inspect/replay.js";
 import { startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 import { Recorder } from "../support/recorder.js";
 import { newTaskId, startStack, type Stack } from "../support/stack.js";
@@ -96,7 +96,7 @@ async function resultsOnceSettled(s: Stack, taskId: string): Promise<number> {
         );
       await delay(50);
     }
-    return (await readTaskEvents(nc, subjects, tid(taskId))).filter((m) => m.subject === subjects.taskResult(taskId)).length;
+    return (await readStoredTask(nc, subjects, tid(taskId))).filter((m) => m.subject === subjects.taskResult(taskId)).length;
   } finally {
     await nc.close();
   }
