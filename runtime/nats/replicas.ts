@@ -126,16 +126,23 @@ export async function storeThroughElections(
   signal?: AbortSignal,
 ): Promise<void> {
   const deadline = Date.now() + ELECTION_PATIENCE_MS;
+  let looked = false;
   for (let attempt = 0; ; attempt++) {
     try {
       await wire.store(message.subject, message.data, { msgId: message.id });
       return;
     } catch (err) {
-      const transient = (err instanceof StoreError && err.status === 503) || err instanceof RequestTimeoutError;
+      const unanswered = err instanceof RequestTimeoutError;
+      const transient = (err instanceof StoreError && err.status === 503) || unanswered;
       if (!transient || Date.now() > deadline || signal?.aborted === true) throw err;
-      // No stream at all (nothing created it, or it was deleted): no use waiting. A lookup that fails is an election too.
-      if (attempt === 0 && (await streamMissing(await jsm(), stream)))
-        throw new StreamMissingError(`stream ${stream} does not exist: '${message.subject}' not stored`, message.subject, { cause: err });
+      // No stream at all (nothing created it, or it was deleted) is no responder: no use waiting; looked up at the
+      // first write no one answered for. A write that went unanswered reached a stream electing its leader, and is asked
+      // again without a lookup, which would wait as long again for the API. A lookup that fails is an election too.
+      if (!unanswered && !looked) {
+        looked = true;
+        if (await streamMissing(await jsm(), stream))
+          throw new StreamMissingError(`stream ${stream} does not exist: '${message.subject}' not stored`, message.subject, { cause: err });
+      }
       await delay(Math.min(1000, 100 * 2 ** attempt), undefined, signal ? { signal } : {}).catch(() => {
         throw err;
       });
