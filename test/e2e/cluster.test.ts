@@ -288,7 +288,21 @@ describe("a three-node NATS cluster with replicas 3", () => {
       );
       for (const p of processes) expect(p.child.exitCode).toBeNull();
     } catch (err) {
-      for (const p of processes) console.log(p.output().slice(-4000));
+      // Each role's warnings and errors, and what it logged from a second before the last kill on (its last 4,000
+      // characters would hold only the lines of the tasks claimed just then).
+      const since = (kills.at(-1)?.at ?? 0) - 1000;
+      for (const p of processes)
+        console.log(
+          p
+            .output()
+            .split("\n")
+            .filter((line) => {
+              const logged = /"level":(\d+),"time":(\d+)/.exec(line);
+              return logged !== null && (Number(logged[1]) >= 40 || Number(logged[2]) >= since);
+            })
+            .slice(-150)
+            .join("\n"),
+        );
       for (const name of cluster.names) console.log(`--- ${name}\n${cluster.stderr(name).slice(-3000)}`);
       throw err;
     } finally {
