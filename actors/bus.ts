@@ -86,6 +86,15 @@ export interface Bus {
   readonly maxMessageBytes?: number;
 }
 
+/** The last message stored on `subject` in the events stream; `undefined`: none. */
+export type LastPublished = (subject: string) => Promise<Uint8Array | undefined>;
+
+/**
+ * Stores a message in the events stream and waits for its acknowledgement, `id` naming it once (a JetStream message
+ * id), so one published while a replicated stream elects a leader is not lost.
+ */
+export type PublishStored = (subject: string, data: Uint8Array, id: string, signal?: AbortSignal) => Promise<void>;
+
 /** Result of {@link TaskStore.create}. */
 export type CreateResult = "created" | "exists";
 

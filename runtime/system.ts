@@ -2,7 +2,7 @@
  * The composition root: starts the chosen roles on a transport and stops them in reverse order.
  */
 import { randomUUID } from "node:crypto";
-import type { Bus, TaskStore, WorkQueue } from "../actors/bus.js";
+import type { Bus, LastPublished, PublishStored, TaskStore, WorkQueue } from "../actors/bus.js";
 import { silentLogger, type ActorDeps, type Logger, type RoleHandle } from "../actors/deps.js";
 import { startDirector } from "../actors/director/director.js";
 import type { OrderedWrites } from "../actors/director/vouching.js";
@@ -53,9 +53,9 @@ export interface Transport {
   /** Goals and Supervisor leases (the Supervisor role); none: that role cannot run. */
   goals?: KeyedStore;
   /** The last message stored on `subject` in the events stream (`undefined`: none); absent when nothing is stored. */
-  lastPublished?: (subject: string) => Promise<Uint8Array | undefined>;
+  lastPublished?: LastPublished;
   /** Stores a task's result in the events stream with an acknowledgement (see `DirectorConfig.publishStored`). */
-  publishStored?: (subject: string, data: Uint8Array, id: string, signal?: AbortSignal) => Promise<void>;
+  publishStored?: PublishStored;
   /** Creates the events stream should the transport not have at open (opened for no Director); idempotent. */
   openEvents?: () => Promise<void>;
   /** Writes to the events stream stored in the order sent (see `DirectorConfig.orderedWrites`). */

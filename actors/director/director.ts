@@ -8,7 +8,7 @@
  * tasks it owns), and its own `<root>.director.<owner>.takeover` (./owned-tasks.ts).
  */
 import { encodeJson, errorReply, Requests, type TaskId } from "../../protocol/index.js";
-import type { BusMessage, TaskStore, WorkQueue } from "../bus.js";
+import type { BusMessage, LastPublished, PublishStored, TaskStore, WorkQueue } from "../bus.js";
 import { messageOf, type ActorDeps, type RoleHandle } from "../deps.js";
 import { submissionGates } from "./gates.js";
 import { heartbeatMs, stateOf, taskActors, type RunningTask } from "./task.js";
@@ -37,12 +37,12 @@ export interface DirectorConfig {
    * The last message stored on `subject` (the events stream): lets a redelivery publish a lost result, and `get` tell
    * the state of a task running under a pending claim in another Director.
    */
-  lastPublished?: (subject: string) => Promise<Uint8Array | undefined>;
+  lastPublished?: LastPublished;
   /**
    * Stores a task's result or event in the events stream and waits for its acknowledgement, `id` naming it once (a
    * JetStream message id): one published while a replicated stream elects a leader is not lost. Absent: a plain publish.
    */
-  publishStored?: (subject: string, data: Uint8Array, id: string, signal?: AbortSignal) => Promise<void>;
+  publishStored?: PublishStored;
   /**
    * The events stream's writes stored in the order they are sent, even when one fails (`holds()`: on a server in no
    * cluster with an events stream of one replica, where no leader election can lose a write and keep a later one).

@@ -18,7 +18,7 @@ import {
   type TaskStatusReply,
   type TaskId,
 } from "../../protocol/index.js";
-import type { BusMessage, TaskStore, WorkQueue } from "../bus.js";
+import type { BusMessage, LastPublished, TaskStore, WorkQueue } from "../bus.js";
 import { messageOf, type ActorDeps } from "../deps.js";
 import { respond } from "../serve.js";
 import { readTaskRecord, requestCancel } from "./records.js";
@@ -32,7 +32,7 @@ export interface TaskRequestHooks {
   /** Publishes a task event. */
   publishEvent(taskId: TaskId, seq: number, type: string, state: TaskState, message?: string): void;
   /** The last message stored on `subject` (the events stream), when events are stored. */
-  lastPublished?: (subject: string) => Promise<Uint8Array | undefined>;
+  lastPublished?: LastPublished;
   /** The type of a template's entry task, for metrics (see RunEnv). */
   taskType?: (xml: string) => string;
 }

@@ -4,7 +4,7 @@
  * finish (actors/director/results.ts) read it.
  */
 import type { TaskId } from "../../protocol/index.js";
-import type { TaskItem, TaskStore } from "../bus.js";
+import type { LastPublished, PublishStored, TaskItem, TaskStore } from "../bus.js";
 import type { ActorDeps } from "../deps.js";
 import type { ClaimsDue } from "./claims-due.js";
 import type { EventPublisher } from "./event-publisher.js";
@@ -22,9 +22,9 @@ export interface RunEnv {
   /** Longest a task may run before it fails with a timeout. */
   taskTimeoutMs: number;
   /** The last message stored on a subject of the events stream (see DirectorConfig). */
-  lastPublished?: (subject: string) => Promise<Uint8Array | undefined>;
+  lastPublished?: LastPublished;
   /** Stores a result with an acknowledgement (see DirectorConfig). */
-  publishStored?: (subject: string, data: Uint8Array, id: string, signal?: AbortSignal) => Promise<void>;
+  publishStored?: PublishStored;
   /** Tasks this process runs, by id. */
   owned: Map<TaskId, RunningTask>;
   /** Tasks whose claim is being written, with their latest delivery. */
