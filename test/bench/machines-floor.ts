@@ -1,7 +1,10 @@
 /**
- * The floor under workloads 1–2: the three machines one trivial task runs (the Director's task machine, the
- * Evaluator's evaluation of an atomic node, the Handler's session), created, started and run to their end with effects
- * that answer at once: no NATS, no JSON, no model. What a task costs in XState alone, per task.
+ * The floors in XState alone, per task: no NATS, no JSON, no model.
+ * - Workloads 1–2: the three machines one trivial task runs (the Director's task machine, the Evaluator's evaluation
+ *   of an atomic node, the Handler's session), created, started and run to their end with effects that answer at once.
+ * - Workload 3 (the live heap of a task in flight): the actors a trivial task keeps while its model call is out, held
+ *   there with effects that never answer: each role's machine actors as the roles make them, and the effect each
+ *   waits on (an invoked promise actor).
  */
 import { assign, createActor, fromPromise, toPromise } from "xstate";
 import { START } from "../../machines/invoke-events.js";
@@ -17,6 +20,7 @@ import {
   type ToolResults,
 } from "../../machines/handler/session.js";
 import { taskMachine } from "../../machines/director/task.js";
+import { runMachine } from "../../machines/director/run.js";
 import type { SessionCheckpoint, TaskResult } from "../../protocol/index.js";
 import { tid } from "../support/ids.js";
 
@@ -83,4 +87,54 @@ export async function machinesPerTask(count = 5000): Promise<number> {
   const start = performance.now();
   for (let i = 0; i < count; i++) await oneTask(i);
   return ((performance.now() - start) * 1000) / count;
+}
+
+const never = new Promise<never>(() => undefined);
+const heldRun = runMachine.provide({
+  // A first delivery: its task created at once under a pending claim (no checkpoint due), then running.
+  actions: {
+    startFresh: ({ self }) => self.send({ type: "task.created", output: { kind: "ready" }, seq: 0 }),
+    startTask: () => undefined,
+  },
+});
+const waitingTask = taskMachine.provide({ actors: { evaluate: fromPromise(() => never) }, actions: { announce: () => undefined } });
+const heldEvaluation = evaluationMachine.provide({
+  actions: { progress: () => undefined, bindNow: () => undefined },
+  actors: { runAtomic: fromPromise<SuspendedResult, { path: string; env: Env }>(() => never) },
+});
+const heldSession = session.provide({ actors: { callModel: fromPromise<ModelReply, CallModelInput>(() => never) } });
+
+/**
+ * The actors of one trivial task while its model call is out, each role's as its shell makes them: the Director's
+ * run actor and task actor, the Evaluator's evaluation and the Handler's session (a system each), each but the run
+ * waiting on its invoked effect. Returned so that they stay reachable.
+ */
+function heldTask(i: number): unknown[] {
+  const taskId = tid(`t-${i}`);
+  const run = createActor(heldRun, { input: { scopeKey: `r${i}`, taskId, first: true } }).start();
+  const t = createActor(waitingTask, { input: { taskId, xml: "<task/>", inputs: {} } }).start();
+  t.send({ type: "task.start" });
+  const e = createActor(heldEvaluation, {
+    input: { taskId, path: "0", node: { kind: "task", type: "atomic" }, env: rootEnv({}), entry: true },
+  }).start();
+  e.send(START);
+  const s = createActor(heldSession, { input: SESSION_INPUT }).start();
+  for (const [actor, state] of [[run, "running"], [t, "running"], [e, "runningAtomic"], [s, "awaitingModel"]] as const)
+    if (!JSON.stringify(actor.getSnapshot().value).includes(state)) throw new Error(`held machine not in ${state}: ${JSON.stringify(actor.getSnapshot().value)}`);
+  return [run, t, e, s];
+}
+
+/** KB of live heap per task that {@link heldTask} holds, `count` tasks at once, after a full GC (`--expose-gc`). */
+export function heldMachinesHeapPerTask(count = 10_000): number {
+  const gc = globalThis.gc;
+  if (gc === undefined) throw new Error("the heap floor needs node --expose-gc");
+  heldTask(-1); // the machines' first use builds what every actor shares
+  gc();
+  const base = process.memoryUsage().heapUsed;
+  const held: unknown[][] = [];
+  for (let i = 0; i < count; i++) held.push(heldTask(i));
+  gc();
+  const perTask = (process.memoryUsage().heapUsed - base) / count / 1024;
+  held.length = 0;
+  return perTask;
 }

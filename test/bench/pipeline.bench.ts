@@ -9,7 +9,7 @@
 import { afterAll, beforeAll, bench, describe } from "vitest";
 import { startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 import { bullLatencies, bullThroughput, hasRedis, startTestRedis, type TestRedis } from "./bullmq.js";
-import { machinesPerTask } from "./machines-floor.js";
+import { heldMachinesHeapPerTask, machinesPerTask } from "./machines-floor.js";
 import { gatedModel, startPipeline, stubModel, type Pipeline, type Submitter } from "./pipeline.js";
 import { startRawPipeline } from "./raw-pipeline.js";
 import { alternate, figureOf, fmt, median, once, percentile, processCpuUs, record, WHOLE } from "./results.js";
@@ -381,6 +381,17 @@ describe("dirigent vs BullMQ vs raw NATS", () => {
       } finally {
         await held.stop();
       }
+      // The floor under 3.2: the XState actors a task keeps while its model call is out, alone.
+      const floor: number[] = [];
+      for (let i = 0; i < 3; i++) floor.push(heldMachinesHeapPerTask(SCALE_TASKS));
+      record({
+        order: 3.21,
+        workload: `3 scale (${SCALE_TASKS} tasks submitted at once, model answers after 1 s, roles' concurrency ${SCALE_CONCURRENCY})`,
+        variant:
+          "floor: the XState actors of a task in its model call alone (the Director's run and task machines, the evaluation, the session, and the effects they wait on), live heap per task",
+        unit: "KB",
+        figure: figureOf(floor),
+      });
     }),
     WHOLE,
   );
