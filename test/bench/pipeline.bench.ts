@@ -381,7 +381,34 @@ describe("dirigent vs BullMQ vs raw NATS", () => {
       } finally {
         await held.stop();
       }
-      // The floor under 3.2: the XState actors a task keeps while its model call is out, alone.
+      // The floors under 3.2. The same task's messages by hand over dirigent's wire, held where the model call is.
+      const rawModel = gatedModel();
+      const rawHeld = await startRawPipeline(server.url, {
+        concurrency: SCALE_CONCURRENCY,
+        io: "wire",
+        model: () => rawModel.callModel({ model: "stub" } as Parameters<typeof rawModel.callModel>[0]),
+      });
+      try {
+        globalThis.gc?.();
+        const base = process.memoryUsage().heapUsed;
+        const results = await rawHeld.submitAll(SCALE_TASKS);
+        await rawModel.held(SCALE_TASKS);
+        globalThis.gc?.();
+        const live = (process.memoryUsage().heapUsed - base) / SCALE_TASKS / 1024;
+        rawModel.open();
+        await Promise.all(results);
+        record({
+          order: 3.22,
+          workload: `3 scale (${SCALE_TASKS} tasks submitted at once, model answers after 1 s, roles' concurrency ${SCALE_CONCURRENCY})`,
+          variant:
+            "floor: the task's messages by hand over dirigent's wire (no runtime), held where the model call is, live heap per task (submitter included)",
+          unit: "KB",
+          figure: figureOf([live]),
+        });
+      } finally {
+        await rawHeld.stop();
+      }
+      // The XState actors a task keeps while its model call is out, alone.
       const floor: number[] = [];
       for (let i = 0; i < 3; i++) floor.push(heldMachinesHeapPerTask(SCALE_TASKS));
       record({

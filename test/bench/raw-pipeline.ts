@@ -38,8 +38,14 @@ interface Io {
 
 const json = (value: unknown): Uint8Array => Buffer.from(JSON.stringify(value));
 
-/** Starts the hand-written pipeline (at most `concurrency` tasks in flight) and a submitter on the server at `url`. */
-export async function startRawPipeline(url: string, options: { concurrency: number; io: RawIo }): Promise<Submitter> {
+/**
+ * Starts the hand-written pipeline (at most `concurrency` tasks in flight) and a submitter on the server at `url`.
+ * `model`: awaited where a dirigent task makes its model call (none by default: the answer is there at once).
+ */
+export async function startRawPipeline(
+  url: string,
+  options: { concurrency: number; io: RawIo; model?: () => Promise<unknown> },
+): Promise<Submitter> {
   const root = randomRoot();
   const subjects = createSubjects(root);
   const nc: NatsConnection =
@@ -78,6 +84,7 @@ export async function startRawPipeline(url: string, options: { concurrency: numb
     const { taskId } = JSON.parse(Buffer.from(data).toString("utf8")) as { taskId: string };
     event(taskId, "task.running", "running");
     event(taskId, "step.started", "running");
+    if (options.model) await options.model();
     event(taskId, "model.turn", "running");
     const content = "ok";
     void io
