@@ -19,7 +19,7 @@ import {
   type RunToolsInput,
   type ToolResults,
 } from "../../machines/handler/session.js";
-import { taskMachine } from "../../machines/director/task.js";
+import { taskMachine, type TaskInput } from "../../machines/director/task.js";
 import { runMachine } from "../../machines/director/run.js";
 import type { SessionCheckpoint, TaskResult } from "../../protocol/index.js";
 import { tid } from "../support/ids.js";
@@ -97,7 +97,10 @@ const heldRun = runMachine.provide({
     startTask: () => undefined,
   },
 });
-const waitingTask = taskMachine.provide({ actors: { evaluate: fromPromise(() => never) }, actions: { announce: () => undefined } });
+const waitingTask = taskMachine.provide({
+  actors: { evaluate: fromPromise<TaskResult, TaskInput>(() => never) },
+  actions: { announce: () => undefined },
+});
 const heldEvaluation = evaluationMachine.provide({
   actions: { progress: () => undefined, bindNow: () => undefined },
   actors: { runAtomic: fromPromise<SuspendedResult, { path: string; env: Env }>(() => never) },
@@ -119,8 +122,14 @@ function heldTask(i: number): unknown[] {
   }).start();
   e.send(START);
   const s = createActor(heldSession, { input: SESSION_INPUT }).start();
-  for (const [actor, state] of [[run, "running"], [t, "running"], [e, "runningAtomic"], [s, "awaitingModel"]] as const)
-    if (!JSON.stringify(actor.getSnapshot().value).includes(state)) throw new Error(`held machine not in ${state}: ${JSON.stringify(actor.getSnapshot().value)}`);
+  for (const [actor, state] of [
+    [run, "running"],
+    [t, "running"],
+    [e, "runningAtomic"],
+    [s, "awaitingModel"],
+  ] as const)
+    if (!JSON.stringify(actor.getSnapshot().value).includes(state))
+      throw new Error(`held machine not in ${state}: ${JSON.stringify(actor.getSnapshot().value)}`);
   return [run, t, e, s];
 }
 

@@ -9,6 +9,7 @@
 import { afterAll, beforeAll, bench, describe } from "vitest";
 import { startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 import { bullLatencies, bullThroughput, hasRedis, startTestRedis, type TestRedis } from "./bullmq.js";
+import type { CallModel } from "../../actors/model.js";
 import { heldMachinesHeapPerTask, machinesPerTask } from "./machines-floor.js";
 import { gatedModel, startPipeline, stubModel, type Pipeline, type Submitter } from "./pipeline.js";
 import { startRawPipeline } from "./raw-pipeline.js";
@@ -386,7 +387,7 @@ describe("dirigent vs BullMQ vs raw NATS", () => {
       const rawHeld = await startRawPipeline(server.url, {
         concurrency: SCALE_CONCURRENCY,
         io: "wire",
-        model: () => rawModel.callModel({ model: "stub" } as Parameters<typeof rawModel.callModel>[0]),
+        model: () => rawModel.callModel({ model: "stub" } as Parameters<CallModel>[0], new AbortController().signal),
       });
       try {
         globalThis.gc?.();
