@@ -11,7 +11,7 @@ import { startTestNatsServer, type TestNatsServer } from "../support/nats-server
 import { bullLatencies, bullThroughput, hasRedis, startTestRedis, type TestRedis } from "./bullmq.js";
 import type { CallModel } from "../../actors/model.js";
 import { heldMachinesHeapPerTask, machinesPerTask } from "./machines-floor.js";
-import { gatedModel, startPipeline, stubModel, type Pipeline, type Submitter } from "./pipeline.js";
+import { gatedModel, startPipeline, stubModel, type GatedModel, type Pipeline, type Submitter } from "./pipeline.js";
 import { startRawPipeline } from "./raw-pipeline.js";
 import { alternate, figureOf, fmt, median, once, percentile, processCpuUs, record, WHOLE } from "./results.js";
 
@@ -21,6 +21,23 @@ const LATENCY_TASKS = Number(process.env.BENCH_LATENCY_TASKS ?? 300);
 const SCALE_TASKS = Number(process.env.BENCH_SCALE_TASKS ?? 10_000);
 /** Roles' concurrency in the scale run: every task in flight at once. */
 const SCALE_CONCURRENCY = SCALE_TASKS;
+const SCALE_WORKLOAD = `3 scale (${SCALE_TASKS} tasks submitted at once, model answers after 1 s, roles' concurrency ${SCALE_CONCURRENCY})`;
+
+/**
+ * KB of live heap per task: `count` tasks submitted through `submitter`, all held inside `model`'s call, after a full
+ * GC (`--expose-gc`); then the model answers and every result is awaited.
+ */
+async function heldHeapPerTask(submitter: Submitter, model: GatedModel, count: number): Promise<number> {
+  globalThis.gc?.();
+  const base = process.memoryUsage().heapUsed;
+  const results = await submitter.submitAll(count);
+  await model.held(count);
+  globalThis.gc?.();
+  const live = (process.memoryUsage().heapUsed - base) / count / 1024;
+  model.open();
+  await Promise.all(results);
+  return live;
+}
 
 let server: TestNatsServer;
 let redis: TestRedis | undefined;
@@ -336,7 +353,7 @@ describe("dirigent vs BullMQ vs raw NATS", () => {
         const wall = (performance.now() - start) / 1000;
         clearInterval(sampler);
         const perTask = (peak - base) / SCALE_TASKS / 1024;
-        const workload = `3 scale (${SCALE_TASKS} tasks submitted at once, model answers after 1 s, roles' concurrency ${SCALE_CONCURRENCY})`;
+        const workload = SCALE_WORKLOAD;
         record({
           order: 3.1,
           workload,
@@ -361,18 +378,10 @@ describe("dirigent vs BullMQ vs raw NATS", () => {
       const model = gatedModel();
       const held = await startPipeline(server.url, { concurrency: SCALE_CONCURRENCY, callModel: model.callModel });
       try {
-        globalThis.gc?.();
-        const base = process.memoryUsage().heapUsed;
-        const results = await held.submitAll(SCALE_TASKS);
-        await model.held(SCALE_TASKS);
-        globalThis.gc?.();
-        const live = (process.memoryUsage().heapUsed - base) / SCALE_TASKS / 1024;
-        model.open();
-        await Promise.all(results);
-        const workload = `3 scale (${SCALE_TASKS} tasks submitted at once, model answers after 1 s, roles' concurrency ${SCALE_CONCURRENCY})`;
+        const live = await heldHeapPerTask(held, model, SCALE_TASKS);
         record({
           order: 3.2,
-          workload,
+          workload: SCALE_WORKLOAD,
           variant: `live heap per task in flight: all ${SCALE_TASKS} inside their model call, after a full GC (submitter included)`,
           unit: "KB",
           figure: figureOf([live]),
@@ -390,17 +399,10 @@ describe("dirigent vs BullMQ vs raw NATS", () => {
         model: () => rawModel.callModel({ model: "stub" } as Parameters<CallModel>[0], new AbortController().signal),
       });
       try {
-        globalThis.gc?.();
-        const base = process.memoryUsage().heapUsed;
-        const results = await rawHeld.submitAll(SCALE_TASKS);
-        await rawModel.held(SCALE_TASKS);
-        globalThis.gc?.();
-        const live = (process.memoryUsage().heapUsed - base) / SCALE_TASKS / 1024;
-        rawModel.open();
-        await Promise.all(results);
+        const live = await heldHeapPerTask(rawHeld, rawModel, SCALE_TASKS);
         record({
           order: 3.22,
-          workload: `3 scale (${SCALE_TASKS} tasks submitted at once, model answers after 1 s, roles' concurrency ${SCALE_CONCURRENCY})`,
+          workload: SCALE_WORKLOAD,
           variant:
             "floor: the task's messages by hand over dirigent's wire (no runtime), held where the model call is, live heap per task (submitter included)",
           unit: "KB",
@@ -414,7 +416,7 @@ describe("dirigent vs BullMQ vs raw NATS", () => {
       for (let i = 0; i < 3; i++) floor.push(heldMachinesHeapPerTask(SCALE_TASKS));
       record({
         order: 3.21,
-        workload: `3 scale (${SCALE_TASKS} tasks submitted at once, model answers after 1 s, roles' concurrency ${SCALE_CONCURRENCY})`,
+        workload: SCALE_WORKLOAD,
         variant:
           "floor: the XState actors of a task in its model call alone (the Director's run and task machines, the evaluation, the session, and the effects they wait on), live heap per task",
         unit: "KB",
