@@ -54,6 +54,17 @@ const newKey = () => `task-${++n}.tabc${n}`;
 const never = new AbortController().signal;
 /** A key whose record is not final (yet). */
 const notFinished = async () => false;
+/** A promise and what resolves it. */
+const latch = <T = void>() => {
+  let open!: (value: T) => void;
+  const promise = new Promise<T>((resolve) => (open = resolve));
+  return { promise, open };
+};
+/** The run gates of two Handler processes on the same bucket. */
+const twoProcesses = () => ({
+  here: createRunGate(createLeases(store, silentLogger, TIMING)),
+  there: createRunGate(createLeases(store, silentLogger, TIMING)),
+});
 const markerOf = async (key: string) => {
   const bytes = await store.get(markerKey(key));
   const decoded = bytes && decode(RunMarker, bytes);
@@ -90,11 +101,15 @@ describe("in-flight markers and leases", () => {
     let final = false;
     const lease = await one.acquire(key, never, notFinished);
     const before = await store.getWithRevision(markerKey(key));
-    let waits!: () => void;
-    const waiting = new Promise<void>((resolve) => (waits = resolve));
-    const second = two.acquire(key, never, async () => final, waits);
+    const waiting = latch();
+    const second = two.acquire(
+      key,
+      never,
+      async () => final,
+      () => waiting.open(),
+    );
     // The run's lease is live and renewed: the other process waits, until the record it reads says the run ended.
-    await waiting;
+    await waiting.promise;
     final = true;
     const taken = await second;
     expect(taken.before).toBe(true);
@@ -171,13 +186,12 @@ describe("the run gate", () => {
     const gate = createRunGate(createLeases(store, silentLogger, TIMING));
     const key = newKey();
     let runs = 0;
-    let finish!: (value: string) => void;
-    const answer = new Promise<string>((resolve) => (finish = resolve));
+    const answer = latch<string>();
     const joins: JoinedAt[] = [];
     const first = gate.run(
       tid("t"),
       key,
-      async () => (runs++, answer),
+      async () => (runs++, answer.promise),
       (at) => joins.push(at),
       notFinished,
     );
@@ -188,28 +202,29 @@ describe("the run gate", () => {
       (at) => joins.push(at),
       notFinished,
     );
-    finish("the answer");
+    answer.open("the answer");
     expect(await Promise.all([first, second])).toEqual(["the answer", "the answer"]);
     expect(runs).toBe(1);
     expect(joins).toEqual(["here"]);
   });
 
   it("waits for a run in another process until its final record is stored, then runs knowing it waited", async () => {
-    const here = createRunGate(createLeases(store, silentLogger, TIMING));
-    const there = createRunGate(createLeases(store, silentLogger, TIMING));
+    const { here, there } = twoProcesses();
     const key = newKey();
     let stored = false;
-    let write!: () => void;
-    const written = new Promise<boolean>((resolve) => (write = () => resolve((stored = true))));
-    let finish!: () => void;
-    const answer = new Promise<void>((resolve) => (finish = resolve));
+    const written = latch<boolean>();
+    const write = () => written.open((stored = true));
+    const answer = latch();
+    const marked = latch();
     const ran: string[] = [];
     const first = here.run(
       tid("t"),
       key,
       async (waited, finalWrite) => {
-        await answer;
-        finalWrite(written);
+        // A run that is not fresh starts once its marker is stored.
+        marked.open();
+        await answer.promise;
+        finalWrite(written.promise);
         ran.push(`first waited=${waited}`);
         return "first";
       },
@@ -217,7 +232,7 @@ describe("the run gate", () => {
       async () => stored,
     );
     // The first run has its marker before the second asks.
-    while ((await store.get(markerKey(key))) === undefined) await delay(5);
+    await marked.promise;
     const joins: JoinedAt[] = [];
     const second = there.run(
       tid("t"),
@@ -226,7 +241,7 @@ describe("the run gate", () => {
       (at) => joins.push(at),
       async () => stored,
     );
-    finish();
+    answer.open();
     expect(await first).toBe("first");
     // Answered, but its record not yet written: the other process still waits, past its lease (renewed).
     await delay(TIMING.leaseMs * 2);
@@ -259,17 +274,17 @@ describe("the run gate", () => {
   });
 
   it("drops the answer of a fresh request's run whose marker was there, and runs it the usual way after the run it found", async () => {
-    const here = createRunGate(createLeases(store, silentLogger, TIMING));
-    const there = createRunGate(createLeases(store, silentLogger, TIMING));
+    const { here, there } = twoProcesses();
     const key = newKey();
     let stored = false;
-    let finish!: () => void;
-    const answer = new Promise<void>((resolve) => (finish = resolve));
+    const answer = latch();
+    const marked = latch();
     const first = there.run(
       tid("t"),
       key,
       async (_before, finalWrite) => {
-        await answer;
+        marked.open();
+        await answer.promise;
         stored = true;
         finalWrite(Promise.resolve(true));
         return "first";
@@ -277,11 +292,10 @@ describe("the run gate", () => {
       () => undefined,
       async () => stored,
     );
-    while ((await store.get(markerKey(key))) === undefined) await delay(5);
+    await marked.promise;
     const ran: string[] = [];
     const joins: JoinedAt[] = [];
-    let waits!: () => void;
-    const waiting = new Promise<void>((resolve) => (waits = resolve));
+    const waiting = latch();
     const second = here.run(
       tid("t"),
       key,
@@ -290,13 +304,13 @@ describe("the run gate", () => {
         ran.push(`before=${before} held=${ok}`);
         return ok ? "second" : "dropped";
       },
-      (at) => (joins.push(at), waits()),
+      (at) => (joins.push(at), waiting.open()),
       async () => stored,
       true,
     );
     // Its first run dropped, it waits for the run it found, which then ends.
-    await waiting;
-    finish();
+    await waiting.promise;
+    answer.open();
     expect(await first).toBe("first");
     expect(await second).toBe("second");
     expect(ran).toEqual(["before=false held=false", "before=true held=true"]);
@@ -304,32 +318,30 @@ describe("the run gate", () => {
   });
 
   it("answers a wait of a cancelled task with UNAVAILABLE, and the run it waited for goes on", async () => {
-    const here = createRunGate(createLeases(store, silentLogger, TIMING));
-    const there = createRunGate(createLeases(store, silentLogger, TIMING));
+    const { here, there } = twoProcesses();
     const key = newKey();
-    let finish!: () => void;
-    const answer = new Promise<void>((resolve) => (finish = resolve));
+    const answer = latch();
+    const marked = latch();
     const first = here.run(
       tid("t1"),
       key,
-      async () => (await answer, "first"),
+      async () => (marked.open(), await answer.promise, "first"),
       () => undefined,
       notFinished,
     );
-    while ((await store.get(markerKey(key))) === undefined) await delay(5);
-    let joined!: () => void;
-    const waiting = new Promise<void>((resolve) => (joined = resolve));
+    await marked.promise;
+    const waiting = latch();
     const second = there.run(
       tid("t1"),
       key,
       async () => "second",
-      () => joined(),
+      () => waiting.open(),
       notFinished,
     );
-    await waiting;
+    await waiting.promise;
     there.cancel(tid("t1"));
     await expect(second).rejects.toMatchObject({ code: "UNAVAILABLE" });
-    finish();
+    answer.open();
     expect(await first).toBe("first");
   });
 });
