@@ -9,7 +9,7 @@ import type { RunEnv } from "./run-env.js";
 import type { FinishOutput } from "../../machines/director/run.js";
 import type { TaskContext } from "../../machines/director/task.js";
 import { decode, encode, TaskEvent, TaskOutcome, type TaskRecord, type TaskState, type TaskId } from "../../protocol/index.js";
-import { isPermanentStoreError } from "../bus.js";
+import { isPermanentStoreError, type LastPublished, type PublishStored } from "../bus.js";
 import { fitOutcome } from "./message-fit.js";
 import { writeClaimed } from "./records.js";
 import { failedContext, outcomeOf, unstorableMessage, type RunningTask } from "./task.js";
@@ -23,7 +23,7 @@ import { failedContext, outcomeOf, unstorableMessage, type RunningTask } from ".
  */
 export async function publishResult(
   deps: ActorDeps,
-  publishStored: RunEnv["publishStored"],
+  publishStored: PublishStored | undefined,
   taskId: TaskId,
   body: Uint8Array,
 ): Promise<void> {
@@ -114,7 +114,7 @@ export async function publishLostResult(env: RunEnv, record: TaskRecord): Promis
  * when events are not stored, none is, or it cannot be read.
  */
 export async function lastStoredEvent(
-  lastPublished: RunEnv["lastPublished"],
+  lastPublished: LastPublished | undefined,
   subjects: ActorDeps["subjects"],
   taskId: TaskId,
 ): Promise<TaskEvent | undefined> {

@@ -97,12 +97,9 @@ const heldRun = runMachine.provide({
     startTask: () => undefined,
   },
 });
-const waitingTask = taskMachine.provide({
-  actors: { evaluate: fromPromise<TaskResult, TaskInput>(() => never) },
-  actions: { announce: () => undefined },
-});
-const heldEvaluation = evaluationMachine.provide({
-  actions: { progress: () => undefined, bindNow: () => undefined },
+// The machines of oneTask, their one effect each never answering.
+const waitingTask = task.provide({ actors: { evaluate: fromPromise<TaskResult, TaskInput>(() => never) } });
+const heldEvaluation = evaluation.provide({
   actors: { runAtomic: fromPromise<SuspendedResult, { path: string; env: Env }>(() => never) },
 });
 const heldSession = session.provide({ actors: { callModel: fromPromise<ModelReply, CallModelInput>(() => never) } });

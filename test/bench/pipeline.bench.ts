@@ -9,7 +9,6 @@
 import { afterAll, beforeAll, bench, describe } from "vitest";
 import { startTestNatsServer, type TestNatsServer } from "../support/nats-server.js";
 import { bullLatencies, bullThroughput, hasRedis, startTestRedis, type TestRedis } from "./bullmq.js";
-import type { CallModel } from "../../actors/model.js";
 import { heldMachinesHeapPerTask, machinesPerTask } from "./machines-floor.js";
 import { gatedModel, startPipeline, stubModel, type GatedModel, type Pipeline, type Submitter } from "./pipeline.js";
 import { startRawPipeline } from "./raw-pipeline.js";
@@ -396,7 +395,7 @@ describe("dirigent vs BullMQ vs raw NATS", () => {
       const rawHeld = await startRawPipeline(server.url, {
         concurrency: SCALE_CONCURRENCY,
         io: "wire",
-        model: () => rawModel.callModel({ model: "stub" } as Parameters<CallModel>[0], new AbortController().signal),
+        model: rawModel.pass,
       });
       try {
         const live = await heldHeapPerTask(rawHeld, rawModel, SCALE_TASKS);

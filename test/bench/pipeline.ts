@@ -28,6 +28,8 @@ export function stubModel(delayMs = 0): CallModel {
 /** A model stub whose calls wait until {@link GatedModel.open}. */
 export interface GatedModel {
   readonly callModel: CallModel;
+  /** Waits as a call does, without a request: for a pipeline that makes no model call of its own. */
+  pass(): Promise<void>;
   /** Resolves once `count` calls are held. */
   held(count: number): Promise<void>;
   open(): void;
@@ -39,14 +41,18 @@ export function gatedModel(): GatedModel {
   let release: () => void = () => undefined;
   const gate = new Promise<void>((resolve) => (release = resolve));
   const watchers: Array<{ count: number; resolve: () => void }> = [];
+  const pass = async () => {
+    waiting++;
+    for (const w of watchers.filter((x) => waiting >= x.count)) w.resolve();
+    await gate;
+    waiting--;
+  };
   return {
     callModel: async (request) => {
-      waiting++;
-      for (const w of watchers.filter((x) => waiting >= x.count)) w.resolve();
-      await gate;
-      waiting--;
+      await pass();
       return { content: "ok", toolCalls: [], usage: { promptTokens: 12, completionTokens: 1 }, model: request.model, finishReason: "stop" };
     },
+    pass,
     held: (count) => (waiting >= count ? Promise.resolve() : new Promise<void>((resolve) => watchers.push({ count, resolve }))),
     open: () => release(),
   };
