@@ -88,6 +88,7 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
   deps.metrics?.inflight("director", () => owned.size);
 
   const runs = new Map<RunActor, () => number>();
+  const tasks = taskActors();
   /** What the run of each delivery shares (actors/director/run.ts). */
   const env: RunEnv = {
     deps,
@@ -103,8 +104,8 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
     claimsDue: new ClaimsDue(PENDING_CLAIM_MS),
     publishEvent,
     taskType,
-    runActors: runActors(),
-    taskActors: taskActors(),
+    runActors: runActors(tasks),
+    taskActors: tasks,
   };
 
   const { get, cancel } = taskRequests(deps, store, queue, {
@@ -179,7 +180,6 @@ export function startDirector(deps: ActorDeps, store: TaskStore, queue: WorkQueu
       const consuming = intake.unsubscribe();
       for (const run of runs.keys()) run.send({ type: "drain" });
       await Promise.all([consuming, ...subscriptions.map((s) => s.unsubscribe())]);
-      for (const task of owned.values()) task.actor?.stop();
     },
   };
 }

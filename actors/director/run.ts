@@ -1,11 +1,11 @@
 /**
  * The effects of the run protocol (machines/director/run.ts) for one intake delivery: claim, restore, checkpoint,
  * finish, ack and nak of that delivery's own task ({@link RunEffects}), reached by the run machine the Director
- * provides once ({@link runActors}). The task's machine (machines/director/task.ts) runs beside it, acting through
- * ./task-effects.ts; its end and its changes are sent to the run actor as `task.done` and `task.changed`, a takeover
- * notice (./takeover.ts) as `claim.superseded`.
+ * provides once ({@link runActors}). The task's machine (machines/director/task.ts) is the run actor's invoked child,
+ * acting through ./task-effects.ts; its changes are sent to the run actor as `task.changed`, a takeover notice
+ * (./takeover.ts) as `claim.superseded`.
  */
-import type { Snapshot } from "xstate";
+import { createActor, type Snapshot } from "xstate";
 import {
   resumedSeq,
   resumeNotice,
@@ -33,7 +33,7 @@ import type { RunEnv } from "./run-env.js";
 import { restorable } from "./snapshot.js";
 import { replacedAnother, tellPreviousOwner } from "./takeover.js";
 import { taskEffects } from "./task-effects.js";
-import { checkpointer, failedContext, stateOf, type RunningTask } from "./task.js";
+import { checkpointer, failedContext, stateOf, type RunningTask, type TaskActor, type TaskLaunch } from "./task.js";
 
 export { runActors, type RunActor };
 export type { PublishEvent };
@@ -114,6 +114,8 @@ interface Delivery {
   readonly first: boolean;
   /** The task this process runs under its claim, once claimed. */
   task?: RunningTask;
+  /** Where the task's actor starts, once the claim or the restore found it. */
+  launch?: TaskLaunch;
   checkpoints?: Checkpoints;
   /** The store of the task's last event sent, once its events are closed (another Director owns the task). */
   closed?: Promise<void>;
@@ -136,9 +138,8 @@ export function runDelivery(env: RunEnv, item: TaskItem, queued: TaskRecord | un
       (event) => run.send(event),
       () => env.claimsDue.add(run),
     ),
-    {
-      input: { taskId: item.id, draining, first },
-    },
+    // The run is the root of its delivery's actor system, the task its child: inspected as one.
+    { ...inspectOption(deps, "director", item.id), input: { taskId: item.id, draining, first } },
   );
   const current = () => delivery.task?.item ?? delivery.item;
   return new Promise<void>((resolve) => {
@@ -156,11 +157,12 @@ export function runDelivery(env: RunEnv, item: TaskItem, queued: TaskRecord | un
     };
     run.subscribe({
       complete: ended,
-      // An action that threw (starting the task): the delivery comes again after a pause.
+      // The run machine broke (its effects' throws come as `effect.failed`): the delivery comes again after a pause.
+      // XState stops no child of an actor in error: the task, should it still run, publishes nothing more.
       error: (err) => {
         deps.log.error({ taskId: item.id, err: messageOf(err) }, "task handling failed");
         delivery.task?.span?.fail(err);
-        delivery.task?.actor?.stop();
+        if (delivery.task) delivery.task.lost = true;
         current().nak(retryDelayMs(current().deliveries));
         ended();
       },
@@ -217,17 +219,17 @@ class DeliveryEffects implements RunEffects {
   }
 
   // On its first delivery nothing of the task ran before: it starts at once under a pending claim, stored by its
-  // first write (actors/director/records.ts), with nothing read and no actor invoked for it. Done once the run's
-  // action has returned: an XState actor created while another's action runs makes XState's development build warn.
+  // first write (actors/director/records.ts), with nothing read and no actor invoked before it. Answered once the
+  // run's action has returned.
   startFresh(): void {
     queueMicrotask(() => {
       const { env, delivery } = this;
       try {
         if (delivery.queued === undefined) throw new Error(`task '${this.taskId}': a first delivery without its record`);
         const running = take(env, delivery, pendingClaim(delivery.queued, env.owner, env.deps.now, delivery.item.seq), this.send);
-        this.send({ type: "task.created", output: createTask(env, running, this.send), seq: running.seq });
+        this.send({ type: "task.created", output: prepareTask(env, delivery, running), seq: running.seq });
       } catch (error) {
-        this.send({ type: "task.create.failed", error });
+        this.send({ type: "effect.failed", error });
       }
     });
   }
@@ -241,8 +243,8 @@ class DeliveryEffects implements RunEffects {
     const { env } = this;
     const running = this.claimed();
     running.seq = resumedSeq(running.seq, (await lastStoredEvent(env.lastPublished, env.deps.subjects, this.taskId))?.seq);
-    const created = createTask(env, running, this.send);
-    return created.kind === "ready" ? { kind: "ready", seq: running.seq } : created;
+    const prepared = prepareTask(env, this.delivery, running);
+    return prepared.kind === "ready" ? { kind: "ready", seq: running.seq } : prepared;
   }
 
   checkpoint(): Promise<CheckpointOutput> {
@@ -273,19 +275,40 @@ class DeliveryEffects implements RunEffects {
     return { final: now !== undefined && FINAL_STATES.has(now.record.state) };
   }
 
-  startTask(): void {
+  launch(actor: TaskActor): TaskLaunch {
     const running = this.claimed();
-    const { record, previousOwner } = running.claim;
-    running.actor?.start();
-    const resumed = resumeNotice(previousOwner, running.fresh, running.item.deliveries);
-    if (resumed) this.env.publishEvent(record.taskId, ++running.seq, "task.resumed", "running", resumed.message, resumed.data);
-    running.actor?.send(record.cancelRequested ? { type: "task.cancel" } : { type: "task.start" });
-    // The pending claim's delay counts from here, as the chart's `after` delay on `running` did.
-    this.started();
+    const { launch } = this.delivery;
+    if (launch === undefined) throw new Error(`task '${this.taskId}': invoked before it was ready to start`);
+    running.actor = actor;
+    return launch;
   }
 
-  stopTask(): void {
-    this.delivery.task?.actor?.stop();
+  launched(): void {
+    const running = this.claimed();
+    const { actor } = running;
+    if (actor === undefined) return;
+    // Each change of the task's state is checkpointed at once (its snapshot and seq), not only at the heartbeat; its
+    // end reaches the run as the end of its invoke, and the final record (finish) follows it.
+    let lastState = "";
+    actor.subscribe({
+      next: (snapshot) => {
+        if (snapshot.status !== "active") return;
+        const state = JSON.stringify(snapshot.value);
+        if (state === lastState) return;
+        lastState = state;
+        this.send({ type: "task.changed", seq: running.seq });
+      },
+      // A machine error ends the task (failed, in finish); without a listener here xstate would rethrow it globally.
+      error: () => undefined,
+    });
+    const { record, previousOwner } = running.claim;
+    const resumed = resumeNotice(previousOwner, running.fresh, running.item.deliveries);
+    if (resumed) this.env.publishEvent(record.taskId, ++running.seq, "task.resumed", "running", resumed.message, resumed.data);
+    // Told once its start has returned: XState announces an actor (its first snapshot) only then, and the inspector
+    // shows an event only to an actor it knows.
+    queueMicrotask(() => actor.send(record.cancelRequested ? { type: "task.cancel" } : { type: "task.start" }));
+    // The pending claim's delay counts from here.
+    this.started();
   }
 
   closeEvents(): void {
@@ -372,8 +395,11 @@ function take(env: RunEnv, delivery: Delivery, claim: Claim, send: (event: RunEv
   return running;
 }
 
-/** Creates the task's actor: from its stored snapshot when taken over, else from its start. */
-function createTask(env: RunEnv, running: RunningTask, send: (event: RunEvent) => void): RestoreOutput {
+/**
+ * Readies the task to start (its actor is the run's child, invoked once `running`): from its stored snapshot when taken
+ * over, else from its input; its effects registered. A snapshot that cannot run on is refused, once, clearly.
+ */
+function prepareTask(env: RunEnv, delivery: Delivery, running: RunningTask): RestoreOutput {
   const { deps } = env;
   const { record, previousOwner } = running.claim;
   const refuse = (problem: string): RestoreOutput => {
@@ -383,36 +409,17 @@ function createTask(env: RunEnv, running: RunningTask, send: (event: RunEvent) =
   // A task taken over resumes from its machine's stored snapshot (actors/director/snapshot.ts).
   const restore = previousOwner === undefined ? ({ kind: "none" } as const) : restorable(record);
   if (restore.kind === "refused") return refuse(restore.message);
-  if (restore.kind === "snapshot" && restore.migratedFrom !== undefined)
-    deps.log.info({ taskId: record.taskId, from: restore.migratedFrom }, "task snapshot migrated");
-  const { actor, release } = env.taskActors.create(taskEffects(env, running), {
-    ...inspectOption(deps, "director", record.taskId),
-    input: { taskId: record.taskId, xml: record.xml, inputs: record.inputs },
-    ...(restore.kind === "snapshot" ? { snapshot: restore.snapshot as Snapshot<unknown> } : {}),
-  });
-  // A snapshot xstate cannot restore leaves the actor in error before it starts: fail the task once, clearly.
-  const restored = actor.getSnapshot();
-  if (restored.status === "error") {
-    release();
-    return refuse(`stored snapshot cannot be restored: ${messageOf(restored.error)}`);
-  }
-  running.actor = actor;
-  running.release = release;
+  const input = { taskId: record.taskId, xml: record.xml, inputs: record.inputs };
+  if (restore.kind === "snapshot") {
+    if (restore.migratedFrom !== undefined) deps.log.info({ taskId: record.taskId, from: restore.migratedFrom }, "task snapshot migrated");
+    const snapshot = restore.snapshot as Snapshot<unknown>;
+    // A snapshot xstate cannot restore would leave the actor in error before it starts: tried here, on an actor of its
+    // own never started, so that the task fails with the reason (only a task taken over pays for it).
+    const tried = createActor(env.taskActors.machine, { input, snapshot }).getSnapshot();
+    if (tried.status === "error") return refuse(`stored snapshot cannot be restored: ${messageOf(tried.error)}`);
+    delivery.launch = { input, snapshot };
+  } else delivery.launch = { input };
+  running.release = env.taskActors.register(record.taskId, taskEffects(env, running));
   env.owned.set(record.taskId, running);
-  // Each change of the task's state is checkpointed at once (its snapshot and seq), not only at the heartbeat;
-  // the final state is not: the final record (finish) follows it at once.
-  let lastState = "";
-  actor.subscribe({
-    next: (snapshot) => {
-      if (snapshot.status !== "active") return;
-      const state = JSON.stringify(snapshot.value);
-      if (state === lastState) return;
-      lastState = state;
-      send({ type: "task.changed", seq: running.seq });
-    },
-    // A machine error ends the task (failed, in finish); without a listener here xstate would rethrow it globally.
-    error: () => send({ type: "task.done" }),
-    complete: () => send({ type: "task.done" }),
-  });
   return { kind: "ready" };
 }

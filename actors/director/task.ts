@@ -2,7 +2,7 @@
  * One task as its Director runs it under a claim: its actor (the machine provided once per Director), the public state
  * of its machine, its outcome, and the checkpoints of its seq and snapshot.
  */
-import { createActor, fromPromise, type Actor, type InspectionEvent, type Snapshot } from "xstate";
+import { fromPromise, type Actor, type Snapshot } from "xstate";
 import type { CheckpointOutput } from "../../machines/director/run.js";
 import { taskMachine, type Announcement, type TaskContext, type TaskInput } from "../../machines/director/task.js";
 import {
@@ -26,22 +26,21 @@ export interface TaskEffects {
   announce(announcement: Announcement): void;
 }
 
-/** The task machine as the Director runs it. */
+/** The task machine as the Director runs it: the child of its delivery's run actor (actors/director/run-actors.ts). */
 export type TaskActor = Actor<typeof taskMachine>;
 
-/** A task actor and the release of its effects, once its delivery has ended. */
-export interface ScopedTaskActor {
-  actor: TaskActor;
-  release(): void;
+/** Where a task's actor starts: from its input, or from its stored snapshot (a task taken over). */
+export interface TaskLaunch {
+  input: TaskInput;
+  snapshot?: Snapshot<unknown>;
 }
 
-/** Creates task actors, each acting through the effects of its own task. */
+/** The task machine of a Director, and the effects each of its tasks acts through. */
 export interface TaskActors {
-  /** The actor of one task (a restored snapshot, when given, is not started yet). */
-  create(
-    effects: TaskEffects,
-    options: { input: TaskInput; snapshot?: Snapshot<unknown>; inspect?: (event: InspectionEvent) => void },
-  ): ScopedTaskActor;
+  /** The task machine provided once per Director; each actor finds its task's {@link TaskEffects} by the task's id. */
+  readonly machine: typeof taskMachine;
+  /** Lets the actor of task `taskId` act through `effects`; returns their release, once its delivery has ended. */
+  register(taskId: TaskId, effects: TaskEffects): () => void;
 }
 
 /**
@@ -59,19 +58,15 @@ export function taskActors(): TaskActors {
     if (effects === undefined) throw new Error(`task '${taskId}': its actor runs without its effects`);
     return effects;
   };
-  const machine = taskMachine.provide({
-    actors: { evaluate: fromPromise<TaskResult, TaskInput>(({ input, signal }) => effectsOf(input.taskId).evaluate(input, signal)) },
-    actions: { announce: ({ context }, a) => effectsOf(context.taskId).announce(a) },
-  });
   return {
-    create: (effects, options) => {
-      const { taskId } = options.input;
+    machine: taskMachine.provide({
+      actors: { evaluate: fromPromise<TaskResult, TaskInput>(({ input, signal }) => effectsOf(input.taskId).evaluate(input, signal)) },
+      actions: { announce: ({ context }, a) => effectsOf(context.taskId).announce(a) },
+    }),
+    register: (taskId, effects) => {
       tasks.set(taskId, effects);
-      return {
-        actor: createActor(machine, options),
-        // A newer actor of the same task (a later delivery, once this one ended) keeps its own effects.
-        release: () => void (tasks.get(taskId) === effects && tasks.delete(taskId)),
-      };
+      // A newer actor of the same task (a later delivery, once this one ended) keeps its own effects.
+      return () => void (tasks.get(taskId) === effects && tasks.delete(taskId));
     },
   };
 }
@@ -87,6 +82,7 @@ export interface RunningTask {
   lost: boolean;
   /** Nothing of the task ran before this claim (its first delivery): its evaluation looks for nothing earlier. */
   readonly fresh: boolean;
+  /** The task's actor, once its run invoked it. */
   actor: TaskActor | undefined;
   /** Drops the task's effects from its Director's map of them (./task.ts: {@link taskActors}), once its delivery ended. */
   release?: () => void;
@@ -144,9 +140,10 @@ export function unstorableMessage(what: string, err: StoreRefusedError): string 
  */
 export function checkpointer(deps: ActorDeps, store: TaskStore, task: RunningTask) {
   let last: Promise<unknown> = Promise.resolve();
+  // Ended, or stopped by its run (a stopped machine's snapshot is no state to resume from).
   const ended = () => {
     const status = task.actor?.getSnapshot().status;
-    return status === "done" || status === "error";
+    return status !== undefined && status !== "active";
   };
   const write = async (): Promise<CheckpointOutput> => {
     const seq = task.seq;
@@ -186,7 +183,7 @@ export function checkpointer(deps: ActorDeps, store: TaskStore, task: RunningTas
   return {
     /**
      * Writes a checkpoint once what the change set off went out (the evaluation request first); a task that ended
-     * meanwhile is not written: its final record follows at once.
+     * meanwhile is not written (its final record follows at once), nor one its run stopped (the run has left it).
      */
     checkpoint: (): Promise<CheckpointOutput> =>
       queued(async () => {

@@ -1,40 +1,44 @@
 /**
  * The run protocol of one delivered task: what its Director does with one intake delivery, from the claim to the
  * ack. This is the part of a task's life that decides what survives a crash: the task's own lifecycle (queued →
- * running → completed | failed | cancelled) is the {@link taskMachine} of ./task.ts, which the Director runs beside
- * this one and whose end it reports here as `task.done`.
+ * running → completed | failed | cancelled) is the {@link taskMachine} of ./task.ts, which this machine invokes while
+ * it is `running`: one actor system per delivery, the task its child. Leaving `running` stops the task; its end
+ * (done, or in error) ends `running`.
  *
  * delivered → claiming → (telling →) restoring → running → finishing → settled. A first delivery (nothing of its task
  * ran before, {@link surelyFirst}) goes delivered → starting → created → running instead: it is claimed without reading
- * anything, under a pending claim its first write stores, and its task is created from its start at once, with no
- * invoked actor (`startFresh`, which answers `task.created`). On the way a task can be handed back (`drain`:
- * the process stops; or an effect failed: the delivery comes again after a pause), lost (another Director took the
+ * anything, under a pending claim its first write stores, and its task starts from its input, with no invoked actor
+ * before it (`startFresh`, which answers `task.created`). Either way the task is invoked only in `running`, from where
+ * the claim or the restore left it ({@link LaunchedTask}). On the way a task can be handed back (`drain`: the process
+ * stops; or an effect failed: the delivery comes again after a pause), lost (another Director took the
  * claim over), or refused (the claim was not granted: contended, already final, dropped, or claimed here under an
  * earlier delivery). A claim that replaced another Director's claim tells that Director first (`telling`), which stops
  * publishing the task's events before this one publishes any; a Director told so (`claim.superseded`) stops its task
- * and publishes nothing more of it. A task submitted in words compiles inside its evaluation (actors/director/run.ts), so a task
- * resumed after the compile does not compile again.
+ * (leaves `running`) and publishes nothing more of it. A task submitted in words compiles inside its evaluation
+ * (actors/director/task-effects.ts), so a task resumed after the compile does not compile again.
  *
  * While the task runs, its checkpoints are decided here too (`running`: `stored` → `writing` → `stored`, or `waiting`
- * for the next heartbeat after a write that failed): a checkpoint is written when the task published an event since
- * the last one stored (its seq), or, under a pending claim, once the claim is due; one at a time; a write that finds
- * the claim gone ends the run as lost, one the store refuses for good fails the task, once.
+ * for the next heartbeat after a write that failed; `handingBack`, a last one, when draining): a checkpoint is written
+ * when the task published an event since the last one stored (its seq), or, under a pending claim, once the claim is
+ * due; one at a time; a write that finds the claim gone ends the run as lost, one the store refuses for good fails the
+ * task, once.
  *
  * Inbound (from the shell): `heartbeat` (one clock per Director, a third of the queue's ack wait, beats every run:
  * signal progress on the delivery and write a checkpoint if one is due), `claim.due` (a pending claim's delay since
  * the task started passed, also one clock per Director: it is stored by the first checkpoint after it), `drain`,
- * `task.done`, `task.changed` (both with the task's last event seq), `claim.superseded`. The delay is the shell's, not
+ * `task.changed` (with the task's last event seq), `claim.superseded`, `effect.failed`. The delay is the shell's, not
  * an `after` of this chart: XState keys a delayed event by its actor in an object of its system, and with thousands
  * of runs under way those keys made V8 give thousands of objects a hidden class of their own (about 1 KB more per task
  * in flight). Effects, provided by actors/director/run.ts: the actors `claim`, `tellPreviousOwner`,
- * `restore`, `checkpoint`, `finish`, `flush` and `readOwner`, and the actions `startTask`, `stopTask`, `closeEvents`,
- * `beat`, `ack`, `nak`, `nakLater`, `cancelOthers` and `report`.
+ * `restore`, `task`, `checkpoint`, `finish`, `flush` and `readOwner`, and the actions `closeEvents`, `beat`, `ack`,
+ * `nak`, `nakLater`, `cancelOthers` and `report`.
  */
-import { assign, fromPromise, setup } from "xstate";
+import { assign, fromPromise, setup, type ActorLogic, type EventFromLogic, type SnapshotFrom } from "xstate";
 import { notProvided } from "../not-provided.js";
 import { messageOf } from "../../protocol/errors.js";
 import type { TaskId } from "../../protocol/ids.js";
 import type { Scoped } from "../scoped.js";
+import type { taskMachine } from "./task.js";
 
 /** Input of a run actor; its `scopeKey` names the delivery whose effects its actions and actors act through. */
 export interface RunInput extends Scoped {
@@ -99,8 +103,8 @@ export type CheckpointOutput =
   | { kind: "failed" };
 
 /**
- * What `restore` found: the task's actor is ready to start (its events going on from `seq` when that is not the
- * claim's: {@link resumedSeq}), or its stored snapshot cannot run on.
+ * What `restore` found: the task is ready to start, from its input or its stored snapshot (its events going on from
+ * `seq` when that is not the claim's: {@link resumedSeq}), or its stored snapshot cannot run on.
  */
 export type RestoreOutput = { kind: "ready"; seq?: number } | { kind: "refused"; message: string };
 
@@ -113,6 +117,20 @@ export type RestoreOutput = { kind: "ready"; seq?: number } | { kind: "refused";
 export function resumedSeq(checkpointed: number, stored: number | undefined): number {
   return stored ?? checkpointed;
 }
+
+/**
+ * The task's machine ({@link taskMachine}) as its run invokes it: its input is the delivery's key, and the Director
+ * starts it from where that delivery's claim (`startFresh`) or `restore` left it: the task's input, or its stored
+ * snapshot.
+ */
+export type LaunchedTask = ActorLogic<SnapshotFrom<typeof taskMachine>, EventFromLogic<typeof taskMachine>, Scoped>;
+
+/** The placeholder of {@link LaunchedTask}: the Director provides it (actors/director/run-actors.ts). */
+const unlaunched: LaunchedTask = {
+  transition: (snapshot) => snapshot,
+  getInitialSnapshot: () => notProvided("run.task"),
+  getPersistedSnapshot: (snapshot) => snapshot,
+};
 
 /** What `finish` did: the outcome was stored (and published), or the claim was gone. */
 export type FinishOutput = "written" | "lost";
@@ -164,12 +182,10 @@ export type RunEvent =
   | { type: "claim.due" }
   /** The process is draining: hand the task back. */
   | { type: "drain" }
-  /** The task's machine ended (done, or in error). */
-  | { type: "task.done" }
-  /** A first delivery's pending claim taken and its task created (`startFresh`): `seq`, the claim's last event. */
+  /** A first delivery's pending claim taken (`startFresh`), its task ready to start or not: `seq`, the claim's last event. */
   | { type: "task.created"; output: RestoreOutput; seq: number }
-  /** `startFresh` failed unexpectedly: the delivery goes back to the queue, as when an effect fails. */
-  | { type: "task.create.failed"; error: unknown }
+  /** An effect the run set off failed unexpectedly (an action threw, `startFresh` failed): the delivery goes back to the queue. */
+  | { type: "effect.failed"; error: unknown }
   /** The task's machine changed state: checkpoint it; `seq`: the task's last event. */
   | { type: "task.changed"; seq: number }
   /** The Director that took the task over said so (its claim replaced this one). */
@@ -178,15 +194,16 @@ export type RunEvent =
 /** On an effect's failure: the delivery goes back to the queue, after a pause growing with its deliveries. */
 const failed = {
   target: "#run.handedBack",
-  actions: [
-    { type: "recordError", params: ({ event }: { event: { error: unknown } }) => ({ error: event.error }) },
-    "stopTask",
-    "nakLater",
-  ],
+  actions: [{ type: "recordError", params: ({ event }: { event: { error: unknown } }) => ({ error: event.error }) }, "nakLater"],
 } as const;
 
 /** The input of an effect: the key of the delivery it acts for. */
 const scoped = ({ context }: { context: RunContext }): Scoped => ({ scopeKey: context.scopeKey });
+
+/** Hands the delivery back once a last checkpoint is written (`flush`): naked, for this or another Director. */
+const handingBack = {
+  invoke: { src: "flush", input: scoped, onDone: { target: "#run.handedBack", actions: "nak" }, onError: failed },
+} as const;
 
 /** A heartbeat: progress is signalled on the delivery, and a pending claim is due. */
 const beating = ["beat", { type: "noteBeat", params: ({ event }: { event: { seq: number } }) => ({ seq: event.seq }) }] as const;
@@ -195,11 +212,11 @@ const beating = ["beat", { type: "noteBeat", params: ({ event }: { event: { seq:
 const noteResumed = { type: "noteResumed", params: ({ event }: { event: RestoreEvent }) => outputOf(event) } as const;
 
 /**
- * What follows the creation of the task's actor (`restore`, or `startFresh` then `task.created`): the event's `output`
- * says whether it was made. Typed loosely: the same branches serve an invoked actor's done event and `task.created`.
+ * What follows once the run knows where its task starts (`restore`, or `startFresh` then `task.created`): the event's
+ * `output` says whether it can. Typed loosely: the same branches serve an invoked actor's done event and `task.created`.
  */
 const restored = [
-  { guard: "superseded", target: "checkingOwner", actions: "stopTask" },
+  { guard: "superseded", target: "checkingOwner" },
   {
     guard: { type: "restoreRefused", params: ({ event }: { event: RestoreEvent }) => outputOf(event) },
     target: "finishing",
@@ -228,12 +245,10 @@ export const runMachine = setup({
   },
   actions: {
     /**
-     * A first delivery: takes a pending claim, creates the task from its start and answers `task.created` (or
-     * `task.create.failed`), once this action has returned.
+     * A first delivery: takes a pending claim, readies the task to start from its input and answers `task.created`
+     * (or `effect.failed`), once this action has returned.
      */
     startFresh: () => notProvided("run.startFresh"),
-    startTask: () => notProvided("run.startTask"),
-    stopTask: () => notProvided("run.stopTask"),
     /** Publishes no more event of the task, and drops those not sent yet: another Director owns it. */
     closeEvents: () => notProvided("run.closeEvents"),
     beat: () => notProvided("run.beat"),
@@ -264,6 +279,8 @@ export const runMachine = setup({
     /** Tells the Director whose claim this one replaced; resolves once it stopped publishing (or did not answer). */
     tellPreviousOwner: fromPromise<void, Scoped>(async () => notProvided("run.tellPreviousOwner")),
     restore: fromPromise<RestoreOutput, Scoped>(async () => notProvided("run.restore")),
+    /** The task's machine, started from its input or its stored snapshot (`running` invokes it). */
+    task: unlaunched,
     /** Writes the task's snapshot and event seq under the claim, once what the last change set off went out. */
     checkpoint: fromPromise<CheckpointOutput, Scoped>(async () => notProvided("run.checkpoint")),
     finish: fromPromise<FinishOutput, FinishInput>(async () => notProvided("run.finish")),
@@ -305,7 +322,11 @@ export const runMachine = setup({
     claimDue: false,
   }),
   initial: "delivered",
-  on: { drain: { actions: "markDraining" }, "claim.superseded": { actions: ["markSuperseded", "closeEvents"] } },
+  on: {
+    drain: { actions: "markDraining" },
+    "claim.superseded": { actions: ["markSuperseded", "closeEvents"] },
+    "effect.failed": failed,
+  },
   states: {
     delivered: {
       description: "A delivery arrived: surely its item's first (nothing of its task ran before, its record with it), or not.",
@@ -313,18 +334,17 @@ export const runMachine = setup({
     },
     starting: {
       description:
-        "A first delivery: claimed at once under a pending claim, stored by its first write; its task's actor is created from its start.",
+        "A first delivery: claimed at once under a pending claim, stored by its first write; its task is to start from its input.",
       entry: "startFresh",
       on: {
         "task.created": {
           target: "created",
           actions: { type: "noteClaim", params: ({ event }) => ({ kind: "claimed", pending: true, seq: event.seq }) },
         },
-        "task.create.failed": failed,
       },
     },
     created: {
-      description: "The first delivery's task was created, or could not be: on as after a restore.",
+      description: "The first delivery's claim was taken, or its task cannot start: on as after a restore.",
       always: restored,
     },
     claiming: {
@@ -353,26 +373,26 @@ export const runMachine = setup({
     },
     telling: {
       description:
-        "The claim replaced another Director's: that Director is told, and stops publishing the task's events, before anything is published here. Unanswered (it is gone), the run goes on. Each heartbeat keeps the delivery in progress meanwhile, as while the task's actor is created.",
+        "The claim replaced another Director's: that Director is told, and stops publishing the task's events, before anything is published here. Unanswered (it is gone), the run goes on. Each heartbeat keeps the delivery in progress meanwhile, as while restoring.",
       invoke: { src: "tellPreviousOwner", input: scoped, onDone: "restoring", onError: "restoring" },
       on: { heartbeat: { actions: "beat" } },
     },
     restoring: {
-      description: "Creates the task's actor: from its stored snapshot when taken over, else from its start.",
+      description:
+        "Finds where the task starts: from its stored snapshot when taken over, else from its input; a snapshot that cannot run on fails the task.",
       invoke: { src: "restore", input: scoped, onDone: restored, onError: failed },
       on: { heartbeat: { actions: "beat" } },
     },
     running: {
       description:
-        "The task's machine runs; each change of its state is checkpointed under the claim, and each heartbeat signals progress on the delivery and writes a checkpoint if one is due.",
-      entry: "startTask",
+        "The task's machine runs, invoked here: leaving this state stops it, and its end (done, or in error) finishes the run. Each change of its state is checkpointed under the claim, and each heartbeat signals progress on the delivery and writes a checkpoint if one is due.",
+      invoke: { id: "task", src: "task", input: scoped, onDone: "finishing", onError: "finishing" },
       on: {
         heartbeat: { actions: beating },
         "claim.due": { guard: "pending", actions: assign({ claimDue: true }) },
         "task.changed": { actions: assign({ seq: ({ event }) => event.seq }) },
-        "task.done": "finishing",
-        "claim.superseded": { target: "checkingOwner", actions: ["markSuperseded", "closeEvents", "stopTask"] },
-        drain: "handingBack",
+        "claim.superseded": { target: "checkingOwner", actions: ["markSuperseded", "closeEvents"] },
+        drain: ".handingBack",
       },
       initial: "stored",
       states: {
@@ -397,18 +417,15 @@ export const runMachine = setup({
               {
                 guard: { type: "checkpointLost", params: ({ event }) => event.output },
                 target: "#run.checkingOwner",
-                actions: ["closeEvents", "stopTask"],
+                actions: "closeEvents",
               },
               {
                 guard: { type: "checkpointRefused", params: ({ event }) => event.output },
                 target: "#run.finishing",
-                actions: [
-                  "stopTask",
-                  assign({
-                    failure: ({ event }) => (event.output.kind === "refused" ? event.output.message : undefined),
-                    cancelOthers: true,
-                  }),
-                ],
+                actions: assign({
+                  failure: ({ event }) => (event.output.kind === "refused" ? event.output.message : undefined),
+                  cancelOthers: true,
+                }),
               },
               { target: "waiting" },
             ],
@@ -419,11 +436,18 @@ export const runMachine = setup({
           description: "A checkpoint failed (the store did not answer): written again at the next heartbeat.",
           on: { heartbeat: { target: "writing", actions: beating } },
         },
+        handingBack: {
+          description:
+            "Draining: writes a last checkpoint of the running task, so the next Director resumes it from there at once; the task stops once it is written. A task that ends meanwhile is finished here instead.",
+          on: { drain: {} },
+          ...handingBack,
+        },
       },
     },
     handingBack: {
-      description: "Draining: writes a last checkpoint, so the next Director resumes the task from it at once.",
-      invoke: { src: "flush", input: scoped, onDone: { target: "handedBack", actions: ["stopTask", "nak"] }, onError: failed },
+      description:
+        "Draining before the task started: writes its claim (its stored snapshot kept), so the next Director resumes it at once.",
+      ...handingBack,
     },
     finishing: {
       description:

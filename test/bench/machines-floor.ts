@@ -6,7 +6,7 @@
  *   there with effects that never answer: each role's machine actors as the roles make them, and the effect each
  *   waits on (an invoked promise actor).
  */
-import { assign, createActor, fromPromise, toPromise } from "xstate";
+import { assign, createActor, fromPromise, toPromise, type AnyActorRef } from "xstate";
 import { START } from "../../machines/invoke-events.js";
 import type { SuspendedResult } from "../../machines/evaluator/continuation.js";
 import { rootEnv, type Env } from "../../machines/language/env.js";
@@ -21,6 +21,7 @@ import {
 } from "../../machines/handler/session.js";
 import { taskMachine, type TaskInput } from "../../machines/director/task.js";
 import { runMachine } from "../../machines/director/run.js";
+import { launchedTask } from "../../actors/director/run-actors.js";
 import type { SessionCheckpoint, TaskResult } from "../../protocol/index.js";
 import { tid } from "../support/ids.js";
 
@@ -90,15 +91,19 @@ export async function machinesPerTask(count = 5000): Promise<number> {
 }
 
 const never = new Promise<never>(() => undefined);
-const heldRun = runMachine.provide({
-  // A first delivery: its task created at once under a pending claim (no checkpoint due), then running.
-  actions: {
-    startFresh: ({ self }) => self.send({ type: "task.created", output: { kind: "ready" }, seq: 0 }),
-    startTask: () => undefined,
-  },
-});
 // The machines of oneTask, their one effect each never answering.
 const waitingTask = task.provide({ actors: { evaluate: fromPromise<TaskResult, TaskInput>(() => never) } });
+const heldRun = runMachine.provide({
+  // A first delivery: its claim taken at once under a pending claim (no checkpoint due), then running its task.
+  actions: { startFresh: ({ self }) => self.send({ type: "task.created", output: { kind: "ready" }, seq: 0 }) },
+  // The task its child, as the Director invokes it (the delivery's key is the task's number here).
+  actors: {
+    task: launchedTask(waitingTask, {
+      launch: (key) => ({ input: { taskId: tid(`t-${key}`), xml: "<task/>", inputs: {} } }),
+      launched: (_, actor) => actor.send({ type: "task.start" }),
+    }),
+  },
+});
 const heldEvaluation = evaluation.provide({
   actors: { runAtomic: fromPromise<SuspendedResult, { path: string; env: Env }>(() => never) },
 });
@@ -106,14 +111,14 @@ const heldSession = session.provide({ actors: { callModel: fromPromise<ModelRepl
 
 /**
  * The actors of one trivial task while its model call is out, each role's as its shell makes them: the Director's
- * run actor and task actor, the Evaluator's evaluation and the Handler's session (a system each), each but the run
- * waiting on its invoked effect. Returned so that they stay reachable.
+ * run actor with its task actor as its child, the Evaluator's evaluation and the Handler's session (a system each),
+ * each machine but the run waiting on its invoked effect. Returned so that they stay reachable.
  */
 function heldTask(i: number): unknown[] {
   const taskId = tid(`t-${i}`);
-  const run = createActor(heldRun, { input: { scopeKey: `r${i}`, taskId, first: true } }).start();
-  const t = createActor(waitingTask, { input: { taskId, xml: "<task/>", inputs: {} } }).start();
-  t.send({ type: "task.start" });
+  const run = createActor(heldRun, { input: { scopeKey: `${i}`, taskId, first: true } }).start();
+  const t: AnyActorRef | undefined = run.getSnapshot().children.task;
+  if (t === undefined) throw new Error("the held run invoked no task");
   const e = createActor(heldEvaluation, {
     input: { taskId, path: "0", node: { kind: "task", type: "atomic" }, env: rootEnv({}), entry: true },
   }).start();
@@ -127,7 +132,7 @@ function heldTask(i: number): unknown[] {
   ] as const)
     if (!JSON.stringify(actor.getSnapshot().value).includes(state))
       throw new Error(`held machine not in ${state}: ${JSON.stringify(actor.getSnapshot().value)}`);
-  return [run, t, e, s];
+  return [run, e, s];
 }
 
 /** KB of live heap per task that {@link heldTask} holds, `count` tasks at once, after a full GC (`--expose-gc`). */

@@ -6,6 +6,7 @@ import {
   type ClaimOutput,
   type FinishInput,
   type FinishOutput,
+  type LaunchedTask,
   type RestoreOutput,
 } from "../../machines/director/run.js";
 import type { Scoped } from "../../machines/scoped.js";
@@ -13,6 +14,7 @@ import { StoreRefusedError, type TaskStore } from "../../actors/bus.js";
 import type { ActorDeps, Logger } from "../../actors/deps.js";
 import { claimTask, readTaskRecord } from "../../actors/director/records.js";
 import { checkpointer, type RunningTask } from "../../actors/director/task.js";
+import { taskMachine } from "../../machines/director/task.js";
 import { MemoryTaskStore } from "../../runtime/in-process/store.js";
 import type { TaskId, TaskRecord } from "../../protocol/index.js";
 import { tid } from "../support/ids.js";
@@ -65,10 +67,10 @@ async function heartbeating(store: FlakyStore) {
       checkpoint: fromPromise<CheckpointOutput, Scoped>(() => checkpoints.checkpoint()),
       finish: fromPromise<FinishOutput, FinishInput>(async ({ input }) => (finishes.push(input), "written")),
       readOwner: fromPromise<{ final: boolean }, Scoped>(async () => ({ final: false })),
+      // The task runs on for as long as the run lets it.
+      task: fromPromise(() => new Promise<never>(() => undefined)) as unknown as LaunchedTask,
     },
     actions: {
-      startTask: () => undefined,
-      stopTask: () => undefined,
       closeEvents: () => undefined,
       beat: () => item.working(),
       ack: () => undefined,
@@ -83,7 +85,7 @@ async function heartbeating(store: FlakyStore) {
     run.send({ type: "heartbeat", seq: task.seq });
     await checkpoints.idle();
   };
-  return { run, task, logged, signals, finishes, beat };
+  return { run, task, logged, signals, finishes, beat, checkpoints };
 }
 
 describe("the Director's heartbeat (run machine and checkpoints)", () => {
@@ -116,6 +118,21 @@ describe("the Director's heartbeat (run machine and checkpoints)", () => {
       { failure: "the task's checkpoint (its state and template) (2000000 bytes) cannot be stored: value too large" },
     ]);
     expect(logged).toEqual(["error: checkpoint refused by the store; the task fails"]);
+  });
+
+  it("writes no checkpoint of a task its run stopped: a stopped machine is no state to resume from", async () => {
+    const store = new FlakyStore();
+    const { task, checkpoints } = await heartbeating(store);
+    const actor = createActor(taskMachine, { input: { taskId: tid("t1"), xml: "<task/>", inputs: {} } }).start();
+    task.actor = actor;
+    task.seq = 2;
+    await expect(checkpoints.checkpoint()).resolves.toEqual({ kind: "written", seq: 2 });
+    actor.stop();
+    task.seq = 3;
+    await expect(checkpoints.checkpoint()).resolves.toEqual({ kind: "skipped" });
+    const stored = (await readTaskRecord(store, tid("t1")))?.record;
+    expect(stored?.seq).toBe(2);
+    expect(stored?.machine?.snapshot).toMatchObject({ status: "active" });
   });
 
   it("a checkpoint that finds the claim taken over stops the run as lost", async () => {

@@ -6,6 +6,7 @@ import {
   type ClaimOutput,
   type FinishInput,
   type FinishOutput,
+  type LaunchedTask,
   type RestoreOutput,
   type RunOutcome,
 } from "../../../machines/director/run.js";
@@ -31,9 +32,13 @@ interface Fakes {
   startFresh?: (() => RestoreOutput) | null;
 }
 
-/** The run machine with fake effects that log what they are asked to do. */
+/**
+ * The run machine with fake effects that log what they are asked to do. Its task is a fake too: logged `startTask`
+ * when the run invokes it and `stopTask` when the run stops it; ended from the test (`endTask`, `failTask`).
+ */
 function harness(fakes: Fakes = {}, draining = false, first = false) {
   const effects: string[] = [];
+  const task = deferred<void>();
   const finishes: FinishInput[] = [];
   const outcomes: RunOutcome[] = [];
   const log = (name: string) => () => void effects.push(name);
@@ -57,6 +62,11 @@ function harness(fakes: Fakes = {}, draining = false, first = false) {
       }),
       flush: fromPromise(async () => (effects.push("flush"), (fakes.flush ?? (async () => undefined))())),
       readOwner: fromPromise(async () => (effects.push("readOwner"), (fakes.readOwner ?? (async () => ({ final: false })))())),
+      task: fromPromise(({ signal }) => {
+        effects.push("startTask");
+        signal.addEventListener("abort", () => effects.push("stopTask"));
+        return task.promise;
+      }) as unknown as LaunchedTask,
     },
     actions: {
       // Answered at once, as the Director's shell answers: the pending claim taken, the task created (or not).
@@ -65,8 +75,6 @@ function harness(fakes: Fakes = {}, draining = false, first = false) {
         if (fakes.startFresh !== null)
           actor.send({ type: "task.created", output: (fakes.startFresh ?? (() => ({ kind: "ready" }) as const))(), seq: 1 });
       },
-      startTask: log("startTask"),
-      stopTask: log("stopTask"),
       closeEvents: log("closeEvents"),
       beat: log("beat"),
       ack: log("ack"),
@@ -88,7 +96,16 @@ function harness(fakes: Fakes = {}, draining = false, first = false) {
     expect(done.value).toBe(outcome);
     expect(outcomes).toEqual([outcome]);
   };
-  return { actor, effects, finishes, settledIn };
+  /** The task's machine ends: the run goes on to finish it. */
+  const endTask = async () => {
+    task.resolve();
+    await waitFor(actor, (s) => !s.matches("running"));
+  };
+  const failTask = async (error: unknown) => {
+    task.reject(error);
+    await waitFor(actor, (s) => !s.matches("running"));
+  };
+  return { actor, effects, finishes, settledIn, endTask, failTask };
 }
 
 /** Lets the fake effects' promises settle. */
@@ -96,19 +113,19 @@ const settle = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 describe("run protocol machine", () => {
   it("claims, restores, runs, finishes and acks: the happy path", async () => {
-    const { actor, effects, finishes, settledIn } = harness();
+    const { actor, effects, finishes, settledIn, endTask } = harness();
     await waitFor(actor, (s) => s.matches("running"));
     actor.send({ type: "task.changed", seq: 2 });
-    actor.send({ type: "task.done" });
+    await endTask();
     await settledIn("settled");
     expect(effects).toEqual(["claim", "restore", "startTask", "checkpoint", "finish", "ack"]);
     expect(finishes).toEqual([{}]);
   });
 
-  it("runs a first delivery at once under a pending claim: nothing read, no actor invoked to claim or restore it", async () => {
-    const { actor, effects, settledIn } = harness({}, false, true);
+  it("runs a first delivery at once under a pending claim: nothing read, no actor invoked but its task", async () => {
+    const { actor, effects, settledIn, endTask } = harness({}, false, true);
     expect(actor.getSnapshot().value).toEqual({ running: "stored" });
-    expect(actor.getSnapshot().children).toEqual({});
+    expect(Object.keys(actor.getSnapshot().children)).toEqual(["task"]);
     expect(effects).toEqual(["startFresh", "startTask"]);
     expect(actor.getSnapshot().context.pending).toBe(true);
     // Its claim is pending: a change does not store it before it is due.
@@ -117,7 +134,7 @@ describe("run protocol machine", () => {
     // Stored by the first checkpoint once due.
     // The Director's clock says the pending claim's delay passed.
     actor.send({ type: "claim.due" });
-    actor.send({ type: "task.done" });
+    await endTask();
     await settledIn("settled");
     expect(effects).toEqual(["startFresh", "startTask", "checkpoint", "finish", "ack"]);
   });
@@ -129,30 +146,30 @@ describe("run protocol machine", () => {
     expect(refused.finishes).toEqual([{ failure: "cannot resume the task: no such machine" }]);
     const draining = harness({}, true, true);
     await draining.settledIn("handedBack");
-    expect(draining.effects).toEqual(["startFresh", "flush", "stopTask", "nak"]);
+    expect(draining.effects).toEqual(["startFresh", "flush", "nak"]);
   });
 
   it("a first delivery whose start failed unexpectedly goes back to the queue after a pause", async () => {
     const { actor, effects, settledIn } = harness({ startFresh: null }, false, true);
     expect(actor.getSnapshot().value).toBe("starting");
-    actor.send({ type: "task.create.failed", error: new Error("boom") });
+    actor.send({ type: "effect.failed", error: new Error("boom") });
     await settledIn("handedBack");
     expect(actor.getSnapshot().context.error).toBe("boom");
-    expect(effects).toEqual(["startFresh", "stopTask", "nakLater"]);
+    expect(effects).toEqual(["startFresh", "nakLater"]);
   });
 
   it("a pending claim granted by reading the record (a delivery that may not be the first) runs the same", async () => {
-    const { actor, effects, settledIn } = harness({ claim: async () => ({ kind: "claimed", pending: true, seq: 1 }) });
+    const { actor, effects, settledIn, endTask } = harness({ claim: async () => ({ kind: "claimed", pending: true, seq: 1 }) });
     await waitFor(actor, (s) => s.matches("running"));
     expect(actor.getSnapshot().context.pending).toBe(true);
     actor.send({ type: "claim.due" });
-    actor.send({ type: "task.done" });
+    await endTask();
     await settledIn("settled");
     expect(effects).toEqual(["claim", "restore", "startTask", "checkpoint", "finish", "ack"]);
   });
 
   it("beats at each of its Director's heartbeats while running, and stores a pending claim once it is due", async () => {
-    const { actor, effects } = harness({ claim: async () => ({ kind: "claimed", pending: true, seq: 1 }) });
+    const { actor, effects, endTask } = harness({ claim: async () => ({ kind: "claimed", pending: true, seq: 1 }) });
     await waitFor(actor, (s) => s.matches("running"));
     // The Director's clock says the pending claim's delay passed.
     actor.send({ type: "claim.due" });
@@ -169,7 +186,7 @@ describe("run protocol machine", () => {
     expect(effects.filter((e) => e === "checkpoint")).toHaveLength(2);
     await waitFor(actor, (s) => s.matches({ running: "stored" }));
     expect(actor.getSnapshot().context.checkpointed).toBe(3);
-    actor.send({ type: "task.done" });
+    await endTask();
     await waitFor(actor, (s) => s.status === "done");
     // No beat after the run left `running`.
     actor.send({ type: "heartbeat", seq: 4 });
@@ -187,9 +204,9 @@ describe("run protocol machine", () => {
 
   it("a claim lost during finish publishes nothing more, and acks only once the new owner has finished", async () => {
     const finish = deferred<FinishOutput>();
-    const { actor, effects, settledIn } = harness({ finish: () => finish.promise, readOwner: async () => ({ final: true }) });
+    const { actor, effects, settledIn, endTask } = harness({ finish: () => finish.promise, readOwner: async () => ({ final: true }) });
     await waitFor(actor, (s) => s.matches("running"));
-    actor.send({ type: "task.done" });
+    await endTask();
     await waitFor(actor, (s) => s.matches("finishing"));
     // A heartbeat while the final write is under way writes no checkpoint (the finish decides), but keeps the delivery
     // in progress: the result waits for the task's events, which an election can hold up past the ack wait.
@@ -201,9 +218,9 @@ describe("run protocol machine", () => {
   });
 
   it("a claim lost during finish to an owner still running it leaves the delivery unacked", async () => {
-    const { settledIn, effects, actor } = harness({ finish: async () => "lost", readOwner: async () => ({ final: false }) });
+    const { settledIn, effects, actor, endTask } = harness({ finish: async () => "lost", readOwner: async () => ({ final: false }) });
     await waitFor(actor, (s) => s.matches("running"));
-    actor.send({ type: "task.done" });
+    await endTask();
     await settledIn("lost");
     expect(effects).not.toContain("ack");
     expect(effects).not.toContain("nak");
@@ -242,7 +259,7 @@ describe("run protocol machine", () => {
 
   it("a claim that replaced another Director's tells that Director before anything is restored or published", async () => {
     const told = deferred<void>();
-    const { actor, effects, settledIn } = harness({
+    const { actor, effects, settledIn, endTask } = harness({
       claim: async () => ({ kind: "claimed", pending: false, takenOver: true, seq: 1 }),
       tellPreviousOwner: () => told.promise,
     });
@@ -254,7 +271,7 @@ describe("run protocol machine", () => {
     // Unanswered (the previous owner is gone): the run goes on all the same.
     told.reject(new Error("no responders"));
     await waitFor(actor, (s) => s.matches("running"));
-    actor.send({ type: "task.done" });
+    await endTask();
     await settledIn("settled");
     expect(effects).toEqual(["claim", "tellPreviousOwner", "beat", "restore", "startTask", "finish", "ack"]);
   });
@@ -289,7 +306,7 @@ describe("run protocol machine", () => {
     expect(effects).toEqual(["claim", "restore", "closeEvents"]);
     restore.resolve({ kind: "ready" });
     await settledIn("lost");
-    expect(effects).toEqual(["claim", "restore", "closeEvents", "stopTask", "readOwner"]);
+    expect(effects).toEqual(["claim", "restore", "closeEvents", "readOwner"]);
   });
 
   it("a drain during restore hands the task back once restored, without starting it", async () => {
@@ -299,22 +316,57 @@ describe("run protocol machine", () => {
     actor.send({ type: "drain" });
     restore.resolve({ kind: "ready" });
     await settledIn("handedBack");
-    expect(effects).toEqual(["claim", "restore", "flush", "stopTask", "nak"]);
+    expect(effects).toEqual(["claim", "restore", "flush", "nak"]);
   });
 
-  it("a drain while running writes a last checkpoint, then naks at once", async () => {
-    const { actor, effects, settledIn } = harness();
+  it("a drain while running writes a last checkpoint of the running task, then naks at once and stops it", async () => {
+    const flush = deferred<void>();
+    const { actor, effects, settledIn } = harness({ flush: () => flush.promise });
     await waitFor(actor, (s) => s.matches("running"));
     actor.send({ type: "drain" });
+    expect(actor.getSnapshot().value).toEqual({ running: "handingBack" });
+    // The checkpoint is of the task as it runs: it is stopped only once written.
+    expect(effects).not.toContain("stopTask");
+    flush.resolve();
     await settledIn("handedBack");
-    expect(effects).toEqual(["claim", "restore", "startTask", "flush", "stopTask", "nak"]);
+    expect(effects).toEqual(["claim", "restore", "startTask", "flush", "nak", "stopTask"]);
+  });
+
+  it("a task that ends while its last checkpoint is written is finished, not handed back", async () => {
+    const flush = deferred<void>();
+    const { actor, effects, settledIn, endTask } = harness({ flush: () => flush.promise });
+    await waitFor(actor, (s) => s.matches("running"));
+    actor.send({ type: "drain" });
+    await endTask();
+    flush.resolve();
+    await settledIn("settled");
+    expect(effects).toEqual(["claim", "restore", "startTask", "flush", "finish", "ack"]);
+  });
+
+  it("a task machine that fails ends the run's running, through the finish", async () => {
+    const { actor, effects, finishes, settledIn, failTask } = harness();
+    await waitFor(actor, (s) => s.matches("running"));
+    await failTask(new Error("a guard threw"));
+    await settledIn("settled");
+    // The finish reads the failure from the task's actor (the shell's): nothing is passed to it.
+    expect(finishes).toEqual([{}]);
+    expect(effects).toEqual(["claim", "restore", "startTask", "finish", "ack"]);
+  });
+
+  it("an effect that failed while the task runs stops it and hands the delivery back after a pause", async () => {
+    const { actor, effects, settledIn } = harness();
+    await waitFor(actor, (s) => s.matches("running"));
+    actor.send({ type: "effect.failed", error: new Error("connection closed") });
+    await settledIn("handedBack");
+    expect(actor.getSnapshot().context.error).toBe("connection closed");
+    expect(effects).toEqual(["claim", "restore", "startTask", "nakLater", "stopTask"]);
   });
 
   it("a drain while finishing lets the finish complete", async () => {
     const finish = deferred<FinishOutput>();
-    const { actor, settledIn } = harness({ finish: () => finish.promise });
+    const { actor, settledIn, endTask } = harness({ finish: () => finish.promise });
     await waitFor(actor, (s) => s.matches("running"));
-    actor.send({ type: "task.done" });
+    await endTask();
     actor.send({ type: "drain" });
     finish.resolve("written");
     await settledIn("settled");
@@ -348,12 +400,12 @@ describe("run protocol machine", () => {
   });
 
   it("an effect that fails hands the delivery back after a pause", async () => {
-    const { actor, effects, settledIn } = harness({ finish: async () => Promise.reject(new Error("store unreachable")) });
+    const { actor, effects, settledIn, endTask } = harness({ finish: async () => Promise.reject(new Error("store unreachable")) });
     await waitFor(actor, (s) => s.matches("running"));
-    actor.send({ type: "task.done" });
+    await endTask();
     await settledIn("handedBack");
     expect(actor.getSnapshot().context.error).toBe("store unreachable");
-    expect(effects.slice(-2)).toEqual(["stopTask", "nakLater"]);
+    expect(effects).toEqual(["claim", "restore", "startTask", "finish", "nakLater"]);
   });
 
   it("a snapshot that cannot be restored fails the task once, through the finish", async () => {
