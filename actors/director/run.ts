@@ -275,11 +275,11 @@ class DeliveryEffects implements RunEffects {
     return { final: now !== undefined && FINAL_STATES.has(now.record.state) };
   }
 
+  // Kept first: should the launch be missing, the actor in error is what the finish reads the failure from.
   launch(actor: TaskActor): TaskLaunch {
-    const running = this.claimed();
+    this.claimed().actor = actor;
     const { launch } = this.delivery;
     if (launch === undefined) throw new Error(`task '${this.taskId}': invoked before it was ready to start`);
-    running.actor = actor;
     return launch;
   }
 
