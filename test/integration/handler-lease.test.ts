@@ -6,6 +6,7 @@
  * run going on in its own process and waits for one in another. Then two Handlers on one
  * root: identical execute (and script) requests sent at once make one session (one command run) and get its answer.
  */
+import { Kvm } from "@nats-io/kv";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -404,8 +405,11 @@ describe("two Handlers asked for the same run at once", () => {
       return decoded !== undefined && decoded.ok && decoded.value.status === "done";
     };
     // The run is over once its final record is stored (written behind the reply), so the next request is not joined
-    // to it; its marker is left as it was, live and not released: the record says the run ended.
-    while (!(await final())) await delay(5);
+    // to it; its marker is left as it was, live and not released: the record says the run ended. Each write of the
+    // record (the watch also gives the one stored already) is when to look.
+    const writes = await (await new Kvm(nc).open(a.system.subjects.turnsBucket)).watch({ key });
+    for await (const _ of writes) if (await final()) break;
+    writes.stop();
     const marker = decode(RunMarker, (await turns.get(markerKey(key))) ?? new Uint8Array());
     expect(marker.ok && marker.value.released).toBeUndefined();
     const recorded = await turns.getWithRevision(key);
