@@ -33,8 +33,8 @@ export interface RunEffects {
   restore(): Promise<RestoreOutput>;
   /** The task's actor is being created (the run invoked it): where it starts, as the claim or the restore left it. */
   launch(actor: TaskActor): TaskLaunch;
-  /** The task's actor started: it is told to run (or to cancel), and its changes reach the run. */
-  launched(): void;
+  /** The task's actor (the one `launch` was given) started: it is told to run (or to cancel), and its changes reach the run. */
+  launched(actor: TaskActor): void;
   checkpoint(): Promise<CheckpointOutput>;
   finish(input: FinishInput): Promise<FinishOutput>;
   flush(): Promise<void>;
@@ -117,7 +117,10 @@ export function runActors(tasks: TaskActors): RunActors {
       claim: fromPromise<ClaimOutput, Scoped>(({ input }) => of(input.scopeKey).claim()),
       tellPreviousOwner: fromPromise<void, Scoped>(({ input }) => of(input.scopeKey).tellPreviousOwner()),
       restore: fromPromise<RestoreOutput, Scoped>(({ input }) => of(input.scopeKey).restore()),
-      task: launchedTask(tasks.machine, { launch: (key, actor) => of(key).launch(actor), launched: (key) => of(key).launched() }),
+      task: launchedTask(tasks.machine, {
+        launch: (key, actor) => of(key).launch(actor),
+        launched: (key, actor) => of(key).launched(actor),
+      }),
       checkpoint: fromPromise<CheckpointOutput, Scoped>(({ input }) => of(input.scopeKey).checkpoint()),
       finish: fromPromise<FinishOutput, FinishInput>(({ input: { scopeKey, ...input } }) => of(scopeKey).finish(input)),
       flush: fromPromise<void, Scoped>(({ input }) => of(input.scopeKey).flush()),

@@ -283,10 +283,8 @@ class DeliveryEffects implements RunEffects {
     return launch;
   }
 
-  launched(): void {
+  launched(actor: TaskActor): void {
     const running = this.claimed();
-    const { actor } = running;
-    if (actor === undefined) return;
     // Each change of the task's state is checkpointed at once (its snapshot and seq), not only at the heartbeat; its
     // end reaches the run as the end of its invoke, and the final record (finish) follows it.
     let lastState = "";

@@ -352,10 +352,9 @@ describe("dirigent vs BullMQ vs raw NATS", () => {
         const wall = (performance.now() - start) / 1000;
         clearInterval(sampler);
         const perTask = (peak - base) / SCALE_TASKS / 1024;
-        const workload = SCALE_WORKLOAD;
         record({
           order: 3.1,
-          workload,
+          workload: SCALE_WORKLOAD,
           variant: "wall time until every result",
           unit: "s",
           figure: figureOf([wall]),
@@ -365,7 +364,7 @@ describe("dirigent vs BullMQ vs raw NATS", () => {
         });
         record({
           order: 3.3,
-          workload,
+          workload: SCALE_WORKLOAD,
           variant: "peak heap growth per task submitted, garbage included (sampled every 50 ms)",
           unit: "KB",
           figure: figureOf([perTask]),

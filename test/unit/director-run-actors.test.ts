@@ -18,14 +18,16 @@ const never = () => new Promise<never>(() => undefined);
 /** A delivery's effects that log what the run asks of them; `overrides` replaces some. */
 function effectsOf(launch: TaskLaunch, overrides: Partial<RunEffects> = {}) {
   const calls: string[] = [];
+  /** The actors `launch` and `launched` were given. */
+  const actors: unknown[] = [];
   const log = (name: string) => () => void calls.push(name);
   const effects: RunEffects = {
     claim: async () => ({ kind: "claimed", pending: false, seq: 1 }),
     tellPreviousOwner: async () => undefined,
     startFresh: log("startFresh"),
     restore: async () => ({ kind: "ready" }),
-    launch: () => (calls.push("launch"), launch),
-    launched: log("launched"),
+    launch: (actor) => (calls.push("launch"), actors.push(actor), launch),
+    launched: (actor) => void (calls.push("launched"), actors.push(actor)),
     checkpoint: async () => ({ kind: "written", seq: 1 }),
     finish: async () => "written",
     flush: async () => undefined,
@@ -39,7 +41,7 @@ function effectsOf(launch: TaskLaunch, overrides: Partial<RunEffects> = {}) {
     report: (_, outcome) => void calls.push(`report:${outcome}`),
     ...overrides,
   };
-  return { effects, calls };
+  return { effects, calls, actors };
 }
 
 /** A Director's run actors, its tasks' evaluations never answering; one run created and started under `effects`. */
@@ -56,8 +58,10 @@ async function running(effects: RunEffects) {
 
 describe("the Director's run actors", () => {
   it("invoke the task as the run's child, in the run's actor system, from its input", async () => {
-    const { effects, calls } = effectsOf({ input });
+    const { effects, calls, actors } = effectsOf({ input });
     const { run, task, evaluations } = await running(effects);
+    expect(actors).toHaveLength(2);
+    for (const actor of actors) expect(actor).toBe(task);
     expect(evaluations).toEqual([]);
     expect(task.system).toBe(run.system);
     expect(task.getSnapshot()).toMatchObject({ status: "active", value: "queued", context: { taskId } });
