@@ -222,7 +222,7 @@ describe("checkmate helpers", () => {
   });
 });
 
-describe("checkmate rules (checkmate-rules.ts): the named actions' pure steps", () => {
+describe("checkmate's pure steps (checkmate.ts, checkmate-gates.ts): what the named actions write", () => {
   const context = (extra: Partial<CheckmateContext> = {}): CheckmateContext => ({
     path: "0",
     env: rootEnv({}),

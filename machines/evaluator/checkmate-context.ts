@@ -1,6 +1,6 @@
 /**
- * Types and pure helpers of the checkmate machine (machines/evaluator/checkmate.ts): its input and context, what each
- * effect is given, attempts and gaps, and the best-attempt choice by typed score.
+ * What a checkmate loop knows (machines/evaluator/checkmate.ts): its input, defaults and context, its attempts and gaps,
+ * the gates where it asks the user, what each effect is given, and the best attempt by typed score.
  */
 import {
   NEEDS_CLARIFICATION,

@@ -1,6 +1,6 @@
 /**
- * The data of the continuation machine (machines/evaluator/continuation.ts): the `$` bindings the Evaluator reserves,
- * the default limits, and the machine's input, context and effect signatures.
+ * What a continuation knows (machines/evaluator/continuation.ts): the `$` bindings the Evaluator reserves for subtask
+ * chains and limits, the default limits, the machine's input and context, and what each of its effects is given.
  */
 import type {
   AwaitRequest,
