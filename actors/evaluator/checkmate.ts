@@ -30,7 +30,7 @@ import {
   type WorkerInput,
 } from "../../machines/evaluator/checkmate.js";
 import { find, type Env } from "../../machines/language/env.js";
-import type { Scoped } from "../../machines/evaluator/evaluation-node.js";
+import type { Scoped } from "../../machines/evaluator/evaluation-context.js";
 import { taskFailure, type TaskResult } from "../../protocol/index.js";
 import { budgetScopes } from "./budget.js";
 import { inputFailure } from "./nodes.js";

@@ -12,7 +12,7 @@ import {
 } from "../../protocol/index.js";
 import type { Env } from "../language/env.js";
 import { messageOf } from "../../protocol/errors.js";
-import type { Scoped } from "./evaluation-node.js";
+import type { Scoped } from "./evaluation-context.js";
 
 /**
  * Defaults: 5 iterations lets the worker act on the judge's gaps a few times, and bounds the model calls a task that

@@ -65,7 +65,7 @@ import { errorOf, outputOf, type StartEvent, idleUntilStarted } from "../invoke-
 import type { Env } from "../language/env.js";
 import { notProvided } from "../not-provided.js";
 import type { ProgressParams } from "./sequential.js";
-import type { Scoped } from "./evaluation-node.js";
+import type { Scoped } from "./evaluation-context.js";
 
 export * from "./checkmate-context.js";
 export * from "./checkmate-gates.js";

@@ -13,7 +13,7 @@ import type {
 } from "../../protocol/index.js";
 import { find, type Env } from "../language/env.js";
 import type { SpawnedSubtask } from "./spawn.js";
-import type { Scoped } from "./evaluation-node.js";
+import type { Scoped } from "./evaluation-context.js";
 
 /** Env bindings the Evaluator reserves (`$` names cannot be written in a template). */
 export const RESERVED = {

@@ -39,9 +39,9 @@ import {
   type EvaluationContext,
   type EvaluationInput,
   type Scoped,
-} from "./evaluation-node.js";
+} from "./evaluation-context.js";
 
-export * from "./evaluation-node.js";
+export * from "./evaluation-context.js";
 
 const isTask = (node: EvalNode, type: string) => node.kind === "task" && (node.type ?? "atomic") === type;
 

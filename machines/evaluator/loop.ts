@@ -20,7 +20,7 @@ import { notProvided } from "../not-provided.js";
 import { errorOf, outputOf, type StartEvent, idleUntilStarted } from "../invoke-events.js";
 import type { ProgressParams, RunStepInput } from "./sequential.js";
 import { messageOf } from "../../protocol/errors.js";
-import type { Scoped } from "./evaluation-node.js";
+import type { Scoped } from "./evaluation-context.js";
 
 /** Default of `<max_iterations>`. */
 export const DEFAULT_MAX_ITERATIONS = 5;

@@ -24,7 +24,7 @@ import { notProvided } from "../not-provided.js";
 import { idleUntilStarted, type StartEvent } from "../invoke-events.js";
 import { compositeFailure, stepResultOf, type ProgressParams, type StepResult } from "./sequential.js";
 import { messageOf } from "../../protocol/errors.js";
-import type { Scoped } from "./evaluation-node.js";
+import type { Scoped } from "./evaluation-context.js";
 
 /** Branches of a map running at once when the task does not say (`max_parallel`). */
 export const DEFAULT_MAX_PARALLEL = 10;

@@ -14,7 +14,7 @@ import { notProvided } from "../not-provided.js";
 import { errorOf, outputOf, type StartEvent, idleUntilStarted } from "../invoke-events.js";
 import { compositeFailure, type ProgressParams, type RunStepInput } from "./sequential.js";
 import { messageOf } from "../../protocol/errors.js";
-import type { Scoped } from "./evaluation-node.js";
+import type { Scoped } from "./evaluation-context.js";
 
 /** One input of a reduce task, resolved. */
 export interface ReduceItem {

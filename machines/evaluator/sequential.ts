@@ -19,7 +19,7 @@ import { notProvided } from "../not-provided.js";
 import { errorOf, outputOf, type StartEvent, idleUntilStarted } from "../invoke-events.js";
 import type { AccumulationFormat } from "../language/ast.js";
 import { messageOf } from "../../protocol/errors.js";
-import type { Scoped } from "./evaluation-node.js";
+import type { Scoped } from "./evaluation-context.js";
 
 /** One entry of the SequentialHistory. */
 export interface HistoryEntry {

@@ -1,5 +1,5 @@
 /**
- * The data of the evaluation machine (machines/evaluator/evaluation.ts): the node summary it decides on, its input
+ * What an evaluation knows (machines/evaluator/evaluation.ts): the summary of the node it decides on, its input
  * and context, and the pure rules it applies (binding outcomes, which failures decomposition may recover from).
  */
 import { taskFailure, type TaskError, type TaskId, type TaskResult } from "../../protocol/index.js";
