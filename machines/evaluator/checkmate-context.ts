@@ -105,14 +105,18 @@ export interface Gap {
   gapSummary: string;
 }
 
-/** What `runWorker` is given. */
-export interface WorkerInput extends Scoped {
+/** What the worker and the judge of an iteration are both given. */
+export interface IterationInput extends Scoped {
   path: string;
   env: Env;
   task: string;
   criteria: string;
   iteration: number;
   maxIterations: number;
+}
+
+/** What `runWorker` is given. */
+export interface WorkerInput extends IterationInput {
   /** The previous iteration's output, when it produced one. */
   previous?: string;
   /** Every gap summary so far, oldest first. */
@@ -122,13 +126,7 @@ export interface WorkerInput extends Scoped {
 }
 
 /** What `runJudge` is given. */
-export interface JudgeInput extends Scoped {
-  path: string;
-  env: Env;
-  task: string;
-  criteria: string;
-  iteration: number;
-  maxIterations: number;
+export interface JudgeInput extends IterationInput {
   output: string;
 }
 
