@@ -4,6 +4,7 @@
  * were written for disagree, the choice taken is recorded in docs/design.md.
  */
 import { z } from "zod";
+import { messageOf } from "./errors.js";
 
 /** Status of a task result. WAITING/RUNNING are actor states, never result statuses. */
 export const ReturnStatus = z.enum(["COMPLETE", "CONTINUATION", "FAILED"]);
@@ -107,6 +108,11 @@ export type TaskResult = z.infer<typeof TaskResult>;
  */
 export function taskFailure(reason: FailureReason, message: string, details?: Record<string, unknown>): TaskResult {
   return { content: "", status: "FAILED", notes: {}, error: { type: "TASK_FAILURE", reason, message, ...(details ? { details } : {}) } };
+}
+
+/** What an effect threw, as the task error of an unexpected failure. */
+export function thrownError(error: unknown): TaskError {
+  return { type: "TASK_FAILURE", reason: "unexpected_error", message: messageOf(error) };
 }
 
 /** The result of a task whose template does not parse or defines nothing to run, at `location` when known. */

@@ -11,7 +11,6 @@ import {
   type TaskResult,
 } from "../../protocol/index.js";
 import type { Env } from "../language/env.js";
-import { messageOf } from "../../protocol/errors.js";
 import type { Scoped } from "./evaluation-context.js";
 
 /**
@@ -177,8 +176,6 @@ export const failure = (
   ...taskFailure(reason, message, error ? { cause: error } : undefined),
   notes,
 });
-
-export const thrown = (error: unknown): TaskError => ({ type: "TASK_FAILURE", reason: "unexpected_error", message: messageOf(error) });
 
 /** The questions of an intake answer that asks for clarification, else undefined. */
 export function clarificationQuestions(content: string): string | undefined {

@@ -27,7 +27,7 @@
  * Effects: `prepare`, `runIntake`, `runCriteriaJudge`, `askUser`, `runWorker`, `runJudge` and `progress`.
  */
 import { assign, fromPromise, setup } from "xstate";
-import { verdictOf, type StoredVerdict, type TaskError, type TaskResult } from "../../protocol/index.js";
+import { thrownError, verdictOf, type StoredVerdict, type TaskError, type TaskResult } from "../../protocol/index.js";
 import {
   bestAttempt,
   CHECKMATE_DEFAULTS,
@@ -37,7 +37,6 @@ import {
   failure,
   fatal,
   tag,
-  thrown,
   type AskInput,
   type AskReply,
   type CheckmateContext,
@@ -84,7 +83,7 @@ export function preparedTask(prepared: Prepared): Partial<CheckmateContext> {
 
 /** A failed result's error, or a stand-in when the worker failed without one. */
 export function errorOrDefault(error: TaskError | undefined): TaskError {
-  return error ?? thrown("the worker failed without an error");
+  return error ?? thrownError("the worker failed without an error");
 }
 
 /** The failure of a preparation that returned one. */
@@ -147,7 +146,7 @@ export function roleFailure(context: CheckmateContext, role: "worker" | "judge",
   const result = failure("subtask_failure", `${tag(context)} ${role} failed: ${error?.message ?? ""}`, {
     iteration_history: history(context),
   });
-  return { ...result, error: error ?? thrown(`${role} failed`) };
+  return { ...result, error: error ?? thrownError(`${role} failed`) };
 }
 
 /** The judge's typed verdict on the last attempt, and its gap summary when it is a FAIL. */
@@ -160,7 +159,7 @@ export function withVerdict(context: CheckmateContext, content: string): Partial
 
 /** A failing judge counts as a FAIL verdict with a note, and its error is kept on the attempt. */
 export function withJudgeError(context: CheckmateContext, error: TaskError | undefined): Partial<CheckmateContext> {
-  const judgeError = error ?? thrown("the judge failed without an error");
+  const judgeError = error ?? thrownError("the judge failed without an error");
   const note = `the judge failed (${judgeError.message}); counted as FAIL`;
   const verdict: StoredVerdict = { result: "FAIL", score: 0, criteria: [], gapSummary: "", parsed: false, note };
   return {
@@ -263,7 +262,7 @@ const result = (e: { event: { type: string; output?: unknown } }) => outputOf<Ta
 /** The user's reply to a question, from `askUser`'s done event. */
 const reply = (e: { event: { type: string; output?: unknown } }) => outputOf<AskReply>(e.event);
 /** The effect's thrown error, as a task error. */
-const threw = (e: { event: { type: string; error?: unknown } }) => thrown(errorOf(e.event));
+const threw = (e: { event: { type: string; error?: unknown } }) => thrownError(errorOf(e.event));
 /** A `progress` action whose params are built from the context. */
 const progress = (params: (context: CheckmateContext) => ProgressParams) => ({
   type: "progress" as const,
@@ -309,7 +308,7 @@ export const checkmateMachine = setup({
     recordAttempt: assign(({ context, event }) => withAttempt(context, outputOf<TaskResult>(event).content)),
     failWorker: assign({ result: (e) => roleFailure(e.context, "worker", result(e).error) }),
     recordWorkerError: assign(({ context, event }) => withWorkerError(context, errorOrDefault(outputOf<TaskResult>(event).error))),
-    recordWorkerThrew: assign(({ context, event }) => withWorkerError(context, thrown(errorOf(event)))),
+    recordWorkerThrew: assign(({ context, event }) => withWorkerError(context, thrownError(errorOf(event)))),
     recordVerdict: assign(({ context, event }) => withVerdict(context, outputOf<TaskResult>(event).content)),
     failJudge: assign({ result: (e) => roleFailure(e.context, "judge", result(e).error) }),
     recordJudgeError: assign(({ context, event }) => withJudgeError(context, outputOf<TaskResult>(event).error)),

@@ -13,13 +13,12 @@
  * `<script_execution>` at `<path>.scriptExecution`) and `progress`.
  */
 import { assign, fromPromise, setup } from "xstate";
-import { taskFailure, type TaskError, type TaskResult } from "../../protocol/index.js";
+import { taskFailure, thrownError, type TaskError, type TaskResult } from "../../protocol/index.js";
 import { extend, rootEnv, type Env } from "../language/env.js";
 import { evaluateTest } from "../language/expression.js";
 import { notProvided } from "../not-provided.js";
 import { errorOf, outputOf, type StartEvent, idleUntilStarted } from "../invoke-events.js";
 import type { ProgressParams, RunStepInput } from "./sequential.js";
-import { messageOf } from "../../protocol/errors.js";
 import type { Scoped } from "./evaluation-context.js";
 
 /** Default of `<max_iterations>`. */
@@ -176,10 +175,6 @@ function afterDirector(context: DirectorEvaluatorContext): Env {
   });
 }
 
-function thrown(error: unknown): TaskError {
-  return { type: "TASK_FAILURE", reason: "unexpected_error", message: messageOf(error) };
-}
-
 function loopFailure(
   context: DirectorEvaluatorContext,
   phase: string,
@@ -265,7 +260,7 @@ export const directorEvaluatorMachine = setup({
     failStep: assign(({ context, event }, params: { phase: string }) =>
       loopFailure(context, params.phase, outputOf<TaskResult>(event).error, outputOf<TaskResult>(event)),
     ),
-    failThrew: assign(({ context, event }, params: { phase: string }) => loopFailure(context, params.phase, thrown(errorOf(event)))),
+    failThrew: assign(({ context, event }, params: { phase: string }) => loopFailure(context, params.phase, thrownError(errorOf(event)))),
     nextIteration: assign({
       iteration: ({ context }) => context.iteration + 1,
       current: ({ context }) => ({ iteration: context.iteration + 1 }),

@@ -8,12 +8,11 @@
  * and `original_input`, and its output becomes the new accumulator. Output: the final accumulator.
  */
 import { assign, fromPromise, setup } from "xstate";
-import type { TaskError, TaskResult } from "../../protocol/index.js";
+import { thrownError, type TaskError, type TaskResult } from "../../protocol/index.js";
 import { extend, type Env } from "../language/env.js";
 import { notProvided } from "../not-provided.js";
 import { errorOf, outputOf, type StartEvent, idleUntilStarted } from "../invoke-events.js";
 import { compositeFailure, type ProgressParams, type RunStepInput } from "./sequential.js";
-import { messageOf } from "../../protocol/errors.js";
 import type { Scoped } from "./evaluation-context.js";
 
 /** One input of a reduce task, resolved. */
@@ -58,10 +57,6 @@ export interface ReduceContext extends ReduceInput {
   current: string;
   partials: ReducePartial[];
   result?: TaskResult;
-}
-
-function thrown(error: unknown): TaskError {
-  return { type: "TASK_FAILURE", reason: "unexpected_error", message: messageOf(error) };
 }
 
 function item(context: ReduceContext): ReduceItem {
@@ -114,7 +109,7 @@ export const reduceMachine = setup({
       result: ({ context, event }, params: { phase: string }) => failure(context, params.phase, outputOf<TaskResult>(event).error),
     }),
     failThrew: assign({
-      result: ({ context, event }, params: { phase: string }) => failure(context, params.phase, thrown(errorOf(event))),
+      result: ({ context, event }, params: { phase: string }) => failure(context, params.phase, thrownError(errorOf(event))),
     }),
   },
   actors: {

@@ -12,13 +12,12 @@
  * and lives only in this actor's context, so it is discarded when the sequence ends.
  */
 import { assign, fromPromise, setup } from "xstate";
-import { taskFailure, type TaskError, type TaskResult } from "../../protocol/index.js";
+import { taskFailure, thrownError, type TaskError, type TaskResult } from "../../protocol/index.js";
 import { ACCUMULATED_BINDING, accumulatedOutputs } from "./context-defaults.js";
 import { extend, find, type Env } from "../language/env.js";
 import { notProvided } from "../not-provided.js";
 import { errorOf, outputOf, type StartEvent, idleUntilStarted } from "../invoke-events.js";
 import type { AccumulationFormat } from "../language/ast.js";
-import { messageOf } from "../../protocol/errors.js";
 import type { Scoped } from "./evaluation-context.js";
 
 /** One entry of the SequentialHistory. */
@@ -119,10 +118,6 @@ export function compositeFailure(inner: TaskError | undefined, message: string, 
   return taskFailure(reason, message, { ...details, ...(inner ? { cause: inner } : {}) });
 }
 
-function thrown(error: unknown): TaskError {
-  return { type: "TASK_FAILURE", reason: "unexpected_error", message: messageOf(error) };
-}
-
 function stepEnv(context: SequentialContext): Env {
   const bindings: Record<string, unknown> = {
     ...context.slots,
@@ -198,7 +193,7 @@ export const sequentialMachine = setup({
       result: outputOf<TaskResult>(event),
     })),
     failStep: assign({ result: ({ context, event }) => failure(context, outputOf<TaskResult>(event).error) }),
-    failStepThrew: assign({ result: ({ context, event }) => failure(context, thrown(errorOf(event))) }),
+    failStepThrew: assign({ result: ({ context, event }) => failure(context, thrownError(errorOf(event))) }),
   },
   actors: {
     runStep: fromPromise<TaskResult, RunStepInput>(async () => notProvided("sequential.runStep")),
