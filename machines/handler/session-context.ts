@@ -152,14 +152,19 @@ export interface CallModelInput extends Scoped {
 /** The message of a failure, whatever was thrown. */
 export const errorText = (error: unknown): string => messageOf(error);
 
+/** The session's failure for `reason`: the content so far goes with it. */
+export function sessionFailure(
+  context: HandlerSessionContext,
+  reason: "execution_halted" | "model_error" | "unexpected_error",
+  message: string,
+  details?: Record<string, unknown>,
+): TaskError {
+  return { type: "TASK_FAILURE", reason, message, content: context.content, ...(details ? { details } : {}) };
+}
+
 /** The session's failure when its record (of the model's `answer`, or of a `turn` after its tools) cannot be written. */
-export function recordFailure(what: "answer" | "turn", context: HandlerSessionContext, error: unknown) {
-  return {
-    type: "TASK_FAILURE" as const,
-    reason: "unexpected_error" as const,
-    message: `cannot record the ${what}: ${errorText(error)}`,
-    content: context.content,
-  };
+export function recordFailure(what: "answer" | "turn", context: HandlerSessionContext, error: unknown): TaskError {
+  return sessionFailure(context, "unexpected_error", `cannot record the ${what}: ${errorText(error)}`);
 }
 
 /**
@@ -264,14 +269,7 @@ export function measured(context: HandlerSessionContext, count: (input: CallMode
   try {
     counted = count({ model: context.model, messages: context.messages });
   } catch (error) {
-    return {
-      error: {
-        type: "TASK_FAILURE",
-        reason: "unexpected_error",
-        message: `cannot count tokens: ${errorText(error)}`,
-        content: context.content,
-      },
-    };
+    return { error: sessionFailure(context, "unexpected_error", `cannot count tokens: ${errorText(error)}`) };
   }
   const used = counted.exact ? counted.tokens : Math.max(counted.tokens, context.reportedTokens);
   return { context: { used, limit: context.context.limit, peak: Math.max(context.context.peak, used) } };

@@ -30,6 +30,7 @@ import {
   measured,
   recordFailure,
   scopedCheckpoint,
+  sessionFailure,
   sessionGuards,
   suspendedOutput,
   withAnswer,
@@ -103,12 +104,7 @@ export const handlerSessionMachine = setup({
       description: "The task was cancelled: leaving the current state aborts the model call or tool in flight.",
       target: ".failed",
       actions: assign({
-        error: ({ context }) => ({
-          type: "TASK_FAILURE" as const,
-          reason: "execution_halted" as const,
-          message: "cancelled",
-          content: context.content,
-        }),
+        error: ({ context }) => sessionFailure(context, "execution_halted", "cancelled"),
       }),
     },
   },
@@ -195,12 +191,7 @@ export const handlerSessionMachine = setup({
         onError: {
           target: "failed",
           actions: assign({
-            error: ({ context, event }) => ({
-              type: "TASK_FAILURE" as const,
-              reason: "model_error" as const,
-              message: errorText(event.error),
-              content: context.content,
-            }),
+            error: ({ context, event }) => sessionFailure(context, "model_error", errorText(event.error)),
           }),
         },
       },
@@ -213,24 +204,19 @@ export const handlerSessionMachine = setup({
           guard: "outputFiltered",
           target: "failed",
           actions: assign({
-            error: ({ context }) => ({
-              type: "TASK_FAILURE" as const,
-              reason: "model_error" as const,
-              message: "the model's output was blocked by the server's content filter (finish_reason 'content_filter')",
-              content: context.content,
-            }),
+            error: ({ context }) =>
+              sessionFailure(
+                context,
+                "model_error",
+                "the model's output was blocked by the server's content filter (finish_reason 'content_filter')",
+              ),
           }),
         },
         {
           guard: "refused",
           target: "failed",
           actions: assign({
-            error: ({ context }) => ({
-              type: "TASK_FAILURE" as const,
-              reason: "model_error" as const,
-              message: `the model refused: ${context.refusal ?? ""}`,
-              content: context.content,
-            }),
+            error: ({ context }) => sessionFailure(context, "model_error", `the model refused: ${context.refusal ?? ""}`),
           }),
         },
         {
@@ -282,13 +268,13 @@ export const handlerSessionMachine = setup({
             actions: [
               "takeToolResults",
               assign({
-                error: ({ context }) => ({
-                  type: "TASK_FAILURE" as const,
-                  reason: "model_error" as const,
-                  message: `the model made ${context.malformedToolCalls} malformed tool calls (at most ${context.maxMalformedToolCalls} are answered)`,
-                  content: context.content,
-                  details: { malformedToolCalls: context.malformedToolCalls },
-                }),
+                error: ({ context }) =>
+                  sessionFailure(
+                    context,
+                    "model_error",
+                    `the model made ${context.malformedToolCalls} malformed tool calls (at most ${context.maxMalformedToolCalls} are answered)`,
+                    { malformedToolCalls: context.malformedToolCalls },
+                  ),
               }),
             ],
           },
@@ -297,12 +283,7 @@ export const handlerSessionMachine = setup({
         onError: {
           target: "failed",
           actions: assign({
-            error: ({ context, event }) => ({
-              type: "TASK_FAILURE" as const,
-              reason: "unexpected_error" as const,
-              message: `tool failed: ${errorText(event.error)}`,
-              content: context.content,
-            }),
+            error: ({ context, event }) => sessionFailure(context, "unexpected_error", `tool failed: ${errorText(event.error)}`),
           }),
         },
       },
