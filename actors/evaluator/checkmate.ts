@@ -25,6 +25,7 @@ import {
   type CriteriaJudgeInput,
   type Gap,
   type IntakeInput,
+  type IterationInput,
   type JudgeInput,
   type Prepared,
   type WorkerInput,
@@ -231,6 +232,12 @@ async function call(
  * built once per Evaluator.
  */
 export function provideCheckmate(walkOf: (scopeKey: string | undefined) => Walk, taskAt: (walk: Walk, path: string) => TaskNode) {
+  /** The worker's or the judge's call of an iteration, bounded by the node's `worker_timeout` or `judge_timeout`. */
+  const iteration = (role: "worker" | "judge", input: IterationInput, prompt: string, signal: AbortSignal) => {
+    const walk = walkOf(input.scopeKey);
+    const node = taskAt(walk, input.path);
+    return call(walk, node, input.path, role, `${role}${input.iteration}`, prompt, input.env, signal, seconds(node, `${role}_timeout`));
+  };
   return checkmateMachine.provide({
     actions: { progress: ({ context }, p) => walkOf(context.scopeKey).progress(p.event, p.message, p.data) },
     actors: {
@@ -256,36 +263,8 @@ export function provideCheckmate(walkOf: (scopeKey: string | undefined) => Walk,
         );
       }),
       askUser: fromPromise<AskReply, AskInput>(({ input, signal }) => askUser(walkOf(input.scopeKey), input, signal)),
-      runWorker: fromPromise<TaskResult, WorkerInput>(({ input, signal }) => {
-        const walk = walkOf(input.scopeKey);
-        const node = taskAt(walk, input.path);
-        return call(
-          walk,
-          node,
-          input.path,
-          "worker",
-          `worker${input.iteration}`,
-          workerPrompt(input),
-          input.env,
-          signal,
-          seconds(node, "worker_timeout"),
-        );
-      }),
-      runJudge: fromPromise<TaskResult, JudgeInput>(({ input, signal }) => {
-        const walk = walkOf(input.scopeKey);
-        const node = taskAt(walk, input.path);
-        return call(
-          walk,
-          node,
-          input.path,
-          "judge",
-          `judge${input.iteration}`,
-          judgePrompt(input),
-          input.env,
-          signal,
-          seconds(node, "judge_timeout"),
-        );
-      }),
+      runWorker: fromPromise<TaskResult, WorkerInput>(({ input, signal }) => iteration("worker", input, workerPrompt(input), signal)),
+      runJudge: fromPromise<TaskResult, JudgeInput>(({ input, signal }) => iteration("judge", input, judgePrompt(input), signal)),
     },
   });
 }
