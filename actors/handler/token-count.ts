@@ -21,8 +21,20 @@
  *   pre-tokenizer is shown to cut the stretch alone at the same places as within the whole text (so the stretch's
  *   count is the sum of its pieces' BPE); should it not, the stretch too by its UTF-8 length.
  */
-import { countTokens } from "gpt-tokenizer";
+import { createRequire } from "node:module";
 import { O200K_TOKEN_SPLIT_REGEX } from "gpt-tokenizer/encodingParams/constants";
+
+type Tokenizer = typeof import("gpt-tokenizer");
+let tokenizer: Tokenizer | undefined;
+
+/**
+ * gpt-tokenizer's o200k encoder, loaded on first use: its tables take about half a second and 60 MB to load, which a
+ * process that counts no tokens (every CLI command but those that run a Handler) should not pay. A Handler loads it as
+ * it starts (`tokenCounter`), so that no session waits for it.
+ */
+export function loadTokenizer(): Tokenizer {
+  return (tokenizer ??= createRequire(import.meta.url)("gpt-tokenizer") as Tokenizer);
+}
 
 /** Texts longer than this (UTF-16 code units) are bounded by their UTF-8 length instead of counted. */
 export const EXACT_COUNT_MAX_CHARS = 131_072;
@@ -58,6 +70,7 @@ export function countTextTokens(text: string): TextCount {
 }
 
 function exactCount(text: string): number {
+  const { countTokens } = loadTokenizer();
   return text.includes("<|") ? countTokens(text, PLAIN_TEXT) : countTokens(text);
 }
 

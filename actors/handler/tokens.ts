@@ -4,7 +4,7 @@
  * Each text is counted by `token-count.ts`: exactly, or above a size an upper bound, in linear time.
  */
 import * as models from "gpt-tokenizer/models";
-import { countTextTokens, EXACT_COUNT_MAX_CHARS, type TextCount } from "./token-count.js";
+import { countTextTokens, EXACT_COUNT_MAX_CHARS, loadTokenizer, type TextCount } from "./token-count.js";
 import type { ChatMessage, TokenCount } from "../../machines/handler/session.js";
 
 /** Tokens the chat format adds per message (role markers), as OpenAI documents for its chat models. */
@@ -78,6 +78,7 @@ export type CountRequestTokens = (model: string, messages: readonly ChatMessage[
 
 /** A {@link CountRequestTokens} that keeps the counts of the texts and tool sets it saw lately: one per Handler. */
 export function tokenCounter(): CountRequestTokens {
+  loadTokenizer();
   /** Texts seen lately: every session of a task sends the same system prompt, and a session counts its earlier messages again every turn. */
   const countCached = keptCounts(4096);
   /** Tool definitions: the same few sets are sent with every turn of every session. */

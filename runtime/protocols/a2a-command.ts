@@ -5,7 +5,6 @@ import { budgetFields, type BudgetFlags } from "../cli/budget.js";
 import { isLoopback } from "../inspect/guard.js";
 import { connectRuntime, libraryOf } from "./connect.js";
 import { libraryTools } from "./library-tools.js";
-import { startA2aServer } from "./a2a-server.js";
 import { TaskList } from "./task-calls.js";
 import { listenFlags, type ListenFlags } from "./listen-flags.js";
 
@@ -29,6 +28,8 @@ export function registerA2aCommand(program: Command): void {
       .option("--max-tokens <n>", "token budget of every task started")
       .option("--max-cost <usd>", "cost budget of every task started (needs a price table, DIRIGENT_MODEL_PRICES)"),
   ).action(async (flags: A2aFlags) => {
+    // The A2A SDK and its HTTP server are loaded by this command alone, not by every `dirigent` start.
+    const { startA2aServer } = await import("./a2a-server.js");
     const { budget } = budgetFields({ ...flags, stream: false });
     const listen = await listenFlags(flags.port, flags, "--port");
     const { config, subjects, log } = setup(flags, "dirigent-a2a");

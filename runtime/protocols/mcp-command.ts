@@ -1,13 +1,11 @@
 /** `dirigent mcp`: the template library and the task API as an MCP server, over stdio or Streamable HTTP (docs/protocols.md). */
 import type { Command } from "commander";
-import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
 import { collect, commonOptions, setup, untilSignal, type CommonFlags } from "../cli/common.js";
 import { budgetFields, type BudgetFlags } from "../cli/budget.js";
 import { isLoopback } from "../inspect/guard.js";
 import { connectRuntime, libraryOf } from "./connect.js";
 import { libraryTools } from "./library-tools.js";
-import { createMcpServer, type McpServerDeps } from "./mcp-server.js";
-import { startMcpHttp } from "./mcp-http.js";
+import type { McpServerDeps } from "./mcp-server.js";
 import { TaskList } from "./task-calls.js";
 import { listenFlags, type ListenFlags } from "./listen-flags.js";
 import { messageOf } from "../../protocol/errors.js";
@@ -29,6 +27,8 @@ export function registerMcpCommand(program: Command): void {
       .option("--max-tokens <n>", "token budget of every task started")
       .option("--max-cost <usd>", "cost budget of every task started (needs a price table, DIRIGENT_MODEL_PRICES)"),
   ).action(async (flags: McpFlags) => {
+    // The MCP SDK is loaded by this command alone, not by every `dirigent` start.
+    const { createMcpServer } = await import("./mcp-server.js");
     const { budget } = budgetFields({ ...flags, stream: false });
     const listen = flags.http === undefined ? undefined : await listenFlags(flags.http, flags, "--http");
     const { config, subjects, log } = setup(flags, "dirigent-mcp");
@@ -43,6 +43,7 @@ export function registerMcpCommand(program: Command): void {
     };
     try {
       if (listen) {
+        const { startMcpHttp } = await import("./mcp-http.js");
         const http = await startMcpHttp({
           newServer: () => createMcpServer(deps),
           ...listen,
@@ -59,6 +60,7 @@ export function registerMcpCommand(program: Command): void {
       } else {
         const server = createMcpServer(deps);
         const closed = new Promise<void>((resolve) => (server.onclose = resolve));
+        const { StdioServerTransport } = await import("@modelcontextprotocol/sdk/server/stdio.js");
         await server.connect(new StdioServerTransport());
         const signalled = untilSignal();
         process.stderr.write(`dirigent: MCP server on stdio (${deps.tools.length} library templates; tasks run on ${runtime.note})\n`);

@@ -8,13 +8,11 @@ import { DEFAULTS, type Config } from "../config.js";
 import { blankInitialEnvironment, hiddenPaths, SECRET_ENV_NAMES, secretValues } from "../secrets.js";
 import { providerKeys } from "../model/providers.js";
 import { loadMcpConfig, SECRETS } from "./mcp-config.js";
-import { startMcpSources, type McpSandbox } from "./mcp.js";
+import type { McpSandbox } from "./mcp.js";
 import { createSandbox, unavailableMessage } from "./sandbox.js";
 import { ToolSourceError, type ToolSource } from "./source.js";
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { Subjects } from "../../protocol/index.js";
-import { startNatsToolSource } from "./nats-services.js";
-import { loadA2aAgents, startA2aSources } from "./a2a-agents.js";
 
 type SourceConfig = Pick<
   Config,
@@ -23,7 +21,8 @@ type SourceConfig = Pick<
   Partial<Pick<Config, "natsTools" | "toolDiscoveryMs" | "natsToolAllow" | "openaiApiKey" | "natsPassword" | "natsToken" | "providers">>;
 
 /**
- * Starts the configured sources. Servers with `"sandbox": true` run in the sandbox of `run_script`.
+ * Starts the configured sources. Servers with `"sandbox": true` run in the sandbox of `run_script`. The MCP and A2A
+ * clients (their SDKs) are loaded only when `DIRIGENT_MCP_CONFIG` names servers or agents, not by every process.
  * @throws {ToolSourceError} when the MCP configuration is bad, a server does not start, or one asks for a sandbox
  * this host cannot give.
  */
@@ -33,11 +32,12 @@ export async function configuredSources(
   nats?: { connection: NatsConnection; subjects: Subjects },
 ): Promise<ToolSource[]> {
   const mcp = await mcpSources(config, log);
+  const file = config.mcpConfig;
   const a2a =
-    config.mcpConfig === undefined
+    file === undefined
       ? []
-      : await loadA2aAgents(config.mcpConfig)
-          .then((agents) => startA2aSources(agents, log))
+      : await import("./a2a-agents.js")
+          .then(async ({ loadA2aAgents, startA2aSources }) => startA2aSources(await loadA2aAgents(file), log))
           .catch(async (err: unknown) => {
             await Promise.allSettled(mcp.map((s) => s.close()));
             throw err;
@@ -48,6 +48,7 @@ export async function configuredSources(
     await Promise.allSettled(mcp.map((s) => s.close()));
     throw new ToolSourceError("DIRIGENT_NATS_TOOLS=on, but this process has no NATS connection (it runs on the in-process bus)");
   }
+  const { startNatsToolSource } = await import("./nats-services.js");
   const found = await startNatsToolSource(nats.connection, {
     subjects: nats.subjects,
     rediscoverMs: config.toolDiscoveryMs ?? DEFAULTS.toolDiscoveryMs,
@@ -84,5 +85,6 @@ async function mcpSources(config: SourceConfig, log?: Logger): Promise<ToolSourc
       log?.warn({ sandbox: "unsandboxed" }, 'DIRIGENT_SANDBOX=unsandboxed: MCP servers with "sandbox": true run WITHOUT isolation');
     sandbox = { sandbox: made, workspace: await realpath(config.workspaceRoot) };
   }
+  const { startMcpSources } = await import("./mcp.js");
   return startMcpSources(servers, { ...(log ? { log } : {}), ...(sandbox ? { sandbox } : {}) });
 }
