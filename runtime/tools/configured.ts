@@ -22,7 +22,8 @@ type SourceConfig = Pick<
 
 /**
  * Starts the configured sources. Servers with `"sandbox": true` run in the sandbox of `run_script`. The MCP and A2A
- * clients (their SDKs) are loaded only when `DIRIGENT_MCP_CONFIG` names servers or agents, not by every process.
+ * clients (their SDKs) are loaded only when `DIRIGENT_MCP_CONFIG` is set, the NATS services' discovery only when
+ * `DIRIGENT_NATS_TOOLS` is on: not by every process.
  * @throws {ToolSourceError} when the MCP configuration is bad, a server does not start, or one asks for a sandbox
  * this host cannot give.
  */
