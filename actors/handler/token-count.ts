@@ -25,15 +25,15 @@ import { createRequire } from "node:module";
 import { O200K_TOKEN_SPLIT_REGEX } from "gpt-tokenizer/encodingParams/constants";
 
 type Tokenizer = typeof import("gpt-tokenizer");
-let tokenizer: Tokenizer | undefined;
+const requireHere = createRequire(import.meta.url);
 
 /**
  * gpt-tokenizer's o200k encoder, loaded on first use: its tables take about half a second and 60 MB to load, which a
  * process that counts no tokens (every CLI command but those that run a Handler) should not pay. A Handler loads it as
- * it starts (`tokenCounter`), so that no session waits for it.
+ * it starts (`tokenCounter`), so that no session waits for it; later calls find it in `require`'s cache.
  */
 export function loadTokenizer(): Tokenizer {
-  return (tokenizer ??= createRequire(import.meta.url)("gpt-tokenizer") as Tokenizer);
+  return requireHere("gpt-tokenizer") as Tokenizer;
 }
 
 /** Texts longer than this (UTF-16 code units) are bounded by their UTF-8 length instead of counted. */
