@@ -78,6 +78,7 @@ export type CountRequestTokens = (model: string, messages: readonly ChatMessage[
 
 /** A {@link CountRequestTokens} that keeps the counts of the texts and tool sets it saw lately: one per Handler. */
 export function tokenCounter(): CountRequestTokens {
+  // The encoder's tables load as the Handler starts, not in its first session.
   loadTokenizer();
   /** Texts seen lately: every session of a task sends the same system prompt, and a session counts its earlier messages again every turn. */
   const countCached = keptCounts(4096);

@@ -214,5 +214,3 @@ export const tag = (c: { iteration: number; maxIterations: number }) => `[checkm
 export function history(context: CheckmateContext): Record<string, unknown>[] {
   return context.attempts.map((a) => ({ ...a }));
 }
-
-export const complete = (event: { output: TaskResult }) => event.output.status === "COMPLETE";

@@ -45,8 +45,9 @@ describe("reading a task back from a three-replica events stream", () => {
     const jsm = await jetstreamManager(nc, { timeout: 30_000 });
     const leader = (await jsm.streams.info(subjects.eventsStream)).cluster?.leader;
     const down = cluster.names.find((name) => name !== leader);
-    const leaderUrl = cluster.urls[cluster.names.indexOf(leader ?? "")];
-    if (leaderUrl === undefined || down === undefined) throw new Error("the events stream has no leader");
+    if (leader === undefined || down === undefined) throw new Error("the events stream has no leader");
+    const leaderUrl = cluster.urls[cluster.names.indexOf(leader)];
+    if (leaderUrl === undefined) throw new Error(`no client URL for ${leader}`);
     // The writes go through the leader's own node: on a connection to the node killed, what the client wrote before it
     // saw the socket close is lost, and those publishes would wait out their timeout (CI saw it once in a while).
     writer = await connect({ servers: leaderUrl, maxReconnectAttempts: -1 });
