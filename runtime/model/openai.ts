@@ -9,7 +9,7 @@
  * asking for more than is left of that budget fails the call at once.
  */
 import { setTimeout as sleep } from "node:timers/promises";
-import OpenAI from "openai";
+import type OpenAI from "openai";
 import type { ModelReply } from "../../machines/handler/session.js";
 import { ModelCallError, type CallModel, type ModelRequest } from "../../actors/model.js";
 import { messageOf } from "../../protocol/errors.js";
@@ -35,11 +35,14 @@ export interface ModelConfig {
   http?: "node" | "global";
 }
 
-/** Whether a failed attempt may be retried, and its HTTP status. */
-export function classify(error: unknown): { retryable: boolean; status?: number } {
-  if (error instanceof OpenAI.APIUserAbortError) return { retryable: false };
-  if (error instanceof OpenAI.APIConnectionError) return { retryable: true };
-  if (error instanceof OpenAI.APIError && error.status !== undefined) {
+/** The `openai` SDK's client class, which also carries its error classes. */
+type Sdk = typeof OpenAI;
+
+/** Whether a failed attempt may be retried, and its HTTP status, by the SDK's error classes. */
+export function classify(error: unknown, sdk: Sdk): { retryable: boolean; status?: number } {
+  if (error instanceof sdk.APIUserAbortError) return { retryable: false };
+  if (error instanceof sdk.APIConnectionError) return { retryable: true };
+  if (error instanceof sdk.APIError && error.status !== undefined) {
     const status = error.status;
     return { retryable: status === 408 || status === 409 || status === 429 || status >= 500, status };
   }
@@ -110,15 +113,23 @@ export function nextRetry(
 
 const seconds = (ms: number): string => String(Math.round(ms / 100) / 10);
 
-/** Creates a {@link CallModel} over the `openai` SDK. */
+/**
+ * Creates a {@link CallModel} over the `openai` SDK. The SDK (about 150 modules) starts loading here, not when this
+ * module is imported: a command that calls no model does not load it, and a Handler's first call does not wait for it.
+ */
 export function createModelClient(config: ModelConfig): CallModel {
-  const client = new OpenAI({
-    apiKey: config.apiKey ?? "not-set",
-    timeout: config.timeoutMs,
-    maxRetries: 0,
-    ...(config.http === "global" ? {} : { fetch: createHttpFetch() }),
-    ...(config.baseURL ? { baseURL: config.baseURL } : {}),
-  });
+  const loading = import("openai").then(({ default: Sdk }) => ({
+    Sdk,
+    client: new Sdk({
+      apiKey: config.apiKey ?? "not-set",
+      timeout: config.timeoutMs,
+      maxRetries: 0,
+      ...(config.http === "global" ? {} : { fetch: createHttpFetch() }),
+      ...(config.baseURL ? { baseURL: config.baseURL } : {}),
+    }),
+  }));
+  // A load that fails is reported by the call that awaits it, not as an unhandled rejection before one.
+  loading.catch(() => undefined);
   const policy: RetryPolicy = {
     maxRetries: config.maxRetries,
     baseMs: config.retryBaseMs ?? 500,
@@ -126,6 +137,7 @@ export function createModelClient(config: ModelConfig): CallModel {
     budgetMs: config.retryBudgetMs ?? 60_000,
   };
   const once = async (
+    client: OpenAI,
     { model, messages, tools, maxTokens, temperature }: ModelRequest,
     signal: AbortSignal,
     onDelta?: (text: string) => void,
@@ -165,19 +177,19 @@ export function createModelClient(config: ModelConfig): CallModel {
     };
   };
   return async (request, signal, hooks = {}) => {
+    const { Sdk, client } = await loading;
     let waitedMs = 0;
     for (let attempt = 1; ; attempt++) {
       try {
-        return await once(request, signal, hooks.onDelta);
+        return await once(client, request, signal, hooks.onDelta);
       } catch (error) {
         if (signal.aborted) throw error;
-        const { retryable, status } = classify(error);
+        const { retryable, status } = classify(error, Sdk);
         // A server that cannot be reached is named: which one was tried is the first thing to check.
-        const message =
-          error instanceof OpenAI.APIConnectionError ? `${messageOf(error)} (model server ${client.baseURL})` : messageOf(error);
+        const message = error instanceof Sdk.APIConnectionError ? `${messageOf(error)} (model server ${client.baseURL})` : messageOf(error);
         const tries = attempt > 1 ? ` after ${attempt} attempts` : "";
         if (!retryable) throw new ModelCallError(`model request failed${tries}: ${message}`, attempt, status, { cause: error });
-        const next = nextRetry(policy, attempt, waitedMs, error instanceof OpenAI.APIError ? retryAfterMs(error.headers) : undefined);
+        const next = nextRetry(policy, attempt, waitedMs, error instanceof Sdk.APIError ? retryAfterMs(error.headers) : undefined);
         if (!next.retry)
           throw new ModelCallError(`model request failed${tries}: ${message}; ${next.why}`, attempt, status, { cause: error });
         waitedMs += next.delayMs;

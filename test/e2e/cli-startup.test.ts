@@ -64,12 +64,12 @@ async function packagesLoaded(name: string, args: string[]): Promise<{ esm: Set<
 }
 
 describe("a dirigent start", () => {
-  it("loads no MCP or A2A SDK, HTTP server, JSON-schema validator or tokenizer for --help", async () => {
+  it("loads no model SDK, MCP or A2A SDK, HTTP server, JSON-schema validator or tokenizer for --help", async () => {
     const { esm, cjs, files } = await packagesLoaded("help", ["--help"]);
     // Both logs see what was loaded: the message schemas are ES modules, the NATS client CommonJS.
     expect(esm).toContain("zod");
     expect(cjs).toContain("@nats-io/nats-core");
-    for (const absent of ["@modelcontextprotocol/sdk", "@a2a-js/sdk", "express", "ajv", "jose"]) {
+    for (const absent of ["openai", "@modelcontextprotocol/sdk", "@a2a-js/sdk", "express", "ajv", "jose"]) {
       expect(esm).not.toContain(absent);
       expect(cjs).not.toContain(absent);
     }

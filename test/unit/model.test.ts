@@ -38,11 +38,11 @@ describe("classify", () => {
   const status = (code: number) => OpenAI.APIError.generate(code, { error: { message: "x" } }, "x", new Headers());
 
   it("retries 408, 409, 429 and 5xx, and connection errors, not other statuses or an abort", () => {
-    for (const code of [408, 409, 429, 500, 503]) expect(classify(status(code))).toEqual({ retryable: true, status: code });
-    for (const code of [400, 401, 404, 422]) expect(classify(status(code))).toEqual({ retryable: false, status: code });
-    expect(classify(new OpenAI.APIConnectionError({ message: "refused" }))).toEqual({ retryable: true });
-    expect(classify(new OpenAI.APIUserAbortError())).toEqual({ retryable: false });
-    expect(classify(new Error("other"))).toEqual({ retryable: false });
+    for (const code of [408, 409, 429, 500, 503]) expect(classify(status(code), OpenAI)).toEqual({ retryable: true, status: code });
+    for (const code of [400, 401, 404, 422]) expect(classify(status(code), OpenAI)).toEqual({ retryable: false, status: code });
+    expect(classify(new OpenAI.APIConnectionError({ message: "refused" }), OpenAI)).toEqual({ retryable: true });
+    expect(classify(new OpenAI.APIUserAbortError(), OpenAI)).toEqual({ retryable: false });
+    expect(classify(new Error("other"), OpenAI)).toEqual({ retryable: false });
   });
 });
 
