@@ -1,7 +1,7 @@
 /**
  * In-process {@link Bus} for the embedded single-process mode and fast unit tests. Same semantics as the NATS
  * implementation (wildcards, queue groups, request errors), minus durability. The in-process store and work queue
- * are in memory-store.ts.
+ * are in store.ts.
  */
 import {
   NoRespondersError,
@@ -13,7 +13,8 @@ import {
   type RequestOptions,
   type SubscribeOptions,
 } from "../../actors/bus.js";
-import { copyOf, runHandler, type BusErrorHandler, type ClosableBus } from "../bus-support.js";
+import { runHandler, type BusErrorHandler, type ClosableBus } from "../bus-handlers.js";
+import { copyOf } from "./store.js";
 
 /**
  * Whether `subject` matches `pattern` token by token: `*` matches one token, a final `>` one or more.

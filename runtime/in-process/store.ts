@@ -15,7 +15,14 @@ import {
 } from "../../actors/bus.js";
 import { InvalidSubjectError } from "../../protocol/errors.js";
 import { TASK_ID_PATTERN } from "../../protocol/ids.js";
-import { copyOf, warnOnError, type BusErrorHandler } from "../bus-support.js";
+import { warnOnError, type BusErrorHandler } from "../bus-handlers.js";
+
+/**
+ * A copy of `bytes` in memory of its own, so that what the in-process bus or store hands over shares no memory with
+ * its sender, as bytes through NATS would not (`slice` does not copy a Node `Buffer`, which the codec produces: it
+ * returns a view of the same memory).
+ */
+export const copyOf = (bytes: Uint8Array): Uint8Array => new Uint8Array(bytes);
 
 const KV_KEY = /^[-/_=.a-zA-Z0-9]+$/;
 

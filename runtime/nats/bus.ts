@@ -26,7 +26,7 @@ import {
   type SubscribeOptions,
   type TaskStore,
 } from "../../actors/bus.js";
-import { runHandler, type BusErrorHandler, type ClosableBus } from "../bus-support.js";
+import { runHandler, type BusErrorHandler, type ClosableBus } from "../bus-handlers.js";
 import { attachWire, wireOf, type NatsWire } from "./wire.js";
 import { inboxPrefixFor } from "./conf/permissions.js";
 import { BODY_HEADER, chunkBytes, loadBody, outgoing, withBody, type Outgoing } from "./chunks.js";

@@ -5,7 +5,7 @@
 import type { BusSubscription, TaskStore, WorkItem, WorkQueue } from "../../actors/bus.js";
 import type { IndexStore } from "../../actors/memory/index-store.js";
 import type { KeyedStore } from "../../actors/supervisor/goal-store.js";
-import type { BusErrorHandler } from "../bus-support.js";
+import type { BusErrorHandler } from "../bus-handlers.js";
 
 /** What a process running `roles` opens at start; `undefined` roles: everything (the default). */
 export function eagerStores(roles: readonly string[] | undefined): {

@@ -22,7 +22,7 @@ import {
 import { createInbox, millis, nanos, type Msg, type NatsConnection } from "@nats-io/transport-node";
 import { retryDelayMs, type BusSubscription, type WorkItem, type WorkQueue } from "../../actors/bus.js";
 import type { Subjects } from "../../protocol/subjects.js";
-import { warnOnError, type BusErrorHandler } from "../bus-support.js";
+import { warnOnError, type BusErrorHandler } from "../bus-handlers.js";
 import { ensureStream, type Replication } from "./replicas.js";
 import { parseApiAnswer, StoreError, wireOf, type NatsWire } from "./wire.js";
 import { isPermissionViolation } from "./auth.js";

@@ -1,14 +1,9 @@
 /**
- * Pieces shared by the NATS and in-process {@link Bus} implementations (no NATS imports here,
- * so the embedded mode does not load the NATS client).
+ * How a {@link Bus} runs the handlers of its subscriptions and work queue, and closes: a handler's throw or rejection
+ * goes to an error handler with its subject, never lost, and a closed bus waits for the handlers in progress. Both
+ * buses, NATS and in-process, share it (no NATS imports here, so the embedded mode does not load the NATS client).
  */
 import type { Bus } from "../actors/bus.js";
-
-/**
- * A copy of `bytes` in memory of its own (`slice` does not copy a Node `Buffer`, which the codec produces: it returns
- * a view of the same memory).
- */
-export const copyOf = (bytes: Uint8Array): Uint8Array => new Uint8Array(bytes);
 
 /** Receives errors thrown by subscription or work-queue handlers, with the subject involved. */
 export type BusErrorHandler = (err: unknown, subject: string) => void;
