@@ -10,7 +10,8 @@
  * only on a quiet machine). `--tap 1` counts every message by subject (`--samples 1` prints the largest of each,
  * `--order 1` each event), `--prof DIR` runs `up` under `node --cpu-prof`, `--actors 1` counts the XState actors `up`
  * starts per task, by kind (root or child, machine id or invoked `src`; ./count-actors.cjs). A variant `NAME=DIR@VAR+VAR` runs its
- * `up` with those environment variables set to 1.
+ * `up` with those environment variables set to 1, and under `node $NODE_ARGS_<NAME>` when that is set (e.g.
+ * `NODE_ARGS_gc=--single-threaded-gc` with `--variants head=.,gc=.`).
  *
  *   node test/bench/user-level/records-cost.mjs --a /tmp/base --b . --throughput 1000 --tasks 200 --seq 50 --rounds 3
  */
@@ -167,6 +168,7 @@ async function runVariant(name, dir, round) {
   const node = [
     ...(PROF ? ["--cpu-prof", "--cpu-prof-dir", join(PROF, `${name}-${round}`)] : []),
     ...(ACTORS ? ["--require", here("count-actors.cjs")] : []),
+    ...(process.env[`NODE_ARGS_${name}`]?.split(" ").filter(Boolean) ?? []),
   ];
   const up = await start(
     process.execPath,
