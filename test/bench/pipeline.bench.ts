@@ -20,6 +20,10 @@ const LATENCY_TASKS = Number(process.env.BENCH_LATENCY_TASKS ?? 300);
 const SCALE_TASKS = Number(process.env.BENCH_SCALE_TASKS ?? 10_000);
 /** Roles' concurrency in the scale run: every task in flight at once. */
 const SCALE_CONCURRENCY = SCALE_TASKS;
+/** Row 3.23: tasks held with an input of 10 KB (text) substituted into their prompt. */
+const INPUT_TASKS = Math.min(SCALE_TASKS, 2000);
+const INPUT_TEXT = "abcdefghi ".repeat(1000);
+const INPUT_TASK = '<task type="atomic"><description>Summarise: {{text}}</description></task>';
 const SCALE_WORKLOAD = `3 scale (${SCALE_TASKS} tasks submitted at once, model answers after 1 s, roles' concurrency ${SCALE_CONCURRENCY})`;
 
 /**
@@ -388,6 +392,25 @@ describe("dirigent vs BullMQ vs raw NATS", () => {
         });
       } finally {
         await held.stop();
+      }
+      // What a task's inputs add: the same, with a 10 KB input substituted into the prompt.
+      const inputModel = gatedModel();
+      const withInput = await startPipeline(server.url, {
+        concurrency: SCALE_CONCURRENCY,
+        callModel: inputModel.callModel,
+        task: { xml: INPUT_TASK, inputs: { text: INPUT_TEXT } },
+      });
+      try {
+        const live = await heldHeapPerTask(withInput, inputModel, INPUT_TASKS);
+        record({
+          order: 3.23,
+          workload: SCALE_WORKLOAD,
+          variant: `live heap per task in flight with a ${INPUT_TEXT.length / 1000} KB input in its prompt: ${INPUT_TASKS} inside their model call, after a full GC (submitter included)`,
+          unit: "KB",
+          figure: figureOf([live]),
+        });
+      } finally {
+        await withInput.stop();
       }
       // The floors under 3.2. The same task's messages by hand over dirigent's wire, held where the model call is.
       const rawModel = gatedModel();
