@@ -160,17 +160,14 @@ function actorCounter(proc, file) {
   };
 }
 
-async function runVariant(name, dir, round) {
-  const root = `t${randomBytes(6).toString("hex")}`;
-  const upper = root.toUpperCase();
-  const dataDir = mkdtempSync(join(tmpdir(), "dirigent-records-cost-up-"));
-  const countFile = join(dataDir, "actors.json");
+/** `dirigent up` of the build in `dir` on the subject root `root`, under `node` with the variant's flags and environment. */
+function startUp(name, dir, round, root, dataDir, countFile) {
   const node = [
     ...(PROF ? ["--cpu-prof", "--cpu-prof-dir", join(PROF, `${name}-${round}`)] : []),
     ...(ACTORS ? ["--require", here("count-actors.cjs")] : []),
     ...(process.env[`NODE_ARGS_${name}`]?.split(" ").filter(Boolean) ?? []),
   ];
-  const up = await start(
+  return start(
     process.execPath,
     [...node, join(dir, "dist/runtime/cli.js"), "up", "--nats", natsUrl, "--prefix", root, "--concurrency", "64", "--model", "bench-model"],
     {
@@ -182,6 +179,75 @@ async function runVariant(name, dir, round) {
     },
     /dirigent: ready/,
   );
+}
+
+/**
+ * `--tap`: every message of the account, counted by subject with the ids of root `root` (`upper` in stream names)
+ * left out; a reply is named after the subject it answers.
+ */
+function tapMessages(root, upper) {
+  /** Counts and bytes (and with `--samples` the largest message) by subject. */
+  const tapped = new Map();
+  /** The subject each pending reply answers, by its inbox. */
+  const replyTo = new Map();
+  const sub = nc.subscribe(">", {
+    callback: (_, msg) => {
+      const asked = replyTo.get(msg.subject);
+      if (asked) replyTo.delete(msg.subject);
+      const subject = msg.subject
+        .replace(root, "R")
+        .replace(upper, "R")
+        .replace(/b-[0-9a-f-]{36}/g, "<id>")
+        .replace(/\.t[0-9a-f]{40}/g, ".t<hash>")
+        .replace(/\.node\.[0-9a-f]{40}/g, ".node.<hash>")
+        .replace(/_INBOX\.[^ ]*/g, "_INBOX.<reply>")
+        .replace(/^\$JS\.ACK\..*/, "$JS.ACK.<intake>")
+        .replace(/\.[A-Za-z0-9]{22}$/g, ".<nuid>")
+        .concat(asked ? ` (reply to ${asked})` : "");
+      if (msg.reply?.startsWith("_INBOX.")) replyTo.set(msg.reply, subject);
+      const t = tapped.get(subject) ?? { n: 0, bytes: 0, sample: "" };
+      if (args.samples && msg.data.length >= t.sample.length) t.sample = dec.decode(msg.data);
+      t.n++;
+      if (args.order && subject === "R.tasks.<id>.events") {
+        const e = JSON.parse(dec.decode(msg.data));
+        console.log(`event ${e.seq} ${e.type} ${e.data?.nodePath ?? ""} ${e.message ?? ""}`);
+      }
+      t.bytes += msg.data.length;
+      tapped.set(subject, t);
+    },
+  });
+  return {
+    clear: () => tapped.clear(),
+    /** Prints the messages per task of a phase of `count` tasks, most frequent first. */
+    print(name, count) {
+      for (const [subject, t] of [...tapped].sort((x, y) => y[1].n - x[1].n))
+        console.log(
+          `${name} tap ${(t.n / count).toFixed(2).padStart(7)} msgs ${(t.bytes / t.n).toFixed(0).padStart(6)} B  ${subject}${t.sample ? `\n    ${t.sample}` : ""}`,
+        );
+    },
+    unsubscribe: () => sub.unsubscribe(),
+  };
+}
+
+/** `--subs`: the subscriptions of `up`'s connections (and of every connection not the bench's own). */
+async function printSubscriptions(name) {
+  const connz = await monitorJson("/connz?limit=1000&subs=detail");
+  for (const c of connz.connections)
+    if (c.name === "dirigent-up" || !c.name?.startsWith("records-cost"))
+      console.log(
+        name,
+        c.cid,
+        c.name,
+        JSON.stringify((c.subscriptions_list_detail ?? []).map((d) => `${d.subject}${d.qgroup ? ` [${d.qgroup}]` : ""} ${d.msgs}`)),
+      );
+}
+
+async function runVariant(name, dir, round) {
+  const root = `t${randomBytes(6).toString("hex")}`;
+  const upper = root.toUpperCase();
+  const dataDir = mkdtempSync(join(tmpdir(), "dirigent-records-cost-up-"));
+  const countFile = join(dataDir, "actors.json");
+  const up = await startUp(name, dir, round, root, dataDir, countFile);
   const waiting = new Map();
   const sub = nc.subscribe(`${root}.tasks.*.result`, {
     callback: (_, msg) => {
@@ -190,38 +256,7 @@ async function runVariant(name, dir, round) {
       waiting.get(outcome.taskId)?.();
     },
   });
-  /** With `--tap`: every message of the account, counted by subject with its ids left out. */
-  const tapped = new Map();
-  /** With `--tap`: the subject each pending reply answers, by its inbox. */
-  const replyTo = new Map();
-  const tap = args.tap
-    ? nc.subscribe(">", {
-        callback: (_, msg) => {
-          const asked = replyTo.get(msg.subject);
-          if (asked) replyTo.delete(msg.subject);
-          const subject = msg.subject
-            .replace(root, "R")
-            .replace(upper, "R")
-            .replace(/b-[0-9a-f-]{36}/g, "<id>")
-            .replace(/\.t[0-9a-f]{40}/g, ".t<hash>")
-            .replace(/\.node\.[0-9a-f]{40}/g, ".node.<hash>")
-            .replace(/_INBOX\.[^ ]*/g, "_INBOX.<reply>")
-            .replace(/^\$JS\.ACK\..*/, "$JS.ACK.<intake>")
-            .replace(/\.[A-Za-z0-9]{22}$/g, ".<nuid>")
-            .concat(asked ? ` (reply to ${asked})` : "");
-          if (msg.reply?.startsWith("_INBOX.")) replyTo.set(msg.reply, subject);
-          const t = tapped.get(subject) ?? { n: 0, bytes: 0, sample: "" };
-          if (args.samples && msg.data.length >= t.sample.length) t.sample = dec.decode(msg.data);
-          t.n++;
-          if (args.order && subject === "R.tasks.<id>.events") {
-            const e = JSON.parse(dec.decode(msg.data));
-            console.log(`event ${e.seq} ${e.type} ${e.data?.nodePath ?? ""} ${e.message ?? ""}`);
-          }
-          t.bytes += msg.data.length;
-          tapped.set(subject, t);
-        },
-      })
-    : undefined;
+  const tap = args.tap ? tapMessages(root, upper) : undefined;
   await nc.flush();
   const one = async (xml) => {
     const taskId = `b-${randomUUID()}`;
@@ -243,7 +278,7 @@ async function runVariant(name, dir, round) {
   };
   const actorCounts = ACTORS ? actorCounter(up.proc, countFile) : async () => ({});
   const phase = async (xml, count, atOnce = false) => {
-    tapped.clear();
+    tap?.clear();
     const actorsBefore = await actorCounts();
     const before = {
       up: cpuUs(up.proc.pid),
@@ -269,11 +304,7 @@ async function runVariant(name, dir, round) {
       if (d.in || d.out) byConn[k] = d;
     }
     if (args.conns) console.log(JSON.stringify(byConn));
-    if (tap)
-      for (const [subject, t] of [...tapped].sort((a, b) => b[1].n - a[1].n))
-        console.log(
-          `${name} tap ${(t.n / count).toFixed(2).padStart(7)} msgs ${(t.bytes / t.n).toFixed(0).padStart(6)} B  ${subject}${t.sample ? `\n    ${t.sample}` : ""}`,
-        );
+    tap?.print(name, count);
     ms.sort((a, b) => a - b);
     const per = (x) => x / count;
     return {
@@ -288,17 +319,7 @@ async function runVariant(name, dir, round) {
       ...(ACTORS ? { actors: Object.fromEntries(Object.entries(actorsAfter).map(([k, v]) => [k, per(v - (actorsBefore[k] ?? 0))])) } : {}),
     };
   };
-  if (args.subs) {
-    const connz = await monitorJson("/connz?limit=1000&subs=detail");
-    for (const c of connz.connections)
-      if (c.name === "dirigent-up" || !c.name?.startsWith("records-cost"))
-        console.log(
-          name,
-          c.cid,
-          c.name,
-          JSON.stringify((c.subscriptions_list_detail ?? []).map((d) => `${d.subject}${d.qgroup ? ` [${d.qgroup}]` : ""} ${d.msgs}`)),
-        );
-  }
+  if (args.subs) await printSubscriptions(name);
   try {
     for (let i = 0; i < WARMUP; i++) await one(ONE);
     for (let i = 0; i < Math.ceil(WARMUP / 5); i++) await one(TEN);
