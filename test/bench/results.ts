@@ -166,6 +166,16 @@ export function processCpuUs(pid: number): number | undefined {
   }
 }
 
+/** The resident set size of process `pid` in bytes (`VmRSS`), or undefined once it is gone. */
+export function rssOf(pid: number): number | undefined {
+  try {
+    const kb = readFileSync(`/proc/${pid}/status`, "utf8").match(/^VmRSS:\s+(\d+) kB/m)?.[1];
+    return kb === undefined ? undefined : Number(kb) * 1024;
+  } catch {
+    return undefined;
+  }
+}
+
 /**
  * The CPU the machine's PostgreSQL has used so far, µs: the user + system time of every `postgres` process (the
  * postmaster, its helpers and one backend per connection) and, through the postmaster's children's times, that of

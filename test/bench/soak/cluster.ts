@@ -4,7 +4,6 @@
  * replacement. The workers share the work with the `up` processes (the Directors the intake, the others their
  * queue groups), so a killed worker leaves tasks in flight on both sides to be recovered.
  */
-import { readFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -97,16 +96,6 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
   } catch (err) {
     await stopAll();
     throw err;
-  }
-}
-
-/** The resident set size of process `pid` in bytes (`VmRSS`), or undefined once it is gone. */
-export function rssOf(pid: number): number | undefined {
-  try {
-    const kb = readFileSync(`/proc/${pid}/status`, "utf8").match(/^VmRSS:\s+(\d+) kB/m)?.[1];
-    return kb === undefined ? undefined : Number(kb) * 1024;
-  } catch {
-    return undefined;
   }
 }
 

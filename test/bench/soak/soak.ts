@@ -19,7 +19,8 @@ import { createSubjects } from "../../../protocol/index.js";
 import { startMockLlm, type MockLlmServer } from "../../../runtime/model/mock-server.js";
 import { randomRoot, startTestNatsServer, type TestNatsServer } from "../../support/nats-server.js";
 import { machineLine, processCpuUs } from "../results.js";
-import { heapUsedOf, rssOf, startCluster, type Cluster } from "./cluster.js";
+import { heapUsedOf, startCluster, type Cluster } from "./cluster.js";
+import { rssOf } from "../results.js";
 import { followResults, stepOf, submitSteadily, type Results, type SoakTask } from "./load.js";
 import {
   KILLED_ROLES,

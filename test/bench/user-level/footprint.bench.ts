@@ -5,7 +5,6 @@
  * results; then each process's resident memory (VmRSS, /proc/<pid>/status). Fresh processes each repeat.
  */
 import { mkdtemp, rm } from "node:fs/promises";
-import { readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, bench, describe } from "vitest";
@@ -13,7 +12,7 @@ import { createSubjects } from "../../../protocol/index.js";
 import { CLI } from "../../support/processes.js";
 import { randomRoot, startTestNatsServer, type TestNatsServer } from "../../support/nats-server.js";
 import { startSubmitter } from "../pipeline.js";
-import { figureOf, once, record, WHOLE } from "../results.js";
+import { figureOf, once, record, rssOf, WHOLE } from "../results.js";
 import { startModelServer, type ModelServer } from "./model.js";
 import { startNode, type Child } from "./processes.js";
 
@@ -37,9 +36,9 @@ afterAll(async () => {
 
 /** The resident memory of process `pid`, MB. */
 function residentMb(pid: number): number {
-  const line = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
-  if (!line?.[1]) throw new Error(`no VmRSS for process ${pid}`);
-  return Number(line[1]) / 1024;
+  const bytes = rssOf(pid);
+  if (bytes === undefined) throw new Error(`no resident memory for process ${pid}`);
+  return bytes / 1024 / 1024;
 }
 
 /**
