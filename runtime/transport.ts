@@ -132,7 +132,7 @@ export async function openNatsTransport(servers: string, subjects: Subjects, opt
     // cluster, with a stream of one replica, only the last two, which `losses` counts.
     const orderedWrites: OrderedWrites = {
       holds: () => eventsReplicas === 1 && nc.info?.cluster === undefined,
-      send: (subject, data, id) => wireOf(nc).send(subject, data, { msgId: id }),
+      send: (subject, data, id) => wireOf(nc).sendWithNext(subject, data, { msgId: id }),
       losses: () => wireOf(nc).disconnects + eventsRemade,
     };
     return {

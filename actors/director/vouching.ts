@@ -12,7 +12,10 @@ export const FENCE_MS = 50;
 export interface OrderedWrites {
   /** Whether the stream does so now: true on a server in no cluster, with an events stream of one replica. */
   holds(): boolean;
-  /** Sends a write under message id `id`, asking for no acknowledgement. */
+  /**
+   * Sends a write under message id `id`, asking for no acknowledgement. It may wait for the connection's next write
+   * (a few ms at most) and go out just before it: it is never overtaken by a later write of the connection.
+   */
   send(subject: string, data: Uint8Array, id: string): void;
   /**
    * Counts what can lose a write sent without acknowledgement: the connection lost, the stream made again. A write

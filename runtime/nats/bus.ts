@@ -190,7 +190,7 @@ export class NatsBus implements ClosableBus {
 
   publish(subject: string, data: Uint8Array, headers?: Record<string, string>): void {
     try {
-      this.#nc.publish(subject, data, headers !== undefined ? { headers: toMsgHdrs(headers) } : undefined);
+      this.#wire.publish(subject, data, headers !== undefined ? { headers: toMsgHdrs(headers) } : undefined);
     } catch (err) {
       throw mapClosed(err, subject);
     }
@@ -330,6 +330,7 @@ export class NatsBus implements ClosableBus {
   }
 
   flush(): Promise<void> {
+    this.#wire.release();
     return this.#nc.flush();
   }
 
@@ -338,6 +339,7 @@ export class NatsBus implements ClosableBus {
    * flushed, then it closes) and waits for handlers still running.
    */
   async close(): Promise<void> {
+    this.#wire.release();
     if (this.#nc.isDraining()) await this.#nc.closed();
     else if (!this.#nc.isClosed()) await this.#nc.drain();
     await Promise.all(this.#inFlight);
@@ -345,11 +347,12 @@ export class NatsBus implements ClosableBus {
 
   /** `msg` for a handler; its answer, larger than one message, is sent by reference. */
   #toBusMessage(msg: Msg): BusMessage {
-    return toBusMessage(msg, this.#nc, (data) => {
-      if (this.#bodies === undefined || data.byteLength <= this.maxMessageBytes) return msg.respond(data);
+    const wire = this.#wire;
+    return toBusMessage(msg, wire, (data) => {
+      if (this.#bodies === undefined || data.byteLength <= this.maxMessageBytes) return wire.respond(msg, data);
       if (!msg.reply) return false;
       void this.#outgoing(data, undefined).then(
-        (sent) => msg.respond(sent.data, sent.headers ? { headers: toMsgHdrs(sent.headers) } : undefined),
+        (sent) => wire.respond(msg, sent.data, sent.headers ? { headers: toMsgHdrs(sent.headers) } : undefined),
         (err: unknown) => this.#onError(err, msg.subject),
       );
       return true;
@@ -363,7 +366,7 @@ function toMsgHdrs(values: Record<string, string>): MsgHdrs {
   return h;
 }
 
-function toBusMessage(msg: Msg, nc: NatsConnection, respond: (data: Uint8Array) => boolean): BusMessage {
+function toBusMessage(msg: Msg, wire: NatsWire, respond: (data: Uint8Array) => boolean): BusMessage {
   let headers: Map<string, string> | undefined;
   if (msg.headers !== undefined) {
     headers = new Map();
@@ -382,7 +385,7 @@ function toBusMessage(msg: Msg, nc: NatsConnection, respond: (data: Uint8Array) 
       const h = natsHeaders();
       for (const [key, values] of msg.headers ?? []) for (const value of values) h.append(key, value);
       for (const [key, value] of Object.entries(added)) h.set(key, value);
-      nc.publish(subject, msg.data, { headers: h, ...(msg.reply ? { reply: msg.reply } : {}) });
+      wire.publish(subject, msg.data, { headers: h, ...(msg.reply ? { reply: msg.reply } : {}) });
     },
   };
 }

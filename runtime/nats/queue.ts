@@ -260,6 +260,7 @@ export class JetStreamWorkQueue implements WorkQueue {
       throw new RangeError(`concurrency must be an integer from 1 to maxAckPending (${this.#maxAckPending}), got '${concurrency}'`);
     }
     const nc = this.#nc;
+    const wire = this.#wire;
     const next = jetStreamApi.consumerNext(this.#subjects.intakeStream, this.#subjects.directorConsumer);
     const inbox = `${createInbox(this.#wire.inboxPrefix)}.`;
     const waiting = new Fifo<Msg>();
@@ -280,7 +281,7 @@ export class JetStreamWorkQueue implements WorkQueue {
       const id = (++pullId).toString(36);
       current = { id, remaining: credit, expiresAt: Date.now() + this.#pullExpiresMs };
       try {
-        nc.publish(next, encoder.encode(JSON.stringify({ batch: credit, expires: nanos(this.#pullExpiresMs) })), { reply: inbox + id });
+        wire.publish(next, encoder.encode(JSON.stringify({ batch: credit, expires: nanos(this.#pullExpiresMs) })), { reply: inbox + id });
       } catch (err) {
         current = undefined;
         failed(err);
@@ -295,7 +296,7 @@ export class JetStreamWorkQueue implements WorkQueue {
     };
     const start = (msg: Msg) => {
       // Discarded here after the server sent it: gone from the stream, so the ack only settles the delivery.
-      if (this.#discarded.has(deliveryOf(msg.reply ?? "")?.seq ?? 0)) return void nc.publish(msg.reply ?? "", ACK);
+      if (this.#discarded.has(deliveryOf(msg.reply ?? "")?.seq ?? 0)) return void wire.publish(msg.reply ?? "", ACK);
       running++;
       const done = this.#handle(handler, msg).finally(() => {
         running--;
@@ -332,7 +333,7 @@ export class JetStreamWorkQueue implements WorkQueue {
           return status === "ended" ? pull() : failed(status);
         }
         if (current !== undefined && --current.remaining <= 0) current = undefined;
-        if (stopped) return void nc.publish(msg.reply, NAK);
+        if (stopped) return void wire.publish(msg.reply, NAK);
         waiting.push(msg);
         schedule();
       },
@@ -357,7 +358,7 @@ export class JetStreamWorkQueue implements WorkQueue {
         clearInterval(sweep);
         clearTimeout(retry);
         // Items received but not started go back at once; those running finish.
-        for (let msg = waiting.shift(); msg !== undefined; msg = waiting.shift()) if (msg.reply) nc.publish(msg.reply, NAK);
+        for (let msg = waiting.shift(); msg !== undefined; msg = waiting.shift()) if (msg.reply) wire.publish(msg.reply, NAK);
         if (!nc.isClosed()) await sub.drain().catch(() => undefined);
         await Promise.all(inFlight);
       },
@@ -367,7 +368,7 @@ export class JetStreamWorkQueue implements WorkQueue {
   async #handle(handler: (item: WorkItem) => Promise<void>, msg: Msg): Promise<void> {
     const reply = msg.reply ?? "";
     const delivery = deliveryOf(reply) ?? { deliveries: 1, seq: 0 };
-    const nc = this.#nc;
+    const wire = this.#wire;
     let settled = false;
     const item: WorkItem = {
       id: msg.subject.slice(msg.subject.lastIndexOf(".") + 1),
@@ -380,19 +381,19 @@ export class JetStreamWorkQueue implements WorkQueue {
         settled = true;
         // A plain ack, not a double one: every ack follows the stored outcome, so a lost one costs only a redelivery
         // that is acked and ignored, and no caller waits for the server's confirmation.
-        nc.publish(reply, ACK);
+        wire.publish(reply, ACK);
       },
       nak(delayMs?: number) {
         if (settled) return;
         settled = true;
         // NAK with a delay is honoured by nats-server since 2.7.1 (2.9.10 included).
-        nc.publish(
+        wire.publish(
           reply,
           delayMs === undefined || delayMs <= 0 ? NAK : encoder.encode(`-NAK ${JSON.stringify({ delay: nanos(delayMs) })}`),
         );
       },
       working() {
-        if (!settled) nc.publish(reply, WORKING);
+        if (!settled) wire.publish(reply, WORKING);
       },
     };
     const failed = (err: unknown) => {

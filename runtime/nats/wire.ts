@@ -8,14 +8,33 @@
  * path, where every task makes a handful of these calls, that was the largest cost in the process (BENCHMARKS.md).
  * Here a request is one publish with a reply subject, one map entry and one timer; a JetStream write is a request
  * whose answer is the stream's JSON acknowledgement.
+ *
+ * Every write of the connection's bus, stores and work queue goes through its wire, in the order made. A write that
+ * nobody waits for (a task's event, where the events stream keeps one connection's order) may be held for the next
+ * one, at most {@link WITH_NEXT_MS}, and goes out just before it: one socket write and one read by nats-server
+ * instead of two. One task at a time, a one-call task made 13 socket writes, 5 of them an event alone (BENCHMARKS.md,
+ * sixteenth round).
  */
 import { randomUUID } from "node:crypto";
-import { createInbox, headers as natsHeaders, type Msg, type MsgHdrs, type NatsConnection } from "@nats-io/transport-node";
+import {
+  createInbox,
+  headers as natsHeaders,
+  type Msg,
+  type MsgHdrs,
+  type NatsConnection,
+  type PublishOptions,
+} from "@nats-io/transport-node";
 import { NoRespondersError, RequestTimeoutError, TransportError } from "../../actors/bus.js";
 import { MSG_ID_HEADER, DEFAULT_INBOX_PREFIX, jetStreamApi } from "../../protocol/index.js";
 
 /** How long a JetStream write waits for the stream's acknowledgement by default (as the JetStream client does). */
 export const STORE_TIMEOUT_MS = 5000;
+
+/** The longest a write sent with the next ({@link NatsWire.sendWithNext}) waits for another write of its connection. */
+export const WITH_NEXT_MS = 2;
+
+/** Held writes of this many bytes in all go out at once, whatever comes next. */
+const WITH_NEXT_MAX_BYTES = 64 * 1024;
 
 /** The JetStream API error code of a write whose expected last sequence did not match (a lost compare-and-set). */
 export const WRONG_LAST_SEQUENCE = 10071;
@@ -77,6 +96,10 @@ export class NatsWire {
   #disconnects = 0;
   /** Whether each stream read so far answers direct gets (from its configuration, asked once). */
   readonly #direct = new Map<string, Promise<boolean>>();
+  /** Writes held for the next one ({@link sendWithNext}), in the order sent; their bytes; the timer that sends them alone. */
+  #held: { subject: string; data: Uint8Array; options: PublishOptions }[] = [];
+  #heldBytes = 0;
+  #heldTimer: ReturnType<typeof setTimeout> | undefined;
 
   constructor(nc: NatsConnection, inboxPrefix: string) {
     this.#nc = nc;
@@ -104,11 +127,51 @@ export class NatsWire {
     return this.#disconnects;
   }
 
-  /** Sends a message with `options`' headers (e.g. a JetStream write's message id), asking for no answer. */
-  send(subject: string, data: Uint8Array, options: StoreOptions = {}): void {
-    const h = storeHeaders(options);
-    this.#nc.publish(subject, data, h ? { headers: h } : {});
+  /** Publishes a message, after the writes held for the next one ({@link sendWithNext}). */
+  publish(subject: string, data: Uint8Array, options?: PublishOptions): void {
+    if (this.#held.length > 0) this.release();
+    this.#nc.publish(subject, data, options);
   }
+
+  /** Answers `msg`, after the writes held for the next one: an answer never overtakes what was sent before it. */
+  respond(msg: Msg, data: Uint8Array, options?: PublishOptions): boolean {
+    if (this.#held.length > 0) this.release();
+    return msg.respond(data, options);
+  }
+
+  /**
+   * Sends a message with `options`' headers (e.g. a JetStream write's message id), asking for no answer, with the
+   * connection's next write: it goes out just before that one, or alone after {@link WITH_NEXT_MS}, in the order sent.
+   * For writes nobody waits for, whose order with the connection's other writes is all that counts.
+   */
+  sendWithNext(subject: string, data: Uint8Array, options: StoreOptions = {}): void {
+    const h = storeHeaders(options);
+    this.#held.push({ subject, data, options: h ? { headers: h } : {} });
+    this.#heldBytes += data.byteLength;
+    if (this.#heldBytes >= WITH_NEXT_MAX_BYTES) this.release();
+    else this.#heldTimer ??= setTimeout(this.#release, WITH_NEXT_MS);
+  }
+
+  /**
+   * Hands the writes held for the next one to the connection, in the order sent. One the connection refuses (closed,
+   * draining) is dropped, as the connection drops what it had buffered when it closes; the next ones still go.
+   */
+  release(): void {
+    clearTimeout(this.#heldTimer);
+    this.#heldTimer = undefined;
+    const held = this.#held;
+    this.#held = [];
+    this.#heldBytes = 0;
+    for (const write of held) {
+      try {
+        this.#nc.publish(write.subject, write.data, write.options);
+      } catch {
+        // Closed or draining: nothing more goes out on this connection.
+      }
+    }
+  }
+
+  readonly #release = () => this.release();
 
   #failPending(closed: boolean): void {
     for (const [token, pending] of this.#pending) {
@@ -167,8 +230,7 @@ export class NatsWire {
         settle: (err, msg) => (err === undefined ? resolve(msg as Msg) : reject(err)),
         ...(options.resend === true
           ? {
-              resend: (reply: string) =>
-                this.#nc.publish(subject, data, { reply, ...(options.headers ? { headers: options.headers } : {}) }),
+              resend: (reply: string) => this.publish(subject, data, { reply, ...(options.headers ? { headers: options.headers } : {}) }),
             }
           : {}),
       };
@@ -185,7 +247,7 @@ export class NatsWire {
       );
       this.#pending.set(token, pending);
       try {
-        this.#nc.publish(subject, data, { reply: this.#prefix + token, ...(options.headers ? { headers: options.headers } : {}) });
+        this.publish(subject, data, { reply: this.#prefix + token, ...(options.headers ? { headers: options.headers } : {}) });
       } catch (err) {
         this.#pending.delete(token);
         clearTimeout(pending.timer);
@@ -202,7 +264,7 @@ export class NatsWire {
     const token = this.#token();
     this.#pending.set(token, { subject, each });
     try {
-      this.#nc.publish(subject, data, { reply: this.#prefix + token, ...(headers ? { headers } : {}) });
+      this.publish(subject, data, { reply: this.#prefix + token, ...(headers ? { headers } : {}) });
     } catch (err) {
       this.#pending.delete(token);
       throw err;
