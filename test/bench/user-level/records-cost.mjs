@@ -9,7 +9,8 @@
  * in each stream of the variant (`/jsz`: the streams' last sequence), and the wall figures (tasks/s, p50: meaningful
  * only on a quiet machine). `--tap 1` counts every message by subject (`--samples 1` prints the largest of each,
  * `--order 1` each event), `--prof DIR` runs `up` under `node --cpu-prof`, `--actors 1` counts the XState actors `up`
- * starts per task, by kind (root or child, machine id or invoked `src`; ./count-actors.cjs). A variant `NAME=DIR@VAR+VAR` runs its
+ * starts per task, by kind (root or child, machine id or invoked `src`; ./count-actors.cjs), `--writes 1` its socket
+ * writes per task, by the messages each carried (./count-writes.cjs). A variant `NAME=DIR@VAR+VAR` runs its
  * `up` with those environment variables set to 1, and under `node $NODE_ARGS_<NAME>` when that is set (e.g.
  * `NODE_ARGS_gc=--single-threaded-gc` with `--variants head=.,gc=.`).
  *
@@ -60,6 +61,8 @@ const THROUGHPUT = Number(args.throughput ?? 0);
 const PROF = args.prof ? resolve(args.prof) : undefined;
 /** Count the actors `up` starts (./count-actors.cjs, asked for its counts with SIGUSR2). */
 const ACTORS = Boolean(args.actors);
+/** Count `up`'s socket writes by what they carried (./count-writes.cjs, asked the same way). */
+const WRITES = Boolean(args.writes);
 const here = (file) => fileURLToPath(new URL(file, import.meta.url));
 const TICK_US = 10_000;
 
@@ -139,32 +142,44 @@ const enc = new TextEncoder();
 const dec = new TextDecoder();
 
 /**
- * With `--actors`: asks `proc` (./count-actors.cjs preloaded) for the actors it started so far, by kind; it writes
- * them to `file` on SIGUSR2, numbered, so each ask waits for its own answer.
+ * With `--actors` or `--writes`: asks `proc` (./count-actors.cjs, ./count-writes.cjs preloaded) for its counts so far,
+ * by probe (`files`: each probe's file, undefined when it is not loaded) and by kind. Each writes its file on SIGUSR2,
+ * numbered, so each ask waits for its own answer.
  */
-function actorCounter(proc, file) {
+function probeCounter(proc, files) {
+  const probes = Object.entries(files).filter(([, file]) => file !== undefined);
   let dumps = 0;
   return async () => {
+    if (probes.length === 0) return {};
+    // Every probe counts the signals it was sent, so each writes this dump's number with its counts.
     const dump = ++dumps;
     proc.kill("SIGUSR2");
-    for (;;) {
-      let written;
-      try {
-        written = JSON.parse(readFileSync(file, "utf8"));
-      } catch {
-        // not written yet, or half written
+    const counts = {};
+    for (const [probe, file] of probes) {
+      for (;;) {
+        let written;
+        try {
+          written = JSON.parse(readFileSync(file, "utf8"));
+        } catch {
+          // not written yet, or half written
+        }
+        if (written?.dump === dump) {
+          counts[probe] = written.counts;
+          break;
+        }
+        await new Promise((ok) => setTimeout(ok, 5));
       }
-      if (written?.dump === dump) return written.counts;
-      await new Promise((ok) => setTimeout(ok, 5));
     }
+    return counts;
   };
 }
 
 /** `dirigent up` of the build in `dir` on the subject root `root`, under `node` with the variant's flags and environment. */
-function startUp(name, dir, round, root, dataDir, countFile) {
+function startUp(name, dir, round, root, dataDir, files) {
   const node = [
     ...(PROF ? ["--cpu-prof", "--cpu-prof-dir", join(PROF, `${name}-${round}`)] : []),
     ...(ACTORS ? ["--require", here("count-actors.cjs")] : []),
+    ...(WRITES ? ["--require", here("count-writes.cjs")] : []),
     ...(process.env[`NODE_ARGS_${name}`]?.split(" ").filter(Boolean) ?? []),
   ];
   return start(
@@ -174,7 +189,8 @@ function startUp(name, dir, round, root, dataDir, countFile) {
       OPENAI_BASE_URL: modelUrl,
       OPENAI_API_KEY: "bench",
       DIRIGENT_DATA_DIR: dataDir,
-      ...(ACTORS ? { DIRIGENT_COUNT_ACTORS: countFile } : {}),
+      ...(ACTORS ? { DIRIGENT_COUNT_ACTORS: files.actors } : {}),
+      ...(WRITES ? { DIRIGENT_COUNT_WRITES: files.writes, DIRIGENT_COUNT_WRITES_ROOT: root } : {}),
       ...variantEnv[name],
     },
     /dirigent: ready/,
@@ -246,8 +262,8 @@ async function runVariant(name, dir, round) {
   const root = `t${randomBytes(6).toString("hex")}`;
   const upper = root.toUpperCase();
   const dataDir = mkdtempSync(join(tmpdir(), "dirigent-records-cost-up-"));
-  const countFile = join(dataDir, "actors.json");
-  const up = await startUp(name, dir, round, root, dataDir, countFile);
+  const files = { actors: ACTORS ? join(dataDir, "actors.json") : undefined, writes: WRITES ? join(dataDir, "writes.json") : undefined };
+  const up = await startUp(name, dir, round, root, dataDir, files);
   const waiting = new Map();
   const sub = nc.subscribe(`${root}.tasks.*.result`, {
     callback: (_, msg) => {
@@ -276,10 +292,10 @@ async function runVariant(name, dir, round) {
     const connz = await monitorJson("/connz?limit=1000&subs=true");
     return Object.fromEntries(connz.connections.map((c) => [`${c.cid}:${c.name ?? ""}`, c]));
   };
-  const actorCounts = ACTORS ? actorCounter(up.proc, countFile) : async () => ({});
+  const probeCounts = probeCounter(up.proc, files);
   const phase = async (xml, count, atOnce = false) => {
     tap?.clear();
-    const actorsBefore = await actorCounts();
+    const probesBefore = await probeCounts();
     const before = {
       up: cpuUs(up.proc.pid),
       nats: cpuUs(nats.proc.pid),
@@ -294,7 +310,7 @@ async function runVariant(name, dir, round) {
     const perSecond = count / ((performance.now() - t0) / 1000);
     const varz = await monitorJson("/varz");
     const seqs = await streamSeqs(upper);
-    const actorsAfter = await actorCounts();
+    const probesAfter = await probeCounts();
     const after = await conns();
     const byConn = {};
     for (const [k, c] of Object.entries(after)) {
@@ -316,7 +332,12 @@ async function runVariant(name, dir, round) {
       inBytes: per(varz.in_bytes - before.varz.in_bytes),
       outMsgs: per(varz.out_msgs - before.varz.out_msgs),
       stores: Object.fromEntries(Object.entries(seqs).map(([s, v]) => [s, per(v - (before.seqs[s] ?? 0))])),
-      ...(ACTORS ? { actors: Object.fromEntries(Object.entries(actorsAfter).map(([k, v]) => [k, per(v - (actorsBefore[k] ?? 0))])) } : {}),
+      ...Object.fromEntries(
+        Object.entries(probesAfter).map(([probe, after]) => [
+          probe,
+          Object.fromEntries(Object.entries(after).map(([k, v]) => [k, per(v - (probesBefore[probe]?.[k] ?? 0))])),
+        ]),
+      ),
     };
   };
   if (args.subs) await printSubscriptions(name);
@@ -378,4 +399,13 @@ for (const kind of [...(THROUGHPUT > 0 ? ["many"] : []), ...(TASKS > 0 ? ["one"]
     names.flatMap((n) => results[n].flatMap((r) => Object.entries(r[kind].actors ?? {}).flatMap(([k, v]) => (v > 0 ? [k] : [])))),
   );
   for (const k of kinds) row(`actors ${k}`, (r) => r[kind].actors?.[k] ?? 0);
+  // With --writes: the socket writes per task in all, then by what they carried (those of 0.05 or more per task).
+  if (WRITES) {
+    const total = (r) => Object.values(r[kind].writes ?? {}).reduce((a, b) => a + b, 0);
+    row("writes", total);
+    const carried = new Set(
+      names.flatMap((n) => results[n].flatMap((r) => Object.entries(r[kind].writes ?? {}).flatMap(([k, v]) => (v >= 0.05 ? [k] : [])))),
+    );
+    for (const k of carried) row(`writes ${k}`, (r) => r[kind].writes?.[k] ?? 0);
+  }
 }
