@@ -117,15 +117,23 @@ export async function openNatsTransport(servers: string, subjects: Subjects, opt
     let eventsRemade = 0;
     const publishStored = async (subject: string, data: Uint8Array, id: string, signal?: AbortSignal) => {
       const store = () => storeThroughElections(jsm, wireOf(nc), subjects.eventsStream, { subject, data, id }, signal);
+      let stored: Awaited<ReturnType<typeof store>>;
       try {
-        await store();
+        stored = await store();
       } catch (err) {
         if (!(err instanceof StreamMissingError)) throw err;
         options.log.warn({ stream: subjects.eventsStream, subject }, "the events stream is gone: creating it again");
         eventsRemade++;
         knowEvents(await ensureEventsStream(nc, subjects, r));
-        await store();
+        stored = await store();
       }
+      // A write sent again (through a reconnect or an election, or a result published again by a redelivery) that the
+      // stream says it holds already: what a replay can be checked against, should an event be missing from it.
+      if (stored.ack.duplicate)
+        options.log.info(
+          { stream: subjects.eventsStream, subject, seq: stored.ack.seq, attempts: stored.attempts },
+          "a write to the events stream was answered as a duplicate of one stored before",
+        );
     };
     // Nothing can lose one write to the events stream and keep a later one of the same connection unless a leader
     // election comes between them, the connection is lost, or the stream is made again: on a server that is in no

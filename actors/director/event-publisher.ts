@@ -102,10 +102,19 @@ export function eventPublisher(deps: ActorDeps, options: EventPublisherOptions =
   const storeAcked = (taskId: TaskId, event: EventWrite, save: StoreWrite): Promise<void> => {
     let cut: AbortSignal | undefined;
     const { subject, body, id, seq } = event;
-    return link(taskId, (signal) => ((cut = signal), save(subject, body, id, signal))).catch((err: unknown) => {
-      if (cut?.aborted === true) deps.log.debug({ taskId, seq, err: messageOf(err) }, "task event dropped: another Director owns the task");
-      else deps.log.warn({ taskId, seq, err: messageOf(err) }, "task event not stored in the events stream");
-    });
+    const leftOut = (err?: unknown) =>
+      deps.log.info(
+        { taskId, seq, ...(err === undefined ? {} : { err: messageOf(err) }) },
+        "task event left out of the events stream: another Director owns the task",
+      );
+    return link(taskId, (signal) => ((cut = signal), save(subject, body, id, signal))).then(
+      // Never sent: the chain was cut before its turn.
+      () => (cut === undefined ? leftOut() : undefined),
+      (err: unknown) => {
+        if (cut?.aborted === true) leftOut(err);
+        else deps.log.warn({ taskId, seq, err: messageOf(err) }, "task event not stored in the events stream");
+      },
+    );
   };
 
   /** Stores `events` of `taskId` again, with acknowledgements, in order; resolves once all have ended. */

@@ -7,7 +7,7 @@ import { JetStreamApiCodes, JetStreamApiError, type JetStreamManager, type Strea
 import { setTimeout as delay } from "node:timers/promises";
 import type { Logger } from "../../actors/deps.js";
 import { RequestTimeoutError, TransportError } from "../../actors/bus.js";
-import { StoreError, type NatsWire } from "./wire.js";
+import { StoreError, type NatsWire, type StoredAck } from "./wire.js";
 import { jetStreamApi } from "../../protocol/index.js";
 
 /** How many replicas the runtime's streams and buckets have, and whether an existing one with fewer is scaled. */
@@ -113,7 +113,8 @@ const ELECTION_PATIENCE_MS = 60_000;
 /**
  * Stores `data` on `subject` with message id `id` in `stream` and waits for the acknowledgement, asking again while
  * no stream answers (503: a replicated stream electing a leader after losing a node) or the answer times out. A
- * repeat that was stored already is a duplicate of `id`, stored once.
+ * repeat that was stored already is a duplicate of `id`, stored once. Resolves with the acknowledgement and the attempts
+ * it took.
  * Once `signal` is aborted it is not asked again: the attempt under way ends, and its error is thrown.
  * @throws {StreamMissingError} when `stream` does not exist.
  * @throws {StoreError} when the stream refuses it, or nothing answers within 60 s.
@@ -124,13 +125,12 @@ export async function storeThroughElections(
   stream: string,
   message: { subject: string; data: Uint8Array; id: string },
   signal?: AbortSignal,
-): Promise<void> {
+): Promise<{ ack: StoredAck; attempts: number }> {
   const deadline = Date.now() + ELECTION_PATIENCE_MS;
   let looked = false;
   for (let attempt = 0; ; attempt++) {
     try {
-      await wire.store(message.subject, message.data, { msgId: message.id });
-      return;
+      return { ack: await wire.store(message.subject, message.data, { msgId: message.id }), attempts: attempt + 1 };
     } catch (err) {
       const unanswered = err instanceof RequestTimeoutError;
       const transient = (err instanceof StoreError && err.status === 503) || unanswered;

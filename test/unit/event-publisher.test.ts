@@ -49,6 +49,11 @@ describe("eventPublisher with a store", () => {
   });
 
   it("cut: drops a task's events not sent yet, signals the one being stored, and a later event starts afresh", async () => {
+    const leftOut: number[] = [];
+    const log = {
+      ...silentLogger,
+      info: (obj: object, msg?: string) => void (msg?.includes("left out") && leftOut.push((obj as { seq: number }).seq)),
+    };
     const stored: number[] = [];
     const signals: (AbortSignal | undefined)[] = [];
     let release: () => void = () => undefined;
@@ -59,7 +64,7 @@ describe("eventPublisher with a store", () => {
       if (event.value.seq === 1) await new Promise<void>((resolve) => (release = resolve));
       stored.push(event.value.seq);
     };
-    const publish = eventPublisher(deps(), { store });
+    const publish = eventPublisher({ ...deps(), log }, { store });
     publish(tid("t1"), 1, "node.started", "running");
     publish(tid("t1"), 2, "model.turn", "running");
     publish(tid("t1"), 3, "node.finished", "running");
@@ -73,6 +78,8 @@ describe("eventPublisher with a store", () => {
     release();
     await cut;
     expect(stored).toEqual([1]);
+    // Each event left out says so (what a replay missing them is checked against); the one stored does not.
+    expect(leftOut).toEqual([2, 3]);
     publish(tid("t1"), 9, "task.resumed", "running");
     await settled(publish, "t1");
     expect(stored).toEqual([1, 9]);

@@ -13,12 +13,17 @@ const message = { subject: "r.tasks.t1.events", data: new Uint8Array([1]), id: "
 
 /** A wire whose writes fail with `failures`, one per attempt, then are stored; `attempts` counts them. */
 function wireFailing(...failures: Error[]) {
+  return wireAnswering({ stream: "R_EVENTS", seq: 1, duplicate: false }, ...failures);
+}
+
+/** {@link wireFailing}, the write that is stored at last answered `ack`. */
+function wireAnswering(ack: { stream: string; seq: number; duplicate: boolean }, ...failures: Error[]) {
   let attempts = 0;
   const wire = {
     store: async () => {
       const failure = failures[attempts++];
       if (failure) throw failure;
-      return { stream: "R_EVENTS", seq: 1, duplicate: false };
+      return ack;
     },
   } as unknown as NatsWire;
   return { wire, attempts: () => attempts };
@@ -69,9 +74,19 @@ describe("a write stored through leader elections", () => {
   it("asks again after a write nothing answered for while the stream exists (it is electing its leader)", async () => {
     const { wire, attempts } = wireFailing(noResponder(), noResponder());
     const { jsm, lookups } = api(streamExists);
-    await storeThroughElections(jsm, wire, "R_EVENTS", message);
+    const stored = await storeThroughElections(jsm, wire, "R_EVENTS", message);
     expect(attempts()).toBe(3);
     expect(lookups()).toBe(1);
+    expect(stored).toEqual({ ack: { stream: "R_EVENTS", seq: 1, duplicate: false }, attempts: 3 });
+  });
+
+  it("says when the write asked again was one the stream held already (a duplicate of its message id)", async () => {
+    const { wire } = wireAnswering({ stream: "R_EVENTS", seq: 7, duplicate: true }, unanswered());
+    const { jsm } = api(streamExists);
+    expect(await storeThroughElections(jsm, wire, "R_EVENTS", message)).toEqual({
+      ack: { stream: "R_EVENTS", seq: 7, duplicate: true },
+      attempts: 2,
+    });
   });
 
   it("does not ask again for a write the stream refused", async () => {
