@@ -7,7 +7,7 @@ import { JetStreamApiCodes, JetStreamApiError, type JetStreamManager } from "@na
 import { describe, expect, it } from "vitest";
 import { RequestTimeoutError } from "../../actors/bus.js";
 import { storeThroughElections, StreamMissingError } from "../../runtime/nats/replicas.js";
-import { StoreError, type NatsWire } from "../../runtime/nats/wire.js";
+import { StoreError, type NatsWire, type StoredAck } from "../../runtime/nats/wire.js";
 
 const message = { subject: "r.tasks.t1.events", data: new Uint8Array([1]), id: "m1" };
 
@@ -17,7 +17,7 @@ function wireFailing(...failures: Error[]) {
 }
 
 /** {@link wireFailing}, the write that is stored at last answered `ack`. */
-function wireAnswering(ack: { stream: string; seq: number; duplicate: boolean }, ...failures: Error[]) {
+function wireAnswering(ack: StoredAck, ...failures: Error[]) {
   let attempts = 0;
   const wire = {
     store: async () => {

@@ -18,9 +18,8 @@ import { expect, it } from "vitest";
 import { createSubjects } from "../../../protocol/index.js";
 import { startMockLlm, type MockLlmServer } from "../../../runtime/model/mock-server.js";
 import { randomRoot, startTestNatsServer, type TestNatsServer } from "../../support/nats-server.js";
-import { machineLine, processCpuUs } from "../results.js";
+import { machineLine, processCpuUs, rssOf } from "../results.js";
 import { heapUsedOf, startCluster, type Cluster } from "./cluster.js";
-import { rssOf } from "../results.js";
 import { followResults, stepOf, submitSteadily, type Results, type SoakTask } from "./load.js";
 import {
   KILLED_ROLES,

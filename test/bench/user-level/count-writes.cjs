@@ -1,7 +1,7 @@
 /**
  * Counts a process's socket writes by what each carried: preloaded into `dirigent up` by records-cost.mjs `--writes 1`
  * (`node --require …/count-writes.cjs`). A write to nats-server is named by the messages in it, in order (`PUB`/`HPUB`
- * subjects with the run's root and ids made generic, as `--tap` names them: `R.tasks.<id>.events + $KV.R_TURNS.<id>.t<hash>`);
+ * subjects made generic by ./subject-names.cjs, as `--tap` names them: `R.tasks.<id>.events + $KV.R_TURNS.<id>.t<hash>`);
  * one to the model by its request line (`POST /v1/chat/completions`); anything else by its first bytes. Both
  * `_write` and `_writev` of `net.Socket` are counted (a `writev` as one write). On SIGUSR2 the counts so far are
  * written as JSON to the file `DIRIGENT_COUNT_WRITES` names: `{ "dump": n, "counts": { kind: count } }`;
@@ -10,27 +10,16 @@
 "use strict";
 const net = require("node:net");
 const { writeFileSync } = require("node:fs");
+const { genericSubject } = require("./subject-names.cjs");
 
 const file = process.env.DIRIGENT_COUNT_WRITES;
 const root = process.env.DIRIGENT_COUNT_WRITES_ROOT ?? "";
-const upper = root.toUpperCase();
 const counts = new Map();
-
-/** A subject with the run's root and ids made generic. */
-function generic(subject) {
-  return (root ? subject.replaceAll(root, "R").replaceAll(upper, "R") : subject)
-    .replace(/b-[0-9a-f-]{36}/g, "<id>")
-    .replace(/\.t[0-9a-f]{40}/g, ".t<hash>")
-    .replace(/\.node\.[0-9a-f]{40}/g, ".node.<hash>")
-    .replace(/^_INBOX.*/, "_INBOX.<reply>")
-    .replace(/^\$JS\.ACK\..*/, "$JS.ACK.<intake>")
-    .replace(/\.[A-Za-z0-9]{22}$/g, ".<nuid>");
-}
 
 /** What one write carried. */
 function kind(chunks) {
   const text = chunks.map((c) => (typeof c === "string" ? c : Buffer.from(c).toString("latin1"))).join("");
-  const subjects = [...text.matchAll(/(?:^|\r\n)H?PUB ([^ \r\n]+)/g)].map((m) => generic(m[1]));
+  const subjects = [...text.matchAll(/(?:^|\r\n)H?PUB ([^ \r\n]+)/g)].map((m) => genericSubject(m[1], root));
   if (subjects.length > 0) return subjects.join(" + ");
   const http = /^[A-Z]+ [^ \r\n]+ HTTP\/1\.1/.exec(text);
   if (http) return http[0].replace(/ HTTP\/1\.1$/, "");

@@ -24,6 +24,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { connect } from "@nats-io/transport-node";
+import { genericSubject } from "./subject-names.cjs";
 
 const args = Object.fromEntries(
   process.argv
@@ -198,10 +199,10 @@ function startUp(name, dir, round, root, dataDir, files) {
 }
 
 /**
- * `--tap`: every message of the account, counted by subject with the ids of root `root` (`upper` in stream names)
- * left out; a reply is named after the subject it answers.
+ * `--tap`: every message of the account, counted by subject made generic (./subject-names.cjs: root `root`, ids); a
+ * reply is named after the subject it answers.
  */
-function tapMessages(root, upper) {
+function tapMessages(root) {
   /** Counts and bytes (and with `--samples` the largest message) by subject. */
   const tapped = new Map();
   /** The subject each pending reply answers, by its inbox. */
@@ -210,16 +211,7 @@ function tapMessages(root, upper) {
     callback: (_, msg) => {
       const asked = replyTo.get(msg.subject);
       if (asked) replyTo.delete(msg.subject);
-      const subject = msg.subject
-        .replace(root, "R")
-        .replace(upper, "R")
-        .replace(/b-[0-9a-f-]{36}/g, "<id>")
-        .replace(/\.t[0-9a-f]{40}/g, ".t<hash>")
-        .replace(/\.node\.[0-9a-f]{40}/g, ".node.<hash>")
-        .replace(/_INBOX\.[^ ]*/g, "_INBOX.<reply>")
-        .replace(/^\$JS\.ACK\..*/, "$JS.ACK.<intake>")
-        .replace(/\.[A-Za-z0-9]{22}$/g, ".<nuid>")
-        .concat(asked ? ` (reply to ${asked})` : "");
+      const subject = genericSubject(msg.subject, root).concat(asked ? ` (reply to ${asked})` : "");
       if (msg.reply?.startsWith("_INBOX.")) replyTo.set(msg.reply, subject);
       const t = tapped.get(subject) ?? { n: 0, bytes: 0, sample: "" };
       if (args.samples && msg.data.length >= t.sample.length) t.sample = dec.decode(msg.data);
@@ -272,7 +264,7 @@ async function runVariant(name, dir, round) {
       waiting.get(outcome.taskId)?.();
     },
   });
-  const tap = args.tap ? tapMessages(root, upper) : undefined;
+  const tap = args.tap ? tapMessages(root) : undefined;
   await nc.flush();
   const one = async (xml) => {
     const taskId = `b-${randomUUID()}`;
