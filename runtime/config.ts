@@ -99,8 +99,8 @@ export const Config = z.object({
   modelRetryMaxMs: positiveInt,
   /** Most time one model request spends waiting between its retries; a longer retry-after fails it at once. */
   modelRetryBudgetMs: positiveInt,
-  /** The model client's HTTP: keep-alive `node:http` (`node`) or Node's global `fetch` (`global`). */
-  modelHttp: z.enum(["node", "global"]),
+  /** The model client's HTTP: dirigent's own keep-alive HTTP/1.1 client (`http1`), keep-alive `node:http` (`node`) or Node's global `fetch` (`global`). */
+  modelHttp: z.enum(["http1", "node", "global"]),
   /** Context window of models the tokenizer does not know (tokens). */
   contextWindowTokens: positiveInt,
   /** Share of a model's context window one Handler session may fill. */
@@ -274,7 +274,7 @@ export const DEFAULTS = {
   modelRetryBaseMs: 500,
   modelRetryMaxMs: 30_000,
   modelRetryBudgetMs: 60_000,
-  modelHttp: "node",
+  modelHttp: "http1",
   contextWindowTokens: 128_000,
   maxContextWindowFraction: 0.8,
   warningThreshold: 0.8,

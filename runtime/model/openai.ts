@@ -14,6 +14,7 @@ import type { ModelReply } from "../../machines/handler/session.js";
 import { ModelCallError, type CallModel, type ModelRequest } from "../../actors/model.js";
 import { messageOf } from "../../protocol/errors.js";
 import { createHttpFetch } from "./http-fetch.js";
+import { createHttp1Fetch } from "./http1.js";
 
 /** How to reach the model. */
 export interface ModelConfig {
@@ -31,8 +32,11 @@ export interface ModelConfig {
   retryMaxMs?: number;
   /** Most time spent waiting between attempts over one call, all retries together. Default 60 s. */
   retryBudgetMs?: number;
-  /** The HTTP client: keep-alive `node:http` by default ({@link createHttpFetch}); `"global"` is Node's `fetch`. */
-  http?: "node" | "global";
+  /**
+   * The HTTP client: dirigent's own keep-alive HTTP/1.1 client by default ({@link createHttp1Fetch}); `"node"` is
+   * keep-alive `node:http` ({@link createHttpFetch}); `"global"` is Node's `fetch`.
+   */
+  http?: "http1" | "node" | "global";
 }
 
 /** The `openai` SDK's client class, which also carries its error classes. */
@@ -124,7 +128,7 @@ export function createModelClient(config: ModelConfig): CallModel {
       apiKey: config.apiKey ?? "not-set",
       timeout: config.timeoutMs,
       maxRetries: 0,
-      ...(config.http === "global" ? {} : { fetch: createHttpFetch() }),
+      ...(config.http === "global" ? {} : { fetch: config.http === "node" ? createHttpFetch() : createHttp1Fetch() }),
       ...(config.baseURL ? { baseURL: config.baseURL } : {}),
     }),
   }));

@@ -1,13 +1,16 @@
 /**
- * The model client's own HTTP (runtime/model/http-fetch.ts) against real servers on loopback: a bare `node:http`
- * server for what `fetch` must keep (bodies, headers, statuses, compression, aborts, refused connections), and the
- * real `openai` SDK through it against `dirigent mock-llm`, plain and streamed, with retries.
+ * The model client's own HTTP clients (runtime/model/http1.ts, the default, and runtime/model/http-fetch.ts over
+ * `node:http`) against real servers on loopback: a bare `node:http` server for what `fetch` must keep (bodies,
+ * headers, statuses, compression, aborts, refused connections), and the real `openai` SDK through each against
+ * `dirigent mock-llm`, plain and streamed, with retries. The framing of HTTP/1.1 answers as servers write them, byte
+ * by byte, is model-http1.test.ts.
  */
 import { createServer, type IncomingMessage, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { gzipSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createHttpFetch } from "../../runtime/model/http-fetch.js";
+import { createHttp1Fetch } from "../../runtime/model/http1.js";
 import { startMockLlm, type MockLlmServer } from "../../runtime/model/mock-server.js";
 import { createModelClient } from "../../runtime/model/openai.js";
 
@@ -52,8 +55,11 @@ afterAll(async () => {
   await new Promise((resolve) => server.close(resolve));
 });
 
-describe("createHttpFetch", () => {
-  const httpFetch = createHttpFetch();
+describe.each([
+  { name: "createHttp1Fetch", create: createHttp1Fetch },
+  { name: "createHttpFetch", create: createHttpFetch },
+])("$name", ({ create }) => {
+  const httpFetch = create();
 
   it("sends the method, headers and body, and answers with the status, headers and body, on kept-alive sockets", async () => {
     connections.clear();
@@ -148,7 +154,7 @@ describe("createHttpFetch", () => {
     await new Promise<void>((resolve) => closing.listen(0, "127.0.0.1", resolve));
     const url = `http://127.0.0.1:${(closing.address() as AddressInfo).port}/`;
     try {
-      const own = createHttpFetch();
+      const own = create();
       expect(await (await own(url, { method: "POST", body: "first" })).json()).toEqual({ n: 1 });
       expect(await (await own(url, { method: "POST", body: "second" })).json()).toEqual({ n: 2 });
       // Each answer came on its own socket, and the second request was handled once.
@@ -166,7 +172,7 @@ describe("createHttpFetch", () => {
   });
 });
 
-describe("the openai SDK through it", () => {
+describe.each(["http1", "node"] as const)("the openai SDK through the %s client", (http) => {
   let mock: MockLlmServer;
 
   beforeAll(async () => {
@@ -185,7 +191,7 @@ describe("the openai SDK through it", () => {
     await mock.close();
   });
 
-  const client = () => createModelClient({ baseURL: mock.url, apiKey: "test-key", timeoutMs: 10_000, maxRetries: 2, retryBaseMs: 1 });
+  const client = () => createModelClient({ baseURL: mock.url, apiKey: "test-key", timeoutMs: 10_000, maxRetries: 2, retryBaseMs: 1, http });
   const request = (text: string) => ({ model: "m", messages: [{ role: "user" as const, content: text }] });
 
   it("answers a chat completion, sending the key", async () => {

@@ -28,7 +28,8 @@ describe("config", () => {
   });
 
   it("sends model requests over node:http unless DIRIGENT_MODEL_HTTP=global, and refuses another client", () => {
-    expect(loadConfig({}, {}).modelHttp).toBe("node");
+    expect(loadConfig({}, {}).modelHttp).toBe("http1");
+    expect(loadConfig({}, { DIRIGENT_MODEL_HTTP: "node" }).modelHttp).toBe("node");
     expect(loadConfig({}, { DIRIGENT_MODEL_HTTP: "global" }).modelHttp).toBe("global");
     expect(() => loadConfig({}, { DIRIGENT_MODEL_HTTP: "curl" })).toThrow(/environment variable DIRIGENT_MODEL_HTTP: .*got 'curl'/);
   });

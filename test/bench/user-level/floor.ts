@@ -2,7 +2,7 @@
  * The floor under the user-level throughput rows: the model call a dirigent task makes, alone, in the bench process.
  * The request is the one `dirigent up` sent (its messages and tool definitions, as the model server kept it), sent
  * `calls` times `concurrency` at once (a) through the runtime's own model client (runtime/model/openai.ts: the
- * `openai` SDK over keep-alive `node:http`, what the Handler calls) and (b) with Node's `fetch`, as a BullMQ job makes
+ * `openai` SDK over its default HTTP client, runtime/model/http1.ts, what the Handler calls) and (b) with Node's `fetch`, as a BullMQ job makes
  * its call. The CPU this process spends per call is what a task of each runtime cannot do without.
  */
 import { createModelClient } from "../../../runtime/model/openai.js";

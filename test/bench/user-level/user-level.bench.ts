@@ -196,7 +196,7 @@ describe("user level: dirigent up vs BullMQ, LangGraph.js, DBOS and Restate, mod
       record({
         order: 11.7,
         workload,
-        variant: `floor: the model call a dirigent task makes (its messages and tool definitions), alone through the Handler's client (openai SDK, keep-alive node:http), CPU per call, ${FLOOR_CALLS} calls ${CONCURRENCY} at once`,
+        variant: `floor: the model call a dirigent task makes (its messages and tool definitions), alone through the Handler's client (openai SDK over dirigent's HTTP/1.1 client), CPU per call, ${FLOOR_CALLS} calls ${CONCURRENCY} at once`,
         unit: "µs",
         figure: figureOf(floor.sdk),
         note:
