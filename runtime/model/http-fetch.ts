@@ -1,5 +1,6 @@
 /**
- * A `fetch` for the model client over `node:http` / `node:https` with keep-alive agents, one pair per process.
+ * A `fetch` for the model client over `node:http` / `node:https` with keep-alive agents, one pair per process
+ * (`DIRIGENT_MODEL_HTTP=node`; the default is dirigent's own HTTP/1.1 client, ./http1.ts, which spends less still).
  *
  * Node 20's global `fetch` (undici) spends about 0.6–1 ms of CPU on each small request and response on the machines
  * we measure (WHATWG streams, header guards, its own connection pool), several times what `node:http` spends on the
@@ -14,7 +15,8 @@
 import http from "node:http";
 import https from "node:https";
 import { Readable } from "node:stream";
-import zlib from "node:zlib";
+import { BufferedResponse } from "./buffered-response.js";
+import { streamDecoderOf } from "./content-coding.js";
 
 /** What the SDK passes as `init`. */
 type Init = RequestInit & { duplex?: string };
@@ -102,91 +104,7 @@ function send(
   });
 }
 
-const utf8 = new TextDecoder();
-
-/**
- * A response whose body was read whole, with what the `openai` SDK and `fetch`'s callers read of a `Response`: the
- * status, the headers, the URL, `text()`, `json()`, `arrayBuffer()`, `bytes()`, `clone()`, `body` and `bodyUsed`.
- * Node's `Response` builds a WHATWG stream, its controller and its transfer hooks for every body; for the model's
- * small JSON answers that was most of this client's CPU. So the bytes are read directly, and a `Response` is made
- * only once `body` is asked for (its stream); from then on every read goes through it, as `fetch`'s would. Like
- * `fetch`'s, a body is read once: a second read rejects with a `TypeError`.
- */
-export class BufferedResponse {
-  readonly ok: boolean;
-  readonly redirected = false;
-  readonly type = "basic";
-  readonly #bytes: Buffer | null;
-  #used = false;
-  /** Made when `body` is first asked for; then the body's one owner. */
-  #streamed: Response | undefined;
-
-  constructor(
-    bytes: Buffer | null,
-    readonly status: number,
-    readonly statusText: string,
-    readonly headers: Headers,
-    readonly url: string,
-  ) {
-    this.#bytes = bytes;
-    this.ok = status >= 200 && status <= 299;
-  }
-
-  get bodyUsed(): boolean {
-    return this.#streamed?.bodyUsed ?? this.#used;
-  }
-
-  /** The body as a stream (made on first use). */
-  get body(): ReadableStream<Uint8Array> | null {
-    if (this.#bytes === null) return null;
-    this.#streamed ??= new Response(this.#used ? new ReadableStream({ start: (c) => c.error(used()) }) : this.#bytes);
-    return this.#streamed.body;
-  }
-
-  async arrayBuffer(): Promise<ArrayBuffer> {
-    if (this.#streamed) return this.#streamed.arrayBuffer();
-    const bytes = this.#take();
-    return bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) as ArrayBuffer;
-  }
-
-  async bytes(): Promise<Uint8Array> {
-    if (this.#streamed) return new Uint8Array(await this.#streamed.arrayBuffer());
-    return new Uint8Array(this.#take());
-  }
-
-  async text(): Promise<string> {
-    if (this.#streamed) return this.#streamed.text();
-    return utf8.decode(this.#take());
-  }
-
-  async json(): Promise<unknown> {
-    return JSON.parse(await this.text()) as unknown;
-  }
-
-  clone(): BufferedResponse {
-    if (this.bodyUsed) throw new TypeError("Response.clone: Body has already been consumed.");
-    return new BufferedResponse(this.#bytes, this.status, this.statusText, new Headers(this.headers), this.url);
-  }
-
-  #take(): Buffer {
-    if (this.#used) throw used();
-    this.#used = true;
-    return this.#bytes ?? Buffer.alloc(0);
-  }
-}
-
-const used = () => new TypeError("Body is unusable: Body has already been read");
-
 function decode(res: http.IncomingMessage, encoding: string | undefined): Readable {
-  switch (encoding?.trim().toLowerCase()) {
-    case "gzip":
-    case "x-gzip":
-      return res.pipe(zlib.createGunzip());
-    case "deflate":
-      return res.pipe(zlib.createInflate());
-    case "br":
-      return res.pipe(zlib.createBrotliDecompress());
-    default:
-      return res;
-  }
+  const decoder = streamDecoderOf(encoding ?? null);
+  return decoder === undefined ? res : res.pipe(decoder);
 }

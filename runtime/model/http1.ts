@@ -25,9 +25,8 @@ import http from "node:http";
 import net from "node:net";
 import { Readable } from "node:stream";
 import tls from "node:tls";
-import { promisify } from "node:util";
-import zlib from "node:zlib";
-import { BufferedResponse } from "./http-fetch.js";
+import { BufferedResponse } from "./buffered-response.js";
+import { decoderOf, streamDecoderOf } from "./content-coding.js";
 
 /** Options of {@link createHttp1Fetch}. */
 export interface Http1Options {
@@ -579,38 +578,6 @@ export class ChunkReader {
     if (buf.length > MAX_HEAD_BYTES) return `a chunk size or trailer line over ${MAX_HEAD_BYTES} bytes`;
     this.#rest = buf;
     return { done: false, extra: 0 };
-  }
-}
-
-const gunzip = promisify(zlib.gunzip);
-const inflate = promisify(zlib.inflate);
-const brotli = promisify(zlib.brotliDecompress);
-
-function decoderOf(encoding: string | null): ((bytes: Buffer) => Promise<Buffer>) | undefined {
-  switch (encoding?.trim().toLowerCase()) {
-    case "gzip":
-    case "x-gzip":
-      return gunzip;
-    case "deflate":
-      return inflate;
-    case "br":
-      return brotli;
-    default:
-      return undefined;
-  }
-}
-
-function streamDecoderOf(encoding: string | null): zlib.Gunzip | zlib.Inflate | zlib.BrotliDecompress | undefined {
-  switch (encoding?.trim().toLowerCase()) {
-    case "gzip":
-    case "x-gzip":
-      return zlib.createGunzip();
-    case "deflate":
-      return zlib.createInflate();
-    case "br":
-      return zlib.createBrotliDecompress();
-    default:
-      return undefined;
   }
 }
 

@@ -27,7 +27,7 @@ describe("config", () => {
     );
   });
 
-  it("sends model requests over node:http unless DIRIGENT_MODEL_HTTP=global, and refuses another client", () => {
+  it("sends model requests over dirigent's HTTP/1.1 client unless DIRIGENT_MODEL_HTTP says node or global, and refuses another client", () => {
     expect(loadConfig({}, {}).modelHttp).toBe("http1");
     expect(loadConfig({}, { DIRIGENT_MODEL_HTTP: "node" }).modelHttp).toBe("node");
     expect(loadConfig({}, { DIRIGENT_MODEL_HTTP: "global" }).modelHttp).toBe("global");
