@@ -207,6 +207,18 @@ describe.each(["http1", "node"] as const)("the openai SDK through the %s client"
     expect(deltas.join("")).toBe("hello stream");
   });
 
+  it("is the client the model client takes by default only when it is the HTTP/1.1 one", async () => {
+    // node:http's agent names its kept connections in a `connection: keep-alive` header; the HTTP/1.1 client sends
+    // none (a kept connection is HTTP/1.1's default).
+    const byDefault = createModelClient({ baseURL: mock.url, apiKey: "test-key", timeoutMs: 10_000, maxRetries: 0 });
+    await byDefault(request("default"), new AbortController().signal);
+    const sentByDefault = mock.requests.at(-1)?.headers.connection;
+    await client()(request("chosen"), new AbortController().signal);
+    const sentByThis = mock.requests.at(-1)?.headers.connection;
+    expect(sentByThis === sentByDefault).toBe(http === "http1");
+    expect(sentByThis).toBe(http === "node" ? "keep-alive" : undefined);
+  });
+
   it("retries a 503 and reports it", async () => {
     const retries: number[] = [];
     const reply = await client()(request("busy"), new AbortController().signal, { onRetry: (r) => retries.push(r.status ?? 0) });
