@@ -18,8 +18,9 @@
  * says why, and its connection is closed.
  *
  * Connections are kept per origin (at most `maxSockets`, default 256; more requests wait for one), reused only after
- * an answer whose end was known, and closed when the server closes them; an idle one keeps no process alive. A request
- * whose reused connection the server closed before any answer is sent again on a new one ({@link STALE_RETRIES}).
+ * an answer whose end was known, and closed when the server closes them or a second before the idle time it names
+ * (`keep-alive: timeout=N`) runs out; an idle one keeps no process alive. A request whose reused connection the
+ * server closed before any answer is sent again on a new one ({@link STALE_RETRIES}).
  */
 import http from "node:http";
 import net from "node:net";
@@ -217,6 +218,11 @@ class Pool {
 /** One socket and the exchange on it, if any. */
 class Connection {
   exchange: Exchange | undefined;
+  /**
+   * How long the server said it keeps this connection idle, less a second (its last answer's `keep-alive: timeout=N`);
+   * 0 when it did not say. An idle connection is closed by this client before the server would close it.
+   */
+  idleMs = 0;
 
   constructor(
     readonly socket: net.Socket,
@@ -226,6 +232,7 @@ class Connection {
     socket.on("data", (chunk: Buffer) => (this.exchange ? this.exchange.data(chunk) : socket.destroy()));
     socket.on("end", () => (this.exchange ? this.exchange.end() : socket.destroy()));
     socket.on("error", (error) => this.exchange?.fail(error));
+    socket.on("timeout", () => this.exchange === undefined && socket.destroy());
     socket.on("close", () => {
       this.exchange?.fail(Object.assign(new Error("the model server closed the connection"), { code: "ECONNRESET" }));
       pool.closed(this);
@@ -235,13 +242,15 @@ class Connection {
   /** Out of the idle list, for a request. */
   take(): this {
     this.socket.ref();
+    if (this.idleMs > 0) this.socket.setTimeout(0);
     return this;
   }
 
-  /** Into the idle list: it keeps no process alive, and is reused. */
+  /** Into the idle list: it keeps no process alive, and is reused until the server's idle time, if it said one. */
   rest(): void {
     this.exchange = undefined;
     this.socket.unref();
+    if (this.idleMs > 0) this.socket.setTimeout(this.idleMs);
   }
 }
 
@@ -398,7 +407,10 @@ class Exchange {
     this.#detach();
     const connection = this.#connection!;
     connection.exchange = undefined;
-    connection.pool.release(connection, this.#reusable && clean);
+    // As Node's agent does: a second before the server's own idle timeout, so that no request meets its close.
+    const idle = /(?:^|[\s,])timeout=(\d+)/i.exec(this.#headers?.get("keep-alive") ?? "")?.[1];
+    connection.idleMs = idle === undefined ? 0 : Math.max(0, Number(idle) * 1000 - 1000);
+    connection.pool.release(connection, this.#reusable && clean && (idle === undefined || connection.idleMs > 0));
     if (this.#stream !== undefined) return void this.#stream.push(null);
     this.#settled = true;
     const headers = this.#headers!;

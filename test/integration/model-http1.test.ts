@@ -210,6 +210,25 @@ describe("createHttp1Fetch against raw HTTP/1.1 servers", () => {
     expect(await (await idle(closing.url, { method: "POST", body: "b" })).json()).toEqual({ connection: 2 });
   });
 
+  it("closes an idle connection a second before the idle time the server names, and keeps none it names under a second", async () => {
+    const closed = new Map<number, Promise<void>>();
+    const server = await rawServer((socket, asked) => {
+      closed.set(asked.connection, new Promise<void>((resolve) => socket.once("close", () => resolve())));
+      const hint = asked.body === "short" ? "timeout=1" : "timeout=2, max=100";
+      socket.write(json(JSON.stringify({ connection: asked.connection })).replace("OK\r\n", `OK\r\nkeep-alive: ${hint}\r\n`));
+    });
+    const httpFetch = createHttp1Fetch();
+    const opened = Date.now();
+    expect(await (await httpFetch(server.url, { method: "POST", body: "a" })).json()).toEqual({ connection: 1 });
+    // The client closes it (the server never would), a second before the 2 s the server named.
+    await closed.get(1);
+    expect(Date.now() - opened).toBeGreaterThanOrEqual(900);
+    // Named under a second: not kept at all.
+    expect(await (await httpFetch(server.url, { method: "POST", body: "short" })).json()).toEqual({ connection: 2 });
+    await closed.get(2);
+    expect(await (await httpFetch(server.url, { method: "POST", body: "b" })).json()).toEqual({ connection: 3 });
+  });
+
   it("aborts a request waiting for its answer, closing its connection", async () => {
     let closed!: () => void;
     const gone = new Promise<void>((resolve) => (closed = resolve));
