@@ -32,10 +32,8 @@ export function createHttpFetch(options: HttpFetchOptions = {}): typeof fetch {
   const agentOptions = { keepAlive: true, maxSockets: options.maxSockets ?? 256 };
   const agents = { "http:": new http.Agent(agentOptions), "https:": new https.Agent(agentOptions) };
   return (input, init) => {
-    const url = typeof input === "string" ? input : input instanceof URL ? input.href : undefined;
-    const body = init?.body;
-    const plainBody = body === undefined || body === null || typeof body === "string" || body instanceof Uint8Array;
-    if (url === undefined || !plainBody) return fetch(input, init);
+    const url = coveredUrl(input, init);
+    if (url === undefined) return fetch(input, init);
     const parsed = new URL(url);
     if (parsed.protocol !== "http:" && parsed.protocol !== "https:") return fetch(input, init);
     return send(parsed, init ?? {}, parsed.protocol === "https:" ? https : http, agents[parsed.protocol]);
@@ -43,11 +41,24 @@ export function createHttpFetch(options: HttpFetchOptions = {}): typeof fetch {
 }
 
 /**
- * Times a request is sent again after a kept-alive socket it reused was closed under it before any answer (the
- * server closed the idle socket as the request went out: a race every keep-alive client meets). The request never
- * reached the server's handler, so sending it again repeats nothing. A fresh socket's failure is never retried here.
+ * The URL of a request the model client's own HTTP clients send themselves (this one and ./http1.ts): a URL, as text or
+ * a `URL`, with no body or a string or byte one, as the SDK sends. Undefined for anything else (a `Request` object, a
+ * stream or form body), which they leave to the global `fetch`.
  */
-const STALE_SOCKET_RETRIES = 3;
+export function coveredUrl(input: Parameters<typeof fetch>[0], init: RequestInit | undefined): string | undefined {
+  const url = typeof input === "string" ? input : input instanceof URL ? input.href : undefined;
+  const body = init?.body;
+  const plainBody = body === undefined || body === null || typeof body === "string" || body instanceof Uint8Array;
+  return plainBody ? url : undefined;
+}
+
+/**
+ * Times a request is sent again after a kept-alive socket it reused was closed under it before any answer (the
+ * server closed the idle socket as the request went out: a race every keep-alive client meets). Such a request never
+ * reached the server's handler, so sending it again repeats nothing; a server that read it and died before answering
+ * looks the same, and gets it twice. A fresh socket's failure is never retried. Shared with ./http1.ts.
+ */
+export const STALE_SOCKET_RETRIES = 3;
 
 function send(
   url: URL,

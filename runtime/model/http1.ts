@@ -20,7 +20,7 @@
  * Connections are kept per origin (at most `maxSockets`, default 256; more requests wait for one), reused only after
  * an answer whose end was known, and closed when the server closes them or a second before the idle time it names
  * (`keep-alive: timeout=N`) runs out; an idle one keeps no process alive. A request whose reused connection the
- * server closed before any answer is sent again on a new one ({@link STALE_RETRIES}).
+ * server closed before any answer is sent again on a new one ({@link STALE_SOCKET_RETRIES}).
  */
 import http from "node:http";
 import net from "node:net";
@@ -28,6 +28,7 @@ import { Readable } from "node:stream";
 import tls from "node:tls";
 import { BufferedResponse } from "./buffered-response.js";
 import { decoderOf, streamDecoderOf } from "./content-coding.js";
+import { coveredUrl, STALE_SOCKET_RETRIES } from "./http-fetch.js";
 
 /** Options of {@link createHttp1Fetch}. */
 export interface Http1Options {
@@ -37,9 +38,6 @@ export interface Http1Options {
 
 /** The largest response head read (status line and headers); a larger one fails the request. */
 export const MAX_HEAD_BYTES = 64 * 1024;
-
-/** Times a request is sent again after its reused connection closed before any answer (see http-fetch.ts). */
-const STALE_RETRIES = 3;
 
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 const STATUS_LINE = /^HTTP\/1\.([01]) (\d{3})(?: ([^\r\n]*))?$/;
@@ -55,10 +53,8 @@ export function createHttp1Fetch(options: Http1Options = {}): typeof fetch {
   // URLs parsed before, by their text: the SDK asks the same few URLs again and again.
   const targets = new Map<string, Target>();
   return (input, init) => {
-    const url = typeof input === "string" ? input : input instanceof URL ? input.href : undefined;
-    const body = init?.body;
-    const plainBody = body === undefined || body === null || typeof body === "string" || body instanceof Uint8Array;
-    if (url === undefined || !plainBody) return fetch(input, init);
+    const url = coveredUrl(input, init);
+    if (url === undefined) return fetch(input, init);
     const target = targetOf(targets, url);
     if (target === undefined) return fetch(input, init);
     let pool = pools.get(target.origin);
@@ -105,8 +101,7 @@ function targetOf(targets: Map<string, Target>, href: string): Target | undefine
 }
 
 /** The request's bytes: its head, checked as `node:http` checks it, and its body, in one buffer or string. */
-function requestBytes(target: Target, init: RequestInit): string | Buffer {
-  const method = (init.method ?? "GET").toUpperCase();
+function requestBytes(target: Target, method: string, init: RequestInit): string | Buffer {
   if (!TOKEN.test(method)) throw new TypeError(`invalid HTTP method: ${JSON.stringify(method)}`);
   const body = init.body as string | Uint8Array | null | undefined;
   let head = `${method} ${target.path} HTTP/1.1\r\n`;
@@ -137,13 +132,13 @@ function requestBytes(target: Target, init: RequestInit): string | Buffer {
 function request(pool: Pool, target: Target, href: string, init: RequestInit): Promise<Response> {
   const signal = init.signal ?? undefined;
   if (signal?.aborted) return Promise.reject(abortError());
+  const method = (init.method ?? "GET").toUpperCase();
   let bytes: string | Buffer;
   try {
-    bytes = requestBytes(target, init);
+    bytes = requestBytes(target, method, init);
   } catch (error) {
     return Promise.reject(error);
   }
-  const method = (init.method ?? "GET").toUpperCase();
   return new Promise<Response>((resolve, reject) => {
     const attempt = (retries: number, fresh: boolean) => {
       const again = () => {
@@ -154,7 +149,7 @@ function request(pool: Pool, target: Target, href: string, init: RequestInit): P
       const exchange = new Exchange(href, method, signal, resolve, reject, again);
       pool.acquire(fresh, (connection) => exchange.start(connection, bytes));
     };
-    attempt(STALE_RETRIES, false);
+    attempt(STALE_SOCKET_RETRIES, false);
   });
 }
 
@@ -340,11 +335,10 @@ class Exchange {
   #readHead(): void {
     for (;;) {
       const end = this.#head.indexOf(HEAD_END);
-      if (end < 0) {
-        if (this.#head.length > MAX_HEAD_BYTES) this.fail(new Error(`the model server's answer has a head over ${MAX_HEAD_BYTES} bytes`));
-        return;
-      }
-      if (end > MAX_HEAD_BYTES) return this.fail(new Error(`the model server's answer has a head over ${MAX_HEAD_BYTES} bytes`));
+      // What is read of a head not ended yet counts too: a server that never ends one is cut off at the limit.
+      if ((end < 0 ? this.#head.length : end) > MAX_HEAD_BYTES)
+        return this.fail(new Error(`the model server's answer has a head over ${MAX_HEAD_BYTES} bytes`));
+      if (end < 0) return;
       const head = parseHead(this.#head.toString("latin1", 0, end));
       const rest = this.#head.subarray(end + 4);
       if (typeof head === "string") return this.fail(new Error(`the model server's answer cannot be read: ${head}`));
