@@ -6,7 +6,7 @@
  * by another Director, a reparse asked by another Evaluator) joins the one still running, continues after the answers
  * recorded, or replays the recorded answer.
  */
-import { createHash } from "node:crypto";
+import { recordDigest } from "../record-digest.js";
 import { CompileRecord, type CompileReply, type CompileRequest, type ErrorReply } from "../../protocol/index.js";
 import type { TaskStore } from "../bus.js";
 import type { ActorDeps } from "../deps.js";
@@ -28,7 +28,7 @@ export function compileKey(request: CompileRequest): string | undefined {
     request.model ?? "",
     request.maxAttempts ?? 0,
   ];
-  return `${request.taskId}.k${createHash("sha256").update(JSON.stringify(asked)).digest("hex").slice(0, 40)}`;
+  return `${request.taskId}.k${recordDigest(asked)}`;
 }
 
 /** Runs a compilation from the hooks it is given (`answered`: continue after those answers; `onAnswers`: record). */

@@ -8,7 +8,7 @@
  * of the task (a Director takeover) asks the same questions in the same order, and gets the recorded outcomes at
  * once instead of asking the user again.
  */
-import { createHash } from "node:crypto";
+import { recordDigest } from "../record-digest.js";
 import { decode, encode, encodeJson, errorReply, InputRecord, Requests, type InputRequest, type TaskId } from "../../protocol/index.js";
 import type { TaskStore } from "../bus.js";
 import { messageOf, type ActorDeps } from "../deps.js";
@@ -74,8 +74,6 @@ export interface TaskInputs extends InputRecords {
   wait(request: InputRequest, signal: AbortSignal): Promise<string>;
 }
 
-const digest = (parts: unknown[]) => createHash("sha256").update(JSON.stringify(parts)).digest("hex").slice(0, 40);
-
 /**
  * The waits for input of task `taskId`, recorded in `store` (the turns bucket; absent: nothing is recorded). The nth
  * time a question is asked in the task is keyed by the question and n, not by node path: a question asked under a
@@ -84,7 +82,7 @@ const digest = (parts: unknown[]) => createHash("sha256").update(JSON.stringify(
 export function taskInputs(deps: ActorDeps, taskId: TaskId, maxTimeoutMs: number, store: TaskStore | undefined): TaskInputs {
   // Made at the first question: most tasks ask none, and an empty Map is 0.2 KB held for each task in flight.
   let asked: Map<string, number> | undefined;
-  const keyOf = (request: InputRequest, n: number) => `${taskId}.i${digest([request.question, n])}`;
+  const keyOf = (request: InputRequest, n: number) => `${taskId}.i${recordDigest([request.question, n])}`;
   const next = (request: InputRequest) => (asked?.get(request.question) ?? 0) + 1;
   const read = async (key: string): Promise<InputRecord | undefined> => {
     if (!store) return undefined;

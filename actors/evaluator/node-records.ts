@@ -10,7 +10,7 @@
  * a record no longer adds to each step, and a parent still does nothing anyone can see before its child's record
  * is stored.
  */
-import { createHash } from "node:crypto";
+import { recordDigest } from "../record-digest.js";
 import { find, type Env } from "../../machines/language/env.js";
 import type { StepNode } from "../../machines/language/ast.js";
 import {
@@ -39,10 +39,7 @@ import { maskDeep, type Masker } from "../secrets.js";
 
 /** The key of the record of the `occurrence`th evaluation of node `path` of task `taskId`. */
 export function nodeKey(taskId: TaskId, path: string, occurrence: number): string {
-  return `${taskId}.node.${createHash("sha256")
-    .update(JSON.stringify([path, occurrence]))
-    .digest("hex")
-    .slice(0, 40)}`;
+  return `${taskId}.node.${recordDigest([path, occurrence])}`;
 }
 
 /** The KV filter of every node record of task `taskId`. */

@@ -6,7 +6,7 @@
  * ends. A re-run of the same call (the task resumed by another Director) replays a finished session or continues
  * one from its last recorded answer, using the recorded answers of its scripts. Script commands are recorded too.
  */
-import { createHash } from "node:crypto";
+import { recordDigest } from "../record-digest.js";
 import type { ChatMessage, CallModelInput, ModelReply } from "../../machines/handler/session.js";
 import {
   cutText,
@@ -30,19 +30,19 @@ import type { z } from "zod";
 import type { TaskStore } from "../bus.js";
 import { messageOf, type Logger } from "../deps.js";
 
-const digest = (parts: unknown[]) => createHash("sha256").update(JSON.stringify(parts)).digest("hex").slice(0, 40);
-
 /** The record key of a session call, or undefined when the call asks for no record (no `occurrence`). */
 export function turnKey(request: ExecuteRequest): string | undefined {
   if (request.occurrence === undefined) return undefined;
-  const resume = request.resume ? [request.resume.session.toolCallId, request.resume.session.turns, digest([request.resume.answer])] : null;
-  return `${request.taskId}.t${digest([request.nodePath, request.occurrence, request.prompt, request.system ?? "", request.model ?? "", request.files ?? [], request.context ?? "", resume])}`;
+  const resume = request.resume
+    ? [request.resume.session.toolCallId, request.resume.session.turns, recordDigest([request.resume.answer])]
+    : null;
+  return `${request.taskId}.t${recordDigest([request.nodePath, request.occurrence, request.prompt, request.system ?? "", request.model ?? "", request.files ?? [], request.context ?? "", resume])}`;
 }
 
 /** The record key of a script command. */
 export function scriptKey(request: ScriptRequest): string | undefined {
   if (request.occurrence === undefined) return undefined;
-  return `${request.taskId}.s${digest([request.nodePath, request.occurrence, request.argv, request.cwd ?? "", request.env ?? {}, request.inheritEnv ?? true])}`;
+  return `${request.taskId}.s${recordDigest([request.nodePath, request.occurrence, request.argv, request.cwd ?? "", request.env ?? {}, request.inheritEnv ?? true])}`;
 }
 
 /**
@@ -50,7 +50,7 @@ export function scriptKey(request: ScriptRequest): string | undefined {
  * `sessionKey`. The turn is part of the key because a server may reuse tool-call ids from one answer to the next.
  */
 export function toolKey(sessionKey: string, turn: number, index: number, toolCallId: string): string {
-  return `${sessionKey}.c${digest([turn, index, toolCallId])}`;
+  return `${sessionKey}.c${recordDigest([turn, index, toolCallId])}`;
 }
 
 /**
