@@ -64,6 +64,11 @@ const PROF = args.prof ? resolve(args.prof) : undefined;
 const ACTORS = Boolean(args.actors);
 /** Count `up`'s socket writes by what they carried (./count-writes.cjs, asked the same way). */
 const WRITES = Boolean(args.writes);
+/**
+ * Where `up`'s writes are marked in time (./count-writes.cjs), one directory per run: `--marks DIR`, or with
+ * `--writes 1 --prof DIR` beside the profile. `profile-summary.mjs --windows` splits the profile at them.
+ */
+const MARKS = args.marks ? resolve(args.marks) : PROF;
 const here = (file) => fileURLToPath(new URL(file, import.meta.url));
 const TICK_US = 10_000;
 
@@ -192,6 +197,8 @@ function startUp(name, dir, round, root, dataDir, files) {
       DIRIGENT_DATA_DIR: dataDir,
       ...(ACTORS ? { DIRIGENT_COUNT_ACTORS: files.actors } : {}),
       ...(WRITES ? { DIRIGENT_COUNT_WRITES: files.writes, DIRIGENT_COUNT_WRITES_ROOT: root } : {}),
+      // The writes' marks, beside the CPU profile if any, for ./profile-summary.mjs --windows.
+      ...(WRITES && MARKS ? { DIRIGENT_WRITE_MARKS: join(MARKS, `${name}-${round}`, "marks.json") } : {}),
       ...variantEnv[name],
     },
     /dirigent: ready/,
