@@ -17,6 +17,7 @@ import https from "node:https";
 import { Readable } from "node:stream";
 import { BufferedResponse } from "./buffered-response.js";
 import { streamDecoderOf } from "./content-coding.js";
+import { coveredUrl, STALE_SOCKET_RETRIES } from "./own-requests.js";
 
 /** What the SDK passes as `init`. */
 type Init = RequestInit & { duplex?: string };
@@ -39,26 +40,6 @@ export function createHttpFetch(options: HttpFetchOptions = {}): typeof fetch {
     return send(parsed, init ?? {}, parsed.protocol === "https:" ? https : http, agents[parsed.protocol]);
   };
 }
-
-/**
- * The URL of a request the model client's own HTTP clients send themselves (this one and ./http1.ts): a URL, as text or
- * a `URL`, with no body or a string or byte one, as the SDK sends. Undefined for anything else (a `Request` object, a
- * stream or form body), which they leave to the global `fetch`.
- */
-export function coveredUrl(input: Parameters<typeof fetch>[0], init: RequestInit | undefined): string | undefined {
-  const url = typeof input === "string" ? input : input instanceof URL ? input.href : undefined;
-  const body = init?.body;
-  const plainBody = body === undefined || body === null || typeof body === "string" || body instanceof Uint8Array;
-  return plainBody ? url : undefined;
-}
-
-/**
- * Times a request is sent again after a kept-alive socket it reused was closed under it before any answer (the
- * server closed the idle socket as the request went out: a race every keep-alive client meets). Such a request never
- * reached the server's handler, so sending it again repeats nothing; a server that read it and died before answering
- * looks the same, and gets it twice. A fresh socket's failure is never retried. Shared with ./http1.ts.
- */
-export const STALE_SOCKET_RETRIES = 3;
 
 function send(
   url: URL,

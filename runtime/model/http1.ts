@@ -28,7 +28,7 @@ import { Readable } from "node:stream";
 import tls from "node:tls";
 import { BufferedResponse } from "./buffered-response.js";
 import { decoderOf, streamDecoderOf } from "./content-coding.js";
-import { coveredUrl, STALE_SOCKET_RETRIES } from "./http-fetch.js";
+import { coveredUrl, STALE_SOCKET_RETRIES } from "./own-requests.js";
 
 /** Options of {@link createHttp1Fetch}. */
 export interface Http1Options {

@@ -10,7 +10,8 @@
  * only on a quiet machine). `--tap 1` counts every message by subject (`--samples 1` prints the largest of each,
  * `--order 1` each event), `--prof DIR` runs `up` under `node --cpu-prof`, `--actors 1` counts the XState actors `up`
  * starts per task, by kind (root or child, machine id or invoked `src`; ./count-actors.cjs), `--writes 1` its socket
- * writes per task, by the messages each carried (./count-writes.cjs). A variant `NAME=DIR@VAR+VAR` runs its
+ * writes per task, by the messages each carried (./count-writes.cjs), and with `--prof DIR` or `--marks DIR` marks each
+ * write in time beside the profile (`profile-summary.mjs --windows`: a task's critical path). A variant `NAME=DIR@VAR+VAR` runs its
  * `up` with those environment variables set to 1, and under `node $NODE_ARGS_<NAME>` when that is set (e.g.
  * `NODE_ARGS_gc=--single-threaded-gc` with `--variants head=.,gc=.`).
  *
