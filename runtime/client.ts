@@ -29,6 +29,7 @@ import {
   type TaskId,
   type TaskInputs,
 } from "../protocol/index.js";
+import { firstComing } from "./event-repeats.js";
 
 /** First pause before {@link DirigentClient.run} reads a task's record in case its result was missed. */
 const RESULT_POLL_FIRST_MS = 3000;
@@ -151,7 +152,10 @@ export class DirigentClient {
     return ask(this.deps(), Requests.compile, { type: "compiler.compile", ...request }, { timeoutMs: options.timeoutMs ?? 300_000 });
   }
 
-  /** Follows a task's events and result. Subscribe before submitting, so nothing is missed. */
+  /**
+   * Follows a task's events and result. Subscribe before submitting, so nothing is missed. An event that comes again
+   * (a write sent again around a lost connection or a leader loss) is reported once (./event-repeats.ts).
+   */
   watch(taskId: string, onEvent: (event: TaskEvent) => void = () => undefined): TaskWatch {
     return this.watching(checkedTaskId(taskId), onEvent);
   }
@@ -161,10 +165,11 @@ export class DirigentClient {
     const subs: BusSubscription[] = [];
     let resolve!: (outcome: TaskOutcome) => void;
     const result = new Promise<TaskOutcome>((r) => (resolve = r));
+    const fresh = firstComing();
     subs.push(
       this.bus.subscribe(this.subjects.taskEvents(taskId), (msg) => {
         const decoded = decode(TaskEvent, msg.data);
-        if (decoded.ok) onEvent(decoded.value);
+        if (decoded.ok && fresh(decoded.value)) onEvent(decoded.value);
       }),
       this.bus.subscribe(this.subjects.taskResult(taskId), (msg) => {
         const decoded = decode(TaskOutcome, msg.data);
