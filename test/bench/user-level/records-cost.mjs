@@ -13,8 +13,7 @@
  * writes per task, by the messages each carried (./count-writes.cjs), and with `--prof DIR` or `--marks DIR` marks each
  * write in time beside the profile (`profile-summary.mjs --windows`: a task's critical path). A variant
  * `NAME=DIR@VAR+VAR` runs its `up` with those environment variables set to 1, and under `node $NODE_ARGS_<NAME>` when
- * that is set (e.g.
- * `NODE_ARGS_gc=--single-threaded-gc` with `--variants head=.,gc=.`).
+ * that is set (e.g. `NODE_ARGS_gc=--single-threaded-gc` with `--variants head=.,gc=.`).
  *
  *   node test/bench/user-level/records-cost.mjs --a /tmp/base --b . --throughput 1000 --tasks 200 --seq 50 --rounds 3
  */
