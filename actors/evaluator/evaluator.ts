@@ -35,6 +35,7 @@ import { createLibrary } from "../library/library.js";
 import { templateToolsOf } from "../library/template-tools.js";
 import { createParseCache } from "../../machines/language/parse-cache.js";
 import type { EvaluatorConfig } from "./config.js";
+import { commandCheck } from "./script.js";
 import { taskEntry, taskWalk, type TaskWalkRole } from "./task-walk.js";
 
 export type { EvaluatorConfig } from "./config.js";
@@ -51,6 +52,7 @@ export function startEvaluator(deps: ActorDeps, config: EvaluatorConfig): RoleHa
   let stopped = false;
   const library = config.library ?? createLibrary([]);
   const parseCache = config.parseCache ?? createParseCache();
+  const commandRefusal = config.commands === undefined ? undefined : commandCheck(config.commands);
   // This Evaluator's evaluation actors: the machine provided once, its effects acting for this Evaluator's walks only.
   const actors = walkActors();
   const limits = {
@@ -74,7 +76,7 @@ export function startEvaluator(deps: ActorDeps, config: EvaluatorConfig): RoleHa
   const evaluate = async (request: EvaluateRequest): Promise<EvaluateReply> => {
     const { taskId } = request;
     const reply = (result: TaskResult): EvaluateReply => ({ type: "evaluator.result", taskId, result });
-    const entry = taskEntry(parseCache.parse(request.xml), config.commands);
+    const entry = taskEntry(parseCache.parse(request.xml), commandRefusal);
     if ("failure" in entry) return reply(entry.failure);
     const { document, path, node } = entry;
     const { walk, spend } = taskWalk(role, request, document, () => stopped || superseded.has(actor) || cancelled.has(taskId));

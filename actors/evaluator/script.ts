@@ -202,6 +202,22 @@ export function templateCommands(document: TemplateDocument): { where: string; t
   return found;
 }
 
+/**
+ * Why a document may not run under the allowlist `allow` ({@link templateCommandRefusal}), answered once per shared
+ * document: one from the parse cache is frozen and comes again with every task of its template
+ * (machines/language/parse-cache.ts), so its tree is walked once, not once per task. A role makes its own.
+ */
+export function commandCheck(allow: readonly string[]): (document: TemplateDocument) => string | undefined {
+  const checked = new WeakMap<TemplateDocument, string | undefined>();
+  return (document) => {
+    if (checked.has(document)) return checked.get(document);
+    const refused = templateCommandRefusal(document, allow);
+    // A document a walk may still change (not frozen) is checked again next time.
+    if (Object.isFrozen(document)) checked.set(document, refused);
+    return refused;
+  };
+}
+
 /** Why the document may not run under the allowlist `allow` (the first refused program, and where); undefined when it may. */
 export function templateCommandRefusal(document: TemplateDocument, allow: readonly string[]): string | undefined {
   for (const { where, text } of templateCommands(document)) {

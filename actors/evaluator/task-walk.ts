@@ -30,17 +30,17 @@ import { DEFAULT_TASK_PARALLELISM, MAX_DEPTH, MEMORY_TIMEOUT_MS, SCRIPT_REPLY_MA
 import { DEFAULT_INPUT_TIMEOUT_MS, taskInputs, type InputRecords } from "./input.js";
 import { nodeRecorder } from "./node-records.js";
 import { entryPath, inputFailure, modelIdFailure, nodeAt } from "./nodes.js";
-import { templateCommandRefusal } from "./script.js";
 import type { Walk, WalkActors } from "./document-walk.js";
 import { settled } from "../settled.js";
 
 /**
  * The entry node of a task's parsed template, or the failure that stops the task before anything runs: the template
- * does not parse, defines no task, or names a command the allowlist `commands` (absent: not checked here) lacks.
+ * does not parse, defines no task, or names a command the allowlist lacks (`refusal`, ./script.ts `commandCheck`;
+ * absent: not checked here).
  */
 export function taskEntry(
   parsed: ParseOutcome,
-  commands: readonly string[] | undefined,
+  refusal: ((document: TemplateDocument) => string | undefined) | undefined,
 ): { document: TemplateDocument; path: string; node: StepNode } | { failure: TaskResult } {
   if (!parsed.ok) {
     const { message, line, col } = parsed.error;
@@ -50,7 +50,7 @@ export function taskEntry(
   const path = entryPath(document);
   const node = path === undefined ? undefined : nodeAt(document, path);
   if (path === undefined || !node) return { failure: xmlParseFailure("the template defines no task to run") };
-  const refused = commands === undefined ? undefined : templateCommandRefusal(document, commands);
+  const refused = refusal?.(document);
   return refused === undefined ? { document, path, node } : { failure: inputFailure(refused) };
 }
 

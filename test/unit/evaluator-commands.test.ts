@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { templateCommandRefusal, templateCommands } from "../../actors/evaluator/script.js";
+import { commandCheck, templateCommandRefusal, templateCommands } from "../../actors/evaluator/script.js";
 import { parseTemplate } from "../../machines/language/parse.js";
+import { createParseCache } from "../../machines/language/parse-cache.js";
 import type { TemplateDocument } from "../../machines/language/ast.js";
 
 function doc(xml: string): TemplateDocument {
@@ -31,6 +32,28 @@ describe("template commands against the allowlist", () => {
     expect(templateCommands(doc(CALL_LOOP)).map((c) => c.text)).toEqual(['node -e "1" {{director_result}}']);
     expect(templateCommands(doc(FILE_PATHS)).map((c) => c.where)).toEqual(['<file_paths source="command">']);
     expect(templateCommands(doc("<task><description>no commands</description></task>"))).toEqual([]);
+  });
+
+  it("checks a shared (cached, frozen) template once per role, and a template a walk may still change every time", () => {
+    const cached = createParseCache().parse(LOOP);
+    if (!cached.ok) throw new Error(cached.error.message);
+    const shared = cached.document;
+    const own = doc(LOOP);
+    const walked: object[] = [];
+    // Every walk of a template's tree reads its entry: counted through a proxy of the document.
+    const counting = (document: typeof own) =>
+      new Proxy(document, { get: (target, key) => (key === "entry" && walked.push(target), Reflect.get(target, key)) });
+    const check = commandCheck(["python3"]);
+    const sharedSeen = counting(shared);
+    expect(check(sharedSeen)).toMatch(/program 'pytest'/);
+    expect(check(sharedSeen)).toMatch(/program 'pytest'/);
+    expect(walked.filter((d) => d === shared)).toHaveLength(1);
+    const ownSeen = counting(own);
+    expect(check(ownSeen)).toMatch(/program 'pytest'/);
+    expect(check(ownSeen)).toMatch(/program 'pytest'/);
+    expect(walked.filter((d) => d === own)).toHaveLength(2);
+    // Another role's allowlist is its own.
+    expect(commandCheck(["pytest"])(sharedSeen)).toBeUndefined();
   });
 
   it("refuses a template whose program is not listed, naming the program, where it is and the setting", () => {
