@@ -13,10 +13,12 @@ import {
   type ExecuteRequest,
   type MatchRequest,
   type ScriptRequest,
+  type SessionState,
   type TaskResult,
   type TemplateTool,
   type TaskId,
 } from "../../protocol/index.js";
+import type { SuspendedResult } from "../../machines/evaluator/continuation.js";
 import type { ParseOutcome, StepNode, TemplateDocument } from "../../machines/language/ast.js";
 import type { ActorDeps } from "../deps.js";
 import { ask, askRetrying } from "../ask.js";
@@ -25,7 +27,7 @@ import type { TemplateLibrary } from "../library/library.js";
 import { replays } from "../fork/replay.js";
 import { turnKey } from "../handler/records.js";
 import type { Masker } from "../secrets.js";
-import { createTaskSpend, usageLine, type TaskSpend } from "./budget.js";
+import { createTaskSpend, usageLine, type BudgetScope, type TaskSpend } from "./budget.js";
 import { DEFAULT_TASK_PARALLELISM, MAX_DEPTH, MEMORY_TIMEOUT_MS, SCRIPT_REPLY_MARGIN_MS, type EvaluatorConfig } from "./config.js";
 import { DEFAULT_INPUT_TIMEOUT_MS, taskInputs, type InputRecords } from "./input.js";
 import { nodeRecorder } from "./node-records.js";
@@ -67,6 +69,28 @@ export interface TaskWalkRole {
   mask: Masker;
   /** Publishes a progress report of the task `taskId`. */
   progress(taskId: TaskId, event: string, message: string, data?: Record<string, unknown>): void;
+}
+
+/** The files Memory matches for a node's context query (`Walk.memoryMatch`), at most `query.limit`. */
+async function matchMemory(
+  deps: ActorDeps,
+  query: Parameters<NonNullable<Walk["memoryMatch"]>>[0],
+  signal: AbortSignal,
+): Promise<{ path: string; relevance?: string; score?: number }[]> {
+  const match: MatchRequest = {
+    type: "memory.match",
+    templateDescription: query.text,
+    templateType: query.templateType,
+    ...(query.templateSubtype === undefined ? {} : { templateSubtype: query.templateSubtype }),
+    inputs: query.inputs,
+    ...(query.inheritedContext === undefined ? {} : { inheritedContext: query.inheritedContext }),
+    ...(query.previousOutputs && query.previousOutputs.length > 0 ? { previousOutputs: query.previousOutputs } : {}),
+  };
+  // Read-only, so safe to ask again: a Memory process that dies mid-request costs the idle timeout, not all of it.
+  const answer = await askRetrying(deps, Requests.memoryMatch, match, { timeoutMs: MEMORY_TIMEOUT_MS, signal });
+  return answer.matches
+    .slice(0, query.limit ?? answer.matches.length)
+    .map((m) => ({ path: m.path, relevance: m.relevance, ...(m.score === undefined ? {} : { score: m.score }) }));
 }
 
 /**
@@ -132,6 +156,27 @@ export function taskWalk(
         }
       : {}),
   });
+  /**
+   * A Handler session of the node at `nodePath` (`execute`, each attempt's request `body`): asked again when the
+   * Handler goes silent (died, NATS restarted), the same occurrence continuing from its record; its answer recorded
+   * and charged to the task. `resumed`: the suspended session it continues.
+   */
+  const session = (
+    nodePath: string,
+    signal: AbortSignal,
+    execute: ExecuteRequest,
+    body: (attempt: number) => ExecuteRequest,
+    budgets: readonly BudgetScope[],
+    resumed?: SessionState,
+  ): Promise<SuspendedResult> =>
+    // A promise callback, not an await, takes the answer: a suspended frame would be held while the model runs.
+    handlerCall(nodePath, signal, () => askRetrying(deps, Requests.execute, body, { timeoutMs: config.taskTimeoutMs, signal })).then(
+      (answer) => {
+        const result = answer.session ? { ...answer.result, session: answer.session } : answer.result;
+        records.session(nodePath, config.records ? turnKey(execute) : undefined, result, resumed);
+        return spend.charge(nodePath, result, budgets, resumed);
+      },
+    );
   // What the walk sends out waits for the node records sent before it (actors/evaluator/node-records.ts).
   const walk: Walk & InputRecords = records.gate({
     actors,
@@ -141,22 +186,7 @@ export function taskWalk(
     records,
     maxDepth: MAX_DEPTH,
     substitution: config.substitution ?? "strict",
-    memoryMatch: async (query, signal) => {
-      const match: MatchRequest = {
-        type: "memory.match",
-        templateDescription: query.text,
-        templateType: query.templateType,
-        ...(query.templateSubtype === undefined ? {} : { templateSubtype: query.templateSubtype }),
-        inputs: query.inputs,
-        ...(query.inheritedContext === undefined ? {} : { inheritedContext: query.inheritedContext }),
-        ...(query.previousOutputs && query.previousOutputs.length > 0 ? { previousOutputs: query.previousOutputs } : {}),
-      };
-      // Read-only, so safe to ask again: a Memory process that dies mid-request costs the idle timeout, not all of it.
-      const answer = await askRetrying(deps, Requests.memoryMatch, match, { timeoutMs: MEMORY_TIMEOUT_MS, signal });
-      return answer.matches
-        .slice(0, query.limit ?? answer.matches.length)
-        .map((m) => ({ path: m.path, relevance: m.relevance, ...(m.score === undefined ? {} : { score: m.score }) }));
-    },
+    memoryMatch: (query, signal) => matchMemory(deps, query, signal),
     progress,
     library,
     reserve: spend.reserve,
@@ -187,41 +217,28 @@ export function taskWalk(
         ...spend.remaining(budgets),
         occurrence: occurrence(`x:${nodePath}`),
       };
-      // Asked again when the Handler goes silent (died, NATS restarted): the same occurrence continues from its record.
+      // Object.assign: a literal `{ ...execute, fresh }` gets a hidden class of its own in this V8 (Node 20).
       const body = (attempt: number): ExecuteRequest =>
-        // Object.assign: a literal `{ ...execute, fresh }` gets a hidden class of its own in this V8 (Node 20).
         request.fresh === true && attempt === 1 ? Object.assign({}, execute, { fresh: true }) : execute;
-      // A promise callback, not an await, takes the answer: a suspended frame would be held while the model runs.
-      return handlerCall(nodePath, signal, () =>
-        askRetrying(deps, Requests.execute, body, { timeoutMs: config.taskTimeoutMs, signal }),
-      ).then((answer) => {
-        const result = answer.session ? { ...answer.result, session: answer.session } : answer.result;
-        records.session(nodePath, config.records ? turnKey(execute) : undefined, result);
-        return spend.charge(nodePath, result, budgets);
-      });
+      return session(nodePath, signal, execute, body, budgets);
     },
     waitForInput: (_nodePath, input, signal) => inputs.wait(input, signal),
     inputRecorded: inputs.inputRecorded,
-    resume: async (nodePath, session, answer, signal, continuations) => {
-      const budgets = spend.scopesOfSession(nodePath, session);
+    resume: async (nodePath, suspended, answer, signal, continuations) => {
+      const budgets = spend.scopesOfSession(nodePath, suspended);
       const execute: ExecuteRequest = {
         type: "handler.execute",
         taskId,
         nodePath,
         prompt: "",
-        resume: { session, answer },
+        resume: { session: suspended, answer },
         ...(continuations === undefined ? {} : { continuations }),
         ...offered,
         ...stream,
         ...spend.remaining(budgets),
         occurrence: occurrence(`r:${nodePath}`),
       };
-      const reply = await handlerCall(nodePath, signal, () =>
-        askRetrying(deps, Requests.execute, execute, { timeoutMs: config.taskTimeoutMs, signal }),
-      );
-      const result = reply.session ? { ...reply.result, session: reply.session } : reply.result;
-      records.session(nodePath, config.records ? turnKey(execute) : undefined, result, session);
-      return spend.charge(nodePath, result, budgets, session);
+      return session(nodePath, signal, execute, () => execute, budgets, suspended);
     },
     script: async (nodePath, command, signal) => {
       const request: ScriptRequest = { type: "handler.script", taskId, nodePath, ...command, occurrence: occurrence(`s:${nodePath}`) };
